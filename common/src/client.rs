@@ -1,0 +1,32 @@
+//! Building a `kube::Client`: in-cluster service account first, then `KUBECONFIG` / `~/.kube/config`,
+//! the same order `kube::Client::try_default` uses, with our own user agent so API audit logs and
+//! managedFields name us.
+
+use kube::{Client, Config};
+
+/// Errors building a client.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no Kubernetes configuration found (neither in-cluster service account nor KUBECONFIG): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("cannot build a Kubernetes client: {0}")]
+    Build(#[source] kube::Error),
+}
+
+/// Infer the configuration and build a client whose requests carry `user_agent`.
+pub async fn infer(user_agent: &str) -> Result<Client, Error> {
+    let config = Config::infer().await.map_err(Error::Infer)?;
+    from_config(config, user_agent)
+}
+
+/// Build a client from an explicit configuration (tests point it at a loopback test API server).
+pub fn from_config(mut config: Config, user_agent: &str) -> Result<Client, Error> {
+    config
+        .headers
+        .push((http_user_agent(), user_agent.parse().expect("user agent is a valid header value")));
+    Client::try_from(config).map_err(Error::Build)
+}
+
+fn http_user_agent() -> axum::http::HeaderName {
+    axum::http::header::USER_AGENT
+}

@@ -1,0 +1,100 @@
+//! Events about a Node, written as core/v1 Events.
+//!
+//! Why core/v1 and not `kube::runtime::events::Recorder` (events.k8s.io): `kubectl describe node` shows a
+//! core/v1 Event's `source.component` in its "From" column and its `count` in "Age (xN over ...)", which is
+//! what NPD and draino users read today. The Recorder keys repeats without the message and adds one to the
+//! series per publish, so an aggregated count of N occurrences cannot be expressed. Aggregation and rate
+//! limiting are decided by the caller (a pure core); this module only writes what it is told.
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// Warning or Normal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Severity {
+    Normal,
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Normal => "Normal",
+            Severity::Warning => "Warning",
+        }
+    }
+}
+
+/// What to write: an occurrence (count 1) or an aggregate of `count` occurrences.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeEvent {
+    /// Event source component, e.g. `kernel-monitor`; shown as "From".
+    pub source: String,
+    pub severity: Severity,
+    pub reason: String,
+    pub message: String,
+    pub count: i32,
+    pub first_seen: Timestamp,
+    pub last_seen: Timestamp,
+}
+
+/// Writes Events about one Node (namespace `default`, as the kubelet and NPD do).
+#[derive(Clone)]
+pub struct NodeEvents {
+    api: Api<Event>,
+    node: String,
+}
+
+impl NodeEvents {
+    pub fn new(client: kube::Client, node: &str) -> Self {
+        Self { api: Api::namespaced(client, "default"), node: node.to_string() }
+    }
+
+    /// Create a new Event and return its name (to update it later with [`NodeEvents::update`]).
+    pub async fn create(&self, ev: &NodeEvent) -> Result<String, kube::Error> {
+        let name = format!("{}.{:x}", self.node, ev.first_seen.as_nanosecond());
+        let event = Event {
+            metadata: ObjectMeta { name: Some(name.clone()), namespace: Some("default".into()), ..Default::default() },
+            involved_object: self.node_reference(),
+            reason: Some(ev.reason.clone()),
+            message: Some(ev.message.clone()),
+            type_: Some(ev.severity.as_str().into()),
+            source: Some(EventSource { component: Some(ev.source.clone()), host: Some(self.node.clone()) }),
+            count: Some(ev.count),
+            first_timestamp: Some(Time(ev.first_seen)),
+            last_timestamp: Some(Time(ev.last_seen)),
+            reporting_component: Some(ev.source.clone()),
+            reporting_instance: Some(self.node.clone()),
+            ..Default::default()
+        };
+        self.api.create(&PostParams::default(), &event).await?;
+        Ok(name)
+    }
+
+    /// Update an existing Event's count, last timestamp and message (a strategic-merge patch, like
+    /// client-go's event correlator).
+    pub async fn update(&self, name: &str, ev: &NodeEvent) -> Result<(), kube::Error> {
+        let patch = json!({
+            "count": ev.count,
+            "message": ev.message,
+            "lastTimestamp": Time(ev.last_seen),
+        });
+        self.api.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await?;
+        Ok(())
+    }
+
+    /// kubectl describe node looks events up with `involvedObject.uid` = the node's *name* (the kubelet's
+    /// convention), so that is what we write.
+    fn node_reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(self.node.clone()),
+            uid: Some(self.node.clone()),
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Liveness beats. Every long-running loop (each input, the report loop) registers with a maximum
+//! silence and beats while it makes progress or idles normally. `/healthz` fails, naming the loop,
+//! when one has not beaten within its maximum silence: a hung reader or a report loop stuck in a call
+//! makes the pod restart instead of looking healthy forever (NPD's /healthz always answers ok).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Default)]
+pub struct Health {
+    inner: Arc<Mutex<State>>,
+}
+
+#[derive(Default)]
+struct State {
+    loops: BTreeMap<String, Beat>,
+    ready: bool,
+}
+
+struct Beat {
+    last: Instant,
+    max_silence: Duration,
+}
+
+/// A handle one loop beats with. Dropping it unregisters the loop (a loop that ended on purpose, e.g.
+/// a monitor removed by a reload, is not "stuck").
+pub struct Beater {
+    name: String,
+    health: Health,
+}
+
+impl Beater {
+    pub fn beat(&self) {
+        if let Some(b) = self.health.inner.lock().unwrap().loops.get_mut(&self.name) {
+            b.last = Instant::now();
+        }
+    }
+}
+
+impl Drop for Beater {
+    fn drop(&mut self) {
+        self.health.inner.lock().unwrap().loops.remove(&self.name);
+    }
+}
+
+/// One loop that is overdue.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Stuck {
+    pub name: String,
+    pub silent_for_secs: u64,
+}
+
+impl Health {
+    /// Register `name`; it is considered stuck when silent for longer than `max_silence`.
+    pub fn register(&self, name: impl Into<String>, max_silence: Duration) -> Beater {
+        let name = name.into();
+        self.inner.lock().unwrap().loops.insert(name.clone(), Beat { last: Instant::now(), max_silence });
+        Beater { name, health: self.clone() }
+    }
+
+    /// Loops silent for longer than allowed at `now`.
+    pub fn stuck_at(&self, now: Instant) -> Vec<Stuck> {
+        self.inner
+            .lock()
+            .unwrap()
+            .loops
+            .iter()
+            .filter_map(|(name, b)| {
+                let silent = now.saturating_duration_since(b.last);
+                (silent > b.max_silence).then(|| Stuck { name: name.clone(), silent_for_secs: silent.as_secs() })
+            })
+            .collect()
+    }
+
+    pub fn stuck(&self) -> Vec<Stuck> {
+        self.stuck_at(Instant::now())
+    }
+
+    /// Names of the registered loops.
+    pub fn loops(&self) -> Vec<String> {
+        self.inner.lock().unwrap().loops.keys().cloned().collect()
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.inner.lock().unwrap().ready = ready;
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.inner.lock().unwrap().ready
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silent_loop_is_stuck_and_a_dropped_one_is_forgotten() {
+        let h = Health::default();
+        let a = h.register("input:kmsg", Duration::from_secs(10));
+        let _b = h.register("report", Duration::from_secs(60));
+        let later = Instant::now() + Duration::from_secs(30);
+        let stuck = h.stuck_at(later);
+        assert_eq!(stuck.len(), 1);
+        assert_eq!(stuck[0].name, "input:kmsg");
+        drop(a);
+        assert!(h.stuck_at(later).is_empty());
+        assert_eq!(h.loops(), vec!["report"]);
+    }
+
+    #[test]
+    fn beating_keeps_a_loop_alive() {
+        let h = Health::default();
+        let a = h.register("x", Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(h.stuck().len(), 1);
+        a.beat();
+        assert!(h.stuck().is_empty());
+    }
+}

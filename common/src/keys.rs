@@ -1,0 +1,22 @@
+//! Well-known names. Keeping them in one place means the detector, the drainer, the manifests and the
+//! tests cannot disagree about a spelling.
+
+/// Annotation on a Node listing, comma-separated and sorted, the condition types the detector owns.
+/// The detector removes an owned type that no rule file declares any more, and never touches a type
+/// that is not listed (kubelet's Ready, MemoryPressure, ... or another tool's).
+pub const OWNED_CONDITIONS_ANNOTATION: &str = "nodemedic.io/detector-conditions";
+
+/// Label of Kosmos leaf nodes (virtual nodes standing for member clusters).
+pub const KOSMOS_NODE_LABEL: &str = "kosmos.io/node";
+/// Value of [`KOSMOS_NODE_LABEL`] that marks a leaf node.
+pub const KOSMOS_NODE_VALUE: &str = "true";
+
+/// Annotation that exempts a kube-system pod from eviction (value must be empty).
+pub const NOT_EVICTED_POD_ANNOTATION: &str = "scheduler.alpha.kubernetes.io/not-evicted-pod";
+/// Legacy annotation marking a critical pod.
+pub const CRITICAL_POD_ANNOTATION: &str = "scheduler.alpha.kubernetes.io/critical-pod";
+/// Pods at or above this priority are system-critical and never evicted.
+pub const CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// Field manager / user agent prefix of the detector's writes.
+pub const DETECTOR_MANAGER: &str = "nodemedic-detector";

@@ -1,0 +1,130 @@
+//! Reading rule files from disk (a directory of `*.yaml`/`*.yml` or single files) or from memory (the
+//! bundled defaults), and the checks that span files.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::{ConfigError, ConfigErrors, Errors, Monitor, RuleSet, build, raw::RawMonitor};
+
+/// The default rule files, compiled into the binary so `detector check` works with no files around.
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("kernel-monitor.yaml", include_str!("../../../config/rules/kernel-monitor.yaml")),
+    ("readonly-monitor.yaml", include_str!("../../../config/rules/readonly-monitor.yaml")),
+    ("docker-monitor.yaml", include_str!("../../../config/rules/docker-monitor.yaml")),
+    ("containerd-monitor.yaml", include_str!("../../../config/rules/containerd-monitor.yaml")),
+    ("systemd-monitor.yaml", include_str!("../../../config/rules/systemd-monitor.yaml")),
+];
+
+/// The bundled default rules.
+pub fn bundled_defaults() -> RuleSet {
+    let sources: Vec<(PathBuf, String)> =
+        BUNDLED.iter().map(|(n, t)| (PathBuf::from(format!("<bundled>/{n}")), t.to_string())).collect();
+    load_sources(&sources).expect("the bundled rule files are valid (a unit test checks this)")
+}
+
+/// Load rule files from paths: each path is a file or a directory whose `*.yaml`/`*.yml` files are read
+/// in name order (hidden entries such as a ConfigMap's `..data` are skipped).
+pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, ConfigErrors> {
+    let mut sources = Vec::new();
+    let mut errors = Vec::new();
+    for path in paths {
+        match rule_files(path) {
+            Ok(files) => {
+                for f in files {
+                    match std::fs::read_to_string(&f) {
+                        Ok(text) => sources.push((f, text)),
+                        Err(e) => errors.push(io_error(&f, &e)),
+                    }
+                }
+            }
+            Err(e) => errors.push(io_error(path, &e)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ConfigErrors(errors));
+    }
+    load_sources(&sources)
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> ConfigError {
+    ConfigError { file: path.display().to_string(), line: 0, column: 0, message: format!("cannot read: {e}") }
+}
+
+fn rule_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        std::fs::metadata(path)?;
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml")) && p.is_file()
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Parse and validate `(path, text)` pairs; all errors of all files are returned together.
+pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErrors> {
+    let mut all_errors = Vec::new();
+    let mut monitors: Vec<Monitor> = Vec::new();
+    // condition type -> (file, line, column) of its first declaration
+    let mut declared: HashMap<String, (String, u64, u64)> = HashMap::new();
+    let mut names: HashMap<String, String> = HashMap::new();
+    for (path, text) in sources {
+        let file = path.display().to_string();
+        let mut errors = Errors::new(&file);
+        let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("monitor").to_string();
+        match serde_saphyr::from_str::<RawMonitor>(text) {
+            Err(e) => {
+                let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+                errors.list.push(ConfigError { file: file.clone(), line, column, message: yaml_message(&e) });
+            }
+            Ok(raw) => {
+                for c in &raw.conditions {
+                    let here = (file.clone(), c.type_.referenced.line(), c.type_.referenced.column());
+                    if let Some((f, l, col)) = declared.get(&c.type_.value) {
+                        if f != &file {
+                            errors.at(
+                                &c.type_.referenced,
+                                format!("condition type {:?} is already declared at {f}:{l}:{col}", c.type_.value),
+                            );
+                        }
+                    } else {
+                        declared.insert(c.type_.value.clone(), here);
+                    }
+                }
+                if let Some(other) = names.insert(name.clone(), file.clone()) {
+                    errors.list.push(ConfigError {
+                        file: file.clone(),
+                        line: 1,
+                        column: 1,
+                        message: format!("monitor name {name:?} (the file stem) is also used by {other}"),
+                    });
+                }
+                if let Some(m) = build(raw, &name, path, &mut errors) {
+                    if errors.list.is_empty() {
+                        monitors.push(m);
+                    }
+                }
+            }
+        }
+        all_errors.extend(errors.list);
+    }
+    if all_errors.is_empty() { Ok(RuleSet { monitors }) } else { Err(ConfigErrors(all_errors)) }
+}
+
+/// serde-saphyr's Display repeats the position and may draw a snippet; keep the first line's text
+/// without the location prefix, since ours comes first.
+fn yaml_message(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or("invalid YAML").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // "... at line 3, column 5" suffixes are redundant with our prefix.
+    match first.rfind(" at line ") {
+        Some(i) => first[..i].to_string(),
+        None => first.to_string(),
+    }
+}

@@ -1,0 +1,313 @@
+//! Rule files: parsed (`raw`), validated and compiled (`build`), then frozen as a [`RuleSet`].
+//!
+//! Every error names `file:line:column` and what is wrong, so an operator can fix a ConfigMap
+//! without guessing; loading never stops at the first bad file, it reports all of them.
+
+mod load;
+mod raw;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+use serde_saphyr::{Location, Spanned};
+
+pub use load::{bundled_defaults, load_paths, load_sources};
+
+/// Default window for multi-line patterns (NPD's bufferSize default).
+pub const DEFAULT_BUFFER_SIZE: usize = 10;
+/// Upper bound on bufferSize: each line of the window is kept in memory per monitor.
+pub const MAX_BUFFER_SIZE: usize = 1000;
+
+/// One rule-file problem, with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub line: u64,
+    pub column: u64,
+    pub message: String,
+}
+
+/// All problems found in a set of rule files.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+/// Where lines come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Kmsg,
+    Journal { identifiers: Vec<String>, units: Vec<String>, directory: Option<PathBuf> },
+    File { path: PathBuf, format: LineFormat },
+}
+
+impl Input {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Input::Kmsg => "kmsg",
+            Input::Journal { .. } => "journal",
+            Input::File { .. } => "file",
+        }
+    }
+}
+
+/// How a plain log file's lines are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineFormat {
+    /// `Nov 22 03:27:01 host tag[pid]: message`: the prefix is stripped before matching.
+    Syslog,
+    /// The whole line is the message.
+    Plain,
+}
+
+/// A condition a monitor owns.
+#[derive(Debug, Clone)]
+pub struct ConditionDef {
+    pub type_: String,
+    pub healthy_reason: String,
+    pub healthy_message: String,
+    pub recovery_pattern: Option<Regex>,
+    pub recovery_after: Option<Duration>,
+}
+
+/// What a matching rule means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleKind {
+    /// An Event.
+    Temporary,
+    /// The condition at this index of the monitor's `conditions` becomes True.
+    Permanent { condition: usize },
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub kind: RuleKind,
+    pub reason: String,
+    pub pattern: Regex,
+    /// The pattern as written (for metrics labels and messages).
+    pub source_pattern: String,
+    pub message: Option<String>,
+    /// The pattern contains a newline: it is matched against the window of recent lines.
+    pub multiline: bool,
+}
+
+/// One validated rule file.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    /// The file stem, e.g. `kernel-monitor`; names the monitor in logs, metrics and checkpoints.
+    pub name: String,
+    pub file: PathBuf,
+    pub source: String,
+    pub input: Input,
+    pub lookback: Option<Duration>,
+    pub buffer_size: usize,
+    pub conditions: Vec<ConditionDef>,
+    pub rules: Vec<Rule>,
+}
+
+/// The frozen, validated configuration.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    pub monitors: Vec<Monitor>,
+}
+
+impl RuleSet {
+    /// Every condition type declared by any monitor.
+    pub fn condition_types(&self) -> Vec<String> {
+        self.monitors.iter().flat_map(|m| m.conditions.iter().map(|c| c.type_.clone())).collect()
+    }
+}
+
+/// Collects errors for one file.
+pub(crate) struct Errors<'a> {
+    file: &'a str,
+    pub(crate) list: Vec<ConfigError>,
+}
+
+impl<'a> Errors<'a> {
+    pub(crate) fn new(file: &'a str) -> Self {
+        Self { file, list: Vec::new() }
+    }
+
+    pub(crate) fn at(&mut self, loc: &Location, message: impl Into<String>) {
+        self.list.push(ConfigError {
+            file: self.file.to_string(),
+            line: loc.line(),
+            column: loc.column(),
+            message: message.into(),
+        });
+    }
+}
+
+fn parse_duration(s: &Spanned<String>, what: &str, errors: &mut Errors) -> Option<Duration> {
+    match humantime::parse_duration(s.value.trim()) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errors.at(&s.referenced, format!("{what}: invalid duration {:?}: {e} (examples: 30s, 5m, 1h30m)", s.value));
+            None
+        }
+    }
+}
+
+fn compile(pattern: &Spanned<String>, what: &str, errors: &mut Errors) -> Option<Regex> {
+    match Regex::new(&pattern.value) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            // The regex error is multi-line (it draws a caret under the pattern); keep it readable on one
+            // log line by folding it.
+            let detail = e.to_string().lines().map(str::trim_end).collect::<Vec<_>>().join(" | ");
+            errors.at(&pattern.referenced, format!("{what}: invalid regex {:?}: {detail}", pattern.value));
+            None
+        }
+    }
+}
+
+/// Validate one parsed file. `name` is the monitor name (file stem).
+pub(crate) fn build(raw: raw::RawMonitor, name: &str, file: &Path, errors: &mut Errors) -> Option<Monitor> {
+    let before = errors.list.len();
+    if raw.source.value.trim().is_empty() {
+        errors.at(&raw.source.referenced, "source: must not be empty (it names the Event source, e.g. kernel-monitor)");
+    }
+    let input = build_input(&raw.input, errors);
+    let lookback = raw.lookback.as_ref().and_then(|l| parse_duration(l, "lookback", errors));
+    let buffer_size = match &raw.buffer_size {
+        None => DEFAULT_BUFFER_SIZE,
+        Some(b) if b.value == 0 || b.value > MAX_BUFFER_SIZE => {
+            errors.at(&b.referenced, format!("bufferSize: {} is out of range 1..={MAX_BUFFER_SIZE}", b.value));
+            DEFAULT_BUFFER_SIZE
+        }
+        Some(b) => b.value,
+    };
+
+    let mut conditions: Vec<ConditionDef> = Vec::new();
+    for c in &raw.conditions {
+        if !is_condition_type(&c.type_.value) {
+            errors.at(
+                &c.type_.referenced,
+                format!("conditions: type {:?} is not a valid condition type (letters and digits, starting with a letter)", c.type_.value),
+            );
+        }
+        if conditions.iter().any(|d| d.type_ == c.type_.value) {
+            errors.at(&c.type_.referenced, format!("conditions: type {:?} is declared twice in this file", c.type_.value));
+            continue;
+        }
+        let (recovery_pattern, recovery_after) = match &c.recovery {
+            None => (None, None),
+            Some(r) => {
+                let p = r.pattern.as_ref().and_then(|p| compile(p, "recovery.pattern", errors));
+                let a = r.after.as_ref().and_then(|a| parse_duration(a, "recovery.after", errors));
+                if r.pattern.is_none() && r.after.is_none() {
+                    errors.at(&c.type_.referenced, "recovery: give a pattern, an `after` quiet period, or both");
+                }
+                (p, a)
+            }
+        };
+        conditions.push(ConditionDef {
+            type_: c.type_.value.clone(),
+            healthy_reason: c.reason.clone(),
+            healthy_message: c.message.clone(),
+            recovery_pattern,
+            recovery_after,
+        });
+    }
+
+    let mut rules = Vec::new();
+    for r in &raw.rules {
+        let kind = match r.type_.value.as_str() {
+            "temporary" => {
+                if let Some(c) = &r.condition {
+                    errors.at(&c.referenced, "condition: only permanent rules name a condition (this rule is temporary)");
+                }
+                Some(RuleKind::Temporary)
+            }
+            "permanent" => match &r.condition {
+                None => {
+                    errors.at(&r.type_.referenced, "permanent rule: `condition` is required (the condition type it sets)");
+                    None
+                }
+                Some(c) => match conditions.iter().position(|d| d.type_ == c.value) {
+                    Some(i) => Some(RuleKind::Permanent { condition: i }),
+                    None => {
+                        errors.at(
+                            &c.referenced,
+                            format!("condition: {:?} is not declared under `conditions` in this file", c.value),
+                        );
+                        None
+                    }
+                },
+            },
+            other => {
+                errors.at(&r.type_.referenced, format!("rule type {other:?}: expected `temporary` or `permanent`"));
+                None
+            }
+        };
+        if r.reason.value.trim().is_empty() {
+            errors.at(&r.reason.referenced, "reason: must not be empty");
+        }
+        let pattern = compile(&r.pattern, "pattern", errors);
+        if let (Some(kind), Some(pattern)) = (kind, pattern) {
+            rules.push(Rule {
+                kind,
+                reason: r.reason.value.clone(),
+                multiline: r.pattern.value.contains('\n') || r.pattern.value.contains("\\n"),
+                source_pattern: r.pattern.value.clone(),
+                pattern,
+                message: r.message.clone(),
+            });
+        }
+    }
+
+    (errors.list.len() == before).then(|| Monitor {
+        name: name.to_string(),
+        file: file.to_path_buf(),
+        source: raw.source.value.clone(),
+        input: input.unwrap_or(Input::Kmsg),
+        lookback,
+        buffer_size,
+        conditions,
+        rules,
+    })
+}
+
+fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<Input> {
+    let path = raw.path.as_ref().map(|p| PathBuf::from(&p.value));
+    match raw.kind.value.as_str() {
+        "kmsg" => Some(Input::Kmsg),
+        "journal" => Some(Input::Journal {
+            identifiers: raw.identifiers.clone(),
+            units: raw.units.clone(),
+            directory: path,
+        }),
+        "file" => {
+            let format = match raw.format.as_ref().map(|f| (f, f.value.as_str())) {
+                None | Some((_, "plain")) => LineFormat::Plain,
+                Some((_, "syslog")) => LineFormat::Syslog,
+                Some((f, other)) => {
+                    errors.at(&f.referenced, format!("input.format {other:?}: expected `syslog` or `plain`"));
+                    return None;
+                }
+            };
+            match path {
+                Some(path) => Some(Input::File { path, format }),
+                None => {
+                    errors.at(&raw.kind.referenced, "input: a `file` input needs `path`");
+                    None
+                }
+            }
+        }
+        other => {
+            errors.at(&raw.kind.referenced, format!("input.kind {other:?}: expected `kmsg`, `journal` or `file`"));
+            None
+        }
+    }
+}
+
+fn is_condition_type(t: &str) -> bool {
+    let mut chars = t.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' || c == '/')
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,205 @@
+//! The `/dev/kmsg` record format (Documentation/ABI/testing/dev-kmsg):
+//!
+//! ```text
+//! PRI,SEQ,TS_US,FLAGS[,...];MESSAGE\n
+//!  KEY=VALUE\n            (continuation lines, each starting with a space)
+//! ```
+//! facility = PRI >> 3, level = PRI & 7; TS_US is CLOCK_MONOTONIC microseconds; FLAGS is `-` or `c`
+//! (continuation of a previous record). MESSAGE escapes non-printable bytes (and `\`) as `\xNN`.
+
+use super::Malformed;
+
+/// One parsed kmsg record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub facility: u8,
+    pub level: u8,
+    pub seq: u64,
+    pub monotonic_us: u64,
+    /// `c` flag: a fragment continuing an earlier record.
+    pub continuation: bool,
+    /// The message with `\xNN` escapes decoded (invalid UTF-8 replaced).
+    pub message: String,
+    /// Dictionary from continuation lines (`SUBSYSTEM=...`, `DEVICE=...`).
+    pub dict: Vec<(String, String)>,
+}
+
+fn malformed(why: impl Into<String>) -> Malformed {
+    Malformed { input: "kmsg", why: why.into() }
+}
+
+/// Parse one record as returned by one `read()` of `/dev/kmsg` (or one record of a kmsg-format file,
+/// including its continuation lines). A trailing newline is optional.
+pub fn parse(record: &[u8]) -> Result<Record, Malformed> {
+    let semi = record.iter().position(|&b| b == b';').ok_or_else(|| malformed("no ';' after the prefix"))?;
+    let prefix = std::str::from_utf8(&record[..semi]).map_err(|_| malformed("prefix is not text"))?;
+    let mut fields = prefix.split(',');
+    let pri: u16 = num(fields.next(), "priority")?;
+    let seq: u64 = num(fields.next(), "sequence number")?;
+    let monotonic_us: u64 = num(fields.next(), "timestamp")?;
+    let flags = fields.next().unwrap_or("-");
+    let rest = &record[semi + 1..];
+    let (msg, dict_part) = match rest.iter().position(|&b| b == b'\n') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &[][..]),
+    };
+    let dict = dict_part
+        .split(|&b| b == b'\n')
+        .filter_map(|l| l.strip_prefix(b" "))
+        .filter_map(|l| {
+            let text = unescape(l);
+            let (k, v) = text.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect();
+    Ok(Record {
+        facility: (pri >> 3) as u8,
+        level: (pri & 7) as u8,
+        seq,
+        monotonic_us,
+        continuation: flags.contains('c'),
+        message: unescape(msg),
+        dict,
+    })
+}
+
+fn num<T: std::str::FromStr>(field: Option<&str>, what: &str) -> Result<T, Malformed> {
+    field.and_then(|f| f.trim().parse().ok()).ok_or_else(|| malformed(format!("bad {what}")))
+}
+
+/// Decode `\xNN` escapes; anything else is kept as is. Bytes that do not form UTF-8 become U+FFFD.
+pub fn unescape(bytes: &[u8]) -> String {
+    if !bytes.contains(&b'\\') {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'x') {
+            if let (Some(h), Some(l)) = (hex(bytes.get(i + 2)), hex(bytes.get(i + 3))) {
+                out.push(h << 4 | l);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: Option<&u8>) -> Option<u8> {
+    match *b? {
+        c @ b'0'..=b'9' => Some(c - b'0'),
+        c @ b'a'..=b'f' => Some(c - b'a' + 10),
+        c @ b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Reads a kmsg-format *file* (records one per line, continuation lines starting with a space) one
+/// record at a time, streaming: memory stays bounded by the longest record.
+pub struct RecordReader<R> {
+    input: R,
+    line_no: usize,
+    pending: Vec<u8>,
+    pending_line: usize,
+    next: Vec<u8>,
+}
+
+impl<R: std::io::BufRead> RecordReader<R> {
+    pub fn new(input: R) -> Self {
+        Self { input, line_no: 0, pending: Vec::new(), pending_line: 0, next: Vec::new() }
+    }
+
+    /// The next record as `(first line number (1-based), bytes without the final newline)`.
+    pub fn next_record(&mut self) -> std::io::Result<Option<(usize, &[u8])>> {
+        loop {
+            self.next.clear();
+            let n = self.input.read_until(b'\n', &mut self.next)?;
+            if n == 0 {
+                if self.pending.is_empty() {
+                    return Ok(None);
+                }
+                let rec = std::mem::take(&mut self.pending);
+                self.next = rec;
+                return Ok(Some((self.pending_line, trim_newline(&self.next))));
+            }
+            self.line_no += 1;
+            if self.next.first() == Some(&b' ') && !self.pending.is_empty() {
+                self.pending.extend_from_slice(&self.next);
+                continue;
+            }
+            if trim_newline(&self.next).is_empty() {
+                continue;
+            }
+            // A new record starts: hand out the pending one, keep this one.
+            let start_line = self.line_no;
+            if self.pending.is_empty() {
+                std::mem::swap(&mut self.pending, &mut self.next);
+                self.pending_line = start_line;
+                continue;
+            }
+            std::mem::swap(&mut self.pending, &mut self.next);
+            let line = std::mem::replace(&mut self.pending_line, start_line);
+            return Ok(Some((line, trim_newline(&self.next))));
+        }
+    }
+}
+
+fn trim_newline(b: &[u8]) -> &[u8] {
+    b.strip_suffix(b"\n").unwrap_or(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_prefix_message_and_dict() {
+        let r = parse(b"6,339,5140900,-;NET: Registered protocol family 10\n SUBSYSTEM=net\n DEVICE=+net:lo\n").unwrap();
+        assert_eq!(r.facility, 0);
+        assert_eq!(r.level, 6);
+        assert_eq!(r.seq, 339);
+        assert_eq!(r.monotonic_us, 5_140_900);
+        assert!(!r.continuation);
+        assert_eq!(r.message, "NET: Registered protocol family 10");
+        assert_eq!(r.dict, vec![("SUBSYSTEM".into(), "net".into()), ("DEVICE".into(), "+net:lo".into())]);
+    }
+
+    #[test]
+    fn decodes_escapes_and_extra_prefix_fields() {
+        let r = parse(b"30,12,99,c,caller=T1;tab\\x09here \\x5c back\\xZZ").unwrap();
+        assert_eq!(r.facility, 3);
+        assert_eq!(r.level, 6);
+        assert!(r.continuation);
+        assert_eq!(r.message, "tab\there \\ back\\xZZ");
+    }
+
+    #[test]
+    fn invalid_utf8_becomes_replacement() {
+        let r = parse(b"6,1,1,-;bad \\xff byte").unwrap();
+        assert_eq!(r.message, "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn rejects_malformed_records() {
+        for bad in [&b"no semicolon"[..], b"x,1,2,-;m", b"6,,2,-;m", b"6,1;m", b"6,1,notanumber,-;m"] {
+            assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn splits_a_file_into_records_with_line_numbers() {
+        let data = &b"6,1,10,-;first\n SUBSYSTEM=x\n6,2,20,-;second\n\n6,3,30,-;third"[..];
+        let mut reader = RecordReader::new(data);
+        let mut recs = Vec::new();
+        while let Some((n, r)) = reader.next_record().unwrap() {
+            recs.push((n, String::from_utf8_lossy(r).into_owned()));
+        }
+        assert_eq!(
+            recs,
+            vec![(1, "6,1,10,-;first\n SUBSYSTEM=x".to_string()), (3, "6,2,20,-;second".into()), (5, "6,3,30,-;third".into())]
+        );
+    }
+}

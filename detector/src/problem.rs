@@ -1,0 +1,203 @@
+//! Problem state of one monitor: a pure function of (rules, matched lines, clock).
+//!
+//! A temporary rule's hit is an Event. A permanent rule's hit sets its condition True (reason and
+//! message from the rule); a change of status or reason also yields an Event in NPD's wording. A
+//! condition with a recovery pattern returns to its healthy default when that pattern matches; one with
+//! a quiet period (`recovery.after`) returns when no problem line was seen for that long. Without
+//! either it stays True, as in NPD.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::config::{Monitor, RuleKind};
+use crate::matcher::{Hit, Matcher, Target};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Status {
+    True,
+    False,
+    Unknown,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Status {
+        match s {
+            "True" => Status::True,
+            "False" => Status::False,
+            _ => Status::Unknown,
+        }
+    }
+}
+
+/// The state of one condition.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: Status,
+    pub reason: String,
+    pub message: String,
+    #[serde(rename = "lastTransitionTime")]
+    pub transition: Timestamp,
+}
+
+/// Something to report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// A temporary problem: a Warning Event with the rule's reason.
+    Problem { reason: String, message: String },
+    /// A condition changed (status, reason or message); `transition` says whether the status or reason
+    /// changed, which also warrants an Event in NPD's wording.
+    Condition { condition: Condition, transition: bool },
+}
+
+impl Report {
+    /// NPD's condition-change Event text.
+    pub fn transition_message(c: &Condition) -> String {
+        format!("Node condition {} is now: {}, reason: {}, message: {:?}", c.type_, c.status.as_str(), c.reason, c.message)
+    }
+}
+
+/// One monitor's matcher and condition states.
+pub struct MonitorState {
+    monitor: Arc<Monitor>,
+    matcher: Matcher,
+    conditions: Vec<Condition>,
+    /// When the last problem line for each condition was seen (for quiet-period recovery).
+    last_problem: Vec<Option<Timestamp>>,
+    hits: Vec<Hit>,
+}
+
+impl MonitorState {
+    /// Start with each condition at its healthy default, except where `restored` (read back from the
+    /// Node) has it: a True condition stays True across a restart.
+    pub fn new(monitor: Arc<Monitor>, restored: &[Condition], now: Timestamp) -> Self {
+        let conditions = monitor
+            .conditions
+            .iter()
+            .map(|def| match restored.iter().find(|c| c.type_ == def.type_) {
+                Some(c) if c.status == Status::True => c.clone(),
+                _ => Condition {
+                    type_: def.type_.clone(),
+                    status: Status::False,
+                    reason: def.healthy_reason.clone(),
+                    message: def.healthy_message.clone(),
+                    transition: now,
+                },
+            })
+            .collect::<Vec<_>>();
+        // A restored True condition with a quiet period counts from the restart, not from the epoch.
+        let last_problem = conditions.iter().map(|c| (c.status == Status::True).then_some(now)).collect();
+        MonitorState { matcher: Matcher::new(&monitor), monitor, conditions, last_problem, hits: Vec::new() }
+    }
+
+    /// Swap in reloaded rules, keeping the state of conditions whose type still exists.
+    pub fn reconfigure(&mut self, monitor: Arc<Monitor>, now: Timestamp) {
+        let old = std::mem::take(&mut self.conditions);
+        let old_last = std::mem::take(&mut self.last_problem);
+        let mut next = MonitorState::new(monitor, &[], now);
+        for (i, c) in next.conditions.iter_mut().enumerate() {
+            if let Some(j) = old.iter().position(|o| o.type_ == c.type_) {
+                if old[j].status == Status::True {
+                    *c = old[j].clone();
+                    next.last_problem[i] = old_last[j];
+                }
+            }
+        }
+        *self = next;
+    }
+
+    pub fn monitor(&self) -> &Arc<Monitor> {
+        &self.monitor
+    }
+
+    pub fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+
+    /// Process one line seen at `at`; reports are appended to `out`.
+    pub fn process(&mut self, line: &str, at: Timestamp, out: &mut Vec<Report>) {
+        self.hits.clear();
+        self.matcher.match_line(line, &mut self.hits);
+        if self.hits.is_empty() {
+            return;
+        }
+        let hits = std::mem::take(&mut self.hits);
+        for hit in &hits {
+            match hit.target {
+                Target::Rule(i) => {
+                    let rule = &self.monitor.rules[i];
+                    match rule.kind {
+                        RuleKind::Temporary => {
+                            out.push(Report::Problem { reason: rule.reason.clone(), message: hit.message.clone() })
+                        }
+                        RuleKind::Permanent { condition } => {
+                            let reason = rule.reason.clone();
+                            self.last_problem[condition] = Some(at);
+                            self.set(condition, Status::True, reason, hit.message.clone(), at, out);
+                        }
+                    }
+                }
+                Target::Recovery(c) => self.recover(c, at, out),
+            }
+        }
+        self.hits = hits;
+    }
+
+    /// Apply quiet-period recoveries due at `now`.
+    pub fn tick(&mut self, now: Timestamp, out: &mut Vec<Report>) {
+        for i in 0..self.conditions.len() {
+            let Some(after) = self.monitor.conditions[i].recovery_after else { continue };
+            if self.conditions[i].status != Status::True {
+                continue;
+            }
+            let since = self.last_problem[i].unwrap_or(self.conditions[i].transition);
+            if elapsed(since, now) >= after {
+                self.recover(i, now, out);
+            }
+        }
+    }
+
+    fn recover(&mut self, i: usize, at: Timestamp, out: &mut Vec<Report>) {
+        if self.conditions[i].status != Status::True {
+            return;
+        }
+        let def = &self.monitor.conditions[i];
+        let (reason, message) = (def.healthy_reason.clone(), def.healthy_message.clone());
+        self.last_problem[i] = None;
+        self.set(i, Status::False, reason, message, at, out);
+    }
+
+    fn set(&mut self, i: usize, status: Status, reason: String, message: String, at: Timestamp, out: &mut Vec<Report>) {
+        let c = &mut self.conditions[i];
+        let transition = c.status != status || c.reason != reason;
+        if !transition && c.message == message {
+            return;
+        }
+        if c.status != status {
+            c.transition = at;
+        }
+        c.status = status;
+        c.reason = reason;
+        c.message = message;
+        out.push(Report::Condition { condition: c.clone(), transition });
+    }
+}
+
+fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+    let d = now.as_millisecond() - since.as_millisecond();
+    Duration::from_millis(d.max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+use super::*;
+use crate::config::load_sources;
+
+const RULES: &str = r#"
+source: kernel-monitor
+input: {kind: kmsg}
+conditions:
+  - type: KernelDeadlock
+    reason: KernelHasNoDeadlock
+    message: kernel has no deadlock
+  - type: Flaky
+    reason: NotFlaky
+    message: fine
+    recovery:
+      pattern: 'flaky thing recovered'
+      after: 10m
+rules:
+  - type: temporary
+    reason: OOMKilling
+    pattern: 'Killed process .*'
+  - type: permanent
+    condition: KernelDeadlock
+    reason: DockerHung
+    pattern: 'task docker:\w+ blocked.*'
+  - type: permanent
+    condition: Flaky
+    reason: FlakyThing
+    pattern: 'flaky thing broke.*'
+"#;
+
+fn monitor() -> Arc<Monitor> {
+    Arc::new(load_sources(&[("kernel-monitor.yaml".into(), RULES.into())]).unwrap().monitors.remove(0))
+}
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
+}
+
+fn run(state: &mut MonitorState, line: &str, at: Timestamp) -> Vec<Report> {
+    let mut out = Vec::new();
+    state.process(line, at, &mut out);
+    out
+}
+
+#[test]
+fn starts_healthy_and_benign_lines_report_nothing() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    assert!(s.conditions().iter().all(|c| c.status == Status::False));
+    assert_eq!(s.conditions()[0].reason, "KernelHasNoDeadlock");
+    assert!(run(&mut s, "all is well", t(1)).is_empty());
+}
+
+#[test]
+fn temporary_rule_reports_a_problem_and_changes_no_condition() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    let out = run(&mut s, "Killed process 1 (x)", t(1));
+    assert_eq!(out, vec![Report::Problem { reason: "OOMKilling".into(), message: "Killed process 1 (x)".into() }]);
+    assert!(s.conditions().iter().all(|c| c.status == Status::False));
+}
+
+#[test]
+fn permanent_rule_sets_condition_once_and_stays_true_without_recovery() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    let out = run(&mut s, "task docker:5 blocked for more", t(5));
+    assert_eq!(out.len(), 1);
+    let Report::Condition { condition, transition } = &out[0] else { panic!("{out:?}") };
+    assert!(transition);
+    assert_eq!((condition.status, condition.reason.as_str()), (Status::True, "DockerHung"));
+    assert_eq!(condition.transition, t(5));
+    // the same line again: nothing new
+    assert!(run(&mut s, "task docker:5 blocked for more", t(6)).is_empty());
+    // no recovery configured: time alone does not clear it
+    let mut out = Vec::new();
+    s.tick(t(100_000), &mut out);
+    assert!(out.is_empty());
+    assert_eq!(s.conditions()[0].status, Status::True);
+}
+
+#[test]
+fn a_new_message_updates_the_condition_without_a_transition() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    run(&mut s, "task docker:5 blocked for more", t(5));
+    let out = run(&mut s, "task docker:6 blocked for more", t(7));
+    let Report::Condition { condition, transition } = &out[0] else { panic!() };
+    assert!(!transition);
+    assert_eq!(condition.transition, t(5), "lastTransitionTime only moves when the status changes");
+    assert_eq!(condition.message, "task docker:6 blocked for more");
+}
+
+#[test]
+fn recovery_pattern_returns_condition_to_its_healthy_default() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    run(&mut s, "flaky thing broke badly", t(1));
+    assert_eq!(s.conditions()[1].status, Status::True);
+    let out = run(&mut s, "flaky thing recovered", t(2));
+    let Report::Condition { condition, transition } = &out[0] else { panic!() };
+    assert!(transition);
+    assert_eq!((condition.status, condition.reason.as_str(), condition.message.as_str()), (Status::False, "NotFlaky", "fine"));
+    // a recovery line while healthy reports nothing
+    assert!(run(&mut s, "flaky thing recovered", t(3)).is_empty());
+}
+
+#[test]
+fn quiet_period_recovers_counting_from_the_last_problem_line() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    run(&mut s, "flaky thing broke", t(0));
+    run(&mut s, "flaky thing broke again", t(300));
+    let mut out = Vec::new();
+    s.tick(t(600), &mut out);
+    assert!(out.is_empty(), "only 5 minutes since the last problem line");
+    s.tick(t(900), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(s.conditions()[1].status, Status::False);
+}
+
+#[test]
+fn restored_true_condition_stays_true_and_false_ones_are_reset_to_defaults() {
+    let restored = vec![
+        Condition { type_: "KernelDeadlock".into(), status: Status::True, reason: "DockerHung".into(), message: "m".into(), transition: t(-50) },
+        Condition { type_: "Flaky".into(), status: Status::False, reason: "Whatever".into(), message: "x".into(), transition: t(-50) },
+    ];
+    let s = MonitorState::new(monitor(), &restored, t(0));
+    assert_eq!(s.conditions()[0], restored[0]);
+    assert_eq!(s.conditions()[1].reason, "NotFlaky");
+}
+
+#[test]
+fn reconfigure_keeps_true_conditions_of_types_that_still_exist() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    run(&mut s, "task docker:5 blocked for more", t(5));
+    s.reconfigure(monitor(), t(10));
+    assert_eq!(s.conditions()[0].status, Status::True);
+    assert_eq!(s.conditions()[0].transition, t(5));
+}
+
+#[test]
+fn transition_message_uses_npd_wording() {
+    let c = Condition { type_: "KernelDeadlock".into(), status: Status::True, reason: "DockerHung".into(), message: "task x".into(), transition: t(0) };
+    assert_eq!(Report::transition_message(&c), r#"Node condition KernelDeadlock is now: True, reason: DockerHung, message: "task x""#);
+}
