@@ -7,7 +7,9 @@ use kube::{Client, Config};
 /// Errors building a client.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("no Kubernetes configuration found (neither in-cluster service account nor KUBECONFIG): {0}")]
+    #[error(
+        "no Kubernetes configuration found (neither in-cluster service account nor KUBECONFIG): {0}"
+    )]
     Infer(#[source] kube::config::InferConfigError),
     #[error("cannot build a Kubernetes client: {0}")]
     Build(#[source] kube::Error),
@@ -21,9 +23,12 @@ pub async fn infer(user_agent: &str) -> Result<Client, Error> {
 
 /// Build a client from an explicit configuration (tests point it at a loopback test API server).
 pub fn from_config(mut config: Config, user_agent: &str) -> Result<Client, Error> {
-    config
-        .headers
-        .push((http_user_agent(), user_agent.parse().expect("user agent is a valid header value")));
+    config.headers.push((
+        http_user_agent(),
+        user_agent
+            .parse()
+            .expect("user agent is a valid header value"),
+    ));
     Client::try_from(config).map_err(Error::Build)
 }
 

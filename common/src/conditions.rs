@@ -24,7 +24,12 @@ pub struct DesiredCondition {
 
 /// The body of a strategic-merge patch of `nodes/{name}/status` that sets `set` (with
 /// `lastHeartbeatTime = heartbeat`), deletes `remove`, and records `owned` in the ownership annotation.
-pub fn status_patch(set: &[DesiredCondition], remove: &[String], heartbeat: &str, owned: &[String]) -> Value {
+pub fn status_patch(
+    set: &[DesiredCondition],
+    remove: &[String],
+    heartbeat: &str,
+    owned: &[String],
+) -> Value {
     let mut entries: Vec<Value> = set
         .iter()
         .map(|c| {
@@ -38,7 +43,11 @@ pub fn status_patch(set: &[DesiredCondition], remove: &[String], heartbeat: &str
             })
         })
         .collect();
-    entries.extend(remove.iter().map(|t| json!({"type": t, "$patch": "delete"})));
+    entries.extend(
+        remove
+            .iter()
+            .map(|t| json!({"type": t, "$patch": "delete"})),
+    );
     json!({
         "metadata": { "annotations": { crate::keys::OWNED_CONDITIONS_ANNOTATION: owned.join(",") } },
         "status": { "conditions": entries },
@@ -51,13 +60,24 @@ pub fn owned_types(node: &Node) -> Vec<String> {
         .annotations
         .as_ref()
         .and_then(|a| a.get(crate::keys::OWNED_CONDITIONS_ANNOTATION))
-        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// The node's condition of `type_`, if any.
 pub fn find<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
-    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 #[cfg(test)]
@@ -76,22 +96,33 @@ mod tests {
 
     #[test]
     fn patch_sets_deletes_and_records_ownership() {
-        let p = status_patch(&[cond("KernelDeadlock", "True")], &["Old".into()], "2026-11-22T00:00:05Z", &[
-            "KernelDeadlock".into(),
-        ]);
+        let p = status_patch(
+            &[cond("KernelDeadlock", "True")],
+            &["Old".into()],
+            "2026-11-22T00:00:05Z",
+            &["KernelDeadlock".into()],
+        );
         let conds = p["status"]["conditions"].as_array().unwrap();
         assert_eq!(conds.len(), 2);
         assert_eq!(conds[0]["type"], "KernelDeadlock");
         assert_eq!(conds[0]["lastHeartbeatTime"], "2026-11-22T00:00:05Z");
         assert_eq!(conds[1], json!({"type": "Old", "$patch": "delete"}));
-        assert_eq!(p["metadata"]["annotations"][crate::keys::OWNED_CONDITIONS_ANNOTATION], "KernelDeadlock");
+        assert_eq!(
+            p["metadata"]["annotations"][crate::keys::OWNED_CONDITIONS_ANNOTATION],
+            "KernelDeadlock"
+        );
     }
 
     #[test]
     fn owned_types_parses_the_annotation() {
         let mut node = Node::default();
-        node.metadata.annotations =
-            Some([(crate::keys::OWNED_CONDITIONS_ANNOTATION.to_string(), "A, B,,C".to_string())].into());
+        node.metadata.annotations = Some(
+            [(
+                crate::keys::OWNED_CONDITIONS_ANNOTATION.to_string(),
+                "A, B,,C".to_string(),
+            )]
+            .into(),
+        );
         assert_eq!(owned_types(&node), vec!["A", "B", "C"]);
         assert!(owned_types(&Node::default()).is_empty());
     }

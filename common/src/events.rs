@@ -50,19 +50,29 @@ pub struct NodeEvents {
 
 impl NodeEvents {
     pub fn new(client: kube::Client, node: &str) -> Self {
-        Self { api: Api::namespaced(client, "default"), node: node.to_string() }
+        Self {
+            api: Api::namespaced(client, "default"),
+            node: node.to_string(),
+        }
     }
 
     /// Create a new Event and return its name (to update it later with [`NodeEvents::update`]).
     pub async fn create(&self, ev: &NodeEvent) -> Result<String, kube::Error> {
         let name = format!("{}.{:x}", self.node, ev.first_seen.as_nanosecond());
         let event = Event {
-            metadata: ObjectMeta { name: Some(name.clone()), namespace: Some("default".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
             involved_object: self.node_reference(),
             reason: Some(ev.reason.clone()),
             message: Some(ev.message.clone()),
             type_: Some(ev.severity.as_str().into()),
-            source: Some(EventSource { component: Some(ev.source.clone()), host: Some(self.node.clone()) }),
+            source: Some(EventSource {
+                component: Some(ev.source.clone()),
+                host: Some(self.node.clone()),
+            }),
             count: Some(ev.count),
             first_timestamp: Some(Time(ev.first_seen)),
             last_timestamp: Some(Time(ev.last_seen)),
@@ -82,7 +92,9 @@ impl NodeEvents {
             "message": ev.message,
             "lastTimestamp": Time(ev.last_seen),
         });
-        self.api.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await?;
+        self.api
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await?;
         Ok(())
     }
 

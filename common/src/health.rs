@@ -55,8 +55,17 @@ impl Health {
     /// Register `name`; it is considered stuck when silent for longer than `max_silence`.
     pub fn register(&self, name: impl Into<String>, max_silence: Duration) -> Beater {
         let name = name.into();
-        self.inner.lock().unwrap().loops.insert(name.clone(), Beat { last: Instant::now(), max_silence });
-        Beater { name, health: self.clone() }
+        self.inner.lock().unwrap().loops.insert(
+            name.clone(),
+            Beat {
+                last: Instant::now(),
+                max_silence,
+            },
+        );
+        Beater {
+            name,
+            health: self.clone(),
+        }
     }
 
     /// Loops silent for longer than allowed at `now`.
@@ -68,7 +77,10 @@ impl Health {
             .iter()
             .filter_map(|(name, b)| {
                 let silent = now.saturating_duration_since(b.last);
-                (silent > b.max_silence).then(|| Stuck { name: name.clone(), silent_for_secs: silent.as_secs() })
+                (silent > b.max_silence).then(|| Stuck {
+                    name: name.clone(),
+                    silent_for_secs: silent.as_secs(),
+                })
             })
             .collect()
     }

@@ -44,10 +44,19 @@ pub async fn spawn(addr: SocketAddr, app: Router) -> std::io::Result<SocketAddr>
 async fn metrics(State(ops): State<Ops>) -> Response {
     let mut body = String::new();
     match prometheus_client::encoding::text::encode(&mut body, &ops.registry) {
-        Ok(()) => {
-            ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body).into_response()
-        }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding metrics failed: {e}")).into_response(),
+        Ok(()) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding metrics failed: {e}"),
+        )
+            .into_response(),
     }
 }
 
@@ -56,8 +65,15 @@ async fn healthz(State(ops): State<Ops>) -> Response {
     if stuck.is_empty() {
         (StatusCode::OK, "ok\n").into_response()
     } else {
-        let names: Vec<String> = stuck.iter().map(|s| format!("{} (silent {}s)", s.name, s.silent_for_secs)).collect();
-        (StatusCode::SERVICE_UNAVAILABLE, format!("stuck: {}\n", names.join(", "))).into_response()
+        let names: Vec<String> = stuck
+            .iter()
+            .map(|s| format!("{} (silent {}s)", s.name, s.silent_for_secs))
+            .collect();
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("stuck: {}\n", names.join(", ")),
+        )
+            .into_response()
     }
 }
 

@@ -90,13 +90,27 @@ pub fn check(
         .map(|m| MonitorState::new(Arc::new(m.clone()), &[], now))
         .collect();
     if selected.is_empty() {
-        selected = rules.monitors.iter().map(|m| MonitorState::new(Arc::new(m.clone()), &[], now)).collect();
+        selected = rules
+            .monitors
+            .iter()
+            .map(|m| MonitorState::new(Arc::new(m.clone()), &[], now))
+            .collect();
     }
     let mut stats = Stats::default();
     let mut reports = Vec::new();
-    let mut feed = |text: &str, line_no: usize, at: Timestamp, identity: Option<&journal::Entry>, stats: &mut Stats| {
+    let mut feed = |text: &str,
+                    line_no: usize,
+                    at: Timestamp,
+                    identity: Option<&journal::Entry>,
+                    stats: &mut Stats| {
         for state in selected.iter_mut() {
-            if let (Some(entry), Input::Journal { identifiers, units, .. }) = (identity, &state.monitor().input) {
+            if let (
+                Some(entry),
+                Input::Journal {
+                    identifiers, units, ..
+                },
+            ) = (identity, &state.monitor().input)
+            {
                 if !journal::accepts(entry, identifiers, units) {
                     continue;
                 }
@@ -118,7 +132,8 @@ pub fn check(
             stats.bytes += rec.len() as u64 + 1;
             match kmsg::parse(rec) {
                 Ok(r) => {
-                    let at = Timestamp::UNIX_EPOCH + std::time::Duration::from_micros(r.monotonic_us);
+                    let at =
+                        Timestamp::UNIX_EPOCH + std::time::Duration::from_micros(r.monotonic_us);
                     feed(&r.message, line_no, at, None, &mut stats);
                 }
                 Err(e) => {
@@ -149,7 +164,11 @@ pub fn check(
                 }
                 match journal::parse(line) {
                     Ok(entry) => {
-                        let at = entry.line.realtime_us.and_then(|us| Timestamp::from_microsecond(us).ok()).unwrap_or(now);
+                        let at = entry
+                            .line
+                            .realtime_us
+                            .and_then(|us| Timestamp::from_microsecond(us).ok())
+                            .unwrap_or(now);
                         feed(&entry.line.text, line_no, at, Some(&entry), &mut stats);
                     }
                     Err(e) => {
@@ -212,7 +231,10 @@ mod tests {
 
     fn run(input: &str, format: InputFormat) -> (Vec<Finding>, Stats) {
         let mut out = Vec::new();
-        let stats = check(&bundled_defaults(), input.as_bytes(), format, &mut |f| out.push(f)).unwrap();
+        let stats = check(&bundled_defaults(), input.as_bytes(), format, &mut |f| {
+            out.push(f)
+        })
+        .unwrap();
         (out, stats)
     }
 
@@ -227,8 +249,10 @@ mod tests {
         let (f, stats) = run(input, InputFormat::Kmsg);
         assert_eq!(stats.malformed, 1);
         assert_eq!(stats.lines, 5);
-        let summary: Vec<(&str, &str, usize, Option<&str>)> =
-            f.iter().map(|f| (f.kind, f.reason.as_str(), f.line, f.status)).collect();
+        let summary: Vec<(&str, &str, usize, Option<&str>)> = f
+            .iter()
+            .map(|f| (f.kind, f.reason.as_str(), f.line, f.status))
+            .collect();
         assert_eq!(
             summary,
             vec![
@@ -248,7 +272,11 @@ mod tests {
                      6,2,2,-;Out of memory: Killed process 2 (b) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0\n\
                      6,3,3,-;Memory cgroup out of memory: Killed process 3 (c) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0\n";
         let (f, _) = run(input, InputFormat::Kmsg);
-        assert_eq!(f.iter().filter(|f| f.reason == "OOMKilling").count(), 3, "{f:?}");
+        assert_eq!(
+            f.iter().filter(|f| f.reason == "OOMKilling").count(),
+            3,
+            "{f:?}"
+        );
     }
 
     #[test]
@@ -260,12 +288,19 @@ not json
 "#;
         let (f, stats) = run(input, InputFormat::JournalJson);
         assert_eq!(stats.malformed, 1);
-        let got: Vec<(&str, usize, &str)> = f.iter().map(|f| (f.reason.as_str(), f.line, f.message.as_str())).collect();
+        let got: Vec<(&str, usize, &str)> = f
+            .iter()
+            .map(|f| (f.reason.as_str(), f.line, f.message.as_str()))
+            .collect();
         assert_eq!(
             got,
             vec![
                 ("KubeletStart", 1, "Started Kubernetes kubelet."),
-                ("ContainerdSandboxCreateFailure", 4, "containerd failed to create a pod sandbox: no IP"),
+                (
+                    "ContainerdSandboxCreateFailure",
+                    4,
+                    "containerd failed to create a pod sandbox: no IP"
+                ),
             ]
         );
     }
@@ -273,8 +308,14 @@ not json
     #[test]
     fn format_detection() {
         assert_eq!(InputFormat::detect("6,1,2,-;x"), InputFormat::Kmsg);
-        assert_eq!(InputFormat::detect("{\"MESSAGE\":\"x\"}"), InputFormat::JournalJson);
-        assert_eq!(InputFormat::detect("Nov 22 03:27:01 n kernel: x"), InputFormat::Syslog);
+        assert_eq!(
+            InputFormat::detect("{\"MESSAGE\":\"x\"}"),
+            InputFormat::JournalJson
+        );
+        assert_eq!(
+            InputFormat::detect("Nov 22 03:27:01 n kernel: x"),
+            InputFormat::Syslog
+        );
         assert_eq!(InputFormat::detect("just words"), InputFormat::Plain);
     }
 }

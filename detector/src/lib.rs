@@ -1,15 +1,22 @@
 //! The nodemedic detector: a node-local agent that turns log lines into NodeConditions and Events.
 //!
 //! ```text
-//!  source/{kmsg,journal,file} -> parse -> matcher -> problem (state) -> report/{aggregate,kube}
-//!         (I/O, checkpoint)       (pure)   (pure)      (pure)            (pure core | I/O shell)
+//!  source/{kmsg,journal,file} -> parse -> matcher -> problem (state) -> report/{aggregate,sync} -> report/kube
+//!     (I/O threads/tasks)        (pure)   (pure)       (pure)               (pure)                (I/O)
+//!             \____________ monitor (one per rule file) ____________/        \__ run: reporter loop, checkpoint, reload
 //! ```
 //! `check` runs parse -> matcher -> problem over a file with no cluster; `run` wires the sources, the
 //! problem state of each monitor and the reporter together, with hot reload of the rule files.
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod checkpoint;
 pub mod config;
 pub mod matcher;
+pub mod metrics;
+pub mod monitor;
 pub mod parse;
 pub mod problem;
+pub mod report;
+pub mod run;
+pub mod source;

@@ -9,7 +9,11 @@ use nodemedic_detector::check::{self, Finding, InputFormat};
 use nodemedic_detector::config;
 
 #[derive(Parser)]
-#[command(name = "detector", version, about = "nodemedic node agent: log lines -> NodeConditions and Events")]
+#[command(
+    name = "detector",
+    version,
+    about = "nodemedic node agent: log lines -> NodeConditions and Events"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -19,6 +23,45 @@ struct Cli {
 enum Command {
     /// Run the rules over a file offline (no cluster) and print what would be reported.
     Check(CheckArgs),
+    /// Run the node agent: follow the inputs and report to the API server.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// This node's name. Default: $NODE_NAME, else the hostname.
+    #[arg(long = "node-name", alias = "hostname-override")]
+    node_name: Option<String>,
+    /// Rule file or directory (repeatable); watched and hot-reloaded.
+    #[arg(long = "rules", default_value = "/etc/nodemedic/rules")]
+    rules: Vec<PathBuf>,
+    /// The kernel log device, or a regular file in kmsg format (followed like tail -f).
+    #[arg(long = "kmsg-path", default_value = "/dev/kmsg")]
+    kmsg_path: PathBuf,
+    /// journalctl binary used by journal inputs.
+    #[arg(long, default_value = "journalctl")]
+    journalctl: PathBuf,
+    /// Journal directory for journal inputs that name none (default: the system journal).
+    #[arg(long = "journal-dir")]
+    journal_dir: Option<PathBuf>,
+    /// Where input positions are kept across restarts.
+    #[arg(
+        long = "state-file",
+        default_value = "/var/lib/nodemedic/detector-state.json"
+    )]
+    state_file: PathBuf,
+    /// Address of /metrics /healthz /readyz /conditions.
+    #[arg(long, default_value = "0.0.0.0:20257")]
+    listen: std::net::SocketAddr,
+    /// Refresh of lastHeartbeatTime on our conditions.
+    #[arg(long = "heartbeat-period", default_value = "5m", value_parser = humantime::parse_duration)]
+    heartbeat: std::time::Duration,
+    /// Minimum time between two updates of the same aggregated Event.
+    #[arg(long = "event-interval", default_value = "10s", value_parser = humantime::parse_duration)]
+    event_interval: std::time::Duration,
+    /// Log format.
+    #[arg(long = "log-format", default_value = "text")]
+    log_format: nodemedic_common::telemetry::LogFormat,
 }
 
 #[derive(clap::Args)]
@@ -47,6 +90,63 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(args),
+        Command::Run(args) => run_daemon(args),
+    }
+}
+
+fn run_daemon(args: RunArgs) -> ExitCode {
+    nodemedic_common::telemetry::init(args.log_format);
+    let node_name = args
+        .node_name
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    // One thread for the async work: the detector's I/O is light, and blocking inputs have their own
+    // threads. This keeps idle memory small.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result: anyhow::Result<()> = rt.block_on(async move {
+        let client =
+            nodemedic_common::client::infer(nodemedic_common::keys::DETECTOR_MANAGER).await?;
+        let opts = nodemedic_detector::run::Options {
+            node_name,
+            rules: args.rules,
+            kmsg_path: args.kmsg_path,
+            journalctl: args.journalctl,
+            journal_dir: args.journal_dir,
+            state_file: args.state_file,
+            listen: args.listen,
+            heartbeat: args.heartbeat,
+            events: nodemedic_detector::report::aggregate::Limits {
+                min_interval: args.event_interval,
+                ..Default::default()
+            },
+            report_tick: std::time::Duration::from_millis(250),
+        };
+        let running = nodemedic_detector::run::start(opts, client).await?;
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        running.shutdown().await;
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("detector: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 
@@ -154,11 +254,19 @@ fn write_table(out: &mut impl Write, rows: &[Finding], colour: bool) -> std::io:
         s
     };
     let head = line(&headers.map(String::from));
-    if colour { writeln!(out, "\x1b[1m{head}\x1b[0m")? } else { writeln!(out, "{head}")? }
+    if colour {
+        writeln!(out, "\x1b[1m{head}\x1b[0m")?
+    } else {
+        writeln!(out, "{head}")?
+    }
     for row in &cells {
         let text = line(row);
         let warn = row[1] == "event" || row[3] == "True";
-        if colour && warn { writeln!(out, "\x1b[33m{text}\x1b[0m")? } else { writeln!(out, "{text}")? }
+        if colour && warn {
+            writeln!(out, "\x1b[33m{text}\x1b[0m")?
+        } else {
+            writeln!(out, "{text}")?
+        }
     }
     Ok(())
 }

@@ -61,9 +61,17 @@ impl Matcher {
         for (i, r) in monitor.rules.iter().enumerate() {
             let template = r.message.clone();
             if r.multiline {
-                multi.push((Target::Rule(i), compile(&anchored_multi(&r.source_pattern)), template));
+                multi.push((
+                    Target::Rule(i),
+                    compile(&anchored_multi(&r.source_pattern)),
+                    template,
+                ));
             } else {
-                single.push((Target::Rule(i), compile(&anchored(&r.source_pattern)), template));
+                single.push((
+                    Target::Rule(i),
+                    compile(&anchored(&r.source_pattern)),
+                    template,
+                ));
             }
         }
         for (i, c) in monitor.conditions.iter().enumerate() {
@@ -71,9 +79,18 @@ impl Matcher {
                 single.push((Target::Recovery(i), compile(&anchored(p.as_str())), None));
             }
         }
-        let set = RegexSet::new(single.iter().map(|(_, r, _)| r.as_str())).expect("validated patterns form a set");
-        let window = (!multi.is_empty()).then(|| Window { lines: VecDeque::new(), cap: monitor.buffer_size });
-        Matcher { set, single, multi, window }
+        let set = RegexSet::new(single.iter().map(|(_, r, _)| r.as_str()))
+            .expect("validated patterns form a set");
+        let window = (!multi.is_empty()).then(|| Window {
+            lines: VecDeque::new(),
+            cap: monitor.buffer_size,
+        });
+        Matcher {
+            set,
+            single,
+            multi,
+            window,
+        }
     }
 
     /// Match one line; hits are appended to `out` in rule order (rules before recoveries).
@@ -81,7 +98,10 @@ impl Matcher {
         if self.set.is_match(line) {
             for idx in self.set.matches(line).iter() {
                 let (target, re, template) = &self.single[idx];
-                out.push(Hit { target: *target, message: message(re, line, template.as_deref(), line) });
+                out.push(Hit {
+                    target: *target,
+                    message: message(re, line, template.as_deref(), line),
+                });
             }
         }
         if let Some(w) = &mut self.window {
@@ -92,12 +112,20 @@ impl Matcher {
             if self.multi.is_empty() {
                 return;
             }
-            let joined = w.lines.iter().map(String::as_str).collect::<Vec<_>>().join("\n");
+            let joined = w
+                .lines
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join("\n");
             for (target, re, template) in &self.multi {
                 if let Some(m) = re.find(&joined) {
                     // NPD reports the whole lines the match spans.
                     let start = joined[..m.start()].rfind('\n').map_or(0, |i| i + 1);
-                    out.push(Hit { target: *target, message: message(re, &joined, template.as_deref(), &joined[start..]) });
+                    out.push(Hit {
+                        target: *target,
+                        message: message(re, &joined, template.as_deref(), &joined[start..]),
+                    });
                 }
             }
         }
@@ -174,18 +202,43 @@ rules:
         let mut m = Matcher::new(&mon);
         let cases: &[(&str, Option<(Target, &str)>)] = &[
             ("benign line", None),
-            ("Killed process 42 (stress) total-vm:100kB, anon-rss:1kB", Some((Target::Rule(0), "killed stress (pid 42)"))),
-            ("Out of memory: Killed process 7 (java) total-vm:9kB", Some((Target::Rule(0), "killed java (pid 7)"))),
-            ("task docker:123 blocked for more than 120 seconds.", Some((Target::Rule(1), "task docker:123 blocked for more than 120 seconds."))),
+            (
+                "Killed process 42 (stress) total-vm:100kB, anon-rss:1kB",
+                Some((Target::Rule(0), "killed stress (pid 42)")),
+            ),
+            (
+                "Out of memory: Killed process 7 (java) total-vm:9kB",
+                Some((Target::Rule(0), "killed java (pid 7)")),
+            ),
+            (
+                "task docker:123 blocked for more than 120 seconds.",
+                Some((
+                    Target::Rule(1),
+                    "task docker:123 blocked for more than 120 seconds.",
+                )),
+            ),
             // must reach the end of the line
-            ("task docker:123 blocked for more than 120 seconds. and more", None),
-            ("kernel: deadlock cleared", Some((Target::Recovery(0), "kernel: deadlock cleared"))),
+            (
+                "task docker:123 blocked for more than 120 seconds. and more",
+                None,
+            ),
+            (
+                "kernel: deadlock cleared",
+                Some((Target::Recovery(0), "kernel: deadlock cleared")),
+            ),
         ];
         for (line, want) in cases {
             let got = hits(&mut m, line);
             match want {
                 None => assert!(got.is_empty(), "{line}: {got:?}"),
-                Some((t, msg)) => assert_eq!(got, vec![Hit { target: *t, message: msg.to_string() }], "{line}"),
+                Some((t, msg)) => assert_eq!(
+                    got,
+                    vec![Hit {
+                        target: *t,
+                        message: msg.to_string()
+                    }],
+                    "{line}"
+                ),
             }
         }
     }
@@ -196,7 +249,13 @@ rules:
         let mut m = Matcher::new(&mon);
         assert!(hits(&mut m, "first part").is_empty());
         let got = hits(&mut m, "second part");
-        assert_eq!(got, vec![Hit { target: Target::Rule(2), message: "first part\nsecond part".into() }]);
+        assert_eq!(
+            got,
+            vec![Hit {
+                target: Target::Rule(2),
+                message: "first part\nsecond part".into()
+            }]
+        );
         // Once the first line left the window (bufferSize 3), the pair no longer matches.
         let mut m = Matcher::new(&mon);
         for l in ["first part", "x", "y", "z"] {

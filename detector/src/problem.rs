@@ -58,13 +58,22 @@ pub enum Report {
     Problem { reason: String, message: String },
     /// A condition changed (status, reason or message); `transition` says whether the status or reason
     /// changed, which also warrants an Event in NPD's wording.
-    Condition { condition: Condition, transition: bool },
+    Condition {
+        condition: Condition,
+        transition: bool,
+    },
 }
 
 impl Report {
     /// NPD's condition-change Event text.
     pub fn transition_message(c: &Condition) -> String {
-        format!("Node condition {} is now: {}, reason: {}, message: {:?}", c.type_, c.status.as_str(), c.reason, c.message)
+        format!(
+            "Node condition {} is now: {}, reason: {}, message: {:?}",
+            c.type_,
+            c.status.as_str(),
+            c.reason,
+            c.message
+        )
     }
 }
 
@@ -97,8 +106,17 @@ impl MonitorState {
             })
             .collect::<Vec<_>>();
         // A restored True condition with a quiet period counts from the restart, not from the epoch.
-        let last_problem = conditions.iter().map(|c| (c.status == Status::True).then_some(now)).collect();
-        MonitorState { matcher: Matcher::new(&monitor), monitor, conditions, last_problem, hits: Vec::new() }
+        let last_problem = conditions
+            .iter()
+            .map(|c| (c.status == Status::True).then_some(now))
+            .collect();
+        MonitorState {
+            matcher: Matcher::new(&monitor),
+            monitor,
+            conditions,
+            last_problem,
+            hits: Vec::new(),
+        }
     }
 
     /// Swap in reloaded rules, keeping the state of conditions whose type still exists.
@@ -138,13 +156,21 @@ impl MonitorState {
                 Target::Rule(i) => {
                     let rule = &self.monitor.rules[i];
                     match rule.kind {
-                        RuleKind::Temporary => {
-                            out.push(Report::Problem { reason: rule.reason.clone(), message: hit.message.clone() })
-                        }
+                        RuleKind::Temporary => out.push(Report::Problem {
+                            reason: rule.reason.clone(),
+                            message: hit.message.clone(),
+                        }),
                         RuleKind::Permanent { condition } => {
                             let reason = rule.reason.clone();
                             self.last_problem[condition] = Some(at);
-                            self.set(condition, Status::True, reason, hit.message.clone(), at, out);
+                            self.set(
+                                condition,
+                                Status::True,
+                                reason,
+                                hit.message.clone(),
+                                at,
+                                out,
+                            );
                         }
                     }
                 }
@@ -157,7 +183,9 @@ impl MonitorState {
     /// Apply quiet-period recoveries due at `now`.
     pub fn tick(&mut self, now: Timestamp, out: &mut Vec<Report>) {
         for i in 0..self.conditions.len() {
-            let Some(after) = self.monitor.conditions[i].recovery_after else { continue };
+            let Some(after) = self.monitor.conditions[i].recovery_after else {
+                continue;
+            };
             if self.conditions[i].status != Status::True {
                 continue;
             }
@@ -178,7 +206,15 @@ impl MonitorState {
         self.set(i, Status::False, reason, message, at, out);
     }
 
-    fn set(&mut self, i: usize, status: Status, reason: String, message: String, at: Timestamp, out: &mut Vec<Report>) {
+    fn set(
+        &mut self,
+        i: usize,
+        status: Status,
+        reason: String,
+        message: String,
+        at: Timestamp,
+        out: &mut Vec<Report>,
+    ) {
         let c = &mut self.conditions[i];
         let transition = c.status != status || c.reason != reason;
         if !transition && c.message == message {
@@ -190,7 +226,10 @@ impl MonitorState {
         c.status = status;
         c.reason = reason;
         c.message = message;
-        out.push(Report::Condition { condition: c.clone(), transition });
+        out.push(Report::Condition {
+            condition: c.clone(),
+            transition,
+        });
     }
 }
 

@@ -8,17 +8,34 @@ use super::{ConfigError, ConfigErrors, Errors, Monitor, RuleSet, build, raw::Raw
 
 /// The default rule files, compiled into the binary so `detector check` works with no files around.
 pub const BUNDLED: &[(&str, &str)] = &[
-    ("kernel-monitor.yaml", include_str!("../../../config/rules/kernel-monitor.yaml")),
-    ("readonly-monitor.yaml", include_str!("../../../config/rules/readonly-monitor.yaml")),
-    ("docker-monitor.yaml", include_str!("../../../config/rules/docker-monitor.yaml")),
-    ("containerd-monitor.yaml", include_str!("../../../config/rules/containerd-monitor.yaml")),
-    ("systemd-monitor.yaml", include_str!("../../../config/rules/systemd-monitor.yaml")),
+    (
+        "kernel-monitor.yaml",
+        include_str!("../../../config/rules/kernel-monitor.yaml"),
+    ),
+    (
+        "readonly-monitor.yaml",
+        include_str!("../../../config/rules/readonly-monitor.yaml"),
+    ),
+    (
+        "docker-monitor.yaml",
+        include_str!("../../../config/rules/docker-monitor.yaml"),
+    ),
+    (
+        "containerd-monitor.yaml",
+        include_str!("../../../config/rules/containerd-monitor.yaml"),
+    ),
+    (
+        "systemd-monitor.yaml",
+        include_str!("../../../config/rules/systemd-monitor.yaml"),
+    ),
 ];
 
 /// The bundled default rules.
 pub fn bundled_defaults() -> RuleSet {
-    let sources: Vec<(PathBuf, String)> =
-        BUNDLED.iter().map(|(n, t)| (PathBuf::from(format!("<bundled>/{n}")), t.to_string())).collect();
+    let sources: Vec<(PathBuf, String)> = BUNDLED
+        .iter()
+        .map(|(n, t)| (PathBuf::from(format!("<bundled>/{n}")), t.to_string()))
+        .collect();
     load_sources(&sources).expect("the bundled rule files are valid (a unit test checks this)")
 }
 
@@ -47,7 +64,12 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, ConfigErrors> {
 }
 
 fn io_error(path: &Path, e: &std::io::Error) -> ConfigError {
-    ConfigError { file: path.display().to_string(), line: 0, column: 0, message: format!("cannot read: {e}") }
+    ConfigError {
+        file: path.display().to_string(),
+        line: 0,
+        column: 0,
+        message: format!("cannot read: {e}"),
+    }
 }
 
 fn rule_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -59,7 +81,9 @@ fn rule_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml")) && p.is_file()
+            !name.starts_with('.')
+                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && p.is_file()
         })
         .collect();
     files.sort();
@@ -76,20 +100,39 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
     for (path, text) in sources {
         let file = path.display().to_string();
         let mut errors = Errors::new(&file);
-        let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("monitor").to_string();
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("monitor")
+            .to_string();
         match serde_saphyr::from_str::<RawMonitor>(text) {
             Err(e) => {
-                let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-                errors.list.push(ConfigError { file: file.clone(), line, column, message: yaml_message(&e) });
+                let (line, column) = e
+                    .location()
+                    .map(|l| (l.line(), l.column()))
+                    .unwrap_or((0, 0));
+                errors.list.push(ConfigError {
+                    file: file.clone(),
+                    line,
+                    column,
+                    message: yaml_message(&e),
+                });
             }
             Ok(raw) => {
                 for c in &raw.conditions {
-                    let here = (file.clone(), c.type_.referenced.line(), c.type_.referenced.column());
+                    let here = (
+                        file.clone(),
+                        c.type_.referenced.line(),
+                        c.type_.referenced.column(),
+                    );
                     if let Some((f, l, col)) = declared.get(&c.type_.value) {
                         if f != &file {
                             errors.at(
                                 &c.type_.referenced,
-                                format!("condition type {:?} is already declared at {f}:{l}:{col}", c.type_.value),
+                                format!(
+                                    "condition type {:?} is already declared at {f}:{l}:{col}",
+                                    c.type_.value
+                                ),
                             );
                         }
                     } else {
@@ -101,7 +144,9 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
                         file: file.clone(),
                         line: 1,
                         column: 1,
-                        message: format!("monitor name {name:?} (the file stem) is also used by {other}"),
+                        message: format!(
+                            "monitor name {name:?} (the file stem) is also used by {other}"
+                        ),
                     });
                 }
                 if let Some(m) = build(raw, &name, path, &mut errors) {
@@ -113,7 +158,11 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
         }
         all_errors.extend(errors.list);
     }
-    if all_errors.is_empty() { Ok(RuleSet { monitors }) } else { Err(ConfigErrors(all_errors)) }
+    if all_errors.is_empty() {
+        Ok(RuleSet { monitors })
+    } else {
+        Err(ConfigErrors(all_errors))
+    }
 }
 
 /// serde-saphyr's Display repeats the position and may draw a snippet; keep the first line's text

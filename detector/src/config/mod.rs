@@ -38,8 +38,15 @@ pub struct ConfigErrors(pub Vec<ConfigError>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     Kmsg,
-    Journal { identifiers: Vec<String>, units: Vec<String>, directory: Option<PathBuf> },
-    File { path: PathBuf, format: LineFormat },
+    Journal {
+        identifiers: Vec<String>,
+        units: Vec<String>,
+        directory: Option<PathBuf>,
+    },
+    File {
+        path: PathBuf,
+        format: LineFormat,
+    },
 }
 
 impl Input {
@@ -115,7 +122,10 @@ pub struct RuleSet {
 impl RuleSet {
     /// Every condition type declared by any monitor.
     pub fn condition_types(&self) -> Vec<String> {
-        self.monitors.iter().flat_map(|m| m.conditions.iter().map(|c| c.type_.clone())).collect()
+        self.monitors
+            .iter()
+            .flat_map(|m| m.conditions.iter().map(|c| c.type_.clone()))
+            .collect()
     }
 }
 
@@ -127,7 +137,10 @@ pub(crate) struct Errors<'a> {
 
 impl<'a> Errors<'a> {
     pub(crate) fn new(file: &'a str) -> Self {
-        Self { file, list: Vec::new() }
+        Self {
+            file,
+            list: Vec::new(),
+        }
     }
 
     pub(crate) fn at(&mut self, loc: &Location, message: impl Into<String>) {
@@ -144,7 +157,13 @@ fn parse_duration(s: &Spanned<String>, what: &str, errors: &mut Errors) -> Optio
     match humantime::parse_duration(s.value.trim()) {
         Ok(d) => Some(d),
         Err(e) => {
-            errors.at(&s.referenced, format!("{what}: invalid duration {:?}: {e} (examples: 30s, 5m, 1h30m)", s.value));
+            errors.at(
+                &s.referenced,
+                format!(
+                    "{what}: invalid duration {:?}: {e} (examples: 30s, 5m, 1h30m)",
+                    s.value
+                ),
+            );
             None
         }
     }
@@ -156,25 +175,50 @@ fn compile(pattern: &Spanned<String>, what: &str, errors: &mut Errors) -> Option
         Err(e) => {
             // The regex error is multi-line (it draws a caret under the pattern); keep it readable on one
             // log line by folding it.
-            let detail = e.to_string().lines().map(str::trim_end).collect::<Vec<_>>().join(" | ");
-            errors.at(&pattern.referenced, format!("{what}: invalid regex {:?}: {detail}", pattern.value));
+            let detail = e
+                .to_string()
+                .lines()
+                .map(str::trim_end)
+                .collect::<Vec<_>>()
+                .join(" | ");
+            errors.at(
+                &pattern.referenced,
+                format!("{what}: invalid regex {:?}: {detail}", pattern.value),
+            );
             None
         }
     }
 }
 
 /// Validate one parsed file. `name` is the monitor name (file stem).
-pub(crate) fn build(raw: raw::RawMonitor, name: &str, file: &Path, errors: &mut Errors) -> Option<Monitor> {
+pub(crate) fn build(
+    raw: raw::RawMonitor,
+    name: &str,
+    file: &Path,
+    errors: &mut Errors,
+) -> Option<Monitor> {
     let before = errors.list.len();
     if raw.source.value.trim().is_empty() {
-        errors.at(&raw.source.referenced, "source: must not be empty (it names the Event source, e.g. kernel-monitor)");
+        errors.at(
+            &raw.source.referenced,
+            "source: must not be empty (it names the Event source, e.g. kernel-monitor)",
+        );
     }
     let input = build_input(&raw.input, errors);
-    let lookback = raw.lookback.as_ref().and_then(|l| parse_duration(l, "lookback", errors));
+    let lookback = raw
+        .lookback
+        .as_ref()
+        .and_then(|l| parse_duration(l, "lookback", errors));
     let buffer_size = match &raw.buffer_size {
         None => DEFAULT_BUFFER_SIZE,
         Some(b) if b.value == 0 || b.value > MAX_BUFFER_SIZE => {
-            errors.at(&b.referenced, format!("bufferSize: {} is out of range 1..={MAX_BUFFER_SIZE}", b.value));
+            errors.at(
+                &b.referenced,
+                format!(
+                    "bufferSize: {} is out of range 1..={MAX_BUFFER_SIZE}",
+                    b.value
+                ),
+            );
             DEFAULT_BUFFER_SIZE
         }
         Some(b) => b.value,
@@ -189,16 +233,31 @@ pub(crate) fn build(raw: raw::RawMonitor, name: &str, file: &Path, errors: &mut 
             );
         }
         if conditions.iter().any(|d| d.type_ == c.type_.value) {
-            errors.at(&c.type_.referenced, format!("conditions: type {:?} is declared twice in this file", c.type_.value));
+            errors.at(
+                &c.type_.referenced,
+                format!(
+                    "conditions: type {:?} is declared twice in this file",
+                    c.type_.value
+                ),
+            );
             continue;
         }
         let (recovery_pattern, recovery_after) = match &c.recovery {
             None => (None, None),
             Some(r) => {
-                let p = r.pattern.as_ref().and_then(|p| compile(p, "recovery.pattern", errors));
-                let a = r.after.as_ref().and_then(|a| parse_duration(a, "recovery.after", errors));
+                let p = r
+                    .pattern
+                    .as_ref()
+                    .and_then(|p| compile(p, "recovery.pattern", errors));
+                let a = r
+                    .after
+                    .as_ref()
+                    .and_then(|a| parse_duration(a, "recovery.after", errors));
                 if r.pattern.is_none() && r.after.is_none() {
-                    errors.at(&c.type_.referenced, "recovery: give a pattern, an `after` quiet period, or both");
+                    errors.at(
+                        &c.type_.referenced,
+                        "recovery: give a pattern, an `after` quiet period, or both",
+                    );
                 }
                 (p, a)
             }
@@ -217,28 +276,39 @@ pub(crate) fn build(raw: raw::RawMonitor, name: &str, file: &Path, errors: &mut 
         let kind = match r.type_.value.as_str() {
             "temporary" => {
                 if let Some(c) = &r.condition {
-                    errors.at(&c.referenced, "condition: only permanent rules name a condition (this rule is temporary)");
+                    errors.at(
+                        &c.referenced,
+                        "condition: only permanent rules name a condition (this rule is temporary)",
+                    );
                 }
                 Some(RuleKind::Temporary)
             }
-            "permanent" => match &r.condition {
-                None => {
-                    errors.at(&r.type_.referenced, "permanent rule: `condition` is required (the condition type it sets)");
-                    None
-                }
-                Some(c) => match conditions.iter().position(|d| d.type_ == c.value) {
-                    Some(i) => Some(RuleKind::Permanent { condition: i }),
+            "permanent" => {
+                match &r.condition {
                     None => {
                         errors.at(
-                            &c.referenced,
-                            format!("condition: {:?} is not declared under `conditions` in this file", c.value),
+                            &r.type_.referenced,
+                            "permanent rule: `condition` is required (the condition type it sets)",
                         );
                         None
                     }
-                },
-            },
+                    Some(c) => match conditions.iter().position(|d| d.type_ == c.value) {
+                        Some(i) => Some(RuleKind::Permanent { condition: i }),
+                        None => {
+                            errors.at(
+                            &c.referenced,
+                            format!("condition: {:?} is not declared under `conditions` in this file", c.value),
+                        );
+                            None
+                        }
+                    },
+                }
+            }
             other => {
-                errors.at(&r.type_.referenced, format!("rule type {other:?}: expected `temporary` or `permanent`"));
+                errors.at(
+                    &r.type_.referenced,
+                    format!("rule type {other:?}: expected `temporary` or `permanent`"),
+                );
                 None
             }
         };
@@ -284,7 +354,10 @@ fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<Input> {
                 None | Some((_, "plain")) => LineFormat::Plain,
                 Some((_, "syslog")) => LineFormat::Syslog,
                 Some((f, other)) => {
-                    errors.at(&f.referenced, format!("input.format {other:?}: expected `syslog` or `plain`"));
+                    errors.at(
+                        &f.referenced,
+                        format!("input.format {other:?}: expected `syslog` or `plain`"),
+                    );
                     return None;
                 }
             };
@@ -297,7 +370,10 @@ fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<Input> {
             }
         }
         other => {
-            errors.at(&raw.kind.referenced, format!("input.kind {other:?}: expected `kmsg`, `journal` or `file`"));
+            errors.at(
+                &raw.kind.referenced,
+                format!("input.kind {other:?}: expected `kmsg`, `journal` or `file`"),
+            );
             None
         }
     }

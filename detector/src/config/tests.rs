@@ -1,12 +1,20 @@
 use super::*;
 
 fn load(files: &[(&str, &str)]) -> Result<RuleSet, ConfigErrors> {
-    let sources: Vec<(PathBuf, String)> = files.iter().map(|(n, t)| (PathBuf::from(n), t.to_string())).collect();
+    let sources: Vec<(PathBuf, String)> = files
+        .iter()
+        .map(|(n, t)| (PathBuf::from(n), t.to_string()))
+        .collect();
     load_sources(&sources)
 }
 
 fn errors(files: &[(&str, &str)]) -> Vec<String> {
-    load(files).unwrap_err().0.iter().map(|e| e.to_string()).collect()
+    load(files)
+        .unwrap_err()
+        .0
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
 }
 
 const GOOD: &str = "source: kernel-monitor
@@ -27,11 +35,28 @@ rules:
 fn bundled_defaults_are_valid_and_keep_npd_names() {
     let rs = bundled_defaults();
     let types = rs.condition_types();
-    for t in ["KernelDeadlock", "ReadonlyFilesystem", "CorruptDockerOverlay2", "XfsShutdown"] {
+    for t in [
+        "KernelDeadlock",
+        "ReadonlyFilesystem",
+        "CorruptDockerOverlay2",
+        "XfsShutdown",
+    ] {
         assert!(types.contains(&t.to_string()), "{t} missing from {types:?}");
     }
-    let reasons: Vec<&str> = rs.monitors.iter().flat_map(|m| m.rules.iter().map(|r| r.reason.as_str())).collect();
-    for r in ["OOMKilling", "TaskHung", "KernelOops", "DockerHung", "FilesystemIsReadOnly", "KubeletStart", "CorruptDockerImage"] {
+    let reasons: Vec<&str> = rs
+        .monitors
+        .iter()
+        .flat_map(|m| m.rules.iter().map(|r| r.reason.as_str()))
+        .collect();
+    for r in [
+        "OOMKilling",
+        "TaskHung",
+        "KernelOops",
+        "DockerHung",
+        "FilesystemIsReadOnly",
+        "KubeletStart",
+        "CorruptDockerImage",
+    ] {
         assert!(reasons.contains(&r), "{r} missing");
     }
     let sources: Vec<&str> = rs.monitors.iter().map(|m| m.source.as_str()).collect();
@@ -49,7 +74,10 @@ fn a_good_file_compiles() {
 
 #[test]
 fn unknown_field_is_reported_with_its_position() {
-    let text = GOOD.replace("    reason: DockerHung\n", "    reason: DockerHung\n    patern: x\n");
+    let text = GOOD.replace(
+        "    reason: DockerHung\n",
+        "    reason: DockerHung\n    patern: x\n",
+    );
     let e = errors(&[("k.yaml", &text)]);
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(e[0].starts_with("k.yaml:12:5: "), "{}", e[0]);
@@ -61,7 +89,11 @@ fn bad_regex_is_reported_at_the_pattern() {
     let text = GOOD.replace("'task docker:\\w+ blocked'", "'task (docker'");
     let e = errors(&[("k.yaml", &text)]);
     assert_eq!(e.len(), 1, "{e:?}");
-    assert!(e[0].starts_with("k.yaml:12:14: pattern: invalid regex \"task (docker\""), "{}", e[0]);
+    assert!(
+        e[0].starts_with("k.yaml:12:14: pattern: invalid regex \"task (docker\""),
+        "{}",
+        e[0]
+    );
     assert!(e[0].contains("unclosed group"), "{}", e[0]);
 }
 
@@ -69,13 +101,21 @@ fn bad_regex_is_reported_at_the_pattern() {
 fn permanent_rule_naming_an_undeclared_condition() {
     let text = GOOD.replace("condition: KernelDeadlock", "condition: KernelDeadLock");
     let e = errors(&[("k.yaml", &text)]);
-    assert_eq!(e, vec!["k.yaml:10:16: condition: \"KernelDeadLock\" is not declared under `conditions` in this file"]);
+    assert_eq!(
+        e,
+        vec![
+            "k.yaml:10:16: condition: \"KernelDeadLock\" is not declared under `conditions` in this file"
+        ]
+    );
 }
 
 #[test]
 fn duplicate_condition_type_across_files_names_both_places() {
     let e = errors(&[("a.yaml", GOOD), ("b.yaml", GOOD)]);
-    assert_eq!(e, vec!["b.yaml:5:11: condition type \"KernelDeadlock\" is already declared at a.yaml:5:11"]);
+    assert_eq!(
+        e,
+        vec!["b.yaml:5:11: condition type \"KernelDeadlock\" is already declared at a.yaml:5:11"]
+    );
 }
 
 #[test]
@@ -93,27 +133,51 @@ rules:
 ";
     let e = errors(&[("bad.yaml", bad), ("also.yaml", "source: [unclosed")]);
     let joined = e.join("\n");
-    assert!(joined.contains("bad.yaml:2:15: input.kind \"tape\""), "{joined}");
-    assert!(joined.contains("bad.yaml:3:11: lookback: invalid duration"), "{joined}");
-    assert!(joined.contains("bad.yaml:5:11: rule type \"sometimes\""), "{joined}");
-    assert!(joined.contains("bad.yaml:8:11: permanent rule: `condition` is required"), "{joined}");
-    assert!(joined.contains("bad.yaml:10:14: pattern: invalid regex"), "{joined}");
+    assert!(
+        joined.contains("bad.yaml:2:15: input.kind \"tape\""),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("bad.yaml:3:11: lookback: invalid duration"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("bad.yaml:5:11: rule type \"sometimes\""),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("bad.yaml:8:11: permanent rule: `condition` is required"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("bad.yaml:10:14: pattern: invalid regex"),
+        "{joined}"
+    );
     assert!(joined.contains("also.yaml:"), "{joined}");
 }
 
 #[test]
 fn file_input_needs_a_path_and_a_known_format() {
     let e = errors(&[("f.yaml", "source: s\ninput: {kind: file, format: xml}\n")]);
-    assert_eq!(e, vec!["f.yaml:2:29: input.format \"xml\": expected `syslog` or `plain`"]);
+    assert_eq!(
+        e,
+        vec!["f.yaml:2:29: input.format \"xml\": expected `syslog` or `plain`"]
+    );
     let e = errors(&[("f.yaml", "source: s\ninput: {kind: file}\n")]);
     assert_eq!(e, vec!["f.yaml:2:15: input: a `file` input needs `path`"]);
 }
 
 #[test]
 fn recovery_needs_a_pattern_or_a_period() {
-    let text = GOOD.replace("    message: kernel has no deadlock\n", "    message: kernel has no deadlock\n    recovery: {}\n");
+    let text = GOOD.replace(
+        "    message: kernel has no deadlock\n",
+        "    message: kernel has no deadlock\n    recovery: {}\n",
+    );
     let e = errors(&[("k.yaml", &text)]);
-    assert_eq!(e, vec!["k.yaml:5:11: recovery: give a pattern, an `after` quiet period, or both"]);
+    assert_eq!(
+        e,
+        vec!["k.yaml:5:11: recovery: give a pattern, an `after` quiet period, or both"]
+    );
 }
 
 #[test]
@@ -126,5 +190,8 @@ fn load_paths_reads_a_directory_skipping_hidden_entries() {
     let rs = load_paths(&[dir.path().to_path_buf()]).unwrap();
     assert_eq!(rs.monitors.len(), 1);
     let missing = load_paths(&[dir.path().join("nope")]).unwrap_err();
-    assert!(missing.0[0].to_string().contains("cannot read"), "{missing}");
+    assert!(
+        missing.0[0].to_string().contains("cannot read"),
+        "{missing}"
+    );
 }

@@ -16,16 +16,26 @@ pub struct Entry {
 }
 
 fn malformed(why: impl Into<String>) -> Malformed {
-    Malformed { input: "journal", why: why.into() }
+    Malformed {
+        input: "journal",
+        why: why.into(),
+    }
 }
 
 /// Parse one line of `journalctl -o json`.
 pub fn parse(line: &str) -> Result<Entry, Malformed> {
     let v: Value = serde_json::from_str(line).map_err(|e| malformed(format!("not JSON: {e}")))?;
-    let obj = v.as_object().ok_or_else(|| malformed("not a JSON object"))?;
-    let text = obj.get("MESSAGE").and_then(field).ok_or_else(|| malformed("no MESSAGE"))?;
-    let realtime_us =
-        obj.get("__REALTIME_TIMESTAMP").and_then(field).and_then(|t| t.parse::<i64>().ok());
+    let obj = v
+        .as_object()
+        .ok_or_else(|| malformed("not a JSON object"))?;
+    let text = obj
+        .get("MESSAGE")
+        .and_then(field)
+        .ok_or_else(|| malformed("no MESSAGE"))?;
+    let realtime_us = obj
+        .get("__REALTIME_TIMESTAMP")
+        .and_then(field)
+        .and_then(|t| t.parse::<i64>().ok());
     Ok(Entry {
         cursor: obj.get("__CURSOR").and_then(field),
         identifier: obj.get("SYSLOG_IDENTIFIER").and_then(field),
@@ -38,7 +48,10 @@ fn field(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
         Value::Array(bytes) => {
-            let raw: Option<Vec<u8>> = bytes.iter().map(|b| b.as_u64().and_then(|n| u8::try_from(n).ok())).collect();
+            let raw: Option<Vec<u8>> = bytes
+                .iter()
+                .map(|b| b.as_u64().and_then(|n| u8::try_from(n).ok()))
+                .collect();
             raw.map(|r| String::from_utf8_lossy(&r).into_owned())
         }
         _ => None,
@@ -50,8 +63,14 @@ pub fn accepts(entry: &Entry, identifiers: &[String], units: &[String]) -> bool 
     if identifiers.is_empty() && units.is_empty() {
         return true;
     }
-    let id_ok = entry.identifier.as_ref().is_some_and(|i| identifiers.iter().any(|x| x == i));
-    let unit_ok = entry.unit.as_ref().is_some_and(|u| units.iter().any(|x| x == u));
+    let id_ok = entry
+        .identifier
+        .as_ref()
+        .is_some_and(|i| identifiers.iter().any(|x| x == i));
+    let unit_ok = entry
+        .unit
+        .as_ref()
+        .is_some_and(|u| units.iter().any(|x| x == u));
     id_ok || unit_ok
 }
 
@@ -73,7 +92,13 @@ mod tests {
 
     #[test]
     fn malformed_entries_are_errors_not_panics() {
-        for bad in ["", "not json", "[1,2]", r#"{"MESSAGE":null}"#, r#"{"OTHER":"x"}"#] {
+        for bad in [
+            "",
+            "not json",
+            "[1,2]",
+            r#"{"MESSAGE":null}"#,
+            r#"{"OTHER":"x"}"#,
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }
@@ -84,6 +109,10 @@ mod tests {
         assert!(accepts(&e, &[], &[]));
         assert!(accepts(&e, &["containerd".into()], &[]));
         assert!(accepts(&e, &[], &["containerd.service".into()]));
-        assert!(!accepts(&e, &["dockerd".into()], &["docker.service".into()]));
+        assert!(!accepts(
+            &e,
+            &["dockerd".into()],
+            &["docker.service".into()]
+        ));
     }
 }

@@ -25,14 +25,21 @@ pub struct Record {
 }
 
 fn malformed(why: impl Into<String>) -> Malformed {
-    Malformed { input: "kmsg", why: why.into() }
+    Malformed {
+        input: "kmsg",
+        why: why.into(),
+    }
 }
 
 /// Parse one record as returned by one `read()` of `/dev/kmsg` (or one record of a kmsg-format file,
 /// including its continuation lines). A trailing newline is optional.
 pub fn parse(record: &[u8]) -> Result<Record, Malformed> {
-    let semi = record.iter().position(|&b| b == b';').ok_or_else(|| malformed("no ';' after the prefix"))?;
-    let prefix = std::str::from_utf8(&record[..semi]).map_err(|_| malformed("prefix is not text"))?;
+    let semi = record
+        .iter()
+        .position(|&b| b == b';')
+        .ok_or_else(|| malformed("no ';' after the prefix"))?;
+    let prefix =
+        std::str::from_utf8(&record[..semi]).map_err(|_| malformed("prefix is not text"))?;
     let mut fields = prefix.split(',');
     let pri: u16 = num(fields.next(), "priority")?;
     let seq: u64 = num(fields.next(), "sequence number")?;
@@ -64,7 +71,9 @@ pub fn parse(record: &[u8]) -> Result<Record, Malformed> {
 }
 
 fn num<T: std::str::FromStr>(field: Option<&str>, what: &str) -> Result<T, Malformed> {
-    field.and_then(|f| f.trim().parse().ok()).ok_or_else(|| malformed(format!("bad {what}")))
+    field
+        .and_then(|f| f.trim().parse().ok())
+        .ok_or_else(|| malformed(format!("bad {what}")))
 }
 
 /// Decode `\xNN` escapes; anything else is kept as is. Bytes that do not form UTF-8 become U+FFFD.
@@ -109,7 +118,13 @@ pub struct RecordReader<R> {
 
 impl<R: std::io::BufRead> RecordReader<R> {
     pub fn new(input: R) -> Self {
-        Self { input, line_no: 0, pending: Vec::new(), pending_line: 0, next: Vec::new() }
+        Self {
+            input,
+            line_no: 0,
+            pending: Vec::new(),
+            pending_line: 0,
+            next: Vec::new(),
+        }
     }
 
     /// The next record as `(first line number (1-based), bytes without the final newline)`.
@@ -164,7 +179,13 @@ mod tests {
         assert_eq!(r.monotonic_us, 5_140_900);
         assert!(!r.continuation);
         assert_eq!(r.message, "NET: Registered protocol family 10");
-        assert_eq!(r.dict, vec![("SUBSYSTEM".into(), "net".into()), ("DEVICE".into(), "+net:lo".into())]);
+        assert_eq!(
+            r.dict,
+            vec![
+                ("SUBSYSTEM".into(), "net".into()),
+                ("DEVICE".into(), "+net:lo".into())
+            ]
+        );
     }
 
     #[test]
@@ -184,7 +205,13 @@ mod tests {
 
     #[test]
     fn rejects_malformed_records() {
-        for bad in [&b"no semicolon"[..], b"x,1,2,-;m", b"6,,2,-;m", b"6,1;m", b"6,1,notanumber,-;m"] {
+        for bad in [
+            &b"no semicolon"[..],
+            b"x,1,2,-;m",
+            b"6,,2,-;m",
+            b"6,1;m",
+            b"6,1,notanumber,-;m",
+        ] {
             assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
     }
@@ -199,7 +226,11 @@ mod tests {
         }
         assert_eq!(
             recs,
-            vec![(1, "6,1,10,-;first\n SUBSYSTEM=x".to_string()), (3, "6,2,20,-;second".into()), (5, "6,3,30,-;third".into())]
+            vec![
+                (1, "6,1,10,-;first\n SUBSYSTEM=x".to_string()),
+                (3, "6,2,20,-;second".into()),
+                (5, "6,3,30,-;third".into())
+            ]
         );
     }
 }

@@ -22,7 +22,9 @@ fn strip_prefix(line: &str) -> Option<&str> {
 
 /// Skip `Mmm dd hh:mm:ss ` or an RFC 3339 timestamp and one space.
 fn skip_timestamp(line: &str) -> Option<&str> {
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     let b = line.as_bytes();
     if b.len() > 16 && MONTHS.iter().any(|m| line.starts_with(m)) && b[3] == b' ' {
         // "Nov 22 03:27:01 " or "Nov  2 03:27:01 "
@@ -31,7 +33,8 @@ fn skip_timestamp(line: &str) -> Option<&str> {
         let (day, rest) = rest.split_once(' ')?;
         day.parse::<u8>().ok()?;
         let (time, rest) = rest.split_once(' ')?;
-        (time.len() == 8 && time.as_bytes()[2] == b':' && time.as_bytes()[5] == b':').then_some(rest)
+        (time.len() == 8 && time.as_bytes()[2] == b':' && time.as_bytes()[5] == b':')
+            .then_some(rest)
     } else if b.len() > 20 && b[4] == b'-' && b[7] == b'-' && b[10] == b'T' {
         Some(line.split_once(' ')?.1)
     } else {
@@ -46,11 +49,23 @@ mod tests {
     #[test]
     fn strips_bsd_and_rfc3339_prefixes() {
         let cases = [
-            ("Nov 22 03:27:01 node-1 kernel: EXT4-fs error (device sda1)", "EXT4-fs error (device sda1)"),
-            ("Nov  2 03:27:01 node-1 dockerd[812]: level=error msg=x", "level=error msg=x"),
-            ("2026-11-22T03:27:01.123456+00:00 node-1 containerd[9]: panic: boom", "panic: boom"),
+            (
+                "Nov 22 03:27:01 node-1 kernel: EXT4-fs error (device sda1)",
+                "EXT4-fs error (device sda1)",
+            ),
+            (
+                "Nov  2 03:27:01 node-1 dockerd[812]: level=error msg=x",
+                "level=error msg=x",
+            ),
+            (
+                "2026-11-22T03:27:01.123456+00:00 node-1 containerd[9]: panic: boom",
+                "panic: boom",
+            ),
             ("no prefix at all", "no prefix at all"),
-            ("Nov 22 03:27:01 node-1 no tag here", "Nov 22 03:27:01 node-1 no tag here"),
+            (
+                "Nov 22 03:27:01 node-1 no tag here",
+                "Nov 22 03:27:01 node-1 no tag here",
+            ),
         ];
         for (line, want) in cases {
             assert_eq!(message(line), want, "{line}");

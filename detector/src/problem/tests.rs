@@ -29,7 +29,12 @@ rules:
 "#;
 
 fn monitor() -> Arc<Monitor> {
-    Arc::new(load_sources(&[("kernel-monitor.yaml".into(), RULES.into())]).unwrap().monitors.remove(0))
+    Arc::new(
+        load_sources(&[("kernel-monitor.yaml".into(), RULES.into())])
+            .unwrap()
+            .monitors
+            .remove(0),
+    )
 }
 
 fn t(secs: i64) -> Timestamp {
@@ -54,7 +59,13 @@ fn starts_healthy_and_benign_lines_report_nothing() {
 fn temporary_rule_reports_a_problem_and_changes_no_condition() {
     let mut s = MonitorState::new(monitor(), &[], t(0));
     let out = run(&mut s, "Killed process 1 (x)", t(1));
-    assert_eq!(out, vec![Report::Problem { reason: "OOMKilling".into(), message: "Killed process 1 (x)".into() }]);
+    assert_eq!(
+        out,
+        vec![Report::Problem {
+            reason: "OOMKilling".into(),
+            message: "Killed process 1 (x)".into()
+        }]
+    );
     assert!(s.conditions().iter().all(|c| c.status == Status::False));
 }
 
@@ -63,9 +74,18 @@ fn permanent_rule_sets_condition_once_and_stays_true_without_recovery() {
     let mut s = MonitorState::new(monitor(), &[], t(0));
     let out = run(&mut s, "task docker:5 blocked for more", t(5));
     assert_eq!(out.len(), 1);
-    let Report::Condition { condition, transition } = &out[0] else { panic!("{out:?}") };
+    let Report::Condition {
+        condition,
+        transition,
+    } = &out[0]
+    else {
+        panic!("{out:?}")
+    };
     assert!(transition);
-    assert_eq!((condition.status, condition.reason.as_str()), (Status::True, "DockerHung"));
+    assert_eq!(
+        (condition.status, condition.reason.as_str()),
+        (Status::True, "DockerHung")
+    );
     assert_eq!(condition.transition, t(5));
     // the same line again: nothing new
     assert!(run(&mut s, "task docker:5 blocked for more", t(6)).is_empty());
@@ -81,9 +101,19 @@ fn a_new_message_updates_the_condition_without_a_transition() {
     let mut s = MonitorState::new(monitor(), &[], t(0));
     run(&mut s, "task docker:5 blocked for more", t(5));
     let out = run(&mut s, "task docker:6 blocked for more", t(7));
-    let Report::Condition { condition, transition } = &out[0] else { panic!() };
+    let Report::Condition {
+        condition,
+        transition,
+    } = &out[0]
+    else {
+        panic!()
+    };
     assert!(!transition);
-    assert_eq!(condition.transition, t(5), "lastTransitionTime only moves when the status changes");
+    assert_eq!(
+        condition.transition,
+        t(5),
+        "lastTransitionTime only moves when the status changes"
+    );
     assert_eq!(condition.message, "task docker:6 blocked for more");
 }
 
@@ -93,9 +123,22 @@ fn recovery_pattern_returns_condition_to_its_healthy_default() {
     run(&mut s, "flaky thing broke badly", t(1));
     assert_eq!(s.conditions()[1].status, Status::True);
     let out = run(&mut s, "flaky thing recovered", t(2));
-    let Report::Condition { condition, transition } = &out[0] else { panic!() };
+    let Report::Condition {
+        condition,
+        transition,
+    } = &out[0]
+    else {
+        panic!()
+    };
     assert!(transition);
-    assert_eq!((condition.status, condition.reason.as_str(), condition.message.as_str()), (Status::False, "NotFlaky", "fine"));
+    assert_eq!(
+        (
+            condition.status,
+            condition.reason.as_str(),
+            condition.message.as_str()
+        ),
+        (Status::False, "NotFlaky", "fine")
+    );
     // a recovery line while healthy reports nothing
     assert!(run(&mut s, "flaky thing recovered", t(3)).is_empty());
 }
@@ -116,8 +159,20 @@ fn quiet_period_recovers_counting_from_the_last_problem_line() {
 #[test]
 fn restored_true_condition_stays_true_and_false_ones_are_reset_to_defaults() {
     let restored = vec![
-        Condition { type_: "KernelDeadlock".into(), status: Status::True, reason: "DockerHung".into(), message: "m".into(), transition: t(-50) },
-        Condition { type_: "Flaky".into(), status: Status::False, reason: "Whatever".into(), message: "x".into(), transition: t(-50) },
+        Condition {
+            type_: "KernelDeadlock".into(),
+            status: Status::True,
+            reason: "DockerHung".into(),
+            message: "m".into(),
+            transition: t(-50),
+        },
+        Condition {
+            type_: "Flaky".into(),
+            status: Status::False,
+            reason: "Whatever".into(),
+            message: "x".into(),
+            transition: t(-50),
+        },
     ];
     let s = MonitorState::new(monitor(), &restored, t(0));
     assert_eq!(s.conditions()[0], restored[0]);
@@ -135,6 +190,15 @@ fn reconfigure_keeps_true_conditions_of_types_that_still_exist() {
 
 #[test]
 fn transition_message_uses_npd_wording() {
-    let c = Condition { type_: "KernelDeadlock".into(), status: Status::True, reason: "DockerHung".into(), message: "task x".into(), transition: t(0) };
-    assert_eq!(Report::transition_message(&c), r#"Node condition KernelDeadlock is now: True, reason: DockerHung, message: "task x""#);
+    let c = Condition {
+        type_: "KernelDeadlock".into(),
+        status: Status::True,
+        reason: "DockerHung".into(),
+        message: "task x".into(),
+        transition: t(0),
+    };
+    assert_eq!(
+        Report::transition_message(&c),
+        r#"Node condition KernelDeadlock is now: True, reason: DockerHung, message: "task x""#
+    );
 }

@@ -1,0 +1,205 @@
+//! The detector's Prometheus metrics. NPD's `problem_counter{reason}` and `problem_gauge{type,reason}`
+//! keep their exact names (dashboards and alerts use them); our own carry the `nodemedic_detector_`
+//! prefix. Hot-path counters are resolved once per monitor, so counting a line is one atomic add.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// A monotonic count exposed without the OpenMetrics `_total` suffix, as NPD's `problem_counter` is.
+#[derive(Debug, Clone, Default)]
+pub struct NpdCounter(Arc<AtomicU64>);
+
+impl NpdCounter {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl TypedMetric for NpdCounter {
+    const TYPE: MetricType = MetricType::Unknown;
+}
+
+impl EncodeMetric for NpdCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&(self.get() as i64))
+    }
+    fn metric_type(&self) -> MetricType {
+        MetricType::Unknown
+    }
+}
+
+#[derive(Clone)]
+pub struct Metrics {
+    pub problem_counter: Family<Labels, NpdCounter>,
+    pub problem_gauge: Family<Labels, Gauge>,
+    pub lines_read: Family<Labels, Counter>,
+    pub lines_dropped: Family<Labels, Counter>,
+    pub parse_errors: Family<Labels, Counter>,
+    pub rule_matches: Family<Labels, Counter>,
+    pub report_errors: Family<Labels, Counter>,
+    pub events_dropped: Counter,
+    pub reloads: Family<Labels, Counter>,
+}
+
+/// Counters one monitor bumps per line, resolved once.
+#[derive(Clone)]
+pub struct MonitorCounters {
+    pub lines: Counter,
+    pub parse_errors: Counter,
+    pub overruns: Counter,
+}
+
+fn l(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Metrics {
+    pub fn register(registry: &mut Registry) -> Metrics {
+        let m = Metrics {
+            problem_counter: Family::default(),
+            problem_gauge: Family::default(),
+            lines_read: Family::default(),
+            lines_dropped: Family::default(),
+            parse_errors: Family::default(),
+            rule_matches: Family::default(),
+            report_errors: Family::default(),
+            events_dropped: Counter::default(),
+            reloads: Family::default(),
+        };
+        registry.register(
+            "problem_counter",
+            "Number of times a specific type of problem have occurred (NPD-compatible)",
+            m.problem_counter.clone(),
+        );
+        registry.register(
+            "problem_gauge",
+            "Whether a specific type of problem is affecting the node or not (NPD-compatible)",
+            m.problem_gauge.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_lines_read",
+            "Log lines (records) read, by monitor",
+            m.lines_read.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_lines_dropped",
+            "Log records lost before matching (kmsg ring buffer overruns), by monitor",
+            m.lines_dropped.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_parse_errors",
+            "Malformed records counted and skipped, by monitor",
+            m.parse_errors.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_rule_matches",
+            "Pattern matches, by monitor and reason",
+            m.rule_matches.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_report_errors",
+            "Failed writes to the API server, by kind (conditions, events)",
+            m.report_errors.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_events_dropped",
+            "Event occurrences dropped by the aggregator's key limit",
+            m.events_dropped.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_reloads",
+            "Rule file reloads, by result",
+            m.reloads.clone(),
+        );
+        m
+    }
+
+    pub fn monitor(&self, monitor: &str) -> MonitorCounters {
+        MonitorCounters {
+            lines: self
+                .lines_read
+                .get_or_create(&l(&[("monitor", monitor)]))
+                .clone(),
+            parse_errors: self
+                .parse_errors
+                .get_or_create(&l(&[("monitor", monitor)]))
+                .clone(),
+            overruns: self
+                .lines_dropped
+                .get_or_create(&l(&[("monitor", monitor), ("why", "overrun")]))
+                .clone(),
+        }
+    }
+
+    pub fn matched(&self, monitor: &str, reason: &str) {
+        self.rule_matches
+            .get_or_create(&l(&[("monitor", monitor), ("reason", reason)]))
+            .inc();
+    }
+
+    pub fn problem(&self, reason: &str) {
+        self.problem_counter
+            .get_or_create(&l(&[("reason", reason)]))
+            .inc();
+    }
+
+    pub fn set_problem_gauge(&self, type_: &str, reason: &str, value: i64) {
+        self.problem_gauge
+            .get_or_create(&l(&[("type", type_), ("reason", reason)]))
+            .set(value);
+    }
+
+    pub fn report_error(&self, kind: &str) {
+        self.report_errors
+            .get_or_create(&l(&[("kind", kind)]))
+            .inc();
+    }
+
+    pub fn reload(&self, result: &str) {
+        self.reloads.get_or_create(&l(&[("result", result)])).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npd_names_are_exposed_unchanged() {
+        let mut r = Registry::default();
+        let m = Metrics::register(&mut r);
+        m.problem("OOMKilling");
+        m.problem("OOMKilling");
+        m.set_problem_gauge("KernelDeadlock", "DockerHung", 1);
+        m.monitor("kernel-monitor").lines.inc();
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &r).unwrap();
+        assert!(
+            out.contains("problem_counter{reason=\"OOMKilling\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("problem_gauge{type=\"KernelDeadlock\",reason=\"DockerHung\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("nodemedic_detector_lines_read_total{monitor=\"kernel-monitor\"} 1\n"),
+            "{out}"
+        );
+    }
+}

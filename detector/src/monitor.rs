@@ -1,0 +1,305 @@
+//! One monitor at run time: its input feeds its problem state; what it reports goes, in order, to the
+//! reporter as [`Outcome`]s. Progress (the input position) is sent after the outcomes of the lines it
+//! covers, so the reporter can checkpoint a position only once everything before it was written.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::events::Severity;
+use nodemedic_common::health::Health;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::checkpoint::Position;
+use crate::config::{Input, Monitor};
+use crate::metrics::Metrics;
+use crate::problem::{Condition, MonitorState, Report, Status};
+use crate::source::{self, SourceEvent};
+
+/// What a monitor tells the reporter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The monitor's full condition list (sent at start and after every change).
+    Conditions {
+        monitor: String,
+        conditions: Vec<Condition>,
+    },
+    /// An Event to write (aggregated by the reporter).
+    Event {
+        source: String,
+        severity: Severity,
+        reason: String,
+        message: String,
+        at: Timestamp,
+    },
+    /// Everything up to this position has been sent.
+    Progress { monitor: String, position: Position },
+    /// The monitor was added by a reload (its conditions are coming).
+    Added { monitor: String },
+    /// The monitor was removed by a reload.
+    Removed { monitor: String },
+}
+
+/// What every monitor needs from the process.
+#[derive(Clone)]
+pub struct Context {
+    pub kmsg_path: PathBuf,
+    pub journalctl: PathBuf,
+    pub journal_dir: Option<PathBuf>,
+    pub boot_id: String,
+    pub health: Health,
+    pub metrics: Metrics,
+}
+
+/// Default lookback when a rule file gives none (NPD's kernel monitor default).
+pub const DEFAULT_LOOKBACK: Duration = Duration::from_secs(300);
+/// Lines handled before yielding progress and checking other work.
+const BATCH: usize = 512;
+
+/// A running monitor.
+pub struct Handle {
+    pub monitor: Arc<Monitor>,
+    config: watch::Sender<Arc<Monitor>>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Handle {
+    /// Swap in new rules (same input).
+    pub fn reconfigure(&mut self, monitor: Arc<Monitor>) {
+        self.monitor = monitor.clone();
+        let _ = self.config.send(monitor);
+    }
+
+    /// Stop the monitor and its input, and wait for it.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Start a monitor whose conditions begin from `restored` and whose input resumes at `checkpoint`.
+pub fn spawn(
+    monitor: Arc<Monitor>,
+    ctx: &Context,
+    restored: Vec<Condition>,
+    checkpoint: Option<Position>,
+    outcomes: mpsc::Sender<Outcome>,
+) -> Handle {
+    let (config_tx, config_rx) = watch::channel(monitor.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (src_tx, src_rx) = mpsc::channel(1024);
+    start_input(&monitor, ctx, checkpoint, src_tx, stop_rx.clone());
+    let ctx2 = ctx.clone();
+    let m = monitor.clone();
+    let task =
+        tokio::spawn(
+            async move { run(m, ctx2, restored, src_rx, config_rx, stop_rx, outcomes).await },
+        );
+    Handle {
+        monitor,
+        config: config_tx,
+        stop: stop_tx,
+        task,
+    }
+}
+
+fn start_input(
+    monitor: &Monitor,
+    ctx: &Context,
+    checkpoint: Option<Position>,
+    tx: mpsc::Sender<SourceEvent>,
+    stop: watch::Receiver<bool>,
+) {
+    let lookback = monitor.lookback.unwrap_or(DEFAULT_LOOKBACK);
+    let beat = ctx
+        .health
+        .register(format!("input:{}", monitor.name), source::MAX_SILENCE);
+    match &monitor.input {
+        Input::Kmsg => {
+            let start = source::kmsg::Start {
+                boot_id: ctx.boot_id.clone(),
+                checkpoint,
+                lookback,
+            };
+            let path = ctx.kmsg_path.clone();
+            std::thread::Builder::new()
+                .name(format!("kmsg-{}", monitor.name))
+                .spawn(move || source::kmsg::follow(path, start, tx, beat, stop))
+                .expect("spawn kmsg thread");
+        }
+        Input::File { path, format } => {
+            let (path, format) = (path.clone(), *format);
+            std::thread::Builder::new()
+                .name(format!("file-{}", monitor.name))
+                .spawn(move || source::file::follow(path, format, checkpoint, tx, beat, stop))
+                .expect("spawn file thread");
+        }
+        Input::Journal {
+            identifiers,
+            units,
+            directory,
+        } => {
+            let spec = source::journal::JournalSpec {
+                journalctl: ctx.journalctl.clone(),
+                directory: directory.clone().or_else(|| ctx.journal_dir.clone()),
+                identifiers: identifiers.clone(),
+                units: units.clone(),
+                lookback,
+            };
+            tokio::spawn(source::journal::follow(spec, checkpoint, tx, beat, stop));
+        }
+    }
+}
+
+async fn run(
+    monitor: Arc<Monitor>,
+    ctx: Context,
+    restored: Vec<Condition>,
+    mut input: mpsc::Receiver<SourceEvent>,
+    mut config: watch::Receiver<Arc<Monitor>>,
+    mut stop: watch::Receiver<bool>,
+    outcomes: mpsc::Sender<Outcome>,
+) {
+    let name = monitor.name.clone();
+    let counters = ctx.metrics.monitor(&name);
+    let mut state = MonitorState::new(monitor, &restored, Timestamp::now());
+    if outcomes
+        .send(Outcome::Conditions {
+            monitor: name.clone(),
+            conditions: state.conditions().to_vec(),
+        })
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut reports = Vec::new();
+    loop {
+        let mut progress = None;
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => state.tick(Timestamp::now(), &mut reports),
+            changed = config.changed() => {
+                if changed.is_err() { return; }
+                let m = config.borrow_and_update().clone();
+                tracing::info!(monitor = %name, "rules reloaded");
+                state.reconfigure(m, Timestamp::now());
+                if outcomes.send(Outcome::Conditions { monitor: name.clone(), conditions: state.conditions().to_vec() }).await.is_err() {
+                    return;
+                }
+            }
+            ev = input.recv() => {
+                let Some(ev) = ev else { return };
+                let mut next = Some(ev);
+                let mut n = 0;
+                while let Some(ev) = next.take() {
+                    match ev {
+                        SourceEvent::Line { text, at, position } => {
+                            counters.lines.inc();
+                            state.process(&text, at, &mut reports);
+                            progress = Some(position);
+                        }
+                        SourceEvent::Malformed { why } => {
+                            counters.parse_errors.inc();
+                            tracing::debug!(monitor = %name, %why, "malformed record skipped");
+                        }
+                        SourceEvent::Overrun => {
+                            counters.overruns.inc();
+                            tracing::warn!(monitor = %name, "kmsg ring buffer overrun: records were lost before they could be read");
+                        }
+                    }
+                    n += 1;
+                    if n < BATCH {
+                        next = input.try_recv().ok();
+                    }
+                }
+            }
+        }
+        if !reports.is_empty() && !send_reports(&state, &ctx, &mut reports, &outcomes).await {
+            return;
+        }
+        if let Some(position) = progress {
+            if outcomes
+                .send(Outcome::Progress {
+                    monitor: name.clone(),
+                    position,
+                })
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Turn reports into outcomes; false when the reporter is gone.
+async fn send_reports(
+    state: &MonitorState,
+    ctx: &Context,
+    reports: &mut Vec<Report>,
+    outcomes: &mpsc::Sender<Outcome>,
+) -> bool {
+    let m = state.monitor();
+    let mut conditions_changed = false;
+    for r in reports.drain(..) {
+        let out = match r {
+            Report::Problem { reason, message } => {
+                ctx.metrics.matched(&m.name, &reason);
+                ctx.metrics.problem(&reason);
+                tracing::info!(monitor = %m.name, %reason, %message, "temporary problem");
+                Outcome::Event {
+                    source: m.source.clone(),
+                    severity: Severity::Warning,
+                    reason,
+                    message,
+                    at: Timestamp::now(),
+                }
+            }
+            Report::Condition {
+                condition,
+                transition,
+            } => {
+                conditions_changed = true;
+                if !transition {
+                    continue;
+                }
+                if condition.status == Status::True {
+                    ctx.metrics.matched(&m.name, &condition.reason);
+                    ctx.metrics.problem(&condition.reason);
+                }
+                tracing::info!(monitor = %m.name, condition = %condition.type_, status = condition.status.as_str(), reason = %condition.reason, message = %condition.message, "condition changed");
+                let severity = if condition.status == Status::True {
+                    Severity::Warning
+                } else {
+                    Severity::Normal
+                };
+                Outcome::Event {
+                    source: m.source.clone(),
+                    severity,
+                    reason: condition.reason.clone(),
+                    message: Report::transition_message(&condition),
+                    at: Timestamp::now(),
+                }
+            }
+        };
+        if outcomes.send(out).await.is_err() {
+            return false;
+        }
+    }
+    if conditions_changed {
+        let c = state.conditions().to_vec();
+        return outcomes
+            .send(Outcome::Conditions {
+                monitor: m.name.clone(),
+                conditions: c,
+            })
+            .await
+            .is_ok();
+    }
+    true
+}

@@ -1,0 +1,86 @@
+//! The I/O shell of reporting: reads the Node, patches its status, writes Events. Each call is bounded
+//! by a timeout so a hung connection shows up as a failed call (retried) rather than a stuck loop.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use nodemedic_common::conditions::status_patch;
+use nodemedic_common::events::NodeEvents;
+
+use super::aggregate::Write;
+use super::sync::Plan;
+
+/// Upper bound of one API call.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("API call timed out after {0:?}")]
+    Timeout(Duration),
+}
+
+impl Error {
+    /// 404 from the API server.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Api(kube::Error::Api(s)) if s.code == 404)
+    }
+}
+
+async fn bounded<T>(
+    f: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(CALL_TIMEOUT, f).await {
+        Ok(r) => r.map_err(Error::Api),
+        Err(_) => Err(Error::Timeout(CALL_TIMEOUT)),
+    }
+}
+
+#[derive(Clone)]
+pub struct KubeReporter {
+    nodes: Api<Node>,
+    events: NodeEvents,
+    node: String,
+}
+
+impl KubeReporter {
+    pub fn new(client: kube::Client, node: &str) -> Self {
+        KubeReporter {
+            nodes: Api::all(client.clone()),
+            events: NodeEvents::new(client, node),
+            node: node.to_string(),
+        }
+    }
+
+    pub async fn read_node(&self) -> Result<Node, Error> {
+        bounded(self.nodes.get(&self.node)).await
+    }
+
+    /// One strategic-merge patch of `nodes/{name}/status`: our conditions (with a fresh heartbeat),
+    /// removals, and the ownership annotation.
+    pub async fn patch(&self, plan: &Plan, now: Timestamp) -> Result<(), Error> {
+        let heartbeat = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let body = status_patch(&plan.set, &plan.remove, &heartbeat, &plan.owned);
+        bounded(self.nodes.patch_status(
+            &self.node,
+            &PatchParams::default(),
+            &Patch::Strategic(body),
+        ))
+        .await?;
+        Ok(())
+    }
+
+    /// Create or update an Event; returns its name.
+    pub async fn write_event(&self, w: &Write) -> Result<String, Error> {
+        match &w.existing {
+            None => bounded(self.events.create(&w.event)).await,
+            Some(name) => {
+                bounded(self.events.update(name, &w.event)).await?;
+                Ok(name.clone())
+            }
+        }
+    }
+}

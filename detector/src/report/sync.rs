@@ -1,0 +1,252 @@
+//! Condition sync, pure: what to write to the Node and when.
+//!
+//! The desired state is each monitor's full condition list. A patch is due when it differs from what
+//! was last written, when an owned type must be removed, or when the heartbeat is due; nothing is
+//! written otherwise. A failed write is retried with exponential backoff, and since every patch carries
+//! the *current* desired state, the latest state wins and no change is lost.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::conditions::DesiredCondition;
+
+use crate::problem::Condition;
+
+/// A patch to perform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub set: Vec<DesiredCondition>,
+    pub remove: Vec<String>,
+    /// The ownership annotation's new value.
+    pub owned: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct SyncState {
+    heartbeat: Duration,
+    desired: BTreeMap<String, Vec<Condition>>,
+    /// What the last successful patch wrote (type -> condition).
+    written: Option<BTreeMap<String, DesiredCondition>>,
+    /// Types listed in the Node's ownership annotation.
+    owned_on_node: BTreeSet<String>,
+    last_write: Option<Timestamp>,
+    failures: u32,
+    retry_at: Option<Timestamp>,
+    /// Monitors that have not sent their first snapshot yet: removal waits for them, so a slow-starting
+    /// monitor's conditions are not deleted and re-added.
+    waiting_for: BTreeSet<String>,
+}
+
+/// Backoff after the n-th consecutive failure: 1s, 2s, 4s ... capped at 30s.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
+}
+
+fn to_desired(c: &Condition) -> DesiredCondition {
+    DesiredCondition {
+        type_: c.type_.clone(),
+        status: c.status.as_str().to_string(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        last_transition_time: c.transition.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    }
+}
+
+impl SyncState {
+    /// `owned_on_node`: the types listed in the Node's ownership annotation at start. `monitors`: the
+    /// monitors expected to report.
+    pub fn new(
+        heartbeat: Duration,
+        owned_on_node: Vec<String>,
+        monitors: impl IntoIterator<Item = String>,
+    ) -> Self {
+        SyncState {
+            heartbeat,
+            desired: BTreeMap::new(),
+            written: None,
+            owned_on_node: owned_on_node.into_iter().collect(),
+            last_write: None,
+            failures: 0,
+            retry_at: None,
+            waiting_for: monitors.into_iter().collect(),
+        }
+    }
+
+    /// A monitor's full condition list.
+    pub fn set_monitor(&mut self, monitor: &str, conditions: Vec<Condition>) {
+        self.waiting_for.remove(monitor);
+        self.desired.insert(monitor.to_string(), conditions);
+    }
+
+    /// A monitor was removed by a reload: its conditions are no longer declared.
+    pub fn remove_monitor(&mut self, monitor: &str) {
+        self.waiting_for.remove(monitor);
+        self.desired.remove(monitor);
+    }
+
+    /// A monitor was added by a reload.
+    pub fn expect_monitor(&mut self, monitor: &str) {
+        if !self.desired.contains_key(monitor) {
+            self.waiting_for.insert(monitor.to_string());
+        }
+    }
+
+    /// The current desired conditions, by type.
+    pub fn current(&self) -> BTreeMap<String, DesiredCondition> {
+        self.desired
+            .values()
+            .flatten()
+            .map(|c| (c.type_.clone(), to_desired(c)))
+            .collect()
+    }
+
+    /// The desired conditions as the monitors hold them (for /conditions).
+    pub fn conditions(&self) -> Vec<Condition> {
+        self.desired.values().flatten().cloned().collect()
+    }
+
+    /// The patch due at `now`, if any.
+    pub fn plan(&self, now: Timestamp) -> Option<Plan> {
+        if self.retry_at.is_some_and(|r| r > now) {
+            return None;
+        }
+        let current = self.current();
+        let remove: Vec<String> = if self.waiting_for.is_empty() {
+            self.owned_on_node
+                .iter()
+                .filter(|t| !current.contains_key(*t))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let owned_now: BTreeSet<String> = current
+            .keys()
+            .cloned()
+            .chain(if self.waiting_for.is_empty() {
+                Vec::new()
+            } else {
+                self.owned_on_node.iter().cloned().collect()
+            })
+            .collect();
+        let changed = self.written.as_ref() != Some(&current);
+        let heartbeat_due = self.last_write.is_none_or(|t| t + self.heartbeat <= now);
+        let annotation_stale = owned_now != self.owned_on_node;
+        if current.is_empty() && remove.is_empty() && !annotation_stale {
+            return None;
+        }
+        (changed || !remove.is_empty() || heartbeat_due || annotation_stale).then(|| Plan {
+            set: current.into_values().collect(),
+            remove,
+            owned: owned_now.into_iter().collect(),
+        })
+    }
+
+    pub fn succeeded(&mut self, plan: &Plan, now: Timestamp) {
+        self.written = Some(
+            plan.set
+                .iter()
+                .map(|c| (c.type_.clone(), c.clone()))
+                .collect(),
+        );
+        self.owned_on_node = plan.owned.iter().cloned().collect();
+        self.last_write = Some(now);
+        self.failures = 0;
+        self.retry_at = None;
+    }
+
+    /// Returns the delay before the next attempt.
+    pub fn failed(&mut self, now: Timestamp) -> Duration {
+        self.failures += 1;
+        let d = backoff(self.failures);
+        self.retry_at = Some(now + d);
+        d
+    }
+
+    /// True when everything desired has been written (checkpoints may advance).
+    pub fn in_sync(&self) -> bool {
+        self.written.as_ref() == Some(&self.current())
+            || (self.current().is_empty() && self.written.is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::Status;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn cond(ty: &str, status: Status) -> Condition {
+        Condition {
+            type_: ty.into(),
+            status,
+            reason: "R".into(),
+            message: "m".into(),
+            transition: t(0),
+        }
+    }
+
+    #[test]
+    fn writes_on_change_and_on_heartbeat_only() {
+        let mut s = SyncState::new(Duration::from_secs(300), vec![], ["k".to_string()]);
+        assert!(s.plan(t(0)).is_none(), "nothing desired yet");
+        s.set_monitor("k", vec![cond("KernelDeadlock", Status::False)]);
+        let p = s.plan(t(0)).unwrap();
+        assert_eq!(p.set.len(), 1);
+        assert_eq!(p.owned, vec!["KernelDeadlock"]);
+        s.succeeded(&p, t(0));
+        assert!(s.in_sync());
+        assert!(s.plan(t(10)).is_none(), "no change, no heartbeat due");
+        s.set_monitor("k", vec![cond("KernelDeadlock", Status::True)]);
+        assert!(!s.in_sync());
+        assert_eq!(s.plan(t(11)).unwrap().set[0].status, "True");
+        s.succeeded(&s.plan(t(11)).unwrap(), t(11));
+        assert!(s.plan(t(310)).is_none());
+        assert!(s.plan(t(311)).is_some(), "heartbeat after 5 minutes");
+    }
+
+    #[test]
+    fn owned_types_no_longer_declared_are_removed_once_all_monitors_reported() {
+        let mut s = SyncState::new(
+            Duration::from_secs(300),
+            vec!["Old".into(), "KernelDeadlock".into()],
+            ["k".to_string(), "j".to_string()],
+        );
+        s.set_monitor("k", vec![cond("KernelDeadlock", Status::False)]);
+        let p = s.plan(t(0)).unwrap();
+        assert!(p.remove.is_empty(), "monitor j has not reported yet");
+        assert!(
+            p.owned.contains(&"Old".to_string()),
+            "ownership kept while waiting"
+        );
+        s.set_monitor("j", vec![]);
+        let p = s.plan(t(0)).unwrap();
+        assert_eq!(p.remove, vec!["Old"]);
+        assert_eq!(p.owned, vec!["KernelDeadlock"]);
+        s.succeeded(&p, t(0));
+        assert!(s.plan(t(1)).is_none(), "removed once");
+        s.remove_monitor("k");
+        assert_eq!(s.plan(t(2)).unwrap().remove, vec!["KernelDeadlock"]);
+    }
+
+    #[test]
+    fn failures_back_off_and_the_latest_state_wins() {
+        let mut s = SyncState::new(Duration::from_secs(300), vec![], ["k".to_string()]);
+        s.set_monitor("k", vec![cond("A", Status::True)]);
+        assert!(s.plan(t(0)).is_some());
+        assert_eq!(s.failed(t(0)), Duration::from_secs(1));
+        assert!(s.plan(t(0)).is_none());
+        s.set_monitor("k", vec![cond("A", Status::False)]);
+        assert_eq!(s.failed(t(1)), Duration::from_secs(2));
+        let p = s.plan(t(3)).unwrap();
+        assert_eq!(
+            p.set[0].status, "False",
+            "the retry carries the newest state"
+        );
+        assert_eq!(backoff(10), Duration::from_secs(30));
+    }
+}
