@@ -1,0 +1,361 @@
+//! The test API server: generic storage of JSON objects by (group/version, resource, namespace, name),
+//! routed from the request path, so new resources (pods, leases, PDBs) need no new routes.
+
+mod patch;
+mod store;
+mod watch;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+pub use store::{Key, Store};
+
+/// One request as the server saw it (for "nothing else was written" assertions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    pub method: String,
+    pub path: String,
+    pub content_type: Option<String>,
+    pub status: u16,
+}
+
+/// A fault to inject: the next `times` requests whose method matches and whose path contains
+/// `path_contains` get `status` with a Status body.
+#[derive(Debug, Clone)]
+struct Fault {
+    method: Method,
+    path_contains: String,
+    status: u16,
+    times: usize,
+}
+
+#[derive(Default)]
+pub(crate) struct Inner {
+    pub(crate) store: Store,
+    faults: Vec<Fault>,
+    log: Vec<Logged>,
+}
+
+/// A running test API server.
+#[derive(Clone)]
+pub struct TestApiServer {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    watches: watch::Hub,
+}
+
+#[derive(Clone)]
+struct App {
+    inner: Arc<Mutex<Inner>>,
+    watches: watch::Hub,
+}
+
+impl TestApiServer {
+    /// Start on an ephemeral loopback port.
+    pub async fn start() -> TestApiServer {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let watches = watch::Hub::default();
+        let app = Router::new().fallback(handle).with_state(App {
+            inner: inner.clone(),
+            watches: watches.clone(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        TestApiServer {
+            addr,
+            inner,
+            watches,
+        }
+    }
+
+    /// A real kube::Client talking HTTP to this server.
+    pub fn client(&self) -> kube::Client {
+        let url: axum::http::Uri = format!("http://{}", self.addr).parse().unwrap();
+        let config = kube::Config::new(url);
+        kube::Client::try_from(config).expect("client for the test server")
+    }
+
+    /// The base URL (for plain HTTP requests in tests).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Make the next `times` matching requests fail with `status` (429, 500, 503 ...).
+    pub fn fail_next(&self, method: &str, path_contains: &str, status: u16, times: usize) {
+        self.inner.lock().unwrap().faults.push(Fault {
+            method: method.parse().unwrap(),
+            path_contains: path_contains.to_string(),
+            status,
+            times,
+        });
+    }
+
+    /// Requests seen so far.
+    pub fn log(&self) -> Vec<Logged> {
+        self.inner.lock().unwrap().log.clone()
+    }
+
+    /// Count requests matching method and a path fragment (successful or not).
+    pub fn count(&self, method: &str, path_contains: &str) -> usize {
+        self.log()
+            .iter()
+            .filter(|l| l.method == method && l.path.contains(path_contains))
+            .count()
+    }
+
+    /// Read an object directly from storage.
+    pub fn object(
+        &self,
+        api: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        self.inner
+            .lock()
+            .unwrap()
+            .store
+            .get(&Key::new(api, resource, namespace, name))
+            .cloned()
+    }
+
+    /// Store an object directly (as if a controller wrote it) and notify watchers.
+    pub fn put_object(
+        &self,
+        api: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        obj: Value,
+    ) -> Value {
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .expect("object has metadata.name")
+            .to_string();
+        let key = Key::new(api, resource, namespace, &name);
+        let mut inner = self.inner.lock().unwrap();
+        let existed = inner.store.get(&key).is_some();
+        let stored = inner.store.put(&key, obj);
+        self.watches
+            .publish(&key, if existed { "MODIFIED" } else { "ADDED" }, &stored);
+        stored
+    }
+
+    /// All objects of a resource.
+    pub fn objects(&self, api: &str, resource: &str) -> Vec<Value> {
+        self.inner.lock().unwrap().store.list(api, resource, None)
+    }
+}
+
+/// A Kubernetes `Status` failure body, as the real server writes it.
+pub fn status_body(
+    code: u16,
+    reason: Option<&str>,
+    message: &str,
+    details: Option<Value>,
+) -> Value {
+    let mut s = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "code": code,
+    });
+    if let Some(r) = reason {
+        s["reason"] = json!(r);
+    }
+    if let Some(d) = details {
+        s["details"] = d;
+    }
+    s
+}
+
+pub(crate) fn error(
+    code: u16,
+    reason: Option<&str>,
+    message: &str,
+    details: Option<Value>,
+) -> Response {
+    json_response(
+        StatusCode::from_u16(code).unwrap(),
+        &status_body(code, reason, message, details),
+    )
+}
+
+pub(crate) fn json_response(status: StatusCode, v: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(v).unwrap(),
+    )
+        .into_response()
+}
+
+/// Path shapes: /api/v1/... and /apis/GROUP/VERSION/..., then [namespaces/NS/]RESOURCE[/NAME[/SUB]].
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub api: String,
+    pub namespace: Option<String>,
+    pub resource: String,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (api, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => (v.to_string(), rest),
+        ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, r, rest @ ..] => (Some(ns.to_string()), {
+            let mut v = vec![*r];
+            v.extend_from_slice(rest);
+            v
+        }),
+        r => (None, r.to_vec()),
+    };
+    match rest.as_slice() {
+        [resource] => Some(Target {
+            api,
+            namespace,
+            resource: resource.to_string(),
+            name: None,
+            sub: None,
+        }),
+        [resource, name] => Some(Target {
+            api,
+            namespace,
+            resource: resource.to_string(),
+            name: Some(name.to_string()),
+            sub: None,
+        }),
+        [resource, name, sub] => Some(Target {
+            api,
+            namespace,
+            resource: resource.to_string(),
+            name: Some(name.to_string()),
+            sub: Some(sub.to_string()),
+        }),
+        _ => None,
+    }
+}
+
+async fn handle(
+    State(app): State<App>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.split(';').next().unwrap_or(s).trim().to_string());
+    // Injected faults first.
+    let fault = {
+        let mut inner = app.inner.lock().unwrap();
+        let hit = inner
+            .faults
+            .iter_mut()
+            .find(|f| f.times > 0 && f.method == method && path.contains(&f.path_contains));
+        hit.map(|f| {
+            f.times -= 1;
+            f.status
+        })
+    };
+    let response = if let Some(code) = fault {
+        let reason = match code {
+            429 => Some("TooManyRequests"),
+            500 => Some("InternalError"),
+            503 => Some("ServiceUnavailable"),
+            409 => Some("Conflict"),
+            _ => None,
+        };
+        error(code, reason, &format!("injected fault ({code})"), None)
+    } else {
+        match parse_path(&path) {
+            None => error(
+                404,
+                Some("NotFound"),
+                "the server could not find the requested resource",
+                None,
+            ),
+            Some(t) => route(&app, &method, t, &query, content_type.as_deref(), &body).await,
+        }
+    };
+    app.inner.lock().unwrap().log.push(Logged {
+        method: method.to_string(),
+        path,
+        content_type,
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+async fn route(
+    app: &App,
+    method: &Method,
+    t: Target,
+    query: &std::collections::HashMap<String, String>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Response {
+    let parse_body = || serde_json::from_slice::<Value>(body);
+    match (method.as_str(), &t.name) {
+        ("GET", None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch::serve(&app.inner, &app.watches, &t, query)
+        }
+        ("GET", None) => store::list(&app.inner, &t, query),
+        ("POST", None) => match parse_body() {
+            Ok(obj) => store::create(&app.inner, &app.watches, &t, obj),
+            Err(e) => error(
+                400,
+                Some("BadRequest"),
+                &format!("the body of the request was in an unknown format: {e}"),
+                None,
+            ),
+        },
+        ("GET", Some(_)) => store::get(&app.inner, &t),
+        ("DELETE", Some(_)) => store::delete(&app.inner, &app.watches, &t),
+        ("PUT", Some(_)) => match parse_body() {
+            Ok(obj) => store::replace(&app.inner, &app.watches, &t, obj),
+            Err(e) => error(
+                400,
+                Some("BadRequest"),
+                &format!("the body of the request was in an unknown format: {e}"),
+                None,
+            ),
+        },
+        ("PATCH", Some(_)) => {
+            patch::handle(&app.inner, &app.watches, &t, query, content_type, body)
+        }
+        _ => error(
+            405,
+            Some("MethodNotAllowed"),
+            &format!("{method} is not supported here"),
+            None,
+        ),
+    }
+}
+
+/// For handlers: an empty body response.
+#[allow(dead_code)]
+pub(crate) fn empty(status: StatusCode) -> Response {
+    (status, Body::empty()).into_response()
+}

@@ -1,0 +1,242 @@
+//! PATCH: strategic merge (lists with a merge key are merged by it, `$patch: delete` removes an entry,
+//! patch entries come first), JSON merge (RFC 7386: lists replaced), and the recorded refusals (415
+//! for plain JSON, 500 for a condition without its merge key `type`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Map, Value};
+
+use super::store::{Key, keep_other_half, not_found};
+use super::watch::Hub;
+use super::{Inner, Target, error, json_response};
+
+/// Merge keys of the lists the tests patch.
+fn merge_key(field: &str) -> Option<&'static str> {
+    match field {
+        "conditions" => Some("type"),
+        "taints" => Some("key"),
+        "containers" | "initContainers" | "volumes" => Some("name"),
+        "addresses" => Some("type"),
+        _ => None,
+    }
+}
+
+pub(crate) fn handle(
+    inner: &Mutex<Inner>,
+    hub: &Hub,
+    t: &Target,
+    _query: &HashMap<String, String>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Response {
+    let patch: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                400,
+                Some("BadRequest"),
+                &format!("the body of the request was in an unknown format: {e}"),
+                None,
+            );
+        }
+    };
+    let key = Key::of(t);
+    let mut guard = inner.lock().unwrap();
+    let Some(old) = guard.store.get(&key).cloned() else {
+        return not_found(t);
+    };
+    let mut merged = old.clone();
+    match content_type {
+        Some("application/strategic-merge-patch+json") => {
+            if let Err(msg) = strategic(&mut merged, &patch, "") {
+                return error(500, None, &msg, None);
+            }
+        }
+        Some("application/merge-patch+json") => json_merge(&mut merged, &patch),
+        other => {
+            return error(
+                415,
+                Some("UnsupportedMediaType"),
+                &format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {})",
+                    other.unwrap_or("none")
+                ),
+                None,
+            );
+        }
+    }
+    keep_other_half(t, &old, &mut merged);
+    normalise_condition_times(&mut merged);
+    merged["metadata"]["uid"] = old["metadata"]["uid"].clone();
+    let stored = guard.store.put(&key, merged);
+    hub.publish(&key, "MODIFIED", &stored);
+    json_response(StatusCode::OK, &stored)
+}
+
+/// metav1.Time drops fractions and rewrites offsets to Z (recording 06).
+fn normalise_condition_times(obj: &mut Value) {
+    let Some(conds) = obj
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for c in conds {
+        for f in ["lastHeartbeatTime", "lastTransitionTime", "lastProbeTime"] {
+            if let Some(s) = c.get(f).and_then(Value::as_str) {
+                if let Ok(ts) = s.parse::<k8s_openapi::jiff::Timestamp>() {
+                    c[f] = Value::String(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+                }
+            } else if c.get(f).is_none() && c.is_object() {
+                c[f] = Value::Null;
+            }
+        }
+    }
+}
+
+fn json_merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    json_merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn strategic(target: &mut Value, patch: &Value, field: &str) -> Result<(), String> {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if k.starts_with('$') {
+                    continue;
+                }
+                if v.is_null() {
+                    t.remove(k);
+                    continue;
+                }
+                let entry = t.entry(k.clone()).or_insert(Value::Null);
+                if entry.is_null() {
+                    *entry = strip_directives(v);
+                    if let (Some(key), Value::Array(items)) = (merge_key(k), &*entry) {
+                        if items.iter().any(|i| i.get(key).is_none()) {
+                            return Err(missing_key(key));
+                        }
+                    }
+                } else {
+                    strategic(entry, v, k)?;
+                }
+            }
+            Ok(())
+        }
+        (Value::Array(t), Value::Array(p)) => match merge_key(field) {
+            None => {
+                *t = p.iter().map(strip_directives).collect();
+                Ok(())
+            }
+            Some(key) => {
+                let mut out: Vec<Value> = Vec::new();
+                let mut deleted: Vec<Value> = Vec::new();
+                for item in p {
+                    let Some(id) = item.get(key) else {
+                        return Err(missing_key(key));
+                    };
+                    if item.get("$patch").and_then(Value::as_str) == Some("delete") {
+                        deleted.push(id.clone());
+                        continue;
+                    }
+                    let mut merged = t
+                        .iter()
+                        .find(|o| o.get(key) == Some(id))
+                        .cloned()
+                        .unwrap_or(Value::Object(Map::new()));
+                    strategic(&mut merged, item, "")?;
+                    out.push(merged);
+                }
+                for old in t.iter() {
+                    let id = old.get(key);
+                    if !out.iter().any(|o| o.get(key) == id)
+                        && !deleted.iter().any(|d| Some(d) == id)
+                    {
+                        out.push(old.clone());
+                    }
+                }
+                *t = out;
+                Ok(())
+            }
+        },
+        (t, p) => {
+            *t = strip_directives(p);
+            Ok(())
+        }
+    }
+}
+
+fn missing_key(key: &str) -> String {
+    format!("map: map[] does not contain declared merge key: {key}")
+}
+
+fn strip_directives(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), strip_directives(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(strip_directives).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conditions_merge_by_type_patch_entries_first_and_delete_directive() {
+        let mut node = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "Old", "status": "True"},
+        ]}});
+        let patch = json!({"status": {"conditions": [
+            {"type": "KernelDeadlock", "status": "True"},
+            {"type": "Old", "$patch": "delete"},
+        ]}});
+        strategic(&mut node, &patch, "").unwrap();
+        let types: Vec<&str> = node["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, vec!["KernelDeadlock", "Ready"]);
+    }
+
+    #[test]
+    fn a_condition_without_type_is_an_error_and_merge_patch_replaces_lists() {
+        let mut node = json!({"status": {"conditions": [{"type": "Ready"}]}});
+        assert!(
+            strategic(
+                &mut node,
+                &json!({"status": {"conditions": [{"status": "True"}]}}),
+                ""
+            )
+            .is_err()
+        );
+        json_merge(
+            &mut node,
+            &json!({"status": {"conditions": [{"type": "X"}]}}),
+        );
+        assert_eq!(node["status"]["conditions"], json!([{"type": "X"}]));
+    }
+}

@@ -1,0 +1,351 @@
+//! Object storage with resourceVersions, and the CRUD verbs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::watch::Hub;
+use super::{Inner, Target, error, json_response};
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    pub api: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Key {
+    pub fn new(api: &str, resource: &str, namespace: Option<&str>, name: &str) -> Key {
+        Key {
+            api: api.into(),
+            resource: resource.into(),
+            namespace: namespace.unwrap_or("").into(),
+            name: name.into(),
+        }
+    }
+
+    pub(crate) fn of(t: &Target) -> Key {
+        Key::new(
+            &t.api,
+            &t.resource,
+            t.namespace.as_deref(),
+            t.name.as_deref().unwrap_or(""),
+        )
+    }
+}
+
+#[derive(Default)]
+pub struct Store {
+    objects: BTreeMap<Key, Value>,
+    rv: u64,
+    uid: u64,
+}
+
+/// Kind of a resource (lists are `<Kind>List`).
+pub fn kind_of(resource: &str) -> String {
+    match resource {
+        "nodes" => "Node",
+        "pods" => "Pod",
+        "events" => "Event",
+        "leases" => "Lease",
+        "poddisruptionbudgets" => "PodDisruptionBudget",
+        "namespaces" => "Namespace",
+        other => return other.trim_end_matches('s').to_string(),
+    }
+    .to_string()
+}
+
+fn api_version(api: &str) -> String {
+    api.to_string()
+}
+
+impl Store {
+    pub fn get(&self, k: &Key) -> Option<&Value> {
+        self.objects.get(k)
+    }
+
+    pub fn list(&self, api: &str, resource: &str, namespace: Option<&str>) -> Vec<Value> {
+        self.objects
+            .iter()
+            .filter(|(k, _)| {
+                k.api == api
+                    && k.resource == resource
+                    && namespace.is_none_or(|ns| k.namespace == ns)
+            })
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    /// Store `obj` under `k` with a new resourceVersion; returns the stored object.
+    pub fn put(&mut self, k: &Key, mut obj: Value) -> Value {
+        self.rv += 1;
+        let meta = obj
+            .as_object_mut()
+            .unwrap()
+            .entry("metadata")
+            .or_insert_with(|| json!({}));
+        meta["resourceVersion"] = json!(self.rv.to_string());
+        if meta.get("uid").is_none() {
+            self.uid += 1;
+            meta["uid"] = json!(format!("00000000-0000-4000-8000-{:012x}", self.uid));
+        }
+        if meta.get("creationTimestamp").is_none() {
+            meta["creationTimestamp"] = json!(now_rfc3339());
+        }
+        obj["kind"] = json!(kind_of(&k.resource));
+        obj["apiVersion"] = json!(api_version(&k.api));
+        self.objects.insert(k.clone(), obj.clone());
+        obj
+    }
+
+    pub fn remove(&mut self, k: &Key) -> Option<Value> {
+        self.rv += 1;
+        let mut v = self.objects.remove(k)?;
+        v["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        Some(v)
+    }
+}
+
+pub fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+pub(crate) fn not_found(t: &Target) -> Response {
+    let name = t.name.clone().unwrap_or_default();
+    let group = t.api.split_once('/').map(|(g, _)| g.to_string());
+    let mut details = json!({"name": name, "kind": t.resource});
+    if let Some(g) = group {
+        details["group"] = json!(g);
+    }
+    let what = match t.api.split_once('/') {
+        Some((g, _)) => format!("{}.{}", t.resource, g),
+        None => t.resource.clone(),
+    };
+    error(
+        404,
+        Some("NotFound"),
+        &format!("{what} \"{name}\" not found"),
+        Some(details),
+    )
+}
+
+/// A supported field selector: `a.b=c` (and `a.b==c`, `a.b!=c`), comma-separated.
+pub(crate) fn field_selector(sel: &str) -> Result<Vec<(String, bool, String)>, String> {
+    const SUPPORTED: &[&str] = &[
+        "metadata.name",
+        "metadata.namespace",
+        "spec.nodeName",
+        "status.phase",
+        "involvedObject.name",
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.uid",
+        "reason",
+        "type",
+        "source",
+    ];
+    sel.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|term| {
+            let (field, neg, value) = if let Some((f, v)) = term.split_once("!=") {
+                (f, true, v)
+            } else if let Some((f, v)) = term.split_once("==") {
+                (f, false, v)
+            } else if let Some((f, v)) = term.split_once('=') {
+                (f, false, v)
+            } else {
+                return Err(format!(
+                    "invalid selector: '{term}'; can't understand '{term}'"
+                ));
+            };
+            if !SUPPORTED.contains(&field) {
+                return Err(format!("field label not supported: {field}"));
+            }
+            Ok((field.to_string(), neg, value.to_string()))
+        })
+        .collect()
+}
+
+pub(crate) fn matches_fields(obj: &Value, terms: &[(String, bool, String)]) -> bool {
+    terms.iter().all(|(field, neg, value)| {
+        let mut v = obj;
+        for part in field.split('.') {
+            v = v.get(part).unwrap_or(&Value::Null);
+        }
+        let actual = v.as_str().unwrap_or("");
+        (actual == value) != *neg
+    })
+}
+
+/// `key=value,key2` label selectors (equality and existence only).
+pub(crate) fn matches_labels(obj: &Value, sel: &str) -> bool {
+    let labels = obj["metadata"]["labels"].as_object();
+    sel.split(',').filter(|s| !s.is_empty()).all(|term| {
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(|v| v.as_str());
+        if let Some((k, v)) = term.split_once("!=") {
+            get(k) != Some(v)
+        } else if let Some((k, v)) = term.split_once('=') {
+            get(k.trim_end_matches('=')) == Some(v)
+        } else if let Some(k) = term.strip_prefix('!') {
+            get(k).is_none()
+        } else {
+            get(term).is_some()
+        }
+    })
+}
+
+pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, String>) -> Response {
+    let terms = match field_selector(query.get("fieldSelector").map(String::as_str).unwrap_or("")) {
+        Ok(t) => t,
+        Err(e) => return error(400, Some("BadRequest"), &e, None),
+    };
+    let labels = query.get("labelSelector").cloned().unwrap_or_default();
+    let inner = inner.lock().unwrap();
+    let items: Vec<Value> = inner
+        .store
+        .list(&t.api, &t.resource, t.namespace.as_deref())
+        .into_iter()
+        .filter(|o| matches_fields(o, &terms) && matches_labels(o, &labels))
+        .map(|mut o| {
+            // List items carry no kind/apiVersion, as in the recordings.
+            if let Some(m) = o.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            o
+        })
+        .collect();
+    let body = json!({
+        "kind": format!("{}List", kind_of(&t.resource)),
+        "apiVersion": api_version(&t.api),
+        "metadata": {"resourceVersion": inner.store.resource_version().to_string()},
+        "items": items,
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+pub(crate) fn get(inner: &Mutex<Inner>, t: &Target) -> Response {
+    match inner.lock().unwrap().store.get(&Key::of(t)) {
+        Some(o) => json_response(StatusCode::OK, o),
+        None => not_found(t),
+    }
+}
+
+pub(crate) fn create(inner: &Mutex<Inner>, hub: &Hub, t: &Target, mut obj: Value) -> Response {
+    let Some(name) = obj["metadata"]["name"]
+        .as_str()
+        .map(String::from)
+        .or_else(|| {
+            obj["metadata"]["generateName"].as_str().map(|g| {
+                format!(
+                    "{g}{:05x}",
+                    inner.lock().unwrap().store.resource_version() + 1
+                )
+            })
+        })
+    else {
+        return error(
+            422,
+            Some("Invalid"),
+            &format!(
+                "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                kind_of(&t.resource)
+            ),
+            None,
+        );
+    };
+    obj["metadata"]["name"] = json!(name);
+    if let Some(ns) = &t.namespace {
+        obj["metadata"]["namespace"] = json!(ns);
+    }
+    let target = Target {
+        name: Some(name.clone()),
+        ..t.clone()
+    };
+    let key = Key::of(&target);
+    let mut guard = inner.lock().unwrap();
+    if guard.store.get(&key).is_some() {
+        return error(
+            409,
+            Some("AlreadyExists"),
+            &format!("{} \"{name}\" already exists", t.resource),
+            Some(json!({"name": name, "kind": t.resource})),
+        );
+    }
+    let stored = guard.store.put(&key, obj);
+    hub.publish(&key, "ADDED", &stored);
+    json_response(StatusCode::CREATED, &stored)
+}
+
+pub(crate) fn replace(inner: &Mutex<Inner>, hub: &Hub, t: &Target, obj: Value) -> Response {
+    let key = Key::of(t);
+    let mut guard = inner.lock().unwrap();
+    let Some(old) = guard.store.get(&key).cloned() else {
+        return not_found(t);
+    };
+    let sent_rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !sent_rv.is_empty() && sent_rv != old["metadata"]["resourceVersion"].as_str().unwrap_or("") {
+        let name = t.name.clone().unwrap_or_default();
+        let mut details = json!({"name": name, "kind": t.resource});
+        if let Some((g, _)) = t.api.split_once('/') {
+            details["group"] = json!(g);
+        }
+        let what = match t.api.split_once('/') {
+            Some((g, _)) => format!("{}.{}", t.resource, g),
+            None => t.resource.clone(),
+        };
+        return error(
+            409,
+            Some("Conflict"),
+            &format!(
+                "Operation cannot be fulfilled on {what} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+            Some(details),
+        );
+    }
+    let mut obj = obj;
+    keep_other_half(t, &old, &mut obj);
+    obj["metadata"]["uid"] = old["metadata"]["uid"].clone();
+    obj["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"].clone();
+    let stored = guard.store.put(&key, obj);
+    hub.publish(&key, "MODIFIED", &stored);
+    json_response(StatusCode::OK, &stored)
+}
+
+/// A write to the main resource keeps the old status; a write to `/status` keeps the old spec.
+pub(crate) fn keep_other_half(t: &Target, old: &Value, new: &mut Value) {
+    match t.sub.as_deref() {
+        Some("status") => {
+            if let Some(spec) = old.get("spec") {
+                new["spec"] = spec.clone();
+            }
+        }
+        _ => {
+            if let Some(status) = old.get("status") {
+                new["status"] = status.clone();
+            }
+        }
+    }
+}
+
+pub(crate) fn delete(inner: &Mutex<Inner>, hub: &Hub, t: &Target) -> Response {
+    let key = Key::of(t);
+    let mut guard = inner.lock().unwrap();
+    match guard.store.remove(&key) {
+        Some(old) => {
+            hub.publish(&key, "DELETED", &old);
+            json_response(StatusCode::OK, &old)
+        }
+        None => not_found(t),
+    }
+}

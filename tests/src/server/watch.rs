@@ -1,0 +1,211 @@
+//! Watches: a history of changes with their resourceVersions and a broadcast of new ones. A watch from
+//! a resourceVersion older than the kept history gets, like the real server, a 200 with one ERROR line
+//! (code 410, reason Expired) and the stream closes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::store::{Key, field_selector, matches_fields, matches_labels};
+use super::{Inner, Target, error, status_body};
+
+/// How many changes are kept for replay.
+const HISTORY: usize = 10_000;
+/// Bookmarks are sent this often when asked for (the real server: about a minute; shorter here so
+/// tests exercise them).
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub(crate) struct Change {
+    key: Key,
+    rv: u64,
+    line: Value,
+}
+
+#[derive(Clone)]
+pub(crate) struct Hub {
+    tx: broadcast::Sender<Change>,
+    history: Arc<Mutex<VecDeque<Change>>>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub {
+            tx: broadcast::channel(65_536).0,
+            history: Arc::default(),
+        }
+    }
+}
+
+impl Hub {
+    pub(crate) fn publish(&self, key: &Key, type_: &str, obj: &Value) {
+        let rv = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let change = Change {
+            key: key.clone(),
+            rv,
+            line: json!({"type": type_, "object": obj}),
+        };
+        let mut h = self.history.lock().unwrap();
+        if h.len() == HISTORY {
+            h.pop_front();
+        }
+        h.push_back(change.clone());
+        let _ = self.tx.send(change);
+    }
+}
+
+pub(crate) fn serve(
+    inner: &Mutex<Inner>,
+    hub: &Hub,
+    t: &Target,
+    query: &HashMap<String, String>,
+) -> Response {
+    let terms = match field_selector(query.get("fieldSelector").map(String::as_str).unwrap_or("")) {
+        Ok(t) => t,
+        Err(e) => return error(400, Some("BadRequest"), &e, None),
+    };
+    let labels = query.get("labelSelector").cloned().unwrap_or_default();
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(1800);
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|b| b == "true");
+    let from: Option<u64> = query
+        .get("resourceVersion")
+        .and_then(|s| s.parse().ok())
+        .filter(|rv| *rv > 0);
+    let (api, resource, ns) = (t.api.clone(), t.resource.clone(), t.namespace.clone());
+    let wanted = move |c: &Change| {
+        c.key.api == api
+            && c.key.resource == resource
+            && ns.as_ref().is_none_or(|n| &c.key.namespace == n)
+            && matches_fields(&c.line["object"], &terms)
+            && matches_labels(&c.line["object"], &labels)
+    };
+    // Subscribe before reading history so nothing falls between the two.
+    let rx = hub.tx.subscribe();
+    let mut initial: Vec<Value> = Vec::new();
+    let mut last_rv;
+    {
+        let guard = inner.lock().unwrap();
+        last_rv = guard.store.resource_version();
+        match from {
+            None => {
+                // No resourceVersion: the current state as ADDED, then changes.
+                for o in guard
+                    .store
+                    .list(&t.api, &t.resource, t.namespace.as_deref())
+                {
+                    let ns = o["metadata"]["namespace"].as_str().map(String::from);
+                    let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    let c = Change {
+                        key: Key::new(&t.api, &t.resource, ns.as_deref(), &name),
+                        rv: 0,
+                        line: json!({"type": "ADDED", "object": o}),
+                    };
+                    if wanted(&c) {
+                        initial.push(c.line);
+                    }
+                }
+            }
+            Some(rv) => {
+                let h = hub.history.lock().unwrap();
+                let oldest = h.front().map(|c| c.rv).unwrap_or(last_rv + 1);
+                if rv + 1 < oldest && rv < last_rv {
+                    let line = json!({"type": "ERROR", "object": status_body(410, Some("Expired"), &format!("too old resource version: {rv} ({})", oldest.saturating_sub(1)), None)});
+                    return ndjson(Body::from(format!("{line}\n")));
+                }
+                initial.extend(
+                    h.iter()
+                        .filter(|c| c.rv > rv && wanted(c))
+                        .map(|c| c.line.clone()),
+                );
+                last_rv = last_rv.max(rv);
+            }
+        }
+    }
+    let kind = super::store::kind_of(&t.resource);
+    ndjson(Body::from_stream(async_stream(
+        initial,
+        last_rv,
+        rx,
+        Box::new(wanted),
+        timeout,
+        bookmarks,
+        kind,
+    )))
+}
+
+fn ndjson(body: Body) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+type Filter = Box<dyn Fn(&Change) -> bool + Send>;
+
+struct StreamState {
+    init: std::vec::IntoIter<Value>,
+    rx: broadcast::Receiver<Change>,
+    wanted: Filter,
+    last_rv: u64,
+    deadline: tokio::time::Instant,
+    bookmarks: bool,
+    kind: String,
+}
+
+fn async_stream(
+    initial: Vec<Value>,
+    last_rv: u64,
+    rx: broadcast::Receiver<Change>,
+    wanted: Filter,
+    timeout_secs: u64,
+    bookmarks: bool,
+    kind: String,
+) -> impl futures::Stream<Item = Result<String, std::io::Error>> {
+    let st = StreamState {
+        init: initial.into_iter(),
+        rx,
+        wanted,
+        last_rv,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(timeout_secs),
+        bookmarks,
+        kind,
+    };
+    futures::stream::unfold(st, |mut st| async move {
+        if let Some(l) = st.init.next() {
+            return Some((Ok(format!("{l}\n")), st));
+        }
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(st.deadline) => return None,
+                _ = tokio::time::sleep(BOOKMARK_EVERY), if st.bookmarks => {
+                    let b = json!({"type": "BOOKMARK", "object": {"kind": st.kind, "apiVersion": "v1", "metadata": {"resourceVersion": st.last_rv.to_string()}}});
+                    return Some((Ok(format!("{b}\n")), st));
+                }
+                c = st.rx.recv() => match c {
+                    Ok(c) if c.rv > st.last_rv && (st.wanted)(&c) => {
+                        st.last_rv = c.rv;
+                        return Some((Ok(format!("{}\n", c.line)), st));
+                    }
+                    Ok(c) => st.last_rv = st.last_rv.max(c.rv),
+                    Err(_) => return None,
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,512 @@
+//! Detector scenarios: the real detector (`run::start`) with a real kube::Client over HTTP, against the
+//! test API server (or a real cluster with NODEMEDIC_E2E=1).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nodemedic_detector::report::aggregate::Limits;
+use nodemedic_detector::run::{self, Options, Running};
+use nodemedic_detector::source::kmsg::monotonic_now_us;
+use nodemedic_tests::cluster::{Cluster, eventually};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+const RULES: &str = r#"
+source: kernel-monitor
+input: {kind: kmsg}
+lookback: 5m
+conditions:
+  - type: KernelDeadlock
+    reason: KernelHasNoDeadlock
+    message: kernel has no deadlock
+  - type: FlakyDisk
+    reason: DiskIsFine
+    message: disk is fine
+    recovery:
+      pattern: 'disk sdz recovered'
+rules:
+  - type: temporary
+    reason: OOMKilling
+    pattern: 'Out of memory: Killed process \d+ \((.+)\).*'
+  - type: permanent
+    condition: KernelDeadlock
+    reason: DockerHung
+    pattern: 'task docker:\w+ blocked for more than \w+ seconds\.'
+  - type: permanent
+    condition: FlakyDisk
+    reason: DiskErrors
+    pattern: 'disk sdz failing.*'
+"#;
+
+struct Harness {
+    cluster: Cluster,
+    node: String,
+    dir: tempfile::TempDir,
+    seq: u64,
+}
+
+impl Harness {
+    async fn new(hint: &str) -> Harness {
+        let cluster = Cluster::new().await;
+        let node = cluster.create_node(hint).await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("rules")).unwrap();
+        std::fs::write(dir.path().join("rules/kernel.yaml"), RULES).unwrap();
+        std::fs::write(dir.path().join("kmsg"), "").unwrap();
+        Harness {
+            cluster,
+            node,
+            dir,
+            seq: 0,
+        }
+    }
+
+    fn rules_dir(&self) -> PathBuf {
+        self.dir.path().join("rules")
+    }
+
+    fn options(&self) -> Options {
+        Options {
+            node_name: self.node.clone(),
+            rules: vec![self.rules_dir()],
+            kmsg_path: self.dir.path().join("kmsg"),
+            journalctl: "journalctl".into(),
+            journal_dir: None,
+            state_file: self.dir.path().join("state/detector.json"),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            heartbeat: Duration::from_secs(300),
+            events: Limits {
+                min_interval: Duration::from_millis(200),
+                ..Default::default()
+            },
+            report_tick: Duration::from_millis(50),
+        }
+    }
+
+    async fn start(&self) -> Running {
+        run::start(self.options(), self.cluster.client.clone())
+            .await
+            .expect("detector starts")
+    }
+
+    /// Append a kernel record (kmsg format, current monotonic timestamp).
+    fn kmsg(&mut self, message: &str) {
+        self.seq += 1;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join("kmsg"))
+            .unwrap();
+        writeln!(f, "3,{},{},-;{message}", self.seq, monotonic_now_us()).unwrap();
+    }
+
+    async fn condition(&self, type_: &str) -> Option<(String, String, String)> {
+        self.cluster.condition(&self.node, type_).await
+    }
+
+    async fn wait_condition(
+        &self,
+        type_: &str,
+        status: &str,
+        reason: &str,
+    ) -> (String, String, String) {
+        eventually(
+            &format!("{type_}={status} ({reason}) on the node"),
+            WAIT,
+            || async {
+                self.condition(type_)
+                    .await
+                    .filter(|c| c.0 == status && c.1 == reason)
+            },
+        )
+        .await
+    }
+
+    async fn events(&self, reason: &str) -> Vec<k8s_openapi::api::core::v1::Event> {
+        self.cluster
+            .node_events(&self.node)
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect()
+    }
+
+    async fn wait_event(&self, reason: &str) -> k8s_openapi::api::core::v1::Event {
+        eventually(&format!("an Event with reason {reason}"), WAIT, || async {
+            self.events(reason).await.into_iter().next()
+        })
+        .await
+    }
+
+    async fn finish(self, running: Running) {
+        running.shutdown().await;
+        if self.cluster.fake.is_none() {
+            self.cluster.delete_node(&self.node).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits_an_event_only() {
+    let mut h = Harness::new("perm").await;
+    let running = h.start().await;
+    // healthy defaults are written first, next to the kubelet's Ready
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    assert_eq!(
+        h.condition("Ready").await.unwrap().0,
+        "True",
+        "kubelet's condition untouched"
+    );
+
+    h.kmsg("Out of memory: Killed process 42 (stress) total-vm:1kB");
+    let oom = h.wait_event("OOMKilling").await;
+    assert_eq!(oom.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        oom.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("kernel-monitor")
+    );
+    assert_eq!(
+        oom.message.as_deref(),
+        Some("Out of memory: Killed process 42 (stress) total-vm:1kB")
+    );
+    assert_eq!(
+        h.condition("KernelDeadlock").await.unwrap().0,
+        "False",
+        "a temporary rule changes no condition"
+    );
+
+    h.kmsg("INFO: task docker:77 blocked for more than 120 seconds.");
+    let (_, _, message) = h
+        .wait_condition("KernelDeadlock", "True", "DockerHung")
+        .await;
+    assert_eq!(
+        message,
+        "INFO: task docker:77 blocked for more than 120 seconds."
+    );
+    let ev = h.wait_event("DockerHung").await;
+    assert_eq!(
+        ev.message.as_deref(),
+        Some(
+            r#"Node condition KernelDeadlock is now: True, reason: DockerHung, message: "INFO: task docker:77 blocked for more than 120 seconds.""#
+        )
+    );
+    let node = h.cluster.node(&h.node).await;
+    assert_eq!(
+        node.metadata
+            .annotations
+            .unwrap()
+            .get(nodemedic_common::keys::OWNED_CONDITIONS_ANNOTATION)
+            .map(String::as_str),
+        Some("FlakyDisk,KernelDeadlock")
+    );
+
+    // repeats are aggregated into the same Event's count
+    for _ in 0..5 {
+        h.kmsg("Out of memory: Killed process 43 (stress) total-vm:1kB");
+    }
+    eventually("OOMKilling count 6", WAIT, || async {
+        let evs = h.events("OOMKilling").await;
+        (evs.len() == 1 && evs[0].count == Some(6)).then_some(())
+    })
+    .await;
+
+    // the operations endpoints
+    let base = format!("http://{}", running.addr);
+    let metrics = reqwest_get(&format!("{base}/metrics")).await;
+    assert!(
+        metrics.contains("problem_counter{reason=\"OOMKilling\"} 6"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("problem_gauge{type=\"KernelDeadlock\",reason=\"DockerHung\"} 1"),
+        "{metrics}"
+    );
+    let conditions = reqwest_get(&format!("{base}/conditions")).await;
+    assert!(conditions.contains("\"DockerHung\""), "{conditions}");
+    assert_eq!(reqwest_get(&format!("{base}/healthz")).await, "ok\n");
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn restart_keeps_true_conditions_and_reports_nothing_again() {
+    let mut h = Harness::new("restart").await;
+    let running = h.start().await;
+    h.kmsg("INFO: task docker:1 blocked for more than 120 seconds.");
+    h.kmsg("Out of memory: Killed process 1 (a) total-vm:1kB");
+    h.wait_condition("KernelDeadlock", "True", "DockerHung")
+        .await;
+    h.wait_event("OOMKilling").await;
+    // give the checkpoint its (1 s) chance to be written after the reports landed
+    eventually("checkpoint written", WAIT, || async {
+        std::fs::metadata(h.dir.path().join("state/detector.json")).ok()
+    })
+    .await;
+    running.shutdown().await;
+    let events_before = h.cluster.node_events(&h.node).await.len();
+    let status_patches_before = h.cluster.fake.as_ref().map(|f| f.count("PATCH", "/status"));
+
+    let running = h.start().await;
+    // the condition is still True after the restart (NPD would reset it to False)
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.condition("KernelDeadlock").await.unwrap().1, "DockerHung");
+    assert_eq!(h.condition("KernelDeadlock").await.unwrap().0, "True");
+    assert_eq!(
+        h.cluster.node_events(&h.node).await.len(),
+        events_before,
+        "nothing re-reported after restart"
+    );
+    if let (Some(f), Some(before)) = (&h.cluster.fake, status_patches_before) {
+        assert!(
+            f.count("PATCH", "/status") <= before + 1,
+            "at most one write (nothing changed but the owner check)"
+        );
+    }
+    // and new lines are still seen
+    h.kmsg("Out of memory: Killed process 2 (b) total-vm:1kB");
+    eventually("second OOM counted", WAIT, || async {
+        let evs = h.events("OOMKilling").await;
+        evs.iter()
+            .any(|e| e.message.as_deref().is_some_and(|m| m.contains("(b)")))
+            .then_some(())
+    })
+    .await;
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn a_removed_rule_removes_its_condition_and_a_bad_reload_keeps_the_last_good_rules() {
+    let mut h = Harness::new("reload").await;
+    let running = h.start().await;
+    h.wait_condition("FlakyDisk", "False", "DiskIsFine").await;
+
+    // a bad file: rejected, the old rules stay in force
+    std::fs::write(
+        h.rules_dir().join("kernel.yaml"),
+        RULES.replace("'disk sdz failing.*'", "'disk (sdz'"),
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    h.kmsg("disk sdz failing badly");
+    h.wait_condition("FlakyDisk", "True", "DiskErrors").await;
+    let metrics = reqwest_get(&format!("http://{}/metrics", running.addr)).await;
+    assert!(
+        metrics.contains("nodemedic_detector_reloads_total{result=\"failure\"}"),
+        "{metrics}"
+    );
+
+    // drop FlakyDisk from the rules: it disappears from the node; KernelDeadlock and Ready stay
+    let without: String = RULES
+        .replace("  - type: FlakyDisk\n    reason: DiskIsFine\n    message: disk is fine\n    recovery:\n      pattern: 'disk sdz recovered'\n", "")
+        .replace("  - type: permanent\n    condition: FlakyDisk\n    reason: DiskErrors\n    pattern: 'disk sdz failing.*'\n", "");
+    assert!(!without.contains("FlakyDisk"));
+    std::fs::write(h.rules_dir().join("kernel.yaml"), without).unwrap();
+    eventually("FlakyDisk removed from the node", WAIT, || async {
+        h.condition("FlakyDisk").await.is_none().then_some(())
+    })
+    .await;
+    assert!(h.condition("KernelDeadlock").await.is_some());
+    assert!(h.condition("Ready").await.is_some());
+    let node = h.cluster.node(&h.node).await;
+    assert_eq!(
+        node.metadata
+            .annotations
+            .unwrap()
+            .get(nodemedic_common::keys::OWNED_CONDITIONS_ANNOTATION)
+            .map(String::as_str),
+        Some("KernelDeadlock")
+    );
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn conditions_owned_before_a_restart_but_no_longer_declared_are_removed_at_start() {
+    let h = Harness::new("stale").await;
+    // A previous version owned "OldProblem"; another tool owns "OtherTool".
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> =
+        kube::Api::all(h.cluster.client.clone());
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {nodemedic_common::keys::OWNED_CONDITIONS_ANNOTATION: "OldProblem"}},
+        "status": {"conditions": [
+            {"type": "OldProblem", "status": "True", "reason": "X", "message": "x", "lastTransitionTime": "2026-11-22T00:00:00Z", "lastHeartbeatTime": "2026-11-22T00:00:00Z"},
+            {"type": "OtherTool", "status": "True", "reason": "Y", "message": "y", "lastTransitionTime": "2026-11-22T00:00:00Z", "lastHeartbeatTime": "2026-11-22T00:00:00Z"}
+        ]}
+    });
+    nodes
+        .patch_status(
+            &h.node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(patch),
+        )
+        .await
+        .unwrap();
+    let running = h.start().await;
+    eventually("OldProblem removed", WAIT, || async {
+        h.condition("OldProblem").await.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        h.condition("OtherTool").await.is_some(),
+        "a type we never owned is never touched"
+    );
+    assert!(h.condition("Ready").await.is_some());
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn recovery_pattern_returns_the_condition_to_healthy() {
+    let mut h = Harness::new("recover").await;
+    let running = h.start().await;
+    h.kmsg("disk sdz failing with I/O errors");
+    h.wait_condition("FlakyDisk", "True", "DiskErrors").await;
+    h.kmsg("disk sdz recovered");
+    let (_, _, msg) = h.wait_condition("FlakyDisk", "False", "DiskIsFine").await;
+    assert_eq!(msg, "disk is fine");
+    let ev = h.wait_event("DiskIsFine").await;
+    assert_eq!(ev.type_.as_deref(), Some("Normal"));
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn api_errors_and_429s_are_retried_and_the_latest_change_lands() {
+    let mut h = Harness::new("faults").await;
+    let Some(fake) = h
+        .cluster
+        .fake_or_skip("api_errors_and_429s_are_retried")
+        .cloned()
+    else {
+        return;
+    };
+    let running = h.start().await;
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    fake.fail_next("PATCH", &format!("/nodes/{}/status", h.node), 500, 1);
+    fake.fail_next("PATCH", &format!("/nodes/{}/status", h.node), 429, 2);
+    fake.fail_next("POST", "/events", 503, 1);
+    h.kmsg("INFO: task docker:9 blocked for more than 120 seconds.");
+    h.wait_condition("KernelDeadlock", "True", "DockerHung")
+        .await;
+    h.wait_event("DockerHung").await;
+    let failed = fake
+        .log()
+        .iter()
+        .filter(|l| l.path.ends_with("/status") && l.status >= 429)
+        .count();
+    assert_eq!(failed, 3, "the injected failures were hit and retried past");
+    // kube's client retries 429/503 itself; the 500 reaches our own retry and is counted.
+    let metrics = reqwest_get(&format!("http://{}/metrics", running.addr)).await;
+    let counted: u64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("nodemedic_detector_report_errors_total{kind=\"conditions\"} ")
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(counted >= 1, "{metrics}");
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn nothing_is_written_when_nothing_changes() {
+    let h = Harness::new("quiet").await;
+    let Some(fake) = h
+        .cluster
+        .fake_or_skip("nothing_is_written_when_nothing_changes")
+        .cloned()
+    else {
+        return;
+    };
+    let running = h.start().await;
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    let writes = fake.count("PATCH", "/status");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        fake.count("PATCH", "/status"),
+        writes,
+        "no writes without a change or a due heartbeat"
+    );
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn a_line_written_to_the_real_dev_kmsg_is_seen() {
+    let writable = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .is_ok()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .open("/dev/kmsg")
+            .is_ok();
+    if !writable {
+        eprintln!(
+            "skipped a_line_written_to_the_real_dev_kmsg_is_seen: /dev/kmsg is not readable and writable here (needs root / CAP_SYSLOG)"
+        );
+        return;
+    }
+    let h = Harness::new("devkmsg").await;
+    let mut opts = h.options();
+    opts.kmsg_path = "/dev/kmsg".into();
+    let running = run::start(opts, h.cluster.client.clone()).await.unwrap();
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    let marker = format!("nodemedic-test-{}", std::process::id());
+    // A harmless line that matches the OOM rule, tagged so it cannot be confused with a real one.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .unwrap()
+        .write_all(format!("Out of memory: Killed process 1 ({marker}) total-vm:0kB\n").as_bytes())
+        .unwrap();
+    eventually("the /dev/kmsg line as an Event", WAIT, || async {
+        h.events("OOMKilling")
+            .await
+            .into_iter()
+            .find(|e| e.message.as_deref().is_some_and(|m| m.contains(&marker)))
+    })
+    .await;
+    h.finish(running).await;
+}
+
+/// Minimal HTTP GET over loopback (no extra client dependency).
+async fn reqwest_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap();
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    if text.contains("Transfer-Encoding: chunked") || text.contains("transfer-encoding: chunked") {
+        dechunk(&body)
+    } else {
+        body
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = &after[n + 2..];
+    }
+    out
+}
