@@ -19,4 +19,5 @@ pub mod parse;
 pub mod problem;
 pub mod report;
 pub mod run;
+pub mod sample;
 pub mod source;
