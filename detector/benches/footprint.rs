@@ -71,6 +71,8 @@ fn main() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(5));
+    let anon = rss_kib(child.id(), "RssAnon:");
+    let file = rss_kib(child.id(), "RssFile:");
     let rss = rss_kib(child.id(), "VmRSS:");
     let hwm = rss_kib(child.id(), "VmHWM:");
     let threads = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
@@ -79,15 +81,71 @@ fn main() {
             s.lines()
                 .find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().to_string()))
         });
-    let _ = child.kill();
-    let _ = child.wait();
     println!(
-        "detector run (default rules, idle): RSS {} KiB ({:.1} MiB), peak {} KiB, threads {}",
+        "detector run (default rules, idle): RSS {} KiB ({:.1} MiB: anon {} KiB, file-backed {} KiB), peak {} KiB, threads {}",
         rss.unwrap_or(0),
         rss.unwrap_or(0) as f64 / 1024.0,
+        anon.unwrap_or(0),
+        file.unwrap_or(0),
         hwm.unwrap_or(0),
         threads.unwrap_or_default()
     );
+
+    // Latency from a kernel line to its condition on the Node (the "within 1 s"), 5 samples.
+    let mut samples = Vec::new();
+    for i in 0..5 {
+        let mono = {
+            let t = std::fs::read_to_string("/proc/uptime").unwrap();
+            (t.split_whitespace().next().unwrap().parse::<f64>().unwrap() * 1e6) as u64
+        };
+        let line = if i % 2 == 0 {
+            format!(
+                "3,{},{},-;INFO: task docker:{i} blocked for more than 120 seconds.\n",
+                10 + i,
+                nodemedic_detector::source::kmsg::monotonic_now_us().max(mono)
+            )
+        } else {
+            // clear it again through a different reason so every sample is a change
+            format!(
+                "3,{},{},-;INFO: task umount.aufs:{i} blocked for more than 120 seconds.\n",
+                10 + i,
+                nodemedic_detector::source::kmsg::monotonic_now_us()
+            )
+        };
+        let want = if i % 2 == 0 {
+            "DockerHung"
+        } else {
+            "AUFSUmountHung"
+        };
+        let start = std::time::Instant::now();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&kmsg)
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap();
+        loop {
+            let node = server.object("v1", "nodes", None, "bench-node").unwrap();
+            let hit = node["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "KernelDeadlock" && c["reason"] == want)
+            });
+            if hit || start.elapsed() > Duration::from_secs(10) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        samples.push(start.elapsed());
+    }
+    samples.sort();
+    println!(
+        "kmsg line -> condition on the Node: median {:?}, max {:?} ({} samples)",
+        samples[samples.len() / 2],
+        samples[samples.len() - 1],
+        samples.len()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
 
     let big = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-kern-1m.kmsg");
     if !big.exists() {

@@ -33,8 +33,9 @@ pub struct Hit {
 
 pub struct Matcher {
     set: RegexSet,
-    /// For each set entry: what it belongs to and the end-anchored regex (for captures).
-    single: Vec<(Target, Regex, Option<String>)>,
+    /// For each set entry: what it belongs to, and its end-anchored regex, compiled on its first hit
+    /// (only needed for captures; most rules never match on a healthy node, so this saves memory).
+    single: Vec<(Target, Lazy, Option<String>)>,
     multi: Vec<(Target, Regex, Option<String>)>,
     window: Option<Window>,
 }
@@ -42,6 +43,24 @@ pub struct Matcher {
 struct Window {
     lines: VecDeque<String>,
     cap: usize,
+}
+
+/// A regex compiled on first use.
+struct Lazy {
+    pattern: String,
+    regex: std::sync::OnceLock<Regex>,
+}
+
+impl Lazy {
+    fn new(pattern: String) -> Lazy {
+        Lazy {
+            pattern,
+            regex: std::sync::OnceLock::new(),
+        }
+    }
+    fn get(&self) -> &Regex {
+        self.regex.get_or_init(|| compile(&self.pattern))
+    }
 }
 
 fn anchored(pattern: &str) -> String {
@@ -69,17 +88,17 @@ impl Matcher {
             } else {
                 single.push((
                     Target::Rule(i),
-                    compile(&anchored(&r.source_pattern)),
+                    Lazy::new(anchored(&r.source_pattern)),
                     template,
                 ));
             }
         }
         for (i, c) in monitor.conditions.iter().enumerate() {
             if let Some(p) = &c.recovery_pattern {
-                single.push((Target::Recovery(i), compile(&anchored(p.as_str())), None));
+                single.push((Target::Recovery(i), Lazy::new(anchored(p)), None));
             }
         }
-        let set = RegexSet::new(single.iter().map(|(_, r, _)| r.as_str()))
+        let set = RegexSet::new(single.iter().map(|(_, r, _)| r.pattern.as_str()))
             .expect("validated patterns form a set");
         let window = (!multi.is_empty()).then(|| Window {
             lines: VecDeque::new(),
@@ -98,9 +117,14 @@ impl Matcher {
         if self.set.is_match(line) {
             for idx in self.set.matches(line).iter() {
                 let (target, re, template) = &self.single[idx];
+                // The individual regex is only needed to expand captures.
+                let message = match template {
+                    None => line.to_string(),
+                    Some(_) => message(re.get(), line, template.as_deref(), line),
+                };
                 out.push(Hit {
                     target: *target,
-                    message: message(re, line, template.as_deref(), line),
+                    message,
                 });
             }
         }

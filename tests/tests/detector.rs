@@ -100,6 +100,14 @@ impl Harness {
         writeln!(f, "3,{},{},-;{message}", self.seq, monotonic_now_us()).unwrap();
     }
 
+    /// Start and wait until the healthy defaults are on the Node.
+    async fn start_healthy(&self) -> Running {
+        let running = self.start().await;
+        self.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+            .await;
+        running
+    }
+
     async fn condition(&self, type_: &str) -> Option<(String, String, String)> {
         self.cluster.condition(&self.node, type_).await
     }
@@ -377,9 +385,7 @@ async fn api_errors_and_429s_are_retried_and_the_latest_change_lands() {
     else {
         return;
     };
-    let running = h.start().await;
-    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
-        .await;
+    let running = h.start_healthy().await;
     fake.fail_next("PATCH", &format!("/nodes/{}/status", h.node), 500, 1);
     fake.fail_next("PATCH", &format!("/nodes/{}/status", h.node), 429, 2);
     fake.fail_next("POST", "/events", 503, 1);
@@ -416,9 +422,7 @@ async fn nothing_is_written_when_nothing_changes() {
     else {
         return;
     };
-    let running = h.start().await;
-    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
-        .await;
+    let running = h.start_healthy().await;
     let writes = fake.count("PATCH", "/status");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(

@@ -74,7 +74,8 @@ pub struct ConditionDef {
     pub type_: String,
     pub healthy_reason: String,
     pub healthy_message: String,
-    pub recovery_pattern: Option<Regex>,
+    /// Validated recovery pattern (compiled by the matcher).
+    pub recovery_pattern: Option<String>,
     pub recovery_after: Option<Duration>,
 }
 
@@ -91,8 +92,7 @@ pub enum RuleKind {
 pub struct Rule {
     pub kind: RuleKind,
     pub reason: String,
-    pub pattern: Regex,
-    /// The pattern as written (for metrics labels and messages).
+    /// The pattern as written; validated here, compiled by the matcher (only one compiled copy is kept).
     pub source_pattern: String,
     pub message: Option<String>,
     /// The pattern contains a newline: it is matched against the window of recent lines.
@@ -169,9 +169,10 @@ fn parse_duration(s: &Spanned<String>, what: &str, errors: &mut Errors) -> Optio
     }
 }
 
-fn compile(pattern: &Spanned<String>, what: &str, errors: &mut Errors) -> Option<Regex> {
+/// Validate a pattern; the compiled form is dropped (the matcher compiles what it needs).
+fn compile(pattern: &Spanned<String>, what: &str, errors: &mut Errors) -> Option<String> {
     match Regex::new(&pattern.value) {
-        Ok(r) => Some(r),
+        Ok(_) => Some(pattern.value.clone()),
         Err(e) => {
             // The regex error is multi-line (it draws a caret under the pattern); keep it readable on one
             // log line by folding it.
@@ -321,8 +322,7 @@ pub(crate) fn build(
                 kind,
                 reason: r.reason.value.clone(),
                 multiline: r.pattern.value.contains('\n') || r.pattern.value.contains("\\n"),
-                source_pattern: r.pattern.value.clone(),
-                pattern,
+                source_pattern: pattern,
                 message: r.message.clone(),
             });
         }

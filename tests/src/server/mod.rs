@@ -194,6 +194,16 @@ pub(crate) fn error(
     )
 }
 
+/// 400 for a body that is not JSON, worded as the real server words it.
+pub(crate) fn bad_body(e: &serde_json::Error) -> Response {
+    error(
+        400,
+        Some("BadRequest"),
+        &format!("the body of the request was in an unknown format: {e}"),
+        None,
+    )
+}
+
 pub(crate) fn json_response(status: StatusCode, v: &Value) -> Response {
     (
         status,
@@ -324,23 +334,13 @@ async fn route(
         ("GET", None) => store::list(&app.inner, &t, query),
         ("POST", None) => match parse_body() {
             Ok(obj) => store::create(&app.inner, &app.watches, &t, obj),
-            Err(e) => error(
-                400,
-                Some("BadRequest"),
-                &format!("the body of the request was in an unknown format: {e}"),
-                None,
-            ),
+            Err(e) => bad_body(&e),
         },
         ("GET", Some(_)) => store::get(&app.inner, &t),
         ("DELETE", Some(_)) => store::delete(&app.inner, &app.watches, &t),
         ("PUT", Some(_)) => match parse_body() {
             Ok(obj) => store::replace(&app.inner, &app.watches, &t, obj),
-            Err(e) => error(
-                400,
-                Some("BadRequest"),
-                &format!("the body of the request was in an unknown format: {e}"),
-                None,
-            ),
+            Err(e) => bad_body(&e),
         },
         ("PATCH", Some(_)) => {
             patch::handle(&app.inner, &app.watches, &t, query, content_type, body)

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::store::{Key, keep_other_half, not_found};
 use super::watch::Hub;
-use super::{Inner, Target, error, json_response};
+use super::{Inner, Target, bad_body, error, json_response};
 
 /// Merge keys of the lists the tests patch.
 fn merge_key(field: &str) -> Option<&'static str> {
@@ -46,14 +46,7 @@ pub(crate) fn handle(
     }
     let patch: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => {
-            return error(
-                400,
-                Some("BadRequest"),
-                &format!("the body of the request was in an unknown format: {e}"),
-                None,
-            );
-        }
+        Err(e) => return bad_body(&e),
     };
     let key = Key::of(t);
     let mut guard = inner.lock().unwrap();

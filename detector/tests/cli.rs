@@ -1,0 +1,107 @@
+//! `detector check` as an operator runs it: the binary, its exit codes and its output.
+
+use std::process::Command;
+
+fn detector() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_detector"))
+}
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/kern.kmsg");
+
+#[test]
+fn check_over_the_bundled_sample_prints_json_findings_with_line_numbers() {
+    let out = detector()
+        .args(["check", "--input", SAMPLE, "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let findings: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let conditions: Vec<(&str, &str, u64)> = findings
+        .iter()
+        .filter(|f| f["kind"] == "condition")
+        .map(|f| {
+            (
+                f["condition"].as_str().unwrap(),
+                f["status"].as_str().unwrap(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        conditions,
+        vec![
+            ("ReadonlyFilesystem", "True", 24),
+            ("KernelDeadlock", "True", 26)
+        ]
+    );
+    let oom = findings
+        .iter()
+        .find(|f| f["reason"] == "OOMKilling")
+        .unwrap();
+    assert_eq!(
+        (oom["kind"].as_str(), oom["line"].as_u64()),
+        (Some("event"), Some(17))
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 malformed skipped"));
+}
+
+#[test]
+fn text_output_is_an_aligned_table() {
+    let out = detector()
+        .args(["check", "--input", SAMPLE])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("LINE  KIND"), "{text}");
+    let reason_col = lines[0].find("REASON").unwrap();
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.len() > reason_col && l.as_bytes()[reason_col - 1] == b' '),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+}
+
+#[test]
+fn invalid_rules_exit_2_with_file_line_column_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "source: s\ninput: {kind: kmsg}\nrules:\n  - type: temporary\n    reason: R\n    pattern: 'a(b'\n").unwrap();
+    let out = detector()
+        .args(["check", "--input", SAMPLE, "--rules"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:6:14: pattern: invalid regex \"a(b\"",
+            bad.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_input_file_is_exit_1_with_the_path() {
+    let out = detector()
+        .args(["check", "--input", "/nonexistent/kern.log"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/kern.log"));
+}
