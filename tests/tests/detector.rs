@@ -304,9 +304,7 @@ async fn a_removed_rule_removes_its_condition_and_a_bad_reload_keeps_the_last_go
     );
 
     // drop FlakyDisk from the rules: it disappears from the node; KernelDeadlock and Ready stay
-    let without: String = RULES
-        .replace("  - type: FlakyDisk\n    reason: DiskIsFine\n    message: disk is fine\n    recovery:\n      pattern: 'disk sdz recovered'\n", "")
-        .replace("  - type: permanent\n    condition: FlakyDisk\n    reason: DiskErrors\n    pattern: 'disk sdz failing.*'\n", "");
+    let without = rules_without_flaky_disk();
     assert!(!without.contains("FlakyDisk"));
     std::fs::write(h.rules_dir().join("kernel.yaml"), without).unwrap();
     eventually("FlakyDisk removed from the node", WAIT, || async {
@@ -513,4 +511,96 @@ fn dechunk(body: &str) -> String {
         rest = &after[n + 2..];
     }
     out
+}
+
+/// Lay out `dir` like a ConfigMap volume: `..<ts>/kernel.yaml`, `..data -> ..<ts>`,
+/// `kernel.yaml -> ..data/kernel.yaml`; a later call swaps `..data` atomically as the kubelet does.
+fn configmap_write(dir: &std::path::Path, generation: u32, content: &str) {
+    use std::os::unix::fs::symlink;
+    let ts = format!("..2026_11_22_00_00_{generation:02}.000000000");
+    std::fs::create_dir_all(dir.join(&ts)).unwrap();
+    std::fs::write(dir.join(&ts).join("kernel.yaml"), content).unwrap();
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    symlink(&ts, &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    if !dir.join("kernel.yaml").exists() {
+        symlink("..data/kernel.yaml", dir.join("kernel.yaml")).unwrap();
+    }
+    if generation > 0 {
+        let _ = std::fs::remove_dir_all(dir.join(format!(
+            "..2026_11_22_00_00_{:02}.000000000",
+            generation - 1
+        )));
+    }
+}
+
+fn rules_without_flaky_disk() -> String {
+    RULES
+        .replace("  - type: FlakyDisk\n    reason: DiskIsFine\n    message: disk is fine\n    recovery:\n      pattern: 'disk sdz recovered'\n", "")
+        .replace("  - type: permanent\n    condition: FlakyDisk\n    reason: DiskErrors\n    pattern: 'disk sdz failing.*'\n", "")
+}
+
+#[tokio::test]
+async fn configmap_symlink_swaps_are_reloaded_every_time() {
+    let h = Harness::new("configmap").await;
+    std::fs::remove_file(h.rules_dir().join("kernel.yaml")).unwrap();
+    configmap_write(&h.rules_dir(), 0, RULES);
+    let running = h.start_healthy().await;
+    h.wait_condition("FlakyDisk", "False", "DiskIsFine").await;
+
+    configmap_write(&h.rules_dir(), 1, &rules_without_flaky_disk());
+    eventually("FlakyDisk removed after the first swap", WAIT, || async {
+        h.condition("FlakyDisk").await.is_none().then_some(())
+    })
+    .await;
+    configmap_write(&h.rules_dir(), 2, RULES);
+    h.wait_condition("FlakyDisk", "False", "DiskIsFine").await;
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn a_flood_of_problem_lines_becomes_one_aggregated_event_not_a_storm() {
+    let h = Harness::new("flood").await;
+    let running = h.start_healthy().await;
+    const N: u64 = 20_000;
+    let mono = monotonic_now_us();
+    let mut text = String::with_capacity(N as usize * 64);
+    for i in 0..N {
+        text.push_str(&format!(
+            "3,{},{mono},-;Out of memory: Killed process {i} (stress) total-vm:1kB\n",
+            1_000 + i
+        ));
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(h.dir.path().join("kmsg"))
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let ev = eventually(
+        &format!("one OOMKilling Event with count {N}"),
+        Duration::from_secs(60),
+        || async {
+            let evs = h.events("OOMKilling").await;
+            (evs.len() == 1 && evs[0].count == Some(N as i32)).then(|| evs[0].clone())
+        },
+    )
+    .await;
+    assert_eq!(
+        ev.message.as_deref(),
+        Some(&*format!(
+            "Out of memory: Killed process {} (stress) total-vm:1kB",
+            N - 1
+        )),
+        "latest message"
+    );
+    if let Some(fake) = &h.cluster.fake {
+        let writes = fake.count("POST", "/events") + fake.count("PATCH", "/events/");
+        assert!(
+            writes <= 40,
+            "{writes} event writes for {N} lines: the aggregator must fold them"
+        );
+    }
+    h.finish(running).await;
 }
