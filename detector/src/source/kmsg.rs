@@ -165,24 +165,31 @@ impl Reader {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
             }
-            // Drain what is there.
-            loop {
-                match f.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if !self.record(&buf[..n]) {
-                            return Ok(());
-                        }
+            if !self.drain(&mut f, &mut buf)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Read every record available now (one per read()); EPIPE (records overwritten before we read
+    /// them) is counted and reading goes on. Returns false when the receiver is gone.
+    fn drain(&mut self, f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+        loop {
+            match f.read(buf) {
+                Ok(0) => return Ok(true),
+                Ok(n) => {
+                    if !self.record(&buf[..n]) {
+                        return Ok(false);
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PIPE.raw_os_error()) => {
-                        if self.tx.blocking_send(SourceEvent::Overrun).is_err() {
-                            return Ok(());
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PIPE.raw_os_error()) => {
+                    if self.tx.blocking_send(SourceEvent::Overrun).is_err() {
+                        return Ok(false);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
     }
@@ -232,6 +239,72 @@ mod tests {
             checkpoint,
             lookback: Duration::from_secs(300),
         }
+    }
+
+    /// Replays read() results as the device would return them.
+    struct FakeDevice(std::collections::VecDeque<std::io::Result<Vec<u8>>>);
+
+    impl Read for FakeDevice {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.pop_front() {
+                None => Err(std::io::ErrorKind::WouldBlock.into()),
+                Some(Err(e)) => Err(e),
+                Some(Ok(rec)) => {
+                    buf[..rec.len()].copy_from_slice(&rec);
+                    Ok(rec.len())
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn epipe_is_counted_and_reading_goes_on() {
+        let now = monotonic_now_us();
+        let epipe = || {
+            Err(std::io::Error::from_raw_os_error(
+                rustix::io::Errno::PIPE.raw_os_error(),
+            ))
+        };
+        let mut dev = FakeDevice(
+            vec![
+                Ok(format!("6,1,{now},-;before").into_bytes()),
+                epipe(),
+                Err(std::io::ErrorKind::Interrupted.into()),
+                Ok(format!("6,9,{now},-;after the overrun").into_bytes()),
+                Ok(b"garbage".to_vec()),
+            ]
+            .into(),
+        );
+        let (tx, mut rx) = mpsc::channel(16);
+        let (_stop_tx, stop) = watch::channel(false);
+        let health = nodemedic_common::health::Health::default();
+        let mut reader = Reader {
+            start: Start {
+                boot_id: "b".into(),
+                checkpoint: None,
+                lookback: Duration::from_secs(300),
+            },
+            tx,
+            beat: health.register("k", Duration::from_secs(5)),
+            stop,
+            past_start: false,
+        };
+        let mut buf = vec![0u8; RECORD_BUF];
+        assert!(
+            reader.drain(&mut dev, &mut buf).unwrap(),
+            "EAGAIN ends a drain, not the reader"
+        );
+        let got: Vec<SourceEvent> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(matches!(&got[0], SourceEvent::Line { text, .. } if text == "before"));
+        assert_eq!(got[1], SourceEvent::Overrun);
+        assert!(
+            matches!(&got[2], SourceEvent::Line { text, position: Position::Kmsg { seq: 9, .. }, .. } if text == "after the overrun")
+        );
+        assert!(matches!(&got[3], SourceEvent::Malformed { .. }));
+        // a real error ends the drain with that error
+        let mut broken = FakeDevice(vec![Err(std::io::Error::other("boom"))].into());
+        assert!(reader.drain(&mut broken, &mut buf).is_err());
     }
 
     #[test]
