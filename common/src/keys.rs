@@ -20,3 +20,19 @@ pub const CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// Field manager / user agent prefix of the detector's writes.
 pub const DETECTOR_MANAGER: &str = "nodemedic-detector";
+
+/// Annotation on a Node the drainer cordoned: a JSON record of why and how far it got. All drainer
+/// state lives here, so a new leader continues where the old one stopped.
+pub const DRAIN_RECORD_ANNOTATION: &str = "nodemedic.io/drain";
+/// draino's annotation listing the conditions a node was cordoned for (kept for existing tooling).
+pub const DRAINO_CONDITIONS_ANNOTATION: &str = "draino.planet.com/conditions";
+/// Opt-out label: `nodemedic.io/exclude=true` pauses every drainer action on the node.
+pub const EXCLUDE_LABEL: &str = "nodemedic.io/exclude";
+/// The drainer's node condition (draino's name).
+pub const DRAIN_SCHEDULED_CONDITION: &str = "DrainScheduled";
+/// Field manager / user agent of the drainer's writes.
+pub const DRAINER_MANAGER: &str = "nodemedic-drainer";
+/// Annotation of mirror (static) pods.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// cluster-autoscaler's opt-out annotation; `false` always protects a pod.
+pub const SAFE_TO_EVICT_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";

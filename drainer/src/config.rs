@@ -1,0 +1,146 @@
+//! The drainer's validated configuration (built from flags and/or a YAML file in `main`).
+
+use std::time::Duration;
+
+use crate::select::Selector;
+use crate::spec::ConditionSpec;
+
+/// At most this many (or this share of selected) nodes cordoned by us at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Budget {
+    Count(usize),
+    Percent(f64),
+}
+
+impl Budget {
+    /// The limit for `selected` nodes; a percentage never rounds below 1.
+    pub fn limit(&self, selected: usize) -> usize {
+        match *self {
+            Budget::Count(n) => n,
+            Budget::Percent(p) => ((selected as f64 * p / 100.0).floor() as usize).max(1),
+        }
+    }
+}
+
+impl std::str::FromStr for Budget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            let p: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("budget {s:?}: not a percentage"))?;
+            if !(0.0..=100.0).contains(&p) || p == 0.0 {
+                return Err(format!("budget {s:?}: a percentage must be in (0, 100]"));
+            }
+            Ok(Budget::Percent(p))
+        } else {
+            let n: usize = s
+                .parse()
+                .map_err(|_| format!("budget {s:?}: expected N or N%"))?;
+            if n == 0 {
+                return Err(format!("budget {s:?}: must be at least 1"));
+            }
+            Ok(Budget::Count(n))
+        }
+    }
+}
+
+/// What to do with a pod we may not evict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtectedPods {
+    /// Leave it running; the drain completes around it (draino's behaviour).
+    Leave,
+    /// The drain does not start and says which pods block it (kubectl drain's behaviour).
+    Block,
+}
+
+#[derive(Debug)]
+pub struct Config {
+    pub selector: Selector,
+    pub conditions: Vec<ConditionSpec>,
+    pub drain_buffer: Duration,
+    pub max_grace_period: Duration,
+    pub eviction_headroom: Duration,
+    pub skip_drain: bool,
+    pub evict_emptydir_pods: bool,
+    pub evict_unreplicated_pods: bool,
+    pub evict_statefulset_pods: bool,
+    /// `KEY` or `KEY=VALUE`.
+    pub protected_annotations: Vec<(String, Option<String>)>,
+    pub protected_pods: ProtectedPods,
+    pub max_drains_in_flight: usize,
+    pub max_cordoned: Budget,
+    pub kosmos_label: (String, String),
+    /// Act on Kosmos leaf nodes for conditions other than Ready (default off).
+    pub kosmos_other_conditions: bool,
+    pub exclude_label: (String, String),
+    pub dry_run: bool,
+    /// First retry delay after a failed drain (doubles, capped at `retry_max`).
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// Pods evicted at once during one drain.
+    pub eviction_concurrency: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            selector: Selector::All,
+            conditions: Vec::new(),
+            drain_buffer: Duration::from_secs(600),
+            max_grace_period: Duration::from_secs(480),
+            eviction_headroom: Duration::from_secs(30),
+            skip_drain: false,
+            evict_emptydir_pods: false,
+            evict_unreplicated_pods: false,
+            evict_statefulset_pods: false,
+            protected_annotations: Vec::new(),
+            protected_pods: ProtectedPods::Leave,
+            max_drains_in_flight: 1,
+            max_cordoned: Budget::Percent(10.0),
+            kosmos_label: (
+                nodemedic_common::keys::KOSMOS_NODE_LABEL.into(),
+                nodemedic_common::keys::KOSMOS_NODE_VALUE.into(),
+            ),
+            kosmos_other_conditions: false,
+            exclude_label: (nodemedic_common::keys::EXCLUDE_LABEL.into(), "true".into()),
+            dry_run: false,
+            retry_base: Duration::from_secs(60),
+            retry_max: Duration::from_secs(1800),
+            eviction_concurrency: 8,
+        }
+    }
+}
+
+/// Parse `KEY[=VALUE]`.
+pub fn protected_annotation(s: &str) -> Result<(String, Option<String>), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), Some(v.to_string()))),
+        None if !s.is_empty() => Ok((s.to_string(), None)),
+        _ => Err(format!(
+            "protected pod annotation {s:?}: expected KEY or KEY=VALUE"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets() {
+        assert_eq!("3".parse::<Budget>().unwrap().limit(100), 3);
+        assert_eq!("10%".parse::<Budget>().unwrap().limit(100), 10);
+        assert_eq!(
+            "10%".parse::<Budget>().unwrap().limit(5),
+            1,
+            "never below one"
+        );
+        for bad in ["0", "0%", "150%", "x", "-1"] {
+            assert!(bad.parse::<Budget>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,563 @@
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::keys;
+use serde_json::json;
+
+use super::*;
+use crate::config::{Budget, Config, ProtectedPods};
+use crate::record::{Phase, Record};
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+const NOW: i64 = 10_000;
+
+fn cfg() -> Config {
+    Config {
+        conditions: vec![
+            "KernelDeadlock=True,10m".parse().unwrap(),
+            "Ready=False,5m".parse().unwrap(),
+        ],
+        max_cordoned: Budget::Count(10),
+        ..Default::default()
+    }
+}
+
+struct N(Node);
+
+fn node(name: &str) -> N {
+    let mut n = Node::default();
+    n.metadata.name = Some(name.into());
+    N(n)
+}
+
+impl N {
+    fn cond(mut self, type_: &str, status: &str, since: i64) -> N {
+        let st = self.0.status.get_or_insert_with(Default::default);
+        st.conditions
+            .get_or_insert_with(Vec::new)
+            .push(NodeCondition {
+                type_: type_.into(),
+                status: status.into(),
+                last_transition_time: Some(Time(t(since))),
+                ..Default::default()
+            });
+        self
+    }
+    fn label(mut self, k: &str, v: &str) -> N {
+        self.0
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(k.into(), v.into());
+        self
+    }
+    fn unschedulable(mut self) -> N {
+        self.0
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = Some(true);
+        self
+    }
+    fn record(mut self, r: Record) -> N {
+        self.0
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+        self
+    }
+    /// Cordoned by us in `phase`, for the KernelDeadlock episode that started at `since`.
+    fn ours(self, phase: Phase, since: i64, cordoned: i64) -> N {
+        self.unschedulable().record(Record {
+            episode: format!("KernelDeadlock=True@{}", t(since).as_second()),
+            reason: "KernelDeadlock=True".into(),
+            phase,
+            cordoned_at: t(cordoned),
+            drain_at: t(cordoned + 600),
+            drain_started: None,
+            finished_at: None,
+            attempts: 0,
+            retry_at: None,
+        })
+    }
+}
+
+fn pod(name: &str, node: &str, extra: serde_json::Value) -> Pod {
+    let mut v = json!({
+        "metadata": {"name": name, "namespace": "default",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"}
+    });
+    merge(&mut v, &extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn merge(a: &mut serde_json::Value, b: &serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b.clone(),
+    }
+}
+
+fn run(nodes: Vec<N>, pods: &[Pod], cfg: &Config) -> Vec<NodePlan> {
+    let nodes: Vec<Node> = nodes.into_iter().map(|n| n.0).collect();
+    plan(&nodes, pods, cfg, t(NOW))
+}
+
+fn one(n: N, cfg: &Config) -> NodePlan {
+    run(vec![n], &[], cfg).remove(0)
+}
+
+#[test]
+fn healthy_node_needs_nothing() {
+    let p = one(
+        node("n")
+            .cond("Ready", "True", 0)
+            .cond("KernelDeadlock", "False", 0),
+        &cfg(),
+    );
+    assert_eq!(
+        (p.action, p.reason.as_str(), &p.effect),
+        (Action::None, "healthy", &Effect::Nothing)
+    );
+}
+
+#[test]
+fn condition_held_long_enough_is_cordoned_with_a_record() {
+    let p = one(node("n").cond("KernelDeadlock", "True", NOW - 700), &cfg());
+    assert_eq!(p.action, Action::Cordon);
+    let Effect::Cordon(r) = &p.effect else {
+        panic!("{p:?}")
+    };
+    assert_eq!(r.phase, Phase::Cordoned);
+    assert_eq!(r.drain_at, t(NOW + 600), "drain after the buffer");
+    assert_eq!(
+        r.episode,
+        format!("KernelDeadlock=True@{}", t(NOW - 700).as_second())
+    );
+    assert!(
+        p.reason.starts_with("KernelDeadlock=True for 11m 40s"),
+        "{}",
+        p.reason
+    );
+}
+
+#[test]
+fn condition_not_held_long_enough_waits_and_a_flap_does_nothing() {
+    let p = one(node("n").cond("KernelDeadlock", "True", NOW - 60), &cfg());
+    assert_eq!(p.action, Action::Wait);
+    assert!(
+        p.reason.contains("KernelDeadlock=True for 1m of 10m"),
+        "{}",
+        p.reason
+    );
+    assert_eq!(p.effect, Effect::Nothing);
+}
+
+#[test]
+fn kosmos_leaf_nodes_are_never_acted_on_for_ready() {
+    let kosmos = || node("kosmos-leaf").label("kosmos.io/node", "true");
+    let p = one(kosmos().cond("Ready", "False", 0), &cfg());
+    assert_eq!(p.action, Action::Skip);
+    assert!(p.reason.contains("Kosmos leaf node"), "{}", p.reason);
+    // other conditions: off by default, on with the setting; Ready never
+    let p = one(kosmos().cond("KernelDeadlock", "True", 0), &cfg());
+    assert_eq!(p.action, Action::Skip);
+    let mut c = cfg();
+    c.kosmos_other_conditions = true;
+    assert_eq!(
+        one(kosmos().cond("KernelDeadlock", "True", 0), &c).action,
+        Action::Cordon
+    );
+    assert_eq!(
+        one(kosmos().cond("Ready", "False", 0), &c).action,
+        Action::Skip
+    );
+    assert_eq!(
+        one(node("ordinary").cond("Ready", "False", 0), &cfg()).action,
+        Action::Cordon
+    );
+}
+
+#[test]
+fn opt_out_label_and_selector() {
+    let p = one(
+        node("n")
+            .label("nodemedic.io/exclude", "true")
+            .cond("KernelDeadlock", "True", 0),
+        &cfg(),
+    );
+    assert_eq!(p.action, Action::Skip);
+    let mut c = cfg();
+    c.selector = crate::select::Selector::cel("metadata.labels['draino'] in ['node']").unwrap();
+    assert_eq!(
+        one(node("n").cond("KernelDeadlock", "True", 0), &c).action,
+        Action::Skip
+    );
+    assert_eq!(
+        one(
+            node("n")
+                .label("draino", "node")
+                .cond("KernelDeadlock", "True", 0),
+            &c
+        )
+        .action,
+        Action::Cordon
+    );
+}
+
+#[test]
+fn a_node_cordoned_by_someone_else_is_not_touched() {
+    let p = one(
+        node("n").unschedulable().cond("KernelDeadlock", "True", 0),
+        &cfg(),
+    );
+    assert_eq!(p.action, Action::None);
+    assert!(p.reason.contains("someone else"));
+    // and it is not uncordoned when healthy either
+    let p = one(node("n").unschedulable(), &cfg());
+    assert_eq!(p.action, Action::None);
+}
+
+#[test]
+fn drain_waits_for_the_buffer_then_drains_with_pod_plans() {
+    let cordoned = NOW - 300;
+    let p = one(
+        node("n")
+            .cond("KernelDeadlock", "True", 0)
+            .ours(Phase::Cordoned, 0, cordoned),
+        &cfg(),
+    );
+    assert_eq!(p.action, Action::Wait);
+    assert!(p.reason.starts_with("drain scheduled at"), "{}", p.reason);
+    let nodes =
+        vec![
+            node("n")
+                .cond("KernelDeadlock", "True", 0)
+                .ours(Phase::Cordoned, 0, NOW - 600),
+        ];
+    let pods = vec![
+        pod("web", "n", json!({})),
+        pod("other-node", "m", json!({})),
+    ];
+    let p = run(nodes, &pods, &cfg()).remove(0);
+    assert_eq!((p.action, &p.effect), (Action::Drain, &Effect::Drain));
+    assert_eq!(p.pods.len(), 1);
+    assert_eq!(
+        (p.pods[0].name.as_str(), p.pods[0].action),
+        ("web", PodAction::Evict)
+    );
+}
+
+#[test]
+fn recovery_during_the_buffer_cancels_and_uncordons() {
+    let p = one(
+        node("n")
+            .cond("KernelDeadlock", "False", NOW - 700)
+            .ours(Phase::Cordoned, 0, NOW - 100),
+        &cfg(),
+    );
+    assert_eq!((p.action, &p.effect), (Action::Uncordon, &Effect::Uncordon));
+    assert!(p.reason.contains("drain cancelled"), "{}", p.reason);
+    // recovered, but not for the min duration yet
+    let p = one(
+        node("n")
+            .cond("KernelDeadlock", "False", NOW - 60)
+            .ours(Phase::Drained, 0, NOW - 5000),
+        &cfg(),
+    );
+    assert_eq!(p.action, Action::Wait);
+    assert!(
+        p.reason.starts_with("recovering; uncordon in 9m"),
+        "{}",
+        p.reason
+    );
+    let p = one(node("n").ours(Phase::Drained, 0, NOW - 5000), &cfg());
+    assert_eq!(
+        p.action,
+        Action::Uncordon,
+        "an absent condition counts as cleared"
+    );
+}
+
+#[test]
+fn manual_uncordon_releases_the_node_for_the_episode() {
+    // we cordoned it; a person uncordoned it (spec.unschedulable false)
+    let mut n = node("n")
+        .cond("KernelDeadlock", "True", 0)
+        .ours(Phase::Cordoned, 0, NOW - 100);
+    n.0.spec.as_mut().unwrap().unschedulable = Some(false);
+    let p = one(n, &cfg());
+    let Effect::Release(r) = &p.effect else {
+        panic!("{p:?}")
+    };
+    assert_eq!(r.phase, Phase::Released);
+    // released: same episode -> nothing, even though the condition still holds
+    let released = node("n")
+        .cond("KernelDeadlock", "True", 0)
+        .record(r.clone());
+    let p = one(released, &cfg());
+    assert_eq!((p.action, &p.effect), (Action::None, &Effect::Nothing));
+    // a new episode (new transition time) is cordoned again
+    let again = node("n")
+        .cond("KernelDeadlock", "True", NOW - 700)
+        .record(r.clone());
+    assert_eq!(one(again, &cfg()).action, Action::Cordon);
+    // cleared: the record is forgotten
+    let cleared = node("n")
+        .cond("KernelDeadlock", "False", NOW - 700)
+        .record(r.clone());
+    assert_eq!(one(cleared, &cfg()).effect, Effect::Forget);
+}
+
+#[test]
+fn budget_of_one_drain_and_spacing_of_drain_starts() {
+    let bad = |name: &str, since: i64| {
+        node(name)
+            .cond("KernelDeadlock", "True", since)
+            .ours(Phase::Cordoned, since, NOW - 1000)
+    };
+    let plans = run(vec![bad("b", 5), bad("a", 1), bad("c", 9)], &[], &cfg());
+    let actions: Vec<(&str, Action)> = plans.iter().map(|p| (p.node.as_str(), p.action)).collect();
+    assert_eq!(
+        actions,
+        vec![
+            ("b", Action::Wait),
+            ("a", Action::Drain),
+            ("c", Action::Wait)
+        ],
+        "oldest problem first"
+    );
+    assert!(
+        plans[0].reason.contains("drain budget full: 1 of 1"),
+        "{}",
+        plans[0].reason
+    );
+    // a drain finished 2 minutes ago: the next start waits until the buffer has passed since it started
+    let mut done = node("d")
+        .cond("KernelDeadlock", "True", 0)
+        .ours(Phase::Drained, 0, NOW - 1000)
+        .0;
+    let mut r = Record::of(&done).unwrap();
+    r.drain_started = Some(t(NOW - 120));
+    done.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+    let plans = run(vec![N(done), bad("e", 1)], &[], &cfg());
+    let e = plans.iter().find(|p| p.node == "e").unwrap();
+    assert_eq!(e.action, Action::Wait);
+    assert!(e.reason.contains("spaced by the buffer"), "{}", e.reason);
+}
+
+#[test]
+fn cordon_budget_counts_nodes_already_cordoned_by_us() {
+    let mut c = cfg();
+    c.max_cordoned = Budget::Count(2);
+    let plans = run(
+        vec![
+            node("held")
+                .cond("KernelDeadlock", "True", 0)
+                .ours(Phase::Cordoned, 0, NOW - 10),
+            node("x").cond("KernelDeadlock", "True", 1),
+            node("y").cond("KernelDeadlock", "True", 2),
+            node("ok"),
+        ],
+        &[],
+        &c,
+    );
+    let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
+    assert_eq!(get("x").action, Action::Cordon);
+    assert_eq!(get("y").action, Action::Wait);
+    assert!(
+        get("y").reason.contains("cordon budget full: 2 of 2"),
+        "{}",
+        get("y").reason
+    );
+}
+
+#[test]
+fn failed_drains_are_retried_after_their_backoff() {
+    let mut n = node("n")
+        .cond("KernelDeadlock", "True", 0)
+        .ours(Phase::Failed, 0, NOW - 5000)
+        .0;
+    let mut r = Record::of(&n).unwrap();
+    r.retry_at = Some(t(NOW + 60));
+    n.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+    let p = one(N(n.clone()), &cfg());
+    assert_eq!(p.action, Action::Wait);
+    assert!(
+        p.reason.starts_with("drain failed; retry at"),
+        "{}",
+        p.reason
+    );
+    r.retry_at = Some(t(NOW - 1));
+    n.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+    assert_eq!(one(N(n), &cfg()).action, Action::Drain);
+}
+
+#[test]
+fn skip_drain_cordons_only() {
+    let mut c = cfg();
+    c.skip_drain = true;
+    let p = one(
+        node("n")
+            .cond("KernelDeadlock", "True", 0)
+            .ours(Phase::Cordoned, 0, NOW - 5000),
+        &c,
+    );
+    assert_eq!(p.action, Action::None);
+    assert!(p.reason.contains("--skip-drain"));
+}
+
+#[test]
+fn pod_rules() {
+    let c = cfg();
+    let cases: Vec<(Pod, PodAction, &str)> = vec![
+        (pod("rs", "n", json!({})), PodAction::Evict, "evictable"),
+        (
+            pod("done", "n", json!({"status": {"phase": "Succeeded"}})),
+            PodAction::Skip,
+            "finished",
+        ),
+        (
+            pod(
+                "ds",
+                "n",
+                json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": true}]}}),
+            ),
+            PodAction::Skip,
+            "DaemonSet pod",
+        ),
+        (
+            pod(
+                "mirror",
+                "n",
+                json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}),
+            ),
+            PodAction::Skip,
+            "mirror (static) pod",
+        ),
+        (
+            pod(
+                "ne",
+                "n",
+                json!({"metadata": {"namespace": "kube-system", "annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}}),
+            ),
+            PodAction::Skip,
+            "not-evicted pod",
+        ),
+        (
+            pod("crit", "n", json!({"spec": {"priority": 2000001000}})),
+            PodAction::Skip,
+            "critical pod (priority",
+        ),
+        (
+            pod(
+                "crit2",
+                "n",
+                json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}}}),
+            ),
+            PodAction::Skip,
+            "critical pod (",
+        ),
+        (
+            pod(
+                "safe",
+                "n",
+                json!({"metadata": {"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}}),
+            ),
+            PodAction::Skip,
+            "protected by cluster-autoscaler",
+        ),
+        (
+            pod(
+                "ed",
+                "n",
+                json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}),
+            ),
+            PodAction::Skip,
+            "uses emptyDir",
+        ),
+        (
+            pod(
+                "ss",
+                "n",
+                json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "s", "uid": "u", "controller": true}]}}),
+            ),
+            PodAction::Skip,
+            "StatefulSet pod",
+        ),
+    ];
+    for (p, action, reason) in cases {
+        let d = pods::decide(&p, &c);
+        assert_eq!(d.action, action, "{}: {}", d.name, d.reason);
+        assert!(d.reason.starts_with(reason), "{}: {}", d.name, d.reason);
+    }
+    let mut bare = pod("bare", "n", json!({}));
+    bare.metadata.owner_references = None;
+    assert_eq!(pods::decide(&bare, &c).action, PodAction::Skip);
+    // in kube-system the not-evicted annotation needs an empty value; elsewhere it means nothing
+    let ne_elsewhere = pod(
+        "ne2",
+        "n",
+        json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}}),
+    );
+    assert_eq!(pods::decide(&ne_elsewhere, &c).action, PodAction::Evict);
+    // options allow what they name; critical and not-evicted never
+    let mut open = cfg();
+    open.evict_emptydir_pods = true;
+    open.evict_unreplicated_pods = true;
+    open.evict_statefulset_pods = true;
+    open.protected_annotations = vec![("team/keep".into(), Some("yes".into()))];
+    assert_eq!(pods::decide(&bare, &open).action, PodAction::Evict);
+    let keep = pod(
+        "keep",
+        "n",
+        json!({"metadata": {"annotations": {"team/keep": "yes"}}}),
+    );
+    assert_eq!(pods::decide(&keep, &open).action, PodAction::Skip);
+    let crit = pod("crit", "n", json!({"spec": {"priority": 2000000000}}));
+    assert_eq!(pods::decide(&crit, &open).action, PodAction::Skip);
+}
+
+#[test]
+fn protected_pods_block_the_drain_when_configured() {
+    let mut c = cfg();
+    c.protected_pods = ProtectedPods::Block;
+    let nodes =
+        vec![
+            node("n")
+                .cond("KernelDeadlock", "True", 0)
+                .ours(Phase::Cordoned, 0, NOW - 1000),
+        ];
+    let pods = vec![
+        pod("web", "n", json!({})),
+        pod("crit", "n", json!({"spec": {"priority": 2000001000}})),
+    ];
+    let p = run(nodes, &pods, &c).remove(0);
+    assert_eq!(p.action, Action::Wait);
+    assert_eq!(p.reason, "drain blocked by protected pods: default/crit");
+    assert_eq!(p.effect, Effect::Nothing);
+    let _ = Duration::ZERO;
+}

@@ -1,0 +1,190 @@
+//! Which nodes the drainer may act on: a CEL expression over the Node, or a label selector.
+//!
+//! CEL sees `metadata` (name, labels, annotations: always maps, empty when the Node has none),
+//! `spec` and `status` (conditions). A bad expression is rejected at start with its position.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{Value, json};
+
+pub enum Selector {
+    All,
+    Cel {
+        source: String,
+        program: cel::Program,
+    },
+    Labels(Vec<(String, LabelOp)>),
+}
+
+impl std::fmt::Debug for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selector::All => write!(f, "All"),
+            Selector::Cel { source, .. } => write!(f, "Cel({source:?})"),
+            Selector::Labels(l) => write!(f, "Labels({l:?})"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelOp {
+    Equals(String),
+    NotEquals(String),
+    Exists,
+    NotExists,
+}
+
+impl Selector {
+    /// Compile a CEL expression; errors name the position (`line:column`) and what is wrong.
+    pub fn cel(expr: &str) -> Result<Selector, String> {
+        match cel::Program::compile(expr) {
+            Ok(program) => Ok(Selector::Cel {
+                source: expr.to_string(),
+                program,
+            }),
+            Err(errors) => {
+                let detail: Vec<String> = errors
+                    .errors
+                    .iter()
+                    .map(|e| format!("{}:{}: {}", e.pos.0.max(0) + 1, e.pos.1.max(0) + 1, e.msg))
+                    .collect();
+                Err(format!(
+                    "invalid CEL expression {expr:?}: {}",
+                    detail.join("; ")
+                ))
+            }
+        }
+    }
+
+    /// Parse `k=v,k!=v,k,!k`.
+    pub fn labels(sel: &str) -> Result<Selector, String> {
+        let mut terms = Vec::new();
+        for term in sel.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let t = if let Some((k, v)) = term.split_once("!=") {
+                (
+                    k.trim().to_string(),
+                    LabelOp::NotEquals(v.trim().to_string()),
+                )
+            } else if let Some((k, v)) = term.split_once('=') {
+                (
+                    k.trim().trim_end_matches('=').to_string(),
+                    LabelOp::Equals(v.trim().to_string()),
+                )
+            } else if let Some(k) = term.strip_prefix('!') {
+                (k.trim().to_string(), LabelOp::NotExists)
+            } else {
+                (term.to_string(), LabelOp::Exists)
+            };
+            if t.0.is_empty() || t.0.contains(' ') {
+                return Err(format!("invalid label selector term {term:?}"));
+            }
+            terms.push(t);
+        }
+        Ok(Selector::Labels(terms))
+    }
+
+    /// Does `node` match? A CEL evaluation error (e.g. a missing key) counts as no match and is returned
+    /// as the reason.
+    pub fn matches(&self, node: &Node) -> Result<bool, String> {
+        match self {
+            Selector::All => Ok(true),
+            Selector::Labels(terms) => {
+                let empty = BTreeMap::new();
+                let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+                Ok(terms.iter().all(|(k, op)| match op {
+                    LabelOp::Equals(v) => labels.get(k) == Some(v),
+                    LabelOp::NotEquals(v) => labels.get(k) != Some(v),
+                    LabelOp::Exists => labels.contains_key(k),
+                    LabelOp::NotExists => !labels.contains_key(k),
+                }))
+            }
+            Selector::Cel { program, .. } => {
+                let mut ctx = cel::Context::default();
+                let meta = json!({
+                    "name": node.metadata.name.clone().unwrap_or_default(),
+                    "labels": node.metadata.labels.clone().unwrap_or_default(),
+                    "annotations": node.metadata.annotations.clone().unwrap_or_default(),
+                });
+                let spec = serde_json::to_value(node.spec.clone().unwrap_or_default())
+                    .unwrap_or(Value::Null);
+                let mut status = serde_json::to_value(node.status.clone().unwrap_or_default())
+                    .unwrap_or(Value::Null);
+                if status.get("conditions").is_none() {
+                    status["conditions"] = json!([]);
+                }
+                ctx.add_variable("metadata", meta)
+                    .map_err(|e| e.to_string())?;
+                ctx.add_variable("spec", spec).map_err(|e| e.to_string())?;
+                ctx.add_variable("status", status)
+                    .map_err(|e| e.to_string())?;
+                match program.execute(&ctx) {
+                    Ok(cel::Value::Bool(b)) => Ok(b),
+                    Ok(other) => Err(format!("expression returned {other:?}, not a bool")),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(labels: &[(&str, &str)]) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some("n1".into());
+        if !labels.is_empty() {
+            n.metadata.labels = Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        n
+    }
+
+    #[test]
+    fn draino_style_expression_and_empty_labels_are_an_empty_map() {
+        let s = Selector::cel("metadata.labels['draino'] in ['master','node']").unwrap();
+        assert!(s.matches(&node(&[("draino", "node")])).unwrap());
+        assert!(!s.matches(&node(&[("draino", "other")])).unwrap());
+        let s = Selector::cel("'draino' in metadata.labels").unwrap();
+        assert!(
+            !s.matches(&node(&[])).unwrap(),
+            "a node with no labels is not an error"
+        );
+        let s = Selector::cel("size(metadata.annotations) == 0 && metadata.name == 'n1'").unwrap();
+        assert!(s.matches(&node(&[])).unwrap());
+        let s =
+            Selector::cel("status.conditions.exists(c, c.type == 'Ready' && c.status == 'False')")
+                .unwrap();
+        assert!(!s.matches(&node(&[])).unwrap());
+    }
+
+    #[test]
+    fn bad_expressions_are_rejected_with_a_position() {
+        for bad in ["metadata.labels['a'] ==", "a &&", "!", "'x' in"] {
+            let e = Selector::cel(bad).unwrap_err();
+            assert!(e.starts_with("invalid CEL expression"), "{e}");
+            assert!(e.contains(':'), "{e}");
+        }
+    }
+
+    #[test]
+    fn label_selectors() {
+        let s = Selector::labels("pool=blue,!gpu,zone").unwrap();
+        assert!(
+            s.matches(&node(&[("pool", "blue"), ("zone", "a")]))
+                .unwrap()
+        );
+        assert!(
+            !s.matches(&node(&[("pool", "blue"), ("zone", "a"), ("gpu", "x")]))
+                .unwrap()
+        );
+        assert!(!s.matches(&node(&[("pool", "red"), ("zone", "a")])).unwrap());
+        assert!(Selector::labels("bad key=x").is_err());
+    }
+}
