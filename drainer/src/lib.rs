@@ -10,6 +10,8 @@
 
 pub mod config;
 pub mod decide;
+pub mod plan;
+pub mod policy;
 pub mod record;
 pub mod select;
 pub mod spec;

@@ -47,7 +47,8 @@ impl Selector {
                 let detail: Vec<String> = errors
                     .errors
                     .iter()
-                    .map(|e| format!("{}:{}: {}", e.pos.0.max(0) + 1, e.pos.1.max(0) + 1, e.msg))
+                    // cel reports a 1-based line and a 0-based column.
+                    .map(|e| format!("{}:{}: {}", e.pos.0.max(1), e.pos.1.max(0) + 1, e.msg))
                     .collect();
                 Err(format!(
                     "invalid CEL expression {expr:?}: {}",
@@ -169,7 +170,7 @@ mod tests {
         for bad in ["metadata.labels['a'] ==", "a &&", "!", "'x' in"] {
             let e = Selector::cel(bad).unwrap_err();
             assert!(e.starts_with("invalid CEL expression"), "{e}");
-            assert!(e.contains(':'), "{e}");
+            assert!(e.contains("\": 1:"), "position on line 1: {e}");
         }
     }
 

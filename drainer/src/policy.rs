@@ -1,0 +1,343 @@
+//! Building the [`Config`] from draino-compatible flags and/or a YAML file. Flags override the file;
+//! every error names what is wrong (and, for the file, `file:line:column`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::config::{Budget, Config, ProtectedPods, protected_annotation};
+use crate::select::Selector;
+use crate::spec::ConditionSpec;
+
+/// Flags shared by `drainer run` and `drainer plan`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PolicyArgs {
+    /// Problem conditions: `Type`, `Type=Status` or `Type=Status,MinDuration` (e.g. `KernelDeadlock=True,10m`).
+    pub conditions: Vec<String>,
+    /// YAML file with the same settings (camelCase names); flags given here override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// CEL expression over the Node selecting the nodes to act on, e.g. `metadata.labels['draino'] in ['node']`.
+    #[arg(long = "node-label-expr")]
+    pub node_label_expr: Option<String>,
+    /// Label selector alternative to --node-label-expr, e.g. `pool=blue,!gpu`.
+    #[arg(long = "node-selector")]
+    pub node_selector: Option<String>,
+    /// Time between cordon and drain; also the spacing between drain starts. Default 10m.
+    #[arg(long = "drain-buffer", value_parser = humantime::parse_duration)]
+    pub drain_buffer: Option<Duration>,
+    /// Longest grace period given to an evicted pod. Default 8m.
+    #[arg(long = "max-grace-period", value_parser = humantime::parse_duration)]
+    pub max_grace_period: Option<Duration>,
+    /// Extra time after max-grace-period before a drain is declared failed. Default 30s.
+    #[arg(long = "eviction-headroom", value_parser = humantime::parse_duration)]
+    pub eviction_headroom: Option<Duration>,
+    /// Cordon only; never drain.
+    #[arg(long = "skip-drain")]
+    pub skip_drain: bool,
+    #[arg(long = "evict-emptydir-pods")]
+    pub evict_emptydir_pods: bool,
+    #[arg(long = "evict-unreplicated-pods")]
+    pub evict_unreplicated_pods: bool,
+    #[arg(long = "evict-statefulset-pods")]
+    pub evict_statefulset_pods: bool,
+    /// Pods with this annotation (`KEY` or `KEY=VALUE`) are never evicted (repeatable).
+    #[arg(long = "protected-pod-annotation")]
+    pub protected_pod_annotations: Vec<String>,
+    /// What a pod we may not evict does to a drain: leave it running (default) or block the drain.
+    #[arg(long = "protected-pods", value_enum)]
+    pub protected_pods: Option<ProtectedPods>,
+    /// Drains running at once. Default 1.
+    #[arg(long = "max-drains-in-flight")]
+    pub max_drains_in_flight: Option<usize>,
+    /// Nodes cordoned by the drainer at once: N or N% of selected nodes. Default 10%.
+    #[arg(long = "max-cordoned")]
+    pub max_cordoned: Option<String>,
+    /// Also act on Kosmos leaf nodes for conditions other than Ready (never for Ready).
+    #[arg(long = "kosmos-other-conditions")]
+    pub kosmos_other_conditions: bool,
+    /// Log decisions and emit Events; change nothing else.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileConfig {
+    #[serde(default)]
+    conditions: Vec<Spanned<String>>,
+    node_label_expr: Option<Spanned<String>>,
+    node_selector: Option<Spanned<String>>,
+    drain_buffer: Option<Spanned<String>>,
+    max_grace_period: Option<Spanned<String>>,
+    eviction_headroom: Option<Spanned<String>>,
+    skip_drain: Option<bool>,
+    evict_emptydir_pods: Option<bool>,
+    evict_unreplicated_pods: Option<bool>,
+    evict_statefulset_pods: Option<bool>,
+    #[serde(default)]
+    protected_pod_annotations: Vec<Spanned<String>>,
+    protected_pods: Option<ProtectedPods>,
+    max_drains_in_flight: Option<usize>,
+    max_cordoned: Option<Spanned<String>>,
+    kosmos_other_conditions: Option<bool>,
+    dry_run: Option<bool>,
+}
+
+fn at(file: &Path, s: &Spanned<impl Sized>, msg: impl std::fmt::Display) -> String {
+    format!(
+        "{}:{}:{}: {msg}",
+        file.display(),
+        s.referenced.line(),
+        s.referenced.column()
+    )
+}
+
+fn duration(file: &Path, s: &Spanned<String>, what: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.value.trim()).map_err(|e| {
+        at(
+            file,
+            s,
+            format!("{what}: invalid duration {:?}: {e}", s.value),
+        )
+    })
+}
+
+/// Build the validated configuration. All errors are returned together.
+pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut cfg = Config::default();
+    let file = match &args.config {
+        None => FileConfig::default(),
+        Some(path) => match std::fs::read_to_string(path) {
+            Err(e) => return Err(vec![format!("{}: cannot read: {e}", path.display())]),
+            Ok(text) => match serde_saphyr::from_str::<FileConfig>(&text) {
+                Ok(f) => f,
+                Err(e) => {
+                    let (l, c) = e
+                        .location()
+                        .map(|l| (l.line(), l.column()))
+                        .unwrap_or((0, 0));
+                    let msg = e.to_string();
+                    let first = msg.lines().next().unwrap_or("invalid YAML");
+                    return Err(vec![format!(
+                        "{}:{l}:{c}: {}",
+                        path.display(),
+                        first.split(" at line ").next().unwrap_or(first)
+                    )]);
+                }
+            },
+        },
+    };
+    let path = args.config.clone().unwrap_or_default();
+    // conditions: flags replace the file's list
+    if args.conditions.is_empty() {
+        for c in &file.conditions {
+            match c.value.parse::<ConditionSpec>() {
+                Ok(s) => cfg.conditions.push(s),
+                Err(e) => errors.push(at(&path, c, e)),
+            }
+        }
+    } else {
+        for c in &args.conditions {
+            match c.parse::<ConditionSpec>() {
+                Ok(s) => cfg.conditions.push(s),
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    if args.conditions.is_empty() && file.conditions.is_empty() {
+        errors.push(
+            "no problem conditions given (e.g. `drainer run KernelDeadlock=True,10m`)".into(),
+        );
+    }
+    let expr = args.node_label_expr.clone().map(|e| (e, None)).or_else(|| {
+        file.node_label_expr
+            .as_ref()
+            .map(|s| (s.value.clone(), Some(s)))
+    });
+    let labels = args.node_selector.clone().map(|e| (e, None)).or_else(|| {
+        file.node_selector
+            .as_ref()
+            .map(|s| (s.value.clone(), Some(s)))
+    });
+    match (expr, labels) {
+        (Some(_), Some(_)) => {
+            errors.push("give --node-label-expr or --node-selector, not both".into())
+        }
+        (Some((e, span)), None) => match Selector::cel(&e) {
+            Ok(s) => cfg.selector = s,
+            Err(msg) => errors.push(match span {
+                Some(s) => at(&path, s, format!("nodeLabelExpr: {msg}")),
+                None => format!("--node-label-expr: {msg}"),
+            }),
+        },
+        (None, Some((l, span))) => match Selector::labels(&l) {
+            Ok(s) => cfg.selector = s,
+            Err(msg) => errors.push(match span {
+                Some(s) => at(&path, s, format!("nodeSelector: {msg}")),
+                None => format!("--node-selector: {msg}"),
+            }),
+        },
+        (None, None) => {}
+    }
+    let mut dur = |flag: Option<Duration>,
+                   from_file: &Option<Spanned<String>>,
+                   what: &str,
+                   slot: &mut Duration| {
+        if let Some(d) = flag {
+            *slot = d;
+        } else if let Some(s) = from_file {
+            match duration(&path, s, what) {
+                Ok(d) => *slot = d,
+                Err(e) => errors.push(e),
+            }
+        }
+    };
+    dur(
+        args.drain_buffer,
+        &file.drain_buffer,
+        "drainBuffer",
+        &mut cfg.drain_buffer,
+    );
+    dur(
+        args.max_grace_period,
+        &file.max_grace_period,
+        "maxGracePeriod",
+        &mut cfg.max_grace_period,
+    );
+    dur(
+        args.eviction_headroom,
+        &file.eviction_headroom,
+        "evictionHeadroom",
+        &mut cfg.eviction_headroom,
+    );
+    cfg.skip_drain = args.skip_drain || file.skip_drain.unwrap_or(false);
+    cfg.evict_emptydir_pods = args.evict_emptydir_pods || file.evict_emptydir_pods.unwrap_or(false);
+    cfg.evict_unreplicated_pods =
+        args.evict_unreplicated_pods || file.evict_unreplicated_pods.unwrap_or(false);
+    cfg.evict_statefulset_pods =
+        args.evict_statefulset_pods || file.evict_statefulset_pods.unwrap_or(false);
+    cfg.kosmos_other_conditions =
+        args.kosmos_other_conditions || file.kosmos_other_conditions.unwrap_or(false);
+    cfg.dry_run = args.dry_run || file.dry_run.unwrap_or(false);
+    for a in &args.protected_pod_annotations {
+        match protected_annotation(a) {
+            Ok(p) => cfg.protected_annotations.push(p),
+            Err(e) => errors.push(e),
+        }
+    }
+    for a in &file.protected_pod_annotations {
+        match protected_annotation(&a.value) {
+            Ok(p) => cfg.protected_annotations.push(p),
+            Err(e) => errors.push(at(&path, a, e)),
+        }
+    }
+    if let Some(p) = args.protected_pods.or(file.protected_pods) {
+        cfg.protected_pods = p;
+    }
+    if let Some(n) = args.max_drains_in_flight.or(file.max_drains_in_flight) {
+        if n == 0 {
+            errors.push("max-drains-in-flight must be at least 1".into());
+        }
+        cfg.max_drains_in_flight = n;
+    }
+    match (&args.max_cordoned, &file.max_cordoned) {
+        (Some(b), _) => match b.parse::<Budget>() {
+            Ok(b) => cfg.max_cordoned = b,
+            Err(e) => errors.push(format!("--max-cordoned: {e}")),
+        },
+        (None, Some(s)) => match s.value.parse::<Budget>() {
+            Ok(b) => cfg.max_cordoned = b,
+            Err(e) => errors.push(at(&path, s, format!("maxCordoned: {e}"))),
+        },
+        _ => {}
+    }
+    if errors.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(conditions: &[&str]) -> PolicyArgs {
+        PolicyArgs {
+            conditions: conditions.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn flags_build_a_config() {
+        let mut a = args(&["KernelDeadlock=True,10m"]);
+        a.node_label_expr = Some("metadata.labels['draino'] in ['node']".into());
+        a.max_cordoned = Some("25%".into());
+        a.protected_pod_annotations = vec!["team/keep=yes".into()];
+        let c = build(&a).unwrap();
+        assert_eq!(c.conditions.len(), 1);
+        assert_eq!(c.max_cordoned, Budget::Percent(25.0));
+        assert_eq!(
+            c.protected_annotations,
+            vec![("team/keep".to_string(), Some("yes".to_string()))]
+        );
+    }
+
+    #[test]
+    fn errors_are_precise_and_all_reported() {
+        let mut a = args(&["Ready=Maybe"]);
+        a.node_label_expr = Some("metadata.labels['a'] ==".into());
+        a.max_cordoned = Some("0".into());
+        let e = build(&a).unwrap_err();
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e[0].contains("status \"Maybe\""), "{e:?}");
+        assert!(
+            e[1].starts_with("--node-label-expr: invalid CEL expression"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_yaml_file_is_read_with_positions_and_flags_override_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(
+            &f,
+            "conditions: ['KernelDeadlock=True,10m']\ndrainBuffer: 5m\nmaxCordoned: '2'\n",
+        )
+        .unwrap();
+        let mut a = PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        let c = build(&a).unwrap();
+        assert_eq!(
+            (c.drain_buffer, c.max_cordoned),
+            (Duration::from_secs(300), Budget::Count(2))
+        );
+        a.drain_buffer = Some(Duration::from_secs(60));
+        assert_eq!(build(&a).unwrap().drain_buffer, Duration::from_secs(60));
+        std::fs::write(&f, "conditions: ['KernelDeadlock']\ndrainBufer: 5m\n").unwrap();
+        let e = build(&a).unwrap_err();
+        assert!(e[0].starts_with(&format!("{}:2:1: ", f.display())), "{e:?}");
+        std::fs::write(
+            &f,
+            "conditions: ['KernelDeadlock']\nnodeLabelExpr: \"a &&\"\n",
+        )
+        .unwrap();
+        let e = build(&PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            e[0].starts_with(&format!("{}:2:16: nodeLabelExpr: invalid CEL", f.display())),
+            "{e:?}"
+        );
+    }
+}

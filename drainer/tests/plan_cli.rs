@@ -1,0 +1,129 @@
+//! `drainer plan` as an operator runs it, over the bundled `kubectl get -o json` samples.
+
+use std::process::Command;
+
+const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples");
+
+fn plan(extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .arg("plan")
+        .args([
+            "KernelDeadlock=True,10m",
+            "Ready=Unknown,5m",
+            "--now",
+            "2026-11-22T10:00:00Z",
+        ])
+        .arg("--nodes")
+        .arg(format!("{SAMPLES}/nodes.json"))
+        .arg("--pods")
+        .arg(format!("{SAMPLES}/pods.json"))
+        .arg("--pdbs")
+        .arg(format!("{SAMPLES}/pdbs.json"))
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn json_plan_names_each_node_its_action_and_the_pods() {
+    let out = plan(&["--output", "json", "--max-cordoned", "3"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plans: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let action = |n: &str| {
+        plans.iter().find(|p| p["node"] == n).unwrap()["action"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(action("node-a"), "none");
+    assert_eq!(action("node-b"), "cordon");
+    assert_eq!(action("node-c"), "drain");
+    assert_eq!(action("kosmos-member-1"), "skip");
+    assert_eq!(action("node-d"), "wait");
+    let c = plans.iter().find(|p| p["node"] == "node-c").unwrap();
+    let pods: Vec<(String, String)> = c["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                format!(
+                    "{}/{}",
+                    p["namespace"].as_str().unwrap(),
+                    p["name"].as_str().unwrap()
+                ),
+                p["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let get = |n: &str| pods.iter().find(|(p, _)| p == n).unwrap().1.as_str();
+    assert_eq!(get("default/web-7d9c"), "evict");
+    assert_eq!(get("kube-system/nodemedic-detector-q8"), "skip");
+    assert_eq!(get("kube-system/coredns-1"), "skip");
+    assert_eq!(get("kube-system/etcd-node-c"), "skip");
+    assert!(
+        c["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["reason"].is_string())
+    );
+    let api = c["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "api-5f2b")
+        .unwrap();
+    assert!(
+        api["reason"]
+            .as_str()
+            .unwrap()
+            .contains("api-pdb allows 0 disruptions"),
+        "{api}"
+    );
+    // nodes with no cordon/drain list no pods
+    assert!(
+        plans.iter().find(|p| p["node"] == "node-a").unwrap()["pods"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn default_budget_holds_the_second_bad_node() {
+    let out = plan(&["--output", "json"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let b: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|p| p["node"] == "node-b")
+        .unwrap();
+    assert_eq!(b["action"], "wait");
+    assert!(
+        b["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("cordon budget full: 1 of 1"),
+        "{b}"
+    );
+}
+
+#[test]
+fn bad_flags_exit_2_with_a_precise_message() {
+    let out = plan(&["--node-label-expr", "metadata.labels['x'] =="]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--node-label-expr: invalid CEL expression"),
+        "{err}"
+    );
+}
