@@ -8,10 +8,14 @@
 //! new leader continues where the old one stopped. `drainer plan` runs `decide` offline.
 #![forbid(unsafe_code)]
 
+pub mod act;
 pub mod config;
 pub mod decide;
+pub mod leader;
+pub mod metrics;
 pub mod plan;
 pub mod policy;
 pub mod record;
+pub mod run;
 pub mod select;
 pub mod spec;

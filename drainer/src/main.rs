@@ -22,6 +22,33 @@ struct Cli {
 enum Command {
     /// Print, without a cluster, what the controller would do and why.
     Plan(PlanArgs),
+    /// Run the controller (leader-elected).
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Address of /metrics /healthz /readyz.
+    #[arg(long, default_value = "0.0.0.0:10002")]
+    listen: std::net::SocketAddr,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "kube-system")]
+    namespace: String,
+    #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
+    lease_name: String,
+    /// This replica's identity in the Lease. Default: $POD_NAME, else the hostname.
+    #[arg(long)]
+    identity: Option<String>,
+    #[arg(long = "leader-election-lease-duration", default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: std::time::Duration,
+    #[arg(long = "leader-election-renew-deadline", default_value = "10s", value_parser = humantime::parse_duration)]
+    renew_deadline: std::time::Duration,
+    #[arg(long = "leader-election-retry-period", default_value = "2s", value_parser = humantime::parse_duration)]
+    retry_period: std::time::Duration,
+    #[arg(long = "log-format", default_value = "text")]
+    log_format: nodemedic_common::telemetry::LogFormat,
 }
 
 #[derive(clap::Args)]
@@ -53,6 +80,54 @@ enum Output {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Plan(args) => plan(args),
+        Command::Run(args) => run(args),
+    }
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    nodemedic_common::telemetry::init(args.log_format);
+    let config = match config_or_exit(&args.policy) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let result: anyhow::Result<()> = rt.block_on(async move {
+        let client =
+            nodemedic_common::client::infer(nodemedic_common::keys::DRAINER_MANAGER).await?;
+        let opts = nodemedic_drainer::run::Options {
+            config,
+            listen: args.listen,
+            lease: nodemedic_drainer::leader::LeaseConfig {
+                namespace: args.namespace,
+                name: args.lease_name,
+                identity,
+                duration: args.lease_duration,
+                renew_deadline: args.renew_deadline,
+                retry_period: args.retry_period,
+            },
+            tick: std::time::Duration::from_secs(5),
+        };
+        let running = nodemedic_drainer::run::start(opts, client).await?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+        running.shutdown().await;
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("drainer: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod pods;
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -153,14 +154,20 @@ struct Budgets {
 }
 
 /// Plan every node. Nodes are considered oldest problem first (then by name).
-pub fn plan(nodes: &[Node], pods: &[Pod], cfg: &Config, now: Timestamp) -> Vec<NodePlan> {
+pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
+    nodes: &[N],
+    pods: &[P],
+    cfg: &Config,
+    now: Timestamp,
+) -> Vec<NodePlan> {
+    let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
     let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
-    for p in pods {
+    for p in pods.iter().map(Borrow::borrow) {
         if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
             by_node.entry(n).or_default().push(p);
         }
     }
-    let records: Vec<Option<Record>> = nodes.iter().map(Record::of).collect();
+    let records: Vec<Option<Record>> = nodes.iter().map(|n| Record::of(n)).collect();
     let selected: Vec<bool> = nodes
         .iter()
         .map(|n| cfg.selector.matches(n).unwrap_or(false))

@@ -1,6 +1,7 @@
 //! The test API server: generic storage of JSON objects by (group/version, resource, namespace, name),
 //! routed from the request path, so new resources (pods, leases, PDBs) need no new routes.
 
+mod evict;
 mod patch;
 mod store;
 mod watch;
@@ -334,6 +335,10 @@ async fn route(
         ("GET", None) => store::list(&app.inner, &t, query),
         ("POST", None) => match parse_body() {
             Ok(obj) => store::create(&app.inner, &app.watches, &t, obj),
+            Err(e) => bad_body(&e),
+        },
+        ("POST", Some(_)) if t.sub.as_deref() == Some("eviction") => match parse_body() {
+            Ok(obj) => evict::evict(&app.inner, &app.watches, &t, &obj),
             Err(e) => bad_body(&e),
         },
         ("GET", Some(_)) => store::get(&app.inner, &t),

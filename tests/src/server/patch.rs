@@ -53,6 +53,28 @@ pub(crate) fn handle(
     let Some(old) = guard.store.get(&key).cloned() else {
         return not_found(t);
     };
+    // A resourceVersion in the patch is a precondition (used to avoid acting on stale state).
+    if let Some(rv) = patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        if Some(rv)
+            != old
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+        {
+            let name = t.name.clone().unwrap_or_default();
+            return error(
+                409,
+                Some("Conflict"),
+                &format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    t.resource
+                ),
+                Some(serde_json::json!({"name": name, "kind": t.resource})),
+            );
+        }
+    }
     let mut merged = old.clone();
     match content_type {
         Some("application/strategic-merge-patch+json") => {

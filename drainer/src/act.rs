@@ -1,0 +1,402 @@
+//! Carrying out a plan: the drainer's only writes. Each writes the node annotation record first or
+//! together with the change, so a new leader sees what was done. Events use draino's reasons.
+//! In dry-run mode only Events are written.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Status};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use nodemedic_common::events::{NodeEvent, NodeEvents, Severity};
+use nodemedic_common::keys;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::record::{Phase, Record};
+
+/// Event source component of the drainer's Events.
+pub const SOURCE: &str = "nodemedic-drainer";
+/// Wait between retries of an eviction refused by a PodDisruptionBudget (draino and kubectl: 5s).
+pub const PDB_RETRY: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct Actor {
+    client: kube::Client,
+    nodes: Api<Node>,
+    pub metrics: Metrics,
+    dry_run: bool,
+}
+
+fn ts(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl Actor {
+    pub fn new(client: kube::Client, metrics: Metrics, dry_run: bool) -> Actor {
+        Actor {
+            nodes: Api::all(client.clone()),
+            client,
+            metrics,
+            dry_run,
+        }
+    }
+
+    async fn event(&self, node: &str, severity: Severity, reason: &str, message: String) {
+        let now = Timestamp::now();
+        let ev = NodeEvent {
+            source: SOURCE.into(),
+            severity,
+            reason: reason.into(),
+            message,
+            count: 1,
+            first_seen: now,
+            last_seen: now,
+        };
+        if let Err(e) = NodeEvents::new(self.client.clone(), node).create(&ev).await {
+            tracing::warn!(%node, %reason, error = %e, "cannot write event");
+        }
+    }
+
+    async fn patch_node(&self, node: &str, body: Value) -> Result<(), kube::Error> {
+        self.nodes
+            .patch(node, &PatchParams::default(), &Patch::Strategic(body))
+            .await
+            .map(|_| ())
+    }
+
+    async fn drain_scheduled(
+        &self,
+        node: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> Result<(), kube::Error> {
+        let body = json!({"status": {"conditions": [{
+            "type": keys::DRAIN_SCHEDULED_CONDITION, "status": "True", "reason": "Draino", "message": message,
+            "lastHeartbeatTime": ts(now), "lastTransitionTime": ts(now),
+        }]}});
+        self.nodes
+            .patch_status(node, &PatchParams::default(), &Patch::Strategic(body))
+            .await
+            .map(|_| ())
+    }
+
+    /// Cordon with the record; `resource_version` makes the patch fail (409) if the node changed since
+    /// it was observed, so we never act on stale state.
+    pub async fn cordon(&self, node: &Node, record: &Record, skip_drain: bool) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        self.event(
+            &name,
+            Severity::Normal,
+            "CordonStarting",
+            format!("Cordoning node: {}", record.reason),
+        )
+        .await;
+        if self.dry_run {
+            tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
+            return;
+        }
+        let body = json!({
+            "metadata": {
+                "resourceVersion": node.metadata.resource_version,
+                "annotations": {
+                    keys::DRAIN_RECORD_ANNOTATION: record.to_annotation(),
+                    keys::DRAINO_CONDITIONS_ANNOTATION: record.reason,
+                },
+            },
+            "spec": {"unschedulable": true},
+        });
+        match self.patch_node(&name, body).await {
+            Ok(()) => {
+                self.metrics.cordoned("succeeded");
+                tracing::info!(node = %name, reason = %record.reason, "cordoned");
+                self.event(
+                    &name,
+                    Severity::Normal,
+                    "CordonSucceeded",
+                    "Cordoned node".into(),
+                )
+                .await;
+            }
+            Err(e) => {
+                self.metrics.cordoned("failed");
+                tracing::warn!(node = %name, error = %e, "cordon failed");
+                self.event(
+                    &name,
+                    Severity::Warning,
+                    "CordonFailed",
+                    format!("Cordoning failed: {e}"),
+                )
+                .await;
+                return;
+            }
+        }
+        if skip_drain {
+            return;
+        }
+        let msg = format!("Drain activity scheduled {}", ts(record.drain_at));
+        match self.drain_scheduled(&name, &msg, Timestamp::now()).await {
+            Ok(()) => {
+                self.metrics.drain_scheduled("succeeded");
+                self.event(
+                    &name,
+                    Severity::Normal,
+                    "DrainScheduled",
+                    format!("Will drain node after {}", ts(record.drain_at)),
+                )
+                .await;
+            }
+            Err(e) => {
+                self.metrics.drain_scheduled("failed");
+                self.event(
+                    &name,
+                    Severity::Warning,
+                    "DrainSchedulingFailed",
+                    format!("Failed to schedule the drain: {e}"),
+                )
+                .await;
+            }
+        }
+    }
+
+    pub async fn uncordon(&self, node: &str, why: &str) {
+        self.event(
+            node,
+            Severity::Normal,
+            "UncordonStarting",
+            format!("Uncordoning node: {why}"),
+        )
+        .await;
+        if self.dry_run {
+            tracing::info!(%node, %why, "dry-run: would uncordon");
+            return;
+        }
+        let body = json!({
+            "metadata": {"annotations": {keys::DRAIN_RECORD_ANNOTATION: null, keys::DRAINO_CONDITIONS_ANNOTATION: null}},
+            "spec": {"unschedulable": false},
+        });
+        match self.patch_node(node, body).await {
+            Ok(()) => {
+                let remove = json!({"status": {"conditions": [{"type": keys::DRAIN_SCHEDULED_CONDITION, "$patch": "delete"}]}});
+                if let Err(e) = self
+                    .nodes
+                    .patch_status(node, &PatchParams::default(), &Patch::Strategic(remove))
+                    .await
+                {
+                    tracing::warn!(%node, error = %e, "cannot remove the DrainScheduled condition");
+                }
+                self.metrics.uncordoned("succeeded");
+                tracing::info!(%node, %why, "uncordoned");
+                self.event(
+                    node,
+                    Severity::Normal,
+                    "UncordonSucceeded",
+                    "Uncordoned node".into(),
+                )
+                .await;
+            }
+            Err(e) => {
+                self.metrics.uncordoned("failed");
+                self.event(
+                    node,
+                    Severity::Warning,
+                    "UncordonFailed",
+                    format!("Uncordoning failed: {e}"),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Store (or with `None` remove) the record only.
+    pub async fn set_record(&self, node: &str, record: Option<&Record>) -> Result<(), kube::Error> {
+        if self.dry_run {
+            return Ok(());
+        }
+        let value = record
+            .map(|r| Value::String(r.to_annotation()))
+            .unwrap_or(Value::Null);
+        self.patch_node(
+            node,
+            json!({"metadata": {"annotations": {keys::DRAIN_RECORD_ANNOTATION: value}}}),
+        )
+        .await
+    }
+
+    /// Drain `node`: evict `pods` (in parallel, bounded), wait until they are gone, record the outcome.
+    /// Stops early, recording nothing more, if leadership is lost (the next leader resumes).
+    pub async fn drain(
+        &self,
+        node: &str,
+        mut record: Record,
+        pods: Vec<Pod>,
+        cfg: &Config,
+        leader: watch::Receiver<bool>,
+    ) {
+        let started = Timestamp::now();
+        record.phase = Phase::Draining;
+        record.drain_started.get_or_insert(started);
+        record.attempts += 1;
+        self.event(
+            node,
+            Severity::Normal,
+            "DrainStarting",
+            format!("Draining node: {} pods to evict", pods.len()),
+        )
+        .await;
+        if self.dry_run {
+            tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
+            return;
+        }
+        if let Err(e) = self.set_record(node, Some(&record)).await {
+            tracing::warn!(%node, error = %e, "cannot record the drain start; not draining now");
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + cfg.max_grace_period + cfg.eviction_headroom;
+        let results: Vec<Result<(), String>> = futures::stream::iter(pods)
+            .map(|pod| {
+                let leader = leader.clone();
+                async move {
+                    self.evict_and_wait(&pod, cfg.max_grace_period, deadline, &leader)
+                        .await
+                }
+            })
+            .buffer_unordered(cfg.eviction_concurrency.max(1))
+            .collect()
+            .await;
+        if !*leader.borrow() {
+            tracing::warn!(%node, "lost leadership during the drain; the next leader resumes it");
+            return;
+        }
+        let now = Timestamp::now();
+        self.metrics
+            .drain_duration
+            .observe(((now.as_millisecond() - started.as_millisecond()).max(0)) as f64 / 1000.0);
+        let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+        let scheduled = format!("Drain activity scheduled {}", ts(record.drain_at));
+        if failures.is_empty() {
+            record.phase = Phase::Drained;
+            record.finished_at = Some(now);
+            record.retry_at = None;
+            let _ = self.set_record(node, Some(&record)).await;
+            let _ = self
+                .drain_scheduled(node, &format!("{scheduled} | Completed: {}", ts(now)), now)
+                .await;
+            self.metrics.drained("succeeded");
+            tracing::info!(%node, "drained");
+            self.event(
+                node,
+                Severity::Normal,
+                "DrainSucceeded",
+                "Drained node".into(),
+            )
+            .await;
+        } else {
+            let backoff = cfg
+                .retry_base
+                .saturating_mul(1 << record.attempts.saturating_sub(1).min(10))
+                .min(cfg.retry_max);
+            record.phase = Phase::Failed;
+            record.finished_at = Some(now);
+            record.retry_at = Some(now + backoff);
+            let _ = self.set_record(node, Some(&record)).await;
+            let _ = self
+                .drain_scheduled(node, &format!("{scheduled} | Failed: {}", ts(now)), now)
+                .await;
+            self.metrics.drained("failed");
+            tracing::warn!(%node, failures = ?failures, retry_in = ?backoff, "drain failed");
+            self.event(
+                node,
+                Severity::Warning,
+                "DrainFailed",
+                format!(
+                    "Draining failed (retry in {}): {}",
+                    humantime::format_duration(backoff),
+                    failures.join("; ")
+                ),
+            )
+            .await;
+        }
+    }
+
+    async fn evict_and_wait(
+        &self,
+        pod: &Pod,
+        max_grace: Duration,
+        deadline: tokio::time::Instant,
+        leader: &watch::Receiver<bool>,
+    ) -> Result<(), String> {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let own = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30);
+        let grace = own.min(max_grace.as_secs() as i64);
+        // kube 5's Api::evict puts the grace period under the wrong key; build the Eviction ourselves.
+        let eviction = Eviction {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            delete_options: Some(DeleteOptions {
+                grace_period_seconds: Some(grace),
+                ..Default::default()
+            }),
+        };
+        loop {
+            if !*leader.borrow() {
+                return Err(format!("{ns}/{name}: leadership lost"));
+            }
+            match api
+                .create_subresource::<Eviction, Status>(
+                    "eviction",
+                    &name,
+                    &PostParams::default(),
+                    &eviction,
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.metrics.eviction("succeeded");
+                    break;
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 429 => {
+                    self.metrics.eviction("pdb_refused");
+                    tracing::info!(pod = %format!("{ns}/{name}"), message = %s.message, "eviction refused by a PodDisruptionBudget; retrying");
+                }
+                Err(e) => {
+                    self.metrics.eviction("failed");
+                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "eviction failed; retrying");
+                }
+            }
+            if tokio::time::Instant::now() + PDB_RETRY > deadline {
+                return Err(format!("{ns}/{name}: not evicted before the deadline"));
+            }
+            tokio::time::sleep(PDB_RETRY).await;
+        }
+        // Wait until it is gone (404, or replaced by a pod with another UID).
+        loop {
+            match api.get_opt(&name).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(p)) if p.metadata.uid != uid => return Ok(()),
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "{ns}/{name}: evicted but still present at the deadline"
+                ));
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Leader election through a `coordination.k8s.io/v1` Lease, client-go style: read the Lease, then
+//! create it, renew it, or take it over once expired, always with the resourceVersion read, so two
+//! replicas racing get one success and one 409. The step to take is a pure function ([`next_step`]).
+//! Leadership is published on a watch channel; it turns false at once when a renewal fails or the
+//! renew deadline passes, and every write of the controller checks it first.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    /// A lease not renewed for this long may be taken over (draino: 15s).
+    pub duration: Duration,
+    /// The leader gives up if it could not renew for this long (draino: 10s).
+    pub renew_deadline: Duration,
+    /// How often to try (draino: 2s).
+    pub retry_period: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Create,
+    Renew,
+    TakeOver,
+    Follow { holder: String },
+}
+
+/// What to do given the current Lease.
+pub fn next_step(
+    lease: Option<&LeaseSpec>,
+    me: &str,
+    now: Timestamp,
+    default_duration: Duration,
+) -> Step {
+    let Some(spec) = lease else {
+        return Step::Create;
+    };
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    if holder == me {
+        return Step::Renew;
+    }
+    let duration = spec
+        .lease_duration_seconds
+        .map(|s| Duration::from_secs(s.max(0) as u64))
+        .unwrap_or(default_duration);
+    let renewed = spec
+        .renew_time
+        .as_ref()
+        .map(|t| t.0)
+        .or(spec.acquire_time.as_ref().map(|t| t.0));
+    match renewed {
+        Some(t) if t + duration > now && !holder.is_empty() => Step::Follow { holder },
+        _ => Step::TakeOver,
+    }
+}
+
+fn spec(
+    cfg: &LeaseConfig,
+    now: Timestamp,
+    acquire: Option<MicroTime>,
+    transitions: i32,
+) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: Some(cfg.identity.clone()),
+        lease_duration_seconds: Some(cfg.duration.as_secs() as i32),
+        acquire_time: Some(acquire.unwrap_or(MicroTime(now))),
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(transitions),
+        ..Default::default()
+    }
+}
+
+/// Run the election until `stop`; `leader` says whether we lead.
+pub async fn run(
+    client: kube::Client,
+    cfg: LeaseConfig,
+    leader: watch::Sender<bool>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
+    let mut last_renew: Option<tokio::time::Instant> = None;
+    loop {
+        let now = Timestamp::now();
+        let outcome: Result<bool, kube::Error> = async {
+            let current = api.get_opt(&cfg.name).await?;
+            let step = next_step(current.as_ref().and_then(|l| l.spec.as_ref()), &cfg.identity, now, cfg.duration);
+            match (step, current) {
+                (Step::Create, _) => {
+                    let lease = Lease {
+                        metadata: ObjectMeta { name: Some(cfg.name.clone()), ..Default::default() },
+                        spec: Some(spec(&cfg, now, None, 0)),
+                    };
+                    api.create(&PostParams::default(), &lease).await?;
+                    tracing::info!(lease = %cfg.name, identity = %cfg.identity, "created the lease: leading");
+                    Ok(true)
+                }
+                (Step::Renew, Some(mut lease)) => {
+                    let old = lease.spec.clone().unwrap_or_default();
+                    lease.spec = Some(spec(&cfg, now, old.acquire_time, old.lease_transitions.unwrap_or(0)));
+                    api.replace(&cfg.name, &PostParams::default(), &lease).await?;
+                    Ok(true)
+                }
+                (Step::TakeOver, Some(mut lease)) => {
+                    let old = lease.spec.clone().unwrap_or_default();
+                    lease.spec = Some(spec(&cfg, now, None, old.lease_transitions.unwrap_or(0) + 1));
+                    api.replace(&cfg.name, &PostParams::default(), &lease).await?;
+                    tracing::info!(lease = %cfg.name, identity = %cfg.identity, previous = old.holder_identity.as_deref().unwrap_or(""), "took over an expired lease: leading");
+                    Ok(true)
+                }
+                (Step::Follow { .. }, _) | (_, None) => Ok(false),
+            }
+        }
+        .await;
+        let leading = match outcome {
+            Ok(true) => {
+                last_renew = Some(tokio::time::Instant::now());
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                let conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
+                if !conflict {
+                    tracing::warn!(error = %e, "lease request failed");
+                }
+                // Keep leading only while the renew deadline has not passed.
+                !conflict
+                    && *leader.borrow()
+                    && last_renew.is_some_and(|t| t.elapsed() < cfg.renew_deadline)
+            }
+        };
+        if leading != *leader.borrow() {
+            tracing::info!(identity = %cfg.identity, leading, "leadership changed");
+            let _ = leader.send(leading);
+        }
+        tokio::select! {
+            _ = stop.changed() => {
+                let _ = leader.send(false);
+                return;
+            }
+            _ = tokio::time::sleep(cfg.retry_period) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn lease(holder: &str, renewed: i64) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(t(renewed))),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn steps() {
+        let d = Duration::from_secs(15);
+        assert_eq!(next_step(None, "a", t(0), d), Step::Create);
+        assert_eq!(next_step(Some(&lease("a", 0)), "a", t(100), d), Step::Renew);
+        assert_eq!(
+            next_step(Some(&lease("b", 0)), "a", t(10), d),
+            Step::Follow { holder: "b".into() }
+        );
+        assert_eq!(
+            next_step(Some(&lease("b", 0)), "a", t(15), d),
+            Step::TakeOver,
+            "expired"
+        );
+        assert_eq!(
+            next_step(Some(&lease("", 0)), "a", t(1), d),
+            Step::TakeOver,
+            "released"
+        );
+    }
+}

@@ -1,0 +1,280 @@
+//! The controller: observe (reflectors) -> decide (pure plan) -> act (only while leading) -> record.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use nodemedic_common::health::Health;
+use prometheus_client::registry::Registry;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use crate::act::Actor;
+use crate::config::Config;
+use crate::decide::{self, Action, Effect, PodAction};
+use crate::leader::{self, LeaseConfig};
+use crate::metrics::Metrics;
+use crate::record::Record;
+
+pub struct Options {
+    pub config: Config,
+    pub listen: SocketAddr,
+    pub lease: LeaseConfig,
+    /// Re-plan at least this often (changes also trigger a plan at once).
+    pub tick: Duration,
+}
+
+pub struct Running {
+    pub addr: SocketAddr,
+    pub leader: watch::Receiver<bool>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+/// Keep in the pod cache only what the decision and the eviction read.
+fn slim(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers.iter_mut().for_each(|c| {
+            *c = k8s_openapi::api::core::v1::Container {
+                name: std::mem::take(&mut c.name),
+                ..Default::default()
+            }
+        });
+        spec.init_containers = None;
+        spec.affinity = None;
+        spec.tolerations = None;
+        if let Some(v) = spec.volumes.as_mut() {
+            v.retain(|v| v.empty_dir.is_some());
+        }
+    }
+    if let Some(st) = pod.status.as_mut() {
+        st.container_statuses = None;
+        st.init_container_statuses = None;
+        st.conditions = None;
+    }
+}
+
+fn spawn_reflector<K>(
+    api: Api<K>,
+    changed: Arc<Notify>,
+    modify: fn(&mut K),
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).modify(modify),
+    )
+    .applied_objects();
+    let task = tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                tracing::warn!(error = %e, "watch error; the watcher retries");
+            }
+            changed.notify_one();
+        }
+    });
+    (reader, task)
+}
+
+pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Running> {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let health = Health::default();
+    let app = nodemedic_common::serve::router(Arc::new(registry), health.clone());
+    let addr = nodemedic_common::serve::spawn(opts.listen, app)
+        .await
+        .with_context(|| format!("cannot listen on {}", opts.listen))?;
+    tracing::info!(%addr, "serving /metrics /healthz /readyz");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (leader_tx, leader_rx) = watch::channel(false);
+    let changed = Arc::new(Notify::new());
+    let (nodes, t1) = spawn_reflector(
+        Api::<Node>::all(client.clone()),
+        changed.clone(),
+        |n: &mut Node| n.metadata.managed_fields = None,
+    );
+    let (pods, t2) = spawn_reflector(Api::<Pod>::all(client.clone()), changed.clone(), slim);
+    let t3 = tokio::spawn(leader::run(
+        client.clone(),
+        opts.lease.clone(),
+        leader_tx,
+        stop_rx.clone(),
+    ));
+    let actor = Actor::new(client, metrics.clone(), opts.config.dry_run);
+    let controller = Controller {
+        cfg: Arc::new(opts.config),
+        nodes,
+        pods,
+        actor,
+        metrics,
+        health,
+        leader: leader_rx.clone(),
+        drains: HashMap::new(),
+        acted: HashMap::new(),
+        last_reason: HashMap::new(),
+    };
+    let t4 = tokio::spawn(controller.run(changed, opts.tick, stop_rx));
+    Ok(Running {
+        addr,
+        leader: leader_rx,
+        stop: stop_tx,
+        tasks: vec![t1, t2, t3, t4],
+    })
+}
+
+struct Controller {
+    cfg: Arc<Config>,
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    actor: Actor,
+    metrics: Metrics,
+    health: Health,
+    leader: watch::Receiver<bool>,
+    /// Drains running in this process, by node.
+    drains: HashMap<String, JoinHandle<()>>,
+    /// Node -> resourceVersion we last wrote against; not acted on again until the store moves past it.
+    acted: HashMap<String, String>,
+    /// Last logged reason per node (decisions are logged when they change).
+    last_reason: HashMap<String, String>,
+}
+
+impl Controller {
+    async fn run(mut self, changed: Arc<Notify>, tick: Duration, mut stop: watch::Receiver<bool>) {
+        let beat = self.health.register("controller", Duration::from_secs(60));
+        let _ = self.nodes.wait_until_ready().await;
+        let _ = self.pods.wait_until_ready().await;
+        self.health.set_ready(true);
+        tracing::info!("node and pod caches synced");
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = changed.notified() => {}
+                _ = tokio::time::sleep(tick) => {}
+            }
+            beat.beat();
+            let leading = *self.leader.borrow();
+            self.metrics.leader.set(leading as i64);
+            if !leading {
+                continue;
+            }
+            self.round().await;
+        }
+    }
+
+    async fn round(&mut self) {
+        self.drains.retain(|_, t| !t.is_finished());
+        let nodes = self.nodes.state();
+        let pods = self.pods.state();
+        let now = Timestamp::now();
+        let plans = decide::plan(&nodes, &pods, &self.cfg, now);
+        for plan in plans {
+            let Some(node) = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(&plan.node))
+            else {
+                continue;
+            };
+            let rv = node.metadata.resource_version.clone().unwrap_or_default();
+            if self.last_reason.get(&plan.node) != Some(&plan.reason) {
+                tracing::info!(node = %plan.node, action = ?plan.action, reason = %plan.reason, "decision");
+                self.last_reason
+                    .insert(plan.node.clone(), plan.reason.clone());
+            }
+            if plan.action == Action::Wait && plan.reason.contains("budget full") {
+                self.metrics
+                    .budget_wait(if plan.reason.starts_with("drain") {
+                        "drains"
+                    } else {
+                        "cordons"
+                    });
+            }
+            if plan.effect == Effect::Nothing {
+                continue;
+            }
+            if self.acted.get(&plan.node) == Some(&rv) && plan.effect != Effect::Drain {
+                continue; // our last write is not in the cache yet
+            }
+            match plan.effect {
+                Effect::Nothing => {}
+                Effect::Cordon(record) => {
+                    self.actor.cordon(node, &record, self.cfg.skip_drain).await;
+                    self.acted.insert(plan.node.clone(), rv);
+                }
+                Effect::Uncordon => {
+                    self.actor.uncordon(&plan.node, &plan.reason).await;
+                    self.acted.insert(plan.node.clone(), rv);
+                }
+                Effect::Release(record) => {
+                    tracing::info!(node = %plan.node, "uncordoned by a person: released for this problem episode");
+                    let _ = self.actor.set_record(&plan.node, Some(&record)).await;
+                    self.acted.insert(plan.node.clone(), rv);
+                }
+                Effect::Forget => {
+                    let _ = self.actor.set_record(&plan.node, None).await;
+                    self.acted.insert(plan.node.clone(), rv);
+                }
+                Effect::Drain => {
+                    if self.drains.contains_key(&plan.node) {
+                        continue;
+                    }
+                    let Some(record) = Record::of(node) else {
+                        continue;
+                    };
+                    let evict: Vec<Pod> = plan
+                        .pods
+                        .iter()
+                        .filter(|p| p.action == PodAction::Evict)
+                        .filter_map(|p| {
+                            pods.iter()
+                                .find(|x| {
+                                    x.metadata.name.as_deref() == Some(&p.name)
+                                        && x.metadata.namespace.as_deref() == Some(&p.namespace)
+                                })
+                                .map(|x| (**x).clone())
+                        })
+                        .collect();
+                    let (actor, cfg, leader, name) = (
+                        self.actor.clone(),
+                        self.cfg.clone(),
+                        self.leader.clone(),
+                        plan.node.clone(),
+                    );
+                    let task = tokio::spawn(async move {
+                        actor.drain(&name, record, evict, &cfg, leader).await
+                    });
+                    self.drains.insert(plan.node.clone(), task);
+                }
+            }
+        }
+    }
+}
