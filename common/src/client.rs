@@ -22,7 +22,12 @@ pub async fn infer(user_agent: &str) -> Result<Client, Error> {
 }
 
 /// Build a client from an explicit configuration (tests point it at a loopback test API server).
+///
+/// kube's default retry layer is turned off: it retries 429/503/504 up to 15 times with delays up to
+/// 1000 s, which would hide a PodDisruptionBudget's 429 from the drainer's own deadline and stall a
+/// detector status write for minutes. Both binaries retry with their own, bounded policies.
 pub fn from_config(mut config: Config, user_agent: &str) -> Result<Client, Error> {
+    config.default_retry = false;
     config.headers.push((
         http_user_agent(),
         user_agent

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::decide::PodInfo;
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Status};
 use k8s_openapi::jiff::Timestamp;
@@ -233,7 +235,7 @@ impl Actor {
         &self,
         node: &str,
         mut record: Record,
-        pods: Vec<Pod>,
+        pods: Vec<PodInfo>,
         cfg: &Config,
         leader: watch::Receiver<bool>,
     ) {
@@ -325,20 +327,15 @@ impl Actor {
 
     async fn evict_and_wait(
         &self,
-        pod: &Pod,
+        pod: &PodInfo,
         max_grace: Duration,
         deadline: tokio::time::Instant,
         leader: &watch::Receiver<bool>,
     ) -> Result<(), String> {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let uid = pod.metadata.uid.clone();
+        let (ns, name, uid) = (pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let own = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(30);
+        // Pod default when unset: 30s.
+        let own = pod.grace_period_seconds.unwrap_or(30);
         let grace = own.min(max_grace.as_secs() as i64);
         // kube 5's Api::evict puts the grace period under the wrong key; build the Eviction ourselves.
         let eviction = Eviction {

@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
 
 use crate::config::Config;
-use crate::decide::{self, NodePlan, PodAction};
+use crate::decide::{self, NodePlan, PodAction, PodInfo};
 
 /// Read the `items` of a List file (`kubectl get nodes -o json`), or a single object.
 pub fn read_items<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
@@ -31,23 +31,22 @@ pub fn read_items<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
 }
 
 /// Note PodDisruptionBudgets that currently allow no disruption on the pods a plan would evict.
-pub fn annotate_pdbs(plans: &mut [NodePlan], pods: &[Pod], pdbs: &[PodDisruptionBudget]) {
+pub fn annotate_pdbs(plans: &mut [NodePlan], pods: &[PodInfo], pdbs: &[PodDisruptionBudget]) {
     for plan in plans.iter_mut() {
         for p in plan
             .pods
             .iter_mut()
             .filter(|p| p.action == PodAction::Evict)
         {
-            let Some(pod) = pods.iter().find(|x| {
-                x.metadata.name.as_deref() == Some(&p.name)
-                    && x.metadata.namespace.as_deref() == Some(&p.namespace)
-            }) else {
+            let Some(pod) = pods
+                .iter()
+                .find(|x| x.name == p.name && x.namespace == p.namespace)
+            else {
                 continue;
             };
-            let labels = pod.metadata.labels.clone().unwrap_or_default();
             for pdb in pdbs
                 .iter()
-                .filter(|b| b.metadata.namespace == pod.metadata.namespace)
+                .filter(|b| b.metadata.namespace.as_deref() == Some(pod.namespace.as_str()))
             {
                 let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
                     continue;
@@ -55,7 +54,7 @@ pub fn annotate_pdbs(plans: &mut [NodePlan], pods: &[Pod], pdbs: &[PodDisruption
                 let matches = sel
                     .match_labels
                     .as_ref()
-                    .is_some_and(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+                    .is_some_and(|m| m.iter().all(|(k, v)| pod.labels.get(k) == Some(v)));
                 let allowed = pdb
                     .status
                     .as_ref()
@@ -90,8 +89,9 @@ pub fn run(
     json: bool,
     out: &mut impl Write,
 ) -> std::io::Result<Vec<NodePlan>> {
-    let mut plans = decide::plan(nodes, pods, cfg, now);
-    annotate_pdbs(&mut plans, pods, pdbs);
+    let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
+    let mut plans = decide::plan(nodes, &pods, cfg, now);
+    annotate_pdbs(&mut plans, &pods, pdbs);
     if json {
         for p in &plans {
             serde_json::to_writer(

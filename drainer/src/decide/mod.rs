@@ -12,12 +12,12 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Config;
 use crate::record::{Phase, Record};
-pub use pods::{PodAction, PodPlan};
+pub use pods::{PodAction, PodInfo, PodPlan};
 
 /// What the plan says for a node (the `action` of `drainer plan`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -154,16 +154,16 @@ struct Budgets {
 }
 
 /// Plan every node. Nodes are considered oldest problem first (then by name).
-pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
+pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
     nodes: &[N],
     pods: &[P],
     cfg: &Config,
     now: Timestamp,
 ) -> Vec<NodePlan> {
     let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
-    let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    let mut by_node: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
     for p in pods.iter().map(Borrow::borrow) {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        if let Some(n) = p.node.as_deref() {
             by_node.entry(n).or_default().push(p);
         }
     }

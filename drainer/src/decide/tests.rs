@@ -111,7 +111,15 @@ fn merge(a: &mut serde_json::Value, b: &serde_json::Value) {
 
 fn run(nodes: Vec<N>, pods: &[Pod], cfg: &Config) -> Vec<NodePlan> {
     let nodes: Vec<Node> = nodes.into_iter().map(|n| n.0).collect();
-    plan(&nodes, pods, cfg, t(NOW))
+    let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
+    plan(&nodes, &pods, cfg, t(NOW))
+}
+
+fn decide_pod(p: &Pod, cfg: &Config) -> PodPlan {
+    pods::decide(
+        &PodInfo::from_pod(p, Some(&pods::kept_annotations(cfg))),
+        cfg,
+    )
 }
 
 fn one(n: N, cfg: &Config) -> NodePlan {
@@ -510,35 +518,35 @@ fn pod_rules() {
         ),
     ];
     for (p, action, reason) in cases {
-        let d = pods::decide(&p, &c);
+        let d = decide_pod(&p, &c);
         assert_eq!(d.action, action, "{}: {}", d.name, d.reason);
         assert!(d.reason.starts_with(reason), "{}: {}", d.name, d.reason);
     }
     let mut bare = pod("bare", "n", json!({}));
     bare.metadata.owner_references = None;
-    assert_eq!(pods::decide(&bare, &c).action, PodAction::Skip);
+    assert_eq!(decide_pod(&bare, &c).action, PodAction::Skip);
     // in kube-system the not-evicted annotation needs an empty value; elsewhere it means nothing
     let ne_elsewhere = pod(
         "ne2",
         "n",
         json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}}),
     );
-    assert_eq!(pods::decide(&ne_elsewhere, &c).action, PodAction::Evict);
+    assert_eq!(decide_pod(&ne_elsewhere, &c).action, PodAction::Evict);
     // options allow what they name; critical and not-evicted never
     let mut open = cfg();
     open.evict_emptydir_pods = true;
     open.evict_unreplicated_pods = true;
     open.evict_statefulset_pods = true;
     open.protected_annotations = vec![("team/keep".into(), Some("yes".into()))];
-    assert_eq!(pods::decide(&bare, &open).action, PodAction::Evict);
+    assert_eq!(decide_pod(&bare, &open).action, PodAction::Evict);
     let keep = pod(
         "keep",
         "n",
         json!({"metadata": {"annotations": {"team/keep": "yes"}}}),
     );
-    assert_eq!(pods::decide(&keep, &open).action, PodAction::Skip);
+    assert_eq!(decide_pod(&keep, &open).action, PodAction::Skip);
     let crit = pod("crit", "n", json!({"spec": {"priority": 2000000000}}));
-    assert_eq!(pods::decide(&crit, &open).action, PodAction::Skip);
+    assert_eq!(decide_pod(&crit, &open).action, PodAction::Skip);
 }
 
 #[test]

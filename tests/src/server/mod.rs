@@ -84,7 +84,9 @@ impl TestApiServer {
     /// A real kube::Client talking HTTP to this server.
     pub fn client(&self) -> kube::Client {
         let url: axum::http::Uri = format!("http://{}", self.addr).parse().unwrap();
-        let config = kube::Config::new(url);
+        let mut config = kube::Config::new(url);
+        // As the binaries build theirs (nodemedic_common::client): no hidden client-side retries.
+        config.default_retry = false;
         kube::Client::try_from(config).expect("client for the test server")
     }
 

@@ -225,11 +225,31 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
             o
         })
         .collect();
+    // Paging as the real server does: `limit` items from after the `continue` token (here: the index to
+    // resume at, with the list's resourceVersion so a page always belongs to one snapshot).
+    let rv = inner.store.resource_version().to_string();
+    let start: usize = query
+        .get("continue")
+        .and_then(|c| c.split_once(':'))
+        .and_then(|(i, _)| i.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let total = items.len();
+    let page: Vec<Value> = items.into_iter().skip(start).take(limit).collect();
+    let mut metadata = json!({"resourceVersion": rv});
+    if start.saturating_add(limit) < total {
+        metadata["continue"] = json!(format!("{}:{rv}", start + limit));
+        metadata["remainingItemCount"] = json!(total - start - limit);
+    }
     let body = json!({
         "kind": format!("{}List", kind_of(&t.resource)),
         "apiVersion": api_version(&t.api),
-        "metadata": {"resourceVersion": inner.store.resource_version().to_string()},
-        "items": items,
+        "metadata": metadata,
+        "items": page,
     });
     json_response(StatusCode::OK, &body)
 }
