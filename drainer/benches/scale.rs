@@ -84,7 +84,10 @@ fn main() {
         ])
         .args(["--leader-election-retry-period", "200ms"])
         .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("NODEMEDIC_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()

@@ -64,6 +64,12 @@ impl Actor {
         }
     }
 
+    /// A Normal Event explaining a decision that changes nothing (e.g. a node waiting for a budget).
+    pub async fn note(&self, node: &str, reason: &str, message: &str) {
+        self.event(node, Severity::Normal, reason, message.to_string())
+            .await;
+    }
+
     async fn patch_node(&self, node: &str, body: Value) -> Result<(), kube::Error> {
         self.nodes
             .patch(node, &PatchParams::default(), &Patch::Strategic(body))

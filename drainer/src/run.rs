@@ -240,18 +240,27 @@ impl Controller {
         // Plans come back in the order of `nodes`.
         for (plan, node) in plans.into_iter().zip(nodes.iter()) {
             let rv = node.metadata.resource_version.clone().unwrap_or_default();
-            if self.last_reason.get(&plan.node) != Some(&plan.reason) {
+            // Log a decision when it changes; a node that stays healthy is not news.
+            let previous = self
+                .last_reason
+                .insert(plan.node.clone(), plan.reason.clone());
+            let changed = previous.as_ref() != Some(&plan.reason);
+            if changed && (plan.action != Action::None || previous.is_some()) {
                 tracing::info!(node = %plan.node, action = ?plan.action, reason = %plan.reason, "decision");
-                self.last_reason
-                    .insert(plan.node.clone(), plan.reason.clone());
             }
             if plan.action == Action::Wait && plan.reason.contains("budget full") {
-                self.metrics
-                    .budget_wait(if plan.reason.starts_with("drain") {
-                        "drains"
-                    } else {
-                        "cordons"
-                    });
+                let budget = if plan.reason.starts_with("drain") {
+                    "drains"
+                } else {
+                    "cordons"
+                };
+                self.metrics.budget_wait(budget);
+                if changed {
+                    // Never silently: the node says why it waits.
+                    self.actor
+                        .note(&plan.node, "WaitingForBudget", &plan.reason)
+                        .await;
+                }
             }
             if plan.effect == Effect::Nothing {
                 continue;

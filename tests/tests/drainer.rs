@@ -578,6 +578,11 @@ async fn a_budget_of_one_takes_three_bad_nodes_one_at_a_time() {
     })
     .await;
     assert!(!env.cordoned(&names[2]).await);
+    let reasons = env.event_reasons(&names[2]).await;
+    assert!(
+        reasons.contains(&"WaitingForBudget".to_string()),
+        "a waiting node says so: {reasons:?}"
+    );
     running.shutdown().await;
     env.cleanup().await;
 }

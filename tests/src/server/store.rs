@@ -68,6 +68,23 @@ impl Store {
         self.objects.get(k)
     }
 
+    /// Objects of a resource, by reference (lists page over this without cloning everything).
+    pub fn iter<'a>(
+        &'a self,
+        api: &'a str,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects
+            .iter()
+            .filter(move |(k, _)| {
+                k.api == api
+                    && k.resource == resource
+                    && namespace.is_none_or(|ns| k.namespace == ns)
+            })
+            .map(|(_, v)| v)
+    }
+
     pub fn list(&self, api: &str, resource: &str, namespace: Option<&str>) -> Vec<Value> {
         self.objects
             .iter()
@@ -211,22 +228,9 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
     };
     let labels = query.get("labelSelector").cloned().unwrap_or_default();
     let inner = inner.lock().unwrap();
-    let items: Vec<Value> = inner
-        .store
-        .list(&t.api, &t.resource, t.namespace.as_deref())
-        .into_iter()
-        .filter(|o| matches_fields(o, &terms) && matches_labels(o, &labels))
-        .map(|mut o| {
-            // List items carry no kind/apiVersion, as in the recordings.
-            if let Some(m) = o.as_object_mut() {
-                m.remove("kind");
-                m.remove("apiVersion");
-            }
-            o
-        })
-        .collect();
     // Paging as the real server does: `limit` items from after the `continue` token (here: the index to
-    // resume at, with the list's resourceVersion so a page always belongs to one snapshot).
+    // resume at, with the list's resourceVersion so a page always belongs to one snapshot). Only the
+    // page's items are cloned.
     let rv = inner.store.resource_version().to_string();
     let start: usize = query
         .get("continue")
@@ -238,8 +242,26 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let total = items.len();
-    let page: Vec<Value> = items.into_iter().skip(start).take(limit).collect();
+    let selected = || {
+        inner
+            .store
+            .iter(&t.api, &t.resource, t.namespace.as_deref())
+            .filter(|o| matches_fields(o, &terms) && matches_labels(o, &labels))
+    };
+    let total = selected().count();
+    let page: Vec<Value> = selected()
+        .skip(start)
+        .take(limit)
+        .map(|o| {
+            // List items carry no kind/apiVersion, as in the recordings.
+            let mut o = o.clone();
+            if let Some(m) = o.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            o
+        })
+        .collect();
     let mut metadata = json!({"resourceVersion": rv});
     if start.saturating_add(limit) < total {
         metadata["continue"] = json!(format!("{}:{rv}", start + limit));
