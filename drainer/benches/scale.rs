@@ -45,6 +45,19 @@ fn vm(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+fn readyz(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.write_all(
+        format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    buf.starts_with("HTTP/1.1 200")
+}
+
 fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(TestApiServer::start());
@@ -70,13 +83,19 @@ fn main() {
         server.url()
     )).unwrap();
     let exe = env!("CARGO_BIN_EXE_drainer");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
     let started = Instant::now();
     let mut child = Command::new(exe)
         .args([
             "run",
             "KernelDeadlock=True",
             "--listen",
-            "127.0.0.1:0",
+            &listen,
             "--max-cordoned",
             "100",
             "--drain-buffer",
@@ -92,24 +111,24 @@ fn main() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    // Ready once it holds the lease and both caches are synced: its first node write proves both, so
-    // wait for the lease and then a quiet second for the lists.
-    while server
-        .object(
-            "coordination.k8s.io/v1",
-            "leases",
-            Some("kube-system"),
-            "nodemedic-drainer",
-        )
-        .is_none()
+    // Ready: /readyz answers 200 once both caches are synced; it must also hold the lease.
+    while !readyz(&listen)
+        || server
+            .object(
+                "coordination.k8s.io/v1",
+                "leases",
+                Some("kube-system"),
+                "nodemedic-drainer",
+            )
+            .is_none()
     {
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_secs(8));
     println!(
-        "drainer up (lease held, caches listed) after {:?}",
+        "drainer ready (caches synced, lease held) after {:?}",
         started.elapsed()
     );
+    std::thread::sleep(Duration::from_secs(1));
 
     let mut samples = Vec::new();
     for k in 0..5 {
