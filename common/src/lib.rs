@@ -16,5 +16,6 @@ pub mod conditions;
 pub mod events;
 pub mod health;
 pub mod keys;
+pub mod rbac;
 pub mod serve;
 pub mod telemetry;

@@ -21,6 +21,48 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::record::{Phase, Record};
 
+/// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
+/// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods and wait for
+/// them to go, write Events, and hold its Lease in its own namespace.
+pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "nodes",
+        verbs: &["get", "list", "watch", "patch"],
+        namespaced: false,
+    },
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "nodes/status",
+        verbs: &["patch"],
+        namespaced: false,
+    },
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "pods",
+        verbs: &["get", "list", "watch"],
+        namespaced: false,
+    },
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "pods/eviction",
+        verbs: &["create"],
+        namespaced: false,
+    },
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "events",
+        verbs: &["create"],
+        namespaced: false,
+    },
+    nodemedic_common::rbac::Permission {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "create", "update"],
+        namespaced: true,
+    },
+];
+
 /// Event source component of the drainer's Events.
 pub const SOURCE: &str = "nodemedic-drainer";
 /// Wait between retries of an eviction refused by a PodDisruptionBudget (draino and kubectl: 5s).

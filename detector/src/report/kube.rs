@@ -12,6 +12,29 @@ use nodemedic_common::events::NodeEvents;
 use super::aggregate::Write;
 use super::sync::Plan;
 
+/// Every API call the detector makes, as RBAC (the shipped ClusterRole must grant exactly this):
+/// read its Node, patch its status (conditions and the ownership annotation), write Events.
+pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "nodes",
+        verbs: &["get"],
+        namespaced: false,
+    },
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "nodes/status",
+        verbs: &["patch"],
+        namespaced: false,
+    },
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "events",
+        verbs: &["create", "patch"],
+        namespaced: false,
+    },
+];
+
 /// Upper bound of one API call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -1,0 +1,329 @@
+//! The shipped manifests: `deploy/` rendered as kustomize would (resources, namespace,
+//! configMapGenerator), every object checked against its k8s-openapi type, RBAC checked against the
+//! permissions the code declares, and the properties operators rely on checked one by one.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use nodemedic_common::rbac::Permission;
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+fn docs(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.split("\n---\n")
+        .filter(|d| {
+            d.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        })
+        .map(|d| {
+            serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect()
+}
+
+const CLUSTER_SCOPED: &[&str] = &[
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Namespace",
+    "PriorityClass",
+];
+
+/// Render a kustomization directory the way `kubectl kustomize` does for the features we use.
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let k: Value = docs(&dir.join("kustomization.yaml")).remove(0);
+    let mut out = Vec::new();
+    for r in k["resources"].as_array().into_iter().flatten() {
+        let p = dir.join(r.as_str().unwrap());
+        out.extend(if p.is_dir() { kustomize(&p) } else { docs(&p) });
+    }
+    for g in k["configMapGenerator"].as_array().into_iter().flatten() {
+        let mut data = serde_json::Map::new();
+        for f in g["files"].as_array().unwrap() {
+            let f = f.as_str().unwrap();
+            let key = Path::new(f)
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string();
+            data.insert(key, json!(std::fs::read_to_string(dir.join(f)).unwrap()));
+        }
+        out.push(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": g["name"]}, "data": data}));
+    }
+    if let Some(ns) = k["namespace"].as_str() {
+        for o in out
+            .iter_mut()
+            .filter(|o| !CLUSTER_SCOPED.contains(&o["kind"].as_str().unwrap_or("")))
+        {
+            o["metadata"]["namespace"] = json!(ns);
+        }
+    }
+    out
+}
+
+/// Deserialize into the typed object and back: what comes back must be what was written (a
+/// misspelled or misplaced field would be dropped by the typed round trip).
+fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(o: &Value) -> T {
+    let t: T = serde_json::from_value(o.clone())
+        .unwrap_or_else(|e| panic!("{} {}: {e}", o["kind"], o["metadata"]["name"]));
+    let back = serde_json::to_value(&t).unwrap();
+    assert_eq!(
+        &back, o,
+        "{} {} does not round-trip through its k8s-openapi type",
+        o["kind"], o["metadata"]["name"]
+    );
+    t
+}
+
+fn check_types(objects: &[Value]) {
+    for o in objects {
+        match o["kind"].as_str().unwrap() {
+            "DaemonSet" => drop(typed::<DaemonSet>(o)),
+            "Deployment" => drop(typed::<Deployment>(o)),
+            "ConfigMap" => drop(typed::<ConfigMap>(o)),
+            "ServiceAccount" => drop(typed::<ServiceAccount>(o)),
+            "ClusterRole" => drop(typed::<ClusterRole>(o)),
+            "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(o)),
+            "Role" => drop(typed::<Role>(o)),
+            "RoleBinding" => drop(typed::<RoleBinding>(o)),
+            "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(o)),
+            other => panic!("unexpected kind {other}: add it to this test"),
+        }
+    }
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind}/{name} missing"))
+}
+
+/// (group, resource, verb, namespaced) granted to a service account by the bindings in `objects`.
+fn granted(objects: &[Value], sa: &str) -> BTreeSet<(String, String, String, bool)> {
+    let mut out = BTreeSet::new();
+    for b in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+    {
+        if !b["subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa)
+        {
+            continue;
+        }
+        let role = find(
+            objects,
+            b["roleRef"]["kind"].as_str().unwrap(),
+            b["roleRef"]["name"].as_str().unwrap(),
+        );
+        let namespaced = role["kind"] == "Role";
+        for rule in role["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        out.insert((
+                            g.as_str().unwrap().into(),
+                            r.as_str().unwrap().into(),
+                            v.as_str().unwrap().into(),
+                            namespaced,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn needed(perms: &[Permission]) -> BTreeSet<(String, String, String, bool)> {
+    perms
+        .iter()
+        .flat_map(|p| {
+            p.verbs.iter().map(move |v| {
+                (
+                    p.group.to_string(),
+                    p.resource.to_string(),
+                    v.to_string(),
+                    p.namespaced,
+                )
+            })
+        })
+        .collect()
+}
+
+fn check_rbac(objects: &[Value]) {
+    for o in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+    {
+        let text = serde_json::to_string(&o["rules"]).unwrap();
+        assert!(
+            !text.contains("\"*\""),
+            "{} {} uses a wildcard: {text}",
+            o["kind"],
+            o["metadata"]["name"]
+        );
+    }
+    assert_eq!(
+        granted(objects, "nodemedic-detector"),
+        needed(nodemedic_detector::report::kube::PERMISSIONS),
+        "detector RBAC vs the calls it makes"
+    );
+    assert_eq!(
+        granted(objects, "nodemedic-drainer"),
+        needed(nodemedic_drainer::act::PERMISSIONS),
+        "drainer RBAC vs the calls it makes"
+    );
+}
+
+fn pod_spec(o: &Value) -> &Value {
+    &o["spec"]["template"]["spec"]
+}
+
+fn check_workloads(objects: &[Value]) {
+    let ds = find(objects, "DaemonSet", "nodemedic-detector");
+    let spec = pod_spec(ds);
+    let c = &spec["containers"][0];
+    assert_eq!(ds["metadata"]["namespace"], "kube-system");
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/not-evicted-pod"],
+        ""
+    );
+    assert_eq!(spec["priorityClassName"], "system-node-critical");
+    assert!(
+        spec["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["operator"] == "Exists" && t.get("key").is_none()),
+        "tolerates all taints"
+    );
+    let exprs = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchExpressions"];
+    assert!(
+        exprs
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["key"] == "kosmos.io/node" && e["operator"] == "NotIn"),
+        "kept off Kosmos leaf nodes"
+    );
+    let env = c["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "NODE_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName")
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    for (path, ro) in [
+        ("/dev/kmsg", true),
+        ("/var/log/journal", true),
+        ("/run/log/journal", true),
+        ("/etc/machine-id", true),
+        ("/var/lib/nodemedic", false),
+    ] {
+        let m = mounts
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("{path} not mounted"));
+        assert_eq!(
+            m["readOnly"].as_bool().unwrap_or(false),
+            ro,
+            "{path} readOnly"
+        );
+    }
+    let rules = mounts
+        .iter()
+        .find(|m| m["mountPath"] == "/etc/nodemedic/rules")
+        .unwrap();
+    assert!(
+        rules.get("subPath").is_none(),
+        "rules mounted as a directory so reloads work"
+    );
+    let vol = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == rules["name"])
+        .unwrap();
+    assert_eq!(vol["configMap"]["name"], "nodemedic-detector-rules");
+    assert!(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--rules=/etc/nodemedic/rules")
+    );
+    assert!(
+        c["resources"]["requests"]["memory"].is_string()
+            && c["resources"]["limits"]["memory"].is_string()
+    );
+
+    let d = find(objects, "Deployment", "nodemedic-drainer");
+    assert_eq!(d["spec"]["replicas"], 2);
+    let spec = pod_spec(d);
+    let c = &spec["containers"][0];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert!(spec["affinity"]["podAntiAffinity"].is_object());
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let pdb = find(objects, "PodDisruptionBudget", "nodemedic-drainer");
+    assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
+}
+
+fn check_configs(objects: &[Value]) {
+    // The detector's rules: identical to config/rules and valid.
+    let rules = find(objects, "ConfigMap", "nodemedic-detector-rules");
+    let mut sources = Vec::new();
+    for (name, text) in rules["data"].as_object().unwrap() {
+        let shipped = std::fs::read_to_string(repo().join("config/rules").join(name)).unwrap();
+        assert_eq!(
+            text.as_str().unwrap(),
+            shipped,
+            "deploy/base/rules/{name} differs from config/rules/{name}"
+        );
+        sources.push((PathBuf::from(name), shipped));
+    }
+    let rs = nodemedic_detector::config::load_sources(&sources).unwrap();
+    assert_eq!(
+        rs.monitors.len(),
+        std::fs::read_dir(repo().join("config/rules"))
+            .unwrap()
+            .count(),
+        "every rule file is shipped"
+    );
+    // The drainer's config: valid.
+    let cfg = find(objects, "ConfigMap", "nodemedic-drainer-config");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("drainer.yaml");
+    std::fs::write(&f, cfg["data"]["drainer.yaml"].as_str().unwrap()).unwrap();
+    let args = nodemedic_drainer::policy::PolicyArgs {
+        config: Some(f),
+        ..Default::default()
+    };
+    nodemedic_drainer::policy::build(&args).unwrap();
+}
+
+#[test]
+fn kustomize_base_renders_valid_least_privilege_objects() {
+    let objects = kustomize(&repo().join("deploy"));
+    assert!(objects.len() >= 12, "{} objects", objects.len());
+    check_types(&objects);
+    check_rbac(&objects);
+    check_workloads(&objects);
+    check_configs(&objects);
+}
