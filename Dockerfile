@@ -1,0 +1,37 @@
+# nodemedic images. Two targets from one build:
+#   docker build --target detector -t nodemedic/detector:0.1.0 .
+#   docker build --target drainer  -t nodemedic/drainer:0.1.0 .
+#
+# Expected sizes: drainer ~30 MB (distroless/cc ~22 MB: glibc, libgcc, CA certificates; plus an ~8 MB
+# binary). Detector ~110 MB: debian-slim (~75 MB) plus systemd for journalctl (~25 MB), which the
+# journal input runs (it reads every journal file version the host writes, and needs no libsystemd
+# in our binary), plus the ~8 MB binary. A detector without journal rules could use the drainer's base.
+
+FROM rust:1-bookworm AS build
+WORKDIR /src
+# Dependencies first, so source edits do not rebuild them.
+COPY Cargo.toml Cargo.lock ./
+COPY common/Cargo.toml common/Cargo.toml
+COPY detector/Cargo.toml detector/Cargo.toml
+COPY drainer/Cargo.toml drainer/Cargo.toml
+COPY tests/Cargo.toml tests/Cargo.toml
+RUN for c in common detector drainer tests; do mkdir -p $c/src && echo 'fn main(){}' > $c/src/main.rs && touch $c/src/lib.rs; done \
+ && mkdir -p detector/benches drainer/benches && for b in detector/benches/matching detector/benches/footprint drainer/benches/scale; do echo 'fn main(){}' > $b.rs; done \
+ && cargo fetch --locked
+COPY . .
+RUN cargo build --locked --release -p nodemedic-detector --bin detector -p nodemedic-drainer --bin drainer
+
+FROM gcr.io/distroless/cc-debian12:nonroot AS drainer
+COPY --from=build /src/target/release/drainer /usr/local/bin/drainer
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/drainer"]
+CMD ["run"]
+
+FROM debian:bookworm-slim AS detector
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends systemd \
+ && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man
+COPY --from=build /src/target/release/detector /usr/local/bin/detector
+COPY config/rules /etc/nodemedic/rules
+ENTRYPOINT ["/usr/local/bin/detector"]
+CMD ["run"]
