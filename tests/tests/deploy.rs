@@ -327,3 +327,222 @@ fn kustomize_base_renders_valid_least_privilege_objects() {
     check_workloads(&objects);
     check_configs(&objects);
 }
+
+/// Look up `.Values.a.b` style paths.
+fn lookup<'a>(values: &'a Value, path: &str) -> &'a Value {
+    path.trim_start_matches(".Values.")
+        .split('.')
+        .fold(values, |v, k| &v[k])
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Render the chart with `helm template` semantics for the subset of template syntax it uses
+/// (`{{ .Values.x }}`, `{{ .Release.Namespace }}`, `| quote`, `{{- toYaml .Values.x | nindent N }}`,
+/// `{{- (.Files.Glob "dir/*.yaml").AsConfig | nindent N }}`, `{{- if .Values.x }}` / `{{- end }}`).
+/// Anything else in a template fails the test, so the chart cannot silently outgrow this renderer.
+fn helm_template(chart: &Path, namespace: &str) -> Vec<Value> {
+    helm_template_with(
+        chart,
+        namespace,
+        &docs(&chart.join("values.yaml")).remove(0),
+    )
+}
+
+fn helm_template_with(chart: &Path, namespace: &str, values: &Value) -> Vec<Value> {
+    let values = values.clone();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(chart.join("templates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let mut rendered = String::new();
+        let mut conditions: Vec<bool> = Vec::new();
+        for line in std::fs::read_to_string(&f).unwrap().lines() {
+            let t = line.trim();
+            if let Some(expr) = t.strip_prefix("{{- if ").and_then(|r| r.strip_suffix("}}")) {
+                let v = lookup(&values, expr.trim());
+                conditions.push(!(v.is_null() || v == &json!(false) || v == &json!("")));
+                continue;
+            }
+            if t == "{{- end }}" {
+                conditions.pop().expect("unbalanced end");
+                continue;
+            }
+            if conditions.contains(&false) {
+                continue;
+            }
+            if let Some(inner) = t.strip_prefix("{{-").and_then(|r| r.strip_suffix("}}")) {
+                let (expr, indent) = inner
+                    .split_once("| nindent")
+                    .expect("block expressions use nindent");
+                let indent: usize = indent.trim().parse().unwrap();
+                let expr = expr.trim();
+                let block = if let Some(path) = expr.strip_prefix("toYaml ") {
+                    serde_saphyr::to_string(lookup(&values, path.trim())).unwrap()
+                } else if let Some(glob) = expr
+                    .strip_prefix("(.Files.Glob \"")
+                    .and_then(|r| r.strip_suffix("\").AsConfig"))
+                {
+                    let (dir, suffix) = glob.split_once("/*").unwrap();
+                    let mut names: Vec<PathBuf> = std::fs::read_dir(chart.join(dir))
+                        .unwrap()
+                        .map(|e| e.unwrap().path())
+                        .filter(|p| p.to_str().unwrap().ends_with(suffix))
+                        .collect();
+                    names.sort();
+                    names
+                        .iter()
+                        .map(|p| {
+                            let body = std::fs::read_to_string(p).unwrap();
+                            let indented: String = body
+                                .lines()
+                                .map(|l| {
+                                    if l.is_empty() {
+                                        "\n".to_string()
+                                    } else {
+                                        format!("  {l}\n")
+                                    }
+                                })
+                                .collect();
+                            format!(
+                                "{}: |\n{indented}",
+                                p.file_name().unwrap().to_str().unwrap()
+                            )
+                        })
+                        .collect()
+                } else {
+                    panic!("{}: unsupported template expression {expr:?}", f.display())
+                };
+                for l in block.lines() {
+                    rendered.push_str(&format!(
+                        "{}{l}\n",
+                        if l.is_empty() {
+                            String::new()
+                        } else {
+                            " ".repeat(indent)
+                        }
+                    ));
+                }
+                continue;
+            }
+            let mut l = line.to_string();
+            while let Some(start) = l.find("{{") {
+                let end = l[start..].find("}}").unwrap() + start;
+                let expr = l[start + 2..end].trim();
+                let (path, quote) = match expr.split_once('|') {
+                    Some((p, f)) if f.trim() == "quote" => (p.trim(), true),
+                    Some((_, f)) => panic!("{}: unsupported filter {f:?}", f),
+                    None => (expr, false),
+                };
+                let v = if path == ".Release.Namespace" {
+                    namespace.to_string()
+                } else {
+                    scalar(lookup(&values, path))
+                };
+                let v = if quote { format!("{v:?}") } else { v };
+                l.replace_range(start..end + 2, &v);
+            }
+            rendered.push_str(&l);
+            rendered.push('\n');
+        }
+        assert!(conditions.is_empty(), "{}: unbalanced if", f.display());
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join("rendered.yaml");
+        std::fs::write(&tmp, &rendered).unwrap();
+        out.extend(docs(&tmp));
+    }
+    out
+}
+
+fn key(o: &Value) -> (String, String) {
+    (
+        o["kind"].as_str().unwrap().to_string(),
+        o["metadata"]["name"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
+    let chart = repo().join("deploy/helm/nodemedic");
+    let helm = helm_template(&chart, "kube-system");
+    let mut base = kustomize(&repo().join("deploy"));
+    check_types(&helm);
+    check_rbac(&helm);
+    check_workloads(&helm);
+    check_configs(&helm);
+    let mut helm = helm;
+    helm.sort_by_key(key);
+    base.sort_by_key(key);
+    assert_eq!(
+        helm.iter().map(key).collect::<Vec<_>>(),
+        base.iter().map(key).collect::<Vec<_>>()
+    );
+    for (h, b) in helm.iter_mut().zip(base.iter_mut()) {
+        if key(h)
+            == (
+                "ConfigMap".to_string(),
+                "nodemedic-drainer-config".to_string(),
+            )
+        {
+            // Same settings; the text differs (toYaml vs a commented file).
+            let parse = |o: &Value| {
+                serde_saphyr::from_str::<Value>(o["data"]["drainer.yaml"].as_str().unwrap())
+                    .unwrap()
+            };
+            assert_eq!(parse(h), parse(b), "drainer config");
+            continue;
+        }
+        assert_eq!(
+            h,
+            b,
+            "{:?} differs between the Helm chart and the kustomize base",
+            key(h)
+        );
+    }
+    // Values operators change take effect.
+    let mut v: Value = docs(&chart.join("values.yaml")).remove(0);
+    v["drainer"]["replicas"] = json!(3);
+    v["drainer"]["image"]["tag"] = json!("9.9.9");
+    v["detector"]["createRulesConfigMap"] = json!(false);
+    v["detector"]["rulesConfigMap"] = json!("my-rules");
+    v["detector"]["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
+    let custom = helm_template_with(&chart, "monitoring", &v);
+    let d = find(&custom, "Deployment", "nodemedic-drainer");
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["metadata"]["namespace"], "monitoring");
+    assert_eq!(
+        pod_spec(d)["containers"][0]["image"],
+        "nodemedic/drainer:9.9.9"
+    );
+    assert!(
+        pod_spec(d)["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--namespace=monitoring"))
+    );
+    assert!(
+        !custom.iter().any(
+            |o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "nodemedic-detector-rules"
+        )
+    );
+    let ds = find(&custom, "DaemonSet", "nodemedic-detector");
+    assert_eq!(
+        pod_spec(ds)["tolerations"],
+        json!([{"key": "dedicated", "operator": "Exists"}])
+    );
+    assert!(
+        pod_spec(ds)["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|vol| vol["configMap"]["name"] == "my-rules")
+    );
+}
