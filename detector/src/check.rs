@@ -78,9 +78,23 @@ fn applies(input: &Input, format: InputFormat) -> bool {
 /// Run the rules over `reader`. `sink` receives findings in input order.
 pub fn check(
     rules: &RuleSet,
+    reader: impl BufRead,
+    format: InputFormat,
+    sink: &mut dyn FnMut(Finding),
+) -> std::io::Result<Stats> {
+    check_with_progress(rules, reader, format, sink, &mut |_| {})
+}
+
+/// Lines between two progress reports.
+pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// [`check`], calling `progress` with the running totals every [`PROGRESS_EVERY`] lines.
+pub fn check_with_progress(
+    rules: &RuleSet,
     mut reader: impl BufRead,
     format: InputFormat,
     sink: &mut dyn FnMut(Finding),
+    progress: &mut dyn FnMut(&Stats),
 ) -> std::io::Result<Stats> {
     let now = Timestamp::now();
     let mut selected: Vec<MonitorState> = rules
@@ -129,6 +143,9 @@ pub fn check(
         let mut records = kmsg::RecordReader::new(reader);
         while let Some((line_no, rec)) = records.next_record()? {
             stats.lines += 1;
+            if stats.lines % PROGRESS_EVERY == 0 {
+                progress(&stats);
+            }
             stats.bytes += rec.len() as u64 + 1;
             match kmsg::parse(rec) {
                 Ok(r) => {
@@ -155,6 +172,9 @@ pub fn check(
         }
         line_no += 1;
         stats.lines += 1;
+        if stats.lines % PROGRESS_EVERY == 0 {
+            progress(&stats);
+        }
         stats.bytes += n as u64;
         let line = buf.trim_end_matches(['\n', '\r']);
         match format {
@@ -303,6 +323,23 @@ not json
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn progress_is_reported_while_reading() {
+        let input: String = (0..PROGRESS_EVERY * 2 + 5)
+            .map(|i| format!("6,{i},1,-;line {i}\n"))
+            .collect();
+        let mut reports = Vec::new();
+        check_with_progress(
+            &bundled_defaults(),
+            input.as_bytes(),
+            InputFormat::Kmsg,
+            &mut |_| {},
+            &mut |s| reports.push(s.lines),
+        )
+        .unwrap();
+        assert_eq!(reports, vec![PROGRESS_EVERY, PROGRESS_EVERY * 2]);
     }
 
     #[test]

@@ -195,13 +195,30 @@ fn run_check(args: CheckArgs) -> ExitCode {
         }
         Output::Text => table.push(f),
     };
-    let stats = match check::check(&rules, reader, format, &mut sink) {
+    // Long runs show progress, on a terminal only (stderr, so stdout stays clean for pipes).
+    let started = std::time::Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |s: &check::Stats| {
+        if tty {
+            let secs = started.elapsed().as_secs_f64().max(0.001);
+            eprint!(
+                "\r\x1b[2Kdetector: {} lines, {:.1} MB read ({:.0} lines/s)",
+                s.lines,
+                s.bytes as f64 / 1e6,
+                s.lines as f64 / secs
+            );
+        }
+    };
+    let stats = match check::check_with_progress(&rules, reader, format, &mut sink, &mut progress) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("detector: reading {} failed: {e}", args.input.display());
             return ExitCode::from(1);
         }
     };
+    if tty && stats.lines >= check::PROGRESS_EVERY {
+        eprint!("\r\x1b[2K");
+    }
     if args.output == Output::Text {
         let _ = write_table(&mut out, &table, colour);
     }

@@ -154,7 +154,23 @@ fn plan(args: PlanArgs) -> ExitCode {
         };
         Ok((nodes, pods, pdbs))
     };
-    let (nodes, pods, pdbs) = match read() {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if tty {
+        eprint!(
+            "drainer: reading {} and {} ...",
+            args.nodes.display(),
+            args.pods.display()
+        );
+    }
+    let read_result = read();
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    let (nodes, pods, pdbs): (
+        Vec<k8s_openapi::api::core::v1::Node>,
+        Vec<k8s_openapi::api::core::v1::Pod>,
+        Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    ) = match read_result {
         Ok(x) => x,
         Err(e) => {
             eprintln!("drainer: {e}");
