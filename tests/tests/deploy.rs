@@ -546,3 +546,59 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
             .any(|vol| vol["configMap"]["name"] == "my-rules")
     );
 }
+
+/// Run a renderer if it is installed; `None` (with the reason printed) otherwise.
+fn tool(cmd: &str, args: &[&str]) -> Option<Vec<Value>> {
+    let out = match std::process::Command::new(cmd)
+        .args(args)
+        .current_dir(repo())
+        .output()
+    {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => panic!(
+            "{cmd} {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(_) => {
+            eprintln!(
+                "skipped the {cmd} comparison: {cmd} is not installed (the built-in rendering was checked)"
+            );
+            return None;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("out.yaml");
+    std::fs::write(&f, format!("\n{}", String::from_utf8(out.stdout).unwrap())).unwrap();
+    let mut objects = docs(&f);
+    objects.sort_by_key(key);
+    Some(objects)
+}
+
+#[test]
+fn the_real_tools_agree_with_the_built_in_rendering_where_installed() {
+    let mut base = kustomize(&repo().join("deploy"));
+    base.sort_by_key(key);
+    if let Some(k) = tool("kubectl", &["kustomize", "deploy"]) {
+        assert_eq!(
+            k.iter().map(key).collect::<Vec<_>>(),
+            base.iter().map(key).collect::<Vec<_>>(),
+            "kubectl kustomize"
+        );
+    }
+    if let Some(h) = tool(
+        "helm",
+        &[
+            "template",
+            "nodemedic",
+            "deploy/helm/nodemedic",
+            "--namespace",
+            "kube-system",
+        ],
+    ) {
+        assert_eq!(
+            h.iter().map(key).collect::<Vec<_>>(),
+            base.iter().map(key).collect::<Vec<_>>(),
+            "helm template"
+        );
+    }
+}
