@@ -11,6 +11,7 @@
 pub mod act;
 pub mod config;
 pub mod decide;
+pub mod guard;
 pub mod leader;
 pub mod metrics;
 pub mod plan;

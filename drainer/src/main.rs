@@ -49,6 +49,24 @@ struct RunArgs {
     retry_period: std::time::Duration,
     #[arg(long = "log-format", default_value = "text")]
     log_format: nodemedic_common::telemetry::LogFormat,
+    /// Serve the Kosmos eviction guard webhook (HTTPS) on this address, e.g. 0.0.0.0:9443.
+    #[arg(long = "guard-listen", requires_all = ["guard_tls_cert", "guard_tls_key"])]
+    guard_listen: Option<std::net::SocketAddr>,
+    /// PEM certificate of the guard (re-read when the file changes).
+    #[arg(long = "guard-tls-cert")]
+    guard_tls_cert: Option<PathBuf>,
+    /// PEM private key of the guard.
+    #[arg(long = "guard-tls-key")]
+    guard_tls_key: Option<PathBuf>,
+    /// Requesters whose pod deletions the guard checks (repeatable).
+    #[arg(
+        long = "guard-user",
+        default_value = "system:serviceaccount:kube-system:node-controller"
+    )]
+    guard_users: Vec<String>,
+    /// The label (KEY=VALUE) of Kosmos leaf nodes.
+    #[arg(long = "guard-node-label", default_value = "kosmos.io/node=true")]
+    guard_node_label: String,
 }
 
 #[derive(clap::Args)]
@@ -111,6 +129,26 @@ fn run(args: RunArgs) -> ExitCode {
                 retry_period: args.retry_period,
             },
             tick: std::time::Duration::from_secs(5),
+            guard: match (args.guard_listen, args.guard_tls_cert, args.guard_tls_key) {
+                (Some(listen), Some(cert), Some(key)) => {
+                    let (k, v) = args.guard_node_label.split_once('=').ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--guard-node-label {:?}: expected KEY=VALUE",
+                            args.guard_node_label
+                        )
+                    })?;
+                    Some(nodemedic_drainer::guard::server::GuardOptions {
+                        listen,
+                        cert,
+                        key,
+                        config: nodemedic_drainer::guard::GuardConfig {
+                            users: args.guard_users,
+                            node_label: (k.into(), v.into()),
+                        },
+                    })
+                }
+                _ => None,
+            },
         };
         let running = nodemedic_drainer::run::start(opts, client).await?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -16,6 +16,7 @@ pub struct Metrics {
     drain_scheduled: Family<Labels, Counter>,
     budget_waits: Family<Labels, Counter>,
     evictions: Family<Labels, Counter>,
+    guard_requests: Family<Labels, Counter>,
     pub drain_duration: Histogram,
     pub leader: Gauge,
 }
@@ -33,6 +34,7 @@ impl Metrics {
             drain_scheduled: Family::default(),
             budget_waits: Family::default(),
             evictions: Family::default(),
+            guard_requests: Family::default(),
             drain_duration: Histogram::new([10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0]),
             leader: Gauge::default(),
         };
@@ -67,6 +69,11 @@ impl Metrics {
             m.evictions.clone(),
         );
         registry.register(
+            "nodemedic_guard_requests",
+            "Admission requests to the Kosmos guard, by decision",
+            m.guard_requests.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_drain_duration_seconds",
             "Time from drain start to its end",
             m.drain_duration.clone(),
@@ -93,6 +100,11 @@ impl Metrics {
     pub fn budget_wait(&self, budget: &str) {
         self.budget_waits
             .get_or_create(&vec![("budget".to_string(), budget.to_string())])
+            .inc();
+    }
+    pub fn guard_request(&self, decision: &str) {
+        self.guard_requests
+            .get_or_create(&vec![("decision".to_string(), decision.to_string())])
             .inc();
     }
     pub fn eviction(&self, r: &str) {

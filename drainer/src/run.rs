@@ -30,10 +30,14 @@ pub struct Options {
     pub lease: LeaseConfig,
     /// Re-plan at least this often (changes also trigger a plan at once).
     pub tick: Duration,
+    /// The Kosmos eviction guard webhook (served by every replica, leader or not).
+    pub guard: Option<crate::guard::server::GuardOptions>,
 }
 
 pub struct Running {
     pub addr: SocketAddr,
+    /// The guard's HTTPS address, when enabled.
+    pub guard_addr: Option<SocketAddr>,
     pub leader: watch::Receiver<bool>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -162,6 +166,41 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
         crate::decide::pods::kept_annotations(&opts.config),
         changed.clone(),
     );
+    // One task waits for the node cache: kube's Store::wait_until_ready wakes only the last of several
+    // concurrent waiters (one oneshot receiver behind it), so the controller and the guard share this.
+    let (nodes_ready_tx, nodes_ready) = watch::channel(false);
+    {
+        let nodes = nodes.clone();
+        tokio::spawn(async move {
+            let _ = nodes.wait_until_ready().await;
+            let _ = nodes_ready_tx.send(true);
+        });
+    }
+    let guard_addr = match opts.guard.clone() {
+        None => None,
+        Some(g) => {
+            let cache = pods.clone();
+            let pod_node: crate::guard::server::PodNode = Arc::new(move |ns: &str, name: &str| {
+                cache
+                    .pods
+                    .read()
+                    .unwrap()
+                    .get(&(ns.to_string(), name.to_string()))
+                    .and_then(|p| p.node.clone())
+            });
+            Some(
+                crate::guard::server::start(
+                    g,
+                    nodes.clone(),
+                    nodes_ready.clone(),
+                    pod_node,
+                    metrics.clone(),
+                    Some(client.clone()),
+                )
+                .await?,
+            )
+        }
+    };
     let t3 = tokio::spawn(leader::run(
         client.clone(),
         opts.lease.clone(),
@@ -172,6 +211,7 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
     let controller = Controller {
         cfg: Arc::new(opts.config),
         nodes,
+        nodes_ready,
         pods,
         actor,
         metrics,
@@ -184,6 +224,7 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
     let t4 = tokio::spawn(controller.run(changed, opts.tick, stop_rx));
     Ok(Running {
         addr,
+        guard_addr,
         leader: leader_rx,
         stop: stop_tx,
         tasks: vec![t1, t2, t3, t4],
@@ -193,6 +234,7 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
 struct Controller {
     cfg: Arc<Config>,
     nodes: Store<Node>,
+    nodes_ready: watch::Receiver<bool>,
     pods: PodCache,
     actor: Actor,
     metrics: Metrics,
@@ -209,7 +251,7 @@ struct Controller {
 impl Controller {
     async fn run(mut self, changed: Arc<Notify>, tick: Duration, mut stop: watch::Receiver<bool>) {
         let beat = self.health.register("controller", Duration::from_secs(60));
-        let _ = self.nodes.wait_until_ready().await;
+        let _ = self.nodes_ready.wait_for(|ready| *ready).await;
         while !self.pods.ready.load(std::sync::atomic::Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

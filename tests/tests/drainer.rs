@@ -87,6 +87,7 @@ impl Env {
                 retry_period: Duration::from_millis(200),
             },
             tick: Duration::from_millis(200),
+            guard: None,
         };
         run::start(opts, self.cluster.client.clone()).await.unwrap()
     }

@@ -1,0 +1,215 @@
+//! The Kosmos eviction guard: a validating admission webhook that stops the node lifecycle controller
+//! from deleting (or evicting) pods of a Kosmos leaf node while that node is not Ready, since Kosmos
+//! would propagate those deletions into the member cluster during a mere network flap.
+//!
+//! [`decide`] is pure: the extracted request, what the node cache knows, and the configuration. The
+//! HTTPS server around it is in `server`.
+
+pub mod server;
+
+use std::collections::BTreeMap;
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, Operation};
+
+/// What the guard is configured with.
+#[derive(Debug, Clone)]
+pub struct GuardConfig {
+    /// Requesters whose deletions are guarded (default: the node lifecycle controller).
+    pub users: Vec<String>,
+    /// The label marking leaf nodes, `(key, value)`.
+    pub node_label: (String, String),
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            users: vec!["system:serviceaccount:kube-system:node-controller".into()],
+            node_label: (
+                nodemedic_common::keys::KOSMOS_NODE_LABEL.into(),
+                nodemedic_common::keys::KOSMOS_NODE_VALUE.into(),
+            ),
+        }
+    }
+}
+
+/// The parts of an AdmissionRequest the guard reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Pod DELETE, or CREATE of pods/eviction; anything else is allowed untouched.
+    pub guarded_operation: bool,
+    pub user: String,
+    pub namespace: String,
+    pub pod: String,
+    /// The pod's node, when the request carries the pod (DELETE's oldObject).
+    pub node: Option<String>,
+}
+
+impl Request {
+    pub fn from_admission(req: &AdmissionRequest<DynamicObject>) -> Request {
+        let pods = req.resource.group.is_empty() && req.resource.resource == "pods";
+        let sub = req.sub_resource.as_deref().unwrap_or("");
+        let guarded_operation = pods
+            && ((req.operation == Operation::Delete && sub.is_empty())
+                || (req.operation == Operation::Create && sub == "eviction"));
+        let node = req
+            .old_object
+            .as_ref()
+            .and_then(|o| o.data.get("spec"))
+            .and_then(|s| s.get("nodeName"))
+            .and_then(|n| n.as_str())
+            .map(String::from);
+        Request {
+            guarded_operation,
+            user: req.user_info.username.clone().unwrap_or_default(),
+            namespace: req.namespace.clone().unwrap_or_default(),
+            pod: req.name.clone(),
+            node,
+        }
+    }
+}
+
+/// What the node cache says about the pod's node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeState {
+    /// The cache has not synced yet: allow (fail open, like `failurePolicy: Ignore`).
+    NotSynced,
+    /// The pod's node is not known (pod unknown, or node gone): allow.
+    Unknown,
+    Known {
+        name: String,
+        labels: BTreeMap<String, String>,
+        ready: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow(&'static str),
+    Deny(String),
+}
+
+impl Decision {
+    /// Metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Decision::Allow("cache not synced") => "allowed_not_synced",
+            Decision::Allow(_) => "allowed",
+            Decision::Deny(_) => "denied",
+        }
+    }
+}
+
+/// Deny when all hold: a guarded operation, by a guarded user, on a pod of a leaf node, that node not
+/// Ready=True. Everything else is allowed.
+pub fn decide(req: &Request, node: &NodeState, cfg: &GuardConfig) -> Decision {
+    if !req.guarded_operation {
+        return Decision::Allow("not a pod deletion or eviction");
+    }
+    if !cfg.users.iter().any(|u| u == &req.user) {
+        return Decision::Allow("requester not guarded");
+    }
+    match node {
+        NodeState::NotSynced => Decision::Allow("cache not synced"),
+        NodeState::Unknown => Decision::Allow("node unknown"),
+        NodeState::Known {
+            name,
+            labels,
+            ready,
+        } => {
+            if labels.get(&cfg.node_label.0) != Some(&cfg.node_label.1) {
+                return Decision::Allow("not a leaf node");
+            }
+            if ready.as_deref() == Some("True") {
+                return Decision::Allow("node Ready");
+            }
+            Decision::Deny(format!(
+                "nodemedic guard: deleting pod {}/{} is denied: its node {name} carries {}={} and is not Ready (Ready={}), and the request comes from {}; \
+                 Kosmos would propagate this deletion to the member cluster during a network flap (rule: kosmos-leaf-not-ready)",
+                req.namespace,
+                req.pod,
+                cfg.node_label.0,
+                cfg.node_label.1,
+                ready.as_deref().unwrap_or("missing"),
+                req.user
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(op: bool, user: &str) -> Request {
+        Request {
+            guarded_operation: op,
+            user: user.into(),
+            namespace: "app".into(),
+            pod: "web-1".into(),
+            node: Some("kosmos-leaf".into()),
+        }
+    }
+
+    fn leaf(ready: Option<&str>, kosmos: bool) -> NodeState {
+        let mut labels = BTreeMap::new();
+        if kosmos {
+            labels.insert("kosmos.io/node".to_string(), "true".to_string());
+        }
+        NodeState::Known {
+            name: "kosmos-leaf".into(),
+            labels,
+            ready: ready.map(String::from),
+        }
+    }
+
+    const NC: &str = "system:serviceaccount:kube-system:node-controller";
+
+    #[test]
+    fn denies_only_when_every_condition_holds() {
+        let cfg = GuardConfig::default();
+        let d = decide(&req(true, NC), &leaf(Some("Unknown"), true), &cfg);
+        let Decision::Deny(msg) = d else {
+            panic!("{d:?}")
+        };
+        assert!(
+            msg.contains("app/web-1")
+                && msg.contains("kosmos-leaf")
+                && msg.contains("kosmos-leaf-not-ready"),
+            "{msg}"
+        );
+        assert!(matches!(
+            decide(&req(true, NC), &leaf(Some("False"), true), &cfg),
+            Decision::Deny(_)
+        ));
+        assert!(matches!(
+            decide(&req(true, NC), &leaf(None, true), &cfg),
+            Decision::Deny(_)
+        ));
+        // any one missing -> allowed
+        assert_eq!(
+            decide(&req(false, NC), &leaf(Some("Unknown"), true), &cfg),
+            Decision::Allow("not a pod deletion or eviction")
+        );
+        assert_eq!(
+            decide(&req(true, "alice"), &leaf(Some("Unknown"), true), &cfg),
+            Decision::Allow("requester not guarded")
+        );
+        assert_eq!(
+            decide(&req(true, NC), &leaf(Some("Unknown"), false), &cfg),
+            Decision::Allow("not a leaf node")
+        );
+        assert_eq!(
+            decide(&req(true, NC), &leaf(Some("True"), true), &cfg),
+            Decision::Allow("node Ready")
+        );
+        assert_eq!(
+            decide(&req(true, NC), &NodeState::Unknown, &cfg),
+            Decision::Allow("node unknown")
+        );
+        assert_eq!(
+            decide(&req(true, NC), &NodeState::NotSynced, &cfg).label(),
+            "allowed_not_synced"
+        );
+    }
+}
