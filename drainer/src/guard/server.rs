@@ -144,7 +144,10 @@ async fn validate(State(g): State<Guard>, body: Bytes) -> Response {
         Decision::Allow(_) => response,
         Decision::Deny(msg) => {
             tracing::warn!(pod = %format!("{}/{}", request.namespace, request.pod), user = %request.user, "{msg}");
-            if let (NodeState::Known { name, .. }, Some(client)) = (&node, &g.events) {
+            // No side effects for dry-run requests (the webhook declares sideEffects: NoneOnDryRun).
+            if let (NodeState::Known { name, .. }, Some(client), false) =
+                (&node, &g.events, req.dry_run)
+            {
                 if let Some(ev) = g.blocked_event(name, &request) {
                     let (client, name) = (client.clone(), name.clone());
                     tokio::spawn(async move {
