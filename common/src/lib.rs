@@ -14,6 +14,7 @@
 pub mod client;
 pub mod conditions;
 pub mod events;
+pub mod exempt;
 pub mod health;
 pub mod keys;
 pub mod rbac;

@@ -103,19 +103,11 @@ fn annotation<'a>(pod: &'a PodInfo, key: &str) -> Option<&'a str> {
 
 /// Why a pod may never be evicted, if it may not.
 fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
-    if pod.namespace == "kube-system"
-        && annotation(pod, keys::NOT_EVICTED_POD_ANNOTATION) == Some("")
+    // Shared with the detector's stale-readiness evictions (mirror pods are skipped before this).
+    if let Some(why) =
+        nodemedic_common::exempt::never_evicted(&pod.namespace, &pod.annotations, pod.priority)
     {
-        return Some(format!(
-            "not-evicted pod ({})",
-            keys::NOT_EVICTED_POD_ANNOTATION
-        ));
-    }
-    if pod.priority.is_some_and(|p| p >= keys::CRITICAL_PRIORITY) {
-        return Some("critical pod (priority >= 2000000000)".into());
-    }
-    if annotation(pod, keys::CRITICAL_POD_ANNOTATION).is_some() {
-        return Some(format!("critical pod ({})", keys::CRITICAL_POD_ANNOTATION));
+        return Some(why);
     }
     if annotation(pod, keys::SAFE_TO_EVICT_ANNOTATION) == Some("false") {
         return Some(format!(
