@@ -110,3 +110,42 @@ impl NodeEvents {
         }
     }
 }
+
+/// Create a core/v1 Event about any object (e.g. a Pod) in `namespace`.
+pub async fn create_for(
+    client: kube::Client,
+    namespace: &str,
+    regarding: ObjectReference,
+    host: &str,
+    ev: &NodeEvent,
+) -> Result<String, kube::Error> {
+    let api: Api<Event> = Api::namespaced(client, namespace);
+    let name = format!(
+        "{}.{:x}",
+        regarding.name.as_deref().unwrap_or("object"),
+        ev.first_seen.as_nanosecond()
+    );
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        },
+        involved_object: regarding,
+        reason: Some(ev.reason.clone()),
+        message: Some(ev.message.clone()),
+        type_: Some(ev.severity.as_str().into()),
+        source: Some(EventSource {
+            component: Some(ev.source.clone()),
+            host: Some(host.into()),
+        }),
+        count: Some(ev.count),
+        first_timestamp: Some(Time(ev.first_seen)),
+        last_timestamp: Some(Time(ev.last_seen)),
+        reporting_component: Some(ev.source.clone()),
+        reporting_instance: Some(host.into()),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &event).await?;
+    Ok(name)
+}

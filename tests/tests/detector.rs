@@ -81,6 +81,7 @@ impl Harness {
                 ..Default::default()
             },
             report_tick: Duration::from_millis(50),
+            stale: None,
         }
     }
 

@@ -1,0 +1,223 @@
+//! Stale pod readiness after a node flap, pure.
+//!
+//! After a node recovers from NotReady, the node lifecycle controller has marked its pods Ready=False
+//! and the kubelet's status cache may never correct it: the pods run, their containers are ready
+//! (ContainersReady=True), but Services keep them out of their endpoints. A pod is *stale* when it is
+//! Running, ContainersReady=True, Ready=False, every readiness gate is met, and its node has been
+//! Ready=True for at least the threshold. Mirror pods are reported, never evicted; not-evicted and
+//! critical pods are never evicted either (`nodemedic_common::exempt`).
+
+pub mod watch;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+
+/// One stale pod and whether it may be evicted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stale {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    /// `None`: may be evicted; `Some(why)`: never.
+    pub exempt: Option<String>,
+}
+
+fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
+}
+
+/// Since when the node has been Ready=True, if it is.
+pub fn ready_since(node: &Node) -> Option<Timestamp> {
+    let c = node
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    (c.status == "True").then(|| {
+        c.last_transition_time
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or(Timestamp::UNIX_EPOCH)
+    })
+}
+
+/// Is this pod's readiness stale (ignoring the node)?
+pub fn is_stale(pod: &Pod) -> bool {
+    let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    let gates_met = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_none_or(|gates| {
+            gates
+                .iter()
+                .all(|g| condition(pod, &g.condition_type) == Some("True"))
+        });
+    running
+        && condition(pod, "ContainersReady") == Some("True")
+        && condition(pod, "Ready") == Some("False")
+        && gates_met
+}
+
+/// The stale pods of a node at `now`; none unless the node has been Ready for `threshold`.
+pub fn stale_pods<'a>(
+    node: &Node,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    threshold: Duration,
+    now: Timestamp,
+) -> Vec<Stale> {
+    let Some(since) = ready_since(node) else {
+        return Vec::new();
+    };
+    if since + threshold > now {
+        return Vec::new();
+    }
+    pods.into_iter()
+        .filter(|p| is_stale(p))
+        .map(|p| {
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            let annotations = p.metadata.annotations.clone().unwrap_or_default();
+            let priority = p.spec.as_ref().and_then(|s| s.priority);
+            Stale {
+                exempt: nodemedic_common::exempt::never_evicted(&ns, &annotations, priority),
+                namespace: ns,
+                name: p.metadata.name.clone().unwrap_or_default(),
+                uid: p.metadata.uid.clone(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn node(ready: &str, since: i64) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": "n"}, "status": {"conditions": [
+            {"type": "Ready", "status": ready, "lastTransitionTime": t(since).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}]}}))
+        .unwrap()
+    }
+
+    fn pod(
+        name: &str,
+        phase: &str,
+        ready: &str,
+        containers_ready: &str,
+        extra: serde_json::Value,
+    ) -> Pod {
+        let mut v = json!({"metadata": {"name": name, "namespace": "app"}, "spec": {"nodeName": "n", "containers": [{"name": "c"}]},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}, {"type": "ContainersReady", "status": containers_ready}]}});
+        if let (Some(a), Some(b)) = (v.as_object_mut(), extra.as_object()) {
+            for (k, x) in b {
+                if k == "status_conditions" {
+                    a["status"]["conditions"]
+                        .as_array_mut()
+                        .unwrap()
+                        .extend(x.as_array().unwrap().clone());
+                } else {
+                    for (k2, y) in x.as_object().unwrap() {
+                        a[k.as_str()][k2.as_str()] = y.clone();
+                    }
+                }
+            }
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    const TH: Duration = Duration::from_secs(120);
+
+    #[test]
+    fn table_of_pods() {
+        let n = node("True", 0);
+        let cases: Vec<(Pod, bool)> = vec![
+            (pod("stale", "Running", "False", "True", json!({})), true),
+            (pod("ready", "Running", "True", "True", json!({})), false),
+            (
+                pod(
+                    "containers-not-ready",
+                    "Running",
+                    "False",
+                    "False",
+                    json!({}),
+                ),
+                false,
+            ),
+            (pod("pending", "Pending", "False", "True", json!({})), false),
+            (
+                pod(
+                    "gate-unmet",
+                    "Running",
+                    "False",
+                    "True",
+                    json!({"spec": {"readinessGates": [{"conditionType": "example.com/lb"}]}}),
+                ),
+                false,
+            ),
+            (
+                pod(
+                    "gate-met",
+                    "Running",
+                    "False",
+                    "True",
+                    json!({"spec": {"readinessGates": [{"conditionType": "example.com/lb"}]}, "status_conditions": [{"type": "example.com/lb", "status": "True"}]}),
+                ),
+                true,
+            ),
+        ];
+        for (p, want) in &cases {
+            let got = !stale_pods(&n, [p], TH, t(200)).is_empty();
+            assert_eq!(got, *want, "{}", p.metadata.name.as_deref().unwrap());
+        }
+    }
+
+    #[test]
+    fn only_after_the_node_has_been_ready_for_the_threshold() {
+        let p = pod("stale", "Running", "False", "True", json!({}));
+        assert!(
+            stale_pods(&node("True", 100), [&p], TH, t(200)).is_empty(),
+            "ready for 100s only"
+        );
+        assert_eq!(stale_pods(&node("True", 80), [&p], TH, t(200)).len(), 1);
+        assert!(stale_pods(&node("Unknown", 0), [&p], TH, t(200)).is_empty());
+    }
+
+    #[test]
+    fn mirror_not_evicted_and_critical_pods_are_reported_but_exempt() {
+        let n = node("True", 0);
+        let mirror = pod(
+            "m",
+            "Running",
+            "False",
+            "True",
+            json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}),
+        );
+        let crit = pod(
+            "c",
+            "Running",
+            "False",
+            "True",
+            json!({"spec": {"priority": 2000000000}}),
+        );
+        let plain = pod("p", "Running", "False", "True", json!({}));
+        let s = stale_pods(&n, [&mirror, &crit, &plain], TH, t(500));
+        assert_eq!(s.len(), 3);
+        assert!(s[0].exempt.as_deref().unwrap().starts_with("mirror"));
+        assert!(s[1].exempt.as_deref().unwrap().starts_with("critical"));
+        assert_eq!(s[2].exempt, None);
+    }
+}
