@@ -730,3 +730,46 @@ fn guard_overlay_webhook_and_kyverno_alternative() {
         assert!(text.contains(needle), "kyverno policy lacks {needle}");
     }
 }
+
+#[test]
+fn helm_chart_with_the_guard_matches_the_guard_overlay() {
+    let chart = repo().join("deploy/helm/nodemedic");
+    let mut v: Value = docs(&chart.join("values.yaml")).remove(0);
+    v["guard"]["enabled"] = json!(true);
+    let mut helm = helm_template_with(&chart, "kube-system", &v);
+    check_types(&helm);
+    check_rbac(&helm);
+    let d = find(&helm, "Deployment", "nodemedic-drainer");
+    let args = &pod_spec(d)["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--guard-listen=0.0.0.0:9443"),
+        "{args}"
+    );
+    find(
+        &helm,
+        "ValidatingWebhookConfiguration",
+        "nodemedic-kosmos-guard",
+    );
+    find(&helm, "Service", "nodemedic-guard");
+    if let Some(overlay) = tool("kubectl", &["kustomize", "deploy/guard"]) {
+        helm.sort_by_key(key);
+        assert_eq!(
+            helm.iter().map(key).collect::<Vec<_>>(),
+            overlay.iter().map(key).collect::<Vec<_>>()
+        );
+        for (h, o) in helm.iter().zip(overlay.iter()) {
+            if key(h).1 == "nodemedic-drainer-config" {
+                continue; // same settings, different text (checked in the default-values test)
+            }
+            assert_eq!(
+                h,
+                o,
+                "{:?}: Helm with guard.enabled differs from kubectl kustomize deploy/guard",
+                key(h)
+            );
+        }
+    }
+}
