@@ -18,5 +18,6 @@ pub mod exempt;
 pub mod health;
 pub mod keys;
 pub mod rbac;
+pub mod runtime;
 pub mod serve;
 pub mod telemetry;

@@ -139,7 +139,7 @@ fn run_daemon(args: RunArgs) -> ExitCode {
             }),
         };
         let running = nodemedic_detector::run::start(opts, client).await?;
-        shutdown_signal().await;
+        nodemedic_common::runtime::shutdown_signal().await;
         tracing::info!("shutting down");
         running.shutdown().await;
         Ok(())
@@ -151,15 +151,6 @@ fn run_daemon(args: RunArgs) -> ExitCode {
             eprintln!("detector: {e:#}");
             ExitCode::from(1)
         }
-    }
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
     }
 }
 

@@ -151,11 +151,7 @@ fn run(args: RunArgs) -> ExitCode {
             },
         };
         let running = nodemedic_drainer::run::start(opts, client).await?;
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        nodemedic_common::runtime::shutdown_signal().await;
         tracing::info!("shutting down");
         running.shutdown().await;
         Ok(())

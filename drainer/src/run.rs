@@ -10,8 +10,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use nodemedic_common::health::Health;
 use prometheus_client::registry::Registry;
 use tokio::sync::{Notify, watch};
@@ -110,38 +110,6 @@ impl PodCache {
     }
 }
 
-fn spawn_reflector<K>(
-    api: Api<K>,
-    changed: Arc<Notify>,
-    modify: fn(&mut K),
-) -> (Store<K>, JoinHandle<()>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).modify(modify),
-    )
-    .applied_objects();
-    let task = tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(item) = stream.next().await {
-            if let Err(e) = item {
-                tracing::warn!(error = %e, "watch error; the watcher retries");
-            }
-            changed.notify_one();
-        }
-    });
-    (reader, task)
-}
-
 pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Running> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
@@ -155,8 +123,9 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
     let changed = Arc::new(Notify::new());
-    let (nodes, t1) = spawn_reflector(
+    let (nodes, t1) = nodemedic_common::runtime::watch_store(
         Api::<Node>::all(client.clone()),
+        watcher::Config::default(),
         changed.clone(),
         |n: &mut Node| n.metadata.managed_fields = None,
     );

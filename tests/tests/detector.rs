@@ -222,7 +222,7 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
 
     // the operations endpoints
     let base = format!("http://{}", running.addr);
-    let metrics = reqwest_get(&format!("{base}/metrics")).await;
+    let metrics = nodemedic_tests::http_get(&format!("{base}/metrics")).await;
     assert!(
         metrics.contains("problem_counter{reason=\"OOMKilling\"} 6"),
         "{metrics}"
@@ -231,9 +231,12 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
         metrics.contains("problem_gauge{type=\"KernelDeadlock\",reason=\"DockerHung\"} 1"),
         "{metrics}"
     );
-    let conditions = reqwest_get(&format!("{base}/conditions")).await;
+    let conditions = nodemedic_tests::http_get(&format!("{base}/conditions")).await;
     assert!(conditions.contains("\"DockerHung\""), "{conditions}");
-    assert_eq!(reqwest_get(&format!("{base}/healthz")).await, "ok\n");
+    assert_eq!(
+        nodemedic_tests::http_get(&format!("{base}/healthz")).await,
+        "ok\n"
+    );
     h.finish(running).await;
 }
 
@@ -298,7 +301,7 @@ async fn a_removed_rule_removes_its_condition_and_a_bad_reload_keeps_the_last_go
     tokio::time::sleep(Duration::from_millis(800)).await;
     h.kmsg("disk sdz failing badly");
     h.wait_condition("FlakyDisk", "True", "DiskErrors").await;
-    let metrics = reqwest_get(&format!("http://{}/metrics", running.addr)).await;
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
     assert!(
         metrics.contains("nodemedic_detector_reloads_total{result=\"failure\"}"),
         "{metrics}"
@@ -399,7 +402,7 @@ async fn api_errors_and_429s_are_retried_and_the_latest_change_lands() {
         .count();
     assert_eq!(failed, 3, "the injected failures were hit and retried past");
     // All three injected failures reach the detector's own retry and are counted.
-    let metrics = reqwest_get(&format!("http://{}/metrics", running.addr)).await;
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
     let counted: u64 = metrics
         .lines()
         .find_map(|l| {
@@ -470,48 +473,6 @@ async fn a_line_written_to_the_real_dev_kmsg_is_seen() {
     })
     .await;
     h.finish(running).await;
-}
-
-/// Minimal HTTP GET over loopback (no extra client dependency).
-async fn reqwest_get(url: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    if text.contains("Transfer-Encoding: chunked") || text.contains("transfer-encoding: chunked") {
-        dechunk(&body)
-    } else {
-        body
-    }
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = &after[n + 2..];
-    }
-    out
 }
 
 /// Lay out `dir` like a ConfigMap volume: `..<ts>/kernel.yaml`, `..data -> ..<ts>`,

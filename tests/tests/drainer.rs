@@ -339,7 +339,7 @@ async fn held_condition_cordons_then_drains_after_the_buffer_sparing_protected_p
             "exactly one eviction"
         );
     }
-    let body = http_get(&format!("http://{}/metrics", running.addr)).await;
+    let body = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
     assert!(
         body.contains("draino_cordoned_nodes_total{result=\"succeeded\"} 1"),
         "{body}"
@@ -647,22 +647,4 @@ async fn two_replicas_one_leader_and_failover_continues_the_drain() {
     );
     b.shutdown().await;
     env.cleanup().await;
-}
-
-async fn http_get(url: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    String::from_utf8_lossy(&buf).into_owned()
 }

@@ -318,7 +318,7 @@ async fn guard_allows_and_denies_pod_deletions_over_https() {
                 && e["involvedObject"]["name"] == "kosmos-leaf"),
         "{events:?}"
     );
-    let metrics = http_get(&format!("http://{}/metrics", running.addr)).await;
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
     assert!(
         metrics.contains("nodemedic_guard_requests_total{decision=\"denied\"}"),
         "{metrics}"
@@ -356,21 +356,4 @@ async fn the_guard_certificate_is_reloaded_when_its_files_change() {
         "the old certificate is no longer served"
     );
     running.shutdown().await;
-}
-
-async fn http_get(url: &str) -> String {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    String::from_utf8_lossy(&buf).into_owned()
 }

@@ -6,14 +6,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use nodemedic_common::events::{NodeEvent, Severity, create_for};
 use nodemedic_common::health::Health;
 use tokio::sync::{Notify, watch};
@@ -43,34 +41,6 @@ impl Default for StaleOptions {
 /// Report one stale pod again only after this long (one Event per episode, not per round).
 const REPORT_EVERY: Duration = Duration::from_secs(600);
 
-fn spawn_store<K>(api: Api<K>, fields: String, changed: std::sync::Arc<Notify>) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default().fields(&fields)),
-    )
-    .applied_objects();
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(item) = stream.next().await {
-            if let Err(e) = item {
-                tracing::warn!(error = %e, "watch error; the watcher retries");
-            }
-            changed.notify_one();
-        }
-    });
-    reader
-}
-
 pub async fn run(
     client: kube::Client,
     node_name: String,
@@ -80,15 +50,19 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let changed = std::sync::Arc::new(Notify::new());
-    let pods = spawn_store(
+    let by_node = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
+    let (pods, _) = nodemedic_common::runtime::watch_store(
         Api::<Pod>::all(client.clone()),
-        format!("spec.nodeName={node_name}"),
+        by_node,
         changed.clone(),
+        |_| {},
     );
-    let nodes = spawn_store(
+    let this_node = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
+    let (nodes, _) = nodemedic_common::runtime::watch_store(
         Api::<Node>::all(client.clone()),
-        format!("metadata.name={node_name}"),
+        this_node,
         changed.clone(),
+        |_| {},
     );
     let beat = health.register("stale-readiness", Duration::from_secs(120));
     let mut reported: HashMap<String, Timestamp> = HashMap::new();
