@@ -112,6 +112,32 @@ impl Actor {
             .await;
     }
 
+    /// Write `ev` as the Event named `existing` (its count grown), or as a new one; returns the name
+    /// to update next time (None when the write failed: the next note creates a fresh Event).
+    pub async fn note_episode(
+        &self,
+        node: &str,
+        existing: Option<String>,
+        ev: &NodeEvent,
+    ) -> Option<String> {
+        let events = NodeEvents::new(self.client.clone(), node);
+        if let Some(name) = existing {
+            match events.update(&name, ev).await {
+                Ok(()) => return Some(name),
+                Err(e) => {
+                    tracing::debug!(%node, reason = %ev.reason, error = %e, "cannot update event; creating a new one")
+                }
+            }
+        }
+        match events.create(ev).await {
+            Ok(name) => Some(name),
+            Err(e) => {
+                tracing::warn!(%node, reason = %ev.reason, error = %e, "cannot write event");
+                None
+            }
+        }
+    }
+
     async fn patch_node(&self, node: &str, body: Value) -> Result<(), kube::Error> {
         self.nodes
             .patch(node, &PatchParams::default(), &Patch::Strategic(body))

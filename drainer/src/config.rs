@@ -5,6 +5,9 @@ use std::time::Duration;
 use crate::select::Selector;
 use crate::spec::ConditionSpec;
 
+/// The owner name of a drainer run with the default `--lease-name`.
+pub const DEFAULT_OWNER: &str = "nodemedic-drainer";
+
 /// At most this many (or this share of selected) nodes cordoned by us at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Budget {
@@ -59,6 +62,8 @@ pub enum ProtectedPods {
 
 #[derive(Debug)]
 pub struct Config {
+    /// This drainer's name, written into its drain records (the Lease name when running).
+    pub owner: String,
     pub selector: Selector,
     pub conditions: Vec<ConditionSpec>,
     pub drain_buffer: Duration,
@@ -88,6 +93,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            owner: DEFAULT_OWNER.into(),
             selector: Selector::All,
             conditions: Vec::new(),
             drain_buffer: Duration::from_secs(600),

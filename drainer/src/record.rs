@@ -23,6 +23,11 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Record {
+    /// The drainer that owns the record (its Lease name): two drainers with disjoint selectors never
+    /// act on, or count, each other's nodes. Empty in records written before owners were recorded:
+    /// those belong to whichever drainer selects the node.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub owner: String,
     /// Identity of the problem episode: the matched conditions with their transition times.
     pub episode: String,
     /// Human-readable: which conditions, since when.
@@ -60,6 +65,16 @@ impl Record {
 
     pub fn to_annotation(&self) -> String {
         serde_json::to_string(self).expect("record serialises")
+    }
+
+    /// Whether a drainer named `owner` may act on this record of a node it does (`selected`) or does
+    /// not select.
+    pub fn owned_by(&self, owner: &str, selected: bool) -> bool {
+        if self.owner.is_empty() {
+            selected
+        } else {
+            self.owner == owner
+        }
     }
 
     /// Still cordoned by us (not released to a person).

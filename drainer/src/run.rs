@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::act::Actor;
 use crate::config::Config;
-use crate::decide::{self, Action, Effect, PodAction, PodInfo};
+use crate::decide::{self, Action, Effect, PodAction, PodInfo, Why};
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::record::Record;
@@ -177,8 +177,11 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
         stop_rx.clone(),
     ));
     let actor = Actor::new(client, metrics.clone(), opts.config.dry_run);
+    // A drainer is known by its Lease name: its records carry it, and it acts only on its own.
+    let mut config = opts.config;
+    config.owner = opts.lease.name.clone();
     let controller = Controller {
-        cfg: Arc::new(opts.config),
+        cfg: Arc::new(config),
         nodes,
         nodes_ready,
         pods,
@@ -188,7 +191,8 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
         leader: leader_rx.clone(),
         drains: HashMap::new(),
         acted: HashMap::new(),
-        last_reason: HashMap::new(),
+        last_why: HashMap::new(),
+        waits: HashMap::new(),
     };
     let t4 = tokio::spawn(controller.run(changed, opts.tick, stop_rx));
     Ok(Running {
@@ -213,9 +217,23 @@ struct Controller {
     drains: HashMap<String, JoinHandle<()>>,
     /// Node -> resourceVersion we last wrote against; not acted on again until the store moves past it.
     acted: HashMap<String, String>,
-    /// Last logged reason per node (decisions are logged when they change).
-    last_reason: HashMap<String, String>,
+    /// Last decision per node, without its numbers (decisions are logged when they change).
+    last_why: HashMap<String, Why>,
+    /// Nodes waiting for a budget: the wait episode's Event (one per episode, its count refreshed).
+    waits: HashMap<String, BudgetWait>,
 }
+
+/// A node's current wait for a budget.
+struct BudgetWait {
+    budget: &'static str,
+    event: Option<String>,
+    count: i32,
+    first_seen: Timestamp,
+    noted_at: Timestamp,
+}
+
+/// How often a wait episode's Event count is refreshed while the node keeps waiting.
+const WAIT_EVENT_REFRESH: Duration = Duration::from_secs(60);
 
 impl Controller {
     async fn run(mut self, changed: Arc<Notify>, tick: Duration, mut stop: watch::Receiver<bool>) {
@@ -242,37 +260,81 @@ impl Controller {
         }
     }
 
+    /// Keep one WaitingForBudget Event per wait episode: created when a node starts waiting for a
+    /// budget, its count and last time refreshed at most every [`WAIT_EVENT_REFRESH`] while it waits
+    /// (a stable message, so no Event storm), forgotten when the wait ends.
+    async fn budget_wait(&mut self, node: &str, budget: Option<&'static str>, now: Timestamp) {
+        let Some(budget) = budget else {
+            self.waits.remove(node);
+            return;
+        };
+        self.metrics.budget_wait(budget);
+        let message = match budget {
+            "cordons" => "waiting for the cordon budget (--max-cordoned) to free a slot",
+            _ => "waiting for the drain budget (--max-drains-in-flight) to free a slot",
+        };
+        let w = match self.waits.get_mut(node) {
+            Some(w) if w.budget == budget => {
+                if now.duration_since(w.noted_at).unsigned_abs() < WAIT_EVENT_REFRESH {
+                    return;
+                }
+                w.count += 1;
+                w
+            }
+            _ => {
+                self.waits.insert(
+                    node.to_string(),
+                    BudgetWait {
+                        budget,
+                        event: None,
+                        count: 1,
+                        first_seen: now,
+                        noted_at: now,
+                    },
+                );
+                self.waits.get_mut(node).expect("just inserted")
+            }
+        };
+        w.noted_at = now;
+        let ev = nodemedic_common::events::NodeEvent {
+            source: crate::act::SOURCE.into(),
+            severity: nodemedic_common::events::Severity::Normal,
+            reason: "WaitingForBudget".into(),
+            message: message.into(),
+            count: w.count,
+            first_seen: w.first_seen,
+            last_seen: now,
+        };
+        w.event = self.actor.note_episode(node, w.event.take(), &ev).await;
+    }
+
     async fn round(&mut self) {
         self.drains.retain(|_, t| !t.is_finished());
         let nodes = self.nodes.state();
         let pods = self.pods.snapshot();
         let now = Timestamp::now();
         let plans = decide::plan(&nodes, &pods, &self.cfg, now);
+        self.waits
+            .retain(|n, _| nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
         // Plans come back in the order of `nodes`.
         for (plan, node) in plans.into_iter().zip(nodes.iter()) {
             let rv = node.metadata.resource_version.clone().unwrap_or_default();
-            // Log a decision when it changes; a node that stays healthy is not news.
-            let previous = self
-                .last_reason
-                .insert(plan.node.clone(), plan.reason.clone());
-            let changed = previous.as_ref() != Some(&plan.reason);
-            if changed && (plan.action != Action::None || previous.is_some()) {
+            // Log a decision when it changes (numbers and durations aside); a node that stays
+            // healthy is not news.
+            let previous = self.last_why.insert(plan.node.clone(), plan.why.clone());
+            let changed = previous.as_ref().map(Why::kind) != Some(plan.why.kind());
+            if changed
+                && (plan.action != Action::None || previous.is_some())
+                && plan.why != Why::NotSelected
+            {
                 tracing::info!(node = %plan.node, action = ?plan.action, reason = %plan.reason, "decision");
             }
-            if plan.action == Action::Wait && plan.reason.contains("budget full") {
-                let budget = if plan.reason.starts_with("drain") {
-                    "drains"
-                } else {
-                    "cordons"
-                };
-                self.metrics.budget_wait(budget);
-                if changed {
-                    // Never silently: the node says why it waits.
-                    self.actor
-                        .note(&plan.node, "WaitingForBudget", &plan.reason)
-                        .await;
-                }
-            }
+            let budget = match plan.why {
+                Why::CordonBudget { .. } => Some("cordons"),
+                Why::DrainBudget { .. } => Some("drains"),
+                _ => None,
+            };
+            self.budget_wait(&plan.node, budget, now).await;
             if plan.effect == Effect::Nothing {
                 continue;
             }

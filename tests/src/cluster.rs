@@ -1,84 +1,160 @@
-//! What a scenario talks to. By default a fresh [`TestApiServer`] on loopback; with `NODEMEDIC_E2E=1`
-//! the cluster `KUBECONFIG` points at (scenarios then create uniquely named Nodes and delete them
-//! afterwards; scenarios that need fault injection say they are skipped).
+//! What a scenario talks to, in this order of preference:
+//! 1. the real control plane of this test binary ([`crate::envtest::shared`]) when `KUBEBUILDER_ASSETS`
+//!    is set (CI sets it);
+//! 2. the cluster `KUBECONFIG` points at, with `NODEMEDIC_E2E=1`;
+//! 3. otherwise the test API server ([`crate::server`]), which also serves the scenarios that need
+//!    injected faults.
+//!
+//! On a real cluster names get a unique suffix, Nodes a stand-in kubelet ([`Kubelet`]: node Lease
+//! heartbeats, finishing pod deletions), and [`Cluster::cleanup`] deletes what the scenario made.
 
+use std::collections::BTreeSet;
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Node};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::envtest::{self, ControlPlane};
 use crate::server::TestApiServer;
 
-/// True when scenarios should run against a real cluster.
+/// True when scenarios should run against the cluster in KUBECONFIG.
 pub fn e2e() -> bool {
     std::env::var("NODEMEDIC_E2E").is_ok_and(|v| v == "1" || v == "true")
 }
+
+static RUN: AtomicU32 = AtomicU32::new(0);
 
 pub struct Cluster {
     pub client: kube::Client,
     /// The test server, when not running against a real cluster.
     pub fake: Option<TestApiServer>,
+    /// The real control plane, when `KUBEBUILDER_ASSETS` is set.
+    pub plane: Option<&'static ControlPlane>,
+    /// Unique per scenario on a real cluster (`<pid>-<n>`), empty on the test server.
+    pub id: String,
+    pub kubelet: Kubelet,
 }
 
 impl Cluster {
     pub async fn new() -> Cluster {
+        let n = RUN.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}-{n}", std::process::id());
+        if let Some(plane) = envtest::shared() {
+            let client = plane.client();
+            let kubelet = Kubelet::start(client.clone());
+            return Cluster {
+                client,
+                fake: None,
+                plane: Some(plane),
+                id,
+                kubelet,
+            };
+        }
         if e2e() {
             let client = kube::Client::try_default()
                 .await
                 .expect("NODEMEDIC_E2E=1 needs a reachable cluster in KUBECONFIG");
-            Cluster { client, fake: None }
-        } else {
-            let server = TestApiServer::start().await;
-            Cluster {
-                client: server.client(),
-                fake: Some(server),
-            }
+            let kubelet = Kubelet::start(client.clone());
+            return Cluster {
+                client,
+                fake: None,
+                plane: None,
+                id,
+                kubelet,
+            };
+        }
+        let server = TestApiServer::start().await;
+        Cluster {
+            client: server.client(),
+            kubelet: Kubelet::idle(),
+            fake: Some(server),
+            plane: None,
+            id: String::new(),
         }
     }
 
-    /// The fake server, or `None` with a printed reason (for fault-injection scenarios).
+    /// True on a real API server (names must be unique, controllers run, nothing is injected).
+    pub fn real(&self) -> bool {
+        self.fake.is_none()
+    }
+
+    /// `hint` on the test server; `hint-<id>` on a real cluster.
+    pub fn name(&self, hint: &str) -> String {
+        if self.real() {
+            format!("{hint}-{}", self.id)
+        } else {
+            hint.to_string()
+        }
+    }
+
+    /// The fake server, or `None` with a printed reason (for fault-injection scenarios). Call it
+    /// before creating anything, so a skipped scenario leaves nothing behind.
     pub fn fake_or_skip(&self, scenario: &str) -> Option<&TestApiServer> {
         if self.fake.is_none() {
             eprintln!(
-                "skipped {scenario}: needs fault injection, which only the test API server offers"
+                "skipped {scenario} on the real control plane: it needs fault injection, which only the test API server offers"
             );
         }
         self.fake.as_ref()
     }
 
-    /// Create a Node with a kubelet-like Ready condition; returns its name (made unique on a real cluster).
+    /// Create a Node with a kubelet-like Ready condition and a heartbeat; returns its name.
     pub async fn create_node(&self, hint: &str) -> String {
-        let name = if self.fake.is_some() {
-            hint.to_string()
-        } else {
-            format!("nodemedic-e2e-{hint}-{}", std::process::id())
-        };
-        let nodes: Api<Node> = Api::all(self.client.clone());
+        self.create_node_with(hint, json!({})).await
+    }
+
+    /// [`Cluster::create_node`] with extra labels.
+    pub async fn create_node_with(&self, hint: &str, labels: serde_json::Value) -> String {
+        let name = self.name(hint);
+        let mut l = json!({"kubernetes.io/hostname": name, "nodemedic.test/run": self.id_label()});
+        if let (Some(l), Some(extra)) = (l.as_object_mut(), labels.as_object()) {
+            l.extend(extra.clone());
+        }
         let node: Node = serde_json::from_value(json!({
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "metadata": {"name": name, "labels": l},
         }))
         .unwrap();
-        nodes
+        Api::<Node>::all(self.client.clone())
             .create(&PostParams::default(), &node)
             .await
             .expect("create node");
+        self.kubelet.adopt(&name);
+        self.set_ready(&name, "True").await;
+        name
+    }
+
+    /// The label value that marks this scenario's objects (`nodemedic.test/run`).
+    pub fn id_label(&self) -> String {
+        if self.id.is_empty() {
+            "fake".into()
+        } else {
+            self.id.clone()
+        }
+    }
+
+    /// Post the node's Ready condition as its kubelet would (heartbeat now, transition now).
+    pub async fn set_ready(&self, node: &str, status: &str) {
+        let now = now_rfc3339();
+        let reason = if status == "True" {
+            "KubeletReady"
+        } else {
+            "KubeletNotReady"
+        };
         let ready = json!({"status": {"conditions": [{
-            "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
-            "lastHeartbeatTime": "2026-11-22T00:00:00Z", "lastTransitionTime": "2026-11-22T00:00:00Z"
+            "type": "Ready", "status": status, "reason": reason, "message": "kubelet is posting ready status",
+            "lastHeartbeatTime": now, "lastTransitionTime": now
         }]}});
-        nodes
-            .patch_status(
-                &name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Strategic(ready),
-            )
+        Api::<Node>::all(self.client.clone())
+            .patch_status(node, &PatchParams::default(), &Patch::Strategic(ready))
             .await
             .expect("set Ready");
-        name
     }
 
     pub async fn node(&self, name: &str) -> Node {
@@ -104,7 +180,7 @@ impl Cluster {
             })
     }
 
-    /// Events about the node (core/v1, namespace default).
+    /// Events about the node (core/v1, namespace default), from every source.
     pub async fn node_events(&self, node: &str) -> Vec<Event> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), "default");
         api.list(&ListParams::default().fields(&format!("involvedObject.name={node}")))
@@ -113,10 +189,234 @@ impl Cluster {
             .items
     }
 
+    /// Events about the node from one source component only (a real cluster's controllers write
+    /// their own, e.g. the node lifecycle controller's `RegisteredNode`).
+    pub async fn node_events_from(&self, node: &str, components: &[&str]) -> Vec<Event> {
+        self.node_events(node)
+            .await
+            .into_iter()
+            .filter(|e| {
+                let c = e.source.as_ref().and_then(|s| s.component.as_deref());
+                c.is_some_and(|c| components.contains(&c))
+            })
+            .collect()
+    }
+
+    /// How many requests the API server answered for `verb` (get, create, patch, update, delete) on
+    /// `resource[/subresource]` named `name` (empty: any). On the real control plane from its audit
+    /// log; on the test server from its request log.
+    pub fn requests(&self, verb: &str, resource: &str, subresource: &str, name: &str) -> usize {
+        if let Some(plane) = self.plane {
+            return plane
+                .audit()
+                .iter()
+                .filter(|e| {
+                    e.verb == verb
+                        && e.resource == resource
+                        && e.subresource == subresource
+                        && (name.is_empty() || e.name == name)
+                })
+                .count();
+        }
+        let Some(fake) = &self.fake else {
+            panic!("requests() needs the control plane's audit log or the test server's log");
+        };
+        let method = match verb {
+            "get" => "GET",
+            "create" => "POST",
+            "patch" => "PATCH",
+            "update" => "PUT",
+            "delete" => "DELETE",
+            other => panic!("no HTTP method for verb {other}"),
+        };
+        fake.log()
+            .iter()
+            .filter(|l| {
+                let path = l.path.split('?').next().unwrap_or("");
+                let mut tail = format!("/{resource}");
+                if !name.is_empty() {
+                    tail.push('/');
+                    tail.push_str(name);
+                }
+                let hit = if subresource.is_empty() {
+                    if name.is_empty() {
+                        path.ends_with(&tail) || path.contains(&format!("{tail}/"))
+                    } else {
+                        path.ends_with(&tail)
+                    }
+                } else {
+                    path.contains(&tail) && path.ends_with(&format!("/{subresource}"))
+                };
+                l.method == method && hit
+            })
+            .count()
+    }
+
     pub async fn delete_node(&self, name: &str) {
+        self.kubelet.forget(name);
         let _ = Api::<Node>::all(self.client.clone())
             .delete(name, &DeleteParams::default())
             .await;
+    }
+
+    /// Delete what the scenario made on a real cluster: Nodes, and Pods / PDBs / ReplicaSets labelled
+    /// with this run in `namespaces`.
+    pub async fn cleanup(&self, namespaces: &[&str]) {
+        if !self.real() {
+            return;
+        }
+        let sel = ListParams::default().labels(&format!("nodemedic.test/run={}", self.id_label()));
+        for ns in namespaces {
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            let _ = pods
+                .delete_collection(&DeleteParams::default().grace_period(0), &sel)
+                .await;
+            let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+                Api::namespaced(self.client.clone(), ns);
+            let _ = pdbs.delete_collection(&DeleteParams::default(), &sel).await;
+            let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+                Api::namespaced(self.client.clone(), ns);
+            let _ = rs.delete_collection(&DeleteParams::default(), &sel).await;
+        }
+        for n in self.kubelet.nodes() {
+            self.delete_node(&n).await;
+        }
+    }
+}
+
+/// RFC 3339 "now", seconds precision (what the API server stores).
+pub fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// A stand-in for the kubelets of a scenario's Nodes on a real cluster: renews each node's Lease in
+/// `kube-node-lease` every second (so the node lifecycle controller sees it alive), and finishes the
+/// deletion of their pods (a pod with a deletionTimestamp is removed with grace period 0, as the
+/// kubelet does once the containers stopped). [`Kubelet::pause`] stops a node's heartbeat.
+pub struct Kubelet {
+    state: Arc<Mutex<KubeletState>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct KubeletState {
+    nodes: BTreeSet<String>,
+    paused: BTreeSet<String>,
+}
+
+impl Kubelet {
+    fn idle() -> Kubelet {
+        Kubelet {
+            state: Default::default(),
+            task: None,
+        }
+    }
+
+    fn start(client: kube::Client) -> Kubelet {
+        let state: Arc<Mutex<KubeletState>> = Default::default();
+        let s = state.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = 0u64;
+            loop {
+                let (nodes, paused) = {
+                    let st = s.lock().unwrap();
+                    (st.nodes.clone(), st.paused.clone())
+                };
+                for node in &nodes {
+                    if tick % 4 == 0 && !paused.contains(node) {
+                        renew_lease(&client, node).await;
+                    }
+                    finish_deletions(&client, node).await;
+                }
+                tick += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        });
+        Kubelet {
+            state,
+            task: Some(task),
+        }
+    }
+
+    /// Start heartbeating `node` and finishing its pods' deletions.
+    pub fn adopt(&self, node: &str) {
+        if self.task.is_some() {
+            self.state.lock().unwrap().nodes.insert(node.to_string());
+        }
+    }
+
+    pub fn forget(&self, node: &str) {
+        let mut st = self.state.lock().unwrap();
+        st.nodes.remove(node);
+        st.paused.remove(node);
+    }
+
+    /// Stop renewing the node's Lease (the node lifecycle controller will find it unreachable).
+    pub fn pause(&self, node: &str) {
+        self.state.lock().unwrap().paused.insert(node.to_string());
+    }
+
+    /// Renew the node's Lease again.
+    pub fn resume(&self, node: &str) {
+        self.state.lock().unwrap().paused.remove(node);
+    }
+
+    pub fn nodes(&self) -> Vec<String> {
+        self.state.lock().unwrap().nodes.iter().cloned().collect()
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+async fn renew_lease(client: &kube::Client, node: &str) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": now}});
+    let pp = PatchParams::apply("nodemedic-test-kubelet").force();
+    let _ = api.patch(node, &pp, &Patch::Apply(lease)).await;
+}
+
+async fn finish_deletions(client: &kube::Client, node: &str) {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let Ok(list) = pods
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await
+    else {
+        return;
+    };
+    for p in list.items {
+        if p.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        let (Some(ns), Some(name), Some(uid)) = (
+            p.metadata.namespace.as_deref(),
+            p.metadata.name.as_deref(),
+            p.metadata.uid.clone(),
+        ) else {
+            continue;
+        };
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let _ = api.delete(name, &dp).await;
     }
 }
 

@@ -1,12 +1,15 @@
 //! Integration-test support for nodemedic.
 //!
-//! - [`server`]: a Kubernetes API server stand-in on 127.0.0.1 that answers like the real one does in the
-//!   exchanges recorded under `shared/reference/apiserver/` (status codes, Status bodies, strategic merge
-//!   of conditions by type, watches with resourceVersion and 410 Expired), with fault injection.
-//! - [`cluster`]: what a scenario talks to: that server, or a real cluster when `NODEMEDIC_E2E=1` and
-//!   `KUBECONFIG` point at one, so the same scenarios can check the fake against reality.
+//! - [`envtest`]: a real etcd + kube-apiserver + kube-controller-manager on loopback, from the binaries
+//!   `KUBEBUILDER_ASSETS` names; the truth every scenario runs against when it is set (CI sets it).
+//! - [`cluster`]: what a scenario talks to: that control plane, a cluster in `KUBECONFIG` with
+//!   `NODEMEDIC_E2E=1`, or else the test server; plus a stand-in kubelet for the scenario's nodes.
+//! - [`server`]: our own API server stand-in, kept for what a real one cannot do on demand: injected
+//!   500s/429s, cut watches, exact request logs without audit plumbing. It answers like the exchanges
+//!   recorded under `shared/reference/apiserver/`, which `tests/recorded.rs` checks.
 
 pub mod cluster;
+pub mod envtest;
 pub mod server;
 
 /// A plain HTTP GET over loopback (tests read /metrics and /healthz with it); returns the body,

@@ -47,10 +47,57 @@ pub enum Effect {
     Forget,
 }
 
+/// Why the plan says what it says: the stable part of a decision (the `reason` text also carries
+/// durations and times, which change every round). The shell logs a decision when this changes and
+/// matches on it to choose metrics and Events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    Excluded,
+    NotSelected,
+    /// The record belongs to another drainer (its Lease name).
+    OwnedByOther(String),
+    Healthy,
+    KosmosExempt,
+    NotHeldLongEnough,
+    CordonedBySomeoneElse,
+    CordonBudget {
+        used: usize,
+        limit: usize,
+    },
+    Cordon,
+    ReleasedEpisode,
+    ForgetReleased,
+    ManualUncordon,
+    ProblemBack,
+    Recovering,
+    FinishingDrain,
+    Uncordon,
+    Draining,
+    Drained,
+    SkipDrain,
+    DrainScheduled,
+    RetryScheduled,
+    DrainBudget {
+        used: usize,
+        limit: usize,
+    },
+    DrainSpacing,
+    StartDrain,
+    BlockedByPods,
+}
+
+impl Why {
+    /// The decision without its numbers (what decides whether a decision is news).
+    pub fn kind(&self) -> std::mem::Discriminant<Why> {
+        std::mem::discriminant(self)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePlan {
     pub node: String,
     pub action: Action,
+    pub why: Why,
     pub reason: String,
     pub effect: Effect,
     /// For cordon and drain: what would happen to each pod.
@@ -167,10 +214,16 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
             by_node.entry(n).or_default().push(p);
         }
     }
-    let records: Vec<Option<Record>> = nodes.iter().map(|n| Record::of(n)).collect();
     let selected: Vec<bool> = nodes
         .iter()
         .map(|n| cfg.selector.matches(n).unwrap_or(false))
+        .collect();
+    // Records of other drainers (another Lease name) are theirs: not acted on, not counted.
+    let all_records: Vec<Option<Record>> = nodes.iter().map(|n| Record::of(n)).collect();
+    let records: Vec<Option<Record>> = all_records
+        .iter()
+        .zip(&selected)
+        .map(|(r, sel)| r.clone().filter(|r| r.owned_by(&cfg.owner, *sel)))
         .collect();
     let mut budgets = Budgets {
         cordoned: records
@@ -208,22 +261,30 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
         let node = &nodes[i];
         let name = node.metadata.name.clone().unwrap_or_default();
         let node_pods = by_node.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-        let (action, reason, effect) = decide_node(
-            node,
-            selected[i],
-            records[i].as_ref(),
-            &problems[i],
-            cfg,
-            now,
-            &mut budgets,
-        );
+        let (action, why, reason, effect) = match (&all_records[i], &records[i]) {
+            (Some(theirs), None) => (
+                Action::Skip,
+                Why::OwnedByOther(theirs.owner.clone()),
+                format!("handled by another drainer ({}); not touched", theirs.owner),
+                Effect::Nothing,
+            ),
+            _ => decide_node(
+                node,
+                selected[i],
+                records[i].as_ref(),
+                &problems[i],
+                cfg,
+                now,
+                &mut budgets,
+            ),
+        };
         let pods = if matches!(action, Action::Cordon | Action::Drain) {
             node_pods.iter().map(|p| pods::decide(p, cfg)).collect()
         } else {
             Vec::new()
         };
         // A drain blocked by protected pods does not start.
-        let (action, reason, effect) =
+        let (action, why, reason, effect) =
             if action == Action::Drain && pods.iter().any(|p| p.action == PodAction::Block) {
                 budgets.draining -= 1;
                 let blockers: Vec<String> = pods
@@ -233,15 +294,17 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
                     .collect();
                 (
                     Action::Wait,
+                    Why::BlockedByPods,
                     format!("drain blocked by protected pods: {}", blockers.join(", ")),
                     Effect::Nothing,
                 )
             } else {
-                (action, reason, effect)
+                (action, why, reason, effect)
             };
         out[i] = Some(NodePlan {
             node: name,
             action,
+            why,
             reason,
             effect,
             pods,
@@ -258,10 +321,11 @@ fn decide_node(
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, String, Effect) {
+) -> (Action, Why, String, Effect) {
     if label(node, &cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
         return (
             Action::Skip,
+            Why::Excluded,
             format!(
                 "excluded by label {}={}",
                 cfg.exclude_label.0, cfg.exclude_label.1
@@ -272,6 +336,7 @@ fn decide_node(
     if !selected && record.is_none() {
         return (
             Action::Skip,
+            Why::NotSelected,
             "not selected by the node selector".into(),
             Effect::Nothing,
         );
@@ -287,12 +352,14 @@ fn decide_node(
             return if bad && p.episode == r.episode {
                 (
                     Action::None,
+                    Why::ReleasedEpisode,
                     "uncordoned by a person during this problem episode; not cordoned again".into(),
                     Effect::Nothing,
                 )
             } else if !bad && p.pending.is_empty() {
                 (
                     Action::None,
+                    Why::ForgetReleased,
                     "problem cleared; forgetting the released episode".into(),
                     Effect::Forget,
                 )
@@ -310,6 +377,7 @@ fn decide_node(
             }
             return (
                 Action::None,
+                Why::ManualUncordon,
                 "uncordoned by a person; not cordoned again for this problem episode".into(),
                 Effect::Release(released),
             );
@@ -319,6 +387,7 @@ fn decide_node(
                 let what: Vec<&str> = p.pending.iter().map(|(d, _)| d.as_str()).collect();
                 return (
                     Action::Wait,
+                    Why::ProblemBack,
                     format!(
                         "problem back before its min duration ({}); staying cordoned",
                         what.join(", ")
@@ -329,6 +398,7 @@ fn decide_node(
             if let Some(left) = p.recovering {
                 return (
                     Action::Wait,
+                    Why::Recovering,
                     format!("recovering; uncordon in {}", fmt_d(left)),
                     Effect::Nothing,
                 );
@@ -337,6 +407,7 @@ fn decide_node(
                 // Finish what was started: evictions already went out.
                 return (
                     Action::Drain,
+                    Why::FinishingDrain,
                     "recovered while draining; finishing the drain in progress".into(),
                     Effect::Drain,
                 );
@@ -348,22 +419,30 @@ fn decide_node(
                 }
                 _ => "conditions cleared: uncordoning",
             };
-            return (Action::Uncordon, why.into(), Effect::Uncordon);
+            return (
+                Action::Uncordon,
+                Why::Uncordon,
+                why.into(),
+                Effect::Uncordon,
+            );
         }
         let problem = p.held.join(", ");
         return match r.phase {
             Phase::Draining => (
                 Action::Drain,
+                Why::Draining,
                 format!("drain in progress ({problem})"),
                 Effect::Drain,
             ),
             Phase::Drained => (
                 Action::None,
+                Why::Drained,
                 format!("drained; stays cordoned until recovery ({problem})"),
                 Effect::Nothing,
             ),
             Phase::Cordoned if cfg.skip_drain => (
                 Action::None,
+                Why::SkipDrain,
                 format!("cordoned; drain skipped (--skip-drain) ({problem})"),
                 Effect::Nothing,
             ),
@@ -380,6 +459,11 @@ fn decide_node(
                     };
                     return (
                         Action::Wait,
+                        if r.phase == Phase::Failed {
+                            Why::RetryScheduled
+                        } else {
+                            Why::DrainScheduled
+                        },
                         format!(
                             "{what} at {} ({problem})",
                             due.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -390,6 +474,10 @@ fn decide_node(
                 if b.draining >= cfg.max_drains_in_flight {
                     return (
                         Action::Wait,
+                        Why::DrainBudget {
+                            used: b.draining,
+                            limit: cfg.max_drains_in_flight,
+                        },
                         format!(
                             "drain budget full: {} of {} drains in flight",
                             b.draining, cfg.max_drains_in_flight
@@ -402,6 +490,7 @@ fn decide_node(
                     if next > now {
                         return (
                             Action::Wait,
+                            Why::DrainSpacing,
                             format!(
                                 "drain starts are spaced by the buffer; next start at {}",
                                 next.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -414,6 +503,7 @@ fn decide_node(
                 b.last_drain_start = Some(now);
                 (
                     Action::Drain,
+                    Why::StartDrain,
                     format!("draining ({problem})"),
                     Effect::Drain,
                 )
@@ -432,13 +522,14 @@ fn decide_new(
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, String, Effect) {
+) -> (Action, Why, String, Effect) {
     let _ = node;
     if p.held.is_empty() {
         if !p.pending.is_empty() {
             let what: Vec<&str> = p.pending.iter().map(|(d, _)| d.as_str()).collect();
             return (
                 Action::Wait,
+                Why::NotHeldLongEnough,
                 format!("condition not held long enough: {}", what.join(", ")),
                 Effect::Nothing,
             );
@@ -446,6 +537,7 @@ fn decide_new(
         if !p.exempted.is_empty() {
             return (
                 Action::Skip,
+                Why::KosmosExempt,
                 format!(
                     "Kosmos leaf node: not cordoned or drained for {}",
                     p.exempted.join(", ")
@@ -453,12 +545,18 @@ fn decide_new(
                 Effect::Nothing,
             );
         }
-        return (Action::None, "healthy".into(), Effect::Nothing);
+        return (
+            Action::None,
+            Why::Healthy,
+            "healthy".into(),
+            Effect::Nothing,
+        );
     }
     let problem = p.held.join(", ");
     if unschedulable {
         return (
             Action::None,
+            Why::CordonedBySomeoneElse,
             format!("already cordoned by someone else; not touched ({problem})"),
             Effect::Nothing,
         );
@@ -466,6 +564,10 @@ fn decide_new(
     if b.cordoned >= b.cordon_limit {
         return (
             Action::Wait,
+            Why::CordonBudget {
+                used: b.cordoned,
+                limit: b.cordon_limit,
+            },
             format!(
                 "cordon budget full: {} of {} nodes cordoned ({problem})",
                 b.cordoned, b.cordon_limit
@@ -475,6 +577,7 @@ fn decide_new(
     }
     b.cordoned += 1;
     let record = Record {
+        owner: cfg.owner.clone(),
         episode: p.episode.clone(),
         reason: problem.clone(),
         phase: Phase::Cordoned,
@@ -495,6 +598,7 @@ fn decide_new(
     };
     (
         Action::Cordon,
+        Why::Cordon,
         format!("{problem}; {when}"),
         Effect::Cordon(record),
     )

@@ -73,7 +73,12 @@ impl N {
     }
     /// Cordoned by us in `phase`, for the KernelDeadlock episode that started at `since`.
     fn ours(self, phase: Phase, since: i64, cordoned: i64) -> N {
+        self.owned_by(crate::config::DEFAULT_OWNER, phase, since, cordoned)
+    }
+    /// Cordoned by the drainer named `owner`.
+    fn owned_by(self, owner: &str, phase: Phase, since: i64, cordoned: i64) -> N {
         self.unschedulable().record(Record {
+            owner: owner.into(),
             episode: format!("KernelDeadlock=True@{}", t(since).as_second()),
             reason: "KernelDeadlock=True".into(),
             phase,
@@ -388,6 +393,7 @@ fn cordon_budget_counts_nodes_already_cordoned_by_us() {
     let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
     assert_eq!(get("x").action, Action::Cordon);
     assert_eq!(get("y").action, Action::Wait);
+    assert_eq!(get("y").why, Why::CordonBudget { used: 2, limit: 2 });
     assert!(
         get("y").reason.contains("cordon budget full: 2 of 2"),
         "{}",
@@ -568,4 +574,60 @@ fn protected_pods_block_the_drain_when_configured() {
     assert_eq!(p.reason, "drain blocked by protected pods: default/crit");
     assert_eq!(p.effect, Effect::Nothing);
     let _ = Duration::ZERO;
+}
+
+#[test]
+fn records_of_another_drainer_are_neither_touched_nor_counted() {
+    let mut c = cfg();
+    c.max_cordoned = Budget::Count(1);
+    c.owner = "drainer-a".into();
+    let plans = run(
+        vec![
+            // cordoned and draining by drainer-b: not ours even though we select it
+            node("theirs").cond("KernelDeadlock", "True", 0).owned_by(
+                "drainer-b",
+                Phase::Cordoned,
+                0,
+                NOW - 700,
+            ),
+            node("mine").cond("KernelDeadlock", "True", 1),
+        ],
+        &[],
+        &c,
+    );
+    let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
+    assert_eq!(get("theirs").action, Action::Skip);
+    assert_eq!(get("theirs").why, Why::OwnedByOther("drainer-b".into()));
+    assert_eq!(get("theirs").effect, Effect::Nothing);
+    assert_eq!(
+        get("mine").action,
+        Action::Cordon,
+        "the other drainer's cordon does not use our budget of one"
+    );
+    let Effect::Cordon(r) = &get("mine").effect else {
+        panic!("{:?}", get("mine").effect)
+    };
+    assert_eq!(r.owner, "drainer-a", "the record names its drainer");
+}
+
+#[test]
+fn an_ownerless_record_belongs_to_whichever_drainer_selects_the_node() {
+    let mut c = cfg();
+    c.selector = crate::select::Selector::labels("pool=a").unwrap();
+    let legacy = |name: &str| {
+        node(name)
+            .cond("KernelDeadlock", "True", 0)
+            .owned_by("", Phase::Cordoned, 0, NOW - 10)
+    };
+    let mut selected = legacy("sel");
+    selected
+        .0
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("pool".into(), "a".into());
+    let plans = run(vec![selected, legacy("other")], &[], &c);
+    let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
+    assert_eq!(get("sel").why, Why::DrainScheduled);
+    assert_eq!(get("other").why, Why::OwnedByOther(String::new()));
 }

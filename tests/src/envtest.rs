@@ -1,0 +1,475 @@
+//! A real control plane for scenarios, the envtest way: `KUBEBUILDER_ASSETS` names a folder holding
+//! `etcd`, `kube-apiserver` and (optionally) `kube-controller-manager`; `../shared/envtest/setup.sh DIR`
+//! lays one out here, and controller-runtime's `setup-envtest use <version> -p path` does elsewhere.
+//!
+//! [`shared`] starts one control plane per test binary on free loopback ports (scenarios keep apart
+//! by unique names); [`ControlPlane::start`] starts a private one (the Kosmos flap restarts its
+//! controller manager). Every request that changes something is in the API server's audit log, which
+//! [`ControlPlane::audit`] reads: that is how scenarios count writes at the API server itself.
+//!
+//! The processes are started from one long-lived thread with `PR_SET_PDEATHSIG`, so they die with the
+//! test binary even though a shared plane is never dropped (the signal fires when the *thread* that
+//! started a child exits, so it must not be a test's own thread).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The environment variable naming the binaries' folder (controller-runtime's convention).
+pub const ASSETS_ENV: &str = "KUBEBUILDER_ASSETS";
+
+/// The token the tests' own client uses (`system:masters`).
+const ADMIN_TOKEN: &str = "nodemedic-test-admin";
+/// The token kube-controller-manager uses; its user name is what the guard sees when the controller
+/// manager runs with `--use-service-account-credentials=false`.
+const KCM_TOKEN: &str = "nodemedic-test-kcm";
+pub const KCM_USER: &str = "system:kube-controller-manager";
+
+/// The folder from `KUBEBUILDER_ASSETS`, when it holds etcd and kube-apiserver.
+pub fn assets() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os(ASSETS_ENV)?);
+    (dir.join("etcd").exists() && dir.join("kube-apiserver").exists()).then_some(dir)
+}
+
+/// Print that `scenario` is skipped because no control plane binaries are available, and how to get them.
+pub fn say_skipped(scenario: &str) {
+    eprintln!(
+        "skipped {scenario}: needs a real control plane; set {ASSETS_ENV} to a folder with etcd, kube-apiserver \
+         and kube-controller-manager (here: KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest); \
+         elsewhere: setup-envtest use 1.26.0 -p path)"
+    );
+}
+
+/// The controller manager's settings.
+#[derive(Debug, Clone)]
+pub struct KcmOptions {
+    /// `--controllers`, e.g. `nodelifecycle,disruption,garbagecollector`.
+    pub controllers: String,
+    /// `--use-service-account-credentials`: true makes each controller act as its own service account
+    /// (kubeadm's setting), false as the controller manager's own user (the flag's default).
+    pub service_account_credentials: bool,
+    pub node_monitor_period: Duration,
+    pub node_monitor_grace_period: Duration,
+}
+
+impl Default for KcmOptions {
+    fn default() -> Self {
+        KcmOptions {
+            controllers: "nodelifecycle,disruption,garbagecollector".into(),
+            service_account_credentials: false,
+            node_monitor_period: Duration::from_secs(1),
+            node_monitor_grace_period: Duration::from_secs(40),
+        }
+    }
+}
+
+/// A running etcd + kube-apiserver (+ kube-controller-manager).
+pub struct ControlPlane {
+    /// `https://127.0.0.1:PORT`
+    pub url: String,
+    dir: PathBuf,
+    assets: PathBuf,
+    etcd: Mutex<Option<Child>>,
+    apiserver: Mutex<Option<Child>>,
+    kcm: Mutex<Option<Child>>,
+}
+
+static SHARED: OnceLock<Option<ControlPlane>> = OnceLock::new();
+
+/// The control plane shared by the scenarios of this test binary (with a controller manager running
+/// node lifecycle, disruption and the garbage collector), or `None` without `KUBEBUILDER_ASSETS`.
+pub fn shared() -> Option<&'static ControlPlane> {
+    SHARED
+        .get_or_init(|| assets().map(|a| ControlPlane::start(&a, Some(KcmOptions::default()))))
+        .as_ref()
+}
+
+impl ControlPlane {
+    /// Start a control plane from the binaries in `assets`; panics with the process's log if one does
+    /// not come up (a test cannot go on without it).
+    pub fn start(assets: &Path, kcm: Option<KcmOptions>) -> ControlPlane {
+        clean_stale_dirs();
+        let dir = std::env::temp_dir().join(format!(
+            "nodemedic-envtest-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("control plane dir");
+        let [etcd_port, peer_port, api_port] = free_ports();
+        let etcd = spawn(
+            Command::new(assets.join("etcd"))
+                .arg("--data-dir")
+                .arg(dir.join("etcd"))
+                .args([
+                    "--listen-client-urls",
+                    &format!("http://127.0.0.1:{etcd_port}"),
+                    "--advertise-client-urls",
+                    &format!("http://127.0.0.1:{etcd_port}"),
+                    "--listen-peer-urls",
+                    &format!("http://127.0.0.1:{peer_port}"),
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{peer_port}"),
+                    "--initial-cluster",
+                    &format!("default=http://127.0.0.1:{peer_port}"),
+                    "--unsafe-no-fsync",
+                ]),
+            &dir.join("etcd.log"),
+        );
+        write_files(&dir);
+        let apiserver = spawn(
+            Command::new(assets.join("kube-apiserver"))
+                .args([
+                    "--etcd-servers",
+                    &format!("http://127.0.0.1:{etcd_port}"),
+                    "--bind-address",
+                    "127.0.0.1",
+                    "--secure-port",
+                    &api_port.to_string(),
+                    "--service-account-issuer",
+                    "https://kubernetes.default.svc",
+                    "--service-cluster-ip-range",
+                    "10.0.0.0/24",
+                    "--authorization-mode",
+                    "RBAC",
+                    "--audit-log-mode",
+                    "blocking",
+                    // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
+                    "--disable-admission-plugins",
+                    "ServiceAccount",
+                ])
+                .arg("--cert-dir")
+                .arg(dir.join("certs"))
+                .arg("--service-account-key-file")
+                .arg(dir.join("sa.pub"))
+                .arg("--service-account-signing-key-file")
+                .arg(dir.join("sa.key"))
+                .arg("--token-auth-file")
+                .arg(dir.join("tokens.csv"))
+                .arg("--audit-policy-file")
+                .arg(dir.join("audit-policy.yaml"))
+                .arg("--audit-log-path")
+                .arg(dir.join("audit.log")),
+            &dir.join("kube-apiserver.log"),
+        );
+        let plane = ControlPlane {
+            url: format!("https://127.0.0.1:{api_port}"),
+            dir,
+            assets: assets.to_path_buf(),
+            etcd: Mutex::new(Some(etcd)),
+            apiserver: Mutex::new(Some(apiserver)),
+            kcm: Mutex::new(None),
+        };
+        plane.wait_ready();
+        if let Some(k) = kcm {
+            plane.start_kcm(&k);
+        }
+        plane
+    }
+
+    /// A client for this control plane as `system:masters`, with kube's retry layer off like the
+    /// binaries' own clients (`common::client`), so a PDB's 429 reaches the code under test.
+    pub fn client(&self) -> kube::Client {
+        self.client_as(ADMIN_TOKEN)
+    }
+
+    fn client_as(&self, token: &str) -> kube::Client {
+        let mut config = kube::Config::new(self.url.parse().expect("control plane URL"));
+        config.accept_invalid_certs = true;
+        config.auth_info.token = Some(token.to_string().into());
+        nodemedic_common::client::from_config(config, "nodemedic-tests")
+            .expect("a client for the control plane")
+    }
+
+    /// (Re)start kube-controller-manager with `opts`, stopping the one running.
+    pub fn start_kcm(&self, opts: &KcmOptions) {
+        let mut slot = self.kcm.lock().unwrap();
+        if let Some(mut old) = slot.take() {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+        if !self.assets.join("kube-controller-manager").exists() {
+            panic!(
+                "{} has no kube-controller-manager (../shared/envtest/setup.sh lays it out)",
+                self.assets.display()
+            );
+        }
+        let kubeconfig = self.dir.join("kcm.kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\", insecure-skip-tls-verify: true}}}}]\n\
+                 users: [{{name: u, user: {{token: {KCM_TOKEN}}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+                self.url
+            ),
+        )
+        .expect("kcm kubeconfig");
+        let child = spawn(
+            Command::new(self.assets.join("kube-controller-manager"))
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args([
+                    "--controllers",
+                    &opts.controllers,
+                    "--leader-elect=false",
+                    &format!(
+                        "--use-service-account-credentials={}",
+                        opts.service_account_credentials
+                    ),
+                    &format!(
+                        "--node-monitor-period={}ms",
+                        opts.node_monitor_period.as_millis()
+                    ),
+                    &format!(
+                        "--node-monitor-grace-period={}ms",
+                        opts.node_monitor_grace_period.as_millis()
+                    ),
+                    "--bind-address=127.0.0.1",
+                    "--secure-port=0",
+                ]),
+            &self.dir.join("kube-controller-manager.log"),
+        );
+        *slot = Some(child);
+    }
+
+    /// Stop kube-controller-manager (a scenario that must not race a controller).
+    pub fn stop_kcm(&self) {
+        if let Some(mut c) = self.kcm.lock().unwrap().take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let port = self.url.rsplit(':').next().unwrap().to_string();
+        while Instant::now() < deadline {
+            // /readyz without TLS verification: a bare TCP connect first, then the real check over HTTPS.
+            if std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok() && self.readyz() {
+                return;
+            }
+            if let Some(c) = self.apiserver.lock().unwrap().as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                panic!(
+                    "kube-apiserver exited with {status}; its log:\n{}",
+                    tail(&self.dir.join("kube-apiserver.log"))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "kube-apiserver not ready within 60 s; its log:\n{}",
+            tail(&self.dir.join("kube-apiserver.log"))
+        );
+    }
+
+    fn readyz(&self) -> bool {
+        // A small runtime of its own: start() is called from synchronous code (OnceLock), and a
+        // kube::Client must be built inside a runtime.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let client = self.client();
+                    let url = &self.url;
+                    let req = http_get_request(&format!("{url}/readyz"));
+                    matches!(client.request_text(req).await, Ok(t) if t.trim() == "ok")
+                })
+            })
+            .join()
+            .unwrap_or(false)
+        })
+    }
+
+    /// The audit events logged so far (writes of every kind, and reads other than list/watch; node
+    /// heartbeat Leases are left out), oldest first.
+    pub fn audit(&self) -> Vec<AuditEvent> {
+        let text = std::fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| AuditEvent::from_json(&v))
+            .collect()
+    }
+
+    /// The API server's own Prometheus metrics (`/metrics`).
+    pub async fn metrics(&self) -> String {
+        self.client()
+            .request_text(http_get_request(&format!("{}/metrics", self.url)))
+            .await
+            .expect("GET /metrics")
+    }
+
+    /// Where the processes write their logs and data (printed when a scenario fails).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        for slot in [&self.kcm, &self.apiserver, &self.etcd] {
+            if let Some(mut c) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn http_get_request(url: &str) -> http::Request<Vec<u8>> {
+    http::Request::get(url).body(Vec::new()).unwrap()
+}
+
+/// One request as the API server's audit log recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEvent {
+    /// get, create, update, patch, delete, ...
+    pub verb: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub user: String,
+    pub user_agent: String,
+    pub code: u16,
+}
+
+impl AuditEvent {
+    fn from_json(v: &Value) -> AuditEvent {
+        let s = |p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        AuditEvent {
+            verb: s("/verb"),
+            resource: s("/objectRef/resource"),
+            subresource: s("/objectRef/subresource"),
+            namespace: s("/objectRef/namespace"),
+            name: s("/objectRef/name"),
+            user: s("/user/username"),
+            user_agent: s("/userAgent"),
+            code: v
+                .pointer("/responseStatus/code")
+                .and_then(Value::as_u64)
+                .unwrap_or(0) as u16,
+        }
+    }
+}
+
+static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn write_files(dir: &Path) {
+    std::fs::write(
+        dir.join("tokens.csv"),
+        format!(
+            "{ADMIN_TOKEN},nodemedic-test-admin,admin,system:masters\n\
+             {KCM_TOKEN},{KCM_USER},kcm,system:masters\n"
+        ),
+    )
+    .expect("tokens.csv");
+    std::fs::write(
+        dir.join("audit-policy.yaml"),
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: None\n  resources: [{group: coordination.k8s.io, resources: [leases]}]\n  namespaces: [kube-node-lease]\n\
+         - level: None\n  verbs: [list, watch]\n\
+         - level: None\n  nonResourceURLs: ['/*']\n\
+         - level: Metadata\n",
+    )
+    .expect("audit policy");
+    // The service-account signing key (ECDSA P-256 from rcgen: no openssl needed).
+    let key = rcgen::KeyPair::generate().expect("a service-account signing key");
+    std::fs::write(dir.join("sa.key"), key.serialize_pem()).expect("sa.key");
+    std::fs::write(dir.join("sa.pub"), key.public_key_pem()).expect("sa.pub");
+}
+
+fn free_ports() -> [u16; 3] {
+    let listeners: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    let ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    [ports[0], ports[1], ports[2]]
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// Remove the folders of control planes whose test binary is gone (its processes died with it).
+fn clean_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("nodemedic-envtest-") else {
+            continue;
+        };
+        let pid = rest.split('-').next().unwrap_or("");
+        if !pid.is_empty() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// Spawn `cmd` (output to `log`) from the long-lived spawner thread, with SIGKILL on that thread's
+/// (and so the test binary's) death.
+fn spawn(cmd: &mut Command, log: &Path) -> Child {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("envtest-spawner".into())
+            .spawn(move || {
+                // Never returns while the binary runs: its exit would kill the children.
+                for job in rx {
+                    job();
+                }
+                loop {
+                    std::thread::park();
+                }
+            })
+            .expect("spawner thread");
+        Mutex::new(tx)
+    });
+    let out = std::fs::File::create(log).expect("process log");
+    let err = out.try_clone().expect("process log");
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let cmd = std::mem::replace(cmd, Command::new("true"));
+    let (rtx, rrx) = mpsc::channel();
+    let mut cmd = cmd;
+    tx.lock()
+        .unwrap()
+        .send(Box::new(move || {
+            let _ = rtx.send(cmd.spawn());
+        }))
+        .expect("spawner alive");
+    rrx.recv()
+        .expect("spawner answers")
+        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"))
+}
