@@ -5,6 +5,7 @@
 //!   client      a kube::Client from in-cluster config or KUBECONFIG
 //!   conditions  node-condition patches that touch only the conditions we own
 //!   events      core/v1 Events on a Node, aggregated the way `kubectl describe` shows them
+//!   filewatch   wake on content changes of config files, not on reads (rules, certificates)
 //!   health      liveness beats: /healthz fails when a registered loop stops beating
 //!   serve       one HTTP listener: /metrics /healthz /readyz (+ extra routes)
 //!   telemetry   tracing subscriber, text or JSON
@@ -15,6 +16,7 @@ pub mod client;
 pub mod conditions;
 pub mod events;
 pub mod exempt;
+pub mod filewatch;
 pub mod health;
 pub mod keys;
 pub mod rbac;

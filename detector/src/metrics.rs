@@ -185,6 +185,11 @@ impl Metrics {
             .set(value);
     }
 
+    pub fn forget_problem_gauge(&self, type_: &str, reason: &str) {
+        self.problem_gauge
+            .remove(&l(&[("type", type_), ("reason", reason)]));
+    }
+
     pub fn report_error(&self, kind: &str) {
         self.report_errors
             .get_or_create(&l(&[("kind", kind)]))
@@ -195,6 +200,35 @@ impl Metrics {
         self.stale_evictions
             .get_or_create(&l(&[("result", result)]))
             .inc();
+    }
+
+    /// Drop the series of a monitor whose rule file is gone: its line counters, its rule matches and
+    /// the problem gauges of its condition types (`problem_counter` is by reason alone, as in NPD, and
+    /// stays).
+    pub fn forget_monitor(&self, m: &crate::config::Monitor) {
+        let name = m.name.as_str();
+        self.lines_read.remove(&l(&[("monitor", name)]));
+        self.parse_errors.remove(&l(&[("monitor", name)]));
+        self.lines_dropped
+            .remove(&l(&[("monitor", name), ("why", "overrun")]));
+        for r in &m.rules {
+            self.rule_matches
+                .remove(&l(&[("monitor", name), ("reason", &r.reason)]));
+        }
+        for c in &m.conditions {
+            let reasons = m
+                .rules
+                .iter()
+                .filter(|r| {
+                    matches!(r.kind, crate::config::RuleKind::Permanent { condition } if m.conditions.get(condition).is_some_and(|d| d.type_ == c.type_))
+                })
+                .map(|r| r.reason.as_str())
+                .chain([c.healthy_reason.as_str()]);
+            for reason in reasons {
+                self.problem_gauge
+                    .remove(&l(&[("type", &c.type_), ("reason", reason)]));
+            }
+        }
     }
 
     pub fn reload(&self, result: &str) {

@@ -126,7 +126,12 @@ impl MonitorState {
         let mut next = MonitorState::new(monitor, &[], now);
         for (i, c) in next.conditions.iter_mut().enumerate() {
             if let Some(j) = old.iter().position(|o| o.type_ == c.type_) {
-                if old[j].status == Status::True {
+                // A problem stays; a healthy condition whose default text is unchanged keeps its
+                // transition time (a new one would be a node write for nothing on every reload).
+                let same_default = old[j].status == c.status
+                    && old[j].reason == c.reason
+                    && old[j].message == c.message;
+                if old[j].status == Status::True || same_default {
                     *c = old[j].clone();
                     next.last_problem[i] = old_last[j];
                 }

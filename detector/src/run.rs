@@ -338,6 +338,14 @@ impl ReportLoop {
             }
         }
         let conditions = self.sync.conditions();
+        // Types no rule file declares any more lose their gauge series.
+        self.gauges.retain(|type_, reason| {
+            let kept = conditions.iter().any(|c| &c.type_ == type_);
+            if !kept {
+                self.metrics.forget_problem_gauge(type_, reason);
+            }
+            kept
+        });
         for c in &conditions {
             let active = if c.status == Status::True { 1 } else { 0 };
             if let Some(old) = self.gauges.get(&c.type_) {
@@ -365,11 +373,10 @@ impl ReportLoop {
 
 mod reload {
     //! Hot reload: the rule paths are watched (directories, not files: a ConfigMap volume swaps its
-    //! `..data` symlink, which a watch on the file would not survive). Any change re-reads every file;
-    //! a bad set is logged precisely and the last good rules stay in force.
+    //! `..data` symlink, which a watch on the file would not survive). A change of content (not a
+    //! read) re-reads every file; a bad set is logged precisely and the last good rules stay in force.
 
     use super::*;
-    use notify::{RecursiveMode, Watcher};
 
     /// Wait after a change so a burst of writes (an editor, a symlink swap) is read once.
     const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -385,36 +392,19 @@ mod reload {
         outcomes: mpsc::Sender<Outcome>,
         mut stop: watch::Receiver<bool>,
     ) {
-        let (tx, mut rx) = mpsc::channel::<()>(16);
-        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok() {
-                let _ = tx.try_send(());
-            }
-        });
-        let mut watcher = match watcher {
+        // Content changes only (see common::filewatch): our own re-reads must not trigger reloads.
+        let mut watch = match nodemedic_common::filewatch::ContentWatch::new(&paths, DEBOUNCE) {
             Ok(w) => w,
             Err(e) => {
-                tracing::error!(error = %e, "cannot watch rule files; hot reload is off");
+                tracing::error!(error = %e, "cannot watch the rule files; hot reload is off");
                 return;
             }
         };
-        for p in &paths {
-            let dir = if p.is_dir() {
-                p.clone()
-            } else {
-                p.parent().map(PathBuf::from).unwrap_or_else(|| ".".into())
-            };
-            if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                tracing::error!(path = %dir.display(), error = %e, "cannot watch rule directory; hot reload is off for it");
-            }
-        }
         loop {
             tokio::select! {
                 _ = stop.changed() => return,
-                r = rx.recv() => if r.is_none() { return },
+                r = watch.changed() => if r.is_none() { return },
             }
-            tokio::time::sleep(DEBOUNCE).await;
-            while rx.try_recv().is_ok() {}
             match config::load_paths(&paths) {
                 Err(errors) => {
                     ctx.metrics.reload("failure");
@@ -461,6 +451,7 @@ mod reload {
                 if let Some(h) = map.remove(&old.name) {
                     h.stop().await;
                 }
+                ctx.metrics.forget_monitor(old);
                 tracing::info!(monitor = %old.name, "monitor removed");
                 let _ = outcomes
                     .send(Outcome::Removed {

@@ -142,10 +142,44 @@ pub async fn run(
         }
         tokio::select! {
             _ = stop.changed() => {
+                let was_leading = *leader.borrow();
                 let _ = leader.send(false);
+                if was_leading {
+                    release(&api, &cfg).await;
+                }
                 return;
             }
             _ = tokio::time::sleep(cfg.retry_period) => {}
+        }
+    }
+}
+
+/// Give the Lease up on shutdown (client-go's `ReleaseOnCancel`): an empty holder with a one-second
+/// duration, so the next replica takes over at once instead of after a whole lease duration. Written
+/// with the resourceVersion read, and only while we still hold it.
+async fn release(api: &Api<Lease>, cfg: &LeaseConfig) {
+    let Ok(Some(mut lease)) = api.get_opt(&cfg.name).await else {
+        return;
+    };
+    let Some(old) = lease.spec.clone() else {
+        return;
+    };
+    if old.holder_identity.as_deref() != Some(cfg.identity.as_str()) {
+        return;
+    }
+    let now = Timestamp::now();
+    lease.spec = Some(LeaseSpec {
+        holder_identity: Some(String::new()),
+        lease_duration_seconds: Some(1),
+        acquire_time: Some(MicroTime(now)),
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: old.lease_transitions,
+        ..Default::default()
+    });
+    match api.replace(&cfg.name, &PostParams::default(), &lease).await {
+        Ok(_) => tracing::info!(lease = %cfg.name, identity = %cfg.identity, "released the lease"),
+        Err(e) => {
+            tracing::warn!(lease = %cfg.name, error = %e, "cannot release the lease; the next leader waits for it to expire")
         }
     }
 }

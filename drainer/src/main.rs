@@ -58,10 +58,12 @@ struct RunArgs {
     /// PEM private key of the guard.
     #[arg(long = "guard-tls-key")]
     guard_tls_key: Option<PathBuf>,
-    /// Requesters whose pod deletions the guard checks (repeatable).
+    /// Requesters whose pod deletions the guard checks (repeatable). The defaults cover the node
+    /// lifecycle controller with kube-controller-manager's --use-service-account-credentials on
+    /// (its service account) and off (the controller manager's own user).
     #[arg(
         long = "guard-user",
-        default_value = "system:serviceaccount:kube-system:node-controller"
+        default_values = nodemedic_drainer::guard::DEFAULT_USERS
     )]
     guard_users: Vec<String>,
     /// The label (KEY=VALUE) of Kosmos leaf nodes.
@@ -144,6 +146,7 @@ fn run(args: RunArgs) -> ExitCode {
                         config: nodemedic_drainer::guard::GuardConfig {
                             users: args.guard_users,
                             node_label: (k.into(), v.into()),
+                            ..Default::default()
                         },
                     })
                 }

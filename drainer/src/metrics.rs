@@ -17,6 +17,7 @@ pub struct Metrics {
     budget_waits: Family<Labels, Counter>,
     evictions: Family<Labels, Counter>,
     guard_requests: Family<Labels, Counter>,
+    guard_cert_reloads: Family<Labels, Counter>,
     pub drain_duration: Histogram,
     pub leader: Gauge,
 }
@@ -35,6 +36,7 @@ impl Metrics {
             budget_waits: Family::default(),
             evictions: Family::default(),
             guard_requests: Family::default(),
+            guard_cert_reloads: Family::default(),
             drain_duration: Histogram::new([10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0]),
             leader: Gauge::default(),
         };
@@ -74,6 +76,11 @@ impl Metrics {
             m.guard_requests.clone(),
         );
         registry.register(
+            "nodemedic_guard_certificate_reloads",
+            "Reloads of the guard's serving certificate after its files changed, by result",
+            m.guard_cert_reloads.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_drain_duration_seconds",
             "Time from drain start to its end",
             m.drain_duration.clone(),
@@ -106,6 +113,9 @@ impl Metrics {
         self.guard_requests
             .get_or_create(&vec![("decision".to_string(), decision.to_string())])
             .inc();
+    }
+    pub fn guard_cert_reload(&self, r: &str) {
+        self.guard_cert_reloads.get_or_create(&result(r)).inc();
     }
     pub fn eviction(&self, r: &str) {
         self.evictions.get_or_create(&result(r)).inc();

@@ -56,7 +56,8 @@ impl Cluster {
             };
         }
         if e2e() {
-            let client = kube::Client::try_default()
+            // The binaries' own client (no kube retry layer): a PDB's 429 must reach the scenario.
+            let client = nodemedic_common::client::infer("nodemedic-tests")
                 .await
                 .expect("NODEMEDIC_E2E=1 needs a reachable cluster in KUBECONFIG");
             let kubelet = Kubelet::start(client.clone());
@@ -68,6 +69,11 @@ impl Cluster {
                 kubelet,
             };
         }
+        Cluster::fake().await
+    }
+
+    /// Always the test API server: for scenarios that inject faults a real one cannot produce.
+    pub async fn fake() -> Cluster {
         let server = TestApiServer::start().await;
         Cluster {
             client: server.client(),
@@ -76,6 +82,68 @@ impl Cluster {
             plane: None,
             id: String::new(),
         }
+    }
+
+    /// Create namespace `name` unless it exists (the test server needs none).
+    pub async fn ensure_namespace(&self, name: &str, labels: serde_json::Value) {
+        if !self.real() {
+            return;
+        }
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let ns =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+        match api.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create namespace {name}: {e}"),
+        }
+    }
+
+    /// Set a pod's status as its kubelet would (there is no kubelet): `status` is merged in.
+    pub async fn set_pod_status(&self, ns: &str, name: &str, status: serde_json::Value) {
+        if let Some(fake) = &self.fake {
+            let mut stored = fake
+                .object("v1", "pods", Some(ns), name)
+                .expect("pod exists");
+            stored["status"] = status;
+            fake.put_object("v1", "pods", Some(ns), stored);
+            return;
+        }
+        Api::<Pod>::namespaced(self.client.clone(), ns)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .expect("set pod status");
+    }
+
+    /// A ReplicaSet with no replicas to own a scenario's pods (the garbage collector deletes pods
+    /// whose owner does not exist; no replicaset controller runs to manage them). Returns the
+    /// ownerReferences value. On the test server, a made-up owner.
+    pub async fn owner(&self, ns: &str, hint: &str) -> serde_json::Value {
+        let name = self.name(hint);
+        if !self.real() {
+            return json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
+                "uid": "00000000-0000-4000-8000-000000000001", "controller": true}]);
+        }
+        let rs: k8s_openapi::api::apps::v1::ReplicaSet = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns, "labels": {"nodemedic.test/run": self.id_label()}},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"nodemedic.test/owner": name}},
+                "template": {"metadata": {"labels": {"nodemedic.test/owner": name}},
+                    "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}
+        }))
+        .unwrap();
+        let api: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+            Api::namespaced(self.client.clone(), ns);
+        let created = match api.create(&PostParams::default(), &rs).await {
+            Ok(c) => c,
+            Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await.expect("get rs"),
+            Err(e) => panic!("create ReplicaSet {name}: {e}"),
+        };
+        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
+            "uid": created.metadata.uid.unwrap_or_default(), "controller": true}])
     }
 
     /// True on a real API server (names must be unique, controllers run, nothing is injected).
@@ -200,6 +268,44 @@ impl Cluster {
                 c.is_some_and(|c| components.contains(&c))
             })
             .collect()
+    }
+
+    /// A client for one component under test: on the real control plane its requests carry their own
+    /// user agent `nodemedic-test-<hint>-<id>` (see [`Cluster::requests_from`]).
+    pub fn client_for(&self, hint: &str) -> kube::Client {
+        match self.plane {
+            Some(plane) => plane.client_with_agent(&self.agent(hint)),
+            None => self.client.clone(),
+        }
+    }
+
+    fn agent(&self, hint: &str) -> String {
+        format!("nodemedic-test-{hint}-{}", self.id)
+    }
+
+    /// [`Cluster::requests`] made by the client of [`Cluster::client_for`]`(hint)` only (on the test
+    /// server, which serves one scenario, every request counts).
+    pub fn requests_from(
+        &self,
+        hint: &str,
+        verb: &str,
+        resource: &str,
+        subresource: &str,
+    ) -> usize {
+        let Some(plane) = self.plane else {
+            return self.requests(verb, resource, subresource, "");
+        };
+        let agent = self.agent(hint);
+        plane
+            .audit()
+            .iter()
+            .filter(|e| {
+                e.user_agent == agent
+                    && e.verb == verb
+                    && e.resource == resource
+                    && e.subresource == subresource
+            })
+            .count()
     }
 
     /// How many requests the API server answered for `verb` (get, create, patch, update, delete) on

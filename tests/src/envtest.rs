@@ -176,11 +176,35 @@ impl ControlPlane {
         self.client_as(ADMIN_TOKEN)
     }
 
+    /// A client acting as `user` (impersonated by the admin), e.g. a controller's identity.
+    pub fn client_impersonating(&self, user: &str) -> kube::Client {
+        self.build_client(ADMIN_TOKEN, Some(user))
+    }
+
     fn client_as(&self, token: &str) -> kube::Client {
+        self.build_client(token, None)
+    }
+
+    /// An admin client whose requests carry `user_agent` (the audit log tells them apart).
+    pub fn client_with_agent(&self, user_agent: &str) -> kube::Client {
+        self.build_client_agent(ADMIN_TOKEN, None, user_agent)
+    }
+
+    fn build_client(&self, token: &str, impersonate: Option<&str>) -> kube::Client {
+        self.build_client_agent(token, impersonate, "nodemedic-tests")
+    }
+
+    fn build_client_agent(
+        &self,
+        token: &str,
+        impersonate: Option<&str>,
+        user_agent: &str,
+    ) -> kube::Client {
         let mut config = kube::Config::new(self.url.parse().expect("control plane URL"));
         config.accept_invalid_certs = true;
         config.auth_info.token = Some(token.to_string().into());
-        nodemedic_common::client::from_config(config, "nodemedic-tests")
+        config.auth_info.impersonate = impersonate.map(String::from);
+        nodemedic_common::client::from_config(config, user_agent)
             .expect("a client for the control plane")
     }
 
@@ -340,6 +364,8 @@ pub struct AuditEvent {
     pub user: String,
     pub user_agent: String,
     pub code: u16,
+    /// Audit annotations (e.g. an admission webhook's, as `<webhook name>/<key>`).
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl AuditEvent {
@@ -362,6 +388,15 @@ impl AuditEvent {
                 .pointer("/responseStatus/code")
                 .and_then(Value::as_u64)
                 .unwrap_or(0) as u16,
+            annotations: v
+                .get("annotations")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Detector scenarios: the real detector (`run::start`) with a real kube::Client over HTTP, against the
-//! test API server (or a real cluster with NODEMEDIC_E2E=1).
+//! real control plane when KUBEBUILDER_ASSETS is set (else the test API server, or a real cluster with
+//! NODEMEDIC_E2E=1). Scenarios that inject API faults always use the test API server.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -48,7 +49,15 @@ struct Harness {
 
 impl Harness {
     async fn new(hint: &str) -> Harness {
-        let cluster = Cluster::new().await;
+        Harness::on(Cluster::new().await, hint).await
+    }
+
+    /// On the test API server whatever the environment (fault injection).
+    async fn fake(hint: &str) -> Harness {
+        Harness::on(Cluster::fake().await, hint).await
+    }
+
+    async fn on(cluster: Cluster, hint: &str) -> Harness {
         let node = cluster.create_node(hint).await;
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("rules")).unwrap();
@@ -86,9 +95,31 @@ impl Harness {
     }
 
     async fn start(&self) -> Running {
-        run::start(self.options(), self.cluster.client.clone())
+        run::start(self.options(), self.cluster.client_for("detector"))
             .await
             .expect("detector starts")
+    }
+
+    /// Status PATCHes of this scenario's detector, counted at the API server.
+    fn status_patches(&self) -> usize {
+        self.cluster
+            .requests_from("detector", "patch", "nodes", "status")
+    }
+
+    /// Event writes of this scenario's detector, counted at the API server.
+    fn event_writes(&self) -> usize {
+        self.cluster
+            .requests_from("detector", "create", "events", "")
+            + self
+                .cluster
+                .requests_from("detector", "patch", "events", "")
+    }
+
+    /// Events about the node written by the detector (not by the cluster's controllers).
+    async fn own_events(&self) -> Vec<k8s_openapi::api::core::v1::Event> {
+        self.cluster
+            .node_events_from(&self.node, &["kernel-monitor"])
+            .await
     }
 
     /// Append a kernel record (kmsg format, current monotonic timestamp).
@@ -149,9 +180,7 @@ impl Harness {
 
     async fn finish(self, running: Running) {
         running.shutdown().await;
-        if self.cluster.fake.is_none() {
-            self.cluster.delete_node(&self.node).await;
-        }
+        self.cluster.cleanup(&[]).await;
     }
 }
 
@@ -255,25 +284,33 @@ async fn restart_keeps_true_conditions_and_reports_nothing_again() {
     })
     .await;
     running.shutdown().await;
-    let events_before = h.cluster.node_events(&h.node).await.len();
-    let status_patches_before = h.cluster.fake.as_ref().map(|f| f.count("PATCH", "/status"));
+    // Only the detector's own Events: a real cluster's node lifecycle controller writes its own
+    // (RegisteredNode) about the same node.
+    let events_before = h.own_events().await;
+    let status_patches_before = h.status_patches();
 
     let running = h.start().await;
     // the condition is still True after the restart (NPD would reset it to False)
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.condition("KernelDeadlock").await.unwrap().1, "DockerHung");
     assert_eq!(h.condition("KernelDeadlock").await.unwrap().0, "True");
+    let events_after = h.own_events().await;
     assert_eq!(
-        h.cluster.node_events(&h.node).await.len(),
-        events_before,
+        events_after.len(),
+        events_before.len(),
         "nothing re-reported after restart"
     );
-    if let (Some(f), Some(before)) = (&h.cluster.fake, status_patches_before) {
-        assert!(
-            f.count("PATCH", "/status") <= before + 1,
-            "at most one write (nothing changed but the owner check)"
+    for (a, b) in events_after.iter().zip(&events_before) {
+        assert_eq!(
+            (a.reason.as_deref(), a.count),
+            (b.reason.as_deref(), b.count),
+            "no count grew"
         );
     }
+    assert!(
+        h.status_patches() <= status_patches_before + 1,
+        "at most one status write after the restart (nothing changed but the owner check)"
+    );
     // and new lines are still seen
     h.kmsg("Out of memory: Killed process 2 (b) total-vm:1kB");
     eventually("second OOM counted", WAIT, || async {
@@ -379,14 +416,9 @@ async fn recovery_pattern_returns_the_condition_to_healthy() {
 
 #[tokio::test]
 async fn api_errors_and_429s_are_retried_and_the_latest_change_lands() {
-    let mut h = Harness::new("faults").await;
-    let Some(fake) = h
-        .cluster
-        .fake_or_skip("api_errors_and_429s_are_retried")
-        .cloned()
-    else {
-        return;
-    };
+    // Injected 500/429/503 answers: only the test API server does that on demand.
+    let mut h = Harness::fake("faults").await;
+    let fake = h.cluster.fake.clone().expect("the test API server");
     let running = h.start_healthy().await;
     fake.fail_next("PATCH", &format!("/nodes/{}/status", h.node), 500, 1);
     fake.fail_next("PATCH", &format!("/nodes/{}/status", h.node), 429, 2);
@@ -414,24 +446,103 @@ async fn api_errors_and_429s_are_retried_and_the_latest_change_lands() {
     h.finish(running).await;
 }
 
+/// A monitor with temporary rules only: it declares no condition, so adding or removing its file
+/// changes nothing on the Node.
+const EXTRA: &str = r#"
+source: extra-monitor
+input: {kind: kmsg}
+rules:
+  - type: temporary
+    reason: ExtraThing
+    pattern: 'extra thing happened'
+"#;
+
+fn reloads(metrics: &str, result: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "nodemedic_detector_reloads_total{{result=\"{result}\"}} "
+            ))
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[tokio::test]
-async fn nothing_is_written_when_nothing_changes() {
+async fn at_rest_nothing_is_written_even_when_rule_files_are_read_edited_removed_or_swapped() {
     let h = Harness::new("quiet").await;
-    let Some(fake) = h
-        .cluster
-        .fake_or_skip("nothing_is_written_when_nothing_changes")
-        .cloned()
-    else {
-        return;
-    };
-    let running = h.start_healthy().await;
-    let writes = fake.count("PATCH", "/status");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The rules: a ConfigMap-style directory (kernel.yaml) and a plain one (extra.yaml).
+    std::fs::remove_file(h.rules_dir().join("kernel.yaml")).unwrap();
+    configmap_write(&h.rules_dir(), 0, RULES);
+    let plain = h.dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("extra.yaml"), EXTRA).unwrap();
+    let mut opts = h.options();
+    opts.rules.push(plain.clone());
+    let running = run::start(opts, h.cluster.client_for("detector"))
+        .await
+        .unwrap();
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    h.wait_condition("FlakyDisk", "False", "DiskIsFine").await;
+    let metrics_url = format!("http://{}/metrics", running.addr);
+    // Settle: the start-up write has landed.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let writes = h.status_patches();
+    let heartbeat = h.condition("KernelDeadlock").await;
+
+    // Reads (what `cat` and the detector's own re-reads do) are no change: no reload at all.
+    for _ in 0..20 {
+        let _ = std::fs::read_to_string(h.rules_dir().join("kernel.yaml")).unwrap();
+        let _ = std::fs::read_to_string(plain.join("extra.yaml")).unwrap();
+    }
+    // A swap to identical content, and a plain file rewritten with the same bytes.
+    configmap_write(&h.rules_dir(), 1, RULES);
+    std::fs::write(plain.join("extra.yaml"), EXTRA).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let m = nodemedic_tests::http_get(&metrics_url).await;
     assert_eq!(
-        fake.count("PATCH", "/status"),
-        writes,
-        "no writes without a change or a due heartbeat"
+        reloads(&m, "success"),
+        0,
+        "nothing changed, nothing reloaded: {m}"
     );
+
+    // An edit that changes no condition, a swap with a comment added, and the removal of a file
+    // that declares no condition: each reloads once, none writes the Node.
+    std::fs::write(
+        plain.join("extra.yaml"),
+        EXTRA.replace("extra thing happened", "extra thing occurred"),
+    )
+    .unwrap();
+    eventually("the edit reloaded", WAIT, || async {
+        (reloads(&nodemedic_tests::http_get(&metrics_url).await, "success") == 1).then_some(())
+    })
+    .await;
+    configmap_write(&h.rules_dir(), 2, &format!("# edited\n{RULES}"));
+    eventually("the swap reloaded", WAIT, || async {
+        (reloads(&nodemedic_tests::http_get(&metrics_url).await, "success") == 2).then_some(())
+    })
+    .await;
+    std::fs::remove_file(plain.join("extra.yaml")).unwrap();
+    eventually("the removal reloaded", WAIT, || async {
+        (reloads(&nodemedic_tests::http_get(&metrics_url).await, "success") == 3).then_some(())
+    })
+    .await;
+    // Quiet afterwards: no reload loop, no writes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = nodemedic_tests::http_get(&metrics_url).await;
+    assert_eq!(reloads(&m, "success"), 3, "no reload loop: {m}");
+    assert!(
+        !m.contains("monitor=\"extra-monitor\""),
+        "the removed monitor's series are gone: {m}"
+    );
+    assert_eq!(
+        h.status_patches(),
+        writes,
+        "no status write at rest (heartbeat 5m), whatever happened to the rule files"
+    );
+    assert_eq!(h.condition("KernelDeadlock").await, heartbeat);
     h.finish(running).await;
 }
 
@@ -557,12 +668,10 @@ async fn a_flood_of_problem_lines_becomes_one_aggregated_event_not_a_storm() {
         )),
         "latest message"
     );
-    if let Some(fake) = &h.cluster.fake {
-        let writes = fake.count("POST", "/events") + fake.count("PATCH", "/events/");
-        assert!(
-            writes <= 40,
-            "{writes} event writes for {N} lines: the aggregator must fold them"
-        );
-    }
+    let writes = h.event_writes();
+    assert!(
+        writes <= 40,
+        "{writes} event writes for {N} lines: the aggregator must fold them"
+    );
     h.finish(running).await;
 }

@@ -189,6 +189,35 @@ fn reconfigure_keeps_true_conditions_of_types_that_still_exist() {
 }
 
 #[test]
+fn reconfigure_keeps_healthy_conditions_unchanged_unless_their_default_changed() {
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    let before = s.conditions().to_vec();
+    s.reconfigure(monitor(), t(10));
+    assert_eq!(
+        s.conditions(),
+        &before[..],
+        "same rules: the same conditions, transition times included (no node write)"
+    );
+    let edited = Arc::new(
+        load_sources(&[(
+            "kernel-monitor.yaml".into(),
+            RULES.replace("message: fine", "message: all fine").into(),
+        )])
+        .unwrap()
+        .monitors
+        .remove(0),
+    );
+    s.reconfigure(edited, t(20));
+    assert_eq!(s.conditions()[0], before[0], "KernelDeadlock unchanged");
+    assert_eq!(s.conditions()[1].message, "all fine");
+    assert_eq!(
+        s.conditions()[1].transition,
+        t(20),
+        "a new default is a new condition"
+    );
+}
+
+#[test]
 fn transition_message_uses_npd_wording() {
     let c = Condition {
         type_: "KernelDeadlock".into(),

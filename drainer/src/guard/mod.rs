@@ -15,20 +15,31 @@ use kube::core::admission::{AdmissionRequest, Operation};
 /// What the guard is configured with.
 #[derive(Debug, Clone)]
 pub struct GuardConfig {
-    /// Requesters whose deletions are guarded (default: the node lifecycle controller).
+    /// Requesters whose deletions are guarded (default: [`DEFAULT_USERS`]).
     pub users: Vec<String>,
     /// The label marking leaf nodes, `(key, value)`.
     pub node_label: (String, String),
+    /// A node's PodDeletionBlocked Event is updated at most this often (the count is never lost).
+    pub event_interval: std::time::Duration,
 }
+
+/// Who deletes pods of an unreachable node: the node lifecycle controller (its taint manager) as its
+/// own service account when kube-controller-manager runs with `--use-service-account-credentials`
+/// (kubeadm's setting), else as the controller manager's own user (the flag's default).
+pub const DEFAULT_USERS: [&str; 2] = [
+    "system:serviceaccount:kube-system:node-controller",
+    "system:kube-controller-manager",
+];
 
 impl Default for GuardConfig {
     fn default() -> Self {
         GuardConfig {
-            users: vec!["system:serviceaccount:kube-system:node-controller".into()],
+            users: DEFAULT_USERS.iter().map(|u| u.to_string()).collect(),
             node_label: (
                 nodemedic_common::keys::KOSMOS_NODE_LABEL.into(),
                 nodemedic_common::keys::KOSMOS_NODE_VALUE.into(),
             ),
+            event_interval: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -37,7 +37,6 @@ pub struct GuardOptions {
 pub type PodNode = Arc<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
 
 /// At most one Event per node in this interval; blocked deletions in between are counted into it.
-const EVENT_INTERVAL: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 struct Guard {
@@ -47,9 +46,14 @@ struct Guard {
     pod_node: PodNode,
     metrics: Metrics,
     events: Option<kube::Client>,
-    /// node -> (last Event written, deletions blocked since)
-    blocked: Arc<Mutex<HashMap<String, (Option<Instant>, u32)>>>,
+    /// node -> its PodDeletionBlocked Event
+    blocked: Arc<Mutex<HashMap<String, Blocked>>>,
+    /// Wakes the Event writer after a denial.
+    flush: Arc<tokio::sync::Notify>,
 }
+
+/// The audit annotation key (the API server logs it as `<webhook name>/decision`).
+pub const AUDIT_KEY: &str = "decision";
 
 impl Guard {
     fn node_state(&self, req: &Request) -> NodeState {
@@ -78,29 +82,72 @@ impl Guard {
         }
     }
 
-    /// Record a blocked deletion; returns the Event to write, if one is due.
-    fn blocked_event(&self, node: &str, req: &Request) -> Option<NodeEvent> {
+    /// Count a blocked deletion on `node`; the Event is written by [`flush_blocked`].
+    fn blocked(&self, node: &str, req: &Request) {
         let mut map = self.blocked.lock().unwrap();
-        let entry = map.entry(node.to_string()).or_insert((None, 0));
-        entry.1 += 1;
-        if entry.0.is_some_and(|t| t.elapsed() < EVENT_INTERVAL) {
-            return None;
-        }
-        let count = std::mem::take(&mut entry.1);
-        entry.0 = Some(Instant::now());
+        let b = map.entry(node.to_string()).or_default();
+        b.unwritten += 1;
+        b.latest = format!("{}/{} by {}", req.namespace, req.pod, req.user);
+    }
+}
+
+/// The PodDeletionBlocked Event of one node: one Event object whose count grows.
+#[derive(Default)]
+struct Blocked {
+    /// The Event written so far, and what it said.
+    written: Option<(String, NodeEvent)>,
+    /// Denials not yet in the Event.
+    unwritten: u32,
+    latest: String,
+    last_write: Option<Instant>,
+}
+
+/// Write what the guard blocked: at once for a node's first denial, then at most every
+/// `interval` per node, each time with the whole count (held-back denials are never lost).
+async fn flush_blocked(g: &Guard, client: &kube::Client, interval: Duration) {
+    let due: Vec<(String, Option<String>, NodeEvent)> = {
+        let mut map = g.blocked.lock().unwrap();
         let now = Timestamp::now();
-        Some(NodeEvent {
-            source: "nodemedic-guard".into(),
-            severity: Severity::Warning,
-            reason: "PodDeletionBlocked".into(),
-            message: format!(
-                "blocked {count} pod deletion(s) by {} while the node is not Ready (latest: {}/{})",
-                req.user, req.namespace, req.pod
-            ),
-            count: count as i32,
-            first_seen: now,
-            last_seen: now,
-        })
+        map.iter_mut()
+            .filter(|(_, b)| b.unwritten > 0 && b.last_write.is_none_or(|t| t.elapsed() >= interval))
+            .map(|(node, b)| {
+                let count = b.written.as_ref().map_or(0, |(_, e)| e.count) + b.unwritten as i32;
+                let first_seen = b.written.as_ref().map_or(now, |(_, e)| e.first_seen);
+                b.unwritten = 0;
+                b.last_write = Some(Instant::now());
+                let ev = NodeEvent {
+                    source: "nodemedic-guard".into(),
+                    severity: Severity::Warning,
+                    reason: "PodDeletionBlocked".into(),
+                    message: format!(
+                        "pod deletions blocked while the Kosmos leaf node is not Ready (latest: {})",
+                        b.latest
+                    ),
+                    count,
+                    first_seen,
+                    last_seen: now,
+                };
+                // Keep the count even if the write below fails: the next flush carries it.
+                let name = b.written.as_ref().map(|(n, _)| n.clone());
+                b.written = Some((name.clone().unwrap_or_default(), ev.clone()));
+                (node.clone(), name.filter(|n| !n.is_empty()), ev)
+            })
+            .collect()
+    };
+    for (node, existing, ev) in due {
+        let events = NodeEvents::new(client.clone(), &node);
+        let written = match existing {
+            Some(name) => events.update(&name, &ev).await.map(|()| name),
+            None => events.create(&ev).await,
+        };
+        match written {
+            Ok(name) => {
+                if let Some(b) = g.blocked.lock().unwrap().get_mut(&node) {
+                    b.written = Some((name, ev));
+                }
+            }
+            Err(e) => tracing::warn!(node = %node, error = %e, "cannot write the guard event"),
+        }
     }
 }
 
@@ -132,30 +179,22 @@ async fn validate(State(g): State<Guard>, body: Bytes) -> Response {
     let decision = decide(&request, &node, &g.config);
     g.metrics.guard_request(decision.label());
     let mut response = AdmissionResponse::from(&req);
-    // The reason lands in the API server's audit log: why a deletion was let through or not.
+    // The reason lands in the API server's audit log as `<webhook name>/decision`: the server adds
+    // the prefix, and a key with a '/' of its own is rejected as invalid.
     let why = match &decision {
         Decision::Allow(why) => why.to_string(),
         Decision::Deny(_) => "denied: kosmos-leaf-not-ready".to_string(),
     };
-    response
-        .audit_annotations
-        .insert("guard.nodemedic.io/decision".into(), why);
+    response.audit_annotations.insert(AUDIT_KEY.into(), why);
     let response = match decision {
         Decision::Allow(_) => response,
         Decision::Deny(msg) => {
             tracing::warn!(pod = %format!("{}/{}", request.namespace, request.pod), user = %request.user, "{msg}");
             // No side effects for dry-run requests (the webhook declares sideEffects: NoneOnDryRun).
-            if let (NodeState::Known { name, .. }, Some(client), false) =
-                (&node, &g.events, req.dry_run)
+            if let (NodeState::Known { name, .. }, Some(_), false) = (&node, &g.events, req.dry_run)
             {
-                if let Some(ev) = g.blocked_event(name, &request) {
-                    let (client, name) = (client.clone(), name.clone());
-                    tokio::spawn(async move {
-                        if let Err(e) = NodeEvents::new(client, &name).create(&ev).await {
-                            tracing::warn!(node = %name, error = %e, "cannot write the guard event");
-                        }
-                    });
-                }
+                g.blocked(name, &request);
+                g.flush.notify_one();
             }
             response.deny(msg)
         }
@@ -196,10 +235,24 @@ pub async fn start(
         nodes,
         nodes_synced,
         pod_node,
-        metrics,
+        metrics: metrics.clone(),
         events,
         blocked: Arc::default(),
+        flush: Arc::default(),
     };
+    if let Some(client) = guard.events.clone() {
+        let (g, interval) = (guard.clone(), opts.config.event_interval);
+        tokio::spawn(async move {
+            loop {
+                // After a denial, and then every second until held-back counts are written.
+                tokio::select! {
+                    _ = g.flush.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                flush_blocked(&g, &client, interval).await;
+            }
+        });
+    }
     let app = Router::new()
         .route("/validate", post(validate))
         .with_state(guard);
@@ -210,7 +263,7 @@ pub async fn start(
             tracing::error!(error = %e, "guard server stopped");
         }
     });
-    spawn_reload(tls, opts.cert.clone(), opts.key.clone());
+    spawn_reload(tls, opts.cert.clone(), opts.key.clone(), metrics.clone());
     let addr = handle
         .listening()
         .await
@@ -220,31 +273,32 @@ pub async fn start(
 }
 
 /// Re-read the certificate and key when their directory changes; a bad pair keeps the old one.
-fn spawn_reload(tls: axum_server::tls_rustls::RustlsConfig, cert: PathBuf, key: PathBuf) {
-    use notify::{RecursiveMode, Watcher};
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(8);
-    let mut watcher = match notify::recommended_watcher(move |r: notify::Result<notify::Event>| {
-        if r.is_ok() {
-            let _ = tx.try_send(());
-        }
-    }) {
+fn spawn_reload(
+    tls: axum_server::tls_rustls::RustlsConfig,
+    cert: PathBuf,
+    key: PathBuf,
+    metrics: Metrics,
+) {
+    // Content changes only: reading the files (our own reload included) is no reason to reload.
+    let mut watch = match nodemedic_common::filewatch::ContentWatch::new(
+        &[cert.clone(), key.clone()],
+        Duration::from_millis(300),
+    ) {
         Ok(w) => w,
         Err(e) => {
             tracing::error!(error = %e, "cannot watch the guard certificate; it will not be reloaded");
             return;
         }
     };
-    for dir in [cert.parent(), key.parent()].into_iter().flatten() {
-        let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
-    }
     tokio::spawn(async move {
-        let _watcher = watcher;
-        while rx.recv().await.is_some() {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            while rx.try_recv().is_ok() {}
+        while watch.changed().await.is_some() {
             match tls.reload_from_pem_file(&cert, &key).await {
-                Ok(()) => tracing::info!(cert = %cert.display(), "guard certificate reloaded"),
+                Ok(()) => {
+                    metrics.guard_cert_reload("success");
+                    tracing::info!(cert = %cert.display(), "guard certificate reloaded")
+                }
                 Err(e) => {
+                    metrics.guard_cert_reload("failure");
                     tracing::error!(error = %e, "guard certificate reload failed; keeping the previous one")
                 }
             }
