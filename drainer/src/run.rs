@@ -41,14 +41,24 @@ pub struct Running {
     pub leader: watch::Receiver<bool>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    election: JoinHandle<()>,
 }
 
 impl Running {
+    /// Stop: the controller and the watches first (no write after this), then the election, which
+    /// releases the Lease if we hold it (bounded: a hung API server does not hold up the exit).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         for t in self.tasks {
             t.abort();
             let _ = t.await;
+        }
+        let mut election = self.election;
+        if tokio::time::timeout(Duration::from_secs(5), &mut election)
+            .await
+            .is_err()
+        {
+            election.abort();
         }
     }
 }
@@ -200,7 +210,8 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
         guard_addr,
         leader: leader_rx,
         stop: stop_tx,
-        tasks: vec![t1, t2, t3, t4],
+        tasks: vec![t1, t2, t4],
+        election: t3,
     })
 }
 

@@ -123,27 +123,35 @@ impl Cluster {
     /// whose owner does not exist; no replicaset controller runs to manage them). Returns the
     /// ownerReferences value. On the test server, a made-up owner.
     pub async fn owner(&self, ns: &str, hint: &str) -> serde_json::Value {
+        self.owner_of_kind(ns, "ReplicaSet", hint).await
+    }
+
+    /// [`Cluster::owner`] of kind `ReplicaSet` or `DaemonSet` (inert: no controller for either runs).
+    pub async fn owner_of_kind(&self, ns: &str, kind: &str, hint: &str) -> serde_json::Value {
         let name = self.name(hint);
         if !self.real() {
-            return json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
+            return json!([{"apiVersion": "apps/v1", "kind": kind, "name": name,
                 "uid": "00000000-0000-4000-8000-000000000001", "controller": true}]);
         }
-        let rs: k8s_openapi::api::apps::v1::ReplicaSet = serde_json::from_value(json!({
+        let mut spec = json!({"selector": {"matchLabels": {"nodemedic.test/owner": name}},
+            "template": {"metadata": {"labels": {"nodemedic.test/owner": name}},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}});
+        if kind == "ReplicaSet" {
+            spec["replicas"] = json!(0);
+        }
+        let obj = json!({"apiVersion": "apps/v1", "kind": kind,
             "metadata": {"name": name, "namespace": ns, "labels": {"nodemedic.test/run": self.id_label()}},
-            "spec": {"replicas": 0, "selector": {"matchLabels": {"nodemedic.test/owner": name}},
-                "template": {"metadata": {"labels": {"nodemedic.test/owner": name}},
-                    "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}
-        }))
-        .unwrap();
-        let api: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
-            Api::namespaced(self.client.clone(), ns);
-        let created = match api.create(&PostParams::default(), &rs).await {
-            Ok(c) => c,
-            Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await.expect("get rs"),
-            Err(e) => panic!("create ReplicaSet {name}: {e}"),
+            "spec": spec});
+        let uid = match kind {
+            "ReplicaSet" => {
+                create_or_get::<k8s_openapi::api::apps::v1::ReplicaSet>(&self.client, ns, obj).await
+            }
+            "DaemonSet" => {
+                create_or_get::<k8s_openapi::api::apps::v1::DaemonSet>(&self.client, ns, obj).await
+            }
+            other => panic!("no owner of kind {other}"),
         };
-        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
-            "uid": created.metadata.uid.unwrap_or_default(), "controller": true}])
+        json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}])
     }
 
     /// True on a real API server (names must be unique, controllers run, nothing is injected).
@@ -383,11 +391,35 @@ impl Cluster {
             let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
                 Api::namespaced(self.client.clone(), ns);
             let _ = rs.delete_collection(&DeleteParams::default(), &sel).await;
+            let ds: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+                Api::namespaced(self.client.clone(), ns);
+            let _ = ds.delete_collection(&DeleteParams::default(), &sel).await;
         }
         for n in self.kubelet.nodes() {
             self.delete_node(&n).await;
         }
     }
+}
+
+/// Create the namespaced object (or find it); returns its uid.
+async fn create_or_get<K>(client: &kube::Client, ns: &str, obj: serde_json::Value) -> String
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let k: K = serde_json::from_value(obj).expect("a valid object");
+    let name = k.meta().name.clone().unwrap_or_default();
+    let got = match api.create(&PostParams::default(), &k).await {
+        Ok(c) => c,
+        Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await.expect("get owner"),
+        Err(e) => panic!("create {name}: {e}"),
+    };
+    got.meta().uid.clone().unwrap_or_default()
 }
 
 /// RFC 3339 "now", seconds precision (what the API server stores).

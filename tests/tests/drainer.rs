@@ -1,6 +1,8 @@
 //! Drainer scenarios: the real controller (`run::start`) with a real kube::Client over HTTP against the
-//! test API server, or a real cluster with NODEMEDIC_E2E=1 (names get a unique suffix, the drainer is
-//! restricted by a label selector to the nodes the test made, and everything is deleted afterwards).
+//! real control plane when KUBEBUILDER_ASSETS is set (its disruption controller computes PDB status,
+//! its garbage collector deletes pods without a real owner), else the test API server, or a real
+//! cluster with NODEMEDIC_E2E=1. Names get a unique suffix, the drainer is restricted by a label
+//! selector to the nodes the scenario made, and everything is deleted afterwards.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -14,7 +16,7 @@ use nodemedic_drainer::config::{Budget, Config};
 use nodemedic_drainer::leader::LeaseConfig;
 use nodemedic_drainer::run::{self, Options, Running};
 use nodemedic_drainer::select::Selector;
-use nodemedic_tests::cluster::{Cluster, e2e, eventually};
+use nodemedic_tests::cluster::{Cluster, eventually};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -24,7 +26,6 @@ static RUN: AtomicU32 = AtomicU32::new(0);
 struct Env {
     cluster: Cluster,
     id: String,
-    nodes: std::sync::Mutex<Vec<String>>,
     namespaces: Vec<&'static str>,
 }
 
@@ -46,20 +47,21 @@ fn merge(a: &mut Value, b: &Value) {
 impl Env {
     async fn new() -> Env {
         let n = RUN.fetch_add(1, Ordering::Relaxed);
+        let cluster = Cluster::new().await;
+        let id = if cluster.real() {
+            cluster.id_label()
+        } else {
+            format!("{}-{n}", std::process::id())
+        };
         Env {
-            cluster: Cluster::new().await,
-            id: format!("{}-{n}", std::process::id()),
-            nodes: Default::default(),
+            cluster,
+            id,
             namespaces: vec!["default", "kube-system"],
         }
     }
 
     fn name(&self, hint: &str) -> String {
-        if e2e() {
-            format!("nm-e2e-{hint}-{}", self.id)
-        } else {
-            hint.to_string()
-        }
+        self.cluster.name(hint)
     }
 
     fn config(&self, buffer: Duration) -> Config {
@@ -75,12 +77,21 @@ impl Env {
     }
 
     async fn start(&self, cfg: Config, identity: &str) -> Running {
+        self.start_with_lease(
+            cfg,
+            identity,
+            &format!("nodemedic-drainer-test-{}", self.id),
+        )
+        .await
+    }
+
+    async fn start_with_lease(&self, cfg: Config, identity: &str, lease: &str) -> Running {
         let opts = Options {
             config: cfg,
             listen: "127.0.0.1:0".parse().unwrap(),
             lease: LeaseConfig {
                 namespace: "kube-system".into(),
-                name: format!("nodemedic-drainer-test-{}", self.id),
+                name: lease.into(),
                 identity: identity.into(),
                 duration: Duration::from_secs(2),
                 renew_deadline: Duration::from_millis(1500),
@@ -89,7 +100,9 @@ impl Env {
             tick: Duration::from_millis(200),
             guard: None,
         };
-        run::start(opts, self.cluster.client.clone()).await.unwrap()
+        run::start(opts, self.cluster.client_for(lease))
+            .await
+            .unwrap()
     }
 
     /// A selected node with Ready=True and KernelDeadlock=`status` since `since_secs` ago.
@@ -103,7 +116,7 @@ impl Env {
             .create(&PostParams::default(), &n)
             .await
             .unwrap();
-        self.nodes.lock().unwrap().push(name.clone());
+        self.cluster.kubelet.adopt(&name);
         self.set_condition(&name, "KernelDeadlock", status, since_secs)
             .await;
         self.set_condition(&name, "Ready", "True", 3600).await;
@@ -119,12 +132,15 @@ impl Env {
             .unwrap();
     }
 
+    /// A Running, Ready pod on `node` owned by a real (empty) ReplicaSet; `extra` is merged in (an
+    /// `ownerReferences` there replaces the ReplicaSet).
     async fn pod(&self, ns: &str, hint: &str, node: &str, extra: Value) -> String {
         let name = self.name(hint);
+        let owner = self.cluster.owner(ns, "rs").await;
         let mut v = json!({
             "metadata": {"name": name, "namespace": ns, "labels": {"app": name, LABEL: self.id},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "00000000-0000-4000-8000-000000000001", "controller": true}]},
-            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+                "ownerReferences": owner},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
         });
         merge(&mut v, &extra);
         let p: Pod = serde_json::from_value(v).unwrap();
@@ -132,16 +148,22 @@ impl Env {
             .create(&PostParams::default(), &p)
             .await
             .unwrap();
-        if let Some(fake) = &self.cluster.fake {
-            // No kubelet: mark it Running as the kubelet would.
-            let mut stored = fake.object("v1", "pods", Some(ns), &name).unwrap();
-            stored["status"] = json!({"phase": "Running"});
-            fake.put_object("v1", "pods", Some(ns), stored);
-        }
+        // No kubelet: report it Running and Ready as the kubelet would (the disruption controller
+        // counts Ready pods as healthy).
+        let now = nodemedic_tests::cluster::now_rfc3339();
+        self.cluster
+            .set_pod_status(
+                ns,
+                &name,
+                json!({"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                    {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}]}),
+            )
+            .await;
         name
     }
 
-    /// A PodDisruptionBudget that allows no disruption of `app` (free it with [`Env::delete_pdb`]).
+    /// A PodDisruptionBudget that allows no disruption of `app` (free it with [`Env::free_pdb`]).
     async fn blocking_pdb(&self, app: &str) -> String {
         let name = self.name("pdb");
         let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -170,9 +192,58 @@ impl Env {
         name
     }
 
-    async fn delete_pdb(&self, name: &str) {
+    /// Let the PDB allow a disruption: minAvailable 0 (on a real cluster the disruption controller
+    /// then computes disruptionsAllowed 1; the test server is told so).
+    async fn free_pdb(&self, name: &str) {
         let api: Api<PodDisruptionBudget> = Api::namespaced(self.cluster.client.clone(), "default");
-        api.delete(name, &DeleteParams::default()).await.unwrap();
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minAvailable": 0}})),
+        )
+        .await
+        .unwrap();
+        if let Some(fake) = &self.cluster.fake {
+            let mut stored = fake
+                .object("policy/v1", "poddisruptionbudgets", Some("default"), name)
+                .unwrap();
+            stored["status"]["disruptionsAllowed"] = json!(1);
+            fake.put_object("policy/v1", "poddisruptionbudgets", Some("default"), stored);
+        }
+    }
+
+    /// The PDB's status as its controller computed it: (disruptionsAllowed, currentHealthy).
+    async fn pdb_status(&self, name: &str) -> (i32, i32) {
+        let api: Api<PodDisruptionBudget> = Api::namespaced(self.cluster.client.clone(), "default");
+        let st = api.get(name).await.unwrap().status.unwrap_or_default();
+        (st.disruptions_allowed, st.current_healthy)
+    }
+
+    /// Eviction requests the API server answered with `code` for `pod` (any pod when empty).
+    fn evictions(&self, pod: &str, code: Option<u16>) -> usize {
+        if let Some(plane) = self.cluster.plane {
+            return plane
+                .audit()
+                .iter()
+                .filter(|e| {
+                    e.verb == "create"
+                        && e.resource == "pods"
+                        && e.subresource == "eviction"
+                        && e.name.ends_with(&format!("-{}", self.id))
+                        && (pod.is_empty() || e.name == pod)
+                        && code.is_none_or(|c| e.code == c)
+                })
+                .count();
+        }
+        let fake = self.cluster.fake.as_ref().expect("test server");
+        fake.log()
+            .iter()
+            .filter(|l| {
+                l.path.ends_with("/eviction")
+                    && (pod.is_empty() || l.path.ends_with(&format!("/pods/{pod}/eviction")))
+                    && code.is_none_or(|c| l.status == c)
+            })
+            .count()
     }
 
     async fn get_node(&self, name: &str) -> Value {
@@ -197,13 +268,28 @@ impl Env {
             .is_some()
     }
 
+    /// Reasons of the drainer's Events about the node (a real cluster's controllers write their own).
     async fn event_reasons(&self, node: &str) -> Vec<String> {
-        let api: Api<Event> = Api::namespaced(self.cluster.client.clone(), "default");
-        let list = api
-            .list(&ListParams::default().fields(&format!("involvedObject.name={node}")))
+        self.drainer_events(node)
             .await
-            .unwrap();
-        list.items.into_iter().filter_map(|e| e.reason).collect()
+            .into_iter()
+            .filter_map(|e| e.reason)
+            .collect()
+    }
+
+    async fn drainer_events(&self, node: &str) -> Vec<Event> {
+        self.cluster
+            .node_events_from(node, &["nodemedic-drainer"])
+            .await
+    }
+
+    /// Writes (create, patch, update, delete) the scenario's drainer made to `resource[/sub]`.
+    fn drainer_writes(&self, resource: &str, sub: &str) -> usize {
+        let lease = format!("nodemedic-drainer-test-{}", self.id);
+        ["create", "patch", "update", "delete"]
+            .iter()
+            .map(|v| self.cluster.requests_from(&lease, v, resource, sub))
+            .sum()
     }
 
     async fn drain_scheduled(&self, node: &str) -> Option<String> {
@@ -235,30 +321,7 @@ impl Env {
     }
 
     async fn cleanup(self) {
-        if self.cluster.fake.is_some() {
-            return;
-        }
-        for n in self.nodes.lock().unwrap().clone() {
-            self.cluster.delete_node(&n).await;
-        }
-        let pdbs: Api<PodDisruptionBudget> =
-            Api::namespaced(self.cluster.client.clone(), "default");
-        let _ = pdbs
-            .delete_collection(
-                &DeleteParams::default(),
-                &ListParams::default().labels(&format!("{LABEL}={}", self.id)),
-            )
-            .await;
-        for ns in &self.namespaces {
-            let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), ns);
-            // Only this run's pods: they carry the run label.
-            let _ = pods
-                .delete_collection(
-                    &DeleteParams::default(),
-                    &ListParams::default().labels(&format!("{LABEL}={}", self.id)),
-                )
-                .await;
-        }
+        self.cluster.cleanup(&self.namespaces).await;
     }
 }
 
@@ -270,7 +333,18 @@ async fn held_condition_cordons_then_drains_after_the_buffer_sparing_protected_p
     let elsewhere = env
         .pod("default", "elsewhere", "some-other-node", json!({}))
         .await;
-    let ds = env.pod("kube-system", "ds", &bad, json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "00000000-0000-4000-8000-000000000002", "controller": true}]}})).await;
+    let ds_owner = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", "ds")
+        .await;
+    let ds = env
+        .pod(
+            "kube-system",
+            "ds",
+            &bad,
+            json!({"metadata": {"ownerReferences": ds_owner}}),
+        )
+        .await;
     let ne = env.pod("kube-system", "not-evicted", &bad, json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}})).await;
     let crit = env.pod("kube-system", "critical", &bad, json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}}})).await;
     let mirror = env
@@ -326,19 +400,11 @@ async fn held_condition_cordons_then_drains_after_the_buffer_sparing_protected_p
             "{r} missing from {reasons:?}"
         );
     }
-    if let Some(fake) = &env.cluster.fake {
-        let evictions: Vec<String> = fake
-            .log()
-            .iter()
-            .filter(|l| l.path.ends_with("/eviction"))
-            .map(|l| l.path.clone())
-            .collect();
-        assert_eq!(
-            evictions,
-            vec![format!("/api/v1/namespaces/default/pods/{web}/eviction")],
-            "exactly one eviction"
-        );
-    }
+    assert_eq!(
+        (env.evictions("", None), env.evictions(&web, Some(201))),
+        (1, 1),
+        "exactly one eviction, of {web}"
+    );
     let body = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
     assert!(
         body.contains("draino_cordoned_nodes_total{result=\"succeeded\"} 1"),
@@ -367,11 +433,6 @@ async fn flapping_condition_and_kosmos_leaf_not_ready_do_nothing() {
     env.set_condition(&leaf, "Ready", "Unknown", 3600).await;
     let mut cfg = env.config(Duration::from_secs(1));
     cfg.conditions.push("Ready=Unknown,1m".parse().unwrap());
-    let writes_before = env
-        .cluster
-        .fake
-        .as_ref()
-        .map(|f| f.count("PATCH", "/api/v1/nodes/"));
     let running = env.start(cfg, "a").await;
     eventually("leader", WAIT, || async {
         (*running.leader.borrow()).then_some(())
@@ -382,13 +443,11 @@ async fn flapping_condition_and_kosmos_leaf_not_ready_do_nothing() {
         assert!(!env.cordoned(n).await, "{n} must not be cordoned");
         assert!(env.event_reasons(n).await.is_empty(), "{n}: no events");
     }
-    if let (Some(fake), Some(before)) = (&env.cluster.fake, writes_before) {
-        assert_eq!(
-            fake.count("PATCH", "/api/v1/nodes/"),
-            before,
-            "the drainer wrote no node"
-        );
-    }
+    assert_eq!(
+        env.drainer_writes("nodes", ""),
+        0,
+        "the drainer wrote no node"
+    );
     running.shutdown().await;
     env.cleanup().await;
 }
@@ -404,21 +463,23 @@ async fn pdb_refusals_are_retried_until_the_budget_frees() {
         (env.record_phase(&bad).await.as_deref() == Some("draining")).then_some(())
     })
     .await;
-    if let Some(fake) = &env.cluster.fake {
-        eventually("an eviction refused with 429", WAIT, || async {
-            fake.log()
-                .iter()
-                .any(|l| l.path.ends_with(&format!("/pods/{api}/eviction")) && l.status == 429)
-                .then_some(())
-        })
-        .await;
+    eventually("an eviction refused with 429", WAIT, || async {
+        (env.evictions(&api, Some(429)) > 0).then_some(())
+    })
+    .await;
+    if env.cluster.real() {
+        assert_eq!(
+            env.pdb_status(&pdb).await,
+            (0, 1),
+            "the disruption controller counts the Ready pod and allows nothing"
+        );
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         env.pod_exists("default", &api).await,
         "protected while the budget allows nothing"
     );
-    env.delete_pdb(&pdb).await;
+    env.free_pdb(&pdb).await;
     eventually("pod evicted once the budget allows", WAIT, || async {
         (!env.pod_exists("default", &api).await).then_some(())
     })
@@ -579,10 +640,20 @@ async fn a_budget_of_one_takes_three_bad_nodes_one_at_a_time() {
     })
     .await;
     assert!(!env.cordoned(&names[2]).await);
-    let reasons = env.event_reasons(&names[2]).await;
-    assert!(
-        reasons.contains(&"WaitingForBudget".to_string()),
-        "a waiting node says so: {reasons:?}"
+    let waiting: Vec<Event> = env
+        .drainer_events(&names[2])
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WaitingForBudget"))
+        .collect();
+    assert_eq!(
+        waiting.len(),
+        1,
+        "a waiting node says so, with one Event for its wait, not one per round: {waiting:?}"
+    );
+    assert_eq!(
+        waiting[0].message.as_deref(),
+        Some("waiting for the cordon budget (--max-cordoned) to free a slot")
     );
     running.shutdown().await;
     env.cleanup().await;
@@ -631,7 +702,7 @@ async fn two_replicas_one_leader_and_failover_continues_the_drain() {
         .unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some("replica-b"));
     assert_eq!(lease.lease_transitions, Some(1));
-    env.delete_pdb(&pdb).await;
+    env.free_pdb(&pdb).await;
     env.wait_drained(&bad).await;
     assert!(!env.pod_exists("default", &api).await);
     let starts = env
@@ -646,5 +717,111 @@ async fn two_replicas_one_leader_and_failover_continues_the_drain() {
         "b resumed the drain once; a's drain stopped with its leadership"
     );
     b.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn two_drainers_with_disjoint_selectors_never_touch_each_others_nodes() {
+    let env = Env::new().await;
+    let a = env.node("pool-a", "True", 3600, json!({"pool": "a"})).await;
+    let b = env.node("pool-b", "True", 3000, json!({"pool": "b"})).await;
+    let pa = env.pod("default", "pa", &a, json!({})).await;
+    let pb = env.pod("default", "pb", &b, json!({})).await;
+    let (lease_a, lease_b) = (
+        format!("nodemedic-drainer-a-{}", env.id),
+        format!("nodemedic-drainer-b-{}", env.id),
+    );
+    let drainer = |pool: &str| {
+        let mut cfg = env.config(Duration::from_secs(1));
+        cfg.selector = Selector::labels(&format!("{LABEL}={},pool={pool}", env.id)).unwrap();
+        // A budget of one each: before records named their drainer, each counted the other's
+        // cordon and waited forever ("cordon budget full: 2 of 1").
+        cfg.max_cordoned = Budget::Count(1);
+        cfg
+    };
+    let ra = env.start_with_lease(drainer("a"), "a-1", &lease_a).await;
+    let rb = env.start_with_lease(drainer("b"), "b-1", &lease_b).await;
+    env.wait_drained(&a).await;
+    env.wait_drained(&b).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (node, lease) in [(&a, &lease_a), (&b, &lease_b)] {
+        let n = env.get_node(node).await;
+        let record: Value = serde_json::from_str(
+            n["metadata"]["annotations"][keys::DRAIN_RECORD_ANNOTATION]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["owner"], json!(lease), "{node}: {record}");
+        let starts = env
+            .event_reasons(node)
+            .await
+            .iter()
+            .filter(|r| *r == "DrainStarting" || *r == "DrainSucceeded")
+            .count();
+        assert_eq!(
+            starts, 2,
+            "{node}: one DrainStarting and one DrainSucceeded"
+        );
+    }
+    assert_eq!(env.evictions(&pa, None), 1, "one eviction of {pa}");
+    assert_eq!(env.evictions(&pb, None), 1, "one eviction of {pb}");
+    if let Some(plane) = env.cluster.plane {
+        // Counted at the API server: each drainer wrote only its own node.
+        let agent = |lease: &str| format!("nodemedic-test-{lease}-{}", env.cluster.id);
+        let wrote = |lease: &str, node: &str| {
+            plane
+                .audit()
+                .iter()
+                .filter(|e| {
+                    e.user_agent == agent(lease)
+                        && e.resource == "nodes"
+                        && e.name == node
+                        && e.verb != "get"
+                })
+                .count()
+        };
+        assert!(wrote(&lease_a, &a) > 0 && wrote(&lease_b, &b) > 0);
+        assert_eq!(wrote(&lease_a, &b), 0, "drainer a never wrote b's node");
+        assert_eq!(wrote(&lease_b, &a), 0, "drainer b never wrote a's node");
+    }
+    ra.shutdown().await;
+    rb.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_lease_is_released_on_shutdown() {
+    let env = Env::new().await;
+    let a = env
+        .start(env.config(Duration::from_secs(1)), "replica-a")
+        .await;
+    eventually("a leads", WAIT, || async {
+        (*a.leader.borrow()).then_some(())
+    })
+    .await;
+    a.shutdown().await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.cluster.client.clone(), "kube-system");
+    let spec = leases
+        .get(&format!("nodemedic-drainer-test-{}", env.id))
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(
+        spec.holder_identity.as_deref(),
+        Some(""),
+        "released, so the next replica need not wait a lease duration"
+    );
+    assert_eq!(spec.lease_duration_seconds, Some(1));
+    if env.cluster.real() {
+        let _ = leases
+            .delete(
+                &format!("nodemedic-drainer-test-{}", env.id),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
     env.cleanup().await;
 }
