@@ -181,6 +181,22 @@ impl ControlPlane {
         self.build_client(ADMIN_TOKEN, Some(user))
     }
 
+    /// A client acting as `user` in `groups` (impersonation sets no groups by itself).
+    pub fn client_impersonating_groups(&self, user: &str, groups: &[&str]) -> kube::Client {
+        let mut config = self.config(ADMIN_TOKEN, "nodemedic-tests");
+        config.auth_info.impersonate = Some(user.to_string());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+        nodemedic_common::client::from_config(config, "nodemedic-tests")
+            .expect("a client for the control plane")
+    }
+
+    fn config(&self, token: &str, _user_agent: &str) -> kube::Config {
+        let mut config = kube::Config::new(self.url.parse().expect("control plane URL"));
+        config.accept_invalid_certs = true;
+        config.auth_info.token = Some(token.to_string().into());
+        config
+    }
+
     fn client_as(&self, token: &str) -> kube::Client {
         self.build_client(token, None)
     }
@@ -200,9 +216,7 @@ impl ControlPlane {
         impersonate: Option<&str>,
         user_agent: &str,
     ) -> kube::Client {
-        let mut config = kube::Config::new(self.url.parse().expect("control plane URL"));
-        config.accept_invalid_certs = true;
-        config.auth_info.token = Some(token.to_string().into());
+        let mut config = self.config(token, user_agent);
         config.auth_info.impersonate = impersonate.map(String::from);
         nodemedic_common::client::from_config(config, user_agent)
             .expect("a client for the control plane")

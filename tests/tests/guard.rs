@@ -1,6 +1,8 @@
 //! The Kosmos eviction guard over real HTTPS: AdmissionReview requests allowed and denied, a malformed
-//! body answered 400, an unknown node allowed, node state followed through the test API server's
-//! watch, Events and metrics, and certificate reload.
+//! body answered 400, an unknown node allowed, node state followed through the API server's watch,
+//! Events and metrics, and certificate reload; on the real control plane also through a real
+//! ValidatingWebhookConfiguration, with the API server calling the guard for real deletions under
+//! both identities kube-controller-manager may use.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,8 +17,7 @@ use nodemedic_drainer::guard::server::GuardOptions;
 use nodemedic_drainer::leader::LeaseConfig;
 use nodemedic_drainer::run::{self, Options, Running};
 use nodemedic_drainer::select::Selector;
-use nodemedic_tests::cluster::eventually;
-use nodemedic_tests::server::TestApiServer;
+use nodemedic_tests::cluster::{Cluster, eventually};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -142,31 +143,35 @@ fn allowed(resp: &(u16, String)) -> (bool, String) {
     )
 }
 
-async fn node(server: &TestApiServer, name: &str, kosmos: bool, ready: &str) {
-    let labels = if kosmos {
-        json!({"kosmos.io/node": "true"})
-    } else {
-        json!({})
-    };
+async fn node(cluster: &Cluster, name: &str, kosmos: bool, ready: &str) {
+    let mut labels = json!({"nodemedic.test/run": cluster.id_label()});
+    if kosmos {
+        labels["kosmos.io/node"] = json!("true");
+    }
     let n: Node =
         serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
-    Api::<Node>::all(server.client())
+    Api::<Node>::all(cluster.client.clone())
         .create(&PostParams::default(), &n)
         .await
         .unwrap();
-    set_ready(server, name, ready).await;
+    cluster.kubelet.adopt(name);
+    set_ready(cluster, name, ready).await;
 }
 
-async fn set_ready(server: &TestApiServer, name: &str, ready: &str) {
+async fn set_ready(cluster: &Cluster, name: &str, ready: &str) {
     let body = json!({"status": {"conditions": [{"type": "Ready", "status": ready, "reason": "Test", "message": "m",
         "lastHeartbeatTime": "2026-11-22T00:00:00Z", "lastTransitionTime": "2026-11-22T00:00:00Z"}]}});
-    Api::<Node>::all(server.client())
+    Api::<Node>::all(cluster.client.clone())
         .patch_status(name, &PatchParams::default(), &Patch::Strategic(body))
         .await
         .unwrap();
 }
 
-async fn start(server: &TestApiServer, dir: &Path) -> Running {
+async fn start(cluster: &Cluster, dir: &Path) -> Running {
+    start_with(cluster, dir, GuardConfig::default()).await
+}
+
+async fn start_with(cluster: &Cluster, dir: &Path, config: GuardConfig) -> Running {
     let opts = Options {
         config: Config {
             selector: Selector::labels("nodemedic.test/none=x").unwrap(),
@@ -176,7 +181,7 @@ async fn start(server: &TestApiServer, dir: &Path) -> Running {
         listen: "127.0.0.1:0".parse().unwrap(),
         lease: LeaseConfig {
             namespace: "kube-system".into(),
-            name: "guard-test".into(),
+            name: cluster.name("guard-test"),
             identity: "g".into(),
             duration: Duration::from_secs(2),
             renew_deadline: Duration::from_millis(1500),
@@ -187,66 +192,68 @@ async fn start(server: &TestApiServer, dir: &Path) -> Running {
             listen: "127.0.0.1:0".parse().unwrap(),
             cert: dir.join("tls.crt"),
             key: dir.join("tls.key"),
-            config: GuardConfig::default(),
+            config,
         }),
     };
-    run::start(opts, server.client()).await.unwrap()
+    run::start(opts, cluster.client.clone()).await.unwrap()
 }
 
 #[tokio::test]
 async fn guard_allows_and_denies_pod_deletions_over_https() {
-    let server = TestApiServer::start().await;
-    node(&server, "kosmos-leaf", true, "Unknown").await;
-    node(&server, "ordinary", false, "False").await;
-    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web-2", "namespace": "app"}, "spec": {"nodeName": "kosmos-leaf", "containers": [{"name": "c"}]}})).unwrap();
-    Api::<Pod>::namespaced(server.client(), "app")
+    let cluster = Cluster::new().await;
+    let (leaf, ordinary) = (cluster.name("kosmos-leaf"), cluster.name("ordinary"));
+    node(&cluster, &leaf, true, "Unknown").await;
+    node(&cluster, &ordinary, false, "False").await;
+    // The eviction request names only the pod: the guard finds its node in the pod cache.
+    cluster.ensure_namespace("app", json!({})).await;
+    let web2 = cluster.name("web-2");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": web2, "namespace": "app", "labels": {"nodemedic.test/run": cluster.id_label()}},
+        "spec": {"nodeName": leaf, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}})).unwrap();
+    Api::<Pod>::namespaced(cluster.client.clone(), "app")
         .create(&PostParams::default(), &pod)
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ca = write_cert(dir.path(), "guard-1");
-    let running = start(&server, dir.path()).await;
+    let running = start(&cluster, dir.path()).await;
     let addr = running.guard_addr.unwrap();
 
     // denied: node-controller deleting a pod of a leaf node that is not Ready
     let (ok, msg) = eventually("a denial once the node cache synced", WAIT, || async {
         let r = allowed(
-            &post(
-                addr,
-                &ca,
-                &review("DELETE", None, NC, "web-1", Some("kosmos-leaf")),
-            )
-            .await
-            .unwrap(),
+            &post(addr, &ca, &review("DELETE", None, NC, "web-1", Some(&leaf)))
+                .await
+                .unwrap(),
         );
         (!r.0).then_some(r)
     })
     .await;
     assert!(!ok);
     assert!(
-        msg.contains("app/web-1")
-            && msg.contains("kosmos-leaf")
-            && msg.contains("kosmos-leaf-not-ready"),
+        msg.contains("app/web-1") && msg.contains(&leaf) && msg.contains("kosmos-leaf-not-ready"),
         "{msg}"
     );
-    // eviction of a pod known to the pod cache on that node: denied too
-    let (ok, _) = allowed(
-        &post(
-            addr,
-            &ca,
-            &review("CREATE", Some("eviction"), NC, "web-2", None),
-        )
-        .await
-        .unwrap(),
-    );
-    assert!(!ok, "eviction by node-controller denied");
+    // eviction of a pod known to the pod cache on that node: denied too (once the pod cache has it)
+    eventually("eviction by node-controller denied", WAIT, || async {
+        let r = allowed(
+            &post(
+                addr,
+                &ca,
+                &review("CREATE", Some("eviction"), NC, &web2, None),
+            )
+            .await
+            .unwrap(),
+        );
+        (!r.0).then_some(())
+    })
+    .await;
     // allowed: another user, an ordinary node, an unknown node, an unknown pod's eviction
     assert!(
         allowed(
             &post(
                 addr,
                 &ca,
-                &review("DELETE", None, "alice", "web-1", Some("kosmos-leaf"))
+                &review("DELETE", None, "alice", "web-1", Some(&leaf))
             )
             .await
             .unwrap()
@@ -258,7 +265,7 @@ async fn guard_allows_and_denies_pod_deletions_over_https() {
             &post(
                 addr,
                 &ca,
-                &review("DELETE", None, NC, "web-1", Some("ordinary"))
+                &review("DELETE", None, NC, "web-1", Some(&ordinary))
             )
             .await
             .unwrap()
@@ -294,30 +301,26 @@ async fn guard_allows_and_denies_pod_deletions_over_https() {
     assert_eq!(status, 400);
     assert!(body.contains("malformed AdmissionReview"), "{body}");
     // the node becomes Ready (through the watch): allowed
-    set_ready(&server, "kosmos-leaf", "True").await;
+    set_ready(&cluster, &leaf, "True").await;
     eventually("allowed once Ready", WAIT, || async {
         allowed(
-            &post(
-                addr,
-                &ca,
-                &review("DELETE", None, NC, "web-1", Some("kosmos-leaf")),
-            )
-            .await
-            .unwrap(),
+            &post(addr, &ca, &review("DELETE", None, NC, "web-1", Some(&leaf)))
+                .await
+                .unwrap(),
         )
         .0
         .then_some(())
     })
     .await;
     // an Event on the node, and metrics by decision
-    let events = server.objects("v1", "events");
-    assert!(
-        events
-            .iter()
-            .any(|e| e["reason"] == "PodDeletionBlocked"
-                && e["involvedObject"]["name"] == "kosmos-leaf"),
-        "{events:?}"
-    );
+    eventually("a PodDeletionBlocked Event on the leaf", WAIT, || async {
+        cluster
+            .node_events_from(&leaf, &["nodemedic-guard"])
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("PodDeletionBlocked"))
+    })
+    .await;
     let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
     assert!(
         metrics.contains("nodemedic_guard_requests_total{decision=\"denied\"}"),
@@ -328,14 +331,36 @@ async fn guard_allows_and_denies_pod_deletions_over_https() {
         "{metrics}"
     );
     running.shutdown().await;
+    cluster.cleanup(&["app"]).await;
+}
+
+fn cert_reloads(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("nodemedic_guard_certificate_reloads_total{result=\"success\"} ")
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 #[tokio::test]
 async fn the_guard_certificate_is_reloaded_when_its_files_change() {
-    let server = TestApiServer::start().await;
+    let cluster = Cluster::new().await;
     let dir = tempfile::tempdir().unwrap();
     let first = write_cert(dir.path(), "guard-1");
-    let running = start(&server, dir.path()).await;
+    let running = start(&cluster, dir.path()).await;
+    let metrics_url = format!("http://{}/metrics", running.addr);
+    // Reading the files (as an operator or a backup would) is no reason to reload.
+    for _ in 0..20 {
+        let _ = std::fs::read(dir.path().join("tls.crt")).unwrap();
+        let _ = std::fs::read(dir.path().join("tls.key")).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        cert_reloads(&nodemedic_tests::http_get(&metrics_url).await),
+        0
+    );
     let addr = running.guard_addr.unwrap();
     assert!(
         post(addr, &first, &review("DELETE", None, "alice", "p", None))
@@ -355,5 +380,252 @@ async fn the_guard_certificate_is_reloaded_when_its_files_change() {
             .is_err(),
         "the old certificate is no longer served"
     );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        cert_reloads(&nodemedic_tests::http_get(&metrics_url).await),
+        1,
+        "one change, one reload (no loop on its own reads)"
+    );
     running.shutdown().await;
+    cluster.cleanup(&[]).await;
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Register the guard with the API server for pods in namespaces labelled `nodemedic.test/guard=ID`
+/// (scenarios sharing the control plane are not affected); returns the webhook's name.
+async fn register_webhook(cluster: &Cluster, addr: std::net::SocketAddr, ca_pem: &str) -> String {
+    let name = format!("guard-{}.nodemedic.io", cluster.id);
+    let cfg = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+    "metadata": {"name": name, "labels": {"nodemedic.test/run": cluster.id_label()}},
+    "webhooks": [{
+        "name": name,
+        "clientConfig": {"url": format!("https://127.0.0.1:{}/validate", addr.port()), "caBundle": base64_encode(ca_pem.as_bytes())},
+        "rules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"], "scope": "Namespaced"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"], "scope": "Namespaced"}
+        ],
+        "namespaceSelector": {"matchLabels": {"nodemedic.test/guard": cluster.id}},
+        "failurePolicy": "Ignore",
+        "sideEffects": "NoneOnDryRun",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 3
+    }]});
+    let api: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(cluster.client.clone());
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(cfg).unwrap(),
+    )
+    .await
+    .unwrap();
+    name
+}
+
+#[tokio::test]
+async fn through_the_api_server_real_deletions_of_a_leaf_nodes_pods_are_denied_under_both_controller_identities()
+ {
+    use kube::api::{DeleteParams, EvictParams};
+    use nodemedic_tests::envtest::{self, KCM_USER};
+    let cluster = Cluster::new().await;
+    let Some(plane) = cluster.plane else {
+        envtest::say_skipped("through_the_api_server_real_deletions_are_denied");
+        return;
+    };
+    let leaf = cluster.name("leaf");
+    node(&cluster, &leaf, true, "Unknown").await;
+    let ns = cluster.name("guarded");
+    cluster
+        .ensure_namespace(&ns, json!({"nodemedic.test/guard": cluster.id}))
+        .await;
+    let pods: Vec<String> = (0..3).map(|i| format!("web-{i}")).collect();
+    for p in &pods {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": p, "namespace": ns},
+            "spec": {"nodeName": leaf, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))
+        .unwrap();
+        Api::<Pod>::namespaced(cluster.client.clone(), &ns)
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write_cert(dir.path(), "guard-1");
+    let running = start_with(
+        &cluster,
+        dir.path(),
+        GuardConfig {
+            event_interval: Duration::from_secs(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    let webhook = register_webhook(&cluster, running.guard_addr.unwrap(), &ca).await;
+
+    // The controller manager's own user carries the rights of all its controllers (as our token
+    // file grants it: system:masters); the node-controller service account has its RBAC role.
+    let as_user = |user: &str| {
+        let client = if user == KCM_USER {
+            plane.client_impersonating_groups(user, &["system:masters"])
+        } else {
+            plane.client_impersonating(user)
+        };
+        Api::<Pod>::namespaced(client, &ns)
+    };
+    // Probe with dry-run deletions (no side effects) until the API server calls the guard and the
+    // guard's node cache has synced (it fails open before).
+    let dry = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    eventually("the API server consults the guard", WAIT, || async {
+        match as_user(NC).delete(&pods[0], &dry).await {
+            Err(kube::Error::Api(e)) if e.message.contains("kosmos-leaf-not-ready") => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    // Real deletions and evictions, as the node lifecycle controller makes them with
+    // --use-service-account-credentials=true (its service account) and =false (the controller
+    // manager's own user): every one denied, every pod still there.
+    let mut denied: i32 = 0;
+    for user in [NC, KCM_USER] {
+        for p in &pods {
+            let err = as_user(user)
+                .delete(p, &DeleteParams::default())
+                .await
+                .expect_err("denied");
+            assert!(
+                err.to_string().contains("kosmos-leaf-not-ready"),
+                "{user}: {err}"
+            );
+            denied += 1;
+        }
+    }
+    // An eviction too (the node-controller's RBAC has no evictions; the controller manager's own
+    // user here is system:masters).
+    let err = as_user(KCM_USER)
+        .evict(&pods[0], &EvictParams::default())
+        .await
+        .expect_err("eviction denied");
+    assert!(err.to_string().contains("kosmos-leaf-not-ready"), "{err}");
+    denied += 1;
+    for p in &pods {
+        assert!(
+            Api::<Pod>::namespaced(cluster.client.clone(), &ns)
+                .get_opt(p)
+                .await
+                .unwrap()
+                .is_some(),
+            "{p} survived"
+        );
+    }
+    // Someone else (an operator) is not stopped.
+    assert!(
+        as_user("alice@example.com")
+            .delete(&pods[0], &dry)
+            .await
+            .is_ok()
+            || as_user("alice@example.com")
+                .delete(&pods[0], &dry)
+                .await
+                .is_err_and(|e| !e.to_string().contains("kosmos")),
+        "an operator's deletion is not the guard's business"
+    );
+    // The decision is in the API server's audit log under the webhook's name.
+    let key = format!("{webhook}/decision");
+    let audited = plane
+        .audit()
+        .iter()
+        .filter(|e| {
+            e.namespace == ns
+                && e.annotations.get(&key).map(String::as_str)
+                    == Some("denied: kosmos-leaf-not-ready")
+        })
+        .count();
+    assert!(
+        audited >= denied as usize,
+        "{audited} audited denials for {denied}"
+    );
+    // One PodDeletionBlocked Event whose count is every denial (held-back ones flushed on a timer).
+    let ev = eventually(
+        &format!("PodDeletionBlocked with count {denied}"),
+        WAIT,
+        || async {
+            cluster
+                .node_events_from(&leaf, &["nodemedic-guard"])
+                .await
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("PodDeletionBlocked") && e.count == Some(denied)
+                })
+        },
+    )
+    .await;
+    assert_eq!(
+        cluster
+            .node_events_from(&leaf, &["nodemedic-guard"])
+            .await
+            .len(),
+        1,
+        "one Event object: {ev:?}"
+    );
+    // Ready again: the node-controller's deletion goes through.
+    set_ready(&cluster, &leaf, "True").await;
+    eventually("allowed once Ready", WAIT, || async {
+        as_user(NC).delete(&pods[1], &dry).await.ok()
+    })
+    .await;
+    // The API server's own view of the webhook's latency.
+    let metrics = plane.metrics().await;
+    // Summed over its series (one per operation and rejected=true|false).
+    let series = |suffix: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "apiserver_admission_webhook_admission_duration_seconds_{suffix}{{"
+                )) && l.contains(&format!("name=\"{webhook}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let (sum, count) = (series("sum"), series("count"));
+    assert!(
+        count >= denied as f64,
+        "the API server timed {count} calls of the guard"
+    );
+    eprintln!(
+        "guard webhook, as the API server timed it: {count} calls, mean {:.2} ms",
+        sum / count * 1000.0
+    );
+    let api: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(cluster.client.clone());
+    let _ = api.delete(&webhook, &DeleteParams::default()).await;
+    running.shutdown().await;
+    let _ = Api::<Pod>::namespaced(cluster.client.clone(), &ns)
+        .delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &Default::default(),
+        )
+        .await;
+    cluster.cleanup(&[]).await;
 }

@@ -1,17 +1,19 @@
-//! Stale pod readiness after a node flap: the real detector against the test API server. Stale pods
-//! get a PodReadinessStale Event (mirror pods too), healthy and gated pods do not; with eviction on,
-//! stale pods are evicted, a PodDisruptionBudget's refusal is retried, exempt pods stay.
+//! Stale pod readiness after a node flap: the real detector against the real control plane when
+//! KUBEBUILDER_ASSETS is set (else the test API server). Stale pods get a PodReadinessStale Event
+//! (mirror pods too), healthy and gated pods do not; with eviction on, stale pods are evicted, a
+//! PodDisruptionBudget's refusal is retried, exempt pods stay. The Kosmos flap scenario
+//! (`kosmos.rs`) shows the same report after a real node lifecycle controller marked pods NotReady.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nodemedic_detector::readiness::watch::StaleOptions;
 use nodemedic_detector::report::aggregate::Limits;
 use nodemedic_detector::run::{self, Options, Running};
-use nodemedic_tests::cluster::eventually;
-use nodemedic_tests::server::TestApiServer;
+use nodemedic_tests::cluster::{Cluster, eventually};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -22,101 +24,183 @@ fn ago(secs: u64) -> String {
         .to_string()
 }
 
-async fn node(server: &TestApiServer, ready_for: u64) {
-    let n: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
-    Api::<Node>::all(server.client())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
-    let body = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "m",
-        "lastHeartbeatTime": ago(0), "lastTransitionTime": ago(ready_for)}]}});
-    Api::<Node>::all(server.client())
-        .patch_status("n1", &PatchParams::default(), &Patch::Strategic(body))
-        .await
-        .unwrap();
+struct Env {
+    cluster: Cluster,
+    node: String,
+    ns: String,
 }
 
-async fn pod(
-    server: &TestApiServer,
-    name: &str,
-    ready: &str,
-    containers_ready: &str,
-    extra: Value,
-) {
-    let mut v = json!({"metadata": {"name": name, "namespace": "app", "labels": {"app": name}},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}});
-    for (k, x) in extra.as_object().unwrap() {
-        for (k2, y) in x.as_object().unwrap() {
-            v[k.as_str()][k2.as_str()] = y.clone();
+impl Env {
+    /// A node Ready since `ready_for` seconds, and the scenario's namespace.
+    async fn new(hint: &str, ready_for: u64) -> Env {
+        let cluster = Cluster::new().await;
+        let node = cluster.name(hint);
+        let ns = cluster.name("app");
+        cluster.ensure_namespace(&ns, json!({})).await;
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": node,
+            "labels": {"nodemedic.test/run": cluster.id_label()}}}))
+        .unwrap();
+        Api::<Node>::all(cluster.client.clone())
+            .create(&PostParams::default(), &n)
+            .await
+            .unwrap();
+        cluster.kubelet.adopt(&node);
+        let body = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "m",
+            "lastHeartbeatTime": ago(0), "lastTransitionTime": ago(ready_for)}]}});
+        Api::<Node>::all(cluster.client.clone())
+            .patch_status(&node, &PatchParams::default(), &Patch::Strategic(body))
+            .await
+            .unwrap();
+        Env { cluster, node, ns }
+    }
+
+    async fn pod(&self, name: &str, ready: &str, containers_ready: &str, extra: Value) {
+        let mut v = json!({"metadata": {"name": name, "namespace": self.ns, "labels": {"app": name}},
+            "spec": {"nodeName": self.node, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}});
+        for (k, x) in extra.as_object().unwrap() {
+            for (k2, y) in x.as_object().unwrap() {
+                v[k.as_str()][k2.as_str()] = y.clone();
+            }
+        }
+        let p: Pod = serde_json::from_value(v).unwrap();
+        Api::<Pod>::namespaced(self.cluster.client.clone(), &self.ns)
+            .create(&PostParams::default(), &p)
+            .await
+            .unwrap();
+        // the kubelet's (stale) status
+        self.cluster
+            .set_pod_status(
+                &self.ns,
+                name,
+                json!({"phase": "Running", "conditions": [{"type": "Ready", "status": ready}, {"type": "ContainersReady", "status": containers_ready}]}),
+            )
+            .await;
+    }
+
+    /// A critical pod: by priority class on a real API server (its Priority admission fills in
+    /// spec.priority and rejects a bare one), by the value itself on the test server.
+    fn critical(&self) -> Value {
+        if self.cluster.real() {
+            json!({"spec": {"priorityClassName": "system-node-critical"}})
+        } else {
+            json!({"spec": {"priority": 2000000000}})
         }
     }
-    let p: Pod = serde_json::from_value(v).unwrap();
-    Api::<Pod>::namespaced(server.client(), "app")
-        .create(&PostParams::default(), &p)
-        .await
+
+    async fn start(&self, dir: &std::path::Path, evict: bool) -> Running {
+        std::fs::create_dir_all(dir.join("rules")).unwrap();
+        std::fs::write(
+            dir.join("rules/k.yaml"),
+            "source: kernel-monitor\ninput: {kind: kmsg}\n",
+        )
         .unwrap();
-    // the kubelet's (stale) status
-    let mut stored = server.object("v1", "pods", Some("app"), name).unwrap();
-    stored["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": ready}, {"type": "ContainersReady", "status": containers_ready}]});
-    server.put_object("v1", "pods", Some("app"), stored);
-}
+        std::fs::write(dir.join("kmsg"), "").unwrap();
+        let opts = Options {
+            node_name: self.node.clone(),
+            rules: vec![dir.join("rules")],
+            kmsg_path: dir.join("kmsg"),
+            journalctl: "journalctl".into(),
+            journal_dir: None,
+            state_file: dir.join("state.json"),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            heartbeat: Duration::from_secs(300),
+            events: Limits::default(),
+            report_tick: Duration::from_millis(50),
+            stale: Some(StaleOptions {
+                threshold: Duration::from_secs(60),
+                evict,
+                interval: Duration::from_millis(200),
+            }),
+        };
+        run::start(opts, self.cluster.client_for("detector"))
+            .await
+            .unwrap()
+    }
 
-async fn start(server: &TestApiServer, dir: &std::path::Path, evict: bool) -> Running {
-    std::fs::create_dir_all(dir.join("rules")).unwrap();
-    std::fs::write(
-        dir.join("rules/k.yaml"),
-        "source: kernel-monitor\ninput: {kind: kmsg}\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("kmsg"), "").unwrap();
-    let opts = Options {
-        node_name: "n1".into(),
-        rules: vec![dir.join("rules")],
-        kmsg_path: dir.join("kmsg"),
-        journalctl: "journalctl".into(),
-        journal_dir: None,
-        state_file: dir.join("state.json"),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        heartbeat: Duration::from_secs(300),
-        events: Limits::default(),
-        report_tick: Duration::from_millis(50),
-        stale: Some(StaleOptions {
-            threshold: Duration::from_secs(60),
-            evict,
-            interval: Duration::from_millis(200),
-        }),
-    };
-    run::start(opts, server.client()).await.unwrap()
-}
+    async fn events(&self) -> Vec<Event> {
+        Api::<Event>::namespaced(self.cluster.client.clone(), &self.ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+    }
 
-fn stale_events(server: &TestApiServer) -> Vec<String> {
-    let mut v: Vec<String> = server
-        .objects("v1", "events")
-        .iter()
-        .filter(|e| e["reason"] == "PodReadinessStale")
-        .map(|e| e["involvedObject"]["name"].as_str().unwrap().to_string())
-        .collect();
-    v.sort();
-    v
+    async fn stale_events(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .events()
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("PodReadinessStale"))
+            .filter_map(|e| e.involved_object.name)
+            .collect();
+        v.sort();
+        v
+    }
+
+    async fn pod_exists(&self, name: &str) -> bool {
+        Api::<Pod>::namespaced(self.cluster.client.clone(), &self.ns)
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_some()
+    }
+
+    fn evictions(&self, pod: &str, code: Option<u16>) -> usize {
+        if let Some(plane) = self.cluster.plane {
+            return plane
+                .audit()
+                .iter()
+                .filter(|e| {
+                    e.verb == "create"
+                        && e.subresource == "eviction"
+                        && e.namespace == self.ns
+                        && e.name == pod
+                        && code.is_none_or(|c| e.code == c)
+                })
+                .count();
+        }
+        self.cluster
+            .fake
+            .as_ref()
+            .unwrap()
+            .log()
+            .iter()
+            .filter(|l| {
+                l.path.ends_with(&format!("/pods/{pod}/eviction"))
+                    && code.is_none_or(|c| l.status == c)
+            })
+            .count()
+    }
+
+    async fn finish(self, running: Running) {
+        running.shutdown().await;
+        if self.cluster.real() {
+            let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), &self.ns);
+            let _ = pods
+                .delete_collection(
+                    &DeleteParams::default().grace_period(0),
+                    &ListParams::default(),
+                )
+                .await;
+        }
+        self.cluster.cleanup(&[]).await;
+    }
 }
 
 #[tokio::test]
 async fn stale_pods_are_reported_and_others_are_not() {
-    let server = TestApiServer::start().await;
-    node(&server, 600).await;
-    pod(&server, "stale", "False", "True", json!({})).await;
-    pod(&server, "healthy", "True", "True", json!({})).await;
-    pod(&server, "starting", "False", "False", json!({})).await;
-    pod(
-        &server,
+    let env = Env::new("stale", 600).await;
+    env.pod("stale", "False", "True", json!({})).await;
+    env.pod("healthy", "True", "True", json!({})).await;
+    env.pod("starting", "False", "False", json!({})).await;
+    env.pod(
         "gated",
         "False",
         "True",
         json!({"spec": {"readinessGates": [{"conditionType": "example.com/lb"}]}}),
     )
     .await;
-    pod(
-        &server,
+    env.pod(
         "static",
         "False",
         "True",
@@ -124,130 +208,111 @@ async fn stale_pods_are_reported_and_others_are_not() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let running = start(&server, dir.path(), false).await;
+    let running = env.start(dir.path(), false).await;
     eventually("two PodReadinessStale events", WAIT, || async {
-        (stale_events(&server).len() == 2).then_some(())
+        (env.stale_events().await.len() == 2).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
-        stale_events(&server),
+        env.stale_events().await,
         vec!["stale", "static"],
         "one Event per stale pod, once"
     );
-    let ev = server
-        .objects("v1", "events")
+    let ev = env
+        .events()
+        .await
         .into_iter()
-        .find(|e| e["involvedObject"]["name"] == "stale")
+        .find(|e| e.involved_object.name.as_deref() == Some("stale"))
         .unwrap();
-    assert_eq!(ev["involvedObject"]["kind"], "Pod");
-    assert_eq!(ev["type"], "Warning");
+    assert_eq!(ev.involved_object.kind.as_deref(), Some("Pod"));
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
     assert!(
-        ev["message"].as_str().unwrap().contains("not evicted"),
-        "{ev}"
+        ev.message.as_deref().unwrap().contains("not evicted"),
+        "{ev:?}"
     );
-    assert!(
-        server.log().iter().all(|l| !l.path.ends_with("/eviction")),
+    assert_eq!(
+        env.evictions("stale", None),
+        0,
         "eviction is off by default"
     );
-    running.shutdown().await;
+    env.finish(running).await;
 }
 
 #[tokio::test]
 async fn nothing_is_stale_until_the_node_has_been_ready_for_the_threshold() {
-    let server = TestApiServer::start().await;
-    node(&server, 10).await;
-    pod(&server, "stale", "False", "True", json!({})).await;
+    let env = Env::new("young", 10).await;
+    env.pod("stale", "False", "True", json!({})).await;
     let dir = tempfile::tempdir().unwrap();
-    let running = start(&server, dir.path(), true).await;
+    let running = env.start(dir.path(), true).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(stale_events(&server).is_empty());
-    assert!(server.object("v1", "pods", Some("app"), "stale").is_some());
-    running.shutdown().await;
+    assert!(env.stale_events().await.is_empty());
+    assert!(env.pod_exists("stale").await);
+    env.finish(running).await;
 }
 
 #[tokio::test]
 async fn with_eviction_on_stale_pods_are_evicted_honouring_pdbs_and_exemptions() {
-    let server = TestApiServer::start().await;
-    node(&server, 600).await;
-    pod(&server, "stale", "False", "True", json!({})).await;
-    pod(&server, "guarded", "False", "True", json!({})).await;
-    pod(
-        &server,
+    let env = Env::new("evict", 600).await;
+    env.pod("stale", "False", "True", json!({})).await;
+    env.pod("guarded", "False", "True", json!({})).await;
+    env.pod(
         "static",
         "False",
         "True",
         json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}),
     )
     .await;
-    pod(
-        &server,
-        "critical",
-        "False",
-        "True",
-        json!({"spec": {"priority": 2000000000}}),
+    env.pod("critical", "False", "True", env.critical()).await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.cluster.client.clone(), &env.ns);
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded", "namespace": env.ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}});
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(pdb).unwrap(),
     )
-    .await;
-    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded", "namespace": "app"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}, "status": {"disruptionsAllowed": 0}});
-    server.put_object(
-        "policy/v1",
-        "poddisruptionbudgets",
-        Some("app"),
-        pdb.clone(),
-    );
+    .await
+    .unwrap();
+    if let Some(fake) = &env.cluster.fake {
+        // What the disruption controller computes for one unhealthy pod that must stay.
+        let mut stored = fake
+            .object(
+                "policy/v1",
+                "poddisruptionbudgets",
+                Some(&env.ns),
+                "guarded",
+            )
+            .unwrap();
+        stored["status"] = json!({"disruptionsAllowed": 0});
+        fake.put_object("policy/v1", "poddisruptionbudgets", Some(&env.ns), stored);
+    }
     let dir = tempfile::tempdir().unwrap();
-    let running = start(&server, dir.path(), true).await;
+    let running = env.start(dir.path(), true).await;
     eventually("the stale pod evicted", WAIT, || async {
-        server
-            .object("v1", "pods", Some("app"), "stale")
-            .is_none()
-            .then_some(())
+        (!env.pod_exists("stale").await).then_some(())
     })
     .await;
     eventually(
         "the PDB refused the guarded pod's eviction",
         WAIT,
-        || async {
-            server
-                .log()
-                .iter()
-                .any(|l| l.path.ends_with("/pods/guarded/eviction") && l.status == 429)
-                .then_some(())
-        },
+        || async { (env.evictions("guarded", Some(429)) > 0).then_some(()) },
     )
     .await;
-    assert!(
-        server
-            .object("v1", "pods", Some("app"), "guarded")
-            .is_some()
-    );
-    let mut freed = pdb;
-    freed["status"]["disruptionsAllowed"] = json!(1);
-    server.put_object("policy/v1", "poddisruptionbudgets", Some("app"), freed);
+    assert!(env.pod_exists("guarded").await);
+    // Free it: without the PDB the eviction goes through (a stale pod is not Ready, so on a real
+    // cluster minAvailable 0 would still leave 0 disruptions allowed).
+    pdbs.delete("guarded", &DeleteParams::default())
+        .await
+        .unwrap();
     eventually(
         "retried and evicted once the budget allows",
         WAIT,
-        || async {
-            server
-                .object("v1", "pods", Some("app"), "guarded")
-                .is_none()
-                .then_some(())
-        },
+        || async { (!env.pod_exists("guarded").await).then_some(()) },
     )
     .await;
     for p in ["static", "critical"] {
-        assert!(
-            server.object("v1", "pods", Some("app"), p).is_some(),
-            "{p} is never evicted"
-        );
-        assert!(
-            !server
-                .log()
-                .iter()
-                .any(|l| l.path.ends_with(&format!("/pods/{p}/eviction"))),
-            "{p}: no eviction attempted"
-        );
+        assert!(env.pod_exists(p).await, "{p} is never evicted");
+        assert_eq!(env.evictions(p, None), 0, "{p}: no eviction attempted");
     }
-    running.shutdown().await;
+    env.finish(running).await;
 }
