@@ -72,6 +72,19 @@ impl Cluster {
         Cluster::fake().await
     }
 
+    /// On a control plane of the scenario's own (e.g. one whose controller manager it restarts).
+    pub fn on(plane: &'static ControlPlane) -> Cluster {
+        let n = RUN.fetch_add(1, Ordering::Relaxed);
+        let client = plane.client();
+        Cluster {
+            kubelet: Kubelet::start(client.clone()),
+            client,
+            fake: None,
+            plane: Some(plane),
+            id: format!("{}-{n}", std::process::id()),
+        }
+    }
+
     /// Always the test API server: for scenarios that inject faults a real one cannot produce.
     pub async fn fake() -> Cluster {
         let server = TestApiServer::start().await;

@@ -91,7 +91,26 @@ pub enum NodeState {
         name: String,
         labels: BTreeMap<String, String>,
         ready: Option<String>,
+        /// A `NoExecute` taint the node lifecycle controller puts on an unreachable or not-ready node
+        /// ([`FLAP_TAINTS`]), while it is still there. Its taint manager keeps deleting the node's
+        /// pods until it removes the taint, which it does only a moment after the node is Ready
+        /// again: the guard must not let those deletions through in between.
+        flap_taint: Option<String>,
     },
+}
+
+/// The taints of a node that is, or just was, unreachable or not ready.
+pub const FLAP_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/not-ready",
+];
+
+/// The first flap taint with effect NoExecute among `taints` (key, effect).
+pub fn flap_taint<'a>(taints: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
+    taints
+        .into_iter()
+        .find(|(k, e)| *e == "NoExecute" && FLAP_TAINTS.contains(k))
+        .map(|(k, _)| k.to_string())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +131,7 @@ impl Decision {
 }
 
 /// Deny when all hold: a guarded operation, by a guarded user, on a pod of a leaf node, that node not
-/// Ready=True. Everything else is allowed.
+/// Ready=True or still tainted `NoExecute` for it. Everything else is allowed.
 pub fn decide(req: &Request, node: &NodeState, cfg: &GuardConfig) -> Decision {
     if !req.guarded_operation {
         return Decision::Allow("not a pod deletion or eviction");
@@ -127,22 +146,22 @@ pub fn decide(req: &Request, node: &NodeState, cfg: &GuardConfig) -> Decision {
             name,
             labels,
             ready,
+            flap_taint,
         } => {
             if labels.get(&cfg.node_label.0) != Some(&cfg.node_label.1) {
                 return Decision::Allow("not a leaf node");
             }
-            if ready.as_deref() == Some("True") {
-                return Decision::Allow("node Ready");
-            }
+            let state = match (ready.as_deref(), flap_taint) {
+                (Some("True"), None) => return Decision::Allow("node Ready"),
+                (Some("True"), Some(taint)) => {
+                    format!("is Ready again but still tainted {taint}:NoExecute")
+                }
+                (r, _) => format!("is not Ready (Ready={})", r.unwrap_or("missing")),
+            };
             Decision::Deny(format!(
-                "nodemedic guard: deleting pod {}/{} is denied: its node {name} carries {}={} and is not Ready (Ready={}), and the request comes from {}; \
+                "nodemedic guard: deleting pod {}/{} is denied: its node {name} carries {}={} and {state}, and the request comes from {}; \
                  Kosmos would propagate this deletion to the member cluster during a network flap (rule: kosmos-leaf-not-ready)",
-                req.namespace,
-                req.pod,
-                cfg.node_label.0,
-                cfg.node_label.1,
-                ready.as_deref().unwrap_or("missing"),
-                req.user
+                req.namespace, req.pod, cfg.node_label.0, cfg.node_label.1, req.user
             ))
         }
     }
@@ -171,7 +190,43 @@ mod tests {
             name: "kosmos-leaf".into(),
             labels,
             ready: ready.map(String::from),
+            flap_taint: None,
         }
+    }
+
+    #[test]
+    fn a_ready_leaf_still_tainted_for_its_flap_is_still_guarded() {
+        let cfg = GuardConfig::default();
+        let NodeState::Known {
+            name,
+            labels,
+            ready,
+            ..
+        } = leaf(Some("True"), true)
+        else {
+            unreachable!()
+        };
+        let tainted = NodeState::Known {
+            name,
+            labels,
+            ready,
+            flap_taint: flap_taint([
+                ("node.kubernetes.io/unschedulable", "NoSchedule"),
+                ("node.kubernetes.io/unreachable", "NoExecute"),
+            ]),
+        };
+        let Decision::Deny(msg) = decide(&req(true, NC), &tainted, &cfg) else {
+            panic!()
+        };
+        assert!(
+            msg.contains("Ready again but still tainted node.kubernetes.io/unreachable:NoExecute"),
+            "{msg}"
+        );
+        assert_eq!(
+            flap_taint([("node.kubernetes.io/unreachable", "NoSchedule")]),
+            None,
+            "only the NoExecute taint makes the taint manager delete pods"
+        );
     }
 
     const NC: &str = "system:serviceaccount:kube-system:node-controller";

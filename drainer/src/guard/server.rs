@@ -78,6 +78,14 @@ impl Guard {
                     .and_then(|s| s.conditions.as_ref())
                     .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
                     .map(|c| c.status.clone()),
+                flap_taint: crate::guard::flap_taint(
+                    n.spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_ref())
+                        .into_iter()
+                        .flatten()
+                        .map(|t| (t.key.as_str(), t.effect.as_str())),
+                ),
             },
         }
     }

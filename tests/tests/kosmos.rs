@@ -1,0 +1,393 @@
+//! The seeds' Kosmos flap, end to end on a real control plane of its own (its controller manager is
+//! restarted with the other identity): a Kosmos leaf node with pods stops heartbeating; the real node
+//! lifecycle controller marks it Unknown, taints it `unreachable:NoExecute`, marks its pods NotReady,
+//! and its taint manager deletes them after their `tolerationSeconds`.
+//!
+//! - With the guard registered (a real ValidatingWebhookConfiguration the API server calls), those
+//!   deletions are denied under both identities kube-controller-manager may use
+//!   (`--use-service-account-credentials=false`: `system:kube-controller-manager`; `=true`: the
+//!   node-controller service account) and the pods survive. When the node is Ready again, the
+//!   detector reports the pods the controller left `Ready=False` (`PodReadinessStale`).
+//! - Without the guard, the same flap loses the pods.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use nodemedic_detector::readiness::watch::StaleOptions;
+use nodemedic_detector::report::aggregate::Limits;
+use nodemedic_drainer::config::Config;
+use nodemedic_drainer::guard::GuardConfig;
+use nodemedic_drainer::guard::server::GuardOptions;
+use nodemedic_drainer::leader::LeaseConfig;
+use nodemedic_drainer::select::Selector;
+use nodemedic_tests::cluster::{Cluster, eventually, now_rfc3339};
+use nodemedic_tests::envtest::{self, ControlPlane, KCM_USER, KcmOptions};
+use serde_json::json;
+
+const NC: &str = "system:serviceaccount:kube-system:node-controller";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn kcm(service_account_credentials: bool) -> KcmOptions {
+    KcmOptions {
+        controllers: "nodelifecycle".into(),
+        service_account_credentials,
+        node_monitor_period: Duration::from_secs(1),
+        node_monitor_grace_period: Duration::from_secs(4),
+    }
+}
+
+fn plane() -> Option<&'static ControlPlane> {
+    static PLANE: OnceLock<Option<ControlPlane>> = OnceLock::new();
+    PLANE
+        .get_or_init(|| envtest::assets().map(|a| ControlPlane::start(&a, Some(kcm(false)))))
+        .as_ref()
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                T[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// A self-signed serving certificate for 127.0.0.1 in `dir`; returns its PEM.
+fn write_cert(dir: &std::path::Path) -> String {
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
+    cert.pem()
+}
+
+struct Flap<'a> {
+    cluster: &'a Cluster,
+    node: String,
+    ns: String,
+    pods: Vec<String>,
+}
+
+impl<'a> Flap<'a> {
+    /// A heartbeating Kosmos leaf node in a zone of its own (a member cluster is its own failure
+    /// domain), with `n` Running, Ready pods that tolerate unreachability for 2 s.
+    async fn new(cluster: &'a Cluster, hint: &str, guarded: bool) -> Flap<'a> {
+        let node = cluster
+            .create_node_with(
+                hint,
+                json!({"kosmos.io/node": "true", "topology.kubernetes.io/zone": format!("kosmos-{hint}")}),
+            )
+            .await;
+        let ns = cluster.name(&format!("{hint}-app"));
+        let labels = if guarded {
+            json!({"nodemedic.test/guard": cluster.id})
+        } else {
+            json!({})
+        };
+        cluster.ensure_namespace(&ns, labels).await;
+        let mut pods = Vec::new();
+        for i in 0..3 {
+            let name = format!("web-{i}");
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}],
+                    "tolerations": [
+                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2},
+                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]}
+            }))
+            .unwrap();
+            Api::<Pod>::namespaced(cluster.client.clone(), &ns)
+                .create(&PostParams::default(), &pod)
+                .await
+                .unwrap();
+            let now = now_rfc3339();
+            cluster
+                .set_pod_status(
+                    &ns,
+                    &name,
+                    json!({"phase": "Running", "conditions": [
+                        {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                        {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}]}),
+                )
+                .await;
+            pods.push(name);
+        }
+        Flap {
+            cluster,
+            node,
+            ns,
+            pods,
+        }
+    }
+
+    /// Stop the node's heartbeat and wait until the node lifecycle controller has tainted it.
+    async fn cut(&self) {
+        self.cluster.kubelet.pause(&self.node);
+        eventually("the node tainted unreachable:NoExecute", WAIT, || async {
+            let n = self.cluster.node(&self.node).await;
+            n.spec?
+                .taints?
+                .iter()
+                .any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// Heartbeat again, Ready as the kubelet posts it.
+    async fn restore(&self) {
+        self.cluster.kubelet.resume(&self.node);
+        self.cluster.set_ready(&self.node, "True").await;
+    }
+
+    async fn surviving(&self) -> usize {
+        let api: Api<Pod> = Api::namespaced(self.cluster.client.clone(), &self.ns);
+        let mut n = 0;
+        for p in &self.pods {
+            if api
+                .get_opt(p)
+                .await
+                .unwrap()
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
+            {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Pod DELETEs by `user` the API server answered for this flap's pods: (denied, succeeded).
+    fn deletions_by(&self, user: &str) -> (usize, usize) {
+        let audit = self.cluster.plane.unwrap().audit();
+        let mine = audit.iter().filter(|e| {
+            e.verb == "delete"
+                && e.resource == "pods"
+                && e.subresource.is_empty()
+                && e.namespace == self.ns
+                && e.user == user
+        });
+        let (mut denied, mut ok) = (0, 0);
+        for e in mine {
+            if e.code >= 400 {
+                denied += 1;
+            } else {
+                ok += 1;
+            }
+        }
+        (denied, ok)
+    }
+
+    /// Wait until `user` tried to delete every pod and was denied each time; the pods survive.
+    async fn assert_guarded_against(&self, user: &str) {
+        eventually(
+            &format!("{user} tried to delete the leaf's pods and was denied"),
+            WAIT,
+            || async {
+                let (denied, _) = self.deletions_by(user);
+                (denied >= self.pods.len()).then_some(())
+            },
+        )
+        .await;
+        assert_eq!(
+            self.deletions_by(user).1,
+            0,
+            "no deletion by {user} got through"
+        );
+        assert_eq!(
+            self.surviving().await,
+            self.pods.len(),
+            "every pod survived"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without() {
+    let Some(plane) = plane() else {
+        envtest::say_skipped(
+            "a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without",
+        );
+        return;
+    };
+    let cluster = Cluster::on(plane);
+    // A healthy node elsewhere: with every node unreachable the controller enters "master
+    // disruption mode" and evicts nothing, which is not the case under test.
+    cluster
+        .create_node_with("anchor", json!({"topology.kubernetes.io/zone": "zone-a"}))
+        .await;
+
+    // The guard, in the drainer, registered with the API server for guarded namespaces.
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write_cert(dir.path());
+    let drainer = nodemedic_drainer::run::start(
+        nodemedic_drainer::run::Options {
+            config: Config {
+                selector: Selector::labels("nodemedic.test/none=x").unwrap(),
+                conditions: vec!["KernelDeadlock".parse().unwrap()],
+                ..Default::default()
+            },
+            listen: "127.0.0.1:0".parse().unwrap(),
+            lease: LeaseConfig {
+                namespace: "kube-system".into(),
+                name: cluster.name("guard"),
+                identity: "g".into(),
+                duration: Duration::from_secs(2),
+                renew_deadline: Duration::from_millis(1500),
+                retry_period: Duration::from_millis(200),
+            },
+            tick: Duration::from_millis(200),
+            guard: Some(GuardOptions {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                cert: dir.path().join("tls.crt"),
+                key: dir.path().join("tls.key"),
+                config: GuardConfig::default(),
+            }),
+        },
+        cluster.client.clone(),
+    )
+    .await
+    .unwrap();
+    let webhook = format!("guard-{}.nodemedic.io", cluster.id);
+    let cfg = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+    "metadata": {"name": webhook},
+    "webhooks": [{
+        "name": webhook,
+        "clientConfig": {"url": format!("https://127.0.0.1:{}/validate", drainer.guard_addr.unwrap().port()),
+            "caBundle": base64_encode(ca.as_bytes())},
+        "rules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"], "scope": "Namespaced"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"], "scope": "Namespaced"}],
+        "namespaceSelector": {"matchLabels": {"nodemedic.test/guard": cluster.id}},
+        "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "admissionReviewVersions": ["v1"], "timeoutSeconds": 3
+    }]});
+    let webhooks: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(cluster.client.clone());
+    webhooks
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cfg).unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("the guard's node cache synced", WAIT, || async {
+        (*drainer.leader.borrow()).then_some(())
+    })
+    .await;
+
+    // 1. --use-service-account-credentials=false (the flag's default): the taint manager deletes as
+    //    system:kube-controller-manager. Denied; the pods survive; stale readiness reported after.
+    let one = Flap::new(&cluster, "leaf-one", true).await;
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir(state.path().join("rules")).unwrap();
+    std::fs::write(
+        state.path().join("rules/k.yaml"),
+        "source: kernel-monitor\ninput: {kind: kmsg}\n",
+    )
+    .unwrap();
+    std::fs::write(state.path().join("kmsg"), "").unwrap();
+    let detector = nodemedic_detector::run::start(
+        nodemedic_detector::run::Options {
+            node_name: one.node.clone(),
+            rules: vec![state.path().join("rules")],
+            kmsg_path: state.path().join("kmsg"),
+            journalctl: "journalctl".into(),
+            journal_dir: None,
+            state_file: state.path().join("state.json"),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            heartbeat: Duration::from_secs(300),
+            events: Limits::default(),
+            report_tick: Duration::from_millis(50),
+            stale: Some(StaleOptions {
+                threshold: Duration::from_secs(2),
+                evict: false,
+                interval: Duration::from_millis(200),
+            }),
+        },
+        cluster.client.clone(),
+    )
+    .await
+    .unwrap();
+    one.cut().await;
+    one.assert_guarded_against(KCM_USER).await;
+    // The controller marked them NotReady; nothing (no kubelet) marks them Ready again.
+    eventually("pods marked NotReady by the controller", WAIT, || async {
+        let pods = Api::<Pod>::namespaced(cluster.client.clone(), &one.ns)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        pods.items
+            .iter()
+            .all(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
+            })
+            .then_some(())
+    })
+    .await;
+    one.restore().await;
+    let stale = eventually("PodReadinessStale for every pod", WAIT, || async {
+        let events = Api::<Event>::namespaced(cluster.client.clone(), &one.ns)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        let mut names: Vec<String> = events
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("PodReadinessStale"))
+            .filter_map(|e| e.involved_object.name)
+            .collect();
+        names.sort();
+        (names == one.pods).then_some(names)
+    })
+    .await;
+    assert_eq!(stale.len(), 3);
+    detector.shutdown().await;
+
+    // 2. --use-service-account-credentials=true (kubeadm): the node-controller service account.
+    plane.start_kcm(&kcm(true));
+    let two = Flap::new(&cluster, "leaf-two", true).await;
+    two.cut().await;
+    two.assert_guarded_against(NC).await;
+    two.restore().await;
+
+    // 3. Without the guard the same flap loses the pods.
+    webhooks
+        .delete(&webhook, &DeleteParams::default())
+        .await
+        .unwrap();
+    let three = Flap::new(&cluster, "leaf-three", false).await;
+    three.cut().await;
+    eventually("the unguarded leaf's pods deleted", WAIT, || async {
+        (three.surviving().await == 0).then_some(())
+    })
+    .await;
+    assert!(
+        three.deletions_by(NC).1 >= three.pods.len(),
+        "deleted by the node lifecycle controller"
+    );
+
+    drainer.shutdown().await;
+    plane.start_kcm(&kcm(false));
+}
