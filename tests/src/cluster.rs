@@ -69,6 +69,14 @@ impl Cluster {
                 kubelet,
             };
         }
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            envtest::say(&format!(
+                "note: scenarios run against the test API server, not a real control plane: set {} \
+                 (KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest)) to run them for real",
+                envtest::ASSETS_ENV
+            ))
+        });
         Cluster::fake().await
     }
 
@@ -185,9 +193,9 @@ impl Cluster {
     /// before creating anything, so a skipped scenario leaves nothing behind.
     pub fn fake_or_skip(&self, scenario: &str) -> Option<&TestApiServer> {
         if self.fake.is_none() {
-            eprintln!(
+            envtest::say(&format!(
                 "skipped {scenario} on the real control plane: it needs fault injection, which only the test API server offers"
-            );
+            ));
         }
         self.fake.as_ref()
     }

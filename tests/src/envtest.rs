@@ -36,12 +36,20 @@ pub fn assets() -> Option<PathBuf> {
 }
 
 /// Print that `scenario` is skipped because no control plane binaries are available, and how to get them.
+/// Written straight to stderr, past the test harness's output capture, so a skip is seen in a passing
+/// run too.
 pub fn say_skipped(scenario: &str) {
-    eprintln!(
+    say(&format!(
         "skipped {scenario}: needs a real control plane; set {ASSETS_ENV} to a folder with etcd, kube-apiserver \
          and kube-controller-manager (here: KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest); \
          elsewhere: setup-envtest use 1.26.0 -p path)"
-    );
+    ));
+}
+
+/// A line on stderr that `cargo test` does not capture.
+pub fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The controller manager's settings.

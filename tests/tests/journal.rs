@@ -194,7 +194,5 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
     .await;
     assert_eq!(reason, "CorruptDockerOverlay2");
     running.shutdown().await;
-    if cluster.fake.is_none() {
-        cluster.delete_node(&node).await;
-    }
+    cluster.cleanup(&[]).await;
 }

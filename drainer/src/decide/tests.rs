@@ -631,3 +631,29 @@ fn an_ownerless_record_belongs_to_whichever_drainer_selects_the_node() {
     assert_eq!(get("sel").why, Why::DrainScheduled);
     assert_eq!(get("other").why, Why::OwnedByOther(String::new()));
 }
+
+#[test]
+fn a_waiting_nodes_decision_is_stable_while_its_reason_text_ages() {
+    // The shell logs a decision and notes a wait when `why` changes; the reason carries durations.
+    let mut c = cfg();
+    c.max_cordoned = Budget::Count(1);
+    let nodes = || {
+        vec![
+            node("held")
+                .cond("KernelDeadlock", "True", 0)
+                .ours(Phase::Cordoned, 0, NOW - 10),
+            node("waiting").cond("KernelDeadlock", "True", 1),
+        ]
+    };
+    let at = |now: i64| {
+        let ns: Vec<Node> = nodes().into_iter().map(|n| n.0).collect();
+        plan(&ns, &[] as &[PodInfo], &c, t(now))
+            .into_iter()
+            .find(|p| p.node == "waiting")
+            .unwrap()
+    };
+    let (a, b) = (at(NOW), at(NOW + 61));
+    assert_ne!(a.reason, b.reason, "the text ages");
+    assert_eq!(a.why, Why::CordonBudget { used: 1, limit: 1 });
+    assert_eq!(a.why.kind(), b.why.kind());
+}

@@ -1,5 +1,10 @@
-//! The test API server: generic storage of JSON objects by (group/version, resource, namespace, name),
-//! routed from the request path, so new resources (pods, leases, PDBs) need no new routes.
+//! The test API server: our own stand-in for kube-apiserver, for what a real one cannot do on demand:
+//! injected 500s/429s/503s ([`TestApiServer::fail_next`]), cut watches, and exact request logs. Every
+//! scenario runs against the real control plane when `KUBEBUILDER_ASSETS` is set (see
+//! `crate::envtest`); this server is their fallback without it and the only home of fault injection.
+//!
+//! Generic storage of JSON objects by (group/version, resource, namespace, name), routed from the
+//! request path, so new resources (pods, leases, PDBs) need no new routes.
 
 mod evict;
 mod patch;

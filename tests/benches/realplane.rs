@@ -1,0 +1,380 @@
+//! Figures measured on a real control plane (etcd + kube-apiserver + kube-controller-manager from
+//! `KUBEBUILDER_ASSETS`), counted and timed by the API server where it can:
+//!
+//! 1. kmsg line -> condition on the Node: latency of each condition change (alternating problem and
+//!    recovery lines), median and max, through `/dev/kmsg` when writable (else a kmsg file, polled
+//!    every 250 ms);
+//! 2. the guard's webhook latency as the API server times it
+//!    (`apiserver_admission_webhook_admission_duration_seconds`), over dry-run pod deletions;
+//! 3. status PATCHes of one detector at rest over `NODEMEDIC_REST_SECS` (default 600 s), counted in
+//!    the audit log, with its rule files read, edited, swapped ConfigMap-style and removed meanwhile.
+//!
+//! `KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest) cargo bench -p nodemedic-tests --bench realplane`
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use nodemedic_detector::report::aggregate::Limits;
+use nodemedic_detector::source::kmsg::monotonic_now_us;
+use nodemedic_tests::cluster::{Cluster, eventually};
+use nodemedic_tests::envtest::{self, ControlPlane, KcmOptions};
+use serde_json::json;
+
+const RULES: &str = r#"
+source: bench-monitor
+input: {kind: kmsg}
+conditions:
+  - type: BenchDisk
+    reason: DiskIsFine
+    message: disk is fine
+    recovery:
+      pattern: 'nodemedic-bench-RUN disk sdz recovered.*'
+rules:
+  - type: permanent
+    condition: BenchDisk
+    reason: DiskErrors
+    pattern: 'nodemedic-bench-RUN disk sdz failing.*'
+"#;
+
+const EXTRA: &str = "source: extra-monitor\ninput: {kind: kmsg}\nrules:\n  - type: temporary\n    reason: ExtraThing\n    pattern: 'nodemedic-bench extra'\n";
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let Some(assets) = envtest::assets() else {
+        envtest::say_skipped("the realplane bench");
+        return;
+    };
+    let rest = Duration::from_secs(
+        std::env::var("NODEMEDIC_REST_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(600),
+    );
+    let plane: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start(
+        &assets,
+        Some(KcmOptions::default()),
+    )));
+    let cluster = Cluster::on(plane);
+    let node = cluster.create_node("bench").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("rules")).unwrap();
+    // Lines of earlier runs stay in the kernel log: this run's rules match only its own.
+    let run = std::process::id().to_string();
+    std::fs::write(
+        dir.path().join("rules/bench.yaml"),
+        RULES.replace("RUN", &run),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("rules/extra.yaml"), EXTRA).unwrap();
+    let dev_kmsg = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .is_ok()
+        && std::fs::File::open("/dev/kmsg").is_ok();
+    let kmsg_path = if dev_kmsg {
+        "/dev/kmsg".into()
+    } else {
+        std::fs::write(dir.path().join("kmsg"), "").unwrap();
+        dir.path().join("kmsg")
+    };
+    let opts = nodemedic_detector::run::Options {
+        node_name: node.clone(),
+        rules: vec![dir.path().join("rules")],
+        kmsg_path: kmsg_path.clone(),
+        journalctl: "journalctl".into(),
+        journal_dir: None,
+        state_file: dir.path().join("state.json"),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        heartbeat: Duration::from_secs(300),
+        events: Limits::default(),
+        report_tick: Duration::from_millis(50),
+        stale: None,
+    };
+    let detector = nodemedic_detector::run::start(opts, cluster.client_for("detector"))
+        .await
+        .unwrap();
+    eventually("healthy default", Duration::from_secs(30), || async {
+        cluster
+            .condition(&node, "BenchDisk")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await;
+
+    // 1. kmsg line -> condition
+    let mut seq = 1_000_000u64;
+    let mut write_line = |text: &str| {
+        seq += 1;
+        if dev_kmsg {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/kmsg")
+                .unwrap();
+            f.write_all(format!("{text}\n").as_bytes()).unwrap();
+        } else {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&kmsg_path)
+                .unwrap();
+            writeln!(f, "3,{seq},{},-;{text}", monotonic_now_us()).unwrap();
+        }
+    };
+    let mut latencies = Vec::new();
+    for i in 0..12 {
+        let (line, want) = if i % 2 == 0 {
+            (
+                format!("nodemedic-bench-{run} disk sdz failing (a harmless test line)"),
+                "True",
+            )
+        } else {
+            (
+                format!("nodemedic-bench-{run} disk sdz recovered (a harmless test line)"),
+                "False",
+            )
+        };
+        let t0 = Instant::now();
+        write_line(&line);
+        loop {
+            if cluster
+                .condition(&node, "BenchDisk")
+                .await
+                .is_some_and(|c| c.0 == want)
+            {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                let metrics =
+                    nodemedic_tests::http_get(&format!("http://{}/metrics", detector.addr)).await;
+                panic!(
+                    "no change seen for line {i} ({line}): {:?}\n{metrics}",
+                    cluster.condition(&node, "BenchDisk").await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "kmsg line -> condition ({}): {} samples, median {:.0} ms, max {:.0} ms",
+        if dev_kmsg {
+            "/dev/kmsg"
+        } else {
+            "kmsg file, 250 ms poll"
+        },
+        latencies.len(),
+        percentile(&latencies, 0.5),
+        latencies.last().unwrap()
+    );
+
+    // 2. the guard's webhook latency, timed by the API server
+    guard_latency(&cluster, plane).await;
+
+    // 3. status PATCHes at rest
+    let start_patches = cluster.requests_from("detector", "patch", "nodes", "status");
+    let t0 = Instant::now();
+    let rules = dir.path().join("rules");
+    let mut step = 0;
+    while t0.elapsed() < rest {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        step += 1;
+        // Every minute something happens to the rule files that changes no condition.
+        match step % 12 {
+            1 => {
+                for _ in 0..10 {
+                    let _ = std::fs::read_to_string(rules.join("bench.yaml"));
+                }
+            }
+            4 => {
+                std::fs::write(rules.join("extra.yaml"), format!("# edit {step}\n{EXTRA}")).unwrap()
+            }
+            7 => {
+                let _ = std::fs::remove_file(rules.join("extra.yaml"));
+            }
+            10 => std::fs::write(rules.join("extra.yaml"), EXTRA).unwrap(),
+            _ => {}
+        }
+    }
+    let patches = cluster.requests_from("detector", "patch", "nodes", "status") - start_patches;
+    println!(
+        "status PATCHes at rest (heartbeat 5m, rule files read/edited/removed/restored each minute): {patches} in {} s = {:.1} per node per 10 min",
+        rest.as_secs(),
+        patches as f64 * 600.0 / rest.as_secs_f64()
+    );
+    detector.shutdown().await;
+}
+
+async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
+    let leaf = cluster
+        .create_node_with("leaf", json!({"kosmos.io/node": "true"}))
+        .await;
+    cluster.set_ready(&leaf, "False").await;
+    let ns = cluster.name("guarded");
+    cluster
+        .ensure_namespace(&ns, json!({"nodemedic.test/guard": cluster.id}))
+        .await;
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web", "namespace": ns},
+        "spec": {"nodeName": leaf, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))
+    .unwrap();
+    Api::<Pod>::namespaced(cluster.client.clone(), &ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    let drainer = nodemedic_drainer::run::start(
+        nodemedic_drainer::run::Options {
+            config: nodemedic_drainer::config::Config {
+                selector: nodemedic_drainer::select::Selector::labels("nodemedic.test/none=x")
+                    .unwrap(),
+                conditions: vec!["KernelDeadlock".parse().unwrap()],
+                ..Default::default()
+            },
+            listen: "127.0.0.1:0".parse().unwrap(),
+            lease: nodemedic_drainer::leader::LeaseConfig {
+                namespace: "kube-system".into(),
+                name: "bench-guard".into(),
+                identity: "g".into(),
+                duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            },
+            tick: Duration::from_secs(5),
+            guard: Some(nodemedic_drainer::guard::server::GuardOptions {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                cert: dir.path().join("tls.crt"),
+                key: dir.path().join("tls.key"),
+                config: Default::default(),
+            }),
+        },
+        cluster.client.clone(),
+    )
+    .await
+    .unwrap();
+    let webhook = "guard-bench.nodemedic.io";
+    let ca: String = {
+        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let bytes = cert.pem().into_bytes();
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    T[(n >> (18 - 6 * i) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
+    };
+    let cfg = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": webhook},
+        "webhooks": [{"name": webhook,
+            "clientConfig": {"url": format!("https://127.0.0.1:{}/validate", drainer.guard_addr.unwrap().port()), "caBundle": ca},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {"nodemedic.test/guard": cluster.id}},
+            "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "admissionReviewVersions": ["v1"], "timeoutSeconds": 3}]});
+    let webhooks: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(cluster.client.clone());
+    webhooks
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cfg).unwrap(),
+        )
+        .await
+        .unwrap();
+    let nc = Api::<Pod>::namespaced(
+        plane.client_impersonating("system:serviceaccount:kube-system:node-controller"),
+        &ns,
+    );
+    let dry = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    eventually("the guard denies", Duration::from_secs(30), || async {
+        nc.delete("web", &dry)
+            .await
+            .is_err_and(|e| e.to_string().contains("kosmos-leaf-not-ready"))
+            .then_some(())
+    })
+    .await;
+    const N: usize = 200;
+    let t0 = Instant::now();
+    for _ in 0..N {
+        let _ = nc.delete("web", &dry).await;
+    }
+    let client_ms = t0.elapsed().as_secs_f64() * 1000.0 / N as f64;
+    let metrics = plane.metrics().await;
+    // One histogram per label set (operation, rejected, type): add them up.
+    let prefix = "apiserver_admission_webhook_admission_duration_seconds";
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    let (mut sum, mut count) = (0.0, 0.0);
+    for l in metrics
+        .lines()
+        .filter(|l| l.contains(&format!("name=\"{webhook}\"")))
+    {
+        let value: f64 = l
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        if l.starts_with(&format!("{prefix}_sum{{")) {
+            sum += value;
+        } else if l.starts_with(&format!("{prefix}_count{{")) {
+            count += value;
+        } else if l.starts_with(&format!("{prefix}_bucket{{")) {
+            let le = l
+                .split("le=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(|v| {
+                    if v == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        v.parse().unwrap_or(f64::INFINITY)
+                    }
+                })
+                .unwrap_or(f64::INFINITY);
+            match buckets.iter_mut().find(|(b, _)| *b == le) {
+                Some(b) => b.1 += value,
+                None => buckets.push((le, value)),
+            }
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let under = |q: f64| {
+        buckets
+            .iter()
+            .find(|(_, c)| *c >= q * count)
+            .map(|(le, _)| *le * 1000.0)
+            .unwrap_or(f64::NAN)
+    };
+    println!(
+        "guard webhook, timed by the API server: {count} calls, mean {:.2} ms, p50 <= {} ms, p99 <= {} ms (bucket bounds); whole dry-run DELETE seen by the client: {client_ms:.2} ms",
+        sum / count * 1000.0,
+        under(0.5),
+        under(0.99)
+    );
+    let _ = webhooks.delete(webhook, &DeleteParams::default()).await;
+    drainer.shutdown().await;
+}
