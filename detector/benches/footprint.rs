@@ -22,13 +22,10 @@ fn main() {
     let exe = env!("CARGO_BIN_EXE_detector");
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(nodemedic_tests::server::TestApiServer::start());
-    rt.block_on(async {
-        let cluster = nodemedic_tests::cluster::Cluster {
-            client: server.client(),
-            fake: Some(server.clone()),
-        };
+    let server = rt.block_on(async {
+        let cluster = nodemedic_tests::cluster::Cluster::fake().await;
         cluster.create_node("bench-node").await;
+        cluster.fake.expect("the test API server")
     });
     let kubeconfig = tmp.path().join("kubeconfig");
     std::fs::write(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::decide::PodInfo;
+use crate::decide::{DrainJob, PodInfo};
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Status};
 use k8s_openapi::jiff::Timestamp;
@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::record::{Phase, Record};
+use crate::record::{DrainOutcome, Record};
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
 /// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods and wait for
@@ -68,12 +68,30 @@ pub const SOURCE: &str = "nodemedic-drainer";
 /// Wait between retries of an eviction refused by a PodDisruptionBudget (draino and kubectl: 5s).
 pub const PDB_RETRY: Duration = Duration::from_secs(5);
 
+/// Why a pod of a drain was not evicted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvictError {
+    #[error("{pod}: leadership lost")]
+    LeadershipLost { pod: String },
+    #[error("{pod}: not evicted before the deadline")]
+    NotEvicted { pod: String },
+    #[error("{pod}: evicted but still present at the deadline")]
+    StillPresent { pod: String },
+}
+
+/// Performs the decisions. Every write goes through the leadership gate ([`Actor::leading`]): the
+/// one place that checks we still hold the Lease.
 #[derive(Clone)]
 pub struct Actor {
     client: kube::Client,
     nodes: Api<Node>,
     pub metrics: Metrics,
     dry_run: bool,
+    leader: watch::Receiver<bool>,
+}
+
+fn not_leading() -> kube::Error {
+    kube::Error::Service("not leading: write skipped".into())
 }
 
 fn ts(t: Timestamp) -> String {
@@ -81,16 +99,34 @@ fn ts(t: Timestamp) -> String {
 }
 
 impl Actor {
-    pub fn new(client: kube::Client, metrics: Metrics, dry_run: bool) -> Actor {
+    pub fn new(
+        client: kube::Client,
+        metrics: Metrics,
+        dry_run: bool,
+        leader: watch::Receiver<bool>,
+    ) -> Actor {
         Actor {
             nodes: Api::all(client.clone()),
             client,
             metrics,
             dry_run,
+            leader,
         }
     }
 
+    /// The leadership gate: no write unless we hold the Lease now.
+    fn leading(&self) -> bool {
+        let leading = *self.leader.borrow();
+        if !leading {
+            tracing::debug!("not leading: write skipped");
+        }
+        leading
+    }
+
     async fn event(&self, node: &str, severity: Severity, reason: &str, message: String) {
+        if !self.leading() {
+            return;
+        }
         let now = Timestamp::now();
         let ev = NodeEvent {
             source: SOURCE.into(),
@@ -120,6 +156,9 @@ impl Actor {
         existing: Option<String>,
         ev: &NodeEvent,
     ) -> Option<String> {
+        if !self.leading() {
+            return existing;
+        }
         let events = NodeEvents::new(self.client.clone(), node);
         if let Some(name) = existing {
             match events.update(&name, ev).await {
@@ -139,6 +178,9 @@ impl Actor {
     }
 
     async fn patch_node(&self, node: &str, body: Value) -> Result<(), kube::Error> {
+        if !self.leading() {
+            return Err(not_leading());
+        }
         self.nodes
             .patch(node, &PatchParams::default(), &Patch::Strategic(body))
             .await
@@ -151,6 +193,9 @@ impl Actor {
         message: &str,
         now: Timestamp,
     ) -> Result<(), kube::Error> {
+        if !self.leading() {
+            return Err(not_leading());
+        }
         let body = json!({"status": {"conditions": [{
             "type": keys::DRAIN_SCHEDULED_CONDITION, "status": "True", "reason": "Draino", "message": message,
             "lastHeartbeatTime": ts(now), "lastTransitionTime": ts(now),
@@ -303,20 +348,14 @@ impl Actor {
         .await
     }
 
-    /// Drain `node`: evict `pods` (in parallel, bounded), wait until they are gone, record the outcome.
-    /// Stops early, recording nothing more, if leadership is lost (the next leader resumes).
-    pub async fn drain(
-        &self,
-        node: &str,
-        mut record: Record,
-        pods: Vec<PodInfo>,
-        cfg: &Config,
-        leader: watch::Receiver<bool>,
-    ) {
+    /// Drain `node` as `job` says: record the attempt, evict its pods (in parallel, bounded), wait
+    /// until they are gone, record the outcome ([`Record::draining`] and [`Record::finished`] decide
+    /// the record). Stops early, recording nothing more, if leadership is lost (the next leader
+    /// resumes).
+    pub async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) {
         let started = Timestamp::now();
-        record.phase = Phase::Draining;
-        record.drain_started.get_or_insert(started);
-        record.attempts += 1;
+        let record = job.record.draining(started);
+        let pods = job.evict;
         self.event(
             node,
             Severity::Normal,
@@ -333,18 +372,15 @@ impl Actor {
             return;
         }
         let deadline = tokio::time::Instant::now() + cfg.max_grace_period + cfg.eviction_headroom;
-        let results: Vec<Result<(), String>> = futures::stream::iter(pods)
-            .map(|pod| {
-                let leader = leader.clone();
-                async move {
-                    self.evict_and_wait(&pod, cfg.max_grace_period, deadline, &leader)
-                        .await
-                }
+        let results: Vec<Result<(), EvictError>> = futures::stream::iter(pods)
+            .map(|pod| async move {
+                self.evict_and_wait(&pod, cfg.max_grace_period, deadline)
+                    .await
             })
             .buffer_unordered(cfg.eviction_concurrency.max(1))
             .collect()
             .await;
-        if !*leader.borrow() {
+        if !*self.leader.borrow() {
             tracing::warn!(%node, "lost leadership during the drain; the next leader resumes it");
             return;
         }
@@ -352,50 +388,53 @@ impl Actor {
         self.metrics
             .drain_duration
             .observe(((now.as_millisecond() - started.as_millisecond()).max(0)) as f64 / 1000.0);
-        let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
-        let scheduled = format!("Drain activity scheduled {}", ts(record.drain_at));
-        if failures.is_empty() {
-            record.phase = Phase::Drained;
-            record.finished_at = Some(now);
-            record.retry_at = None;
-            let _ = self.set_record(node, Some(&record)).await;
-            let _ = self
-                .drain_scheduled(node, &format!("{scheduled} | Completed: {}", ts(now)), now)
-                .await;
-            self.metrics.drained("succeeded");
-            tracing::info!(%node, "drained");
-            self.event(
-                node,
-                Severity::Normal,
-                "DrainSucceeded",
-                "Drained node".into(),
-            )
-            .await;
+        let failures: Vec<EvictError> = results.into_iter().filter_map(Result::err).collect();
+        let outcome = if failures.is_empty() {
+            DrainOutcome::Drained
         } else {
-            let backoff = cfg
-                .retry_base
-                .saturating_mul(1 << record.attempts.saturating_sub(1).min(10))
-                .min(cfg.retry_max);
-            record.phase = Phase::Failed;
-            record.finished_at = Some(now);
-            record.retry_at = Some(now + backoff);
-            let _ = self.set_record(node, Some(&record)).await;
-            let _ = self
-                .drain_scheduled(node, &format!("{scheduled} | Failed: {}", ts(now)), now)
+            DrainOutcome::Failed(failures)
+        };
+        let record = record.finished(&outcome, now, cfg.retry_base, cfg.retry_max);
+        let scheduled = format!("Drain activity scheduled {}", ts(record.drain_at));
+        let _ = self.set_record(node, Some(&record)).await;
+        match &outcome {
+            DrainOutcome::Drained => {
+                let _ = self
+                    .drain_scheduled(node, &format!("{scheduled} | Completed: {}", ts(now)), now)
+                    .await;
+                self.metrics.drained("succeeded");
+                tracing::info!(%node, "drained");
+                self.event(
+                    node,
+                    Severity::Normal,
+                    "DrainSucceeded",
+                    "Drained node".into(),
+                )
                 .await;
-            self.metrics.drained("failed");
-            tracing::warn!(%node, failures = ?failures, retry_in = ?backoff, "drain failed");
-            self.event(
-                node,
-                Severity::Warning,
-                "DrainFailed",
-                format!(
-                    "Draining failed (retry in {}): {}",
-                    humantime::format_duration(backoff),
-                    failures.join("; ")
-                ),
-            )
-            .await;
+            }
+            DrainOutcome::Failed(failures) => {
+                let retry_in = record
+                    .retry_at
+                    .map(|r| Duration::from_secs(r.duration_since(now).as_secs().max(0) as u64))
+                    .unwrap_or_default();
+                let _ = self
+                    .drain_scheduled(node, &format!("{scheduled} | Failed: {}", ts(now)), now)
+                    .await;
+                self.metrics.drained("failed");
+                let why: Vec<String> = failures.iter().map(ToString::to_string).collect();
+                tracing::warn!(%node, failures = ?why, ?retry_in, "drain failed");
+                self.event(
+                    node,
+                    Severity::Warning,
+                    "DrainFailed",
+                    format!(
+                        "Draining failed (retry in {}): {}",
+                        humantime::format_duration(retry_in),
+                        why.join("; ")
+                    ),
+                )
+                .await;
+            }
         }
     }
 
@@ -404,8 +443,7 @@ impl Actor {
         pod: &PodInfo,
         max_grace: Duration,
         deadline: tokio::time::Instant,
-        leader: &watch::Receiver<bool>,
-    ) -> Result<(), String> {
+    ) -> Result<(), EvictError> {
         let (ns, name, uid) = (pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         // Pod default when unset: 30s.
@@ -423,9 +461,10 @@ impl Actor {
                 ..Default::default()
             }),
         };
+        let id = format!("{ns}/{name}");
         loop {
-            if !*leader.borrow() {
-                return Err(format!("{ns}/{name}: leadership lost"));
+            if !self.leading() {
+                return Err(EvictError::LeadershipLost { pod: id });
             }
             match api
                 .create_subresource::<Eviction, Status>(
@@ -451,7 +490,7 @@ impl Actor {
                 }
             }
             if tokio::time::Instant::now() + PDB_RETRY > deadline {
-                return Err(format!("{ns}/{name}: not evicted before the deadline"));
+                return Err(EvictError::NotEvicted { pod: id });
             }
             tokio::time::sleep(PDB_RETRY).await;
         }
@@ -463,9 +502,7 @@ impl Actor {
                 _ => {}
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "{ns}/{name}: evicted but still present at the deadline"
-                ));
+                return Err(EvictError::StillPresent { pod: id });
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }

@@ -1,8 +1,12 @@
 //! The nodemedic drainer: cordons and drains nodes whose conditions say they are broken.
 //!
 //! ```text
-//!  observe (reflectors: Nodes, Pods) -> decide (pure: snapshot + config + now -> plan)
-//!      -> act (cordon, evict, uncordon; only while leader) -> record (annotation, DrainScheduled, Events, metrics)
+//!  observe (observe.rs: reflectors, compact pod cache)
+//!    -> decide (decide/: pure, snapshot + config + now -> a typed plan per node; record.rs: the
+//!       record's own transitions)
+//!    -> act (act.rs: cordon, evict, uncordon; the one leadership gate before every write)
+//!    -> record (the nodemedic.io/drain annotation, DrainScheduled, Events, metrics)
+//!  controller.rs runs the loop; run.rs wires it all; leader.rs holds the Lease; guard/ is the webhook.
 //! ```
 //! All state lives in the cluster (the `nodemedic.io/drain` annotation on each node we touched), so a
 //! new leader continues where the old one stopped. `drainer plan` runs `decide` offline.
@@ -10,10 +14,12 @@
 
 pub mod act;
 pub mod config;
+mod controller;
 pub mod decide;
 pub mod guard;
 pub mod leader;
 pub mod metrics;
+pub mod observe;
 pub mod plan;
 pub mod policy;
 pub mod record;

@@ -46,21 +46,72 @@ pub struct Record {
     pub retry_at: Option<Timestamp>,
 }
 
+/// A record annotation that does not parse (the decision treats the node as having none).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unreadable drain record in {DRAIN_RECORD_ANNOTATION}: {0}")]
+pub struct Unreadable(pub String);
+
+/// How a drain attempt ended, as the shell reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrainOutcome {
+    /// Every pod to evict is gone.
+    Drained,
+    /// Some pods could not be evicted in time; each entry says which and why.
+    Failed(Vec<crate::act::EvictError>),
+}
+
 impl Record {
-    /// Read from a node; an unparsable record is reported and ignored.
-    pub fn of(node: &Node) -> Option<Record> {
-        let raw = node
+    /// Read from a node: `Ok(None)` without a record, `Err` for one that does not parse.
+    pub fn parse(node: &Node) -> Result<Option<Record>, Unreadable> {
+        let Some(raw) = node
             .metadata
             .annotations
-            .as_ref()?
-            .get(DRAIN_RECORD_ANNOTATION)?;
-        match serde_json::from_str(raw) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                tracing::warn!(node = node.metadata.name.as_deref().unwrap_or(""), error = %e, "ignoring an unreadable drain record");
-                None
+            .as_ref()
+            .and_then(|a| a.get(DRAIN_RECORD_ANNOTATION))
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(raw)
+            .map(Some)
+            .map_err(|e| Unreadable(e.to_string()))
+    }
+
+    /// Read from a node; an unreadable record counts as none (see [`Record::parse`]).
+    pub fn of(node: &Node) -> Option<Record> {
+        Record::parse(node).ok().flatten()
+    }
+
+    /// The record once a drain attempt starts at `now`.
+    pub fn draining(&self, now: Timestamp) -> Record {
+        let mut r = self.clone();
+        r.phase = Phase::Draining;
+        r.drain_started.get_or_insert(now);
+        r.attempts += 1;
+        r
+    }
+
+    /// The record once the attempt ended with `outcome` at `now`: drained, or failed and retried after
+    /// a backoff that doubles per attempt from `retry_base` up to `retry_max`.
+    pub fn finished(
+        &self,
+        outcome: &DrainOutcome,
+        now: Timestamp,
+        retry_base: std::time::Duration,
+        retry_max: std::time::Duration,
+    ) -> Record {
+        let mut r = self.clone();
+        r.finished_at = Some(now);
+        match outcome {
+            DrainOutcome::Drained => {
+                r.phase = Phase::Drained;
+                r.retry_at = None;
+            }
+            DrainOutcome::Failed(_) => {
+                r.phase = Phase::Failed;
+                r.retry_at = Some(now + retry_backoff(r.attempts, retry_base, retry_max));
             }
         }
+        r
     }
 
     pub fn to_annotation(&self) -> String {
@@ -80,5 +131,77 @@ impl Record {
     /// Still cordoned by us (not released to a person).
     pub fn holds_cordon(&self) -> bool {
         self.phase != Phase::Released
+    }
+}
+
+/// The wait before retrying after failed attempt number `attempts` (1-based): `base`, doubling, at most
+/// `max`.
+pub fn retry_backoff(
+    attempts: u32,
+    base: std::time::Duration,
+    max: std::time::Duration,
+) -> std::time::Duration {
+    base.saturating_mul(1 << attempts.saturating_sub(1).min(10))
+        .min(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn cordoned() -> Record {
+        Record {
+            owner: "d".into(),
+            episode: "KernelDeadlock=True@1".into(),
+            reason: "KernelDeadlock=True".into(),
+            phase: Phase::Cordoned,
+            cordoned_at: t(0),
+            drain_at: t(600),
+            drain_started: None,
+            finished_at: None,
+            attempts: 0,
+            retry_at: None,
+        }
+    }
+
+    #[test]
+    fn a_drain_attempt_moves_the_record_through_its_phases() {
+        let (base, max) = (Duration::from_secs(60), Duration::from_secs(1800));
+        let d = cordoned().draining(t(600));
+        assert_eq!(
+            (d.phase, d.attempts, d.drain_started),
+            (Phase::Draining, 1, Some(t(600)))
+        );
+        let ok = d.finished(&DrainOutcome::Drained, t(700), base, max);
+        assert_eq!(
+            (ok.phase, ok.finished_at, ok.retry_at),
+            (Phase::Drained, Some(t(700)), None)
+        );
+        let failed = d.finished(&DrainOutcome::Failed(vec![]), t(700), base, max);
+        assert_eq!(failed.phase, Phase::Failed);
+        assert_eq!(failed.retry_at, Some(t(760)), "first retry after the base");
+        // the second attempt keeps its first start and doubles the backoff
+        let again = failed.draining(t(800));
+        assert_eq!((again.attempts, again.drain_started), (2, Some(t(600))));
+        let failed2 = again.finished(&DrainOutcome::Failed(vec![]), t(900), base, max);
+        assert_eq!(failed2.retry_at, Some(t(1020)));
+        assert_eq!(retry_backoff(30, base, max), max, "capped");
+    }
+
+    #[test]
+    fn an_unreadable_record_is_an_error_not_a_panic_or_a_log() {
+        let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "n",
+            "annotations": {DRAIN_RECORD_ANNOTATION: "{not json"}}}))
+        .unwrap();
+        assert!(Record::parse(&node).is_err());
+        assert_eq!(Record::of(&node), None);
+        let none: Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}})).unwrap();
+        assert_eq!(Record::parse(&none), Ok(None));
     }
 }

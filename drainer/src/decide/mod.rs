@@ -37,8 +37,8 @@ pub enum Effect {
     Nothing,
     /// Cordon and store this record.
     Cordon(Record),
-    /// Start (or resume) the drain.
-    Drain,
+    /// Start (or resume) the drain: everything the drain needs.
+    Drain(DrainJob),
     /// Uncordon and remove the record and the DrainScheduled condition.
     Uncordon,
     /// A person uncordoned the node: store the record as released.
@@ -93,6 +93,13 @@ impl Why {
     }
 }
 
+/// What a drain needs: the node's record as read, and the pods to evict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainJob {
+    pub record: Record,
+    pub evict: Vec<PodInfo>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePlan {
     pub node: String,
@@ -102,6 +109,27 @@ pub struct NodePlan {
     pub effect: Effect,
     /// For cordon and drain: what would happen to each pod.
     pub pods: Vec<PodPlan>,
+}
+
+impl DrainJob {
+    /// Filled in by [`plan`] once the node's pods are decided.
+    fn pending() -> DrainJob {
+        DrainJob {
+            record: Record {
+                owner: String::new(),
+                episode: String::new(),
+                reason: String::new(),
+                phase: Phase::Draining,
+                cordoned_at: Timestamp::UNIX_EPOCH,
+                drain_at: Timestamp::UNIX_EPOCH,
+                drain_started: None,
+                finished_at: None,
+                attempts: 0,
+                retry_at: None,
+            },
+            evict: Vec::new(),
+        }
+    }
 }
 
 /// The state of the problem on a node.
@@ -278,10 +306,23 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
                 &mut budgets,
             ),
         };
-        let pods = if matches!(action, Action::Cordon | Action::Drain) {
+        let pods: Vec<PodPlan> = if matches!(action, Action::Cordon | Action::Drain) {
             node_pods.iter().map(|p| pods::decide(p, cfg)).collect()
         } else {
             Vec::new()
+        };
+        // The drain carries its record and the pods it evicts (same order as `pods`).
+        let effect = match (effect, &records[i]) {
+            (Effect::Drain(_), Some(record)) => Effect::Drain(DrainJob {
+                record: record.clone(),
+                evict: node_pods
+                    .iter()
+                    .zip(&pods)
+                    .filter(|(_, plan)| plan.action == PodAction::Evict)
+                    .map(|(info, _)| (*info).clone())
+                    .collect(),
+            }),
+            (effect, _) => effect,
         };
         // A drain blocked by protected pods does not start.
         let (action, why, reason, effect) =
@@ -409,7 +450,7 @@ fn decide_node(
                     Action::Drain,
                     Why::FinishingDrain,
                     "recovered while draining; finishing the drain in progress".into(),
-                    Effect::Drain,
+                    Effect::Drain(DrainJob::pending()),
                 );
             }
             b.cordoned -= 1;
@@ -432,7 +473,7 @@ fn decide_node(
                 Action::Drain,
                 Why::Draining,
                 format!("drain in progress ({problem})"),
-                Effect::Drain,
+                Effect::Drain(DrainJob::pending()),
             ),
             Phase::Drained => (
                 Action::None,
@@ -505,7 +546,7 @@ fn decide_node(
                     Action::Drain,
                     Why::StartDrain,
                     format!("draining ({problem})"),
-                    Effect::Drain,
+                    Effect::Drain(DrainJob::pending()),
                 )
             }
             Phase::Released => unreachable!("handled above"),

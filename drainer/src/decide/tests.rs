@@ -264,7 +264,13 @@ fn drain_waits_for_the_buffer_then_drains_with_pod_plans() {
         pod("other-node", "m", json!({})),
     ];
     let p = run(nodes, &pods, &cfg()).remove(0);
-    assert_eq!((p.action, &p.effect), (Action::Drain, &Effect::Drain));
+    assert_eq!(p.action, Action::Drain);
+    let Effect::Drain(job) = &p.effect else {
+        panic!("{:?}", p.effect)
+    };
+    assert_eq!(job.record.phase, Phase::Cordoned, "the record as read");
+    let evict: Vec<&str> = job.evict.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(evict, ["web"], "the drain carries the pods it evicts");
     assert_eq!(p.pods.len(), 1);
     assert_eq!(
         (p.pods[0].name.as_str(), p.pods[0].action),
