@@ -1,4 +1,4 @@
-//! The controller loop: on every change (or tick) while leading, plan every node (decide, pure) and
+//! The controller loop: on every change (or tick) while leading, decide every node (pure) and
 //! hand each effect to the [`Actor`] (act), which alone writes. It logs a decision when it changes and
 //! keeps one WaitingForBudget Event per wait.
 
@@ -159,61 +159,60 @@ impl Controller {
         let nodes = self.nodes.state();
         let pods = self.pods.snapshot();
         let now = Timestamp::now();
-        let plans = decide::plan(&nodes, &pods, &self.cfg, now);
+        let decisions = decide::decide_nodes(&nodes, &pods, &self.cfg, now);
         self.waits
             .retain(|n, _| nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
         // Plans come back in the order of `nodes`.
-        for (plan, node) in plans.into_iter().zip(nodes.iter()) {
+        for (d, node) in decisions.into_iter().zip(nodes.iter()) {
             let rv = node.metadata.resource_version.clone().unwrap_or_default();
             // Log a decision when it changes (numbers and durations aside); a node that stays
             // healthy is not news.
-            let previous = self.last_why.insert(plan.node.clone(), plan.why.clone());
-            let changed = previous.as_ref().map(Why::kind) != Some(plan.why.kind());
+            let previous = self.last_why.insert(d.node.clone(), d.why.clone());
+            let changed = previous.as_ref().map(Why::kind) != Some(d.why.kind());
             if changed
-                && (plan.action != Action::None || previous.is_some())
-                && plan.why != Why::NotSelected
+                && (d.action != Action::None || previous.is_some())
+                && d.why != Why::NotSelected
             {
-                tracing::info!(node = %plan.node, action = ?plan.action, reason = %plan.reason, "decision");
+                tracing::info!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
             }
-            let budget = match plan.why {
+            let budget = match d.why {
                 Why::CordonBudget { .. } => Some("cordons"),
                 Why::DrainBudget { .. } => Some("drains"),
                 _ => None,
             };
-            self.budget_wait(&plan.node, budget, now).await;
-            if plan.effect == Effect::Nothing {
+            self.budget_wait(&d.node, budget, now).await;
+            if d.effect == Effect::Nothing {
                 continue;
             }
-            if self.acted.get(&plan.node) == Some(&rv) && !matches!(plan.effect, Effect::Drain(_)) {
+            if self.acted.get(&d.node) == Some(&rv) && !matches!(d.effect, Effect::Drain(_)) {
                 continue; // our last write is not in the cache yet
             }
-            match plan.effect {
+            match d.effect {
                 Effect::Nothing => {}
                 Effect::Cordon(record) => {
                     self.actor.cordon(node, &record, self.cfg.skip_drain).await;
-                    self.acted.insert(plan.node.clone(), rv);
+                    self.acted.insert(d.node.clone(), rv);
                 }
                 Effect::Uncordon => {
-                    self.actor.uncordon(&plan.node, &plan.reason).await;
-                    self.acted.insert(plan.node.clone(), rv);
+                    self.actor.uncordon(&d.node, &d.reason).await;
+                    self.acted.insert(d.node.clone(), rv);
                 }
                 Effect::Release(record) => {
-                    tracing::info!(node = %plan.node, "uncordoned by a person: released for this problem episode");
-                    let _ = self.actor.set_record(&plan.node, Some(&record)).await;
-                    self.acted.insert(plan.node.clone(), rv);
+                    tracing::info!(node = %d.node, "uncordoned by a person: released for this problem episode");
+                    let _ = self.actor.set_record(&d.node, Some(&record)).await;
+                    self.acted.insert(d.node.clone(), rv);
                 }
                 Effect::Forget => {
-                    let _ = self.actor.set_record(&plan.node, None).await;
-                    self.acted.insert(plan.node.clone(), rv);
+                    let _ = self.actor.set_record(&d.node, None).await;
+                    self.acted.insert(d.node.clone(), rv);
                 }
                 Effect::Drain(job) => {
-                    if self.drains.contains_key(&plan.node) {
+                    if self.drains.contains_key(&d.node) {
                         continue;
                     }
-                    let (actor, cfg, name) =
-                        (self.actor.clone(), self.cfg.clone(), plan.node.clone());
+                    let (actor, cfg, name) = (self.actor.clone(), self.cfg.clone(), d.node.clone());
                     let task = tokio::spawn(async move { actor.drain(&name, job, &cfg).await });
-                    self.drains.insert(plan.node.clone(), task);
+                    self.drains.insert(d.node.clone(), task);
                 }
             }
         }

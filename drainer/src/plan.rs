@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
 
 use crate::config::Config;
-use crate::decide::{self, NodePlan, PodAction, PodInfo};
+use crate::decide::{self, NodeDecision, PodAction, PodInfo};
 
 /// Read the `items` of a List file (`kubectl get nodes -o json`), or a single object.
 pub fn read_items<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
@@ -31,7 +31,7 @@ pub fn read_items<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
 }
 
 /// Note PodDisruptionBudgets that currently allow no disruption on the pods a plan would evict.
-pub fn annotate_pdbs(plans: &mut [NodePlan], pods: &[PodInfo], pdbs: &[PodDisruptionBudget]) {
+pub fn annotate_pdbs(plans: &mut [NodeDecision], pods: &[PodInfo], pdbs: &[PodDisruptionBudget]) {
     for plan in plans.iter_mut() {
         for p in plan
             .pods
@@ -88,9 +88,9 @@ pub fn run(
     now: Timestamp,
     json: bool,
     out: &mut impl Write,
-) -> std::io::Result<Vec<NodePlan>> {
+) -> std::io::Result<Vec<NodeDecision>> {
     let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
-    let mut plans = decide::plan(nodes, &pods, cfg, now);
+    let mut plans = decide::decide_nodes(nodes, &pods, cfg, now);
     annotate_pdbs(&mut plans, &pods, pdbs);
     if json {
         for p in &plans {

@@ -1,4 +1,4 @@
-//! The drain decision: a pure function of (Nodes, Pods, config, now) -> one [`NodePlan`] per node.
+//! The drain decision: a pure function of (Nodes, Pods, config, now) -> one [`NodeDecision`] per node.
 //!
 //! Order of checks for a node: opt-out label, selection, Kosmos exemption, then either what our
 //! record says we did (release after a manual uncordon, uncordon on recovery, drain when due, retry
@@ -47,49 +47,184 @@ pub enum Effect {
     Forget,
 }
 
-/// Why the plan says what it says: the stable part of a decision (the `reason` text also carries
-/// durations and times, which change every round). The shell logs a decision when this changes and
-/// matches on it to choose metrics and Events.
+/// Why the decision is what it is, with the facts behind it; `Display` gives the human text (the
+/// `reason` of `drainer plan`). The shell matches on variants to choose metrics and Events, and logs
+/// a decision when its [`Why::kind`] changes (the text ages with durations every round).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Why {
-    Excluded,
+    /// Opted out by `label` (`KEY=VALUE`).
+    Excluded {
+        label: String,
+    },
     NotSelected,
     /// The record belongs to another drainer (its Lease name).
     OwnedByOther(String),
     Healthy,
-    KosmosExempt,
-    NotHeldLongEnough,
-    CordonedBySomeoneElse,
+    /// A Kosmos leaf node: these held conditions do not count.
+    KosmosExempt {
+        conditions: Vec<String>,
+    },
+    /// Matching conditions, not held their min duration yet.
+    NotHeldLongEnough {
+        pending: Vec<String>,
+    },
+    CordonedBySomeoneElse {
+        problem: String,
+    },
     CordonBudget {
         used: usize,
         limit: usize,
+        problem: String,
     },
-    Cordon,
+    /// Cordon now; drain at `drain_at` (`None`: `--skip-drain`).
+    Cordon {
+        problem: String,
+        drain_at: Option<Timestamp>,
+    },
     ReleasedEpisode,
     ForgetReleased,
     ManualUncordon,
-    ProblemBack,
-    Recovering,
+    ProblemBack {
+        pending: Vec<String>,
+    },
+    Recovering {
+        left: Duration,
+    },
     FinishingDrain,
-    Uncordon,
-    Draining,
-    Drained,
-    SkipDrain,
-    DrainScheduled,
-    RetryScheduled,
+    /// Recovered: uncordon (`during_buffer`: before the drain started).
+    Uncordon {
+        during_buffer: bool,
+    },
+    Draining {
+        problem: String,
+    },
+    Drained {
+        problem: String,
+    },
+    SkipDrain {
+        problem: String,
+    },
+    DrainScheduled {
+        at: Timestamp,
+        problem: String,
+    },
+    RetryScheduled {
+        at: Timestamp,
+        problem: String,
+    },
     DrainBudget {
         used: usize,
         limit: usize,
     },
-    DrainSpacing,
-    StartDrain,
-    BlockedByPods,
+    DrainSpacing {
+        next: Timestamp,
+    },
+    StartDrain {
+        problem: String,
+    },
+    BlockedByPods {
+        pods: Vec<String>,
+    },
 }
 
 impl Why {
-    /// The decision without its numbers (what decides whether a decision is news).
+    /// The decision without its facts (what decides whether a decision is news).
     pub fn kind(&self) -> std::mem::Discriminant<Why> {
         std::mem::discriminant(self)
+    }
+}
+
+fn ts(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Why::Excluded { label } => write!(f, "excluded by label {label}"),
+            Why::NotSelected => f.write_str("not selected by the node selector"),
+            Why::OwnedByOther(owner) => {
+                write!(f, "handled by another drainer ({owner}); not touched")
+            }
+            Why::Healthy => f.write_str("healthy"),
+            Why::KosmosExempt { conditions } => write!(
+                f,
+                "Kosmos leaf node: not cordoned or drained for {}",
+                conditions.join(", ")
+            ),
+            Why::NotHeldLongEnough { pending } => {
+                write!(f, "condition not held long enough: {}", pending.join(", "))
+            }
+            Why::CordonedBySomeoneElse { problem } => {
+                write!(
+                    f,
+                    "already cordoned by someone else; not touched ({problem})"
+                )
+            }
+            Why::CordonBudget {
+                used,
+                limit,
+                problem,
+            } => write!(
+                f,
+                "cordon budget full: {used} of {limit} nodes cordoned ({problem})"
+            ),
+            Why::Cordon {
+                problem,
+                drain_at: Some(at),
+            } => write!(f, "{problem}; drain at {}", ts(*at)),
+            Why::Cordon {
+                problem,
+                drain_at: None,
+            } => write!(f, "{problem}; drain skipped (--skip-drain)"),
+            Why::ReleasedEpisode => f.write_str(
+                "uncordoned by a person during this problem episode; not cordoned again",
+            ),
+            Why::ForgetReleased => f.write_str("problem cleared; forgetting the released episode"),
+            Why::ManualUncordon => {
+                f.write_str("uncordoned by a person; not cordoned again for this problem episode")
+            }
+            Why::ProblemBack { pending } => write!(
+                f,
+                "problem back before its min duration ({}); staying cordoned",
+                pending.join(", ")
+            ),
+            Why::Recovering { left } => write!(f, "recovering; uncordon in {}", fmt_d(*left)),
+            Why::FinishingDrain => {
+                f.write_str("recovered while draining; finishing the drain in progress")
+            }
+            Why::Uncordon {
+                during_buffer: true,
+            } => f.write_str("recovered during the drain buffer: drain cancelled, uncordoning"),
+            Why::Uncordon {
+                during_buffer: false,
+            } => f.write_str("conditions cleared: uncordoning"),
+            Why::Draining { problem } => write!(f, "drain in progress ({problem})"),
+            Why::Drained { problem } => {
+                write!(f, "drained; stays cordoned until recovery ({problem})")
+            }
+            Why::SkipDrain { problem } => {
+                write!(f, "cordoned; drain skipped (--skip-drain) ({problem})")
+            }
+            Why::DrainScheduled { at, problem } => {
+                write!(f, "drain scheduled at {} ({problem})", ts(*at))
+            }
+            Why::RetryScheduled { at, problem } => {
+                write!(f, "drain failed; retry at {} ({problem})", ts(*at))
+            }
+            Why::DrainBudget { used, limit } => {
+                write!(f, "drain budget full: {used} of {limit} drains in flight")
+            }
+            Why::DrainSpacing { next } => write!(
+                f,
+                "drain starts are spaced by the buffer; next start at {}",
+                ts(*next)
+            ),
+            Why::StartDrain { problem } => write!(f, "draining ({problem})"),
+            Why::BlockedByPods { pods } => {
+                write!(f, "drain blocked by protected pods: {}", pods.join(", "))
+            }
+        }
     }
 }
 
@@ -101,7 +236,7 @@ pub struct DrainJob {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodePlan {
+pub struct NodeDecision {
     pub node: String,
     pub action: Action,
     pub why: Why,
@@ -226,15 +361,18 @@ struct Budgets {
     cordon_limit: usize,
     draining: usize,
     last_drain_start: Option<Timestamp>,
+    /// `last_drain_start` before this round's latest start (restored when that start is blocked).
+    prior_drain_start: Option<Timestamp>,
 }
 
-/// Plan every node. Nodes are considered oldest problem first (then by name).
-pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
+/// Decide every node. Nodes are considered oldest problem first (then by name), so budgets go to
+/// the oldest problems whatever the order nodes arrive in.
+pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
     nodes: &[N],
     pods: &[P],
     cfg: &Config,
     now: Timestamp,
-) -> Vec<NodePlan> {
+) -> Vec<NodeDecision> {
     let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
     let mut by_node: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
     for p in pods.iter().map(Borrow::borrow) {
@@ -272,6 +410,7 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
             .flatten()
             .filter_map(|r| r.drain_started)
             .max(),
+        prior_drain_start: None,
     };
     let problems: Vec<Problem> = nodes.iter().map(|n| problem(n, cfg, now)).collect();
     let mut order: Vec<usize> = (0..nodes.len()).collect();
@@ -284,16 +423,15 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
         };
         key(a).cmp(&key(b))
     });
-    let mut out: Vec<Option<NodePlan>> = vec![None; nodes.len()];
+    let mut out: Vec<Option<NodeDecision>> = vec![None; nodes.len()];
     for i in order {
         let node = &nodes[i];
         let name = node.metadata.name.clone().unwrap_or_default();
         let node_pods = by_node.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-        let (action, why, reason, effect) = match (&all_records[i], &records[i]) {
+        let (action, why, effect) = match (&all_records[i], &records[i]) {
             (Some(theirs), None) => (
                 Action::Skip,
                 Why::OwnedByOther(theirs.owner.clone()),
-                format!("handled by another drainer ({}); not touched", theirs.owner),
                 Effect::Nothing,
             ),
             _ => decide_node(
@@ -325,9 +463,14 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
             (effect, _) => effect,
         };
         // A drain blocked by protected pods does not start.
-        let (action, why, reason, effect) =
+        let (action, why, effect) =
             if action == Action::Drain && pods.iter().any(|p| p.action == PodAction::Block) {
-                budgets.draining -= 1;
+                // Only a drain starting now took a slot this round; one already in flight (its
+                // record says draining) stays counted.
+                if matches!(why, Why::StartDrain { .. }) {
+                    budgets.draining -= 1;
+                    budgets.last_drain_start = budgets.prior_drain_start;
+                }
                 let blockers: Vec<String> = pods
                     .iter()
                     .filter(|p| p.action == PodAction::Block)
@@ -335,18 +478,17 @@ pub fn plan<N: Borrow<Node>, P: Borrow<PodInfo>>(
                     .collect();
                 (
                     Action::Wait,
-                    Why::BlockedByPods,
-                    format!("drain blocked by protected pods: {}", blockers.join(", ")),
+                    Why::BlockedByPods { pods: blockers },
                     Effect::Nothing,
                 )
             } else {
-                (action, why, reason, effect)
+                (action, why, effect)
             };
-        out[i] = Some(NodePlan {
+        out[i] = Some(NodeDecision {
             node: name,
             action,
+            reason: why.to_string(),
             why,
-            reason,
             effect,
             pods,
         });
@@ -362,25 +504,13 @@ fn decide_node(
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, Why, String, Effect) {
+) -> (Action, Why, Effect) {
     if label(node, &cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
-        return (
-            Action::Skip,
-            Why::Excluded,
-            format!(
-                "excluded by label {}={}",
-                cfg.exclude_label.0, cfg.exclude_label.1
-            ),
-            Effect::Nothing,
-        );
+        let label = format!("{}={}", cfg.exclude_label.0, cfg.exclude_label.1);
+        return (Action::Skip, Why::Excluded { label }, Effect::Nothing);
     }
     if !selected && record.is_none() {
-        return (
-            Action::Skip,
-            Why::NotSelected,
-            "not selected by the node selector".into(),
-            Effect::Nothing,
-        );
+        return (Action::Skip, Why::NotSelected, Effect::Nothing);
     }
     let unschedulable = node
         .spec
@@ -388,233 +518,144 @@ fn decide_node(
         .and_then(|s| s.unschedulable)
         .unwrap_or(false);
     let bad = !p.held.is_empty();
-    if let Some(r) = record {
-        if r.phase == Phase::Released {
-            return if bad && p.episode == r.episode {
-                (
-                    Action::None,
-                    Why::ReleasedEpisode,
-                    "uncordoned by a person during this problem episode; not cordoned again".into(),
-                    Effect::Nothing,
-                )
-            } else if !bad && p.pending.is_empty() {
-                (
-                    Action::None,
-                    Why::ForgetReleased,
-                    "problem cleared; forgetting the released episode".into(),
-                    Effect::Forget,
-                )
-            } else {
-                // A new episode: fall through to the no-record path.
-                return decide_new(node, unschedulable, p, cfg, now, b);
-            };
-        }
-        if !unschedulable {
-            let mut released = r.clone();
-            released.phase = Phase::Released;
-            b.cordoned -= 1;
-            if r.phase == Phase::Draining {
-                b.draining -= 1;
-            }
-            return (
-                Action::None,
-                Why::ManualUncordon,
-                "uncordoned by a person; not cordoned again for this problem episode".into(),
-                Effect::Release(released),
-            );
-        }
-        if !bad {
-            if !p.pending.is_empty() {
-                let what: Vec<&str> = p.pending.iter().map(|(d, _)| d.as_str()).collect();
-                return (
-                    Action::Wait,
-                    Why::ProblemBack,
-                    format!(
-                        "problem back before its min duration ({}); staying cordoned",
-                        what.join(", ")
-                    ),
-                    Effect::Nothing,
-                );
-            }
-            if let Some(left) = p.recovering {
-                return (
-                    Action::Wait,
-                    Why::Recovering,
-                    format!("recovering; uncordon in {}", fmt_d(left)),
-                    Effect::Nothing,
-                );
-            }
-            if r.phase == Phase::Draining {
-                // Finish what was started: evictions already went out.
-                return (
-                    Action::Drain,
-                    Why::FinishingDrain,
-                    "recovered while draining; finishing the drain in progress".into(),
-                    Effect::Drain(DrainJob::pending()),
-                );
-            }
-            b.cordoned -= 1;
-            let why = match r.phase {
-                Phase::Cordoned => {
-                    "recovered during the drain buffer: drain cancelled, uncordoning"
-                }
-                _ => "conditions cleared: uncordoning",
-            };
-            return (
-                Action::Uncordon,
-                Why::Uncordon,
-                why.into(),
-                Effect::Uncordon,
-            );
-        }
-        let problem = p.held.join(", ");
-        return match r.phase {
-            Phase::Draining => (
-                Action::Drain,
-                Why::Draining,
-                format!("drain in progress ({problem})"),
-                Effect::Drain(DrainJob::pending()),
-            ),
-            Phase::Drained => (
-                Action::None,
-                Why::Drained,
-                format!("drained; stays cordoned until recovery ({problem})"),
-                Effect::Nothing,
-            ),
-            Phase::Cordoned if cfg.skip_drain => (
-                Action::None,
-                Why::SkipDrain,
-                format!("cordoned; drain skipped (--skip-drain) ({problem})"),
-                Effect::Nothing,
-            ),
-            Phase::Cordoned | Phase::Failed => {
-                let due = match r.phase {
-                    Phase::Failed => r.retry_at.unwrap_or(r.drain_at),
-                    _ => r.drain_at,
-                };
-                if due > now {
-                    let what = if r.phase == Phase::Failed {
-                        "drain failed; retry"
-                    } else {
-                        "drain scheduled"
-                    };
-                    return (
-                        Action::Wait,
-                        if r.phase == Phase::Failed {
-                            Why::RetryScheduled
-                        } else {
-                            Why::DrainScheduled
-                        },
-                        format!(
-                            "{what} at {} ({problem})",
-                            due.strftime("%Y-%m-%dT%H:%M:%SZ")
-                        ),
-                        Effect::Nothing,
-                    );
-                }
-                if b.draining >= cfg.max_drains_in_flight {
-                    return (
-                        Action::Wait,
-                        Why::DrainBudget {
-                            used: b.draining,
-                            limit: cfg.max_drains_in_flight,
-                        },
-                        format!(
-                            "drain budget full: {} of {} drains in flight",
-                            b.draining, cfg.max_drains_in_flight
-                        ),
-                        Effect::Nothing,
-                    );
-                }
-                if let Some(last) = b.last_drain_start {
-                    let next = last + cfg.drain_buffer;
-                    if next > now {
-                        return (
-                            Action::Wait,
-                            Why::DrainSpacing,
-                            format!(
-                                "drain starts are spaced by the buffer; next start at {}",
-                                next.strftime("%Y-%m-%dT%H:%M:%SZ")
-                            ),
-                            Effect::Nothing,
-                        );
-                    }
-                }
-                b.draining += 1;
-                b.last_drain_start = Some(now);
-                (
-                    Action::Drain,
-                    Why::StartDrain,
-                    format!("draining ({problem})"),
-                    Effect::Drain(DrainJob::pending()),
-                )
-            }
-            Phase::Released => unreachable!("handled above"),
+    let pending = || p.pending.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>();
+    let Some(r) = record else {
+        return decide_new(unschedulable, p, cfg, now, b);
+    };
+    if r.phase == Phase::Released {
+        return if bad && p.episode == r.episode {
+            (Action::None, Why::ReleasedEpisode, Effect::Nothing)
+        } else if !bad && p.pending.is_empty() {
+            (Action::None, Why::ForgetReleased, Effect::Forget)
+        } else {
+            // A new episode: as if there were no record.
+            decide_new(unschedulable, p, cfg, now, b)
         };
     }
-    decide_new(node, unschedulable, p, cfg, now, b)
+    if !unschedulable {
+        let mut released = r.clone();
+        released.phase = Phase::Released;
+        b.cordoned -= 1;
+        if r.phase == Phase::Draining {
+            b.draining -= 1;
+        }
+        return (Action::None, Why::ManualUncordon, Effect::Release(released));
+    }
+    if !bad {
+        if !p.pending.is_empty() {
+            let why = Why::ProblemBack { pending: pending() };
+            return (Action::Wait, why, Effect::Nothing);
+        }
+        if let Some(left) = p.recovering {
+            return (Action::Wait, Why::Recovering { left }, Effect::Nothing);
+        }
+        if r.phase == Phase::Draining {
+            // Finish what was started: evictions already went out.
+            return (
+                Action::Drain,
+                Why::FinishingDrain,
+                Effect::Drain(DrainJob::pending()),
+            );
+        }
+        b.cordoned -= 1;
+        let during_buffer = r.phase == Phase::Cordoned;
+        return (
+            Action::Uncordon,
+            Why::Uncordon { during_buffer },
+            Effect::Uncordon,
+        );
+    }
+    let problem = p.held.join(", ");
+    match r.phase {
+        Phase::Draining => (
+            Action::Drain,
+            Why::Draining { problem },
+            Effect::Drain(DrainJob::pending()),
+        ),
+        Phase::Drained => (Action::None, Why::Drained { problem }, Effect::Nothing),
+        Phase::Cordoned if cfg.skip_drain => {
+            (Action::None, Why::SkipDrain { problem }, Effect::Nothing)
+        }
+        Phase::Cordoned | Phase::Failed => {
+            let failed = r.phase == Phase::Failed;
+            let due = if failed {
+                r.retry_at.unwrap_or(r.drain_at)
+            } else {
+                r.drain_at
+            };
+            if due > now {
+                let why = if failed {
+                    Why::RetryScheduled { at: due, problem }
+                } else {
+                    Why::DrainScheduled { at: due, problem }
+                };
+                return (Action::Wait, why, Effect::Nothing);
+            }
+            if b.draining >= cfg.max_drains_in_flight {
+                let why = Why::DrainBudget {
+                    used: b.draining,
+                    limit: cfg.max_drains_in_flight,
+                };
+                return (Action::Wait, why, Effect::Nothing);
+            }
+            if let Some(next) = b.last_drain_start.map(|last| last + cfg.drain_buffer)
+                && next > now
+            {
+                return (Action::Wait, Why::DrainSpacing { next }, Effect::Nothing);
+            }
+            b.draining += 1;
+            b.prior_drain_start = b.last_drain_start;
+            b.last_drain_start = Some(now);
+            (
+                Action::Drain,
+                Why::StartDrain { problem },
+                Effect::Drain(DrainJob::pending()),
+            )
+        }
+        Phase::Released => unreachable!("handled above"),
+    }
 }
 
 /// A node without a record of ours.
 fn decide_new(
-    node: &Node,
     unschedulable: bool,
     p: &Problem,
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, Why, String, Effect) {
-    let _ = node;
+) -> (Action, Why, Effect) {
     if p.held.is_empty() {
         if !p.pending.is_empty() {
-            let what: Vec<&str> = p.pending.iter().map(|(d, _)| d.as_str()).collect();
+            let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
             return (
                 Action::Wait,
-                Why::NotHeldLongEnough,
-                format!("condition not held long enough: {}", what.join(", ")),
+                Why::NotHeldLongEnough { pending },
                 Effect::Nothing,
             );
         }
         if !p.exempted.is_empty() {
-            return (
-                Action::Skip,
-                Why::KosmosExempt,
-                format!(
-                    "Kosmos leaf node: not cordoned or drained for {}",
-                    p.exempted.join(", ")
-                ),
-                Effect::Nothing,
-            );
+            let why = Why::KosmosExempt {
+                conditions: p.exempted.clone(),
+            };
+            return (Action::Skip, why, Effect::Nothing);
         }
-        return (
-            Action::None,
-            Why::Healthy,
-            "healthy".into(),
-            Effect::Nothing,
-        );
+        return (Action::None, Why::Healthy, Effect::Nothing);
     }
     let problem = p.held.join(", ");
     if unschedulable {
         return (
             Action::None,
-            Why::CordonedBySomeoneElse,
-            format!("already cordoned by someone else; not touched ({problem})"),
+            Why::CordonedBySomeoneElse { problem },
             Effect::Nothing,
         );
     }
     if b.cordoned >= b.cordon_limit {
-        return (
-            Action::Wait,
-            Why::CordonBudget {
-                used: b.cordoned,
-                limit: b.cordon_limit,
-            },
-            format!(
-                "cordon budget full: {} of {} nodes cordoned ({problem})",
-                b.cordoned, b.cordon_limit
-            ),
-            Effect::Nothing,
-        );
+        let why = Why::CordonBudget {
+            used: b.cordoned,
+            limit: b.cordon_limit,
+            problem,
+        };
+        return (Action::Wait, why, Effect::Nothing);
     }
     b.cordoned += 1;
     let record = Record {
@@ -629,18 +670,10 @@ fn decide_new(
         attempts: 0,
         retry_at: None,
     };
-    let when = if cfg.skip_drain {
-        "drain skipped (--skip-drain)".to_string()
-    } else {
-        format!(
-            "drain at {}",
-            record.drain_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        )
-    };
+    let drain_at = (!cfg.skip_drain).then_some(record.drain_at);
     (
         Action::Cordon,
-        Why::Cordon,
-        format!("{problem}; {when}"),
+        Why::Cordon { problem, drain_at },
         Effect::Cordon(record),
     )
 }

@@ -114,10 +114,10 @@ fn merge(a: &mut serde_json::Value, b: &serde_json::Value) {
     }
 }
 
-fn run(nodes: Vec<N>, pods: &[Pod], cfg: &Config) -> Vec<NodePlan> {
+fn run(nodes: Vec<N>, pods: &[Pod], cfg: &Config) -> Vec<NodeDecision> {
     let nodes: Vec<Node> = nodes.into_iter().map(|n| n.0).collect();
     let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
-    plan(&nodes, &pods, cfg, t(NOW))
+    decide_nodes(&nodes, &pods, cfg, t(NOW))
 }
 
 fn decide_pod(p: &Pod, cfg: &Config) -> PodPlan {
@@ -127,7 +127,7 @@ fn decide_pod(p: &Pod, cfg: &Config) -> PodPlan {
     )
 }
 
-fn one(n: N, cfg: &Config) -> NodePlan {
+fn one(n: N, cfg: &Config) -> NodeDecision {
     run(vec![n], &[], cfg).remove(0)
 }
 
@@ -140,9 +140,10 @@ fn healthy_node_needs_nothing() {
         &cfg(),
     );
     assert_eq!(
-        (p.action, p.reason.as_str(), &p.effect),
-        (Action::None, "healthy", &Effect::Nothing)
+        (p.action, &p.why, &p.effect),
+        (Action::None, &Why::Healthy, &Effect::Nothing)
     );
+    assert_eq!(p.reason, "healthy");
 }
 
 #[test]
@@ -158,10 +159,16 @@ fn condition_held_long_enough_is_cordoned_with_a_record() {
         r.episode,
         format!("KernelDeadlock=True@{}", t(NOW - 700).as_second())
     );
-    assert!(
-        p.reason.starts_with("KernelDeadlock=True for 11m 40s"),
-        "{}",
-        p.reason
+    assert_eq!(
+        p.why,
+        Why::Cordon {
+            problem: "KernelDeadlock=True for 11m 40s".into(),
+            drain_at: Some(t(NOW + 600))
+        }
+    );
+    assert_eq!(
+        p.reason, "KernelDeadlock=True for 11m 40s; drain at 2027-01-15T10:56:40Z",
+        "the human text is the decision's Display"
     );
 }
 
@@ -169,10 +176,11 @@ fn condition_held_long_enough_is_cordoned_with_a_record() {
 fn condition_not_held_long_enough_waits_and_a_flap_does_nothing() {
     let p = one(node("n").cond("KernelDeadlock", "True", NOW - 60), &cfg());
     assert_eq!(p.action, Action::Wait);
-    assert!(
-        p.reason.contains("KernelDeadlock=True for 1m of 10m"),
-        "{}",
-        p.reason
+    assert_eq!(
+        p.why,
+        Why::NotHeldLongEnough {
+            pending: vec!["KernelDeadlock=True for 1m of 10m".into()]
+        }
     );
     assert_eq!(p.effect, Effect::Nothing);
 }
@@ -182,7 +190,12 @@ fn kosmos_leaf_nodes_are_never_acted_on_for_ready() {
     let kosmos = || node("kosmos-leaf").label("kosmos.io/node", "true");
     let p = one(kosmos().cond("Ready", "False", 0), &cfg());
     assert_eq!(p.action, Action::Skip);
-    assert!(p.reason.contains("Kosmos leaf node"), "{}", p.reason);
+    assert_eq!(
+        p.why,
+        Why::KosmosExempt {
+            conditions: vec!["Ready=False".into()]
+        }
+    );
     // other conditions: off by default, on with the setting; Ready never
     let p = one(kosmos().cond("KernelDeadlock", "True", 0), &cfg());
     assert_eq!(p.action, Action::Skip);
@@ -236,7 +249,11 @@ fn a_node_cordoned_by_someone_else_is_not_touched() {
         &cfg(),
     );
     assert_eq!(p.action, Action::None);
-    assert!(p.reason.contains("someone else"));
+    assert!(
+        matches!(p.why, Why::CordonedBySomeoneElse { .. }),
+        "{:?}",
+        p.why
+    );
     // and it is not uncordoned when healthy either
     let p = one(node("n").unschedulable(), &cfg());
     assert_eq!(p.action, Action::None);
@@ -252,7 +269,11 @@ fn drain_waits_for_the_buffer_then_drains_with_pod_plans() {
         &cfg(),
     );
     assert_eq!(p.action, Action::Wait);
-    assert!(p.reason.starts_with("drain scheduled at"), "{}", p.reason);
+    assert!(
+        matches!(p.why, Why::DrainScheduled { at, .. } if at == t(cordoned + 600)),
+        "{:?}",
+        p.why
+    );
     let nodes =
         vec![
             node("n")
@@ -287,7 +308,12 @@ fn recovery_during_the_buffer_cancels_and_uncordons() {
         &cfg(),
     );
     assert_eq!((p.action, &p.effect), (Action::Uncordon, &Effect::Uncordon));
-    assert!(p.reason.contains("drain cancelled"), "{}", p.reason);
+    assert_eq!(
+        p.why,
+        Why::Uncordon {
+            during_buffer: true
+        }
+    );
     // recovered, but not for the min duration yet
     let p = one(
         node("n")
@@ -296,10 +322,11 @@ fn recovery_during_the_buffer_cancels_and_uncordons() {
         &cfg(),
     );
     assert_eq!(p.action, Action::Wait);
-    assert!(
-        p.reason.starts_with("recovering; uncordon in 9m"),
-        "{}",
-        p.reason
+    assert_eq!(
+        p.why,
+        Why::Recovering {
+            left: Duration::from_secs(540)
+        }
     );
     let p = one(node("n").ours(Phase::Drained, 0, NOW - 5000), &cfg());
     assert_eq!(
@@ -358,9 +385,9 @@ fn budget_of_one_drain_and_spacing_of_drain_starts() {
         "oldest problem first"
     );
     assert!(
-        plans[0].reason.contains("drain budget full: 1 of 1"),
-        "{}",
-        plans[0].reason
+        matches!(plans[0].why, Why::DrainBudget { used: 1, limit: 1 }),
+        "{:?}",
+        plans[0].why
     );
     // a drain finished 2 minutes ago: the next start waits until the buffer has passed since it started
     let mut done = node("d")
@@ -377,7 +404,7 @@ fn budget_of_one_drain_and_spacing_of_drain_starts() {
     let plans = run(vec![N(done), bad("e", 1)], &[], &cfg());
     let e = plans.iter().find(|p| p.node == "e").unwrap();
     assert_eq!(e.action, Action::Wait);
-    assert!(e.reason.contains("spaced by the buffer"), "{}", e.reason);
+    assert!(matches!(e.why, Why::DrainSpacing { .. }), "{:?}", e.why);
 }
 
 #[test]
@@ -399,11 +426,17 @@ fn cordon_budget_counts_nodes_already_cordoned_by_us() {
     let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
     assert_eq!(get("x").action, Action::Cordon);
     assert_eq!(get("y").action, Action::Wait);
-    assert_eq!(get("y").why, Why::CordonBudget { used: 2, limit: 2 });
     assert!(
-        get("y").reason.contains("cordon budget full: 2 of 2"),
-        "{}",
-        get("y").reason
+        matches!(
+            get("y").why,
+            Why::CordonBudget {
+                used: 2,
+                limit: 2,
+                ..
+            }
+        ),
+        "{:?}",
+        get("y").why
     );
 }
 
@@ -422,11 +455,7 @@ fn failed_drains_are_retried_after_their_backoff() {
         .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
     let p = one(N(n.clone()), &cfg());
     assert_eq!(p.action, Action::Wait);
-    assert!(
-        p.reason.starts_with("drain failed; retry at"),
-        "{}",
-        p.reason
-    );
+    assert!(matches!(p.why, Why::RetryScheduled { .. }), "{:?}", p.why);
     r.retry_at = Some(t(NOW - 1));
     n.metadata
         .annotations
@@ -447,7 +476,7 @@ fn skip_drain_cordons_only() {
         &c,
     );
     assert_eq!(p.action, Action::None);
-    assert!(p.reason.contains("--skip-drain"));
+    assert!(matches!(p.why, Why::SkipDrain { .. }), "{:?}", p.why);
 }
 
 #[test]
@@ -577,6 +606,12 @@ fn protected_pods_block_the_drain_when_configured() {
     ];
     let p = run(nodes, &pods, &c).remove(0);
     assert_eq!(p.action, Action::Wait);
+    assert_eq!(
+        p.why,
+        Why::BlockedByPods {
+            pods: vec!["default/crit".into()]
+        }
+    );
     assert_eq!(p.reason, "drain blocked by protected pods: default/crit");
     assert_eq!(p.effect, Effect::Nothing);
     let _ = Duration::ZERO;
@@ -634,7 +669,7 @@ fn an_ownerless_record_belongs_to_whichever_drainer_selects_the_node() {
         .insert("pool".into(), "a".into());
     let plans = run(vec![selected, legacy("other")], &[], &c);
     let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
-    assert_eq!(get("sel").why, Why::DrainScheduled);
+    assert!(matches!(get("sel").why, Why::DrainScheduled { .. }));
     assert_eq!(get("other").why, Why::OwnedByOther(String::new()));
 }
 
@@ -653,13 +688,20 @@ fn a_waiting_nodes_decision_is_stable_while_its_reason_text_ages() {
     };
     let at = |now: i64| {
         let ns: Vec<Node> = nodes().into_iter().map(|n| n.0).collect();
-        plan(&ns, &[] as &[PodInfo], &c, t(now))
+        decide_nodes(&ns, &[] as &[PodInfo], &c, t(now))
             .into_iter()
             .find(|p| p.node == "waiting")
             .unwrap()
     };
     let (a, b) = (at(NOW), at(NOW + 61));
     assert_ne!(a.reason, b.reason, "the text ages");
-    assert_eq!(a.why, Why::CordonBudget { used: 1, limit: 1 });
+    assert!(matches!(
+        a.why,
+        Why::CordonBudget {
+            used: 1,
+            limit: 1,
+            ..
+        }
+    ));
     assert_eq!(a.why.kind(), b.why.kind());
 }
