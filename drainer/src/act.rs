@@ -90,6 +90,40 @@ pub struct Actor {
     leader: watch::Receiver<bool>,
 }
 
+/// The writes the controller makes, as a seam: [`Actor`] performs them against the API server; a
+/// test double records them (the controller loop is tested with one next to the HTTP scenarios).
+pub trait Act: Clone + Send + Sync + 'static {
+    /// Cordon with the record (and DrainScheduled unless `skip_drain`), against the node as observed.
+    fn cordon(
+        &self,
+        node: &Node,
+        record: &Record,
+        skip_drain: bool,
+    ) -> impl std::future::Future<Output = ()> + Send;
+    /// Uncordon, removing the record and DrainScheduled.
+    fn uncordon(&self, node: &str, why: &str) -> impl std::future::Future<Output = ()> + Send;
+    /// Store (or with `None` remove) the record only.
+    fn set_record(
+        &self,
+        node: &str,
+        record: Option<&Record>,
+    ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send;
+    /// Run one drain attempt to its end.
+    fn drain(
+        &self,
+        node: &str,
+        job: DrainJob,
+        cfg: &Config,
+    ) -> impl std::future::Future<Output = ()> + Send;
+    /// Write `ev` as the Event named `existing` (count grown) or a new one; returns its name.
+    fn note_episode(
+        &self,
+        node: &str,
+        existing: Option<String>,
+        ev: &NodeEvent,
+    ) -> impl std::future::Future<Output = Option<String>> + Send;
+}
+
 fn not_leading() -> kube::Error {
     kube::Error::Service("not leading: write skipped".into())
 }
@@ -148,35 +182,6 @@ impl Actor {
             .await;
     }
 
-    /// Write `ev` as the Event named `existing` (its count grown), or as a new one; returns the name
-    /// to update next time (None when the write failed: the next note creates a fresh Event).
-    pub async fn note_episode(
-        &self,
-        node: &str,
-        existing: Option<String>,
-        ev: &NodeEvent,
-    ) -> Option<String> {
-        if !self.leading() {
-            return existing;
-        }
-        let events = NodeEvents::new(self.client.clone(), node);
-        if let Some(name) = existing {
-            match events.update(&name, ev).await {
-                Ok(()) => return Some(name),
-                Err(e) => {
-                    tracing::debug!(%node, reason = %ev.reason, error = %e, "cannot update event; creating a new one")
-                }
-            }
-        }
-        match events.create(ev).await {
-            Ok(name) => Some(name),
-            Err(e) => {
-                tracing::warn!(%node, reason = %ev.reason, error = %e, "cannot write event");
-                None
-            }
-        }
-    }
-
     async fn patch_node(&self, node: &str, body: Value) -> Result<(), kube::Error> {
         if !self.leading() {
             return Err(not_leading());
@@ -206,9 +211,109 @@ impl Actor {
             .map(|_| ())
     }
 
+    async fn evict_and_wait(
+        &self,
+        pod: &PodInfo,
+        max_grace: Duration,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), EvictError> {
+        let (ns, name, uid) = (pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        // Pod default when unset: 30s.
+        let own = pod.grace_period_seconds.unwrap_or(30);
+        let grace = own.min(max_grace.as_secs() as i64);
+        // kube 5's Api::evict puts the grace period under the wrong key; build the Eviction ourselves.
+        let eviction = Eviction {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            delete_options: Some(DeleteOptions {
+                grace_period_seconds: Some(grace),
+                ..Default::default()
+            }),
+        };
+        let id = format!("{ns}/{name}");
+        loop {
+            if !self.leading() {
+                return Err(EvictError::LeadershipLost { pod: id });
+            }
+            match api
+                .create_subresource::<Eviction, Status>(
+                    "eviction",
+                    &name,
+                    &PostParams::default(),
+                    &eviction,
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.metrics.eviction("succeeded");
+                    break;
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 429 => {
+                    self.metrics.eviction("pdb_refused");
+                    tracing::info!(pod = %format!("{ns}/{name}"), message = %s.message, "eviction refused by a PodDisruptionBudget; retrying");
+                }
+                Err(e) => {
+                    self.metrics.eviction("failed");
+                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "eviction failed; retrying");
+                }
+            }
+            if tokio::time::Instant::now() + PDB_RETRY > deadline {
+                return Err(EvictError::NotEvicted { pod: id });
+            }
+            tokio::time::sleep(PDB_RETRY).await;
+        }
+        // Wait until it is gone (404, or replaced by a pod with another UID).
+        loop {
+            match api.get_opt(&name).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(p)) if p.metadata.uid != uid => return Ok(()),
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EvictError::StillPresent { pod: id });
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+impl Act for Actor {
+    /// Write `ev` as the Event named `existing` (its count grown), or as a new one; returns the name
+    /// to update next time (None when the write failed: the next note creates a fresh Event).
+    async fn note_episode(
+        &self,
+        node: &str,
+        existing: Option<String>,
+        ev: &NodeEvent,
+    ) -> Option<String> {
+        if !self.leading() {
+            return existing;
+        }
+        let events = NodeEvents::new(self.client.clone(), node);
+        if let Some(name) = existing {
+            match events.update(&name, ev).await {
+                Ok(()) => return Some(name),
+                Err(e) => {
+                    tracing::debug!(%node, reason = %ev.reason, error = %e, "cannot update event; creating a new one")
+                }
+            }
+        }
+        match events.create(ev).await {
+            Ok(name) => Some(name),
+            Err(e) => {
+                tracing::warn!(%node, reason = %ev.reason, error = %e, "cannot write event");
+                None
+            }
+        }
+    }
     /// Cordon with the record; `resource_version` makes the patch fail (409) if the node changed since
     /// it was observed, so we never act on stale state.
-    pub async fn cordon(&self, node: &Node, record: &Record, skip_drain: bool) {
+    async fn cordon(&self, node: &Node, record: &Record, skip_drain: bool) {
         let name = node.metadata.name.clone().unwrap_or_default();
         self.event(
             &name,
@@ -283,8 +388,7 @@ impl Actor {
             }
         }
     }
-
-    pub async fn uncordon(&self, node: &str, why: &str) {
+    async fn uncordon(&self, node: &str, why: &str) {
         self.event(
             node,
             Severity::Normal,
@@ -332,9 +436,8 @@ impl Actor {
             }
         }
     }
-
     /// Store (or with `None` remove) the record only.
-    pub async fn set_record(&self, node: &str, record: Option<&Record>) -> Result<(), kube::Error> {
+    async fn set_record(&self, node: &str, record: Option<&Record>) -> Result<(), kube::Error> {
         if self.dry_run {
             return Ok(());
         }
@@ -347,12 +450,11 @@ impl Actor {
         )
         .await
     }
-
     /// Drain `node` as `job` says: record the attempt, evict its pods (in parallel, bounded), wait
     /// until they are gone, record the outcome ([`Record::draining`] and [`Record::finished`] decide
     /// the record). Stops early, recording nothing more, if leadership is lost (the next leader
     /// resumes).
-    pub async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) {
+    async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) {
         let started = Timestamp::now();
         let record = job.record.draining(started);
         let pods = job.evict;
@@ -435,76 +537,6 @@ impl Actor {
                 )
                 .await;
             }
-        }
-    }
-
-    async fn evict_and_wait(
-        &self,
-        pod: &PodInfo,
-        max_grace: Duration,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), EvictError> {
-        let (ns, name, uid) = (pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        // Pod default when unset: 30s.
-        let own = pod.grace_period_seconds.unwrap_or(30);
-        let grace = own.min(max_grace.as_secs() as i64);
-        // kube 5's Api::evict puts the grace period under the wrong key; build the Eviction ourselves.
-        let eviction = Eviction {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            delete_options: Some(DeleteOptions {
-                grace_period_seconds: Some(grace),
-                ..Default::default()
-            }),
-        };
-        let id = format!("{ns}/{name}");
-        loop {
-            if !self.leading() {
-                return Err(EvictError::LeadershipLost { pod: id });
-            }
-            match api
-                .create_subresource::<Eviction, Status>(
-                    "eviction",
-                    &name,
-                    &PostParams::default(),
-                    &eviction,
-                )
-                .await
-            {
-                Ok(_) => {
-                    self.metrics.eviction("succeeded");
-                    break;
-                }
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 429 => {
-                    self.metrics.eviction("pdb_refused");
-                    tracing::info!(pod = %format!("{ns}/{name}"), message = %s.message, "eviction refused by a PodDisruptionBudget; retrying");
-                }
-                Err(e) => {
-                    self.metrics.eviction("failed");
-                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "eviction failed; retrying");
-                }
-            }
-            if tokio::time::Instant::now() + PDB_RETRY > deadline {
-                return Err(EvictError::NotEvicted { pod: id });
-            }
-            tokio::time::sleep(PDB_RETRY).await;
-        }
-        // Wait until it is gone (404, or replaced by a pod with another UID).
-        loop {
-            match api.get_opt(&name).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(p)) if p.metadata.uid != uid => return Ok(()),
-                _ => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(EvictError::StillPresent { pod: id });
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 }

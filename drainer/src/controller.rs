@@ -13,18 +13,18 @@ use nodemedic_common::health::Health;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::act::Actor;
+use crate::act::Act;
 use crate::config::Config;
 use crate::decide::{self, Action, Effect, Why};
 use crate::metrics::Metrics;
 use crate::observe::PodCache;
 
-pub(crate) struct Controller {
+pub(crate) struct Controller<A: Act> {
     cfg: Arc<Config>,
     nodes: Store<Node>,
     nodes_ready: watch::Receiver<bool>,
     pods: PodCache,
-    actor: Actor,
+    actor: A,
     metrics: Metrics,
     health: Health,
     leader: watch::Receiver<bool>,
@@ -50,17 +50,17 @@ struct BudgetWait {
 /// How often a wait episode's Event count is refreshed while the node keeps waiting.
 const WAIT_EVENT_REFRESH: Duration = Duration::from_secs(60);
 
-impl Controller {
+impl<A: Act> Controller<A> {
     pub(crate) fn new(
         cfg: Config,
         nodes: Store<Node>,
         nodes_ready: watch::Receiver<bool>,
         pods: PodCache,
-        actor: Actor,
+        actor: A,
         metrics: Metrics,
         health: Health,
         leader: watch::Receiver<bool>,
-    ) -> Controller {
+    ) -> Controller<A> {
         Controller {
             cfg: Arc::new(cfg),
             nodes,
@@ -154,7 +154,7 @@ impl Controller {
         w.event = self.actor.note_episode(node, w.event.take(), &ev).await;
     }
 
-    async fn round(&mut self) {
+    pub(crate) async fn round(&mut self) {
         self.drains.retain(|_, t| !t.is_finished());
         let nodes = self.nodes.state();
         let pods = self.pods.snapshot();
@@ -216,5 +216,206 @@ impl Controller {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The loop with an in-memory double for its writes: what it asks for, round by round, as the
+    //! node store changes under it.
+
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::Node;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+    use nodemedic_common::events::NodeEvent;
+    use serde_json::json;
+
+    use super::*;
+    use crate::decide::DrainJob;
+    use crate::record::{Phase, Record};
+
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Call {
+        Cordon(String),
+        Uncordon(String),
+        SetRecord(String, Option<Phase>),
+        Drain(String, Vec<String>),
+        Note(String, String, i32),
+    }
+
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<Call>>>);
+
+    impl Recorder {
+        fn take(&self) -> Vec<Call> {
+            std::mem::take(&mut self.0.lock().unwrap())
+        }
+    }
+
+    impl Act for Recorder {
+        async fn cordon(&self, node: &Node, _record: &Record, _skip: bool) {
+            let name = node.metadata.name.clone().unwrap();
+            self.0.lock().unwrap().push(Call::Cordon(name));
+        }
+        async fn uncordon(&self, node: &str, _why: &str) {
+            self.0.lock().unwrap().push(Call::Uncordon(node.into()));
+        }
+        async fn set_record(&self, node: &str, r: Option<&Record>) -> Result<(), kube::Error> {
+            let phase = r.map(|r| r.phase);
+            self.0
+                .lock()
+                .unwrap()
+                .push(Call::SetRecord(node.into(), phase));
+            Ok(())
+        }
+        async fn drain(&self, node: &str, job: DrainJob, _cfg: &Config) {
+            let pods = job.evict.iter().map(|p| p.name.clone()).collect();
+            self.0.lock().unwrap().push(Call::Drain(node.into(), pods));
+        }
+        async fn note_episode(
+            &self,
+            node: &str,
+            existing: Option<String>,
+            ev: &NodeEvent,
+        ) -> Option<String> {
+            let call = Call::Note(node.into(), ev.reason.clone(), ev.count);
+            self.0.lock().unwrap().push(call);
+            existing.or(Some(format!("{node}.event")))
+        }
+    }
+
+    fn ago(secs: i64) -> String {
+        (Timestamp::now() - std::time::Duration::from_secs(secs as u64))
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    }
+
+    fn node(name: &str, rv: &str, bad: bool, record: Option<&Record>) -> Node {
+        let mut v = json!({"metadata": {"name": name, "resourceVersion": rv, "annotations": {}},
+            "status": {"conditions": [
+                {"type": "KernelDeadlock", "status": if bad { "True" } else { "False" }, "lastTransitionTime": ago(3600)}]}});
+        if let Some(r) = record {
+            v["metadata"]["annotations"][nodemedic_common::keys::DRAIN_RECORD_ANNOTATION] =
+                json!(r.to_annotation());
+            v["spec"] = json!({"unschedulable": true});
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn controller(max_cordoned: usize) -> (Controller<Recorder>, Writer<Node>, Recorder) {
+        let (store, writer) = reflector::store::<Node>();
+        let (_tx, ready) = watch::channel(true);
+        let (_ltx, leader) = watch::channel(true);
+        let recorder = Recorder::default();
+        let cfg = Config {
+            conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+            drain_buffer: std::time::Duration::ZERO,
+            max_cordoned: crate::config::Budget::Count(max_cordoned),
+            ..Default::default()
+        };
+        let mut registry = prometheus_client::registry::Registry::default();
+        let pods = PodCache::default();
+        pods.ready.store(true, std::sync::atomic::Ordering::Release);
+        let c = Controller::new(
+            cfg,
+            store,
+            ready,
+            pods,
+            recorder.clone(),
+            Metrics::register(&mut registry),
+            Health::default(),
+            leader,
+        );
+        (c, writer, recorder)
+    }
+
+    fn apply(w: &mut Writer<Node>, n: Node) {
+        w.apply_watcher_event(&watcher::Event::Apply(n));
+    }
+
+    #[tokio::test]
+    async fn the_loop_cordons_once_then_drains_once_the_record_is_seen() {
+        let (mut c, mut w, rec) = controller(10);
+        apply(&mut w, node("bad", "1", true, None));
+        apply(&mut w, node("ok", "1", false, None));
+        c.round().await;
+        assert_eq!(rec.take(), vec![Call::Cordon("bad".into())]);
+        // Our write is not in the store yet (same resourceVersion): not cordoned again.
+        c.round().await;
+        assert_eq!(rec.take(), vec![]);
+        // The store catches up with the record (buffer 0: the drain is due).
+        let record = Record {
+            owner: crate::config::DEFAULT_OWNER.into(),
+            episode: "e".into(),
+            reason: "KernelDeadlock=True".into(),
+            phase: Phase::Cordoned,
+            cordoned_at: Timestamp::now(),
+            drain_at: Timestamp::now(),
+            drain_started: None,
+            finished_at: None,
+            attempts: 0,
+            retry_at: None,
+        };
+        apply(&mut w, node("bad", "2", true, Some(&record)));
+        c.round().await;
+        // The drain runs as a task: let it record its call.
+        for _ in 0..100 {
+            if !rec.0.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(rec.take(), vec![Call::Drain("bad".into(), vec![])]);
+    }
+
+    #[tokio::test]
+    async fn a_node_waiting_for_the_budget_gets_one_event_not_one_per_round() {
+        let (mut c, mut w, rec) = controller(1);
+        apply(&mut w, node("first", "1", true, None));
+        apply(&mut w, node("second", "1", true, None));
+        c.round().await;
+        c.round().await;
+        c.round().await;
+        let calls = rec.take();
+        let notes: Vec<&Call> = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Note(..)))
+            .collect();
+        assert_eq!(
+            notes,
+            vec![&Call::Note("second".into(), "WaitingForBudget".into(), 1)],
+            "{calls:?}"
+        );
+        assert!(calls.contains(&Call::Cordon("first".into())));
+    }
+
+    #[tokio::test]
+    async fn nothing_is_written_while_not_leading() {
+        let (mut c, mut w, rec) = controller(10);
+        let (ltx, leader) = watch::channel(false);
+        c.leader = leader;
+        apply(&mut w, node("bad", "1", true, None));
+        let (stop_tx, stop) = watch::channel(false);
+        let changed = Arc::new(Notify::new());
+        let task = tokio::spawn(c.run(changed.clone(), std::time::Duration::from_millis(5), stop));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(
+            rec.take(),
+            vec![],
+            "a follower plans nothing and writes nothing"
+        );
+        ltx.send(true).unwrap();
+        changed.notify_one();
+        for _ in 0..200 {
+            if !rec.0.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(rec.take(), vec![Call::Cordon("bad".into())]);
+        stop_tx.send(true).unwrap();
+        task.await.unwrap();
     }
 }
