@@ -5,16 +5,20 @@
 //!   client      a kube::Client from in-cluster config or KUBECONFIG
 //!   conditions  node-condition patches that touch only the conditions we own
 //!   events      core/v1 Events on a Node, aggregated the way `kubectl describe` shows them
+//!   evict       the Eviction subresource (hand-built body: kube-core 5 drops the grace period)
+//!   exempt      the pods nodemedic never evicts
 //!   filewatch   wake on content changes of config files, not on reads (rules, certificates)
 //!   health      liveness beats: /healthz fails when a registered loop stops beating
 //!   serve       one HTTP listener: /metrics /healthz /readyz (+ extra routes)
 //!   telemetry   tracing subscriber, text or JSON
+//!   time        RFC 3339 times as the API server stores them
 //! ```
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod conditions;
 pub mod events;
+pub mod evict;
 pub mod exempt;
 pub mod filewatch;
 pub mod health;
@@ -23,3 +27,4 @@ pub mod rbac;
 pub mod runtime;
 pub mod serve;
 pub mod telemetry;
+pub mod time;

@@ -8,11 +8,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::decide::{DrainJob, PodInfo};
-use k8s_openapi::api::policy::v1::Eviction;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Status};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use nodemedic_common::events::{NodeEvent, NodeEvents, Severity};
+use nodemedic_common::evict::{Evicted, evict};
 use nodemedic_common::keys;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -128,9 +127,7 @@ fn not_leading() -> kube::Error {
     kube::Error::Service("not leading: write skipped".into())
 }
 
-fn ts(t: Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+use nodemedic_common::time::rfc3339 as ts;
 
 impl Actor {
     pub fn new(
@@ -222,44 +219,24 @@ impl Actor {
         // Pod default when unset: 30s.
         let own = pod.grace_period_seconds.unwrap_or(30);
         let grace = own.min(max_grace.as_secs() as i64);
-        // kube 5's Api::evict puts the grace period under the wrong key; build the Eviction ourselves.
-        let eviction = Eviction {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            delete_options: Some(DeleteOptions {
-                grace_period_seconds: Some(grace),
-                ..Default::default()
-            }),
-        };
         let id = format!("{ns}/{name}");
         loop {
             if !self.leading() {
                 return Err(EvictError::LeadershipLost { pod: id });
             }
-            match api
-                .create_subresource::<Eviction, Status>(
-                    "eviction",
-                    &name,
-                    &PostParams::default(),
-                    &eviction,
-                )
-                .await
-            {
-                Ok(_) => {
+            match evict(&self.client, &ns, &name, Some(grace)).await {
+                Ok(Evicted::Accepted) => {
                     self.metrics.eviction("succeeded");
                     break;
                 }
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 429 => {
+                Ok(Evicted::Gone) => return Ok(()),
+                Ok(Evicted::Refused(message)) => {
                     self.metrics.eviction("pdb_refused");
-                    tracing::info!(pod = %format!("{ns}/{name}"), message = %s.message, "eviction refused by a PodDisruptionBudget; retrying");
+                    tracing::info!(pod = %id, %message, "eviction refused by a PodDisruptionBudget; retrying");
                 }
                 Err(e) => {
                     self.metrics.eviction("failed");
-                    tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "eviction failed; retrying");
+                    tracing::warn!(pod = %id, error = %e, "eviction failed; retrying");
                 }
             }
             if tokio::time::Instant::now() + PDB_RETRY > deadline {

@@ -7,12 +7,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
-use k8s_openapi::api::policy::v1::Eviction;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::watcher;
 use nodemedic_common::events::{NodeEvent, Severity, create_for};
+use nodemedic_common::evict::Evicted;
 use nodemedic_common::health::Health;
 use tokio::sync::{Notify, watch};
 
@@ -126,26 +125,9 @@ pub async fn run(
                 }
             }
             if opts.evict && s.exempt.is_none() {
-                let api: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
-                let eviction = Eviction {
-                    metadata: ObjectMeta {
-                        name: Some(s.name.clone()),
-                        namespace: Some(s.namespace.clone()),
-                        ..Default::default()
-                    },
-                    delete_options: None,
-                };
-                match api
-                    .create_subresource::<Eviction, Status>(
-                        "eviction",
-                        &s.name,
-                        &PostParams::default(),
-                        &eviction,
-                    )
-                    .await
-                {
-                    Ok(_) => metrics.stale_eviction("succeeded"),
-                    Err(kube::Error::Api(st)) if st.code == 429 => {
+                match nodemedic_common::evict::evict(&client, &s.namespace, &s.name, None).await {
+                    Ok(Evicted::Accepted | Evicted::Gone) => metrics.stale_eviction("succeeded"),
+                    Ok(Evicted::Refused(_)) => {
                         metrics.stale_eviction("pdb_refused");
                         tracing::info!(pod = %format!("{}/{}", s.namespace, s.name), "eviction refused by a PodDisruptionBudget; retried next round");
                     }

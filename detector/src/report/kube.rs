@@ -98,7 +98,7 @@ impl KubeReporter {
     /// One strategic-merge patch of `nodes/{name}/status`: our conditions (with a fresh heartbeat),
     /// removals, and the ownership annotation.
     pub async fn patch(&self, plan: &Plan, now: Timestamp) -> Result<(), Error> {
-        let heartbeat = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let heartbeat = nodemedic_common::time::rfc3339(now);
         let body = status_patch(&plan.set, &plan.remove, &heartbeat, &plan.owned);
         bounded(self.nodes.patch_status(
             &self.node,

@@ -49,7 +49,7 @@ fn to_desired(c: &Condition) -> DesiredCondition {
         status: c.status.as_str().to_string(),
         reason: c.reason.clone(),
         message: c.message.clone(),
-        last_transition_time: c.transition.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        last_transition_time: nodemedic_common::time::rfc3339(c.transition),
     }
 }
 

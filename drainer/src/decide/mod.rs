@@ -134,9 +134,7 @@ impl Why {
     }
 }
 
-fn ts(t: Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+use nodemedic_common::time::rfc3339 as ts;
 
 impl std::fmt::Display for Why {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
