@@ -17,7 +17,6 @@ pub mod metrics;
 pub mod monitor;
 pub mod parse;
 pub mod problem;
-pub mod readiness;
 pub mod report;
 pub mod run;
 pub mod sample;

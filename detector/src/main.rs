@@ -59,11 +59,12 @@ struct RunArgs {
     /// Minimum time between two updates of the same aggregated Event.
     #[arg(long = "event-interval", default_value = "10s", value_parser = humantime::parse_duration)]
     event_interval: std::time::Duration,
-    /// Report pods whose readiness is stale once the node has been Ready this long ("0s" turns it off).
-    #[arg(long = "stale-readiness-threshold", default_value = "2m", value_parser = humantime::parse_duration)]
-    stale_threshold: std::time::Duration,
-    /// Also evict stale pods (Eviction API, PodDisruptionBudgets honoured; exempt pods never).
-    #[arg(long = "evict-stale-pods")]
+    /// Moved to the drainer (`drainer run --stale-readiness-threshold`); accepted here so an
+    /// existing DaemonSet still starts, with a warning.
+    #[arg(long = "stale-readiness-threshold", hide = true)]
+    stale_threshold: Option<String>,
+    /// Moved to the drainer (`drainer run --evict-stale-pods`).
+    #[arg(long = "evict-stale-pods", hide = true)]
     evict_stale_pods: bool,
     /// Log format.
     #[arg(long = "log-format", default_value = "text")]
@@ -130,14 +131,14 @@ fn run_daemon(args: RunArgs) -> ExitCode {
                 ..Default::default()
             },
             report_tick: std::time::Duration::from_millis(250),
-            stale: (!args.stale_threshold.is_zero()).then(|| {
-                nodemedic_detector::readiness::watch::StaleOptions {
-                    threshold: args.stale_threshold,
-                    evict: args.evict_stale_pods,
-                    ..Default::default()
-                }
-            }),
         };
+        if args.stale_threshold.is_some() || args.evict_stale_pods {
+            tracing::warn!(
+                "--stale-readiness-threshold and --evict-stale-pods moved to the drainer (drainer run \
+                 --stale-readiness-threshold / --evict-stale-pods): it sees every node, Kosmos leaves \
+                 included, with one watch; ignored here"
+            );
+        }
         let running = nodemedic_detector::run::start(opts, client).await?;
         nodemedic_common::runtime::shutdown_signal().await;
         tracing::info!("shutting down");

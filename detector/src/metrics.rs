@@ -51,9 +51,6 @@ pub struct Metrics {
     pub report_errors: Family<Labels, Counter>,
     pub events_dropped: Counter,
     pub reloads: Family<Labels, Counter>,
-    pub stale_pods: Gauge,
-    pub stale_reported: Counter,
-    pub stale_evictions: Family<Labels, Counter>,
 }
 
 /// Counters one monitor bumps per line, resolved once.
@@ -83,25 +80,7 @@ impl Metrics {
             report_errors: Family::default(),
             events_dropped: Counter::default(),
             reloads: Family::default(),
-            stale_pods: Gauge::default(),
-            stale_reported: Counter::default(),
-            stale_evictions: Family::default(),
         };
-        registry.register(
-            "nodemedic_detector_stale_pods",
-            "Pods of this node whose readiness is stale now",
-            m.stale_pods.clone(),
-        );
-        registry.register(
-            "nodemedic_detector_stale_pods_reported",
-            "Stale-readiness reports (PodReadinessStale Events)",
-            m.stale_reported.clone(),
-        );
-        registry.register(
-            "nodemedic_detector_stale_evictions",
-            "Evictions of stale pods, by result",
-            m.stale_evictions.clone(),
-        );
         registry.register(
             "problem_counter",
             "Number of times a specific type of problem have occurred (NPD-compatible)",
@@ -193,12 +172,6 @@ impl Metrics {
     pub fn report_error(&self, kind: &str) {
         self.report_errors
             .get_or_create(&l(&[("kind", kind)]))
-            .inc();
-    }
-
-    pub fn stale_eviction(&self, result: &str) {
-        self.stale_evictions
-            .get_or_create(&l(&[("result", result)]))
             .inc();
     }
 

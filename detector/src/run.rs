@@ -46,8 +46,6 @@ pub struct Options {
     pub events: Limits,
     /// How often the reporter looks for work when nothing arrives.
     pub report_tick: Duration,
-    /// Stale pod readiness detection on this node (None: off).
-    pub stale: Option<crate::readiness::watch::StaleOptions>,
 }
 
 /// A started detector.
@@ -101,7 +99,6 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
     tracing::info!(%addr, "serving /metrics /healthz /readyz /conditions");
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let reporter_client = client.clone();
     let reporter = KubeReporter::new(client, &opts.node_name);
     let node = read_node_until_ok(&reporter, &opts.node_name, stop_rx.clone()).await?;
     let owned = conditions::owned_types(&node);
@@ -178,16 +175,6 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
         gauges: BTreeMap::new(),
     };
     let mut tasks = vec![tokio::spawn(report_loop.run(out_rx, stop_rx.clone()))];
-    if let Some(stale) = opts.stale.clone() {
-        tasks.push(tokio::spawn(crate::readiness::watch::run(
-            reporter_client.clone(),
-            opts.node_name.clone(),
-            stale,
-            metrics.clone(),
-            health.clone(),
-            stop_rx.clone(),
-        )));
-    }
     tasks.push(tokio::spawn(reload::watch(
         opts.rules.clone(),
         rules,

@@ -7,22 +7,24 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::decide::{DrainJob, PodInfo};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use nodemedic_common::events::{NodeEvent, NodeEvents, Severity};
 use nodemedic_common::evict::{Evicted, evict};
 use nodemedic_common::keys;
+use nodemedic_common::time::rfc3339 as ts;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::decide::stale::Stale;
+use crate::decide::{DrainJob, PodInfo};
 use crate::metrics::Metrics;
 use crate::record::{DrainOutcome, Record};
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
-/// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods and wait for
-/// them to go, write Events, and hold its Lease in its own namespace.
+/// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods (drains and
+/// stale readiness) and wait for them to go, write Events, and hold its Lease in its own namespace.
 pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
     nodemedic_common::rbac::Permission {
         group: "",
@@ -51,7 +53,8 @@ pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
     nodemedic_common::rbac::Permission {
         group: "",
         resource: "events",
-        verbs: &["create"],
+        // patch: one Event per wait or per blocked node whose count grows
+        verbs: &["create", "patch"],
         namespaced: false,
     },
     nodemedic_common::rbac::Permission {
@@ -114,6 +117,14 @@ pub trait Act: Clone + Send + Sync + 'static {
         job: DrainJob,
         cfg: &Config,
     ) -> impl std::future::Future<Output = ()> + Send;
+    /// Report a stale pod: a Warning Event on the pod.
+    fn report_stale(
+        &self,
+        stale: &Stale,
+        message: String,
+    ) -> impl std::future::Future<Output = ()> + Send;
+    /// Evict a stale pod (one attempt; a PDB's refusal is retried by the caller later).
+    fn evict_stale(&self, stale: &Stale) -> impl std::future::Future<Output = ()> + Send;
     /// Write `ev` as the Event named `existing` (count grown) or a new one; returns its name.
     fn note_episode(
         &self,
@@ -126,8 +137,6 @@ pub trait Act: Clone + Send + Sync + 'static {
 fn not_leading() -> kube::Error {
     kube::Error::Service("not leading: write skipped".into())
 }
-
-use nodemedic_common::time::rfc3339 as ts;
 
 impl Actor {
     pub fn new(
@@ -260,6 +269,61 @@ impl Actor {
 }
 
 impl Act for Actor {
+    async fn report_stale(&self, s: &Stale, message: String) {
+        if !self.leading() {
+            return;
+        }
+        let id = format!("{}/{}", s.namespace, s.name);
+        tracing::warn!(pod = %id, node = %s.node, "{message}");
+        let now = Timestamp::now();
+        let ev = NodeEvent {
+            source: SOURCE.into(),
+            severity: Severity::Warning,
+            reason: "PodReadinessStale".into(),
+            message,
+            count: 1,
+            first_seen: now,
+            last_seen: now,
+        };
+        let regarding = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(s.name.clone()),
+            namespace: Some(s.namespace.clone()),
+            uid: s.uid.clone(),
+            ..Default::default()
+        };
+        if let Err(e) = nodemedic_common::events::create_for(
+            self.client.clone(),
+            &s.namespace,
+            regarding,
+            &s.node,
+            &ev,
+        )
+        .await
+        {
+            tracing::warn!(pod = %id, error = %e, "cannot write the PodReadinessStale event");
+        }
+    }
+
+    async fn evict_stale(&self, s: &Stale) {
+        if !self.leading() || s.exempt.is_some() || self.dry_run {
+            return;
+        }
+        let id = format!("{}/{}", s.namespace, s.name);
+        match nodemedic_common::evict::evict(&self.client, &s.namespace, &s.name, None).await {
+            Ok(Evicted::Accepted | Evicted::Gone) => self.metrics.stale_eviction("succeeded"),
+            Ok(Evicted::Refused(message)) => {
+                self.metrics.stale_eviction("pdb_refused");
+                tracing::info!(pod = %id, %message, "stale pod eviction refused by a PodDisruptionBudget; retrying");
+            }
+            Err(e) => {
+                self.metrics.stale_eviction("failed");
+                tracing::warn!(pod = %id, error = %e, "stale pod eviction failed; retrying");
+            }
+        }
+    }
+
     /// Write `ev` as the Event named `existing` (its count grown), or as a new one; returns the name
     /// to update next time (None when the write failed: the next note creates a fresh Event).
     async fn note_episode(

@@ -88,6 +88,10 @@ pub struct Config {
     pub retry_max: Duration,
     /// Pods evicted at once during one drain.
     pub eviction_concurrency: usize,
+    /// Report pods whose readiness is stale once their node has been Ready this long (None: off).
+    pub stale_readiness: Option<Duration>,
+    /// Evict stale pods too.
+    pub evict_stale_pods: bool,
 }
 
 impl Default for Config {
@@ -117,6 +121,8 @@ impl Default for Config {
             retry_base: Duration::from_secs(60),
             retry_max: Duration::from_secs(1800),
             eviction_concurrency: 8,
+            stale_readiness: Some(Duration::from_secs(120)),
+            evict_stale_pods: false,
         }
     }
 }

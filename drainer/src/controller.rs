@@ -36,7 +36,14 @@ pub(crate) struct Controller<A: Act> {
     last_why: HashMap<String, Why>,
     /// Nodes waiting for a budget: the wait episode's Event (one per episode, its count refreshed).
     waits: HashMap<String, BudgetWait>,
+    /// Stale pods reported, by uid (or namespace/name), and when.
+    stale_reported: HashMap<String, Timestamp>,
+    /// Stale pods whose eviction was last attempted, and when (retried every `PDB_RETRY`).
+    stale_evicted: HashMap<String, Timestamp>,
 }
+
+/// Report one stale pod again only after this long (one Event per episode, not per round).
+const STALE_REPORT_EVERY: Duration = Duration::from_secs(600);
 
 /// A node's current wait for a budget.
 struct BudgetWait {
@@ -74,6 +81,8 @@ impl<A: Act> Controller<A> {
             acted: HashMap::new(),
             last_why: HashMap::new(),
             waits: HashMap::new(),
+            stale_reported: HashMap::new(),
+            stale_evicted: HashMap::new(),
         }
     }
 
@@ -154,12 +163,75 @@ impl<A: Act> Controller<A> {
         w.event = self.actor.note_episode(node, w.event.take(), &ev).await;
     }
 
+    /// Report pods whose readiness a node flap left stale (and evict them when configured), each at
+    /// most once per [`STALE_REPORT_EVERY`].
+    async fn stale_readiness(
+        &mut self,
+        nodes: &[Arc<Node>],
+        pods: &[Arc<crate::decide::PodInfo>],
+        now: Timestamp,
+    ) {
+        let Some(threshold) = self.cfg.stale_readiness else {
+            return;
+        };
+        let stale = crate::decide::stale::stale_pods(nodes, pods, threshold, now);
+        self.metrics.stale_pods.set(stale.len() as i64);
+        let key = |s: &crate::decide::stale::Stale| {
+            s.uid
+                .clone()
+                .unwrap_or_else(|| format!("{}/{}", s.namespace, s.name))
+        };
+        self.stale_reported
+            .retain(|k, _| stale.iter().any(|s| &key(s) == k));
+        self.stale_evicted
+            .retain(|k, _| stale.iter().any(|s| &key(s) == k));
+        for s in stale {
+            let evict_due = self
+                .stale_evicted
+                .get(&key(&s))
+                .is_none_or(|t| *t + crate::act::PDB_RETRY <= now);
+            if self.cfg.evict_stale_pods && s.exempt.is_none() && evict_due {
+                self.stale_evicted.insert(key(&s), now);
+                self.actor.evict_stale(&s).await;
+            }
+            let due = self
+                .stale_reported
+                .get(&key(&s))
+                .is_none_or(|t| *t + STALE_REPORT_EVERY <= now);
+            if !due {
+                continue;
+            }
+            self.stale_reported.insert(key(&s), now);
+            self.metrics.stale_reported.inc();
+            let action = match (&s.exempt, self.cfg.evict_stale_pods) {
+                (Some(why), _) => format!("never evicted ({why})"),
+                (None, true) => "evicting it so its controller recreates it".to_string(),
+                (None, false) => "not evicted (enable with --evict-stale-pods)".to_string(),
+            };
+            let message = format!(
+                "Pod is Ready=False although all its containers are ready, and its node {} has been Ready for over {}: \
+                 the readiness is stale (left from a node flap) and Services exclude the pod; {action}",
+                s.node,
+                humantime::format_duration(threshold)
+            );
+            self.actor.report_stale(&s, message).await;
+        }
+    }
+
     pub(crate) async fn round(&mut self) {
         self.drains.retain(|_, t| !t.is_finished());
         let nodes = self.nodes.state();
         let pods = self.pods.snapshot();
         let now = Timestamp::now();
         let decisions = decide::decide_nodes(&nodes, &pods, &self.cfg, now);
+        // Stale readiness on the nodes this drainer selects (another drainer has its own).
+        let selected: Vec<Arc<Node>> = nodes
+            .iter()
+            .zip(&decisions)
+            .filter(|(_, d)| d.why != Why::NotSelected)
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.stale_readiness(&selected, &pods, now).await;
         self.waits
             .retain(|n, _| nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
         // Plans come back in the order of `nodes`.
@@ -243,6 +315,7 @@ mod tests {
         SetRecord(String, Option<Phase>),
         Drain(String, Vec<String>),
         Note(String, String, i32),
+        Stale(String, bool),
     }
 
     #[derive(Clone, Default)]
@@ -273,6 +346,18 @@ mod tests {
         async fn drain(&self, node: &str, job: DrainJob, _cfg: &Config) {
             let pods = job.evict.iter().map(|p| p.name.clone()).collect();
             self.0.lock().unwrap().push(Call::Drain(node.into(), pods));
+        }
+        async fn report_stale(&self, s: &crate::decide::stale::Stale, _message: String) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(Call::Stale(s.name.clone(), false));
+        }
+        async fn evict_stale(&self, s: &crate::decide::stale::Stale) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(Call::Stale(s.name.clone(), true));
         }
         async fn note_episode(
             &self,
@@ -417,5 +502,37 @@ mod tests {
         assert_eq!(rec.take(), vec![Call::Cordon("bad".into())]);
         stop_tx.send(true).unwrap();
         task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_stale_pod_is_reported_once_not_every_round() {
+        let (mut c, mut w, rec) = controller(10);
+        let mut n = node("flapped", "1", false, None);
+        n.status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()
+            .push(
+                serde_json::from_value(
+                    json!({"type": "Ready", "status": "True", "lastTransitionTime": ago(600)}),
+                )
+                .unwrap(),
+            );
+        apply(&mut w, n);
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "app", "uid": "u1"},
+            "spec": {"nodeName": "flapped", "containers": []},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"}]}}))
+        .unwrap();
+        c.pods.pods.write().unwrap().insert(
+            ("app".into(), "web".into()),
+            Arc::new(crate::decide::PodInfo::from_pod(&pod, None)),
+        );
+        c.round().await;
+        c.round().await;
+        assert_eq!(rec.take(), vec![Call::Stale("web".into(), false)]);
     }
 }

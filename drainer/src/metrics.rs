@@ -20,6 +20,9 @@ pub struct Metrics {
     guard_cert_reloads: Family<Labels, Counter>,
     pub drain_duration: Histogram,
     pub leader: Gauge,
+    pub stale_pods: Gauge,
+    pub stale_reported: Counter,
+    stale_evictions: Family<Labels, Counter>,
 }
 
 fn result(r: &str) -> Labels {
@@ -39,7 +42,25 @@ impl Metrics {
             guard_cert_reloads: Family::default(),
             drain_duration: Histogram::new([10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0]),
             leader: Gauge::default(),
+            stale_pods: Gauge::default(),
+            stale_reported: Counter::default(),
+            stale_evictions: Family::default(),
         };
+        registry.register(
+            "nodemedic_drainer_stale_pods",
+            "Pods whose readiness is stale now (Ready=False, containers ready, node Ready a while)",
+            m.stale_pods.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_stale_pods_reported",
+            "PodReadinessStale reports (one per pod per 10 minutes at most)",
+            m.stale_reported.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_stale_evictions",
+            "Evictions of stale pods, by result",
+            m.stale_evictions.clone(),
+        );
         registry.register(
             "draino_cordoned_nodes",
             "Nodes cordoned, by result (draino name)",
@@ -116,6 +137,9 @@ impl Metrics {
     }
     pub fn guard_cert_reload(&self, r: &str) {
         self.guard_cert_reloads.get_or_create(&result(r)).inc();
+    }
+    pub fn stale_eviction(&self, r: &str) {
+        self.stale_evictions.get_or_create(&result(r)).inc();
     }
     pub fn eviction(&self, r: &str) {
         self.evictions.get_or_create(&result(r)).inc();

@@ -61,6 +61,13 @@ pub struct PolicyArgs {
     /// Log decisions and emit Events; change nothing else.
     #[arg(long = "dry-run")]
     pub dry_run: bool,
+    /// Report pods whose readiness is stale once their node has been Ready this long (a node flap
+    /// left them Ready=False with every container ready). "0s" turns it off. Default 2m.
+    #[arg(long = "stale-readiness-threshold", value_parser = humantime::parse_duration)]
+    pub stale_readiness_threshold: Option<Duration>,
+    /// Also evict stale pods (Eviction API, PodDisruptionBudgets honoured; exempt pods never).
+    #[arg(long = "evict-stale-pods")]
+    pub evict_stale_pods: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +91,8 @@ struct FileConfig {
     max_cordoned: Option<Spanned<String>>,
     kosmos_other_conditions: Option<bool>,
     dry_run: Option<bool>,
+    stale_readiness_threshold: Option<Spanned<String>>,
+    evict_stale_pods: Option<bool>,
 }
 
 fn at(file: &Path, s: &Spanned<impl Sized>, msg: impl std::fmt::Display) -> String {
@@ -214,6 +223,15 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
         "evictionHeadroom",
         &mut cfg.eviction_headroom,
     );
+    let mut stale = cfg.stale_readiness.unwrap_or_default();
+    dur(
+        args.stale_readiness_threshold,
+        &file.stale_readiness_threshold,
+        "staleReadinessThreshold",
+        &mut stale,
+    );
+    cfg.stale_readiness = (!stale.is_zero()).then_some(stale);
+    cfg.evict_stale_pods = args.evict_stale_pods || file.evict_stale_pods.unwrap_or(false);
     cfg.skip_drain = args.skip_drain || file.skip_drain.unwrap_or(false);
     cfg.evict_emptydir_pods = args.evict_emptydir_pods || file.evict_emptydir_pods.unwrap_or(false);
     cfg.evict_unreplicated_pods =

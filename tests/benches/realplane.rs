@@ -95,7 +95,6 @@ async fn main() {
         heartbeat: Duration::from_secs(300),
         events: Limits::default(),
         report_tick: Duration::from_millis(50),
-        stale: None,
     };
     let detector = nodemedic_detector::run::start(opts, cluster.client_for("detector"))
         .await

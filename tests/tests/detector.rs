@@ -90,7 +90,6 @@ impl Harness {
                 ..Default::default()
             },
             report_tick: Duration::from_millis(50),
-            stale: None,
         }
     }
 

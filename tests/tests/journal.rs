@@ -164,7 +164,6 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
         heartbeat: Duration::from_secs(300),
         events: Limits::default(),
         report_tick: Duration::from_millis(50),
-        stale: None,
     };
     let running = run::start(opts, cluster.client.clone()).await.unwrap();
     eventually("healthy default", Duration::from_secs(15), || async {

@@ -7,7 +7,7 @@
 //!   deletions are denied under both identities kube-controller-manager may use
 //!   (`--use-service-account-credentials=false`: `system:kube-controller-manager`; `=true`: the
 //!   node-controller service account) and the pods survive. When the node is Ready again, the
-//!   detector reports the pods the controller left `Ready=False` (`PodReadinessStale`).
+//!   drainer reports the pods the controller left `Ready=False` (`PodReadinessStale`).
 //! - Without the guard, the same flap loses the pods.
 
 use std::sync::OnceLock;
@@ -16,8 +16,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
-use nodemedic_detector::readiness::watch::StaleOptions;
-use nodemedic_detector::report::aggregate::Limits;
 use nodemedic_drainer::config::Config;
 use nodemedic_drainer::guard::GuardConfig;
 use nodemedic_drainer::guard::server::GuardOptions;
@@ -241,9 +239,13 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
     let ca = write_cert(dir.path());
     let drainer = nodemedic_drainer::run::start(
         nodemedic_drainer::run::Options {
+            // Selects the scenario's nodes: no condition of theirs is a problem, but it reports
+            // stale readiness on them.
             config: Config {
-                selector: Selector::labels("nodemedic.test/none=x").unwrap(),
+                selector: Selector::labels(&format!("nodemedic.test/run={}", cluster.id_label()))
+                    .unwrap(),
                 conditions: vec!["KernelDeadlock".parse().unwrap()],
+                stale_readiness: Some(Duration::from_secs(2)),
                 ..Default::default()
             },
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -295,38 +297,9 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
     .await;
 
     // 1. --use-service-account-credentials=false (the flag's default): the taint manager deletes as
-    //    system:kube-controller-manager. Denied; the pods survive; stale readiness reported after.
+    //    system:kube-controller-manager. Denied; the pods survive; the drainer reports their stale
+    //    readiness once the node is Ready again.
     let one = Flap::new(&cluster, "leaf-one", true).await;
-    let state = tempfile::tempdir().unwrap();
-    std::fs::create_dir(state.path().join("rules")).unwrap();
-    std::fs::write(
-        state.path().join("rules/k.yaml"),
-        "source: kernel-monitor\ninput: {kind: kmsg}\n",
-    )
-    .unwrap();
-    std::fs::write(state.path().join("kmsg"), "").unwrap();
-    let detector = nodemedic_detector::run::start(
-        nodemedic_detector::run::Options {
-            node_name: one.node.clone(),
-            rules: vec![state.path().join("rules")],
-            kmsg_path: state.path().join("kmsg"),
-            journalctl: "journalctl".into(),
-            journal_dir: None,
-            state_file: state.path().join("state.json"),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            heartbeat: Duration::from_secs(300),
-            events: Limits::default(),
-            report_tick: Duration::from_millis(50),
-            stale: Some(StaleOptions {
-                threshold: Duration::from_secs(2),
-                evict: false,
-                interval: Duration::from_millis(200),
-            }),
-        },
-        cluster.client.clone(),
-    )
-    .await
-    .unwrap();
     one.cut().await;
     one.assert_guarded_against(KCM_USER).await;
     // The controller marked them NotReady; nothing (no kubelet) marks them Ready again.
@@ -363,7 +336,6 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
     })
     .await;
     assert_eq!(stale.len(), 3);
-    detector.shutdown().await;
 
     // 2. --use-service-account-credentials=true (kubeadm): the node-controller service account.
     plane.start_kcm(&kcm(true));

@@ -1,8 +1,9 @@
-//! Stale pod readiness after a node flap: the real detector against the real control plane when
-//! KUBEBUILDER_ASSETS is set (else the test API server). Stale pods get a PodReadinessStale Event
-//! (mirror pods too), healthy and gated pods do not; with eviction on, stale pods are evicted, a
-//! PodDisruptionBudget's refusal is retried, exempt pods stay. The Kosmos flap scenario
-//! (`kosmos.rs`) shows the same report after a real node lifecycle controller marked pods NotReady.
+//! Stale pod readiness after a node flap, found by the drainer (it holds every node and pod): the real
+//! controller against the real control plane when KUBEBUILDER_ASSETS is set (else the test API
+//! server). Stale pods get a PodReadinessStale Event (mirror pods too), healthy and gated pods do not;
+//! with eviction on, stale pods are evicted, a PodDisruptionBudget's refusal is retried, exempt pods
+//! stay. The Kosmos flap scenario (`kosmos.rs`) shows the same report after a real node lifecycle
+//! controller marked pods NotReady.
 
 use std::time::Duration;
 
@@ -10,9 +11,10 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use nodemedic_detector::readiness::watch::StaleOptions;
-use nodemedic_detector::report::aggregate::Limits;
-use nodemedic_detector::run::{self, Options, Running};
+use nodemedic_drainer::config::Config;
+use nodemedic_drainer::leader::LeaseConfig;
+use nodemedic_drainer::run::{self, Options, Running};
+use nodemedic_drainer::select::Selector;
 use nodemedic_tests::cluster::{Cluster, eventually};
 use serde_json::{Value, json};
 
@@ -87,32 +89,33 @@ impl Env {
         }
     }
 
-    async fn start(&self, dir: &std::path::Path, evict: bool) -> Running {
-        std::fs::create_dir_all(dir.join("rules")).unwrap();
-        std::fs::write(
-            dir.join("rules/k.yaml"),
-            "source: kernel-monitor\ninput: {kind: kmsg}\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("kmsg"), "").unwrap();
+    /// The drainer, selecting only this scenario's node, reporting stale pods after 60 s of Ready.
+    async fn start(&self, evict: bool) -> Running {
         let opts = Options {
-            node_name: self.node.clone(),
-            rules: vec![dir.join("rules")],
-            kmsg_path: dir.join("kmsg"),
-            journalctl: "journalctl".into(),
-            journal_dir: None,
-            state_file: dir.join("state.json"),
+            config: Config {
+                selector: Selector::labels(&format!(
+                    "nodemedic.test/run={}",
+                    self.cluster.id_label()
+                ))
+                .unwrap(),
+                conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+                stale_readiness: Some(Duration::from_secs(60)),
+                evict_stale_pods: evict,
+                ..Default::default()
+            },
             listen: "127.0.0.1:0".parse().unwrap(),
-            heartbeat: Duration::from_secs(300),
-            events: Limits::default(),
-            report_tick: Duration::from_millis(50),
-            stale: Some(StaleOptions {
-                threshold: Duration::from_secs(60),
-                evict,
-                interval: Duration::from_millis(200),
-            }),
+            lease: LeaseConfig {
+                namespace: "kube-system".into(),
+                name: self.cluster.name("stale"),
+                identity: "d".into(),
+                duration: Duration::from_secs(2),
+                renew_deadline: Duration::from_millis(1500),
+                retry_period: Duration::from_millis(200),
+            },
+            tick: Duration::from_millis(200),
+            guard: None,
         };
-        run::start(opts, self.cluster.client_for("detector"))
+        run::start(opts, self.cluster.client_for("drainer"))
             .await
             .unwrap()
     }
@@ -207,8 +210,7 @@ async fn stale_pods_are_reported_and_others_are_not() {
         json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}),
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let running = env.start(dir.path(), false).await;
+    let running = env.start(false).await;
     eventually("two PodReadinessStale events", WAIT, || async {
         (env.stale_events().await.len() == 2).then_some(())
     })
@@ -243,8 +245,7 @@ async fn stale_pods_are_reported_and_others_are_not() {
 async fn nothing_is_stale_until_the_node_has_been_ready_for_the_threshold() {
     let env = Env::new("young", 10).await;
     env.pod("stale", "False", "True", json!({})).await;
-    let dir = tempfile::tempdir().unwrap();
-    let running = env.start(dir.path(), true).await;
+    let running = env.start(true).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(env.stale_events().await.is_empty());
     assert!(env.pod_exists("stale").await);
@@ -286,8 +287,7 @@ async fn with_eviction_on_stale_pods_are_evicted_honouring_pdbs_and_exemptions()
         stored["status"] = json!({"disruptionsAllowed": 0});
         fake.put_object("policy/v1", "poddisruptionbudgets", Some(&env.ns), stored);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let running = env.start(dir.path(), true).await;
+    let running = env.start(true).await;
     eventually("the stale pod evicted", WAIT, || async {
         (!env.pod_exists("stale").await).then_some(())
     })

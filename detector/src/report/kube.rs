@@ -18,20 +18,7 @@ pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
     nodemedic_common::rbac::Permission {
         group: "",
         resource: "nodes",
-        verbs: &["get", "list", "watch"],
-        namespaced: false,
-    },
-    // stale pod readiness: its own node's pods (field selector), Events on them, optional evictions
-    nodemedic_common::rbac::Permission {
-        group: "",
-        resource: "pods",
-        verbs: &["get", "list", "watch"],
-        namespaced: false,
-    },
-    nodemedic_common::rbac::Permission {
-        group: "",
-        resource: "pods/eviction",
-        verbs: &["create"],
+        verbs: &["get"],
         namespaced: false,
     },
     nodemedic_common::rbac::Permission {

@@ -21,6 +21,9 @@ pub struct PodInfo {
     pub priority: Option<i32>,
     pub uses_empty_dir: bool,
     pub grace_period_seconds: Option<i64>,
+    /// Running, containers ready, Ready=False, gates met: stale if its node has been Ready a while
+    /// (see `decide::stale`).
+    pub readiness_stale: bool,
     pub labels: BTreeMap<String, String>,
     /// Only the annotations the rules look at (all of them when projected with `keep: None`).
     pub annotations: BTreeMap<String, String>,
@@ -63,6 +66,7 @@ impl PodInfo {
                 .and_then(|s| s.volumes.as_ref())
                 .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some())),
             grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
+            readiness_stale: super::stale::readiness_stale(pod),
             labels: pod.metadata.labels.clone().unwrap_or_default(),
             annotations,
         }

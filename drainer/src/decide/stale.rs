@@ -6,13 +6,20 @@
 //! Running, ContainersReady=True, Ready=False, every readiness gate is met, and its node has been
 //! Ready=True for at least the threshold. Mirror pods are reported, never evicted; not-evicted and
 //! critical pods are never evicted either (`nodemedic_common::exempt`).
+//!
+//! It lives in the drainer, not in the detector on every node: the drainer already holds every node
+//! and a compact cache of every pod (one watch for the cluster instead of one per node), it is the one
+//! component with pod eviction rights, and it sees Kosmos leaf nodes, where no detector runs and
+//! where flaps are most common.
 
-pub mod watch;
-
+use std::borrow::Borrow;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
+
+use super::PodInfo;
 
 /// One stale pod and whether it may be evicted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +27,7 @@ pub struct Stale {
     pub namespace: String,
     pub name: String,
     pub uid: Option<String>,
+    pub node: String,
     /// `None`: may be evicted; `Some(why)`: never.
     pub exempt: Option<String>,
 }
@@ -51,8 +59,8 @@ pub fn ready_since(node: &Node) -> Option<Timestamp> {
     })
 }
 
-/// Is this pod's readiness stale (ignoring the node)?
-pub fn is_stale(pod: &Pod) -> bool {
+/// Is this pod's readiness stale, its node aside? (Computed once, when the pod is cached.)
+pub fn readiness_stale(pod: &Pod) -> bool {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     let gates_met = pod
         .spec
@@ -69,31 +77,35 @@ pub fn is_stale(pod: &Pod) -> bool {
         && gates_met
 }
 
-/// The stale pods of a node at `now`; none unless the node has been Ready for `threshold`.
-pub fn stale_pods<'a>(
-    node: &Node,
-    pods: impl IntoIterator<Item = &'a Pod>,
+/// The stale pods at `now`: pods whose readiness is stale on nodes Ready for at least `threshold`.
+pub fn stale_pods<N: Borrow<Node>, P: Borrow<PodInfo>>(
+    nodes: &[N],
+    pods: &[P],
     threshold: Duration,
     now: Timestamp,
 ) -> Vec<Stale> {
-    let Some(since) = ready_since(node) else {
-        return Vec::new();
-    };
-    if since + threshold > now {
-        return Vec::new();
-    }
-    pods.into_iter()
-        .filter(|p| is_stale(p))
-        .map(|p| {
-            let ns = p.metadata.namespace.clone().unwrap_or_default();
-            let annotations = p.metadata.annotations.clone().unwrap_or_default();
-            let priority = p.spec.as_ref().and_then(|s| s.priority);
-            Stale {
-                exempt: nodemedic_common::exempt::never_evicted(&ns, &annotations, priority),
-                namespace: ns,
-                name: p.metadata.name.clone().unwrap_or_default(),
-                uid: p.metadata.uid.clone(),
-            }
+    let settled: HashMap<&str, ()> = nodes
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|n| ready_since(n).is_some_and(|since| since + threshold <= now))
+        .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, ())))
+        .collect();
+    pods.iter()
+        .map(Borrow::borrow)
+        .filter(|p| p.readiness_stale)
+        .filter_map(|p| {
+            let node = p.node.as_deref().filter(|n| settled.contains_key(n))?;
+            Some(Stale {
+                exempt: nodemedic_common::exempt::never_evicted(
+                    &p.namespace,
+                    &p.annotations,
+                    p.priority,
+                ),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+                node: node.to_string(),
+            })
         })
         .collect()
 }
@@ -109,7 +121,7 @@ mod tests {
 
     fn node(ready: &str, since: i64) -> Node {
         serde_json::from_value(json!({"metadata": {"name": "n"}, "status": {"conditions": [
-            {"type": "Ready", "status": ready, "lastTransitionTime": t(since).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}]}}))
+            {"type": "Ready", "status": ready, "lastTransitionTime": nodemedic_common::time::rfc3339(t(since))}]}}))
         .unwrap()
     }
 
@@ -119,7 +131,7 @@ mod tests {
         ready: &str,
         containers_ready: &str,
         extra: serde_json::Value,
-    ) -> Pod {
+    ) -> PodInfo {
         let mut v = json!({"metadata": {"name": name, "namespace": "app"}, "spec": {"nodeName": "n", "containers": [{"name": "c"}]},
             "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}, {"type": "ContainersReady", "status": containers_ready}]}});
         if let (Some(a), Some(b)) = (v.as_object_mut(), extra.as_object()) {
@@ -136,15 +148,15 @@ mod tests {
                 }
             }
         }
-        serde_json::from_value(v).unwrap()
+        PodInfo::from_pod(&serde_json::from_value(v).unwrap(), None)
     }
 
     const TH: Duration = Duration::from_secs(120);
 
     #[test]
     fn table_of_pods() {
-        let n = node("True", 0);
-        let cases: Vec<(Pod, bool)> = vec![
+        let n = [node("True", 0)];
+        let cases: Vec<(PodInfo, bool)> = vec![
             (pod("stale", "Running", "False", "True", json!({})), true),
             (pod("ready", "Running", "True", "True", json!({})), false),
             (
@@ -180,8 +192,8 @@ mod tests {
             ),
         ];
         for (p, want) in &cases {
-            let got = !stale_pods(&n, [p], TH, t(200)).is_empty();
-            assert_eq!(got, *want, "{}", p.metadata.name.as_deref().unwrap());
+            let got = !stale_pods(&n, &[p], TH, t(200)).is_empty();
+            assert_eq!(got, *want, "{}", p.name);
         }
     }
 
@@ -189,16 +201,21 @@ mod tests {
     fn only_after_the_node_has_been_ready_for_the_threshold() {
         let p = pod("stale", "Running", "False", "True", json!({}));
         assert!(
-            stale_pods(&node("True", 100), [&p], TH, t(200)).is_empty(),
+            stale_pods(&[node("True", 100)], &[&p], TH, t(200)).is_empty(),
             "ready for 100s only"
         );
-        assert_eq!(stale_pods(&node("True", 80), [&p], TH, t(200)).len(), 1);
-        assert!(stale_pods(&node("Unknown", 0), [&p], TH, t(200)).is_empty());
+        let s = stale_pods(&[node("True", 80)], &[&p], TH, t(200));
+        assert_eq!((s.len(), s[0].node.as_str()), (1, "n"));
+        assert!(stale_pods(&[node("Unknown", 0)], &[&p], TH, t(200)).is_empty());
+        assert!(
+            stale_pods(&[] as &[Node], &[&p], TH, t(200)).is_empty(),
+            "an unknown node is not Ready"
+        );
     }
 
     #[test]
     fn mirror_not_evicted_and_critical_pods_are_reported_but_exempt() {
-        let n = node("True", 0);
+        let n = [node("True", 0)];
         let mirror = pod(
             "m",
             "Running",
@@ -214,7 +231,7 @@ mod tests {
             json!({"spec": {"priority": 2000000000}}),
         );
         let plain = pod("p", "Running", "False", "True", json!({}));
-        let s = stale_pods(&n, [&mirror, &crit, &plain], TH, t(500));
+        let s = stale_pods(&n, &[&mirror, &crit, &plain], TH, t(500));
         assert_eq!(s.len(), 3);
         assert!(s[0].exempt.as_deref().unwrap().starts_with("mirror"));
         assert!(s[1].exempt.as_deref().unwrap().starts_with("critical"));
