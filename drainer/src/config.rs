@@ -92,6 +92,8 @@ pub struct Config {
     pub stale_readiness: Option<Duration>,
     /// Evict stale pods too.
     pub evict_stale_pods: bool,
+    /// How often a waiting node's WaitingForBudget Event count is refreshed (default 1m).
+    pub event_refresh: Duration,
 }
 
 impl Default for Config {
@@ -123,6 +125,7 @@ impl Default for Config {
             eviction_concurrency: 8,
             stale_readiness: Some(Duration::from_secs(120)),
             evict_stale_pods: false,
+            event_refresh: Duration::from_secs(60),
         }
     }
 }

@@ -54,9 +54,6 @@ struct BudgetWait {
     noted_at: Timestamp,
 }
 
-/// How often a wait episode's Event count is refreshed while the node keeps waiting.
-const WAIT_EVENT_REFRESH: Duration = Duration::from_secs(60);
-
 impl<A: Act> Controller<A> {
     pub(crate) fn new(
         cfg: Config,
@@ -116,7 +113,7 @@ impl<A: Act> Controller<A> {
     }
 
     /// Keep one WaitingForBudget Event per wait episode: created when a node starts waiting for a
-    /// budget, its count and last time refreshed at most every [`WAIT_EVENT_REFRESH`] while it waits
+    /// budget, its count and last time refreshed at most every `Config::event_refresh` while it waits
     /// (a stable message, so no Event storm), forgotten when the wait ends.
     async fn budget_wait(&mut self, node: &str, budget: Option<&'static str>, now: Timestamp) {
         let Some(budget) = budget else {
@@ -130,7 +127,7 @@ impl<A: Act> Controller<A> {
         };
         let w = match self.waits.get_mut(node) {
             Some(w) if w.budget == budget => {
-                if now.duration_since(w.noted_at).unsigned_abs() < WAIT_EVENT_REFRESH {
+                if now.duration_since(w.noted_at).unsigned_abs() < self.cfg.event_refresh {
                     return;
                 }
                 w.count += 1;
