@@ -31,12 +31,75 @@ pub struct Hit {
     pub message: String,
 }
 
-pub struct Matcher {
+/// A monitor's patterns, compiled once when its rule file is loaded (the builder -> matcher split of
+/// ripgrep): one `RegexSet` over the single-line patterns (rules, then recoveries), plus an individual
+/// regex only where captures are needed (a rule with a `message` template) or the pattern spans lines.
+/// Building it is where an oversized set fails, so a bad file is rejected at load, never at match time.
+pub struct Compiled {
     set: RegexSet,
-    /// For each set entry: what it belongs to, and its end-anchored regex, compiled on its first hit
-    /// (only needed for captures; most rules never match on a healthy node, so this saves memory).
-    single: Vec<(Target, Lazy, Option<String>)>,
+    /// For each set entry: what it belongs to, its regex when its message template needs captures,
+    /// and the template.
+    single: Vec<(Target, Option<Regex>, Option<String>)>,
     multi: Vec<(Target, Regex, Option<String>)>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("patterns", &self.set.patterns())
+            .field("multi", &self.multi.len())
+            .finish()
+    }
+}
+
+/// The form a single-line pattern is matched in (see the module doc).
+pub fn anchored(pattern: &str) -> String {
+    format!("(?:{pattern})$")
+}
+
+/// The form a multi-line pattern is matched in.
+pub fn anchored_multi(pattern: &str) -> String {
+    format!("(?:{pattern})\\z")
+}
+
+impl Compiled {
+    /// Compile the patterns of `rules` and of the `recoveries` (index, pattern) of conditions.
+    pub fn new(
+        rules: &[crate::config::Rule],
+        recoveries: &[(usize, String)],
+    ) -> Result<Compiled, regex::Error> {
+        let mut single = Vec::new();
+        let mut patterns = Vec::new();
+        let mut multi = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let template = r.message.clone();
+            if r.multiline {
+                multi.push((
+                    Target::Rule(i),
+                    Regex::new(&anchored_multi(&r.source_pattern))?,
+                    template,
+                ));
+            } else {
+                let p = anchored(&r.source_pattern);
+                let captures = template.as_ref().map(|_| Regex::new(&p)).transpose()?;
+                patterns.push(p);
+                single.push((Target::Rule(i), captures, template));
+            }
+        }
+        for (i, p) in recoveries {
+            patterns.push(anchored(p));
+            single.push((Target::Recovery(*i), None, None));
+        }
+        Ok(Compiled {
+            set: RegexSet::new(&patterns)?,
+            single,
+            multi,
+        })
+    }
+}
+
+pub struct Matcher {
+    compiled: std::sync::Arc<Compiled>,
     window: Option<Window>,
 }
 
@@ -45,82 +108,29 @@ struct Window {
     cap: usize,
 }
 
-/// A regex compiled on first use.
-struct Lazy {
-    pattern: String,
-    regex: std::sync::OnceLock<Regex>,
-}
-
-impl Lazy {
-    fn new(pattern: String) -> Lazy {
-        Lazy {
-            pattern,
-            regex: std::sync::OnceLock::new(),
-        }
-    }
-    fn get(&self) -> &Regex {
-        self.regex.get_or_init(|| compile(&self.pattern))
-    }
-}
-
-fn anchored(pattern: &str) -> String {
-    format!("(?:{pattern})$")
-}
-
-fn anchored_multi(pattern: &str) -> String {
-    format!("(?:{pattern})\\z")
-}
-
 impl Matcher {
-    /// Compile a monitor's patterns. The patterns were validated when the rule file was loaded; adding
-    /// the end anchor cannot make them invalid.
+    /// A matcher over the monitor's patterns, compiled when its file was loaded.
     pub fn new(monitor: &Monitor) -> Self {
-        let mut single = Vec::new();
-        let mut multi = Vec::new();
-        for (i, r) in monitor.rules.iter().enumerate() {
-            let template = r.message.clone();
-            if r.multiline {
-                multi.push((
-                    Target::Rule(i),
-                    compile(&anchored_multi(&r.source_pattern)),
-                    template,
-                ));
-            } else {
-                single.push((
-                    Target::Rule(i),
-                    Lazy::new(anchored(&r.source_pattern)),
-                    template,
-                ));
-            }
-        }
-        for (i, c) in monitor.conditions.iter().enumerate() {
-            if let Some(p) = &c.recovery_pattern {
-                single.push((Target::Recovery(i), Lazy::new(anchored(p)), None));
-            }
-        }
-        let set = RegexSet::new(single.iter().map(|(_, r, _)| r.pattern.as_str()))
-            .expect("validated patterns form a set");
-        let window = (!multi.is_empty()).then(|| Window {
+        let window = (!monitor.compiled.multi.is_empty()).then(|| Window {
             lines: VecDeque::new(),
             cap: monitor.buffer_size,
         });
         Matcher {
-            set,
-            single,
-            multi,
+            compiled: monitor.compiled.clone(),
             window,
         }
     }
 
     /// Match one line; hits are appended to `out` in rule order (rules before recoveries).
     pub fn match_line(&mut self, line: &str, out: &mut Vec<Hit>) {
-        if self.set.is_match(line) {
-            for idx in self.set.matches(line).iter() {
-                let (target, re, template) = &self.single[idx];
-                // The individual regex is only needed to expand captures.
-                let message = match template {
-                    None => line.to_string(),
-                    Some(_) => message(re.get(), line, template.as_deref(), line),
+        let c = &*self.compiled;
+        if c.set.is_match(line) {
+            for idx in c.set.matches(line).iter() {
+                let (target, re, template) = &c.single[idx];
+                // The individual regex is only there to expand captures.
+                let message = match (re, template) {
+                    (Some(re), Some(_)) => message(re, line, template.as_deref(), line),
+                    _ => line.to_string(),
                 };
                 out.push(Hit {
                     target: *target,
@@ -133,16 +143,13 @@ impl Matcher {
                 w.lines.pop_front();
             }
             w.lines.push_back(line.to_string());
-            if self.multi.is_empty() {
-                return;
-            }
             let joined = w
                 .lines
                 .iter()
                 .map(String::as_str)
                 .collect::<Vec<_>>()
                 .join("\n");
-            for (target, re, template) in &self.multi {
+            for (target, re, template) in &c.multi {
                 if let Some(m) = re.find(&joined) {
                     // NPD reports the whole lines the match spans.
                     let start = joined[..m.start()].rfind('\n').map_or(0, |i| i + 1);
@@ -159,10 +166,6 @@ impl Matcher {
     pub fn is_permanent(monitor: &Monitor, target: Target) -> bool {
         matches!(target, Target::Rule(i) if matches!(monitor.rules[i].kind, RuleKind::Permanent { .. }))
     }
-}
-
-fn compile(p: &str) -> Regex {
-    Regex::new(p).expect("validated pattern")
 }
 
 /// The message of a hit: the template with captures expanded, or the matched line(s).

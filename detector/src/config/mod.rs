@@ -9,7 +9,6 @@ mod raw;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use regex::Regex;
 use serde_saphyr::{Location, Spanned};
 
 pub use load::{bundled_defaults, load_paths, load_sources};
@@ -74,7 +73,7 @@ pub struct ConditionDef {
     pub type_: String,
     pub healthy_reason: String,
     pub healthy_message: String,
-    /// Validated recovery pattern (compiled by the matcher).
+    /// Validated recovery pattern (compiled with the monitor's rules).
     pub recovery_pattern: Option<String>,
     pub recovery_after: Option<Duration>,
 }
@@ -92,7 +91,7 @@ pub enum RuleKind {
 pub struct Rule {
     pub kind: RuleKind,
     pub reason: String,
-    /// The pattern as written; validated here, compiled by the matcher (only one compiled copy is kept).
+    /// The pattern as written (its compiled form is in the monitor's `compiled`).
     pub source_pattern: String,
     pub message: Option<String>,
     /// The pattern contains a newline: it is matched against the window of recent lines.
@@ -111,6 +110,8 @@ pub struct Monitor {
     pub buffer_size: usize,
     pub conditions: Vec<ConditionDef>,
     pub rules: Vec<Rule>,
+    /// The patterns, compiled once (shared by the matcher of every monitor task for this file).
+    pub compiled: std::sync::Arc<crate::matcher::Compiled>,
 }
 
 /// The frozen, validated configuration.
@@ -169,19 +170,24 @@ fn parse_duration(s: &Spanned<String>, what: &str, errors: &mut Errors) -> Optio
     }
 }
 
-/// Validate a pattern; the compiled form is dropped (the matcher compiles what it needs).
-fn compile(pattern: &Spanned<String>, what: &str, errors: &mut Errors) -> Option<String> {
-    match Regex::new(&pattern.value) {
+/// Check a pattern's syntax in the form the matcher will compile (`anchor` wraps it: the end anchor
+/// is part of what must parse, e.g. a trailing `# comment` under `(?x)` would swallow it). Parsing
+/// only: the patterns are compiled once, together, by [`crate::matcher::Compiled`].
+fn check_pattern(
+    pattern: &Spanned<String>,
+    anchor: fn(&str) -> String,
+    what: &str,
+    errors: &mut Errors,
+) -> Option<String> {
+    match regex_syntax::Parser::new()
+        .parse(&anchor(&pattern.value))
+        .map_err(|e| e.to_string())
+    {
         Ok(_) => Some(pattern.value.clone()),
         Err(e) => {
             // The regex error is multi-line (it draws a caret under the pattern); keep it readable on one
             // log line by folding it.
-            let detail = e
-                .to_string()
-                .lines()
-                .map(str::trim_end)
-                .collect::<Vec<_>>()
-                .join(" | ");
+            let detail = e.lines().map(str::trim_end).collect::<Vec<_>>().join(" | ");
             errors.at(
                 &pattern.referenced,
                 format!("{what}: invalid regex {:?}: {detail}", pattern.value),
@@ -246,10 +252,9 @@ pub(crate) fn build(
         let (recovery_pattern, recovery_after) = match &c.recovery {
             None => (None, None),
             Some(r) => {
-                let p = r
-                    .pattern
-                    .as_ref()
-                    .and_then(|p| compile(p, "recovery.pattern", errors));
+                let p = r.pattern.as_ref().and_then(|p| {
+                    check_pattern(p, crate::matcher::anchored, "recovery.pattern", errors)
+                });
                 let a = r
                     .after
                     .as_ref()
@@ -316,19 +321,57 @@ pub(crate) fn build(
         if r.reason.value.trim().is_empty() {
             errors.at(&r.reason.referenced, "reason: must not be empty");
         }
-        let pattern = compile(&r.pattern, "pattern", errors);
+        let multiline = r.pattern.value.contains('\n') || r.pattern.value.contains("\\n");
+        let anchor = if multiline {
+            crate::matcher::anchored_multi
+        } else {
+            crate::matcher::anchored
+        };
+        let pattern = check_pattern(&r.pattern, anchor, "pattern", errors);
         if let (Some(kind), Some(pattern)) = (kind, pattern) {
             rules.push(Rule {
                 kind,
                 reason: r.reason.value.clone(),
-                multiline: r.pattern.value.contains('\n') || r.pattern.value.contains("\\n"),
+                multiline,
                 source_pattern: pattern,
                 message: r.message.clone(),
             });
         }
     }
-
-    (errors.list.len() == before).then(|| Monitor {
+    if errors.list.len() != before {
+        return None;
+    }
+    // Compile once, together: where a set too large for the regex engine fails.
+    let recoveries: Vec<(usize, String)> = conditions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.recovery_pattern.clone().map(|p| (i, p)))
+        .collect();
+    let compiled = match crate::matcher::Compiled::new(&rules, &recoveries) {
+        Ok(c) => std::sync::Arc::new(c),
+        Err(e) => {
+            let detail = e
+                .to_string()
+                .lines()
+                .map(str::trim_end)
+                .collect::<Vec<_>>()
+                .join(" | ");
+            let at = raw
+                .rules
+                .first()
+                .map(|r| &r.pattern.referenced)
+                .unwrap_or(&raw.source.referenced);
+            errors.at(
+                at,
+                format!(
+                    "rules: the {} patterns of this file cannot be compiled together ({detail}); split the file or simplify the patterns",
+                    rules.len() + recoveries.len()
+                ),
+            );
+            return None;
+        }
+    };
+    Some(Monitor {
         name: name.to_string(),
         file: file.to_path_buf(),
         source: raw.source.value.clone(),
@@ -337,6 +380,7 @@ pub(crate) fn build(
         buffer_size,
         conditions,
         rules,
+        compiled,
     })
 }
 

@@ -195,3 +195,54 @@ fn load_paths_reads_a_directory_skipping_hidden_entries() {
         "{missing}"
     );
 }
+
+#[test]
+fn a_pattern_that_parses_alone_but_not_anchored_is_rejected_at_its_position() {
+    // Under (?x) a trailing comment swallows the end anchor the matcher appends: it used to pass
+    // validation and abort the detector when the matcher compiled it.
+    let file = GOOD.replace(
+        "pattern: 'task docker:\\w+ blocked'",
+        "pattern: '(?x) task \\s docker # a comment'",
+    );
+    let errs = errors(&[("kernel-monitor.yaml", &file)]);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("kernel-monitor.yaml:12:") && errs[0].contains("invalid regex"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn patterns_too_large_to_compile_together_are_a_load_error_not_a_crash() {
+    // One 2 MB alternation: each piece is fine, the compiled program exceeds the size limit.
+    let alternation: Vec<String> = (0..150_000).map(|i| format!("w{i:06}")).collect();
+    let big = GOOD.replace(
+        "pattern: 'task docker:\\w+ blocked'",
+        &format!("pattern: '({})'", alternation.join("|")),
+    );
+    let errs = errors(&[("kernel-monitor.yaml", &big)]);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("kernel-monitor.yaml:12:")
+            && errs[0].contains("cannot be compiled together"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn ten_thousand_rules_load_or_fail_cleanly() {
+    let mut file = GOOD.to_string();
+    for i in 0..10_000 {
+        file.push_str(&format!(
+            "  - type: temporary\n    reason: R{i}\n    pattern: 'message number {i} happened'\n"
+        ));
+    }
+    // Either outcome is acceptable; a panic is not.
+    match load(&[("kernel-monitor.yaml", &file)]) {
+        Ok(rs) => assert_eq!(rs.monitors[0].rules.len(), 10_001),
+        Err(e) => assert!(
+            e.0[0].to_string().contains("cannot be compiled together"),
+            "{e:?}"
+        ),
+    }
+}
