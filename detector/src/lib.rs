@@ -3,7 +3,8 @@
 //! ```text
 //!  source/{kmsg,journal,file} -> parse -> matcher -> problem (state) -> report/{aggregate,sync} -> report/kube
 //!     (I/O threads/tasks)        (pure)   (pure)       (pure)               (pure)                (I/O)
-//!             \____________ monitor (one per rule file) ____________/        \__ run: reporter loop, checkpoint, reload
+//!             \____________ monitor (one per rule file) ____________/        \__ report/writer: the writer task, checkpoint
+//!  supervise: the monitors, started and hot-reloaded;  run: the wiring
 //! ```
 //! `check` runs parse -> matcher -> problem over a file with no cluster; `run` wires the sources, the
 //! problem state of each monitor and the reporter together, with hot reload of the rule files.
@@ -21,3 +22,4 @@ pub mod report;
 pub mod run;
 pub mod sample;
 pub mod source;
+pub mod supervise;

@@ -51,6 +51,31 @@ pub struct Condition {
     pub transition: Timestamp,
 }
 
+impl Condition {
+    /// The True conditions on `node` as the API server has them: a restarted detector keeps the
+    /// problems it reported (NPD would reset them to False). A missing transition time counts as now.
+    pub fn true_on(node: &k8s_openapi::api::core::v1::Node) -> Vec<Condition> {
+        node.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|c| Status::parse(&c.status) == Status::True)
+            .map(|c| Condition {
+                status: Status::True,
+                reason: c.reason.clone().unwrap_or_default(),
+                message: c.message.clone().unwrap_or_default(),
+                transition: c
+                    .last_transition_time
+                    .as_ref()
+                    .map(|t| t.0)
+                    .unwrap_or_else(Timestamp::now),
+                type_: c.type_.clone(),
+            })
+            .collect()
+    }
+}
+
 /// Something to report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {

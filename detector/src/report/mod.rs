@@ -1,6 +1,7 @@
-//! Reporting to Kubernetes: pure decisions (`aggregate` for Events, `sync` for conditions) and the thin
-//! I/O shell that carries them out (`kube`).
+//! Reporting to Kubernetes: pure decisions (`aggregate` for Events, `sync` for conditions), the thin
+//! I/O shell that carries them out (`kube`), and the one task that drives them (`writer`).
 
 pub mod aggregate;
 pub mod kube;
 pub mod sync;
+pub mod writer;
