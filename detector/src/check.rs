@@ -218,7 +218,9 @@ fn read_line_lossy(reader: &mut impl BufRead, buf: &mut String) -> std::io::Resu
 fn finding(state: &MonitorState, report: Report, line: usize) -> Finding {
     let m = state.monitor();
     match report {
-        Report::Problem { reason, message } => Finding {
+        Report::Problem {
+            reason, message, ..
+        } => Finding {
             kind: "event",
             monitor: m.name.clone(),
             source: m.source.clone(),

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use crate::checkpoint::Position;
 use crate::config::{Input, Monitor};
 use crate::metrics::Metrics;
-use crate::problem::{Condition, MonitorState, Report, Status};
+use crate::problem::{Condition, MonitorState, Report};
 use crate::source::{self, SourceEvent};
 
 /// What a monitor tells the reporter.
@@ -247,45 +247,30 @@ async fn send_reports(
     let m = state.monitor();
     let mut conditions_changed = false;
     for r in reports.drain(..) {
-        let out = match r {
-            Report::Problem { reason, message } => {
-                ctx.metrics.matched(&m.name, &reason);
-                ctx.metrics.problem(&reason);
-                tracing::info!(monitor = %m.name, %reason, %message, "temporary problem");
-                Outcome::Event {
-                    source: m.source.clone(),
-                    severity: Severity::Warning,
-                    reason,
-                    message,
-                    at: Timestamp::now(),
-                }
-            }
-            Report::Condition {
-                condition,
-                transition,
+        match &r {
+            Report::Problem {
+                reason, message, ..
             } => {
-                conditions_changed = true;
-                if !transition {
-                    continue;
-                }
-                if condition.status == Status::True {
-                    ctx.metrics.matched(&m.name, &condition.reason);
-                    ctx.metrics.problem(&condition.reason);
-                }
-                tracing::info!(monitor = %m.name, condition = %condition.type_, status = condition.status.as_str(), reason = %condition.reason, message = %condition.message, "condition changed");
-                let severity = if condition.status == Status::True {
-                    Severity::Warning
-                } else {
-                    Severity::Normal
-                };
-                Outcome::Event {
-                    source: m.source.clone(),
-                    severity,
-                    reason: condition.reason.clone(),
-                    message: Report::transition_message(&condition),
-                    at: Timestamp::now(),
-                }
+                tracing::info!(monitor = %m.name, %reason, %message, "temporary problem")
             }
+            Report::Condition { condition, .. } => {
+                conditions_changed = true;
+                tracing::info!(monitor = %m.name, condition = %condition.type_, status = condition.status.as_str(), reason = %condition.reason, message = %condition.message, "condition changed");
+            }
+        }
+        let Some(ev) = r.event() else {
+            continue;
+        };
+        if ev.problem {
+            ctx.metrics.matched(&m.name, &ev.reason);
+            ctx.metrics.problem(&ev.reason);
+        }
+        let out = Outcome::Event {
+            source: m.source.clone(),
+            severity: ev.severity,
+            reason: ev.reason,
+            message: ev.message,
+            at: ev.at,
         };
         if outcomes.send(out).await.is_err() {
             return false;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::events::Severity;
 
 use crate::config::{Monitor, RuleKind};
 use crate::matcher::{Hit, Matcher, Target};
@@ -79,17 +80,70 @@ impl Condition {
 /// Something to report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
-    /// A temporary problem: a Warning Event with the rule's reason.
-    Problem { reason: String, message: String },
-    /// A condition changed (status, reason or message); `transition` says whether the status or reason
-    /// changed, which also warrants an Event in NPD's wording.
+    /// A temporary problem, seen in a line of time `at`: a Warning Event with the rule's reason.
+    Problem {
+        reason: String,
+        message: String,
+        at: Timestamp,
+    },
+    /// A condition changed (status, reason or message) at `at`; `transition` says whether the status
+    /// or reason changed, which also warrants an Event in NPD's wording.
     Condition {
         condition: Condition,
         transition: bool,
+        at: Timestamp,
     },
 }
 
+/// An Event as it is to be written: NPD's severity and wording, and the time of the line (or of the
+/// quiet period's end) that caused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub severity: Severity,
+    pub reason: String,
+    pub message: String,
+    pub at: Timestamp,
+    /// It reports a problem (a temporary one, or a condition turning True): counted in NPD's metrics.
+    pub problem: bool,
+}
+
 impl Report {
+    /// The Event this report warrants, if any (a condition whose message alone changed needs none).
+    pub fn event(&self) -> Option<Event> {
+        match self {
+            Report::Problem {
+                reason,
+                message,
+                at,
+            } => Some(Event {
+                severity: Severity::Warning,
+                reason: reason.clone(),
+                message: message.clone(),
+                at: *at,
+                problem: true,
+            }),
+            Report::Condition {
+                condition,
+                transition: true,
+                at,
+            } => {
+                let problem = condition.status == Status::True;
+                Some(Event {
+                    severity: if problem {
+                        Severity::Warning
+                    } else {
+                        Severity::Normal
+                    },
+                    reason: condition.reason.clone(),
+                    message: Report::transition_message(condition),
+                    at: *at,
+                    problem,
+                })
+            }
+            Report::Condition { .. } => None,
+        }
+    }
+
     /// NPD's condition-change Event text.
     pub fn transition_message(c: &Condition) -> String {
         format!(
@@ -189,6 +243,7 @@ impl MonitorState {
                         RuleKind::Temporary => out.push(Report::Problem {
                             reason: rule.reason.clone(),
                             message: hit.message.clone(),
+                            at,
                         }),
                         RuleKind::Permanent { condition } => {
                             let reason = rule.reason.clone();
@@ -259,6 +314,7 @@ impl MonitorState {
         out.push(Report::Condition {
             condition: c.clone(),
             transition,
+            at,
         });
     }
 }

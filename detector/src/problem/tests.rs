@@ -63,8 +63,15 @@ fn temporary_rule_reports_a_problem_and_changes_no_condition() {
         out,
         vec![Report::Problem {
             reason: "OOMKilling".into(),
-            message: "Killed process 1 (x)".into()
+            message: "Killed process 1 (x)".into(),
+            at: t(1),
         }]
+    );
+    let ev = out[0].event().unwrap();
+    assert_eq!(
+        (ev.severity, ev.at, ev.problem),
+        (nodemedic_common::events::Severity::Warning, t(1), true),
+        "a finished Event, stamped with the line's own time"
     );
     assert!(s.conditions().iter().all(|c| c.status == Status::False));
 }
@@ -77,6 +84,7 @@ fn permanent_rule_sets_condition_once_and_stays_true_without_recovery() {
     let Report::Condition {
         condition,
         transition,
+        ..
     } = &out[0]
     else {
         panic!("{out:?}")
@@ -85,6 +93,15 @@ fn permanent_rule_sets_condition_once_and_stays_true_without_recovery() {
     assert_eq!(
         (condition.status, condition.reason.as_str()),
         (Status::True, "DockerHung")
+    );
+    let ev = out[0].event().unwrap();
+    assert_eq!(
+        (ev.severity, ev.reason.as_str(), ev.at),
+        (
+            nodemedic_common::events::Severity::Warning,
+            "DockerHung",
+            t(5)
+        )
     );
     assert_eq!(condition.transition, t(5));
     // the same line again: nothing new
@@ -104,11 +121,13 @@ fn a_new_message_updates_the_condition_without_a_transition() {
     let Report::Condition {
         condition,
         transition,
+        ..
     } = &out[0]
     else {
         panic!()
     };
     assert!(!transition);
+    assert_eq!(out[0].event(), None, "a new message alone writes no Event");
     assert_eq!(
         condition.transition,
         t(5),
@@ -126,11 +145,16 @@ fn recovery_pattern_returns_condition_to_its_healthy_default() {
     let Report::Condition {
         condition,
         transition,
+        ..
     } = &out[0]
     else {
         panic!()
     };
     assert!(transition);
+    assert_eq!(
+        out[0].event().map(|e| (e.severity, e.problem)),
+        Some((nodemedic_common::events::Severity::Normal, false))
+    );
     assert_eq!(
         (
             condition.status,
