@@ -54,6 +54,13 @@ pub struct Finding {
     pub condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<&'static str>,
+    /// When: the record's own time (kmsg, journal), else the run's `now` (`--now`).
+    #[serde(serialize_with = "rfc3339")]
+    pub time: Timestamp,
+}
+
+fn rfc3339<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&nodemedic_common::time::rfc3339(*t))
 }
 
 /// What was read.
@@ -82,21 +89,22 @@ pub fn check(
     format: InputFormat,
     sink: &mut dyn FnMut(Finding),
 ) -> std::io::Result<Stats> {
-    check_with_progress(rules, reader, format, sink, &mut |_| {})
+    check_with_progress(rules, reader, format, Timestamp::now(), sink, &mut |_| {})
 }
 
 /// Lines between two progress reports.
 pub const PROGRESS_EVERY: u64 = 1 << 16;
 
-/// [`check`], calling `progress` with the running totals every [`PROGRESS_EVERY`] lines.
+/// [`check`] as of `now` (the time of undated lines: a fixed `now` makes the output reproducible),
+/// calling `progress` with the running totals every [`PROGRESS_EVERY`] lines.
 pub fn check_with_progress(
     rules: &RuleSet,
     mut reader: impl BufRead,
     format: InputFormat,
+    now: Timestamp,
     sink: &mut dyn FnMut(Finding),
     progress: &mut dyn FnMut(&Stats),
 ) -> std::io::Result<Stats> {
-    let now = Timestamp::now();
     let mut selected: Vec<MonitorState> = rules
         .monitors
         .iter()
@@ -134,7 +142,7 @@ pub fn check_with_progress(
             state.process(text, at, &mut reports);
             for r in reports.drain(..) {
                 stats.findings += 1;
-                sink(finding(state, r, line_no));
+                sink(finding(state, r, line_no, at));
             }
         }
     };
@@ -215,7 +223,7 @@ fn read_line_lossy(reader: &mut impl BufRead, buf: &mut String) -> std::io::Resu
     Ok(n)
 }
 
-fn finding(state: &MonitorState, report: Report, line: usize) -> Finding {
+fn finding(state: &MonitorState, report: Report, line: usize, time: Timestamp) -> Finding {
     let m = state.monitor();
     match report {
         Report::Problem {
@@ -229,6 +237,7 @@ fn finding(state: &MonitorState, report: Report, line: usize) -> Finding {
             line,
             condition: None,
             status: None,
+            time,
         },
         Report::Condition { condition, .. } => Finding {
             kind: "condition",
@@ -239,6 +248,7 @@ fn finding(state: &MonitorState, report: Report, line: usize) -> Finding {
             line,
             condition: Some(condition.type_),
             status: Some(condition.status.as_str()),
+            time,
         },
     }
 }
@@ -337,6 +347,7 @@ not json
             &bundled_defaults(),
             input.as_bytes(),
             InputFormat::Kmsg,
+            Timestamp::now(),
             &mut |_| {},
             &mut |s| reports.push(s.lines),
         )

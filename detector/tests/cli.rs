@@ -105,3 +105,37 @@ fn a_missing_input_file_is_exit_1_with_the_path() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/kern.log"));
 }
+
+#[test]
+fn with_now_the_output_of_an_undated_log_is_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("plain.log");
+    std::fs::write(
+        &log,
+        "booting\nOut of memory: Killed process 42 (stress) total-vm:1kB, anon-rss:0kB, file-rss:0kB\n",
+    )
+    .unwrap();
+    let run = || {
+        let out = detector()
+            .args(["check", "--input-format", "plain", "--output", "json"])
+            .arg("--input")
+            .arg(&log)
+            .args(["--now", "2026-11-22T10:00:00Z"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = run();
+    assert_eq!(first, run(), "same input, same --now: same output");
+    let finding: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    assert_eq!(finding["reason"], "OOMKilling");
+    assert_eq!(
+        finding["time"], "2026-11-22T10:00:00Z",
+        "an undated line is dated --now"
+    );
+}
