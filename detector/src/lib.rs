@@ -13,6 +13,7 @@
 pub mod check;
 pub mod checkpoint;
 pub mod config;
+pub mod error;
 pub mod matcher;
 pub mod metrics;
 pub mod monitor;

@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::Json;
 use axum::routing::get;
 use nodemedic_common::conditions;
@@ -23,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::checkpoint::Checkpoint;
 use crate::config;
+use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::monitor::{Context, Outcome};
 use crate::problem::Condition;
@@ -74,14 +74,11 @@ impl Running {
 }
 
 /// Load rules, read the Node, start everything. Returns once the monitors are running.
-pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Running> {
-    let rules =
-        config::load_paths(&opts.rules).map_err(|e| anyhow::anyhow!("invalid rule files:\n{e}"))?;
-    anyhow::ensure!(
-        !rules.monitors.is_empty(),
-        "no rule files found in {:?}",
-        opts.rules
-    );
+pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
+    let rules = config::load_paths(&opts.rules)?;
+    if rules.monitors.is_empty() {
+        return Err(Error::NoRules(opts.rules.clone()));
+    }
 
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
@@ -94,7 +91,10 @@ pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Runnin
     );
     let addr = nodemedic_common::serve::spawn(opts.listen, app)
         .await
-        .with_context(|| format!("cannot listen on {}", opts.listen))?;
+        .map_err(|source| Error::Listen {
+            addr: opts.listen,
+            source,
+        })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz /conditions");
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -159,7 +159,7 @@ async fn read_node_until_ok(
     reporter: &KubeReporter,
     node: &str,
     mut stop: watch::Receiver<bool>,
-) -> anyhow::Result<k8s_openapi::api::core::v1::Node> {
+) -> Result<k8s_openapi::api::core::v1::Node> {
     let mut failures = 0;
     loop {
         match reporter.read_node().await {
@@ -169,7 +169,7 @@ async fn read_node_until_ok(
                 let wait = backoff(failures);
                 tracing::warn!(%node, error = %e, retry_in = ?wait, "cannot read this node from the API server");
                 tokio::select! {
-                    _ = stop.changed() => anyhow::bail!("stopped before the node could be read"),
+                    _ = stop.changed() => return Err(Error::Stopped),
                     _ = tokio::time::sleep(wait) => {}
                 }
             }

@@ -95,16 +95,35 @@ struct FileConfig {
     evict_stale_pods: Option<bool>,
 }
 
-fn at(file: &Path, s: &Spanned<impl Sized>, msg: impl std::fmt::Display) -> String {
-    format!(
-        "{}:{}:{}: {msg}",
-        file.display(),
-        s.referenced.line(),
-        s.referenced.column()
-    )
+/// One configuration error and where it is: typed and comparable, all of them reported together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// In the command line (the message names the flag).
+    #[error("{0}")]
+    Flag(String),
+    /// In the YAML file, at a line and column.
+    #[error("{}:{line}:{column}: {message}", file.display())]
+    File {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The YAML file cannot be read.
+    #[error("{}: cannot read: {message}", file.display())]
+    Read { file: PathBuf, message: String },
 }
 
-fn duration(file: &Path, s: &Spanned<String>, what: &str) -> Result<Duration, String> {
+fn at(file: &Path, s: &Spanned<impl Sized>, msg: impl std::fmt::Display) -> PolicyError {
+    PolicyError::File {
+        file: file.to_path_buf(),
+        line: s.referenced.line() as usize,
+        column: s.referenced.column() as usize,
+        message: msg.to_string(),
+    }
+}
+
+fn duration(file: &Path, s: &Spanned<String>, what: &str) -> Result<Duration, PolicyError> {
     humantime::parse_duration(s.value.trim()).map_err(|e| {
         at(
             file,
@@ -115,13 +134,18 @@ fn duration(file: &Path, s: &Spanned<String>, what: &str) -> Result<Duration, St
 }
 
 /// Build the validated configuration. All errors are returned together.
-pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
+pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
     let mut errors = Vec::new();
     let mut cfg = Config::default();
     let file = match &args.config {
         None => FileConfig::default(),
         Some(path) => match std::fs::read_to_string(path) {
-            Err(e) => return Err(vec![format!("{}: cannot read: {e}", path.display())]),
+            Err(e) => {
+                return Err(vec![PolicyError::Read {
+                    file: path.clone(),
+                    message: e.to_string(),
+                }]);
+            }
             Ok(text) => match serde_saphyr::from_str::<FileConfig>(&text) {
                 Ok(f) => f,
                 Err(e) => {
@@ -131,11 +155,12 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
                         .unwrap_or((0, 0));
                     let msg = e.to_string();
                     let first = msg.lines().next().unwrap_or("invalid YAML");
-                    return Err(vec![format!(
-                        "{}:{l}:{c}: {}",
-                        path.display(),
-                        first.split(" at line ").next().unwrap_or(first)
-                    )]);
+                    return Err(vec![PolicyError::File {
+                        file: path.clone(),
+                        line: l as usize,
+                        column: c as usize,
+                        message: first.split(" at line ").next().unwrap_or(first).to_string(),
+                    }]);
                 }
             },
         },
@@ -153,14 +178,14 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
         for c in &args.conditions {
             match c.parse::<ConditionSpec>() {
                 Ok(s) => cfg.conditions.push(s),
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(PolicyError::Flag(e)),
             }
         }
     }
     if args.conditions.is_empty() && file.conditions.is_empty() {
-        errors.push(
+        errors.push(PolicyError::Flag(
             "no problem conditions given (e.g. `drainer run KernelDeadlock=True,10m`)".into(),
-        );
+        ));
     }
     let expr = args.node_label_expr.clone().map(|e| (e, None)).or_else(|| {
         file.node_label_expr
@@ -173,21 +198,21 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
             .map(|s| (s.value.clone(), Some(s)))
     });
     match (expr, labels) {
-        (Some(_), Some(_)) => {
-            errors.push("give --node-label-expr or --node-selector, not both".into())
-        }
+        (Some(_), Some(_)) => errors.push(PolicyError::Flag(
+            "give --node-label-expr or --node-selector, not both".into(),
+        )),
         (Some((e, span)), None) => match Selector::cel(&e) {
             Ok(s) => cfg.selector = s,
             Err(msg) => errors.push(match span {
                 Some(s) => at(&path, s, format!("nodeLabelExpr: {msg}")),
-                None => format!("--node-label-expr: {msg}"),
+                None => PolicyError::Flag(format!("--node-label-expr: {msg}")),
             }),
         },
         (None, Some((l, span))) => match Selector::labels(&l) {
             Ok(s) => cfg.selector = s,
             Err(msg) => errors.push(match span {
                 Some(s) => at(&path, s, format!("nodeSelector: {msg}")),
-                None => format!("--node-selector: {msg}"),
+                None => PolicyError::Flag(format!("--node-selector: {msg}")),
             }),
         },
         (None, None) => {}
@@ -244,7 +269,7 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
     for a in &args.protected_pod_annotations {
         match protected_annotation(a) {
             Ok(p) => cfg.protected_annotations.push(p),
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(PolicyError::Flag(e)),
         }
     }
     for a in &file.protected_pod_annotations {
@@ -258,14 +283,16 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<String>> {
     }
     if let Some(n) = args.max_drains_in_flight.or(file.max_drains_in_flight) {
         if n == 0 {
-            errors.push("max-drains-in-flight must be at least 1".into());
+            errors.push(PolicyError::Flag(
+                "max-drains-in-flight must be at least 1".into(),
+            ));
         }
         cfg.max_drains_in_flight = n;
     }
     match (&args.max_cordoned, &file.max_cordoned) {
         (Some(b), _) => match b.parse::<Budget>() {
             Ok(b) => cfg.max_cordoned = b,
-            Err(e) => errors.push(format!("--max-cordoned: {e}")),
+            Err(e) => errors.push(PolicyError::Flag(format!("--max-cordoned: {e}"))),
         },
         (None, Some(s)) => match s.value.parse::<Budget>() {
             Ok(b) => cfg.max_cordoned = b,
@@ -313,10 +340,17 @@ mod tests {
         a.max_cordoned = Some("0".into());
         let e = build(&a).unwrap_err();
         assert_eq!(e.len(), 3, "{e:?}");
-        assert!(e[0].contains("status \"Maybe\""), "{e:?}");
         assert!(
-            e[1].starts_with("--node-label-expr: invalid CEL expression"),
+            matches!(&e[0], PolicyError::Flag(m) if m.contains("status \"Maybe\"")),
             "{e:?}"
+        );
+        assert!(
+            matches!(&e[1], PolicyError::Flag(m) if m.starts_with("--node-label-expr: invalid CEL expression")),
+            "{e:?}"
+        );
+        assert_eq!(
+            e[2],
+            PolicyError::Flag("--max-cordoned: budget \"0\": must be at least 1".into())
         );
     }
 
@@ -342,7 +376,14 @@ mod tests {
         assert_eq!(build(&a).unwrap().drain_buffer, Duration::from_secs(60));
         std::fs::write(&f, "conditions: ['KernelDeadlock']\ndrainBufer: 5m\n").unwrap();
         let e = build(&a).unwrap_err();
-        assert!(e[0].starts_with(&format!("{}:2:1: ", f.display())), "{e:?}");
+        assert!(
+            matches!(&e[0], PolicyError::File { file, line: 2, column: 1, .. } if file == &f),
+            "{e:?}"
+        );
+        assert!(
+            e[0].to_string()
+                .starts_with(&format!("{}:2:1: ", f.display()))
+        );
         std::fs::write(
             &f,
             "conditions: ['KernelDeadlock']\nnodeLabelExpr: \"a &&\"\n",
@@ -354,7 +395,7 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            e[0].starts_with(&format!("{}:2:16: nodeLabelExpr: invalid CEL", f.display())),
+            matches!(&e[0], PolicyError::File { line: 2, column: 16, message, .. } if message.starts_with("nodeLabelExpr: invalid CEL")),
             "{e:?}"
         );
     }

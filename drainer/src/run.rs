@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::runtime::watcher;
@@ -61,14 +60,17 @@ impl Running {
     }
 }
 
-pub async fn start(opts: Options, client: kube::Client) -> anyhow::Result<Running> {
+pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<Running> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Health::default();
     let app = nodemedic_common::serve::router(Arc::new(registry), health.clone());
     let addr = nodemedic_common::serve::spawn(opts.listen, app)
         .await
-        .with_context(|| format!("cannot listen on {}", opts.listen))?;
+        .map_err(|source| crate::error::Error::Listen {
+            addr: opts.listen,
+            source,
+        })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -218,16 +218,14 @@ pub async fn start(
     pod_node: PodNode,
     metrics: Metrics,
     events: Option<kube::Client>,
-) -> anyhow::Result<SocketAddr> {
+) -> crate::error::Result<SocketAddr> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&opts.cert, &opts.key)
         .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "guard TLS: cannot load {} / {}: {e}",
-                opts.cert.display(),
-                opts.key.display()
-            )
+        .map_err(|source| crate::error::Error::GuardTls {
+            cert: opts.cert.clone(),
+            key: opts.key.clone(),
+            source,
         })?;
     let nodes_synced = Arc::new(AtomicBool::new(false));
     {
@@ -275,7 +273,7 @@ pub async fn start(
     let addr = handle
         .listening()
         .await
-        .ok_or_else(|| anyhow::anyhow!("guard: cannot listen on {}", opts.listen))?;
+        .ok_or(crate::error::Error::GuardListen(opts.listen))?;
     tracing::info!(%addr, "guard serving POST /validate over HTTPS");
     Ok(addr)
 }

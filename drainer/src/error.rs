@@ -1,0 +1,25 @@
+//! The drainer library's errors (the binary reports them; only `main` uses anyhow).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("guard TLS: cannot load {} / {}: {source}", cert.display(), key.display())]
+    GuardTls {
+        cert: PathBuf,
+        key: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("guard: cannot listen on {0}")]
+    GuardListen(SocketAddr),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
