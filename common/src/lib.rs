@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!   keys        well-known labels, annotations, condition types and reasons
+//!   labels      typed metric label values
 //!   client      a kube::Client from in-cluster config or KUBECONFIG
 //!   conditions  node-condition patches that touch only the conditions we own
 //!   events      core/v1 Events on a Node, aggregated the way `kubectl describe` shows them
@@ -23,6 +24,7 @@ pub mod exempt;
 pub mod filewatch;
 pub mod health;
 pub mod keys;
+pub mod labels;
 pub mod rbac;
 pub mod runtime;
 pub mod serve;

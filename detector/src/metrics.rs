@@ -5,14 +5,53 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use nodemedic_common::label_value;
+pub use nodemedic_common::labels::Reload;
+use nodemedic_common::labels::ReloadLabel;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(String, String)>;
+label_value!(pub Dropped { Overrun => "overrun" });
+label_value!(pub Report { Conditions => "conditions", Events => "events" });
+
+/// `{reason}` (NPD's problem_counter)
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+/// `{type, reason}` (NPD's problem_gauge)
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ConditionLabels {
+    pub r#type: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MonitorLabel {
+    pub monitor: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DroppedLabels {
+    pub monitor: String,
+    pub why: Dropped,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MatchLabels {
+    pub monitor: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: Report,
+}
 
 /// A monotonic count exposed without the OpenMetrics `_total` suffix, as NPD's `problem_counter` is.
 #[derive(Debug, Clone, Default)]
@@ -42,15 +81,15 @@ impl EncodeMetric for NpdCounter {
 
 #[derive(Clone)]
 pub struct Metrics {
-    pub problem_counter: Family<Labels, NpdCounter>,
-    pub problem_gauge: Family<Labels, Gauge>,
-    pub lines_read: Family<Labels, Counter>,
-    pub lines_dropped: Family<Labels, Counter>,
-    pub parse_errors: Family<Labels, Counter>,
-    pub rule_matches: Family<Labels, Counter>,
-    pub report_errors: Family<Labels, Counter>,
+    pub problem_counter: Family<ReasonLabel, NpdCounter>,
+    pub problem_gauge: Family<ConditionLabels, Gauge>,
+    pub lines_read: Family<MonitorLabel, Counter>,
+    pub lines_dropped: Family<DroppedLabels, Counter>,
+    pub parse_errors: Family<MonitorLabel, Counter>,
+    pub rule_matches: Family<MatchLabels, Counter>,
+    pub report_errors: Family<KindLabel, Counter>,
     pub events_dropped: Counter,
-    pub reloads: Family<Labels, Counter>,
+    pub reloads: Family<ReloadLabel, Counter>,
 }
 
 /// Counters one monitor bumps per line, resolved once.
@@ -61,11 +100,31 @@ pub struct MonitorCounters {
     pub overruns: Counter,
 }
 
-fn l(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+fn monitor(m: &str) -> MonitorLabel {
+    MonitorLabel {
+        monitor: m.to_string(),
+    }
+}
+
+fn overrun(m: &str) -> DroppedLabels {
+    DroppedLabels {
+        monitor: m.to_string(),
+        why: Dropped::Overrun,
+    }
+}
+
+fn matched(m: &str, reason: &str) -> MatchLabels {
+    MatchLabels {
+        monitor: m.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn condition(type_: &str, reason: &str) -> ConditionLabels {
+    ConditionLabels {
+        r#type: type_.to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 impl Metrics {
@@ -129,50 +188,43 @@ impl Metrics {
         m
     }
 
-    pub fn monitor(&self, monitor: &str) -> MonitorCounters {
+    pub fn monitor(&self, name: &str) -> MonitorCounters {
         MonitorCounters {
-            lines: self
-                .lines_read
-                .get_or_create(&l(&[("monitor", monitor)]))
-                .clone(),
+            lines: self.lines_read.get_or_create(&self::monitor(name)).clone(),
             parse_errors: self
                 .parse_errors
-                .get_or_create(&l(&[("monitor", monitor)]))
+                .get_or_create(&self::monitor(name))
                 .clone(),
-            overruns: self
-                .lines_dropped
-                .get_or_create(&l(&[("monitor", monitor), ("why", "overrun")]))
-                .clone(),
+            overruns: self.lines_dropped.get_or_create(&overrun(name)).clone(),
         }
     }
 
     pub fn matched(&self, monitor: &str, reason: &str) {
         self.rule_matches
-            .get_or_create(&l(&[("monitor", monitor), ("reason", reason)]))
+            .get_or_create(&matched(monitor, reason))
             .inc();
     }
 
     pub fn problem(&self, reason: &str) {
         self.problem_counter
-            .get_or_create(&l(&[("reason", reason)]))
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
             .inc();
     }
 
     pub fn set_problem_gauge(&self, type_: &str, reason: &str, value: i64) {
         self.problem_gauge
-            .get_or_create(&l(&[("type", type_), ("reason", reason)]))
+            .get_or_create(&condition(type_, reason))
             .set(value);
     }
 
     pub fn forget_problem_gauge(&self, type_: &str, reason: &str) {
-        self.problem_gauge
-            .remove(&l(&[("type", type_), ("reason", reason)]));
+        self.problem_gauge.remove(&condition(type_, reason));
     }
 
-    pub fn report_error(&self, kind: &str) {
-        self.report_errors
-            .get_or_create(&l(&[("kind", kind)]))
-            .inc();
+    pub fn report_error(&self, kind: Report) {
+        self.report_errors.get_or_create(&KindLabel { kind }).inc();
     }
 
     /// Drop the series of a monitor whose rule file is gone: its line counters, its rule matches and
@@ -180,13 +232,11 @@ impl Metrics {
     /// stays).
     pub fn forget_monitor(&self, m: &crate::config::Monitor) {
         let name = m.name.as_str();
-        self.lines_read.remove(&l(&[("monitor", name)]));
-        self.parse_errors.remove(&l(&[("monitor", name)]));
-        self.lines_dropped
-            .remove(&l(&[("monitor", name), ("why", "overrun")]));
+        self.lines_read.remove(&monitor(name));
+        self.parse_errors.remove(&monitor(name));
+        self.lines_dropped.remove(&overrun(name));
         for r in &m.rules {
-            self.rule_matches
-                .remove(&l(&[("monitor", name), ("reason", &r.reason)]));
+            self.rule_matches.remove(&matched(name, &r.reason));
         }
         for c in &m.conditions {
             let reasons = m
@@ -198,14 +248,13 @@ impl Metrics {
                 .map(|r| r.reason.as_str())
                 .chain([c.healthy_reason.as_str()]);
             for reason in reasons {
-                self.problem_gauge
-                    .remove(&l(&[("type", &c.type_), ("reason", reason)]));
+                self.problem_gauge.remove(&condition(&c.type_, reason));
             }
         }
     }
 
-    pub fn reload(&self, result: &str) {
-        self.reloads.get_or_create(&l(&[("result", result)])).inc();
+    pub fn reload(&self, result: Reload) {
+        self.reloads.get_or_create(&ReloadLabel { result }).inc();
     }
 }
 

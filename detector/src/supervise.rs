@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::{self, Monitor, RuleSet};
+use crate::metrics::Reload;
 use crate::monitor::{self, Context, Handle, Outcome};
 use crate::problem::Condition;
 use crate::report::writer::Snapshot;
@@ -97,7 +98,7 @@ impl Supervisor {
             }
             match config::load_paths(&paths) {
                 Err(errors) => {
-                    self.ctx.metrics.reload("failure");
+                    self.ctx.metrics.reload(Reload::Failure);
                     for e in &errors.0 {
                         tracing::error!(error = %e, "rule file rejected");
                     }
@@ -107,7 +108,7 @@ impl Supervisor {
                     );
                 }
                 Ok(next) => {
-                    self.ctx.metrics.reload("success");
+                    self.ctx.metrics.reload(Reload::Success);
                     self.apply(next).await;
                     tracing::info!(
                         monitors = self.current.monitors.len(),

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::decide::stale::Stale;
 use crate::decide::{DrainJob, PodInfo};
-use crate::metrics::Metrics;
+use crate::metrics::{Eviction, Metrics, Outcome};
 use crate::record::{DrainOutcome, Record};
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
@@ -235,16 +235,16 @@ impl Actor {
             }
             match evict(&self.client, &ns, &name, Some(grace)).await {
                 Ok(Evicted::Accepted) => {
-                    self.metrics.eviction("succeeded");
+                    self.metrics.eviction(Eviction::Succeeded);
                     break;
                 }
                 Ok(Evicted::Gone) => return Ok(()),
                 Ok(Evicted::Refused(message)) => {
-                    self.metrics.eviction("pdb_refused");
+                    self.metrics.eviction(Eviction::PdbRefused);
                     tracing::info!(pod = %id, %message, "eviction refused by a PodDisruptionBudget; retrying");
                 }
                 Err(e) => {
-                    self.metrics.eviction("failed");
+                    self.metrics.eviction(Eviction::Failed);
                     tracing::warn!(pod = %id, error = %e, "eviction failed; retrying");
                 }
             }
@@ -312,13 +312,15 @@ impl Act for Actor {
         }
         let id = format!("{}/{}", s.namespace, s.name);
         match nodemedic_common::evict::evict(&self.client, &s.namespace, &s.name, None).await {
-            Ok(Evicted::Accepted | Evicted::Gone) => self.metrics.stale_eviction("succeeded"),
+            Ok(Evicted::Accepted | Evicted::Gone) => {
+                self.metrics.stale_eviction(Eviction::Succeeded)
+            }
             Ok(Evicted::Refused(message)) => {
-                self.metrics.stale_eviction("pdb_refused");
+                self.metrics.stale_eviction(Eviction::PdbRefused);
                 tracing::info!(pod = %id, %message, "stale pod eviction refused by a PodDisruptionBudget; retrying");
             }
             Err(e) => {
-                self.metrics.stale_eviction("failed");
+                self.metrics.stale_eviction(Eviction::Failed);
                 tracing::warn!(pod = %id, error = %e, "stale pod eviction failed; retrying");
             }
         }
@@ -379,7 +381,7 @@ impl Act for Actor {
         });
         match self.patch_node(&name, body).await {
             Ok(()) => {
-                self.metrics.cordoned("succeeded");
+                self.metrics.cordoned(Outcome::Succeeded);
                 tracing::info!(node = %name, reason = %record.reason, "cordoned");
                 self.event(
                     &name,
@@ -390,7 +392,7 @@ impl Act for Actor {
                 .await;
             }
             Err(e) => {
-                self.metrics.cordoned("failed");
+                self.metrics.cordoned(Outcome::Failed);
                 tracing::warn!(node = %name, error = %e, "cordon failed");
                 self.event(
                     &name,
@@ -408,7 +410,7 @@ impl Act for Actor {
         let msg = format!("Drain activity scheduled {}", ts(record.drain_at));
         match self.drain_scheduled(&name, &msg, Timestamp::now()).await {
             Ok(()) => {
-                self.metrics.drain_scheduled("succeeded");
+                self.metrics.drain_scheduled(Outcome::Succeeded);
                 self.event(
                     &name,
                     Severity::Normal,
@@ -418,7 +420,7 @@ impl Act for Actor {
                 .await;
             }
             Err(e) => {
-                self.metrics.drain_scheduled("failed");
+                self.metrics.drain_scheduled(Outcome::Failed);
                 self.event(
                     &name,
                     Severity::Warning,
@@ -455,7 +457,7 @@ impl Act for Actor {
                 {
                     tracing::warn!(%node, error = %e, "cannot remove the DrainScheduled condition");
                 }
-                self.metrics.uncordoned("succeeded");
+                self.metrics.uncordoned(Outcome::Succeeded);
                 tracing::info!(%node, %why, "uncordoned");
                 self.event(
                     node,
@@ -466,7 +468,7 @@ impl Act for Actor {
                 .await;
             }
             Err(e) => {
-                self.metrics.uncordoned("failed");
+                self.metrics.uncordoned(Outcome::Failed);
                 self.event(
                     node,
                     Severity::Warning,
@@ -545,7 +547,7 @@ impl Act for Actor {
                 let _ = self
                     .drain_scheduled(node, &format!("{scheduled} | Completed: {}", ts(now)), now)
                     .await;
-                self.metrics.drained("succeeded");
+                self.metrics.drained(Outcome::Succeeded);
                 tracing::info!(%node, "drained");
                 self.event(
                     node,
@@ -563,7 +565,7 @@ impl Act for Actor {
                 let _ = self
                     .drain_scheduled(node, &format!("{scheduled} | Failed: {}", ts(now)), now)
                     .await;
-                self.metrics.drained("failed");
+                self.metrics.drained(Outcome::Failed);
                 let why: Vec<String> = failures.iter().map(ToString::to_string).collect();
                 tracing::warn!(%node, failures = ?why, ?retry_in, "drain failed");
                 self.event(

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::act::Act;
 use crate::config::Config;
 use crate::decide::{self, Action, Effect, Why};
-use crate::metrics::Metrics;
+use crate::metrics::{Budget, Metrics};
 use crate::observe::PodCache;
 
 pub(crate) struct Controller<A: Act> {
@@ -47,7 +47,7 @@ const STALE_REPORT_EVERY: Duration = Duration::from_secs(600);
 
 /// A node's current wait for a budget.
 struct BudgetWait {
-    budget: &'static str,
+    budget: Budget,
     event: Option<String>,
     count: i32,
     first_seen: Timestamp,
@@ -115,15 +115,17 @@ impl<A: Act> Controller<A> {
     /// Keep one WaitingForBudget Event per wait episode: created when a node starts waiting for a
     /// budget, its count and last time refreshed at most every `Config::event_refresh` while it waits
     /// (a stable message, so no Event storm), forgotten when the wait ends.
-    async fn budget_wait(&mut self, node: &str, budget: Option<&'static str>, now: Timestamp) {
+    async fn budget_wait(&mut self, node: &str, budget: Option<Budget>, now: Timestamp) {
         let Some(budget) = budget else {
             self.waits.remove(node);
             return;
         };
         self.metrics.budget_wait(budget);
         let message = match budget {
-            "cordons" => "waiting for the cordon budget (--max-cordoned) to free a slot",
-            _ => "waiting for the drain budget (--max-drains-in-flight) to free a slot",
+            Budget::Cordons => "waiting for the cordon budget (--max-cordoned) to free a slot",
+            Budget::Drains => {
+                "waiting for the drain budget (--max-drains-in-flight) to free a slot"
+            }
         };
         let w = match self.waits.get_mut(node) {
             Some(w) if w.budget == budget => {
@@ -245,8 +247,8 @@ impl<A: Act> Controller<A> {
                 tracing::info!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
             }
             let budget = match d.why {
-                Why::CordonBudget { .. } => Some("cordons"),
-                Why::DrainBudget { .. } => Some("drains"),
+                Why::CordonBudget { .. } => Some(Budget::Cordons),
+                Why::DrainBudget { .. } => Some(Budget::Drains),
                 _ => None,
             };
             self.budget_wait(&d.node, budget, now).await;

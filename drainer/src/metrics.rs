@@ -1,32 +1,48 @@
-//! The drainer's metrics: draino's names (dashboards keep working) plus our own.
+//! The drainer's metrics: draino's names (dashboards keep working) plus our own, with typed labels.
 
+use nodemedic_common::label_value;
+pub use nodemedic_common::labels::{Eviction, Outcome, Reload};
+use nodemedic_common::labels::{EvictionLabel, OutcomeLabel, ReloadLabel};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(String, String)>;
+label_value!(pub Budget { Cordons => "cordons", Drains => "drains" });
+label_value!(pub GuardDecision {
+    Allowed => "allowed",
+    AllowedNotSynced => "allowed_not_synced",
+    Denied => "denied",
+    Malformed => "malformed",
+});
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BudgetLabel {
+    budget: Budget,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DecisionLabel {
+    decision: GuardDecision,
+}
 
 #[derive(Clone)]
 pub struct Metrics {
-    cordoned: Family<Labels, Counter>,
-    uncordoned: Family<Labels, Counter>,
-    drained: Family<Labels, Counter>,
-    drain_scheduled: Family<Labels, Counter>,
-    budget_waits: Family<Labels, Counter>,
-    evictions: Family<Labels, Counter>,
-    guard_requests: Family<Labels, Counter>,
-    guard_cert_reloads: Family<Labels, Counter>,
+    cordoned: Family<OutcomeLabel, Counter>,
+    uncordoned: Family<OutcomeLabel, Counter>,
+    drained: Family<OutcomeLabel, Counter>,
+    drain_scheduled: Family<OutcomeLabel, Counter>,
+    budget_waits: Family<BudgetLabel, Counter>,
+    evictions: Family<EvictionLabel, Counter>,
+    guard_requests: Family<DecisionLabel, Counter>,
+    guard_cert_reloads: Family<ReloadLabel, Counter>,
     pub drain_duration: Histogram,
     pub leader: Gauge,
     pub stale_pods: Gauge,
     pub stale_reported: Counter,
-    stale_evictions: Family<Labels, Counter>,
-}
-
-fn result(r: &str) -> Labels {
-    vec![("result".to_string(), r.to_string())]
+    stale_evictions: Family<EvictionLabel, Counter>,
 }
 
 impl Metrics {
@@ -46,41 +62,31 @@ impl Metrics {
             stale_reported: Counter::default(),
             stale_evictions: Family::default(),
         };
-        registry.register(
-            "nodemedic_drainer_stale_pods",
-            "Pods whose readiness is stale now (Ready=False, containers ready, node Ready a while)",
-            m.stale_pods.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_stale_pods_reported",
-            "PodReadinessStale reports (one per pod per 10 minutes at most)",
-            m.stale_reported.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_stale_evictions",
-            "Evictions of stale pods, by result",
-            m.stale_evictions.clone(),
-        );
-        registry.register(
-            "draino_cordoned_nodes",
-            "Nodes cordoned, by result (draino name)",
-            m.cordoned.clone(),
-        );
-        registry.register(
-            "draino_uncordoned_nodes",
-            "Nodes uncordoned, by result (draino name)",
-            m.uncordoned.clone(),
-        );
-        registry.register(
-            "draino_drained_nodes",
-            "Node drains, by result (draino name)",
-            m.drained.clone(),
-        );
-        registry.register(
-            "draino_drain_scheduled_nodes",
-            "Drains scheduled, by result (draino name)",
-            m.drain_scheduled.clone(),
-        );
+        let families: [(&str, &str, Family<OutcomeLabel, Counter>); 4] = [
+            (
+                "draino_cordoned_nodes",
+                "Nodes cordoned, by result (draino name)",
+                m.cordoned.clone(),
+            ),
+            (
+                "draino_uncordoned_nodes",
+                "Nodes uncordoned, by result (draino name)",
+                m.uncordoned.clone(),
+            ),
+            (
+                "draino_drained_nodes",
+                "Node drains, by result (draino name)",
+                m.drained.clone(),
+            ),
+            (
+                "draino_drain_scheduled_nodes",
+                "Drains scheduled, by result (draino name)",
+                m.drain_scheduled.clone(),
+            ),
+        ];
+        for (name, help, f) in families {
+            registry.register(name, help, f);
+        }
         registry.register(
             "nodemedic_drainer_budget_waits",
             "Plan rounds in which a node waited for a budget, by budget",
@@ -111,37 +117,62 @@ impl Metrics {
             "1 while this replica holds the lease",
             m.leader.clone(),
         );
+        registry.register(
+            "nodemedic_drainer_stale_pods",
+            "Pods whose readiness is stale now (Ready=False, containers ready, node Ready a while)",
+            m.stale_pods.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_stale_pods_reported",
+            "PodReadinessStale reports (one per pod per 10 minutes at most)",
+            m.stale_reported.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_stale_evictions",
+            "Evictions of stale pods, by result",
+            m.stale_evictions.clone(),
+        );
         m
     }
-    pub fn cordoned(&self, r: &str) {
-        self.cordoned.get_or_create(&result(r)).inc();
+    pub fn cordoned(&self, result: Outcome) {
+        self.cordoned.get_or_create(&OutcomeLabel { result }).inc();
     }
-    pub fn uncordoned(&self, r: &str) {
-        self.uncordoned.get_or_create(&result(r)).inc();
+    pub fn uncordoned(&self, result: Outcome) {
+        self.uncordoned
+            .get_or_create(&OutcomeLabel { result })
+            .inc();
     }
-    pub fn drained(&self, r: &str) {
-        self.drained.get_or_create(&result(r)).inc();
+    pub fn drained(&self, result: Outcome) {
+        self.drained.get_or_create(&OutcomeLabel { result }).inc();
     }
-    pub fn drain_scheduled(&self, r: &str) {
-        self.drain_scheduled.get_or_create(&result(r)).inc();
+    pub fn drain_scheduled(&self, result: Outcome) {
+        self.drain_scheduled
+            .get_or_create(&OutcomeLabel { result })
+            .inc();
     }
-    pub fn budget_wait(&self, budget: &str) {
+    pub fn budget_wait(&self, budget: Budget) {
         self.budget_waits
-            .get_or_create(&vec![("budget".to_string(), budget.to_string())])
+            .get_or_create(&BudgetLabel { budget })
             .inc();
     }
-    pub fn guard_request(&self, decision: &str) {
+    pub fn guard_request(&self, decision: GuardDecision) {
         self.guard_requests
-            .get_or_create(&vec![("decision".to_string(), decision.to_string())])
+            .get_or_create(&DecisionLabel { decision })
             .inc();
     }
-    pub fn guard_cert_reload(&self, r: &str) {
-        self.guard_cert_reloads.get_or_create(&result(r)).inc();
+    pub fn guard_cert_reload(&self, result: Reload) {
+        self.guard_cert_reloads
+            .get_or_create(&ReloadLabel { result })
+            .inc();
     }
-    pub fn stale_eviction(&self, r: &str) {
-        self.stale_evictions.get_or_create(&result(r)).inc();
+    pub fn stale_eviction(&self, result: Eviction) {
+        self.stale_evictions
+            .get_or_create(&EvictionLabel { result })
+            .inc();
     }
-    pub fn eviction(&self, r: &str) {
-        self.evictions.get_or_create(&result(r)).inc();
+    pub fn eviction(&self, result: Eviction) {
+        self.evictions
+            .get_or_create(&EvictionLabel { result })
+            .inc();
     }
 }

@@ -13,7 +13,7 @@ use nodemedic_common::health::Health;
 use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::{Checkpoint, Position};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Report};
 use crate::monitor::Outcome;
 use crate::problem::{Condition, Status};
 use crate::report::aggregate::Aggregator;
@@ -114,7 +114,7 @@ impl Writer {
                     self.health.set_ready(true);
                 }
                 Err(e) => {
-                    self.metrics.report_error("conditions");
+                    self.metrics.report_error(Report::Conditions);
                     let retry = self.sync.failed(now);
                     tracing::warn!(error = %e, retry_in = ?retry, "writing node conditions failed; will retry with the latest state");
                 }
@@ -125,7 +125,7 @@ impl Writer {
                 Ok(name) => self.events.written(&w, name, now),
                 Err(e) if e.is_not_found() && w.existing.is_some() => self.events.forget_name(&w),
                 Err(e) => {
-                    self.metrics.report_error("events");
+                    self.metrics.report_error(Report::Events);
                     tracing::warn!(reason = %w.event.reason, error = %e, "writing an event failed; will retry");
                     self.events.failed(&w, now, Duration::from_secs(5));
                 }

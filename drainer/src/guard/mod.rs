@@ -121,11 +121,12 @@ pub enum Decision {
 
 impl Decision {
     /// Metric label.
-    pub fn label(&self) -> &'static str {
+    pub fn label(&self) -> crate::metrics::GuardDecision {
+        use crate::metrics::GuardDecision;
         match self {
-            Decision::Allow("cache not synced") => "allowed_not_synced",
-            Decision::Allow(_) => "allowed",
-            Decision::Deny(_) => "denied",
+            Decision::Allow("cache not synced") => GuardDecision::AllowedNotSynced,
+            Decision::Allow(_) => GuardDecision::Allowed,
+            Decision::Deny(_) => GuardDecision::Denied,
         }
     }
 }
@@ -275,7 +276,7 @@ mod tests {
         );
         assert_eq!(
             decide(&req(true, NC), &NodeState::NotSynced, &cfg).label(),
-            "allowed_not_synced"
+            crate::metrics::GuardDecision::AllowedNotSynced
         );
     }
 }

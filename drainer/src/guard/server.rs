@@ -22,7 +22,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use nodemedic_common::events::{NodeEvent, NodeEvents, Severity};
 
 use super::{Decision, GuardConfig, NodeState, Request, decide};
-use crate::metrics::Metrics;
+use crate::metrics::{GuardDecision, Metrics, Reload};
 
 #[derive(Debug, Clone)]
 pub struct GuardOptions {
@@ -163,7 +163,7 @@ async fn validate(State(g): State<Guard>, body: Bytes) -> Response {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
-            g.metrics.guard_request("malformed");
+            g.metrics.guard_request(GuardDecision::Malformed);
             return (
                 StatusCode::BAD_REQUEST,
                 format!("malformed AdmissionReview (expected admission.k8s.io/v1 JSON): {e}\n"),
@@ -174,7 +174,7 @@ async fn validate(State(g): State<Guard>, body: Bytes) -> Response {
     let req: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(r) => r,
         Err(_) => {
-            g.metrics.guard_request("malformed");
+            g.metrics.guard_request(GuardDecision::Malformed);
             return (
                 StatusCode::BAD_REQUEST,
                 "malformed AdmissionReview: it has no request\n",
@@ -300,11 +300,11 @@ fn spawn_reload(
         while watch.changed().await.is_some() {
             match tls.reload_from_pem_file(&cert, &key).await {
                 Ok(()) => {
-                    metrics.guard_cert_reload("success");
+                    metrics.guard_cert_reload(Reload::Success);
                     tracing::info!(cert = %cert.display(), "guard certificate reloaded")
                 }
                 Err(e) => {
-                    metrics.guard_cert_reload("failure");
+                    metrics.guard_cert_reload(Reload::Failure);
                     tracing::error!(error = %e, "guard certificate reload failed; keeping the previous one")
                 }
             }
