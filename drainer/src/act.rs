@@ -19,7 +19,8 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::decide::stale::Stale;
 use crate::decide::{DrainJob, PodInfo};
-use crate::metrics::{Eviction, Metrics, Outcome};
+use crate::metrics::{Eviction, Metrics};
+use crate::occurrence::Occurrence;
 use crate::record::{DrainOutcome, Record};
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
@@ -182,6 +183,14 @@ impl Actor {
         }
     }
 
+    /// Log, count and write the Event of an occurrence on `node`, together.
+    async fn emit(&self, node: &str, o: Occurrence) {
+        o.log(node);
+        o.count(&self.metrics);
+        self.event(node, o.severity(), o.reason(), o.message())
+            .await;
+    }
+
     /// A Normal Event explaining a decision that changes nothing (e.g. a node waiting for a budget).
     pub async fn note(&self, node: &str, reason: &str, message: &str) {
         self.event(node, Severity::Normal, reason, message.to_string())
@@ -279,7 +288,7 @@ impl Act for Actor {
         let ev = NodeEvent {
             source: SOURCE.into(),
             severity: Severity::Warning,
-            reason: "PodReadinessStale".into(),
+            reason: crate::occurrence::reason::POD_READINESS_STALE.into(),
             message,
             count: 1,
             first_seen: now,
@@ -358,13 +367,9 @@ impl Act for Actor {
     /// it was observed, so we never act on stale state.
     async fn cordon(&self, node: &Node, record: &Record, skip_drain: bool) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        self.event(
-            &name,
-            Severity::Normal,
-            "CordonStarting",
-            format!("Cordoning node: {}", record.reason),
-        )
-        .await;
+        let problem = record.reason.clone();
+        self.emit(&name, Occurrence::CordonStarting { problem })
+            .await;
         if self.dry_run {
             tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
             return;
@@ -381,26 +386,12 @@ impl Act for Actor {
         });
         match self.patch_node(&name, body).await {
             Ok(()) => {
-                self.metrics.cordoned(Outcome::Succeeded);
-                tracing::info!(node = %name, reason = %record.reason, "cordoned");
-                self.event(
-                    &name,
-                    Severity::Normal,
-                    "CordonSucceeded",
-                    "Cordoned node".into(),
-                )
-                .await;
+                let problem = record.reason.clone();
+                self.emit(&name, Occurrence::Cordoned { problem }).await;
             }
             Err(e) => {
-                self.metrics.cordoned(Outcome::Failed);
-                tracing::warn!(node = %name, error = %e, "cordon failed");
-                self.event(
-                    &name,
-                    Severity::Warning,
-                    "CordonFailed",
-                    format!("Cordoning failed: {e}"),
-                )
-                .await;
+                let error = e.to_string();
+                self.emit(&name, Occurrence::CordonFailed { error }).await;
                 return;
             }
         }
@@ -410,35 +401,20 @@ impl Act for Actor {
         let msg = format!("Drain activity scheduled {}", ts(record.drain_at));
         match self.drain_scheduled(&name, &msg, Timestamp::now()).await {
             Ok(()) => {
-                self.metrics.drain_scheduled(Outcome::Succeeded);
-                self.event(
-                    &name,
-                    Severity::Normal,
-                    "DrainScheduled",
-                    format!("Will drain node after {}", ts(record.drain_at)),
-                )
-                .await;
+                let at = record.drain_at;
+                self.emit(&name, Occurrence::DrainScheduled { at }).await;
             }
             Err(e) => {
-                self.metrics.drain_scheduled(Outcome::Failed);
-                self.event(
-                    &name,
-                    Severity::Warning,
-                    "DrainSchedulingFailed",
-                    format!("Failed to schedule the drain: {e}"),
-                )
-                .await;
+                let error = e.to_string();
+                self.emit(&name, Occurrence::DrainSchedulingFailed { error })
+                    .await;
             }
         }
     }
     async fn uncordon(&self, node: &str, why: &str) {
-        self.event(
-            node,
-            Severity::Normal,
-            "UncordonStarting",
-            format!("Uncordoning node: {why}"),
-        )
-        .await;
+        let w = why.to_string();
+        self.emit(node, Occurrence::UncordonStarting { why: w })
+            .await;
         if self.dry_run {
             tracing::info!(%node, %why, "dry-run: would uncordon");
             return;
@@ -457,25 +433,12 @@ impl Act for Actor {
                 {
                     tracing::warn!(%node, error = %e, "cannot remove the DrainScheduled condition");
                 }
-                self.metrics.uncordoned(Outcome::Succeeded);
-                tracing::info!(%node, %why, "uncordoned");
-                self.event(
-                    node,
-                    Severity::Normal,
-                    "UncordonSucceeded",
-                    "Uncordoned node".into(),
-                )
-                .await;
+                let why = why.to_string();
+                self.emit(node, Occurrence::Uncordoned { why }).await;
             }
             Err(e) => {
-                self.metrics.uncordoned(Outcome::Failed);
-                self.event(
-                    node,
-                    Severity::Warning,
-                    "UncordonFailed",
-                    format!("Uncordoning failed: {e}"),
-                )
-                .await;
+                let error = e.to_string();
+                self.emit(node, Occurrence::UncordonFailed { error }).await;
             }
         }
     }
@@ -501,13 +464,8 @@ impl Act for Actor {
         let started = Timestamp::now();
         let record = job.record.draining(started);
         let pods = job.evict;
-        self.event(
-            node,
-            Severity::Normal,
-            "DrainStarting",
-            format!("Draining node: {} pods to evict", pods.len()),
-        )
-        .await;
+        self.emit(node, Occurrence::DrainStarting { pods: pods.len() })
+            .await;
         if self.dry_run {
             tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
             return;
@@ -547,15 +505,7 @@ impl Act for Actor {
                 let _ = self
                     .drain_scheduled(node, &format!("{scheduled} | Completed: {}", ts(now)), now)
                     .await;
-                self.metrics.drained(Outcome::Succeeded);
-                tracing::info!(%node, "drained");
-                self.event(
-                    node,
-                    Severity::Normal,
-                    "DrainSucceeded",
-                    "Drained node".into(),
-                )
-                .await;
+                self.emit(node, Occurrence::Drained).await;
             }
             DrainOutcome::Failed(failures) => {
                 let retry_in = record
@@ -565,20 +515,9 @@ impl Act for Actor {
                 let _ = self
                     .drain_scheduled(node, &format!("{scheduled} | Failed: {}", ts(now)), now)
                     .await;
-                self.metrics.drained(Outcome::Failed);
-                let why: Vec<String> = failures.iter().map(ToString::to_string).collect();
-                tracing::warn!(%node, failures = ?why, ?retry_in, "drain failed");
-                self.event(
-                    node,
-                    Severity::Warning,
-                    "DrainFailed",
-                    format!(
-                        "Draining failed (retry in {}): {}",
-                        humantime::format_duration(retry_in),
-                        why.join("; ")
-                    ),
-                )
-                .await;
+                let failures = failures.iter().map(ToString::to_string).collect();
+                self.emit(node, Occurrence::DrainFailed { retry_in, failures })
+                    .await;
             }
         }
     }

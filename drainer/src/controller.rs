@@ -153,7 +153,7 @@ impl<A: Act> Controller<A> {
         let ev = nodemedic_common::events::NodeEvent {
             source: crate::act::SOURCE.into(),
             severity: nodemedic_common::events::Severity::Normal,
-            reason: "WaitingForBudget".into(),
+            reason: crate::occurrence::reason::WAITING_FOR_BUDGET.into(),
             message: message.into(),
             count: w.count,
             first_seen: w.first_seen,

@@ -21,6 +21,7 @@ pub mod guard;
 pub mod leader;
 pub mod metrics;
 pub mod observe;
+pub mod occurrence;
 pub mod plan;
 pub mod policy;
 pub mod record;

@@ -126,7 +126,7 @@ async fn flush_blocked(g: &Guard, client: &kube::Client, interval: Duration) {
                 let ev = NodeEvent {
                     source: "nodemedic-guard".into(),
                     severity: Severity::Warning,
-                    reason: "PodDeletionBlocked".into(),
+                    reason: crate::occurrence::reason::POD_DELETION_BLOCKED.into(),
                     message: format!(
                         "pod deletions blocked while the Kosmos leaf node is not Ready (latest: {})",
                         b.latest

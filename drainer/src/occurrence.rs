@@ -1,0 +1,186 @@
+//! What happens to a node, as values: each occurrence knows its Event reason (draino's), severity and
+//! text, its log line and its metric, and [`crate::act::Actor::emit`] does all three together, so the
+//! log, the count and the Event never drift apart (vector's `internal_events` is the model).
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::events::Severity;
+use nodemedic_common::time::rfc3339;
+
+use crate::metrics::{Metrics, Outcome};
+
+/// Event reasons, draino's where draino has one.
+pub mod reason {
+    pub const CORDON_STARTING: &str = "CordonStarting";
+    pub const CORDON_SUCCEEDED: &str = "CordonSucceeded";
+    pub const CORDON_FAILED: &str = "CordonFailed";
+    pub const DRAIN_SCHEDULED: &str = "DrainScheduled";
+    pub const DRAIN_SCHEDULING_FAILED: &str = "DrainSchedulingFailed";
+    pub const DRAIN_STARTING: &str = "DrainStarting";
+    pub const DRAIN_SUCCEEDED: &str = "DrainSucceeded";
+    pub const DRAIN_FAILED: &str = "DrainFailed";
+    pub const UNCORDON_STARTING: &str = "UncordonStarting";
+    pub const UNCORDON_SUCCEEDED: &str = "UncordonSucceeded";
+    pub const UNCORDON_FAILED: &str = "UncordonFailed";
+    pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
+    pub const POD_READINESS_STALE: &str = "PodReadinessStale";
+    pub const POD_DELETION_BLOCKED: &str = "PodDeletionBlocked";
+}
+
+/// Something that happened to a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Occurrence {
+    CordonStarting {
+        problem: String,
+    },
+    Cordoned {
+        problem: String,
+    },
+    CordonFailed {
+        error: String,
+    },
+    DrainScheduled {
+        at: Timestamp,
+    },
+    DrainSchedulingFailed {
+        error: String,
+    },
+    DrainStarting {
+        pods: usize,
+    },
+    Drained,
+    DrainFailed {
+        retry_in: Duration,
+        failures: Vec<String>,
+    },
+    UncordonStarting {
+        why: String,
+    },
+    Uncordoned {
+        why: String,
+    },
+    UncordonFailed {
+        error: String,
+    },
+}
+
+impl Occurrence {
+    pub fn reason(&self) -> &'static str {
+        use Occurrence::*;
+        match self {
+            CordonStarting { .. } => reason::CORDON_STARTING,
+            Cordoned { .. } => reason::CORDON_SUCCEEDED,
+            CordonFailed { .. } => reason::CORDON_FAILED,
+            DrainScheduled { .. } => reason::DRAIN_SCHEDULED,
+            DrainSchedulingFailed { .. } => reason::DRAIN_SCHEDULING_FAILED,
+            DrainStarting { .. } => reason::DRAIN_STARTING,
+            Drained => reason::DRAIN_SUCCEEDED,
+            DrainFailed { .. } => reason::DRAIN_FAILED,
+            UncordonStarting { .. } => reason::UNCORDON_STARTING,
+            Uncordoned { .. } => reason::UNCORDON_SUCCEEDED,
+            UncordonFailed { .. } => reason::UNCORDON_FAILED,
+        }
+    }
+
+    pub fn severity(&self) -> Severity {
+        use Occurrence::*;
+        match self {
+            CordonFailed { .. }
+            | DrainSchedulingFailed { .. }
+            | DrainFailed { .. }
+            | UncordonFailed { .. } => Severity::Warning,
+            _ => Severity::Normal,
+        }
+    }
+
+    /// The Event text (draino's wording).
+    pub fn message(&self) -> String {
+        use Occurrence::*;
+        match self {
+            CordonStarting { problem } => format!("Cordoning node: {problem}"),
+            Cordoned { .. } => "Cordoned node".into(),
+            CordonFailed { error } => format!("Cordoning failed: {error}"),
+            DrainScheduled { at } => format!("Will drain node after {}", rfc3339(*at)),
+            DrainSchedulingFailed { error } => format!("Failed to schedule the drain: {error}"),
+            DrainStarting { pods } => format!("Draining node: {pods} pods to evict"),
+            Drained => "Drained node".into(),
+            DrainFailed { retry_in, failures } => format!(
+                "Draining failed (retry in {}): {}",
+                humantime::format_duration(*retry_in),
+                failures.join("; ")
+            ),
+            UncordonStarting { why } => format!("Uncordoning node: {why}"),
+            Uncordoned { .. } => "Uncordoned node".into(),
+            UncordonFailed { error } => format!("Uncordoning failed: {error}"),
+        }
+    }
+
+    /// The log line for `node` (the starting steps are logged by their outcome).
+    pub fn log(&self, node: &str) {
+        use Occurrence::*;
+        match self {
+            Cordoned { problem } => tracing::info!(%node, reason = %problem, "cordoned"),
+            CordonFailed { error } => tracing::warn!(%node, %error, "cordon failed"),
+            DrainSchedulingFailed { error } => {
+                tracing::warn!(%node, %error, "cannot set DrainScheduled")
+            }
+            Drained => tracing::info!(%node, "drained"),
+            DrainFailed { retry_in, failures } => {
+                tracing::warn!(%node, ?failures, ?retry_in, "drain failed")
+            }
+            Uncordoned { why } => tracing::info!(%node, %why, "uncordoned"),
+            UncordonFailed { error } => tracing::warn!(%node, %error, "uncordon failed"),
+            CordonStarting { .. }
+            | DrainScheduled { .. }
+            | DrainStarting { .. }
+            | UncordonStarting { .. } => {
+                tracing::debug!(%node, reason = self.reason(), "{}", self.message())
+            }
+        }
+    }
+
+    /// Count it (draino's metric names).
+    pub fn count(&self, m: &Metrics) {
+        use Occurrence::*;
+        match self {
+            Cordoned { .. } => m.cordoned(Outcome::Succeeded),
+            CordonFailed { .. } => m.cordoned(Outcome::Failed),
+            DrainScheduled { .. } => m.drain_scheduled(Outcome::Succeeded),
+            DrainSchedulingFailed { .. } => m.drain_scheduled(Outcome::Failed),
+            Drained => m.drained(Outcome::Succeeded),
+            DrainFailed { .. } => m.drained(Outcome::Failed),
+            Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
+            UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
+            CordonStarting { .. } | DrainStarting { .. } | UncordonStarting { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_warnings_with_draino_reasons() {
+        let o = Occurrence::DrainFailed {
+            retry_in: Duration::from_secs(60),
+            failures: vec!["default/web: not evicted before the deadline".into()],
+        };
+        assert_eq!(
+            (o.reason(), o.severity()),
+            ("DrainFailed", Severity::Warning)
+        );
+        assert_eq!(
+            o.message(),
+            "Draining failed (retry in 1m): default/web: not evicted before the deadline"
+        );
+        assert_eq!(
+            Occurrence::Cordoned {
+                problem: "x".into()
+            }
+            .severity(),
+            Severity::Normal
+        );
+    }
+}
