@@ -1,0 +1,253 @@
+//! What operators rely on, object by object: types, least-privilege RBAC equal to the permissions
+//! the code declares, workload properties, configs.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use nodemedic_common::rbac::Permission;
+use serde_json::Value;
+
+use crate::render::*;
+
+pub fn check_types(objects: &[Value]) {
+    for o in objects {
+        match o["kind"].as_str().unwrap() {
+            "DaemonSet" => drop(typed::<DaemonSet>(o)),
+            "Deployment" => drop(typed::<Deployment>(o)),
+            "ConfigMap" => drop(typed::<ConfigMap>(o)),
+            "ServiceAccount" => drop(typed::<ServiceAccount>(o)),
+            "ClusterRole" => drop(typed::<ClusterRole>(o)),
+            "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(o)),
+            "Role" => drop(typed::<Role>(o)),
+            "RoleBinding" => drop(typed::<RoleBinding>(o)),
+            "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(o)),
+            "Service" => drop(typed::<k8s_openapi::api::core::v1::Service>(o)),
+            "ValidatingWebhookConfiguration" => drop(typed::<
+                k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+            >(o)),
+            other => panic!("unexpected kind {other}: add it to this test"),
+        }
+    }
+}
+
+pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind}/{name} missing"))
+}
+
+/// (group, resource, verb, namespaced) granted to a service account by the bindings in `objects`.
+pub fn granted(objects: &[Value], sa: &str) -> BTreeSet<(String, String, String, bool)> {
+    let mut out = BTreeSet::new();
+    for b in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+    {
+        if !b["subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa)
+        {
+            continue;
+        }
+        let role = find(
+            objects,
+            b["roleRef"]["kind"].as_str().unwrap(),
+            b["roleRef"]["name"].as_str().unwrap(),
+        );
+        let namespaced = role["kind"] == "Role";
+        for rule in role["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        out.insert((
+                            g.as_str().unwrap().into(),
+                            r.as_str().unwrap().into(),
+                            v.as_str().unwrap().into(),
+                            namespaced,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn needed(perms: &[Permission]) -> BTreeSet<(String, String, String, bool)> {
+    perms
+        .iter()
+        .flat_map(|p| {
+            p.verbs.iter().map(move |v| {
+                (
+                    p.group.to_string(),
+                    p.resource.to_string(),
+                    v.to_string(),
+                    p.namespaced,
+                )
+            })
+        })
+        .collect()
+}
+
+pub fn check_rbac(objects: &[Value]) {
+    for o in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+    {
+        let text = serde_json::to_string(&o["rules"]).unwrap();
+        assert!(
+            !text.contains("\"*\""),
+            "{} {} uses a wildcard: {text}",
+            o["kind"],
+            o["metadata"]["name"]
+        );
+    }
+    assert_eq!(
+        granted(objects, "nodemedic-detector"),
+        needed(nodemedic_detector::report::kube::PERMISSIONS),
+        "detector RBAC vs the calls it makes"
+    );
+    assert_eq!(
+        granted(objects, "nodemedic-drainer"),
+        needed(nodemedic_drainer::act::PERMISSIONS),
+        "drainer RBAC vs the calls it makes"
+    );
+}
+
+pub fn pod_spec(o: &Value) -> &Value {
+    &o["spec"]["template"]["spec"]
+}
+
+pub fn check_workloads(objects: &[Value]) {
+    let ds = find(objects, "DaemonSet", "nodemedic-detector");
+    let spec = pod_spec(ds);
+    let c = &spec["containers"][0];
+    assert_eq!(ds["metadata"]["namespace"], "kube-system");
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/not-evicted-pod"],
+        ""
+    );
+    assert_eq!(spec["priorityClassName"], "system-node-critical");
+    assert!(
+        spec["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["operator"] == "Exists" && t.get("key").is_none()),
+        "tolerates all taints"
+    );
+    let exprs = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchExpressions"];
+    assert!(
+        exprs
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["key"] == "kosmos.io/node" && e["operator"] == "NotIn"),
+        "kept off Kosmos leaf nodes"
+    );
+    let env = c["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "NODE_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName")
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    for (path, ro) in [
+        ("/dev/kmsg", true),
+        ("/var/log/journal", true),
+        ("/run/log/journal", true),
+        ("/etc/machine-id", true),
+        ("/var/lib/nodemedic", false),
+    ] {
+        let m = mounts
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("{path} not mounted"));
+        assert_eq!(
+            m["readOnly"].as_bool().unwrap_or(false),
+            ro,
+            "{path} readOnly"
+        );
+    }
+    let rules = mounts
+        .iter()
+        .find(|m| m["mountPath"] == "/etc/nodemedic/rules")
+        .unwrap();
+    assert!(
+        rules.get("subPath").is_none(),
+        "rules mounted as a directory so reloads work"
+    );
+    let vol = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == rules["name"])
+        .unwrap();
+    assert_eq!(vol["configMap"]["name"], "nodemedic-detector-rules");
+    assert!(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--rules=/etc/nodemedic/rules")
+    );
+    assert!(
+        c["resources"]["requests"]["memory"].is_string()
+            && c["resources"]["limits"]["memory"].is_string()
+    );
+
+    let d = find(objects, "Deployment", "nodemedic-drainer");
+    assert_eq!(d["spec"]["replicas"], 2);
+    let spec = pod_spec(d);
+    let c = &spec["containers"][0];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert!(spec["affinity"]["podAntiAffinity"].is_object());
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let pdb = find(objects, "PodDisruptionBudget", "nodemedic-drainer");
+    assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
+}
+
+pub fn check_configs(objects: &[Value]) {
+    // The detector's rules: identical to config/rules and valid.
+    let rules = find(objects, "ConfigMap", "nodemedic-detector-rules");
+    let mut sources = Vec::new();
+    for (name, text) in rules["data"].as_object().unwrap() {
+        let shipped = std::fs::read_to_string(repo().join("config/rules").join(name)).unwrap();
+        assert_eq!(
+            text.as_str().unwrap(),
+            shipped,
+            "deploy/base/rules/{name} differs from config/rules/{name}"
+        );
+        sources.push((PathBuf::from(name), shipped));
+    }
+    let rs = nodemedic_detector::config::load_sources(&sources).unwrap();
+    assert_eq!(
+        rs.monitors.len(),
+        std::fs::read_dir(repo().join("config/rules"))
+            .unwrap()
+            .count(),
+        "every rule file is shipped"
+    );
+    // The drainer's config: valid.
+    let cfg = find(objects, "ConfigMap", "nodemedic-drainer-config");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("drainer.yaml");
+    std::fs::write(&f, cfg["data"]["drainer.yaml"].as_str().unwrap()).unwrap();
+    let args = nodemedic_drainer::policy::PolicyArgs {
+        config: Some(f),
+        ..Default::default()
+    };
+    nodemedic_drainer::policy::build(&args).unwrap();
+}

@@ -1,0 +1,174 @@
+//! The opt-in guard overlay, its webhook and the Kyverno alternative, and the chart with the guard.
+
+use serde_json::{Value, json};
+
+use crate::checks::*;
+use crate::render::*;
+use crate::tool;
+
+#[test]
+fn guard_overlay_webhook_and_kyverno_alternative() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::Service;
+    let dir = repo().join("deploy/guard");
+    let objects = docs(&dir.join("guard.yaml"));
+    let svc = find(&objects, "Service", "nodemedic-guard");
+    let _: Service = typed(svc);
+    let vwc = find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "nodemedic-kosmos-guard",
+    );
+    let _: ValidatingWebhookConfiguration = typed(vwc);
+    let w = &vwc["webhooks"][0];
+    assert_eq!(w["failurePolicy"], "Ignore");
+    assert_eq!(w["timeoutSeconds"], 3);
+    assert_eq!(w["admissionReviewVersions"], json!(["v1"]));
+    assert_eq!(w["sideEffects"], "NoneOnDryRun");
+    let rules: Vec<(String, String)> = w["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let ops = r["operations"].as_array().unwrap().clone();
+            let res = r["resources"].as_array().unwrap().clone();
+            ops.into_iter().flat_map(move |o| {
+                res.clone().into_iter().map(move |x| {
+                    (
+                        o.as_str().unwrap().to_string(),
+                        x.as_str().unwrap().to_string(),
+                    )
+                })
+            })
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        vec![
+            ("DELETE".into(), "pods".into()),
+            ("CREATE".into(), "pods/eviction".into())
+        ],
+        "scoped to pod deletions and evictions only"
+    );
+    assert_eq!(
+        w["clientConfig"]["service"]["name"],
+        svc["metadata"]["name"]
+    );
+    assert_eq!(w["clientConfig"]["service"]["path"], "/validate");
+
+    // The patch: flags point into the mounted Secret, the Service targets its port by name.
+    let patch = docs(&dir.join("drainer-guard-patch.yaml")).remove(0);
+    let c = &patch["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mount = c["volumeMounts"][0]["mountPath"].as_str().unwrap();
+    for flag in ["--guard-tls-cert=", "--guard-tls-key="] {
+        let path = args
+            .iter()
+            .find_map(|a| a.strip_prefix(flag))
+            .unwrap_or_else(|| panic!("{flag} missing"));
+        assert!(path.starts_with(mount), "{flag}{path} is not under {mount}");
+    }
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("--guard-listen=0.0.0.0:9443"))
+    );
+    assert_eq!(c["ports"][0]["name"], svc["spec"]["ports"][0]["targetPort"]);
+    let base = kustomize(&repo().join("deploy"));
+    let base_args =
+        &pod_spec(find(&base, "Deployment", "nodemedic-drainer"))["containers"][0]["args"];
+    for a in base_args.as_array().unwrap() {
+        assert!(
+            args.contains(&a.as_str().unwrap()),
+            "the patch keeps the base argument {a}"
+        );
+    }
+    // Rendered with the real tool where installed.
+    if let Some(rendered) = tool("kubectl", &["kustomize", "deploy/guard"]) {
+        check_types(
+            &rendered
+                .iter()
+                .filter(|o| o["kind"] != "Service")
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let d = find(&rendered, "Deployment", "nodemedic-drainer");
+        let c = &pod_spec(d)["containers"][0];
+        assert!(
+            c["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "--guard-listen=0.0.0.0:9443")
+        );
+        assert!(
+            pod_spec(d)["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["secret"]["secretName"] == "nodemedic-guard-tls")
+        );
+        assert!(
+            pod_spec(d)["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["name"] == "config"),
+            "base volumes kept"
+        );
+    }
+    // The Kyverno alternative carries the same three preconditions.
+    let k = docs(&dir.join("kyverno-policy.yaml")).remove(0);
+    let text = serde_json::to_string(&k).unwrap();
+    assert_eq!(k["kind"], "ClusterPolicy");
+    for needle in ["node-controller", "kosmos.io/node", "Ready", "DELETE"] {
+        assert!(text.contains(needle), "kyverno policy lacks {needle}");
+    }
+}
+
+#[test]
+fn helm_chart_with_the_guard_matches_the_guard_overlay() {
+    let chart = repo().join("deploy/helm/nodemedic");
+    let mut v: Value = docs(&chart.join("values.yaml")).remove(0);
+    v["guard"]["enabled"] = json!(true);
+    let mut helm = helm_template_with(&chart, "kube-system", &v);
+    check_types(&helm);
+    check_rbac(&helm);
+    let d = find(&helm, "Deployment", "nodemedic-drainer");
+    let args = &pod_spec(d)["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--guard-listen=0.0.0.0:9443"),
+        "{args}"
+    );
+    find(
+        &helm,
+        "ValidatingWebhookConfiguration",
+        "nodemedic-kosmos-guard",
+    );
+    find(&helm, "Service", "nodemedic-guard");
+    if let Some(overlay) = tool("kubectl", &["kustomize", "deploy/guard"]) {
+        helm.sort_by_key(key);
+        assert_eq!(
+            helm.iter().map(key).collect::<Vec<_>>(),
+            overlay.iter().map(key).collect::<Vec<_>>()
+        );
+        for (h, o) in helm.iter().zip(overlay.iter()) {
+            if key(h).1 == "nodemedic-drainer-config" {
+                continue; // same settings, different text (checked in the default-values test)
+            }
+            assert_eq!(
+                h,
+                o,
+                "{:?}: Helm with guard.enabled differs from kubectl kustomize deploy/guard",
+                key(h)
+            );
+        }
+    }
+}

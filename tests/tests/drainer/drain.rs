@@ -1,0 +1,306 @@
+//! A drain from condition to cordon, buffer and evictions; flaps, recovery, manual uncordon, PDBs,
+//! failures and dry-run.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodemedic_common::keys;
+use nodemedic_tests::cluster::eventually;
+use serde_json::{Value, json};
+
+use crate::env::{Env, WAIT};
+
+#[tokio::test]
+async fn held_condition_cordons_then_drains_after_the_buffer_sparing_protected_pods() {
+    let env = Env::new().await;
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let web = env.pod("default", "web", &bad, json!({})).await;
+    let elsewhere = env
+        .pod("default", "elsewhere", "some-other-node", json!({}))
+        .await;
+    let ds_owner = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", "ds")
+        .await;
+    let ds = env
+        .pod(
+            "kube-system",
+            "ds",
+            &bad,
+            json!({"metadata": {"ownerReferences": ds_owner}}),
+        )
+        .await;
+    let ne = env.pod("kube-system", "not-evicted", &bad, json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}})).await;
+    let crit = env.pod("kube-system", "critical", &bad, json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}}})).await;
+    let mirror = env
+        .pod(
+            "kube-system",
+            "mirror",
+            &bad,
+            json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}),
+        )
+        .await;
+    let running = env.start(env.config(Duration::from_secs(2)), "a").await;
+
+    eventually("cordoned", WAIT, || async {
+        env.cordoned(&bad).await.then_some(())
+    })
+    .await;
+    let scheduled = eventually("DrainScheduled condition", WAIT, || async {
+        env.drain_scheduled(&bad).await
+    })
+    .await;
+    assert!(
+        scheduled.starts_with("Drain activity scheduled "),
+        "{scheduled}"
+    );
+    assert!(
+        env.pod_exists("default", &web).await,
+        "not drained before the buffer"
+    );
+    env.wait_drained(&bad).await;
+    assert!(
+        !env.pod_exists("default", &web).await,
+        "the ReplicaSet pod was evicted"
+    );
+    assert!(env.pod_exists("default", &elsewhere).await);
+    for p in [&ds, &ne, &crit, &mirror] {
+        assert!(
+            env.pod_exists("kube-system", p).await,
+            "kube-system/{p} must stay"
+        );
+    }
+    assert_eq!(env.record_phase(&bad).await.as_deref(), Some("drained"));
+    assert!(env.cordoned(&bad).await, "stays cordoned after the drain");
+    let reasons = env.event_reasons(&bad).await;
+    for r in [
+        "CordonStarting",
+        "CordonSucceeded",
+        "DrainScheduled",
+        "DrainStarting",
+        "DrainSucceeded",
+    ] {
+        assert!(
+            reasons.contains(&r.to_string()),
+            "{r} missing from {reasons:?}"
+        );
+    }
+    assert_eq!(
+        (env.evictions("", None), env.evictions(&web, Some(201))),
+        (1, 1),
+        "exactly one eviction, of {web}"
+    );
+    let body = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
+    assert!(
+        body.contains("draino_cordoned_nodes_total{result=\"succeeded\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("draino_drained_nodes_total{result=\"succeeded\"} 1"),
+        "{body}"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn flapping_condition_and_kosmos_leaf_not_ready_do_nothing() {
+    let env = Env::new().await;
+    let flappy = env.node("flappy", "True", 30, json!({})).await;
+    let leaf = env
+        .node(
+            "kosmos-leaf",
+            "False",
+            3600,
+            json!({"kosmos.io/node": "true"}),
+        )
+        .await;
+    env.set_condition(&leaf, "Ready", "Unknown", 3600).await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.conditions.push("Ready=Unknown,1m".parse().unwrap());
+    // (On the test server every request counts: take the scenario's own writes as the baseline.)
+    let writes_before = env.drainer_writes("nodes", "");
+    let running = env.start(cfg, "a").await;
+    eventually("leader", WAIT, || async {
+        (*running.leader.borrow()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for n in [&flappy, &leaf] {
+        assert!(!env.cordoned(n).await, "{n} must not be cordoned");
+        assert!(env.event_reasons(n).await.is_empty(), "{n}: no events");
+    }
+    assert_eq!(
+        env.drainer_writes("nodes", ""),
+        writes_before,
+        "the drainer wrote no node"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn pdb_refusals_are_retried_until_the_budget_frees() {
+    let env = Env::new().await;
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let api = env.pod("default", "api", &bad, json!({})).await;
+    let pdb = env.blocking_pdb(&api).await;
+    let running = env.start(env.config(Duration::from_secs(1)), "a").await;
+    eventually("drain in progress", WAIT, || async {
+        (env.record_phase(&bad).await.as_deref() == Some("draining")).then_some(())
+    })
+    .await;
+    eventually("an eviction refused with 429", WAIT, || async {
+        (env.evictions(&api, Some(429)) > 0).then_some(())
+    })
+    .await;
+    if env.cluster.real() {
+        assert_eq!(
+            env.pdb_status(&pdb).await,
+            (0, 1),
+            "the disruption controller counts the Ready pod and allows nothing"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        env.pod_exists("default", &api).await,
+        "protected while the budget allows nothing"
+    );
+    env.free_pdb(&pdb).await;
+    eventually("pod evicted once the budget allows", WAIT, || async {
+        (!env.pod_exists("default", &api).await).then_some(())
+    })
+    .await;
+    env.wait_drained(&bad).await;
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_drain_that_cannot_finish_fails_is_reported_and_is_retried_later() {
+    let env = Env::new().await;
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let api = env.pod("default", "api", &bad, json!({})).await;
+    env.blocking_pdb(&api).await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.max_grace_period = Duration::from_secs(1);
+    cfg.eviction_headroom = Duration::from_secs(1);
+    cfg.retry_base = Duration::from_secs(600);
+    let running = env.start(cfg, "a").await;
+    eventually("drain failed", WAIT, || async {
+        (env.record_phase(&bad).await.as_deref() == Some("failed")).then_some(())
+    })
+    .await;
+    let msg = env.drain_scheduled(&bad).await.unwrap();
+    assert!(msg.contains(" | Failed: "), "{msg}");
+    assert!(
+        env.event_reasons(&bad)
+            .await
+            .contains(&"DrainFailed".to_string())
+    );
+    let node = env.get_node(&bad).await;
+    let record: Value = serde_json::from_str(
+        node["metadata"]["annotations"][keys::DRAIN_RECORD_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["attempts"], 1);
+    assert!(record["retryAt"].is_string(), "{record}");
+    assert!(
+        env.cordoned(&bad).await,
+        "a failed drain leaves the node cordoned"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn recovery_during_the_buffer_cancels_the_drain_and_uncordons() {
+    let env = Env::new().await;
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let web = env.pod("default", "web", &bad, json!({})).await;
+    let running = env.start(env.config(Duration::from_secs(600)), "a").await;
+    eventually("cordoned", WAIT, || async {
+        env.cordoned(&bad).await.then_some(())
+    })
+    .await;
+    env.set_condition(&bad, "KernelDeadlock", "False", 700)
+        .await;
+    eventually("uncordoned", WAIT, || async {
+        (!env.cordoned(&bad).await).then_some(())
+    })
+    .await;
+    eventually("record and DrainScheduled removed", WAIT, || async {
+        (env.record_phase(&bad).await.is_none() && env.drain_scheduled(&bad).await.is_none())
+            .then_some(())
+    })
+    .await;
+    assert!(env.pod_exists("default", &web).await, "never drained");
+    let reasons = env.event_reasons(&bad).await;
+    assert!(
+        reasons.contains(&"UncordonSucceeded".to_string()),
+        "{reasons:?}"
+    );
+    assert!(
+        !reasons.contains(&"DrainStarting".to_string()),
+        "{reasons:?}"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_manual_uncordon_is_respected_for_the_episode() {
+    let env = Env::new().await;
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let running = env.start(env.config(Duration::from_secs(600)), "a").await;
+    eventually("cordoned", WAIT, || async {
+        env.cordoned(&bad).await.then_some(())
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(env.cluster.client.clone());
+    nodes
+        .patch(
+            &bad,
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"unschedulable": false}})),
+        )
+        .await
+        .unwrap();
+    eventually("released", WAIT, || async {
+        (env.record_phase(&bad).await.as_deref() == Some("released")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !env.cordoned(&bad).await,
+        "not cordoned again for the same episode"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn dry_run_logs_and_emits_events_but_changes_nothing() {
+    let env = Env::new().await;
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.dry_run = true;
+    let running = env.start(cfg, "a").await;
+    eventually("CordonStarting event", WAIT, || async {
+        env.event_reasons(&bad)
+            .await
+            .contains(&"CordonStarting".to_string())
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!env.cordoned(&bad).await);
+    assert!(env.record_phase(&bad).await.is_none());
+    assert!(env.drain_scheduled(&bad).await.is_none());
+    running.shutdown().await;
+    env.cleanup().await;
+}

@@ -1,0 +1,122 @@
+//! The shipped RBAC grants every call the drainer makes, on the real API server.
+
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::PostParams;
+use nodemedic_drainer::config::Budget;
+use nodemedic_drainer::leader::LeaseConfig;
+use nodemedic_drainer::run::{self, Options};
+use nodemedic_tests::cluster::eventually;
+use serde_json::{Value, json};
+
+use crate::env::{Env, WAIT};
+
+/// Apply the shipped drainer RBAC (deploy/base/drainer-rbac.yaml) to the control plane.
+async fn apply_shipped_rbac(client: &kube::Client) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/base/drainer-rbac.yaml"
+    ))
+    .unwrap();
+    async fn create<K>(client: &kube::Client, ns: Option<&str>, v: Value)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        use kube::core::{ApiResource, DynamicObject};
+        let ar = ApiResource::erase::<K>(&());
+        let api: Api<DynamicObject> = match ns {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let obj: DynamicObject = serde_json::from_value(v).unwrap();
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("apply {obj:?}: {e}"),
+        }
+    }
+    for doc in text.split("\n---") {
+        let v: Value = serde_saphyr::from_str(doc).unwrap();
+        match v["kind"].as_str().unwrap() {
+            "ServiceAccount" => create::<ServiceAccount>(client, Some("kube-system"), v).await,
+            "ClusterRole" => create::<ClusterRole>(client, None, v).await,
+            "ClusterRoleBinding" => create::<ClusterRoleBinding>(client, None, v).await,
+            "Role" => create::<Role>(client, Some("kube-system"), v).await,
+            "RoleBinding" => create::<RoleBinding>(client, Some("kube-system"), v).await,
+            other => panic!("unexpected {other} in the drainer RBAC"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
+    let env = Env::new().await;
+    let Some(plane) = env.cluster.plane else {
+        nodemedic_tests::envtest::say_skipped(
+            "the_shipped_rbac_grants_every_call_the_drainer_makes",
+        );
+        return;
+    };
+    apply_shipped_rbac(&env.cluster.client).await;
+    const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
+    let client = plane.client_impersonating_groups(
+        SA,
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+            "system:authenticated",
+        ],
+    );
+    // Cordon, schedule, drain (evict, wait), a node waiting for the budget whose Event count grows,
+    // and the Lease: every kind of call.
+    let bad = env.node("rbac-bad", "True", 3000, json!({})).await;
+    let waiting = env.node("rbac-waiting", "True", 1000, json!({})).await;
+    env.pod("default", "rbac-web", &bad, json!({})).await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.max_cordoned = Budget::Count(1);
+    cfg.event_refresh = Duration::from_secs(1);
+    let mut opts_cfg = cfg;
+    opts_cfg.owner = format!("nodemedic-drainer-test-{}", env.id);
+    let running = run::start(
+        Options {
+            config: opts_cfg,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            lease: LeaseConfig {
+                namespace: "kube-system".into(),
+                name: format!("nodemedic-drainer-test-{}", env.id),
+                identity: "rbac".into(),
+                duration: Duration::from_secs(2),
+                renew_deadline: Duration::from_millis(1500),
+                retry_period: Duration::from_millis(200),
+            },
+            tick: Duration::from_millis(200),
+            guard: None,
+        },
+        client,
+    )
+    .await
+    .unwrap();
+    env.wait_drained(&bad).await;
+    eventually("the waiting node's Event count grew", WAIT, || async {
+        env.drainer_events(&waiting)
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("WaitingForBudget") && e.count >= Some(2))
+    })
+    .await;
+    let forbidden: Vec<String> = plane
+        .audit()
+        .iter()
+        .filter(|e| e.user == SA && e.code == 403)
+        .map(|e| format!("{} {}/{}", e.verb, e.resource, e.subresource))
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "calls the shipped RBAC refused: {forbidden:?}"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
