@@ -4,6 +4,7 @@
 //!   keys        well-known labels, annotations, condition types and reasons
 //!   labels      typed metric label values
 //!   client      a kube::Client from in-cluster config or KUBECONFIG
+//!   clock       the time loops read (wall clock, or tokio's pausable clock in tests)
 //!   conditions  node-condition patches that touch only the conditions we own
 //!   events      core/v1 Events on a Node, aggregated the way `kubectl describe` shows them
 //!   evict       the Eviction subresource (hand-built body: kube-core 5 drops the grace period)
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod clock;
 pub mod conditions;
 pub mod events;
 pub mod evict;

@@ -51,6 +51,8 @@ pub struct Context {
     pub boot_id: String,
     pub health: Health,
     pub metrics: Metrics,
+    /// The time the problem state ticks and reconfigures at.
+    pub clock: nodemedic_common::clock::Clock,
 }
 
 /// Default lookback when a rule file gives none (NPD's kernel monitor default).
@@ -165,7 +167,7 @@ async fn run(
 ) {
     let name = monitor.name.clone();
     let counters = ctx.metrics.monitor(&name);
-    let mut state = MonitorState::new(monitor, &restored, Timestamp::now());
+    let mut state = MonitorState::new(monitor, &restored, ctx.clock.now());
     if outcomes
         .send(Outcome::Conditions {
             monitor: name.clone(),
@@ -182,12 +184,12 @@ async fn run(
         let mut progress = None;
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tick.tick() => state.tick(Timestamp::now(), &mut reports),
+            _ = tick.tick() => state.tick(ctx.clock.now(), &mut reports),
             changed = config.changed() => {
                 if changed.is_err() { return; }
                 let m = config.borrow_and_update().clone();
                 tracing::info!(monitor = %name, "rules reloaded");
-                state.reconfigure(m, Timestamp::now());
+                state.reconfigure(m, ctx.clock.now());
                 if outcomes.send(Outcome::Conditions { monitor: name.clone(), conditions: state.conditions().to_vec() }).await.is_err() {
                     return;
                 }

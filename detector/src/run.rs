@@ -117,6 +117,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         boot_id: crate::source::kmsg::boot_id(),
         health: health.clone(),
         metrics: metrics.clone(),
+        clock: nodemedic_common::clock::Clock::system(),
     };
     let (out_tx, out_rx) = mpsc::channel::<Outcome>(4096);
     let sync = SyncState::new(
@@ -141,6 +142,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         health: health.clone(),
         tick: opts.report_tick,
         gauges: BTreeMap::new(),
+        clock: nodemedic_common::clock::Clock::system(),
     };
     let tasks = vec![
         tokio::spawn(writer.run(out_rx, stop_rx.clone())),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::Store;
+use nodemedic_common::clock::Clock;
 use nodemedic_common::health::Health;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -40,6 +41,8 @@ pub(crate) struct Controller<A: Act> {
     stale_reported: HashMap<String, Timestamp>,
     /// Stale pods whose eviction was last attempted, and when (retried every `PDB_RETRY`).
     stale_evicted: HashMap<String, Timestamp>,
+    /// The time each round decides at.
+    clock: Clock,
 }
 
 /// Report one stale pod again only after this long (one Event per episode, not per round).
@@ -64,6 +67,7 @@ impl<A: Act> Controller<A> {
         metrics: Metrics,
         health: Health,
         leader: watch::Receiver<bool>,
+        clock: Clock,
     ) -> Controller<A> {
         Controller {
             cfg: Arc::new(cfg),
@@ -80,6 +84,7 @@ impl<A: Act> Controller<A> {
             waits: HashMap::new(),
             stale_reported: HashMap::new(),
             stale_evicted: HashMap::new(),
+            clock,
         }
     }
 
@@ -221,7 +226,7 @@ impl<A: Act> Controller<A> {
         self.drains.retain(|_, t| !t.is_finished());
         let nodes = self.nodes.state();
         let pods = self.pods.snapshot();
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let decisions = decide::decide_nodes(&nodes, &pods, &self.cfg, now);
         // Stale readiness on the nodes this drainer selects (another drainer has its own).
         let selected: Vec<Arc<Node>> = nodes
@@ -411,6 +416,7 @@ mod tests {
             Metrics::register(&mut registry),
             Health::default(),
             leader,
+            Clock::tokio(),
         );
         (c, writer, recorder)
     }
@@ -533,5 +539,30 @@ mod tests {
         c.round().await;
         c.round().await;
         assert_eq!(rec.take(), vec![Call::Stale("web".into(), false)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_wait_refreshes_its_event_count_once_a_minute() {
+        // Paused time: the minute passes without sleeping.
+        let (mut c, mut w, rec) = controller(1);
+        apply(&mut w, node("first", "1", true, None));
+        apply(&mut w, node("second", "1", true, None));
+        c.round().await;
+        tokio::time::advance(std::time::Duration::from_secs(30)).await;
+        c.round().await;
+        tokio::time::advance(std::time::Duration::from_secs(31)).await;
+        c.round().await;
+        let notes: Vec<Call> = rec
+            .take()
+            .into_iter()
+            .filter(|c| matches!(c, Call::Note(..)))
+            .collect();
+        assert_eq!(
+            notes,
+            vec![
+                Call::Note("second".into(), "WaitingForBudget".into(), 1),
+                Call::Note("second".into(), "WaitingForBudget".into(), 2),
+            ]
+        );
     }
 }

@@ -147,6 +147,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         metrics,
         health,
         leader_rx.clone(),
+        nodemedic_common::clock::Clock::system(),
     );
     let t4 = tokio::spawn(controller.run(changed, opts.tick, stop_rx));
     Ok(Running {

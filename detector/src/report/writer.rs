@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::health::Health;
 use tokio::sync::{mpsc, watch};
 
@@ -37,6 +36,8 @@ pub struct Writer {
     pub tick: Duration,
     /// problem_gauge labels last set to 1, by condition type.
     pub gauges: BTreeMap<String, String>,
+    /// The time conditions and Events are judged due at.
+    pub clock: nodemedic_common::clock::Clock,
 }
 
 impl Writer {
@@ -102,7 +103,7 @@ impl Writer {
     }
 
     async fn flush(&mut self) {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         if let Some(plan) = self.sync.plan(now) {
             match self.reporter.patch(&plan, now).await {
                 Ok(()) => {
