@@ -1,10 +1,6 @@
-//! A plain log file followed across rotation: rename + new file (the path points at a new inode: the
-//! old file is read to its end, then the new one from its start) and copytruncate (the file shrinks
-//! below our offset: read again from the start). Position = device, inode and byte offset.
+//! A plain log file followed across rotation and copytruncate (`follow::Follower`), its lines
+//! stripped of their syslog prefix when asked. Position = device, inode and byte offset.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::health::Beater;
 use tokio::sync::{mpsc, watch};
 
+use super::follow::{Follower, Next, StartAt};
 use super::{IDLE_POLL, SourceEvent};
 use crate::checkpoint::Position;
 use crate::config::LineFormat;
@@ -30,18 +27,20 @@ pub fn follow(
     beat: Beater,
     stop: watch::Receiver<bool>,
 ) {
-    let mut resume = checkpoint;
-    let mut from_start = false;
+    let mut start = match checkpoint {
+        Some(Position::File { dev, ino, offset }) => StartAt::Resume { dev, ino, offset },
+        _ => StartAt::End,
+    };
     loop {
         if *stop.borrow() || tx.is_closed() {
             return;
         }
-        match tail(&path, format, resume.take(), from_start, &tx, &beat, &stop) {
-            Ok(Next::Stop) => return,
-            Ok(Next::Reopen) => from_start = true,
+        match tail(&path, format, start, &tx, &beat, &stop) {
+            Ok(()) => return,
             Err(e) => {
                 tracing::debug!(path = %path.display(), error = %e, "log file not readable yet; retrying");
-                from_start = true;
+                // A file that appears later is read from its start.
+                start = StartAt::Beginning;
                 for _ in 0..4 {
                     std::thread::sleep(IDLE_POLL);
                     beat.beat();
@@ -51,90 +50,46 @@ pub fn follow(
     }
 }
 
-enum Next {
-    Stop,
-    Reopen,
-}
-
 fn tail(
     path: &Path,
     format: LineFormat,
-    checkpoint: Option<Position>,
-    from_start: bool,
+    start: StartAt,
     tx: &mpsc::Sender<SourceEvent>,
     beat: &Beater,
     stop: &watch::Receiver<bool>,
-) -> std::io::Result<Next> {
-    let mut f = File::open(path)?;
-    let meta = f.metadata()?;
-    let (dev, ino) = (meta.dev(), meta.ino());
-    let mut offset = match checkpoint {
-        Some(Position::File {
-            dev: d,
-            ino: i,
-            offset,
-        }) if d == dev && i == ino && offset <= meta.len() => offset,
-        _ if from_start => 0,
-        _ => meta.len(),
-    };
-    f.seek(SeekFrom::Start(offset))?;
-    let mut reader = BufReader::new(f);
+) -> std::io::Result<()> {
+    let mut f = Follower::open(path, start)?;
     let mut buf = Vec::new();
     loop {
         if *stop.borrow() || tx.is_closed() {
-            return Ok(Next::Stop);
+            return Ok(());
         }
         beat.beat();
-        buf.clear();
-        let n = reader
-            .by_ref()
-            .take(MAX_LINE as u64)
-            .read_until(b'\n', &mut buf)?;
-        if n > 0 && buf.last() == Some(&b'\n') {
-            offset += n as u64;
-            let line = String::from_utf8_lossy(&buf[..n - 1]);
-            let text = match format {
-                LineFormat::Syslog => syslog::message(&line),
-                LineFormat::Plain => &line,
-            };
-            let ev = SourceEvent::Line {
-                text: text.trim_end_matches('\r').to_string(),
-                at: Timestamp::now(),
-                position: Position::File { dev, ino, offset },
-            };
-            if tx.blocking_send(ev).is_err() {
-                return Ok(Next::Stop);
+        let ev = match f.next_line(&mut buf, MAX_LINE)? {
+            Next::Line => {
+                let line = String::from_utf8_lossy(&buf);
+                let text = match format {
+                    LineFormat::Syslog => syslog::message(&line),
+                    LineFormat::Plain => &line,
+                };
+                let (dev, ino, offset) = f.position();
+                SourceEvent::Line {
+                    text: text.trim_end_matches('\r').to_string(),
+                    at: Timestamp::now(),
+                    position: Position::File { dev, ino, offset },
+                }
             }
-            continue;
-        }
-        if n >= MAX_LINE {
-            // An over-long line: skip to its end.
-            offset += n as u64;
-            let mut rest = Vec::new();
-            offset += reader.read_until(b'\n', &mut rest)? as u64;
-            let _ = tx.blocking_send(SourceEvent::Malformed {
+            Next::TooLong => SourceEvent::Malformed {
                 why: format!("line longer than {MAX_LINE} bytes cut"),
-            });
-            continue;
-        }
-        // A partial line (writer mid-line) or the end: go back to its start and wait.
-        if n > 0 {
-            reader.seek(SeekFrom::Start(offset))?;
-        }
-        match std::fs::metadata(path) {
-            Ok(m) if m.dev() != dev || m.ino() != ino => {
-                // Rotated by rename: finish the old file first (done: we are at its end), then switch.
-                return Ok(Next::Reopen);
-            }
-            Ok(m) if m.len() < offset => {
-                tracing::info!(path = %path.display(), "log file truncated (copytruncate); reading from the start");
-                offset = 0;
-                reader.seek(SeekFrom::Start(0))?;
+            },
+            Next::Idle => {
+                std::thread::sleep(IDLE_POLL);
                 continue;
             }
-            _ => {}
+        };
+        if tx.blocking_send(ev).is_err() {
+            return Ok(());
         }
-        std::thread::sleep(IDLE_POLL);
     }
 }
 
@@ -145,6 +100,7 @@ pub const POLL: Duration = IDLE_POLL;
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
 
     fn next_text(rx: &mut mpsc::Receiver<SourceEvent>) -> String {
         match rx.blocking_recv().unwrap() {

@@ -5,9 +5,8 @@
 //! gives one record per read(); EPIPE means the ring buffer overwrote records we had not read: counted,
 //! and reading goes on. A regular file that shrinks was truncated and is re-read from the start.
 
-use std::fs::File;
-use std::io::{BufReader, Read};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::health::Beater;
 use tokio::sync::{mpsc, watch};
 
+use super::follow::{Follower, Next, StartAt};
 use super::{IDLE_POLL, SourceEvent};
 use crate::checkpoint::Position;
 use crate::parse::kmsg;
@@ -194,31 +194,44 @@ impl Reader {
         }
     }
 
+    /// A regular file in kmsg record format, followed like `tail -f` from its start (records are
+    /// filtered by the start position): a record line and its continuation lines (` KEY=VALUE`)
+    /// make one record, handed on once the next record starts or the file is idle.
     fn file(&mut self, path: &Path) -> std::io::Result<()> {
-        let f = File::open(path)?;
-        let ino = f.metadata()?.ino();
-        let mut reader = kmsg::RecordReader::new(BufReader::new(f));
-        let mut offset_guard = 0u64;
+        let mut f = Follower::open(path, StartAt::Beginning)?;
+        let mut line = Vec::new();
+        let mut record: Vec<u8> = Vec::new();
         loop {
             if self.stopped() {
                 return Ok(());
             }
             self.beat.beat();
-            match reader.next_record()? {
-                Some((_, rec)) => {
-                    offset_guard += rec.len() as u64 + 1;
-                    let rec = rec.to_vec();
-                    if !self.record(&rec) {
+            match f.next_line(&mut line, RECORD_BUF)? {
+                Next::Line if line.first() == Some(&b' ') && !record.is_empty() => {
+                    record.push(b'\n');
+                    record.extend_from_slice(&line);
+                }
+                Next::Line if line.is_empty() => {}
+                Next::Line => {
+                    if !record.is_empty() && !self.record(&std::mem::take(&mut record)) {
+                        return Ok(());
+                    }
+                    record.extend_from_slice(&line);
+                }
+                Next::TooLong => {
+                    if self
+                        .tx
+                        .blocking_send(SourceEvent::Malformed {
+                            why: format!("kmsg record longer than {RECORD_BUF} bytes skipped"),
+                        })
+                        .is_err()
+                    {
                         return Ok(());
                     }
                 }
-                None => {
-                    // At the end: rotated or truncated?
-                    match std::fs::metadata(path) {
-                        Ok(m) if m.ino() != ino || m.len() < offset_guard => {
-                            return self.file(path);
-                        }
-                        _ => {}
+                Next::Idle => {
+                    if !record.is_empty() && !self.record(&std::mem::take(&mut record)) {
+                        return Ok(());
                     }
                     if self.sleep(IDLE_POLL) {
                         return Ok(());

@@ -3,6 +3,7 @@
 //! never stalls another. Each beats a health handle while it is alive, also when idle.
 
 pub mod file;
+pub mod follow;
 pub mod journal;
 pub mod kmsg;
 
