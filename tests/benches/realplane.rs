@@ -212,14 +212,7 @@ async fn main() {
 
 async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
     let dir = tempfile::tempdir().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    params
-        .subject_alt_names
-        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
+    let ca = nodemedic_tests::webhook::write_cert(dir.path(), "guard-bench");
     let leaf = cluster
         .create_node_with("leaf", json!({"kosmos.io/node": "true"}))
         .await;
@@ -264,44 +257,10 @@ async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
     )
     .await
     .unwrap();
-    let webhook = "guard-bench.nodemedic.io";
-    let ca: String = {
-        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let bytes = cert.pem().into_bytes();
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-            for i in 0..4 {
-                out.push(if i <= chunk.len() {
-                    T[(n >> (18 - 6 * i) & 63) as usize] as char
-                } else {
-                    '='
-                });
-            }
-        }
-        out
-    };
-    let cfg = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": webhook},
-        "webhooks": [{"name": webhook,
-            "clientConfig": {"url": format!("https://127.0.0.1:{}/validate", drainer.guard_addr.unwrap().port()), "caBundle": ca},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"], "scope": "Namespaced"}],
-            "namespaceSelector": {"matchLabels": {"nodemedic.test/guard": cluster.id}},
-            "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "admissionReviewVersions": ["v1"], "timeoutSeconds": 3}]});
+    let webhook =
+        nodemedic_tests::webhook::register_guard(cluster, drainer.guard_addr.unwrap(), &ca).await;
     let webhooks: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
         Api::all(cluster.client.clone());
-    webhooks
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(cfg).unwrap(),
-        )
-        .await
-        .unwrap();
     let nc = Api::<Pod>::namespaced(
         plane.client_impersonating("system:serviceaccount:kube-system:node-controller"),
         &ns,
@@ -374,6 +333,6 @@ async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
         under(0.5),
         under(0.99)
     );
-    let _ = webhooks.delete(webhook, &DeleteParams::default()).await;
+    let _ = webhooks.delete(&webhook, &DeleteParams::default()).await;
     drainer.shutdown().await;
 }

@@ -7,10 +7,13 @@
 //! - [`server`]: our own API server stand-in, kept for what a real one cannot do on demand: injected
 //!   500s/429s, cut watches, exact request logs without audit plumbing. It answers like the exchanges
 //!   recorded under `shared/reference/apiserver/`, which `tests/recorded.rs` checks.
+//! - [`webhook`]: a certificate and a ValidatingWebhookConfiguration for serving the guard to a real
+//!   API server.
 
 pub mod cluster;
 pub mod envtest;
 pub mod server;
+pub mod webhook;
 
 /// A plain HTTP GET over loopback (tests read /metrics and /healthz with it); returns the body.
 pub async fn http_get(url: &str) -> String {

@@ -18,31 +18,12 @@ use nodemedic_drainer::leader::LeaseConfig;
 use nodemedic_drainer::run::{self, Options, Running};
 use nodemedic_drainer::select::Selector;
 use nodemedic_tests::cluster::{Cluster, eventually};
+use nodemedic_tests::webhook::{register_guard, write_cert};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NC: &str = "system:serviceaccount:kube-system:node-controller";
 const WAIT: Duration = Duration::from_secs(20);
-
-/// A self-signed certificate for 127.0.0.1 written to DIR/tls.crt and DIR/tls.key; returns the PEM.
-fn write_cert(dir: &Path, cn: &str) -> String {
-    let mut params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, cn);
-    params
-        .subject_alt_names
-        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.join("tls.key.tmp"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.join("tls.crt.tmp"), cert.pem()).unwrap();
-    std::fs::rename(dir.join("tls.key.tmp"), dir.join("tls.key")).unwrap();
-    std::fs::rename(dir.join("tls.crt.tmp"), dir.join("tls.crt")).unwrap();
-    cert.pem()
-}
 
 /// POST `body` to https://addr/validate trusting only `ca_pem`; returns (status, body).
 async fn post(
@@ -390,57 +371,6 @@ async fn the_guard_certificate_is_reloaded_when_its_files_change() {
     cluster.cleanup(&[]).await;
 }
 
-fn base64_encode(bytes: &[u8]) -> String {
-    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Register the guard with the API server for pods in namespaces labelled `nodemedic.test/guard=ID`
-/// (scenarios sharing the control plane are not affected); returns the webhook's name.
-async fn register_webhook(cluster: &Cluster, addr: std::net::SocketAddr, ca_pem: &str) -> String {
-    let name = format!("guard-{}.nodemedic.io", cluster.id);
-    let cfg = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-    "metadata": {"name": name, "labels": {"nodemedic.test/run": cluster.id_label()}},
-    "webhooks": [{
-        "name": name,
-        "clientConfig": {"url": format!("https://127.0.0.1:{}/validate", addr.port()), "caBundle": base64_encode(ca_pem.as_bytes())},
-        "rules": [
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"], "scope": "Namespaced"},
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"], "scope": "Namespaced"}
-        ],
-        "namespaceSelector": {"matchLabels": {"nodemedic.test/guard": cluster.id}},
-        "failurePolicy": "Ignore",
-        "sideEffects": "NoneOnDryRun",
-        "admissionReviewVersions": ["v1"],
-        "timeoutSeconds": 3
-    }]});
-    let api: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
-        Api::all(cluster.client.clone());
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(cfg).unwrap(),
-    )
-    .await
-    .unwrap();
-    name
-}
-
 #[tokio::test]
 async fn through_the_api_server_real_deletions_of_a_leaf_nodes_pods_are_denied_under_both_controller_identities()
  {
@@ -478,7 +408,7 @@ async fn through_the_api_server_real_deletions_of_a_leaf_nodes_pods_are_denied_u
         },
     )
     .await;
-    let webhook = register_webhook(&cluster, running.guard_addr.unwrap(), &ca).await;
+    let webhook = register_guard(&cluster, running.guard_addr.unwrap(), &ca).await;
 
     // The controller manager's own user carries the rights of all its controllers (as our token
     // file grants it: system:masters); the node-controller service account has its RBAC role.

@@ -23,6 +23,7 @@ use nodemedic_drainer::leader::LeaseConfig;
 use nodemedic_drainer::select::Selector;
 use nodemedic_tests::cluster::{Cluster, eventually, now_rfc3339};
 use nodemedic_tests::envtest::{self, ControlPlane, KCM_USER, KcmOptions};
+use nodemedic_tests::webhook::{register_guard, write_cert};
 use serde_json::json;
 
 const NC: &str = "system:serviceaccount:kube-system:node-controller";
@@ -42,40 +43,6 @@ fn plane() -> Option<&'static ControlPlane> {
     PLANE
         .get_or_init(|| envtest::assets().map(|a| ControlPlane::start(&a, Some(kcm(false)))))
         .as_ref()
-}
-
-fn base64_encode(bytes: &[u8]) -> String {
-    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        for i in 0..4 {
-            out.push(if i <= chunk.len() {
-                T[(n >> (18 - 6 * i) & 63) as usize] as char
-            } else {
-                '='
-            });
-        }
-    }
-    out
-}
-
-/// A self-signed serving certificate for 127.0.0.1 in `dir`; returns its PEM.
-fn write_cert(dir: &std::path::Path) -> String {
-    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    params
-        .subject_alt_names
-        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
-    cert.pem()
 }
 
 struct Flap<'a> {
@@ -236,7 +203,7 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
 
     // The guard, in the drainer, registered with the API server for guarded namespaces.
     let dir = tempfile::tempdir().unwrap();
-    let ca = write_cert(dir.path());
+    let ca = write_cert(dir.path(), "guard");
     let drainer = nodemedic_drainer::run::start(
         nodemedic_drainer::run::Options {
             // Selects the scenario's nodes: no condition of theirs is a problem, but it reports
@@ -269,28 +236,9 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
     )
     .await
     .unwrap();
-    let webhook = format!("guard-{}.nodemedic.io", cluster.id);
-    let cfg = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-    "metadata": {"name": webhook},
-    "webhooks": [{
-        "name": webhook,
-        "clientConfig": {"url": format!("https://127.0.0.1:{}/validate", drainer.guard_addr.unwrap().port()),
-            "caBundle": base64_encode(ca.as_bytes())},
-        "rules": [
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"], "scope": "Namespaced"},
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"], "scope": "Namespaced"}],
-        "namespaceSelector": {"matchLabels": {"nodemedic.test/guard": cluster.id}},
-        "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "admissionReviewVersions": ["v1"], "timeoutSeconds": 3
-    }]});
+    let webhook = register_guard(&cluster, drainer.guard_addr.unwrap(), &ca).await;
     let webhooks: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
         Api::all(cluster.client.clone());
-    webhooks
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(cfg).unwrap(),
-        )
-        .await
-        .unwrap();
     eventually("the guard's node cache synced", WAIT, || async {
         (*drainer.leader.borrow()).then_some(())
     })
