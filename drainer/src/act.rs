@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::decide::stale::Stale;
 use crate::decide::{DrainJob, PodInfo};
-use crate::metrics::{Eviction, Metrics};
-use crate::occurrence::Occurrence;
+use crate::metrics::Metrics;
+use crate::occurrence::{EvictionFor, Occurrence, PodOccurrence};
 use crate::record::{DrainOutcome, Record};
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
@@ -242,20 +242,12 @@ impl Actor {
             if !self.leading() {
                 return Err(EvictError::LeadershipLost { pod: id });
             }
-            match evict(&self.client, &ns, &name, Some(grace)).await {
-                Ok(Evicted::Accepted) => {
-                    self.metrics.eviction(Eviction::Succeeded);
-                    break;
-                }
+            let answer = evict(&self.client, &ns, &name, Some(grace)).await;
+            PodOccurrence::of(&answer).emit(&id, EvictionFor::Drain, &self.metrics);
+            match answer {
+                Ok(Evicted::Accepted) => break,
                 Ok(Evicted::Gone) => return Ok(()),
-                Ok(Evicted::Refused(message)) => {
-                    self.metrics.eviction(Eviction::PdbRefused);
-                    tracing::info!(pod = %id, %message, "eviction refused by a PodDisruptionBudget; retrying");
-                }
-                Err(e) => {
-                    self.metrics.eviction(Eviction::Failed);
-                    tracing::warn!(pod = %id, error = %e, "eviction failed; retrying");
-                }
+                _ => {}
             }
             if tokio::time::Instant::now() + PDB_RETRY > deadline {
                 return Err(EvictError::NotEvicted { pod: id });
@@ -320,19 +312,8 @@ impl Act for Actor {
             return;
         }
         let id = format!("{}/{}", s.namespace, s.name);
-        match nodemedic_common::evict::evict(&self.client, &s.namespace, &s.name, None).await {
-            Ok(Evicted::Accepted | Evicted::Gone) => {
-                self.metrics.stale_eviction(Eviction::Succeeded)
-            }
-            Ok(Evicted::Refused(message)) => {
-                self.metrics.stale_eviction(Eviction::PdbRefused);
-                tracing::info!(pod = %id, %message, "stale pod eviction refused by a PodDisruptionBudget; retrying");
-            }
-            Err(e) => {
-                self.metrics.stale_eviction(Eviction::Failed);
-                tracing::warn!(pod = %id, error = %e, "stale pod eviction failed; retrying");
-            }
-        }
+        let answer = evict(&self.client, &s.namespace, &s.name, None).await;
+        PodOccurrence::of(&answer).emit(&id, EvictionFor::StaleReadiness, &self.metrics);
     }
 
     /// Write `ev` as the Event named `existing` (its count grown), or as a new one; returns the name

@@ -157,6 +157,61 @@ impl Occurrence {
     }
 }
 
+/// Why a pod is evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionFor {
+    Drain,
+    StaleReadiness,
+}
+
+/// What happened to one eviction: logged and counted (a node's Events tell its drain's story; one
+/// Event per PDB refusal would be a storm).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodOccurrence {
+    Evicted,
+    RefusedByBudget { message: String },
+    EvictionFailed { error: String },
+}
+
+impl PodOccurrence {
+    /// Log and count it for `pod` (namespace/name).
+    pub fn emit(&self, pod: &str, what: EvictionFor, m: &Metrics) {
+        use crate::metrics::Eviction;
+        let result = match self {
+            PodOccurrence::Evicted => {
+                tracing::debug!(%pod, ?what, "evicted");
+                Eviction::Succeeded
+            }
+            PodOccurrence::RefusedByBudget { message } => {
+                tracing::info!(%pod, ?what, %message, "eviction refused by a PodDisruptionBudget; retrying");
+                Eviction::PdbRefused
+            }
+            PodOccurrence::EvictionFailed { error } => {
+                tracing::warn!(%pod, ?what, %error, "eviction failed; retrying");
+                Eviction::Failed
+            }
+        };
+        match what {
+            EvictionFor::Drain => m.eviction(result),
+            EvictionFor::StaleReadiness => m.stale_eviction(result),
+        }
+    }
+
+    /// From the API server's answer.
+    pub fn of(answer: &Result<nodemedic_common::evict::Evicted, kube::Error>) -> PodOccurrence {
+        use nodemedic_common::evict::Evicted;
+        match answer {
+            Ok(Evicted::Accepted | Evicted::Gone) => PodOccurrence::Evicted,
+            Ok(Evicted::Refused(message)) => PodOccurrence::RefusedByBudget {
+                message: message.clone(),
+            },
+            Err(e) => PodOccurrence::EvictionFailed {
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

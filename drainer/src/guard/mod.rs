@@ -168,6 +168,91 @@ pub fn decide(req: &Request, node: &NodeState, cfg: &GuardConfig) -> Decision {
     }
 }
 
+/// The PodDeletionBlocked Events, pure: one Event object per node whose count grows. The first
+/// denial on a node is due at once, later ones at most every `interval` per node, each time with the
+/// whole count, so held-back denials are never lost.
+#[derive(Debug, Default)]
+pub struct BlockedEvents {
+    nodes: std::collections::HashMap<String, Blocked>,
+}
+
+#[derive(Debug, Default)]
+struct Blocked {
+    /// The Event's name once written, and what was last handed out for it.
+    name: Option<String>,
+    event: Option<nodemedic_common::events::NodeEvent>,
+    /// Denials not yet handed out.
+    unwritten: u32,
+    latest: String,
+    handed_out: Option<k8s_openapi::jiff::Timestamp>,
+}
+
+/// An Event write that is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueEvent {
+    pub node: String,
+    /// Update this Event (its count grows) rather than create one.
+    pub existing: Option<String>,
+    pub event: nodemedic_common::events::NodeEvent,
+}
+
+impl BlockedEvents {
+    /// One more denial on `node`; `latest` names the pod and the requester.
+    pub fn denied(&mut self, node: &str, latest: String) {
+        let b = self.nodes.entry(node.to_string()).or_default();
+        b.unwritten += 1;
+        b.latest = latest;
+    }
+
+    /// The writes due at `now`. The counts handed out are kept even if a write then fails: the next
+    /// one carries them.
+    pub fn due(
+        &mut self,
+        now: k8s_openapi::jiff::Timestamp,
+        interval: std::time::Duration,
+    ) -> Vec<DueEvent> {
+        let mut out = Vec::new();
+        for (node, b) in &mut self.nodes {
+            let waited = b
+                .handed_out
+                .is_none_or(|t| now.duration_since(t).unsigned_abs() >= interval);
+            if b.unwritten == 0 || !waited {
+                continue;
+            }
+            let count = b.event.as_ref().map_or(0, |e| e.count) + b.unwritten as i32;
+            let first_seen = b.event.as_ref().map_or(now, |e| e.first_seen);
+            let event = nodemedic_common::events::NodeEvent {
+                source: "nodemedic-guard".into(),
+                severity: nodemedic_common::events::Severity::Warning,
+                reason: crate::occurrence::reason::POD_DELETION_BLOCKED.into(),
+                message: format!(
+                    "pod deletions blocked while the Kosmos leaf node is not Ready (latest: {})",
+                    b.latest
+                ),
+                count,
+                first_seen,
+                last_seen: now,
+            };
+            b.unwritten = 0;
+            b.handed_out = Some(now);
+            b.event = Some(event.clone());
+            out.push(DueEvent {
+                node: node.clone(),
+                existing: b.name.clone(),
+                event,
+            });
+        }
+        out
+    }
+
+    /// The Event for `node` was written as `name`.
+    pub fn written(&mut self, node: &str, name: String) {
+        if let Some(b) = self.nodes.get_mut(node) {
+            b.name = Some(name);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +362,39 @@ mod tests {
         assert_eq!(
             decide(&req(true, NC), &NodeState::NotSynced, &cfg).label(),
             crate::metrics::GuardDecision::AllowedNotSynced
+        );
+    }
+
+    #[test]
+    fn blocked_deletions_are_one_event_whose_count_holds_every_denial() {
+        let t = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let minute = std::time::Duration::from_secs(60);
+        let mut b = BlockedEvents::default();
+        b.denied("leaf", "app/a by nc".into());
+        let first = b.due(t(0), minute);
+        assert_eq!(
+            (first.len(), first[0].event.count, first[0].existing.clone()),
+            (1, 1, None)
+        );
+        b.written("leaf", "leaf.1".into());
+        for _ in 0..14 {
+            b.denied("leaf", "app/b by nc".into());
+        }
+        assert!(
+            b.due(t(30), minute).is_empty(),
+            "held back within the minute"
+        );
+        let later = b.due(t(61), minute);
+        assert_eq!(later[0].event.count, 15, "held-back denials are not lost");
+        assert_eq!(
+            later[0].existing.as_deref(),
+            Some("leaf.1"),
+            "the same Event, updated"
+        );
+        assert_eq!(later[0].event.first_seen, t(0));
+        assert!(
+            b.due(t(200), minute).is_empty(),
+            "nothing new, nothing written"
         );
     }
 }

@@ -1,12 +1,11 @@
 //! The guard's HTTPS endpoint: `POST /validate` with an `admission.k8s.io/v1` AdmissionReview.
 //! Certificates are re-read when their files change (a renewed Secret swaps its `..data` symlink).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -19,9 +18,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::runtime::reflector::{ObjectRef, Store};
-use nodemedic_common::events::{NodeEvent, NodeEvents, Severity};
+use nodemedic_common::events::NodeEvents;
 
 use super::{Decision, GuardConfig, NodeState, Request, decide};
+use crate::guard::BlockedEvents;
 use crate::metrics::{GuardDecision, Metrics, Reload};
 
 #[derive(Debug, Clone)]
@@ -46,8 +46,8 @@ struct Guard {
     pod_node: PodNode,
     metrics: Metrics,
     events: Option<kube::Client>,
-    /// node -> its PodDeletionBlocked Event
-    blocked: Arc<Mutex<HashMap<String, Blocked>>>,
+    /// Denials per node and their PodDeletionBlocked Events.
+    blocked: Arc<Mutex<BlockedEvents>>,
     /// Wakes the Event writer after a denial.
     flush: Arc<tokio::sync::Notify>,
 }
@@ -92,69 +92,23 @@ impl Guard {
 
     /// Count a blocked deletion on `node`; the Event is written by [`flush_blocked`].
     fn blocked(&self, node: &str, req: &Request) {
-        let mut map = self.blocked.lock().unwrap();
-        let b = map.entry(node.to_string()).or_default();
-        b.unwritten += 1;
-        b.latest = format!("{}/{} by {}", req.namespace, req.pod, req.user);
+        let latest = format!("{}/{} by {}", req.namespace, req.pod, req.user);
+        self.blocked.lock().unwrap().denied(node, latest);
     }
 }
 
-/// The PodDeletionBlocked Event of one node: one Event object whose count grows.
-#[derive(Default)]
-struct Blocked {
-    /// The Event written so far, and what it said.
-    written: Option<(String, NodeEvent)>,
-    /// Denials not yet in the Event.
-    unwritten: u32,
-    latest: String,
-    last_write: Option<Instant>,
-}
-
-/// Write what the guard blocked: at once for a node's first denial, then at most every
-/// `interval` per node, each time with the whole count (held-back denials are never lost).
+/// Write the PodDeletionBlocked Events that are due ([`BlockedEvents::due`] decides which).
 async fn flush_blocked(g: &Guard, client: &kube::Client, interval: Duration) {
-    let due: Vec<(String, Option<String>, NodeEvent)> = {
-        let mut map = g.blocked.lock().unwrap();
-        let now = Timestamp::now();
-        map.iter_mut()
-            .filter(|(_, b)| b.unwritten > 0 && b.last_write.is_none_or(|t| t.elapsed() >= interval))
-            .map(|(node, b)| {
-                let count = b.written.as_ref().map_or(0, |(_, e)| e.count) + b.unwritten as i32;
-                let first_seen = b.written.as_ref().map_or(now, |(_, e)| e.first_seen);
-                b.unwritten = 0;
-                b.last_write = Some(Instant::now());
-                let ev = NodeEvent {
-                    source: "nodemedic-guard".into(),
-                    severity: Severity::Warning,
-                    reason: crate::occurrence::reason::POD_DELETION_BLOCKED.into(),
-                    message: format!(
-                        "pod deletions blocked while the Kosmos leaf node is not Ready (latest: {})",
-                        b.latest
-                    ),
-                    count,
-                    first_seen,
-                    last_seen: now,
-                };
-                // Keep the count even if the write below fails: the next flush carries it.
-                let name = b.written.as_ref().map(|(n, _)| n.clone());
-                b.written = Some((name.clone().unwrap_or_default(), ev.clone()));
-                (node.clone(), name.filter(|n| !n.is_empty()), ev)
-            })
-            .collect()
-    };
-    for (node, existing, ev) in due {
-        let events = NodeEvents::new(client.clone(), &node);
-        let written = match existing {
-            Some(name) => events.update(&name, &ev).await.map(|()| name),
-            None => events.create(&ev).await,
+    let due = g.blocked.lock().unwrap().due(Timestamp::now(), interval);
+    for d in due {
+        let events = NodeEvents::new(client.clone(), &d.node);
+        let written = match d.existing {
+            Some(name) => events.update(&name, &d.event).await.map(|()| name),
+            None => events.create(&d.event).await,
         };
         match written {
-            Ok(name) => {
-                if let Some(b) = g.blocked.lock().unwrap().get_mut(&node) {
-                    b.written = Some((name, ev));
-                }
-            }
-            Err(e) => tracing::warn!(node = %node, error = %e, "cannot write the guard event"),
+            Ok(name) => g.blocked.lock().unwrap().written(&d.node, name),
+            Err(e) => tracing::warn!(node = %d.node, error = %e, "cannot write the guard event"),
         }
     }
 }
