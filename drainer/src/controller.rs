@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::act::Act;
 use crate::config::Config;
+use crate::decide::schedule::{BudgetWaits, StaleSchedule};
 use crate::decide::{self, Action, Effect, Why};
 use crate::metrics::{Budget, Metrics};
 use crate::observe::PodCache;
@@ -35,26 +36,12 @@ pub(crate) struct Controller<A: Act> {
     acted: HashMap<String, String>,
     /// Last decision per node, without its numbers (decisions are logged when they change).
     last_why: HashMap<String, Why>,
-    /// Nodes waiting for a budget: the wait episode's Event (one per episode, its count refreshed).
-    waits: HashMap<String, BudgetWait>,
-    /// Stale pods reported, by uid (or namespace/name), and when.
-    stale_reported: HashMap<String, Timestamp>,
-    /// Stale pods whose eviction was last attempted, and when (retried every `PDB_RETRY`).
-    stale_evicted: HashMap<String, Timestamp>,
+    /// Nodes waiting for a budget and their notes.
+    waits: BudgetWaits,
+    /// Stale pods' reports and eviction attempts.
+    stale: StaleSchedule,
     /// The time each round decides at.
     clock: Clock,
-}
-
-/// Report one stale pod again only after this long (one Event per episode, not per round).
-const STALE_REPORT_EVERY: Duration = Duration::from_secs(600);
-
-/// A node's current wait for a budget.
-struct BudgetWait {
-    budget: Budget,
-    event: Option<String>,
-    count: i32,
-    first_seen: Timestamp,
-    noted_at: Timestamp,
 }
 
 impl<A: Act> Controller<A> {
@@ -81,9 +68,8 @@ impl<A: Act> Controller<A> {
             drains: HashMap::new(),
             acted: HashMap::new(),
             last_why: HashMap::new(),
-            waits: HashMap::new(),
-            stale_reported: HashMap::new(),
-            stale_evicted: HashMap::new(),
+            waits: BudgetWaits::default(),
+            stale: StaleSchedule::default(),
             clock,
         }
     }
@@ -117,58 +103,32 @@ impl<A: Act> Controller<A> {
         }
     }
 
-    /// Keep one WaitingForBudget Event per wait episode: created when a node starts waiting for a
-    /// budget, its count and last time refreshed at most every `Config::event_refresh` while it waits
-    /// (a stable message, so no Event storm), forgotten when the wait ends.
+    /// Note a node's wait for a budget when [`BudgetWaits`] says so (one Event per wait).
     async fn budget_wait(&mut self, node: &str, budget: Option<Budget>, now: Timestamp) {
-        let Some(budget) = budget else {
-            self.waits.remove(node);
+        if let Some(b) = budget {
+            self.metrics.budget_wait(b);
+        }
+        let Some(note) = self
+            .waits
+            .observe(node, budget, now, self.cfg.event_refresh)
+        else {
             return;
         };
-        self.metrics.budget_wait(budget);
-        let message = match budget {
-            Budget::Cordons => "waiting for the cordon budget (--max-cordoned) to free a slot",
-            Budget::Drains => {
-                "waiting for the drain budget (--max-drains-in-flight) to free a slot"
-            }
-        };
-        let w = match self.waits.get_mut(node) {
-            Some(w) if w.budget == budget => {
-                if now.duration_since(w.noted_at).unsigned_abs() < self.cfg.event_refresh {
-                    return;
-                }
-                w.count += 1;
-                w
-            }
-            _ => {
-                self.waits.insert(
-                    node.to_string(),
-                    BudgetWait {
-                        budget,
-                        event: None,
-                        count: 1,
-                        first_seen: now,
-                        noted_at: now,
-                    },
-                );
-                self.waits.get_mut(node).expect("just inserted")
-            }
-        };
-        w.noted_at = now;
         let ev = nodemedic_common::events::NodeEvent {
             source: crate::act::SOURCE.into(),
             severity: nodemedic_common::events::Severity::Normal,
             reason: crate::occurrence::reason::WAITING_FOR_BUDGET.into(),
-            message: message.into(),
-            count: w.count,
-            first_seen: w.first_seen,
+            message: note.message().into(),
+            count: note.count,
+            first_seen: note.first_seen,
             last_seen: now,
         };
-        w.event = self.actor.note_episode(node, w.event.take(), &ev).await;
+        let written = self.actor.note_episode(node, note.existing, &ev).await;
+        self.waits.noted(node, written);
     }
 
-    /// Report pods whose readiness a node flap left stale (and evict them when configured), each at
-    /// most once per [`STALE_REPORT_EVERY`].
+    /// Report pods whose readiness a node flap left stale, and evict them when configured, as
+    /// [`StaleSchedule`] says.
     async fn stale_readiness(
         &mut self,
         nodes: &[Arc<Node>],
@@ -180,34 +140,18 @@ impl<A: Act> Controller<A> {
         };
         let stale = crate::decide::stale::stale_pods(nodes, pods, threshold, now);
         self.metrics.stale_pods.set(stale.len() as i64);
-        let key = |s: &crate::decide::stale::Stale| {
-            s.uid
-                .clone()
-                .unwrap_or_else(|| format!("{}/{}", s.namespace, s.name))
-        };
-        self.stale_reported
-            .retain(|k, _| stale.iter().any(|s| &key(s) == k));
-        self.stale_evicted
-            .retain(|k, _| stale.iter().any(|s| &key(s) == k));
-        for s in stale {
-            let evict_due = self
-                .stale_evicted
-                .get(&key(&s))
-                .is_none_or(|t| *t + crate::act::PDB_RETRY <= now);
-            if self.cfg.evict_stale_pods && s.exempt.is_none() && evict_due {
-                self.stale_evicted.insert(key(&s), now);
-                self.actor.evict_stale(&s).await;
+        let due = self
+            .stale
+            .plan(stale, now, self.cfg.evict_stale_pods, crate::act::PDB_RETRY);
+        for d in due {
+            if d.evict {
+                self.actor.evict_stale(&d.stale).await;
             }
-            let due = self
-                .stale_reported
-                .get(&key(&s))
-                .is_none_or(|t| *t + STALE_REPORT_EVERY <= now);
-            if !due {
+            if !d.report {
                 continue;
             }
-            self.stale_reported.insert(key(&s), now);
             self.metrics.stale_reported.inc();
-            let action = match (&s.exempt, self.cfg.evict_stale_pods) {
+            let action = match (&d.stale.exempt, self.cfg.evict_stale_pods) {
                 (Some(why), _) => format!("never evicted ({why})"),
                 (None, true) => "evicting it so its controller recreates it".to_string(),
                 (None, false) => "not evicted (enable with --evict-stale-pods)".to_string(),
@@ -215,10 +159,10 @@ impl<A: Act> Controller<A> {
             let message = format!(
                 "Pod is Ready=False although all its containers are ready, and its node {} has been Ready for over {}: \
                  the readiness is stale (left from a node flap) and Services exclude the pod; {action}",
-                s.node,
+                d.stale.node,
                 humantime::format_duration(threshold)
             );
-            self.actor.report_stale(&s, message).await;
+            self.actor.report_stale(&d.stale, message).await;
         }
     }
 
@@ -237,7 +181,7 @@ impl<A: Act> Controller<A> {
             .collect();
         self.stale_readiness(&selected, &pods, now).await;
         self.waits
-            .retain(|n, _| nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
+            .retain(|n| nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
         // Plans come back in the order of `nodes`.
         for (d, node) in decisions.into_iter().zip(nodes.iter()) {
             let rv = node.metadata.resource_version.clone().unwrap_or_default();

@@ -7,6 +7,7 @@
 //! never exceeds them whatever the order nodes arrive in.
 
 pub mod pods;
+pub mod schedule;
 pub mod stale;
 
 use std::borrow::Borrow;
