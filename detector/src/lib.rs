@@ -17,6 +17,7 @@ pub mod error;
 pub mod matcher;
 pub mod metrics;
 pub mod monitor;
+pub mod occurrence;
 pub mod parse;
 pub mod problem;
 pub mod report;

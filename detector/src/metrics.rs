@@ -97,6 +97,7 @@ pub struct Metrics {
 pub struct MonitorCounters {
     pub lines: Counter,
     pub parse_errors: Counter,
+    /// Created at start so the series exists at 0; counted through [`Metrics::overrun`].
     pub overruns: Counter,
 }
 
@@ -221,6 +222,10 @@ impl Metrics {
 
     pub fn forget_problem_gauge(&self, type_: &str, reason: &str) {
         self.problem_gauge.remove(&condition(type_, reason));
+    }
+
+    pub fn overrun(&self, monitor: &str) {
+        self.lines_dropped.get_or_create(&overrun(monitor)).inc();
     }
 
     pub fn report_error(&self, kind: Report) {

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::checkpoint::Position;
 use crate::config::{Input, Monitor};
 use crate::metrics::Metrics;
+use crate::occurrence::Occurrence;
 use crate::problem::{Condition, MonitorState, Report};
 use crate::source::{self, SourceEvent};
 
@@ -210,8 +211,7 @@ async fn run(
                             tracing::debug!(monitor = %name, %why, "malformed record skipped");
                         }
                         SourceEvent::Overrun => {
-                            counters.overruns.inc();
-                            tracing::warn!(monitor = %name, "kmsg ring buffer overrun: records were lost before they could be read");
+                            Occurrence::Overrun { monitor: &name }.emit(&ctx.metrics)
                         }
                     }
                     n += 1;
@@ -249,24 +249,29 @@ async fn send_reports(
     let m = state.monitor();
     let mut conditions_changed = false;
     for r in reports.drain(..) {
+        let ev = r.event();
         match &r {
             Report::Problem {
                 reason, message, ..
-            } => {
-                tracing::info!(monitor = %m.name, %reason, %message, "temporary problem")
+            } => Occurrence::TemporaryProblem {
+                monitor: &m.name,
+                reason,
+                message,
             }
+            .emit(&ctx.metrics),
             Report::Condition { condition, .. } => {
                 conditions_changed = true;
-                tracing::info!(monitor = %m.name, condition = %condition.type_, status = condition.status.as_str(), reason = %condition.reason, message = %condition.message, "condition changed");
+                Occurrence::ConditionChanged {
+                    monitor: &m.name,
+                    condition,
+                    problem: ev.as_ref().is_some_and(|e| e.problem),
+                }
+                .emit(&ctx.metrics)
             }
         }
-        let Some(ev) = r.event() else {
+        let Some(ev) = ev else {
             continue;
         };
-        if ev.problem {
-            ctx.metrics.matched(&m.name, &ev.reason);
-            ctx.metrics.problem(&ev.reason);
-        }
         let out = Outcome::Event {
             source: m.source.clone(),
             severity: ev.severity,

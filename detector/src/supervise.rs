@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::{self, Monitor, RuleSet};
-use crate::metrics::Reload;
 use crate::monitor::{self, Context, Handle, Outcome};
+use crate::occurrence::Occurrence;
 use crate::problem::Condition;
 use crate::report::writer::Snapshot;
 
@@ -98,22 +98,12 @@ impl Supervisor {
             }
             match config::load_paths(&paths) {
                 Err(errors) => {
-                    self.ctx.metrics.reload(Reload::Failure);
-                    for e in &errors.0 {
-                        tracing::error!(error = %e, "rule file rejected");
-                    }
-                    tracing::error!(
-                        errors = errors.0.len(),
-                        "reload failed; keeping the last good rules"
-                    );
+                    Occurrence::ReloadRejected { errors: &errors }.emit(&self.ctx.metrics)
                 }
                 Ok(next) => {
-                    self.ctx.metrics.reload(Reload::Success);
                     self.apply(next).await;
-                    tracing::info!(
-                        monitors = self.current.monitors.len(),
-                        "rule files reloaded"
-                    );
+                    let monitors = self.current.monitors.len();
+                    Occurrence::Reloaded { monitors }.emit(&self.ctx.metrics);
                 }
             }
         }

@@ -14,10 +14,14 @@ use tokio::sync::{mpsc, watch};
 use crate::checkpoint::{Checkpoint, Position};
 use crate::metrics::{Metrics, Report};
 use crate::monitor::Outcome;
+use crate::occurrence::Occurrence;
 use crate::problem::{Condition, Status};
 use crate::report::aggregate::Aggregator;
 use crate::report::kube::KubeReporter;
 use crate::report::sync::SyncState;
+
+/// Wait before retrying a failed Event write.
+const EVENT_RETRY: Duration = Duration::from_secs(5);
 
 /// The conditions as last reported, shared with /conditions and the reload supervisor.
 pub type Snapshot = Arc<Mutex<Vec<Condition>>>;
@@ -115,9 +119,13 @@ impl Writer {
                     self.health.set_ready(true);
                 }
                 Err(e) => {
-                    self.metrics.report_error(Report::Conditions);
                     let retry = self.sync.failed(now);
-                    tracing::warn!(error = %e, retry_in = ?retry, "writing node conditions failed; will retry with the latest state");
+                    Occurrence::ReportFailed {
+                        kind: Report::Conditions,
+                        error: &e.to_string(),
+                        retry_in: Some(retry),
+                    }
+                    .emit(&self.metrics);
                 }
             }
         }
@@ -126,9 +134,13 @@ impl Writer {
                 Ok(name) => self.events.written(&w, name, now),
                 Err(e) if e.is_not_found() && w.existing.is_some() => self.events.forget_name(&w),
                 Err(e) => {
-                    self.metrics.report_error(Report::Events);
-                    tracing::warn!(reason = %w.event.reason, error = %e, "writing an event failed; will retry");
-                    self.events.failed(&w, now, Duration::from_secs(5));
+                    Occurrence::ReportFailed {
+                        kind: Report::Events,
+                        error: &format!("{}: {e}", w.event.reason),
+                        retry_in: Some(EVENT_RETRY),
+                    }
+                    .emit(&self.metrics);
+                    self.events.failed(&w, now, EVENT_RETRY);
                 }
             }
         }

@@ -1,0 +1,91 @@
+//! What happens in the detector, as values whose `emit()` logs and counts together (vector's
+//! `internal_events` is the model). Problems become Events through the aggregator (`report::aggregate`,
+//! which folds floods), so an occurrence here logs and counts; the Event text is the problem
+//! state's (`problem::Report::event`).
+
+use std::time::Duration;
+
+use crate::metrics::{Metrics, Reload, Report};
+use crate::problem::Condition;
+
+#[derive(Debug)]
+pub enum Occurrence<'a> {
+    /// A temporary rule matched.
+    TemporaryProblem {
+        monitor: &'a str,
+        reason: &'a str,
+        message: &'a str,
+    },
+    /// A condition changed; `problem`: it turned True (counted as a problem, as NPD does).
+    ConditionChanged {
+        monitor: &'a str,
+        condition: &'a Condition,
+        problem: bool,
+    },
+    /// The rule files were reloaded.
+    Reloaded { monitors: usize },
+    /// A reload was rejected; the last good rules stay.
+    ReloadRejected {
+        errors: &'a crate::config::ConfigErrors,
+    },
+    /// A write to the API server failed and is retried.
+    ReportFailed {
+        kind: Report,
+        error: &'a str,
+        retry_in: Option<Duration>,
+    },
+    /// kmsg records were overwritten before they could be read.
+    Overrun { monitor: &'a str },
+}
+
+impl Occurrence<'_> {
+    pub fn emit(&self, m: &Metrics) {
+        match self {
+            Occurrence::TemporaryProblem {
+                monitor,
+                reason,
+                message,
+            } => {
+                tracing::info!(%monitor, %reason, %message, "temporary problem");
+                m.matched(monitor, reason);
+                m.problem(reason);
+            }
+            Occurrence::ConditionChanged {
+                monitor,
+                condition: c,
+                problem,
+            } => {
+                tracing::info!(%monitor, condition = %c.type_, status = c.status.as_str(), reason = %c.reason, message = %c.message, "condition changed");
+                if *problem {
+                    m.matched(monitor, &c.reason);
+                    m.problem(&c.reason);
+                }
+            }
+            Occurrence::Reloaded { monitors } => {
+                tracing::info!(%monitors, "rule files reloaded");
+                m.reload(Reload::Success);
+            }
+            Occurrence::ReloadRejected { errors } => {
+                for e in &errors.0 {
+                    tracing::error!(error = %e, "rule file rejected");
+                }
+                tracing::error!(
+                    errors = errors.0.len(),
+                    "reload failed; keeping the last good rules"
+                );
+                m.reload(Reload::Failure);
+            }
+            Occurrence::ReportFailed {
+                kind,
+                error,
+                retry_in,
+            } => {
+                tracing::warn!(kind = kind.as_str(), %error, ?retry_in, "writing to the API server failed; will retry with the latest state");
+                m.report_error(*kind);
+            }
+            Occurrence::Overrun { monitor } => {
+                tracing::warn!(%monitor, "kmsg ring buffer overrun: records were lost before they could be read");
+            }
+        }
+    }
+}
