@@ -1,4 +1,4 @@
-//! Pods nodemedic never evicts, whoever asks (the drainer's drains, the detector's stale-readiness
+//! Pods nodemedic never evicts, whoever asks (the drainer's drains and its stale-readiness
 //! evictions): not-evicted pods (`kube-system` + `scheduler.alpha.kubernetes.io/not-evicted-pod: ""`),
 //! critical pods (priority >= 2000000000 or the legacy critical-pod annotation), and mirror pods.
 

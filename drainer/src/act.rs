@@ -1,6 +1,6 @@
-//! Carrying out a plan: the drainer's only writes. Each writes the node annotation record first or
-//! together with the change, so a new leader sees what was done. Events use draino's reasons.
-//! In dry-run mode only Events are written.
+//! Carrying out decisions: the drainer's only writes, behind the leadership gate. Each writes the node
+//! annotation record first or together with the change, so a new leader sees what was done; what
+//! happens is emitted as an `Occurrence` (log, metric and draino's Event together). Dry-run: Events only.
 
 use std::time::Duration;
 
