@@ -109,47 +109,122 @@ impl Supervisor {
         }
     }
 
-    /// Move from the current rule set to `next`.
+    /// Move from the current rule set to `next`, as [`changes`] says.
     async fn apply(&mut self, next: RuleSet) {
         let mut map = self.monitors.lock().await;
         let restored = self.snapshot.lock().unwrap().clone();
-        for old in &self.current.monitors {
-            if next.monitors.iter().any(|m| m.name == old.name) {
-                continue;
-            }
-            if let Some(h) = map.remove(&old.name) {
-                h.stop().await;
-            }
-            self.ctx.metrics.forget_monitor(old);
-            tracing::info!(monitor = %old.name, "monitor removed");
-            let _ = self
-                .outcomes
-                .send(Outcome::Removed {
-                    monitor: old.name.clone(),
-                })
-                .await;
-        }
-        for m in &next.monitors {
-            match map.get_mut(&m.name) {
-                Some(h) if h.monitor.input == m.input => h.reconfigure(Arc::new(m.clone())),
-                _ => {
+        for change in changes(&self.current, &next) {
+            match change {
+                Change::Remove(old) => {
+                    if let Some(h) = map.remove(&old.name) {
+                        h.stop().await;
+                    }
+                    self.ctx.metrics.forget_monitor(old);
+                    tracing::info!(monitor = %old.name, "monitor removed");
+                    let monitor = old.name.clone();
+                    let _ = self.outcomes.send(Outcome::Removed { monitor }).await;
+                }
+                Change::Reconfigure(m) => {
+                    if let Some(h) = map.get_mut(&m.name) {
+                        h.reconfigure(Arc::new(m.clone()));
+                    }
+                }
+                Change::Restart(m) | Change::Add(m) => {
                     if let Some(h) = map.remove(&m.name) {
                         h.stop().await;
                         tracing::info!(monitor = %m.name, "input changed; restarting the monitor");
                     } else {
                         tracing::info!(monitor = %m.name, "monitor added");
                     }
-                    let _ = self
-                        .outcomes
-                        .send(Outcome::Added {
-                            monitor: m.name.clone(),
-                        })
-                        .await;
+                    let monitor = m.name.clone();
+                    let _ = self.outcomes.send(Outcome::Added { monitor }).await;
                     map.insert(m.name.clone(), self.spawn(m, restored.clone()));
                 }
             }
         }
         drop(map);
         self.current = next;
+    }
+}
+
+/// What a reload does to one monitor.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    /// Its file is gone: stop it, its conditions leave the Node.
+    Remove(&'a Monitor),
+    /// Same input, other rules: swap them in place (its input keeps its position).
+    Reconfigure(&'a Monitor),
+    /// Its input changed: stop it and start it anew.
+    Restart(&'a Monitor),
+    /// A new file.
+    Add(&'a Monitor),
+}
+
+/// The changes from `current` to `next`, pure: removals first, then the new set in its order.
+pub fn changes<'a>(current: &'a RuleSet, next: &'a RuleSet) -> Vec<Change<'a>> {
+    let find = |set: &'a RuleSet, name: &str| set.monitors.iter().find(|m| m.name == name);
+    let removed = current
+        .monitors
+        .iter()
+        .filter(|old| find(next, &old.name).is_none())
+        .map(Change::Remove);
+    let kept = next.monitors.iter().map(|m| match find(current, &m.name) {
+        Some(old) if old.input == m.input => Change::Reconfigure(m),
+        Some(_) => Change::Restart(m),
+        None => Change::Add(m),
+    });
+    removed.chain(kept).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(files: &[(&str, &str)]) -> RuleSet {
+        let sources: Vec<(PathBuf, String)> = files
+            .iter()
+            .map(|(n, t)| (PathBuf::from(n), t.to_string()))
+            .collect();
+        config::load_sources(&sources).unwrap()
+    }
+
+    const KMSG: &str = "source: a\ninput: {kind: kmsg}\n";
+    const FILE: &str = "source: a\ninput: {kind: file, path: /var/log/x.log}\n";
+
+    #[test]
+    fn a_reload_removes_reconfigures_restarts_and_adds() {
+        let current = set(&[
+            ("gone.yaml", KMSG),
+            ("same.yaml", KMSG),
+            ("moved.yaml", KMSG),
+        ]);
+        let next = set(&[
+            ("same.yaml", &format!("{KMSG}lookback: 1m\n")),
+            ("moved.yaml", FILE),
+            ("new.yaml", KMSG),
+        ]);
+        let got: Vec<(&str, &str)> = changes(&current, &next)
+            .into_iter()
+            .map(|c| match c {
+                Change::Remove(m) => ("remove", m.name.as_str()),
+                Change::Reconfigure(m) => ("reconfigure", m.name.as_str()),
+                Change::Restart(m) => ("restart", m.name.as_str()),
+                Change::Add(m) => ("add", m.name.as_str()),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("remove", "gone"),
+                ("reconfigure", "same"),
+                ("restart", "moved"),
+                ("add", "new")
+            ]
+        );
+        assert!(
+            changes(&next, &next)
+                .iter()
+                .all(|c| matches!(c, Change::Reconfigure(_)))
+        );
     }
 }
