@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -29,7 +29,8 @@ impl PodCache {
     pub fn spawn(&self, api: Api<Pod>, keep: Vec<String>, changed: Arc<Notify>) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
-            let stream = watcher(api, watcher::Config::default());
+            // Retried with backoff (see common::runtime::watch_store).
+            let stream = watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
             let mut relist: Option<HashMap<(String, String), Arc<PodInfo>>> = None;
             while let Some(ev) = stream.next().await {
@@ -67,5 +68,37 @@ impl PodCache {
                 changed.notify_one();
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn the_pod_watch_backs_off_when_the_api_server_is_unreachable() {
+        // Accept and drop every connection: each watch attempt fails at once.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let a = attempts.clone();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::Relaxed);
+                drop(conn);
+            }
+        });
+        let client = nodemedic_common::client::from_config(
+            kube::Config::new(url.parse().unwrap()),
+            "nodemedic-test",
+        )
+        .unwrap();
+        let task = PodCache::default().spawn(Api::all(client), vec![], Arc::new(Notify::new()));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        task.abort();
+        let n = attempts.load(Ordering::Relaxed);
+        assert!((1..=10).contains(&n), "{n} connection attempts in 3 s");
     }
 }
