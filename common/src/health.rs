@@ -89,6 +89,24 @@ impl Health {
         self.stuck_at(Instant::now())
     }
 
+    /// Loops that became stuck, and loops that recovered, since `before` (the names stuck then);
+    /// `before` becomes the names stuck now. Pure over the stuck list.
+    pub fn changes(
+        before: &mut std::collections::BTreeSet<String>,
+        now: &[Stuck],
+    ) -> (Vec<Stuck>, Vec<String>) {
+        let current: std::collections::BTreeSet<String> =
+            now.iter().map(|s| s.name.clone()).collect();
+        let stalled = now
+            .iter()
+            .filter(|s| !before.contains(&s.name))
+            .cloned()
+            .collect();
+        let recovered = before.difference(&current).cloned().collect();
+        *before = current;
+        (stalled, recovered)
+    }
+
     /// Names of the registered loops.
     pub fn loops(&self) -> Vec<String> {
         self.inner.lock().unwrap().loops.keys().cloned().collect()
@@ -105,6 +123,21 @@ impl Health {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn changes_name_the_loops_that_stalled_and_recovered() {
+        let stuck = |n: &str| Stuck {
+            name: n.into(),
+            silent_for_secs: 90,
+        };
+        let mut before = std::collections::BTreeSet::new();
+        let (stalled, recovered) = Health::changes(&mut before, &[stuck("input:kmsg")]);
+        assert_eq!((stalled.len(), recovered.len()), (1, 0));
+        let (stalled, _) = Health::changes(&mut before, &[stuck("input:kmsg")]);
+        assert!(stalled.is_empty(), "still stuck: said once");
+        let (_, recovered) = Health::changes(&mut before, &[]);
+        assert_eq!(recovered, ["input:kmsg"]);
+    }
     use super::*;
 
     #[test]

@@ -49,6 +49,11 @@ pub struct MatchLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LoopLabel {
+    pub r#loop: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct KindLabel {
     pub kind: Report,
 }
@@ -90,6 +95,7 @@ pub struct Metrics {
     pub report_errors: Family<KindLabel, Counter>,
     pub events_dropped: Counter,
     pub reloads: Family<ReloadLabel, Counter>,
+    pub stalls: Family<LoopLabel, Counter>,
 }
 
 /// Counters one monitor bumps per line, resolved once.
@@ -140,7 +146,13 @@ impl Metrics {
             report_errors: Family::default(),
             events_dropped: Counter::default(),
             reloads: Family::default(),
+            stalls: Family::default(),
         };
+        registry.register(
+            "nodemedic_detector_stalls",
+            "Times a loop (an input, the writer) stopped making progress, by loop",
+            m.stalls.clone(),
+        );
         registry.register(
             "problem_counter",
             "Number of times a specific type of problem have occurred (NPD-compatible)",
@@ -226,6 +238,14 @@ impl Metrics {
 
     pub fn overrun(&self, monitor: &str) {
         self.lines_dropped.get_or_create(&overrun(monitor)).inc();
+    }
+
+    pub fn stall(&self, name: &str) {
+        self.stalls
+            .get_or_create(&LoopLabel {
+                r#loop: name.to_string(),
+            })
+            .inc();
     }
 
     pub fn report_error(&self, kind: Report) {

@@ -36,6 +36,10 @@ pub enum Occurrence<'a> {
     },
     /// kmsg records were overwritten before they could be read.
     Overrun { monitor: &'a str },
+    /// A loop (an input, the writer) made no progress for longer than allowed (/healthz fails).
+    Stalled { name: &'a str, silent: Duration },
+    /// It made progress again.
+    Recovered { name: &'a str },
 }
 
 impl Occurrence<'_> {
@@ -85,7 +89,13 @@ impl Occurrence<'_> {
             }
             Occurrence::Overrun { monitor } => {
                 tracing::warn!(%monitor, "kmsg ring buffer overrun: records were lost before they could be read");
+                m.overrun(monitor);
             }
+            Occurrence::Stalled { name, silent } => {
+                tracing::error!(%name, ?silent, "no progress; /healthz fails until it recovers");
+                m.stall(name);
+            }
+            Occurrence::Recovered { name } => tracing::info!(%name, "making progress again"),
         }
     }
 }

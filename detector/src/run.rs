@@ -138,13 +138,18 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         checkpoint: shared_checkpoint,
         state_file: opts.state_file.clone(),
         snapshot,
-        metrics,
+        metrics: metrics.clone(),
         health: health.clone(),
         tick: opts.report_tick,
         gauges: BTreeMap::new(),
         clock: nodemedic_common::clock::Clock::system(),
     };
     let tasks = vec![
+        tokio::spawn(watch_stalls(
+            health.clone(),
+            metrics.clone(),
+            stop_rx.clone(),
+        )),
         tokio::spawn(writer.run(out_rx, stop_rx.clone())),
         tokio::spawn(supervisor.watch(opts.rules.clone(), stop_rx)),
     ];
@@ -155,6 +160,29 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         tasks,
         monitors,
     })
+}
+
+/// Say when a loop stalls and when it recovers (/healthz shows it; this logs and counts it).
+async fn watch_stalls(health: Health, metrics: Metrics, mut stop: watch::Receiver<bool>) {
+    let mut stuck = std::collections::BTreeSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+        let (stalled, recovered) = Health::changes(&mut stuck, &health.stuck());
+        for s in &stalled {
+            let silent = Duration::from_secs(s.silent_for_secs);
+            crate::occurrence::Occurrence::Stalled {
+                name: &s.name,
+                silent,
+            }
+            .emit(&metrics);
+        }
+        for name in &recovered {
+            crate::occurrence::Occurrence::Recovered { name }.emit(&metrics);
+        }
+    }
 }
 
 async fn read_node_until_ok(
