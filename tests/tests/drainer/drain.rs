@@ -193,13 +193,20 @@ async fn a_drain_that_cannot_finish_fails_is_reported_and_is_retried_later() {
         (env.record_phase(&bad).await.as_deref() == Some("failed")).then_some(())
     })
     .await;
-    let msg = env.drain_scheduled(&bad).await.unwrap();
-    assert!(msg.contains(" | Failed: "), "{msg}");
-    assert!(
+    // The record is written first, then the DrainScheduled condition and the Event: wait for them.
+    eventually("DrainScheduled says Failed", WAIT, || async {
+        env.drain_scheduled(&bad)
+            .await
+            .filter(|m| m.contains(" | Failed: "))
+    })
+    .await;
+    eventually("a DrainFailed Event", WAIT, || async {
         env.event_reasons(&bad)
             .await
             .contains(&"DrainFailed".to_string())
-    );
+            .then_some(())
+    })
+    .await;
     let node = env.get_node(&bad).await;
     let record: Value = serde_json::from_str(
         node["metadata"]["annotations"][keys::DRAIN_RECORD_ANNOTATION]
@@ -239,11 +246,14 @@ async fn recovery_during_the_buffer_cancels_the_drain_and_uncordons() {
     })
     .await;
     assert!(env.pod_exists("default", &web).await, "never drained");
-    let reasons = env.event_reasons(&bad).await;
-    assert!(
-        reasons.contains(&"UncordonSucceeded".to_string()),
-        "{reasons:?}"
-    );
+    // The Event comes after the node writes.
+    let reasons = eventually("an UncordonSucceeded Event", WAIT, || async {
+        let reasons = env.event_reasons(&bad).await;
+        reasons
+            .contains(&"UncordonSucceeded".to_string())
+            .then_some(reasons)
+    })
+    .await;
     assert!(
         !reasons.contains(&"DrainStarting".to_string()),
         "{reasons:?}"

@@ -308,11 +308,20 @@ impl Env {
             .map(String::from)
     }
 
+    /// Until the drain is recorded as completed everywhere: DrainScheduled says so and the
+    /// DrainSucceeded Event is there (written in that order after the record).
     pub async fn wait_drained(&self, node: &str) {
         eventually(&format!("{node} drain completed"), WAIT, || async {
             self.drain_scheduled(node)
                 .await
                 .filter(|m| m.contains(" | Completed: "))
+        })
+        .await;
+        eventually(&format!("{node}: a DrainSucceeded Event"), WAIT, || async {
+            self.event_reasons(node)
+                .await
+                .contains(&"DrainSucceeded".to_string())
+                .then_some(())
         })
         .await;
     }
