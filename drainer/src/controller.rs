@@ -442,7 +442,7 @@ mod tests {
         );
         ltx.send(true).unwrap();
         changed.notify_one();
-        for _ in 0..200 {
+        for _ in 0..1000 {
             if !rec.0.lock().unwrap().is_empty() {
                 break;
             }
