@@ -157,8 +157,10 @@ pub fn check_with_progress(
             stats.bytes += rec.len() as u64 + 1;
             match kmsg::parse(rec) {
                 Ok(r) => {
-                    let at =
-                        Timestamp::UNIX_EPOCH + std::time::Duration::from_micros(r.monotonic_us);
+                    let at = nodemedic_common::time::add(
+                        Timestamp::UNIX_EPOCH,
+                        std::time::Duration::from_micros(r.monotonic_us),
+                    );
                     feed(&r.message, line_no, at, None, &mut stats);
                 }
                 Err(e) => {

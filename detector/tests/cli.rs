@@ -139,3 +139,26 @@ fn with_now_the_output_of_an_undated_log_is_reproducible() {
         "an undated line is dated --now"
     );
 }
+
+#[test]
+fn a_kmsg_record_with_the_largest_timestamp_is_read_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("kern.kmsg");
+    std::fs::write(
+        &log,
+        "3,1,18446744073709551615,-;Out of memory: Killed process 42 (x) total-vm:1kB, anon-rss:0kB, file-rss:0kB\n",
+    )
+    .unwrap();
+    let out = detector()
+        .args(["check", "--input-format", "kmsg", "--output", "json"])
+        .arg("--input")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("OOMKilling"));
+}

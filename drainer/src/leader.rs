@@ -57,7 +57,9 @@ pub fn next_step(
         .map(|t| t.0)
         .or(spec.acquire_time.as_ref().map(|t| t.0));
     match renewed {
-        Some(t) if t + duration > now && !holder.is_empty() => Step::Follow { holder },
+        Some(t) if nodemedic_common::time::add(t, duration) > now && !holder.is_empty() => {
+            Step::Follow { holder }
+        }
         _ => Step::TakeOver,
     }
 }
@@ -219,6 +221,17 @@ mod tests {
             next_step(Some(&lease("", 0)), "a", t(1), d),
             Step::TakeOver,
             "released"
+        );
+        // A renewTime near the end of time (the API server accepts it) is followed, not a panic.
+        let far = LeaseSpec {
+            holder_identity: Some("b".into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime("9999-12-30T21:59:59Z".parse().unwrap())),
+            ..Default::default()
+        };
+        assert_eq!(
+            next_step(Some(&far), "a", t(0), d),
+            Step::Follow { holder: "b".into() }
         );
     }
 }

@@ -108,7 +108,10 @@ impl Record {
             }
             DrainOutcome::Failed(_) => {
                 r.phase = Phase::Failed;
-                r.retry_at = Some(now + retry_backoff(r.attempts, retry_base, retry_max));
+                r.retry_at = Some(nodemedic_common::time::add(
+                    now,
+                    retry_backoff(r.attempts, retry_base, retry_max),
+                ));
             }
         }
         r

@@ -62,7 +62,7 @@ pub struct Aggregator {
 }
 
 fn later(t: Timestamp, d: Duration) -> Timestamp {
-    t + d
+    nodemedic_common::time::add(t, d)
 }
 
 impl Aggregator {

@@ -131,7 +131,9 @@ impl SyncState {
             })
             .collect();
         let changed = self.written.as_ref() != Some(&current);
-        let heartbeat_due = self.last_write.is_none_or(|t| t + self.heartbeat <= now);
+        let heartbeat_due = self
+            .last_write
+            .is_none_or(|t| nodemedic_common::time::add(t, self.heartbeat) <= now);
         let annotation_stale = owned_now != self.owned_on_node;
         if current.is_empty() && remove.is_empty() && !annotation_stale {
             return None;
@@ -160,7 +162,7 @@ impl SyncState {
     pub fn failed(&mut self, now: Timestamp) -> Duration {
         self.failures += 1;
         let d = backoff(self.failures);
-        self.retry_at = Some(now + d);
+        self.retry_at = Some(nodemedic_common::time::add(now, d));
         d
     }
 

@@ -58,7 +58,7 @@ pub fn boot_id() -> String {
 fn wall_time(ts_us: u64) -> Timestamp {
     let now = Timestamp::now();
     let age = monotonic_now_us().saturating_sub(ts_us);
-    now - Duration::from_micros(age)
+    nodemedic_common::time::sub(now, Duration::from_micros(age))
 }
 
 /// Follow `path` until `stop` turns true or the receiver is gone. Runs on a dedicated thread.

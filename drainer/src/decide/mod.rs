@@ -136,7 +136,7 @@ impl Why {
     }
 }
 
-use nodemedic_common::time::rfc3339 as ts;
+use nodemedic_common::time::{add, rfc3339 as ts};
 
 impl std::fmt::Display for Why {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -598,7 +598,7 @@ fn decide_node(
                 };
                 return (Action::Wait, why, Effect::Nothing);
             }
-            if let Some(next) = b.last_drain_start.map(|last| last + cfg.drain_buffer)
+            if let Some(next) = b.last_drain_start.map(|last| add(last, cfg.drain_buffer))
                 && next > now
             {
                 return (Action::Wait, Why::DrainSpacing { next }, Effect::Nothing);
@@ -664,7 +664,7 @@ fn decide_new(
         reason: problem.clone(),
         phase: Phase::Cordoned,
         cordoned_at: now,
-        drain_at: now + cfg.drain_buffer,
+        drain_at: add(now, cfg.drain_buffer),
         drain_started: None,
         finished_at: None,
         attempts: 0,

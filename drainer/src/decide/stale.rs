@@ -87,7 +87,9 @@ pub fn stale_pods<N: Borrow<Node>, P: Borrow<PodInfo>>(
     let settled: HashMap<&str, ()> = nodes
         .iter()
         .map(Borrow::borrow)
-        .filter(|n| ready_since(n).is_some_and(|since| since + threshold <= now))
+        .filter(|n| {
+            ready_since(n).is_some_and(|since| nodemedic_common::time::add(since, threshold) <= now)
+        })
         .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, ())))
         .collect();
     pods.iter()
@@ -207,6 +209,15 @@ mod tests {
         let s = stale_pods(&[node("True", 80)], &[&p], TH, t(200));
         assert_eq!((s.len(), s[0].node.as_str()), (1, "n"));
         assert!(stale_pods(&[node("Unknown", 0)], &[&p], TH, t(200)).is_empty());
+        let mut late = node("True", 0);
+        late.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].last_transition_time =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "9999-12-30T21:59:00Z".parse().unwrap(),
+            ));
+        assert!(
+            stale_pods(&[late], &[&p], TH, t(200)).is_empty(),
+            "Ready since the end of time: not yet, and no panic"
+        );
         assert!(
             stale_pods(&[] as &[Node], &[&p], TH, t(200)).is_empty(),
             "an unknown node is not Ready"

@@ -705,3 +705,34 @@ fn a_waiting_nodes_decision_is_stable_while_its_reason_text_ages() {
     ));
     assert_eq!(a.why.kind(), b.why.kind());
 }
+
+#[test]
+fn times_near_the_end_of_time_in_api_objects_do_not_panic() {
+    // The API server accepts dates up to 9999-12-31: a record started then must not abort the plan.
+    let late: Timestamp = "9999-12-30T21:00:00Z".parse().unwrap();
+    let mut r = Record::parse(
+        &node("late")
+            .cond("KernelDeadlock", "True", 0)
+            .ours(Phase::Draining, 0, NOW - 700)
+            .0,
+    )
+    .unwrap()
+    .unwrap();
+    r.drain_started = Some(late);
+    let plans = run(
+        vec![
+            node("late").cond("KernelDeadlock", "True", 0).record(r),
+            node("next")
+                .cond("KernelDeadlock", "True", 1)
+                .ours(Phase::Cordoned, 1, NOW - 700),
+        ],
+        &[],
+        &cfg(),
+    );
+    let next = plans.iter().find(|p| p.node == "next").unwrap();
+    assert!(
+        matches!(next.why, Why::DrainBudget { .. } | Why::DrainSpacing { .. }),
+        "{:?}",
+        next.why
+    );
+}
