@@ -674,3 +674,47 @@ async fn a_flood_of_problem_lines_becomes_one_aggregated_event_not_a_storm() {
     );
     h.finish(running).await;
 }
+
+#[tokio::test]
+async fn a_flood_that_only_changes_a_conditions_message_writes_the_node_rarely() {
+    let h = Harness::new("msgflood").await;
+    let running = h.start_healthy().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = h.status_patches();
+    // Lines arriving over time, each with its own text (a batch read at once is folded anyway).
+    const N: u64 = 40;
+    for i in 0..N {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(h.dir.path().join("kmsg"))
+            .unwrap();
+        writeln!(
+            f,
+            "3,{},{},-;INFO: task docker:{i} blocked for more than 120 seconds.",
+            5_000 + i,
+            monotonic_now_us()
+        )
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = format!(
+        "INFO: task docker:{} blocked for more than 120 seconds.",
+        N - 1
+    );
+    eventually(
+        "the last message on the node",
+        Duration::from_secs(40),
+        || async {
+            h.condition("KernelDeadlock")
+                .await
+                .filter(|c| c.0 == "True" && c.2 == last)
+        },
+    )
+    .await;
+    let writes = h.status_patches() - before;
+    assert!(
+        writes <= 3,
+        "{writes} status PATCHes for {N} lines: the transition at once, messages at most every 10 s"
+    );
+    h.finish(running).await;
+}

@@ -4,6 +4,10 @@
 //! was last written, when an owned type must be removed, or when the heartbeat is due; nothing is
 //! written otherwise. A failed write is retried with exponential backoff, and since every patch carries
 //! the *current* desired state, the latest state wins and no change is lost.
+//!
+//! A change of status or reason is written at once; a change of a condition's message alone (a flood
+//! of problem lines, each with its own text, keeps a True condition True) at most once per
+//! [`MESSAGE_INTERVAL`]: the last message is written, the API server is not hammered.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -36,6 +40,25 @@ pub struct SyncState {
     /// Monitors that have not sent their first snapshot yet: removal waits for them, so a slow-starting
     /// monitor's conditions are not deleted and re-added.
     waiting_for: BTreeSet<String>,
+}
+
+/// Message-only updates of the conditions are written at most this often.
+pub const MESSAGE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The conditions without their messages (what decides whether a change is urgent).
+fn without_messages(c: &BTreeMap<String, DesiredCondition>) -> BTreeMap<&str, (&str, &str, &str)> {
+    c.iter()
+        .map(|(k, d)| {
+            (
+                k.as_str(),
+                (
+                    d.status.as_str(),
+                    d.reason.as_str(),
+                    d.last_transition_time.as_str(),
+                ),
+            )
+        })
+        .collect()
 }
 
 /// Backoff after the n-th consecutive failure: 1s, 2s, 4s ... capped at 30s.
@@ -130,7 +153,15 @@ impl SyncState {
                 self.owned_on_node.iter().cloned().collect()
             })
             .collect();
-        let changed = self.written.as_ref() != Some(&current);
+        let changed = match &self.written {
+            None => true,
+            Some(w) if w == &current => false,
+            // Only messages differ: not before MESSAGE_INTERVAL after the last write.
+            Some(w) if without_messages(w) == without_messages(&current) => self
+                .last_write
+                .is_none_or(|t| nodemedic_common::time::add(t, MESSAGE_INTERVAL) <= now),
+            Some(_) => true,
+        };
         let heartbeat_due = self
             .last_write
             .is_none_or(|t| nodemedic_common::time::add(t, self.heartbeat) <= now);
@@ -250,5 +281,29 @@ mod tests {
             "the retry carries the newest state"
         );
         assert_eq!(backoff(10), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn message_only_changes_are_written_at_most_every_interval_and_the_last_one_wins() {
+        let mut s = SyncState::new(Duration::from_secs(300), vec![], ["k".to_string()]);
+        let with = |msg: &str| Condition {
+            message: msg.into(),
+            ..cond("KernelDeadlock", Status::True)
+        };
+        s.set_monitor("k", vec![with("task docker:1 blocked")]);
+        s.succeeded(&s.plan(t(0)).unwrap(), t(0));
+        for i in 2..200 {
+            s.set_monitor("k", vec![with(&format!("task docker:{i} blocked"))]);
+            assert!(s.plan(t(5)).is_none(), "a flood of new messages waits");
+        }
+        let p = s.plan(t(10)).unwrap();
+        assert_eq!(
+            p.set[0].message, "task docker:199 blocked",
+            "the last message"
+        );
+        s.succeeded(&p, t(10));
+        // a status change is never held back
+        s.set_monitor("k", vec![cond("KernelDeadlock", Status::False)]);
+        assert!(s.plan(t(11)).is_some());
     }
 }
