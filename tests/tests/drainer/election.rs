@@ -43,14 +43,7 @@ async fn two_replicas_one_leader_and_failover_continues_the_drain() {
         (*b.leader.borrow()).then_some(())
     })
     .await;
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(env.cluster.client.clone(), "kube-system");
-    let lease = leases
-        .get(&format!("nodemedic-drainer-test-{}", env.id))
-        .await
-        .unwrap()
-        .spec
-        .unwrap();
+    let lease = lease_spec(&env).await;
     assert_eq!(lease.holder_identity.as_deref(), Some("replica-b"));
     assert_eq!(lease.lease_transitions, Some(1));
     env.free_pdb(&pdb).await;
@@ -82,14 +75,7 @@ async fn the_lease_is_released_on_shutdown() {
     })
     .await;
     a.shutdown().await;
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(env.cluster.client.clone(), "kube-system");
-    let spec = leases
-        .get(&format!("nodemedic-drainer-test-{}", env.id))
-        .await
-        .unwrap()
-        .spec
-        .unwrap();
+    let spec = lease_spec(&env).await;
     assert_eq!(
         spec.holder_identity.as_deref(),
         Some(""),
@@ -97,6 +83,8 @@ async fn the_lease_is_released_on_shutdown() {
     );
     assert_eq!(spec.lease_duration_seconds, Some(1));
     if env.cluster.real() {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(env.cluster.client.clone(), "kube-system");
         let _ = leases
             .delete(
                 &format!("nodemedic-drainer-test-{}", env.id),
@@ -105,4 +93,16 @@ async fn the_lease_is_released_on_shutdown() {
             .await;
     }
     env.cleanup().await;
+}
+
+/// The scenario's drainer Lease as the API server has it.
+async fn lease_spec(env: &Env) -> k8s_openapi::api::coordination::v1::LeaseSpec {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.cluster.client.clone(), "kube-system");
+    leases
+        .get(&format!("nodemedic-drainer-test-{}", env.id))
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
 }
