@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -20,8 +20,10 @@ use crate::config::Config;
 use crate::decide::stale::Stale;
 use crate::decide::{DrainJob, PodInfo};
 use crate::metrics::Metrics;
+use crate::observe::Observed;
 use crate::occurrence::{EvictionFor, Occurrence, PodOccurrence};
 use crate::record::{DrainOutcome, Record};
+use crate::view::NodeView;
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
 /// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods (drains and
@@ -91,27 +93,30 @@ pub struct Actor {
     pub metrics: Metrics,
     dry_run: bool,
     leader: watch::Receiver<bool>,
+    /// The pod cache a drain waits on for evicted pods to go.
+    observed: Observed,
 }
 
 /// The writes the controller makes, as a seam: [`Actor`] performs them against the API server; a
 /// test double records them (the controller loop is tested with one next to the HTTP scenarios).
 pub trait Act: Clone + Send + Sync + 'static {
     /// Cordon with the record (and DrainScheduled unless `skip_drain`), against the node as observed.
+    /// True when the cordon and record were written.
     fn cordon(
         &self,
-        node: &Node,
+        node: &NodeView,
         record: &Record,
         skip_drain: bool,
-    ) -> impl std::future::Future<Output = ()> + Send;
-    /// Uncordon, removing the record and DrainScheduled.
-    fn uncordon(&self, node: &str, why: &str) -> impl std::future::Future<Output = ()> + Send;
+    ) -> impl std::future::Future<Output = bool> + Send;
+    /// Uncordon, removing the record and DrainScheduled. True when written.
+    fn uncordon(&self, node: &str, why: &str) -> impl std::future::Future<Output = bool> + Send;
     /// Store (or with `None` remove) the record only.
     fn set_record(
         &self,
         node: &str,
         record: Option<&Record>,
     ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send;
-    /// Run one drain attempt to its end.
+    /// Run one drain attempt to its end; `job.record` is the record of the attempt (draining).
     fn drain(
         &self,
         node: &str,
@@ -145,6 +150,7 @@ impl Actor {
         metrics: Metrics,
         dry_run: bool,
         leader: watch::Receiver<bool>,
+        observed: Observed,
     ) -> Actor {
         Actor {
             nodes: Api::all(client.clone()),
@@ -152,6 +158,7 @@ impl Actor {
             metrics,
             dry_run,
             leader,
+            observed,
         }
     }
 
@@ -233,7 +240,6 @@ impl Actor {
         deadline: tokio::time::Instant,
     ) -> Result<(), EvictError> {
         let (ns, name, uid) = (pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         // Pod default when unset: 30s.
         let own = pod.grace_period_seconds.unwrap_or(30);
         let grace = own.min(max_grace.as_secs() as i64);
@@ -254,17 +260,16 @@ impl Actor {
             }
             tokio::time::sleep(PDB_RETRY).await;
         }
-        // Wait until it is gone (404, or replaced by a pod with another UID).
-        loop {
-            match api.get_opt(&name).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(p)) if p.metadata.uid != uid => return Ok(()),
-                _ => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(EvictError::StillPresent { pod: id });
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+        // Wait until the pod cache says it is gone (deleted, or replaced by a pod with another UID):
+        // the watch tells us, no polling.
+        if self
+            .observed
+            .wait_gone(&ns, &name, uid.as_deref(), deadline)
+            .await
+        {
+            Ok(())
+        } else {
+            Err(EvictError::StillPresent { pod: id })
         }
     }
 }
@@ -346,18 +351,18 @@ impl Act for Actor {
     }
     /// Cordon with the record; `resource_version` makes the patch fail (409) if the node changed since
     /// it was observed, so we never act on stale state.
-    async fn cordon(&self, node: &Node, record: &Record, skip_drain: bool) {
-        let name = node.metadata.name.clone().unwrap_or_default();
+    async fn cordon(&self, node: &NodeView, record: &Record, skip_drain: bool) -> bool {
+        let name = node.name.clone();
         let problem = record.reason.clone();
         self.emit(&name, Occurrence::CordonStarting { problem })
             .await;
         if self.dry_run {
             tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
-            return;
+            return false;
         }
         let body = json!({
             "metadata": {
-                "resourceVersion": node.metadata.resource_version,
+                "resourceVersion": node.resource_version,
                 "annotations": {
                     keys::DRAIN_RECORD_ANNOTATION: record.to_annotation(),
                     keys::DRAINO_CONDITIONS_ANNOTATION: record.reason,
@@ -373,11 +378,11 @@ impl Act for Actor {
             Err(e) => {
                 let error = e.to_string();
                 self.emit(&name, Occurrence::CordonFailed { error }).await;
-                return;
+                return false;
             }
         }
         if skip_drain {
-            return;
+            return true;
         }
         let msg = format!("Drain activity scheduled {}", ts(record.drain_at));
         match self.drain_scheduled(&name, &msg, Timestamp::now()).await {
@@ -391,14 +396,15 @@ impl Act for Actor {
                     .await;
             }
         }
+        true
     }
-    async fn uncordon(&self, node: &str, why: &str) {
+    async fn uncordon(&self, node: &str, why: &str) -> bool {
         let w = why.to_string();
         self.emit(node, Occurrence::UncordonStarting { why: w })
             .await;
         if self.dry_run {
             tracing::info!(%node, %why, "dry-run: would uncordon");
-            return;
+            return false;
         }
         let body = json!({
             "metadata": {"annotations": {keys::DRAIN_RECORD_ANNOTATION: null, keys::DRAINO_CONDITIONS_ANNOTATION: null}},
@@ -416,10 +422,12 @@ impl Act for Actor {
                 }
                 let why = why.to_string();
                 self.emit(node, Occurrence::Uncordoned { why }).await;
+                true
             }
             Err(e) => {
                 let error = e.to_string();
                 self.emit(node, Occurrence::UncordonFailed { error }).await;
+                false
             }
         }
     }
@@ -443,7 +451,7 @@ impl Act for Actor {
     /// resumes).
     async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) {
         let started = Timestamp::now();
-        let record = job.record.draining(started);
+        let record = job.record;
         let pods = job.evict;
         self.emit(node, Occurrence::DrainStarting { pods: pods.len() })
             .await;

@@ -1,14 +1,14 @@
-//! The controller loop: on every change (or tick) while leading, decide every node (pure) and
-//! hand each effect to the [`Actor`] (act), which alone writes. It logs a decision when it changes and
-//! keeps one WaitingForBudget Event per wait.
+//! The controller loop: while leading, take what changed from the caches ([`Observed`]), decide the
+//! nodes it concerns ([`Fleet`], pure) and hand each effect to the [`Act`] (act), which alone writes.
+//! Changes are debounced a few milliseconds so a burst is one round; every [`RESYNC`] all nodes are
+//! decided again (a safety net: nothing is expected to change then). It logs a decision when it
+//! changes and keeps one WaitingForBudget Event per wait.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::reflector::Store;
 use nodemedic_common::clock::Clock;
 use nodemedic_common::health::Health;
 use tokio::sync::{Notify, watch};
@@ -16,24 +16,30 @@ use tokio::task::JoinHandle;
 
 use crate::act::Act;
 use crate::config::Config;
+use crate::decide::fleet::Fleet;
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
-use crate::decide::{self, Action, Effect, Why};
+use crate::decide::{Action, DrainJob, Effect, Why};
 use crate::metrics::{Budget, Metrics};
-use crate::observe::PodCache;
+use crate::observe::Observed;
+use crate::view::NodeView;
+
+/// Changes arriving within this time after the first are decided in one round.
+pub const DEBOUNCE: Duration = Duration::from_millis(5);
+/// Every node is decided again this often, changed or not.
+pub const RESYNC: Duration = Duration::from_secs(60);
+/// A failed write is tried again after this long.
+const WRITE_RETRY: Duration = Duration::from_secs(5);
 
 pub(crate) struct Controller<A: Act> {
     cfg: Arc<Config>,
-    nodes: Store<Node>,
-    nodes_ready: watch::Receiver<bool>,
-    pods: PodCache,
+    observed: Observed,
+    fleet: Fleet,
     actor: A,
     metrics: Metrics,
     health: Health,
     leader: watch::Receiver<bool>,
     /// Drains running in this process, by node.
     drains: HashMap<String, JoinHandle<()>>,
-    /// Node -> resourceVersion we last wrote against; not acted on again until the store moves past it.
-    acted: HashMap<String, String>,
     /// Last decision per node, without its numbers (decisions are logged when they change).
     last_why: HashMap<String, Why>,
     /// Nodes waiting for a budget and their notes.
@@ -42,35 +48,34 @@ pub(crate) struct Controller<A: Act> {
     stale: StaleSchedule,
     /// The time each round decides at.
     clock: Clock,
+    last_resync: Option<Timestamp>,
 }
 
 impl<A: Act> Controller<A> {
     pub(crate) fn new(
         cfg: Config,
-        nodes: Store<Node>,
-        nodes_ready: watch::Receiver<bool>,
-        pods: PodCache,
+        observed: Observed,
         actor: A,
         metrics: Metrics,
         health: Health,
         leader: watch::Receiver<bool>,
         clock: Clock,
     ) -> Controller<A> {
+        let cfg = Arc::new(cfg);
         Controller {
-            cfg: Arc::new(cfg),
-            nodes,
-            nodes_ready,
-            pods,
+            fleet: Fleet::new(cfg.clone()),
+            cfg,
+            observed,
             actor,
             metrics,
             health,
             leader,
             drains: HashMap::new(),
-            acted: HashMap::new(),
             last_why: HashMap::new(),
             waits: BudgetWaits::default(),
             stale: StaleSchedule::default(),
             clock,
+            last_resync: None,
         }
     }
 
@@ -81,17 +86,34 @@ impl<A: Act> Controller<A> {
         mut stop: watch::Receiver<bool>,
     ) {
         let beat = self.health.register("controller", Duration::from_secs(60));
-        let _ = self.nodes_ready.wait_for(|ready| *ready).await;
-        while !self.pods.ready.load(std::sync::atomic::Ordering::Acquire) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        self.health.set_ready(true);
-        tracing::info!("node and pod caches synced");
-        loop {
+        while !self.observed.synced() {
             tokio::select! {
                 _ = stop.changed() => return,
-                _ = changed.notified() => {}
-                _ = tokio::time::sleep(tick) => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        self.health.set_ready(true);
+        tracing::info!(
+            nodes = self.observed.nodes().len(),
+            pods = self.observed.pod_count(),
+            "node and pod caches synced"
+        );
+        loop {
+            // Sleep until a change, the next clock wake-up, or the tick (waits and stale pods).
+            let now = self.clock.now();
+            let until_wake = self
+                .fleet
+                .next_wake()
+                .map(|at| {
+                    Duration::from_millis(
+                        (at.as_millisecond().saturating_sub(now.as_millisecond())).max(1) as u64,
+                    )
+                })
+                .unwrap_or(tick);
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
+                _ = tokio::time::sleep(tick.min(until_wake)) => {}
             }
             beat.beat();
             let leading = *self.leader.borrow();
@@ -128,17 +150,25 @@ impl<A: Act> Controller<A> {
     }
 
     /// Report pods whose readiness a node flap left stale, and evict them when configured, as
-    /// [`StaleSchedule`] says.
-    async fn stale_readiness(
-        &mut self,
-        nodes: &[Arc<Node>],
-        pods: &[Arc<crate::decide::PodInfo>],
-        now: Timestamp,
-    ) {
+    /// [`StaleSchedule`] says. Looks only at pods whose own readiness is stale (kept apart by the
+    /// cache), on nodes this drainer selects (another drainer has its own).
+    async fn stale_readiness(&mut self, now: Timestamp) {
         let Some(threshold) = self.cfg.stale_readiness else {
             return;
         };
-        let stale = crate::decide::stale::stale_pods(nodes, pods, threshold, now);
+        let candidates = self.observed.stale_pods();
+        let fleet = &self.fleet;
+        let stale = crate::decide::stale::stale_among(
+            candidates.iter().map(|p| &**p),
+            |n| {
+                fleet
+                    .view(n)
+                    .filter(|_| fleet.selected(n))
+                    .and_then(|v| v.ready_since())
+            },
+            threshold,
+            now,
+        );
         self.metrics.stale_pods.set(stale.len() as i64);
         let due = self
             .stale
@@ -166,25 +196,67 @@ impl<A: Act> Controller<A> {
         }
     }
 
+    fn observe(&mut self, view: Arc<NodeView>, now: Timestamp) {
+        if let Some((node, error)) = self.fleet.observe(view, now) {
+            tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
+        }
+    }
+
+    /// Bring the fleet up to date with the caches: the changed nodes, or all of them after a relist
+    /// and at every resync.
+    fn catch_up(&mut self, now: Timestamp) {
+        let changes = self.observed.take_changes();
+        let resync = self.fleet.is_empty()
+            || self
+                .last_resync
+                .is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
+        if changes.all || resync {
+            self.last_resync = Some(now);
+            let views = self.observed.nodes();
+            let present: std::collections::HashSet<&str> =
+                views.iter().map(|v| v.name.as_str()).collect();
+            let gone: Vec<String> = self
+                .last_why
+                .keys()
+                .filter(|n| !present.contains(n.as_str()))
+                .cloned()
+                .collect();
+            for n in gone {
+                self.forget(&n);
+            }
+            for v in views {
+                self.observe(v, now);
+            }
+            self.fleet.touch_all();
+        } else {
+            for n in changes.nodes {
+                match self.observed.node(&n) {
+                    Some(v) => self.observe(v, now),
+                    None => self.forget(&n),
+                }
+            }
+        }
+        for n in changes.pods_of {
+            self.fleet.touch(&n);
+        }
+    }
+
+    fn forget(&mut self, node: &str) {
+        self.fleet.remove(node);
+        self.last_why.remove(node);
+    }
+
     pub(crate) async fn round(&mut self) {
         self.drains.retain(|_, t| !t.is_finished());
-        let nodes = self.nodes.state();
-        let pods = self.pods.snapshot();
         let now = self.clock.now();
-        let decisions = decide::decide_nodes(&nodes, &pods, &self.cfg, now);
-        // Stale readiness on the nodes this drainer selects (another drainer has its own).
-        let selected: Vec<Arc<Node>> = nodes
-            .iter()
-            .zip(&decisions)
-            .filter(|(_, d)| d.why != Why::NotSelected)
-            .map(|(n, _)| n.clone())
-            .collect();
-        self.stale_readiness(&selected, &pods, now).await;
-        self.waits
-            .retain(|n| nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
-        // Plans come back in the order of `nodes`.
-        for (d, node) in decisions.into_iter().zip(nodes.iter()) {
-            let rv = node.metadata.resource_version.clone().unwrap_or_default();
+        self.catch_up(now);
+        let observed = self.observed.clone();
+        let decisions = self.fleet.round(|n| observed.pods_on(n), now);
+        self.metrics.decided.inc_by(decisions.len() as u64);
+        self.stale_readiness(now).await;
+        let fleet = &self.fleet;
+        self.waits.retain(|n| fleet.contains(n));
+        for (d, view) in decisions {
             // Log a decision when it changes (numbers and durations aside); a node that stays
             // healthy is not news.
             let previous = self.last_why.insert(d.node.clone(), d.why.clone());
@@ -201,40 +273,73 @@ impl<A: Act> Controller<A> {
                 _ => None,
             };
             self.budget_wait(&d.node, budget, now).await;
-            if d.effect == Effect::Nothing {
-                continue;
+            self.execute(&d.node, d.effect, &view, &d.reason, now).await;
+        }
+    }
+
+    /// Carry out one effect, and lay what was written over the node until the watch shows it. A
+    /// failed write is tried again after [`WRITE_RETRY`] (not in dry-run, which writes nothing).
+    async fn execute(
+        &mut self,
+        node: &str,
+        effect: Effect,
+        view: &NodeView,
+        reason: &str,
+        now: Timestamp,
+    ) {
+        let dry_run = self.cfg.dry_run;
+        let written = match effect {
+            Effect::Nothing => return,
+            Effect::Cordon(record) => {
+                let ok = self.actor.cordon(view, &record, self.cfg.skip_drain).await;
+                if ok {
+                    self.fleet.wrote(node, Some(&record), Some(true), now);
+                }
+                ok
             }
-            if self.acted.get(&d.node) == Some(&rv) && !matches!(d.effect, Effect::Drain(_)) {
-                continue; // our last write is not in the cache yet
+            Effect::Uncordon => {
+                let ok = self.actor.uncordon(node, reason).await;
+                if ok {
+                    self.fleet.wrote(node, None, Some(false), now);
+                }
+                ok
             }
-            match d.effect {
-                Effect::Nothing => {}
-                Effect::Cordon(record) => {
-                    self.actor.cordon(node, &record, self.cfg.skip_drain).await;
-                    self.acted.insert(d.node.clone(), rv);
+            Effect::Release(record) => {
+                tracing::info!(%node, "uncordoned by a person: released for this problem episode");
+                let ok = self.actor.set_record(node, Some(&record)).await.is_ok();
+                if ok {
+                    self.fleet.wrote(node, Some(&record), None, now);
                 }
-                Effect::Uncordon => {
-                    self.actor.uncordon(&d.node, &d.reason).await;
-                    self.acted.insert(d.node.clone(), rv);
-                }
-                Effect::Release(record) => {
-                    tracing::info!(node = %d.node, "uncordoned by a person: released for this problem episode");
-                    let _ = self.actor.set_record(&d.node, Some(&record)).await;
-                    self.acted.insert(d.node.clone(), rv);
-                }
-                Effect::Forget => {
-                    let _ = self.actor.set_record(&d.node, None).await;
-                    self.acted.insert(d.node.clone(), rv);
-                }
-                Effect::Drain(job) => {
-                    if self.drains.contains_key(&d.node) {
-                        continue;
-                    }
-                    let (actor, cfg, name) = (self.actor.clone(), self.cfg.clone(), d.node.clone());
-                    let task = tokio::spawn(async move { actor.drain(&name, job, &cfg).await });
-                    self.drains.insert(d.node.clone(), task);
-                }
+                ok
             }
+            Effect::Forget => {
+                let ok = self.actor.set_record(node, None).await.is_ok();
+                if ok {
+                    self.fleet.wrote(node, None, None, now);
+                }
+                ok
+            }
+            Effect::Drain(job) => {
+                if self.drains.contains_key(node) {
+                    return;
+                }
+                // The record the drain writes first, laid over the node now so budgets count it.
+                let job = DrainJob {
+                    record: job.record.draining(now),
+                    evict: job.evict,
+                };
+                if !dry_run {
+                    self.fleet.wrote(node, Some(&job.record), None, now);
+                }
+                let (actor, cfg, name) = (self.actor.clone(), self.cfg.clone(), node.to_string());
+                let task = tokio::spawn(async move { actor.drain(&name, job, &cfg).await });
+                self.drains.insert(node.to_string(), task);
+                true
+            }
+        };
+        if !written && !dry_run {
+            self.fleet
+                .wake_at(node, nodemedic_common::time::add(now, WRITE_RETRY));
         }
     }
 }
@@ -247,8 +352,6 @@ mod tests {
     use std::sync::Mutex;
 
     use k8s_openapi::api::core::v1::Node;
-    use kube::runtime::reflector::{self, store::Writer};
-    use kube::runtime::watcher;
     use nodemedic_common::events::NodeEvent;
     use serde_json::json;
 
@@ -276,12 +379,13 @@ mod tests {
     }
 
     impl Act for Recorder {
-        async fn cordon(&self, node: &Node, _record: &Record, _skip: bool) {
-            let name = node.metadata.name.clone().unwrap();
-            self.0.lock().unwrap().push(Call::Cordon(name));
+        async fn cordon(&self, node: &NodeView, _record: &Record, _skip: bool) -> bool {
+            self.0.lock().unwrap().push(Call::Cordon(node.name.clone()));
+            true
         }
-        async fn uncordon(&self, node: &str, _why: &str) {
+        async fn uncordon(&self, node: &str, _why: &str) -> bool {
             self.0.lock().unwrap().push(Call::Uncordon(node.into()));
+            true
         }
         async fn set_record(&self, node: &str, r: Option<&Record>) -> Result<(), kube::Error> {
             let phase = r.map(|r| r.phase);
@@ -337,9 +441,10 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn controller(max_cordoned: usize) -> (Controller<Recorder>, Writer<Node>, Recorder) {
-        let (store, writer) = reflector::store::<Node>();
-        let (_tx, ready) = watch::channel(true);
+    fn controller(max_cordoned: usize) -> (Controller<Recorder>, Observed, Recorder) {
+        let observed = Observed::default();
+        observed.replace_nodes(Default::default());
+        observed.replace_pods(Vec::new());
         let (_ltx, leader) = watch::channel(true);
         let recorder = Recorder::default();
         let cfg = Config {
@@ -349,24 +454,20 @@ mod tests {
             ..Default::default()
         };
         let mut registry = prometheus_client::registry::Registry::default();
-        let pods = PodCache::default();
-        pods.ready.store(true, std::sync::atomic::Ordering::Release);
         let c = Controller::new(
             cfg,
-            store,
-            ready,
-            pods,
+            observed.clone(),
             recorder.clone(),
             Metrics::register(&mut registry),
             Health::default(),
             leader,
             Clock::tokio(),
         );
-        (c, writer, recorder)
+        (c, observed, recorder)
     }
 
-    fn apply(w: &mut Writer<Node>, n: Node) {
-        w.apply_watcher_event(&watcher::Event::Apply(n));
+    fn apply(w: &mut Observed, n: Node) {
+        w.apply_node(&n);
     }
 
     #[tokio::test]
@@ -476,9 +577,9 @@ mod tests {
             "status": {"phase": "Running", "conditions": [
                 {"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"}]}}))
         .unwrap();
-        c.pods.pods.write().unwrap().insert(
+        w.apply_pod(
             ("app".into(), "web".into()),
-            Arc::new(crate::decide::PodInfo::from_pod(&pod, None)),
+            crate::decide::PodInfo::from_pod(&pod, None),
         );
         c.round().await;
         c.round().await;

@@ -1,9 +1,9 @@
 //! The nodemedic drainer: cordons and drains nodes whose conditions say they are broken.
 //!
 //! ```text
-//!  observe (observe.rs: reflectors, compact pod cache)
-//!    -> decide (decide/: pure, snapshot + config + now -> a typed plan per node; record.rs: the
-//!       record's own transitions)
+//!  observe (observe.rs: watchers into compact node views (view.rs) and pod infos, marking what changed)
+//!    -> decide (decide/: pure, nodes + pods + config + now -> a typed decision per node; fleet.rs:
+//!       the incremental state and running totals; record.rs: the record's own transitions)
 //!    -> act (act.rs: cordon, evict, uncordon; the one leadership gate before every write)
 //!    -> record (the nodemedic.io/drain annotation, DrainScheduled, Events, metrics)
 //!  controller.rs runs the loop; run.rs wires it all; leader.rs holds the Lease; guard/ is the webhook.
@@ -28,3 +28,4 @@ pub mod record;
 pub mod run;
 pub mod select;
 pub mod spec;
+pub mod view;

@@ -42,6 +42,8 @@ pub struct Metrics {
     pub leader: Gauge,
     pub stale_pods: Gauge,
     pub stale_reported: Counter,
+    /// Node decisions made (rounds decide only what changed; this grows with changes, not size).
+    pub decided: Counter,
     stale_evictions: Family<EvictionLabel, Counter>,
 }
 
@@ -60,6 +62,7 @@ impl Metrics {
             leader: Gauge::default(),
             stale_pods: Gauge::default(),
             stale_reported: Counter::default(),
+            decided: Counter::default(),
             stale_evictions: Family::default(),
         };
         let families: [(&str, &str, Family<OutcomeLabel, Counter>); 4] = [
@@ -126,6 +129,11 @@ impl Metrics {
             "nodemedic_drainer_stale_pods_reported",
             "PodReadinessStale reports (one per pod per 10 minutes at most)",
             m.stale_reported.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_node_decisions",
+            "Node decisions made by the controller (only nodes that changed, woke or wait are decided)",
+            m.decided.clone(),
         );
         registry.register(
             "nodemedic_drainer_stale_evictions",

@@ -1,9 +1,10 @@
 //! What the drainer did to a node, kept as JSON in the node annotation `nodemedic.io/drain`. It is the
 //! drainer's only state: a restarted or new leader reads it back from the Nodes.
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
+
+use crate::view::NodeView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -62,13 +63,8 @@ pub enum DrainOutcome {
 
 impl Record {
     /// Read from a node: `Ok(None)` without a record, `Err` for one that does not parse.
-    pub fn parse(node: &Node) -> Result<Option<Record>, Unreadable> {
-        let Some(raw) = node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DRAIN_RECORD_ANNOTATION))
-        else {
+    pub fn parse(node: &NodeView) -> Result<Option<Record>, Unreadable> {
+        let Some(raw) = node.annotations.get(DRAIN_RECORD_ANNOTATION) else {
             return Ok(None);
         };
         serde_json::from_str(raw)
@@ -77,7 +73,7 @@ impl Record {
     }
 
     /// Read from a node; an unreadable record counts as none (see [`Record::parse`]).
-    pub fn of(node: &Node) -> Option<Record> {
+    pub fn of(node: &NodeView) -> Option<Record> {
         Record::parse(node).ok().flatten()
     }
 
@@ -198,13 +194,14 @@ mod tests {
 
     #[test]
     fn an_unreadable_record_is_an_error_not_a_panic_or_a_log() {
-        let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "n",
+        let node: k8s_openapi::api::core::v1::Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n",
             "annotations": {DRAIN_RECORD_ANNOTATION: "{not json"}}}))
-        .unwrap();
+            .unwrap();
+        let node = NodeView::of(&node);
         assert!(Record::parse(&node).is_err());
         assert_eq!(Record::of(&node), None);
-        let none: Node =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}})).unwrap();
+        let none = NodeView::default();
         assert_eq!(Record::parse(&none), Ok(None));
     }
 }

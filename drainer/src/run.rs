@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::runtime::watcher;
 use nodemedic_common::health::Health;
 use prometheus_client::registry::Registry;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::act::Actor;
@@ -19,7 +18,7 @@ use crate::config::Config;
 use crate::controller::Controller;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
-use crate::observe::PodCache;
+use crate::observe::Observed;
 
 pub struct Options {
     pub config: Config,
@@ -75,53 +74,18 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
-    let changed = Arc::new(Notify::new());
-    let (nodes, t1) = nodemedic_common::runtime::watch_store(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        |n: &mut Node| n.metadata.managed_fields = None,
-    );
-    let pods = PodCache::default();
-    let t2 = pods.spawn(
+    let observed = Observed::default();
+    let t1 = observed.spawn_nodes(Api::<Node>::all(client.clone()));
+    let t2 = observed.spawn_pods(
         Api::<Pod>::all(client.clone()),
         crate::decide::pods::kept_annotations(&opts.config),
-        changed.clone(),
     );
-    // One task waits for the node cache: kube's Store::wait_until_ready wakes only the last of several
-    // concurrent waiters (one oneshot receiver behind it), so the controller and the guard share this.
-    let (nodes_ready_tx, nodes_ready) = watch::channel(false);
-    {
-        let nodes = nodes.clone();
-        tokio::spawn(async move {
-            let _ = nodes.wait_until_ready().await;
-            let _ = nodes_ready_tx.send(true);
-        });
-    }
     let guard_addr = match opts.guard.clone() {
         None => None,
-        Some(g) => {
-            let cache = pods.clone();
-            let pod_node: crate::guard::server::PodNode = Arc::new(move |ns: &str, name: &str| {
-                cache
-                    .pods
-                    .read()
-                    .unwrap()
-                    .get(&(ns.to_string(), name.to_string()))
-                    .and_then(|p| p.node.clone())
-            });
-            Some(
-                crate::guard::server::start(
-                    g,
-                    nodes.clone(),
-                    nodes_ready.clone(),
-                    pod_node,
-                    metrics.clone(),
-                    Some(client.clone()),
-                )
+        Some(g) => Some(
+            crate::guard::server::start(g, observed.clone(), metrics.clone(), Some(client.clone()))
                 .await?,
-            )
-        }
+        ),
     };
     let t3 = tokio::spawn(leader::run(
         client.clone(),
@@ -134,15 +98,15 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         metrics.clone(),
         opts.config.dry_run,
         leader_rx.clone(),
+        observed.clone(),
     );
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own.
     let mut config = opts.config;
     config.owner = opts.lease.name.clone();
+    let changed = observed.changed.clone();
     let controller = Controller::new(
         config,
-        nodes,
-        nodes_ready,
-        pods,
+        observed,
         actor,
         metrics,
         health,

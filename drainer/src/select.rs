@@ -1,12 +1,14 @@
 //! Which nodes the drainer may act on: a CEL expression over the Node, or a label selector.
 //!
-//! CEL sees `metadata` (name, labels, annotations: always maps, empty when the Node has none),
-//! `spec` and `status` (conditions). A bad expression is rejected at start with its position.
+//! CEL sees the node's compact view ([`NodeView`]), not the whole Node: `metadata` (name, labels,
+//! annotations: always maps, empty when the Node has none), `spec.unschedulable` and
+//! `status.conditions` (type, status, reason, lastTransitionTime). The expression is compiled once; the
+//! controller evaluates it only when a node's view changes. A bad expression is rejected at start
+//! with its position.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
+
+use crate::view::NodeView;
 
 pub enum Selector {
     All,
@@ -87,12 +89,11 @@ impl Selector {
 
     /// Does `node` match? A CEL evaluation error (e.g. a missing key) counts as no match and is returned
     /// as the reason.
-    pub fn matches(&self, node: &Node) -> Result<bool, String> {
+    pub fn matches(&self, node: &NodeView) -> Result<bool, String> {
         match self {
             Selector::All => Ok(true),
             Selector::Labels(terms) => {
-                let empty = BTreeMap::new();
-                let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+                let labels = &node.labels;
                 Ok(terms.iter().all(|(k, op)| match op {
                     LabelOp::Equals(v) => labels.get(k) == Some(v),
                     LabelOp::NotEquals(v) => labels.get(k) != Some(v),
@@ -103,17 +104,20 @@ impl Selector {
             Selector::Cel { program, .. } => {
                 let mut ctx = cel::Context::default();
                 let meta = json!({
-                    "name": node.metadata.name.clone().unwrap_or_default(),
-                    "labels": node.metadata.labels.clone().unwrap_or_default(),
-                    "annotations": node.metadata.annotations.clone().unwrap_or_default(),
+                    "name": node.name,
+                    "labels": node.labels,
+                    "annotations": node.annotations,
                 });
-                let spec = serde_json::to_value(node.spec.clone().unwrap_or_default())
-                    .unwrap_or(Value::Null);
-                let mut status = serde_json::to_value(node.status.clone().unwrap_or_default())
-                    .unwrap_or(Value::Null);
-                if status.get("conditions").is_none() {
-                    status["conditions"] = json!([]);
-                }
+                let spec = json!({"unschedulable": node.unschedulable});
+                let conditions: Vec<Value> = node
+                    .conditions
+                    .iter()
+                    .map(|c| {
+                        json!({"type": c.type_, "status": c.status, "reason": c.reason.as_deref().unwrap_or(""),
+                            "lastTransitionTime": nodemedic_common::time::rfc3339(c.since)})
+                    })
+                    .collect();
+                let status = json!({ "conditions": conditions });
                 ctx.add_variable("metadata", meta)
                     .map_err(|e| e.to_string())?;
                 ctx.add_variable("spec", spec).map_err(|e| e.to_string())?;
@@ -133,18 +137,15 @@ impl Selector {
 mod tests {
     use super::*;
 
-    fn node(labels: &[(&str, &str)]) -> Node {
-        let mut n = Node::default();
-        n.metadata.name = Some("n1".into());
-        if !labels.is_empty() {
-            n.metadata.labels = Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            );
+    fn node(labels: &[(&str, &str)]) -> NodeView {
+        NodeView {
+            name: "n1".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
         }
-        n
     }
 
     #[test]

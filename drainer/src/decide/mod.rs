@@ -1,4 +1,6 @@
 //! The drain decision: a pure function of (Nodes, Pods, config, now) -> one [`NodeDecision`] per node.
+//! [`decide_nodes`] decides all nodes (`drainer plan`); [`decide_some`] decides the few that changed
+//! against running totals ([`fleet::Fleet`], what the controller uses); both are the same code.
 //!
 //! Order of checks for a node: opt-out label, selection, Kosmos exemption, then either what our
 //! record says we did (release after a manual uncordon, uncordon on recovery, drain when due, retry
@@ -6,6 +8,7 @@
 //! flight, spacing of drain starts) are counted across the plan, oldest problem first, so the plan
 //! never exceeds them whatever the order nodes arrive in.
 
+pub mod fleet;
 pub mod pods;
 pub mod schedule;
 pub mod stale;
@@ -14,11 +17,12 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Config;
 use crate::record::{Phase, Record};
+use crate::view::NodeView;
 pub use pods::{PodAction, PodInfo, PodPlan};
 
 /// What the plan says for a node (the `action` of `drainer plan`).
@@ -244,6 +248,8 @@ pub struct NodeDecision {
     pub effect: Effect,
     /// For cordon and drain: what would happen to each pod.
     pub pods: Vec<PodPlan>,
+    /// When the clock alone changes this decision (a min duration or drain time reached).
+    pub wake: Option<Timestamp>,
 }
 
 impl DrainJob {
@@ -291,18 +297,9 @@ fn fmt_d(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
-fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-fn problem(node: &Node, cfg: &Config, now: Timestamp) -> Problem {
-    let empty = Vec::new();
-    let conditions: &Vec<NodeCondition> = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .unwrap_or(&empty);
-    let kosmos = label(node, &cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
+fn problem(node: &NodeView, cfg: &Config, now: Timestamp) -> Problem {
+    let conditions = &node.conditions;
+    let kosmos = node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
     let mut p = Problem {
         held: vec![],
         episode: String::new(),
@@ -316,11 +313,7 @@ fn problem(node: &Node, cfg: &Config, now: Timestamp) -> Problem {
         let Some(c) = conditions.iter().find(|c| c.type_ == spec.type_) else {
             continue;
         };
-        let transition = c
-            .last_transition_time
-            .as_ref()
-            .map(|t| t.0)
-            .unwrap_or(Timestamp::UNIX_EPOCH);
+        let transition = c.since;
         if c.status != spec.status {
             // Cleared: recovery counts once the healthy status held the min duration too.
             let held_for = elapsed(transition, now);
@@ -355,6 +348,36 @@ fn problem(node: &Node, cfg: &Config, now: Timestamp) -> Problem {
     p
 }
 
+/// The cluster-wide quantities budgets are counted from, over the records this drainer owns: kept as
+/// running totals by the controller ([`fleet::Fleet`]), summed over all nodes by a full plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Nodes the selector selects (what a percentage cordon budget is of).
+    pub selected: usize,
+    /// Nodes cordoned by us (records not released).
+    pub cordoned: usize,
+    /// Drains in flight (records draining).
+    pub draining: usize,
+    /// The latest drain start.
+    pub last_drain_start: Option<Timestamp>,
+}
+
+impl Totals {
+    /// Sum over (selected, the record we own) pairs.
+    pub fn of<'a>(nodes: impl IntoIterator<Item = (bool, Option<&'a Record>)>) -> Totals {
+        let mut t = Totals::default();
+        for (selected, record) in nodes {
+            t.selected += selected as usize;
+            if let Some(r) = record {
+                t.cordoned += r.holds_cordon() as usize;
+                t.draining += (r.phase == Phase::Draining) as usize;
+                t.last_drain_start = t.last_drain_start.max(r.drain_started);
+            }
+        }
+        t
+    }
+}
+
 /// Running totals while planning.
 struct Budgets {
     cordoned: usize,
@@ -365,6 +388,17 @@ struct Budgets {
     prior_drain_start: Option<Timestamp>,
 }
 
+/// One node to decide, with what the decision reads besides the node.
+pub struct Candidate<'a> {
+    pub node: &'a NodeView,
+    /// Whether the selector selects it.
+    pub selected: bool,
+    /// The record on the node, whichever drainer owns it.
+    pub record: Option<&'a Record>,
+    /// Its pods.
+    pub pods: Vec<&'a PodInfo>,
+}
+
 /// Decide every node. Nodes are considered oldest problem first (then by name), so budgets go to
 /// the oldest problems whatever the order nodes arrive in.
 pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
@@ -373,62 +407,76 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
     cfg: &Config,
     now: Timestamp,
 ) -> Vec<NodeDecision> {
-    let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
+    let views: Vec<NodeView> = nodes.iter().map(|n| NodeView::of(n.borrow())).collect();
     let mut by_node: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
     for p in pods.iter().map(Borrow::borrow) {
         if let Some(n) = p.node.as_deref() {
             by_node.entry(n).or_default().push(p);
         }
     }
-    let selected: Vec<bool> = nodes
+    let records: Vec<Option<Record>> = views.iter().map(Record::of).collect();
+    let candidates: Vec<Candidate> = views
         .iter()
-        .map(|n| cfg.selector.matches(n).unwrap_or(false))
+        .zip(&records)
+        .map(|(v, r)| Candidate {
+            node: v,
+            selected: cfg.selector.matches(v).unwrap_or(false),
+            record: r.as_ref(),
+            pods: by_node.remove(v.name.as_str()).unwrap_or_default(),
+        })
         .collect();
+    let totals = Totals::of(candidates.iter().map(|c| {
+        (
+            c.selected,
+            c.record.filter(|r| r.owned_by(&cfg.owner, c.selected)),
+        )
+    }));
+    decide_some(&candidates, &totals, cfg, now)
+}
+
+/// Decide `candidates` (some or all of the nodes) against `totals` over all nodes, oldest problem
+/// first (then by name); decisions come back in the order of `candidates`. A node's own decision
+/// reads only the node, its record and its pods; budgets read the totals and the decisions made
+/// before it in this call.
+pub fn decide_some(
+    candidates: &[Candidate],
+    totals: &Totals,
+    cfg: &Config,
+    now: Timestamp,
+) -> Vec<NodeDecision> {
     // Records of other drainers (another Lease name) are theirs: not acted on, not counted.
-    let all_records: Vec<Option<Record>> = nodes.iter().map(|n| Record::of(n)).collect();
-    let records: Vec<Option<Record>> = all_records
+    let records: Vec<Option<&Record>> = candidates
         .iter()
-        .zip(&selected)
-        .map(|(r, sel)| r.clone().filter(|r| r.owned_by(&cfg.owner, *sel)))
+        .map(|c| c.record.filter(|r| r.owned_by(&cfg.owner, c.selected)))
         .collect();
     let mut budgets = Budgets {
-        cordoned: records
-            .iter()
-            .flatten()
-            .filter(|r| r.holds_cordon())
-            .count(),
-        cordon_limit: cfg
-            .max_cordoned
-            .limit(selected.iter().filter(|s| **s).count()),
-        draining: records
-            .iter()
-            .flatten()
-            .filter(|r| r.phase == Phase::Draining)
-            .count(),
-        last_drain_start: records
-            .iter()
-            .flatten()
-            .filter_map(|r| r.drain_started)
-            .max(),
+        cordoned: totals.cordoned,
+        cordon_limit: cfg.max_cordoned.limit(totals.selected),
+        draining: totals.draining,
+        last_drain_start: totals.last_drain_start,
         prior_drain_start: None,
     };
-    let problems: Vec<Problem> = nodes.iter().map(|n| problem(n, cfg, now)).collect();
-    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    let problems: Vec<Problem> = candidates
+        .iter()
+        .map(|c| problem(c.node, cfg, now))
+        .collect();
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_by(|&a, &b| {
         let key = |i: usize| {
             (
                 problems[i].since.map(|t| t.as_second()).unwrap_or(i64::MAX),
-                nodes[i].metadata.name.clone(),
+                candidates[i].node.name.as_str(),
             )
         };
         key(a).cmp(&key(b))
     });
-    let mut out: Vec<Option<NodeDecision>> = vec![None; nodes.len()];
+    let mut out: Vec<Option<NodeDecision>> = vec![None; candidates.len()];
     for i in order {
-        let node = &nodes[i];
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let node_pods = by_node.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-        let (action, why, effect) = match (&all_records[i], &records[i]) {
+        let c = &candidates[i];
+        let node = c.node;
+        let name = node.name.clone();
+        let node_pods = &c.pods;
+        let (action, why, effect) = match (c.record, records[i]) {
             (Some(theirs), None) => (
                 Action::Skip,
                 Why::OwnedByOther(theirs.owner.clone()),
@@ -436,8 +484,8 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
             ),
             _ => decide_node(
                 node,
-                selected[i],
-                records[i].as_ref(),
+                c.selected,
+                records[i],
                 &problems[i],
                 cfg,
                 now,
@@ -450,7 +498,7 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
             Vec::new()
         };
         // The drain carries its record and the pods it evicts (same order as `pods`).
-        let effect = match (effect, &records[i]) {
+        let effect = match (effect, records[i]) {
             (Effect::Drain(_), Some(record)) => Effect::Drain(DrainJob {
                 record: record.clone(),
                 evict: node_pods
@@ -488,6 +536,7 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
             node: name,
             action,
             reason: why.to_string(),
+            wake: wake(&why, &problems[i], now),
             why,
             effect,
             pods,
@@ -496,8 +545,21 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
     out.into_iter().flatten().collect()
 }
 
+/// When the decision for a node changes by the clock alone, if it does.
+fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
+    match why {
+        Why::NotHeldLongEnough { .. } | Why::ProblemBack { .. } => {
+            p.pending.iter().map(|(_, left)| add(now, *left)).min()
+        }
+        Why::Recovering { left } => Some(add(now, *left)),
+        Why::DrainScheduled { at, .. } | Why::RetryScheduled { at, .. } => Some(*at),
+        Why::DrainSpacing { next } => Some(*next),
+        _ => None,
+    }
+}
+
 fn decide_node(
-    node: &Node,
+    node: &NodeView,
     selected: bool,
     record: Option<&Record>,
     p: &Problem,
@@ -505,18 +567,14 @@ fn decide_node(
     now: Timestamp,
     b: &mut Budgets,
 ) -> (Action, Why, Effect) {
-    if label(node, &cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
+    if node.label(&cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
         let label = format!("{}={}", cfg.exclude_label.0, cfg.exclude_label.1);
         return (Action::Skip, Why::Excluded { label }, Effect::Nothing);
     }
     if !selected && record.is_none() {
         return (Action::Skip, Why::NotSelected, Effect::Nothing);
     }
-    let unschedulable = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
+    let unschedulable = node.unschedulable;
     let bad = !p.held.is_empty();
     let pending = || p.pending.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>();
     let Some(r) = record else {

@@ -24,6 +24,7 @@ pub struct PodInfo {
     /// Running, containers ready, Ready=False, gates met: stale if its node has been Ready a while
     /// (see `decide::stale`).
     pub readiness_stale: bool,
+    /// Labels, for `drainer plan` only (empty when projected with `keep`).
     pub labels: BTreeMap<String, String>,
     /// Only the annotations the rules look at (all of them when projected with `keep: None`).
     pub annotations: BTreeMap<String, String>,
@@ -67,7 +68,11 @@ impl PodInfo {
                 .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some())),
             grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
             readiness_stale: super::stale::readiness_stale(pod),
-            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            // Only `drainer plan` reads labels (to match PDBs); the controller does not keep them.
+            labels: match keep {
+                None => pod.metadata.labels.clone().unwrap_or_default(),
+                Some(_) => BTreeMap::new(),
+            },
             annotations,
         }
     }

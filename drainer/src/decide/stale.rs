@@ -16,10 +16,11 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
 use super::PodInfo;
+use crate::view::NodeView;
 
 /// One stale pod and whether it may be evicted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,23 +43,6 @@ fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
         .map(|c| c.status.as_str())
 }
 
-/// Since when the node has been Ready=True, if it is.
-pub fn ready_since(node: &Node) -> Option<Timestamp> {
-    let c = node
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")?;
-    (c.status == "True").then(|| {
-        c.last_transition_time
-            .as_ref()
-            .map(|t| t.0)
-            .unwrap_or(Timestamp::UNIX_EPOCH)
-    })
-}
-
 /// Is this pod's readiness stale, its node aside? (Computed once, when the pod is cached.)
 pub fn readiness_stale(pod: &Pod) -> bool {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
@@ -78,25 +62,41 @@ pub fn readiness_stale(pod: &Pod) -> bool {
 }
 
 /// The stale pods at `now`: pods whose readiness is stale on nodes Ready for at least `threshold`.
-pub fn stale_pods<N: Borrow<Node>, P: Borrow<PodInfo>>(
+pub fn stale_pods<N: Borrow<NodeView>, P: Borrow<PodInfo>>(
     nodes: &[N],
     pods: &[P],
     threshold: Duration,
     now: Timestamp,
 ) -> Vec<Stale> {
-    let settled: HashMap<&str, ()> = nodes
+    let ready: HashMap<&str, Option<Timestamp>> = nodes
         .iter()
         .map(Borrow::borrow)
-        .filter(|n| {
-            ready_since(n).is_some_and(|since| nodemedic_common::time::add(since, threshold) <= now)
-        })
-        .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, ())))
+        .map(|n| (n.name.as_str(), n.ready_since()))
         .collect();
-    pods.iter()
-        .map(Borrow::borrow)
+    stale_among(
+        pods.iter().map(Borrow::borrow),
+        |n| ready.get(n).copied().flatten(),
+        threshold,
+        now,
+    )
+}
+
+/// [`stale_pods`] over candidate `pods` (those whose own readiness is stale: the controller keeps
+/// them apart, so this is proportional to them, not to the cluster), `ready_since` telling since
+/// when a node is Ready=True.
+pub fn stale_among<'a>(
+    pods: impl IntoIterator<Item = &'a PodInfo>,
+    ready_since: impl Fn(&str) -> Option<Timestamp>,
+    threshold: Duration,
+    now: Timestamp,
+) -> Vec<Stale> {
+    pods.into_iter()
         .filter(|p| p.readiness_stale)
         .filter_map(|p| {
-            let node = p.node.as_deref().filter(|n| settled.contains_key(n))?;
+            let node = p.node.as_deref().filter(|n| {
+                ready_since(n)
+                    .is_some_and(|since| nodemedic_common::time::add(since, threshold) <= now)
+            })?;
             Some(Stale {
                 exempt: nodemedic_common::exempt::never_evicted(
                     &p.namespace,
@@ -121,10 +121,11 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
-    fn node(ready: &str, since: i64) -> Node {
-        serde_json::from_value(json!({"metadata": {"name": "n"}, "status": {"conditions": [
+    fn node(ready: &str, since: i64) -> NodeView {
+        let n: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({"metadata": {"name": "n"}, "status": {"conditions": [
             {"type": "Ready", "status": ready, "lastTransitionTime": nodemedic_common::time::rfc3339(t(since))}]}}))
-        .unwrap()
+        .unwrap();
+        NodeView::of(&n)
     }
 
     fn pod(
@@ -210,16 +211,13 @@ mod tests {
         assert_eq!((s.len(), s[0].node.as_str()), (1, "n"));
         assert!(stale_pods(&[node("Unknown", 0)], &[&p], TH, t(200)).is_empty());
         let mut late = node("True", 0);
-        late.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].last_transition_time =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                "9999-12-30T21:59:00Z".parse().unwrap(),
-            ));
+        late.conditions[0].since = "9999-12-30T21:59:00Z".parse().unwrap();
         assert!(
             stale_pods(&[late], &[&p], TH, t(200)).is_empty(),
             "Ready since the end of time: not yet, and no panic"
         );
         assert!(
-            stale_pods(&[] as &[Node], &[&p], TH, t(200)).is_empty(),
+            stale_pods(&[] as &[NodeView], &[&p], TH, t(200)).is_empty(),
             "an unknown node is not Ready"
         );
     }

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,16 +12,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
-use kube::runtime::reflector::{ObjectRef, Store};
 use nodemedic_common::events::NodeEvents;
 
 use super::{Decision, GuardConfig, NodeState, Request, decide};
 use crate::guard::BlockedEvents;
 use crate::metrics::{GuardDecision, Metrics, Reload};
+use crate::observe::Observed;
 
 #[derive(Debug, Clone)]
 pub struct GuardOptions {
@@ -32,18 +30,13 @@ pub struct GuardOptions {
     pub config: GuardConfig,
 }
 
-/// Pod (namespace, name) -> its node, from the controller's pod cache (for evictions, whose request
-/// does not carry the pod).
-pub type PodNode = Arc<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
-
 /// At most one Event per node in this interval; blocked deletions in between are counted into it.
 
 #[derive(Clone)]
 struct Guard {
     config: Arc<GuardConfig>,
-    nodes: Store<Node>,
-    nodes_synced: Arc<AtomicBool>,
-    pod_node: PodNode,
+    /// The drainer's node and pod caches.
+    observed: Observed,
     metrics: Metrics,
     events: Option<kube::Client>,
     /// Denials per node and their PodDeletionBlocked Events.
@@ -57,35 +50,23 @@ pub const AUDIT_KEY: &str = "decision";
 
 impl Guard {
     fn node_state(&self, req: &Request) -> NodeState {
-        if !self.nodes_synced.load(Ordering::Acquire) {
+        if !self.observed.nodes_synced() {
             return NodeState::NotSynced;
         }
-        let Some(name) = req
-            .node
-            .clone()
-            .or_else(|| (self.pod_node)(&req.namespace, &req.pod))
-        else {
+        let Some(name) = req.node.clone().or_else(|| {
+            self.observed
+                .pod(&req.namespace, &req.pod)
+                .and_then(|p| p.node.clone())
+        }) else {
             return NodeState::Unknown;
         };
-        match self.nodes.get(&ObjectRef::new(&name)) {
+        match self.observed.node(&name) {
             None => NodeState::Unknown,
             Some(n) => NodeState::Known {
                 name,
-                labels: n.metadata.labels.clone().unwrap_or_default(),
-                ready: n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-                    .map(|c| c.status.clone()),
-                flap_taint: crate::guard::flap_taint(
-                    n.spec
-                        .as_ref()
-                        .and_then(|s| s.taints.as_ref())
-                        .into_iter()
-                        .flatten()
-                        .map(|t| (t.key.as_str(), t.effect.as_str())),
-                ),
+                labels: n.labels.clone(),
+                ready: n.condition("Ready").map(|c| c.status.clone()),
+                flap_taint: n.flap_taint.clone(),
             },
         }
     }
@@ -167,9 +148,7 @@ async fn validate(State(g): State<Guard>, body: Bytes) -> Response {
 /// Start the guard; returns its bound address.
 pub async fn start(
     opts: GuardOptions,
-    nodes: Store<Node>,
-    nodes_ready: tokio::sync::watch::Receiver<bool>,
-    pod_node: PodNode,
+    observed: Observed,
     metrics: Metrics,
     events: Option<kube::Client>,
 ) -> crate::error::Result<SocketAddr> {
@@ -181,20 +160,9 @@ pub async fn start(
             key: opts.key.clone(),
             source,
         })?;
-    let nodes_synced = Arc::new(AtomicBool::new(false));
-    {
-        let (mut ready, flag) = (nodes_ready, nodes_synced.clone());
-        tokio::spawn(async move {
-            if ready.wait_for(|r| *r).await.is_ok() {
-                flag.store(true, Ordering::Release);
-            }
-        });
-    }
     let guard = Guard {
         config: Arc::new(opts.config.clone()),
-        nodes,
-        nodes_synced,
-        pod_node,
+        observed,
         metrics: metrics.clone(),
         events,
         blocked: Arc::default(),

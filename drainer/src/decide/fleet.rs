@@ -1,0 +1,517 @@
+//! The controller's incremental state, pure: every node's view, whether the selector selects it,
+//! its record, and running totals of the budgets, updated as nodes change. A round decides only
+//! the nodes that changed, whose time came ([`NodeDecision::wake`]) or that wait for a budget, with
+//! [`decide_some`] — the same code `drainer plan` runs over all nodes — so work per event follows
+//! what changed, not the size of the cluster.
+//!
+//! Writes the controller made are laid over the views ([`Fleet::wrote`]) until the watch shows
+//! them, so a round between a write and its watch event neither repeats the write nor counts a
+//! budget without it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
+
+use super::{Candidate, NodeDecision, PodInfo, Totals, Why, decide_some};
+use crate::config::Config;
+use crate::record::{Phase, Record};
+use crate::view::NodeView;
+
+/// How long a write is laid over a node whose watch never shows it (a missed event; the full resync
+/// catches up after that).
+const OVERLAY_TTL: Duration = Duration::from_secs(60);
+
+struct Entry {
+    view: Arc<NodeView>,
+    selected: bool,
+    /// The record on the node, whichever drainer owns it.
+    record: Option<Record>,
+    wake: Option<Timestamp>,
+}
+
+/// A write of ours not yet seen by the watch.
+struct Overlay {
+    /// The record annotation the write replaced: a view still carrying it predates the write.
+    before: Option<String>,
+    after: Option<String>,
+    unschedulable: Option<bool>,
+    until: Timestamp,
+}
+
+impl Overlay {
+    fn lay(&self, view: &NodeView) -> NodeView {
+        let mut v = view.clone();
+        match &self.after {
+            Some(a) => {
+                v.annotations
+                    .insert(DRAIN_RECORD_ANNOTATION.to_string(), a.clone());
+            }
+            None => {
+                v.annotations.remove(DRAIN_RECORD_ANNOTATION);
+            }
+        }
+        if let Some(u) = self.unschedulable {
+            v.unschedulable = u;
+        }
+        v
+    }
+}
+
+/// Totals over owned records, kept up to date as entries come and go.
+#[derive(Default)]
+struct Running {
+    selected: usize,
+    cordoned: usize,
+    draining: usize,
+    drain_starts: BTreeMap<Timestamp, usize>,
+}
+
+impl Running {
+    fn count(&mut self, e: &Entry, owner: &str, add: bool) {
+        let step = |n: &mut usize, yes: bool| {
+            if yes {
+                *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            }
+        };
+        step(&mut self.selected, e.selected);
+        let Some(r) = e.record.as_ref().filter(|r| r.owned_by(owner, e.selected)) else {
+            return;
+        };
+        step(&mut self.cordoned, r.holds_cordon());
+        step(&mut self.draining, r.phase == Phase::Draining);
+        if let Some(t) = r.drain_started {
+            if add {
+                *self.drain_starts.entry(t).or_default() += 1;
+            } else if let Some(n) = self.drain_starts.get_mut(&t) {
+                *n -= 1;
+                if *n == 0 {
+                    self.drain_starts.remove(&t);
+                }
+            }
+        }
+    }
+
+    fn totals(&self) -> Totals {
+        Totals {
+            selected: self.selected,
+            cordoned: self.cordoned,
+            draining: self.draining,
+            last_drain_start: self.drain_starts.keys().next_back().copied(),
+        }
+    }
+}
+
+pub struct Fleet {
+    cfg: Arc<Config>,
+    nodes: HashMap<String, Entry>,
+    running: Running,
+    overlays: HashMap<String, Overlay>,
+    /// Decided at the next round.
+    dirty: BTreeSet<String>,
+    /// Clock wake-ups: (when, node).
+    wakes: BTreeSet<(Timestamp, String)>,
+    /// Waiting for a cordon or drain budget: decided every round, as a freed slot may be theirs.
+    waiting: BTreeSet<String>,
+}
+
+/// How a selector error is reported: once per node view, by the caller.
+pub type SelectError = (String, String);
+
+impl Fleet {
+    pub fn new(cfg: Arc<Config>) -> Fleet {
+        Fleet {
+            cfg,
+            nodes: HashMap::new(),
+            running: Running::default(),
+            overlays: HashMap::new(),
+            dirty: BTreeSet::new(),
+            wakes: BTreeSet::new(),
+            waiting: BTreeSet::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.nodes.contains_key(name)
+    }
+
+    pub fn view(&self, name: &str) -> Option<&Arc<NodeView>> {
+        self.nodes.get(name).map(|e| &e.view)
+    }
+
+    pub fn selected(&self, name: &str) -> bool {
+        self.nodes.get(name).is_some_and(|e| e.selected)
+    }
+
+    pub fn totals(&self) -> Totals {
+        self.running.totals()
+    }
+
+    /// A node's current view (from the watch). Returns the selector's error for a changed view, if
+    /// it failed (the node then counts as not selected).
+    pub fn observe(&mut self, view: Arc<NodeView>, now: Timestamp) -> Option<SelectError> {
+        let view = match self.overlays.get(&view.name) {
+            Some(o)
+                if o.until > now
+                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) == o.before.as_ref() =>
+            {
+                Arc::new(o.lay(&view))
+            }
+            Some(_) => {
+                self.overlays.remove(&view.name);
+                view
+            }
+            None => view,
+        };
+        self.update(view)
+    }
+
+    /// Take `view` as the node's state (overlays already laid).
+    fn update(&mut self, view: Arc<NodeView>) -> Option<SelectError> {
+        let name = view.name.clone();
+        if let Some(e) = self.nodes.get_mut(&name)
+            && e.view.same_state(&view)
+        {
+            e.view = view; // a heartbeat: nothing to decide
+            return None;
+        }
+        self.unwake(&name);
+        if let Some(old) = self.nodes.remove(&name) {
+            self.running.count(&old, &self.cfg.owner, false);
+        }
+        let (selected, error) = match self.cfg.selector.matches(&view) {
+            Ok(s) => (s, None),
+            Err(e) => (false, Some((name.clone(), e))),
+        };
+        let entry = Entry {
+            record: Record::of(&view),
+            view,
+            selected,
+            wake: None,
+        };
+        self.running.count(&entry, &self.cfg.owner, true);
+        self.nodes.insert(name.clone(), entry);
+        self.dirty.insert(name);
+        error
+    }
+
+    /// The node is gone.
+    pub fn remove(&mut self, name: &str) {
+        self.unwake(name);
+        if let Some(old) = self.nodes.remove(name) {
+            self.running.count(&old, &self.cfg.owner, false);
+        }
+        self.overlays.remove(name);
+        self.dirty.remove(name);
+        self.waiting.remove(name);
+    }
+
+    /// Its pods changed: decide it again.
+    pub fn touch(&mut self, name: &str) {
+        if self.nodes.contains_key(name) {
+            self.dirty.insert(name.to_string());
+        }
+    }
+
+    /// Decide every node at the next round (a relist, or the periodic resync).
+    pub fn touch_all(&mut self) {
+        self.dirty.extend(self.nodes.keys().cloned());
+    }
+
+    /// Decide `name` again at `at` (e.g. to retry a failed write).
+    pub fn wake_at(&mut self, name: &str, at: Timestamp) {
+        if let Some(e) = self.nodes.get_mut(name) {
+            if let Some(old) = e.wake.take() {
+                self.wakes.remove(&(old, name.to_string()));
+            }
+            e.wake = Some(at);
+            self.wakes.insert((at, name.to_string()));
+        }
+    }
+
+    fn unwake(&mut self, name: &str) {
+        if let Some(at) = self.nodes.get_mut(name).and_then(|e| e.wake.take()) {
+            self.wakes.remove(&(at, name.to_string()));
+        }
+    }
+
+    /// The next clock wake-up.
+    pub fn next_wake(&self) -> Option<Timestamp> {
+        self.wakes.first().map(|(t, _)| *t)
+    }
+
+    /// We wrote `record` (None: removed it) and, when given, `unschedulable` on the node: lay it
+    /// over the node's view until the watch shows it.
+    pub fn wrote(
+        &mut self,
+        name: &str,
+        record: Option<&Record>,
+        unschedulable: Option<bool>,
+        now: Timestamp,
+    ) {
+        let Some(e) = self.nodes.get(name) else {
+            return;
+        };
+        let overlay = Overlay {
+            before: e.view.annotations.get(DRAIN_RECORD_ANNOTATION).cloned(),
+            after: record.map(Record::to_annotation),
+            unschedulable,
+            until: nodemedic_common::time::add(now, OVERLAY_TTL),
+        };
+        let view = Arc::new(overlay.lay(&e.view));
+        self.overlays.insert(name.to_string(), overlay);
+        self.update(view);
+    }
+
+    /// Decide the nodes that changed, whose time came, or that wait for a budget; `pods_of` gives a
+    /// node's pods. Decisions come with the view they were made on.
+    pub fn round(
+        &mut self,
+        pods_of: impl Fn(&str) -> Vec<Arc<PodInfo>>,
+        now: Timestamp,
+    ) -> Vec<(NodeDecision, Arc<NodeView>)> {
+        while let Some((at, _)) = self.wakes.first()
+            && *at <= now
+        {
+            let (_, name) = self.wakes.pop_first().expect("non-empty");
+            if let Some(e) = self.nodes.get_mut(&name) {
+                e.wake = None;
+            }
+            self.dirty.insert(name);
+        }
+        let names: BTreeSet<String> = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .chain(std::mem::take(&mut self.waiting))
+            .filter(|n| self.nodes.contains_key(n))
+            .collect();
+        let pods: Vec<Vec<Arc<PodInfo>>> = names.iter().map(|n| pods_of(n)).collect();
+        let candidates: Vec<Candidate> = names
+            .iter()
+            .zip(&pods)
+            .map(|(n, p)| {
+                let e = &self.nodes[n];
+                Candidate {
+                    node: &e.view,
+                    selected: e.selected,
+                    record: e.record.as_ref(),
+                    pods: p.iter().map(|p| &**p).collect(),
+                }
+            })
+            .collect();
+        let decisions = decide_some(&candidates, &self.running.totals(), &self.cfg, now);
+        drop(candidates);
+        let mut out = Vec::with_capacity(decisions.len());
+        for d in decisions {
+            if matches!(d.why, Why::CordonBudget { .. } | Why::DrainBudget { .. }) {
+                self.waiting.insert(d.node.clone());
+            }
+            match d.wake {
+                Some(at) => self.wake_at(&d.node, at),
+                None => self.unwake(&d.node),
+            }
+            let view = self.nodes[&d.node].view.clone();
+            out.push((d, view));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The incremental rounds against the full plan: after any sequence of changes and writes, what
+    //! the fleet decides for the nodes it looks at is what `decide_nodes` decides for them.
+
+    use super::*;
+    use crate::config::Budget;
+    use crate::decide::{Action, Effect, decide_nodes};
+    use crate::view::Condition;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn cfg(max_cordoned: usize) -> Arc<Config> {
+        Arc::new(Config {
+            conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+            max_cordoned: Budget::Count(max_cordoned),
+            max_drains_in_flight: 1,
+            drain_buffer: Duration::from_secs(60),
+            selector: crate::select::Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+            ..Default::default()
+        })
+    }
+
+    fn view(name: &str, pool: &str, bad_since: Option<i64>) -> NodeView {
+        NodeView {
+            name: name.into(),
+            resource_version: "1".into(),
+            labels: [("pool".to_string(), pool.to_string())].into(),
+            conditions: vec![Condition {
+                type_: "KernelDeadlock".into(),
+                status: if bad_since.is_some() { "True" } else { "False" }.into(),
+                reason: None,
+                since: t(bad_since.unwrap_or(0)),
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// Apply what the controller would write for `d` to the fleet (as a write plus its watch event).
+    fn act(f: &mut Fleet, d: &NodeDecision, now: Timestamp) {
+        match &d.effect {
+            Effect::Cordon(r) => f.wrote(&d.node, Some(r), Some(true), now),
+            Effect::Uncordon => f.wrote(&d.node, None, Some(false), now),
+            Effect::Release(r) => f.wrote(&d.node, Some(r), None, now),
+            Effect::Forget => f.wrote(&d.node, None, None, now),
+            Effect::Drain(job) => {
+                let r = job.record.draining(now);
+                f.wrote(&d.node, Some(&r), None, now)
+            }
+            Effect::Nothing => {}
+        }
+    }
+
+    fn full(f: &Fleet, cfg: &Config, now: Timestamp) -> HashMap<String, (Action, String)> {
+        let nodes: Vec<k8s_openapi::api::core::v1::Node> = f
+            .nodes
+            .values()
+            .map(|e| {
+                let v = &e.view;
+                let mut n = k8s_openapi::api::core::v1::Node::default();
+                n.metadata.name = Some(v.name.clone());
+                n.metadata.labels = Some(v.labels.clone());
+                n.metadata.annotations = Some(v.annotations.clone());
+                n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+                    unschedulable: Some(v.unschedulable),
+                    ..Default::default()
+                });
+                n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+                    conditions: Some(
+                        v.conditions
+                            .iter()
+                            .map(|c| k8s_openapi::api::core::v1::NodeCondition {
+                                type_: c.type_.clone(),
+                                status: c.status.clone(),
+                                last_transition_time: Some(
+                                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(c.since),
+                                ),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
+                    ..Default::default()
+                });
+                n
+            })
+            .collect();
+        decide_nodes(&nodes, &[] as &[PodInfo], cfg, now)
+            .into_iter()
+            .map(|d| (d.node, (d.action, d.reason)))
+            .collect()
+    }
+
+    #[test]
+    fn incremental_rounds_agree_with_the_full_plan() {
+        let c = cfg(3);
+        let mut f = Fleet::new(c.clone());
+        let mut now = t(0);
+        // 20 nodes, half selected; problems start over time and clear again.
+        for i in 0..20 {
+            let pool = if i % 2 == 0 { "a" } else { "b" };
+            f.observe(Arc::new(view(&format!("n{i:02}"), pool, None)), now);
+        }
+        let mut decided = 0;
+        for step in 0..60i64 {
+            now = t(step * 120);
+            // Node (step * 7) % 20 changes state.
+            let i = (step * 7 % 20) as usize;
+            let name = format!("n{i:02}");
+            let mut v = (**f.view(&name).unwrap()).clone();
+            let bad = v.conditions[0].status == "False";
+            v.conditions[0] = Condition {
+                type_: "KernelDeadlock".into(),
+                status: if bad { "True" } else { "False" }.into(),
+                reason: None,
+                since: now,
+            };
+            v.resource_version = format!("{step}");
+            f.observe(Arc::new(v), now);
+            let expected = full(&f, &c, now);
+            let decisions = f.round(|_| Vec::new(), now);
+            decided += decisions.len();
+            for (d, _) in &decisions {
+                assert_eq!(
+                    (d.action, d.reason.clone()),
+                    expected[&d.node],
+                    "step {step}: {}",
+                    d.node
+                );
+            }
+            for (d, _) in &decisions {
+                act(&mut f, d, now);
+            }
+            // The running totals are what a count over all nodes says.
+            let all = Totals::of(f.nodes.values().map(|e| {
+                (
+                    e.selected,
+                    e.record
+                        .as_ref()
+                        .filter(|r| r.owned_by(&c.owner, e.selected)),
+                )
+            }));
+            assert_eq!(f.totals(), all, "step {step}");
+            assert!(f.totals().cordoned <= 3, "the budget holds");
+        }
+        assert!(
+            decided < 60 * 20 / 3,
+            "rounds decide what changed, not every node: {decided}"
+        );
+    }
+
+    #[test]
+    fn a_heartbeat_decides_nothing_and_a_late_event_does_not_undo_a_write() {
+        let mut f = Fleet::new(cfg(1));
+        let now = t(10_000);
+        f.observe(Arc::new(view("n1", "a", Some(0))), now);
+        let d = f.round(|_| Vec::new(), now);
+        assert_eq!(d[0].0.action, Action::Cordon);
+        act(&mut f, &d[0].0, now);
+        assert_eq!(f.totals().cordoned, 1, "counted before the watch shows it");
+        // A heartbeat that predates our write arrives: still cordoned for us, nothing to decide.
+        let mut late = view("n1", "a", Some(0));
+        late.resource_version = "2".into();
+        f.observe(Arc::new(late), now);
+        assert_eq!(f.totals().cordoned, 1);
+        let d = f.round(|_| Vec::new(), now);
+        assert!(d.iter().all(|(d, _)| d.action != Action::Cordon), "{d:?}");
+        // Another node waits for the budget and is decided each round until a slot frees.
+        f.observe(Arc::new(view("n2", "a", Some(0))), now);
+        let d = f.round(|_| Vec::new(), now);
+        assert!(matches!(d[0].0.why, Why::CordonBudget { .. }));
+        let d = f.round(|_| Vec::new(), now);
+        assert_eq!(d.len(), 1, "the waiting node is decided again");
+    }
+
+    #[test]
+    fn a_pending_condition_wakes_its_node_when_the_min_duration_is_reached() {
+        let mut f = Fleet::new(cfg(5));
+        let start = t(0);
+        f.observe(Arc::new(view("n1", "a", Some(0))), start);
+        let d = f.round(|_| Vec::new(), start);
+        assert_eq!(d[0].0.action, Action::Wait);
+        assert_eq!(f.next_wake(), Some(t(600)));
+        assert!(f.round(|_| Vec::new(), t(599)).is_empty());
+        let d = f.round(|_| Vec::new(), t(600));
+        assert_eq!(d[0].0.action, Action::Cordon);
+    }
+}

@@ -1,0 +1,135 @@
+//! What the drainer keeps of a Node: the fields its decisions, its selector and the guard read. A
+//! kubelet's Node is about 4 KB of JSON (capacity, images, addresses, nodeInfo) and changes every few
+//! minutes only in heartbeat times; a [`NodeView`] drops all of that, so 5,000 of them are small and a
+//! heartbeat leaves the view as it was ([`NodeView::same_state`]), which is what lets the controller
+//! skip it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+
+/// A node condition without its heartbeat time and message (both change without news).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub type_: String,
+    pub status: String,
+    pub reason: Option<String>,
+    /// `lastTransitionTime` (the epoch when absent).
+    pub since: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeView {
+    pub name: String,
+    pub resource_version: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub unschedulable: bool,
+    pub conditions: Vec<Condition>,
+    /// A NoExecute taint of the node lifecycle controller's (see [`crate::guard::FLAP_TAINTS`]).
+    pub flap_taint: Option<String>,
+}
+
+impl NodeView {
+    pub fn of(node: &Node) -> NodeView {
+        let spec = node.spec.as_ref();
+        NodeView {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            annotations: node.metadata.annotations.clone().unwrap_or_default(),
+            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            conditions: node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| Condition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    since: c
+                        .last_transition_time
+                        .as_ref()
+                        .map(|t| t.0)
+                        .unwrap_or(Timestamp::UNIX_EPOCH),
+                })
+                .collect(),
+            flap_taint: crate::guard::flap_taint(
+                spec.and_then(|s| s.taints.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .map(|t| (t.key.as_str(), t.effect.as_str())),
+            ),
+        }
+    }
+
+    /// Everything but the resourceVersion is equal: nothing a decision reads changed.
+    pub fn same_state(&self, other: &NodeView) -> bool {
+        self.name == other.name
+            && self.unschedulable == other.unschedulable
+            && self.flap_taint == other.flap_taint
+            && self.conditions == other.conditions
+            && self.labels == other.labels
+            && self.annotations == other.annotations
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// Since when the node has been Ready=True, if it is.
+    pub fn ready_since(&self) -> Option<Timestamp> {
+        self.condition("Ready")
+            .filter(|c| c.status == "True")
+            .map(|c| c.since)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubelet_node(heartbeat: &str) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "resourceVersion": heartbeat, "labels": {"zone": "a"}},
+            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
+            "status": {
+                "capacity": {"cpu": "4"},
+                "images": [{"names": ["registry/app:1"], "sizeBytes": 1}],
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "message": format!("beat {heartbeat}"), "lastHeartbeatTime": format!("2026-11-23T10:00:{heartbeat}Z"),
+                    "lastTransitionTime": "2026-11-23T09:00:00Z"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_heartbeat_leaves_the_view_as_it_was() {
+        let a = NodeView::of(&kubelet_node("01"));
+        let b = NodeView::of(&kubelet_node("02"));
+        assert!(a.same_state(&b));
+        assert_ne!(a, b, "the resourceVersion is kept");
+        assert_eq!(
+            a.ready_since(),
+            Some("2026-11-23T09:00:00Z".parse().unwrap())
+        );
+        assert_eq!(
+            a.flap_taint.as_deref(),
+            Some("node.kubernetes.io/unreachable")
+        );
+        let mut c = b.clone();
+        c.conditions[0].status = "False".into();
+        assert!(!a.same_state(&c));
+        assert_eq!(c.ready_since(), None);
+        let mut d = b.clone();
+        d.labels.insert("draino".into(), "node".into());
+        assert!(!a.same_state(&d));
+    }
+}
