@@ -120,20 +120,18 @@ pub fn check_with_progress(
     }
     let mut stats = Stats::default();
     let mut reports = Vec::new();
-    let mut feed = |text: &str,
-                    line_no: usize,
-                    at: Timestamp,
-                    identity: Option<&journal::Entry>,
-                    stats: &mut Stats| {
+    let mut feed = |text: &str, line_no: usize, at: Timestamp, from: From, stats: &mut Stats| {
         for state in selected.iter_mut() {
-            if let (
-                Some(entry),
-                Input::Journal {
-                    identifiers, units, ..
-                },
-            ) = (identity, &state.monitor().input)
+            if let Input::Journal {
+                identifiers, units, ..
+            } = &state.monitor().input
             {
-                if !journal::accepts(entry, identifiers, units) {
+                let accepted = match from {
+                    From::Journal(entry) => journal::accepts(entry, identifiers, units),
+                    From::Syslog(tag) => syslog_accepts(tag, identifiers, units),
+                    From::Other => true,
+                };
+                if !accepted {
                     continue;
                 }
             }
@@ -161,7 +159,7 @@ pub fn check_with_progress(
                         Timestamp::UNIX_EPOCH,
                         std::time::Duration::from_micros(r.monotonic_us),
                     );
-                    feed(&r.message, line_no, at, None, &mut stats);
+                    feed(&r.message, line_no, at, From::Other, &mut stats);
                 }
                 Err(e) => {
                     stats.malformed += 1;
@@ -199,7 +197,13 @@ pub fn check_with_progress(
                             .realtime_us
                             .and_then(|us| Timestamp::from_microsecond(us).ok())
                             .unwrap_or(now);
-                        feed(&entry.line.text, line_no, at, Some(&entry), &mut stats);
+                        feed(
+                            &entry.line.text,
+                            line_no,
+                            at,
+                            From::Journal(&entry),
+                            &mut stats,
+                        );
                     }
                     Err(e) => {
                         stats.malformed += 1;
@@ -207,11 +211,33 @@ pub fn check_with_progress(
                     }
                 }
             }
-            InputFormat::Syslog => feed(syslog::message(line), line_no, now, None, &mut stats),
-            _ => feed(line, line_no, now, None, &mut stats),
+            InputFormat::Syslog => match syslog::split(line) {
+                Some((tag, message)) => feed(message, line_no, now, From::Syslog(tag), &mut stats),
+                None => feed(line, line_no, now, From::Other, &mut stats),
+            },
+            _ => feed(line, line_no, now, From::Other, &mut stats),
         }
     }
     Ok(stats)
+}
+
+/// Where a line came from, for journal monitors' identifiers.
+#[derive(Clone, Copy)]
+enum From<'a> {
+    Journal(&'a journal::Entry),
+    /// A syslog line with this tag.
+    Syslog(&'a str),
+    Other,
+}
+
+/// Whether a journal monitor reads a syslog line tagged `tag`: the tag is one of its identifiers, or
+/// names one of its units (`kubelet` for `kubelet.service`); a monitor with neither reads every line.
+fn syslog_accepts(tag: &str, identifiers: &[String], units: &[String]) -> bool {
+    (identifiers.is_empty() && units.is_empty())
+        || identifiers.iter().any(|i| i == tag)
+        || units
+            .iter()
+            .any(|u| u.strip_suffix(".service").unwrap_or(u) == tag)
 }
 
 /// Read one line; invalid UTF-8 is replaced instead of failing the run.
@@ -336,6 +362,24 @@ not json
                     "containerd failed to create a pod sandbox: no IP"
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn syslog_lines_reach_journal_monitors_by_their_tag_and_lose_the_uptime_stamp() {
+        // The same text under two tags: only the systemd monitor's identifier gets it.
+        let input = "Nov 22 03:27:01 node-1 systemd[1]: Started Kubernetes kubelet.\n\
+                     Nov 22 03:27:02 node-1 bash[77]: Started Kubernetes kubelet.\n\
+                     Nov 22 03:27:03 node-1 kernel: [ 4242.000017] Out of memory: Killed process 42 (java) total-vm:10kB, anon-rss:5kB, file-rss:0kB\n";
+        let (f, _) = run(input, InputFormat::Syslog);
+        let got: Vec<(&str, usize)> = f.iter().map(|f| (f.reason.as_str(), f.line)).collect();
+        assert!(got.contains(&("KubeletStart", 1)), "{got:?}");
+        assert!(!got.contains(&("KubeletStart", 2)), "{got:?}");
+        let oom = f.iter().find(|f| f.reason == "OOMKilling").expect("OOM found");
+        assert!(
+            !oom.message.contains("4242.000017"),
+            "the uptime stamp is not part of the message: {}",
+            oom.message
         );
     }
 

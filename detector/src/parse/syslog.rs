@@ -4,11 +4,15 @@
 //! timestamp/message regexes.
 
 /// The message part of a syslog line, or the line unchanged when it has no recognisable prefix.
+/// The kernel's uptime stamp (`[   12.345678] `) is stripped too, as NPD's kernel filelog config does,
+/// so a rule anchored with `^` matches the same text from kern.log as from `/dev/kmsg`.
 pub fn message(line: &str) -> &str {
-    strip_prefix(line).unwrap_or(line)
+    split(line).map(|(_, m)| m).unwrap_or(line)
 }
 
-fn strip_prefix(line: &str) -> Option<&str> {
+/// The syslog tag (`kernel`, `dockerd` without its `[pid]`) and the message, when the line has a
+/// syslog prefix.
+pub fn split(line: &str) -> Option<(&str, &str)> {
     let after_ts = skip_timestamp(line)?;
     // hostname
     let after_host = after_ts.trim_start_matches(' ').split_once(' ')?.1;
@@ -17,7 +21,26 @@ fn strip_prefix(line: &str) -> Option<&str> {
     if tag.is_empty() || tag.contains(' ') {
         return None;
     }
-    Some(msg)
+    let tag = tag.split_once('[').map_or(tag, |(t, _)| t);
+    Some((tag, strip_uptime(msg)))
+}
+
+/// `[   12.345678] message` -> `message`.
+fn strip_uptime(msg: &str) -> &str {
+    let Some(rest) = msg.strip_prefix('[') else {
+        return msg;
+    };
+    let Some((stamp, after)) = rest.split_once("] ") else {
+        return msg;
+    };
+    let stamp = stamp.trim_start_matches(' ');
+    let is_uptime = stamp.split_once('.').is_some_and(|(s, us)| {
+        !s.is_empty()
+            && !us.is_empty()
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && us.bytes().all(|b| b.is_ascii_digit())
+    });
+    if is_uptime { after } else { msg }
 }
 
 /// Skip `Mmm dd hh:mm:ss ` or an RFC 3339 timestamp and one space.
@@ -70,5 +93,24 @@ mod tests {
         for (line, want) in cases {
             assert_eq!(message(line), want, "{line}");
         }
+    }
+
+    #[test]
+    fn the_kernel_uptime_stamp_is_stripped_and_the_tag_kept() {
+        let line = "Nov 22 03:27:01 node-1 kernel: [   12.345678] Out of memory: Killed process 42";
+        assert_eq!(message(line), "Out of memory: Killed process 42");
+        assert_eq!(
+            super::split(line),
+            Some(("kernel", "Out of memory: Killed process 42"))
+        );
+        assert_eq!(
+            super::split("Nov 22 03:27:01 node-1 dockerd[812]: [x] not an uptime"),
+            Some(("dockerd", "[x] not an uptime"))
+        );
+        assert_eq!(
+            message("Nov 22 03:27:01 node-1 kernel: [1.5]x"),
+            "[1.5]x",
+            "no space after the stamp: kept"
+        );
     }
 }
