@@ -264,7 +264,7 @@ impl Actor {
         // the watch tells us, no polling.
         if self
             .observed
-            .wait_gone(&ns, &name, uid.as_deref(), deadline)
+            .wait_gone(&ns, &name, uid.as_ref(), deadline)
             .await
         {
             Ok(())

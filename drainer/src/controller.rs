@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::clock::Clock;
 use nodemedic_common::health::Health;
@@ -29,6 +31,8 @@ pub const DEBOUNCE: Duration = Duration::from_millis(5);
 pub const RESYNC: Duration = Duration::from_secs(60);
 /// A failed write is tried again after this long.
 const WRITE_RETRY: Duration = Duration::from_secs(5);
+/// Writes of one round in flight at once.
+const WRITE_CONCURRENCY: usize = 16;
 
 pub(crate) struct Controller<A: Act> {
     cfg: Arc<Config>,
@@ -228,6 +232,8 @@ impl<A: Act> Controller<A> {
                 self.observe(v, now);
             }
             self.fleet.touch_all();
+            // Strings of nodes and pods gone since the last resync.
+            crate::intern::purge();
         } else {
             for n in changes.nodes {
                 match self.observed.node(&n) {
@@ -256,6 +262,7 @@ impl<A: Act> Controller<A> {
         self.stale_readiness(now).await;
         let fleet = &self.fleet;
         self.waits.retain(|n| fleet.contains(n));
+        let mut writes = Vec::new();
         for (d, view) in decisions {
             // Log a decision when it changes (numbers and durations aside); a node that stays
             // healthy is not news.
@@ -273,74 +280,87 @@ impl<A: Act> Controller<A> {
                 _ => None,
             };
             self.budget_wait(&d.node, budget, now).await;
-            self.execute(&d.node, d.effect, &view, &d.reason, now).await;
+            match d.effect {
+                Effect::Nothing => {}
+                Effect::Drain(job) => self.start_drain(&d.node, job, now),
+                effect => writes.push((d.node, effect, view, d.reason)),
+            }
+        }
+        // Writes to different nodes go out together (a burst of bad nodes is one round trip, not
+        // one per node); budgets were settled by the decision.
+        let (actor, skip_drain) = (self.actor.clone(), self.cfg.skip_drain);
+        let results: Vec<(String, Effect, bool)> = futures::stream::iter(writes)
+            .map(|(node, effect, view, reason)| {
+                let actor = actor.clone();
+                async move {
+                    let ok = write(&actor, &effect, &view, &reason, skip_drain).await;
+                    (node, effect, ok)
+                }
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (node, effect, ok) in results {
+            self.written(&node, effect, ok, now);
         }
     }
 
-    /// Carry out one effect, and lay what was written over the node until the watch shows it. A
-    /// failed write is tried again after [`WRITE_RETRY`] (not in dry-run, which writes nothing).
-    async fn execute(
-        &mut self,
-        node: &str,
-        effect: Effect,
-        view: &NodeView,
-        reason: &str,
-        now: Timestamp,
-    ) {
-        let dry_run = self.cfg.dry_run;
-        let written = match effect {
-            Effect::Nothing => return,
-            Effect::Cordon(record) => {
-                let ok = self.actor.cordon(view, &record, self.cfg.skip_drain).await;
-                if ok {
-                    self.fleet.wrote(node, Some(&record), Some(true), now);
-                }
-                ok
+    /// Lay what was written over the node until the watch shows it. A failed write is tried again
+    /// after [`WRITE_RETRY`] (not in dry-run, which writes nothing).
+    fn written(&mut self, node: &str, effect: Effect, ok: bool, now: Timestamp) {
+        if !ok {
+            if !self.cfg.dry_run {
+                self.fleet
+                    .wake_at(node, nodemedic_common::time::add(now, WRITE_RETRY));
             }
-            Effect::Uncordon => {
-                let ok = self.actor.uncordon(node, reason).await;
-                if ok {
-                    self.fleet.wrote(node, None, Some(false), now);
-                }
-                ok
-            }
-            Effect::Release(record) => {
-                tracing::info!(%node, "uncordoned by a person: released for this problem episode");
-                let ok = self.actor.set_record(node, Some(&record)).await.is_ok();
-                if ok {
-                    self.fleet.wrote(node, Some(&record), None, now);
-                }
-                ok
-            }
-            Effect::Forget => {
-                let ok = self.actor.set_record(node, None).await.is_ok();
-                if ok {
-                    self.fleet.wrote(node, None, None, now);
-                }
-                ok
-            }
-            Effect::Drain(job) => {
-                if self.drains.contains_key(node) {
-                    return;
-                }
-                // The record the drain writes first, laid over the node now so budgets count it.
-                let job = DrainJob {
-                    record: job.record.draining(now),
-                    evict: job.evict,
-                };
-                if !dry_run {
-                    self.fleet.wrote(node, Some(&job.record), None, now);
-                }
-                let (actor, cfg, name) = (self.actor.clone(), self.cfg.clone(), node.to_string());
-                let task = tokio::spawn(async move { actor.drain(&name, job, &cfg).await });
-                self.drains.insert(node.to_string(), task);
-                true
-            }
-        };
-        if !written && !dry_run {
-            self.fleet
-                .wake_at(node, nodemedic_common::time::add(now, WRITE_RETRY));
+            return;
         }
+        match effect {
+            Effect::Cordon(record) => self.fleet.wrote(node, Some(&record), Some(true), now),
+            Effect::Uncordon => self.fleet.wrote(node, None, Some(false), now),
+            Effect::Release(record) => self.fleet.wrote(node, Some(&record), None, now),
+            Effect::Forget => self.fleet.wrote(node, None, None, now),
+            Effect::Nothing | Effect::Drain(_) => {}
+        }
+    }
+
+    /// Start (or resume) a drain as its own task, unless one runs for the node.
+    fn start_drain(&mut self, node: &str, job: DrainJob, now: Timestamp) {
+        if self.drains.contains_key(node) {
+            return;
+        }
+        // The record the drain writes first, laid over the node now so budgets count it.
+        let job = DrainJob {
+            record: job.record.draining(now),
+            evict: job.evict,
+        };
+        if !self.cfg.dry_run {
+            self.fleet.wrote(node, Some(&job.record), None, now);
+        }
+        let (actor, cfg, name) = (self.actor.clone(), self.cfg.clone(), node.to_string());
+        let task = tokio::spawn(async move { actor.drain(&name, job, &cfg).await });
+        self.drains.insert(node.to_string(), task);
+    }
+}
+
+/// Carry out a write effect; true when it was written.
+async fn write<A: Act>(
+    actor: &A,
+    effect: &Effect,
+    view: &NodeView,
+    reason: &str,
+    skip_drain: bool,
+) -> bool {
+    let node = view.name.as_str();
+    match effect {
+        Effect::Cordon(record) => actor.cordon(view, record, skip_drain).await,
+        Effect::Uncordon => actor.uncordon(node, reason).await,
+        Effect::Release(record) => {
+            tracing::info!(%node, "uncordoned by a person: released for this problem episode");
+            actor.set_record(node, Some(record)).await.is_ok()
+        }
+        Effect::Forget => actor.set_record(node, None).await.is_ok(),
+        Effect::Nothing | Effect::Drain(_) => true,
     }
 }
 
@@ -396,7 +416,7 @@ mod tests {
             Ok(())
         }
         async fn drain(&self, node: &str, job: DrainJob, _cfg: &Config) {
-            let pods = job.evict.iter().map(|p| p.name.clone()).collect();
+            let pods = job.evict.iter().map(|p| p.name.to_string()).collect();
             self.0.lock().unwrap().push(Call::Drain(node.into(), pods));
         }
         async fn report_stale(&self, s: &crate::decide::stale::Stale, _message: String) {
@@ -577,10 +597,7 @@ mod tests {
             "status": {"phase": "Running", "conditions": [
                 {"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"}]}}))
         .unwrap();
-        w.apply_pod(
-            ("app".into(), "web".into()),
-            crate::decide::PodInfo::from_pod(&pod, None),
-        );
+        w.apply_pod(crate::decide::PodInfo::from_pod(&pod, None));
         c.round().await;
         c.round().await;
         assert_eq!(rec.take(), vec![Call::Stale("web".into(), false)]);

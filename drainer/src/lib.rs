@@ -18,6 +18,7 @@ mod controller;
 pub mod decide;
 pub mod error;
 pub mod guard;
+pub mod intern;
 pub mod leader;
 pub mod metrics;
 pub mod observe;

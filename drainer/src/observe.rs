@@ -19,6 +19,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::decide::PodInfo;
+use crate::decide::pods::Uid;
 use crate::view::NodeView;
 
 type PodKey = (String, String);
@@ -34,18 +35,77 @@ pub struct Changes {
     pub pods_of: HashSet<String>,
 }
 
+/// A pod in the set, found by (namespace, name) without storing the key twice.
+struct ByKey(Arc<PodInfo>);
+
+/// What the set is looked up by: an entry or a borrowed (namespace, name).
+trait Key {
+    fn key(&self) -> (&str, &str);
+}
+
+impl Key for ByKey {
+    fn key(&self) -> (&str, &str) {
+        (&self.0.namespace, &self.0.name)
+    }
+}
+
+impl Key for (&str, &str) {
+    fn key(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl std::hash::Hash for dyn Key + '_ {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key().hash(h)
+    }
+}
+
+impl PartialEq for dyn Key + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn Key + '_ {}
+
+impl std::hash::Hash for ByKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self as &dyn Key).hash(h)
+    }
+}
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ByKey {}
+
+impl<'a> std::borrow::Borrow<dyn Key + 'a> for ByKey {
+    fn borrow(&self) -> &(dyn Key + 'a) {
+        self
+    }
+}
+
 #[derive(Default)]
 struct Pods {
-    by_key: HashMap<PodKey, Arc<PodInfo>>,
-    by_node: HashMap<String, Vec<Arc<PodInfo>>>,
+    all: HashSet<ByKey>,
+    by_node: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
     /// Pods whose own readiness is stale (see `decide::stale`): usually none.
     stale: HashSet<PodKey>,
 }
 
 impl Pods {
-    fn insert(&mut self, key: PodKey, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
+        self.all.get(&(namespace, name) as &dyn Key).map(|e| &e.0)
+    }
+
+    fn insert(&mut self, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
+        let key = (info.namespace.to_string(), info.name.to_string());
         if info.readiness_stale {
-            self.stale.insert(key.clone());
+            self.stale.insert(key);
         } else {
             self.stale.remove(&key);
         }
@@ -55,16 +115,17 @@ impl Pods {
                 .or_default()
                 .push(info.clone());
         }
-        let old = self.by_key.insert(key, info);
+        let old = self.all.replace(ByKey(info)).map(|e| e.0);
         if let Some(o) = &old {
             self.unindex(o);
         }
         old
     }
 
-    fn remove(&mut self, key: &PodKey) -> Option<Arc<PodInfo>> {
-        self.stale.remove(key);
-        let old = self.by_key.remove(key)?;
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+        self.stale
+            .remove(&(namespace.to_string(), name.to_string()));
+        let old = self.all.take(&(namespace, name) as &dyn Key)?.0;
         self.unindex(&old);
         Some(old)
     }
@@ -122,8 +183,7 @@ impl Observed {
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
-        let key = (namespace.to_string(), name.to_string());
-        self.pods.read().unwrap().by_key.get(&key).cloned()
+        self.pods.read().unwrap().get(namespace, name).cloned()
     }
 
     /// Pods whose own readiness is stale, wherever they run.
@@ -131,12 +191,12 @@ impl Observed {
         let pods = self.pods.read().unwrap();
         pods.stale
             .iter()
-            .filter_map(|k| pods.by_key.get(k).cloned())
+            .filter_map(|(ns, name)| pods.get(ns, name).cloned())
             .collect()
     }
 
     pub fn pod_count(&self) -> usize {
-        self.pods.read().unwrap().by_key.len()
+        self.pods.read().unwrap().all.len()
     }
 
     /// Take what changed since the last call.
@@ -150,14 +210,14 @@ impl Observed {
         &self,
         namespace: &str,
         name: &str,
-        uid: Option<&str>,
+        uid: Option<&Uid>,
         deadline: tokio::time::Instant,
     ) -> bool {
         let mut gone = self.pods_gone.subscribe();
         loop {
             let present = self
                 .pod(namespace, name)
-                .is_some_and(|p| p.uid.as_deref() == uid);
+                .is_some_and(|p| p.uid.as_ref() == uid);
             if !present {
                 return true;
             }
@@ -206,13 +266,16 @@ impl Observed {
     }
 
     /// A pod was added or updated.
-    pub fn apply_pod(&self, key: PodKey, info: PodInfo) {
+    pub fn apply_pod(&self, info: PodInfo) {
         let mut pods = self.pods.write().unwrap();
-        if pods.by_key.get(&key).is_some_and(|old| **old == info) {
+        if pods
+            .get(&info.namespace, &info.name)
+            .is_some_and(|old| **old == info)
+        {
             return;
         }
         let (new_node, new_uid) = (info.node.clone(), info.uid.clone());
-        let old = pods.insert(key, Arc::new(info));
+        let old = pods.insert(Arc::new(info));
         drop(pods);
         if old
             .as_ref()
@@ -221,25 +284,32 @@ impl Observed {
             self.pods_gone.send_modify(|n| *n += 1);
         }
         let old_node = old.and_then(|o| o.node.clone());
-        self.mark(|c| c.pods_of.extend(old_node.into_iter().chain(new_node)));
+        self.mark(|c| {
+            c.pods_of
+                .extend(old_node.into_iter().chain(new_node).map(|n| n.to_string()))
+        });
     }
 
-    pub fn delete_pod(&self, key: &PodKey) {
-        let old = self.pods.write().unwrap().remove(key);
+    pub fn delete_pod(&self, namespace: &str, name: &str) {
+        let old = self.pods.write().unwrap().remove(namespace, name);
         self.pods_gone.send_modify(|n| *n += 1);
         if let Some(node) = old.and_then(|o| o.node.clone()) {
             self.mark(|c| {
-                c.pods_of.insert(node);
+                c.pods_of.insert(node.to_string());
             });
         }
     }
 
     /// Replace every pod (after a relist).
-    pub fn replace_pods(&self, all: Vec<(PodKey, PodInfo)>) {
+    pub fn replace_pods(&self, infos: impl IntoIterator<Item = PodInfo>) {
         let mut pods = Pods::default();
-        for (k, p) in all {
-            pods.insert(k, Arc::new(p));
+        for p in infos {
+            pods.insert(Arc::new(p));
         }
+        self.swap_pods(pods);
+    }
+
+    fn swap_pods(&self, pods: Pods) {
         *self.pods.write().unwrap() = pods;
         self.pods_synced.store(true, Ordering::Release);
         self.pods_gone.send_modify(|n| *n += 1);
@@ -283,25 +353,25 @@ impl Observed {
         tokio::spawn(async move {
             let stream = watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
-            let mut relist: Option<Vec<(PodKey, PodInfo)>> = None;
-            let key = |p: &Pod| {
-                (
-                    p.metadata.namespace.clone().unwrap_or_default(),
-                    p.metadata.name.clone().unwrap_or_default(),
-                )
-            };
+            // A relist fills a fresh index, swapped in when complete.
+            let mut relist: Option<Pods> = None;
             while let Some(ev) = stream.next().await {
                 match ev {
                     Ok(watcher::Event::Apply(p)) => {
-                        cache.apply_pod(key(&p), PodInfo::from_pod(&p, Some(&keep)))
+                        cache.apply_pod(PodInfo::from_pod(&p, Some(&keep)))
                     }
-                    Ok(watcher::Event::Delete(p)) => cache.delete_pod(&key(&p)),
-                    Ok(watcher::Event::Init) => relist = Some(Vec::new()),
-                    Ok(watcher::Event::InitApply(p)) => relist
-                        .get_or_insert_with(Vec::new)
-                        .push((key(&p), PodInfo::from_pod(&p, Some(&keep)))),
+                    Ok(watcher::Event::Delete(p)) => cache.delete_pod(
+                        p.metadata.namespace.as_deref().unwrap_or_default(),
+                        p.metadata.name.as_deref().unwrap_or_default(),
+                    ),
+                    Ok(watcher::Event::Init) => relist = Some(Pods::default()),
+                    Ok(watcher::Event::InitApply(p)) => {
+                        relist
+                            .get_or_insert_with(Pods::default)
+                            .insert(Arc::new(PodInfo::from_pod(&p, Some(&keep))));
+                    }
                     Ok(watcher::Event::InitDone) => {
-                        cache.replace_pods(relist.take().unwrap_or_default())
+                        cache.swap_pods(relist.take().unwrap_or_default())
                     }
                     Err(e) => tracing::warn!(error = %e, "pod watch error; the watcher retries"),
                 }
@@ -317,16 +387,13 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 
-    fn pod(name: &str, node: &str, phase: &str) -> (PodKey, PodInfo) {
+    fn pod(name: &str, node: &str, phase: &str) -> PodInfo {
         let p: Pod = serde_json::from_value(
             json!({"metadata": {"name": name, "namespace": "app", "uid": name},
             "spec": {"nodeName": node, "containers": []}, "status": {"phase": phase}}),
         )
         .unwrap();
-        (
-            ("app".into(), name.into()),
-            PodInfo::from_pod(&p, Some(&[])),
-        )
+        PodInfo::from_pod(&p, Some(&[]))
     }
 
     fn node(name: &str, rv: &str, ready: &str, heartbeat: &str) -> Node {
@@ -349,20 +416,20 @@ mod tests {
         o.apply_node(&node("a", "3", "False", "2026-11-23T10:05:00Z"));
         assert_eq!(o.take_changes().nodes.len(), 1);
 
-        let (k, p) = pod("p1", "a", "Running");
-        o.apply_pod(k.clone(), p.clone());
+        let p = pod("p1", "a", "Running");
+        o.apply_pod(p.clone());
         assert_eq!(o.take_changes().pods_of, HashSet::from(["a".to_string()]));
-        o.apply_pod(k.clone(), p);
+        o.apply_pod(p);
         assert_eq!(o.take_changes(), Changes::default(), "an equal pod");
-        let (_, moved) = pod("p1", "b", "Running");
-        o.apply_pod(k.clone(), moved);
+        let moved = pod("p1", "b", "Running");
+        o.apply_pod(moved);
         assert_eq!(
             o.take_changes().pods_of,
             HashSet::from(["a".to_string(), "b".to_string()])
         );
         assert!(o.pods_on("a").is_empty());
         assert_eq!(o.pods_on("b").len(), 1);
-        o.delete_pod(&k);
+        o.delete_pod("app", "p1");
         assert!(o.pods_on("b").is_empty());
         assert_eq!(o.pod_count(), 0);
     }
@@ -370,24 +437,26 @@ mod tests {
     #[tokio::test]
     async fn a_drain_waits_for_the_pod_to_leave_the_cache() {
         let o = Observed::default();
-        let (k, p) = pod("p1", "a", "Running");
-        o.apply_pod(k.clone(), p);
+        o.apply_pod(pod("p1", "a", "Running"));
+        let uid = Uid::parse("p1");
         let deadline = tokio::time::Instant::now() + Duration::from_millis(50);
-        assert!(!o.wait_gone("app", "p1", Some("p1"), deadline).await);
+        assert!(!o.wait_gone("app", "p1", Some(&uid), deadline).await);
         let o2 = o.clone();
         let waiter = tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            o2.wait_gone("app", "p1", Some("p1"), deadline).await
+            o2.wait_gone("app", "p1", Some(&Uid::parse("p1")), deadline)
+                .await
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        o.delete_pod(&k);
+        o.delete_pod("app", "p1");
         assert!(waiter.await.unwrap());
         // Replaced by a pod with the same name and another uid: gone too.
-        let (k, mut p) = pod("p2", "a", "Running");
-        o.apply_pod(k.clone(), p.clone());
-        p.uid = Some("other".into());
-        o.apply_pod(k, p);
-        assert!(o.wait_gone("app", "p2", Some("p2"), deadline).await);
+        let mut p = pod("p2", "a", "Running");
+        o.apply_pod(p.clone());
+        p.uid = Some(Uid::parse("other"));
+        o.apply_pod(p);
+        let uid = Uid::parse("p2");
+        assert!(o.wait_gone("app", "p2", Some(&uid), deadline).await);
     }
 
     #[tokio::test]

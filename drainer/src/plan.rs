@@ -40,13 +40,13 @@ pub fn annotate_pdbs(plans: &mut [NodeDecision], pods: &[PodInfo], pdbs: &[PodDi
         {
             let Some(pod) = pods
                 .iter()
-                .find(|x| x.name == p.name && x.namespace == p.namespace)
+                .find(|x| *x.name == *p.name && *x.namespace == *p.namespace)
             else {
                 continue;
             };
             for pdb in pdbs
                 .iter()
-                .filter(|b| b.metadata.namespace.as_deref() == Some(pod.namespace.as_str()))
+                .filter(|b| b.metadata.namespace.as_deref() == Some(&*pod.namespace))
             {
                 let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
                     continue;

@@ -95,25 +95,28 @@ impl Selector {
             Selector::Labels(terms) => {
                 let labels = &node.labels;
                 Ok(terms.iter().all(|(k, op)| match op {
-                    LabelOp::Equals(v) => labels.get(k) == Some(v),
-                    LabelOp::NotEquals(v) => labels.get(k) != Some(v),
+                    LabelOp::Equals(v) => labels.get(k) == Some(v.as_str()),
+                    LabelOp::NotEquals(v) => labels.get(k) != Some(v.as_str()),
                     LabelOp::Exists => labels.contains_key(k),
                     LabelOp::NotExists => !labels.contains_key(k),
                 }))
             }
             Selector::Cel { program, .. } => {
                 let mut ctx = cel::Context::default();
+                let map = |m: &crate::intern::Map| -> serde_json::Map<String, Value> {
+                    m.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()
+                };
                 let meta = json!({
                     "name": node.name,
-                    "labels": node.labels,
-                    "annotations": node.annotations,
+                    "labels": map(&node.labels),
+                    "annotations": map(&node.annotations),
                 });
                 let spec = json!({"unschedulable": node.unschedulable});
                 let conditions: Vec<Value> = node
                     .conditions
                     .iter()
                     .map(|c| {
-                        json!({"type": c.type_, "status": c.status, "reason": c.reason.as_deref().unwrap_or(""),
+                        json!({"type": &*c.type_, "status": &*c.status, "reason": c.reason.as_deref().unwrap_or(""),
                             "lastTransitionTime": nodemedic_common::time::rfc3339(c.since)})
                     })
                     .collect();
@@ -140,10 +143,7 @@ mod tests {
     fn node(labels: &[(&str, &str)]) -> NodeView {
         NodeView {
             name: "n1".into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            labels: labels.iter().copied().collect(),
             ..Default::default()
         }
     }

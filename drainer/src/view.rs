@@ -4,17 +4,19 @@
 //! heartbeat leaves the view as it was ([`NodeView::same_state`]), which is what lets the controller
 //! skip it.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::intern::{Map, intern};
+
 /// A node condition without its heartbeat time and message (both change without news).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
-    pub type_: String,
-    pub status: String,
-    pub reason: Option<String>,
+    pub type_: Arc<str>,
+    pub status: Arc<str>,
+    pub reason: Option<Arc<str>>,
     /// `lastTransitionTime` (the epoch when absent).
     pub since: Timestamp,
 }
@@ -23,10 +25,10 @@ pub struct Condition {
 pub struct NodeView {
     pub name: String,
     pub resource_version: String,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
+    pub labels: Map,
+    pub annotations: Map,
     pub unschedulable: bool,
-    pub conditions: Vec<Condition>,
+    pub conditions: Box<[Condition]>,
     /// A NoExecute taint of the node lifecycle controller's (see [`crate::guard::FLAP_TAINTS`]).
     pub flap_taint: Option<String>,
 }
@@ -37,8 +39,20 @@ impl NodeView {
         NodeView {
             name: node.metadata.name.clone().unwrap_or_default(),
             resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
-            labels: node.metadata.labels.clone().unwrap_or_default(),
-            annotations: node.metadata.annotations.clone().unwrap_or_default(),
+            labels: node
+                .metadata
+                .labels
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+            annotations: node
+                .metadata
+                .annotations
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             conditions: node
                 .status
@@ -47,9 +61,9 @@ impl NodeView {
                 .into_iter()
                 .flatten()
                 .map(|c| Condition {
-                    type_: c.type_.clone(),
-                    status: c.status.clone(),
-                    reason: c.reason.clone(),
+                    type_: intern(&c.type_),
+                    status: intern(&c.status),
+                    reason: c.reason.as_deref().map(intern),
                     since: c
                         .last_transition_time
                         .as_ref()
@@ -77,17 +91,17 @@ impl NodeView {
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
+        self.labels.get(key)
     }
 
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
-        self.conditions.iter().find(|c| c.type_ == type_)
+        self.conditions.iter().find(|c| &*c.type_ == type_)
     }
 
     /// Since when the node has been Ready=True, if it is.
     pub fn ready_since(&self) -> Option<Timestamp> {
         self.condition("Ready")
-            .filter(|c| c.status == "True")
+            .filter(|c| &*c.status == "True")
             .map(|c| c.since)
     }
 }
@@ -129,7 +143,7 @@ mod tests {
         assert!(!a.same_state(&c));
         assert_eq!(c.ready_since(), None);
         let mut d = b.clone();
-        d.labels.insert("draino".into(), "node".into());
+        d.labels = d.labels.with("draino", Some("node"));
         assert!(!a.same_state(&d));
     }
 }

@@ -230,6 +230,20 @@ impl ControlPlane {
             .expect("a client for the control plane")
     }
 
+    /// Write a kubeconfig for this control plane as `system:masters` to `path` (for a binary run as
+    /// its own process, e.g. by a benchmark).
+    pub fn write_kubeconfig(&self, path: &Path) {
+        std::fs::write(
+            path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\", insecure-skip-tls-verify: true}}}}]\n\
+                 users: [{{name: u, user: {{token: {ADMIN_TOKEN}}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+                self.url
+            ),
+        )
+        .expect("kubeconfig");
+    }
+
     /// (Re)start kube-controller-manager with `opts`, stopping the one running.
     pub fn start_kcm(&self, opts: &KcmOptions) {
         let mut slot = self.kcm.lock().unwrap();

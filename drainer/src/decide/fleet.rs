@@ -44,15 +44,9 @@ struct Overlay {
 impl Overlay {
     fn lay(&self, view: &NodeView) -> NodeView {
         let mut v = view.clone();
-        match &self.after {
-            Some(a) => {
-                v.annotations
-                    .insert(DRAIN_RECORD_ANNOTATION.to_string(), a.clone());
-            }
-            None => {
-                v.annotations.remove(DRAIN_RECORD_ANNOTATION);
-            }
-        }
+        v.annotations = v
+            .annotations
+            .with(DRAIN_RECORD_ANNOTATION, self.after.as_deref());
         if let Some(u) = self.unschedulable {
             v.unschedulable = u;
         }
@@ -163,7 +157,7 @@ impl Fleet {
         let view = match self.overlays.get(&view.name) {
             Some(o)
                 if o.until > now
-                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) == o.before.as_ref() =>
+                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) == o.before.as_deref() =>
             {
                 Arc::new(o.lay(&view))
             }
@@ -263,7 +257,11 @@ impl Fleet {
             return;
         };
         let overlay = Overlay {
-            before: e.view.annotations.get(DRAIN_RECORD_ANNOTATION).cloned(),
+            before: e
+                .view
+                .annotations
+                .get(DRAIN_RECORD_ANNOTATION)
+                .map(String::from),
             after: record.map(Record::to_annotation),
             unschedulable,
             until: nodemedic_common::time::add(now, OVERLAY_TTL),
@@ -355,13 +353,13 @@ mod tests {
         NodeView {
             name: name.into(),
             resource_version: "1".into(),
-            labels: [("pool".to_string(), pool.to_string())].into(),
-            conditions: vec![Condition {
+            labels: [("pool", pool)].into_iter().collect(),
+            conditions: Box::new([Condition {
                 type_: "KernelDeadlock".into(),
                 status: if bad_since.is_some() { "True" } else { "False" }.into(),
                 reason: None,
                 since: t(bad_since.unwrap_or(0)),
-            }],
+            }]),
             ..Default::default()
         }
     }
@@ -389,8 +387,8 @@ mod tests {
                 let v = &e.view;
                 let mut n = k8s_openapi::api::core::v1::Node::default();
                 n.metadata.name = Some(v.name.clone());
-                n.metadata.labels = Some(v.labels.clone());
-                n.metadata.annotations = Some(v.annotations.clone());
+                n.metadata.labels = Some(v.labels.to_btree());
+                n.metadata.annotations = Some(v.annotations.to_btree());
                 n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
                     unschedulable: Some(v.unschedulable),
                     ..Default::default()
@@ -400,8 +398,8 @@ mod tests {
                         v.conditions
                             .iter()
                             .map(|c| k8s_openapi::api::core::v1::NodeCondition {
-                                type_: c.type_.clone(),
-                                status: c.status.clone(),
+                                type_: c.type_.to_string(),
+                                status: c.status.to_string(),
                                 last_transition_time: Some(
                                     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(c.since),
                                 ),
@@ -437,7 +435,7 @@ mod tests {
             let i = (step * 7 % 20) as usize;
             let name = format!("n{i:02}");
             let mut v = (**f.view(&name).unwrap()).clone();
-            let bad = v.conditions[0].status == "False";
+            let bad = &*v.conditions[0].status == "False";
             v.conditions[0] = Condition {
                 type_: "KernelDeadlock".into(),
                 status: if bad { "True" } else { "False" }.into(),

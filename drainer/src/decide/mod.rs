@@ -310,11 +310,11 @@ fn problem(node: &NodeView, cfg: &Config, now: Timestamp) -> Problem {
     };
     let mut episode = Vec::new();
     for spec in &cfg.conditions {
-        let Some(c) = conditions.iter().find(|c| c.type_ == spec.type_) else {
+        let Some(c) = conditions.iter().find(|c| *c.type_ == *spec.type_) else {
             continue;
         };
         let transition = c.since;
-        if c.status != spec.status {
+        if *c.status != *spec.status {
             // Cleared: recovery counts once the healthy status held the min duration too.
             let held_for = elapsed(transition, now);
             if held_for < spec.min_duration {

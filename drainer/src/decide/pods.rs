@@ -1,23 +1,26 @@
 //! Which pods a drain evicts (kubectl drain semantics with draino's options).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use nodemedic_common::keys;
 
 use crate::config::{Config, ProtectedPods};
+use crate::intern::intern;
 
 /// What the drainer keeps of a Pod: the fields its rules and evictions read, a few hundred bytes
 /// instead of the several kilobytes of a full `Pod`, so 50,000 pods fit in tens of MiB.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodInfo {
-    pub namespace: String,
-    pub name: String,
-    pub uid: Option<String>,
-    pub node: Option<String>,
-    pub phase: Option<String>,
+    /// Shared strings ([`intern`]) where many pods have the same value.
+    pub namespace: Arc<str>,
+    pub name: Box<str>,
+    pub uid: Option<Uid>,
+    pub node: Option<Arc<str>>,
+    pub phase: Option<Arc<str>>,
     /// Kind of the controlling owner (ReplicaSet, DaemonSet, StatefulSet, Job, Node for mirror pods).
-    pub owner_kind: Option<String>,
+    pub owner_kind: Option<Arc<str>>,
     pub priority: Option<i32>,
     pub uses_empty_dir: bool,
     pub grace_period_seconds: Option<i64>,
@@ -28,6 +31,54 @@ pub struct PodInfo {
     pub labels: BTreeMap<String, String>,
     /// Only the annotations the rules look at (all of them when projected with `keep: None`).
     pub annotations: BTreeMap<String, String>,
+}
+
+/// A pod's uid: 16 bytes when it is a UUID (as the API server makes them), else the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Uid {
+    Uuid([u8; 16]),
+    Other(Box<str>),
+}
+
+impl Uid {
+    pub fn parse(s: &str) -> Uid {
+        let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
+        let canonical = s.len() == 36 && [8, 13, 18, 23].iter().all(|&i| s.as_bytes()[i] == b'-');
+        let mut out = [0u8; 16];
+        if canonical && hex.len() == 32 {
+            let ok = hex.chunks(2).zip(out.iter_mut()).all(|(pair, o)| {
+                let digits = std::str::from_utf8(pair).ok();
+                match digits.and_then(|d| u8::from_str_radix(d, 16).ok()) {
+                    Some(v) if pair.iter().all(|c| !c.is_ascii_uppercase()) => {
+                        *o = v;
+                        true
+                    }
+                    _ => false,
+                }
+            });
+            if ok {
+                return Uid::Uuid(out);
+            }
+        }
+        Uid::Other(s.into())
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uid::Other(s) => f.write_str(s),
+            Uid::Uuid(b) => {
+                for (i, byte) in b.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{byte:02x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Annotation keys the pod rules read, besides configured protected annotations.
@@ -51,17 +102,21 @@ impl PodInfo {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         PodInfo {
-            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            uid: pod.metadata.uid.clone(),
-            node: spec.and_then(|s| s.node_name.clone()),
-            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            namespace: intern(pod.metadata.namespace.as_deref().unwrap_or_default()),
+            name: pod.metadata.name.as_deref().unwrap_or_default().into(),
+            uid: pod.metadata.uid.as_deref().map(Uid::parse),
+            node: spec.and_then(|s| s.node_name.as_deref()).map(intern),
+            phase: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .map(intern),
             owner_kind: pod
                 .metadata
                 .owner_references
                 .as_ref()
                 .and_then(|o| o.iter().find(|o| o.controller == Some(true)))
-                .map(|o| o.kind.clone()),
+                .map(|o| intern(&o.kind)),
             priority: spec.and_then(|s| s.priority),
             uses_empty_dir: spec
                 .and_then(|s| s.volumes.as_ref())
@@ -164,9 +219,30 @@ pub fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
         (PodAction::Evict, "evictable".to_string())
     };
     PodPlan {
-        namespace: pod.namespace.clone(),
-        name: pod.name.clone(),
+        namespace: pod.namespace.to_string(),
+        name: pod.name.to_string(),
         action,
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Uid;
+
+    #[test]
+    fn uuids_are_kept_as_16_bytes_and_print_as_given() {
+        let s = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+        assert!(matches!(Uid::parse(s), Uid::Uuid(_)));
+        assert_eq!(Uid::parse(s).to_string(), s);
+        for other in [
+            "p1",
+            "0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fz",
+            "é",
+        ] {
+            assert_eq!(Uid::parse(other), Uid::Other(other.into()), "{other}");
+            assert_eq!(Uid::parse(other).to_string(), other);
+        }
     }
 }

@@ -103,9 +103,9 @@ pub fn stale_among<'a>(
                     &p.annotations,
                     p.priority,
                 ),
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                uid: p.uid.clone(),
+                namespace: p.namespace.to_string(),
+                name: p.name.to_string(),
+                uid: p.uid.as_ref().map(ToString::to_string),
                 node: node.to_string(),
             })
         })

@@ -290,7 +290,7 @@ fn drain_waits_for_the_buffer_then_drains_with_pod_plans() {
         panic!("{:?}", p.effect)
     };
     assert_eq!(job.record.phase, Phase::Cordoned, "the record as read");
-    let evict: Vec<&str> = job.evict.iter().map(|p| p.name.as_str()).collect();
+    let evict: Vec<&str> = job.evict.iter().map(|p| &*p.name).collect();
     assert_eq!(evict, ["web"], "the drain carries the pods it evicts");
     assert_eq!(p.pods.len(), 1);
     assert_eq!(

@@ -56,7 +56,7 @@ impl Guard {
         let Some(name) = req.node.clone().or_else(|| {
             self.observed
                 .pod(&req.namespace, &req.pod)
-                .and_then(|p| p.node.clone())
+                .and_then(|p| p.node.as_deref().map(String::from))
         }) else {
             return NodeState::Unknown;
         };
@@ -64,8 +64,8 @@ impl Guard {
             None => NodeState::Unknown,
             Some(n) => NodeState::Known {
                 name,
-                labels: n.labels.clone(),
-                ready: n.condition("Ready").map(|c| c.status.clone()),
+                labels: n.labels.to_btree(),
+                ready: n.condition("Ready").map(|c| c.status.to_string()),
                 flap_taint: n.flap_taint.clone(),
             },
         }
