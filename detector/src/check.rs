@@ -375,7 +375,10 @@ not json
         let got: Vec<(&str, usize)> = f.iter().map(|f| (f.reason.as_str(), f.line)).collect();
         assert!(got.contains(&("KubeletStart", 1)), "{got:?}");
         assert!(!got.contains(&("KubeletStart", 2)), "{got:?}");
-        let oom = f.iter().find(|f| f.reason == "OOMKilling").expect("OOM found");
+        let oom = f
+            .iter()
+            .find(|f| f.reason == "OOMKilling")
+            .expect("OOM found");
         assert!(
             !oom.message.contains("4242.000017"),
             "the uptime stamp is not part of the message: {}",

@@ -257,7 +257,9 @@ impl<A: Act> Controller<A> {
         let now = self.clock.now();
         self.catch_up(now);
         let observed = self.observed.clone();
-        let decisions = self.fleet.round(|n| observed.pods_on(n), now);
+        let decisions = self
+            .fleet
+            .round(|n| observed.node(n), |n| observed.pods_on(n), now);
         self.metrics.decided.inc_by(decisions.len() as u64);
         self.stale_readiness(now).await;
         let fleet = &self.fleet;

@@ -271,10 +271,16 @@ impl Fleet {
         self.update(view);
     }
 
-    /// Decide the nodes that changed, whose time came, or that wait for a budget; `pods_of` gives a
-    /// node's pods. Decisions come with the view they were made on.
+    /// Decide the nodes that changed, whose time came, or that wait for a budget; `latest` gives a
+    /// node's current view from the cache and `pods_of` its pods. Decisions come with the view they
+    /// were made on.
+    ///
+    /// Each node decided is brought up to date with `latest` first: heartbeats do not reach the
+    /// fleet, so a node woken by the clock would otherwise carry the resourceVersion of its last real
+    /// change, and a cordon made against it would fail its precondition (409) every time.
     pub fn round(
         &mut self,
+        latest: impl Fn(&str) -> Option<Arc<NodeView>>,
         pods_of: impl Fn(&str) -> Vec<Arc<PodInfo>>,
         now: Timestamp,
     ) -> Vec<(NodeDecision, Arc<NodeView>)> {
@@ -292,6 +298,12 @@ impl Fleet {
             .chain(std::mem::take(&mut self.waiting))
             .filter(|n| self.nodes.contains_key(n))
             .collect();
+        for n in &names {
+            if let Some(v) = latest(n) {
+                self.observe(v, now);
+            }
+            self.dirty.remove(n);
+        }
         let pods: Vec<Vec<Arc<PodInfo>>> = names.iter().map(|n| pods_of(n)).collect();
         let candidates: Vec<Candidate> = names
             .iter()
@@ -445,7 +457,7 @@ mod tests {
             v.resource_version = format!("{step}");
             f.observe(Arc::new(v), now);
             let expected = full(&f, &c, now);
-            let decisions = f.round(|_| Vec::new(), now);
+            let decisions = f.round(|_| None, |_| Vec::new(), now);
             decided += decisions.len();
             for (d, _) in &decisions {
                 assert_eq!(
@@ -481,7 +493,7 @@ mod tests {
         let mut f = Fleet::new(cfg(1));
         let now = t(10_000);
         f.observe(Arc::new(view("n1", "a", Some(0))), now);
-        let d = f.round(|_| Vec::new(), now);
+        let d = f.round(|_| None, |_| Vec::new(), now);
         assert_eq!(d[0].0.action, Action::Cordon);
         act(&mut f, &d[0].0, now);
         assert_eq!(f.totals().cordoned, 1, "counted before the watch shows it");
@@ -490,13 +502,13 @@ mod tests {
         late.resource_version = "2".into();
         f.observe(Arc::new(late), now);
         assert_eq!(f.totals().cordoned, 1);
-        let d = f.round(|_| Vec::new(), now);
+        let d = f.round(|_| None, |_| Vec::new(), now);
         assert!(d.iter().all(|(d, _)| d.action != Action::Cordon), "{d:?}");
         // Another node waits for the budget and is decided each round until a slot frees.
         f.observe(Arc::new(view("n2", "a", Some(0))), now);
-        let d = f.round(|_| Vec::new(), now);
+        let d = f.round(|_| None, |_| Vec::new(), now);
         assert!(matches!(d[0].0.why, Why::CordonBudget { .. }));
-        let d = f.round(|_| Vec::new(), now);
+        let d = f.round(|_| None, |_| Vec::new(), now);
         assert_eq!(d.len(), 1, "the waiting node is decided again");
     }
 
@@ -505,11 +517,17 @@ mod tests {
         let mut f = Fleet::new(cfg(5));
         let start = t(0);
         f.observe(Arc::new(view("n1", "a", Some(0))), start);
-        let d = f.round(|_| Vec::new(), start);
+        let d = f.round(|_| None, |_| Vec::new(), start);
         assert_eq!(d[0].0.action, Action::Wait);
         assert_eq!(f.next_wake(), Some(t(600)));
-        assert!(f.round(|_| Vec::new(), t(599)).is_empty());
-        let d = f.round(|_| Vec::new(), t(600));
+        assert!(f.round(|_| None, |_| Vec::new(), t(599)).is_empty());
+        // Meanwhile the kubelet heartbeated: the cache has a newer resourceVersion, and the cordon
+        // must be made against it.
+        let mut beat = view("n1", "a", Some(0));
+        beat.resource_version = "77".into();
+        let beat = Arc::new(beat);
+        let d = f.round(|_| Some(beat.clone()), |_| Vec::new(), t(600));
         assert_eq!(d[0].0.action, Action::Cordon);
+        assert_eq!(d[0].1.resource_version, "77");
     }
 }
