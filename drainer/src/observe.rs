@@ -322,7 +322,7 @@ impl Observed {
         tokio::spawn(async move {
             // Retried with kube's default backoff (0.8 s doubling to 30 s, reset once healthy):
             // without it an unreachable API server made the loop spin a core.
-            let stream = watcher(api, watcher::Config::default()).default_backoff();
+            let stream = watcher(api, list_config()).default_backoff();
             futures::pin_mut!(stream);
             let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
             while let Some(ev) = stream.next().await {
@@ -351,7 +351,7 @@ impl Observed {
     pub fn spawn_pods(&self, api: Api<Pod>, keep: Vec<String>) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
-            let stream = watcher(api, watcher::Config::default()).default_backoff();
+            let stream = watcher(api, list_config()).default_backoff();
             futures::pin_mut!(stream);
             // A relist fills a fresh index, swapped in when complete.
             let mut relist: Option<Pods> = None;
@@ -378,6 +378,12 @@ impl Observed {
             }
         })
     }
+}
+
+/// Lists are read 100 objects a page: a page of kubelet-shaped Pods is a few hundred KiB of JSON and
+/// objects held at once while the sync projects them (kube's default is 500).
+fn list_config() -> watcher::Config {
+    watcher::Config::default().page_size(100)
 }
 
 #[cfg(test)]

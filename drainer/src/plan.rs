@@ -54,7 +54,7 @@ pub fn annotate_pdbs(plans: &mut [NodeDecision], pods: &[PodInfo], pdbs: &[PodDi
                 let matches = sel
                     .match_labels
                     .as_ref()
-                    .is_some_and(|m| m.iter().all(|(k, v)| pod.labels.get(k) == Some(v)));
+                    .is_some_and(|m| m.iter().all(|(k, v)| pod.labels().get(k) == Some(v)));
                 let allowed = pdb
                     .status
                     .as_ref()

@@ -27,7 +27,14 @@ pub struct PodInfo {
     /// Running, containers ready, Ready=False, gates met: stale if its node has been Ready a while
     /// (see `decide::stale`).
     pub readiness_stale: bool,
-    /// Labels, for `drainer plan` only (empty when projected with `keep`).
+    /// Labels (`drainer plan` only: empty when projected with `keep`) and the kept annotations;
+    /// boxed, as most pods in the controller's cache have neither.
+    pub meta: Option<Box<Meta>>,
+}
+
+/// The maps of a [`PodInfo`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Meta {
     pub labels: BTreeMap<String, String>,
     /// Only the annotations the rules look at (all of them when projected with `keep: None`).
     pub annotations: BTreeMap<String, String>,
@@ -89,7 +96,17 @@ pub const RULE_ANNOTATIONS: &[&str] = &[
     keys::MIRROR_POD_ANNOTATION,
 ];
 
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
 impl PodInfo {
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        self.meta.as_ref().map_or(&EMPTY, |m| &m.labels)
+    }
+
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        self.meta.as_ref().map_or(&EMPTY, |m| &m.annotations)
+    }
+
     /// Project a Pod. `keep`: the annotation keys to keep (None keeps all).
     pub fn from_pod(pod: &Pod, keep: Option<&[String]>) -> PodInfo {
         let spec = pod.spec.as_ref();
@@ -100,7 +117,18 @@ impl PodInfo {
             .flatten()
             .filter(|(k, _)| keep.is_none_or(|keep| keep.iter().any(|x| x == *k)))
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+            .collect::<BTreeMap<String, String>>();
+        // Only `drainer plan` reads labels (to match PDBs); the controller does not keep them.
+        let labels = match keep {
+            None => pod.metadata.labels.clone().unwrap_or_default(),
+            Some(_) => BTreeMap::new(),
+        };
+        let meta = (!labels.is_empty() || !annotations.is_empty()).then(|| {
+            Box::new(Meta {
+                labels,
+                annotations,
+            })
+        });
         PodInfo {
             namespace: intern(pod.metadata.namespace.as_deref().unwrap_or_default()),
             name: pod.metadata.name.as_deref().unwrap_or_default().into(),
@@ -123,12 +151,7 @@ impl PodInfo {
                 .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some())),
             grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
             readiness_stale: super::stale::readiness_stale(pod),
-            // Only `drainer plan` reads labels (to match PDBs); the controller does not keep them.
-            labels: match keep {
-                None => pod.metadata.labels.clone().unwrap_or_default(),
-                Some(_) => BTreeMap::new(),
-            },
-            annotations,
+            meta,
         }
     }
 }
@@ -162,14 +185,14 @@ pub struct PodPlan {
 }
 
 fn annotation<'a>(pod: &'a PodInfo, key: &str) -> Option<&'a str> {
-    pod.annotations.get(key).map(String::as_str)
+    pod.annotations().get(key).map(String::as_str)
 }
 
 /// Why a pod may never be evicted, if it may not.
 fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
     // Shared with the detector's stale-readiness evictions (mirror pods are skipped before this).
     if let Some(why) =
-        nodemedic_common::exempt::never_evicted(&pod.namespace, &pod.annotations, pod.priority)
+        nodemedic_common::exempt::never_evicted(&pod.namespace, pod.annotations(), pod.priority)
     {
         return Some(why);
     }

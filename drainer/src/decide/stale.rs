@@ -100,7 +100,7 @@ pub fn stale_among<'a>(
             Some(Stale {
                 exempt: nodemedic_common::exempt::never_evicted(
                     &p.namespace,
-                    &p.annotations,
+                    p.annotations(),
                     p.priority,
                 ),
                 namespace: p.namespace.to_string(),
