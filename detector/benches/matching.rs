@@ -65,6 +65,34 @@ fn main() {
     );
     println!("  problems reported: {found}");
 
+    // Where the time of the whole path goes: reading records, then parsing them too.
+    for parse in [false, true] {
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let reader =
+                std::io::BufReader::with_capacity(64 * 1024, std::fs::File::open(&path).unwrap());
+            let mut records = nodemedic_detector::parse::kmsg::RecordReader::new(reader);
+            let start = Instant::now();
+            let mut n = 0u64;
+            while let Some((_, rec)) = records.next_record().unwrap() {
+                if parse {
+                    n += nodemedic_detector::parse::kmsg::parse(rec)
+                        .map_or(0, |r| r.message.len() as u64);
+                } else {
+                    n += rec.len() as u64;
+                }
+            }
+            runs.push(start.elapsed());
+            assert!(n > 0);
+        }
+        let what = if parse {
+            "read + parse kmsg records"
+        } else {
+            "read kmsg records"
+        };
+        report(what, &mut runs, bytes);
+    }
+
     let mut runs = Vec::new();
     for _ in 0..3 {
         let reader =
@@ -76,6 +104,77 @@ fn main() {
         assert_eq!(stats.lines, LINES);
     }
     report("check (parse kmsg + match)", &mut runs, bytes);
+    let ours = LINES as f64 / runs[runs.len() / 2].as_secs_f64();
+
+    // grep -cE with the union of the same patterns, on the same file, in the same run.
+    let union = grep_union(&kmsg_monitors);
+    let mut runs = Vec::new();
+    let mut count = String::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let out = std::process::Command::new("grep")
+            .args(["-cE", &union])
+            .arg(&path)
+            .env("LC_ALL", "C")
+            .output();
+        let Ok(out) = out else {
+            println!("grep: not run (not installed?)");
+            return;
+        };
+        runs.push(start.elapsed());
+        count = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    }
+    report("grep -cE (union of the same patterns)", &mut runs, bytes);
+    let grep = LINES as f64 / runs[runs.len() / 2].as_secs_f64();
+    println!(
+        "  grep counted {count} matching lines; check is {:.2}x grep's speed (medians)",
+        ours / grep
+    );
+}
+
+/// The monitors' single-line patterns as one POSIX ERE (what grep -E reads): Rust's `\d`, `\w`,
+/// `\S` and non-capturing groups translated.
+fn grep_union(monitors: &[nodemedic_detector::config::Monitor]) -> String {
+    let mut parts = Vec::new();
+    for m in monitors {
+        for r in m.rules.iter().filter(|r| !r.multiline) {
+            parts.push(r.source_pattern.clone());
+        }
+        for c in &m.conditions {
+            if let Some(p) = &c.recovery_pattern {
+                parts.push(p.clone());
+            }
+        }
+    }
+    parts
+        .iter()
+        .map(|p| {
+            let ci = p.starts_with("(?i)");
+            let p = p
+                .trim_start_matches("(?i)")
+                .replace("(?:", "(")
+                .replace(r"[\S ]", ".")
+                .replace(r"\d", "[0-9]")
+                .replace(r"\w", "[[:alnum:]_]")
+                .replace(r"\S", "[^[:space:]]");
+            // grep has no inline (?i): spell out the letters' cases.
+            if ci {
+                p.chars()
+                    .map(|c| {
+                        if c.is_ascii_alphabetic() {
+                            format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect()
+            } else {
+                p
+            }
+        })
+        .map(|p| format!("({p})"))
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 fn report(what: &str, runs: &mut [std::time::Duration], bytes: u64) {

@@ -36,6 +36,9 @@ pub struct Hit {
 /// regex only where captures are needed (a rule with a `message` template) or the pattern spans lines.
 /// Building it is where an oversized set fails, so a bad file is rejected at load, never at match time.
 pub struct Compiled {
+    /// Literals every single-line pattern needs (one of them occurs in any line that matches): a
+    /// line without any skips the set. `None` when some pattern has no usable literals.
+    prefilter: Option<Regex>,
     set: RegexSet,
     /// For each set entry: what it belongs to, its regex when its message template needs captures,
     /// and the template.
@@ -90,12 +93,56 @@ impl Compiled {
             patterns.push(anchored(p));
             single.push((Target::Recovery(*i), None, None));
         }
+        let sources: Vec<&str> = rules
+            .iter()
+            .filter(|r| !r.multiline)
+            .map(|r| r.source_pattern.as_str())
+            .chain(recoveries.iter().map(|(_, p)| p.as_str()))
+            .collect();
         Ok(Compiled {
+            prefilter: prefilter(&sources),
             set: RegexSet::new(&patterns)?,
             single,
             multi,
         })
     }
+
+    /// Whether a prefilter is in use (for tests and `detector check --explain`-like output).
+    pub fn has_prefilter(&self) -> bool {
+        self.prefilter.is_some()
+    }
+}
+
+/// Shortest literal worth prefiltering on: shorter ones occur in most lines.
+const MIN_LITERAL: usize = 3;
+
+/// A regex over literals at least one of which occurs in every line any of `patterns` matches:
+/// for each pattern, the literals its matches must start with or, failing that, end with (as
+/// regex-syntax extracts them). `None` if some pattern has neither (e.g. `\w+ .* \d+`).
+fn prefilter(patterns: &[&str]) -> Option<Regex> {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    if patterns.is_empty() {
+        return None;
+    }
+    let mut literals: Vec<String> = Vec::new();
+    for p in patterns {
+        let hir = regex_syntax::ParserBuilder::new().build().parse(p).ok()?;
+        let usable = [ExtractKind::Prefix, ExtractKind::Suffix]
+            .into_iter()
+            .find_map(|kind| {
+                let seq = Extractor::new().kind(kind).extract(&hir);
+                let lits = seq.literals()?;
+                let ok = !lits.is_empty() && lits.iter().all(|l| l.as_bytes().len() >= MIN_LITERAL);
+                ok.then(|| lits.to_vec())
+            })?;
+        for l in usable {
+            literals.push(String::from_utf8(l.as_bytes().to_vec()).ok()?);
+        }
+    }
+    literals.sort();
+    literals.dedup();
+    let alternation: Vec<String> = literals.iter().map(|l| regex::escape(l)).collect();
+    Regex::new(&alternation.join("|")).ok()
 }
 
 pub struct Matcher {
@@ -124,7 +171,8 @@ impl Matcher {
     /// Match one line; hits are appended to `out` in rule order (rules before recoveries).
     pub fn match_line(&mut self, line: &str, out: &mut Vec<Hit>) {
         let c = &*self.compiled;
-        if c.set.is_match(line) {
+        let candidate = c.prefilter.as_ref().is_none_or(|p| p.is_match(line));
+        if candidate && c.set.is_match(line) {
             for idx in c.set.matches(line).iter() {
                 let (target, re, template) = &c.single[idx];
                 // The individual regex is only there to expand captures.
@@ -268,6 +316,42 @@ rules:
                 ),
             }
         }
+    }
+
+    #[test]
+    fn lines_without_a_required_literal_skip_the_set_and_patterns_without_literals_turn_it_off() {
+        let mon = monitor(RULES);
+        assert!(mon.compiled.has_prefilter());
+        let with = |pattern: &str| {
+            monitor(&format!(
+                "source: t\ninput: {{kind: kmsg}}\nrules:\n  - type: temporary\n    reason: R\n    pattern: '{pattern}'\n"
+            ))
+        };
+        // Suffix literals when the start is open; case variants under (?i).
+        for (pattern, line) in [
+            (
+                r".*\[Hardware Error\]: event severity: fatal",
+                "mce: [Hardware Error]: event severity: fatal",
+            ),
+            (
+                "(?i)remounting (?:filesystem|fs) read-only.*",
+                "EXT4-fs (sda1): REMOUNTING FILESYSTEM READ-ONLY",
+            ),
+        ] {
+            let mon = with(pattern);
+            assert!(mon.compiled.has_prefilter(), "{pattern}");
+            let mut m = Matcher::new(&mon);
+            assert_eq!(hits(&mut m, line).len(), 1, "{pattern} on {line}");
+            assert!(hits(&mut m, "an unrelated line").is_empty());
+        }
+        // Every bundled monitor can skip benign lines.
+        for m in crate::config::bundled_defaults().monitors {
+            assert!(m.compiled.has_prefilter(), "{}", m.name);
+        }
+        // Nothing literal to require: no prefilter, and matching still works.
+        let open = with(r"\w+ \d+");
+        assert!(!open.compiled.has_prefilter());
+        assert_eq!(hits(&mut Matcher::new(&open), "abc 42").len(), 1);
     }
 
     #[test]

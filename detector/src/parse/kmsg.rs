@@ -7,11 +7,15 @@
 //! facility = PRI >> 3, level = PRI & 7; TS_US is CLOCK_MONOTONIC microseconds; FLAGS is `-` or `c`
 //! (continuation of a previous record). MESSAGE escapes non-printable bytes (and `\`) as `\xNN`.
 
+use std::borrow::Cow;
+
 use super::Malformed;
 
-/// One parsed kmsg record.
+/// One parsed kmsg record, borrowing from the bytes it was parsed from: the message is copied only
+/// when it has escapes to decode (or invalid UTF-8), so parsing allocates nothing for almost every
+/// record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
+pub struct Record<'a> {
     pub facility: u8,
     pub level: u8,
     pub seq: u64,
@@ -19,9 +23,24 @@ pub struct Record {
     /// `c` flag: a fragment continuing an earlier record.
     pub continuation: bool,
     /// The message with `\xNN` escapes decoded (invalid UTF-8 replaced).
-    pub message: String,
+    pub message: Cow<'a, str>,
+    /// The continuation lines, undecoded (see [`Record::dict`]).
+    dict_lines: &'a [u8],
+}
+
+impl Record<'_> {
     /// Dictionary from continuation lines (`SUBSYSTEM=...`, `DEVICE=...`).
-    pub dict: Vec<(String, String)>,
+    pub fn dict(&self) -> Vec<(String, String)> {
+        self.dict_lines
+            .split(|&b| b == b'\n')
+            .filter_map(|l| l.strip_prefix(b" "))
+            .filter_map(|l| {
+                let text = unescape(l);
+                let (k, v) = text.split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            })
+            .collect()
+    }
 }
 
 fn malformed(why: impl Into<String>) -> Malformed {
@@ -33,53 +52,56 @@ fn malformed(why: impl Into<String>) -> Malformed {
 
 /// Parse one record as returned by one `read()` of `/dev/kmsg` (or one record of a kmsg-format file,
 /// including its continuation lines). A trailing newline is optional.
-pub fn parse(record: &[u8]) -> Result<Record, Malformed> {
-    let semi = record
-        .iter()
-        .position(|&b| b == b';')
-        .ok_or_else(|| malformed("no ';' after the prefix"))?;
-    let prefix =
-        std::str::from_utf8(&record[..semi]).map_err(|_| malformed("prefix is not text"))?;
-    let mut fields = prefix.split(',');
-    let pri: u16 = num(fields.next(), "priority")?;
-    let seq: u64 = num(fields.next(), "sequence number")?;
-    let monotonic_us: u64 = num(fields.next(), "timestamp")?;
-    let flags = fields.next().unwrap_or("-");
+pub fn parse(record: &[u8]) -> Result<Record<'_>, Malformed> {
+    let semi = memchr::memchr(b';', record).ok_or_else(|| malformed("no ';' after the prefix"))?;
+    // The prefix is ASCII digits and commas: read as bytes, no UTF-8 or string parsing.
+    let mut fields = record[..semi].split(|&b| b == b',');
+    let pri = num(fields.next(), "priority")?;
+    let pri = u16::try_from(pri).map_err(|_| malformed("bad priority"))?;
+    let seq = num(fields.next(), "sequence number")?;
+    let monotonic_us = num(fields.next(), "timestamp")?;
+    let flags = fields.next().unwrap_or(b"-");
     let rest = &record[semi + 1..];
-    let (msg, dict_part) = match rest.iter().position(|&b| b == b'\n') {
+    let (msg, dict_lines) = match memchr::memchr(b'\n', rest) {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest, &[][..]),
     };
-    let dict = dict_part
-        .split(|&b| b == b'\n')
-        .filter_map(|l| l.strip_prefix(b" "))
-        .filter_map(|l| {
-            let text = unescape(l);
-            let (k, v) = text.split_once('=')?;
-            Some((k.to_string(), v.to_string()))
-        })
-        .collect();
     Ok(Record {
         facility: (pri >> 3) as u8,
         level: (pri & 7) as u8,
         seq,
         monotonic_us,
-        continuation: flags.contains('c'),
+        continuation: flags.contains(&b'c'),
         message: unescape(msg),
-        dict,
+        dict_lines,
     })
 }
 
-fn num<T: std::str::FromStr>(field: Option<&str>, what: &str) -> Result<T, Malformed> {
-    field
-        .and_then(|f| f.trim().parse().ok())
-        .ok_or_else(|| malformed(format!("bad {what}")))
+fn num(field: Option<&[u8]>, what: &str) -> Result<u64, Malformed> {
+    let bad = || malformed(format!("bad {what}"));
+    let digits = field.ok_or_else(bad)?.trim_ascii();
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    digits.iter().try_fold(0u64, |n, &b| {
+        if !b.is_ascii_digit() {
+            return Err(bad());
+        }
+        n.checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(b - b'0')))
+            .ok_or_else(bad)
+    })
 }
 
 /// Decode `\xNN` escapes; anything else is kept as is. Bytes that do not form UTF-8 become U+FFFD.
-pub fn unescape(bytes: &[u8]) -> String {
-    if !bytes.contains(&b'\\') {
-        return String::from_utf8_lossy(bytes).into_owned();
+/// Borrowed when there is nothing to decode.
+pub fn unescape(bytes: &[u8]) -> Cow<'_, str> {
+    if memchr::memchr(b'\\', bytes).is_none() {
+        // Valid UTF-8 (nearly always) is checked by the fast validator and borrowed.
+        return match std::str::from_utf8(bytes) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(bytes),
+        };
     }
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -94,7 +116,7 @@ pub fn unescape(bytes: &[u8]) -> String {
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 fn hex(b: Option<&u8>) -> Option<u8> {
@@ -179,8 +201,12 @@ mod tests {
         assert_eq!(r.monotonic_us, 5_140_900);
         assert!(!r.continuation);
         assert_eq!(r.message, "NET: Registered protocol family 10");
+        assert!(
+            matches!(r.message, Cow::Borrowed(_)),
+            "nothing to decode: no copy"
+        );
         assert_eq!(
-            r.dict,
+            r.dict(),
             vec![
                 ("SUBSYSTEM".into(), "net".into()),
                 ("DEVICE".into(), "+net:lo".into())

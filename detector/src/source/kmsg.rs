@@ -133,7 +133,7 @@ impl Reader {
                 }
                 self.past_start = true;
                 SourceEvent::Line {
-                    text: r.message,
+                    text: r.message.into_owned(),
                     at: wall_time(r.monotonic_us),
                     position: Position::Kmsg {
                         boot_id: self.start.boot_id.clone(),
