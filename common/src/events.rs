@@ -41,6 +41,24 @@ pub struct NodeEvent {
     pub last_seen: Timestamp,
 }
 
+/// `<object>.<hex nanoseconds>`, as client-go names Events, with the nanoseconds made unique within
+/// the process: two Events that start at the same instant (two conditions changing in one report)
+/// got the same name, and the second was refused with 409 AlreadyExists.
+pub fn event_name(object: &str, first_seen: Timestamp) -> String {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let wanted = i64::try_from(first_seen.as_nanosecond()).unwrap_or(i64::MAX);
+    let mut last = LAST.load(Ordering::Relaxed);
+    let unique = loop {
+        let next = wanted.max(last.saturating_add(1));
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break next,
+            Err(seen) => last = seen,
+        }
+    };
+    format!("{object}.{unique:x}")
+}
+
 /// Writes Events about one Node (namespace `default`, as the kubelet and NPD do).
 #[derive(Clone)]
 pub struct NodeEvents {
@@ -58,7 +76,7 @@ impl NodeEvents {
 
     /// Create a new Event and return its name (to update it later with [`NodeEvents::update`]).
     pub async fn create(&self, ev: &NodeEvent) -> Result<String, kube::Error> {
-        let name = format!("{}.{:x}", self.node, ev.first_seen.as_nanosecond());
+        let name = event_name(&self.node, ev.first_seen);
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -120,11 +138,7 @@ pub async fn create_for(
     ev: &NodeEvent,
 ) -> Result<String, kube::Error> {
     let api: Api<Event> = Api::namespaced(client, namespace);
-    let name = format!(
-        "{}.{:x}",
-        regarding.name.as_deref().unwrap_or("object"),
-        ev.first_seen.as_nanosecond()
-    );
+    let name = event_name(regarding.name.as_deref().unwrap_or("object"), ev.first_seen);
     let event = Event {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -148,4 +162,18 @@ pub async fn create_for(
     };
     api.create(&PostParams::default(), &event).await?;
     Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_events_at_the_same_instant_get_different_names() {
+        let t = Timestamp::from_second(1_800_000_000).unwrap();
+        let a = event_name("node-1", t);
+        let b = event_name("node-1", t);
+        assert_ne!(a, b);
+        assert!(a.starts_with("node-1.") && b.starts_with("node-1."));
+    }
 }
