@@ -59,6 +59,7 @@ fn tail(
     stop: &watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let mut f = Follower::open(path, start)?;
+    let wake = super::wake::FileWake::new(path);
     let mut buf = Vec::new();
     loop {
         if *stop.borrow() || tx.is_closed() {
@@ -83,7 +84,8 @@ fn tail(
                 why: format!("line longer than {MAX_LINE} bytes cut"),
             },
             Next::Idle => {
-                std::thread::sleep(IDLE_POLL);
+                // Until the file is written (inotify), at most the idle poll.
+                wake.wait(IDLE_POLL);
                 continue;
             }
         };

@@ -199,6 +199,7 @@ impl Reader {
     /// make one record, handed on once the next record starts or the file is idle.
     fn file(&mut self, path: &Path) -> std::io::Result<()> {
         let mut f = Follower::open(path, StartAt::Beginning)?;
+        let wake = super::wake::FileWake::new(path);
         let mut line = Vec::new();
         let mut record: Vec<u8> = Vec::new();
         loop {
@@ -233,9 +234,8 @@ impl Reader {
                     if !record.is_empty() && !self.record(&std::mem::take(&mut record)) {
                         return Ok(());
                     }
-                    if self.sleep(IDLE_POLL) {
-                        return Ok(());
-                    }
+                    // Until the file is written (inotify), at most the idle poll.
+                    wake.wait(IDLE_POLL);
                 }
             }
         }

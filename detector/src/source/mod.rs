@@ -6,6 +6,7 @@ pub mod file;
 pub mod follow;
 pub mod journal;
 pub mod kmsg;
+pub mod wake;
 
 use std::time::Duration;
 
