@@ -31,6 +31,9 @@ pub const DEBOUNCE: Duration = Duration::from_millis(5);
 pub const RESYNC: Duration = Duration::from_secs(60);
 /// A failed write is tried again after this long.
 const WRITE_RETRY: Duration = Duration::from_secs(5);
+/// Nodes handled between two yields to the runtime (and the size from which a round is decided on
+/// the blocking pool).
+const YIELD_EVERY: usize = 256;
 /// Writes of one round in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
 
@@ -208,7 +211,7 @@ impl<A: Act> Controller<A> {
 
     /// Bring the fleet up to date with the caches: the changed nodes, or all of them after a relist
     /// and at every resync.
-    fn catch_up(&mut self, now: Timestamp) {
+    async fn catch_up(&mut self, now: Timestamp) {
         let changes = self.observed.take_changes();
         let resync = self.fleet.is_empty()
             || self
@@ -228,8 +231,12 @@ impl<A: Act> Controller<A> {
             for n in gone {
                 self.forget(&n);
             }
-            for v in views {
+            // The selector runs on each changed view: let the guard and the watches in between.
+            for (i, v) in views.into_iter().enumerate() {
                 self.observe(v, now);
+                if i % YIELD_EVERY == YIELD_EVERY - 1 {
+                    tokio::task::yield_now().await;
+                }
             }
             self.fleet.touch_all();
             // Strings of nodes and pods gone since the last resync.
@@ -247,6 +254,37 @@ impl<A: Act> Controller<A> {
         }
     }
 
+    /// Decide what is due. A large round (the resync, or many changes at once) runs on the blocking
+    /// pool, so the runtime's one thread keeps serving the guard and the watches meanwhile.
+    async fn decide(
+        &mut self,
+        now: Timestamp,
+    ) -> Vec<(crate::decide::NodeDecision, Arc<NodeView>)> {
+        let observed = self.observed.clone();
+        if self.fleet.pending() < YIELD_EVERY {
+            return self
+                .fleet
+                .round(|n| observed.node(n), |n| observed.pods_on(n), now);
+        }
+        let mut fleet = std::mem::replace(&mut self.fleet, Fleet::new(self.cfg.clone()));
+        let task = tokio::task::spawn_blocking(move || {
+            let d = fleet.round(|n| observed.node(n), |n| observed.pods_on(n), now);
+            (fleet, d)
+        });
+        match task.await {
+            Ok((fleet, d)) => {
+                self.fleet = fleet;
+                d
+            }
+            Err(e) => {
+                // Its state is rebuilt from the caches at the next round.
+                tracing::error!(error = %e, "a decision round failed; resyncing");
+                self.last_resync = None;
+                Vec::new()
+            }
+        }
+    }
+
     fn forget(&mut self, node: &str) {
         self.fleet.remove(node);
         self.last_why.remove(node);
@@ -255,11 +293,8 @@ impl<A: Act> Controller<A> {
     pub(crate) async fn round(&mut self) {
         self.drains.retain(|_, t| !t.is_finished());
         let now = self.clock.now();
-        self.catch_up(now);
-        let observed = self.observed.clone();
-        let decisions = self
-            .fleet
-            .round(|n| observed.node(n), |n| observed.pods_on(n), now);
+        self.catch_up(now).await;
+        let decisions = self.decide(now).await;
         self.metrics.decided.inc_by(decisions.len() as u64);
         self.stale_readiness(now).await;
         let fleet = &self.fleet;

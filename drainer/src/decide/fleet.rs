@@ -239,6 +239,11 @@ impl Fleet {
         }
     }
 
+    /// Nodes the next round will decide at least (changed or waiting; due wake-ups aside).
+    pub fn pending(&self) -> usize {
+        self.dirty.len() + self.waiting.len()
+    }
+
     /// The next clock wake-up.
     pub fn next_wake(&self) -> Option<Timestamp> {
         self.wakes.first().map(|(t, _)| *t)
