@@ -182,7 +182,7 @@ fn run_npd(npd: &Path, configs: &[PathBuf], log: &Path, trial: usize) -> Figures
     let mut last_cpu = -1.0;
     loop {
         std::thread::sleep(Duration::from_millis(500));
-        let cpu = cpu_seconds(pid);
+        let cpu = nodemedic_tests::process::cpu_seconds(pid);
         if at_end(pid, log, size) && cpu == last_cpu {
             break;
         }
@@ -193,8 +193,8 @@ fn run_npd(npd: &Path, configs: &[PathBuf], log: &Path, trial: usize) -> Figures
         }
     }
     let figures = Figures {
-        cpu_s: cpu_seconds(pid),
-        peak_mib: status_kib(pid, "VmHWM:") / 1024.0,
+        cpu_s: nodemedic_tests::process::cpu_seconds(pid),
+        peak_mib: nodemedic_tests::process::status_mib(pid, "VmHWM:"),
         problems: problem_count(port),
     };
     let _ = child.kill();
@@ -228,23 +228,6 @@ fn at_end(pid: u32, file: &Path, size: u64) -> bool {
         }
     }
     any
-}
-
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn status_kib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 /// Sum of NPD's `problem_counter` series.

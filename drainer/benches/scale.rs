@@ -72,34 +72,6 @@ fn pod(template: &Value, rs_uid: &str, i: usize, j: usize, instant: bool) -> Pod
     serde_json::from_value(p).unwrap()
 }
 
-fn proc_status(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix(field).map(|v| {
-                    v.trim()
-                        .trim_end_matches(" kB")
-                        .trim()
-                        .parse()
-                        .unwrap_or(0.0)
-                })
-            })
-        })
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
-/// User + system CPU seconds of `pid`.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // Fields after the command: state is 0, utime 11, stime 12; clock ticks are 100 Hz on Linux.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 fn readyz(addr: &str) -> bool {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect(addr) else {
@@ -203,6 +175,18 @@ fn record_phase(n: &Node) -> Option<String> {
         .get(nodemedic_common::keys::DRAIN_RECORD_ANNOTATION)?;
     let v: Value = serde_json::from_str(raw).ok()?;
     v["phase"].as_str().map(String::from)
+}
+
+/// The node's KernelDeadlock condition turns True now (as NPD or our detector would set it).
+async fn mark_bad(nodes: &Api<Node>, name: &str) {
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(bad_condition()),
+        )
+        .await
+        .unwrap();
 }
 
 fn bad_condition() -> Value {
@@ -344,26 +328,27 @@ async fn main() {
         started.elapsed()
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss_synced = proc_status(pid, "VmRSS:");
+    let rss_synced = nodemedic_tests::process::status_mib(pid, "VmRSS:");
 
     // CPU per node update: as fast as 4 writers go, for 20 s.
     let stop = Arc::new(AtomicBool::new(false));
-    let cpu0 = cpu_seconds(pid);
+    let cpu0 = nodemedic_tests::process::cpu_seconds(pid);
     let fast = tokio::spawn(churn(nodes.clone(), count, 0.0, 4, stop.clone()));
     tokio::time::sleep(Duration::from_secs(20)).await;
     stop.store(true, Ordering::Relaxed);
     let updates = fast.await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let cpu_fast = cpu_seconds(pid) - cpu0;
+    let cpu_fast = nodemedic_tests::process::cpu_seconds(pid) - cpu0;
     let per_update_us = cpu_fast / updates as f64 * 1e6;
 
     // Kubelet-like churn (17/s) from here on.
     let stop = Arc::new(AtomicBool::new(false));
-    let cpu1 = cpu_seconds(pid);
+    let cpu1 = nodemedic_tests::process::cpu_seconds(pid);
     let t1 = Instant::now();
     let kubelets = tokio::spawn(churn(nodes.clone(), count, KUBELET_RATE, 2, stop.clone()));
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let core_share = (cpu_seconds(pid) - cpu1) / t1.elapsed().as_secs_f64();
+    let core_share =
+        (nodemedic_tests::process::cpu_seconds(pid) - cpu1) / t1.elapsed().as_secs_f64();
 
     // Condition -> cordon, cordon -> drained, under the churn; API requests per cordon + drain.
     let audit_before = drainer_requests(plane);
@@ -390,14 +375,7 @@ async fn main() {
         };
         tokio::time::sleep(Duration::from_millis(300)).await; // both watches established
         let sent = Instant::now();
-        nodes
-            .patch_status(
-                &n,
-                &PatchParams::default(),
-                &Patch::Strategic(bad_condition()),
-            )
-            .await
-            .unwrap();
+        mark_bad(&nodes, &n).await;
         let c = cordoned.await.unwrap();
         let d = drained.await.unwrap();
         match (c, d) {
@@ -446,16 +424,7 @@ async fn main() {
     futures::stream::iter(burst_names.iter().cloned())
         .map(|n| {
             let nodes = nodes.clone();
-            async move {
-                nodes
-                    .patch_status(
-                        &n,
-                        &PatchParams::default(),
-                        &Patch::Strategic(bad_condition()),
-                    )
-                    .await
-                    .unwrap()
-            }
+            async move { mark_bad(&nodes, &n).await }
         })
         .buffer_unordered(BURST)
         .for_each(|_| async {})
@@ -467,7 +436,10 @@ async fn main() {
         .map(|t| t.duration_since(sent));
     stop.store(true, Ordering::Relaxed);
     let _ = kubelets.await;
-    let (rss, hwm) = (proc_status(pid, "VmRSS:"), proc_status(pid, "VmHWM:"));
+    let (rss, hwm) = (
+        nodemedic_tests::process::status_mib(pid, "VmRSS:"),
+        nodemedic_tests::process::status_mib(pid, "VmHWM:"),
+    );
     drop(child);
 
     let (cmin, cmed, cmax) = stats(to_cordon);

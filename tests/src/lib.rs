@@ -7,11 +7,13 @@
 //! - [`server`]: our own API server stand-in, kept for what a real one cannot do on demand: injected
 //!   500s/429s, cut watches, exact request logs without audit plumbing. It answers like the exchanges
 //!   recorded under `shared/reference/apiserver/`, which `tests/recorded.rs` checks.
+//! - [`process`]: CPU time and memory of another process, for benchmarks.
 //! - [`webhook`]: a certificate and a ValidatingWebhookConfiguration for serving the guard to a real
 //!   API server.
 
 pub mod cluster;
 pub mod envtest;
+pub mod process;
 pub mod server;
 pub mod webhook;
 
