@@ -174,6 +174,9 @@ pub fn decide(req: &Request, node: &NodeState, cfg: &GuardConfig) -> Decision {
 #[derive(Debug, Default)]
 pub struct BlockedEvents {
     nodes: std::collections::HashMap<String, Blocked>,
+    /// Nodes with denials not yet handed out: what [`BlockedEvents::due`] looks at, so a flush
+    /// costs what is pending, not every node ever denied.
+    pending: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Default)]
@@ -202,17 +205,27 @@ impl BlockedEvents {
         let b = self.nodes.entry(node.to_string()).or_default();
         b.unwritten += 1;
         b.latest = latest;
+        self.pending.insert(node.to_string());
     }
 
-    /// The writes due at `now`. The counts handed out are kept even if a write then fails: the next
-    /// one carries them.
+    /// The writes due at `now`, at most `limit` of them (the rest stay pending for the next call:
+    /// a partition that makes thousands of leaf nodes deny at once does not become an Event storm).
+    /// The counts handed out are kept even if a write then fails: the next one carries them.
     pub fn due(
         &mut self,
         now: k8s_openapi::jiff::Timestamp,
         interval: std::time::Duration,
+        limit: usize,
     ) -> Vec<DueEvent> {
         let mut out = Vec::new();
-        for (node, b) in &mut self.nodes {
+        let mut handed = Vec::new();
+        for node in &self.pending {
+            if out.len() >= limit {
+                break;
+            }
+            let Some(b) = self.nodes.get_mut(node) else {
+                continue;
+            };
             let waited = b
                 .handed_out
                 .is_none_or(|t| now.duration_since(t).unsigned_abs() >= interval);
@@ -241,6 +254,10 @@ impl BlockedEvents {
                 existing: b.name.clone(),
                 event,
             });
+            handed.push(node.clone());
+        }
+        for n in handed {
+            self.pending.remove(&n);
         }
         out
     }
@@ -371,7 +388,7 @@ mod tests {
         let minute = std::time::Duration::from_secs(60);
         let mut b = BlockedEvents::default();
         b.denied("leaf", "app/a by nc".into());
-        let first = b.due(t(0), minute);
+        let first = b.due(t(0), minute, 100);
         assert_eq!(
             (first.len(), first[0].event.count, first[0].existing.clone()),
             (1, 1, None)
@@ -381,10 +398,10 @@ mod tests {
             b.denied("leaf", "app/b by nc".into());
         }
         assert!(
-            b.due(t(30), minute).is_empty(),
+            b.due(t(30), minute, 100).is_empty(),
             "held back within the minute"
         );
-        let later = b.due(t(61), minute);
+        let later = b.due(t(61), minute, 100);
         assert_eq!(later[0].event.count, 15, "held-back denials are not lost");
         assert_eq!(
             later[0].existing.as_deref(),
@@ -393,8 +410,24 @@ mod tests {
         );
         assert_eq!(later[0].event.first_seen, t(0));
         assert!(
-            b.due(t(200), minute).is_empty(),
+            b.due(t(200), minute, 100).is_empty(),
             "nothing new, nothing written"
+        );
+    }
+
+    #[test]
+    fn a_partition_of_many_leaf_nodes_is_written_a_few_events_at_a_time() {
+        let t = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let minute = std::time::Duration::from_secs(60);
+        let mut b = BlockedEvents::default();
+        for i in 0..45 {
+            b.denied(&format!("leaf-{i:02}"), "app/a by nc".into());
+        }
+        let sizes: Vec<usize> = (0..4).map(|s| b.due(t(s), minute, 20).len()).collect();
+        assert_eq!(
+            sizes,
+            vec![20, 20, 5, 0],
+            "every node gets its Event, 20 per flush"
         );
     }
 }

@@ -45,6 +45,10 @@ struct Guard {
     flush: Arc<tokio::sync::Notify>,
 }
 
+/// PodDeletionBlocked Events written per flush at most, and the least time between flushes.
+const EVENTS_PER_FLUSH: usize = 20;
+const FLUSH_SPACING: Duration = Duration::from_secs(1);
+
 /// The audit annotation key (the API server logs it as `<webhook name>/decision`).
 pub const AUDIT_KEY: &str = "decision";
 
@@ -80,7 +84,11 @@ impl Guard {
 
 /// Write the PodDeletionBlocked Events that are due ([`BlockedEvents::due`] decides which).
 async fn flush_blocked(g: &Guard, client: &kube::Client, interval: Duration) {
-    let due = g.blocked.lock().unwrap().due(Timestamp::now(), interval);
+    let due = g
+        .blocked
+        .lock()
+        .unwrap()
+        .due(Timestamp::now(), interval, EVENTS_PER_FLUSH);
     for d in due {
         let events = NodeEvents::new(client.clone(), &d.node);
         let written = match d.existing {
@@ -171,12 +179,16 @@ pub async fn start(
     if let Some(client) = guard.events.clone() {
         let (g, interval) = (guard.clone(), opts.config.event_interval);
         tokio::spawn(async move {
+            let mut last = tokio::time::Instant::now() - FLUSH_SPACING;
             loop {
-                // After a denial, and then every second until held-back counts are written.
+                // After a denial, and then every second until held-back counts are written; never
+                // two flushes within FLUSH_SPACING (so at most EVENTS_PER_FLUSH Events a second).
                 tokio::select! {
                     _ = g.flush.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = tokio::time::sleep(FLUSH_SPACING) => {}
                 }
+                tokio::time::sleep_until(last + FLUSH_SPACING).await;
+                last = tokio::time::Instant::now();
                 flush_blocked(&g, &client, interval).await;
             }
         });
