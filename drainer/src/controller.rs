@@ -48,7 +48,7 @@ pub(crate) struct Controller<A: Act> {
     /// Drains running in this process, by node.
     drains: HashMap<String, JoinHandle<()>>,
     /// Last decision per node, without its numbers (decisions are logged when they change).
-    last_why: HashMap<String, Why>,
+    last_why: HashMap<String, std::mem::Discriminant<Why>>,
     /// Nodes waiting for a budget and their notes.
     waits: BudgetWaits,
     /// Stale pods' reports and eviction attempts.
@@ -303,8 +303,8 @@ impl<A: Act> Controller<A> {
         for (d, view) in decisions {
             // Log a decision when it changes (numbers and durations aside); a node that stays
             // healthy is not news.
-            let previous = self.last_why.insert(d.node.clone(), d.why.clone());
-            let changed = previous.as_ref().map(Why::kind) != Some(d.why.kind());
+            let previous = self.last_why.insert(d.node.clone(), d.why.kind());
+            let changed = previous != Some(d.why.kind());
             if changed
                 && (d.action != Action::None || previous.is_some())
                 && d.why != Why::NotSelected

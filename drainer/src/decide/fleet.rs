@@ -27,8 +27,8 @@ const OVERLAY_TTL: Duration = Duration::from_secs(60);
 struct Entry {
     view: Arc<NodeView>,
     selected: bool,
-    /// The record on the node, whichever drainer owns it.
-    record: Option<Record>,
+    /// The record on the node, whichever drainer owns it (boxed: most nodes have none).
+    record: Option<Box<Record>>,
     wake: Option<Timestamp>,
 }
 
@@ -188,7 +188,7 @@ impl Fleet {
             Err(e) => (false, Some((name.clone(), e))),
         };
         let entry = Entry {
-            record: Record::of(&view),
+            record: Record::of(&view).map(Box::new),
             view,
             selected,
             wake: None,
@@ -318,7 +318,7 @@ impl Fleet {
                 Candidate {
                     node: &e.view,
                     selected: e.selected,
-                    record: e.record.as_ref(),
+                    record: e.record.as_deref(),
                     pods: p.iter().map(|p| &**p).collect(),
                 }
             })
@@ -480,7 +480,7 @@ mod tests {
                 (
                     e.selected,
                     e.record
-                        .as_ref()
+                        .as_deref()
                         .filter(|r| r.owned_by(&c.owner, e.selected)),
                 )
             }));
