@@ -25,12 +25,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const NC: &str = "system:serviceaccount:kube-system:node-controller";
 const WAIT: Duration = Duration::from_secs(20);
 
-/// POST `body` to https://addr/validate trusting only `ca_pem`; returns (status, body).
-async fn post(
+/// A TLS connection to the guard trusting only `ca_pem`.
+async fn connect(
     addr: std::net::SocketAddr,
     ca_pem: &str,
-    body: &str,
-) -> Result<(u16, String), String> {
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
     let mut roots = rustls::RootCertStore::empty();
     let der = rustls::pki_types::CertificateDer::from(pem_der(ca_pem));
     roots.add(der).map_err(|e| e.to_string())?;
@@ -44,10 +43,19 @@ async fn post(
         .await
         .map_err(|e| e.to_string())?;
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
         .connect(name, tcp)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// POST `body` to https://addr/validate trusting only `ca_pem`; returns (status, body).
+async fn post(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
+    let mut tls = connect(addr, ca_pem).await?;
     let req = format!(
         "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
@@ -177,6 +185,75 @@ async fn start_with(cluster: &Cluster, dir: &Path, config: GuardConfig) -> Runni
         }),
     };
     run::start(opts, cluster.client.clone()).await.unwrap()
+}
+
+#[tokio::test]
+async fn slow_clients_are_cut_off_and_connections_beyond_the_limit_refused() {
+    let cluster = Cluster::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write_cert(dir.path(), "guard-limits");
+    let config = GuardConfig {
+        header_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(2),
+        max_connections: 3,
+        ..Default::default()
+    };
+    let running = start_with(&cluster, dir.path(), config).await;
+    let addr = running.guard_addr.unwrap();
+
+    // Headers that never end: the connection is closed after the header timeout.
+    let mut slow = connect(addr, &ca).await.unwrap();
+    slow.write_all(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let closed = tokio::time::timeout(WAIT, slow.read_to_end(&mut buf)).await;
+    assert!(
+        closed.is_ok(),
+        "a slowloris connection is closed by the guard"
+    );
+    drop(slow);
+
+    // A body that trickles: 408 after the request timeout.
+    let mut trickle = connect(addr, &ca).await.unwrap();
+    trickle
+        .write_all(
+            b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"a\":",
+        )
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(WAIT, trickle.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text:?}");
+    drop(trickle);
+
+    // Three connections held open: a fourth is refused at accept, before any TLS.
+    let held = eventually("three connections accepted", WAIT, || async {
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(connect(addr, &ca).await.ok()?);
+        }
+        Some(held)
+    })
+    .await;
+    assert!(
+        connect(addr, &ca).await.is_err(),
+        "a connection beyond the limit is refused"
+    );
+    drop(held);
+    // Their permits come back: requests are served again.
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u-limits", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": "p", "namespace": "app",
+        "operation": "DELETE", "userInfo": {"username": NC}}})
+    .to_string();
+    let (status, _) = eventually("served after the held connections closed", WAIT, || async {
+        post(addr, &ca, &review).await.ok()
+    })
+    .await;
+    assert_eq!(status, 200);
+    running.shutdown().await;
 }
 
 #[tokio::test]

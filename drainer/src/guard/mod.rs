@@ -5,6 +5,7 @@
 //! [`decide`] is pure: the extracted request, what the node cache knows, and the configuration. The
 //! HTTPS server around it is in `server`.
 
+pub mod limit;
 pub mod server;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,12 @@ pub struct GuardConfig {
     pub node_label: (String, String),
     /// A node's PodDeletionBlocked Event is updated at most this often (the count is never lost).
     pub event_interval: std::time::Duration,
+    /// A connection that has not sent a request's headers within this time is closed (slowloris).
+    pub header_timeout: std::time::Duration,
+    /// A request (body included) that is not answered within this time gets 408.
+    pub request_timeout: std::time::Duration,
+    /// Connections served at once; more are closed at accept (each costs memory in the drainer).
+    pub max_connections: usize,
 }
 
 /// Who deletes pods of an unreachable node: the node lifecycle controller (its taint manager) as its
@@ -40,6 +47,10 @@ impl Default for GuardConfig {
                 nodemedic_common::keys::KOSMOS_NODE_VALUE.into(),
             ),
             event_interval: std::time::Duration::from_secs(60),
+            // The API server gives a webhook 10 s at most (timeoutSeconds): nothing legitimate is slower.
+            header_timeout: std::time::Duration::from_secs(5),
+            request_timeout: std::time::Duration::from_secs(10),
+            max_connections: 512,
         }
     }
 }

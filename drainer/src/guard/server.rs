@@ -193,11 +193,33 @@ pub async fn start(
             }
         });
     }
+    let request_timeout = opts.config.request_timeout;
     let app = Router::new()
         .route("/validate", post(validate))
-        .with_state(guard);
+        .with_state(guard)
+        // A request whose body trickles in (or anything slower than the API server waits) ends in 408.
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| async move {
+                match tokio::time::timeout(request_timeout, next.run(req)).await {
+                    Ok(response) => response,
+                    Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
+                }
+            },
+        ));
     let handle = axum_server::Handle::new();
-    let server = axum_server::bind_rustls(opts.listen, tls.clone()).handle(handle.clone());
+    let acceptor = super::limit::LimitAcceptor::new(
+        axum_server::tls_rustls::RustlsAcceptor::new(tls.clone()),
+        opts.config.max_connections,
+    );
+    let mut server = axum_server::bind(opts.listen)
+        .acceptor(acceptor)
+        .handle(handle.clone());
+    // A connection that does not send its headers in time is closed (slowloris).
+    server
+        .http_builder()
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(opts.config.header_timeout);
     tokio::spawn(async move {
         if let Err(e) = server.serve(app.into_make_service()).await {
             tracing::error!(error = %e, "guard server stopped");

@@ -1,0 +1,106 @@
+//! At most N connections to the guard at once: each one accepted holds a permit for its lifetime,
+//! and one beyond the limit is closed at accept. Slow clients cannot pile up connections (5,000 held
+//! ones took the drainer from 40 to 148 MB, issue 11); the header and request timeouts in
+//! `server.rs` close the slow ones that are let in.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum_server::accept::Accept;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+#[derive(Clone)]
+pub struct LimitAcceptor<A> {
+    inner: A,
+    permits: Arc<Semaphore>,
+}
+
+impl<A> LimitAcceptor<A> {
+    pub fn new(inner: A, max_connections: usize) -> Self {
+        LimitAcceptor {
+            inner,
+            permits: Arc::new(Semaphore::new(max_connections.max(1))),
+        }
+    }
+}
+
+impl<A, I, S> Accept<I, S> for LimitAcceptor<A>
+where
+    A: Accept<I, S>,
+    A::Future: Send + 'static,
+    A::Stream: Unpin,
+{
+    type Stream = Permitted<A::Stream>;
+    type Service = A::Service;
+    type Future = Pin<Box<dyn Future<Output = io::Result<(Self::Stream, Self::Service)>> + Send>>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        // Decided before the TLS handshake: a refused connection costs nothing more.
+        let permit = self.permits.clone().try_acquire_owned();
+        let handshake = permit.is_ok().then(|| self.inner.accept(stream, service));
+        Box::pin(async move {
+            let (Ok(permit), Some(handshake)) = (permit, handshake) else {
+                tracing::debug!("guard connection limit reached: connection closed");
+                return Err(io::Error::other("guard connection limit reached"));
+            };
+            let (stream, service) = handshake.await?;
+            Ok((
+                Permitted {
+                    inner: stream,
+                    _permit: permit,
+                },
+                service,
+            ))
+        })
+    }
+}
+
+/// A connection holding its permit until it is dropped.
+pub struct Permitted<T> {
+    inner: T,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Permitted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Permitted<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
