@@ -41,6 +41,24 @@ pub struct NodeEvent {
     pub last_seen: Timestamp,
 }
 
+/// The longest Event or condition message written, in bytes (the events.k8s.io limit for a note,
+/// and what NPD users' tooling expects).
+pub const MAX_MESSAGE: usize = 1024;
+
+/// `s` capped at [`MAX_MESSAGE`] bytes: cut at a character boundary, ending with `...`.
+pub fn cap(mut s: String) -> String {
+    if s.len() <= MAX_MESSAGE {
+        return s;
+    }
+    let mut end = MAX_MESSAGE - 3;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push_str("...");
+    s
+}
+
 /// `<object>.<hex nanoseconds>`, as client-go names Events, with the nanoseconds made unique within
 /// the process: two Events that start at the same instant (two conditions changing in one report)
 /// got the same name, and the second was refused with 409 AlreadyExists.
@@ -85,7 +103,7 @@ impl NodeEvents {
             },
             involved_object: self.node_reference(),
             reason: Some(ev.reason.clone()),
-            message: Some(ev.message.clone()),
+            message: Some(cap(ev.message.clone())),
             type_: Some(ev.severity.as_str().into()),
             source: Some(EventSource {
                 component: Some(ev.source.clone()),
@@ -107,7 +125,7 @@ impl NodeEvents {
     pub async fn update(&self, name: &str, ev: &NodeEvent) -> Result<(), kube::Error> {
         let patch = json!({
             "count": ev.count,
-            "message": ev.message,
+            "message": cap(ev.message.clone()),
             "lastTimestamp": Time(ev.last_seen),
         });
         self.api
@@ -147,7 +165,7 @@ pub async fn create_for(
         },
         involved_object: regarding,
         reason: Some(ev.reason.clone()),
-        message: Some(ev.message.clone()),
+        message: Some(cap(ev.message.clone())),
         type_: Some(ev.severity.as_str().into()),
         source: Some(EventSource {
             component: Some(ev.source.clone()),
@@ -167,6 +185,14 @@ pub async fn create_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(1000);
+        let c = cap(long);
+        assert!(c.len() <= MAX_MESSAGE && c.ends_with("..."), "{}", c.len());
+        assert_eq!(cap("short".into()), "short");
+    }
 
     #[test]
     fn two_events_at_the_same_instant_get_different_names() {

@@ -178,7 +178,7 @@ impl Matcher {
                 // The individual regex is only there to expand captures.
                 let message = match (re, template) {
                     (Some(re), Some(_)) => message(re, line, template.as_deref(), line),
-                    _ => line.to_string(),
+                    _ => cap(line.to_string()),
                 };
                 out.push(Hit {
                     target: *target,
@@ -216,8 +216,15 @@ impl Matcher {
     }
 }
 
-/// The message of a hit: the template with captures expanded, or the matched line(s).
+/// Hit messages (a long line, an expanded template) are capped like every message written.
+pub use nodemedic_common::events::{MAX_MESSAGE, cap};
+
+/// The message of a hit: the template with captures expanded, or the matched line(s), capped.
 fn message(re: &Regex, haystack: &str, template: Option<&str>, default: &str) -> String {
+    cap(expand(re, haystack, template, default))
+}
+
+fn expand(re: &Regex, haystack: &str, template: Option<&str>, default: &str) -> String {
     match template {
         None => default.to_string(),
         Some(t) => match re.captures(haystack) {
@@ -352,6 +359,25 @@ rules:
         let open = with(r"\w+ \d+");
         assert!(!open.compiled.has_prefilter());
         assert_eq!(hits(&mut Matcher::new(&open), "abc 42").len(), 1);
+    }
+
+    #[test]
+    fn messages_are_capped_at_1_kib_on_a_character_boundary() {
+        let mon = monitor(RULES);
+        let mut m = Matcher::new(&mon);
+        // "é" is two bytes: the cut must not split one.
+        let line = format!(
+            "task docker:{} blocked for more than 120 seconds.",
+            "é".repeat(2000)
+        );
+        let got = hits(&mut m, &line);
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].message.len() <= MAX_MESSAGE,
+            "{}",
+            got[0].message.len()
+        );
+        assert!(got[0].message.ends_with("..."));
     }
 
     #[test]

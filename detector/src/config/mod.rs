@@ -268,6 +268,16 @@ pub(crate) fn build(
                 (p, a)
             }
         };
+        if c.message.len() > crate::matcher::MAX_MESSAGE {
+            errors.at(
+                &c.type_.referenced,
+                format!(
+                    "message: {} bytes; messages are at most {} bytes",
+                    c.message.len(),
+                    crate::matcher::MAX_MESSAGE
+                ),
+            );
+        }
         conditions.push(ConditionDef {
             type_: c.type_.value.clone(),
             healthy_reason: c.reason.clone(),
@@ -320,6 +330,20 @@ pub(crate) fn build(
         };
         if r.reason.value.trim().is_empty() {
             errors.at(&r.reason.referenced, "reason: must not be empty");
+        }
+        if let Some(m) = r
+            .message
+            .as_ref()
+            .filter(|m| m.len() > crate::matcher::MAX_MESSAGE)
+        {
+            errors.at(
+                &r.reason.referenced,
+                format!(
+                    "message: a {} byte template; messages are at most {} bytes",
+                    m.len(),
+                    crate::matcher::MAX_MESSAGE
+                ),
+            );
         }
         let multiline = r.pattern.value.contains('\n') || r.pattern.value.contains("\\n");
         let anchor = if multiline {

@@ -246,3 +246,20 @@ fn ten_thousand_rules_load_or_fail_cleanly() {
         ),
     }
 }
+
+#[test]
+fn messages_longer_than_1_kib_are_rejected_where_they_are_written() {
+    let long = "x".repeat(2000);
+    let file = format!(
+        "source: x\ninput: {{kind: kmsg}}\nconditions:\n  - type: Big\n    reason: Fine\n    message: {long}\nrules:\n  - type: temporary\n    reason: Loud\n    pattern: boom\n    message: {long}\n"
+    );
+    let e = errors(&[("big.yaml", &file)]).join("\n");
+    assert!(
+        e.contains("big.yaml:4:11: message: 2000 bytes; messages are at most 1024 bytes"),
+        "{e}"
+    );
+    assert!(
+        e.contains("big.yaml:9:13: message: a 2000 byte template"),
+        "{e}"
+    );
+}
