@@ -205,6 +205,7 @@ impl<A: Act> Controller<A> {
 
     fn observe(&mut self, view: Arc<NodeView>, now: Timestamp) {
         if let Some((node, error)) = self.fleet.observe(view, now) {
+            self.metrics.selector_errors.inc();
             tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
         }
     }
@@ -499,17 +500,20 @@ mod tests {
     }
 
     fn controller(max_cordoned: usize) -> (Controller<Recorder>, Observed, Recorder) {
+        controller_with(Config {
+            conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+            drain_buffer: std::time::Duration::ZERO,
+            max_cordoned: crate::config::Budget::Count(max_cordoned),
+            ..Default::default()
+        })
+    }
+
+    fn controller_with(cfg: Config) -> (Controller<Recorder>, Observed, Recorder) {
         let observed = Observed::default();
         observed.replace_nodes(Default::default());
         observed.replace_pods(Vec::new());
         let (_ltx, leader) = watch::channel(true);
         let recorder = Recorder::default();
-        let cfg = Config {
-            conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
-            drain_buffer: std::time::Duration::ZERO,
-            max_cordoned: crate::config::Budget::Count(max_cordoned),
-            ..Default::default()
-        };
         let mut registry = prometheus_client::registry::Registry::default();
         let c = Controller::new(
             cfg,
@@ -525,6 +529,25 @@ mod tests {
 
     fn apply(w: &mut Observed, n: Node) {
         w.apply_node(&n);
+    }
+
+    #[tokio::test]
+    async fn a_selector_that_fails_on_a_node_counts_once_per_view_and_selects_nothing() {
+        let (mut c, mut w, rec) = controller_with(Config {
+            conditions: vec!["KernelDeadlock=True".parse().unwrap()],
+            // A node without the label makes this expression fail ("no such key").
+            selector: crate::select::Selector::cel("metadata.labels['draino'] == 'node'").unwrap(),
+            ..Default::default()
+        });
+        apply(&mut w, node("unlabelled", "1", true, None));
+        c.round().await;
+        c.round().await;
+        assert_eq!(
+            c.metrics.selector_errors.get(),
+            1,
+            "once for the view, not per round"
+        );
+        assert_eq!(rec.take(), vec![], "not selected: nothing done");
     }
 
     #[tokio::test]

@@ -44,6 +44,8 @@ pub struct Metrics {
     pub stale_reported: Counter,
     /// Node decisions made (rounds decide only what changed; this grows with changes, not size).
     pub decided: Counter,
+    /// Node views the selector failed on (counted as not selected).
+    pub selector_errors: Counter,
     stale_evictions: Family<EvictionLabel, Counter>,
 }
 
@@ -63,6 +65,7 @@ impl Metrics {
             stale_pods: Gauge::default(),
             stale_reported: Counter::default(),
             decided: Counter::default(),
+            selector_errors: Counter::default(),
             stale_evictions: Family::default(),
         };
         let families: [(&str, &str, Family<OutcomeLabel, Counter>); 4] = [
@@ -134,6 +137,11 @@ impl Metrics {
             "nodemedic_drainer_node_decisions",
             "Node decisions made by the controller (only nodes that changed, woke or wait are decided)",
             m.decided.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_selector_errors",
+            "Node views the selector could not evaluate (the node counts as not selected; logged once per view)",
+            m.selector_errors.clone(),
         );
         registry.register(
             "nodemedic_drainer_stale_evictions",

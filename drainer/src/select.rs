@@ -10,6 +10,12 @@ use serde_json::{Value, json};
 
 use crate::view::NodeView;
 
+/// The longest CEL selector accepted, in bytes.
+pub const MAX_CEL_BYTES: usize = 4096;
+/// Comprehension macros allowed in one selector (each can loop over a node's labels, annotations
+/// or conditions: a few dozen items).
+pub const MAX_CEL_COMPREHENSIONS: usize = 3;
+
 pub enum Selector {
     All,
     Cel {
@@ -40,6 +46,24 @@ pub enum LabelOp {
 impl Selector {
     /// Compile a CEL expression; errors name the position (`line:column`) and what is wrong.
     pub fn cel(expr: &str) -> Result<Selector, String> {
+        // Bounds before compiling: the parser recurses (a 10,000-term sum overflowed the stack) and
+        // nested comprehensions multiply (four nested `.all` over 60-element lists ran > 60 s).
+        if expr.len() > MAX_CEL_BYTES {
+            return Err(format!(
+                "CEL expression of {} bytes: at most {MAX_CEL_BYTES} (a node selector needs far less)",
+                expr.len()
+            ));
+        }
+        let comprehensions = ["all(", "exists(", "exists_one(", "map(", "filter("]
+            .iter()
+            .map(|m| expr.matches(&format!(".{m}")).count())
+            .sum::<usize>();
+        if comprehensions > MAX_CEL_COMPREHENSIONS {
+            return Err(format!(
+                "CEL expression {expr:?} uses {comprehensions} comprehension macros (all, exists, exists_one, map, filter): \
+                 at most {MAX_CEL_COMPREHENSIONS}, so an evaluation stays bounded"
+            ));
+        }
         match cel::Program::compile(expr) {
             Ok(program) => Ok(Selector::Cel {
                 source: expr.to_string(),
@@ -164,6 +188,23 @@ mod tests {
             Selector::cel("status.conditions.exists(c, c.type == 'Ready' && c.status == 'False')")
                 .unwrap();
         assert!(!s.matches(&node(&[])).unwrap());
+    }
+
+    #[test]
+    fn expressions_too_big_or_too_nested_to_evaluate_quickly_are_rejected() {
+        let sum = (0..10_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let e = Selector::cel(&format!("{sum} > 0")).unwrap_err();
+        assert!(e.contains("at most 4096"), "{e}");
+        let nested = "[1,2].all(a, [1,2].all(b, [1,2].all(c, [1,2].all(d, a+b+c+d > 0))))";
+        let e = Selector::cel(nested).unwrap_err();
+        assert!(e.contains("4 comprehension macros"), "{e}");
+        assert!(
+            Selector::cel("status.conditions.exists(c, c.type == 'Ready' && c.status == 'False')")
+                .is_ok()
+        );
     }
 
     #[test]
