@@ -27,7 +27,8 @@ use crate::view::NodeView;
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
 /// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods (drains and
-/// stale readiness) and wait for them to go, write Events, and hold its Lease in its own namespace.
+/// stale readiness; their going is seen through the watch), write Events, and hold its Lease in its
+/// own namespace.
 pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
     nodemedic_common::rbac::Permission {
         group: "",
@@ -44,7 +45,8 @@ pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
     nodemedic_common::rbac::Permission {
         group: "",
         resource: "pods",
-        verbs: &["get", "list", "watch"],
+        // No get: a drain waits for evicted pods through the watch.
+        verbs: &["list", "watch"],
         namespaced: false,
     },
     nodemedic_common::rbac::Permission {
