@@ -151,11 +151,31 @@ pub struct Observed {
     pods_synced: Arc<AtomicBool>,
     /// Bumped whenever a pod goes (drains wait on it instead of polling the API server).
     pods_gone: Arc<watch::Sender<u64>>,
+    /// Since when each watch (nodes, pods) has been failing, if it is.
+    failing: Arc<Mutex<[Option<std::time::Instant>; 2]>>,
     /// Wakes the controller.
     pub changed: Arc<Notify>,
 }
 
+const NODES: usize = 0;
+const PODS: usize = 1;
+
 impl Observed {
+    /// How long the longest-failing watch has been failing (None: both are fine).
+    pub fn watch_failing_for(&self) -> Option<std::time::Duration> {
+        let failing = self.failing.lock().unwrap();
+        failing.iter().flatten().min().map(|since| since.elapsed())
+    }
+
+    fn watch_result(&self, which: usize, ok: bool) {
+        let mut failing = self.failing.lock().unwrap();
+        match (ok, failing[which]) {
+            (true, _) => failing[which] = None,
+            (false, None) => failing[which] = Some(std::time::Instant::now()),
+            (false, Some(_)) => {}
+        }
+    }
+
     pub fn synced(&self) -> bool {
         self.nodes_synced.load(Ordering::Acquire) && self.pods_synced.load(Ordering::Acquire)
     }
@@ -326,6 +346,7 @@ impl Observed {
             futures::pin_mut!(stream);
             let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
             while let Some(ev) = stream.next().await {
+                cache.watch_result(NODES, ev.is_ok());
                 match ev {
                     Ok(watcher::Event::Apply(n)) => cache.apply_node(&n),
                     Ok(watcher::Event::Delete(n)) => {
@@ -356,6 +377,7 @@ impl Observed {
             // A relist fills a fresh index, swapped in when complete.
             let mut relist: Option<Pods> = None;
             while let Some(ev) = stream.next().await {
+                cache.watch_result(PODS, ev.is_ok());
                 match ev {
                     Ok(watcher::Event::Apply(p)) => {
                         cache.apply_pod(PodInfo::from_pod(&p, Some(&keep)))
@@ -491,5 +513,11 @@ mod tests {
         t2.abort();
         let n = attempts.load(Ordering::Relaxed);
         assert!((2..=20).contains(&n), "{n} connection attempts in 3 s");
+        // And they say so: health turns on how long they have been failing.
+        let failing = o.watch_failing_for().expect("the watches are failing");
+        assert!(failing >= Duration::from_secs(1), "{failing:?}");
+        o.watch_result(NODES, true);
+        o.watch_result(PODS, true);
+        assert_eq!(o.watch_failing_for(), None);
     }
 }

@@ -20,6 +20,9 @@ use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::observe::Observed;
 
+/// A watch failing this long makes /healthz fail.
+pub const WATCH_UNHEALTHY: Duration = Duration::from_secs(300);
+
 pub struct Options {
     pub config: Config,
     pub listen: SocketAddr,
@@ -76,6 +79,25 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let (leader_tx, leader_rx) = watch::channel(false);
     let observed = Observed::default();
     let t1 = observed.spawn_nodes(Api::<Node>::all(client.clone()));
+    // /healthz fails once a watch has been failing for WATCH_UNHEALTHY (the API server unreachable
+    // or refusing us that long: a restart may help; shorter outages are ridden out with backoff).
+    let t_watchdog = {
+        let (observed, beat) = (
+            observed.clone(),
+            health.register("watches", WATCH_UNHEALTHY + Duration::from_secs(30)),
+        );
+        tokio::spawn(async move {
+            loop {
+                if observed
+                    .watch_failing_for()
+                    .is_none_or(|d| d < WATCH_UNHEALTHY)
+                {
+                    beat.beat();
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        })
+    };
     let t2 = observed.spawn_pods(
         Api::<Pod>::all(client.clone()),
         crate::decide::pods::kept_annotations(&opts.config),
@@ -119,7 +141,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         guard_addr,
         leader: leader_rx,
         stop: stop_tx,
-        tasks: vec![t1, t2, t4],
+        tasks: vec![t1, t2, t4, t_watchdog],
         election: t3,
     })
 }
