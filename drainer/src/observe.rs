@@ -346,7 +346,7 @@ impl Observed {
             futures::pin_mut!(stream);
             let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
             while let Some(ev) = stream.next().await {
-                cache.watch_result(NODES, ev.is_ok());
+                cache.watch_result(NODES, answered(&ev));
                 match ev {
                     Ok(watcher::Event::Apply(n)) => cache.apply_node(&n),
                     Ok(watcher::Event::Delete(n)) => {
@@ -377,7 +377,7 @@ impl Observed {
             // A relist fills a fresh index, swapped in when complete.
             let mut relist: Option<Pods> = None;
             while let Some(ev) = stream.next().await {
-                cache.watch_result(PODS, ev.is_ok());
+                cache.watch_result(PODS, answered(&ev));
                 match ev {
                     Ok(watcher::Event::Apply(p)) => {
                         cache.apply_pod(PodInfo::from_pod(&p, Some(&keep)))
@@ -400,6 +400,12 @@ impl Observed {
             }
         })
     }
+}
+
+/// Whether a watch event shows the API server answering: `Init` is emitted before each (re)list is
+/// even sent, so it does not count.
+fn answered<K>(ev: &Result<watcher::Event<K>, watcher::Error>) -> bool {
+    matches!(ev, Ok(e) if !matches!(e, watcher::Event::Init))
 }
 
 /// Lists are read 100 objects a page: a page of kubelet-shaped Pods is a few hundred KiB of JSON and
