@@ -223,11 +223,13 @@ impl<A: Act> Controller<A> {
             let views = self.observed.nodes();
             let present: std::collections::HashSet<&str> =
                 views.iter().map(|v| v.name.as_str()).collect();
+            // The fleet is what budgets count: a node it holds that the cache lost goes, decided
+            // or not.
             let gone: Vec<String> = self
-                .last_why
-                .keys()
-                .filter(|n| !present.contains(n.as_str()))
-                .cloned()
+                .fleet
+                .names()
+                .filter(|n| !present.contains(n))
+                .map(String::from)
                 .collect();
             for n in gone {
                 self.forget(&n);

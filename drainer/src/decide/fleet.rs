@@ -131,6 +131,10 @@ impl Fleet {
         self.nodes.len()
     }
 
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
