@@ -8,7 +8,6 @@
 pub mod limit;
 pub mod server;
 
-use std::collections::BTreeMap;
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
@@ -100,7 +99,8 @@ pub enum NodeState {
     Unknown,
     Known {
         name: String,
-        labels: BTreeMap<String, String>,
+        /// The node's labels, shared with the cache (no copy per request).
+        labels: crate::intern::Map,
         ready: Option<String>,
         /// A `NoExecute` taint the node lifecycle controller puts on an unreachable or not-ready node
         /// ([`FLAP_TAINTS`]), while it is still there. Its taint manager keeps deleting the node's
@@ -160,7 +160,7 @@ pub fn decide(req: &Request, node: &NodeState, cfg: &GuardConfig) -> Decision {
             ready,
             flap_taint,
         } => {
-            if labels.get(&cfg.node_label.0) != Some(&cfg.node_label.1) {
+            if labels.get(&cfg.node_label.0) != Some(cfg.node_label.1.as_str()) {
                 return Decision::Allow("not a leaf node");
             }
             let state = match (ready.as_deref(), flap_taint) {
@@ -296,10 +296,11 @@ mod tests {
     }
 
     fn leaf(ready: Option<&str>, kosmos: bool) -> NodeState {
-        let mut labels = BTreeMap::new();
-        if kosmos {
-            labels.insert("kosmos.io/node".to_string(), "true".to_string());
-        }
+        let labels = if kosmos {
+            [("kosmos.io/node", "true")].into_iter().collect()
+        } else {
+            crate::intern::Map::default()
+        };
         NodeState::Known {
             name: "kosmos-leaf".into(),
             labels,

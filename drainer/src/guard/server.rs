@@ -68,7 +68,7 @@ impl Guard {
             None => NodeState::Unknown,
             Some(n) => NodeState::Known {
                 name,
-                labels: n.labels.to_btree(),
+                labels: n.labels.clone(),
                 ready: n.condition("Ready").map(|c| c.status.to_string()),
                 flap_taint: n.flap_taint.clone(),
             },
