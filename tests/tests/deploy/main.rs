@@ -8,6 +8,7 @@
 
 mod checks;
 mod guard;
+mod image;
 mod render;
 
 use serde_json::{Value, json};
