@@ -10,6 +10,9 @@ macro_rules! label_value {
         $vis enum $name { $($variant),+ }
 
         impl $name {
+            /// Every value, for series created at 0 at start.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }

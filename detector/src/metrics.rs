@@ -198,6 +198,13 @@ impl Metrics {
             "Rule file reloads, by result",
             m.reloads.clone(),
         );
+        // Series with a closed set of label values exist from the start at 0 (see the drainer's).
+        for &kind in Report::ALL {
+            let _ = m.report_errors.get_or_create(&KindLabel { kind });
+        }
+        for &result in Reload::ALL {
+            let _ = m.reloads.get_or_create(&ReloadLabel { result });
+        }
         m
     }
 

@@ -148,6 +148,27 @@ impl Metrics {
             "Evictions of stale pods, by result",
             m.stale_evictions.clone(),
         );
+        // Every series with a closed set of label values exists from the start at 0, so that
+        // `increase()` in alerts and dashboards sees the first failure (a series born at 1 has no
+        // increase to show).
+        for &result in Outcome::ALL {
+            for f in [&m.cordoned, &m.uncordoned, &m.drained, &m.drain_scheduled] {
+                let _ = f.get_or_create(&OutcomeLabel { result });
+            }
+        }
+        for &budget in Budget::ALL {
+            let _ = m.budget_waits.get_or_create(&BudgetLabel { budget });
+        }
+        for &result in Eviction::ALL {
+            let _ = m.evictions.get_or_create(&EvictionLabel { result });
+            let _ = m.stale_evictions.get_or_create(&EvictionLabel { result });
+        }
+        for &decision in GuardDecision::ALL {
+            let _ = m.guard_requests.get_or_create(&DecisionLabel { decision });
+        }
+        for &result in Reload::ALL {
+            let _ = m.guard_cert_reloads.get_or_create(&ReloadLabel { result });
+        }
         m
     }
     pub fn cordoned(&self, result: Outcome) {

@@ -8,7 +8,6 @@
 pub mod limit;
 pub mod server;
 
-
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 

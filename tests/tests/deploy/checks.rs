@@ -29,6 +29,12 @@ pub fn check_types(objects: &[Value]) {
             "ValidatingWebhookConfiguration" => drop(typed::<
                 k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
             >(o)),
+            // The Prometheus Operator's kinds (no k8s-openapi types): their shape is checked in
+            // `monitoring`.
+            "ServiceMonitor" | "PodMonitor" | "PrometheusRule" => {
+                assert_eq!(o["apiVersion"], "monitoring.coreos.com/v1", "{}", o["kind"]);
+                assert!(o["spec"].is_object(), "{} has a spec", o["kind"]);
+            }
             other => panic!("unexpected kind {other}: add it to this test"),
         }
     }
@@ -250,4 +256,30 @@ pub fn check_configs(objects: &[Value]) {
         ..Default::default()
     };
     nodemedic_drainer::policy::build(&args).unwrap();
+}
+
+/// The recommended labels on every object (and Helm's own when `helm`).
+pub fn check_labels(objects: &[Value], helm: bool) {
+    for o in objects {
+        let l = &o["metadata"]["labels"];
+        for k in [
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/component",
+            "app.kubernetes.io/version",
+            "app.kubernetes.io/part-of",
+        ] {
+            assert!(l[k].is_string(), "{:?} lacks the label {k}: {l}", key(o));
+        }
+        if helm {
+            assert_eq!(l["app.kubernetes.io/managed-by"], "Helm", "{:?}", key(o));
+            assert!(
+                l["helm.sh/chart"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("nodemedic-")),
+                "{:?}",
+                key(o)
+            );
+        }
+    }
 }

@@ -30,7 +30,9 @@ fn instructions(dockerfile: &str) -> Vec<(String, String)> {
             }
             None => {
                 current.push_str(t);
-                let (kw, rest) = current.split_once(char::is_whitespace).unwrap_or((&current, ""));
+                let (kw, rest) = current
+                    .split_once(char::is_whitespace)
+                    .unwrap_or((&current, ""));
                 out.push((kw.to_uppercase(), rest.trim().to_string()));
                 current.clear();
             }
@@ -103,7 +105,10 @@ fn the_dockerfile_build_stage_runs_step_by_step() {
             // The build stage's WORKDIR is the copy's root.
             "WORKDIR" => workdir = ctx.path().to_path_buf(),
             "COPY" => {
-                assert!(!rest.starts_with("--"), "COPY {rest}: flags are not handled here");
+                assert!(
+                    !rest.starts_with("--"),
+                    "COPY {rest}: flags are not handled here"
+                );
                 let args: Vec<&str> = rest.split_whitespace().collect();
                 let (dst, srcs) = args.split_last().unwrap();
                 if srcs == ["."] {
@@ -148,7 +153,10 @@ fn the_dockerfile_build_stage_runs_step_by_step() {
         ran.iter().any(|r| r.contains("cargo fetch --locked")),
         "the dependency step ran: {ran:?}"
     );
-    assert!(ran.iter().any(|r| r.contains("cargo build --locked --release")));
+    assert!(
+        ran.iter()
+            .any(|r| r.contains("cargo build --locked --release"))
+    );
     for bin in ["detector", "drainer"] {
         let exe = target.join("release").join(bin);
         assert!(exe.is_file(), "{} was not built", exe.display());

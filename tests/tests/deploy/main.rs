@@ -1,14 +1,15 @@
-//! The shipped manifests: `deploy/` rendered as kustomize would (resources, namespace,
-//! configMapGenerator), every object checked against its k8s-openapi type, RBAC checked against the
+//! The shipped manifests: `deploy/` rendered by `kubectl kustomize` and the chart by real Helm, every
+//! object checked against its k8s-openapi type, RBAC checked against the
 //! permissions the code declares, and the properties operators rely on checked one by one.
 
 //!
-//! Modules: `render` (how the manifests are rendered here), `checks` (what every rendering must
-//! satisfy), and the scenarios below and in `guard`.
+//! Modules: `render` (the real tools), `checks` (what every rendering must satisfy), `image` (the
+//! Dockerfile's build steps), `monitoring` (alerts and dashboard), and the scenarios below and in `guard`.
 
 mod checks;
 mod guard;
 mod image;
+mod monitoring;
 mod render;
 
 use serde_json::{Value, json};
@@ -18,82 +19,172 @@ use render::*;
 
 #[test]
 fn kustomize_base_renders_valid_least_privilege_objects() {
-    let objects = kustomize(&repo().join("deploy"));
+    let Some(objects) = kustomize(&repo().join("deploy")) else {
+        return;
+    };
     assert!(objects.len() >= 12, "{} objects", objects.len());
     check_types(&objects);
     check_rbac(&objects);
     check_workloads(&objects);
     check_configs(&objects);
+    check_labels(&objects, false);
 }
 
-#[test]
-fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
-    let chart = repo().join("deploy/helm/nodemedic");
-    let helm = helm_template(&chart, "kube-system");
-    let mut base = kustomize(&repo().join("deploy"));
-    check_types(&helm);
-    check_rbac(&helm);
-    check_workloads(&helm);
-    check_configs(&helm);
-    let mut helm = helm;
+/// Helm's chart renders what kustomize renders, plus the metadata only Helm has (its chart and
+/// manager labels, the config checksums): compared with that metadata removed. The drainer's config
+/// is compared as settings (the chart writes it with toYaml, the base is a commented file).
+pub fn assert_same_as_kustomize(helm: &[Value], base: &[Value], what: &str) {
+    let mut helm: Vec<Value> = helm.iter().map(without_helm_metadata).collect();
+    let mut base = base.to_vec();
     helm.sort_by_key(key);
     base.sort_by_key(key);
     assert_eq!(
         helm.iter().map(key).collect::<Vec<_>>(),
-        base.iter().map(key).collect::<Vec<_>>()
+        base.iter().map(key).collect::<Vec<_>>(),
+        "{what}: the same objects"
     );
     for (h, b) in helm.iter_mut().zip(base.iter_mut()) {
-        if key(h)
-            == (
-                "ConfigMap".to_string(),
-                "nodemedic-drainer-config".to_string(),
-            )
-        {
-            // Same settings; the text differs (toYaml vs a commented file).
-            let parse = |o: &Value| {
-                serde_saphyr::from_str::<Value>(o["data"]["drainer.yaml"].as_str().unwrap())
-                    .unwrap()
+        if h["kind"] == "ConfigMap" && h["data"].get("drainer.yaml").is_some() {
+            let parse = |o: &mut Value| {
+                let v =
+                    serde_saphyr::from_str::<Value>(o["data"]["drainer.yaml"].as_str().unwrap())
+                        .unwrap();
+                o["data"]["drainer.yaml"] = v;
             };
-            assert_eq!(parse(h), parse(b), "drainer config");
-            continue;
+            parse(h);
+            parse(b);
         }
         assert_eq!(
             h,
             b,
-            "{:?} differs between the Helm chart and the kustomize base",
+            "{what}: {:?} differs between Helm and kustomize",
             key(h)
         );
     }
-    // Values operators change take effect.
-    let mut v: Value = docs(&chart.join("values.yaml")).remove(0);
+}
+
+fn without_helm_metadata(o: &Value) -> Value {
+    let mut o = o.clone();
+    let strip = |m: &mut Value| {
+        if let Some(l) = m.get_mut("labels").and_then(Value::as_object_mut) {
+            l.remove("helm.sh/chart");
+            l.remove("app.kubernetes.io/managed-by");
+        }
+        if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove("checksum/config");
+            if a.is_empty() {
+                m.as_object_mut().unwrap().remove("annotations");
+            }
+        }
+    };
+    strip(&mut o["metadata"]);
+    if o["spec"]["template"]["metadata"].is_object() {
+        strip(&mut o["spec"]["template"]["metadata"]);
+    }
+    o
+}
+
+fn chart() -> std::path::PathBuf {
+    repo().join("deploy/helm/nodemedic")
+}
+
+#[test]
+fn helm_chart_lints_clean_and_renders_the_kustomize_base() {
+    let Some(lint) = helm_lint(&chart(), None) else {
+        return;
+    };
+    lint.unwrap_or_else(|report| panic!("helm lint --strict:\n{report}"));
+    let Some(helm) = helm_template(&chart(), "nodemedic", "kube-system", None) else {
+        return;
+    };
+    check_types(&helm);
+    check_rbac(&helm);
+    check_workloads(&helm);
+    check_configs(&helm);
+    check_labels(&helm, true);
+    if let Some(base) = kustomize(&repo().join("deploy")) {
+        assert_same_as_kustomize(&helm, &base, "default values");
+    }
+}
+
+#[test]
+fn helm_values_operators_set_take_effect_and_releases_do_not_collide() {
+    let Some(a) = helm_template(&chart(), "edge", "monitoring", None) else {
+        return;
+    };
+    let b = helm_template(&chart(), "core", "monitoring", None).unwrap();
+    // Two releases: every name differs (cluster-scoped ones included), every selector is its own.
+    for (x, y) in a.iter().zip(b.iter()) {
+        assert_ne!(key(x), key(y));
+    }
+    let d = find(&a, "Deployment", "edge-nodemedic-drainer");
+    assert_eq!(
+        d["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"],
+        "edge"
+    );
+    let args = pod_spec(d)["containers"][0]["args"].as_array().unwrap();
+    assert!(
+        args.contains(&json!("--lease-name=edge-nodemedic-drainer")),
+        "{args:?}"
+    );
+    let crb = find(&a, "ClusterRoleBinding", "edge-nodemedic-drainer");
+    assert_eq!(crb["roleRef"]["name"], "edge-nodemedic-drainer");
+    assert_eq!(crb["subjects"][0]["name"], "edge-nodemedic-drainer");
+    assert_eq!(crb["subjects"][0]["namespace"], "monitoring");
+    check_labels(&a, true);
+
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    v["fullnameOverride"] = json!("nm");
+    v["logFormat"] = json!("text");
+    v["imagePullSecrets"] = json!([{"name": "regcred"}]);
     v["drainer"]["replicas"] = json!(3);
     v["drainer"]["image"]["tag"] = json!("9.9.9");
+    v["drainer"]["image"]["pullPolicy"] = json!("Always");
+    v["drainer"]["nodeSelector"] = json!({"pool": "system"});
+    v["drainer"]["podAnnotations"] = json!({"team": "sre"});
+    v["drainer"]["extraArgs"] = json!(["--dry-run"]);
     v["detector"]["createRulesConfigMap"] = json!(false);
     v["detector"]["rulesConfigMap"] = json!("my-rules");
     v["detector"]["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
-    let custom = helm_template_with(&chart, "monitoring", &v);
-    let d = find(&custom, "Deployment", "nodemedic-drainer");
+    v["detector"]["podLabels"] = json!({"cost-center": "42"});
+    let custom = helm_template(&chart(), "x", "monitoring", Some(&v)).unwrap();
+    check_types(&custom);
+    let d = find(&custom, "Deployment", "nm-drainer");
     assert_eq!(d["spec"]["replicas"], 3);
     assert_eq!(d["metadata"]["namespace"], "monitoring");
+    let spec = pod_spec(d);
+    let c = &spec["containers"][0];
+    assert_eq!(c["image"], "nodemedic/drainer:9.9.9");
+    assert_eq!(c["imagePullPolicy"], "Always");
+    assert_eq!(spec["imagePullSecrets"], json!([{"name": "regcred"}]));
+    assert_eq!(spec["nodeSelector"], json!({"pool": "system"}));
     assert_eq!(
-        pod_spec(d)["containers"][0]["image"],
-        "nodemedic/drainer:9.9.9"
+        d["spec"]["template"]["metadata"]["annotations"]["team"],
+        "sre"
     );
+    let args = c["args"].as_array().unwrap();
+    for a in ["--namespace=monitoring", "--log-format=text", "--dry-run"] {
+        assert!(args.contains(&json!(a)), "{a} in {args:?}");
+    }
     assert!(
-        pod_spec(d)["containers"][0]["args"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("--namespace=monitoring"))
+        !custom
+            .iter()
+            .any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "my-rules"),
+        "no rules ConfigMap when the user brings one"
     );
-    assert!(
-        !custom.iter().any(
-            |o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "nodemedic-detector-rules"
-        )
-    );
-    let ds = find(&custom, "DaemonSet", "nodemedic-detector");
+    let ds = find(&custom, "DaemonSet", "nm-detector");
     assert_eq!(
         pod_spec(ds)["tolerations"],
         json!([{"key": "dedicated", "operator": "Exists"}])
+    );
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["labels"]["cost-center"],
+        "42"
+    );
+    assert!(
+        ds["spec"]["selector"]["matchLabels"]
+            .get("cost-center")
+            .is_none()
     );
     assert!(
         pod_spec(ds)["volumes"]
@@ -104,58 +195,54 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
     );
 }
 
-/// Run a renderer if it is installed; `None` (with the reason printed) otherwise.
-pub fn tool(cmd: &str, args: &[&str]) -> Option<Vec<Value>> {
-    let out = match std::process::Command::new(cmd)
-        .args(args)
-        .current_dir(repo())
-        .output()
-    {
-        Ok(o) if o.status.success() => o,
-        Ok(o) => panic!(
-            "{cmd} {args:?} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(_) => {
-            eprintln!(
-                "skipped the {cmd} comparison: {cmd} is not installed (the built-in rendering was checked)"
-            );
-            return None;
-        }
+#[test]
+fn the_config_checksum_rolls_the_drainer_only_when_its_config_changes() {
+    let checksum = |v: &Value| {
+        let objects = helm_template(&chart(), "nodemedic", "kube-system", Some(v))?;
+        let d = find(&objects, "Deployment", "nodemedic-drainer");
+        let ds = find(&objects, "DaemonSet", "nodemedic-detector");
+        let get =
+            |o: &Value| o["spec"]["template"]["metadata"]["annotations"]["checksum/config"].clone();
+        Some((get(d), get(ds)))
     };
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("out.yaml");
-    std::fs::write(&f, format!("\n{}", String::from_utf8(out.stdout).unwrap())).unwrap();
-    let mut objects = docs(&f);
-    objects.sort_by_key(key);
-    Some(objects)
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    let Some((drainer, detector)) = checksum(&v) else {
+        return;
+    };
+    assert!(drainer.as_str().is_some_and(|s| s.len() == 64), "{drainer}");
+    v["drainer"]["replicas"] = json!(5);
+    assert_eq!(
+        checksum(&v).unwrap(),
+        (drainer.clone(), detector.clone()),
+        "not a config change"
+    );
+    v["drainer"]["config"]["drainBuffer"] = json!("20m");
+    let (d2, ds2) = checksum(&v).unwrap();
+    assert_ne!(d2, drainer);
+    assert_eq!(ds2, detector);
+    v["rollOnConfigChange"] = json!(false);
+    assert_eq!(checksum(&v).unwrap(), (Value::Null, Value::Null));
 }
 
 #[test]
-pub fn the_real_tools_agree_with_the_built_in_rendering_where_installed() {
-    let mut base = kustomize(&repo().join("deploy"));
-    base.sort_by_key(key);
-    if let Some(k) = tool("kubectl", &["kustomize", "deploy"]) {
-        assert_eq!(
-            k.iter().map(key).collect::<Vec<_>>(),
-            base.iter().map(key).collect::<Vec<_>>(),
-            "kubectl kustomize"
-        );
-    }
-    if let Some(h) = tool(
-        "helm",
-        &[
-            "template",
-            "nodemedic",
-            "deploy/helm/nodemedic",
-            "--namespace",
-            "kube-system",
-        ],
-    ) {
-        assert_eq!(
-            h.iter().map(key).collect::<Vec<_>>(),
-            base.iter().map(key).collect::<Vec<_>>(),
-            "helm template"
-        );
-    }
+fn values_the_schema_refuses_fail_helm_lint() {
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    v["drainer"]["replicas"] = json!("two");
+    let Some(r) = helm_lint(&chart(), Some(&v)) else {
+        return;
+    };
+    let report = r.expect_err("a string for replicas");
+    assert!(report.contains("replicas"), "{report}");
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    v["drainer"]["replcas"] = json!(2);
+    let report = helm_lint(&chart(), Some(&v))
+        .unwrap()
+        .expect_err("a misspelled key");
+    assert!(report.contains("replcas"), "{report}");
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    v["logFormat"] = json!("yaml");
+    let report = helm_lint(&chart(), Some(&v))
+        .unwrap()
+        .expect_err("an unknown log format");
+    assert!(report.contains("logFormat"), "{report}");
 }
