@@ -68,6 +68,7 @@ async fn main() {
                 retry_period: Duration::from_secs(2),
             },
             tick: Duration::from_secs(5),
+            reload: None,
             guard: Some(GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 cert: dir.path().join("tls.crt"),

@@ -2,6 +2,8 @@
 //! annotation record first or together with the change, so a new leader sees what was done; what
 //! happens is emitted as an `Occurrence` (log, metric and draino's Event together). Dry-run: Events only.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -93,7 +95,8 @@ pub struct Actor {
     client: kube::Client,
     nodes: Api<Node>,
     pub metrics: Metrics,
-    dry_run: bool,
+    /// Shared by the clones drains run with; a config reload can turn it on or off.
+    dry_run: Arc<AtomicBool>,
     leader: watch::Receiver<bool>,
     /// The pod cache a drain waits on for evicted pods to go.
     observed: Observed,
@@ -140,6 +143,8 @@ pub trait Act: Clone + Send + Sync + 'static {
         existing: Option<String>,
         ev: &NodeEvent,
     ) -> impl std::future::Future<Output = Option<String>> + Send;
+    /// Turn dry-run mode on or off (a config reload changed it).
+    fn set_dry_run(&self, on: bool);
 }
 
 fn not_leading() -> kube::Error {
@@ -158,10 +163,14 @@ impl Actor {
             nodes: Api::all(client.clone()),
             client,
             metrics,
-            dry_run,
+            dry_run: Arc::new(AtomicBool::new(dry_run)),
             leader,
             observed,
         }
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run.load(Ordering::Relaxed)
     }
 
     /// The leadership gate: no write unless we hold the Lease now.
@@ -277,6 +286,10 @@ impl Actor {
 }
 
 impl Act for Actor {
+    fn set_dry_run(&self, on: bool) {
+        self.dry_run.store(on, Ordering::Relaxed);
+    }
+
     async fn report_stale(&self, s: &Stale, message: String) {
         if !self.leading() {
             return;
@@ -315,7 +328,7 @@ impl Act for Actor {
     }
 
     async fn evict_stale(&self, s: &Stale) {
-        if !self.leading() || s.exempt.is_some() || self.dry_run {
+        if !self.leading() || s.exempt.is_some() || self.dry_run() {
             return;
         }
         let id = format!("{}/{}", s.namespace, s.name);
@@ -358,7 +371,7 @@ impl Act for Actor {
         let problem = record.reason.clone();
         self.emit(&name, Occurrence::CordonStarting { problem })
             .await;
-        if self.dry_run {
+        if self.dry_run() {
             tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
             return false;
         }
@@ -404,7 +417,7 @@ impl Act for Actor {
         let w = why.to_string();
         self.emit(node, Occurrence::UncordonStarting { why: w })
             .await;
-        if self.dry_run {
+        if self.dry_run() {
             tracing::info!(%node, %why, "dry-run: would uncordon");
             return false;
         }
@@ -435,7 +448,7 @@ impl Act for Actor {
     }
     /// Store (or with `None` remove) the record only.
     async fn set_record(&self, node: &str, record: Option<&Record>) -> Result<(), kube::Error> {
-        if self.dry_run {
+        if self.dry_run() {
             return Ok(());
         }
         let value = record
@@ -457,7 +470,7 @@ impl Act for Actor {
         let pods = job.evict;
         self.emit(node, Occurrence::DrainStarting { pods: pods.len() })
             .await;
-        if self.dry_run {
+        if self.dry_run() {
             tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
             return;
         }

@@ -130,6 +130,48 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The settings that differ from `self` in `new`, each as `name: old -> new` (what a config reload
+    /// logs). The owner is not a setting (it is the Lease name).
+    pub fn changes(&self, new: &Config) -> Vec<String> {
+        let mut out = Vec::new();
+        macro_rules! compare {
+            ($($field:ident),+ $(,)?) => {$(
+                let (old, now) = (format!("{:?}", self.$field), format!("{:?}", new.$field));
+                if old != now {
+                    out.push(format!("{}: {old} -> {now}", stringify!($field)));
+                }
+            )+};
+        }
+        compare!(
+            selector,
+            conditions,
+            drain_buffer,
+            max_grace_period,
+            eviction_headroom,
+            skip_drain,
+            evict_emptydir_pods,
+            evict_unreplicated_pods,
+            evict_statefulset_pods,
+            protected_annotations,
+            protected_pods,
+            max_drains_in_flight,
+            max_cordoned,
+            kosmos_label,
+            kosmos_other_conditions,
+            exclude_label,
+            dry_run,
+            retry_base,
+            retry_max,
+            eviction_concurrency,
+            stale_readiness,
+            evict_stale_pods,
+            event_refresh,
+        );
+        out
+    }
+}
+
 /// Parse `KEY[=VALUE]`.
 pub fn protected_annotation(s: &str) -> Result<(String, Option<String>), String> {
     match s.split_once('=') {
@@ -144,6 +186,27 @@ pub fn protected_annotation(s: &str) -> Result<(String, Option<String>), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_name_each_setting_that_differs() {
+        let old = Config::default();
+        assert!(old.changes(&Config::default()).is_empty());
+        let new = Config {
+            drain_buffer: Duration::from_secs(60),
+            max_cordoned: Budget::Count(3),
+            selector: Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+            owner: "someone-else".into(),
+            ..Config::default()
+        };
+        assert_eq!(
+            old.changes(&new),
+            vec![
+                "selector: All -> Cel(\"metadata.labels['pool'] == 'a'\")".to_string(),
+                "drain_buffer: 600s -> 60s".to_string(),
+                "max_cordoned: Percent(10.0) -> Count(3)".to_string(),
+            ]
+        );
+    }
 
     #[test]
     fn budgets() {

@@ -2,7 +2,8 @@
 //! nodes it concerns ([`Fleet`], pure) and hand each effect to the [`Act`] (act), which alone writes.
 //! Changes are debounced a few milliseconds so a burst is one round; every [`RESYNC`] all nodes are
 //! decided again (a safety net: nothing is expected to change then). It logs a decision when it
-//! changes and keeps one WaitingForBudget Event per wait.
+//! changes and keeps one WaitingForBudget Event per wait. New settings from a config reload are
+//! taken between rounds ([`Controller::reconfigure`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::clock::Clock;
 use nodemedic_common::health::Health;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::act::Act;
@@ -56,6 +57,8 @@ pub(crate) struct Controller<A: Act> {
     /// The time each round decides at.
     clock: Clock,
     last_resync: Option<Timestamp>,
+    /// Validated settings from config reloads.
+    configs: Option<mpsc::Receiver<Config>>,
 }
 
 impl<A: Act> Controller<A> {
@@ -83,6 +86,35 @@ impl<A: Act> Controller<A> {
             stale: StaleSchedule::default(),
             clock,
             last_resync: None,
+            configs: None,
+        }
+    }
+
+    /// Take new settings from `configs` (validated by the reloader) between rounds.
+    pub(crate) fn with_reloads(mut self, configs: mpsc::Receiver<Config>) -> Controller<A> {
+        self.configs = Some(configs);
+        self
+    }
+
+    /// Decide with new settings from the next round on, leading or not (a follower that becomes
+    /// leader uses what the file says now). Drains already running finish under the settings they
+    /// started with. Logs what changed.
+    pub(crate) fn reconfigure(&mut self, mut new: Config) {
+        new.owner = self.cfg.owner.clone();
+        let changes = self.cfg.changes(&new);
+        if changes.is_empty() {
+            tracing::info!("config file changed; the settings did not");
+            return;
+        }
+        tracing::info!(changes = %changes.join("; "), "config reloaded: new settings apply from this round");
+        if new.dry_run != self.cfg.dry_run {
+            self.actor.set_dry_run(new.dry_run);
+        }
+        let cfg = Arc::new(new);
+        self.cfg = cfg.clone();
+        for (node, error) in self.fleet.reconfigure(cfg) {
+            self.metrics.selector_errors.inc();
+            tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
         }
     }
 
@@ -121,6 +153,7 @@ impl<A: Act> Controller<A> {
                 _ = stop.changed() => return,
                 _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
                 _ = tokio::time::sleep(tick.min(until_wake)) => {}
+                Some(cfg) = next_config(&mut self.configs) => self.reconfigure(cfg),
             }
             beat.beat();
             let leading = *self.leader.borrow();
@@ -404,6 +437,20 @@ async fn write<A: Act>(
     }
 }
 
+/// The next config from the reloader; pending forever without one (or once it is gone).
+async fn next_config(configs: &mut Option<mpsc::Receiver<Config>>) -> Option<Config> {
+    match configs {
+        Some(rx) => match rx.recv().await {
+            Some(c) => Some(c),
+            None => {
+                *configs = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The loop with an in-memory double for its writes: what it asks for, round by round, as the
@@ -427,6 +474,7 @@ mod tests {
         Drain(String, Vec<String>),
         Note(String, String, i32),
         Stale(String, bool),
+        DryRun(bool),
     }
 
     #[derive(Clone, Default)]
@@ -439,6 +487,9 @@ mod tests {
     }
 
     impl Act for Recorder {
+        fn set_dry_run(&self, on: bool) {
+            self.0.lock().unwrap().push(Call::DryRun(on));
+        }
         async fn cordon(&self, node: &NodeView, _record: &Record, _skip: bool) -> bool {
             self.0.lock().unwrap().push(Call::Cordon(node.name.clone()));
             true

@@ -143,6 +143,7 @@ fn run(args: RunArgs) -> ExitCode {
                 retry_period: args.retry_period,
             },
             tick: std::time::Duration::from_secs(5),
+            reload: Some(args.policy.clone()),
             guard: match (args.guard_listen, args.guard_tls_cert, args.guard_tls_key) {
                 (Some(listen), Some(cert), Some(key)) => {
                     let (k, v) = args.guard_node_label.split_once('=').ok_or_else(|| {

@@ -38,6 +38,7 @@ pub struct Metrics {
     evictions: Family<EvictionLabel, Counter>,
     guard_requests: Family<DecisionLabel, Counter>,
     guard_cert_reloads: Family<ReloadLabel, Counter>,
+    config_reloads: Family<ReloadLabel, Counter>,
     pub drain_duration: Histogram,
     pub leader: Gauge,
     pub stale_pods: Gauge,
@@ -60,6 +61,7 @@ impl Metrics {
             evictions: Family::default(),
             guard_requests: Family::default(),
             guard_cert_reloads: Family::default(),
+            config_reloads: Family::default(),
             drain_duration: Histogram::new([10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0]),
             leader: Gauge::default(),
             stale_pods: Gauge::default(),
@@ -112,6 +114,11 @@ impl Metrics {
             "nodemedic_guard_certificate_reloads",
             "Reloads of the guard's serving certificate after its files changed, by result",
             m.guard_cert_reloads.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_config_reloads",
+            "Reloads of the drainer's config file after it changed, by result (a failure keeps the running settings)",
+            m.config_reloads.clone(),
         );
         registry.register(
             "nodemedic_drainer_drain_duration_seconds",
@@ -168,6 +175,7 @@ impl Metrics {
         }
         for &result in Reload::ALL {
             let _ = m.guard_cert_reloads.get_or_create(&ReloadLabel { result });
+            let _ = m.config_reloads.get_or_create(&ReloadLabel { result });
         }
         m
     }
@@ -199,6 +207,11 @@ impl Metrics {
     }
     pub fn guard_cert_reload(&self, result: Reload) {
         self.guard_cert_reloads
+            .get_or_create(&ReloadLabel { result })
+            .inc();
+    }
+    pub fn config_reload(&self, result: Reload) {
+        self.config_reloads
             .get_or_create(&ReloadLabel { result })
             .inc();
     }

@@ -368,34 +368,60 @@ impl Observed {
         })
     }
 
-    /// Watch all Pods into the cache, keeping the annotations in `keep`.
-    pub fn spawn_pods(&self, api: Api<Pod>, keep: Vec<String>) -> JoinHandle<()> {
+    /// Watch all Pods into the cache, keeping the annotations `keep` names. When `keep` changes (a
+    /// config reload naming other protected annotations) the pods are listed again with the new
+    /// set, and `relisted` then carries that set: a reload waits for it before deciding with it.
+    pub fn spawn_pods(
+        &self,
+        api: Api<Pod>,
+        mut keep: watch::Receiver<Vec<String>>,
+        relisted: watch::Sender<Vec<String>>,
+    ) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
-            let stream = watcher(api, list_config()).default_backoff();
-            futures::pin_mut!(stream);
-            // A relist fills a fresh index, swapped in when complete.
-            let mut relist: Option<Pods> = None;
-            while let Some(ev) = stream.next().await {
-                cache.watch_result(PODS, answered(&ev));
-                match ev {
-                    Ok(watcher::Event::Apply(p)) => {
-                        cache.apply_pod(PodInfo::from_pod(&p, Some(&keep)))
+            let mut keep_open = true;
+            loop {
+                let current = keep.borrow_and_update().clone();
+                let stream = watcher(api.clone(), list_config()).default_backoff();
+                futures::pin_mut!(stream);
+                // A relist fills a fresh index, swapped in when complete.
+                let mut relist: Option<Pods> = None;
+                loop {
+                    let ev = tokio::select! {
+                        ev = stream.next() => match ev {
+                            Some(ev) => ev,
+                            None => return,
+                        },
+                        changed = keep.changed(), if keep_open => {
+                            match changed {
+                                Ok(()) => break, // list again with the new set
+                                Err(_) => { keep_open = false; continue; }
+                            }
+                        }
+                    };
+                    cache.watch_result(PODS, answered(&ev));
+                    match ev {
+                        Ok(watcher::Event::Apply(p)) => {
+                            cache.apply_pod(PodInfo::from_pod(&p, Some(&current)))
+                        }
+                        Ok(watcher::Event::Delete(p)) => cache.delete_pod(
+                            p.metadata.namespace.as_deref().unwrap_or_default(),
+                            p.metadata.name.as_deref().unwrap_or_default(),
+                        ),
+                        Ok(watcher::Event::Init) => relist = Some(Pods::default()),
+                        Ok(watcher::Event::InitApply(p)) => {
+                            relist
+                                .get_or_insert_with(Pods::default)
+                                .insert(Arc::new(PodInfo::from_pod(&p, Some(&current))));
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            cache.swap_pods(relist.take().unwrap_or_default());
+                            relisted.send_replace(current.clone());
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "pod watch error; the watcher retries")
+                        }
                     }
-                    Ok(watcher::Event::Delete(p)) => cache.delete_pod(
-                        p.metadata.namespace.as_deref().unwrap_or_default(),
-                        p.metadata.name.as_deref().unwrap_or_default(),
-                    ),
-                    Ok(watcher::Event::Init) => relist = Some(Pods::default()),
-                    Ok(watcher::Event::InitApply(p)) => {
-                        relist
-                            .get_or_insert_with(Pods::default)
-                            .insert(Arc::new(PodInfo::from_pod(&p, Some(&keep))));
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        cache.swap_pods(relist.take().unwrap_or_default())
-                    }
-                    Err(e) => tracing::warn!(error = %e, "pod watch error; the watcher retries"),
                 }
             }
         })
@@ -512,7 +538,12 @@ mod tests {
         )
         .unwrap();
         let o = Observed::default();
-        let t1 = o.spawn_pods(Api::all(client.clone()), vec![]);
+        // No reloads: the set's sender is gone at once (the watch then never waits on it).
+        let t1 = o.spawn_pods(
+            Api::all(client.clone()),
+            watch::channel(vec![]).1,
+            watch::channel(vec![]).0,
+        );
         let t2 = o.spawn_nodes(Api::all(client));
         tokio::time::sleep(Duration::from_secs(3)).await;
         t1.abort();

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use nodemedic_common::health::Health;
 use prometheus_client::registry::Registry;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::act::Actor;
@@ -19,6 +19,7 @@ use crate::controller::Controller;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::observe::Observed;
+use crate::policy::{self, PolicyArgs};
 
 /// A watch failing this long makes /healthz fail.
 pub const WATCH_UNHEALTHY: Duration = Duration::from_secs(300);
@@ -31,6 +32,9 @@ pub struct Options {
     pub tick: Duration,
     /// The Kosmos eviction guard webhook (served by every replica, leader or not).
     pub guard: Option<crate::guard::server::GuardOptions>,
+    /// The flags `config` was built from: when they name a config file, edits to it are applied
+    /// in place (flags still override the file).
+    pub reload: Option<PolicyArgs>,
 }
 
 pub struct Running {
@@ -98,10 +102,9 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
             }
         })
     };
-    let t2 = observed.spawn_pods(
-        Api::<Pod>::all(client.clone()),
-        crate::decide::pods::kept_annotations(&opts.config),
-    );
+    let (keep_tx, keep_rx) = watch::channel(crate::decide::pods::kept_annotations(&opts.config));
+    let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
+    let t2 = observed.spawn_pods(Api::<Pod>::all(client.clone()), keep_rx, relisted_tx);
     let guard_addr = match opts.guard.clone() {
         None => None,
         Some(g) => Some(
@@ -126,6 +129,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let mut config = opts.config;
     config.owner = opts.lease.name.clone();
     let changed = observed.changed.clone();
+    let metrics_for_reload = metrics.clone();
     let controller = Controller::new(
         config,
         observed,
@@ -135,13 +139,80 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         leader_rx.clone(),
         nodemedic_common::clock::Clock::system(),
     );
-    let t4 = tokio::spawn(controller.run(changed, opts.tick, stop_rx));
+    let mut tasks = vec![t1, t2, t_watchdog];
+    let controller = match opts.reload.filter(|a| a.config.is_some()) {
+        None => controller,
+        Some(args) => {
+            let (tx, rx) = mpsc::channel(1);
+            tasks.push(tokio::spawn(reload(
+                args,
+                keep_tx,
+                relisted_rx,
+                tx,
+                metrics_for_reload,
+            )));
+            controller.with_reloads(rx)
+        }
+    };
+    tasks.push(tokio::spawn(controller.run(changed, opts.tick, stop_rx)));
     Ok(Running {
         addr,
         guard_addr,
         leader: leader_rx,
         stop: stop_tx,
-        tasks: vec![t1, t2, t4, t_watchdog],
+        tasks,
         election: t3,
     })
+}
+
+/// Watch the config file (a ConfigMap's `..data` swap included) and hand each valid edit to the
+/// controller; an invalid one is logged with its position and counted, and the running settings
+/// stay. When the edit names other protected pod annotations, the pod cache is listed again with
+/// them before the controller gets the settings, so it never decides on pods missing them.
+async fn reload(
+    args: PolicyArgs,
+    keep: watch::Sender<Vec<String>>,
+    mut relisted: watch::Receiver<Vec<String>>,
+    to_controller: mpsc::Sender<crate::config::Config>,
+    metrics: Metrics,
+) {
+    let Some(path) = args.config.clone() else {
+        return;
+    };
+    let mut watch = match nodemedic_common::filewatch::ContentWatch::new(
+        std::slice::from_ref(&path),
+        Duration::from_millis(500),
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch the config file: edits take effect at the next restart");
+            return;
+        }
+    };
+    while watch.changed().await.is_some() {
+        let cfg = match policy::build(&args) {
+            Ok(cfg) => cfg,
+            Err(errors) => {
+                for e in &errors {
+                    tracing::error!(error = %e, "config edit rejected: the running settings stay");
+                }
+                metrics.config_reload(crate::metrics::Reload::Failure);
+                continue;
+            }
+        };
+        let kept = crate::decide::pods::kept_annotations(&cfg);
+        if *keep.borrow() != kept {
+            tracing::info!(annotations = ?kept, "protected pod annotations changed: listing the pods again before applying");
+            keep.send_replace(kept.clone());
+            while *relisted.borrow_and_update() != kept {
+                if relisted.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+        if to_controller.send(cfg).await.is_err() {
+            return;
+        }
+        metrics.config_reload(crate::metrics::Reload::Success);
+    }
 }

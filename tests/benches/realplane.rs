@@ -285,6 +285,7 @@ async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
                 retry_period: Duration::from_secs(2),
             },
             tick: Duration::from_secs(5),
+            reload: None,
             guard: Some(nodemedic_drainer::guard::server::GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 cert: dir.path().join("tls.crt"),

@@ -225,6 +225,7 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
                 retry_period: Duration::from_millis(200),
             },
             tick: Duration::from_millis(200),
+            reload: None,
             guard: Some(GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 cert: dir.path().join("tls.crt"),

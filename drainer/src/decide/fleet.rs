@@ -203,6 +203,20 @@ impl Fleet {
         error
     }
 
+    /// Decide with new settings (a config reload): every node's selection, budget count and
+    /// decision is worked out again from its view at the next round. Writes not yet seen by the
+    /// watch stay laid over the views, so the reload repeats none of them. Returns the selector's
+    /// errors, as [`Fleet::observe`] does.
+    pub fn reconfigure(&mut self, cfg: Arc<Config>) -> Vec<SelectError> {
+        let views: Vec<Arc<NodeView>> = self.nodes.drain().map(|(_, e)| e.view).collect();
+        self.cfg = cfg;
+        self.running = Running::default();
+        self.wakes.clear();
+        self.waiting.clear();
+        self.dirty.clear();
+        views.into_iter().filter_map(|v| self.update(v)).collect()
+    }
+
     /// The node is gone.
     pub fn remove(&mut self, name: &str) {
         self.unwake(name);
@@ -495,6 +509,67 @@ mod tests {
             decided < 60 * 20 / 3,
             "rounds decide what changed, not every node: {decided}"
         );
+    }
+
+    #[test]
+    fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
+        let mut f = Fleet::new(cfg(1));
+        let now = t(10_000);
+        for (i, pool) in ["a", "a", "b", "b"].iter().enumerate() {
+            f.observe(Arc::new(view(&format!("n{i}"), pool, Some(0))), now);
+        }
+        let first = f.round(|_| None, |_| Vec::new(), now);
+        let cordoned: Vec<String> = first
+            .iter()
+            .filter(|(d, _)| matches!(d.effect, Effect::Cordon(_)))
+            .map(|(d, _)| d.node.clone())
+            .collect();
+        assert_eq!(cordoned.len(), 1, "a budget of one");
+        for (d, _) in &first {
+            act(&mut f, d, now);
+        }
+        // The new settings select both pools and allow three cordons.
+        let new = Arc::new(Config {
+            conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+            max_cordoned: Budget::Count(3),
+            max_drains_in_flight: 1,
+            drain_buffer: Duration::from_secs(60),
+            selector: crate::select::Selector::cel("metadata.labels['pool'] in ['a', 'b']")
+                .unwrap(),
+            ..Default::default()
+        });
+        assert!(f.reconfigure(new.clone()).is_empty());
+        assert_eq!(f.pending(), 4, "every node is decided again");
+        let expected = full(&f, &new, now);
+        let second = f.round(|_| None, |_| Vec::new(), now);
+        assert_eq!(second.len(), 4);
+        for (d, _) in &second {
+            assert_eq!(
+                (d.action, d.reason.clone()),
+                expected[&d.node],
+                "{}",
+                d.node
+            );
+        }
+        let cordons: Vec<&str> = second
+            .iter()
+            .filter(|(d, _)| matches!(d.effect, Effect::Cordon(_)))
+            .map(|(d, _)| d.node.as_str())
+            .collect();
+        assert_eq!(
+            cordons.len(),
+            2,
+            "two more within the new budget: {cordons:?}"
+        );
+        assert!(
+            !cordons.contains(&cordoned[0].as_str()),
+            "the cordon written before the reload (not yet seen by the watch) is not repeated"
+        );
+        for (d, _) in &second {
+            act(&mut f, d, now);
+        }
+        assert_eq!(f.totals().selected, 4);
+        assert_eq!(f.totals().cordoned, 3);
     }
 
     #[test]

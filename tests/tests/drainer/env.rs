@@ -83,6 +83,24 @@ impl Env {
     }
 
     pub async fn start_with_lease(&self, cfg: Config, identity: &str, lease: &str) -> Running {
+        self.start_opts(cfg, identity, lease, None).await
+    }
+
+    /// A drainer as `drainer run` starts it: its settings built from `args` (a config file and
+    /// flags), and edits to that file applied in place.
+    pub async fn start_reloading(&self, args: nodemedic_drainer::policy::PolicyArgs) -> Running {
+        let cfg = nodemedic_drainer::policy::build(&args).unwrap();
+        let lease = format!("nodemedic-drainer-test-{}", self.id);
+        self.start_opts(cfg, "a", &lease, Some(args)).await
+    }
+
+    async fn start_opts(
+        &self,
+        cfg: Config,
+        identity: &str,
+        lease: &str,
+        reload: Option<nodemedic_drainer::policy::PolicyArgs>,
+    ) -> Running {
         let opts = Options {
             config: cfg,
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -96,6 +114,7 @@ impl Env {
             },
             tick: Duration::from_millis(200),
             guard: None,
+            reload,
         };
         run::start(opts, self.cluster.client_for(lease))
             .await

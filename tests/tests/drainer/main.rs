@@ -13,3 +13,4 @@ mod election;
 mod env;
 mod isolation;
 mod rbac;
+mod reload;

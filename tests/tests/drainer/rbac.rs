@@ -94,6 +94,7 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
             },
             tick: Duration::from_millis(200),
             guard: None,
+            reload: None,
         },
         client,
     )

@@ -1,0 +1,118 @@
+//! The drainer's config file edited in place, as a ConfigMap update reaches the pod (the kubelet
+//! writes a new `..data` directory and swaps the symlink): a valid edit applies without a restart,
+//! an invalid one is rejected, counted, and the running settings stay.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nodemedic_drainer::policy::PolicyArgs;
+use nodemedic_tests::cluster::eventually;
+use serde_json::json;
+
+use crate::env::{Env, LABEL, WAIT};
+
+/// Publish `drainer.yaml` in `dir` the way the kubelet updates a ConfigMap volume.
+fn publish(dir: &Path, generation: u32, text: &str) {
+    let data = dir.join(format!("..{generation}"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("drainer.yaml"), text).unwrap();
+    let tmp = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(data.file_name().unwrap(), &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    if !dir.join("drainer.yaml").exists() {
+        std::os::unix::fs::symlink("..data/drainer.yaml", dir.join("drainer.yaml")).unwrap();
+    }
+}
+
+fn settings(env: &Env, conditions: &str, extra: &str) -> String {
+    format!(
+        "conditions: [{conditions}]\nnodeSelector: {LABEL}={}\ndrainBuffer: 1s\nmaxCordoned: 5\n{extra}",
+        env.id
+    )
+}
+
+async fn reloads(addr: std::net::SocketAddr, result: &str) -> u64 {
+    let body = nodemedic_tests::http_get(&format!("http://{addr}/metrics")).await;
+    let line = format!("nodemedic_drainer_config_reloads_total{{result=\"{result}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {line} in\n{body}"))
+}
+
+#[tokio::test]
+async fn a_config_edit_takes_effect_without_a_restart_and_a_bad_one_is_kept_out() {
+    let env = Env::new().await;
+    let node = env.node("edited", "True", 3600, json!({})).await;
+    let keep = env
+        .pod(
+            "default",
+            "keep",
+            &node,
+            json!({"metadata": {"annotations": {"nodemedic.test/keep": "yes"}}}),
+        )
+        .await;
+    let go = env.pod("default", "go", &node, json!({})).await;
+    let dir = tempfile::tempdir().unwrap();
+    publish(
+        dir.path(),
+        1,
+        &settings(&env, "'ReadonlyFilesystem=True,10m'", ""),
+    );
+    let running = env
+        .start_reloading(PolicyArgs {
+            config: Some(dir.path().join("drainer.yaml")),
+            ..Default::default()
+        })
+        .await;
+    // KernelDeadlock is not a condition it acts on yet: the node stays schedulable.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !env.cordoned(&node).await,
+        "cordoned under the first settings"
+    );
+
+    // A valid edit: it acts on KernelDeadlock now, and pods annotated nodemedic.test/keep are
+    // protected. The pods were cached without that annotation: the drain must wait for the pod
+    // cache to hold it, or it would evict the pod the edit protects.
+    publish(
+        dir.path(),
+        2,
+        &settings(
+            &env,
+            "'KernelDeadlock=True,10m'",
+            "protectedPodAnnotations: ['nodemedic.test/keep']\n",
+        ),
+    );
+    env.wait_drained(&node).await;
+    assert!(env.cordoned(&node).await);
+    assert!(!env.pod_exists("default", &go).await, "{go} evicted");
+    assert!(
+        env.pod_exists("default", &keep).await,
+        "{keep} protected by the edit"
+    );
+    assert_eq!(reloads(running.addr, "success").await, 1);
+
+    // An invalid edit (a misspelled key) is rejected and counted; the settings in force stay (a
+    // recovering node is still uncordoned under them).
+    publish(
+        dir.path(),
+        3,
+        "conditions: ['KernelDeadlock=True,10m']\ndrainBufer: 5m\n",
+    );
+    eventually("the bad edit counted", WAIT, || async {
+        (reloads(running.addr, "failure").await == 1).then_some(())
+    })
+    .await;
+    assert_eq!(reloads(running.addr, "success").await, 1);
+    env.set_condition(&node, "KernelDeadlock", "False", 700)
+        .await;
+    eventually(
+        "uncordoned on recovery, under the settings kept",
+        WAIT,
+        || async { (!env.cordoned(&node).await).then_some(()) },
+    )
+    .await;
+    running.shutdown().await;
+    env.cleanup().await;
+}
