@@ -113,6 +113,7 @@ impl Env {
                 retry_period: Duration::from_millis(200),
             },
             tick: Duration::from_millis(200),
+            reload: None,
             guard: None,
         };
         run::start(opts, self.cluster.client_for("drainer"))
