@@ -20,6 +20,7 @@ pub mod error;
 pub mod guard;
 pub mod intern;
 pub mod leader;
+pub mod live;
 pub mod metrics;
 pub mod observe;
 pub mod occurrence;

@@ -1,4 +1,6 @@
-//! `drainer`: thin binary. `plan` explains offline; `run` is the controller.
+//! `drainer`: thin binary. `plan` explains (offline from files, or from the live cluster); `run` is
+//! the controller. Installed (or linked) as `kubectl-nodemedic` it is the kubectl plugin:
+//! `kubectl nodemedic plan` and `kubectl nodemedic conditions`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,18 +77,63 @@ struct RunArgs {
 struct PlanArgs {
     #[command(flatten)]
     policy: PolicyArgs,
-    /// `kubectl get nodes -o json` output.
-    #[arg(long)]
-    nodes: PathBuf,
+    /// `kubectl get nodes -o json` output (with --pods; or --live).
+    #[arg(long, conflicts_with = "live")]
+    nodes: Option<PathBuf>,
     /// `kubectl get pods -A -o json` output.
-    #[arg(long)]
-    pods: PathBuf,
+    #[arg(long, conflicts_with = "live")]
+    pods: Option<PathBuf>,
     /// `kubectl get pdb -A -o json` output (optional).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "live")]
     pdbs: Option<PathBuf>,
+    /// Read nodes, pods and PodDisruptionBudgets from the cluster (read-only) instead of files.
+    #[arg(long)]
+    live: bool,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Evaluate at this time (RFC 3339) instead of now, for reproducible durations.
     #[arg(long)]
     now: Option<Timestamp>,
+    #[arg(long, value_enum, default_value = "text")]
+    output: Output,
+}
+
+/// Which cluster a live command reads.
+#[derive(clap::Args)]
+struct ClusterArgs {
+    /// Kubeconfig file. Default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context. Default: the current context.
+    #[arg(long)]
+    context: Option<String>,
+}
+
+/// `kubectl nodemedic ...`: the drainer binary under the name kubectl looks plugins up by.
+#[derive(Parser)]
+#[command(
+    name = "kubectl-nodemedic",
+    bin_name = "kubectl nodemedic",
+    version,
+    about = "nodemedic for kubectl: what the drainer would do now, and every node's nodemedic conditions"
+)]
+struct KubectlCli {
+    #[command(subcommand)]
+    command: KubectlCommand,
+}
+
+#[derive(Subcommand)]
+enum KubectlCommand {
+    /// What the drainer would do now and why, from the live cluster (changes nothing).
+    Plan(PlanArgs),
+    /// Every node's nodemedic conditions and drain record at a glance.
+    Conditions(ConditionsArgs),
+}
+
+#[derive(clap::Args)]
+struct ConditionsArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
 }
@@ -98,9 +145,71 @@ enum Output {
 }
 
 fn main() -> ExitCode {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let invoked_as = std::path::Path::new(&argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if invoked_as.starts_with("kubectl-nodemedic") {
+        return match KubectlCli::parse().command {
+            // As a plugin, `plan` reads the cluster unless files are given.
+            KubectlCommand::Plan(mut args) => {
+                args.live |= args.nodes.is_none() && args.pods.is_none();
+                plan(args)
+            }
+            KubectlCommand::Conditions(args) => conditions(args),
+        };
+    }
     match Cli::parse().command {
         Command::Plan(args) => plan(args),
         Command::Run(args) => run(args),
+    }
+}
+
+/// A one-thread runtime for the live commands (they make a few list calls).
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, ExitCode> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Ok(rt.block_on(f)),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+fn conditions(args: ConditionsArgs) -> ExitCode {
+    use nodemedic_drainer::live;
+    let read = block_on(async {
+        let client = live::client(
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        )
+        .await?;
+        live::read_nodes(&client).await
+    });
+    let nodes = match read {
+        Err(code) => return code,
+        Ok(Err(e)) => {
+            eprintln!("kubectl-nodemedic: {e}");
+            return ExitCode::from(1);
+        }
+        Ok(Ok(nodes)) => nodes,
+    };
+    let mut rows: Vec<live::NodeSummary> = nodes.iter().map(live::summarise).collect();
+    rows.sort_by(|a, b| a.node.cmp(&b.node));
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match live::print_summaries(&rows, args.output == Output::Json, &mut out)
+        .and_then(|()| std::io::Write::flush(&mut out))
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kubectl-nodemedic: writing failed: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -190,37 +299,64 @@ fn config_or_exit(args: &PolicyArgs) -> Result<nodemedic_drainer::config::Config
     })
 }
 
-fn plan(args: PlanArgs) -> ExitCode {
-    let cfg = match config_or_exit(&args.policy) {
-        Ok(c) => c,
-        Err(code) => return code,
+type Objects = (
+    Vec<k8s_openapi::api::core::v1::Node>,
+    Vec<k8s_openapi::api::core::v1::Pod>,
+    Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+);
+
+fn read_files(args: &PlanArgs) -> Result<Objects, String> {
+    let (Some(nodes), Some(pods)) = (&args.nodes, &args.pods) else {
+        return Err("give --nodes and --pods files, or --live".into());
     };
-    let read = || -> Result<_, String> {
-        let nodes = nodemedic_drainer::plan::read_items(&args.nodes)?;
-        let pods = nodemedic_drainer::plan::read_items(&args.pods)?;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if tty {
+        eprint!(
+            "drainer: reading {} and {} ...",
+            nodes.display(),
+            pods.display()
+        );
+    }
+    let read = || -> Result<Objects, String> {
+        let nodes = nodemedic_drainer::plan::read_items(nodes)?;
+        let pods = nodemedic_drainer::plan::read_items(pods)?;
         let pdbs = match &args.pdbs {
             Some(p) => nodemedic_drainer::plan::read_items(p)?,
             None => Vec::new(),
         };
         Ok((nodes, pods, pdbs))
     };
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    if tty {
-        eprint!(
-            "drainer: reading {} and {} ...",
-            args.nodes.display(),
-            args.pods.display()
-        );
-    }
-    let read_result = read();
+    let result = read();
     if tty {
         eprint!("\r\x1b[2K");
     }
-    let (nodes, pods, pdbs): (
-        Vec<k8s_openapi::api::core::v1::Node>,
-        Vec<k8s_openapi::api::core::v1::Pod>,
-        Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
-    ) = match read_result {
+    result
+}
+
+fn plan(args: PlanArgs) -> ExitCode {
+    let cfg = match config_or_exit(&args.policy) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let read_result = if args.live {
+        let read = block_on(async {
+            let client = nodemedic_drainer::live::client(
+                args.cluster.kubeconfig.as_deref(),
+                args.cluster.context.as_deref(),
+            )
+            .await?;
+            nodemedic_drainer::live::read(&client).await
+        });
+        match read {
+            Err(code) => return code,
+            Ok(r) => r
+                .map(|s| (s.nodes, s.pods, s.pdbs))
+                .map_err(|e| e.to_string()),
+        }
+    } else {
+        read_files(&args)
+    };
+    let (nodes, pods, pdbs) = match read_result {
         Ok(x) => x,
         Err(e) => {
             eprintln!("drainer: {e}");

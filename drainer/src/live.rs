@@ -1,0 +1,338 @@
+//! The live cluster for `drainer plan --live` and `kubectl nodemedic`: nodes, pods and
+//! PodDisruptionBudgets read through the current kubeconfig (read-only), and a node-by-node summary
+//! of what nodemedic reports and did (`kubectl nodemedic conditions`).
+
+use std::io::Write;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::ListParams;
+use nodemedic_common::keys::{DRAIN_RECORD_ANNOTATION, OWNED_CONDITIONS_ANNOTATION};
+
+use crate::record::Record;
+
+/// Objects listed per request (a 5,000-node cluster's pods arrive in pages, not one response).
+const PAGE: u32 = 500;
+
+/// Errors reaching or reading the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("cannot read the kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        path: std::path::PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no usable Kubernetes configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Client(#[from] nodemedic_common::client::Error),
+    #[error("cannot list {what}: {source}")]
+    List {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A client for the cluster of `kubeconfig` (default: `KUBECONFIG`, `~/.kube/config`, or the
+/// in-cluster service account) and `context` (default: the current one).
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<kube::Client, LiveError> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(String::from),
+        ..Default::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                LiveError::Kubeconfig {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| LiveError::Config(e.to_string()))?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| LiveError::Config(e.to_string()))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| LiveError::Config(e.to_string()))?,
+    };
+    Ok(nodemedic_common::client::from_config(
+        config,
+        nodemedic_common::keys::DRAINER_MANAGER,
+    )?)
+}
+
+/// What `drainer plan` reads, from the live cluster.
+pub struct Snapshot {
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+}
+
+/// List nodes, pods and PodDisruptionBudgets (all namespaces), a page at a time.
+pub async fn read(client: &kube::Client) -> Result<Snapshot, LiveError> {
+    Ok(Snapshot {
+        nodes: list_all(Api::all(client.clone()), "nodes").await?,
+        pods: list_all(Api::all(client.clone()), "pods").await?,
+        pdbs: list_all(Api::all(client.clone()), "poddisruptionbudgets").await?,
+    })
+}
+
+/// Only the nodes (for `kubectl nodemedic conditions`).
+pub async fn read_nodes(client: &kube::Client) -> Result<Vec<Node>, LiveError> {
+    list_all(Api::all(client.clone()), "nodes").await
+}
+
+async fn list_all<K>(api: Api<K>, what: &'static str) -> Result<Vec<K>, LiveError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = api
+            .list(&params)
+            .await
+            .map_err(|source| LiveError::List { what, source })?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// One node as `kubectl nodemedic conditions` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeSummary {
+    pub node: String,
+    pub ready: String,
+    pub schedulable: bool,
+    /// The conditions the detector owns on this node (its annotation names them).
+    pub conditions: Vec<ConditionSummary>,
+    /// The drainer's record, in words; `None` without one.
+    pub drain: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConditionSummary {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub since: Option<Timestamp>,
+}
+
+/// Summarise a node (pure).
+pub fn summarise(node: &Node) -> NodeSummary {
+    let annotations = node.metadata.annotations.as_ref();
+    let owned: Vec<&str> = annotations
+        .and_then(|a| a.get(OWNED_CONDITIONS_ANNOTATION))
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|c| c.as_slice())
+        .unwrap_or_default();
+    let ready = conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+        .unwrap_or_else(|| "Unknown".into());
+    let conditions = owned
+        .iter()
+        .map(|t| match conditions.iter().find(|c| c.type_ == *t) {
+            Some(c) => ConditionSummary {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone().unwrap_or_default(),
+                since: c.last_transition_time.as_ref().map(|t| t.0),
+            },
+            None => ConditionSummary {
+                type_: t.to_string(),
+                status: "absent".into(),
+                reason: String::new(),
+                since: None,
+            },
+        })
+        .collect();
+    let drain = annotations
+        .and_then(|a| a.get(DRAIN_RECORD_ANNOTATION))
+        .map(|raw| match serde_json::from_str::<Record>(raw) {
+            Ok(r) => describe(&r),
+            Err(e) => format!("unreadable record: {e}"),
+        });
+    NodeSummary {
+        node: node.metadata.name.clone().unwrap_or_default(),
+        ready,
+        schedulable: !node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+        conditions,
+        drain,
+    }
+}
+
+fn describe(r: &Record) -> String {
+    let owner = if r.owner.is_empty() {
+        String::new()
+    } else {
+        format!(" by {}", r.owner)
+    };
+    let phase = serde_json::to_value(r.phase)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let when = match (r.finished_at, r.drain_started, r.retry_at) {
+        (_, _, Some(retry)) if r.phase == crate::record::Phase::Failed => {
+            format!(", retry at {retry}")
+        }
+        (Some(f), _, _) => format!(", finished {f}"),
+        (None, Some(s), _) => format!(", draining since {s}"),
+        _ => format!(", cordoned {}, drain at {}", r.cordoned_at, r.drain_at),
+    };
+    format!("{phase}{owner}{when}: {}", r.reason)
+}
+
+/// Print the summaries as a table (text) or one JSON object per line.
+pub fn print_summaries(
+    rows: &[NodeSummary],
+    json: bool,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    if json {
+        for r in rows {
+            serde_json::to_writer(&mut *out, r)?;
+            writeln!(out)?;
+        }
+        return Ok(());
+    }
+    let w = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
+    writeln!(
+        out,
+        "{:<w$}  {:<7}  {:<11}  {:<40}  DRAIN",
+        "NODE", "READY", "SCHEDULABLE", "CONDITIONS"
+    )?;
+    for r in rows {
+        let conditions = if r.conditions.is_empty() {
+            "-".to_string()
+        } else {
+            r.conditions
+                .iter()
+                .map(|c| match c.status.as_str() {
+                    "False" => format!("{}=False", c.type_),
+                    _ if c.reason.is_empty() => format!("{}={}", c.type_, c.status),
+                    _ => format!("{}={} ({})", c.type_, c.status, c.reason),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        writeln!(
+            out,
+            "{:<w$}  {:<7}  {:<11}  {:<40}  {}",
+            r.node,
+            r.ready,
+            if r.schedulable { "yes" } else { "cordoned" },
+            conditions,
+            r.drain.as_deref().unwrap_or("-")
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_node_is_summarised_by_its_owned_conditions_and_its_record() {
+        let record = Record {
+            owner: "nodemedic-drainer".into(),
+            episode: "e".into(),
+            reason: "KernelDeadlock=True since 2026-11-22T09:00:00Z".into(),
+            phase: crate::record::Phase::Drained,
+            cordoned_at: "2026-11-22T09:10:00Z".parse().unwrap(),
+            drain_at: "2026-11-22T09:20:00Z".parse().unwrap(),
+            drain_started: Some("2026-11-22T09:20:00Z".parse().unwrap()),
+            finished_at: Some("2026-11-22T09:21:00Z".parse().unwrap()),
+            attempts: 1,
+            retry_at: None,
+        };
+        let n = node(serde_json::json!({
+            "metadata": {"name": "n1", "annotations": {
+                OWNED_CONDITIONS_ANNOTATION: "KernelDeadlock,ReadonlyFilesystem,Gone",
+                DRAIN_RECORD_ANNOTATION: record.to_annotation()}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "KernelDeadlock", "status": "True", "reason": "DockerHung", "lastTransitionTime": "2026-11-22T09:00:00Z"},
+                {"type": "ReadonlyFilesystem", "status": "False", "reason": "FilesystemIsNotReadOnly"},
+                {"type": "MemoryPressure", "status": "False"}]}
+        }));
+        let s = summarise(&n);
+        assert_eq!(s.ready, "True");
+        assert!(!s.schedulable);
+        assert_eq!(
+            s.conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c.status.as_str()))
+                .collect::<Vec<_>>(),
+            vec![
+                ("KernelDeadlock", "True"),
+                ("ReadonlyFilesystem", "False"),
+                ("Gone", "absent")
+            ],
+            "only the detector's own conditions"
+        );
+        assert_eq!(
+            s.drain.as_deref(),
+            Some(
+                "drained by nodemedic-drainer, finished 2026-11-22T09:21:00Z: KernelDeadlock=True since 2026-11-22T09:00:00Z"
+            )
+        );
+        let mut out = Vec::new();
+        print_summaries(&[s], false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("KernelDeadlock=True (DockerHung) ReadonlyFilesystem=False Gone=absent"),
+            "{text}"
+        );
+        assert!(text.contains("cordoned"), "{text}");
+    }
+
+    #[test]
+    fn a_bare_node_and_an_unreadable_record() {
+        let s = summarise(&node(serde_json::json!({"metadata": {"name": "bare"}})));
+        assert_eq!(
+            (s.ready.as_str(), s.schedulable, s.conditions.len(), s.drain),
+            ("Unknown", true, 0, None)
+        );
+        let s = summarise(&node(serde_json::json!({"metadata": {"name": "x",
+            "annotations": {DRAIN_RECORD_ANNOTATION: "{not json"}}})));
+        assert!(s.drain.unwrap().starts_with("unreadable record: "));
+    }
+}

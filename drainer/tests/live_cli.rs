@@ -1,0 +1,231 @@
+//! `kubectl nodemedic plan` / `conditions` and `drainer plan --live`, as an operator runs them: the
+//! drainer binary linked as `kubectl-nodemedic` on the PATH, real kubectl finding it as a plugin, a
+//! kubeconfig for the real control plane (KUBEBUILDER_ASSETS; skipped, and said, without it).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use nodemedic_tests::cluster::{Cluster, now_rfc3339};
+use nodemedic_tests::envtest;
+use serde_json::{Value, json};
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+async fn set_condition(cluster: &Cluster, node: &str, type_: &str, status: &str, reason: &str) {
+    let an_hour_ago = (k8s_openapi::jiff::Timestamp::now() - std::time::Duration::from_secs(3600))
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let body = json!({"status": {"conditions": [{"type": type_, "status": status, "reason": reason,
+        "message": "m", "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": an_hour_ago}]}});
+    Api::<Node>::all(cluster.client.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(body))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
+    let Some(plane) = envtest::shared() else {
+        envtest::say_skipped("kubectl nodemedic against the real control plane");
+        return;
+    };
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "kubectl is missing in CI (.ci/run installs it)"
+        );
+        envtest::say("skipped kubectl nodemedic: kubectl is not installed");
+        return;
+    }
+    let cluster = Cluster::on(plane);
+    let sick = cluster.create_node("sick").await;
+    let well = cluster.create_node("well").await;
+    for n in [&sick, &well] {
+        Api::<Node>::all(cluster.client.clone())
+            .patch(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    "nodemedic.io/detector-conditions": "KernelDeadlock,ReadonlyFilesystem"}}})),
+            )
+            .await
+            .unwrap();
+    }
+    set_condition(&cluster, &sick, "KernelDeadlock", "True", "DockerHung").await;
+    set_condition(
+        &cluster,
+        &well,
+        "KernelDeadlock",
+        "False",
+        "KernelHasNoDeadlock",
+    )
+    .await;
+    let owner = cluster.owner("default", "rs").await;
+    let pod = cluster.name("web");
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": pod, "namespace": "default", "ownerReferences": owner,
+            "labels": {"app": pod}},
+        "spec": {"nodeName": sick, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))
+    .unwrap();
+    Api::<Pod>::namespaced(cluster.client.clone(), "default")
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig);
+    // The plugin: the drainer binary under kubectl's plugin name, on the PATH.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_drainer"), bin.join("kubectl-nodemedic"))
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let kubectl = |args: &[&str]| {
+        let mut c = Command::new("kubectl");
+        c.args(args)
+            .env("PATH", &path)
+            .env("KUBECONFIG", &kubeconfig);
+        c
+    };
+    let selector = format!("nodemedic.test/run={}", cluster.id_label());
+    let now = "2030-01-01T00:00:00Z";
+    let policy = [
+        "KernelDeadlock=True,10m",
+        "--node-selector",
+        &selector,
+        "--now",
+        now,
+        "--output",
+        "json",
+    ];
+
+    // kubectl nodemedic plan: reads the cluster (no files) and decides.
+    let mut args = vec!["nodemedic", "plan"];
+    args.extend(policy);
+    let plugin = lines(&run(&mut kubectl(&args)));
+    let action = |plans: &[Value], n: &str| {
+        plans
+            .iter()
+            .find(|p| p["node"] == n)
+            .unwrap_or_else(|| panic!("{n} in {plans:?}"))["action"]
+            .clone()
+    };
+    assert_eq!(action(&plugin, &sick), "cordon");
+    assert_eq!(action(&plugin, &well), "none");
+    let sick_plan = plugin.iter().find(|p| p["node"] == sick.as_str()).unwrap();
+    assert!(
+        sick_plan["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == pod.as_str() && p["action"] == "evict"),
+        "{sick_plan}"
+    );
+
+    // The same plan as `drainer plan --live`, and as from `kubectl get -o json` files.
+    let mut live = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    live.args(["plan", "--live", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(policy);
+    assert_eq!(lines(&run(&mut live)), plugin);
+    let dump = |what: &str, file: &Path| {
+        let out = run(&mut kubectl(&["get", what, "-A", "-o", "json"]));
+        std::fs::write(file, out.stdout).unwrap();
+    };
+    let (nodes, pods, pdbs) = (
+        dir.path().join("nodes.json"),
+        dir.path().join("pods.json"),
+        dir.path().join("pdbs.json"),
+    );
+    dump("nodes", &nodes);
+    dump("pods", &pods);
+    dump("pdb", &pdbs);
+    let mut offline = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    offline
+        .arg("plan")
+        .arg("--nodes")
+        .arg(&nodes)
+        .arg("--pods")
+        .arg(&pods)
+        .arg("--pdbs")
+        .arg(&pdbs)
+        .args(policy);
+    assert_eq!(
+        lines(&run(&mut offline)),
+        plugin,
+        "live and file plans agree"
+    );
+
+    // kubectl nodemedic conditions: every node, its own conditions and drain record.
+    let text = run(&mut kubectl(&["nodemedic", "conditions"]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    let row = |n: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{n} ")))
+            .unwrap_or_else(|| panic!("{n} in\n{text}"))
+            .to_string()
+    };
+    assert!(
+        row(&sick).contains("KernelDeadlock=True (DockerHung)"),
+        "{text}"
+    );
+    assert!(row(&well).contains("KernelDeadlock=False"), "{text}");
+    let json = lines(&run(&mut kubectl(&[
+        "nodemedic",
+        "conditions",
+        "--output",
+        "json",
+    ])));
+    let sick_row = json.iter().find(|r| r["node"] == sick.as_str()).unwrap();
+    assert_eq!(sick_row["conditions"][0]["type"], "KernelDeadlock");
+    assert_eq!(sick_row["conditions"][1]["status"], "absent");
+    assert_eq!(sick_row["schedulable"], true);
+
+    // A kubeconfig that does not exist is one clear error.
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args([
+            "plan",
+            "--live",
+            "KernelDeadlock",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read the kubeconfig /nonexistent/kubeconfig"),
+        "{err}"
+    );
+    cluster.cleanup(&["default"]).await;
+}
