@@ -3,6 +3,7 @@
 //! ```text
 //!   keys        well-known labels, annotations, condition types and reasons
 //!   labels      typed metric label values
+//!   cli         shell completions and man pages for the binaries
 //!   client      a kube::Client from in-cluster config or KUBECONFIG
 //!   clock       the time loops read (wall clock, or tokio's pausable clock in tests)
 //!   conditions  node-condition patches that touch only the conditions we own
@@ -17,6 +18,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod conditions;

@@ -25,6 +25,10 @@ enum Command {
     Check(CheckArgs),
     /// Run the node agent: follow the inputs and report to the API server.
     Run(RunArgs),
+    /// Print the shell completion script (e.g. `detector completions bash > /etc/bash_completion.d/detector`).
+    Completions { shell: nodemedic_common::cli::Shell },
+    /// Write man pages for detector and each subcommand into DIR (e.g. /usr/local/share/man/man1).
+    Man { dir: PathBuf },
 }
 
 #[derive(clap::Args)]
@@ -102,6 +106,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => run_check(args),
         Command::Run(args) => run_daemon(args),
+        Command::Completions { shell } => nodemedic_common::cli::completions_command(
+            <Cli as clap::CommandFactory>::command(),
+            shell,
+        ),
+        Command::Man { dir } => {
+            nodemedic_common::cli::man_command(<Cli as clap::CommandFactory>::command(), &dir)
+        }
     }
 }
 

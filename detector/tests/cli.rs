@@ -162,3 +162,27 @@ fn a_kmsg_record_with_the_largest_timestamp_is_read_not_a_crash() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("OOMKilling"));
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_same_flags_as_help() {
+    let out = detector().args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        script.contains("--kmsg-path") && script.contains("check"),
+        "{script}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = detector().arg("man").arg(dir.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = std::fs::read_to_string(dir.path().join("detector-run.1")).unwrap();
+    assert!(
+        run.contains(".TH detector-run 1") && run.contains("kmsg\\-path"),
+        "{run}"
+    );
+    assert!(dir.path().join("detector-check.1").is_file());
+}

@@ -26,6 +26,10 @@ enum Command {
     Plan(PlanArgs),
     /// Run the controller (leader-elected).
     Run(RunArgs),
+    /// Print the shell completion script (e.g. `drainer completions bash > /etc/bash_completion.d/drainer`).
+    Completions { shell: nodemedic_common::cli::Shell },
+    /// Write man pages for drainer and each subcommand into DIR (e.g. /usr/local/share/man/man1).
+    Man { dir: PathBuf },
 }
 
 #[derive(clap::Args)]
@@ -163,6 +167,13 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Plan(args) => plan(args),
         Command::Run(args) => run(args),
+        Command::Completions { shell } => nodemedic_common::cli::completions_command(
+            <Cli as clap::CommandFactory>::command(),
+            shell,
+        ),
+        Command::Man { dir } => {
+            nodemedic_common::cli::man_command(<Cli as clap::CommandFactory>::command(), &dir)
+        }
     }
 }
 

@@ -127,3 +127,28 @@ fn bad_flags_exit_2_with_a_precise_message() {
         "{err}"
     );
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_same_flags_as_help() {
+    let drainer = || Command::new(env!("CARGO_BIN_EXE_drainer"));
+    let out = drainer().args(["completions", "zsh"]).output().unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        script.contains("--max-cordoned") && script.contains("plan"),
+        "{script}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = drainer().arg("man").arg(dir.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan = std::fs::read_to_string(dir.path().join("drainer-plan.1")).unwrap();
+    assert!(
+        plan.contains(".TH drainer-plan 1") && plan.contains("live"),
+        "{plan}"
+    );
+    assert!(dir.path().join("drainer-run.1").is_file());
+}

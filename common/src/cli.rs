@@ -1,0 +1,112 @@
+//! What packagers need from a binary's command line: shell completion scripts (clap_complete) and
+//! man pages (clap_mangen), both generated from the same clap definition as `--help`, so they never
+//! disagree with it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub use clap_complete::Shell;
+
+/// The `completions SHELL` subcommand's work: the completion script for `cmd`.
+pub fn completions(mut cmd: clap::Command, shell: Shell, out: &mut dyn Write) {
+    let name = cmd.get_name().to_string();
+    clap_complete::generate(shell, &mut cmd, name, out);
+}
+
+/// `completions SHELL` as a binary's subcommand: the script on stdout.
+pub fn completions_command(cmd: clap::Command, shell: Shell) -> std::process::ExitCode {
+    completions(cmd, shell, &mut std::io::stdout());
+    std::process::ExitCode::SUCCESS
+}
+
+/// `man DIR` as a binary's subcommand: the pages written, their paths on stdout.
+pub fn man_command(cmd: clap::Command, dir: &Path) -> std::process::ExitCode {
+    match man_pages(cmd, dir) {
+        Ok(files) => {
+            for f in files {
+                println!("{}", f.display());
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cannot write man pages into {}: {e}", dir.display());
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// The `man DIR` subcommand's work: a page for `cmd` and one per subcommand (`drainer.1`,
+/// `drainer-run.1`, ...), written into `dir` (created if missing). Returns the files written.
+pub fn man_pages(cmd: clap::Command, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut cmd = cmd;
+    cmd.build();
+    let mut written = Vec::new();
+    write_page(&cmd, cmd.get_name(), dir, &mut written)?;
+    Ok(written)
+}
+
+fn write_page(
+    cmd: &clap::Command,
+    name: &str,
+    dir: &Path,
+    written: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
+    let page = cmd.clone().name(name.to_string());
+    let path = dir.join(format!("{name}.1"));
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(page).render(&mut buf)?;
+    std::fs::write(&path, buf)?;
+    written.push(path);
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        write_page(sub, &format!("{name}-{}", sub.get_name()), dir, written)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd() -> clap::Command {
+        clap::Command::new("tool")
+            .about("a tool")
+            .subcommand(
+                clap::Command::new("run")
+                    .about("run it")
+                    .arg(clap::Arg::new("fast").long("fast").help("go fast")),
+            )
+            .subcommand(clap::Command::new("plan").about("plan it"))
+    }
+
+    #[test]
+    fn man_pages_for_the_command_and_each_subcommand() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = man_pages(cmd(), dir.path()).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["tool.1", "tool-run.1", "tool-plan.1"]);
+        let run = std::fs::read_to_string(dir.path().join("tool-run.1")).unwrap();
+        assert!(run.contains(".TH tool-run 1"), "{run}");
+        assert!(run.contains("go fast"), "{run}");
+    }
+
+    #[test]
+    fn completion_scripts_name_the_subcommands() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let mut out = Vec::new();
+            completions(cmd(), shell, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            assert!(
+                text.contains("run") && text.contains("plan"),
+                "{shell}: {text}"
+            );
+            assert!(text.contains("fast"), "{shell}: {text}");
+        }
+    }
+}
