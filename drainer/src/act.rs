@@ -23,7 +23,9 @@ use crate::decide::stale::Stale;
 use crate::decide::{DrainJob, PodInfo};
 use crate::metrics::Metrics;
 use crate::observe::Observed;
-use crate::occurrence::{EvictionFor, Occurrence, PodOccurrence};
+use crate::decide::fleet::FleetEvent;
+use crate::notify::{ConditionNote, Notification, Notifier};
+use crate::occurrence::{EvictionFor, Occurrence, PodOccurrence, SafetyOccurrence};
 use crate::record::{DrainOutcome, Record};
 use crate::view::NodeView;
 
@@ -100,6 +102,10 @@ pub struct Actor {
     leader: watch::Receiver<bool>,
     /// The pod cache a drain waits on for evicted pods to go.
     observed: Observed,
+    /// Where notifications go (`--notify-url`).
+    notifier: Notifier,
+    /// This drainer's name in notifications (its Lease name).
+    owner: String,
 }
 
 /// The writes the controller makes, as a seam: [`Actor`] performs them against the API server; a
@@ -145,6 +151,13 @@ pub trait Act: Clone + Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Option<String>> + Send;
     /// Turn dry-run mode on or off (a config reload changed it).
     fn set_dry_run(&self, on: bool);
+    /// A fleet-wide change (breaker, outage) or a node starting to flap: log, count, notify, and
+    /// write an Event about `regarding` (the drainer's Lease) or the node.
+    fn fleet_event(
+        &self,
+        ev: &FleetEvent,
+        regarding: Option<k8s_openapi::api::core::v1::ObjectReference>,
+    ) -> impl std::future::Future<Output = ()> + Send;
 }
 
 fn not_leading() -> kube::Error {
@@ -166,7 +179,47 @@ impl Actor {
             dry_run: Arc::new(AtomicBool::new(dry_run)),
             leader,
             observed,
+            notifier: Notifier::disabled(),
+            owner: crate::config::DEFAULT_OWNER.into(),
         }
+    }
+
+    /// Notify `notifier` of what happens, as `owner`.
+    pub fn with_notifier(mut self, notifier: Notifier, owner: &str) -> Actor {
+        self.notifier = notifier;
+        self.owner = owner.to_string();
+        self
+    }
+
+    /// Notify what matters to people on call about `node` (its conditions as the cache has them).
+    fn notify(&self, node: &str, o: &Occurrence) {
+        let event = match o {
+            Occurrence::Cordoned { .. } => "cordoned",
+            Occurrence::DrainStarting { .. } => "drain_started",
+            Occurrence::Drained => "drained",
+            Occurrence::DrainFailed { .. } => "drain_failed",
+            Occurrence::Uncordoned { .. } => "uncordoned",
+            _ => return,
+        };
+        let reason = match o {
+            Occurrence::Cordoned { problem } => problem.clone(),
+            Occurrence::Uncordoned { why } => why.clone(),
+            other => other.message(),
+        };
+        let mut n = Notification::new(event, Some(node.to_string()), None, reason, &self.owner);
+        if let Some(v) = self.observed.node(node) {
+            n.conditions = v
+                .conditions
+                .iter()
+                .map(|c| ConditionNote {
+                    type_: c.type_.to_string(),
+                    status: c.status.to_string(),
+                    reason: c.reason.as_deref().map(|r| r.to_string()).unwrap_or_default(),
+                    since: ts(c.since),
+                })
+                .collect();
+        }
+        self.notifier.send(n);
     }
 
     fn dry_run(&self) -> bool {
@@ -201,10 +254,13 @@ impl Actor {
         }
     }
 
-    /// Log, count and write the Event of an occurrence on `node`, together.
+    /// Log, count, notify and write the Event of an occurrence on `node`, together.
     async fn emit(&self, node: &str, o: Occurrence) {
         o.log(node);
         o.count(&self.metrics);
+        if self.leading() {
+            self.notify(node, &o);
+        }
         self.event(node, o.severity(), o.reason(), o.message())
             .await;
     }
@@ -288,6 +344,52 @@ impl Actor {
 impl Act for Actor {
     fn set_dry_run(&self, on: bool) {
         self.dry_run.store(on, Ordering::Relaxed);
+    }
+
+    async fn fleet_event(
+        &self,
+        ev: &FleetEvent,
+        regarding: Option<k8s_openapi::api::core::v1::ObjectReference>,
+    ) {
+        let s = SafetyOccurrence::of(ev);
+        s.log();
+        self.metrics.safety_event(s.metric);
+        if !self.leading() {
+            return;
+        }
+        self.notifier.send(Notification::new(
+            s.notify,
+            s.node.clone(),
+            s.domain.clone(),
+            s.message.clone(),
+            &self.owner,
+        ));
+        let now = Timestamp::now();
+        let event = NodeEvent {
+            source: SOURCE.into(),
+            severity: s.severity,
+            reason: s.reason.into(),
+            message: s.message.clone(),
+            count: 1,
+            first_seen: now,
+            last_seen: now,
+        };
+        let written = match (&s.node, regarding) {
+            (Some(node), _) => NodeEvents::new(self.client.clone(), node)
+                .create(&event)
+                .await
+                .map(|_| ()),
+            (None, Some(lease)) => {
+                let ns = lease.namespace.clone().unwrap_or_default();
+                nodemedic_common::events::create_for(self.client.clone(), &ns, lease, "", &event)
+                    .await
+                    .map(|_| ())
+            }
+            (None, None) => Ok(()),
+        };
+        if let Err(e) = written {
+            tracing::warn!(reason = s.reason, error = %e, "cannot write event");
+        }
     }
 
     async fn report_stale(&self, s: &Stale, message: String) {

@@ -94,6 +94,63 @@ pub struct Config {
     pub evict_stale_pods: bool,
     /// How often a waiting node's WaitingForBudget Event count is refreshed (default 1m).
     pub event_refresh: Duration,
+    /// Fleet safety: the breaker, failure domains, flap damping, drain windows.
+    pub safety: crate::decide::safety::Safety,
+    /// What a drained node gets, and whether the Node object is deleted later.
+    pub after_drain: AfterDrain,
+    /// Where notifications go.
+    pub notify_urls: Vec<String>,
+}
+
+/// Marks for a drained node (so an autoscaler, Karpenter or a machine controller replaces it),
+/// removed again if it recovers and is uncordoned; and optionally deleting the Node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AfterDrain {
+    pub labels: Vec<(String, String)>,
+    pub annotations: Vec<(String, String)>,
+    pub taints: Vec<Taint>,
+    /// Delete the Node this long after its drain succeeded.
+    pub delete_after: Option<Duration>,
+}
+
+impl AfterDrain {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty() && self.taints.is_empty()
+    }
+}
+
+/// A node taint, `KEY[=VALUE]:EFFECT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+impl std::str::FromStr for Taint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Taint, String> {
+        let (kv, effect) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{s:?}: expected KEY[=VALUE]:EFFECT"))?;
+        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+            return Err(format!(
+                "{s:?}: the effect must be NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+        let (key, value) = match kv.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (kv, None),
+        };
+        if key.is_empty() {
+            return Err(format!("{s:?}: the key is empty"));
+        }
+        Ok(Taint {
+            key: key.to_string(),
+            value,
+            effect: effect.to_string(),
+        })
+    }
 }
 
 impl Default for Config {
@@ -126,6 +183,9 @@ impl Default for Config {
             stale_readiness: Some(Duration::from_secs(120)),
             evict_stale_pods: false,
             event_refresh: Duration::from_secs(60),
+            safety: Default::default(),
+            after_drain: AfterDrain::default(),
+            notify_urls: Vec::new(),
         }
     }
 }
@@ -167,6 +227,9 @@ impl Config {
             stale_readiness,
             evict_stale_pods,
             event_refresh,
+            safety,
+            after_drain,
+            notify_urls,
         );
         out
     }

@@ -20,6 +20,8 @@ use tokio::task::JoinHandle;
 use crate::act::Act;
 use crate::config::Config;
 use crate::decide::fleet::Fleet;
+use crate::decide::safety;
+use k8s_openapi::api::coordination::v1::Lease;
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
 use crate::decide::{Action, DrainJob, Effect, Why};
 use crate::metrics::{Budget, Metrics};
@@ -59,6 +61,14 @@ pub(crate) struct Controller<A: Act> {
     last_resync: Option<Timestamp>,
     /// Validated settings from config reloads.
     configs: Option<mpsc::Receiver<Config>>,
+    /// The drainer's Lease as the election last read it (the pause, the breaker kept there).
+    lease: Option<watch::Receiver<Option<Lease>>>,
+    /// The breaker state for the election to keep on the Lease (see `leader::LeaseData`).
+    breaker_out: Option<watch::Sender<Option<Option<String>>>>,
+    /// What was last handed to `breaker_out`.
+    published_breaker: Option<Option<String>>,
+    /// Leading at the last loop turn (a new leadership reads the breaker back first).
+    was_leading: bool,
 }
 
 impl<A: Act> Controller<A> {
@@ -87,6 +97,59 @@ impl<A: Act> Controller<A> {
             clock,
             last_resync: None,
             configs: None,
+            lease: None,
+            breaker_out: None,
+            published_breaker: None,
+            was_leading: false,
+        }
+    }
+
+    /// Read the pause and the breaker from the Lease, and keep the breaker's state there.
+    pub(crate) fn with_lease(
+        mut self,
+        lease: watch::Receiver<Option<Lease>>,
+        breaker_out: watch::Sender<Option<Option<String>>>,
+    ) -> Controller<A> {
+        self.lease = Some(lease);
+        self.breaker_out = Some(breaker_out);
+        self
+    }
+
+    fn lease(&self) -> Option<Lease> {
+        self.lease.as_ref().and_then(|l| l.borrow().clone())
+    }
+
+    /// A new leadership continues the breaker the previous leader kept on the Lease.
+    fn restore_breaker(&mut self) {
+        let raw = self.lease().and_then(|l| {
+            l.metadata
+                .annotations
+                .and_then(|a| a.get(safety::BREAKER_ANNOTATION).cloned())
+        });
+        let breaker = match raw.as_deref().map(safety::Breaker::from_annotation) {
+            None => safety::Breaker::default(),
+            Some(Ok(b)) => b,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "unreadable breaker state on the Lease; starting closed");
+                safety::Breaker::default()
+            }
+        };
+        if breaker.is_open() {
+            tracing::warn!(reason = %breaker.reason, "the circuit breaker was open: it stays open");
+        }
+        self.fleet.restore_breaker(breaker);
+        self.published_breaker = None;
+        self.publish_breaker();
+    }
+
+    fn publish_breaker(&mut self) {
+        let b = self.fleet.breaker();
+        let state = b.is_open().then(|| b.to_annotation());
+        if self.published_breaker.as_ref() != Some(&state) {
+            if let Some(tx) = &self.breaker_out {
+                tx.send_replace(Some(state.clone()));
+            }
+            self.published_breaker = Some(state);
         }
     }
 
@@ -158,8 +221,13 @@ impl<A: Act> Controller<A> {
             beat.beat();
             let leading = *self.leader.borrow();
             self.metrics.leader.set(leading as i64);
+            let newly_leading = leading && !self.was_leading;
+            self.was_leading = leading;
             if !leading {
                 continue;
+            }
+            if newly_leading {
+                self.restore_breaker();
             }
             self.round().await;
         }
@@ -329,9 +397,25 @@ impl<A: Act> Controller<A> {
     pub(crate) async fn round(&mut self) {
         self.drains.retain(|_, t| !t.is_finished());
         let now = self.clock.now();
+        let lease = self.lease();
+        self.fleet
+            .set_pause(lease.as_ref().and_then(safety::pause_of));
         self.catch_up(now).await;
         let decisions = self.decide(now).await;
         self.metrics.decided.inc_by(decisions.len() as u64);
+        // The fleet-wide changes first (the breaker opening explains the holds that follow).
+        let regarding = lease.as_ref().map(lease_reference);
+        for ev in self.fleet.take_events() {
+            self.actor.fleet_event(&ev, regarding.clone()).await;
+        }
+        self.publish_breaker();
+        self.metrics
+            .breaker_open
+            .set(self.fleet.breaker().is_open() as i64);
+        self.metrics
+            .domain_outages
+            .set(self.fleet.outages().len() as i64);
+        self.metrics.held.set(self.fleet.held() as i64);
         self.stale_readiness(now).await;
         let fleet = &self.fleet;
         self.waits.retain(|n| fleet.contains(n));
@@ -341,11 +425,20 @@ impl<A: Act> Controller<A> {
             // healthy is not news.
             let previous = self.last_why.insert(d.node.clone(), d.why.kind());
             let changed = previous != Some(d.why.kind());
+            // Holds for a fleet-wide reason are logged once, by that reason's own line.
+            let fleet_wide = matches!(
+                d.why,
+                Why::BreakerOpen { .. } | Why::DomainOutage { .. } | Why::Paused { .. }
+            );
             if changed
                 && (d.action != Action::None || previous.is_some())
                 && d.why != Why::NotSelected
             {
-                tracing::info!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
+                if fleet_wide {
+                    tracing::debug!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
+                } else {
+                    tracing::info!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
+                }
             }
             let budget = match d.why {
                 Why::CordonBudget { .. } => Some(Budget::Cordons),
@@ -437,6 +530,18 @@ async fn write<A: Act>(
     }
 }
 
+/// The Lease as the object fleet-wide Events are about (`kubectl describe lease` shows them).
+fn lease_reference(l: &Lease) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".into()),
+        kind: Some("Lease".into()),
+        name: l.metadata.name.clone(),
+        namespace: l.metadata.namespace.clone(),
+        uid: l.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
 /// The next config from the reloader; pending forever without one (or once it is gone).
 async fn next_config(configs: &mut Option<mpsc::Receiver<Config>>) -> Option<Config> {
     match configs {
@@ -475,6 +580,7 @@ mod tests {
         Note(String, String, i32),
         Stale(String, bool),
         DryRun(bool),
+        Fleet(String),
     }
 
     #[derive(Clone, Default)]
@@ -489,6 +595,13 @@ mod tests {
     impl Act for Recorder {
         fn set_dry_run(&self, on: bool) {
             self.0.lock().unwrap().push(Call::DryRun(on));
+        }
+        async fn fleet_event(
+            &self,
+            ev: &crate::decide::fleet::FleetEvent,
+            _regarding: Option<k8s_openapi::api::core::v1::ObjectReference>,
+        ) {
+            self.0.lock().unwrap().push(Call::Fleet(format!("{ev:?}")));
         }
         async fn cordon(&self, node: &NodeView, _record: &Record, _skip: bool) -> bool {
             self.0.lock().unwrap().push(Call::Cordon(node.name.clone()));
@@ -554,6 +667,7 @@ mod tests {
 
     fn controller(max_cordoned: usize) -> (Controller<Recorder>, Observed, Recorder) {
         controller_with(Config {
+            safety: crate::decide::safety::Safety::off(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             drain_buffer: std::time::Duration::ZERO,
             max_cordoned: crate::config::Budget::Count(max_cordoned),

@@ -3,6 +3,10 @@
 //! replicas racing get one success and one 409. The step to take is a pure function ([`next_step`]).
 //! Leadership is published on a watch channel; it turns false at once when a renewal fails or the
 //! renew deadline passes, and every write of the controller checks it first.
+//!
+//! The Lease also carries what operators and the next leader must see: the pause annotation an
+//! operator sets (read every period and published as the Lease read), and the circuit breaker's
+//! state, which the leader writes with its renewals when it changed (so no extra write races them).
 
 use std::time::Duration;
 
@@ -11,6 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
+
+use crate::decide::safety::BREAKER_ANNOTATION;
 
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
@@ -80,12 +86,49 @@ fn spec(
     }
 }
 
+/// What the Lease carries besides the election.
+pub struct LeaseData {
+    /// The Lease as last read (every retry period, leading or not).
+    pub read: watch::Sender<Option<Lease>>,
+    /// The breaker state to keep in [`BREAKER_ANNOTATION`], written with the next renewal: `None`
+    /// leaves the annotation as it is (a new leader has not read it back yet), `Some(None)` removes
+    /// it, `Some(Some(state))` sets it.
+    pub breaker: watch::Receiver<Option<Option<String>>>,
+}
+
+impl LeaseData {
+    /// Channels nobody else reads or writes (tests, and callers without a controller).
+    pub fn detached() -> LeaseData {
+        LeaseData {
+            read: watch::channel(None).0,
+            breaker: watch::channel(None).1,
+        }
+    }
+}
+
+/// Set (or with `Some(None)` remove) annotation `key` on `lease`; `None` leaves it.
+fn annotate(lease: &mut Lease, key: &str, value: Option<Option<String>>) {
+    let Some(value) = value else {
+        return;
+    };
+    let annotations = lease.metadata.annotations.get_or_insert_with(Default::default);
+    match value {
+        Some(v) => {
+            annotations.insert(key.to_string(), v);
+        }
+        None => {
+            annotations.remove(key);
+        }
+    }
+}
+
 /// Run the election until `stop`; `leader` says whether we lead.
 pub async fn run(
     client: kube::Client,
     cfg: LeaseConfig,
     leader: watch::Sender<bool>,
     mut stop: watch::Receiver<bool>,
+    data: LeaseData,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let mut last_renew: Option<tokio::time::Instant> = None;
@@ -93,13 +136,16 @@ pub async fn run(
         let now = Timestamp::now();
         let outcome: Result<bool, kube::Error> = async {
             let current = api.get_opt(&cfg.name).await?;
+            data.read.send_replace(current.clone());
+            let breaker = data.breaker.borrow().clone();
             let step = next_step(current.as_ref().and_then(|l| l.spec.as_ref()), &cfg.identity, now, cfg.duration);
             match (step, current) {
                 (Step::Create, _) => {
-                    let lease = Lease {
+                    let mut lease = Lease {
                         metadata: ObjectMeta { name: Some(cfg.name.clone()), ..Default::default() },
                         spec: Some(spec(&cfg, now, None, 0)),
                     };
+                    annotate(&mut lease, BREAKER_ANNOTATION, breaker);
                     api.create(&PostParams::default(), &lease).await?;
                     tracing::info!(lease = %cfg.name, identity = %cfg.identity, "created the lease: leading");
                     Ok(true)
@@ -107,6 +153,7 @@ pub async fn run(
                 (Step::Renew, Some(mut lease)) => {
                     let old = lease.spec.clone().unwrap_or_default();
                     lease.spec = Some(spec(&cfg, now, old.acquire_time, old.lease_transitions.unwrap_or(0)));
+                    annotate(&mut lease, BREAKER_ANNOTATION, breaker);
                     api.replace(&cfg.name, &PostParams::default(), &lease).await?;
                     Ok(true)
                 }

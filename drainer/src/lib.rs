@@ -22,6 +22,7 @@ pub mod intern;
 pub mod leader;
 pub mod live;
 pub mod metrics;
+pub mod notify;
 pub mod observe;
 pub mod occurrence;
 pub mod plan;

@@ -11,6 +11,14 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 label_value!(pub Budget { Cordons => "cordons", Drains => "drains" });
+label_value!(pub NotifyResult { Sent => "sent", Failed => "failed", Dropped => "dropped" });
+label_value!(pub SafetyEvent {
+    BreakerOpened => "breaker_opened",
+    BreakerClosed => "breaker_closed",
+    OutageStarted => "outage_started",
+    OutageEnded => "outage_ended",
+    NodeFlapping => "node_flapping",
+});
 label_value!(pub GuardDecision {
     Allowed => "allowed",
     AllowedNotSynced => "allowed_not_synced",
@@ -21,6 +29,16 @@ label_value!(pub GuardDecision {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct BudgetLabel {
     budget: Budget,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct NotifyLabel {
+    result: NotifyResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SafetyLabel {
+    event: SafetyEvent,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -39,6 +57,14 @@ pub struct Metrics {
     guard_requests: Family<DecisionLabel, Counter>,
     guard_cert_reloads: Family<ReloadLabel, Counter>,
     config_reloads: Family<ReloadLabel, Counter>,
+    notifications: Family<NotifyLabel, Counter>,
+    safety_events: Family<SafetyLabel, Counter>,
+    /// 1 while the circuit breaker is open.
+    pub breaker_open: Gauge,
+    /// Failure domains in an outage now.
+    pub domain_outages: Gauge,
+    /// Nodes a safety gate holds (breaker, outage, flapping, pause), as of the last round.
+    pub held: Gauge,
     pub drain_duration: Histogram,
     pub leader: Gauge,
     pub stale_pods: Gauge,
@@ -62,6 +88,11 @@ impl Metrics {
             guard_requests: Family::default(),
             guard_cert_reloads: Family::default(),
             config_reloads: Family::default(),
+            notifications: Family::default(),
+            safety_events: Family::default(),
+            breaker_open: Gauge::default(),
+            domain_outages: Gauge::default(),
+            held: Gauge::default(),
             drain_duration: Histogram::new([10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0]),
             leader: Gauge::default(),
             stale_pods: Gauge::default(),
@@ -121,6 +152,31 @@ impl Metrics {
             m.config_reloads.clone(),
         );
         registry.register(
+            "nodemedic_drainer_notifications",
+            "Notifications to --notify-url endpoints, by result (failed: given up after retries; dropped: queue full)",
+            m.notifications.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_safety_events",
+            "Changes of the fleet safety states: breaker opened/closed, outage started/ended, node flapping",
+            m.safety_events.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_breaker_open",
+            "1 while the circuit breaker is open (nothing new is cordoned or drained)",
+            m.breaker_open.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_domain_outages",
+            "Failure domains in an outage now (nothing in them is cordoned or drained)",
+            m.domain_outages.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_held_nodes",
+            "Nodes held back by a safety gate (breaker, outage, flapping, pause) as of the last round",
+            m.held.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_drain_duration_seconds",
             "Time from drain start to its end",
             m.drain_duration.clone(),
@@ -170,6 +226,12 @@ impl Metrics {
             let _ = m.evictions.get_or_create(&EvictionLabel { result });
             let _ = m.stale_evictions.get_or_create(&EvictionLabel { result });
         }
+        for &result in NotifyResult::ALL {
+            let _ = m.notifications.get_or_create(&NotifyLabel { result });
+        }
+        for &event in SafetyEvent::ALL {
+            let _ = m.safety_events.get_or_create(&SafetyLabel { event });
+        }
         for &decision in GuardDecision::ALL {
             let _ = m.guard_requests.get_or_create(&DecisionLabel { decision });
         }
@@ -213,6 +275,16 @@ impl Metrics {
     pub fn config_reload(&self, result: Reload) {
         self.config_reloads
             .get_or_create(&ReloadLabel { result })
+            .inc();
+    }
+    pub fn notification(&self, result: NotifyResult) {
+        self.notifications
+            .get_or_create(&NotifyLabel { result })
+            .inc();
+    }
+    pub fn safety_event(&self, event: SafetyEvent) {
+        self.safety_events
+            .get_or_create(&SafetyLabel { event })
             .inc();
     }
     pub fn stale_eviction(&self, result: Eviction) {

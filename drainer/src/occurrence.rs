@@ -26,6 +26,11 @@ pub mod reason {
     pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
     pub const POD_READINESS_STALE: &str = "PodReadinessStale";
     pub const POD_DELETION_BLOCKED: &str = "PodDeletionBlocked";
+    pub const BREAKER_OPENED: &str = "CircuitBreakerOpened";
+    pub const BREAKER_CLOSED: &str = "CircuitBreakerClosed";
+    pub const OUTAGE_STARTED: &str = "DomainOutageStarted";
+    pub const OUTAGE_ENDED: &str = "DomainOutageEnded";
+    pub const NODE_FLAPPING: &str = "NodeFlapping";
 }
 
 /// Something that happened to a node.
@@ -153,6 +158,107 @@ impl Occurrence {
             Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
             UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
             CordonStarting { .. } | DrainStarting { .. } | UncordonStarting { .. } => {}
+        }
+    }
+}
+
+/// A fleet-wide change, or a node starting to flap, as one log line, metric, Event and
+/// notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SafetyOccurrence {
+    pub reason: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    pub metric: crate::metrics::SafetyEvent,
+    /// The notification's `event`.
+    pub notify: &'static str,
+    pub node: Option<String>,
+    pub domain: Option<String>,
+}
+
+impl SafetyOccurrence {
+    pub fn of(ev: &crate::decide::fleet::FleetEvent) -> SafetyOccurrence {
+        use crate::decide::fleet::FleetEvent::*;
+        use crate::metrics::SafetyEvent as M;
+        let (reason, severity, message, metric, notify, node, domain) = match ev {
+            BreakerOpened { reason: why } => (
+                reason::BREAKER_OPENED,
+                Severity::Warning,
+                format!("Circuit breaker opened ({why}): nothing new is cordoned or drained until it closes"),
+                M::BreakerOpened,
+                "breaker_opened",
+                None,
+                None,
+            ),
+            BreakerClosed { open_for } => (
+                reason::BREAKER_CLOSED,
+                Severity::Normal,
+                format!(
+                    "Circuit breaker closed after {}: remediation resumes",
+                    humantime::format_duration(Duration::from_secs(open_for.as_secs()))
+                ),
+                M::BreakerClosed,
+                "breaker_closed",
+                None,
+                None,
+            ),
+            OutageStarted(o) => (
+                reason::OUTAGE_STARTED,
+                Severity::Warning,
+                format!("Domain {o}: treated as a partition, nothing in it is cordoned or drained"),
+                M::OutageStarted,
+                "outage_started",
+                None,
+                Some(o.domain.clone()),
+            ),
+            OutageEnded { domain } => (
+                reason::OUTAGE_ENDED,
+                Severity::Normal,
+                format!("Outage in {domain} ended: its nodes are decided one by one again"),
+                M::OutageEnded,
+                "outage_ended",
+                None,
+                Some(domain.clone()),
+            ),
+            Flapping { node, changes } => (
+                reason::NODE_FLAPPING,
+                Severity::Warning,
+                format!(
+                    "Node conditions changed {changes} times in a short while: not cordoned or drained until stable"
+                ),
+                M::NodeFlapping,
+                "node_flapping",
+                Some(node.clone()),
+                None,
+            ),
+        };
+        SafetyOccurrence {
+            reason,
+            severity,
+            message,
+            metric,
+            notify,
+            node,
+            domain,
+        }
+    }
+
+    pub fn log(&self) {
+        match self.severity {
+            Severity::Warning => tracing::warn!(
+                reason = self.reason,
+                node = self.node.as_deref().unwrap_or(""),
+                domain = self.domain.as_deref().unwrap_or(""),
+                "{}",
+                self.message
+            ),
+            Severity::Normal => tracing::info!(
+                reason = self.reason,
+                node = self.node.as_deref().unwrap_or(""),
+                domain = self.domain.as_deref().unwrap_or(""),
+                "{}",
+                self.message
+            ),
         }
     }
 }

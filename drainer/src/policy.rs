@@ -68,6 +68,54 @@ pub struct PolicyArgs {
     /// Also evict stale pods (Eviction API, PodDisruptionBudgets honoured; exempt pods never).
     #[arg(long = "evict-stale-pods")]
     pub evict_stale_pods: bool,
+    /// Circuit breaker: open when more than N or N% of the selected nodes are unhealthy. Default 30%.
+    #[arg(long = "max-unhealthy")]
+    pub max_unhealthy: Option<String>,
+    /// Circuit breaker: open when more than N or N% became unhealthy within --breaker-window. Default 20%.
+    #[arg(long = "breaker-new")]
+    pub breaker_new: Option<String>,
+    /// The window of --breaker-new. Default 5m.
+    #[arg(long = "breaker-window", value_parser = humantime::parse_duration)]
+    pub breaker_window: Option<Duration>,
+    /// The breaker closes after the counts stayed under the thresholds this long. Default 10m.
+    #[arg(long = "breaker-cooldown", value_parser = humantime::parse_duration)]
+    pub breaker_cooldown: Option<Duration>,
+    /// Node label naming a node's failure domain (Kosmos leaf nodes are their own). Default topology.kubernetes.io/zone.
+    #[arg(long = "failure-domain")]
+    pub failure_domain: Option<String>,
+    /// Nodes cordoned at once per failure domain: N or N% of its selected nodes. Default: no limit.
+    #[arg(long = "max-cordoned-per-domain")]
+    pub max_cordoned_per_domain: Option<String>,
+    /// A domain with more than N% of its nodes unhealthy is an outage: nothing in it is cordoned or drained. Default 50%.
+    #[arg(long = "domain-outage")]
+    pub domain_outage: Option<String>,
+    /// Domains smaller than this are never an outage. Default 3.
+    #[arg(long = "domain-outage-min-nodes")]
+    pub domain_outage_min_nodes: Option<usize>,
+    /// A node whose watched conditions changed this many times within --flap-window is flapping (0: off). Default 4.
+    #[arg(long = "flap-threshold")]
+    pub flap_threshold: Option<usize>,
+    /// The flapping window; a flapping node is acted on once stable this long. Default 10m.
+    #[arg(long = "flap-window", value_parser = humantime::parse_duration)]
+    pub flap_window: Option<Duration>,
+    /// Drains start only inside these windows, e.g. "Mon-Fri 09:00-17:00 Europe/Berlin" (repeatable; cordons happen at once).
+    #[arg(long = "drain-window")]
+    pub drain_windows: Vec<String>,
+    /// Label a drained node KEY=VALUE, e.g. for an autoscaler or machine controller to replace it (repeatable).
+    #[arg(long = "after-drain-label")]
+    pub after_drain_labels: Vec<String>,
+    /// Annotate a drained node KEY=VALUE (repeatable).
+    #[arg(long = "after-drain-annotation")]
+    pub after_drain_annotations: Vec<String>,
+    /// Taint a drained node KEY[=VALUE]:EFFECT (repeatable).
+    #[arg(long = "after-drain-taint")]
+    pub after_drain_taints: Vec<String>,
+    /// Delete the Node object this long after its drain succeeded (for clusters where that is the replacement signal). Default: never.
+    #[arg(long = "delete-drained-node-after", value_parser = humantime::parse_duration)]
+    pub delete_drained_node_after: Option<Duration>,
+    /// POST a JSON notification (with a Slack-compatible `text`) here on cordons, drains, uncordons, breaker and outage changes (repeatable).
+    #[arg(long = "notify-url")]
+    pub notify_urls: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -93,6 +141,27 @@ struct FileConfig {
     dry_run: Option<bool>,
     stale_readiness_threshold: Option<Spanned<String>>,
     evict_stale_pods: Option<bool>,
+    max_unhealthy: Option<Spanned<String>>,
+    breaker_new: Option<Spanned<String>>,
+    breaker_window: Option<Spanned<String>>,
+    breaker_cooldown: Option<Spanned<String>>,
+    failure_domain: Option<Spanned<String>>,
+    max_cordoned_per_domain: Option<Spanned<String>>,
+    domain_outage: Option<Spanned<String>>,
+    domain_outage_min_nodes: Option<usize>,
+    flap_threshold: Option<usize>,
+    flap_window: Option<Spanned<String>>,
+    #[serde(default)]
+    drain_windows: Vec<Spanned<String>>,
+    #[serde(default)]
+    after_drain_labels: Vec<Spanned<String>>,
+    #[serde(default)]
+    after_drain_annotations: Vec<Spanned<String>>,
+    #[serde(default)]
+    after_drain_taints: Vec<Spanned<String>>,
+    delete_drained_node_after: Option<Spanned<String>>,
+    #[serde(default)]
+    notify_urls: Vec<Spanned<String>>,
 }
 
 /// One configuration error and where it is: typed and comparable, all of them reported together.
@@ -289,17 +358,118 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
         }
         cfg.max_drains_in_flight = n;
     }
-    match (&args.max_cordoned, &file.max_cordoned) {
-        (Some(b), _) => match b.parse::<Budget>() {
-            Ok(b) => cfg.max_cordoned = b,
-            Err(e) => errors.push(PolicyError::Flag(format!("--max-cordoned: {e}"))),
-        },
-        (None, Some(s)) => match s.value.parse::<Budget>() {
-            Ok(b) => cfg.max_cordoned = b,
-            Err(e) => errors.push(at(&path, s, format!("maxCordoned: {e}"))),
-        },
-        _ => {}
+    // A value from its flag, else from the file (with its position), parsed by `parse`.
+    fn pick<T>(
+        flag: &Option<String>,
+        from_file: &Option<Spanned<String>>,
+        names: (&str, &str),
+        path: &Path,
+        parse: impl Fn(&str) -> Result<T, String>,
+        errors: &mut Vec<PolicyError>,
+    ) -> Option<T> {
+        let (flag_name, key) = names;
+        match (flag, from_file) {
+            (Some(v), _) => parse(v)
+                .map_err(|e| errors.push(PolicyError::Flag(format!("--{flag_name}: {e}"))))
+                .ok(),
+            (None, Some(s)) => parse(&s.value)
+                .map_err(|e| errors.push(at(path, s, format!("{key}: {e}"))))
+                .ok(),
+            _ => None,
+        }
     }
+    // Repeatable flags replace the file's list.
+    fn each<T>(
+        flags: &[String],
+        from_file: &[Spanned<String>],
+        names: (&str, &str),
+        path: &Path,
+        parse: impl Fn(&str) -> Result<T, String>,
+        errors: &mut Vec<PolicyError>,
+    ) -> Vec<T> {
+        let (flag_name, key) = names;
+        if !flags.is_empty() {
+            return flags
+                .iter()
+                .filter_map(|v| {
+                    parse(v)
+                        .map_err(|e| errors.push(PolicyError::Flag(format!("--{flag_name}: {e}"))))
+                        .ok()
+                })
+                .collect();
+        }
+        from_file
+            .iter()
+            .filter_map(|s| {
+                parse(&s.value)
+                    .map_err(|e| errors.push(at(path, s, format!("{key}: {e}"))))
+                    .ok()
+            })
+            .collect()
+    }
+    let budget = |v: &str| v.parse::<Budget>();
+    let dur = |v: &str| {
+        humantime::parse_duration(v.trim()).map_err(|e| format!("invalid duration {v:?}: {e}"))
+    };
+    if let Some(b) = pick(&args.max_cordoned, &file.max_cordoned, ("max-cordoned", "maxCordoned"), &path, budget, &mut errors) {
+        cfg.max_cordoned = b;
+    }
+    let s = &mut cfg.safety;
+    if let Some(b) = pick(&args.max_unhealthy, &file.max_unhealthy, ("max-unhealthy", "maxUnhealthy"), &path, budget, &mut errors) {
+        s.max_unhealthy = b;
+    }
+    if let Some(b) = pick(&args.breaker_new, &file.breaker_new, ("breaker-new", "breakerNew"), &path, budget, &mut errors) {
+        s.breaker_new = b;
+    }
+    let flag_dur = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
+    if let Some(d) = pick(&flag_dur(args.breaker_window), &file.breaker_window, ("breaker-window", "breakerWindow"), &path, dur, &mut errors) {
+        s.breaker_window = d;
+    }
+    if let Some(d) = pick(&flag_dur(args.breaker_cooldown), &file.breaker_cooldown, ("breaker-cooldown", "breakerCooldown"), &path, dur, &mut errors) {
+        s.breaker_cooldown = d;
+    }
+    let label_key = |v: &str| {
+        let v = v.trim();
+        if v.is_empty() || v.contains(char::is_whitespace) || v.contains('=') {
+            Err(format!("{v:?}: expected a label key, e.g. topology.kubernetes.io/zone"))
+        } else {
+            Ok(v.to_string())
+        }
+    };
+    if let Some(l) = pick(&args.failure_domain, &file.failure_domain, ("failure-domain", "failureDomain"), &path, label_key, &mut errors) {
+        s.failure_domain = l;
+    }
+    if let Some(b) = pick(&args.max_cordoned_per_domain, &file.max_cordoned_per_domain, ("max-cordoned-per-domain", "maxCordonedPerDomain"), &path, budget, &mut errors) {
+        s.max_cordoned_per_domain = Some(b);
+    }
+    let percent = |v: &str| match v.parse::<Budget>() {
+        Ok(Budget::Percent(p)) => Ok(p),
+        _ => Err(format!("{v:?}: expected a percentage in (0, 100], e.g. 50%")),
+    };
+    if let Some(p) = pick(&args.domain_outage, &file.domain_outage, ("domain-outage", "domainOutage"), &path, percent, &mut errors) {
+        s.domain_outage_percent = p;
+    }
+    if let Some(n) = args.domain_outage_min_nodes.or(file.domain_outage_min_nodes) {
+        s.domain_outage_min_nodes = n;
+    }
+    if let Some(n) = args.flap_threshold.or(file.flap_threshold) {
+        s.flap_threshold = n;
+    }
+    if let Some(d) = pick(&flag_dur(args.flap_window), &file.flap_window, ("flap-window", "flapWindow"), &path, dur, &mut errors) {
+        s.flap_window = d;
+    }
+    s.drain_windows = each(&args.drain_windows, &file.drain_windows, ("drain-window", "drainWindows"), &path, |v| v.parse::<crate::decide::safety::DrainWindow>(), &mut errors);
+    let pair = |v: &str| match v.split_once('=') {
+        Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
+        _ => Err(format!("{v:?}: expected KEY=VALUE")),
+    };
+    cfg.after_drain.labels = each(&args.after_drain_labels, &file.after_drain_labels, ("after-drain-label", "afterDrainLabels"), &path, pair, &mut errors);
+    cfg.after_drain.annotations = each(&args.after_drain_annotations, &file.after_drain_annotations, ("after-drain-annotation", "afterDrainAnnotations"), &path, pair, &mut errors);
+    cfg.after_drain.taints = each(&args.after_drain_taints, &file.after_drain_taints, ("after-drain-taint", "afterDrainTaints"), &path, |v| v.parse::<crate::config::Taint>(), &mut errors);
+    if let Some(d) = pick(&flag_dur(args.delete_drained_node_after), &file.delete_drained_node_after, ("delete-drained-node-after", "deleteDrainedNodeAfter"), &path, dur, &mut errors) {
+        cfg.after_drain.delete_after = Some(d);
+    }
+    cfg.notify_urls = each(&args.notify_urls, &file.notify_urls, ("notify-url", "notifyUrls"), &path, |v| crate::notify::check_url(v).map(|()| v.to_string()).map_err(|e| e.trim_start_matches("--notify-url ").to_string()), &mut errors);
     if errors.is_empty() {
         Ok(cfg)
     } else {

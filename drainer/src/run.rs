@@ -112,19 +112,28 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
                 .await?,
         ),
     };
+    let (lease_read_tx, lease_read_rx) = watch::channel(None);
+    let (breaker_tx, breaker_rx) = watch::channel(None);
     let t3 = tokio::spawn(leader::run(
         client.clone(),
         opts.lease.clone(),
         leader_tx,
         stop_rx.clone(),
+        leader::LeaseData {
+            read: lease_read_tx,
+            breaker: breaker_rx,
+        },
     ));
+    let (notifier, t_notify) =
+        crate::notify::Notifier::start(opts.config.notify_urls.clone(), metrics.clone());
     let actor = Actor::new(
         client,
         metrics.clone(),
         opts.config.dry_run,
         leader_rx.clone(),
         observed.clone(),
-    );
+    )
+    .with_notifier(notifier, &opts.lease.name);
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own.
     let mut config = opts.config;
     config.owner = opts.lease.name.clone();
@@ -138,8 +147,10 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         health,
         leader_rx.clone(),
         nodemedic_common::clock::Clock::system(),
-    );
+    )
+    .with_lease(lease_read_rx, breaker_tx);
     let mut tasks = vec![t1, t2, t_watchdog];
+    tasks.extend(t_notify);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {

@@ -7,6 +7,11 @@
 //! Writes the controller made are laid over the views ([`Fleet::wrote`]) until the watch shows
 //! them, so a round between a write and its watch event neither repeats the write nor counts a
 //! budget without it.
+//!
+//! The fleet also keeps what safety needs over time (`safety`): unhealthy counts (overall, by
+//! failure domain, and by when they started) as running totals, the breaker's state, the outages,
+//! and each node's recent condition changes. A round reports what changed among them as
+//! [`FleetEvent`]s; nodes a gate holds are decided again when the gates change, not every round.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -15,7 +20,8 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
-use super::{Candidate, NodeDecision, PodInfo, Totals, Why, decide_some};
+use super::safety::{self, Breaker, BreakerChange, DomainTotals, Flaps, Gates, Outage, Pause};
+use super::{Action, Candidate, NodeDecision, PodInfo, Totals, Why, decide_some};
 use crate::config::Config;
 use crate::record::{Phase, Record};
 use crate::view::NodeView;
@@ -30,6 +36,22 @@ struct Entry {
     /// The record on the node, whichever drainer owns it (boxed: most nodes have none).
     record: Option<Box<Record>>,
     wake: Option<Timestamp>,
+    /// Its failure domain.
+    domain: Option<Arc<str>>,
+    /// Unhealthy since (a watched condition in its problem status now).
+    unhealthy: Option<Timestamp>,
+}
+
+/// What changed among the fleet-wide safety states in a round (the controller logs, counts, writes
+/// Events and notifies for each; `drainer simulate` prints them).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FleetEvent {
+    BreakerOpened { reason: String },
+    BreakerClosed { open_for: Duration },
+    OutageStarted(Outage),
+    OutageEnded { domain: String },
+    /// A node started flapping (once per episode).
+    Flapping { node: String, changes: usize },
 }
 
 /// A write of ours not yet seen by the watch.
@@ -61,6 +83,23 @@ struct Running {
     cordoned: usize,
     draining: usize,
     drain_starts: BTreeMap<Timestamp, usize>,
+    /// Selected nodes unhealthy now.
+    unhealthy: usize,
+    /// ... by when they became unhealthy (the breaker's "newly" count).
+    unhealthy_since: BTreeMap<Timestamp, usize>,
+    /// Selected nodes by failure domain.
+    domains: HashMap<Arc<str>, DomainTotals>,
+}
+
+fn multiset(m: &mut BTreeMap<Timestamp, usize>, t: Timestamp, add: bool) {
+    if add {
+        *m.entry(t).or_default() += 1;
+    } else if let Some(n) = m.get_mut(&t) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(&t);
+        }
+    }
 }
 
 impl Running {
@@ -71,20 +110,39 @@ impl Running {
             }
         };
         step(&mut self.selected, e.selected);
-        let Some(r) = e.record.as_ref().filter(|r| r.owned_by(owner, e.selected)) else {
+        let owned = e.record.as_ref().filter(|r| r.owned_by(owner, e.selected));
+        if e.selected {
+            step(&mut self.unhealthy, e.unhealthy.is_some());
+            if let Some(t) = e.unhealthy {
+                multiset(&mut self.unhealthy_since, t, add);
+            }
+            if let Some(d) = &e.domain {
+                let t = self.domains.entry(d.clone()).or_default();
+                step(&mut t.size, true);
+                step(&mut t.unhealthy, e.unhealthy.is_some());
+                step(&mut t.cordoned, owned.is_some_and(|r| r.holds_cordon()));
+                if t.size == 0 {
+                    self.domains.remove(d);
+                }
+            }
+        }
+        let Some(r) = owned else {
             return;
         };
         step(&mut self.cordoned, r.holds_cordon());
         step(&mut self.draining, r.phase == Phase::Draining);
         if let Some(t) = r.drain_started {
-            if add {
-                *self.drain_starts.entry(t).or_default() += 1;
-            } else if let Some(n) = self.drain_starts.get_mut(&t) {
-                *n -= 1;
-                if *n == 0 {
-                    self.drain_starts.remove(&t);
-                }
-            }
+            multiset(&mut self.drain_starts, t, add);
+        }
+    }
+
+    /// The breaker's counts at `now`.
+    fn health(&self, window: Duration, now: Timestamp) -> safety::Health {
+        let from = nodemedic_common::time::sub(now, window);
+        safety::Health {
+            selected: self.selected,
+            unhealthy: self.unhealthy,
+            newly: self.unhealthy_since.range(from..).map(|(_, n)| n).sum(),
         }
     }
 
@@ -109,6 +167,27 @@ pub struct Fleet {
     wakes: BTreeSet<(Timestamp, String)>,
     /// Waiting for a cordon or drain budget: decided every round, as a freed slot may be theirs.
     waiting: BTreeSet<String>,
+    /// Held by a safety gate: decided again when the gates change.
+    held: BTreeSet<String>,
+    /// The gates of the last round (what a change is detected against).
+    last_gates: Option<GatesKey>,
+    breaker: Breaker,
+    outages: BTreeSet<String>,
+    paused: Option<Pause>,
+    /// Recent condition changes of nodes that had any.
+    flaps: HashMap<String, Flaps>,
+    /// Nodes flapping now whose episode was reported.
+    flapping: BTreeSet<String>,
+    events: Vec<FleetEvent>,
+}
+
+/// What of the gates a held decision depends on.
+#[derive(Debug, Clone, PartialEq)]
+struct GatesKey {
+    paused: bool,
+    breaker: bool,
+    outages: BTreeSet<String>,
+    window: bool,
 }
 
 /// How a selector error is reported: once per node view, by the caller.
@@ -124,7 +203,44 @@ impl Fleet {
             dirty: BTreeSet::new(),
             wakes: BTreeSet::new(),
             waiting: BTreeSet::new(),
+            held: BTreeSet::new(),
+            last_gates: None,
+            breaker: Breaker::default(),
+            outages: BTreeSet::new(),
+            paused: None,
+            flaps: HashMap::new(),
+            flapping: BTreeSet::new(),
+            events: Vec::new(),
         }
+    }
+
+    /// The breaker as kept on the Lease (a restart or a new leader continues it).
+    pub fn restore_breaker(&mut self, b: Breaker) {
+        self.breaker = b;
+    }
+
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// The pause read from the Lease (None: not paused).
+    pub fn set_pause(&mut self, p: Option<Pause>) {
+        self.paused = p;
+    }
+
+    /// What changed among the safety states since the last call.
+    pub fn take_events(&mut self) -> Vec<FleetEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Domains in an outage now.
+    pub fn outages(&self) -> &BTreeSet<String> {
+        &self.outages
+    }
+
+    /// Nodes a safety gate holds now.
+    pub fn held(&self) -> usize {
+        self.held.len()
     }
 
     pub fn len(&self) -> usize {
@@ -186,6 +302,12 @@ impl Fleet {
         self.unwake(&name);
         if let Some(old) = self.nodes.remove(&name) {
             self.running.count(&old, &self.cfg.owner, false);
+            for at in safety::changes(&old.view, &view, &self.cfg) {
+                self.flaps
+                    .entry(name.clone())
+                    .or_default()
+                    .record(at, &self.cfg.safety);
+            }
         }
         let (selected, error) = match self.cfg.selector.matches(&view) {
             Ok(s) => (s, None),
@@ -193,6 +315,8 @@ impl Fleet {
         };
         let entry = Entry {
             record: Record::of(&view).map(Box::new),
+            domain: safety::domain_of(&view, &self.cfg).map(Arc::from),
+            unhealthy: safety::unhealthy_since(&view, &self.cfg),
             view,
             selected,
             wake: None,
@@ -213,7 +337,9 @@ impl Fleet {
         self.running = Running::default();
         self.wakes.clear();
         self.waiting.clear();
+        self.held.clear();
         self.dirty.clear();
+        self.last_gates = None;
         views.into_iter().filter_map(|v| self.update(v)).collect()
     }
 
@@ -226,6 +352,9 @@ impl Fleet {
         self.overlays.remove(name);
         self.dirty.remove(name);
         self.waiting.remove(name);
+        self.held.remove(name);
+        self.flaps.remove(name);
+        self.flapping.remove(name);
     }
 
     /// Its pods changed: decide it again.
@@ -264,7 +393,17 @@ impl Fleet {
 
     /// The next clock wake-up.
     pub fn next_wake(&self) -> Option<Timestamp> {
-        self.wakes.first().map(|(t, _)| *t)
+        let node = self.wakes.first().map(|(t, _)| *t);
+        let breaker = self.breaker.wake(&self.cfg.safety);
+        // The breaker's "newly" count drops as starts age out of its window: look again then.
+        let newly = self.breaker.is_open().then(|| {
+            self.running
+                .unhealthy_since
+                .keys()
+                .next_back()
+                .map(|t| nodemedic_common::time::add(*t, self.cfg.safety.breaker_window))
+        });
+        [node, breaker, newly.flatten()].into_iter().flatten().min()
     }
 
     /// We wrote `record` (None: removed it) and, when given, `unschedulable` on the node: lay it
@@ -292,6 +431,48 @@ impl Fleet {
         let view = Arc::new(overlay.lay(&e.view));
         self.overlays.insert(name.to_string(), overlay);
         self.update(view);
+    }
+
+    /// The gates at `now`: the breaker and the outages are brought up to date from the running
+    /// totals first (their changes become events).
+    fn gates(&mut self, now: Timestamp) -> Gates {
+        let s = self.cfg.safety.clone();
+        let health = self.running.health(s.breaker_window, now);
+        match self.breaker.observe(&health, &s, now) {
+            Some(BreakerChange::Opened(t)) => self.events.push(FleetEvent::BreakerOpened {
+                reason: t.to_string(),
+            }),
+            Some(BreakerChange::Closed { open_for }) => {
+                self.events.push(FleetEvent::BreakerClosed { open_for })
+            }
+            None => {}
+        }
+        let mut domains = BTreeMap::new();
+        let mut outages = BTreeMap::new();
+        for (d, t) in &self.running.domains {
+            domains.insert(d.to_string(), *t);
+            if let Some(o) = safety::outage(d, t, &s) {
+                outages.insert(d.to_string(), o);
+            }
+        }
+        for (d, o) in &outages {
+            if !self.outages.contains(d) {
+                self.events.push(FleetEvent::OutageStarted(o.clone()));
+            }
+        }
+        for d in &self.outages {
+            if !outages.contains_key(d) {
+                self.events.push(FleetEvent::OutageEnded { domain: d.clone() });
+            }
+        }
+        self.outages = outages.keys().cloned().collect();
+        Gates {
+            paused: self.paused.clone(),
+            breaker: self.breaker.hold(&s),
+            outages,
+            domains,
+            window: safety::next_window(&s.drain_windows, now),
+        }
     }
 
     /// Decide the nodes that changed, whose time came, or that wait for a budget; `latest` gives a
@@ -327,7 +508,29 @@ impl Fleet {
             }
             self.dirty.remove(n);
         }
+        let gates = self.gates(now);
+        let key = GatesKey {
+            paused: gates.paused.is_some(),
+            breaker: gates.breaker.is_some(),
+            outages: gates.outages.keys().cloned().collect(),
+            window: gates.window.is_ok(),
+        };
+        let mut names = names;
+        if self.last_gates.as_ref() != Some(&key) {
+            // A gate opened or closed: what it held is decided again.
+            for n in std::mem::take(&mut self.held) {
+                if self.nodes.contains_key(&n) && !names.contains(&n) {
+                    if let Some(v) = latest(&n) {
+                        self.observe(v, now);
+                    }
+                    self.dirty.remove(&n);
+                    names.insert(n);
+                }
+            }
+            self.last_gates = Some(key);
+        }
         let pods: Vec<Vec<Arc<PodInfo>>> = names.iter().map(|n| pods_of(n)).collect();
+        let s = &self.cfg.safety;
         let candidates: Vec<Candidate> = names
             .iter()
             .zip(&pods)
@@ -338,15 +541,36 @@ impl Fleet {
                     selected: e.selected,
                     record: e.record.as_deref(),
                     pods: p.iter().map(|p| &**p).collect(),
+                    domain: e.domain.as_deref(),
+                    flapping: self.flaps.get(n).and_then(|f| f.flapping(now, s)),
                 }
             })
             .collect();
-        let decisions = decide_some(&candidates, &self.running.totals(), &self.cfg, now);
+        let decisions = decide_some(&candidates, &self.running.totals(), &gates, &self.cfg, now);
         drop(candidates);
         let mut out = Vec::with_capacity(decisions.len());
         for d in decisions {
-            if matches!(d.why, Why::CordonBudget { .. } | Why::DrainBudget { .. }) {
-                self.waiting.insert(d.node.clone());
+            match &d.why {
+                Why::CordonBudget { .. } | Why::DrainBudget { .. } | Why::DomainBudget { .. } => {
+                    self.waiting.insert(d.node.clone());
+                }
+                _ if d.action == Action::Hold => {
+                    self.held.insert(d.node.clone());
+                }
+                _ => {}
+            }
+            match &d.why {
+                Why::Flapping { changes, .. } => {
+                    if self.flapping.insert(d.node.clone()) {
+                        self.events.push(FleetEvent::Flapping {
+                            node: d.node.clone(),
+                            changes: *changes,
+                        });
+                    }
+                }
+                _ => {
+                    self.flapping.remove(&d.node);
+                }
             }
             match d.wake {
                 Some(at) => self.wake_at(&d.node, at),
@@ -375,6 +599,7 @@ mod tests {
 
     fn cfg(max_cordoned: usize) -> Arc<Config> {
         Arc::new(Config {
+            safety: safety::Safety::off(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             max_cordoned: Budget::Count(max_cordoned),
             max_drains_in_flight: 1,
@@ -530,6 +755,7 @@ mod tests {
         }
         // The new settings select both pools and allow three cordons.
         let new = Arc::new(Config {
+            safety: safety::Safety::off(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             max_cordoned: Budget::Count(3),
             max_drains_in_flight: 1,

@@ -10,6 +10,7 @@
 
 pub mod fleet;
 pub mod pods;
+pub mod safety;
 pub mod schedule;
 pub mod stale;
 
@@ -35,6 +36,8 @@ pub enum Action {
     Uncordon,
     Wait,
     Skip,
+    /// Held back by a fleet safety gate (breaker, outage, flapping, pause).
+    Hold,
 }
 
 /// What the controller must write besides the action itself.
@@ -130,6 +133,36 @@ pub enum Why {
     },
     BlockedByPods {
         pods: Vec<String>,
+    },
+    /// The circuit breaker is open (its reason, with the counts).
+    BreakerOpen {
+        reason: String,
+    },
+    /// The node's failure domain is in an outage.
+    DomainOutage {
+        outage: String,
+    },
+    /// The domain's cordon budget is full.
+    DomainBudget {
+        domain: String,
+        used: usize,
+        limit: usize,
+        problem: String,
+    },
+    /// Its watched conditions flap: nothing until stable.
+    Flapping {
+        changes: usize,
+        window: Duration,
+        stable_at: Timestamp,
+    },
+    /// Paused through the drainer's Lease (who, since when, why).
+    Paused {
+        by: String,
+    },
+    /// Cordoned; drains start only inside a drain window (`None`: none opens within a week).
+    OutsideDrainWindow {
+        next: Option<Timestamp>,
+        problem: String,
     },
 }
 
@@ -228,6 +261,42 @@ impl std::fmt::Display for Why {
             Why::BlockedByPods { pods } => {
                 write!(f, "drain blocked by protected pods: {}", pods.join(", "))
             }
+            Why::BreakerOpen { reason } => write!(f, "breaker open: {reason}"),
+            Why::DomainOutage { outage } => {
+                write!(f, "{outage}; nothing in it is cordoned or drained")
+            }
+            Why::DomainBudget {
+                domain,
+                used,
+                limit,
+                problem,
+            } => write!(
+                f,
+                "cordon budget of {domain} full: {used} of {limit} nodes cordoned ({problem})"
+            ),
+            Why::Flapping {
+                changes,
+                window,
+                stable_at,
+            } => write!(
+                f,
+                "flapping: {changes} condition changes within {}; not cordoned or drained until stable at {}",
+                fmt_d(*window),
+                ts(*stable_at)
+            ),
+            Why::Paused { by } => f.write_str(by),
+            Why::OutsideDrainWindow {
+                next: Some(at),
+                problem,
+            } => write!(
+                f,
+                "cordoned; drains start inside the drain windows, next at {} ({problem})",
+                ts(*at)
+            ),
+            Why::OutsideDrainWindow { next: None, problem } => write!(
+                f,
+                "cordoned; no drain window opens within a week ({problem})"
+            ),
         }
     }
 }
@@ -386,6 +455,17 @@ struct Budgets {
     last_drain_start: Option<Timestamp>,
     /// `last_drain_start` before this round's latest start (restored when that start is blocked).
     prior_drain_start: Option<Timestamp>,
+    /// Cordoned by us, per domain (the per-domain budget).
+    domain_cordoned: HashMap<String, usize>,
+}
+
+impl Budgets {
+    fn uncordoned(&mut self, domain: Option<&str>) {
+        self.cordoned -= 1;
+        if let Some(n) = domain.and_then(|d| self.domain_cordoned.get_mut(d)) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// One node to decide, with what the decision reads besides the node.
@@ -397,6 +477,10 @@ pub struct Candidate<'a> {
     pub record: Option<&'a Record>,
     /// Its pods.
     pub pods: Vec<&'a PodInfo>,
+    /// Its failure domain, if it has one.
+    pub domain: Option<&'a str>,
+    /// Flapping now (known to the controller, which sees every change; a snapshot cannot tell).
+    pub flapping: Option<safety::Flapping>,
 }
 
 /// Decide every node. Nodes are considered oldest problem first (then by name), so budgets go to
@@ -407,6 +491,18 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
     cfg: &Config,
     now: Timestamp,
 ) -> Vec<NodeDecision> {
+    decide_snapshot(nodes, pods, cfg, None, now)
+}
+
+/// [`decide_nodes`] with a pause read from the drainer's Lease. The gates are what the snapshot
+/// shows: the breaker by its thresholds, outages, windows (flapping needs history it lacks).
+pub fn decide_snapshot<N: Borrow<Node>, P: Borrow<PodInfo>>(
+    nodes: &[N],
+    pods: &[P],
+    cfg: &Config,
+    paused: Option<safety::Pause>,
+    now: Timestamp,
+) -> Vec<NodeDecision> {
     let views: Vec<NodeView> = nodes.iter().map(|n| NodeView::of(n.borrow())).collect();
     let mut by_node: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
     for p in pods.iter().map(Borrow::borrow) {
@@ -415,14 +511,18 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
         }
     }
     let records: Vec<Option<Record>> = views.iter().map(Record::of).collect();
+    let domains: Vec<Option<String>> = views.iter().map(|v| safety::domain_of(v, cfg)).collect();
     let candidates: Vec<Candidate> = views
         .iter()
         .zip(&records)
-        .map(|(v, r)| Candidate {
+        .zip(&domains)
+        .map(|((v, r), d)| Candidate {
             node: v,
             selected: cfg.selector.matches(v).unwrap_or(false),
             record: r.as_ref(),
             pods: by_node.remove(v.name.as_str()).unwrap_or_default(),
+            domain: d.as_deref(),
+            flapping: None,
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {
@@ -431,7 +531,9 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
             c.record.filter(|r| r.owned_by(&cfg.owner, c.selected)),
         )
     }));
-    decide_some(&candidates, &totals, cfg, now)
+    let selected: Vec<(&NodeView, bool)> = candidates.iter().map(|c| (c.node, c.selected)).collect();
+    let gates = safety::gates_of_snapshot(&selected, cfg, paused, now);
+    decide_some(&candidates, &totals, &gates, cfg, now)
 }
 
 /// Decide `candidates` (some or all of the nodes) against `totals` over all nodes, oldest problem
@@ -441,6 +543,7 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
 pub fn decide_some(
     candidates: &[Candidate],
     totals: &Totals,
+    gates: &safety::Gates,
     cfg: &Config,
     now: Timestamp,
 ) -> Vec<NodeDecision> {
@@ -455,6 +558,11 @@ pub fn decide_some(
         draining: totals.draining,
         last_drain_start: totals.last_drain_start,
         prior_drain_start: None,
+        domain_cordoned: gates
+            .domains
+            .iter()
+            .map(|(d, t)| (d.clone(), t.cordoned))
+            .collect(),
     };
     let problems: Vec<Problem> = candidates
         .iter()
@@ -483,10 +591,10 @@ pub fn decide_some(
                 Effect::Nothing,
             ),
             _ => decide_node(
-                node,
-                c.selected,
+                c,
                 records[i],
                 &problems[i],
+                gates,
                 cfg,
                 now,
                 &mut budgets,
@@ -554,19 +662,45 @@ fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
         Why::Recovering { left } => Some(add(now, *left)),
         Why::DrainScheduled { at, .. } | Why::RetryScheduled { at, .. } => Some(*at),
         Why::DrainSpacing { next } => Some(*next),
+        Why::Flapping { stable_at, .. } => Some(*stable_at),
+        Why::OutsideDrainWindow { next, .. } => *next,
         _ => None,
     }
 }
 
+/// A fleet safety gate holding new cordons and drain starts of `c`, if one does (in this order:
+/// pause, flapping, the domain's outage, the breaker).
+fn hold(c: &Candidate, gates: &safety::Gates, cfg: &Config) -> Option<Why> {
+    if let Some(p) = &gates.paused {
+        return Some(Why::Paused { by: p.to_string() });
+    }
+    if let Some(f) = c.flapping {
+        return Some(Why::Flapping {
+            changes: f.changes,
+            window: cfg.safety.flap_window,
+            stable_at: f.stable_at,
+        });
+    }
+    if let Some(o) = c.domain.and_then(|d| gates.outages.get(d)) {
+        return Some(Why::DomainOutage {
+            outage: o.to_string(),
+        });
+    }
+    gates.breaker.as_ref().map(|reason| Why::BreakerOpen {
+        reason: reason.clone(),
+    })
+}
+
 fn decide_node(
-    node: &NodeView,
-    selected: bool,
+    c: &Candidate,
     record: Option<&Record>,
     p: &Problem,
+    gates: &safety::Gates,
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
 ) -> (Action, Why, Effect) {
+    let (node, selected) = (c.node, c.selected);
     if node.label(&cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
         let label = format!("{}={}", cfg.exclude_label.0, cfg.exclude_label.1);
         return (Action::Skip, Why::Excluded { label }, Effect::Nothing);
@@ -578,22 +712,35 @@ fn decide_node(
     let bad = !p.held.is_empty();
     let pending = || p.pending.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>();
     let Some(r) = record else {
-        return decide_new(unschedulable, p, cfg, now, b);
+        return decide_new(c, unschedulable, p, gates, cfg, now, b);
+    };
+    // Paused: nothing is written (a drain already evicting finishes).
+    let paused = || {
+        gates
+            .paused
+            .as_ref()
+            .map(|p| (Action::Hold, Why::Paused { by: p.to_string() }, Effect::Nothing))
     };
     if r.phase == Phase::Released {
         return if bad && p.episode == r.episode {
             (Action::None, Why::ReleasedEpisode, Effect::Nothing)
         } else if !bad && p.pending.is_empty() {
+            if let Some(h) = paused() {
+                return h;
+            }
             (Action::None, Why::ForgetReleased, Effect::Forget)
         } else {
             // A new episode: as if there were no record.
-            decide_new(unschedulable, p, cfg, now, b)
+            decide_new(c, unschedulable, p, gates, cfg, now, b)
         };
     }
     if !unschedulable {
+        if let Some(h) = paused() {
+            return h;
+        }
         let mut released = r.clone();
         released.phase = Phase::Released;
-        b.cordoned -= 1;
+        b.uncordoned(c.domain);
         if r.phase == Phase::Draining {
             b.draining -= 1;
         }
@@ -615,7 +762,10 @@ fn decide_node(
                 Effect::Drain(DrainJob::pending()),
             );
         }
-        b.cordoned -= 1;
+        if let Some(h) = paused() {
+            return h;
+        }
+        b.uncordoned(c.domain);
         let during_buffer = r.phase == Phase::Cordoned;
         return (
             Action::Uncordon,
@@ -649,6 +799,13 @@ fn decide_node(
                 };
                 return (Action::Wait, why, Effect::Nothing);
             }
+            if let Some(why) = hold(c, gates, cfg) {
+                return (Action::Hold, why, Effect::Nothing);
+            }
+            if let Err(next) = gates.window {
+                let why = Why::OutsideDrainWindow { next, problem };
+                return (Action::Wait, why, Effect::Nothing);
+            }
             if b.draining >= cfg.max_drains_in_flight {
                 let why = Why::DrainBudget {
                     used: b.draining,
@@ -676,8 +833,10 @@ fn decide_node(
 
 /// A node without a record of ours.
 fn decide_new(
+    c: &Candidate,
     unschedulable: bool,
     p: &Problem,
+    gates: &safety::Gates,
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
@@ -707,6 +866,25 @@ fn decide_new(
             Effect::Nothing,
         );
     }
+    if let Some(why) = hold(c, gates, cfg) {
+        return (Action::Hold, why, Effect::Nothing);
+    }
+    if let (Some(d), Some(budget)) = (c.domain, &cfg.safety.max_cordoned_per_domain) {
+        let size = gates.domains.get(d).map_or(1, |t| t.size);
+        let (used, limit) = (
+            b.domain_cordoned.get(d).copied().unwrap_or(0),
+            budget.limit(size),
+        );
+        if used >= limit {
+            let why = Why::DomainBudget {
+                domain: d.to_string(),
+                used,
+                limit,
+                problem,
+            };
+            return (Action::Wait, why, Effect::Nothing);
+        }
+    }
     if b.cordoned >= b.cordon_limit {
         let why = Why::CordonBudget {
             used: b.cordoned,
@@ -716,6 +894,9 @@ fn decide_new(
         return (Action::Wait, why, Effect::Nothing);
     }
     b.cordoned += 1;
+    if let Some(d) = c.domain {
+        *b.domain_cordoned.entry(d.to_string()).or_default() += 1;
+    }
     let record = Record {
         owner: cfg.owner.clone(),
         episode: p.episode.clone(),

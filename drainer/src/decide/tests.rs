@@ -18,6 +18,7 @@ const NOW: i64 = 10_000;
 
 fn cfg() -> Config {
     Config {
+        safety: crate::decide::safety::Safety::off(),
         conditions: vec![
             "KernelDeadlock=True,10m".parse().unwrap(),
             "Ready=False,5m".parse().unwrap(),

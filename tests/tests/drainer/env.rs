@@ -61,8 +61,11 @@ impl Env {
         self.cluster.name(hint)
     }
 
+    /// The scenario's drainer; the fleet safety gates are off (a scenario's few nodes would trip the
+    /// breaker): the safety scenarios turn them on.
     pub fn config(&self, buffer: Duration) -> Config {
         Config {
+            safety: nodemedic_drainer::decide::safety::Safety::off(),
             selector: Selector::labels(&format!("{LABEL}={}", self.id)).unwrap(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             drain_buffer: buffer,

@@ -1,0 +1,327 @@
+//! Notifications: a JSON POST to each `--notify-url` for what matters to the people on call
+//! (cordon, drain start, drain result, uncordon, breaker open and close, outage start and end, a
+//! node flapping). The body carries a Slack-compatible `text` (Slack, Mattermost and Teams
+//! incoming webhooks read it) and the facts as fields. A task of its own sends them, retrying with
+//! backoff, so a slow or failing endpoint never holds up a decision; a full queue drops (counted),
+//! as does an endpoint failing every try.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::metrics::{Metrics, NotifyResult};
+
+/// Notifications waiting at most (beyond, new ones are dropped and counted).
+const QUEUE: usize = 1024;
+/// Tries per endpoint and notification, and the first backoff (doubling).
+const TRIES: u32 = 5;
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// One POST, connection included.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A condition of the node, as notified.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConditionNote {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    pub since: String,
+}
+
+/// One notification (the JSON body).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Notification {
+    /// `cordoned`, `drain_started`, `drained`, `drain_failed`, `uncordoned`, `breaker_opened`,
+    /// `breaker_closed`, `outage_started`, `outage_ended`, `node_flapping`.
+    pub event: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionNote>,
+    pub reason: String,
+    pub time: String,
+    /// The drainer that acted (its Lease name).
+    pub drainer: String,
+    /// For chat webhooks.
+    pub text: String,
+}
+
+impl Notification {
+    /// With the chat `text` made from the rest.
+    pub fn new(
+        event: &'static str,
+        node: Option<String>,
+        domain: Option<String>,
+        reason: String,
+        drainer: &str,
+    ) -> Notification {
+        let subject = match (&node, &domain) {
+            (Some(n), _) => format!("node {n}"),
+            (None, Some(d)) => format!("domain {d}"),
+            (None, None) => "the cluster".to_string(),
+        };
+        let what = event.replace('_', " ");
+        Notification {
+            text: format!("nodemedic ({drainer}): {what}: {subject}: {reason}"),
+            event,
+            node,
+            domain,
+            conditions: Vec::new(),
+            reason,
+            time: nodemedic_common::time::rfc3339(k8s_openapi::jiff::Timestamp::now()),
+            drainer: drainer.to_string(),
+        }
+    }
+}
+
+/// Hands notifications to the sending task (cheap to clone; a no-op without URLs).
+#[derive(Clone)]
+pub struct Notifier {
+    tx: Option<mpsc::Sender<Notification>>,
+    metrics: Option<Metrics>,
+}
+
+impl Notifier {
+    pub fn disabled() -> Notifier {
+        Notifier {
+            tx: None,
+            metrics: None,
+        }
+    }
+
+    /// Start the sending task for `urls` (none: disabled, no task).
+    pub fn start(urls: Vec<String>, metrics: Metrics) -> (Notifier, Option<JoinHandle<()>>) {
+        if urls.is_empty() {
+            return (Notifier::disabled(), None);
+        }
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let task = tokio::spawn(send_all(urls, rx, metrics.clone()));
+        (
+            Notifier {
+                tx: Some(tx),
+                metrics: Some(metrics),
+            },
+            Some(task),
+        )
+    }
+
+    /// Queue `n`; never waits.
+    pub fn send(&self, n: Notification) {
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        if tx.try_send(n).is_err()
+            && let Some(m) = &self.metrics
+        {
+            m.notification(NotifyResult::Dropped);
+        }
+    }
+}
+
+type HttpClient = Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
+
+fn client() -> Result<HttpClient, std::io::Error> {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(Client::builder(TokioExecutor::new()).build(https))
+}
+
+async fn send_all(urls: Vec<String>, mut rx: mpsc::Receiver<Notification>, metrics: Metrics) {
+    let client = match client() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot set up HTTPS for notifications: none will be sent");
+            while rx.recv().await.is_some() {
+                metrics.notification(NotifyResult::Failed);
+            }
+            return;
+        }
+    };
+    while let Some(n) = rx.recv().await {
+        let body = match serde_json::to_vec(&n) {
+            Ok(b) => Bytes::from(b),
+            Err(_) => continue,
+        };
+        for url in &urls {
+            let result = post_with_retries(&client, url, &body).await;
+            match &result {
+                Ok(()) => metrics.notification(NotifyResult::Sent),
+                Err(e) => {
+                    tracing::warn!(%url, event = n.event, error = %e, "notification not delivered");
+                    metrics.notification(NotifyResult::Failed);
+                }
+            }
+        }
+    }
+}
+
+async fn post_with_retries(client: &HttpClient, url: &str, body: &Bytes) -> Result<(), String> {
+    let mut backoff = FIRST_BACKOFF;
+    let mut last = String::new();
+    for attempt in 1..=TRIES {
+        match post(client, url, body).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = format!("attempt {attempt}: {e}"),
+        }
+        if attempt < TRIES {
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+    }
+    Err(last)
+}
+
+async fn post(client: &HttpClient, url: &str, body: &Bytes) -> Result<(), String> {
+    let req = axum::http::Request::post(url)
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .header(axum::http::header::USER_AGENT, nodemedic_common::keys::DRAINER_MANAGER)
+        .body(Full::new(body.clone()))
+        .map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(TIMEOUT, client.request(req))
+        .await
+        .map_err(|_| format!("no answer within {}s", TIMEOUT.as_secs()))?
+        .map_err(|e| e.to_string())?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("HTTP {}", resp.status()))
+    }
+}
+
+/// Check a `--notify-url` at start (http or https, with a host).
+pub fn check_url(url: &str) -> Result<(), String> {
+    let uri: axum::http::Uri = url
+        .parse()
+        .map_err(|e| format!("--notify-url {url:?}: {e}"))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http" | "https"), Some(_)) => Ok(()),
+        _ => Err(format!(
+            "--notify-url {url:?}: expected an http:// or https:// URL with a host"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A local endpoint that fails the first `fail` requests, then records bodies.
+    async fn endpoint(fail: usize) -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
+        use axum::routing::post;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (s, c) = (seen.clone(), calls.clone());
+        let app = axum::Router::new().route(
+            "/hook",
+            post(move |body: String| {
+                let (s, c) = (s.clone(), c.clone());
+                async move {
+                    if c.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fail {
+                        return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    s.lock().unwrap().push(serde_json::from_str(&body).unwrap());
+                    axum::http::StatusCode::OK
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}/hook"), seen)
+    }
+
+    fn metrics() -> (Metrics, prometheus_client::registry::Registry) {
+        let mut r = prometheus_client::registry::Registry::default();
+        (Metrics::register(&mut r), r)
+    }
+
+    fn sent(r: &prometheus_client::registry::Registry, result: &str) -> u64 {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, r).unwrap();
+        let prefix = format!("nodemedic_drainer_notifications_total{{result=\"{result}\"}} ");
+        out.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn a_notification_is_posted_as_json_with_slack_text_and_retried_after_failures() {
+        let (url, seen) = endpoint(2).await;
+        let (m, registry) = metrics();
+        let (n, _task) = Notifier::start(vec![url], m);
+        let mut note = Notification::new(
+            "cordoned",
+            Some("node-a".into()),
+            Some("zone-a".into()),
+            "KernelDeadlock=True for 12m".into(),
+            "nodemedic-drainer",
+        );
+        note.conditions.push(ConditionNote {
+            type_: "KernelDeadlock".into(),
+            status: "True".into(),
+            reason: "DockerHung".into(),
+            since: "2026-11-24T09:00:00Z".into(),
+        });
+        n.send(note);
+        for _ in 0..100 {
+            if !seen.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let got = seen.lock().unwrap().clone();
+        assert_eq!(got.len(), 1, "delivered once, after two failures");
+        let b = &got[0];
+        assert_eq!(b["event"], "cordoned");
+        assert_eq!(b["node"], "node-a");
+        assert_eq!(b["domain"], "zone-a");
+        assert_eq!(b["conditions"][0]["reason"], "DockerHung");
+        assert_eq!(
+            b["text"],
+            "nodemedic (nodemedic-drainer): cordoned: node node-a: KernelDeadlock=True for 12m"
+        );
+        assert_eq!(sent(&registry, "sent"), 1);
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_keeps_failing_is_given_up_and_counted_without_blocking() {
+        let (url, seen) = endpoint(usize::MAX).await;
+        let (m, registry) = metrics();
+        let (n, _task) = Notifier::start(vec![url], m);
+        let started = std::time::Instant::now();
+        for i in 0..3 {
+            n.send(Notification::new("uncordoned", Some(format!("n{i}")), None, "ok".into(), "d"));
+        }
+        assert!(started.elapsed() < Duration::from_millis(100), "send never waits");
+        for _ in 0..200 {
+            if sent(&registry, "failed") >= 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(sent(&registry, "failed"), 1, "the first given up after its tries");
+        assert!(seen.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn urls_are_checked_at_start() {
+        assert!(check_url("https://hooks.slack.com/services/T/B/X").is_ok());
+        assert!(check_url("http://127.0.0.1:9000/hook").is_ok());
+        assert!(check_url("ftp://x/y").is_err());
+        assert!(check_url("not a url").is_err());
+    }
+}
