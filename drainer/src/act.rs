@@ -18,13 +18,13 @@ use nodemedic_common::time::rfc3339 as ts;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::config::{AfterDrain, Config};
+use crate::decide::fleet::FleetEvent;
 use crate::decide::stale::Stale;
 use crate::decide::{DrainJob, PodInfo};
 use crate::metrics::Metrics;
-use crate::observe::Observed;
-use crate::decide::fleet::FleetEvent;
 use crate::notify::{ConditionNote, Notification, Notifier};
+use crate::observe::Observed;
 use crate::occurrence::{EvictionFor, Occurrence, PodOccurrence, SafetyOccurrence};
 use crate::record::{DrainOutcome, Record};
 use crate::view::NodeView;
@@ -33,6 +33,16 @@ use crate::view::NodeView;
 /// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods (drains and
 /// stale readiness; their going is seen through the watch), write Events, and hold its Lease in its
 /// own namespace.
+/// Granted only with `--delete-drained-node-after` (its own ClusterRole: `deploy/delete-drained-nodes`,
+/// or the chart when `drainer.config.deleteDrainedNodeAfter` is set).
+pub const DELETE_NODES_PERMISSIONS: &[nodemedic_common::rbac::Permission] =
+    &[nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "nodes",
+        verbs: &["delete"],
+        namespaced: false,
+    }];
+
 pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
     nodemedic_common::rbac::Permission {
         group: "",
@@ -119,8 +129,16 @@ pub trait Act: Clone + Send + Sync + 'static {
         record: &Record,
         skip_drain: bool,
     ) -> impl std::future::Future<Output = bool> + Send;
-    /// Uncordon, removing the record and DrainScheduled. True when written.
-    fn uncordon(&self, node: &str, why: &str) -> impl std::future::Future<Output = bool> + Send;
+    /// Uncordon, removing the record, DrainScheduled and the after-drain `marks`. True when written.
+    fn uncordon(
+        &self,
+        node: &str,
+        why: &str,
+        marks: &AfterDrain,
+    ) -> impl std::future::Future<Output = bool> + Send;
+    /// Delete a drained Node (`--delete-drained-node-after`), only as observed (its
+    /// resourceVersion). True when deleted.
+    fn delete_node(&self, node: &NodeView) -> impl std::future::Future<Output = bool> + Send;
     /// Store (or with `None` remove) the record only.
     fn set_record(
         &self,
@@ -191,6 +209,73 @@ impl Actor {
         self
     }
 
+    /// Add (`on`) or remove the after-drain labels, annotations and taints. Taints are a list the
+    /// API replaces whole, so they are read and written back with the node's resourceVersion
+    /// (retried on a conflict).
+    async fn set_marks(&self, node: &str, m: &AfterDrain, on: bool) -> Result<(), kube::Error> {
+        if !self.leading() {
+            return Err(not_leading());
+        }
+        let value = |v: &str| {
+            if on {
+                Value::String(v.into())
+            } else {
+                Value::Null
+            }
+        };
+        let labels: serde_json::Map<String, Value> = m
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), value(v)))
+            .collect();
+        let annotations: serde_json::Map<String, Value> = m
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), value(v)))
+            .collect();
+        if !labels.is_empty() || !annotations.is_empty() {
+            self.patch_node(
+                node,
+                json!({"metadata": {"labels": labels, "annotations": annotations}}),
+            )
+            .await?;
+        }
+        if m.taints.is_empty() {
+            return Ok(());
+        }
+        let mut attempt = 0;
+        loop {
+            let current = self.nodes.get(node).await?;
+            let mut taints = current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            let ours = |t: &k8s_openapi::api::core::v1::Taint| {
+                m.taints
+                    .iter()
+                    .any(|x| x.key == t.key && x.effect == t.effect)
+            };
+            taints.retain(|t| !ours(t));
+            if on {
+                taints.extend(m.taints.iter().map(|t| k8s_openapi::api::core::v1::Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                    time_added: None,
+                }));
+            }
+            let body = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"taints": taints},
+            });
+            match self.patch_node(node, body).await {
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
     /// Notify what matters to people on call about `node` (its conditions as the cache has them).
     fn notify(&self, node: &str, o: &Occurrence) {
         let event = match o {
@@ -214,7 +299,11 @@ impl Actor {
                 .map(|c| ConditionNote {
                     type_: c.type_.to_string(),
                     status: c.status.to_string(),
-                    reason: c.reason.as_deref().map(|r| r.to_string()).unwrap_or_default(),
+                    reason: c
+                        .reason
+                        .as_deref()
+                        .map(|r| r.to_string())
+                        .unwrap_or_default(),
                     since: ts(c.since),
                 })
                 .collect();
@@ -339,6 +428,22 @@ impl Actor {
             Err(EvictError::StillPresent { pod: id })
         }
     }
+}
+
+/// The after-drain marks in words (for the Event).
+fn describe_marks(m: &AfterDrain) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    parts.extend(m.labels.iter().map(|(k, v)| format!("label {k}={v}")));
+    parts.extend(
+        m.annotations
+            .iter()
+            .map(|(k, v)| format!("annotation {k}={v}")),
+    );
+    parts.extend(m.taints.iter().map(|t| match &t.value {
+        Some(v) => format!("taint {}={v}:{}", t.key, t.effect),
+        None => format!("taint {}:{}", t.key, t.effect),
+    }));
+    parts.join(", ")
 }
 
 impl Act for Actor {
@@ -515,13 +620,48 @@ impl Act for Actor {
         }
         true
     }
-    async fn uncordon(&self, node: &str, why: &str) -> bool {
+    async fn delete_node(&self, node: &NodeView) -> bool {
+        let name = node.name.as_str();
+        if self.dry_run() {
+            tracing::info!(node = %name, "dry-run: would delete the drained node");
+            return false;
+        }
+        if !self.leading() {
+            return false;
+        }
+        let dp = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                resource_version: Some(node.resource_version.clone()),
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        match self.nodes.delete(name, &dp).await {
+            Ok(_) => {
+                self.emit(name, Occurrence::NodeDeleted).await;
+                true
+            }
+            Err(e) => {
+                let error = e.to_string();
+                self.emit(name, Occurrence::NodeDeleteFailed { error })
+                    .await;
+                false
+            }
+        }
+    }
+
+    async fn uncordon(&self, node: &str, why: &str, marks: &AfterDrain) -> bool {
         let w = why.to_string();
         self.emit(node, Occurrence::UncordonStarting { why: w })
             .await;
         if self.dry_run() {
             tracing::info!(%node, %why, "dry-run: would uncordon");
             return false;
+        }
+        if !marks.is_empty()
+            && let Err(e) = self.set_marks(node, marks, false).await
+        {
+            tracing::warn!(%node, error = %e, "cannot remove the after-drain marks");
         }
         let body = json!({
             "metadata": {"annotations": {keys::DRAIN_RECORD_ANNOTATION: null, keys::DRAINO_CONDITIONS_ANNOTATION: null}},
@@ -612,6 +752,18 @@ impl Act for Actor {
                     .drain_scheduled(node, &format!("{scheduled} | Completed: {}", ts(now)), now)
                     .await;
                 self.emit(node, Occurrence::Drained).await;
+                let marks = &cfg.after_drain;
+                if !marks.is_empty() && !self.dry_run() {
+                    let o = match self.set_marks(node, marks, true).await {
+                        Ok(()) => Occurrence::Marked {
+                            marks: describe_marks(marks),
+                        },
+                        Err(e) => Occurrence::MarkFailed {
+                            error: e.to_string(),
+                        },
+                    };
+                    self.emit(node, o).await;
+                }
             }
             DrainOutcome::Failed(failures) => {
                 let retry_in = record

@@ -21,12 +21,12 @@ use crate::act::Act;
 use crate::config::Config;
 use crate::decide::fleet::Fleet;
 use crate::decide::safety;
-use k8s_openapi::api::coordination::v1::Lease;
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
 use crate::decide::{Action, DrainJob, Effect, Why};
 use crate::metrics::{Budget, Metrics};
 use crate::observe::Observed;
 use crate::view::NodeView;
+use k8s_openapi::api::coordination::v1::Lease;
 
 /// Changes arriving within this time after the first are decided in one round.
 pub const DEBOUNCE: Duration = Duration::from_millis(5);
@@ -454,12 +454,12 @@ impl<A: Act> Controller<A> {
         }
         // Writes to different nodes go out together (a burst of bad nodes is one round trip, not
         // one per node); budgets were settled by the decision.
-        let (actor, skip_drain) = (self.actor.clone(), self.cfg.skip_drain);
+        let (actor, cfg) = (self.actor.clone(), self.cfg.clone());
         let results: Vec<(String, Effect, bool)> = futures::stream::iter(writes)
             .map(|(node, effect, view, reason)| {
-                let actor = actor.clone();
+                let (actor, cfg) = (actor.clone(), cfg.clone());
                 async move {
-                    let ok = write(&actor, &effect, &view, &reason, skip_drain).await;
+                    let ok = write(&actor, &effect, &view, &reason, &cfg).await;
                     (node, effect, ok)
                 }
             })
@@ -486,7 +486,7 @@ impl<A: Act> Controller<A> {
             Effect::Uncordon => self.fleet.wrote(node, None, Some(false), now),
             Effect::Release(record) => self.fleet.wrote(node, Some(&record), None, now),
             Effect::Forget => self.fleet.wrote(node, None, None, now),
-            Effect::Nothing | Effect::Drain(_) => {}
+            Effect::Nothing | Effect::Drain(_) | Effect::DeleteNode => {}
         }
     }
 
@@ -515,12 +515,13 @@ async fn write<A: Act>(
     effect: &Effect,
     view: &NodeView,
     reason: &str,
-    skip_drain: bool,
+    cfg: &Config,
 ) -> bool {
     let node = view.name.as_str();
     match effect {
-        Effect::Cordon(record) => actor.cordon(view, record, skip_drain).await,
-        Effect::Uncordon => actor.uncordon(node, reason).await,
+        Effect::Cordon(record) => actor.cordon(view, record, cfg.skip_drain).await,
+        Effect::Uncordon => actor.uncordon(node, reason, &cfg.after_drain).await,
+        Effect::DeleteNode => actor.delete_node(view).await,
         Effect::Release(record) => {
             tracing::info!(%node, "uncordoned by a person: released for this problem episode");
             actor.set_record(node, Some(record)).await.is_ok()
@@ -581,6 +582,7 @@ mod tests {
         Stale(String, bool),
         DryRun(bool),
         Fleet(String),
+        Delete(String),
     }
 
     #[derive(Clone, Default)]
@@ -607,7 +609,16 @@ mod tests {
             self.0.lock().unwrap().push(Call::Cordon(node.name.clone()));
             true
         }
-        async fn uncordon(&self, node: &str, _why: &str) -> bool {
+        async fn delete_node(&self, node: &NodeView) -> bool {
+            self.0.lock().unwrap().push(Call::Delete(node.name.clone()));
+            true
+        }
+        async fn uncordon(
+            &self,
+            node: &str,
+            _why: &str,
+            _marks: &crate::config::AfterDrain,
+        ) -> bool {
             self.0.lock().unwrap().push(Call::Uncordon(node.into()));
             true
         }

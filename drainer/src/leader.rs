@@ -111,7 +111,10 @@ fn annotate(lease: &mut Lease, key: &str, value: Option<Option<String>>) {
     let Some(value) = value else {
         return;
     };
-    let annotations = lease.metadata.annotations.get_or_insert_with(Default::default);
+    let annotations = lease
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
     match value {
         Some(v) => {
             annotations.insert(key.to_string(), v);

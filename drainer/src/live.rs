@@ -78,14 +78,30 @@ pub struct Snapshot {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// The drainer's Lease (a pause is set there), if it exists.
+    pub lease: Option<k8s_openapi::api::coordination::v1::Lease>,
 }
 
-/// List nodes, pods and PodDisruptionBudgets (all namespaces), a page at a time.
-pub async fn read(client: &kube::Client) -> Result<Snapshot, LiveError> {
+/// List nodes, pods and PodDisruptionBudgets (all namespaces), a page at a time, and get the
+/// drainer's Lease `namespace/name`.
+pub async fn read(
+    client: &kube::Client,
+    lease_namespace: &str,
+    lease_name: &str,
+) -> Result<Snapshot, LiveError> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), lease_namespace);
     Ok(Snapshot {
         nodes: list_all(Api::all(client.clone()), "nodes").await?,
         pods: list_all(Api::all(client.clone()), "pods").await?,
         pdbs: list_all(Api::all(client.clone()), "poddisruptionbudgets").await?,
+        lease: leases
+            .get_opt(lease_name)
+            .await
+            .map_err(|source| LiveError::List {
+                what: "the drainer's lease",
+                source,
+            })?,
     })
 }
 

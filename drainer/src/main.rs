@@ -90,9 +90,19 @@ struct PlanArgs {
     /// `kubectl get pdb -A -o json` output (optional).
     #[arg(long, conflicts_with = "live")]
     pdbs: Option<PathBuf>,
-    /// Read nodes, pods and PodDisruptionBudgets from the cluster (read-only) instead of files.
+    /// `kubectl get lease -n NAMESPACE NAME -o json` of the drainer (optional): shows a pause.
+    #[arg(long, conflicts_with = "live")]
+    lease: Option<PathBuf>,
+    /// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only)
+    /// instead of files.
     #[arg(long)]
     live: bool,
+    /// With --live: the namespace of the drainer's Lease.
+    #[arg(long = "lease-namespace", default_value = "kube-system")]
+    lease_namespace: String,
+    /// With --live: the name of the drainer's Lease.
+    #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
+    lease_name: String,
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Evaluate at this time (RFC 3339) instead of now, for reproducible durations.
@@ -314,6 +324,7 @@ type Objects = (
     Vec<k8s_openapi::api::core::v1::Node>,
     Vec<k8s_openapi::api::core::v1::Pod>,
     Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    Option<k8s_openapi::api::coordination::v1::Lease>,
 );
 
 fn read_files(args: &PlanArgs) -> Result<Objects, String> {
@@ -335,7 +346,11 @@ fn read_files(args: &PlanArgs) -> Result<Objects, String> {
             Some(p) => nodemedic_drainer::plan::read_items(p)?,
             None => Vec::new(),
         };
-        Ok((nodes, pods, pdbs))
+        let lease = match &args.lease {
+            Some(p) => nodemedic_drainer::plan::read_items(p)?.pop(),
+            None => None,
+        };
+        Ok((nodes, pods, pdbs, lease))
     };
     let result = read();
     if tty {
@@ -356,18 +371,18 @@ fn plan(args: PlanArgs) -> ExitCode {
                 args.cluster.context.as_deref(),
             )
             .await?;
-            nodemedic_drainer::live::read(&client).await
+            nodemedic_drainer::live::read(&client, &args.lease_namespace, &args.lease_name).await
         });
         match read {
             Err(code) => return code,
             Ok(r) => r
-                .map(|s| (s.nodes, s.pods, s.pdbs))
+                .map(|s| (s.nodes, s.pods, s.pdbs, s.lease))
                 .map_err(|e| e.to_string()),
         }
     } else {
         read_files(&args)
     };
-    let (nodes, pods, pdbs) = match read_result {
+    let (nodes, pods, pdbs, lease) = match read_result {
         Ok(x) => x,
         Err(e) => {
             eprintln!("drainer: {e}");
@@ -377,11 +392,15 @@ fn plan(args: PlanArgs) -> ExitCode {
     let now = args.now.unwrap_or_else(Timestamp::now);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let paused = lease
+        .as_ref()
+        .and_then(nodemedic_drainer::decide::safety::pause_of);
     match nodemedic_drainer::plan::run(
         &cfg,
         &nodes,
         &pods,
         &pdbs,
+        paused,
         now,
         args.output == Output::Json,
         &mut out,

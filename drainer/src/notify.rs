@@ -127,7 +127,10 @@ impl Notifier {
     }
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
 
 fn client() -> Result<HttpClient, std::io::Error> {
     let https = hyper_rustls::HttpsConnectorBuilder::new()
@@ -186,7 +189,10 @@ async fn post_with_retries(client: &HttpClient, url: &str, body: &Bytes) -> Resu
 async fn post(client: &HttpClient, url: &str, body: &Bytes) -> Result<(), String> {
     let req = axum::http::Request::post(url)
         .header(axum::http::header::CONTENT_TYPE, "application/json")
-        .header(axum::http::header::USER_AGENT, nodemedic_common::keys::DRAINER_MANAGER)
+        .header(
+            axum::http::header::USER_AGENT,
+            nodemedic_common::keys::DRAINER_MANAGER,
+        )
         .body(Full::new(body.clone()))
         .map_err(|e| e.to_string())?;
     let resp = tokio::time::timeout(TIMEOUT, client.request(req))
@@ -304,16 +310,29 @@ mod tests {
         let (n, _task) = Notifier::start(vec![url], m);
         let started = std::time::Instant::now();
         for i in 0..3 {
-            n.send(Notification::new("uncordoned", Some(format!("n{i}")), None, "ok".into(), "d"));
+            n.send(Notification::new(
+                "uncordoned",
+                Some(format!("n{i}")),
+                None,
+                "ok".into(),
+                "d",
+            ));
         }
-        assert!(started.elapsed() < Duration::from_millis(100), "send never waits");
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "send never waits"
+        );
         for _ in 0..200 {
             if sent(&registry, "failed") >= 1 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(sent(&registry, "failed"), 1, "the first given up after its tries");
+        assert_eq!(
+            sent(&registry, "failed"),
+            1,
+            "the first given up after its tries"
+        );
         assert!(seen.lock().unwrap().is_empty());
     }
 

@@ -23,6 +23,10 @@ pub mod reason {
     pub const UNCORDON_STARTING: &str = "UncordonStarting";
     pub const UNCORDON_SUCCEEDED: &str = "UncordonSucceeded";
     pub const UNCORDON_FAILED: &str = "UncordonFailed";
+    pub const MARKED_DRAINED: &str = "MarkedDrained";
+    pub const MARK_FAILED: &str = "MarkDrainedFailed";
+    pub const NODE_DELETED: &str = "DeletingDrainedNode";
+    pub const NODE_DELETE_FAILED: &str = "DeleteDrainedNodeFailed";
     pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
     pub const POD_READINESS_STALE: &str = "PodReadinessStale";
     pub const POD_DELETION_BLOCKED: &str = "PodDeletionBlocked";
@@ -68,6 +72,17 @@ pub enum Occurrence {
     UncordonFailed {
         error: String,
     },
+    /// The after-drain labels, annotations and taints were set.
+    Marked {
+        marks: String,
+    },
+    MarkFailed {
+        error: String,
+    },
+    NodeDeleted,
+    NodeDeleteFailed {
+        error: String,
+    },
 }
 
 impl Occurrence {
@@ -85,6 +100,10 @@ impl Occurrence {
             UncordonStarting { .. } => reason::UNCORDON_STARTING,
             Uncordoned { .. } => reason::UNCORDON_SUCCEEDED,
             UncordonFailed { .. } => reason::UNCORDON_FAILED,
+            Marked { .. } => reason::MARKED_DRAINED,
+            MarkFailed { .. } => reason::MARK_FAILED,
+            NodeDeleted => reason::NODE_DELETED,
+            NodeDeleteFailed { .. } => reason::NODE_DELETE_FAILED,
         }
     }
 
@@ -94,7 +113,9 @@ impl Occurrence {
             CordonFailed { .. }
             | DrainSchedulingFailed { .. }
             | DrainFailed { .. }
-            | UncordonFailed { .. } => Severity::Warning,
+            | UncordonFailed { .. }
+            | MarkFailed { .. }
+            | NodeDeleteFailed { .. } => Severity::Warning,
             _ => Severity::Normal,
         }
     }
@@ -118,6 +139,10 @@ impl Occurrence {
             UncordonStarting { why } => format!("Uncordoning node: {why}"),
             Uncordoned { .. } => "Uncordoned node".into(),
             UncordonFailed { error } => format!("Uncordoning failed: {error}"),
+            Marked { marks } => format!("Marked the drained node for replacement: {marks}"),
+            MarkFailed { error } => format!("Cannot mark the drained node: {error}"),
+            NodeDeleted => "Deleting the drained node (--delete-drained-node-after)".into(),
+            NodeDeleteFailed { error } => format!("Cannot delete the drained node: {error}"),
         }
     }
 
@@ -136,6 +161,12 @@ impl Occurrence {
             }
             Uncordoned { why } => tracing::info!(%node, %why, "uncordoned"),
             UncordonFailed { error } => tracing::warn!(%node, %error, "uncordon failed"),
+            Marked { marks } => tracing::info!(%node, %marks, "marked drained"),
+            MarkFailed { error } => tracing::warn!(%node, %error, "cannot mark drained"),
+            NodeDeleted => tracing::info!(%node, "deleted the drained node"),
+            NodeDeleteFailed { error } => {
+                tracing::warn!(%node, %error, "cannot delete the drained node")
+            }
             CordonStarting { .. }
             | DrainScheduled { .. }
             | DrainStarting { .. }
@@ -157,7 +188,13 @@ impl Occurrence {
             DrainFailed { .. } => m.drained(Outcome::Failed),
             Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
             UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
-            CordonStarting { .. } | DrainStarting { .. } | UncordonStarting { .. } => {}
+            CordonStarting { .. }
+            | DrainStarting { .. }
+            | UncordonStarting { .. }
+            | Marked { .. }
+            | MarkFailed { .. }
+            | NodeDeleted
+            | NodeDeleteFailed { .. } => {}
         }
     }
 }
@@ -184,7 +221,9 @@ impl SafetyOccurrence {
             BreakerOpened { reason: why } => (
                 reason::BREAKER_OPENED,
                 Severity::Warning,
-                format!("Circuit breaker opened ({why}): nothing new is cordoned or drained until it closes"),
+                format!(
+                    "Circuit breaker opened ({why}): nothing new is cordoned or drained until it closes"
+                ),
                 M::BreakerOpened,
                 "breaker_opened",
                 None,

@@ -30,8 +30,23 @@ pub fn read_items<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
         .collect()
 }
 
-/// Note PodDisruptionBudgets that currently allow no disruption on the pods a plan would evict.
+/// Feasibility before acting: for each pod a cordon or drain would evict, the
+/// PodDisruptionBudgets selecting it (`matchLabels` and `matchExpressions`, with kube's own
+/// selector types) that allow no disruption now. Such a pod waits on the PDB: its eviction is
+/// retried until the budget allows it, or the drain fails at its deadline.
 pub fn annotate_pdbs(plans: &mut [NodeDecision], pods: &[PodInfo], pdbs: &[PodDisruptionBudget]) {
+    use kube::core::{Selector, SelectorExt};
+    let budgets: Vec<(&PodDisruptionBudget, Option<Selector>)> = pdbs
+        .iter()
+        .map(|b| {
+            let sel = b
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.clone())
+                .and_then(|s| Selector::try_from(s).ok());
+            (b, sel)
+        })
+        .collect();
     for plan in plans.iter_mut() {
         for p in plan
             .pods
@@ -44,28 +59,22 @@ pub fn annotate_pdbs(plans: &mut [NodeDecision], pods: &[PodInfo], pdbs: &[PodDi
             else {
                 continue;
             };
-            for pdb in pdbs
+            let blocking: Vec<String> = budgets
                 .iter()
-                .filter(|b| b.metadata.namespace.as_deref() == Some(&*pod.namespace))
-            {
-                let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
-                    continue;
-                };
-                let matches = sel
-                    .match_labels
-                    .as_ref()
-                    .is_some_and(|m| m.iter().all(|(k, v)| pod.labels().get(k) == Some(v)));
-                let allowed = pdb
-                    .status
-                    .as_ref()
-                    .map(|s| s.disruptions_allowed)
-                    .unwrap_or(0);
-                if matches && allowed == 0 {
-                    p.reason = format!(
-                        "evictable; PodDisruptionBudget {} allows 0 disruptions now (eviction retried until it does)",
-                        pdb.metadata.name.as_deref().unwrap_or("")
-                    );
-                }
+                .filter(|(b, _)| b.metadata.namespace.as_deref() == Some(&*pod.namespace))
+                // A PDB with an empty or missing selector selects nothing (policy/v1).
+                .filter(|(_, sel)| {
+                    sel.as_ref()
+                        .is_some_and(|s| !s.selects_all() && s.matches(pod.labels()))
+                })
+                .filter(|(b, _)| b.status.as_ref().map_or(0, |s| s.disruptions_allowed) <= 0)
+                .map(|(b, _)| b.metadata.name.clone().unwrap_or_default())
+                .collect();
+            if !blocking.is_empty() {
+                p.reason = format!(
+                    "evictable; would wait on PDB {} (0 disruptions allowed now; eviction retried until it allows one)",
+                    blocking.join(", ")
+                );
             }
         }
     }
@@ -79,18 +88,21 @@ struct JsonPlan<'a> {
     pods: &'a [decide::PodPlan],
 }
 
-/// Run the decision over the files and print it.
+/// Run the decision over the objects and print it; `paused` is the pause read from the drainer's
+/// Lease, if any.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     cfg: &Config,
     nodes: &[Node],
     pods: &[Pod],
     pdbs: &[PodDisruptionBudget],
+    paused: Option<crate::decide::safety::Pause>,
     now: Timestamp,
     json: bool,
     out: &mut impl Write,
 ) -> std::io::Result<Vec<NodeDecision>> {
     let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
-    let mut plans = decide::decide_nodes(nodes, &pods, cfg, now);
+    let mut plans = decide::decide_snapshot(nodes, &pods, cfg, paused, now);
     annotate_pdbs(&mut plans, &pods, pdbs);
     if json {
         for p in &plans {
@@ -132,4 +144,68 @@ pub fn run(
         }
     }
     Ok(plans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::PodPlan;
+
+    fn pdb(name: &str, selector: serde_json::Value, allowed: i32) -> PodDisruptionBudget {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": selector},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_a_pdb_selects_by_labels_or_expressions_would_wait_on_it() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "api-1", "namespace": "default", "labels": {"app": "api", "tier": "web"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}
+        }))
+        .unwrap();
+        let info = PodInfo::from_pod(&pod, None);
+        let plan = |pdbs: &[PodDisruptionBudget]| {
+            let mut d = vec![NodeDecision {
+                node: "n1".into(),
+                action: crate::decide::Action::Cordon,
+                why: crate::decide::Why::Healthy,
+                reason: String::new(),
+                effect: crate::decide::Effect::Nothing,
+                pods: vec![PodPlan {
+                    namespace: "default".into(),
+                    name: "api-1".into(),
+                    action: PodAction::Evict,
+                    reason: "evictable".into(),
+                }],
+                wake: None,
+            }];
+            annotate_pdbs(&mut d, std::slice::from_ref(&info), pdbs);
+            d.remove(0).pods.remove(0).reason
+        };
+        let exprs = serde_json::json!({"matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["web", "edge"]},
+            {"key": "canary", "operator": "DoesNotExist"}]});
+        assert_eq!(
+            plan(&[pdb("api-pdb", exprs.clone(), 0)]),
+            "evictable; would wait on PDB api-pdb (0 disruptions allowed now; eviction retried until it allows one)"
+        );
+        assert_eq!(
+            plan(&[pdb("api-pdb", exprs, 1)]),
+            "evictable",
+            "it allows one"
+        );
+        let other = serde_json::json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["web"]}]});
+        assert_eq!(plan(&[pdb("other", other, 0)]), "evictable", "not selected");
+        assert_eq!(
+            plan(&[pdb("empty", serde_json::json!({}), 0)]),
+            "evictable",
+            "an empty selector selects nothing in policy/v1"
+        );
+        let labels = serde_json::json!({"matchLabels": {"app": "api"}});
+        assert!(plan(&[pdb("a", labels.clone(), 0), pdb("b", labels, 0)]).contains("PDB a, b"));
+    }
 }

@@ -411,65 +411,181 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
     let dur = |v: &str| {
         humantime::parse_duration(v.trim()).map_err(|e| format!("invalid duration {v:?}: {e}"))
     };
-    if let Some(b) = pick(&args.max_cordoned, &file.max_cordoned, ("max-cordoned", "maxCordoned"), &path, budget, &mut errors) {
+    if let Some(b) = pick(
+        &args.max_cordoned,
+        &file.max_cordoned,
+        ("max-cordoned", "maxCordoned"),
+        &path,
+        budget,
+        &mut errors,
+    ) {
         cfg.max_cordoned = b;
     }
     let s = &mut cfg.safety;
-    if let Some(b) = pick(&args.max_unhealthy, &file.max_unhealthy, ("max-unhealthy", "maxUnhealthy"), &path, budget, &mut errors) {
+    if let Some(b) = pick(
+        &args.max_unhealthy,
+        &file.max_unhealthy,
+        ("max-unhealthy", "maxUnhealthy"),
+        &path,
+        budget,
+        &mut errors,
+    ) {
         s.max_unhealthy = b;
     }
-    if let Some(b) = pick(&args.breaker_new, &file.breaker_new, ("breaker-new", "breakerNew"), &path, budget, &mut errors) {
+    if let Some(b) = pick(
+        &args.breaker_new,
+        &file.breaker_new,
+        ("breaker-new", "breakerNew"),
+        &path,
+        budget,
+        &mut errors,
+    ) {
         s.breaker_new = b;
     }
     let flag_dur = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
-    if let Some(d) = pick(&flag_dur(args.breaker_window), &file.breaker_window, ("breaker-window", "breakerWindow"), &path, dur, &mut errors) {
+    if let Some(d) = pick(
+        &flag_dur(args.breaker_window),
+        &file.breaker_window,
+        ("breaker-window", "breakerWindow"),
+        &path,
+        dur,
+        &mut errors,
+    ) {
         s.breaker_window = d;
     }
-    if let Some(d) = pick(&flag_dur(args.breaker_cooldown), &file.breaker_cooldown, ("breaker-cooldown", "breakerCooldown"), &path, dur, &mut errors) {
+    if let Some(d) = pick(
+        &flag_dur(args.breaker_cooldown),
+        &file.breaker_cooldown,
+        ("breaker-cooldown", "breakerCooldown"),
+        &path,
+        dur,
+        &mut errors,
+    ) {
         s.breaker_cooldown = d;
     }
     let label_key = |v: &str| {
         let v = v.trim();
         if v.is_empty() || v.contains(char::is_whitespace) || v.contains('=') {
-            Err(format!("{v:?}: expected a label key, e.g. topology.kubernetes.io/zone"))
+            Err(format!(
+                "{v:?}: expected a label key, e.g. topology.kubernetes.io/zone"
+            ))
         } else {
             Ok(v.to_string())
         }
     };
-    if let Some(l) = pick(&args.failure_domain, &file.failure_domain, ("failure-domain", "failureDomain"), &path, label_key, &mut errors) {
+    if let Some(l) = pick(
+        &args.failure_domain,
+        &file.failure_domain,
+        ("failure-domain", "failureDomain"),
+        &path,
+        label_key,
+        &mut errors,
+    ) {
         s.failure_domain = l;
     }
-    if let Some(b) = pick(&args.max_cordoned_per_domain, &file.max_cordoned_per_domain, ("max-cordoned-per-domain", "maxCordonedPerDomain"), &path, budget, &mut errors) {
+    if let Some(b) = pick(
+        &args.max_cordoned_per_domain,
+        &file.max_cordoned_per_domain,
+        ("max-cordoned-per-domain", "maxCordonedPerDomain"),
+        &path,
+        budget,
+        &mut errors,
+    ) {
         s.max_cordoned_per_domain = Some(b);
     }
     let percent = |v: &str| match v.parse::<Budget>() {
         Ok(Budget::Percent(p)) => Ok(p),
-        _ => Err(format!("{v:?}: expected a percentage in (0, 100], e.g. 50%")),
+        _ => Err(format!(
+            "{v:?}: expected a percentage in (0, 100], e.g. 50%"
+        )),
     };
-    if let Some(p) = pick(&args.domain_outage, &file.domain_outage, ("domain-outage", "domainOutage"), &path, percent, &mut errors) {
+    if let Some(p) = pick(
+        &args.domain_outage,
+        &file.domain_outage,
+        ("domain-outage", "domainOutage"),
+        &path,
+        percent,
+        &mut errors,
+    ) {
         s.domain_outage_percent = p;
     }
-    if let Some(n) = args.domain_outage_min_nodes.or(file.domain_outage_min_nodes) {
+    if let Some(n) = args
+        .domain_outage_min_nodes
+        .or(file.domain_outage_min_nodes)
+    {
         s.domain_outage_min_nodes = n;
     }
     if let Some(n) = args.flap_threshold.or(file.flap_threshold) {
         s.flap_threshold = n;
     }
-    if let Some(d) = pick(&flag_dur(args.flap_window), &file.flap_window, ("flap-window", "flapWindow"), &path, dur, &mut errors) {
+    if let Some(d) = pick(
+        &flag_dur(args.flap_window),
+        &file.flap_window,
+        ("flap-window", "flapWindow"),
+        &path,
+        dur,
+        &mut errors,
+    ) {
         s.flap_window = d;
     }
-    s.drain_windows = each(&args.drain_windows, &file.drain_windows, ("drain-window", "drainWindows"), &path, |v| v.parse::<crate::decide::safety::DrainWindow>(), &mut errors);
+    s.drain_windows = each(
+        &args.drain_windows,
+        &file.drain_windows,
+        ("drain-window", "drainWindows"),
+        &path,
+        |v| v.parse::<crate::decide::safety::DrainWindow>(),
+        &mut errors,
+    );
     let pair = |v: &str| match v.split_once('=') {
         Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
         _ => Err(format!("{v:?}: expected KEY=VALUE")),
     };
-    cfg.after_drain.labels = each(&args.after_drain_labels, &file.after_drain_labels, ("after-drain-label", "afterDrainLabels"), &path, pair, &mut errors);
-    cfg.after_drain.annotations = each(&args.after_drain_annotations, &file.after_drain_annotations, ("after-drain-annotation", "afterDrainAnnotations"), &path, pair, &mut errors);
-    cfg.after_drain.taints = each(&args.after_drain_taints, &file.after_drain_taints, ("after-drain-taint", "afterDrainTaints"), &path, |v| v.parse::<crate::config::Taint>(), &mut errors);
-    if let Some(d) = pick(&flag_dur(args.delete_drained_node_after), &file.delete_drained_node_after, ("delete-drained-node-after", "deleteDrainedNodeAfter"), &path, dur, &mut errors) {
+    cfg.after_drain.labels = each(
+        &args.after_drain_labels,
+        &file.after_drain_labels,
+        ("after-drain-label", "afterDrainLabels"),
+        &path,
+        pair,
+        &mut errors,
+    );
+    cfg.after_drain.annotations = each(
+        &args.after_drain_annotations,
+        &file.after_drain_annotations,
+        ("after-drain-annotation", "afterDrainAnnotations"),
+        &path,
+        pair,
+        &mut errors,
+    );
+    cfg.after_drain.taints = each(
+        &args.after_drain_taints,
+        &file.after_drain_taints,
+        ("after-drain-taint", "afterDrainTaints"),
+        &path,
+        |v| v.parse::<crate::config::Taint>(),
+        &mut errors,
+    );
+    if let Some(d) = pick(
+        &flag_dur(args.delete_drained_node_after),
+        &file.delete_drained_node_after,
+        ("delete-drained-node-after", "deleteDrainedNodeAfter"),
+        &path,
+        dur,
+        &mut errors,
+    ) {
         cfg.after_drain.delete_after = Some(d);
     }
-    cfg.notify_urls = each(&args.notify_urls, &file.notify_urls, ("notify-url", "notifyUrls"), &path, |v| crate::notify::check_url(v).map(|()| v.to_string()).map_err(|e| e.trim_start_matches("--notify-url ").to_string()), &mut errors);
+    cfg.notify_urls = each(
+        &args.notify_urls,
+        &file.notify_urls,
+        ("notify-url", "notifyUrls"),
+        &path,
+        |v| {
+            crate::notify::check_url(v)
+                .map(|()| v.to_string())
+                .map_err(|e| e.trim_start_matches("--notify-url ").to_string())
+        },
+        &mut errors,
+    );
     if errors.is_empty() {
         Ok(cfg)
     } else {

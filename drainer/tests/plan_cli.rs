@@ -4,7 +4,13 @@ use std::process::Command;
 
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples");
 
+/// The plan over the samples with the circuit breaker out of the way (3 of their 5 nodes are
+/// unhealthy, which trips it at its defaults: `the_samples_trip_the_breaker_at_its_defaults`).
 fn plan(extra: &[&str]) -> std::process::Output {
+    plan_with(&[&["--max-unhealthy", "100%", "--breaker-new", "100%"], extra].concat())
+}
+
+fn plan_with(extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_drainer"))
         .arg("plan")
         .args([
@@ -86,7 +92,7 @@ fn json_plan_names_each_node_its_action_and_the_pods() {
         api["reason"]
             .as_str()
             .unwrap()
-            .contains("api-pdb allows 0 disruptions"),
+            .contains("would wait on PDB api-pdb (0 disruptions allowed"),
         "{api}"
     );
     // nodes with no cordon/drain list no pods
@@ -151,4 +157,71 @@ fn completions_and_man_pages_come_from_the_same_flags_as_help() {
         "{plan}"
     );
     assert!(dir.path().join("drainer-run.1").is_file());
+}
+
+#[test]
+fn the_samples_trip_the_breaker_at_its_defaults() {
+    let out = plan_with(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = |node: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{node} ")))
+            .unwrap_or_else(|| panic!("{node} in {text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // node-b would be cordoned and node-c drained: both held, with the counts and the threshold.
+    assert_eq!(
+        line("node-b"),
+        "node-b hold breaker open: 3 of 5 nodes unhealthy > 30%"
+    );
+    assert!(
+        line("node-c").starts_with("node-c hold breaker open"),
+        "{text}"
+    );
+    assert!(line("node-a").ends_with("none healthy"));
+}
+
+#[test]
+fn a_pause_on_the_lease_holds_everything_and_says_who() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = dir.path().join("lease.json");
+    std::fs::write(
+        &lease,
+        r#"{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "nodemedic-drainer", "namespace": "kube-system",
+              "annotations": {"nodemedic.io/pause": "kernel rollout"},
+              "managedFields": [{"manager": "kubectl-annotate", "operation": "Update",
+                "time": "2026-11-22T09:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:annotations": {"f:nodemedic.io/pause": {}}}}}]},
+            "spec": {"holderIdentity": "a"}}"#,
+    )
+    .unwrap();
+    let out = plan(&["--output", "json", "--lease", lease.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plans: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for n in ["node-b", "node-c"] {
+        let p = plans.iter().find(|p| p["node"] == n).unwrap();
+        assert_eq!(p["action"], "hold", "{p}");
+        assert!(
+            p["reason"].as_str().unwrap().starts_with(
+                "paused by kubectl-annotate since 2026-11-22T09:00:00Z: kernel rollout"
+            ),
+            "{p}"
+        );
+    }
 }

@@ -46,12 +46,21 @@ struct Entry {
 /// Events and notifies for each; `drainer simulate` prints them).
 #[derive(Debug, Clone, PartialEq)]
 pub enum FleetEvent {
-    BreakerOpened { reason: String },
-    BreakerClosed { open_for: Duration },
+    BreakerOpened {
+        reason: String,
+    },
+    BreakerClosed {
+        open_for: Duration,
+    },
     OutageStarted(Outage),
-    OutageEnded { domain: String },
+    OutageEnded {
+        domain: String,
+    },
     /// A node started flapping (once per episode).
-    Flapping { node: String, changes: usize },
+    Flapping {
+        node: String,
+        changes: usize,
+    },
 }
 
 /// A write of ours not yet seen by the watch.
@@ -462,7 +471,8 @@ impl Fleet {
         }
         for d in &self.outages {
             if !outages.contains_key(d) {
-                self.events.push(FleetEvent::OutageEnded { domain: d.clone() });
+                self.events
+                    .push(FleetEvent::OutageEnded { domain: d.clone() });
             }
         }
         self.outages = outages.keys().cloned().collect();
@@ -635,7 +645,7 @@ mod tests {
                 let r = job.record.draining(now);
                 f.wrote(&d.node, Some(&r), None, now)
             }
-            Effect::Nothing => {}
+            Effect::Nothing | Effect::DeleteNode => {}
         }
     }
 

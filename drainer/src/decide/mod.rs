@@ -38,6 +38,8 @@ pub enum Action {
     Skip,
     /// Held back by a fleet safety gate (breaker, outage, flapping, pause).
     Hold,
+    /// Delete the drained Node (`--delete-drained-node-after`).
+    Delete,
 }
 
 /// What the controller must write besides the action itself.
@@ -54,6 +56,8 @@ pub enum Effect {
     Release(Record),
     /// The problem is gone and the node is not cordoned by us: remove the record.
     Forget,
+    /// Delete the Node object (drained long enough ago).
+    DeleteNode,
 }
 
 /// Why the decision is what it is, with the facts behind it; `Display` gives the human text (the
@@ -108,6 +112,11 @@ pub enum Why {
         problem: String,
     },
     Drained {
+        problem: String,
+    },
+    /// Drained this long ago: the Node is deleted (or at `at`).
+    DeleteDrained {
+        at: Timestamp,
         problem: String,
     },
     SkipDrain {
@@ -240,6 +249,11 @@ impl std::fmt::Display for Why {
             Why::Drained { problem } => {
                 write!(f, "drained; stays cordoned until recovery ({problem})")
             }
+            Why::DeleteDrained { at, problem } => write!(
+                f,
+                "drained; the Node is deleted at {} (--delete-drained-node-after) ({problem})",
+                ts(*at)
+            ),
             Why::SkipDrain { problem } => {
                 write!(f, "cordoned; drain skipped (--skip-drain) ({problem})")
             }
@@ -293,7 +307,10 @@ impl std::fmt::Display for Why {
                 "cordoned; drains start inside the drain windows, next at {} ({problem})",
                 ts(*at)
             ),
-            Why::OutsideDrainWindow { next: None, problem } => write!(
+            Why::OutsideDrainWindow {
+                next: None,
+                problem,
+            } => write!(
                 f,
                 "cordoned; no drain window opens within a week ({problem})"
             ),
@@ -531,7 +548,8 @@ pub fn decide_snapshot<N: Borrow<Node>, P: Borrow<PodInfo>>(
             c.record.filter(|r| r.owned_by(&cfg.owner, c.selected)),
         )
     }));
-    let selected: Vec<(&NodeView, bool)> = candidates.iter().map(|c| (c.node, c.selected)).collect();
+    let selected: Vec<(&NodeView, bool)> =
+        candidates.iter().map(|c| (c.node, c.selected)).collect();
     let gates = safety::gates_of_snapshot(&selected, cfg, paused, now);
     decide_some(&candidates, &totals, &gates, cfg, now)
 }
@@ -590,15 +608,7 @@ pub fn decide_some(
                 Why::OwnedByOther(theirs.owner.clone()),
                 Effect::Nothing,
             ),
-            _ => decide_node(
-                c,
-                records[i],
-                &problems[i],
-                gates,
-                cfg,
-                now,
-                &mut budgets,
-            ),
+            _ => decide_node(c, records[i], &problems[i], gates, cfg, now, &mut budgets),
         };
         let pods: Vec<PodPlan> = if matches!(action, Action::Cordon | Action::Drain) {
             node_pods.iter().map(|p| pods::decide(p, cfg)).collect()
@@ -664,6 +674,7 @@ fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
         Why::DrainSpacing { next } => Some(*next),
         Why::Flapping { stable_at, .. } => Some(*stable_at),
         Why::OutsideDrainWindow { next, .. } => *next,
+        Why::DeleteDrained { at, .. } if *at > now => Some(*at),
         _ => None,
     }
 }
@@ -716,10 +727,13 @@ fn decide_node(
     };
     // Paused: nothing is written (a drain already evicting finishes).
     let paused = || {
-        gates
-            .paused
-            .as_ref()
-            .map(|p| (Action::Hold, Why::Paused { by: p.to_string() }, Effect::Nothing))
+        gates.paused.as_ref().map(|p| {
+            (
+                Action::Hold,
+                Why::Paused { by: p.to_string() },
+                Effect::Nothing,
+            )
+        })
     };
     if r.phase == Phase::Released {
         return if bad && p.episode == r.episode {
@@ -780,7 +794,27 @@ fn decide_node(
             Why::Draining { problem },
             Effect::Drain(DrainJob::pending()),
         ),
-        Phase::Drained => (Action::None, Why::Drained { problem }, Effect::Nothing),
+        Phase::Drained => match (cfg.after_drain.delete_after, r.finished_at) {
+            (Some(after), Some(finished)) => {
+                let at = add(finished, after);
+                if at > now {
+                    return (
+                        Action::None,
+                        Why::DeleteDrained { at, problem },
+                        Effect::Nothing,
+                    );
+                }
+                if let Some(why) = hold(c, gates, cfg) {
+                    return (Action::Hold, why, Effect::Nothing);
+                }
+                (
+                    Action::Delete,
+                    Why::DeleteDrained { at, problem },
+                    Effect::DeleteNode,
+                )
+            }
+            _ => (Action::None, Why::Drained { problem }, Effect::Nothing),
+        },
         Phase::Cordoned if cfg.skip_drain => {
             (Action::None, Why::SkipDrain { problem }, Effect::Nothing)
         }

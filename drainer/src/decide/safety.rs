@@ -305,7 +305,11 @@ impl Breaker {
     pub fn hold(&self, s: &Safety) -> Option<String> {
         self.open_since?;
         Some(match self.wake(s) {
-            Some(at) => format!("{}; counts back under the thresholds, closing at {}", self.reason, ts(at)),
+            Some(at) => format!(
+                "{}; counts back under the thresholds, closing at {}",
+                self.reason,
+                ts(at)
+            ),
             None => self.reason.clone(),
         })
     }
@@ -340,7 +344,11 @@ pub struct Flapping {
 impl Flaps {
     /// A change at `at`; changes older than the window are dropped.
     pub fn record(&mut self, at: Timestamp, s: &Safety) {
-        let pos = self.changes.iter().rposition(|t| *t <= at).map_or(0, |p| p + 1);
+        let pos = self
+            .changes
+            .iter()
+            .rposition(|t| *t <= at)
+            .map_or(0, |p| p + 1);
         self.changes.insert(pos, at);
         let keep_after = nodemedic_common::time::sub(at, s.flap_window);
         while self.changes.front().is_some_and(|t| *t < keep_after) {
@@ -413,21 +421,37 @@ pub struct Pause {
 
 impl std::fmt::Display for Pause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "paused by {}", if self.by.is_empty() { "someone" } else { &self.by })?;
+        write!(
+            f,
+            "paused by {}",
+            if self.by.is_empty() {
+                "someone"
+            } else {
+                &self.by
+            }
+        )?;
         if let Some(t) = self.since {
             write!(f, " since {}", ts(t))?;
         }
         if !self.reason.is_empty() {
             write!(f, ": {}", self.reason)?;
         }
-        write!(f, " (remove the {PAUSE_ANNOTATION} annotation of the drainer's Lease to resume)")
+        write!(
+            f,
+            " (remove the {PAUSE_ANNOTATION} annotation of the drainer's Lease to resume)"
+        )
     }
 }
 
 /// The pause on `lease`, if its annotation is set. Who and since when come from the managed field
 /// entry that owns the annotation.
 pub fn pause_of(lease: &Lease) -> Option<Pause> {
-    let reason = lease.metadata.annotations.as_ref()?.get(PAUSE_ANNOTATION)?.clone();
+    let reason = lease
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(PAUSE_ANNOTATION)?
+        .clone();
     let field = format!("f:{PAUSE_ANNOTATION}");
     let entry = lease
         .metadata
@@ -499,7 +523,8 @@ impl FromStr for DrainWindow {
             [d, t, z] => (*d, *t, *z),
             _ => {
                 return Err(wrap(
-                    "expected DAYS HH:MM-HH:MM [ZONE], e.g. \"Mon-Fri 09:00-17:00 Europe/Berlin\"".into(),
+                    "expected DAYS HH:MM-HH:MM [ZONE], e.g. \"Mon-Fri 09:00-17:00 Europe/Berlin\""
+                        .into(),
                 ));
             }
         };
@@ -531,8 +556,8 @@ impl FromStr for DrainWindow {
         if start == end {
             return Err(wrap("the window is empty (start = end)".into()));
         }
-        let tz = jiff::tz::TimeZone::get(zone)
-            .map_err(|e| wrap(format!("time zone {zone:?}: {e}")))?;
+        let tz =
+            jiff::tz::TimeZone::get(zone).map_err(|e| wrap(format!("time zone {zone:?}: {e}")))?;
         Ok(DrainWindow {
             text: text.to_string(),
             days,
@@ -570,13 +595,16 @@ impl DrainWindow {
                 };
                 let (h, m) = ((mins / 60) as i8, (mins % 60) as i8);
                 let dt = if h == 24 {
-                    d.checked_add(jiff::Span::new().days(1)).ok()?.at(0, 0, 0, 0)
+                    d.checked_add(jiff::Span::new().days(1))
+                        .ok()?
+                        .at(0, 0, 0, 0)
                 } else {
                     d.at(h, m, 0, 0)
                 };
                 dt.to_zoned(self.tz.clone()).ok().map(|z| z.timestamp())
             };
-            if let (Some(s), Some(e)) = (at(self.start, false), at(self.end, self.end < self.start)) {
+            if let (Some(s), Some(e)) = (at(self.start, false), at(self.end, self.end < self.start))
+            {
                 out.push((s, e));
             }
         }
@@ -585,7 +613,9 @@ impl DrainWindow {
 
     /// Whether `t` is inside the window.
     pub fn contains(&self, t: Timestamp) -> bool {
-        self.intervals_around(t).iter().any(|(s, e)| *s <= t && t < *e)
+        self.intervals_around(t)
+            .iter()
+            .any(|(s, e)| *s <= t && t < *e)
     }
 
     /// The next start after `t` (within eight days).
@@ -713,7 +743,11 @@ mod tests {
         // Calm for less than the cooldown: still open; a relapse restarts the cooldown.
         let later = |secs: u64| nodemedic_common::time::add(now, Duration::from_secs(secs));
         assert_eq!(b.observe(&h(10, 0), &s, later(60)), None);
-        assert!(b.hold(&s).unwrap().contains("closing at 2026-11-24T10:11:00Z"));
+        assert!(
+            b.hold(&s)
+                .unwrap()
+                .contains("closing at 2026-11-24T10:11:00Z")
+        );
         assert_eq!(b.observe(&h(40, 0), &s, later(120)), None);
         assert_eq!(b.calm_since, None);
         assert_eq!(b.observe(&h(10, 0), &s, later(180)), None);
@@ -751,10 +785,16 @@ mod tests {
             unhealthy,
             cordoned: 0,
         };
-        assert!(outage("z", &d(10, 5), &s).is_none(), "50% is not more than 50%");
+        assert!(
+            outage("z", &d(10, 5), &s).is_none(),
+            "50% is not more than 50%"
+        );
         let o = outage("z", &d(10, 6), &s).unwrap();
         assert_eq!(o.to_string(), "outage in z: 6 of 10 nodes unhealthy > 50%");
-        assert!(outage("z", &d(2, 2), &s).is_none(), "2 nodes are not a partition");
+        assert!(
+            outage("z", &d(2, 2), &s).is_none(),
+            "2 nodes are not a partition"
+        );
         assert!(outage("z", &d(3, 2), &s).is_some());
     }
 
@@ -797,7 +837,10 @@ mod tests {
         // 2026-11-24 is a Tuesday; Berlin is UTC+1 in November.
         assert!(w.contains(t("2026-11-24T08:00:00Z")), "09:00 Berlin");
         assert!(!w.contains(t("2026-11-24T07:59:59Z")));
-        assert!(!w.contains(t("2026-11-24T16:00:00Z")), "17:00 Berlin is the end");
+        assert!(
+            !w.contains(t("2026-11-24T16:00:00Z")),
+            "17:00 Berlin is the end"
+        );
         assert_eq!(
             w.next_start(t("2026-11-24T16:30:00Z")),
             Some(t("2026-11-25T08:00:00Z"))
@@ -809,10 +852,18 @@ mod tests {
         );
         // Past midnight, UTC by default, lists of days.
         let night: DrainWindow = "Sat,Sun 22:00-02:00".parse().unwrap();
-        assert!(night.contains(t("2026-11-29T01:00:00Z")), "Sunday 01:00 is Saturday's window");
+        assert!(
+            night.contains(t("2026-11-29T01:00:00Z")),
+            "Sunday 01:00 is Saturday's window"
+        );
         assert!(night.contains(t("2026-11-29T23:00:00Z")));
         assert!(!night.contains(t("2026-11-30T03:00:00Z")));
-        assert!("* 00:00-24:00".parse::<DrainWindow>().unwrap().contains(t("2026-11-24T12:00:00Z")));
+        assert!(
+            "* 00:00-24:00"
+                .parse::<DrainWindow>()
+                .unwrap()
+                .contains(t("2026-11-24T12:00:00Z"))
+        );
         assert_eq!(
             next_window(&[w.clone(), night.clone()], t("2026-11-28T12:00:00Z")),
             Err(Some(t("2026-11-28T22:00:00Z")))

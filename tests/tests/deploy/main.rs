@@ -246,3 +246,31 @@ fn values_the_schema_refuses_fail_helm_lint() {
         .expect_err("an unknown log format");
     assert!(report.contains("logFormat"), "{report}");
 }
+
+#[test]
+fn deleting_drained_nodes_is_granted_only_where_configured_and_exactly() {
+    use std::collections::BTreeSet;
+    let base_and_delete: BTreeSet<_> = needed(nodemedic_drainer::act::PERMISSIONS)
+        .union(&needed(nodemedic_drainer::act::DELETE_NODES_PERMISSIONS))
+        .cloned()
+        .collect();
+    if let Some(overlay) = kustomize(&repo().join("deploy/delete-drained-nodes")) {
+        check_types(&overlay);
+        check_labels(&overlay, false);
+        assert_eq!(granted(&overlay, "nodemedic-drainer"), base_and_delete);
+    }
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    let Some(plain) = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)) else {
+        return;
+    };
+    assert!(
+        !granted(&plain, "nodemedic-drainer")
+            .iter()
+            .any(|(_, r, verb, _)| r == "nodes" && verb == "delete"),
+        "no delete without deleteDrainedNodeAfter"
+    );
+    v["drainer"]["config"]["deleteDrainedNodeAfter"] = json!("30m");
+    let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
+    check_types(&with);
+    assert_eq!(granted(&with, "nodemedic-drainer"), base_and_delete);
+}
