@@ -30,5 +30,6 @@ pub mod policy;
 pub mod record;
 pub mod run;
 pub mod select;
+pub mod simulate;
 pub mod spec;
 pub mod view;

@@ -26,6 +26,9 @@ enum Command {
     Plan(PlanArgs),
     /// Run the controller (leader-elected).
     Run(RunArgs),
+    /// Replay a fleet scenario (nodes, condition changes over time) through the drainer's decisions,
+    /// and print what it did; exits 1 when the scenario's expectations fail (config/scenarios/).
+    Simulate(SimulateArgs),
     /// Print the shell completion script (e.g. `drainer completions bash > /etc/bash_completion.d/drainer`).
     Completions { shell: nodemedic_common::cli::Shell },
     /// Write man pages for drainer and each subcommand into DIR (e.g. /usr/local/share/man/man1).
@@ -75,6 +78,15 @@ struct RunArgs {
     /// The label (KEY=VALUE) of Kosmos leaf nodes.
     #[arg(long = "guard-node-label", default_value = "kosmos.io/node=true")]
     guard_node_label: String,
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Scenario files (YAML).
+    #[arg(required = true)]
+    scenarios: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "text")]
+    output: Output,
 }
 
 #[derive(clap::Args)]
@@ -177,6 +189,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Plan(args) => plan(args),
         Command::Run(args) => run(args),
+        Command::Simulate(args) => simulate(args),
         Command::Completions { shell } => nodemedic_common::cli::completions_command(
             <Cli as clap::CommandFactory>::command(),
             shell,
@@ -199,6 +212,57 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, ExitCode> {
             Err(ExitCode::from(1))
         }
     }
+}
+
+fn simulate(args: SimulateArgs) -> ExitCode {
+    use nodemedic_drainer::simulate;
+    use std::io::Write as _;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut code = ExitCode::SUCCESS;
+    // A fixed start, so the output of a scenario is the same every run.
+    let start: Timestamp = "2026-01-05T00:00:00Z"
+        .parse()
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    for path in &args.scenarios {
+        let file = path.display().to_string();
+        let result = std::fs::read_to_string(path)
+            .map_err(|e| format!("{file}: cannot read: {e}"))
+            .and_then(|text| simulate::parse(&file, &text).map_err(|e| e.to_string()))
+            .and_then(|s| {
+                let started = std::time::Instant::now();
+                simulate::run(&file, &s, start)
+                    .map(|r| (s, r, started.elapsed()))
+                    .map_err(|e| e.to_string())
+            });
+        let written = match result {
+            Err(e) => {
+                eprintln!("drainer: {e}");
+                code = ExitCode::from(2);
+                continue;
+            }
+            Ok((s, report, took)) => {
+                if !report.failed.is_empty() {
+                    code = ExitCode::from(1);
+                }
+                if args.output == Output::Json {
+                    serde_json::to_writer(&mut out, &report)
+                        .map_err(std::io::Error::other)
+                        .and_then(|()| writeln!(out))
+                } else {
+                    writeln!(out, "== {file}")
+                        .and_then(|()| simulate::print(&report, &s, &mut out))
+                        .and_then(|()| writeln!(out, "simulated in {:.2} s", took.as_secs_f64()))
+                }
+            }
+        };
+        if let Err(e) = written {
+            eprintln!("drainer: writing failed: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let _ = out.flush();
+    code
 }
 
 fn conditions(args: ConditionsArgs) -> ExitCode {

@@ -83,6 +83,10 @@ pub struct PolicyArgs {
     /// Node label naming a node's failure domain (Kosmos leaf nodes are their own). Default topology.kubernetes.io/zone.
     #[arg(long = "failure-domain")]
     pub failure_domain: Option<String>,
+    /// The label of a Kosmos leaf node naming its member cluster, its failure domain. Default: none
+    /// (each leaf node is a member cluster of its own).
+    #[arg(long = "kosmos-cluster-label")]
+    pub kosmos_cluster_label: Option<String>,
     /// Nodes cordoned at once per failure domain: N or N% of its selected nodes. Default: no limit.
     #[arg(long = "max-cordoned-per-domain")]
     pub max_cordoned_per_domain: Option<String>,
@@ -146,6 +150,7 @@ struct FileConfig {
     breaker_window: Option<Spanned<String>>,
     breaker_cooldown: Option<Spanned<String>>,
     failure_domain: Option<Spanned<String>>,
+    kosmos_cluster_label: Option<Spanned<String>>,
     max_cordoned_per_domain: Option<Spanned<String>>,
     domain_outage: Option<Spanned<String>>,
     domain_outage_min_nodes: Option<usize>,
@@ -483,6 +488,16 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
     ) {
         s.failure_domain = l;
     }
+    if let Some(l) = pick(
+        &args.kosmos_cluster_label,
+        &file.kosmos_cluster_label,
+        ("kosmos-cluster-label", "kosmosClusterLabel"),
+        &path,
+        label_key,
+        &mut errors,
+    ) {
+        s.kosmos_cluster_label = l;
+    }
     if let Some(b) = pick(
         &args.max_cordoned_per_domain,
         &file.max_cordoned_per_domain,
@@ -684,5 +699,81 @@ mod tests {
             matches!(&e[0], PolicyError::File { line: 2, column: 16, message, .. } if message.starts_with("nodeLabelExpr: invalid CEL")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn fleet_safety_settings_from_flags_and_file_with_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(
+            &f,
+            "conditions: ['Ready=Unknown,5m']\nmaxUnhealthy: '40%'\nbreakerCooldown: 2m\nfailureDomain: example.com/rack\n\
+             drainWindows: ['Mon-Fri 09:00-17:00 Europe/Berlin']\nafterDrainTaints: ['replace-me=true:NoSchedule']\n\
+             afterDrainLabels: ['lifecycle=replace']\ndeleteDrainedNodeAfter: 30m\nnotifyUrls: ['https://hooks.example.com/x']\n",
+        )
+        .unwrap();
+        let mut a = PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        let c = build(&a).unwrap();
+        assert_eq!(c.safety.max_unhealthy, Budget::Percent(40.0));
+        assert_eq!(c.safety.breaker_cooldown, Duration::from_secs(120));
+        assert_eq!(c.safety.failure_domain, "example.com/rack");
+        assert_eq!(c.safety.drain_windows.len(), 1);
+        assert_eq!(c.after_drain.taints[0].effect, "NoSchedule");
+        assert_eq!(
+            c.after_drain.labels,
+            vec![("lifecycle".into(), "replace".into())]
+        );
+        assert_eq!(c.after_drain.delete_after, Some(Duration::from_secs(1800)));
+        assert_eq!(
+            c.notify_urls,
+            vec!["https://hooks.example.com/x".to_string()]
+        );
+        // Flags win.
+        a.max_unhealthy = Some("5".into());
+        a.drain_windows = vec!["Sat 00:00-06:00".into()];
+        let c = build(&a).unwrap();
+        assert_eq!(c.safety.max_unhealthy, Budget::Count(5));
+        assert_eq!(c.safety.drain_windows[0].to_string(), "Sat 00:00-06:00");
+        // Every bad value is reported, at its position.
+        std::fs::write(
+            &f,
+            "conditions: ['Ready']\ndomainOutage: '3'\ndrainWindows: ['Mon 9-17']\nafterDrainTaints: ['x:Sometimes']\nnotifyUrls: ['ftp://x']\n",
+        )
+        .unwrap();
+        let e = build(&PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        let lines: Vec<usize> = e
+            .iter()
+            .map(|e| match e {
+                PolicyError::File { line, .. } => *line,
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(lines, vec![2, 3, 4, 5], "{e:?}");
+        assert!(
+            e[0].to_string()
+                .contains("domainOutage: \"3\": expected a percentage"),
+            "{}",
+            e[0]
+        );
+        assert!(
+            e[1].to_string()
+                .contains("drainWindows: drain window \"Mon 9-17\""),
+            "{}",
+            e[1]
+        );
+        let e = build(&PolicyArgs {
+            conditions: vec!["Ready".into()],
+            breaker_new: Some("0%".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e[0].to_string().starts_with("--breaker-new: "), "{}", e[0]);
     }
 }

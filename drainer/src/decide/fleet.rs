@@ -557,7 +557,26 @@ impl Fleet {
             })
             .collect();
         let decisions = decide_some(&candidates, &self.running.totals(), &gates, &self.cfg, now);
+        // A flapping episode is reported once: it ends when the node has been stable for the
+        // window, not when a decision happens not to need the fact (a healthy moment between
+        // flaps).
+        let flaps: Vec<(String, Option<usize>)> = candidates
+            .iter()
+            .map(|c| (c.node.name.clone(), c.flapping.map(|f| f.changes)))
+            .collect();
         drop(candidates);
+        for (node, flapping) in flaps {
+            match flapping {
+                Some(changes) => {
+                    if self.flapping.insert(node.clone()) {
+                        self.events.push(FleetEvent::Flapping { node, changes });
+                    }
+                }
+                None => {
+                    self.flapping.remove(&node);
+                }
+            }
+        }
         let mut out = Vec::with_capacity(decisions.len());
         for d in decisions {
             match &d.why {
@@ -569,19 +588,7 @@ impl Fleet {
                 }
                 _ => {}
             }
-            match &d.why {
-                Why::Flapping { changes, .. } => {
-                    if self.flapping.insert(d.node.clone()) {
-                        self.events.push(FleetEvent::Flapping {
-                            node: d.node.clone(),
-                            changes: *changes,
-                        });
-                    }
-                }
-                _ => {
-                    self.flapping.remove(&d.node);
-                }
-            }
+
             match d.wake {
                 Some(at) => self.wake_at(&d.node, at),
                 None => self.unwake(&d.node),
@@ -806,6 +813,184 @@ mod tests {
         }
         assert_eq!(f.totals().selected, 4);
         assert_eq!(f.totals().cordoned, 3);
+    }
+
+    fn zoned(name: &str, zone: &str, bad_since: Option<i64>) -> NodeView {
+        let mut v = view(name, "a", bad_since);
+        v.labels = [("pool", "a"), ("topology.kubernetes.io/zone", zone)]
+            .into_iter()
+            .collect();
+        v
+    }
+
+    fn safe_cfg(edit: impl FnOnce(&mut Config)) -> Arc<Config> {
+        let mut c = Config {
+            conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+            max_cordoned: Budget::Count(100),
+            max_drains_in_flight: 10,
+            drain_buffer: Duration::from_secs(60),
+            selector: crate::select::Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+            ..Default::default()
+        };
+        edit(&mut c);
+        Arc::new(c)
+    }
+
+    fn whys(d: &[(NodeDecision, Arc<NodeView>)]) -> Vec<(String, Action, String)> {
+        let mut out: Vec<(String, Action, String)> = d
+            .iter()
+            .map(|(d, _)| (d.node.clone(), d.action, d.reason.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn a_pause_holds_everything_and_lifting_it_decides_the_held_nodes_again() {
+        let mut f = Fleet::new(safe_cfg(|_| {}));
+        let now = t(10_000);
+        for i in 0..10 {
+            let bad = (i == 3).then_some(0);
+            f.observe(
+                Arc::new(zoned(&format!("n{i}"), &format!("z{}", i % 5), bad)),
+                now,
+            );
+        }
+        f.set_pause(Some(Pause {
+            by: "kubectl-annotate".into(),
+            since: Some(t(9_000)),
+            reason: "rollout".into(),
+        }));
+        let d = f.round(|_| None, |_| Vec::new(), now);
+        let held: Vec<_> = whys(&d)
+            .into_iter()
+            .filter(|w| w.1 == Action::Hold)
+            .collect();
+        assert_eq!(held.len(), 1);
+        assert!(
+            held[0].2.starts_with("paused by kubectl-annotate since"),
+            "{held:?}"
+        );
+        assert_eq!(f.held(), 1);
+        // Nothing changed: the held node is not decided again.
+        assert!(f.round(|_| None, |_| Vec::new(), now).is_empty());
+        f.set_pause(None);
+        let d = f.round(|_| None, |_| Vec::new(), now);
+        assert_eq!(
+            d.len(),
+            1,
+            "the held node, decided again when the gate lifts"
+        );
+        assert!(matches!(d[0].0.effect, Effect::Cordon(_)));
+    }
+
+    #[test]
+    fn a_domain_budget_and_an_outage_act_per_domain() {
+        let mut f = Fleet::new(safe_cfg(|c| {
+            c.safety = safety::Safety {
+                max_cordoned_per_domain: Some(Budget::Count(1)),
+                ..safety::Safety::off()
+            };
+            c.safety.domain_outage_percent = 50.0;
+        }));
+        let now = t(10_000);
+        // z0: 4 nodes, 3 bad (an outage); z1: 4 nodes, 2 bad (budget of one); z2: healthy.
+        let bad_in = |zone: usize, i: usize| match zone {
+            0 => i < 3,
+            1 => i < 2,
+            _ => false,
+        };
+        for zone in 0..3 {
+            for i in 0..4 {
+                let bad = bad_in(zone, i).then_some(0);
+                f.observe(
+                    Arc::new(zoned(&format!("z{zone}-n{i}"), &format!("z{zone}"), bad)),
+                    now,
+                );
+            }
+        }
+        let d = f.round(|_| None, |_| Vec::new(), now);
+        let events = f.take_events();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(
+            matches!(&events[0], FleetEvent::OutageStarted(o) if o.domain == "z0" && o.unhealthy == 3 && o.size == 4)
+        );
+        let w = whys(&d);
+        let of = |n: &str| w.iter().find(|x| x.0 == n).unwrap().clone();
+        for n in ["z0-n0", "z0-n1", "z0-n2"] {
+            assert_eq!(of(n).1, Action::Hold);
+            assert!(
+                of(n)
+                    .2
+                    .starts_with("outage in z0: 3 of 4 nodes unhealthy > 50%"),
+                "{:?}",
+                of(n)
+            );
+        }
+        assert_eq!(of("z1-n0").1, Action::Cordon);
+        assert_eq!(of("z1-n1").1, Action::Wait);
+        assert!(
+            of("z1-n1")
+                .2
+                .starts_with("cordon budget of z1 full: 1 of 1"),
+            "{:?}",
+            of("z1-n1")
+        );
+        // The outage ends when nodes recover: its held nodes are decided again.
+        for (n, i) in [("z0-n1", 1), ("z0-n2", 2)] {
+            let mut v = zoned(n, "z0", None);
+            v.resource_version = format!("r{i}");
+            f.observe(Arc::new(v), now);
+        }
+        let d = f.round(|_| None, |_| Vec::new(), now);
+        assert_eq!(
+            f.take_events(),
+            vec![FleetEvent::OutageEnded {
+                domain: "z0".into()
+            }]
+        );
+        assert!(
+            d.iter()
+                .any(|(d, _)| d.node == "z0-n0" && matches!(d.effect, Effect::Cordon(_))),
+            "{:?}",
+            whys(&d)
+        );
+    }
+
+    #[test]
+    fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next() {
+        let mut f = Fleet::new(safe_cfg(|c| {
+            c.safety = safety::Safety::off();
+            c.drain_buffer = Duration::ZERO;
+            // t(0) is 2027-01-15T08:00:00Z, a Friday.
+            c.safety.drain_windows = vec!["Sat 10:00-12:00 UTC".parse().unwrap()];
+        }));
+        let now = t(0);
+        f.observe(Arc::new(zoned("n1", "z", Some(-3600))), now);
+        let d = f.round(|_| None, |_| Vec::new(), now);
+        assert!(
+            matches!(d[0].0.effect, Effect::Cordon(_)),
+            "cordons happen at once"
+        );
+        for (d, _) in &d {
+            act(&mut f, d, now);
+        }
+        let d = f.round(|_| None, |_| Vec::new(), now);
+        assert_eq!(d[0].0.action, Action::Wait);
+        assert!(
+            d[0].0.reason.starts_with(
+                "cordoned; drains start inside the drain windows, next at 2027-01-16T10:00:00Z"
+            ),
+            "{}",
+            d[0].0.reason
+        );
+        assert_eq!(d[0].0.wake, Some("2027-01-16T10:00:00Z".parse().unwrap()));
+        let d = f.round(
+            |_| None,
+            |_| Vec::new(),
+            "2027-01-16T10:00:00Z".parse().unwrap(),
+        );
+        assert_eq!(d[0].0.action, Action::Drain, "inside the window");
     }
 
     #[test]

@@ -38,8 +38,11 @@ pub struct Safety {
     pub breaker_window: Duration,
     /// It closes after the counts stayed at or under both thresholds this long.
     pub breaker_cooldown: Duration,
-    /// The node label naming a node's failure domain (Kosmos leaf nodes: their own).
+    /// The node label naming a node's failure domain (Kosmos leaf nodes: their member cluster).
     pub failure_domain: String,
+    /// The label of a Kosmos leaf node naming its member cluster (empty: each leaf node stands
+    /// for a member cluster of its own, Kosmos' usual layout).
+    pub kosmos_cluster_label: String,
     /// Nodes cordoned at once per domain (None: no per-domain budget).
     pub max_cordoned_per_domain: Option<Budget>,
     /// A domain with more than this percentage of its nodes unhealthy is an outage.
@@ -61,6 +64,7 @@ impl Default for Safety {
             breaker_window: Duration::from_secs(300),
             breaker_cooldown: Duration::from_secs(600),
             failure_domain: "topology.kubernetes.io/zone".into(),
+            kosmos_cluster_label: String::new(),
             max_cordoned_per_domain: None,
             domain_outage_percent: 50.0,
             domain_outage_min_nodes: 3,
@@ -114,11 +118,18 @@ pub fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
         .min()
 }
 
-/// The node's failure domain: a Kosmos leaf node is its own (it stands for a member cluster),
-/// others the value of the domain label; `None` without one.
+/// The node's failure domain: a Kosmos leaf node's is its member cluster (`kosmos/<cluster>`, the
+/// value of the cluster label, else the leaf node's own name), others the value of the domain label;
+/// `None` without one.
 pub fn domain_of(node: &NodeView, cfg: &Config) -> Option<String> {
     if node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str()) {
-        return Some(format!("kosmos/{}", node.name));
+        let label = &cfg.safety.kosmos_cluster_label;
+        let cluster = (!label.is_empty())
+            .then(|| node.label(label))
+            .flatten()
+            .filter(|c| !c.is_empty())
+            .unwrap_or(&node.name);
+        return Some(format!("kosmos/{cluster}"));
     }
     node.label(&cfg.safety.failure_domain)
         .filter(|v| !v.is_empty())

@@ -1,0 +1,118 @@
+//! `drainer simulate` over the scenarios shipped in config/scenarios: each runs through the
+//! controller's decision code and its expectations hold (the zone outage at 5,000 nodes included).
+
+use std::process::Command;
+
+const SCENARIOS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/scenarios");
+
+fn simulate(files: &[String]) -> (std::process::ExitStatus, Vec<serde_json::Value>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .arg("simulate")
+        .args(files)
+        .args(["--output", "json"])
+        .output()
+        .unwrap();
+    let reports = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (
+        out.status,
+        reports,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn scenario(name: &str) -> String {
+    format!("{SCENARIOS}/{name}.yaml")
+}
+
+#[test]
+fn every_shipped_scenario_meets_its_expectations() {
+    let mut files: Vec<String> = std::fs::read_dir(SCENARIOS)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4, "{files:?}");
+    let (status, reports, stderr) = simulate(&files);
+    assert!(status.success(), "{stderr}\n{reports:?}");
+    for (f, r) in files.iter().zip(&reports) {
+        assert_eq!(r["failed"], serde_json::json!([]), "{f}");
+    }
+}
+
+#[test]
+fn a_zone_outage_of_30_percent_of_5000_nodes_drains_nothing() {
+    let (status, reports, stderr) = simulate(&[scenario("zone-outage")]);
+    assert!(status.success(), "{stderr}");
+    let r = &reports[0];
+    assert_eq!(r["nodes"], 5000);
+    assert_eq!(r["drains"], 0);
+    assert_eq!(
+        r["cordons"], 0,
+        "the breaker opened before any min duration was held"
+    );
+    assert_eq!(
+        r["breaker_opened_at"], 120,
+        "in the round of the outage (it starts at +2m)"
+    );
+    let outages: Vec<&str> = r["happenings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["what"] == "outage started")
+        .map(|h| h["detail"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outages,
+        [
+            "outage in zone-0: 500 of 500 nodes unhealthy > 50%",
+            "outage in zone-1: 500 of 500 nodes unhealthy > 50%",
+            "outage in zone-2: 500 of 500 nodes unhealthy > 50%"
+        ]
+    );
+}
+
+#[test]
+fn without_the_safety_gates_the_same_outage_would_cordon_the_budget_and_drain() {
+    // The same scenario with the breaker and outage rules turned off shows what they prevent.
+    let text = std::fs::read_to_string(scenario("zone-outage"))
+        .unwrap()
+        .replace(
+            "  - --drain-buffer=10m\n",
+            "  - --drain-buffer=10m\n  - --max-unhealthy=100%\n  - --breaker-new=100%\n  - --domain-outage=100%\n",
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("ungated.yaml");
+    std::fs::write(&f, text).unwrap();
+    let (status, reports, _) = simulate(&[f.display().to_string()]);
+    assert_eq!(status.code(), Some(1), "its expectations fail");
+    let r = &reports[0];
+    assert_eq!(r["max_cordoned_at_once"], 500, "the whole cordon budget");
+    assert!(r["drains"].as_u64().unwrap() >= 1);
+    assert!(
+        r["failed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f.as_str().unwrap().starts_with("at most 0 drains")),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_scenario_that_cannot_be_read_is_exit_2_with_the_file() {
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["simulate", "/nonexistent/scenario.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scenario.yaml: cannot read"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
