@@ -149,7 +149,8 @@ pub async fn run(
                         spec: Some(spec(&cfg, now, None, 0)),
                     };
                     annotate(&mut lease, BREAKER_ANNOTATION, breaker);
-                    api.create(&PostParams::default(), &lease).await?;
+                    let created = api.create(&PostParams::default(), &lease).await?;
+                    data.read.send_replace(Some(created));
                     tracing::info!(lease = %cfg.name, identity = %cfg.identity, "created the lease: leading");
                     Ok(true)
                 }
@@ -157,13 +158,15 @@ pub async fn run(
                     let old = lease.spec.clone().unwrap_or_default();
                     lease.spec = Some(spec(&cfg, now, old.acquire_time, old.lease_transitions.unwrap_or(0)));
                     annotate(&mut lease, BREAKER_ANNOTATION, breaker);
-                    api.replace(&cfg.name, &PostParams::default(), &lease).await?;
+                    let renewed = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
+                    data.read.send_replace(Some(renewed));
                     Ok(true)
                 }
                 (Step::TakeOver, Some(mut lease)) => {
                     let old = lease.spec.clone().unwrap_or_default();
                     lease.spec = Some(spec(&cfg, now, None, old.lease_transitions.unwrap_or(0) + 1));
-                    api.replace(&cfg.name, &PostParams::default(), &lease).await?;
+                    let taken = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
+                    data.read.send_replace(Some(taken));
                     tracing::info!(lease = %cfg.name, identity = %cfg.identity, previous = old.holder_identity.as_deref().unwrap_or(""), "took over an expired lease: leading");
                     Ok(true)
                 }

@@ -188,6 +188,9 @@ pub struct Fleet {
     /// Nodes flapping now whose episode was reported.
     flapping: BTreeSet<String>,
     events: Vec<FleetEvent>,
+    /// When the oldest start within the breaker window leaves it (the "newly" count drops then,
+    /// which may let an open breaker calm down); never in the past.
+    newly_wake: Option<Timestamp>,
 }
 
 /// What of the gates a held decision depends on.
@@ -220,6 +223,7 @@ impl Fleet {
             flaps: HashMap::new(),
             flapping: BTreeSet::new(),
             events: Vec::new(),
+            newly_wake: None,
         }
     }
 
@@ -404,15 +408,7 @@ impl Fleet {
     pub fn next_wake(&self) -> Option<Timestamp> {
         let node = self.wakes.first().map(|(t, _)| *t);
         let breaker = self.breaker.wake(&self.cfg.safety);
-        // The breaker's "newly" count drops as starts age out of its window: look again then.
-        let newly = self.breaker.is_open().then(|| {
-            self.running
-                .unhealthy_since
-                .keys()
-                .next_back()
-                .map(|t| nodemedic_common::time::add(*t, self.cfg.safety.breaker_window))
-        });
-        [node, breaker, newly.flatten()].into_iter().flatten().min()
+        [node, breaker, self.newly_wake].into_iter().flatten().min()
     }
 
     /// We wrote `record` (None: removed it) and, when given, `unschedulable` on the node: lay it
@@ -447,6 +443,14 @@ impl Fleet {
     fn gates(&mut self, now: Timestamp) -> Gates {
         let s = self.cfg.safety.clone();
         let health = self.running.health(s.breaker_window, now);
+        let window_start = nodemedic_common::time::sub(now, s.breaker_window);
+        self.newly_wake = self
+            .running
+            .unhealthy_since
+            .range(window_start..)
+            .next()
+            .map(|(t, _)| nodemedic_common::time::add(*t, s.breaker_window))
+            .filter(|at| *at > now);
         match self.breaker.observe(&health, &s, now) {
             Some(BreakerChange::Opened(t)) => self.events.push(FleetEvent::BreakerOpened {
                 reason: t.to_string(),
@@ -843,6 +847,29 @@ mod tests {
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    #[test]
+    fn the_next_wake_is_never_in_the_past_while_the_breaker_is_open() {
+        // Problems that started long before the breaker window must not make the controller wake
+        // at once, round after round (it spun at 400 rounds a second before).
+        let mut f = Fleet::new(safe_cfg(|_| {}));
+        let now = t(100_000);
+        for i in 0..6 {
+            let bad = (i < 4).then_some(0);
+            f.observe(Arc::new(zoned(&format!("n{i}"), "z", bad)), now);
+        }
+        f.round(|_| None, |_| Vec::new(), now);
+        assert!(f.breaker().is_open());
+        assert!(f.next_wake().is_none_or(|w| w > now), "{:?}", f.next_wake());
+        // Starts within the window wake the fleet when they leave it.
+        let mut g = Fleet::new(safe_cfg(|_| {}));
+        for i in 0..6 {
+            let bad = (i < 4).then_some(99_900);
+            g.observe(Arc::new(zoned(&format!("n{i}"), "z", bad)), now);
+        }
+        g.round(|_| None, |_| Vec::new(), now);
+        assert_eq!(g.next_wake(), Some(t(99_900 + 300)));
     }
 
     #[test]

@@ -14,3 +14,4 @@ mod env;
 mod isolation;
 mod rbac;
 mod reload;
+mod safety;
