@@ -188,8 +188,8 @@ pub struct Fleet {
     /// Nodes flapping now whose episode was reported.
     flapping: BTreeSet<String>,
     events: Vec<FleetEvent>,
-    /// When the oldest start within the breaker window leaves it (the "newly" count drops then,
-    /// which may let an open breaker calm down); never in the past.
+    /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
+    /// count drops then, which may let it calm down); never in the past.
     newly_wake: Option<Timestamp>,
 }
 
@@ -443,14 +443,6 @@ impl Fleet {
     fn gates(&mut self, now: Timestamp) -> Gates {
         let s = self.cfg.safety.clone();
         let health = self.running.health(s.breaker_window, now);
-        let window_start = nodemedic_common::time::sub(now, s.breaker_window);
-        self.newly_wake = self
-            .running
-            .unhealthy_since
-            .range(window_start..)
-            .next()
-            .map(|(t, _)| nodemedic_common::time::add(*t, s.breaker_window))
-            .filter(|at| *at > now);
         match self.breaker.observe(&health, &s, now) {
             Some(BreakerChange::Opened(t)) => self.events.push(FleetEvent::BreakerOpened {
                 reason: t.to_string(),
@@ -460,6 +452,14 @@ impl Fleet {
             }
             None => {}
         }
+        let window_start = nodemedic_common::time::sub(now, s.breaker_window);
+        self.newly_wake = self
+            .running
+            .unhealthy_since
+            .range(window_start..)
+            .next()
+            .map(|(t, _)| nodemedic_common::time::add(*t, s.breaker_window))
+            .filter(|at| *at > now && self.breaker.is_open());
         let mut domains = BTreeMap::new();
         let mut outages = BTreeMap::new();
         for (d, t) in &self.running.domains {
