@@ -80,6 +80,8 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// The drainer's Lease (a pause is set there), if it exists.
     pub lease: Option<k8s_openapi::api::coordination::v1::Lease>,
+    /// The drainer's NodeFlapping Events (which nodes it saw flapping).
+    pub flapping: Vec<k8s_openapi::api::core::v1::Event>,
 }
 
 /// List nodes, pods and PodDisruptionBudgets (all namespaces), a page at a time, and get the
@@ -102,6 +104,18 @@ pub async fn read(
                 what: "the drainer's lease",
                 source,
             })?,
+        // Node Events live in `default`, as the kubelet's do.
+        flapping: Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), "default")
+            .list(&ListParams::default().fields(&format!(
+                "reason={}",
+                crate::occurrence::reason::NODE_FLAPPING
+            )))
+            .await
+            .map_err(|source| LiveError::List {
+                what: "NodeFlapping events",
+                source,
+            })?
+            .items,
     })
 }
 

@@ -105,6 +105,10 @@ struct PlanArgs {
     /// `kubectl get lease -n NAMESPACE NAME -o json` of the drainer (optional): shows a pause.
     #[arg(long, conflicts_with = "live")]
     lease: Option<PathBuf>,
+    /// `kubectl get events -A -o json` (optional): the drainer's NodeFlapping Events show which
+    /// nodes are flapping.
+    #[arg(long, conflicts_with = "live")]
+    events: Option<PathBuf>,
     /// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only)
     /// instead of files.
     #[arg(long)]
@@ -389,6 +393,7 @@ type Objects = (
     Vec<k8s_openapi::api::core::v1::Pod>,
     Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     Option<k8s_openapi::api::coordination::v1::Lease>,
+    Vec<k8s_openapi::api::core::v1::Event>,
 );
 
 fn read_files(args: &PlanArgs) -> Result<Objects, String> {
@@ -414,7 +419,11 @@ fn read_files(args: &PlanArgs) -> Result<Objects, String> {
             Some(p) => nodemedic_drainer::plan::read_items(p)?.pop(),
             None => None,
         };
-        Ok((nodes, pods, pdbs, lease))
+        let events = match &args.events {
+            Some(p) => nodemedic_drainer::plan::read_items(p)?,
+            None => Vec::new(),
+        };
+        Ok((nodes, pods, pdbs, lease, events))
     };
     let result = read();
     if tty {
@@ -440,13 +449,13 @@ fn plan(args: PlanArgs) -> ExitCode {
         match read {
             Err(code) => return code,
             Ok(r) => r
-                .map(|s| (s.nodes, s.pods, s.pdbs, s.lease))
+                .map(|s| (s.nodes, s.pods, s.pdbs, s.lease, s.flapping))
                 .map_err(|e| e.to_string()),
         }
     } else {
         read_files(&args)
     };
-    let (nodes, pods, pdbs, lease) = match read_result {
+    let (nodes, pods, pdbs, lease, events) = match read_result {
         Ok(x) => x,
         Err(e) => {
             eprintln!("drainer: {e}");
@@ -456,15 +465,22 @@ fn plan(args: PlanArgs) -> ExitCode {
     let now = args.now.unwrap_or_else(Timestamp::now);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let paused = lease
-        .as_ref()
-        .and_then(nodemedic_drainer::decide::safety::pause_of);
+    let recorded = nodemedic_drainer::decide::safety::Recorded {
+        paused: lease
+            .as_ref()
+            .and_then(nodemedic_drainer::decide::safety::pause_of),
+        flapping: nodemedic_drainer::decide::safety::flapping_from_events(
+            &events,
+            &cfg.safety,
+            now,
+        ),
+    };
     match nodemedic_drainer::plan::run(
         &cfg,
         &nodes,
         &pods,
         &pdbs,
-        paused,
+        &recorded,
         now,
         args.output == Output::Json,
         &mut out,

@@ -88,21 +88,21 @@ struct JsonPlan<'a> {
     pods: &'a [decide::PodPlan],
 }
 
-/// Run the decision over the objects and print it; `paused` is the pause read from the drainer's
-/// Lease, if any.
+/// Run the decision over the objects and print it; `recorded` is what the cluster recorded besides
+/// them (a pause on the drainer's Lease, nodes reported flapping).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     cfg: &Config,
     nodes: &[Node],
     pods: &[Pod],
     pdbs: &[PodDisruptionBudget],
-    paused: Option<crate::decide::safety::Pause>,
+    recorded: &crate::decide::safety::Recorded,
     now: Timestamp,
     json: bool,
     out: &mut impl Write,
 ) -> std::io::Result<Vec<NodeDecision>> {
     let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
-    let mut plans = decide::decide_snapshot(nodes, &pods, cfg, paused, now);
+    let mut plans = decide::decide_snapshot(nodes, &pods, cfg, recorded, now);
     annotate_pdbs(&mut plans, &pods, pdbs);
     if json {
         for p in &plans {

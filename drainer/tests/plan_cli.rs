@@ -10,6 +10,20 @@ fn plan(extra: &[&str]) -> std::process::Output {
     plan_with(&[&["--max-unhealthy", "100%", "--breaker-new", "100%"], extra].concat())
 }
 
+/// The JSON lines of a successful `--output json` run.
+fn json_plans(out: std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn plan_with(extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_drainer"))
         .arg("plan")
@@ -33,16 +47,7 @@ fn plan_with(extra: &[&str]) -> std::process::Output {
 #[test]
 fn json_plan_names_each_node_its_action_and_the_pods() {
     let out = plan(&["--output", "json", "--max-cordoned", "3"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plans: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let plans = json_plans(out);
     let action = |n: &str| {
         plans.iter().find(|p| p["node"] == n).unwrap()["action"]
             .as_str()
@@ -204,16 +209,7 @@ fn a_pause_on_the_lease_holds_everything_and_says_who() {
     )
     .unwrap();
     let out = plan(&["--output", "json", "--lease", lease.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plans: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let plans = json_plans(out);
     for n in ["node-b", "node-c"] {
         let p = plans.iter().find(|p| p["node"] == n).unwrap();
         assert_eq!(p["action"], "hold", "{p}");
@@ -224,4 +220,38 @@ fn a_pause_on_the_lease_holds_everything_and_says_who() {
             "{p}"
         );
     }
+}
+
+#[test]
+fn a_node_the_drainer_reported_flapping_is_held_in_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.json");
+    // The drainer's NodeFlapping Event for node-b a minute before --now, and one from another
+    // component, which does not count.
+    std::fs::write(
+        &events,
+        r#"{"apiVersion": "v1", "kind": "List", "items": [
+            {"metadata": {"name": "node-b.1", "namespace": "default"},
+             "involvedObject": {"kind": "Node", "name": "node-b"}, "reason": "NodeFlapping",
+             "message": "Node conditions changed 5 times in a short while: not cordoned or drained until stable",
+             "source": {"component": "nodemedic-drainer"}, "lastTimestamp": "2026-11-22T09:59:00Z"},
+            {"metadata": {"name": "node-c.1", "namespace": "default"},
+             "involvedObject": {"kind": "Node", "name": "node-c"}, "reason": "NodeFlapping",
+             "source": {"component": "someone-else"}, "lastTimestamp": "2026-11-22T09:59:00Z"}]}"#,
+    )
+    .unwrap();
+    let plans = json_plans(plan(&[
+        "--output",
+        "json",
+        "--events",
+        events.to_str().unwrap(),
+    ]));
+    let b = plans.iter().find(|p| p["node"] == "node-b").unwrap();
+    assert_eq!(b["action"], "hold", "{b}");
+    assert_eq!(
+        b["reason"],
+        "flapping: 5 condition changes within 10m; not cordoned or drained until stable at 2026-11-22T10:09:00Z"
+    );
+    let c = plans.iter().find(|p| p["node"] == "node-c").unwrap();
+    assert_eq!(c["action"], "drain", "{c}");
 }

@@ -328,7 +328,8 @@ impl Fleet {
         };
         let entry = Entry {
             record: Record::of(&view).map(Box::new),
-            domain: safety::domain_of(&view, &self.cfg).map(Arc::from),
+            // Interned: a zone's name is shared by all its nodes.
+            domain: safety::domain_of(&view, &self.cfg).map(|d| crate::intern::intern(&d)),
             unhealthy: safety::unhealthy_since(&view, &self.cfg),
             view,
             selected,
@@ -441,9 +442,10 @@ impl Fleet {
     /// The gates at `now`: the breaker and the outages are brought up to date from the running
     /// totals first (their changes become events).
     fn gates(&mut self, now: Timestamp) -> Gates {
-        let s = self.cfg.safety.clone();
+        let cfg = self.cfg.clone();
+        let s = &cfg.safety;
         let health = self.running.health(s.breaker_window, now);
-        match self.breaker.observe(&health, &s, now) {
+        match self.breaker.observe(&health, s, now) {
             Some(BreakerChange::Opened(t)) => self.events.push(FleetEvent::BreakerOpened {
                 reason: t.to_string(),
             }),
@@ -464,7 +466,7 @@ impl Fleet {
         let mut outages = BTreeMap::new();
         for (d, t) in &self.running.domains {
             domains.insert(d.to_string(), *t);
-            if let Some(o) = safety::outage(d, t, &s) {
+            if let Some(o) = safety::outage(d, t, s) {
                 outages.insert(d.to_string(), o);
             }
         }
@@ -482,7 +484,7 @@ impl Fleet {
         self.outages = outages.keys().cloned().collect();
         Gates {
             paused: self.paused.clone(),
-            breaker: self.breaker.hold(&s),
+            breaker: self.breaker.hold(s),
             outages,
             domains,
             window: safety::next_window(&s.drain_windows, now),

@@ -508,16 +508,17 @@ pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
     cfg: &Config,
     now: Timestamp,
 ) -> Vec<NodeDecision> {
-    decide_snapshot(nodes, pods, cfg, None, now)
+    decide_snapshot(nodes, pods, cfg, &safety::Recorded::default(), now)
 }
 
-/// [`decide_nodes`] with a pause read from the drainer's Lease. The gates are what the snapshot
-/// shows: the breaker by its thresholds, outages, windows (flapping needs history it lacks).
+/// [`decide_nodes`] with what the cluster recorded besides the objects (a pause on the Lease, nodes
+/// reported flapping). The other gates are what the snapshot shows: the breaker by its thresholds
+/// (no cooldown is known), outages, windows.
 pub fn decide_snapshot<N: Borrow<Node>, P: Borrow<PodInfo>>(
     nodes: &[N],
     pods: &[P],
     cfg: &Config,
-    paused: Option<safety::Pause>,
+    recorded: &safety::Recorded,
     now: Timestamp,
 ) -> Vec<NodeDecision> {
     let views: Vec<NodeView> = nodes.iter().map(|n| NodeView::of(n.borrow())).collect();
@@ -539,7 +540,7 @@ pub fn decide_snapshot<N: Borrow<Node>, P: Borrow<PodInfo>>(
             record: r.as_ref(),
             pods: by_node.remove(v.name.as_str()).unwrap_or_default(),
             domain: d.as_deref(),
-            flapping: None,
+            flapping: recorded.flapping.get(&v.name).copied(),
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {
@@ -550,7 +551,7 @@ pub fn decide_snapshot<N: Borrow<Node>, P: Borrow<PodInfo>>(
     }));
     let selected: Vec<(&NodeView, bool)> =
         candidates.iter().map(|c| (c.node, c.selected)).collect();
-    let gates = safety::gates_of_snapshot(&selected, cfg, paused, now);
+    let gates = safety::gates_of_snapshot(&selected, cfg, recorded.paused.clone(), now);
     decide_some(&candidates, &totals, &gates, cfg, now)
 }
 

@@ -484,6 +484,58 @@ pub fn pause_of(lease: &Lease) -> Option<Pause> {
     })
 }
 
+/// What a snapshot of the objects cannot show but the cluster recorded: a pause on the drainer's
+/// Lease, and nodes the drainer reported flapping (its NodeFlapping Events).
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub paused: Option<Pause>,
+    pub flapping: std::collections::HashMap<String, Flapping>,
+}
+
+/// Nodes flapping at `now` by the drainer's NodeFlapping Events: an episode reported within the
+/// flap window lasts at least until a window after its report (its last change may be later;
+/// the controller, which saw every change, knows better).
+pub fn flapping_from_events(
+    events: &[k8s_openapi::api::core::v1::Event],
+    s: &Safety,
+    now: Timestamp,
+) -> std::collections::HashMap<String, Flapping> {
+    let mut out = std::collections::HashMap::new();
+    for e in events {
+        let ours =
+            e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(crate::act::SOURCE);
+        if !ours || e.reason.as_deref() != Some(crate::occurrence::reason::NODE_FLAPPING) {
+            continue;
+        }
+        let (Some(node), Some(at)) = (
+            e.involved_object.name.clone(),
+            e.last_timestamp.as_ref().map(|t| t.0),
+        ) else {
+            continue;
+        };
+        let stable_at = nodemedic_common::time::add(at, s.flap_window);
+        if stable_at <= now {
+            continue;
+        }
+        let changes = e
+            .message
+            .as_deref()
+            .and_then(|m| m.split("changed ").nth(1))
+            .and_then(|m| m.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(s.flap_threshold);
+        let f = Flapping { changes, stable_at };
+        out.entry(node)
+            .and_modify(|old: &mut Flapping| {
+                if f.stable_at > old.stable_at {
+                    *old = f;
+                }
+            })
+            .or_insert(f);
+    }
+    out
+}
+
 // ---------------------------------------------------------------------------------------------
 // Drain windows.
 
