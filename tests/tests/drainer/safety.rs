@@ -229,3 +229,89 @@ async fn a_pause_on_the_lease_holds_the_drainer_until_it_is_removed() {
     running.shutdown().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_drained_node_is_marked_for_replacement_unmarked_on_recovery_or_deleted() {
+    use nodemedic_drainer::config::Taint;
+    let env = Env::new().await;
+    let marked = env.node("marked", "True", 3600, json!({})).await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.after_drain.labels = vec![("nodemedic.test/replace".into(), "yes".into())];
+    cfg.after_drain.annotations = vec![("nodemedic.test/why".into(), "drained".into())];
+    cfg.after_drain.taints = vec![
+        "nodemedic.test/replace=yes:NoSchedule"
+            .parse::<Taint>()
+            .unwrap(),
+    ];
+    let running = env.start(cfg, "a").await;
+    env.wait_drained(&marked).await;
+    // The MarkedDrained Event is written once every mark is.
+    eventually("the MarkedDrained event", WAIT, || async {
+        env.event_reasons(&marked)
+            .await
+            .contains(&"MarkedDrained".to_string())
+            .then_some(())
+    })
+    .await;
+    let node = env.get_node(&marked).await;
+    assert_eq!(node["metadata"]["labels"]["nodemedic.test/replace"], "yes");
+    assert_eq!(
+        node["metadata"]["annotations"]["nodemedic.test/why"],
+        "drained"
+    );
+    assert!(
+        node["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["key"] == "nodemedic.test/replace" && t["effect"] == "NoSchedule"),
+        "{node}"
+    );
+    // It recovers: uncordoned, and the marks go with the cordon.
+    env.set_condition(&marked, "KernelDeadlock", "False", 700)
+        .await;
+    let node = eventually("uncordoned and unmarked", WAIT, || async {
+        let n = env.get_node(&marked).await;
+        (n["spec"]["unschedulable"] != json!(true)).then_some(n)
+    })
+    .await;
+    assert!(
+        node["metadata"]["labels"]
+            .get("nodemedic.test/replace")
+            .is_none(),
+        "{node}"
+    );
+    assert!(
+        node["metadata"]["annotations"]
+            .get("nodemedic.test/why")
+            .is_none(),
+        "{node}"
+    );
+    assert!(
+        !node["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == "nodemedic.test/replace"),
+        "{node}"
+    );
+    running.shutdown().await;
+
+    // With --delete-drained-node-after, the Node object goes once that long has passed.
+    let doomed = env.node("doomed", "True", 3600, json!({})).await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.after_drain.delete_after = Some(Duration::from_secs(2));
+    let running = env.start(cfg, "b").await;
+    env.wait_drained(&doomed).await;
+    eventually("the drained node deleted", WAIT, || async {
+        Api::<k8s_openapi::api::core::v1::Node>::all(env.cluster.client.clone())
+            .get_opt(&doomed)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    running.shutdown().await;
+    env.cleanup().await;
+}
