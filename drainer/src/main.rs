@@ -153,6 +153,8 @@ struct KubectlCli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: the size of the plan's flags does not matter.
+#[allow(clippy::large_enum_variant)]
 enum KubectlCommand {
     /// What the drainer would do now and why, from the live cluster (changes nothing).
     Plan(PlanArgs),
