@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// Warning or Normal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Severity {
     Normal,
     Warning,
@@ -29,7 +29,7 @@ impl Severity {
 }
 
 /// What to write: an occurrence (count 1) or an aggregate of `count` occurrences.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NodeEvent {
     /// Event source component, e.g. `kernel-monitor`; shown as "From".
     pub source: String,
@@ -92,12 +92,26 @@ impl NodeEvents {
         }
     }
 
+    /// Create the Event named `name`, or update it if it exists already (a create repeated after a
+    /// crash: counts are absolute, so the repeat is harmless).
+    pub async fn create_or_update(&self, name: &str, ev: &NodeEvent) -> Result<(), kube::Error> {
+        match self.create_named(name, ev).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => self.update(name, ev).await,
+            r => r,
+        }
+    }
+
     /// Create a new Event and return its name (to update it later with [`NodeEvents::update`]).
     pub async fn create(&self, ev: &NodeEvent) -> Result<String, kube::Error> {
         let name = event_name(&self.node, ev.first_seen);
+        self.create_named(&name, ev).await?;
+        Ok(name)
+    }
+
+    async fn create_named(&self, name: &str, ev: &NodeEvent) -> Result<(), kube::Error> {
         let event = Event {
             metadata: ObjectMeta {
-                name: Some(name.clone()),
+                name: Some(name.to_string()),
                 namespace: Some("default".into()),
                 ..Default::default()
             },
@@ -117,7 +131,7 @@ impl NodeEvents {
             ..Default::default()
         };
         self.api.create(&PostParams::default(), &event).await?;
-        Ok(name)
+        Ok(())
     }
 
     /// Update an existing Event's count, last timestamp and message (a strategic-merge patch, like

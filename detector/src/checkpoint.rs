@@ -26,6 +26,9 @@ pub struct Checkpoint {
     pub version: u32,
     /// Monitor name -> position.
     pub monitors: BTreeMap<String, Position>,
+    /// Event counts as far as these positions go (added in place in format 1: older files have none).
+    #[serde(default)]
+    pub events: Vec<crate::report::aggregate::Saved>,
 }
 
 impl Checkpoint {
@@ -79,8 +82,9 @@ impl Checkpoint {
         let body = serde_json::to_vec_pretty(&Checkpoint {
             version: VERSION,
             monitors: self.monitors.clone(),
+            events: self.events.clone(),
         })
-        .expect("checkpoint serialises");
+        .map_err(std::io::Error::other)?;
         tmp.1.write_all(&body)?;
         tmp.1.sync_all()?;
         std::fs::rename(&tmp.0, path)?;
@@ -135,9 +139,29 @@ mod tests {
                 offset: 3,
             },
         );
+        let at = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        c.events.push(crate::report::aggregate::Saved {
+            name: "node-1.18e".into(),
+            created: true,
+            written: 7,
+            event: nodemedic_common::events::NodeEvent {
+                source: "kernel-monitor".into(),
+                severity: nodemedic_common::events::Severity::Warning,
+                reason: "OOMKilling".into(),
+                message: "m".into(),
+                count: 5,
+                first_seen: at,
+                last_seen: at,
+            },
+            last_write: Some(at),
+        });
         c.save(&path).unwrap();
         let back = Checkpoint::load(&path);
         assert_eq!(back.monitors, c.monitors);
+        assert_eq!(back.events, c.events);
+        // A file from before Event counts were kept still loads.
+        std::fs::write(&path, r#"{"version": 1, "monitors": {}}"#).unwrap();
+        assert!(Checkpoint::load(&path).events.is_empty());
         assert_eq!(back.version, VERSION);
         std::fs::write(&path, "{not json").unwrap();
         assert!(Checkpoint::load(&path).monitors.is_empty());

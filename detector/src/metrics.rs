@@ -93,6 +93,7 @@ pub struct Metrics {
     pub parse_errors: Family<MonitorLabel, Counter>,
     pub rule_matches: Family<MatchLabels, Counter>,
     pub report_errors: Family<KindLabel, Counter>,
+    pub reports_given_up: Family<KindLabel, Counter>,
     pub events_dropped: Counter,
     pub reloads: Family<ReloadLabel, Counter>,
     pub stalls: Family<LoopLabel, Counter>,
@@ -144,6 +145,7 @@ impl Metrics {
             parse_errors: Family::default(),
             rule_matches: Family::default(),
             report_errors: Family::default(),
+            reports_given_up: Family::default(),
             events_dropped: Counter::default(),
             reloads: Family::default(),
             stalls: Family::default(),
@@ -189,6 +191,11 @@ impl Metrics {
             m.report_errors.clone(),
         );
         registry.register(
+            "nodemedic_detector_reports_given_up",
+            "Writes given up after failing again and again: an Event dropped, or the checkpoint moving on without the conditions",
+            m.reports_given_up.clone(),
+        );
+        registry.register(
             "nodemedic_detector_events_dropped",
             "Event occurrences dropped by the aggregator's key limit",
             m.events_dropped.clone(),
@@ -201,6 +208,7 @@ impl Metrics {
         // Series with a closed set of label values exist from the start at 0 (see the drainer's).
         for &kind in Report::ALL {
             let _ = m.report_errors.get_or_create(&KindLabel { kind });
+            let _ = m.reports_given_up.get_or_create(&KindLabel { kind });
         }
         for &result in Reload::ALL {
             let _ = m.reloads.get_or_create(&ReloadLabel { result });
@@ -252,6 +260,12 @@ impl Metrics {
             .get_or_create(&LoopLabel {
                 r#loop: name.to_string(),
             })
+            .inc();
+    }
+
+    pub fn report_given_up(&self, kind: Report) {
+        self.reports_given_up
+            .get_or_create(&KindLabel { kind })
             .inc();
     }
 

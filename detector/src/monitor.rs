@@ -27,8 +27,9 @@ pub enum Outcome {
         monitor: String,
         conditions: Vec<Condition>,
     },
-    /// An Event to write (aggregated by the reporter).
+    /// An Event to write (aggregated by the reporter); covered by the monitor's next Progress.
     Event {
+        monitor: String,
         source: String,
         severity: Severity,
         reason: String,
@@ -273,6 +274,7 @@ async fn send_reports(
             continue;
         };
         let out = Outcome::Event {
+            monitor: m.name.clone(),
             source: m.source.clone(),
             severity: ev.severity,
             reason: ev.reason,

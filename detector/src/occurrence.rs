@@ -34,6 +34,13 @@ pub enum Occurrence<'a> {
         error: &'a str,
         retry_in: Option<Duration>,
     },
+    /// A write kept failing. Events: the key is dropped. Conditions: the checkpoint stops waiting
+    /// for them (they are still retried).
+    ReportGivenUp {
+        kind: Report,
+        error: &'a str,
+        tries: u32,
+    },
     /// kmsg records were overwritten before they could be read.
     Overrun { monitor: &'a str },
     /// A loop (an input, the writer) made no progress for longer than allowed (/healthz fails).
@@ -86,6 +93,17 @@ impl Occurrence<'_> {
             } => {
                 tracing::warn!(kind = kind.as_str(), %error, ?retry_in, "writing to the API server failed; will retry with the latest state");
                 m.report_error(*kind);
+            }
+            Occurrence::ReportGivenUp { kind, error, tries } => {
+                match kind {
+                    Report::Events => {
+                        tracing::error!(kind = kind.as_str(), %error, %tries, "an Event write kept failing; dropping it (its occurrences are lost)")
+                    }
+                    Report::Conditions => {
+                        tracing::error!(kind = kind.as_str(), %error, %tries, "condition writes keep failing; the checkpoint moves on without them (they are still retried)")
+                    }
+                }
+                m.report_given_up(*kind);
             }
             Occurrence::Overrun { monitor } => {
                 tracing::warn!(%monitor, "kmsg ring buffer overrun: records were lost before they could be read");

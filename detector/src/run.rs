@@ -110,6 +110,8 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     tracing::info!(node = %opts.node_name, owned = ?owned, kept_true = ?kept, "read the node back");
 
     let checkpoint = Checkpoint::load(&opts.state_file);
+    let mut events = Aggregator::new(opts.events, &opts.node_name);
+    events.restore(checkpoint.events.clone());
     let ctx = Context {
         kmsg_path: opts.kmsg_path.clone(),
         journalctl: opts.journalctl.clone(),
@@ -133,8 +135,9 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     let writer = Writer {
         reporter,
         sync,
-        events: Aggregator::new(opts.events),
+        events,
         pending: BTreeMap::new(),
+        unconfirmed: BTreeMap::new(),
         checkpoint: shared_checkpoint,
         state_file: opts.state_file.clone(),
         snapshot,

@@ -2,7 +2,7 @@
 //! views and 50,000 ReplicaSet pods (the fixtures of the scale bench), projected and indexed as the
 //! watchers do. The scale bench gives the whole process's RSS; this splits it.
 //!
-//! `cargo bench -p nodemedic-drainer --bench caches`
+//! `cargo bench -p nodemedic-drainer --bench caches` (`NODES=15000` for the larger fixture)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +13,8 @@ use nodemedic_drainer::observe::Observed;
 use nodemedic_drainer::view::NodeView;
 use serde_json::{Value, json};
 
-const NODES: usize = 5_000;
+/// Nodes in the fixture unless `NODES` says otherwise.
+const DEFAULT_NODES: usize = 5_000;
 const PODS_PER_NODE: usize = 10;
 
 fn rss_mib() -> f64 {
@@ -27,6 +28,16 @@ fn rss_mib() -> f64 {
 }
 
 fn main() {
+    let nodes_env = std::env::var("NODES").ok();
+    #[allow(non_snake_case)]
+    let NODES: usize = match nodes_env.as_deref().map(str::parse) {
+        None => DEFAULT_NODES,
+        Some(Ok(n)) if n > 0 && n < 100_000 => n,
+        Some(_) => {
+            eprintln!("NODES must be a number from 1 to 99999");
+            std::process::exit(2);
+        }
+    };
     let node: Value = serde_json::from_str(include_str!(
         "../../tests/fixtures/scale/kubelet-like-node.json"
     ))

@@ -445,6 +445,45 @@ async fn api_errors_and_429s_are_retried_and_the_latest_change_lands() {
     h.finish(running).await;
 }
 
+#[tokio::test]
+async fn an_event_the_api_keeps_refusing_is_given_up_and_the_checkpoint_moves_on() {
+    // A refusal that does not pass (quota, a webhook, RBAC): only the test API server does it on demand.
+    let mut h = Harness::fake("refused").await;
+    let fake = h.cluster.fake.clone().expect("the test API server");
+    let mut opts = h.options();
+    opts.events.retry = Duration::from_millis(100);
+    opts.events.max_tries = 3;
+    let running = run::start(opts, h.cluster.client_for("detector"))
+        .await
+        .expect("detector starts");
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    fake.fail_next("POST", "/events", 403, 3);
+    h.kmsg("Out of memory: Killed process 7 (app)");
+    let addr = running.addr;
+    eventually("the refused Event to be given up", WAIT, || async move {
+        let m = nodemedic_tests::http_get(&format!("http://{addr}/metrics")).await;
+        m.contains("nodemedic_detector_reports_given_up_total{kind=\"events\"} 1")
+            .then_some(())
+    })
+    .await;
+    let state = h.dir.path().join("state/detector.json");
+    eventually("the checkpoint to pass the refused line", WAIT, || async {
+        let text = std::fs::read_to_string(&state).unwrap_or_default();
+        text.contains(&format!("\"seq\": {}", h.seq)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        fake.count("POST", "/events"),
+        3,
+        "three tries, then nothing more"
+    );
+    // The next occurrence is a new Event again.
+    h.kmsg("Out of memory: Killed process 8 (app)");
+    h.wait_event("OOMKilling").await;
+    h.finish(running).await;
+}
+
 /// A monitor with temporary rules only: it declares no condition, so adding or removing its file
 /// changes nothing on the Node.
 const EXTRA: &str = r#"

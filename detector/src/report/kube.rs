@@ -96,14 +96,12 @@ impl KubeReporter {
         Ok(())
     }
 
-    /// Create or update an Event; returns its name.
-    pub async fn write_event(&self, w: &Write) -> Result<String, Error> {
-        match &w.existing {
-            None => bounded(self.events.create(&w.event)).await,
-            Some(name) => {
-                bounded(self.events.update(name, &w.event)).await?;
-                Ok(name.clone())
-            }
+    /// Create or update an Event.
+    pub async fn write_event(&self, w: &Write) -> Result<(), Error> {
+        if w.create {
+            bounded(self.events.create_or_update(&w.name, &w.event)).await
+        } else {
+            bounded(self.events.update(&w.name, &w.event)).await
         }
     }
 }

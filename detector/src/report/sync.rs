@@ -62,6 +62,10 @@ fn without_messages(c: &BTreeMap<String, DesiredCondition>) -> BTreeMap<&str, (&
 }
 
 /// Backoff after the n-th consecutive failure: 1s, 2s, 4s ... capped at 30s.
+/// Consecutive failed condition writes (about a minute of backoff) after which the checkpoint stops
+/// waiting for them.
+pub const GIVE_UP_AFTER: u32 = 6;
+
 pub fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
@@ -195,6 +199,16 @@ impl SyncState {
         let d = backoff(self.failures);
         self.retry_at = Some(nodemedic_common::time::add(now, d));
         d
+    }
+
+    /// Consecutive failed writes.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Writes have failed [`GIVE_UP_AFTER`] times in a row (they are still retried).
+    pub fn given_up(&self) -> bool {
+        self.failures >= GIVE_UP_AFTER
     }
 
     /// True when everything desired has been written (checkpoints may advance).

@@ -16,12 +16,9 @@ use crate::metrics::{Metrics, Report};
 use crate::monitor::Outcome;
 use crate::occurrence::Occurrence;
 use crate::problem::{Condition, Status};
-use crate::report::aggregate::Aggregator;
+use crate::report::aggregate::{AfterFailure, Aggregator, Key};
 use crate::report::kube::KubeReporter;
 use crate::report::sync::SyncState;
-
-/// Wait before retrying a failed Event write.
-const EVENT_RETRY: Duration = Duration::from_secs(5);
 
 /// The conditions as last reported, shared with /conditions and the reload supervisor.
 pub type Snapshot = Arc<Mutex<Vec<Condition>>>;
@@ -32,6 +29,8 @@ pub struct Writer {
     pub events: Aggregator,
     /// Positions received but not yet safe to checkpoint.
     pub pending: BTreeMap<String, Position>,
+    /// Event occurrences each monitor sent since its last Progress (confirmed by the next one).
+    pub unconfirmed: BTreeMap<String, BTreeMap<Key, i32>>,
     pub checkpoint: Arc<Mutex<Checkpoint>>,
     pub state_file: PathBuf,
     pub snapshot: Snapshot,
@@ -82,26 +81,39 @@ impl Writer {
                 conditions,
             } => self.sync.set_monitor(&monitor, conditions),
             Outcome::Event {
+                monitor,
                 source,
                 severity,
                 reason,
                 message,
                 at,
             } => {
-                if !self
+                if self
                     .events
                     .observe(&source, severity, &reason, &message, at)
                 {
+                    let n = self
+                        .unconfirmed
+                        .entry(monitor)
+                        .or_default()
+                        .entry((source, reason))
+                        .or_default();
+                    *n = n.saturating_add(1);
+                } else {
                     self.metrics.events_dropped.inc();
                 }
             }
             Outcome::Progress { monitor, position } => {
+                for (key, n) in self.unconfirmed.remove(&monitor).unwrap_or_default() {
+                    self.events.confirm(&key, n);
+                }
                 self.pending.insert(monitor, position);
             }
             Outcome::Added { monitor } => self.sync.expect_monitor(&monitor),
             Outcome::Removed { monitor } => {
                 self.sync.remove_monitor(&monitor);
                 self.pending.remove(&monitor);
+                self.unconfirmed.remove(&monitor);
             }
         }
     }
@@ -126,21 +138,40 @@ impl Writer {
                         retry_in: Some(retry),
                     }
                     .emit(&self.metrics);
+                    if self.sync.failures() == crate::report::sync::GIVE_UP_AFTER {
+                        Occurrence::ReportGivenUp {
+                            kind: Report::Conditions,
+                            error: &e.to_string(),
+                            tries: self.sync.failures(),
+                        }
+                        .emit(&self.metrics);
+                    }
                 }
             }
         }
-        for w in self.events.due(now) {
+        let due = self.events.due(now);
+        if due.iter().any(|w| w.create) {
+            self.reserve_names();
+        }
+        for w in due {
             match self.reporter.write_event(&w).await {
-                Ok(name) => self.events.written(&w, name, now),
-                Err(e) if e.is_not_found() && w.existing.is_some() => self.events.forget_name(&w),
+                Ok(()) => self.events.written(&w, now),
+                Err(e) if e.is_not_found() && !w.create => self.events.recreate(&w),
                 Err(e) => {
-                    Occurrence::ReportFailed {
-                        kind: Report::Events,
-                        error: &format!("{}: {e}", w.event.reason),
-                        retry_in: Some(EVENT_RETRY),
+                    let error = format!("{}: {e}", w.event.reason);
+                    match self.events.failed(&w, now) {
+                        AfterFailure::RetryIn(retry) => Occurrence::ReportFailed {
+                            kind: Report::Events,
+                            error: &error,
+                            retry_in: Some(retry),
+                        },
+                        AfterFailure::GivenUp { tries } => Occurrence::ReportGivenUp {
+                            kind: Report::Events,
+                            error: &error,
+                            tries,
+                        },
                     }
                     .emit(&self.metrics);
-                    self.events.failed(&w, now, EVENT_RETRY);
                 }
             }
         }
@@ -166,12 +197,31 @@ impl Writer {
         *self.snapshot.lock().unwrap() = conditions;
     }
 
+    /// Put the names of Events about to be created in the state file first (positions and counts
+    /// unchanged), so that a kill -9 right after a create cannot lead to a second Event.
+    fn reserve_names(&mut self) {
+        let reserved = self.events.reservations();
+        if reserved.is_empty() {
+            return;
+        }
+        let mut cp = self.checkpoint.lock().unwrap();
+        cp.events.extend(reserved);
+        if let Err(e) = cp.save(&self.state_file) {
+            tracing::warn!(path = %self.state_file.display(), error = %e, "cannot write the state file");
+        }
+    }
+
+    /// Save the positions reached with the Event counts they account for (see `report::aggregate`).
+    /// Conditions must have landed first (they are read back from the Node at start), unless their
+    /// writes have been failing for a minute: then the positions move on anyway, so a refusing API
+    /// server does not make the whole backlog be read again after a restart.
     fn save_checkpoint(&mut self) {
-        if self.pending.is_empty() || !self.sync.in_sync() || !self.events.all_created() {
+        if self.pending.is_empty() || !(self.sync.in_sync() || self.sync.given_up()) {
             return;
         }
         let mut cp = self.checkpoint.lock().unwrap();
         cp.monitors.extend(std::mem::take(&mut self.pending));
+        cp.events = self.events.saved();
         if let Err(e) = cp.save(&self.state_file) {
             tracing::warn!(path = %self.state_file.display(), error = %e, "cannot write the state file");
         }
