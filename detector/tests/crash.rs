@@ -38,7 +38,7 @@ impl Kmsg {
             .unwrap();
         for _ in 0..n {
             self.seq += 1;
-            let message = if self.seq % 3 == 0 {
+            let message = if self.seq.is_multiple_of(3) {
                 format!(
                     "task worker{}:1 blocked for more than 120 seconds.",
                     self.seq

@@ -9,12 +9,70 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::health::Beater;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
 use super::{IDLE_POLL, SourceEvent};
 use crate::checkpoint::Position;
 use crate::parse::journal;
+
+/// The longest journal entry read, as a JSON line: its message and the fields journalctl adds. Longer
+/// entries are skipped and counted as malformed (journald's own `LineMax` is 48 KiB for stdout streams).
+pub const MAX_ENTRY: usize = 256 * 1024;
+
+/// What [`read_line_capped`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Capped {
+    /// A complete line is in the buffer (without its newline).
+    Line,
+    /// A line longer than the limit was skipped to its end; the buffer is empty.
+    TooLong,
+    /// The end of the stream.
+    End,
+}
+
+/// Read one line, keeping at most `limit` bytes of it in memory whatever its length.
+pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Capped> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            // A last line without a newline still counts.
+            return Ok(if too_long {
+                Capped::TooLong
+            } else if buf.is_empty() {
+                Capped::End
+            } else {
+                Capped::Line
+            });
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > limit {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&chunk[..take]);
+            }
+        }
+        r.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(if too_long {
+                Capped::TooLong
+            } else {
+                Capped::Line
+            });
+        }
+    }
+}
 
 /// What to follow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,12 +146,20 @@ pub async fn follow(
                 continue;
             }
         };
-        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut lines = BufReader::new(child.stdout.take().expect("piped"));
+        let mut buf = Vec::new();
         let stderr = child.stderr.take().expect("piped");
         tokio::spawn(async move {
-            let mut err = BufReader::new(stderr).lines();
-            while let Ok(Some(l)) = err.next_line().await {
-                tracing::warn!(journalctl = %l, "journalctl");
+            let mut err = BufReader::new(stderr);
+            let mut line = Vec::new();
+            loop {
+                match read_line_capped(&mut err, &mut line, 4096).await {
+                    Ok(Capped::Line) => {
+                        tracing::warn!(journalctl = %String::from_utf8_lossy(&line), "journalctl")
+                    }
+                    Ok(Capped::TooLong) => tracing::warn!("journalctl wrote an over-long line"),
+                    Ok(Capped::End) | Err(_) => break,
+                }
             }
         });
         let mut tick = tokio::time::interval(IDLE_POLL);
@@ -101,10 +167,18 @@ pub async fn follow(
             tokio::select! {
                 _ = stop.changed() => return,
                 _ = tick.tick() => { beat.beat(); if tx.is_closed() { return; } }
-                line = lines.next_line() => match line {
-                    Ok(Some(l)) => {
+                line = read_line_capped(&mut lines, &mut buf, MAX_ENTRY) => match line {
+                    Ok(Capped::TooLong) => {
+                        beat.beat();
+                        let why = format!("journal entry longer than {MAX_ENTRY} bytes skipped");
+                        if tx.send(SourceEvent::Malformed { why }).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Capped::Line) => {
                         beat.beat();
                         backoff = Duration::from_secs(1);
+                        let l = String::from_utf8_lossy(&buf);
                         let ev = match journal::parse(&l) {
                             Err(e) => SourceEvent::Malformed { why: e.to_string() },
                             Ok(entry) => {
@@ -123,7 +197,7 @@ pub async fn follow(
                             return;
                         }
                     }
-                    Ok(None) | Err(_) => break,
+                    Ok(Capped::End) | Err(_) => break,
                 }
             }
         }
@@ -152,6 +226,27 @@ async fn wait_or_stop(stop: &mut watch::Receiver<bool>, beat: &Beater, d: Durati
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn lines_are_read_with_bounded_memory() {
+        let long = "x".repeat(10_000);
+        let input = format!("short\n{long}\nafter\n{long}");
+        // A reader that hands out small chunks, as a pipe does.
+        let mut r = BufReader::with_capacity(7, input.as_bytes());
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            match read_line_capped(&mut r, &mut buf, 100).await.unwrap() {
+                Capped::End => break,
+                Capped::TooLong => {
+                    assert!(buf.capacity() <= 200, "{}", buf.capacity());
+                    got.push("<too long>".to_string())
+                }
+                Capped::Line => got.push(String::from_utf8_lossy(&buf).into_owned()),
+            }
+        }
+        assert_eq!(got, ["short", "<too long>", "after", "<too long>"]);
+    }
 
     fn spec() -> JournalSpec {
         JournalSpec {
