@@ -148,6 +148,11 @@ impl ControlPlane {
                     // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
                     "--disable-admission-plugins",
                     "ServiceAccount",
+                    // ValidatingAdmissionPolicy is alpha in v1.26 (deploy/own-node-only is tested with it).
+                    "--feature-gates",
+                    "ValidatingAdmissionPolicy=true",
+                    "--runtime-config",
+                    "admissionregistration.k8s.io/v1alpha1=true",
                 ])
                 .arg("--cert-dir")
                 .arg(dir.join("certs"))

@@ -29,6 +29,12 @@ pub fn check_types(objects: &[Value]) {
             "ValidatingWebhookConfiguration" => drop(typed::<
                 k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
             >(o)),
+            "ValidatingAdmissionPolicy" => drop(typed::<
+                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+            >(o)),
+            "ValidatingAdmissionPolicyBinding" => drop(typed::<
+                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+            >(o)),
             // The Prometheus Operator's kinds (no k8s-openapi types): their shape is checked in
             // `monitoring`.
             "ServiceMonitor" | "PodMonitor" | "PrometheusRule" => {

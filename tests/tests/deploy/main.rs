@@ -10,6 +10,7 @@ mod checks;
 mod guard;
 mod image;
 mod monitoring;
+mod own_node;
 mod render;
 
 use serde_json::{Value, json};
