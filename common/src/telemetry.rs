@@ -1,5 +1,12 @@
 //! Structured logs through `tracing`, as text for people or JSON for log pipelines. The level comes
-//! from `RUST_LOG` (default `info`).
+//! from `RUST_LOG` (default `info`). Colours only on a terminal.
+//!
+//! The kube client logs a whole response body at WARN when it cannot decode one (pod specs, env
+//! values, annotations in the logs), and its watch timeouts at WARN too; its `kube_client::client`
+//! target is therefore kept at ERROR unless `RUST_LOG` names `kube_client` itself. The errors those
+//! warnings accompany reach our own code, which logs them without the body.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -24,14 +31,79 @@ impl std::str::FromStr for LogFormat {
     }
 }
 
+/// The filter for `RUST_LOG` = `env` (see the module comment).
+pub fn filter(env: Option<&str>) -> EnvFilter {
+    let spec = env.filter(|e| !e.trim().is_empty()).unwrap_or("info");
+    let mut f = EnvFilter::try_new(spec).unwrap_or_else(|e| {
+        eprintln!("RUST_LOG {spec:?} is not a valid filter ({e}); logging at info");
+        EnvFilter::new("info")
+    });
+    if !spec.contains("kube_client") {
+        for d in ["kube_client::client=error", "kube_client::client::tls=warn"] {
+            if let Ok(d) = d.parse() {
+                f = f.add_directive(d);
+            }
+        }
+    }
+    f
+}
+
 /// Install the global subscriber; logs go to stderr so stdout stays free for command output.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let env = std::env::var("RUST_LOG").ok();
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(filter(env.as_deref()))
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn logged(env: Option<&str>) -> String {
+        let buf = Buf::default();
+        let w = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_env_filter(filter(env))
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        tracing::subscriber::with_default(sub, || {
+            tracing::warn!(target: "kube_client::client", "{{\"kind\":\"Pod\",\"env\":\"SECRET\"}}, missing field");
+            tracing::warn!(target: "kube_client::client::tls", "failed to reload CA bundle");
+            tracing::warn!(target: "nodemedic", "our own warning");
+        });
+        String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn the_kube_clients_response_bodies_stay_out_of_the_logs() {
+        for env in [None, Some("info"), Some("debug"), Some("")] {
+            let out = logged(env);
+            assert!(!out.contains("SECRET"), "{env:?}: {out}");
+            assert!(out.contains("our own warning"), "{env:?}: {out}");
+            assert!(out.contains("CA bundle"), "{env:?}: {out}");
+        }
+        // Asked for by name, it is the operator's choice.
+        assert!(logged(Some("info,kube_client=warn")).contains("SECRET"));
+    }
 }
