@@ -390,9 +390,10 @@ fn config_or_exit(args: &PolicyArgs) -> Result<nodemedic_drainer::config::Config
     })
 }
 
+/// What `drainer plan` keeps of what it read: node views and pod infos, not the whole objects.
 type Objects = (
-    Vec<k8s_openapi::api::core::v1::Node>,
-    Vec<k8s_openapi::api::core::v1::Pod>,
+    Vec<nodemedic_drainer::view::NodeView>,
+    Vec<nodemedic_drainer::decide::PodInfo>,
     Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     Option<k8s_openapi::api::coordination::v1::Lease>,
     Vec<k8s_openapi::api::core::v1::Event>,
@@ -411,8 +412,13 @@ fn read_files(args: &PlanArgs) -> Result<Objects, String> {
         );
     }
     let read = || -> Result<Objects, String> {
-        let nodes = nodemedic_drainer::plan::read_items(nodes)?;
-        let pods = nodemedic_drainer::plan::read_items(pods)?;
+        use k8s_openapi::api::core::v1::{Node, Pod};
+        let nodes = nodemedic_drainer::plan::read_items_map(nodes, |n: Node| {
+            nodemedic_drainer::view::NodeView::of(&n)
+        })?;
+        let pods = nodemedic_drainer::plan::read_items_map(pods, |p: Pod| {
+            nodemedic_drainer::decide::PodInfo::from_pod(&p, None)
+        })?;
         let pdbs = match &args.pdbs {
             Some(p) => nodemedic_drainer::plan::read_items(p)?,
             None => Vec::new(),
@@ -451,7 +457,14 @@ fn plan(args: PlanArgs) -> ExitCode {
         match read {
             Err(code) => return code,
             Ok(r) => r
-                .map(|s| (s.nodes, s.pods, s.pdbs, s.lease, s.flapping))
+                .map(|s| {
+                    let nodes = s.nodes.iter().map(nodemedic_drainer::view::NodeView::of);
+                    let pods = s
+                        .pods
+                        .iter()
+                        .map(|p| nodemedic_drainer::decide::PodInfo::from_pod(p, None));
+                    (nodes.collect(), pods.collect(), s.pdbs, s.lease, s.flapping)
+                })
                 .map_err(|e| e.to_string()),
         }
     } else {

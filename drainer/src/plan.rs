@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use crate::view::NodeView;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
@@ -11,23 +11,108 @@ use serde::de::DeserializeOwned;
 use crate::config::Config;
 use crate::decide::{self, NodeDecision, PodAction, PodInfo};
 
-/// Read the `items` of a List file (`kubectl get nodes -o json`), or a single object.
+/// Read the `items` of a List file (`kubectl get nodes -o json`), or a single object; `-` is stdin.
 pub fn read_items<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-    let items = match v.get("items") {
-        Some(serde_json::Value::Array(items)) => items.clone(),
-        _ => vec![v],
+    read_items_map(path, |t: T| t)
+}
+
+/// [`read_items`], each item turned into what is kept (`f`) as soon as it is read: the file is parsed
+/// once, as it streams in (no text copy, no `Value` of the whole list, no list of full objects), so
+/// memory is what the kept values take.
+pub fn read_items_map<T: DeserializeOwned, U>(
+    path: &Path,
+    mut f: impl FnMut(T) -> U,
+) -> Result<Vec<U>, String> {
+    let reader: Box<dyn std::io::Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(path)
+                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?,
+        )
     };
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| {
-            serde_json::from_value(item).map_err(|e| format!("{}: item {i}: {e}", path.display()))
-        })
-        .collect()
+    let reader = std::io::BufReader::with_capacity(256 * 1024, reader);
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let seed = ListOrOne {
+        f: &mut f,
+        _t: std::marker::PhantomData,
+    };
+    serde::de::DeserializeSeed::deserialize(seed, &mut de)
+        .and_then(|items| de.end().map(|()| items))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A List's `items`, each mapped as it is read, or one object.
+struct ListOrOne<'f, T, F> {
+    f: &'f mut F,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
+    for ListOrOne<'_, T, F>
+{
+    type Value = Vec<U>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
+    for ListOrOne<'_, T, F>
+{
+    type Value = Vec<U>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes List (kubectl get -o json) or one object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Vec<U>, A::Error> {
+        let mut items = None;
+        let mut rest = serde_json::Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if k == "items" && items.is_none() {
+                items = Some(map.next_value_seed(Items {
+                    f: &mut *self.f,
+                    _t: std::marker::PhantomData,
+                })?);
+            } else {
+                rest.insert(k, map.next_value::<serde_json::Value>()?);
+            }
+        }
+        match items {
+            Some(items) => Ok(items),
+            None => T::deserialize(serde_json::Value::Object(rest))
+                .map(|one| vec![(self.f)(one)])
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The `items` array, mapped element by element.
+struct Items<'f, T, F> {
+    f: &'f mut F,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
+    for Items<'_, T, F>
+{
+    type Value = Vec<U>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::Visitor<'de> for Items<'_, T, F> {
+    type Value = Vec<U>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<U>, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(t) = seq.next_element::<T>()? {
+            out.push((self.f)(t));
+        }
+        Ok(out)
+    }
 }
 
 /// Feasibility before acting: for each pod a cordon or drain would evict, the
@@ -93,17 +178,16 @@ struct JsonPlan<'a> {
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     cfg: &Config,
-    nodes: &[Node],
-    pods: &[Pod],
+    nodes: &[NodeView],
+    pods: &[PodInfo],
     pdbs: &[PodDisruptionBudget],
     recorded: &crate::decide::safety::Recorded,
     now: Timestamp,
     json: bool,
     out: &mut impl Write,
 ) -> std::io::Result<Vec<NodeDecision>> {
-    let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
-    let mut plans = decide::decide_snapshot(nodes, &pods, cfg, recorded, now);
-    annotate_pdbs(&mut plans, &pods, pdbs);
+    let mut plans = decide::decide_views(nodes, pods, cfg, recorded, now);
+    annotate_pdbs(&mut plans, pods, pdbs);
     if json {
         for p in &plans {
             serde_json::to_writer(
@@ -149,6 +233,40 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+
+    #[test]
+    fn lists_and_single_objects_are_read_and_errors_say_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("nodes.json");
+        std::fs::write(
+            &list,
+            r#"{"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}"#,
+        )
+        .unwrap();
+        let nodes: Vec<Node> = read_items(&list).unwrap();
+        let names: Vec<_> = nodes
+            .iter()
+            .map(|n| n.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        let one = dir.path().join("node.json");
+        std::fs::write(&one, r#"{"kind": "Node", "metadata": {"name": "c"}}"#).unwrap();
+        let nodes: Vec<Node> = read_items(&one).unwrap();
+        assert_eq!(nodes[0].metadata.name.as_deref(), Some("c"));
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{\"items\": [\n{\"metadata\": {\"name\": 7}}]}").unwrap();
+        let e = read_items::<Node>(&bad).unwrap_err();
+        assert!(e.contains("bad.json") && e.contains("line 2"), "{e}");
+        std::fs::write(&bad, "{\"items\": []} trailing").unwrap();
+        assert!(
+            read_items::<Node>(&bad).is_err(),
+            "trailing garbage is an error"
+        );
+        let e = read_items::<Node>(&dir.path().join("missing.json")).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+    }
     use crate::decide::PodPlan;
 
     fn pdb(name: &str, selector: serde_json::Value, allowed: i32) -> PodDisruptionBudget {

@@ -522,6 +522,17 @@ pub fn decide_snapshot<N: Borrow<Node>, P: Borrow<PodInfo>>(
     now: Timestamp,
 ) -> Vec<NodeDecision> {
     let views: Vec<NodeView> = nodes.iter().map(|n| NodeView::of(n.borrow())).collect();
+    decide_views(&views, pods, cfg, recorded, now)
+}
+
+/// [`decide_snapshot`] over node views already made (`drainer plan` makes them as it reads).
+pub fn decide_views<P: Borrow<PodInfo>>(
+    views: &[NodeView],
+    pods: &[P],
+    cfg: &Config,
+    recorded: &safety::Recorded,
+    now: Timestamp,
+) -> Vec<NodeDecision> {
     let mut by_node: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
     for p in pods.iter().map(Borrow::borrow) {
         if let Some(n) = p.node.as_deref() {
