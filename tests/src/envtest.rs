@@ -79,6 +79,8 @@ impl Default for KcmOptions {
 pub struct ControlPlane {
     /// `https://127.0.0.1:PORT`
     pub url: String,
+    etcd_port: u16,
+    api_port: u16,
     dir: PathBuf,
     assets: PathBuf,
     etcd: Mutex<Option<Child>>,
@@ -128,48 +130,17 @@ impl ControlPlane {
             &dir.join("etcd.log"),
         );
         write_files(&dir);
-        let apiserver = spawn(
-            Command::new(assets.join("kube-apiserver"))
-                .args([
-                    "--etcd-servers",
-                    &format!("http://127.0.0.1:{etcd_port}"),
-                    "--bind-address",
-                    "127.0.0.1",
-                    "--secure-port",
-                    &api_port.to_string(),
-                    "--service-account-issuer",
-                    "https://kubernetes.default.svc",
-                    "--service-cluster-ip-range",
-                    "10.0.0.0/24",
-                    "--authorization-mode",
-                    "RBAC",
-                    "--audit-log-mode",
-                    "blocking",
-                    // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
-                    "--disable-admission-plugins",
-                    "ServiceAccount",
-                    // ValidatingAdmissionPolicy is alpha in v1.26 (deploy/own-node-only is tested with it).
-                    "--feature-gates",
-                    "ValidatingAdmissionPolicy=true",
-                    "--runtime-config",
-                    "admissionregistration.k8s.io/v1alpha1=true",
-                ])
-                .arg("--cert-dir")
-                .arg(dir.join("certs"))
-                .arg("--service-account-key-file")
-                .arg(dir.join("sa.pub"))
-                .arg("--service-account-signing-key-file")
-                .arg(dir.join("sa.key"))
-                .arg("--token-auth-file")
-                .arg(dir.join("tokens.csv"))
-                .arg("--audit-policy-file")
-                .arg(dir.join("audit-policy.yaml"))
-                .arg("--audit-log-path")
-                .arg(dir.join("audit.log")),
+        let apiserver = spawn_apiserver(
+            assets,
+            &dir,
+            etcd_port,
+            api_port,
             &dir.join("kube-apiserver.log"),
         );
         let plane = ControlPlane {
             url: format!("https://127.0.0.1:{api_port}"),
+            etcd_port,
+            api_port,
             dir,
             assets: assets.to_path_buf(),
             etcd: Mutex::new(Some(etcd)),
@@ -298,6 +269,31 @@ impl ControlPlane {
             &self.dir.join("kube-controller-manager.log"),
         );
         *slot = Some(child);
+    }
+
+    /// Stop kube-apiserver (SIGKILL: connections reset, watches cut); etcd keeps the data. For a
+    /// private plane only ([`ControlPlane::start`]): the shared one serves other scenarios.
+    pub fn stop_apiserver(&self) {
+        if let Some(mut c) = self.apiserver.lock().unwrap().take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start kube-apiserver again on the same port and wait until it is ready: what clients see of
+    /// an API server restart (every watch lost, resourceVersions kept).
+    pub fn restart_apiserver(&self) {
+        self.stop_apiserver();
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let child = spawn_apiserver(
+            &self.assets,
+            &self.dir,
+            self.etcd_port,
+            self.api_port,
+            &self.dir.join(format!("kube-apiserver-{n}.log")),
+        );
+        *self.apiserver.lock().unwrap() = Some(child);
+        self.wait_ready();
     }
 
     /// Stop kube-controller-manager (a scenario that must not race a controller).
@@ -500,6 +496,50 @@ fn clean_stale_dirs() {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// kube-apiserver on `api_port` over the etcd on `etcd_port`, its files in `dir`.
+fn spawn_apiserver(assets: &Path, dir: &Path, etcd_port: u16, api_port: u16, log: &Path) -> Child {
+    spawn(
+        Command::new(assets.join("kube-apiserver"))
+            .args([
+                "--etcd-servers",
+                &format!("http://127.0.0.1:{etcd_port}"),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                &api_port.to_string(),
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-cluster-ip-range",
+                "10.0.0.0/24",
+                "--authorization-mode",
+                "RBAC",
+                "--audit-log-mode",
+                "blocking",
+                // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
+                "--disable-admission-plugins",
+                "ServiceAccount",
+                // ValidatingAdmissionPolicy is alpha in v1.26 (deploy/own-node-only is tested with it).
+                "--feature-gates",
+                "ValidatingAdmissionPolicy=true",
+                "--runtime-config",
+                "admissionregistration.k8s.io/v1alpha1=true",
+            ])
+            .arg("--cert-dir")
+            .arg(dir.join("certs"))
+            .arg("--service-account-key-file")
+            .arg(dir.join("sa.pub"))
+            .arg("--service-account-signing-key-file")
+            .arg(dir.join("sa.key"))
+            .arg("--token-auth-file")
+            .arg(dir.join("tokens.csv"))
+            .arg("--audit-policy-file")
+            .arg(dir.join("audit-policy.yaml"))
+            .arg("--audit-log-path")
+            .arg(dir.join("audit.log")),
+        log,
+    )
 }
 
 type SpawnJob = Box<dyn FnOnce() + Send>;

@@ -484,6 +484,44 @@ async fn an_event_the_api_keeps_refusing_is_given_up_and_the_checkpoint_moves_on
     h.finish(running).await;
 }
 
+#[tokio::test]
+async fn a_hung_call_times_out_a_dropped_one_is_retried_and_both_land() {
+    // A server that never answers, and a connection cut before the answer: the test API server only.
+    let mut h = Harness::fake("hung").await;
+    let fake = h.cluster.fake.clone().expect("the test API server");
+    let running = h.start_healthy().await;
+    fake.inject(
+        "PATCH",
+        &format!("/nodes/{}/status", h.node),
+        nodemedic_tests::server::FaultKind::Hang,
+        1,
+    );
+    fake.inject(
+        "POST",
+        "/events",
+        nodemedic_tests::server::FaultKind::Drop,
+        1,
+    );
+    h.kmsg("INFO: task docker:9 blocked for more than 120 seconds.");
+    // The hung PATCH is abandoned after the call timeout (10 s) and the state written again.
+    eventually(
+        "the condition after the hung call",
+        Duration::from_secs(30),
+        || async {
+            h.condition("KernelDeadlock")
+                .await
+                .filter(|c| c.0 == "True" && c.1 == "DockerHung")
+        },
+    )
+    .await;
+    h.wait_event("DockerHung").await;
+    let dropped = fake.log().iter().filter(|l| l.status == 0).count();
+    assert_eq!(dropped, 1, "the dropped connection was hit");
+    let m = nodemedic_tests::http_get(&format!("http://{}/healthz", running.addr)).await;
+    assert_eq!(m, "ok\n", "a hung API call is not a stuck detector");
+    h.finish(running).await;
+}
+
 /// A monitor with temporary rules only: it declares no condition, so adding or removing its file
 /// changes nothing on the Node.
 const EXTRA: &str = r#"

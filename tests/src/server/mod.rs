@@ -32,13 +32,26 @@ pub struct Logged {
     pub status: u16,
 }
 
-/// A fault to inject: the next `times` requests whose method matches and whose path contains
-/// `path_contains` get `status` with a Status body.
+/// What an injected fault does to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Answer with this status and a Status body.
+    Status(u16),
+    /// Wait this long, then serve the request normally (a slow API server).
+    Delay(std::time::Duration),
+    /// Never answer (the client's own timeout must save it).
+    Hang,
+    /// Abort the connection without an answer.
+    Drop,
+}
+
+/// A fault to inject: the next `times` requests whose method matches (any method for `None`) and
+/// whose path contains `path_contains`.
 #[derive(Debug, Clone)]
 struct Fault {
-    method: Method,
+    method: Option<Method>,
     path_contains: String,
-    status: u16,
+    kind: FaultKind,
     times: usize,
 }
 
@@ -102,12 +115,33 @@ impl TestApiServer {
 
     /// Make the next `times` matching requests fail with `status` (429, 500, 503 ...).
     pub fn fail_next(&self, method: &str, path_contains: &str, status: u16, times: usize) {
+        self.inject(method, path_contains, FaultKind::Status(status), times);
+    }
+
+    /// Do `kind` to the next `times` requests with `method` (`"*"`: any) and a path containing
+    /// `path_contains`.
+    pub fn inject(&self, method: &str, path_contains: &str, kind: FaultKind, times: usize) {
         self.inner.lock().unwrap().faults.push(Fault {
-            method: method.parse().unwrap(),
+            method: (method != "*").then(|| method.parse().unwrap()),
             path_contains: path_contains.to_string(),
-            status,
+            kind,
             times,
         });
+    }
+
+    /// Abort every open watch mid-stream.
+    pub fn cut_watches(&self) {
+        self.watches.cut_all();
+    }
+
+    /// The next `n` watches that resume from a resourceVersion get `410 Gone`.
+    pub fn gone_on_resume(&self, n: usize) {
+        self.watches.gone_on_resume(n);
+    }
+
+    /// What clients see of a restart: every watch cut, the change history gone (resuming gets 410).
+    pub fn restart(&self) {
+        self.watches.restart();
     }
 
     /// Requests seen so far.
@@ -288,14 +322,37 @@ async fn handle(
     // Injected faults first.
     let fault = {
         let mut inner = app.inner.lock().unwrap();
-        let hit = inner
-            .faults
-            .iter_mut()
-            .find(|f| f.times > 0 && f.method == method && path.contains(&f.path_contains));
+        let hit = inner.faults.iter_mut().find(|f| {
+            f.times > 0
+                && f.method.as_ref().is_none_or(|m| *m == method)
+                && path.contains(&f.path_contains)
+        });
         hit.map(|f| {
             f.times -= 1;
-            f.status
+            f.kind
         })
+    };
+    let fault = match fault {
+        Some(FaultKind::Delay(d)) => {
+            tokio::time::sleep(d).await;
+            None
+        }
+        Some(FaultKind::Hang) => {
+            std::future::pending::<()>().await;
+            None
+        }
+        Some(FaultKind::Drop) => {
+            log(&app, &method, &path, content_type.clone(), 0);
+            let abort = futures::stream::once(async {
+                Err::<Bytes, _>(std::io::Error::other("connection dropped by the test"))
+            });
+            return Response::builder()
+                .status(200)
+                .body(Body::from_stream(abort))
+                .unwrap();
+        }
+        Some(FaultKind::Status(code)) => Some(code),
+        None => None,
     };
     let response = if let Some(code) = fault {
         let reason = match code {
@@ -317,13 +374,23 @@ async fn handle(
             Some(t) => route(&app, &method, t, &query, content_type.as_deref(), &body).await,
         }
     };
+    log(
+        &app,
+        &method,
+        &path,
+        content_type,
+        response.status().as_u16(),
+    );
+    response
+}
+
+fn log(app: &App, method: &Method, path: &str, content_type: Option<String>, status: u16) {
     app.inner.lock().unwrap().log.push(Logged {
         method: method.to_string(),
-        path,
+        path: path.to_string(),
         content_type,
-        status: response.status().as_u16(),
+        status,
     });
-    response
 }
 
 async fn route(

@@ -32,6 +32,10 @@ pub(crate) struct Change {
 pub(crate) struct Hub {
     tx: broadcast::Sender<Change>,
     history: Arc<Mutex<VecDeque<Change>>>,
+    /// Bumped to cut every open watch mid-stream (the connection is aborted).
+    cut: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Watches resuming from a resourceVersion that get 410 Gone next.
+    gone: Arc<Mutex<usize>>,
 }
 
 impl Default for Hub {
@@ -39,11 +43,30 @@ impl Default for Hub {
         Hub {
             tx: broadcast::channel(65_536).0,
             history: Arc::default(),
+            cut: Arc::new(tokio::sync::watch::channel(0).0),
+            gone: Arc::default(),
         }
     }
 }
 
 impl Hub {
+    /// Abort every open watch stream mid-stream, as a dropped connection or a dying server would.
+    pub(crate) fn cut_all(&self) {
+        self.cut.send_modify(|g| *g += 1);
+    }
+
+    /// The next `n` watches that resume from a resourceVersion get `410 Gone` (Expired).
+    pub(crate) fn gone_on_resume(&self, n: usize) {
+        *self.gone.lock().unwrap() += n;
+    }
+
+    /// A restart: every watch cut and the change history lost, so resuming from any resourceVersion
+    /// before now gets `410 Gone` and clients must list again.
+    pub(crate) fn restart(&self) {
+        self.history.lock().unwrap().clear();
+        self.cut_all();
+    }
+
     pub(crate) fn publish(&self, key: &Key, type_: &str, obj: &Value) {
         let rv = obj["metadata"]["resourceVersion"]
             .as_str()
@@ -122,7 +145,13 @@ pub(crate) fn serve(
             Some(rv) => {
                 let h = hub.history.lock().unwrap();
                 let oldest = h.front().map(|c| c.rv).unwrap_or(last_rv + 1);
-                if rv + 1 < oldest && rv < last_rv {
+                let forced = {
+                    let mut g = hub.gone.lock().unwrap();
+                    let hit = *g > 0;
+                    *g = g.saturating_sub(1);
+                    hit
+                };
+                if forced || (rv + 1 < oldest && rv < last_rv) {
                     let line = json!({"type": "ERROR", "object": status_body(410, Some("Expired"), &format!("too old resource version: {rv} ({})", oldest.saturating_sub(1)), None)});
                     return ndjson(Body::from(format!("{line}\n")));
                 }
@@ -140,6 +169,7 @@ pub(crate) fn serve(
         initial,
         last_rv,
         rx,
+        hub.cut.subscribe(),
         Box::new(wanted),
         timeout,
         bookmarks,
@@ -161,6 +191,7 @@ type Filter = Box<dyn Fn(&Change) -> bool + Send>;
 struct StreamState {
     init: std::vec::IntoIter<Value>,
     rx: broadcast::Receiver<Change>,
+    cut: tokio::sync::watch::Receiver<u64>,
     wanted: Filter,
     last_rv: u64,
     deadline: tokio::time::Instant,
@@ -172,6 +203,7 @@ fn async_stream(
     initial: Vec<Value>,
     last_rv: u64,
     rx: broadcast::Receiver<Change>,
+    cut: tokio::sync::watch::Receiver<u64>,
     wanted: Filter,
     timeout_secs: u64,
     bookmarks: bool,
@@ -180,6 +212,7 @@ fn async_stream(
     let st = StreamState {
         init: initial.into_iter(),
         rx,
+        cut,
         wanted,
         last_rv,
         deadline: tokio::time::Instant::now() + Duration::from_secs(timeout_secs),
@@ -193,6 +226,11 @@ fn async_stream(
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(st.deadline) => return None,
+                _ = st.cut.changed() => {
+                    // An error from the body aborts the connection mid-stream; the stream then ends.
+                    st.deadline = tokio::time::Instant::now();
+                    return Some((Err(std::io::Error::other("watch cut by the test")), st));
+                }
                 _ = tokio::time::sleep(BOOKMARK_EVERY), if st.bookmarks => {
                     let b = json!({"type": "BOOKMARK", "object": {"kind": st.kind, "apiVersion": "v1", "metadata": {"resourceVersion": st.last_rv.to_string()}}});
                     return Some((Ok(format!("{b}\n")), st));

@@ -57,6 +57,17 @@ impl Env {
         }
     }
 
+    /// On a cluster of the scenario's own (a private control plane it restarts, or the test API
+    /// server for injected faults).
+    pub fn on(cluster: Cluster) -> Env {
+        let id = cluster.id_label();
+        Env {
+            cluster,
+            id,
+            namespaces: vec!["default", "kube-system"],
+        }
+    }
+
     pub fn name(&self, hint: &str) -> String {
         self.cluster.name(hint)
     }

@@ -11,6 +11,7 @@ mod budget;
 mod drain;
 mod election;
 mod env;
+mod faults;
 mod isolation;
 mod rbac;
 mod reload;
