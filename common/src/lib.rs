@@ -33,4 +33,5 @@ pub mod rbac;
 pub mod runtime;
 pub mod serve;
 pub mod telemetry;
+pub mod throttle;
 pub mod time;

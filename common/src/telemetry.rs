@@ -2,9 +2,10 @@
 //! from `RUST_LOG` (default `info`). Colours only on a terminal.
 //!
 //! The kube client logs a whole response body at WARN when it cannot decode one (pod specs, env
-//! values, annotations in the logs), and its watch timeouts at WARN too; its `kube_client::client`
-//! target is therefore kept at ERROR unless `RUST_LOG` names `kube_client` itself. The errors those
-//! warnings accompany reach our own code, which logs them without the body.
+//! values, annotations in the logs), its watch timeouts at WARN too, and every failed request at
+//! ERROR from its tracing layer (`kube_client::client::builder`, one line per retry during an API
+//! outage). So unless `RUST_LOG` names `kube_client` itself, `kube_client::client` is kept at ERROR
+//! and that layer off. The errors reach our own code, which logs them once, without the body.
 
 use std::io::IsTerminal;
 
@@ -39,7 +40,11 @@ pub fn filter(env: Option<&str>) -> EnvFilter {
         EnvFilter::new("info")
     });
     if !spec.contains("kube_client") {
-        for d in ["kube_client::client=error", "kube_client::client::tls=warn"] {
+        for d in [
+            "kube_client::client=error",
+            "kube_client::client::builder=off",
+            "kube_client::client::tls=warn",
+        ] {
             if let Ok(d) = d.parse() {
                 f = f.add_directive(d);
             }
@@ -90,6 +95,7 @@ mod tests {
         tracing::subscriber::with_default(sub, || {
             tracing::warn!(target: "kube_client::client", "{{\"kind\":\"Pod\",\"env\":\"SECRET\"}}, missing field");
             tracing::warn!(target: "kube_client::client::tls", "failed to reload CA bundle");
+            tracing::error!(target: "kube_client::client::builder", "failed with error client error (Connect)");
             tracing::warn!(target: "nodemedic", "our own warning");
         });
         String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
@@ -102,6 +108,7 @@ mod tests {
             assert!(!out.contains("SECRET"), "{env:?}: {out}");
             assert!(out.contains("our own warning"), "{env:?}: {out}");
             assert!(out.contains("CA bundle"), "{env:?}: {out}");
+            assert!(!out.contains("Connect"), "{env:?}: {out}");
         }
         // Asked for by name, it is the operator's choice.
         assert!(logged(Some("info,kube_client=warn")).contains("SECRET"));

@@ -28,11 +28,13 @@ pub enum Occurrence<'a> {
     ReloadRejected {
         errors: &'a crate::config::ConfigErrors,
     },
-    /// A write to the API server failed and is retried.
+    /// A write to the API server failed and is retried. Counted every time; logged when `log` is
+    /// `Some(n)` (`n` earlier failures were not logged: see `common::throttle`).
     ReportFailed {
         kind: Report,
         error: &'a str,
         retry_in: Option<Duration>,
+        log: Option<u64>,
     },
     /// A write kept failing. Events: the key is dropped. Conditions: the checkpoint stops waiting
     /// for them (they are still retried).
@@ -90,8 +92,11 @@ impl Occurrence<'_> {
                 kind,
                 error,
                 retry_in,
+                log,
             } => {
-                tracing::warn!(kind = kind.as_str(), %error, ?retry_in, "writing to the API server failed; will retry with the latest state");
+                if let Some(quiet) = log {
+                    tracing::warn!(kind = kind.as_str(), %error, ?retry_in, earlier_failures_not_logged = quiet, "writing to the API server failed; will retry with the latest state (logged at most once a minute)");
+                }
                 m.report_error(*kind);
             }
             Occurrence::ReportGivenUp { kind, error, tries } => {

@@ -146,6 +146,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         tick: opts.report_tick,
         gauges: BTreeMap::new(),
         clock: nodemedic_common::clock::Clock::system(),
+        failing: Default::default(),
     };
     let tasks = vec![
         tokio::spawn(watch_stalls(

@@ -135,6 +135,7 @@ pub async fn run(
 ) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let mut last_renew: Option<tokio::time::Instant> = None;
+    let mut failing = nodemedic_common::throttle::Throttle::default();
     loop {
         let now = Timestamp::now();
         let outcome: Result<bool, kube::Error> = async {
@@ -177,13 +178,17 @@ pub async fn run(
         let leading = match outcome {
             Ok(true) => {
                 last_renew = Some(tokio::time::Instant::now());
+                failing.reset();
                 true
             }
-            Ok(false) => false,
+            Ok(false) => {
+                failing.reset();
+                false
+            }
             Err(e) => {
                 let conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
-                if !conflict {
-                    tracing::warn!(error = %e, "lease request failed");
+                if !conflict && let Some(quiet) = failing.allow(std::time::Instant::now()) {
+                    tracing::warn!(error = %e, earlier_failures_not_logged = quiet, "lease request failed; retrying (logged at most once a minute)");
                 }
                 // Keep leading only while the renew deadline has not passed.
                 !conflict

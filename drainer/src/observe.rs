@@ -15,6 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use nodemedic_common::throttle::Throttle;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
@@ -345,8 +346,12 @@ impl Observed {
             let stream = watcher(api, list_config()).default_backoff();
             futures::pin_mut!(stream);
             let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
+            let mut failing = Throttle::default();
             while let Some(ev) = stream.next().await {
                 cache.watch_result(NODES, answered(&ev));
+                if ev.is_ok() {
+                    failing.reset();
+                }
                 match ev {
                     Ok(watcher::Event::Apply(n)) => cache.apply_node(&n),
                     Ok(watcher::Event::Delete(n)) => {
@@ -362,7 +367,7 @@ impl Observed {
                     Ok(watcher::Event::InitDone) => {
                         cache.replace_nodes(relist.take().unwrap_or_default())
                     }
-                    Err(e) => tracing::warn!(error = %e, "node watch error; the watcher retries"),
+                    Err(e) => watch_failed(&mut failing, "node", &e),
                 }
             }
         })
@@ -386,6 +391,7 @@ impl Observed {
                 futures::pin_mut!(stream);
                 // A relist fills a fresh index, swapped in when complete.
                 let mut relist: Option<Pods> = None;
+                let mut failing = Throttle::default();
                 loop {
                     let ev = tokio::select! {
                         ev = stream.next() => match ev {
@@ -400,6 +406,9 @@ impl Observed {
                         }
                     };
                     cache.watch_result(PODS, answered(&ev));
+                    if ev.is_ok() {
+                        failing.reset();
+                    }
                     match ev {
                         Ok(watcher::Event::Apply(p)) => {
                             cache.apply_pod(PodInfo::from_pod(&p, Some(&current)))
@@ -418,9 +427,7 @@ impl Observed {
                             cache.swap_pods(relist.take().unwrap_or_default());
                             relisted.send_replace(current.clone());
                         }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "pod watch error; the watcher retries")
-                        }
+                        Err(e) => watch_failed(&mut failing, "pod", &e),
                     }
                 }
             }
@@ -556,5 +563,13 @@ mod tests {
         o.watch_result(NODES, true);
         o.watch_result(PODS, true);
         assert_eq!(o.watch_failing_for(), None);
+    }
+}
+
+/// A watch error, logged the first time and then at most once a minute while it keeps failing (the
+/// watcher retries with backoff; `/healthz` fails once it has been failing for 5 minutes).
+fn watch_failed(failing: &mut Throttle, what: &str, e: &kube::runtime::watcher::Error) {
+    if let Some(quiet) = failing.allow(std::time::Instant::now()) {
+        tracing::warn!(watch = what, error = %e, earlier_errors_not_logged = quiet, "watch error; the watcher retries (logged at most once a minute)");
     }
 }

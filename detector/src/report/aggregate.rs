@@ -26,7 +26,8 @@ pub struct Limits {
     pub max_keys: usize,
     /// Wait after a failed write.
     pub retry: Duration,
-    /// Consecutive failed writes after which a key is given up (dropped, counted).
+    /// Consecutive refused writes after which a key is given up (dropped, counted). Failures to
+    /// reach the API server never count: an outage delays Events, it does not drop them.
     pub max_tries: u32,
 }
 
@@ -61,7 +62,7 @@ struct Entry {
     confirmed: i32,
     last_write: Option<Timestamp>,
     retry_at: Option<Timestamp>,
-    /// Consecutive failed writes.
+    /// Consecutive refused writes.
     failures: u32,
     /// Its name is in the state file (saved or reserved).
     saved: bool,
@@ -223,14 +224,19 @@ impl Aggregator {
         }
     }
 
-    /// A write failed. The occurrences stay counted and the write is retried after `retry`, unless
-    /// the key has now failed `max_tries` times in a row: then it is forgotten.
-    pub fn failed(&mut self, w: &Write, now: Timestamp) -> AfterFailure {
+    /// A write failed (`refused`: the API server refused it, see `report::kube::Error::is_refusal`).
+    /// The occurrences stay counted and the write is retried after `retry`, unless the key has now
+    /// been refused `max_tries` times in a row: then it is forgotten.
+    pub fn failed(&mut self, w: &Write, now: Timestamp, refused: bool) -> AfterFailure {
         let retry = self.limits.retry;
         let Some(e) = self.entries.get_mut(&w.key) else {
             return AfterFailure::RetryIn(retry);
         };
-        e.failures = e.failures.saturating_add(1);
+        e.failures = if refused {
+            e.failures.saturating_add(1)
+        } else {
+            0
+        };
         if e.failures >= self.limits.max_tries {
             let tries = e.failures;
             self.entries.remove(&w.key);
@@ -405,7 +411,7 @@ mod tests {
         let w = a.due(t(0));
         let first = w[0].name.clone();
         assert_eq!(
-            a.failed(&w[0], t(0)),
+            a.failed(&w[0], t(0), true),
             AfterFailure::RetryIn(Duration::from_secs(5))
         );
         assert!(a.due(t(1)).is_empty());
@@ -426,16 +432,37 @@ mod tests {
         let mut a = agg();
         a.observe("s", Severity::Warning, "R", "m", t(0));
         let w = a.due(t(0)).remove(0);
-        a.failed(&w, t(0));
-        a.failed(&w, t(5));
+        a.failed(&w, t(0), true);
+        a.failed(&w, t(5), true);
         a.written(&w, t(10));
         a.observe("s", Severity::Warning, "R", "m", t(11));
         let w = a.due(t(20)).remove(0);
-        a.failed(&w, t(20));
-        a.failed(&w, t(25));
-        assert_eq!(a.failed(&w, t(30)), AfterFailure::GivenUp { tries: 3 });
+        a.failed(&w, t(20), true);
+        a.failed(&w, t(25), true);
+        assert_eq!(
+            a.failed(&w, t(30), true),
+            AfterFailure::GivenUp { tries: 3 }
+        );
         assert!(a.is_empty());
         assert!(a.due(t(40)).is_empty());
+    }
+
+    #[test]
+    fn an_outage_never_gives_a_key_up() {
+        let mut a = agg();
+        a.observe("s", Severity::Warning, "R", "m", t(0));
+        let w = a.due(t(0)).remove(0);
+        for i in 0..100 {
+            assert!(matches!(
+                a.failed(&w, t(i * 5), false),
+                AfterFailure::RetryIn(_)
+            ));
+        }
+        a.failed(&w, t(600), true);
+        a.failed(&w, t(605), true);
+        a.failed(&w, t(610), false);
+        a.failed(&w, t(615), true);
+        assert_eq!(a.len(), 1, "refusals must come in a row");
     }
 
     #[test]

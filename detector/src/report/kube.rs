@@ -51,6 +51,13 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Api(kube::Error::Api(s)) if s.code == 404)
     }
+
+    /// The API server answered and refused the write for what it is (a 4xx other than 409 and
+    /// 429: RBAC, quota, a webhook, an invalid object): retrying the same write will not help.
+    /// Timeouts, connection errors, 5xx and 429 are the server's state, not the write's.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Api(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 409 && s.code != 429)
+    }
 }
 
 async fn bounded<T>(

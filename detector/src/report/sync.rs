@@ -36,6 +36,8 @@ pub struct SyncState {
     owned_on_node: BTreeSet<String>,
     last_write: Option<Timestamp>,
     failures: u32,
+    /// Consecutive refusals (4xx) among them.
+    refusals: u32,
     retry_at: Option<Timestamp>,
     /// Monitors that have not sent their first snapshot yet: removal waits for them, so a slow-starting
     /// monitor's conditions are not deleted and re-added.
@@ -62,8 +64,9 @@ fn without_messages(c: &BTreeMap<String, DesiredCondition>) -> BTreeMap<&str, (&
 }
 
 /// Backoff after the n-th consecutive failure: 1s, 2s, 4s ... capped at 30s.
-/// Consecutive failed condition writes (about a minute of backoff) after which the checkpoint stops
-/// waiting for them.
+/// Consecutive condition writes refused by the API server (about a minute of backoff) after which
+/// the checkpoint stops waiting for them. Failures to reach it (an outage) never count: then the
+/// checkpoint waits, so a restart reads the lines again.
 pub const GIVE_UP_AFTER: u32 = 6;
 
 pub fn backoff(failures: u32) -> Duration {
@@ -95,6 +98,7 @@ impl SyncState {
             owned_on_node: owned_on_node.into_iter().collect(),
             last_write: None,
             failures: 0,
+            refusals: 0,
             retry_at: None,
             waiting_for: monitors.into_iter().collect(),
         }
@@ -190,25 +194,28 @@ impl SyncState {
         self.owned_on_node = plan.owned.iter().cloned().collect();
         self.last_write = Some(now);
         self.failures = 0;
+        self.refusals = 0;
         self.retry_at = None;
     }
 
-    /// Returns the delay before the next attempt.
-    pub fn failed(&mut self, now: Timestamp) -> Duration {
+    /// Returns the delay before the next attempt. `refused`: the API server answered and refused it
+    /// (not an outage).
+    pub fn failed(&mut self, now: Timestamp, refused: bool) -> Duration {
         self.failures += 1;
+        self.refusals = if refused { self.refusals + 1 } else { 0 };
         let d = backoff(self.failures);
         self.retry_at = Some(nodemedic_common::time::add(now, d));
         d
     }
 
-    /// Consecutive failed writes.
-    pub fn failures(&self) -> u32 {
-        self.failures
+    /// Consecutive refused writes.
+    pub fn refusals(&self) -> u32 {
+        self.refusals
     }
 
-    /// Writes have failed [`GIVE_UP_AFTER`] times in a row (they are still retried).
+    /// Writes have been refused [`GIVE_UP_AFTER`] times in a row (they are still retried).
     pub fn given_up(&self) -> bool {
-        self.failures >= GIVE_UP_AFTER
+        self.refusals >= GIVE_UP_AFTER
     }
 
     /// True when everything desired has been written (checkpoints may advance).
@@ -285,10 +292,10 @@ mod tests {
         let mut s = SyncState::new(Duration::from_secs(300), vec![], ["k".to_string()]);
         s.set_monitor("k", vec![cond("A", Status::True)]);
         assert!(s.plan(t(0)).is_some());
-        assert_eq!(s.failed(t(0)), Duration::from_secs(1));
+        assert_eq!(s.failed(t(0), false), Duration::from_secs(1));
         assert!(s.plan(t(0)).is_none());
         s.set_monitor("k", vec![cond("A", Status::False)]);
-        assert_eq!(s.failed(t(1)), Duration::from_secs(2));
+        assert_eq!(s.failed(t(1), false), Duration::from_secs(2));
         let p = s.plan(t(3)).unwrap();
         assert_eq!(
             p.set[0].status, "False",

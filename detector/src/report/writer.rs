@@ -41,6 +41,8 @@ pub struct Writer {
     pub gauges: BTreeMap<String, String>,
     /// The time conditions and Events are judged due at.
     pub clock: nodemedic_common::clock::Clock,
+    /// Failed writes are logged once, then at most once a minute while they go on (by kind).
+    pub failing: [nodemedic_common::throttle::Throttle; 2],
 }
 
 impl Writer {
@@ -129,20 +131,22 @@ impl Writer {
                     }
                     self.sync.succeeded(&plan, now);
                     self.health.set_ready(true);
+                    self.failing[0].reset();
                 }
                 Err(e) => {
-                    let retry = self.sync.failed(now);
+                    let retry = self.sync.failed(now, e.is_refusal());
                     Occurrence::ReportFailed {
                         kind: Report::Conditions,
                         error: &e.to_string(),
                         retry_in: Some(retry),
+                        log: self.failing[0].allow(std::time::Instant::now()),
                     }
                     .emit(&self.metrics);
-                    if self.sync.failures() == crate::report::sync::GIVE_UP_AFTER {
+                    if self.sync.refusals() == crate::report::sync::GIVE_UP_AFTER {
                         Occurrence::ReportGivenUp {
                             kind: Report::Conditions,
                             error: &e.to_string(),
-                            tries: self.sync.failures(),
+                            tries: self.sync.refusals(),
                         }
                         .emit(&self.metrics);
                     }
@@ -155,15 +159,19 @@ impl Writer {
         }
         for w in due {
             match self.reporter.write_event(&w).await {
-                Ok(()) => self.events.written(&w, now),
+                Ok(()) => {
+                    self.events.written(&w, now);
+                    self.failing[1].reset();
+                }
                 Err(e) if e.is_not_found() && !w.create => self.events.recreate(&w),
                 Err(e) => {
                     let error = format!("{}: {e}", w.event.reason);
-                    match self.events.failed(&w, now) {
+                    match self.events.failed(&w, now, e.is_refusal()) {
                         AfterFailure::RetryIn(retry) => Occurrence::ReportFailed {
                             kind: Report::Events,
                             error: &error,
                             retry_in: Some(retry),
+                            log: self.failing[1].allow(std::time::Instant::now()),
                         },
                         AfterFailure::GivenUp { tries } => Occurrence::ReportGivenUp {
                             kind: Report::Events,
