@@ -29,6 +29,7 @@ pub mod filewatch;
 pub mod health;
 pub mod keys;
 pub mod labels;
+pub mod lenient;
 pub mod rbac;
 pub mod runtime;
 pub mod serve;

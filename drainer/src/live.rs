@@ -124,10 +124,16 @@ pub async fn read_nodes(client: &kube::Client) -> Result<Vec<Node>, LiveError> {
     list_all(Api::all(client.clone()), "nodes").await
 }
 
-async fn list_all<K>(api: Api<K>, what: &'static str) -> Result<Vec<K>, LiveError>
+/// Every object, a page at a time. One that cannot be decoded (a time past 9999-12-30T22:00Z, which
+/// the API server takes) is skipped with a warning on stderr instead of failing the whole list.
+async fn list_all<K>(
+    api: Api<nodemedic_common::lenient::Lenient<K>>,
+    what: &'static str,
+) -> Result<Vec<K>, LiveError>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    use nodemedic_common::lenient::Lenient;
     let mut out = Vec::new();
     let mut params = ListParams::default().limit(PAGE);
     loop {
@@ -135,7 +141,19 @@ where
             .list(&params)
             .await
             .map_err(|source| LiveError::List { what, source })?;
-        out.extend(page.items);
+        for item in page.items {
+            match item {
+                Lenient::Ok(k) => out.push(k),
+                bad @ Lenient::Malformed { .. } => {
+                    if let Lenient::Malformed { error, .. } = &bad {
+                        eprintln!(
+                            "drainer: skipped {what} {}: cannot decode it: {error}",
+                            bad.id()
+                        );
+                    }
+                }
+            }
+        }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(out),

@@ -19,6 +19,7 @@ label_value!(pub SafetyEvent {
     OutageEnded => "outage_ended",
     NodeFlapping => "node_flapping",
 });
+label_value!(pub ObjectKind { Node => "node", Pod => "pod" });
 label_value!(pub GuardDecision {
     Allowed => "allowed",
     AllowedNotSynced => "allowed_not_synced",
@@ -39,6 +40,11 @@ struct NotifyLabel {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct SafetyLabel {
     event: SafetyEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabel {
+    kind: ObjectKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -74,6 +80,7 @@ pub struct Metrics {
     /// Node views the selector failed on (counted as not selected).
     pub selector_errors: Counter,
     stale_evictions: Family<EvictionLabel, Counter>,
+    malformed: Family<KindLabel, Counter>,
 }
 
 impl Metrics {
@@ -88,6 +95,7 @@ impl Metrics {
             guard_requests: Family::default(),
             guard_cert_reloads: Family::default(),
             config_reloads: Family::default(),
+            malformed: Family::default(),
             notifications: Family::default(),
             safety_events: Family::default(),
             breaker_open: Gauge::default(),
@@ -150,6 +158,11 @@ impl Metrics {
             "nodemedic_drainer_config_reloads",
             "Reloads of the drainer's config file after it changed, by result (a failure keeps the running settings)",
             m.config_reloads.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_malformed_objects",
+            "Nodes and pods the watches could not decode (left out of the caches; the rest of the list is used)",
+            m.malformed.clone(),
         );
         registry.register(
             "nodemedic_drainer_notifications",
@@ -226,6 +239,9 @@ impl Metrics {
             let _ = m.evictions.get_or_create(&EvictionLabel { result });
             let _ = m.stale_evictions.get_or_create(&EvictionLabel { result });
         }
+        for &kind in ObjectKind::ALL {
+            let _ = m.malformed.get_or_create(&KindLabel { kind });
+        }
         for &result in NotifyResult::ALL {
             let _ = m.notifications.get_or_create(&NotifyLabel { result });
         }
@@ -241,6 +257,10 @@ impl Metrics {
         }
         m
     }
+    pub fn malformed_object(&self, kind: ObjectKind) {
+        self.malformed.get_or_create(&KindLabel { kind }).inc();
+    }
+
     pub fn cordoned(&self, result: Outcome) {
         self.cordoned.get_or_create(&OutcomeLabel { result }).inc();
     }

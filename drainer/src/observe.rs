@@ -14,7 +14,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
+use kube::Resource;
 use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::metrics::ObjectKind;
+use nodemedic_common::lenient::Lenient;
 use nodemedic_common::throttle::Throttle;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -156,12 +160,19 @@ pub struct Observed {
     failing: Arc<Mutex<[Option<std::time::Instant>; 2]>>,
     /// Wakes the controller.
     pub changed: Arc<Notify>,
+    /// Where malformed objects are counted (set by `run`).
+    metrics: Arc<std::sync::OnceLock<crate::metrics::Metrics>>,
 }
 
 const NODES: usize = 0;
 const PODS: usize = 1;
 
 impl Observed {
+    /// Count what the watches cannot decode in `metrics`.
+    pub fn count_with(&self, metrics: crate::metrics::Metrics) {
+        let _ = self.metrics.set(metrics);
+    }
+
     /// How long the longest-failing watch has been failing (None: both are fine).
     pub fn watch_failing_for(&self) -> Option<std::time::Duration> {
         let failing = self.failing.lock().unwrap();
@@ -337,8 +348,9 @@ impl Observed {
         self.mark(|c| c.all = true);
     }
 
-    /// Watch all Nodes into the cache.
-    pub fn spawn_nodes(&self, api: Api<Node>) -> JoinHandle<()> {
+    /// Watch all Nodes into the cache. An object that cannot be decoded is left out (logged once,
+    /// counted), not allowed to fail the whole list (`common::lenient`).
+    pub fn spawn_nodes(&self, api: Api<Lenient<Node>>) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
             // Retried with kube's default backoff (0.8 s doubling to 30 s, reset once healthy):
@@ -347,22 +359,35 @@ impl Observed {
             futures::pin_mut!(stream);
             let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
             let mut failing = Throttle::default();
+            let mut malformed = Malformed::default();
             while let Some(ev) = stream.next().await {
                 cache.watch_result(NODES, answered(&ev));
                 if ev.is_ok() {
                     failing.reset();
                 }
                 match ev {
-                    Ok(watcher::Event::Apply(n)) => cache.apply_node(&n),
+                    Ok(watcher::Event::Apply(Lenient::Ok(n))) => {
+                        malformed.fixed(&n.metadata);
+                        cache.apply_node(&n)
+                    }
+                    Ok(watcher::Event::Apply(bad @ Lenient::Malformed { .. })) => {
+                        // What we knew of it no longer holds: leave it alone until it reads again.
+                        malformed.seen(&cache, ObjectKind::Node, &bad);
+                        cache.delete_node(bad.meta().name.as_deref().unwrap_or_default())
+                    }
                     Ok(watcher::Event::Delete(n)) => {
-                        cache.delete_node(n.metadata.name.as_deref().unwrap_or_default())
+                        malformed.fixed(n.meta());
+                        cache.delete_node(n.meta().name.as_deref().unwrap_or_default())
                     }
                     Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
-                    Ok(watcher::Event::InitApply(n)) => {
+                    Ok(watcher::Event::InitApply(Lenient::Ok(n))) => {
                         let v = NodeView::of(&n);
                         relist
                             .get_or_insert_with(HashMap::new)
                             .insert(v.name.clone(), Arc::new(v));
+                    }
+                    Ok(watcher::Event::InitApply(bad)) => {
+                        malformed.seen(&cache, ObjectKind::Node, &bad)
                     }
                     Ok(watcher::Event::InitDone) => {
                         cache.replace_nodes(relist.take().unwrap_or_default())
@@ -378,7 +403,7 @@ impl Observed {
     /// set, and `relisted` then carries that set: a reload waits for it before deciding with it.
     pub fn spawn_pods(
         &self,
-        api: Api<Pod>,
+        api: Api<Lenient<Pod>>,
         mut keep: watch::Receiver<Vec<String>>,
         relisted: watch::Sender<Vec<String>>,
     ) -> JoinHandle<()> {
@@ -392,6 +417,7 @@ impl Observed {
                 // A relist fills a fresh index, swapped in when complete.
                 let mut relist: Option<Pods> = None;
                 let mut failing = Throttle::default();
+                let mut malformed = Malformed::default();
                 loop {
                     let ev = tokio::select! {
                         ev = stream.next() => match ev {
@@ -410,18 +436,29 @@ impl Observed {
                         failing.reset();
                     }
                     match ev {
-                        Ok(watcher::Event::Apply(p)) => {
+                        Ok(watcher::Event::Apply(Lenient::Ok(p))) => {
+                            malformed.fixed(&p.metadata);
                             cache.apply_pod(PodInfo::from_pod(&p, Some(&current)))
                         }
-                        Ok(watcher::Event::Delete(p)) => cache.delete_pod(
-                            p.metadata.namespace.as_deref().unwrap_or_default(),
-                            p.metadata.name.as_deref().unwrap_or_default(),
-                        ),
+                        Ok(watcher::Event::Apply(bad @ Lenient::Malformed { .. })) => {
+                            // Kept as it was last read (a drain still waits for it to go).
+                            malformed.seen(&cache, ObjectKind::Pod, &bad)
+                        }
+                        Ok(watcher::Event::Delete(p)) => {
+                            malformed.fixed(p.meta());
+                            cache.delete_pod(
+                                p.meta().namespace.as_deref().unwrap_or_default(),
+                                p.meta().name.as_deref().unwrap_or_default(),
+                            )
+                        }
                         Ok(watcher::Event::Init) => relist = Some(Pods::default()),
-                        Ok(watcher::Event::InitApply(p)) => {
+                        Ok(watcher::Event::InitApply(Lenient::Ok(p))) => {
                             relist
                                 .get_or_insert_with(Pods::default)
                                 .insert(Arc::new(PodInfo::from_pod(&p, Some(&current))));
+                        }
+                        Ok(watcher::Event::InitApply(bad)) => {
+                            malformed.seen(&cache, ObjectKind::Pod, &bad)
                         }
                         Ok(watcher::Event::InitDone) => {
                             cache.swap_pods(relist.take().unwrap_or_default());
@@ -563,6 +600,41 @@ mod tests {
         o.watch_result(NODES, true);
         o.watch_result(PODS, true);
         assert_eq!(o.watch_failing_for(), None);
+    }
+}
+
+/// Objects the watch could not decode, by uid or name: each is logged when first seen (and counted
+/// in `nodemedic_drainer_malformed_objects_total`), and again only after it was fixed and broke again.
+#[derive(Default)]
+struct Malformed(HashSet<String>);
+
+impl Malformed {
+    fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+        meta.uid.clone().unwrap_or_else(|| {
+            format!(
+                "{}/{}",
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or("")
+            )
+        })
+    }
+
+    fn seen<K: kube::Resource>(&mut self, cache: &Observed, kind: ObjectKind, bad: &Lenient<K>) {
+        let Lenient::Malformed { meta, error } = bad else {
+            return;
+        };
+        if self.0.len() < 10_000 && self.0.insert(Self::key(meta)) {
+            if let Some(m) = cache.metrics.get() {
+                m.malformed_object(kind);
+            }
+            tracing::error!(kind = kind.as_str(), object = %bad.id(), %error, "cannot decode this object; it is left out until it can be read (the rest of the list is fine)");
+        }
+    }
+
+    fn fixed(&mut self, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+        if !self.0.is_empty() {
+            self.0.remove(&Self::key(meta));
+        }
     }
 }
 

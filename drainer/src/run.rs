@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use nodemedic_common::health::Health;
 use prometheus_client::registry::Registry;
@@ -82,7 +81,8 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
     let observed = Observed::default();
-    let t1 = observed.spawn_nodes(Api::<Node>::all(client.clone()));
+    observed.count_with(metrics.clone());
+    let t1 = observed.spawn_nodes(Api::all(client.clone()));
     // /healthz fails once a watch has been failing for WATCH_UNHEALTHY (the API server unreachable
     // or refusing us that long: a restart may help; shorter outages are ridden out with backoff).
     let t_watchdog = {
@@ -104,7 +104,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     };
     let (keep_tx, keep_rx) = watch::channel(crate::decide::pods::kept_annotations(&opts.config));
     let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
-    let t2 = observed.spawn_pods(Api::<Pod>::all(client.clone()), keep_rx, relisted_tx);
+    let t2 = observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx);
     let guard_addr = match opts.guard.clone() {
         None => None,
         Some(g) => Some(

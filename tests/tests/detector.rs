@@ -522,6 +522,42 @@ async fn a_hung_call_times_out_a_dropped_one_is_retried_and_both_land() {
     h.finish(running).await;
 }
 
+#[tokio::test]
+async fn its_own_node_dated_past_year_9999_does_not_keep_the_detector_from_starting() {
+    let h = Harness::new("y9999").await;
+    // kube-apiserver takes times up to 9999-12-31T23:59:59Z; our types end 26 hours earlier.
+    let nodes: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        h.cluster.client.clone(),
+        &kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
+    );
+    nodes
+        .patch_status(
+            &h.node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(serde_json::json!({"status": {"conditions": [{
+                "type": "VendorThing", "status": "False", "reason": "Odd", "message": "m",
+                "lastHeartbeatTime": "9999-12-31T23:59:59Z",
+                "lastTransitionTime": "9999-12-31T23:59:59Z"}]}})),
+        )
+        .await
+        .expect("the API server takes the date");
+    let running = h.start().await;
+    eventually("the detector's conditions on the node", WAIT, || async {
+        let n = nodes.get(&h.node).await.ok()?;
+        let text = serde_json::to_string(&n.data).ok()?;
+        text.contains("KernelHasNoDeadlock").then_some(())
+    })
+    .await;
+    let n = nodes.get(&h.node).await.unwrap();
+    assert!(
+        serde_json::to_string(&n.data)
+            .unwrap()
+            .contains("9999-12-31T23:59:59Z"),
+        "the other condition is left as it was"
+    );
+    h.finish(running).await;
+}
+
 /// A monitor with temporary rules only: it declares no condition, so adding or removing its file
 /// changes nothing on the Node.
 const EXTRA: &str = r#"

@@ -72,6 +72,8 @@ async fn bounded<T>(
 #[derive(Clone)]
 pub struct KubeReporter {
     nodes: Api<Node>,
+    /// For reading the node as JSON (see [`KubeReporter::read_node`]).
+    client: kube::Client,
     events: NodeEvents,
     node: String,
 }
@@ -80,13 +82,24 @@ impl KubeReporter {
     pub fn new(client: kube::Client, node: &str) -> Self {
         KubeReporter {
             nodes: Api::all(client.clone()),
+            client: client.clone(),
             events: NodeEvents::new(client, node),
             node: node.to_string(),
         }
     }
 
+    /// Read this node. Times past what our types hold (the API server takes them up to the end of
+    /// 9999) are clamped to the latest they hold rather than failing the read for ever
+    /// (`common::lenient::clamp_times`).
     pub async fn read_node(&self) -> Result<Node, Error> {
-        bounded(self.nodes.get(&self.node)).await
+        let req = http::Request::get(format!("/api/v1/nodes/{}", self.node))
+            .body(Vec::new())
+            .map_err(|e| Error::Api(kube::Error::HttpError(e)))?;
+        let text = bounded(self.client.request_text(req)).await?;
+        let mut v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::Api(kube::Error::SerdeError(e)))?;
+        nodemedic_common::lenient::clamp_times(&mut v);
+        serde_json::from_value(v).map_err(|e| Error::Api(kube::Error::SerdeError(e)))
     }
 
     /// One strategic-merge patch of `nodes/{name}/status`: our conditions (with a fresh heartbeat),

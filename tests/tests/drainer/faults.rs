@@ -177,3 +177,59 @@ async fn a_leader_change_mid_drain_with_a_slow_api_evicts_each_pod_once() {
     b.shutdown().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_node_dated_past_year_9999_spoils_only_itself() {
+    // The odd node is in every scenario's node lists meanwhile: that is the point (each drainer
+    // leaves it out and goes on); it carries no scenario's label, so none selects it.
+    let env = Env::new().await;
+    if !env.cluster.real() {
+        envtest::say_skipped("a node dated 9999-12-31 on the real control plane");
+        return;
+    }
+    let good = env.node("good", "True", 3600, json!({})).await;
+    // kube-apiserver takes times up to 9999-12-31T23:59:59Z; our types end 26 hours earlier.
+    let odd = env.name("odd");
+    let nodes: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        env.cluster.client.clone(),
+        &kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()),
+    );
+    nodes
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": odd}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch_status(
+            &odd,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"conditions": [{"type": "KernelDeadlock",
+                "status": "True", "reason": "Odd", "message": "m",
+                "lastHeartbeatTime": "9999-12-31T23:59:59Z",
+                "lastTransitionTime": "9999-12-31T23:59:59Z"}]}})),
+        )
+        .await
+        .expect("the API server takes the date");
+    let d = env
+        .start(env.config(Duration::from_secs(3600)), "replica-a")
+        .await;
+    eventually("the good node cordoned all the same", WAIT, || async {
+        env.cordoned(&good).await.then_some(())
+    })
+    .await;
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", d.addr)).await;
+    assert!(
+        metrics.contains("nodemedic_drainer_malformed_objects_total{kind=\"node\"} 1"),
+        "{metrics}"
+    );
+    d.shutdown().await;
+    nodes
+        .delete(&odd, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    env.cleanup().await;
+}

@@ -1,0 +1,213 @@
+//! One malformed object must not blind a watcher. The API server accepts values our types cannot hold
+//! (times past 9999-12-30T22:00Z, jiff's and so k8s-openapi's limit, for instance), and a typed list
+//! or watch fails as a whole on one such object: the drainer never synced and the guard failed open
+//! for every pod. [`Lenient<K>`] decodes each object on its own: a good one as `K`, a bad one as
+//! [`Lenient::Malformed`] with what could still be read of its metadata and the decode error, so the
+//! caller skips that object only (and says so).
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+
+#[derive(Debug, Clone)]
+pub enum Lenient<K> {
+    Ok(K),
+    /// An object `K` cannot hold: its name, namespace and resourceVersion when readable, and why.
+    Malformed {
+        meta: ObjectMeta,
+        error: String,
+    },
+}
+
+/// The identifying fields, read as plain strings (they decode whatever else is wrong).
+#[derive(serde::Deserialize, Default)]
+struct Ids {
+    #[serde(default)]
+    metadata: IdMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct IdMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+    uid: Option<String>,
+}
+
+impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Lenient<K> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through a JSON tree, kept only while the object is decoded: a watch event's object comes
+        // through serde's buffered content (the event is an adjacently tagged enum), where a
+        // borrowed raw slice is not available.
+        let v = serde_json::Value::deserialize(d)?;
+        match K::deserialize(&v) {
+            Ok(k) => Ok(Lenient::Ok(k)),
+            Err(e) => {
+                let ids = Ids::deserialize(&v).unwrap_or_default();
+                Ok(Lenient::Malformed {
+                    meta: ObjectMeta {
+                        name: ids.metadata.name,
+                        namespace: ids.metadata.namespace,
+                        resource_version: ids.metadata.resource_version,
+                        uid: ids.metadata.uid,
+                        ..Default::default()
+                    },
+                    error: e.to_string(),
+                })
+            }
+        }
+    }
+}
+
+impl<K: serde::Serialize> serde::Serialize for Lenient<K> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Lenient::Ok(k) => k.serialize(s),
+            Lenient::Malformed { meta, .. } => {
+                serde::Serialize::serialize(&serde_json::json!({ "metadata": meta }), s)
+            }
+        }
+    }
+}
+
+impl<K: Resource> Resource for Lenient<K> {
+    type DynamicType = K::DynamicType;
+    type Scope = K::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Lenient::Ok(k) => k.meta(),
+            Lenient::Malformed { meta, .. } => meta,
+        }
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Lenient::Ok(k) => k.meta_mut(),
+            Lenient::Malformed { meta, .. } => meta,
+        }
+    }
+}
+
+impl<K> Lenient<K> {
+    /// `"namespace/name"` or `"name"` of the object, for logs.
+    pub fn id(&self) -> String
+    where
+        K: Resource,
+    {
+        let m = self.meta();
+        match (&m.namespace, &m.name) {
+            (Some(ns), Some(n)) => format!("{ns}/{n}"),
+            (None, Some(n)) => n.clone(),
+            _ => "(unnamed)".into(),
+        }
+    }
+}
+
+/// Clamp every time in `v` past what our types hold (9999-12-30T22:00Z .. 9999-12-31T23:59:59Z, which
+/// the API server accepts) to the latest time they hold, so one object read on its own (the
+/// detector's own Node) decodes with its far-future times kept as far-future times.
+pub fn clamp_times(v: &mut serde_json::Value) {
+    use k8s_openapi::jiff::Timestamp;
+    match v {
+        serde_json::Value::String(s)
+            if s.starts_with("9999-12-3")
+                && s.len() <= 35
+                && s.as_bytes().get(10) == Some(&b'T')
+                && s.parse::<Timestamp>().is_err() =>
+        {
+            *s = Timestamp::MAX.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(clamp_times),
+        serde_json::Value::Object(o) => o.values_mut().for_each(clamp_times),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+
+    #[test]
+    fn one_object_past_the_year_9999_limit_spoils_only_itself() {
+        let list = r#"{"items": [
+            {"metadata": {"name": "good", "resourceVersion": "7"}},
+            {"metadata": {"name": "bad", "resourceVersion": "8"},
+             "status": {"conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "9999-12-31T23:59:59Z"}]}},
+            {"metadata": {"name": "worse", "creationTimestamp": "9999-12-31T23:00:00Z"}}
+        ]}"#;
+        // The typed list fails as a whole...
+        #[derive(serde::Deserialize)]
+        struct List<T> {
+            #[allow(dead_code)]
+            items: Vec<T>,
+        }
+        assert!(serde_json::from_str::<List<Node>>(list).is_err());
+        // ... a lenient one keeps the good node and names the bad ones.
+        let items = serde_json::from_str::<List<Lenient<Node>>>(list)
+            .unwrap()
+            .items;
+        assert!(matches!(&items[0], Lenient::Ok(n) if n.metadata.name.as_deref() == Some("good")));
+        match &items[1] {
+            Lenient::Malformed { meta, error } => {
+                assert_eq!(meta.name.as_deref(), Some("bad"));
+                assert_eq!(meta.resource_version.as_deref(), Some("8"));
+                assert!(!error.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(items[2].id(), "worse");
+        // In a watch event too (an adjacently tagged enum: the object is buffered by serde first).
+        let ev = r#"{"type": "MODIFIED", "object": {"metadata": {"name": "bad"},
+            "status": {"conditions": [{"type": "Ready", "status": "True",
+            "lastTransitionTime": "9999-12-31T23:59:59Z"}]}}}"#;
+        let ev: kube::core::WatchEvent<Lenient<Node>> = serde_json::from_str(ev).unwrap();
+        assert!(matches!(
+            ev,
+            kube::core::WatchEvent::Modified(Lenient::Malformed { .. })
+        ));
+        let ok = r#"{"type": "ADDED", "object": {"metadata": {"name": "fine"}}}"#;
+        let ok: kube::core::WatchEvent<Lenient<Node>> = serde_json::from_str(ok).unwrap();
+        assert!(matches!(ok, kube::core::WatchEvent::Added(Lenient::Ok(_))));
+    }
+
+    #[test]
+    fn clamped_far_future_times_decode_as_the_latest_time() {
+        let mut v = serde_json::json!({"metadata": {"name": "n", "creationTimestamp": "9999-12-31T23:00:00Z"},
+            "status": {"conditions": [{"type": "A", "status": "True", "lastTransitionTime": "9999-12-31T23:59:59Z", "message": "9999-12-31 is a date"}]}});
+        assert!(serde_json::from_value::<Node>(v.clone()).is_err());
+        clamp_times(&mut v);
+        let n: Node = serde_json::from_value(v).unwrap();
+        let c = &n.status.unwrap().conditions.unwrap()[0];
+        assert_eq!(
+            c.last_transition_time
+                .as_ref()
+                .unwrap()
+                .0
+                .strftime("%Y")
+                .to_string(),
+            "9999"
+        );
+        assert_eq!(
+            c.message.as_deref(),
+            Some("9999-12-31 is a date"),
+            "only times are touched"
+        );
+    }
+}
