@@ -39,26 +39,35 @@ struct IdMeta {
 
 impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Lenient<K> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Through a JSON tree, kept only while the object is decoded: a watch event's object comes
-        // through serde's buffered content (the event is an adjacently tagged enum), where a
-        // borrowed raw slice is not available.
-        let v = serde_json::Value::deserialize(d)?;
-        match K::deserialize(&v) {
-            Ok(k) => Ok(Lenient::Ok(k)),
-            Err(e) => {
-                let ids = Ids::deserialize(&v).unwrap_or_default();
-                Ok(Lenient::Malformed {
-                    meta: ObjectMeta {
-                        name: ids.metadata.name,
-                        namespace: ids.metadata.namespace,
-                        resource_version: ids.metadata.resource_version,
-                        uid: ids.metadata.uid,
-                        ..Default::default()
-                    },
-                    error: e.to_string(),
-                })
-            }
+        // From serde_json itself (a list's items; a watch event whose "type" comes before its
+        // "object", as kube-apiserver writes them) the object's own text is taken as it stands and
+        // decoded once: no more work than a typed decode. From anything else (serde's buffered
+        // content: an event with "object" first) through a transient JSON tree.
+        if std::any::type_name::<D>().contains("serde_json::de::Deserializer") {
+            let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+            return Ok(match serde_json::from_str::<K>(raw.get()) {
+                Ok(k) => Lenient::Ok(k),
+                Err(e) => malformed(serde_json::from_str(raw.get()).unwrap_or_default(), e),
+            });
         }
+        let v = serde_json::Value::deserialize(d)?;
+        Ok(match K::deserialize(&v) {
+            Ok(k) => Lenient::Ok(k),
+            Err(e) => malformed(Ids::deserialize(&v).unwrap_or_default(), e),
+        })
+    }
+}
+
+fn malformed<K>(ids: Ids, e: serde_json::Error) -> Lenient<K> {
+    Lenient::Malformed {
+        meta: ObjectMeta {
+            name: ids.metadata.name,
+            namespace: ids.metadata.namespace,
+            resource_version: ids.metadata.resource_version,
+            uid: ids.metadata.uid,
+            ..Default::default()
+        },
+        error: e.to_string(),
     }
 }
 
@@ -173,7 +182,8 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(items[2].id(), "worse");
-        // In a watch event too (an adjacently tagged enum: the object is buffered by serde first).
+        // In a watch event too, "type" first (read straight from serde_json) or "object" first
+        // (buffered by serde before it reaches us).
         let ev = r#"{"type": "MODIFIED", "object": {"metadata": {"name": "bad"},
             "status": {"conditions": [{"type": "Ready", "status": "True",
             "lastTransitionTime": "9999-12-31T23:59:59Z"}]}}}"#;
@@ -183,6 +193,19 @@ mod tests {
             kube::core::WatchEvent::Modified(Lenient::Malformed { .. })
         ));
         let ok = r#"{"type": "ADDED", "object": {"metadata": {"name": "fine"}}}"#;
+        let ok: kube::core::WatchEvent<Lenient<Node>> = serde_json::from_str(ok).unwrap();
+        assert!(matches!(ok, kube::core::WatchEvent::Added(Lenient::Ok(_))));
+        let later = r#"{"object": {"metadata": {"name": "bad", "resourceVersion": "9"},
+            "status": {"conditions": [{"type": "Ready", "status": "True",
+            "lastTransitionTime": "9999-12-31T23:59:59Z"}]}}, "type": "MODIFIED"}"#;
+        let later: kube::core::WatchEvent<Lenient<Node>> = serde_json::from_str(later).unwrap();
+        match later {
+            kube::core::WatchEvent::Modified(bad) => {
+                assert_eq!(bad.meta().resource_version.as_deref(), Some("9"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let ok = r#"{"object": {"metadata": {"name": "fine"}}, "type": "ADDED"}"#;
         let ok: kube::core::WatchEvent<Lenient<Node>> = serde_json::from_str(ok).unwrap();
         assert!(matches!(ok, kube::core::WatchEvent::Added(Lenient::Ok(_))));
     }

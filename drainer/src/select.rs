@@ -12,9 +12,67 @@ use crate::view::NodeView;
 
 /// The longest CEL selector accepted, in bytes.
 pub const MAX_CEL_BYTES: usize = 4096;
+/// Brackets (calls, lists, maps, parentheses) nested at most this deep: the parser and the evaluator
+/// recurse per level (21 nested calls in 218 bytes overflowed a 2 MiB thread stack, found by fuzzing).
+pub const MAX_CEL_NESTING: usize = 12;
+/// Operators (`&&`, `||`, `in`, comparisons, arithmetic, `?:`) at most: a chain of them is as deep a
+/// tree as nested brackets (680 chained `in` in 3.4 KB overflowed a 2 MiB stack, found by fuzzing).
+pub const MAX_CEL_OPERATORS: usize = 32;
 /// Comprehension macros allowed in one selector (each can loop over a node's labels, annotations
 /// or conditions: a few dozen items).
 pub const MAX_CEL_COMPREHENSIONS: usize = 3;
+
+/// How deep `(`, `[` and `{` nest in `expr`, and how many operators it has, outside string literals.
+fn nesting(expr: &str) -> (usize, usize) {
+    let (mut depth, mut max, mut operators) = (0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut prev = ' ';
+    let mut word = String::new();
+    for c in expr.chars() {
+        if quote.is_none() {
+            if c.is_alphanumeric() || c == '_' {
+                word.push(c);
+            } else {
+                if word == "in" {
+                    operators += 1;
+                }
+                word.clear();
+            }
+            let pair = (prev, c);
+            if matches!(pair, ('&', '&') | ('|', '|') | ('=', '=') | ('!', '='))
+                || (matches!(c, '<' | '>' | '+' | '-' | '*' | '/' | '%' | '?') && prev != c)
+            {
+                operators += 1;
+            }
+        }
+        prev = c;
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    if word == "in" {
+        operators += 1;
+    }
+    (max, operators)
+}
 
 pub enum Selector {
     All,
@@ -52,6 +110,17 @@ impl Selector {
             return Err(format!(
                 "CEL expression of {} bytes: at most {MAX_CEL_BYTES} (a node selector needs far less)",
                 expr.len()
+            ));
+        }
+        let (depth, operators) = nesting(expr);
+        if depth > MAX_CEL_NESTING {
+            return Err(format!(
+                "CEL expression {expr:?} nests brackets {depth} deep: at most {MAX_CEL_NESTING}"
+            ));
+        }
+        if operators > MAX_CEL_OPERATORS {
+            return Err(format!(
+                "CEL expression {expr:?} has {operators} operators: at most {MAX_CEL_OPERATORS} (a node selector needs a few)"
             ));
         }
         let comprehensions = ["all(", "exists(", "exists_one(", "map(", "filter("]
@@ -163,6 +232,30 @@ impl Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_nesting_is_refused_before_the_parser_recurses() {
+        // Found by fuzzing: 21 nested calls overflowed a 2 MiB stack.
+        let deep = format!(
+            "metadata.labels.all(k, {}k.size() < 64{})",
+            "k.s(k, ".repeat(21),
+            ")".repeat(21)
+        );
+        let e = Selector::cel(&deep).unwrap_err();
+        assert!(e.contains("nests brackets"), "{e}");
+        // Brackets inside strings do not count.
+        let quoted = format!("metadata.name == '{}'", "(".repeat(40));
+        assert!(Selector::cel(&quoted).is_ok());
+        assert!(Selector::cel("(((metadata.labels['a'] == 'b')))").is_ok());
+        // Found by fuzzing: a long chain of `in` overflowed the stack as well.
+        let chain = format!(
+            "metadata.name in [] {}",
+            "|| metadata.name in [] ".repeat(60)
+        );
+        let e = Selector::cel(&chain).unwrap_err();
+        assert!(e.contains("operators"), "{e}");
+        assert!(Selector::cel("metadata.labels['a'] == 'b' && !('c' in metadata.labels) || size(metadata.name) > 3").is_ok());
+    }
 
     fn node(labels: &[(&str, &str)]) -> NodeView {
         NodeView {

@@ -153,7 +153,7 @@ pub(crate) fn serve(
                 };
                 if forced || (rv + 1 < oldest && rv < last_rv) {
                     let line = json!({"type": "ERROR", "object": status_body(410, Some("Expired"), &format!("too old resource version: {rv} ({})", oldest.saturating_sub(1)), None)});
-                    return ndjson(Body::from(format!("{line}\n")));
+                    return ndjson(Body::from(render(&line)));
                 }
                 initial.extend(
                     h.iter()
@@ -175,6 +175,15 @@ pub(crate) fn serve(
         bookmarks,
         kind,
     )))
+}
+
+/// One watch event line, `type` before `object` as kube-apiserver writes it (clients read the object
+/// straight from the stream then; the other order makes serde buffer it first).
+fn render(line: &Value) -> String {
+    format!(
+        "{{\"type\":{},\"object\":{}}}\n",
+        line["type"], line["object"]
+    )
 }
 
 fn ndjson(body: Body) -> Response {
@@ -221,7 +230,7 @@ fn async_stream(
     };
     futures::stream::unfold(st, |mut st| async move {
         if let Some(l) = st.init.next() {
-            return Some((Ok(format!("{l}\n")), st));
+            return Some((Ok(render(&l)), st));
         }
         loop {
             tokio::select! {
@@ -238,7 +247,7 @@ fn async_stream(
                 c = st.rx.recv() => match c {
                     Ok(c) if c.rv > st.last_rv && (st.wanted)(&c) => {
                         st.last_rv = c.rv;
-                        return Some((Ok(format!("{}\n", c.line)), st));
+                        return Some((Ok(render(&c.line)), st));
                     }
                     Ok(c) => st.last_rv = st.last_rv.max(c.rv),
                     Err(_) => return None,
