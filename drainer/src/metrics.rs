@@ -19,7 +19,7 @@ label_value!(pub SafetyEvent {
     OutageEnded => "outage_ended",
     NodeFlapping => "node_flapping",
 });
-label_value!(pub ObjectKind { Node => "node", Pod => "pod" });
+label_value!(pub ObjectKind { Pod => "pod" });
 label_value!(pub GuardDecision {
     Allowed => "allowed",
     AllowedNotSynced => "allowed_not_synced",

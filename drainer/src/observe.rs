@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::decide::PodInfo;
 use crate::decide::pods::Uid;
-use crate::view::NodeView;
+use crate::view::{NodeLite, NodeView};
 
 type PodKey = (String, String);
 
@@ -268,7 +268,10 @@ impl Observed {
 
     /// A node was added or updated.
     pub fn apply_node(&self, node: &Node) {
-        let view = NodeView::of(node);
+        self.apply_view(NodeView::of(node))
+    }
+
+    pub fn apply_view(&self, view: NodeView) {
         let mut nodes = self.nodes.write().unwrap();
         let news = nodes
             .get(&view.name)
@@ -348,9 +351,9 @@ impl Observed {
         self.mark(|c| c.all = true);
     }
 
-    /// Watch all Nodes into the cache. An object that cannot be decoded is left out (logged once,
-    /// counted), not allowed to fail the whole list (`common::lenient`).
-    pub fn spawn_nodes(&self, api: Api<Lenient<Node>>) -> JoinHandle<()> {
+    /// Watch all Nodes into the cache, decoded as [`NodeLite`]s: only what a view keeps, in one pass,
+    /// times that no typed Node can hold included (one such Node once failed the whole list).
+    pub fn spawn_nodes(&self, api: Api<NodeLite>) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
             // Retried with kube's default backoff (0.8 s doubling to 30 s, reset once healthy):
@@ -359,35 +362,22 @@ impl Observed {
             futures::pin_mut!(stream);
             let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
             let mut failing = Throttle::default();
-            let mut malformed = Malformed::default();
             while let Some(ev) = stream.next().await {
                 cache.watch_result(NODES, answered(&ev));
                 if ev.is_ok() {
                     failing.reset();
                 }
                 match ev {
-                    Ok(watcher::Event::Apply(Lenient::Ok(n))) => {
-                        malformed.fixed(&n.metadata);
-                        cache.apply_node(&n)
-                    }
-                    Ok(watcher::Event::Apply(bad @ Lenient::Malformed { .. })) => {
-                        // What we knew of it no longer holds: leave it alone until it reads again.
-                        malformed.seen(&cache, ObjectKind::Node, &bad);
-                        cache.delete_node(bad.meta().name.as_deref().unwrap_or_default())
-                    }
+                    Ok(watcher::Event::Apply(n)) => cache.apply_view(NodeView::of_lite(&n)),
                     Ok(watcher::Event::Delete(n)) => {
-                        malformed.fixed(n.meta());
-                        cache.delete_node(n.meta().name.as_deref().unwrap_or_default())
+                        cache.delete_node(n.metadata.name.as_deref().unwrap_or_default())
                     }
                     Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
-                    Ok(watcher::Event::InitApply(Lenient::Ok(n))) => {
-                        let v = NodeView::of(&n);
+                    Ok(watcher::Event::InitApply(n)) => {
+                        let v = NodeView::of_lite(&n);
                         relist
                             .get_or_insert_with(HashMap::new)
                             .insert(v.name.clone(), Arc::new(v));
-                    }
-                    Ok(watcher::Event::InitApply(bad)) => {
-                        malformed.seen(&cache, ObjectKind::Node, &bad)
                     }
                     Ok(watcher::Event::InitDone) => {
                         cache.replace_nodes(relist.take().unwrap_or_default())

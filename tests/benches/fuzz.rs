@@ -1,5 +1,6 @@
 //! Long fuzz runs: `FUZZ_EXECS=10000000 cargo bench -p nodemedic-tests --bench fuzz [-- TARGET...]`
-//! (default 1,000,000 executions per target; `FUZZ_SEED` to vary the run). Prints executions,
+//! (default 1,000,000 executions per target; `FUZZ_SECONDS` caps each target's time; `FUZZ_SEED` to
+//! vary the run). Prints executions,
 //! executions per second, crashes and slow inputs per target; crashes are written to
 //! `tests/fuzz/crashes/<target>/` (add them to the corpus once fixed). See `tests/fuzz/engine.rs`.
 

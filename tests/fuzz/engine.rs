@@ -212,8 +212,17 @@ pub fn run_on_thread(root: &Path, target: &'static Target, execs: u64, seed: u64
         .expect("the fuzz loop itself does not panic")
 }
 
+/// Stop a target's run after this long even if `execs` is not reached (`FUZZ_SECONDS`; default none).
+fn time_budget() -> Option<Duration> {
+    std::env::var("FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(Duration::from_secs)
+}
+
 /// Run `target` over its corpus and then `execs` mutated inputs from `seed`.
 pub fn run(root: &Path, target: &Target, execs: u64, seed: u64) -> Report {
+    let budget = time_budget();
     let seeds = corpus(root, target.name);
     let mut rng = Rng::new(seed ^ (target.name.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut report = Report {
@@ -256,7 +265,10 @@ pub fn run(root: &Path, target: &Target, execs: u64, seed: u64) -> Report {
     }
     let empty = vec![Vec::new()];
     let pool = if seeds.is_empty() { &empty } else { &seeds };
-    while report.execs < execs + seeds.len() as u64 && report.crashes.len() < 10 {
+    while report.execs < execs + seeds.len() as u64
+        && report.crashes.len() < 10
+        && budget.is_none_or(|b| started.elapsed() < b)
+    {
         let base = &pool[rng.below(pool.len())];
         let input = mutate(&mut rng, base, pool, target.dictionary);
         one(&input, &mut report);

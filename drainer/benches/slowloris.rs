@@ -1,0 +1,140 @@
+//! The guard under a slowloris attack: the drainer binary serves the guard (against the test API
+//! server), 10,000 TCP connections each send the first bytes of a TLS ClientHello and then nothing.
+//! Prints the drainer's RSS before, while they are held and at its peak, how many the guard let in
+//! (the rest are closed at accept), and how long until every connection was closed by the guard.
+//!
+//! `cargo bench -p nodemedic-drainer --bench slowloris` (`SLOWLORIS_CONNECTIONS` to change 10,000;
+//! the bench needs twice that many file descriptors).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nodemedic_tests::process::status_mib;
+use nodemedic_tests::server::TestApiServer;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::var("SLOWLORIS_CONNECTIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let server = TestApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let guard_port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["run", "KernelDeadlock=True", "--node-selector", "none=x"])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--guard-listen", &format!("127.0.0.1:{guard_port}")])
+        .arg("--guard-tls-cert")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--guard-tls-key")
+        .arg(dir.path().join("tls.key"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAME", "slowloris-bench")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the drainer");
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", guard_port)).is_err() {
+        assert!(Instant::now() < deadline, "the guard did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let before = status_mib(pid, "VmRSS:");
+
+    // The start of a TLS handshake record (type 22, TLS 1.0, length 512), then silence.
+    let opened = Instant::now();
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        match TcpStream::connect(("127.0.0.1", guard_port)) {
+            Ok(mut s) => {
+                let _ = s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]);
+                let _ = s.set_nonblocking(true);
+                conns.push(s);
+            }
+            Err(e) => {
+                eprintln!("connect failed after {} connections: {e}", conns.len());
+                break;
+            }
+        }
+    }
+    let all_open = opened.elapsed();
+    std::thread::sleep(Duration::from_secs(1));
+    let held = status_mib(pid, "VmRSS:");
+    // Watch them close: EOF or a reset on read.
+    let mut open: Vec<bool> = vec![true; conns.len()];
+    let mut left = conns.len();
+    let mut closed_at_accept = 0;
+    let mut first_pass = true;
+    let start = Instant::now();
+    let mut buf = [0u8; 64];
+    while left > 0 && start.elapsed() < Duration::from_secs(60) {
+        for (i, s) in conns.iter_mut().enumerate() {
+            if !open[i] {
+                continue;
+            }
+            let closed = match s.read(&mut buf) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+                Err(_) => true,
+            };
+            if closed {
+                open[i] = false;
+                left -= 1;
+                if first_pass {
+                    closed_at_accept += 1;
+                }
+            }
+        }
+        first_pass = false;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let all_closed = start.elapsed() + Duration::from_secs(1);
+    let peak = status_mib(pid, "VmHWM:");
+    println!(
+        "guard under {} slowloris connections (opened in {:.1} s): drainer RSS {before:.1} MiB before, {held:.1} MiB while held, peak {peak:.1} MiB; \
+         {closed_at_accept} closed at once (over the connection limit), the rest closed by the guard; \
+         all closed {:.1} s after the last was opened{}",
+        conns.len(),
+        all_open.as_secs_f64(),
+        all_closed.as_secs_f64(),
+        if left > 0 {
+            format!(" ({left} still open after 60 s)")
+        } else {
+            String::new()
+        }
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
