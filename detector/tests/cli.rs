@@ -186,3 +186,62 @@ fn completions_and_man_pages_come_from_the_same_flags_as_help() {
     );
     assert!(dir.path().join("detector-check.1").is_file());
 }
+
+/// (line, kind, condition or reason) of `detector check --output json` over `input` with `rules`.
+fn findings(rules: &str, input: &str) -> Vec<(u64, String, String)> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = detector()
+        .args(["check", "--output", "json", "--rules"])
+        .arg(format!("{root}/{rules}"))
+        .arg("--input")
+        .arg(format!("{root}/{input}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|f| {
+            (
+                f["line"].as_u64().unwrap(),
+                f["kind"].as_str().unwrap().to_string(),
+                f["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_gpu_rules_set_the_condition_for_critical_xids_and_a_gpu_off_the_bus() {
+    let f = findings("config/rules-extra/gpu-monitor.yaml", "config/samples/gpu.kmsg");
+    let conditions: Vec<_> = f.iter().filter(|x| x.1 == "condition").collect();
+    assert_eq!(
+        conditions,
+        [
+            &(5, "condition".to_string(), "GpuXidCritical".to_string()),
+            &(7, "condition".to_string(), "GpuFellOffTheBus".to_string())
+        ]
+    );
+    let events: Vec<u64> = f.iter().filter(|x| x.2 == "GpuXid").map(|x| x.0).collect();
+    assert_eq!(events, [2, 3, 5], "every Xid is an Event, the benign ones only that");
+}
+
+#[test]
+fn the_hardware_rules_tell_uncorrectable_errors_from_corrected_ones() {
+    let f = findings("config/rules-extra/hardware-monitor.yaml", "config/samples/hardware.kmsg");
+    let reasons: Vec<(u64, &str)> = f.iter().map(|x| (x.0, x.2.as_str())).collect();
+    assert_eq!(
+        reasons,
+        [
+            (2, "MemoryCorrected"),
+            (3, "MachineCheck"),
+            (4, "NvmeTimeout"),
+            (5, "NvmeTimeout"),
+            (6, "NvmeReset"),
+            (7, "MemoryUncorrectable"),
+            (8, "MachineCheckFatal"),
+        ],
+        "the fatal machine check is a new reason for the condition already True: reported too"
+    );
+}
