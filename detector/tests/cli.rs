@@ -197,7 +197,11 @@ fn findings(rules: &str, input: &str) -> Vec<(u64, String, String)> {
         .arg(format!("{root}/{input}"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -214,7 +218,10 @@ fn findings(rules: &str, input: &str) -> Vec<(u64, String, String)> {
 
 #[test]
 fn the_gpu_rules_set_the_condition_for_critical_xids_and_a_gpu_off_the_bus() {
-    let f = findings("config/rules-extra/gpu-monitor.yaml", "config/samples/gpu.kmsg");
+    let f = findings(
+        "config/rules-extra/gpu-monitor.yaml",
+        "config/samples/gpu.kmsg",
+    );
     let conditions: Vec<_> = f.iter().filter(|x| x.1 == "condition").collect();
     assert_eq!(
         conditions,
@@ -224,12 +231,19 @@ fn the_gpu_rules_set_the_condition_for_critical_xids_and_a_gpu_off_the_bus() {
         ]
     );
     let events: Vec<u64> = f.iter().filter(|x| x.2 == "GpuXid").map(|x| x.0).collect();
-    assert_eq!(events, [2, 3, 5], "every Xid is an Event, the benign ones only that");
+    assert_eq!(
+        events,
+        [2, 3, 5],
+        "every Xid is an Event, the benign ones only that"
+    );
 }
 
 #[test]
 fn the_hardware_rules_tell_uncorrectable_errors_from_corrected_ones() {
-    let f = findings("config/rules-extra/hardware-monitor.yaml", "config/samples/hardware.kmsg");
+    let f = findings(
+        "config/rules-extra/hardware-monitor.yaml",
+        "config/samples/hardware.kmsg",
+    );
     let reasons: Vec<(u64, &str)> = f.iter().map(|x| (x.0, x.2.as_str())).collect();
     assert_eq!(
         reasons,
