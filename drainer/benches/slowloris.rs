@@ -11,16 +11,9 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nodemedic_tests::bench::free_port;
 use nodemedic_tests::process::status_mib;
 use nodemedic_tests::server::TestApiServer;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[tokio::main]
 async fn main() {
@@ -30,14 +23,7 @@ async fn main() {
         .unwrap_or(10_000);
     let server = TestApiServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    params
-        .subject_alt_names
-        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
+    nodemedic_tests::webhook::write_cert(dir.path(), "slowloris-bench");
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,

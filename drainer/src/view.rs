@@ -146,93 +146,70 @@ impl NodeView {
     /// The view of a Node as the watch decodes it.
     pub fn of_lite(node: &NodeLite) -> NodeView {
         let spec = node.spec.as_ref();
-        NodeView {
-            name: node.metadata.name.clone().unwrap_or_default(),
-            resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
-            labels: node
-                .metadata
-                .labels
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect(),
-            annotations: node
-                .metadata
-                .annotations
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect(),
-            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
-            conditions: node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        NodeView::from_parts(
+            &node.metadata,
+            spec.and_then(|s| s.unschedulable),
+            conditions.into_iter().flatten().map(|c| Condition {
+                type_: intern(&c.type_),
+                status: intern(&c.status),
+                reason: c.reason.as_deref().map(intern),
+                since: c
+                    .last_transition_time
+                    .as_deref()
+                    .map(lite_time)
+                    .unwrap_or(Timestamp::UNIX_EPOCH),
+            }),
+            spec.and_then(|s| s.taints.as_ref())
                 .into_iter()
                 .flatten()
-                .map(|c| Condition {
-                    type_: intern(&c.type_),
-                    status: intern(&c.status),
-                    reason: c.reason.as_deref().map(intern),
-                    since: c
-                        .last_transition_time
-                        .as_deref()
-                        .map(lite_time)
-                        .unwrap_or(Timestamp::UNIX_EPOCH),
-                })
-                .collect(),
-            flap_taint: crate::guard::flap_taint(
-                spec.and_then(|s| s.taints.as_ref())
-                    .into_iter()
-                    .flatten()
-                    .map(|t| (t.key.as_str(), t.effect.as_str())),
-            ),
-        }
+                .map(|t| (t.key.as_str(), t.effect.as_str())),
+        )
     }
 
     pub fn of(node: &Node) -> NodeView {
         let spec = node.spec.as_ref();
-        NodeView {
-            name: node.metadata.name.clone().unwrap_or_default(),
-            resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
-            labels: node
-                .metadata
-                .labels
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect(),
-            annotations: node
-                .metadata
-                .annotations
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect(),
-            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
-            conditions: node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        NodeView::from_parts(
+            &node.metadata,
+            spec.and_then(|s| s.unschedulable),
+            conditions.into_iter().flatten().map(|c| Condition {
+                type_: intern(&c.type_),
+                status: intern(&c.status),
+                reason: c.reason.as_deref().map(intern),
+                since: c
+                    .last_transition_time
+                    .as_ref()
+                    .map(|t| t.0)
+                    .unwrap_or(Timestamp::UNIX_EPOCH),
+            }),
+            spec.and_then(|s| s.taints.as_ref())
                 .into_iter()
                 .flatten()
-                .map(|c| Condition {
-                    type_: intern(&c.type_),
-                    status: intern(&c.status),
-                    reason: c.reason.as_deref().map(intern),
-                    since: c
-                        .last_transition_time
-                        .as_ref()
-                        .map(|t| t.0)
-                        .unwrap_or(Timestamp::UNIX_EPOCH),
-                })
-                .collect(),
-            flap_taint: crate::guard::flap_taint(
-                spec.and_then(|s| s.taints.as_ref())
-                    .into_iter()
-                    .flatten()
-                    .map(|t| (t.key.as_str(), t.effect.as_str())),
-            ),
+                .map(|t| (t.key.as_str(), t.effect.as_str())),
+        )
+    }
+
+    fn from_parts<'a>(
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        unschedulable: Option<bool>,
+        conditions: impl Iterator<Item = Condition>,
+        taints: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> NodeView {
+        let map = |m: &Option<std::collections::BTreeMap<String, String>>| -> Map {
+            m.iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect()
+        };
+        NodeView {
+            name: meta.name.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            labels: map(&meta.labels),
+            annotations: map(&meta.annotations),
+            unschedulable: unschedulable.unwrap_or(false),
+            conditions: conditions.collect(),
+            flap_taint: crate::guard::flap_taint(taints),
         }
     }
 

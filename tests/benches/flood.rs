@@ -8,11 +8,11 @@
 //! (it builds the detector with `cargo build --release` first).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nodemedic_detector::source::kmsg::monotonic_now_us;
+use nodemedic_tests::bench::{env_or, free_port, metric_sum, release_bins};
 use nodemedic_tests::cluster::{Cluster, eventually};
 use nodemedic_tests::envtest::{self, ControlPlane};
 use nodemedic_tests::process::{cpu_seconds, status_mib};
@@ -34,20 +34,6 @@ rules:
     pattern: 'Out of memory: Killed process \d+ \((.+)\).*'
 "#;
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let Some(assets) = envtest::assets() else {
@@ -56,17 +42,7 @@ async fn main() {
     };
     let rate = env_or("NODEMEDIC_FLOOD_RATE", 100_000);
     let secs = env_or("NODEMEDIC_FLOOD_SECS", 60);
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
-        .args(["build", "--release", "-p", "nodemedic-detector", "--bins"])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .status()
-        .expect("cargo build");
-    assert!(built.success());
-    let detector = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../target/release/detector"
-    ));
+    let detector = release_bins(&["nodemedic-detector"]).join("detector");
     let plane: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start(&assets, None)));
     let cluster = Cluster::on(plane);
     let node = cluster.create_node("flood").await;
@@ -77,11 +53,7 @@ async fn main() {
     std::fs::write(&kmsg, "").unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut child = Command::new(&detector)
         .args([
             "run",
@@ -173,7 +145,7 @@ async fn main() {
     );
     let peak = status_mib(child.id(), "VmHWM:");
     let metrics = nodemedic_tests::http_get(&format!("http://127.0.0.1:{port}/metrics")).await;
-    let read = metric(&metrics, "nodemedic_detector_lines_read_total");
+    let read = metric_sum(&metrics, "nodemedic_detector_lines_read_total");
     println!(
         "flood of {seq} lines in {elapsed:.0} s ({:.0} lines/s; the detector read {read:.0}): status PATCHes {} ({:.2}/s), Event writes {} ({:.2}/s), \
          detector CPU {:.0}% of a core, peak RSS {peak:.1} MiB",

@@ -8,13 +8,14 @@
 //! (it builds the two binaries with `cargo build --release` first).
 
 use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nodemedic_detector::source::kmsg::monotonic_now_us;
+use nodemedic_tests::bench::{env_or, free_port, release_bins};
 use nodemedic_tests::cluster::{Cluster, eventually};
 use nodemedic_tests::envtest::{self, ControlPlane};
 use nodemedic_tests::process::cpu_seconds;
@@ -37,14 +38,6 @@ struct Proc {
     child: Child,
     lines: Arc<AtomicUsize>,
     port: u16,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn spawn(bin: &Path, args: &[String], kubeconfig: &Path, port: u16) -> Proc {
@@ -93,39 +86,15 @@ fn healthz(port: u16) -> String {
     format!("{status} {body}")
 }
 
-fn release_bins() -> (PathBuf, PathBuf) {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "nodemedic-detector",
-            "-p",
-            "nodemedic-drainer",
-            "--bins",
-        ])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .status()
-        .expect("cargo build");
-    assert!(status.success());
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/release"));
-    (dir.join("detector"), dir.join("drainer"))
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let Some(assets) = envtest::assets() else {
         envtest::say_skipped("the API outage bench");
         return;
     };
-    let outage = Duration::from_secs(
-        std::env::var("NODEMEDIC_OUTAGE_SECS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(60),
-    );
-    let (detector, drainer) = release_bins();
+    let outage = Duration::from_secs(env_or("NODEMEDIC_OUTAGE_SECS", 60));
+    let bin = release_bins(&["nodemedic-detector", "nodemedic-drainer"]);
+    let (detector, drainer) = (bin.join("detector"), bin.join("drainer"));
     let plane: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start(&assets, None)));
     let cluster = Cluster::on(plane);
     let node = cluster.create_node("outage").await;

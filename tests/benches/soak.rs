@@ -8,7 +8,7 @@
 //! `KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest) cargo bench -p nodemedic-tests --bench soak`
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use nodemedic_detector::source::kmsg::monotonic_now_us;
+use nodemedic_tests::bench::{env_or, free_port, metric_sum, release_bins};
 use nodemedic_tests::cluster::{Cluster, eventually};
 use nodemedic_tests::envtest::{self, ControlPlane};
 use nodemedic_tests::process::{cpu_seconds, status_mib};
@@ -40,21 +41,6 @@ rules:
     pattern: 'Out of memory: Killed process \d+ \((.+)\).*'
 "#;
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn spawn(bin: &Path, args: &[String], kubeconfig: &Path) -> Child {
     Command::new(bin)
         .args(args)
@@ -75,22 +61,7 @@ async fn main() {
     };
     let mins = env_or("NODEMEDIC_SOAK_MINS", 30);
     let rate = env_or("NODEMEDIC_SOAK_RATE", 2_000);
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "nodemedic-detector",
-            "-p",
-            "nodemedic-drainer",
-            "--bins",
-        ])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .status()
-        .expect("cargo build");
-    assert!(built.success());
-    let bin = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/release"));
+    let bin = release_bins(&["nodemedic-detector", "nodemedic-drainer"]);
     let plane: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start(&assets, None)));
     let cluster = Cluster::on(plane);
     let mut nodes = Vec::new();
@@ -256,11 +227,7 @@ async fn main() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let lines = flood.join().unwrap_or(0);
     let metrics = nodemedic_tests::http_get(&format!("http://127.0.0.1:{dport}/metrics")).await;
-    let read: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("nodemedic_detector_lines_read_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let read = metric_sum(&metrics, "nodemedic_detector_lines_read_total");
     let growth = |f: fn(&(u64, f64, f64, f64, f64)) -> f64| {
         let first = samples.get(1).or(samples.first()).map(f).unwrap_or(0.0);
         let last = samples.last().map(f).unwrap_or(0.0);
