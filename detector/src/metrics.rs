@@ -276,6 +276,24 @@ impl Metrics {
     /// Drop the series of a monitor whose rule file is gone: its line counters, its rule matches and
     /// the problem gauges of its condition types (`problem_counter` is by reason alone, as in NPD, and
     /// stays).
+    /// NPD's series for a monitor's rules, at 0 from the start (NPD's `initializeProblemMetricsOrDie`):
+    /// `problem_counter` for every rule's reason and `problem_gauge` for every permanent rule's
+    /// (condition, reason), so `increase()` alerts see the first problem.
+    pub fn declare_monitor(&self, m: &crate::config::Monitor) {
+        for r in &m.rules {
+            let _ = self.problem_counter.get_or_create(&ReasonLabel {
+                reason: r.reason.clone(),
+            });
+            if let crate::config::RuleKind::Permanent { condition: i } = r.kind
+                && let Some(c) = m.conditions.get(i)
+            {
+                let _ = self
+                    .problem_gauge
+                    .get_or_create(&condition(&c.type_, &r.reason));
+            }
+        }
+    }
+
     pub fn forget_monitor(&self, m: &crate::config::Monitor) {
         let name = m.name.as_str();
         self.lines_read.remove(&monitor(name));

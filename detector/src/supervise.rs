@@ -59,6 +59,7 @@ impl Supervisor {
     pub async fn start(&mut self, rules: RuleSet, restored: &[Condition]) {
         let mut map = self.monitors.lock().await;
         for m in &rules.monitors {
+            self.ctx.metrics.declare_monitor(m);
             map.insert(m.name.clone(), self.spawn(m, restored.to_vec()));
         }
         drop(map);
@@ -125,11 +126,13 @@ impl Supervisor {
                     let _ = self.outcomes.send(Outcome::Removed { monitor }).await;
                 }
                 Change::Reconfigure(m) => {
+                    self.ctx.metrics.declare_monitor(m);
                     if let Some(h) = map.get_mut(&m.name) {
                         h.reconfigure(Arc::new(m.clone()));
                     }
                 }
                 Change::Restart(m) | Change::Add(m) => {
+                    self.ctx.metrics.declare_monitor(m);
                     if let Some(h) = map.remove(&m.name) {
                         h.stop().await;
                         tracing::info!(monitor = %m.name, "input changed; restarting the monitor");

@@ -195,6 +195,16 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
         "True",
         "kubelet's condition untouched"
     );
+    // NPD's series exist from the start at 0, so increase() alerts written for NPD see the first one.
+    let at_start = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
+    for series in [
+        "problem_counter{reason=\"OOMKilling\"} 0",
+        "problem_counter{reason=\"DockerHung\"} 0",
+        "problem_gauge{type=\"KernelDeadlock\",reason=\"DockerHung\"} 0",
+        "problem_gauge{type=\"FlakyDisk\",reason=\"DiskErrors\"} 0",
+    ] {
+        assert!(at_start.contains(series), "{series} missing:\n{at_start}");
+    }
 
     h.kmsg("Out of memory: Killed process 42 (stress) total-vm:1kB");
     let oom = h.wait_event("OOMKilling").await;
