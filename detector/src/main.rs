@@ -80,9 +80,9 @@ struct CheckArgs {
     /// Rule file or directory (repeatable). Default: the bundled rules. Invalid files: exit code 2.
     #[arg(long = "rules")]
     rules: Vec<PathBuf>,
-    /// The log file to read.
+    /// The log file to read. Without it the rule files are only validated.
     #[arg(long)]
-    input: PathBuf,
+    input: Option<PathBuf>,
     /// Input layout; detected from the first line when omitted.
     #[arg(long = "input-format", value_enum)]
     input_format: Option<InputFormat>,
@@ -170,6 +170,36 @@ fn run_daemon(args: RunArgs) -> ExitCode {
     }
 }
 
+/// What to say when `--rules` names no rule file: which files were there instead.
+fn no_rule_files(paths: &[PathBuf]) -> String {
+    let mut others = Vec::new();
+    for p in paths {
+        if let Ok(dir) = std::fs::read_dir(p) {
+            others.extend(
+                dir.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with('.')),
+            );
+        }
+    }
+    others.sort();
+    let json = others.iter().any(|n| n.ends_with(".json"));
+    let listed: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let mut msg = format!(
+        "detector: no rule files in {}: only *.yaml and *.yml files are read",
+        listed.join(", ")
+    );
+    if !others.is_empty() {
+        msg.push_str(&format!(" (found: {})", others.join(", ")));
+    }
+    if json {
+        msg.push_str(
+            "; node-problem-detector's JSON monitor configs are not read: write them as YAML rule files (config/README.md)",
+        );
+    }
+    msg
+}
+
 fn run_check(args: CheckArgs) -> ExitCode {
     let rules = if args.rules.is_empty() {
         config::bundled_defaults()
@@ -183,10 +213,19 @@ fn run_check(args: CheckArgs) -> ExitCode {
             }
         }
     };
-    let file = match std::fs::File::open(&args.input) {
+    if !args.rules.is_empty() && rules.monitors.is_empty() {
+        eprintln!("{}", no_rule_files(&args.rules));
+        return ExitCode::from(2);
+    }
+    let Some(input) = args.input.clone() else {
+        let names: Vec<&str> = rules.monitors.iter().map(|m| m.name.as_str()).collect();
+        println!("{} monitor(s) valid: {}", names.len(), names.join(", "));
+        return ExitCode::SUCCESS;
+    };
+    let file = match std::fs::File::open(&input) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("detector: cannot open {}: {e}", args.input.display());
+            eprintln!("detector: cannot open {}: {e}", input.display());
             return ExitCode::from(1);
         }
     };
@@ -199,7 +238,7 @@ fn run_check(args: CheckArgs) -> ExitCode {
                 InputFormat::detect(text.lines().find(|l| !l.trim().is_empty()).unwrap_or(""))
             }
             Err(e) => {
-                eprintln!("detector: cannot read {}: {e}", args.input.display());
+                eprintln!("detector: cannot read {}: {e}", input.display());
                 return ExitCode::from(1);
             }
         },
@@ -234,7 +273,7 @@ fn run_check(args: CheckArgs) -> ExitCode {
         match check::check_with_progress(&rules, reader, format, now, &mut sink, &mut progress) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("detector: reading {} failed: {e}", args.input.display());
+                eprintln!("detector: reading {} failed: {e}", input.display());
                 return ExitCode::from(1);
             }
         };

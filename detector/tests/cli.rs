@@ -259,3 +259,58 @@ fn the_hardware_rules_tell_uncorrectable_errors_from_corrected_ones() {
         "the fatal machine check is a new reason for the condition already True: reported too"
     );
 }
+
+#[test]
+fn check_without_input_validates_the_rules_only() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = detector()
+        .args(["check", "--rules"])
+        .arg(format!("{root}/config/rules"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(said.starts_with("5 monitor(s) valid: "), "{said}");
+    assert!(said.contains("kernel-monitor"), "{said}");
+    // An invalid file: exit 2 with its position, input or not.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "source: x\ninput: {kind: kmsg}\nrules:\n  - type: nope\n",
+    )
+    .unwrap();
+    let out = detector()
+        .args(["check", "--rules"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad.yaml:4:"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_rules_directory_of_npd_json_files_is_an_error_that_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("kernel-monitor.json"),
+        r#"{"plugin": "kmsg", "rules": []}"#,
+    )
+    .unwrap();
+    let out = detector()
+        .args(["check", "--input", SAMPLE, "--rules"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "not 0 monitors and success");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("found: kernel-monitor.json"), "{err}");
+    assert!(err.contains("JSON monitor configs are not read"), "{err}");
+}
