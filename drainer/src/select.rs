@@ -80,7 +80,7 @@ pub enum Selector {
         source: String,
         program: cel::Program,
     },
-    Labels(Vec<(String, LabelOp)>),
+    Labels(kube::core::Selector),
 }
 
 impl std::fmt::Debug for Selector {
@@ -93,12 +93,22 @@ impl std::fmt::Debug for Selector {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LabelOp {
-    Equals(String),
-    NotEquals(String),
-    Exists,
-    NotExists,
+/// Split at the commas that are not inside a `( )` value set.
+fn split_terms(sel: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in sel.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&sel[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&sel[start..]);
+    out
 }
 
 impl Selector {
@@ -153,31 +163,78 @@ impl Selector {
         }
     }
 
-    /// Parse `k=v,k!=v,k,!k`.
+    /// Parse a Kubernetes label selector string, as kubectl takes it: `k=v`, `k==v`, `k!=v`,
+    /// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, separated by commas. The terms become kube's own
+    /// [`kube::core::Selector`] expressions, which do the matching.
     pub fn labels(sel: &str) -> Result<Selector, String> {
-        let mut terms = Vec::new();
-        for term in sel.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let t = if let Some((k, v)) = term.split_once("!=") {
-                (
-                    k.trim().to_string(),
-                    LabelOp::NotEquals(v.trim().to_string()),
-                )
-            } else if let Some((k, v)) = term.split_once('=') {
-                (
-                    k.trim().trim_end_matches('=').to_string(),
-                    LabelOp::Equals(v.trim().to_string()),
-                )
-            } else if let Some(k) = term.strip_prefix('!') {
-                (k.trim().to_string(), LabelOp::NotExists)
-            } else {
-                (term.to_string(), LabelOp::Exists)
-            };
-            if t.0.is_empty() || t.0.contains(' ') {
-                return Err(format!("invalid label selector term {term:?}"));
+        use kube::core::{Expression, Selector as KubeSelector};
+        let mut exprs: Vec<Expression> = Vec::new();
+        for term in split_terms(sel) {
+            let term = term.trim();
+            if term.is_empty() {
+                continue;
             }
-            terms.push(t);
+            let bad = || {
+                format!(
+                    "invalid label selector term {term:?} (expected k=v, k!=v, k in (a,b), k notin (a,b), k or !k)"
+                )
+            };
+            let key_ok = |k: &str| {
+                !k.is_empty()
+                    && !k.contains([' ', '(', ')', '=', '!', ','])
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+            };
+            let words: Vec<&str> = term.split_whitespace().collect();
+            let set = |rest: &str| -> Option<std::collections::BTreeSet<String>> {
+                let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
+                Some(
+                    inner
+                        .split(',')
+                        .map(|v| v.trim().to_string())
+                        .filter(|v| !v.is_empty())
+                        .collect(),
+                )
+            };
+            let e = if words.len() >= 2 && (words[1] == "in" || words[1] == "notin") {
+                let key = words[0];
+                let rest = term[key.len()..].trim_start()[words[1].len()..].to_string();
+                let values = set(&rest).ok_or_else(bad)?;
+                if !key_ok(key) || values.is_empty() {
+                    return Err(bad());
+                }
+                if words[1] == "in" {
+                    Expression::In(key.to_string(), values)
+                } else {
+                    Expression::NotIn(key.to_string(), values)
+                }
+            } else if let Some((k, v)) = term.split_once("!=") {
+                let (k, v) = (k.trim(), v.trim());
+                if !key_ok(k) {
+                    return Err(bad());
+                }
+                Expression::NotEqual(k.to_string(), v.to_string())
+            } else if let Some((k, v)) = term.split_once('=') {
+                let (k, v) = (k.trim(), v.trim_start_matches('=').trim());
+                if !key_ok(k) {
+                    return Err(bad());
+                }
+                Expression::Equal(k.to_string(), v.to_string())
+            } else if let Some(k) = term.strip_prefix('!') {
+                let k = k.trim();
+                if !key_ok(k) {
+                    return Err(bad());
+                }
+                Expression::DoesNotExist(k.to_string())
+            } else {
+                if !key_ok(term) {
+                    return Err(bad());
+                }
+                Expression::Exists(term.to_string())
+            };
+            exprs.push(e);
         }
-        Ok(Selector::Labels(terms))
+        Ok(Selector::Labels(KubeSelector::from_iter(exprs)))
     }
 
     /// Does `node` match? A CEL evaluation error (e.g. a missing key) counts as no match and is returned
@@ -185,14 +242,14 @@ impl Selector {
     pub fn matches(&self, node: &NodeView) -> Result<bool, String> {
         match self {
             Selector::All => Ok(true),
-            Selector::Labels(terms) => {
-                let labels = &node.labels;
-                Ok(terms.iter().all(|(k, op)| match op {
-                    LabelOp::Equals(v) => labels.get(k) == Some(v.as_str()),
-                    LabelOp::NotEquals(v) => labels.get(k) != Some(v.as_str()),
-                    LabelOp::Exists => labels.contains_key(k),
-                    LabelOp::NotExists => !labels.contains_key(k),
-                }))
+            Selector::Labels(sel) => {
+                use kube::core::SelectorExt;
+                let labels: std::collections::BTreeMap<String, String> = node
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                Ok(sel.matches(&labels))
             }
             Selector::Cel { program, .. } => {
                 let mut ctx = cel::Context::default();
@@ -232,6 +289,41 @@ impl Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_selectors_take_kubectls_equality_and_set_based_forms() {
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n", "labels": {"draino": "node", "zone": "b", "gpu": ""}}}))
+        .unwrap();
+        let v = NodeView::of(&node);
+        let m = |s: &str| Selector::labels(s).unwrap().matches(&v).unwrap();
+        assert!(m("draino=node"));
+        assert!(m("draino==node"));
+        assert!(m("draino = node, zone in (a, b)"));
+        assert!(!m("zone notin (a,b)"));
+        assert!(m("zone notin (a,c),gpu,!kosmos.io/node"));
+        assert!(
+            m("other!=x"),
+            "!= matches a missing label, as in Kubernetes"
+        );
+        assert!(
+            m("missing notin (x)"),
+            "notin matches a missing label, as in Kubernetes"
+        );
+        assert!(!m("missing in (x)"));
+        assert!(!m("!gpu"));
+        assert!(m(""), "the empty selector selects everything");
+        for bad in [
+            "zone in a,b",
+            "zone in ()",
+            "bad key=x",
+            "=x",
+            "!",
+            "a in (b",
+        ] {
+            assert!(Selector::labels(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 
     #[test]
     fn deep_nesting_is_refused_before_the_parser_recurses() {
