@@ -119,7 +119,7 @@ async fn main() {
         let ts = monotonic_now_us();
         for _ in 0..per_batch {
             seq += 1;
-            if seq % 10 == 0 {
+            if seq.is_multiple_of(10) {
                 writeln!(
                     f,
                     "3,{seq},{ts},-;Out of memory: Killed process {seq} (app)"

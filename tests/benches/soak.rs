@@ -187,9 +187,9 @@ async fn main() {
                     )
                     .await;
             }
-            if step % 30 == 0 {
+            if step.is_multiple_of(30) {
                 let bad = &nodes[1 + (step as usize / 30 + minute as usize) % 5];
-                let status = if (step / 30 + minute) % 2 == 0 {
+                let status = if (step / 30 + minute).is_multiple_of(2) {
                     "True"
                 } else {
                     "False"

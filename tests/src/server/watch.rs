@@ -208,6 +208,7 @@ struct StreamState {
     kind: String,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn async_stream(
     initial: Vec<Value>,
     last_rv: u64,
