@@ -15,12 +15,22 @@ pub struct Health {
 #[derive(Default)]
 struct State {
     loops: BTreeMap<String, Beat>,
+    /// Things `/healthz` names while answering ok (e.g. a check that keeps failing to run).
+    notes: BTreeMap<String, String>,
     ready: bool,
 }
 
 struct Beat {
     last: Instant,
     max_silence: Duration,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health")
+            .field("loops", &self.loops())
+            .finish()
+    }
 }
 
 /// A handle one loop beats with. Dropping it unregisters the loop (a loop that ended on purpose, e.g.
@@ -40,7 +50,9 @@ impl Beater {
 
 impl Drop for Beater {
     fn drop(&mut self) {
-        self.health.inner.lock().unwrap().loops.remove(&self.name);
+        let mut s = self.health.inner.lock().unwrap();
+        s.loops.remove(&self.name);
+        s.notes.remove(&self.name);
     }
 }
 
@@ -110,6 +122,29 @@ impl Health {
     /// Names of the registered loops.
     pub fn loops(&self) -> Vec<String> {
         self.inner.lock().unwrap().loops.keys().cloned().collect()
+    }
+
+    /// Set (or clear, with `None`) a note `/healthz` shows about `name` while it answers ok: something
+    /// an operator should see that a restart would not fix.
+    pub fn note(&self, name: &str, note: Option<String>) {
+        let mut s = self.inner.lock().unwrap();
+        match note {
+            Some(n) => {
+                s.notes.insert(name.to_string(), n);
+            }
+            None => {
+                s.notes.remove(name);
+            }
+        }
+    }
+
+    /// The notes, by name.
+    pub fn notes(&self) -> Vec<(String, String)> {
+        let s = self.inner.lock().unwrap();
+        s.notes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     pub fn set_ready(&self, ready: bool) {

@@ -63,7 +63,11 @@ async fn metrics(State(ops): State<Ops>) -> Response {
 async fn healthz(State(ops): State<Ops>) -> Response {
     let stuck = ops.health.stuck();
     if stuck.is_empty() {
-        (StatusCode::OK, "ok\n").into_response()
+        let mut body = String::from("ok\n");
+        for (name, note) in ops.health.notes() {
+            body.push_str(&format!("{name}: {note}\n"));
+        }
+        (StatusCode::OK, body).into_response()
     } else {
         let names: Vec<String> = stuck
             .iter()

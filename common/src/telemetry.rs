@@ -55,7 +55,15 @@ pub fn filter(env: Option<&str>) -> EnvFilter {
 
 /// Install the global subscriber; logs go to stderr so stdout stays free for command output.
 pub fn init(format: LogFormat) {
-    let env = std::env::var("RUST_LOG").ok();
+    init_with_default(format, None)
+}
+
+/// As [`init`], with `default` as the filter when `RUST_LOG` is not set (e.g. from NPD's `-v`).
+pub fn init_with_default(format: LogFormat, default: Option<&str>) {
+    let env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+        .or(default.map(str::to_string));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter(env.as_deref()))
         .with_ansi(std::io::stderr().is_terminal())

@@ -78,7 +78,7 @@ fn applies(input: &Input, format: InputFormat) -> bool {
     match format {
         InputFormat::Kmsg => matches!(input, Input::Kmsg),
         InputFormat::JournalJson => matches!(input, Input::Journal { .. }),
-        InputFormat::Syslog | InputFormat::Plain => true,
+        InputFormat::Syslog | InputFormat::Plain => !matches!(input, Input::Exec(_)),
     }
 }
 

@@ -19,6 +19,8 @@ pub enum Position {
     Journal { cursor: String },
     /// Byte offset in the file identified by device and inode (not by path: rotation renames files).
     File { dev: u64, ino: u64, offset: u64 },
+    /// Check results handled by an exec monitor (nothing to resume; it confirms their Events).
+    Exec { runs: u64 },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!  source/{kmsg,journal,file} -> parse -> matcher -> problem (state) -> report/{aggregate,sync} -> report/kube
+//!  source/exec (checks) ----------------------------> problem/exec
 //!     (I/O threads/tasks)        (pure)   (pure)       (pure)               (pure)                (I/O)
 //!             \____________ monitor (one per rule file) ____________/        \__ report/writer: the writer task, checkpoint
 //!  supervise: the monitors, started and hot-reloaded;  run: the wiring
@@ -17,6 +18,7 @@ pub mod error;
 pub mod matcher;
 pub mod metrics;
 pub mod monitor;
+pub mod npd_flags;
 pub mod occurrence;
 pub mod parse;
 pub mod problem;

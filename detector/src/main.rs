@@ -12,19 +12,28 @@ use nodemedic_detector::config;
 #[command(
     name = "detector",
     version,
-    about = "nodemedic node agent: log lines -> NodeConditions and Events"
+    about = "nodemedic node agent: log lines and checks -> NodeConditions and Events",
+    long_about = "nodemedic node agent: log lines and checks -> NodeConditions and Events.\n\n\
+        With no subcommand it runs the node agent (`detector run`), so node-problem-detector's \
+        command line works unchanged: `detector --logtostderr --config.system-log-monitor=/config/kernel-monitor.json`.",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run the rules over a file offline (no cluster) and print what would be reported.
     Check(CheckArgs),
-    /// Run the node agent: follow the inputs and report to the API server.
-    Run(RunArgs),
+    /// Run the node agent: follow the inputs and report to the API server (also with no subcommand).
+    Run(Box<RunArgs>),
+    /// Print node-problem-detector monitor files (JSON) as rule files (YAML), naming what does not
+    /// carry over. The JSON files also load as they are; this is for moving to YAML.
+    ConvertNpd(ConvertArgs),
     /// Print the shell completion script (e.g. `detector completions bash > /etc/bash_completion.d/detector`).
     Completions { shell: nodemedic_common::cli::Shell },
     /// Write man pages for detector and each subcommand into DIR (e.g. /usr/local/share/man/man1).
@@ -36,8 +45,9 @@ struct RunArgs {
     /// This node's name. Default: $NODE_NAME, else the hostname.
     #[arg(long = "node-name", alias = "hostname-override")]
     node_name: Option<String>,
-    /// Rule file or directory (repeatable); watched and hot-reloaded.
-    #[arg(long = "rules", default_value = "/etc/nodemedic/rules")]
+    /// Rule file or directory (repeatable; YAML rule files and NPD's JSON monitor files); watched
+    /// and hot-reloaded. Default: /etc/nodemedic/rules, unless NPD's --config.* flags name files.
+    #[arg(long = "rules")]
     rules: Vec<PathBuf>,
     /// The kernel log device, or a regular file in kmsg format (followed like tail -f).
     #[arg(long = "kmsg-path", default_value = "/dev/kmsg")]
@@ -73,6 +83,19 @@ struct RunArgs {
     /// Log format.
     #[arg(long = "log-format", default_value = "text")]
     log_format: nodemedic_common::telemetry::LogFormat,
+    #[command(flatten)]
+    npd: nodemedic_detector::npd_flags::NpdFlags,
+}
+
+#[derive(clap::Args)]
+struct ConvertArgs {
+    /// NPD monitor files (system-log-monitor or custom-plugin-monitor JSON).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Write each as DIR/<name>.yaml instead of printing them (several files on stdout are separated
+    /// by `---` lines; split them into one file each).
+    #[arg(long = "out-dir", value_name = "DIR")]
+    out_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -102,10 +125,19 @@ enum Output {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = nodemedic_detector::npd_flags::normalize_args(std::env::args());
+    let cli = Cli::parse_from(args);
     match cli.command {
+        None => run_daemon(cli.run),
+        Some(command) => run_command(command),
+    }
+}
+
+fn run_command(command: Command) -> ExitCode {
+    match command {
         Command::Check(args) => run_check(args),
-        Command::Run(args) => run_daemon(args),
+        Command::Run(args) => run_daemon(*args),
+        Command::ConvertNpd(args) => run_convert(args),
         Command::Completions { shell } => nodemedic_common::cli::completions_command(
             <Cli as clap::CommandFactory>::command(),
             shell,
@@ -116,8 +148,41 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_daemon(args: RunArgs) -> ExitCode {
-    nodemedic_common::telemetry::init(args.log_format);
+fn run_daemon(mut args: RunArgs) -> ExitCode {
+    let npd = match nodemedic_detector::npd_flags::resolve(&args.npd, args.listen) {
+        Ok(m) => m,
+        Err(refused) => {
+            for r in &refused {
+                eprintln!("detector: {r}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    nodemedic_common::telemetry::init_with_default(args.log_format, npd.log_level);
+    for w in &npd.warnings {
+        tracing::warn!("{w}");
+    }
+    args.rules.extend(npd.rules.iter().cloned());
+    if args.rules.is_empty() {
+        args.rules.push(PathBuf::from("/etc/nodemedic/rules"));
+    }
+    args.listen = npd.listen;
+    if let Some(h) = npd.heartbeat {
+        args.heartbeat = h;
+    }
+    // The rule files are checked before anything talks to a cluster: a bad file is the error shown.
+    match config::load_paths(&args.rules) {
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("detector: {} error(s) in rule files", errors.0.len());
+            return ExitCode::from(2);
+        }
+        Ok(r) if r.monitors.is_empty() => {
+            eprintln!("{}", no_rule_files(&args.rules));
+            return ExitCode::from(2);
+        }
+        Ok(_) => {}
+    }
     let node_name = args
         .node_name
         .clone()
@@ -140,6 +205,7 @@ fn run_daemon(args: RunArgs) -> ExitCode {
             journal_dir: args.journal_dir,
             state_file: args.state_file,
             listen: args.listen,
+            extra_listen: npd.extra_listen,
             heartbeat: args.heartbeat,
             events: nodemedic_detector::report::aggregate::Limits {
                 min_interval: args.event_interval,
@@ -183,21 +249,68 @@ fn no_rule_files(paths: &[PathBuf]) -> String {
         }
     }
     others.sort();
-    let json = others.iter().any(|n| n.ends_with(".json"));
     let listed: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     let mut msg = format!(
-        "detector: no rule files in {}: only *.yaml and *.yml files are read",
+        "detector: no rule files in {}: *.yaml and *.yml rule files and NPD's *.json monitor files are read",
         listed.join(", ")
     );
     if !others.is_empty() {
         msg.push_str(&format!(" (found: {})", others.join(", ")));
     }
-    if json {
-        msg.push_str(
-            "; node-problem-detector's JSON monitor configs are not read: write them as YAML rule files (config/README.md)",
-        );
-    }
     msg
+}
+
+fn run_convert(args: ConvertArgs) -> ExitCode {
+    let mut failed = 0;
+    let mut printed = 0;
+    for path in &args.files {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("detector: cannot read {}: {e}", path.display());
+                failed += 1;
+                continue;
+            }
+        };
+        let (yaml, notes) = match config::convert_npd(path, &text) {
+            Ok(c) => c,
+            Err(errors) => {
+                eprintln!("{errors}");
+                failed += 1;
+                continue;
+            }
+        };
+        for n in &notes {
+            eprintln!("{n} (not carried over)");
+        }
+        match &args.out_dir {
+            Some(dir) => {
+                let stem = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("monitor");
+                let out = dir.join(format!("{stem}.yaml"));
+                if let Err(e) = std::fs::write(&out, &yaml) {
+                    eprintln!("detector: cannot write {}: {e}", out.display());
+                    failed += 1;
+                    continue;
+                }
+                eprintln!("detector: wrote {}", out.display());
+            }
+            None => {
+                if printed > 0 {
+                    println!("---");
+                }
+                print!("{yaml}");
+                printed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("detector: {failed} file(s) not converted");
+        return ExitCode::from(2);
+    }
+    ExitCode::SUCCESS
 }
 
 fn run_check(args: CheckArgs) -> ExitCode {
@@ -216,6 +329,9 @@ fn run_check(args: CheckArgs) -> ExitCode {
     if !args.rules.is_empty() && rules.monitors.is_empty() {
         eprintln!("{}", no_rule_files(&args.rules));
         return ExitCode::from(2);
+    }
+    for n in &rules.notes {
+        eprintln!("{n} (not carried over)");
     }
     let Some(input) = args.input.clone() else {
         let names: Vec<&str> = rules.monitors.iter().map(|m| m.name.as_str()).collect();

@@ -227,14 +227,23 @@ fn message(re: &Regex, haystack: &str, template: Option<&str>, default: &str) ->
 fn expand(re: &Regex, haystack: &str, template: Option<&str>, default: &str) -> String {
     match template {
         None => default.to_string(),
-        Some(t) => match re.captures(haystack) {
-            Some(caps) => {
-                let mut dst = String::new();
-                caps.expand(t, &mut dst);
-                dst
+        Some(t) => {
+            // `${lines}` is the default message (the matched line(s)): NPD's
+            // patternGeneratedMessageSuffix is `${lines}<suffix>`.
+            let t = if t.contains("${lines}") {
+                std::borrow::Cow::Owned(t.replace("${lines}", &default.replace('$', "$$")))
+            } else {
+                std::borrow::Cow::Borrowed(t)
+            };
+            match re.captures(haystack) {
+                Some(caps) => {
+                    let mut dst = String::new();
+                    caps.expand(&t, &mut dst);
+                    dst
+                }
+                None => t.into_owned(),
             }
-            None => t.to_string(),
-        },
+        }
     }
 }
 

@@ -17,6 +17,13 @@ use prometheus_client::registry::Registry;
 
 label_value!(pub Dropped { Overrun => "overrun" });
 label_value!(pub Report { Conditions => "conditions", Events => "events" });
+label_value!(pub CheckOutcome { Healthy => "healthy", Problem => "problem", Unknown => "unknown", Timeout => "timeout" });
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CheckLabels {
+    pub monitor: String,
+    pub result: CheckOutcome,
+}
 
 /// `{reason}` (NPD's problem_counter)
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -97,6 +104,7 @@ pub struct Metrics {
     pub events_dropped: Counter,
     pub reloads: Family<ReloadLabel, Counter>,
     pub stalls: Family<LoopLabel, Counter>,
+    pub check_runs: Family<CheckLabels, Counter>,
 }
 
 /// Counters one monitor bumps per line, resolved once.
@@ -149,7 +157,13 @@ impl Metrics {
             events_dropped: Counter::default(),
             reloads: Family::default(),
             stalls: Family::default(),
+            check_runs: Family::default(),
         };
+        registry.register(
+            "nodemedic_detector_check_runs",
+            "Exec check runs, by monitor and result (healthy, problem, unknown, timeout)",
+            m.check_runs.clone(),
+        );
         registry.register(
             "nodemedic_detector_stalls",
             "Times a loop (an input, the writer) stopped making progress, by loop",
@@ -280,16 +294,24 @@ impl Metrics {
     /// `problem_counter` for every rule's reason and `problem_gauge` for every permanent rule's
     /// (condition, reason), so `increase()` alerts see the first problem.
     pub fn declare_monitor(&self, m: &crate::config::Monitor) {
-        for r in &m.rules {
+        if let crate::config::Input::Exec(_) = m.input {
+            for &result in CheckOutcome::ALL {
+                let _ = self.check_runs.get_or_create(&CheckLabels {
+                    monitor: m.name.clone(),
+                    result,
+                });
+            }
+        }
+        for (kind, reason) in m.reasons() {
             let _ = self.problem_counter.get_or_create(&ReasonLabel {
-                reason: r.reason.clone(),
+                reason: reason.to_string(),
             });
-            if let crate::config::RuleKind::Permanent { condition: i } = r.kind
+            if let crate::config::RuleKind::Permanent { condition: i } = kind
                 && let Some(c) = m.conditions.get(i)
             {
                 let _ = self
                     .problem_gauge
-                    .get_or_create(&condition(&c.type_, &r.reason));
+                    .get_or_create(&condition(&c.type_, reason));
             }
         }
     }
@@ -299,22 +321,36 @@ impl Metrics {
         self.lines_read.remove(&monitor(name));
         self.parse_errors.remove(&monitor(name));
         self.lines_dropped.remove(&overrun(name));
-        for r in &m.rules {
-            self.rule_matches.remove(&matched(name, &r.reason));
+        for &result in CheckOutcome::ALL {
+            self.check_runs.remove(&CheckLabels {
+                monitor: name.to_string(),
+                result,
+            });
+        }
+        for (_, reason) in m.reasons() {
+            self.rule_matches.remove(&matched(name, reason));
         }
         for c in &m.conditions {
             let reasons = m
-                .rules
-                .iter()
-                .filter(|r| {
-                    matches!(r.kind, crate::config::RuleKind::Permanent { condition } if m.conditions.get(condition).is_some_and(|d| d.type_ == c.type_))
+                .reasons()
+                .filter(|(kind, _)| {
+                    matches!(kind, crate::config::RuleKind::Permanent { condition } if m.conditions.get(*condition).is_some_and(|d| d.type_ == c.type_))
                 })
-                .map(|r| r.reason.as_str())
+                .map(|(_, reason)| reason)
                 .chain([c.healthy_reason.as_str()]);
             for reason in reasons {
                 self.problem_gauge.remove(&condition(&c.type_, reason));
             }
         }
+    }
+
+    pub fn check_ran(&self, monitor: &str, result: CheckOutcome) {
+        self.check_runs
+            .get_or_create(&CheckLabels {
+                monitor: monitor.to_string(),
+                result,
+            })
+            .inc();
     }
 
     pub fn reload(&self, result: Reload) {

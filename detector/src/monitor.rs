@@ -94,14 +94,25 @@ pub fn spawn(
 ) -> Handle {
     let (config_tx, config_rx) = watch::channel(monitor.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (src_tx, src_rx) = mpsc::channel(1024);
-    start_input(&monitor, ctx, checkpoint, src_tx, stop_rx.clone());
     let ctx2 = ctx.clone();
     let m = monitor.clone();
-    let task =
+    let task = if let Input::Exec(settings) = &monitor.input {
+        let (tx, rx) = mpsc::channel(64);
+        source::exec::start(&monitor, settings, &ctx.health, tx, stop_rx.clone());
+        let runs = match checkpoint {
+            Some(Position::Exec { runs }) => runs,
+            _ => 0,
+        };
+        tokio::spawn(async move {
+            run_checks(m, ctx2, restored, runs, rx, config_rx, stop_rx, outcomes).await
+        })
+    } else {
+        let (src_tx, src_rx) = mpsc::channel(1024);
+        start_input(&monitor, ctx, checkpoint, src_tx, stop_rx.clone());
         tokio::spawn(
             async move { run(m, ctx2, restored, src_rx, config_rx, stop_rx, outcomes).await },
-        );
+        )
+    };
     Handle {
         monitor,
         config: config_tx,
@@ -154,6 +165,79 @@ fn start_input(
                 lookback,
             };
             tokio::spawn(source::journal::follow(spec, checkpoint, tx, beat, stop));
+        }
+        // Started by `spawn` (checks, not lines).
+        Input::Exec(_) => {}
+    }
+}
+
+/// An exec monitor: check results in, reports out. `runs` counts results handled (its Progress, so
+/// the writer confirms the Events they caused).
+#[allow(clippy::too_many_arguments)]
+async fn run_checks(
+    monitor: Arc<Monitor>,
+    ctx: Context,
+    restored: Vec<Condition>,
+    mut runs: u64,
+    mut results: mpsc::Receiver<source::exec::CheckResult>,
+    mut config: watch::Receiver<Arc<Monitor>>,
+    mut stop: watch::Receiver<bool>,
+    outcomes: mpsc::Sender<Outcome>,
+) {
+    let name = monitor.name.clone();
+    let names = source::exec::health_names(&monitor);
+    let mut state = MonitorState::new(monitor, &restored, ctx.clock.now());
+    if outcomes
+        .send(Outcome::Conditions {
+            monitor: name.clone(),
+            conditions: state.conditions().to_vec(),
+        })
+        .await
+        .is_err()
+    {
+        return;
+    }
+    // Consecutive runs that could not say (crash loops show in /healthz).
+    let mut unknown_in_a_row = vec![0u32; names.len()];
+    let mut reports = Vec::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            changed = config.changed() => {
+                if changed.is_err() { return; }
+                let m = config.borrow_and_update().clone();
+                tracing::info!(monitor = %name, "rules reloaded");
+                state.reconfigure(m, ctx.clock.now());
+                if outcomes.send(Outcome::Conditions { monitor: name.clone(), conditions: state.conditions().to_vec() }).await.is_err() {
+                    return;
+                }
+            }
+            r = results.recv() => {
+                let Some(r) = r else { return };
+                let check = names.get(r.check).map(String::as_str).unwrap_or("check");
+                let n = unknown_in_a_row.get_mut(r.check);
+                let streak = match (n, r.exit) {
+                    (Some(n), crate::problem::exec::Exit::Unknown) => { *n = n.saturating_add(1); *n }
+                    (Some(n), _) => { *n = 0; 0 }
+                    (None, _) => 0,
+                };
+                Occurrence::CheckRan { monitor: &name, check, result: &r, unknown_in_a_row: streak, health: &ctx.health }.emit(&ctx.metrics);
+                state.check_result(r.check, r.exit, &r.message, r.at, &mut reports);
+                runs = runs.saturating_add(1);
+            }
+        }
+        if !reports.is_empty() && !send_reports(&state, &ctx, &mut reports, &outcomes).await {
+            return;
+        }
+        if outcomes
+            .send(Outcome::Progress {
+                monitor: name.clone(),
+                position: Position::Exec { runs },
+            })
+            .await
+            .is_err()
+        {
+            return;
         }
     }
 }

@@ -49,7 +49,20 @@ pub enum Occurrence<'a> {
     Stalled { name: &'a str, silent: Duration },
     /// It made progress again.
     Recovered { name: &'a str },
+    /// An exec check ran. `unknown_in_a_row`: how many runs in a row could not say (0 when this one
+    /// did); from [`CHECK_FAILING_AFTER`] on, `/healthz` names the check (still answering ok: a broken
+    /// check script is not a reason to restart the detector).
+    CheckRan {
+        monitor: &'a str,
+        check: &'a str,
+        result: &'a crate::source::exec::CheckResult,
+        unknown_in_a_row: u32,
+        health: &'a nodemedic_common::health::Health,
+    },
 }
+
+/// Runs in a row a check could not say before `/healthz` names it.
+pub const CHECK_FAILING_AFTER: u32 = 3;
 
 impl Occurrence<'_> {
     pub fn emit(&self, m: &Metrics) {
@@ -119,6 +132,38 @@ impl Occurrence<'_> {
                 m.stall(name);
             }
             Occurrence::Recovered { name } => tracing::info!(%name, "making progress again"),
+            Occurrence::CheckRan {
+                monitor,
+                check,
+                result: r,
+                unknown_in_a_row,
+                health,
+            } => {
+                use crate::problem::exec::Exit;
+                let result = match (r.exit, r.timed_out) {
+                    (_, true) => crate::metrics::CheckOutcome::Timeout,
+                    (Exit::Healthy, _) => crate::metrics::CheckOutcome::Healthy,
+                    (Exit::Problem, _) => crate::metrics::CheckOutcome::Problem,
+                    (Exit::Unknown, _) => crate::metrics::CheckOutcome::Unknown,
+                };
+                m.check_ran(monitor, result);
+                match *unknown_in_a_row {
+                    0 => {
+                        tracing::debug!(%check, exit = ?r.exit, message = %r.message, "check ran");
+                        health.note(check, None);
+                    }
+                    n => {
+                        // The first failure and every 10th of a streak are logged.
+                        if n == 1 || n % 10 == 0 {
+                            tracing::warn!(%check, code = ?r.code, timed_out = r.timed_out, message = %r.message, stderr = %r.stderr, in_a_row = n, "check could not say (status Unknown)");
+                        }
+                        if n >= CHECK_FAILING_AFTER {
+                            let why = format!("could not say {n} times in a row: {}", r.message);
+                            health.note(check, Some(why));
+                        }
+                    }
+                }
+            }
         }
     }
 }

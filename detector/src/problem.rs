@@ -324,5 +324,7 @@ fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     Duration::from_millis(d.max(0) as u64)
 }
 
+pub mod exec;
+
 #[cfg(test)]
 mod tests;

@@ -43,6 +43,8 @@ pub struct Options {
     pub journal_dir: Option<PathBuf>,
     pub state_file: PathBuf,
     pub listen: SocketAddr,
+    /// A second address serving the same endpoints (NPD's `--address`/`--port`).
+    pub extra_listen: Option<SocketAddr>,
     /// lastHeartbeatTime refresh (NPD: 5 min).
     pub heartbeat: Duration,
     pub events: Limits,
@@ -79,6 +81,9 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     if rules.monitors.is_empty() {
         return Err(Error::NoRules(opts.rules.clone()));
     }
+    for note in &rules.notes {
+        tracing::warn!(%note, "not carried over from an NPD file");
+    }
 
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
@@ -89,6 +94,15 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         "/conditions",
         get(move || async move { Json(snap.lock().unwrap().clone()) }),
     );
+    if let Some(extra) = opts.extra_listen {
+        let addr = nodemedic_common::serve::spawn(extra, app.clone())
+            .await
+            .map_err(|source| Error::Listen {
+                addr: extra,
+                source,
+            })?;
+        tracing::info!(%addr, "also serving the same endpoints (NPD's --address/--port)");
+    }
     let addr = nodemedic_common::serve::spawn(opts.listen, app)
         .await
         .map_err(|source| Error::Listen {

@@ -172,7 +172,8 @@ pub fn changes<'a>(current: &'a RuleSet, next: &'a RuleSet) -> Vec<Change<'a>> {
         .filter(|old| find(next, &old.name).is_none())
         .map(Change::Remove);
     let kept = next.monitors.iter().map(|m| match find(current, &m.name) {
-        Some(old) if old.input == m.input => Change::Reconfigure(m),
+        // An exec monitor's checks are its input: a change restarts them.
+        Some(old) if old.input == m.input && old.checks == m.checks => Change::Reconfigure(m),
         Some(_) => Change::Restart(m),
         None => Change::Add(m),
     });

@@ -297,13 +297,9 @@ fn check_without_input_validates_the_rules_only() {
 }
 
 #[test]
-fn a_rules_directory_of_npd_json_files_is_an_error_that_says_so() {
+fn a_rules_directory_without_rule_files_is_an_error_that_says_what_it_found() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("kernel-monitor.json"),
-        r#"{"plugin": "kmsg", "rules": []}"#,
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("README.txt"), "notes").unwrap();
     let out = detector()
         .args(["check", "--input", SAMPLE, "--rules"])
         .arg(dir.path())
@@ -311,6 +307,26 @@ fn a_rules_directory_of_npd_json_files_is_an_error_that_says_so() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "not 0 monitors and success");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("found: kernel-monitor.json"), "{err}");
-    assert!(err.contains("JSON monitor configs are not read"), "{err}");
+    assert!(err.contains("found: README.txt"), "{err}");
+    assert!(err.contains("NPD's *.json monitor files are read"), "{err}");
+}
+
+#[test]
+fn npd_json_monitor_files_in_a_rules_directory_are_read_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let npd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/npd/kernel-monitor.json"
+    );
+    std::fs::copy(npd, dir.path().join("kernel-monitor.json")).unwrap();
+    std::fs::write(dir.path().join("README.txt"), "notes").unwrap();
+    let out = detector()
+        .args(["check", "--input", SAMPLE, "--output", "json", "--rules"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(r#""reason":"OOMKilling""#), "{text}");
 }

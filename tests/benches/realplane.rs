@@ -156,6 +156,7 @@ impl Detector {
             journal_dir: None,
             state_file: dir.path().join("state.json"),
             listen: "127.0.0.1:0".parse().unwrap(),
+            extra_listen: None,
             heartbeat: Duration::from_secs(300),
             events: Limits::default(),
             report_tick: Duration::from_millis(50),

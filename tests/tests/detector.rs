@@ -84,6 +84,7 @@ impl Harness {
             journal_dir: None,
             state_file: self.dir.path().join("state/detector.json"),
             listen: "127.0.0.1:0".parse().unwrap(),
+            extra_listen: None,
             heartbeat: Duration::from_secs(300),
             events: Limits {
                 min_interval: Duration::from_millis(200),

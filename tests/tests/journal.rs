@@ -161,6 +161,7 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
         journal_dir: Some(journal_dir.clone()),
         state_file: dir.path().join("state.json"),
         listen: "127.0.0.1:0".parse().unwrap(),
+        extra_listen: None,
         heartbeat: Duration::from_secs(300),
         events: Limits::default(),
         report_tick: Duration::from_millis(50),

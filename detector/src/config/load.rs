@@ -39,8 +39,9 @@ pub fn bundled_defaults() -> RuleSet {
     load_sources(&sources).expect("the bundled rule files are valid (a unit test checks this)")
 }
 
-/// Load rule files from paths: each path is a file or a directory whose `*.yaml`/`*.yml` files are read
-/// in name order (hidden entries such as a ConfigMap's `..data` are skipped).
+/// Load rule files from paths: each path is a file or a directory whose `*.yaml`/`*.yml` files and NPD
+/// monitor files (`*.json`, see `npd`) are read in name order (hidden entries such as a ConfigMap's
+/// `..data` are skipped).
 pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, ConfigErrors> {
     let mut sources = Vec::new();
     let mut errors = Vec::new();
@@ -82,7 +83,7 @@ fn rule_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             !name.starts_with('.')
-                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
                 && p.is_file()
         })
         .collect();
@@ -97,6 +98,7 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
     // condition type -> (file, line, column) of its first declaration
     let mut declared: HashMap<String, (String, u64, u64)> = HashMap::new();
     let mut names: HashMap<String, String> = HashMap::new();
+    let mut notes = Vec::new();
     for (path, text) in sources {
         let file = path.display().to_string();
         let mut errors = Errors::new(&file);
@@ -105,7 +107,23 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
             .and_then(|s| s.to_str())
             .unwrap_or("monitor")
             .to_string();
-        match serde_saphyr::from_str::<RawMonitor>(text) {
+        let is_npd = path.extension().is_some_and(|e| e == "json");
+        let parsed = if is_npd {
+            serde_saphyr::from_str::<super::npd::NpdMonitor>(text).map(|npd| {
+                super::npd::to_rule_file(npd, &mut errors).map(|(raw, found)| {
+                    notes.extend(found.into_iter().map(|n| ConfigError {
+                        file: file.clone(),
+                        line: n.line,
+                        column: n.column,
+                        message: n.message,
+                    }));
+                    raw
+                })
+            })
+        } else {
+            serde_saphyr::from_str::<RawMonitor>(text).map(Some)
+        };
+        match parsed {
             Err(e) => {
                 let (line, column) = e
                     .location()
@@ -118,7 +136,8 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
                     message: yaml_message(&e),
                 });
             }
-            Ok(raw) => {
+            Ok(None) => {}
+            Ok(Some(raw)) => {
                 for c in &raw.conditions {
                     let here = (
                         file.clone(),
@@ -159,7 +178,7 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
         all_errors.extend(errors.list);
     }
     if all_errors.is_empty() {
-        Ok(RuleSet { monitors })
+        Ok(RuleSet { monitors, notes })
     } else {
         Err(ConfigErrors(all_errors))
     }
@@ -176,4 +195,49 @@ fn yaml_message(e: &serde_saphyr::Error) -> String {
         Some(i) => first[..i].to_string(),
         None => first.to_string(),
     }
+}
+
+/// `detector convert-npd`: an NPD monitor file as a rule file (YAML text), and what did not carry over.
+/// The NPD file is validated first (errors at their JSON positions); the YAML is then loaded again to
+/// make sure it means the same monitor.
+pub fn convert_npd(path: &Path, text: &str) -> Result<(String, Vec<ConfigError>), ConfigErrors> {
+    let loaded = load_sources(&[(path.to_path_buf(), text.to_string())])?;
+    let file = path.display().to_string();
+    let mut errors = Errors::new(&file);
+    let parsed = serde_saphyr::from_str::<super::npd::NpdMonitor>(text)
+        .ok()
+        .and_then(|npd| super::npd::to_rule_file(npd, &mut errors));
+    let Some((raw, _)) = parsed else {
+        return Err(ConfigErrors(errors.list));
+    };
+    let body = serde_saphyr::to_string(&raw).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            message: format!("cannot write the rule file: {e}"),
+        }])
+    })?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("the NPD file");
+    let mut yaml = format!("# Converted from {name} by `detector convert-npd`.\n");
+    for n in &loaded.notes {
+        yaml.push_str(&format!(
+            "# Not carried over ({name}:{}:{}): {}\n",
+            n.line, n.column, n.message
+        ));
+    }
+    yaml.push_str(&body);
+    let stem = path.with_extension("yaml");
+    load_sources(&[(stem, yaml.clone())]).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            message: format!("the converted rule file does not load (a bug in convert-npd): {e}"),
+        }])
+    })?;
+    Ok((yaml, loaded.notes))
 }

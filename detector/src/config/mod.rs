@@ -4,6 +4,7 @@
 //! without guessing; loading never stops at the first bad file, it reports all of them.
 
 mod load;
+pub mod npd;
 mod raw;
 
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use serde_saphyr::{Location, Spanned};
 
-pub use load::{bundled_defaults, load_paths, load_sources};
+pub use load::{bundled_defaults, convert_npd, load_paths, load_sources};
 
 /// Default window for multi-line patterns (NPD's bufferSize default).
 pub const DEFAULT_BUFFER_SIZE: usize = 10;
@@ -46,6 +47,8 @@ pub enum Input {
         path: PathBuf,
         format: LineFormat,
     },
+    /// Checks run as programs (NPD's custom plugin monitor); the rules are in `Monitor::checks`.
+    Exec(ExecSettings),
 }
 
 impl Input {
@@ -54,8 +57,51 @@ impl Input {
             Input::Kmsg => "kmsg",
             Input::Journal { .. } => "journal",
             Input::File { .. } => "file",
+            Input::Exec(_) => "exec",
         }
     }
+}
+
+/// An exec input's settings (NPD's `pluginConfig` of a custom plugin monitor, same defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSettings {
+    /// Default interval of the checks.
+    pub interval: Duration,
+    /// Default and longest timeout of the checks.
+    pub timeout: Duration,
+    /// Bytes of output kept as the message.
+    pub max_output: usize,
+    /// Checks of this monitor running at once.
+    pub concurrency: usize,
+    /// A True condition is updated (with an Event) when its check prints another message.
+    pub update_on_message_change: bool,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        ExecSettings {
+            interval: Duration::from_secs(30),
+            timeout: Duration::from_secs(5),
+            max_output: 80,
+            concurrency: 3,
+            update_on_message_change: false,
+        }
+    }
+}
+
+/// Most checks of one exec monitor that may run at once.
+pub const MAX_CONCURRENCY: usize = 64;
+
+/// One check of an exec monitor: a program whose exit status says how things are (0 healthy, 1 a
+/// problem, anything else unknown) and whose output is the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub kind: RuleKind,
+    pub reason: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+    pub interval: Duration,
 }
 
 /// How a plain log file's lines are laid out.
@@ -110,14 +156,32 @@ pub struct Monitor {
     pub buffer_size: usize,
     pub conditions: Vec<ConditionDef>,
     pub rules: Vec<Rule>,
+    /// An exec monitor's checks (its `rules` are empty).
+    pub checks: Vec<Check>,
     /// The patterns, compiled once (shared by the matcher of every monitor task for this file).
     pub compiled: std::sync::Arc<crate::matcher::Compiled>,
+}
+
+impl Monitor {
+    /// Every rule's kind and reason: the pattern rules' and the checks'.
+    pub fn reasons(&self) -> impl Iterator<Item = (RuleKind, &str)> {
+        self.rules
+            .iter()
+            .map(|r| (r.kind.clone(), r.reason.as_str()))
+            .chain(
+                self.checks
+                    .iter()
+                    .map(|c| (c.kind.clone(), c.reason.as_str())),
+            )
+    }
 }
 
 /// The frozen, validated configuration.
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
     pub monitors: Vec<Monitor>,
+    /// What NPD files said that does not carry over (logged at start, printed by `check`).
+    pub notes: Vec<ConfigError>,
 }
 
 impl RuleSet {
@@ -287,7 +351,30 @@ pub(crate) fn build(
         });
     }
 
+    // An exec file's rules are checks even when its input has errors (they are reported already).
+    let exec = (raw.input.kind.value == "exec").then(|| match &input {
+        Some(Input::Exec(settings)) => settings.clone(),
+        _ => ExecSettings::default(),
+    });
+    if exec.is_some() {
+        if let Some(l) = &raw.lookback {
+            errors.at(
+                &l.referenced,
+                "lookback: an exec input has no history to read back",
+            );
+        }
+        if let Some(b) = &raw.buffer_size {
+            errors.at(&b.referenced, "bufferSize: an exec input reads no lines");
+        }
+        for c in raw.conditions.iter().filter(|c| c.recovery.is_some()) {
+            errors.at(
+                &c.type_.referenced,
+                "recovery: an exec check's condition returns to False when its check exits 0",
+            );
+        }
+    }
     let mut rules = Vec::new();
+    let mut checks = Vec::new();
     for r in &raw.rules {
         let kind = match r.type_.value.as_str() {
             "temporary" => {
@@ -345,21 +432,61 @@ pub(crate) fn build(
                 ),
             );
         }
-        let multiline = r.pattern.value.contains('\n') || r.pattern.value.contains("\\n");
-        let anchor = if multiline {
-            crate::matcher::anchored_multi
-        } else {
-            crate::matcher::anchored
-        };
-        let pattern = check_pattern(&r.pattern, anchor, "pattern", errors);
-        if let (Some(kind), Some(pattern)) = (kind, pattern) {
-            rules.push(Rule {
-                kind,
-                reason: r.reason.value.clone(),
-                multiline,
-                source_pattern: pattern,
-                message: r.message.clone(),
-            });
+        match (&exec, &r.pattern, &r.exec) {
+            (Some(settings), pattern, Some(x)) => {
+                if let Some(p) = pattern {
+                    errors.at(
+                        &p.referenced,
+                        "pattern: an exec input runs checks, it reads no lines; this rule's check is its `exec`",
+                    );
+                }
+                if r.message.is_some() {
+                    errors.at(
+                        &r.reason.referenced,
+                        "message: an exec check's message is what it prints (cut at maxOutputLength)",
+                    );
+                }
+                if let (Some(kind), Some(check)) = (kind, build_check(x, settings, errors)) {
+                    checks.push(Check {
+                        kind,
+                        reason: r.reason.value.clone(),
+                        ..check
+                    });
+                }
+            }
+            (Some(_), _, None) => errors.at(
+                &r.reason.referenced,
+                "exec: each rule of an exec input needs `exec: {path: PROGRAM, args: [...]}`, the check to run",
+            ),
+            (None, _, Some(x)) => errors.at(
+                &x.path.referenced,
+                format!(
+                    "exec: only an `input: {{kind: exec}}` file runs checks (this one reads {})",
+                    raw.input.kind.value
+                ),
+            ),
+            (None, None, None) => errors.at(
+                &r.reason.referenced,
+                "pattern: required (the regex a log line must match)",
+            ),
+            (None, Some(pattern), None) => {
+                let multiline = pattern.value.contains('\n') || pattern.value.contains("\\n");
+                let anchor = if multiline {
+                    crate::matcher::anchored_multi
+                } else {
+                    crate::matcher::anchored
+                };
+                let pattern = check_pattern(pattern, anchor, "pattern", errors);
+                if let (Some(kind), Some(pattern)) = (kind, pattern) {
+                    rules.push(Rule {
+                        kind,
+                        reason: r.reason.value.clone(),
+                        multiline,
+                        source_pattern: pattern,
+                        message: r.message.clone(),
+                    });
+                }
+            }
         }
     }
     if errors.list.len() != before {
@@ -382,8 +509,8 @@ pub(crate) fn build(
                 .join(" | ");
             let at = raw
                 .rules
-                .first()
-                .map(|r| &r.pattern.referenced)
+                .iter()
+                .find_map(|r| r.pattern.as_ref().map(|p| &p.referenced))
                 .unwrap_or(&raw.source.referenced);
             errors.at(
                 at,
@@ -404,13 +531,89 @@ pub(crate) fn build(
         buffer_size,
         conditions,
         rules,
+        checks,
         compiled,
+    })
+}
+
+/// A check as written, with the input's defaults applied (kind and reason are the rule's).
+fn build_check(x: &raw::RawExec, settings: &ExecSettings, errors: &mut Errors) -> Option<Check> {
+    let before = errors.list.len();
+    if x.path.value.trim().is_empty() {
+        errors.at(
+            &x.path.referenced,
+            "exec.path: must name the program to run",
+        );
+    }
+    let timeout = match &x.timeout {
+        None => settings.timeout,
+        Some(t) => match parse_duration(t, "exec.timeout", errors) {
+            Some(d) if d > settings.timeout => {
+                errors.at(
+                    &t.referenced,
+                    format!(
+                        "exec.timeout: {} is longer than the input's timeout {} (raise input.timeout)",
+                        humantime::format_duration(d),
+                        humantime::format_duration(settings.timeout)
+                    ),
+                );
+                d
+            }
+            Some(d) if d.is_zero() => {
+                errors.at(&t.referenced, "exec.timeout: must be more than 0s");
+                d
+            }
+            Some(d) => d,
+            None => settings.timeout,
+        },
+    };
+    let interval = match &x.interval {
+        None => settings.interval,
+        Some(i) => match parse_duration(i, "exec.interval", errors) {
+            Some(d) if d.is_zero() => {
+                errors.at(&i.referenced, "exec.interval: must be more than 0s");
+                d
+            }
+            Some(d) => d,
+            None => settings.interval,
+        },
+    };
+    (errors.list.len() == before).then(|| Check {
+        kind: RuleKind::Temporary,
+        reason: String::new(),
+        program: PathBuf::from(&x.path.value),
+        args: x.args.clone(),
+        timeout,
+        interval,
     })
 }
 
 fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<Input> {
     let path = raw.path.as_ref().map(|p| PathBuf::from(&p.value));
+    if raw.kind.value != "exec" {
+        let what = raw.kind.value.as_str();
+        for (field, loc) in [
+            ("interval", raw.interval.as_ref().map(|s| s.referenced)),
+            ("timeout", raw.timeout.as_ref().map(|s| s.referenced)),
+            (
+                "maxOutputLength",
+                raw.max_output_length.as_ref().map(|s| s.referenced),
+            ),
+            (
+                "concurrency",
+                raw.concurrency.as_ref().map(|s| s.referenced),
+            ),
+        ] {
+            if let Some(loc) = loc {
+                errors.at(
+                    &loc,
+                    format!("input.{field}: only an exec input has it (this one is {what:?})"),
+                );
+            }
+        }
+    }
     match raw.kind.value.as_str() {
+        "exec" => build_exec(raw, errors).map(Input::Exec),
         "kmsg" => Some(Input::Kmsg),
         "journal" => Some(Input::Journal {
             identifiers: raw.identifiers.clone(),
@@ -440,11 +643,72 @@ fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<Input> {
         other => {
             errors.at(
                 &raw.kind.referenced,
-                format!("input.kind {other:?}: expected `kmsg`, `journal` or `file`"),
+                format!("input.kind {other:?}: expected `kmsg`, `journal`, `file` or `exec`"),
             );
             None
         }
     }
+}
+
+fn build_exec(raw: &raw::RawInput, errors: &mut Errors) -> Option<ExecSettings> {
+    let before = errors.list.len();
+    let mut s = ExecSettings::default();
+    if let Some(p) = &raw.path {
+        errors.at(
+            &p.referenced,
+            "input.path: an exec input reads no file; each rule's `exec.path` names its program",
+        );
+    }
+    if let Some(i) = &raw.interval {
+        match parse_duration(i, "input.interval", errors) {
+            Some(d) if d.is_zero() => {
+                errors.at(&i.referenced, "input.interval: must be more than 0s")
+            }
+            Some(d) => s.interval = d,
+            None => {}
+        }
+    }
+    if let Some(t) = &raw.timeout {
+        match parse_duration(t, "input.timeout", errors) {
+            Some(d) if d.is_zero() => {
+                errors.at(&t.referenced, "input.timeout: must be more than 0s")
+            }
+            Some(d) => s.timeout = d,
+            None => {}
+        }
+    }
+    if let Some(m) = &raw.max_output_length {
+        if m.value == 0 || m.value > crate::matcher::MAX_MESSAGE {
+            errors.at(
+                &m.referenced,
+                format!(
+                    "input.maxOutputLength: {} is out of range 1..={} (messages are at most {} bytes)",
+                    m.value,
+                    crate::matcher::MAX_MESSAGE,
+                    crate::matcher::MAX_MESSAGE
+                ),
+            );
+        } else {
+            s.max_output = m.value;
+        }
+    }
+    if let Some(c) = &raw.concurrency {
+        if c.value == 0 || c.value > MAX_CONCURRENCY {
+            errors.at(
+                &c.referenced,
+                format!(
+                    "input.concurrency: {} is out of range 1..={MAX_CONCURRENCY}",
+                    c.value
+                ),
+            );
+        } else {
+            s.concurrency = c.value;
+        }
+    }
+    if let Some(u) = raw.update_on_message_change {
+        s.update_on_message_change = u;
+    }
+    (errors.list.len() == before).then_some(s)
 }
 
 fn is_condition_type(t: &str) -> bool {

@@ -263,3 +263,164 @@ fn messages_longer_than_1_kib_are_rejected_where_they_are_written() {
         "{e}"
     );
 }
+
+const EXEC: &str = "source: health-checker
+input:
+  kind: exec
+  interval: 10s
+  timeout: 3m
+  concurrency: 1
+conditions:
+  - type: KubeletUnhealthy
+    reason: KubeletIsHealthy
+    message: kubelet on the node is functioning properly
+rules:
+  - type: permanent
+    condition: KubeletUnhealthy
+    reason: KubeletUnhealthy
+    exec:
+      path: /usr/bin/curl
+      args: [-sf, http://127.0.0.1:10248/healthz]
+      timeout: 10s
+";
+
+#[test]
+fn an_exec_file_compiles_with_npd_defaults_where_unset() {
+    let rs = load(&[("kubelet.yaml", EXEC)]).unwrap();
+    let m = &rs.monitors[0];
+    let Input::Exec(s) = &m.input else {
+        panic!("{:?}", m.input)
+    };
+    assert_eq!(
+        (s.interval, s.timeout, s.max_output, s.concurrency),
+        (Duration::from_secs(10), Duration::from_secs(180), 80, 1)
+    );
+    assert!(m.rules.is_empty());
+    assert_eq!(m.checks.len(), 1);
+    let c = &m.checks[0];
+    assert_eq!(c.program, PathBuf::from("/usr/bin/curl"));
+    assert_eq!(c.args, ["-sf", "http://127.0.0.1:10248/healthz"]);
+    assert_eq!(
+        (c.timeout, c.interval),
+        (Duration::from_secs(10), Duration::from_secs(10))
+    );
+    assert_eq!(c.kind, RuleKind::Permanent { condition: 0 });
+}
+
+#[test]
+fn exec_mistakes_are_reported_where_they_are() {
+    let bad = "source: x
+input: {kind: exec, timeout: 5s, maxOutputLength: 0, concurrency: 100}
+lookback: 5m
+rules:
+  - type: temporary
+    reason: A
+    pattern: 'x'
+  - type: temporary
+    reason: B
+    exec: {path: /bin/true, timeout: 10s, interval: 0s}
+  - type: temporary
+    reason: C
+    pattern: 'y'
+    exec: {path: /bin/true}
+";
+    let got = errors(&[("x.yaml", bad)]);
+    let want = [
+        "x.yaml:2:51: input.maxOutputLength: 0 is out of range 1..=1024",
+        "x.yaml:2:67: input.concurrency: 100 is out of range 1..=64",
+        "x.yaml:3:11: lookback: an exec input has no history to read back",
+        "x.yaml:6:13: exec: each rule of an exec input needs",
+        "x.yaml:10:38: exec.timeout: 10s is longer than the input's timeout 5s",
+        "x.yaml:10:53: exec.interval: must be more than 0s",
+        "x.yaml:13:14: pattern: an exec input runs checks",
+    ];
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(g.starts_with(w), "{g}\n  should start with\n{w}");
+    }
+    let log = "source: k\ninput: {kind: kmsg, interval: 5s}\nrules:\n  - type: temporary\n    reason: A\n    exec: {path: /bin/true}\n";
+    let got = errors(&[("k.yaml", log)]);
+    assert!(
+        got[0].starts_with("k.yaml:2:31: input.interval: only an exec input has it"),
+        "{got:#?}"
+    );
+    assert!(got[1].starts_with("k.yaml:6:18: exec: only an `input: {kind: exec}` file runs checks (this one reads kmsg)"), "{got:#?}");
+}
+
+#[test]
+fn npd_files_load_with_errors_at_their_json_positions() {
+    let npd = r#"{
+  "plugin": "custom",
+  "pluginConfig": {"invoke_interval": "30x", "timeout": "5s"},
+  "source": "ntp-custom-plugin-monitor",
+  "conditions": [{"type": "NTPProblem", "reason": "NTPIsUp", "message": "ntp service is up"}],
+  "rules": [
+    {"type": "permanent", "condition": "NTPProblem", "reason": "NTPIsDown", "path": "./check_ntp.sh", "timeout": "7s"}
+  ]
+}"#;
+    let got = errors(&[("ntp.json", npd)]);
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert!(
+        got[0].starts_with("ntp.json:3:39: invalid Go duration \"30x\""),
+        "{}",
+        got[0]
+    );
+    assert!(
+        got[1]
+            .starts_with("ntp.json:7:114: exec.timeout: 7s is longer than the input's timeout 5s"),
+        "{}",
+        got[1]
+    );
+    let stats = errors(&[(
+        "system-stats-monitor.json",
+        r#"{"cpu": {"metricsConfigs": {}}}"#,
+    )]);
+    assert!(
+        stats[0].contains("plugin: missing") && stats[0].contains("node-exporter"),
+        "{stats:#?}"
+    );
+    let other = errors(&[("abrt.json", r#"{"plugin": "abrt", "source": "x"}"#)]);
+    assert!(
+        other[0].starts_with(
+            "abrt.json:1:12: plugin \"abrt\": expected kmsg, journald, filelog or custom"
+        ),
+        "{other:#?}"
+    );
+}
+
+#[test]
+fn npd_system_log_files_mean_what_they_meant_to_npd() {
+    let npd = r#"{
+  "plugin": "journald",
+  "pluginConfig": {"source": "dockerd"},
+  "logPath": "/var/log/journal",
+  "source": "docker-monitor",
+  "metricsReporting": false,
+  "conditions": [],
+  "rules": [
+    {"type": "temporary", "condition": "Ignored", "reason": "Corrupt", "pattern": "Error \\w+", "patternGeneratedMessageSuffix": " (see $HOME)"}
+  ]
+}"#;
+    let rs = load(&[("docker-monitor.json", npd)]).unwrap();
+    let m = &rs.monitors[0];
+    assert_eq!(
+        m.input,
+        Input::Journal {
+            identifiers: vec!["dockerd".into()],
+            units: vec![],
+            directory: Some("/var/log/journal".into())
+        }
+    );
+    // No lookback in NPD means 0 (nothing from before the start); bufferSize 0 means 10.
+    assert_eq!(m.lookback, Some(Duration::ZERO));
+    assert_eq!(m.buffer_size, DEFAULT_BUFFER_SIZE);
+    assert_eq!(m.rules[0].message.as_deref(), Some("${lines} (see $$HOME)"));
+    assert_eq!(rs.notes.len(), 1, "{:?}", rs.notes);
+    assert!(
+        rs.notes[0]
+            .to_string()
+            .starts_with("docker-monitor.json:6:23: metricsReporting false"),
+        "{}",
+        rs.notes[0]
+    );
+}

@@ -2,6 +2,7 @@
 //! child) and sends [`SourceEvent`]s to its monitor over a bounded channel, so one slow or broken input
 //! never stalls another. Each beats a health handle while it is alive, also when idle.
 
+pub mod exec;
 pub mod file;
 pub mod follow;
 pub mod journal;

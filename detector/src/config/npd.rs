@@ -1,0 +1,410 @@
+//! node-problem-detector's monitor files, as they are: a system-log-monitor file (`plugin` kmsg,
+//! journald or filelog) or a custom-plugin-monitor file (`plugin: custom`), in JSON.
+//!
+//! They are read with the YAML parser (JSON is YAML), so every error has its line and column in the
+//! JSON file, and turned into the rule file they mean ([`RawMonitor`]), which is validated like any
+//! other. What does not carry over is said: [`Note`]s, printed by `detector convert-npd` and logged
+//! when such a file is loaded.
+//!
+//! | NPD | rule file |
+//! | --- | --- |
+//! | `plugin: kmsg` | `input: {kind: kmsg}` (`logPath` other than /dev/kmsg: use `--kmsg-path`) |
+//! | `plugin: journald`, `pluginConfig.source`, `logPath` | `input: {kind: journal, identifiers: [source], path: logPath}` |
+//! | `plugin: filelog`, `logPath` | `input: {kind: file, path: logPath, format: syslog}` (timestamp/message regexes: see the note) |
+//! | `plugin: custom`, `pluginConfig` | `input: {kind: exec, interval, timeout, maxOutputLength, concurrency, updateOnMessageChange}` |
+//! | `lookback` (Go duration; none: `0`) | `lookback` |
+//! | `bufferSize` (0: 10) | `bufferSize` |
+//! | `rules[].pattern`, `patternGeneratedMessageSuffix` | `pattern`, `message: "${lines}<suffix>"` |
+//! | `rules[].path`, `args`, `timeout`, `invoke_interval` | `exec: {path, args, timeout, interval}` |
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_saphyr::{Location, Spanned};
+
+use super::raw::{RawCondition, RawExec, RawInput, RawMonitor, RawRule};
+
+/// An NPD monitor file. Unknown keys are ignored, as NPD's JSON decoding does.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NpdMonitor {
+    #[serde(default)]
+    pub plugin: Option<Spanned<String>>,
+    #[serde(default)]
+    pub plugin_config: Option<Spanned<PluginConfig>>,
+    #[serde(default)]
+    pub log_path: Option<Spanned<String>>,
+    #[serde(default)]
+    pub lookback: Option<Spanned<String>>,
+    #[serde(default)]
+    pub buffer_size: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub source: Option<Spanned<String>>,
+    #[serde(default)]
+    pub metrics_reporting: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub skip_list: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub delay: Option<Spanned<String>>,
+    #[serde(default)]
+    pub conditions: Option<Vec<NpdCondition>>,
+    #[serde(default)]
+    pub rules: Option<Vec<NpdRule>>,
+}
+
+/// Every plugin's `pluginConfig` keys (NPD keeps them as a string map for log plugins and a struct
+/// for custom plugins).
+#[derive(Debug, Default, Deserialize)]
+pub struct PluginConfig {
+    /// journald: the SYSLOG_IDENTIFIER to read.
+    #[serde(default)]
+    pub source: Option<Spanned<String>>,
+    /// filelog: regexes and layout of the timestamp and message.
+    #[serde(default)]
+    pub timestamp: Option<Spanned<String>>,
+    #[serde(default)]
+    pub message: Option<Spanned<String>>,
+    #[serde(default, rename = "timestampFormat")]
+    pub timestamp_format: Option<Spanned<String>>,
+    /// custom
+    #[serde(default)]
+    pub invoke_interval: Option<Spanned<String>>,
+    #[serde(default)]
+    pub timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub max_output_length: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub concurrency: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub enable_message_change_based_condition_update: Option<bool>,
+    #[serde(default)]
+    pub skip_initial_status: Option<Spanned<bool>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NpdCondition {
+    #[serde(rename = "type")]
+    pub type_: Spanned<String>,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NpdRule {
+    #[serde(rename = "type")]
+    pub type_: Spanned<String>,
+    #[serde(default)]
+    pub condition: Option<Spanned<String>>,
+    pub reason: Spanned<String>,
+    #[serde(default)]
+    pub pattern: Option<Spanned<String>>,
+    #[serde(default)]
+    pub pattern_generated_message_suffix: Option<String>,
+    #[serde(default)]
+    pub path: Option<Spanned<String>>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub timeout: Option<Spanned<String>>,
+    #[serde(default, rename = "invoke_interval")]
+    pub invoke_interval: Option<Spanned<String>>,
+}
+
+/// Something of an NPD file that does not carry over, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub line: u64,
+    pub column: u64,
+    pub message: String,
+}
+
+/// An NPD file as a rule file, and what did not carry over. Errors (no `plugin`, a plugin nodemedic
+/// has no equivalent for, a bad Go duration) go to `errors`.
+pub(crate) fn to_rule_file(
+    npd: NpdMonitor,
+    errors: &mut super::Errors,
+) -> Option<(RawMonitor, Vec<Note>)> {
+    let mut notes = Vec::new();
+    let mut note = |loc: &Location, message: String| {
+        notes.push(Note {
+            line: loc.line(),
+            column: loc.column(),
+            message,
+        })
+    };
+    let start = Location::UNKNOWN;
+    let Some(plugin) = npd.plugin else {
+        errors.at(
+            &start,
+            "plugin: missing. nodemedic reads NPD's system-log-monitor files (plugin kmsg, journald or filelog) and custom-plugin-monitor files (plugin custom); system-stats and other monitors have no equivalent (node-exporter covers system stats)",
+        );
+        return None;
+    };
+    let config = npd.plugin_config.map(|c| c.value).unwrap_or_default();
+    let here = plugin.referenced;
+    let spanned = |v: String| Spanned::new(v, here, here);
+    let kind = match plugin.value.as_str() {
+        "kmsg" => "kmsg",
+        "journald" => "journal",
+        "filelog" => "file",
+        "custom" => "exec",
+        other => {
+            errors.at(
+                &plugin.referenced,
+                format!("plugin {other:?}: expected kmsg, journald, filelog or custom (the plugins of NPD's system-log-monitor and custom-plugin-monitor)"),
+            );
+            return None;
+        }
+    };
+    let mut input = RawInput {
+        kind: spanned(kind.to_string()),
+        identifiers: Vec::new(),
+        units: Vec::new(),
+        path: None,
+        format: None,
+        interval: None,
+        timeout: None,
+        max_output_length: None,
+        concurrency: None,
+        update_on_message_change: None,
+    };
+    match kind {
+        "kmsg" => {
+            if let Some(p) = npd.log_path.as_ref().filter(|p| p.value != "/dev/kmsg") {
+                note(
+                    &p.referenced,
+                    format!(
+                        "logPath {:?}: kmsg is read from --kmsg-path (default /dev/kmsg) for every monitor",
+                        p.value
+                    ),
+                );
+            }
+        }
+        "journal" => {
+            input.identifiers.extend(config.source.map(|s| s.value));
+            input.path = npd.log_path;
+        }
+        "file" => {
+            let Some(path) = npd.log_path else {
+                errors.at(
+                    &plugin.referenced,
+                    "logPath: a filelog monitor needs the file to read",
+                );
+                return None;
+            };
+            input.path = Some(path);
+            input.format = Some(spanned("syslog".to_string()));
+            if let Some(m) = config.message.as_ref().or(config.timestamp.as_ref()) {
+                note(
+                    &m.referenced,
+                    "pluginConfig timestamp/message/timestampFormat: lines are read as syslog lines instead (an RFC 3164 or RFC 3339 timestamp, host and tag stripped, and the kernel's [uptime] stamp); other layouts are matched whole".to_string(),
+                );
+            }
+        }
+        _ => {
+            input.interval = config.invoke_interval.and_then(|d| go(d, errors));
+            input.timeout = config.timeout.and_then(|d| go(d, errors));
+            input.max_output_length = config.max_output_length;
+            input.concurrency = config.concurrency;
+            input.update_on_message_change = config.enable_message_change_based_condition_update;
+            if let Some(s) = config.skip_initial_status.as_ref().filter(|s| s.value) {
+                note(
+                    &s.referenced,
+                    "skip_initial_status: conditions are always written at start (True ones as the Node had them)".to_string(),
+                );
+            }
+        }
+    }
+    if let Some(m) = npd.metrics_reporting.as_ref().filter(|m| !m.value) {
+        note(
+            &m.referenced,
+            "metricsReporting false: problem_counter and problem_gauge are always reported"
+                .to_string(),
+        );
+    }
+    if let Some(s) = npd.skip_list.as_ref().filter(|s| !s.value.is_empty()) {
+        note(
+            &s.referenced,
+            "skipList: not needed (lines no pattern can match are skipped by a literal prefilter)"
+                .to_string(),
+        );
+    }
+    if let Some(d) = &npd.delay {
+        note(
+            &d.referenced,
+            format!(
+                "delay {:?}: not supported; lines are read from the start",
+                d.value
+            ),
+        );
+    }
+    let lookback = if kind == "exec" {
+        npd.lookback.and_then(|l| go(l, errors))
+    } else {
+        // NPD's default lookback is 0: nothing from before the start.
+        Some(
+            npd.lookback
+                .and_then(|l| go(l, errors))
+                .unwrap_or_else(|| Spanned::new("0s".to_string(), here, here)),
+        )
+    };
+    let buffer_size = if kind == "exec" {
+        npd.buffer_size
+    } else {
+        // NPD reads 0 (or no value) as its default, 10.
+        npd.buffer_size.filter(|b| b.value != 0)
+    };
+    let conditions = npd
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| RawCondition {
+            type_: c.type_,
+            reason: c.reason,
+            message: c.message,
+            recovery: None,
+        })
+        .collect();
+    let rules = npd
+        .rules
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| {
+            let message = r
+                .pattern_generated_message_suffix
+                .filter(|s| !s.is_empty())
+                .map(|s| format!("${{lines}}{}", s.replace('$', "$$")));
+            let exec = r.path.map(|path| RawExec {
+                path,
+                args: r.args,
+                timeout: r.timeout.and_then(|d| go(d, errors)),
+                interval: r.invoke_interval.and_then(|d| go(d, errors)),
+            });
+            RawRule {
+                // NPD ignores `condition` on temporary rules; so do we.
+                condition: if r.type_.value == "temporary" {
+                    None
+                } else {
+                    r.condition
+                },
+                type_: r.type_,
+                reason: r.reason,
+                pattern: r.pattern,
+                message,
+                exec,
+            }
+        })
+        .collect();
+    let source = npd.source.unwrap_or_else(|| {
+        errors.at(
+            &here,
+            "source: missing (it names the Event source, e.g. kernel-monitor)",
+        );
+        Spanned::new(String::new(), here, here)
+    });
+    Some((
+        RawMonitor {
+            source,
+            input,
+            lookback,
+            buffer_size,
+            conditions,
+            rules,
+        },
+        notes,
+    ))
+}
+
+/// A Go duration (`5m`, `1h30m`, `1.5s`, `300ms`, `0`) in our notation, or an error at its place.
+fn go(d: Spanned<String>, errors: &mut super::Errors) -> Option<Spanned<String>> {
+    match parse_go_duration(&d.value) {
+        Some(v) => Some(Spanned::new(
+            humantime::format_duration(v).to_string(),
+            d.referenced,
+            d.defined,
+        )),
+        None => {
+            errors.at(
+                &d.referenced,
+                format!(
+                    "invalid Go duration {:?} (examples: 30s, 5m, 1h30m, 500ms)",
+                    d.value
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Go's `time.ParseDuration`, for non-negative values.
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let s = s.strip_prefix('+').unwrap_or(s);
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return None;
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(number_end);
+        if number.is_empty() || number == "." {
+            return None;
+        }
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_end);
+        let nanos: f64 = match unit {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        let value: f64 = number.parse().ok()?;
+        let part = value * nanos;
+        if !part.is_finite() || part > u64::MAX as f64 {
+            return None;
+        }
+        total = total.checked_add(Duration::from_nanos(part.round() as u64))?;
+        rest = next;
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_as_go_does() {
+        let cases = [
+            ("0", Some(0)),
+            ("5m", Some(300_000)),
+            ("1h30m", Some(5_400_000)),
+            ("1.5s", Some(1_500)),
+            ("300ms", Some(300)),
+            ("2m30s", Some(150_000)),
+            ("", None),
+            ("5", None),
+            ("5x", None),
+            ("-5s", None),
+            ("m", None),
+        ];
+        for (text, want) in cases {
+            let got = parse_go_duration(text).map(|d| d.as_millis() as u64);
+            assert_eq!(got, want, "{text:?}");
+        }
+    }
+}

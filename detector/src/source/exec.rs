@@ -1,0 +1,422 @@
+//! Exec checks (NPD's custom plugin monitor): each check of a monitor runs on its own interval, at most
+//! `concurrency` of them at once, and reports what it said as a [`CheckResult`].
+//!
+//! A check runs in a process group of its own, with no stdin. When it exits, or when its timeout is
+//! reached, the whole group is killed, so a check's leftover background processes never pile up
+//! (NPD kills the group on timeout only, and reads the output until every holder of the pipe has
+//! closed it, so a background child that keeps stdout open stalls NPD's check until the timeout). The
+//! check itself is reaped (tokio waits for it), and so are members of its group that became our
+//! children (when the detector is PID 1 of its container, orphans are reparented to it). At most 4 KiB
+//! of stdout and of stderr are kept, as in NPD; the rest is read and dropped.
+//!
+//! A check that does not finish within its timeout plus [`KILL_GRACE`] stops beating its health entry
+//! `check:<monitor>/<reason>`, which `/healthz` then names; the other checks and inputs go on.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::health::Health;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use crate::config::{Check, ExecSettings, Monitor};
+use crate::problem::exec::Exit;
+
+/// Output kept from each stream (NPD's maxCustomPluginBufferBytes).
+pub const MAX_CAPTURE: usize = 4096;
+/// How long a killed check may take to be reaped before its run is given up.
+pub const KILL_GRACE: Duration = Duration::from_secs(10);
+/// How long the output may take to reach end of file once the check's group is gone.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// One run of a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckResult {
+    /// Index in `Monitor::checks`.
+    pub check: usize,
+    pub exit: Exit,
+    /// Its stdout, trimmed and cut to the input's maxOutputLength (or why it could not run).
+    pub message: String,
+    /// The exit code (`None`: a signal, a timeout, not started).
+    pub code: Option<i32>,
+    pub timed_out: bool,
+    /// The first line of its stderr, for the log.
+    pub stderr: String,
+    pub at: Timestamp,
+}
+
+/// The health entry of a check: `check:<monitor>/<reason>`, with `#n` when a monitor has several
+/// checks with one reason (NPD's sample has a temporary and a permanent `NTPIsDown`).
+pub fn health_names(monitor: &Monitor) -> Vec<String> {
+    let mut names = Vec::with_capacity(monitor.checks.len());
+    for (i, c) in monitor.checks.iter().enumerate() {
+        let same = monitor.checks[..i]
+            .iter()
+            .filter(|o| o.reason == c.reason)
+            .count();
+        let mut name = format!("check:{}/{}", monitor.name, c.reason);
+        if same > 0 {
+            name.push_str(&format!("#{}", same + 1));
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// Start every check of `monitor`; results go to `tx` until `stop` or until `tx` is closed.
+pub fn start(
+    monitor: &Monitor,
+    settings: &ExecSettings,
+    health: &Health,
+    tx: mpsc::Sender<CheckResult>,
+    stop: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+    // A check may wait for a slot behind the others of its monitor, each up to its timeout.
+    let rounds = monitor.checks.len().div_ceil(settings.concurrency.max(1)) as u32;
+    for ((index, check), name) in monitor.checks.iter().enumerate().zip(health_names(monitor)) {
+        let max_silence = check
+            .interval
+            .saturating_add(settings.timeout.saturating_mul(rounds.max(1)))
+            .saturating_add(KILL_GRACE)
+            .saturating_add(Duration::from_secs(30));
+        let beat = health.register(name, max_silence);
+        let (check, slots, tx, mut stop) = (check.clone(), slots.clone(), tx.clone(), stop.clone());
+        let max_output = settings.max_output;
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(check.interval);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = every.tick() => {}
+                }
+                let slot = tokio::select! {
+                    _ = stop.changed() => return,
+                    s = slots.acquire() => s,
+                };
+                let Ok(_slot) = slot else { return };
+                let Some(result) = run_once(index, &check, max_output, &mut stop).await else {
+                    return;
+                };
+                beat.beat();
+                if tx.send(result).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// Run `check` once. `None` when `stop` came first (the check was killed).
+pub async fn run_once(
+    index: usize,
+    check: &Check,
+    max_output: usize,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<CheckResult> {
+    let mut cmd = tokio::process::Command::new(&check.program);
+    cmd.args(&check.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let message = cut(
+                &format!("cannot run {}: {e}", check.program.display()),
+                max_output,
+            );
+            return Some(CheckResult {
+                check: index,
+                exit: Exit::Unknown,
+                message,
+                code: None,
+                timed_out: false,
+                stderr: String::new(),
+                at: Timestamp::now(),
+            });
+        }
+    };
+    let group = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+    let stdout = tokio::spawn(read_capped(child.stdout.take()));
+    let stderr = tokio::spawn(read_capped(child.stderr.take()));
+    let waited = tokio::select! {
+        s = child.wait() => Some(s),
+        _ = tokio::time::sleep(check.timeout) => None,
+        _ = stop.changed() => {
+            kill_group(group);
+            let _ = tokio::time::timeout(KILL_GRACE, child.wait()).await;
+            reap_group(group).await;
+            return None;
+        }
+    };
+    let timed_out = waited.is_none();
+    // Whatever is left of the group goes: the check on a timeout, its background children otherwise.
+    kill_group(group);
+    let status = match waited {
+        Some(s) => s.ok(),
+        None => tokio::time::timeout(KILL_GRACE, child.wait())
+            .await
+            .ok()
+            .and_then(|s| s.ok()),
+    };
+    reap_group(group).await;
+    let at = Timestamp::now();
+    let out = join_capped(stdout).await;
+    let err = join_capped(stderr).await;
+    let output = String::from_utf8_lossy(&out).trim().to_string();
+    let code = if timed_out {
+        None
+    } else {
+        status.and_then(|s| s.code())
+    };
+    let message = if timed_out {
+        format!(
+            "timed out after {} and was killed; output: {output:?}",
+            humantime::format_duration(check.timeout)
+        )
+    } else {
+        output
+    };
+    Some(CheckResult {
+        check: index,
+        exit: if timed_out {
+            Exit::Unknown
+        } else {
+            Exit::of_code(code)
+        },
+        message: cut(&message, max_output),
+        code,
+        timed_out,
+        stderr: String::from_utf8_lossy(&err)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(200)
+            .collect(),
+        at,
+    })
+}
+
+/// At most [`MAX_CAPTURE`] bytes of a stream; the rest is read and dropped so the writer never blocks.
+async fn read_capped<R: AsyncRead + Unpin>(stream: Option<R>) -> Vec<u8> {
+    let Some(mut stream) = stream else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = MAX_CAPTURE.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// The reader's bytes, or nothing if a process outside the group still holds the pipe.
+async fn join_capped(reader: tokio::task::JoinHandle<Vec<u8>>) -> Vec<u8> {
+    let abort = reader.abort_handle();
+    match tokio::time::timeout(DRAIN_GRACE, reader).await {
+        Ok(Ok(bytes)) => bytes,
+        _ => {
+            abort.abort();
+            Vec::new()
+        }
+    }
+}
+
+fn kill_group(group: Option<rustix::process::Pid>) {
+    if let Some(g) = group {
+        // ESRCH (nothing left) is the usual answer.
+        let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
+    }
+}
+
+/// Reap members of the group that are our children (reparented orphans when we are PID 1); the check
+/// itself was waited for by tokio.
+/// Members just killed may take a moment to exit: wait up to a second for them.
+async fn reap_group(group: Option<rustix::process::Pid>) {
+    let Some(g) = group else { return };
+    for _ in 0..64 {
+        match rustix::process::waitpgid(g, rustix::process::WaitOptions::NOHANG) {
+            Ok(Some(_)) => continue,
+            // Children of ours in the group, not exited yet.
+            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+            // ECHILD: none left.
+            Err(_) => return,
+        }
+    }
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary (NPD cuts at max_output_length bytes).
+pub fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RuleKind;
+
+    fn sh(script: &str, timeout_ms: u64) -> Check {
+        Check {
+            kind: RuleKind::Temporary,
+            reason: "Test".into(),
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            timeout: Duration::from_millis(timeout_ms),
+            interval: Duration::from_secs(60),
+        }
+    }
+
+    async fn run(check: &Check, max_output: usize) -> CheckResult {
+        let (_tx, mut stop) = watch::channel(false);
+        run_once(0, check, max_output, &mut stop).await.unwrap()
+    }
+
+    /// The process is gone: no /proc entry (a zombie would still have one, in state Z).
+    fn gone(pid: &str) -> bool {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    async fn eventually_gone(pid: &str) -> bool {
+        for _ in 0..100 {
+            if gone(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn exit_status_and_output_become_the_result() {
+        let r = run(
+            &sh("echo '  ntp is down  '; echo oops >&2; exit 1", 5000),
+            80,
+        )
+        .await;
+        assert_eq!(
+            (r.exit, r.code, r.timed_out),
+            (Exit::Problem, Some(1), false)
+        );
+        assert_eq!(r.message, "ntp is down");
+        assert_eq!(r.stderr, "oops");
+        assert_eq!(run(&sh("exit 0", 5000), 80).await.exit, Exit::Healthy);
+        let r = run(&sh("exit 3", 5000), 80).await;
+        assert_eq!((r.exit, r.code), (Exit::Unknown, Some(3)));
+        let r = run(&sh("kill -9 $$", 5000), 80).await;
+        assert_eq!((r.exit, r.code), (Exit::Unknown, None));
+    }
+
+    #[tokio::test]
+    async fn output_is_cut_and_a_flood_does_not_block_the_check() {
+        // 1 MB of output: the check must not block on a full pipe (the rest is read and dropped).
+        let r = run(
+            &sh("head -c 1000000 /dev/zero | tr '\\0' x; exit 1", 10_000),
+            10,
+        )
+        .await;
+        assert_eq!((r.exit, r.timed_out), (Exit::Problem, false));
+        assert_eq!(r.message, "xxxxxxxxxx");
+        // Cut on a character boundary.
+        assert_eq!(cut("ééé", 3), "é");
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_unknown_with_the_reason() {
+        let mut check = sh("", 1000);
+        check.program = "/nonexistent/check_ntp.sh".into();
+        let r = run(&check, 200).await;
+        assert_eq!(r.exit, Exit::Unknown);
+        assert!(
+            r.message
+                .starts_with("cannot run /nonexistent/check_ntp.sh: "),
+            "{}",
+            r.message
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hung_check_is_killed_with_its_whole_group() {
+        // Orphans come to us (as to PID 1 of a container), so "gone" also means reaped by us.
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let script = format!(
+            "sleep 300 & echo $! > {p}; sh -c 'sleep 300' & echo $! >> {p}; echo started; sleep 300",
+            p = pids.display()
+        );
+        let r = run(&sh(&script, 300), 200).await;
+        assert_eq!((r.exit, r.timed_out, r.code), (Exit::Unknown, true, None));
+        assert!(
+            r.message
+                .starts_with("timed out after 300ms and was killed; output: \"started\""),
+            "{}",
+            r.message
+        );
+        for pid in std::fs::read_to_string(&pids).unwrap().lines() {
+            assert!(
+                eventually_gone(pid).await,
+                "process {pid} of the check's group is still there"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn leftovers_of_a_finished_check_are_killed_and_reaped() {
+        // As PID 1 of a container would: orphans of the check become our children. They must be
+        // killed and reaped, not left as zombies.
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+        // The background child keeps stdout open: NPD would wait for it until the timeout.
+        let r = run(&sh("sleep 300 & echo $!; exit 0", 30_000), 80).await;
+        assert_eq!((r.exit, r.timed_out), (Exit::Healthy, false));
+        let pid = r.message.clone();
+        assert!(pid.parse::<u32>().is_ok(), "{pid}");
+        assert!(
+            eventually_gone(&pid).await,
+            "the check's background child {pid} was left (or left a zombie)"
+        );
+    }
+
+    #[tokio::test]
+    async fn stop_kills_a_running_check() {
+        let (tx, mut stop) = watch::channel(false);
+        let check = sh("sleep 300", 60_000);
+        let run = tokio::spawn(async move { run_once(0, &check, 80, &mut stop).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tx.send(true).unwrap();
+        assert_eq!(run.await.unwrap(), None);
+    }
+
+    #[test]
+    fn health_names_tell_checks_with_one_reason_apart() {
+        let set = crate::config::load_sources(&[(
+            "ntp.yaml".into(),
+            "source: ntp\ninput: {kind: exec}\nconditions: [{type: NTPProblem, reason: NTPIsUp, message: up}]\nrules:\n  - {type: temporary, reason: NTPIsDown, exec: {path: /bin/true}}\n  - {type: permanent, condition: NTPProblem, reason: NTPIsDown, exec: {path: /bin/true}}\n".to_string(),
+        )])
+        .unwrap();
+        assert_eq!(
+            health_names(&set.monitors[0]),
+            ["check:ntp/NTPIsDown", "check:ntp/NTPIsDown#2"]
+        );
+    }
+}
