@@ -97,8 +97,7 @@ impl MonitorState {
         };
         let (reason, message) = match (current.status, status) {
             (Status::True, Status::True)
-                if current.reason != check.reason
-                    || (on_message && current.message != message) =>
+                if current.reason != check.reason || (on_message && current.message != message) =>
             {
                 (check.reason.clone(), message.to_string())
             }

@@ -1,0 +1,369 @@
+//! node-problem-detector's own files and command lines, unchanged (tests/fixtures/npd, copied from NPD):
+//! - every shipped monitor file loads as it is and through `detector convert-npd` into the same monitor;
+//! - the log monitors report the same problems on the same sample logs either way;
+//! - NPD's two DaemonSet command lines run the detector against the real control plane, custom plugin
+//!   monitors included (KUBEBUILDER_ASSETS; skipped, and said, without it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nodemedic_detector::config::{self, Monitor};
+use nodemedic_tests::cluster::{Cluster, eventually};
+use nodemedic_tests::envtest;
+
+const NPD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/npd");
+const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples");
+
+fn detector() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_detector"))
+}
+
+fn npd(name: &str) -> PathBuf {
+    Path::new(NPD).join(name)
+}
+
+/// Every monitor file NPD ships that nodemedic reads (system-stats and exporter files have no
+/// equivalent and are refused, which `config::tests` covers).
+const SHIPPED: &[&str] = &[
+    "kernel-monitor.json",
+    "readonly-monitor.json",
+    "docker-monitor.json",
+    "systemd-monitor.json",
+    "kernel-monitor-filelog.json",
+    "docker-monitor-filelog.json",
+    "custom-plugin-monitor.json",
+    "network-problem-monitor.json",
+    "health-checker-kubelet.json",
+    "health-checker-containerd.json",
+    "health-checker-docker.json",
+];
+
+/// What a monitor means, all of it (the compiled patterns come from `rules`).
+fn meaning(m: &Monitor) -> String {
+    let conditions: Vec<_> = m
+        .conditions
+        .iter()
+        .map(|c| {
+            (
+                &c.type_,
+                &c.healthy_reason,
+                &c.healthy_message,
+                &c.recovery_pattern,
+                c.recovery_after,
+            )
+        })
+        .collect();
+    format!(
+        "{} {} {:?} {:?} {} {:?} {:?} {:?}",
+        m.name, m.source, m.input, m.lookback, m.buffer_size, conditions, m.rules, m.checks
+    )
+}
+
+#[test]
+fn npd_shipped_files_load_as_they_are_and_convert_to_the_same_monitors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = detector()
+        .arg("convert-npd")
+        .args(SHIPPED.iter().map(|f| npd(f)))
+        .arg("--out-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for file in SHIPPED {
+        let json = config::load_paths(&[npd(file)]).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let stem = file.trim_end_matches(".json");
+        let yaml = config::load_paths(&[dir.path().join(format!("{stem}.yaml"))])
+            .unwrap_or_else(|e| panic!("{stem}.yaml: {e}"));
+        assert_eq!(json.monitors.len(), 1);
+        assert_eq!(
+            meaning(&json.monitors[0]),
+            meaning(&yaml.monitors[0]),
+            "{file} and its conversion differ"
+        );
+    }
+    // What NPD's files mean, spot-checked against NPD's own defaults.
+    let ntp = config::load_paths(&[npd("custom-plugin-monitor.json")]).unwrap();
+    let m = &ntp.monitors[0];
+    assert_eq!(m.checks.len(), 2);
+    assert_eq!(m.checks[0].timeout, Duration::from_secs(3));
+    assert_eq!(m.checks[0].interval, Duration::from_secs(30));
+    assert_eq!(
+        m.checks[0].program,
+        PathBuf::from("./config/plugin/check_ntp.sh")
+    );
+    let kubelet = config::load_paths(&[npd("health-checker-kubelet.json")]).unwrap();
+    let c = &kubelet.monitors[0].checks[0];
+    assert_eq!(c.args[0], "--component=kubelet");
+    assert_eq!(
+        (c.interval, c.timeout),
+        (Duration::from_secs(10), Duration::from_secs(180))
+    );
+}
+
+/// `detector check --output json` findings (one JSON object per line).
+fn findings(rules: &[PathBuf], input: &str) -> Vec<serde_json::Value> {
+    let mut cmd = detector();
+    cmd.args([
+        "check",
+        "--output",
+        "json",
+        "--now",
+        "2026-11-22T10:00:00Z",
+        "--input",
+    ])
+    .arg(Path::new(SAMPLES).join(input));
+    for r in rules {
+        cmd.arg("--rules").arg(r);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn npd_log_monitors_report_the_same_problems_as_json_and_as_converted_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    for (files, input, at_least) in [
+        (
+            &["kernel-monitor.json", "readonly-monitor.json"][..],
+            "kern.kmsg",
+            5,
+        ),
+        (
+            &["docker-monitor.json", "systemd-monitor.json"][..],
+            "journal.json",
+            7,
+        ),
+    ] {
+        let json: Vec<PathBuf> = files.iter().map(|f| npd(f)).collect();
+        let status = detector()
+            .arg("convert-npd")
+            .args(&json)
+            .arg("--out-dir")
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let yaml: Vec<PathBuf> = files
+            .iter()
+            .map(|f| dir.path().join(f.replace(".json", ".yaml")))
+            .collect();
+        let from_json = findings(&json, input);
+        let from_yaml = findings(&yaml, input);
+        assert!(
+            from_json.len() >= at_least,
+            "{input}: {} findings from {files:?}",
+            from_json.len()
+        );
+        assert_eq!(from_json, from_yaml, "{input}");
+    }
+}
+
+/// The container command of an NPD DaemonSet manifest, without the binary.
+fn daemonset_args(manifest: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(npd(manifest)).unwrap();
+    let ds: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    let command = ds
+        .pointer("/spec/template/spec/containers/0/command")
+        .and_then(|c| c.as_array())
+        .expect("a container command");
+    command[1..]
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// NPD's `/config` volume: its shipped files, in a directory of our own.
+fn config_volume(dir: &Path) -> PathBuf {
+    let config = dir.join("config");
+    std::fs::create_dir_all(config.join("plugin")).unwrap();
+    for entry in std::fs::read_dir(NPD).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "json") {
+            std::fs::copy(entry.path(), config.join(entry.file_name())).unwrap();
+        }
+    }
+    for script in ["check_ntp.sh", "network_problem.sh"] {
+        let to = config.join("plugin").join(script);
+        std::fs::copy(npd(&format!("plugin/{script}")), &to).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    config
+}
+
+#[tokio::test]
+async fn npd_daemonset_command_lines_run_unchanged() {
+    let Some(plane) = envtest::shared() else {
+        envtest::say_skipped("NPD's DaemonSet command lines against the real control plane");
+        return;
+    };
+    let cluster = Cluster::on(plane);
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_volume(dir.path());
+    plane.write_kubeconfig(&dir.path().join("kubeconfig"));
+    // check_ntp.sh asks systemctl; this one says ntp.service is not active.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let systemctl = bin.join("systemctl");
+    std::fs::write(&systemctl, "#!/bin/sh\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let mut running = Vec::new();
+    for (hint, manifest, extra) in [
+        ("npd-basic", "node-problem-detector.yaml", None),
+        // NPD's sample custom plugin monitor (`./config/plugin/check_ntp.sh`, relative to the working
+        // directory as in NPD's image) beside the health checker DaemonSet's own arguments.
+        (
+            "npd-health",
+            "node-problem-detector-healthchecker.yaml",
+            Some("--config.custom-plugin-monitor=/config/custom-plugin-monitor.json"),
+        ),
+    ] {
+        let node = cluster.create_node(hint).await;
+        let kmsg = dir.path().join(format!("{node}.kmsg"));
+        let boot_us = nodemedic_detector::source::kmsg::monotonic_now_us();
+        std::fs::write(
+            &kmsg,
+            format!("3,1,{boot_us},-;Killed process 4242 (java) total-vm:1024kB, anon-rss:512kB, file-rss:0kB, shmem-rss:0kB\n"),
+        )
+        .unwrap();
+        // The manifest's `/config/...` paths point at the volume; nothing else of them changes.
+        let args: Vec<String> = daemonset_args(manifest)
+            .into_iter()
+            .chain(extra.map(String::from))
+            .map(|a| a.replace("/config/", &format!("{}/", config.display())))
+            .collect();
+        let child = detector()
+            .args(&args)
+            // What the pod gives it: the kmsg device, a state directory, a port.
+            .arg("--kmsg-path")
+            .arg(&kmsg)
+            .arg("--state-file")
+            .arg(dir.path().join(format!("{node}.state")))
+            .args(["--listen", "127.0.0.1:0"])
+            .current_dir(dir.path())
+            .env("NODE_NAME", &node)
+            .env("KUBECONFIG", dir.path().join("kubeconfig"))
+            .env("PATH", &path)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        running.push((manifest, node, Killed(child), args));
+    }
+
+    for (manifest, node, _, args) in &running {
+        eprintln!("{manifest}: detector {}", args.join(" "));
+        // kernel-monitor.json: the OOM line is an Event, its conditions are on the Node.
+        eventually(
+            &format!("{manifest}: OOMKilling Event"),
+            Duration::from_secs(30),
+            || async {
+                let events = cluster.node_events_from(node, &["kernel-monitor"]).await;
+                events
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("OOMKilling"))
+                    .then_some(())
+            },
+        )
+        .await;
+        for (type_, reason) in [
+            ("KernelDeadlock", "KernelHasNoDeadlock"),
+            ("ReadonlyFilesystem", "FilesystemIsNotReadOnly"),
+            ("CorruptDockerOverlay2", "NoCorruptDockerOverlay2"),
+        ] {
+            let got = cluster.condition(node, type_).await;
+            assert_eq!(
+                got.map(|(s, r, _)| (s, r)),
+                Some(("False".to_string(), reason.to_string())),
+                "{manifest}: {type_}"
+            );
+        }
+    }
+    let (_, node, _, _) = &running[1];
+    // health-checker-kubelet.json names NPD's own health-checker binary, not on this machine: the
+    // condition says Unknown, with why.
+    let kubelet = eventually(
+        "KubeletUnhealthy Unknown",
+        Duration::from_secs(30),
+        || async {
+            cluster
+                .condition(node, "KubeletUnhealthy")
+                .await
+                .filter(|(s, _, _)| s == "Unknown")
+        },
+    )
+    .await;
+    assert_eq!(kubelet.1, "KubeletIsHealthy");
+    assert!(
+        kubelet
+            .2
+            .starts_with("cannot run /home/kubernetes/bin/health-checker"),
+        "{kubelet:?}"
+    );
+    // custom-plugin-monitor.json runs NPD's check_ntp.sh: ntp.service is not running.
+    let ntp = eventually("NTPProblem True", Duration::from_secs(30), || async {
+        cluster
+            .condition(node, "NTPProblem")
+            .await
+            .filter(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert_eq!(
+        (ntp.1.as_str(), ntp.2.as_str()),
+        ("NTPIsDown", "ntp.service is not running")
+    );
+    // The temporary rule's problem and the condition's change, both with reason NTPIsDown: one
+    // aggregated Event (by source and reason) whose count adds them up.
+    let events = eventually("NTPIsDown Events", Duration::from_secs(30), || async {
+        let e = cluster
+            .node_events_from(node, &["ntp-custom-plugin-monitor"])
+            .await;
+        let count: i32 = e
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("NTPIsDown"))
+            .map(|e| e.count.unwrap_or(1))
+            .sum();
+        (count >= 2).then_some(e)
+    })
+    .await;
+    assert!(
+        events.iter().all(|e| e.type_.as_deref() == Some("Warning")),
+        "{events:#?}"
+    );
+    for (_, node, child, _) in running {
+        drop(child);
+        cluster.delete_node(&node).await;
+    }
+}
+
+/// A detector process, killed when the test ends, failed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
