@@ -74,6 +74,38 @@ fn rules(input: &[u8]) {
     }
 }
 
+/// An NPD monitor file (JSON): loaded as the detector loads one, converted as `convert-npd` does, its
+/// monitor run over lines or, for a custom plugin monitor, over each kind of check result.
+fn npd(input: &[u8]) {
+    use nodemedic_detector::problem::MonitorState;
+    use nodemedic_detector::problem::exec::Exit;
+    let text = String::from_utf8_lossy(input).into_owned();
+    let path = std::path::PathBuf::from("fuzz.json");
+    let _ = nodemedic_detector::config::convert_npd(&path, &text);
+    let Ok(set) = nodemedic_detector::config::load_sources(&[(path, text)]) else {
+        return;
+    };
+    let mut out = Vec::new();
+    for m in set.monitors {
+        let checks = m.checks.len();
+        let mut state = MonitorState::new(Arc::new(m), &[], now());
+        state.process(
+            "Killed process 1 (x) total-vm:1kB, anon-rss:1kB, file-rss:0kB",
+            now(),
+            &mut out,
+        );
+        for i in 0..checks {
+            for exit in [Exit::Problem, Exit::Unknown, Exit::Healthy, Exit::Problem] {
+                state.check_result(i, exit, "é output", now(), &mut out);
+            }
+        }
+        for r in &out {
+            let _ = r.event();
+        }
+        out.clear();
+    }
+}
+
 /// A CEL node selector: compiled (bounded at compile time) and evaluated over a kubelet-shaped node.
 fn cel(input: &[u8]) {
     use nodemedic_drainer::select::Selector;
@@ -193,6 +225,30 @@ pub const TARGETS: &[Target] = &[
             "\"18446744073709551615\"",
         ],
         run: journal,
+    },
+    Target {
+        name: "npd",
+        dictionary: &[
+            "\"plugin\": \"kmsg\"",
+            "\"plugin\": \"custom\"",
+            "\"plugin\": \"journald\"",
+            "\"plugin\": \"filelog\"",
+            "\"pluginConfig\": {",
+            "\"invoke_interval\": \"1.5h\"",
+            "\"timeout\": \"99999999999999h\"",
+            "\"max_output_length\": 0",
+            "\"concurrency\": 18446744073709551615",
+            "\"lookback\": \"0\"",
+            "\"bufferSize\": 0",
+            "\"patternGeneratedMessageSuffix\": \"$1${lines}\"",
+            "\"path\": \"\"",
+            "\"args\": [",
+            "\"rules\": [",
+            "\"conditions\": [",
+            "\"type\": \"permanent\"",
+            "\"condition\": ",
+        ],
+        run: npd,
     },
     Target {
         name: "rules",
