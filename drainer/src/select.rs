@@ -31,21 +31,29 @@ fn nesting(expr: &str) -> (usize, usize, bool) {
     let mut prev = ' ';
     let mut word = String::new();
     for c in expr.chars() {
-        if quote.is_none() {
-            if c.is_alphanumeric() || c == '_' {
-                word.push(c);
-            } else {
-                if word == "in" {
-                    operators += 1;
-                }
-                word.clear();
-            }
-            let pair = (prev, c);
-            if matches!(pair, ('&', '&') | ('|', '|') | ('=', '=') | ('!', '='))
-                || (matches!(c, '<' | '>' | '+' | '-' | '*' | '/' | '%' | '?') && prev != c)
-            {
+        // Words and two-character operators count inside strings too: what the parser takes for a
+        // string is not always what this scan does (a lexer error ends a string early), and a
+        // label value rarely holds them.
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            if word == "in" {
                 operators += 1;
             }
+            word.clear();
+        }
+        if matches!((prev, c), ('&', '&') | ('|', '|') | ('=', '=') | ('!', '=')) {
+            operators += 1;
+        }
+        if quote.is_none()
+            && matches!(c, '<' | '>' | '+' | '-' | '*' | '/' | '%' | '?')
+            && prev != c
+        {
+            operators += 1;
+        }
+        // A quoted string cannot span lines in CEL: the parser ends it there, this scan refuses it.
+        if quote.is_some() && c == '\n' {
+            return (max, operators, true);
         }
         let before = prev;
         prev = c;
@@ -364,6 +372,15 @@ mod tests {
         let hidden = format!("metadata.name == 'x {}", "in () ".repeat(200));
         let e = Selector::cel(&hidden).unwrap_err();
         assert!(e.contains("never closed"), "{e}");
+        // A lexer error ends a string early (here at a line break); what follows is counted anyway.
+        let split = format!("metadata.name == 'x\n{}'", "in () ".repeat(200));
+        assert!(Selector::cel(&split).is_err());
+        let quoted_ins = format!("metadata.name == '{}'", "in ".repeat(40));
+        assert!(
+            Selector::cel(&quoted_ins)
+                .unwrap_err()
+                .contains("operators")
+        );
         // Raw strings end at their quote even after a backslash.
         assert!(Selector::cel(r"metadata.name == r'a\' && metadata.name != 'b'").is_ok());
     }
