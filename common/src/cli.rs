@@ -110,3 +110,39 @@ mod tests {
         }
     }
 }
+
+/// An error and its causes on one line, each said once: kube's errors repeat their source in their
+/// own text (`failed to read kubeconfig from '...': No such file or directory` and then the
+/// `io::Error` again), so a cause already contained in what was printed is left out.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod chain_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("kubeconfig /x: failed to read '/x': {0}")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn causes_already_said_are_not_repeated() {
+        let e = Outer(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "No such file",
+        ));
+        assert_eq!(
+            super::error_chain(&e),
+            "kubeconfig /x: failed to read '/x': No such file"
+        );
+    }
+}

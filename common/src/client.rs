@@ -13,11 +13,51 @@ pub enum Error {
     Infer(#[source] kube::config::InferConfigError),
     #[error("cannot build a Kubernetes client: {0}")]
     Build(#[source] kube::Error),
+    #[error("kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: std::path::PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("--master {url:?}: not a URL ({reason})")]
+    Master { url: String, reason: String },
 }
 
 /// Infer the configuration and build a client whose requests carry `user_agent`.
 pub async fn infer(user_agent: &str) -> Result<Client, Error> {
     let config = Config::infer().await.map_err(Error::Infer)?;
+    from_config(config, user_agent)
+}
+
+/// A client as draino's `--kubeconfig` and `--master` say: the kubeconfig file when given (else as
+/// [`infer`]), its server replaced by `master` when given.
+pub async fn for_flags(
+    user_agent: &str,
+    kubeconfig: Option<&std::path::Path>,
+    master: Option<&str>,
+) -> Result<Client, Error> {
+    let mut config = match kubeconfig {
+        None => Config::infer().await.map_err(Error::Infer)?,
+        Some(path) => {
+            let file =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| Error::Kubeconfig {
+                    path: path.to_path_buf(),
+                    source: e,
+                })?;
+            Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Kubeconfig {
+                    path: path.to_path_buf(),
+                    source: e,
+                })?
+        }
+    };
+    if let Some(m) = master {
+        config.cluster_url = m.parse().map_err(|e| Error::Master {
+            url: m.to_string(),
+            reason: format!("{e}"),
+        })?;
+    }
     from_config(config, user_agent)
 }
 

@@ -229,8 +229,11 @@ fn run_daemon(mut args: RunArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("detector: {e:#}");
+            // Once, on stderr (where the logs go too).
+            eprintln!(
+                "detector: {}",
+                nodemedic_common::cli::error_chain(e.as_ref())
+            );
             ExitCode::from(1)
         }
     }

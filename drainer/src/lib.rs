@@ -16,6 +16,7 @@ pub mod act;
 pub mod config;
 mod controller;
 pub mod decide;
+pub mod draino;
 pub mod error;
 pub mod guard;
 pub mod intern;

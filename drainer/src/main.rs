@@ -13,19 +13,26 @@ use nodemedic_drainer::policy::{self, PolicyArgs};
 #[command(
     name = "drainer",
     version,
-    about = "nodemedic drainer: cordon, drain and uncordon nodes by their conditions"
+    about = "nodemedic drainer: cordon, drain and uncordon nodes by their conditions",
+    long_about = "nodemedic drainer: cordon, drain and uncordon nodes by their conditions.\n\n\
+        With no subcommand it runs the controller (`drainer run`), so a draino Deployment's command \
+        line works unchanged: `drainer --node-label-expr=\"metadata['labels']['draino'] in ['node']\" \
+        --drain-buffer=10m KernelDeadlock ReadonlyFilesystem`.",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Print, without a cluster, what the controller would do and why.
     Plan(PlanArgs),
-    /// Run the controller (leader-elected).
-    Run(RunArgs),
+    /// Run the controller (leader-elected); also what `drainer` with no subcommand does.
+    Run(Box<RunArgs>),
     /// Replay a fleet scenario (nodes, condition changes over time) through the drainer's decisions,
     /// and print what it did; exits 1 when the scenario's expectations fail (config/scenarios/).
     Simulate(SimulateArgs),
@@ -39,23 +46,29 @@ enum Command {
 struct RunArgs {
     #[command(flatten)]
     policy: PolicyArgs,
-    /// Address of /metrics /healthz /readyz.
-    #[arg(long, default_value = "0.0.0.0:10002")]
+    /// Address of /metrics /healthz /readyz: HOST:PORT, or draino's :PORT for every address.
+    #[arg(long, default_value = ":10002", env = "DRAINO_LISTEN", value_parser = nodemedic_drainer::draino::parse_listen)]
     listen: std::net::SocketAddr,
     /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = "kube-system")]
+    #[arg(long, default_value = "kube-system", env = "DRAINO_NAMESPACE")]
     namespace: String,
+    /// Name of the leader-election Lease, which also names this drainer in drain records (several
+    /// drainers can share a cluster). draino's --leader-election-token-name sets it too.
     #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
     lease_name: String,
     /// This replica's identity in the Lease. Default: $POD_NAME, else the hostname.
     #[arg(long)]
     identity: Option<String>,
-    #[arg(long = "leader-election-lease-duration", default_value = "15s", value_parser = humantime::parse_duration)]
+    /// How long a Lease holds without renewal before another replica may take it.
+    #[arg(long = "leader-election-lease-duration", default_value = "15s", env = "DRAINO_LEADER_ELECTION_LEASE_DURATION", value_parser = humantime::parse_duration)]
     lease_duration: std::time::Duration,
-    #[arg(long = "leader-election-renew-deadline", default_value = "10s", value_parser = humantime::parse_duration)]
+    /// A leader that cannot renew within this long stops acting.
+    #[arg(long = "leader-election-renew-deadline", default_value = "10s", env = "DRAINO_LEADER_ELECTION_RENEW_DEADLINE", value_parser = humantime::parse_duration)]
     renew_deadline: std::time::Duration,
-    #[arg(long = "leader-election-retry-period", default_value = "2s", value_parser = humantime::parse_duration)]
+    /// Time between two tries to take or renew the Lease.
+    #[arg(long = "leader-election-retry-period", default_value = "2s", env = "DRAINO_LEADER_ELECTION_RETRY_PERIOD", value_parser = humantime::parse_duration)]
     retry_period: std::time::Duration,
+    /// Log format: text for people, json for log pipelines.
     #[arg(long = "log-format", default_value = "text")]
     log_format: nodemedic_common::telemetry::LogFormat,
     /// Serve the Kosmos eviction guard webhook (HTTPS) on this address, e.g. 0.0.0.0:9443.
@@ -78,6 +91,8 @@ struct RunArgs {
     /// The label (KEY=VALUE) of Kosmos leaf nodes.
     #[arg(long = "guard-node-label", default_value = "kosmos.io/node=true")]
     guard_node_label: String,
+    #[command(flatten)]
+    draino: nodemedic_drainer::draino::DrainoFlags,
 }
 
 #[derive(clap::Args)]
@@ -192,9 +207,13 @@ fn main() -> ExitCode {
             KubectlCommand::Conditions(args) => conditions(args),
         };
     }
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    let Some(command) = cli.command else {
+        return run(cli.run);
+    };
+    match command {
         Command::Plan(args) => plan(args),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Simulate(args) => simulate(args),
         Command::Completions { shell } => nodemedic_common::cli::completions_command(
             <Cli as clap::CommandFactory>::command(),
@@ -304,8 +323,23 @@ fn conditions(args: ConditionsArgs) -> ExitCode {
     }
 }
 
-fn run(args: RunArgs) -> ExitCode {
-    nodemedic_common::telemetry::init(args.log_format);
+fn run(mut args: RunArgs) -> ExitCode {
+    let refused = nodemedic_drainer::draino::refused(&args.draino);
+    if !refused.is_empty() {
+        for r in &refused {
+            eprintln!("drainer: {r}");
+        }
+        return ExitCode::from(2);
+    }
+    if let Some(name) = args.draino.leader_election_token_name.take() {
+        args.lease_name = name;
+    }
+    nodemedic_common::telemetry::init_with_default(
+        args.log_format,
+        args.draino
+            .debug
+            .then_some("info,nodemedic_drainer=debug,nodemedic_common=debug"),
+    );
     let config = match config_or_exit(&args.policy) {
         Ok(c) => c,
         Err(code) => return code,
@@ -329,8 +363,12 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let result: anyhow::Result<()> = rt.block_on(async move {
-        let client =
-            nodemedic_common::client::infer(nodemedic_common::keys::DRAINER_MANAGER).await?;
+        let client = nodemedic_common::client::for_flags(
+            nodemedic_common::keys::DRAINER_MANAGER,
+            args.draino.kubeconfig.as_deref(),
+            args.draino.master.as_deref(),
+        )
+        .await?;
         let opts = nodemedic_drainer::run::Options {
             config,
             listen: args.listen,
@@ -375,7 +413,10 @@ fn run(args: RunArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("drainer: {e:#}");
+            eprintln!(
+                "drainer: {}",
+                nodemedic_common::cli::error_chain(e.as_ref())
+            );
             ExitCode::from(1)
         }
     }

@@ -11,6 +11,30 @@ use crate::config::{Budget, Config, ProtectedPods, protected_annotation};
 use crate::select::Selector;
 use crate::spec::ConditionSpec;
 
+/// A selector expression in CEL, or in draino's expr-lang when that is what it is: translated (the
+/// CEL form is logged once, to put in its place), or refused with the CEL forms of expr-lang's habits.
+fn cel_or_draino(expr: &str) -> Result<Selector, String> {
+    let err = match Selector::cel(expr) {
+        Ok(s) => return Ok(s),
+        Err(e) => e,
+    };
+    if let Ok(cel) = crate::draino::translate_expr(expr) {
+        if cel != expr {
+            if let Ok(s) = Selector::cel(&cel) {
+                tracing::warn!(draino = %expr, cel = %cel, "--node-label-expr is draino's expr-lang; using it translated to CEL (write the CEL form to silence this)");
+                return Ok(s);
+            }
+        }
+    }
+    let habits = [" and ", " or ", "not ", "nil", " matches "];
+    if habits.iter().any(|h| expr.contains(h)) {
+        return Err(format!(
+            "{err}; in CEL expr-lang's `and`, `or`, `not`, `nil` are `&&`, `||`, `!`, `null`, `a not in b` is `!(a in b)` and `a matches b` is `a.matches(b)`"
+        ));
+    }
+    Err(err)
+}
+
 /// Flags shared by `drainer run` and `drainer plan`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PolicyArgs {
@@ -20,31 +44,45 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// CEL expression over the Node selecting the nodes to act on, e.g. `metadata.labels['draino'] in ['node']`.
-    #[arg(long = "node-label-expr")]
+    #[arg(long = "node-label-expr", env = "DRAINO_NODE_LABEL_EXPR")]
     pub node_label_expr: Option<String>,
     /// Label selector alternative to --node-label-expr, e.g. `pool=blue,!gpu`.
     #[arg(long = "node-selector")]
     pub node_selector: Option<String>,
+    /// draino's deprecated KEY=VALUE label (repeatable, all must match): added to --node-selector.
+    #[arg(
+        long = "node-label",
+        env = "DRAINO_NODE_LABEL",
+        value_delimiter = ',',
+        value_name = "KEY=VALUE"
+    )]
+    pub node_labels: Vec<String>,
     /// Time between cordon and drain; also the spacing between drain starts. Default 10m.
-    #[arg(long = "drain-buffer", value_parser = humantime::parse_duration)]
+    #[arg(long = "drain-buffer", env = "DRAINO_DRAIN_BUFFER", value_parser = humantime::parse_duration)]
     pub drain_buffer: Option<Duration>,
     /// Longest grace period given to an evicted pod. Default 8m.
-    #[arg(long = "max-grace-period", value_parser = humantime::parse_duration)]
+    #[arg(long = "max-grace-period", env = "DRAINO_MAX_GRACE_PERIOD", value_parser = humantime::parse_duration)]
     pub max_grace_period: Option<Duration>,
     /// Extra time after max-grace-period before a drain is declared failed. Default 30s.
-    #[arg(long = "eviction-headroom", value_parser = humantime::parse_duration)]
+    #[arg(long = "eviction-headroom", env = "DRAINO_EVICTION_HEADROOM", value_parser = humantime::parse_duration)]
     pub eviction_headroom: Option<Duration>,
     /// Cordon only; never drain.
-    #[arg(long = "skip-drain")]
+    #[arg(long = "skip-drain", env = "DRAINO_SKIP_DRAIN")]
     pub skip_drain: bool,
-    #[arg(long = "evict-emptydir-pods")]
+    #[arg(long = "evict-emptydir-pods", env = "DRAINO_EVICT_EMPTYDIR_PODS")]
     pub evict_emptydir_pods: bool,
-    #[arg(long = "evict-unreplicated-pods")]
+    #[arg(
+        long = "evict-unreplicated-pods",
+        env = "DRAINO_EVICT_UNREPLICATED_PODS"
+    )]
     pub evict_unreplicated_pods: bool,
-    #[arg(long = "evict-statefulset-pods")]
+    #[arg(long = "evict-statefulset-pods", env = "DRAINO_EVICT_STATEFULSET_PODS")]
     pub evict_statefulset_pods: bool,
     /// Pods with this annotation (`KEY` or `KEY=VALUE`) are never evicted (repeatable).
-    #[arg(long = "protected-pod-annotation")]
+    #[arg(
+        long = "protected-pod-annotation",
+        env = "DRAINO_PROTECTED_POD_ANNOTATION"
+    )]
     pub protected_pod_annotations: Vec<String>,
     /// What a pod we may not evict does to a drain: leave it running (default) or block the drain.
     #[arg(long = "protected-pods", value_enum)]
@@ -59,7 +97,7 @@ pub struct PolicyArgs {
     #[arg(long = "kosmos-other-conditions")]
     pub kosmos_other_conditions: bool,
     /// Log decisions and emit Events; change nothing else.
-    #[arg(long = "dry-run")]
+    #[arg(long = "dry-run", env = "DRAINO_DRY_RUN")]
     pub dry_run: bool,
     /// Report pods whose readiness is stale once their node has been Ready this long (a node flap
     /// left them Ready=False with every container ready). "0s" turns it off. Default 2m.
@@ -266,16 +304,27 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
             .as_ref()
             .map(|s| (s.value.clone(), Some(s)))
     });
-    let labels = args.node_selector.clone().map(|e| (e, None)).or_else(|| {
+    let mut labels = args.node_selector.clone().map(|e| (e, None)).or_else(|| {
         file.node_selector
             .as_ref()
             .map(|s| (s.value.clone(), Some(s)))
     });
+    if !args.node_labels.is_empty() {
+        match crate::draino::node_labels_selector(&args.node_labels) {
+            Ok(terms) => {
+                labels = Some(match labels {
+                    Some((l, _)) if !l.trim().is_empty() => (format!("{l},{terms}"), None),
+                    _ => (terms, None),
+                })
+            }
+            Err(e) => errors.push(PolicyError::Flag(e)),
+        }
+    }
     match (expr, labels) {
         (Some(_), Some(_)) => errors.push(PolicyError::Flag(
-            "give --node-label-expr or --node-selector, not both".into(),
+            "give --node-label-expr or --node-selector (or draino's --node-label), not both".into(),
         )),
-        (Some((e, span)), None) => match Selector::cel(&e) {
+        (Some((e, span)), None) => match cel_or_draino(&e) {
             Ok(s) => cfg.selector = s,
             Err(msg) => errors.push(match span {
                 Some(s) => at(&path, s, format!("nodeLabelExpr: {msg}")),

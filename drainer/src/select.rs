@@ -90,6 +90,21 @@ fn nesting(expr: &str) -> (usize, usize, bool) {
     (max, operators, quote.is_some())
 }
 
+const NOT_A_BOOL: &str = "the expression returns a value that is not true or false";
+
+/// A labelled, annotated node with a condition: what selectors usually look at.
+fn sample_node() -> NodeView {
+    let mut n = NodeView {
+        name: "sample".into(),
+        ..NodeView::default()
+    };
+    n.labels = [("kubernetes.io/hostname", "sample"), ("pool", "a")]
+        .into_iter()
+        .collect();
+    n.annotations = [("a", "b")].into_iter().collect();
+    n
+}
+
 pub enum Selector {
     All,
     Cel {
@@ -165,10 +180,25 @@ impl Selector {
             ));
         }
         match cel::Program::compile(expr) {
-            Ok(program) => Ok(Selector::Cel {
-                source: expr.to_string(),
-                program,
-            }),
+            Ok(program) => {
+                let selector = Selector::Cel {
+                    source: expr.to_string(),
+                    program,
+                };
+                // A selector must say yes or no: found at start, not as "not selected" on every node.
+                // Two sample nodes (bare, and labelled) catch most non-boolean results; the rest are
+                // caught per node at evaluation.
+                for sample in [NodeView::default(), sample_node()] {
+                    if let Err(e) = selector.matches(&sample) {
+                        if e.starts_with(NOT_A_BOOL) {
+                            return Err(format!(
+                                "CEL expression {expr:?}: {e}; a node selector must be true or false (e.g. metadata.labels['pool'] == 'blue')"
+                            ));
+                        }
+                    }
+                }
+                Ok(selector)
+            }
             Err(errors) => {
                 let detail: Vec<String> = errors
                     .errors
@@ -299,7 +329,10 @@ impl Selector {
                     .map_err(|e| e.to_string())?;
                 match program.execute(&ctx) {
                     Ok(cel::Value::Bool(b)) => Ok(b),
-                    Ok(other) => Err(format!("expression returned {other:?}, not a bool")),
+                    Ok(other) => Err(format!("{NOT_A_BOOL} ({other:?})")),
+                    // A label or annotation the node does not have: not selected, as draino's
+                    // expr-lang (where it is nil) and kubectl's selectors have it; no warning per node.
+                    Err(cel::ExecutionError::NoSuchKey(_)) => Ok(false),
                     Err(e) => Err(e.to_string()),
                 }
             }

@@ -105,6 +105,24 @@ impl Cluster {
         }
     }
 
+    /// Write a kubeconfig for this cluster (for a binary run as its own process): the real control
+    /// plane's, or one naming the test API server.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        match (&self.plane, &self.fake) {
+            (Some(plane), _) => plane.write_kubeconfig(path),
+            (None, Some(server)) => std::fs::write(
+                path,
+                format!(
+                    "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
+                     users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+                    server.url()
+                ),
+            )
+            .expect("kubeconfig"),
+            (None, None) => panic!("no kubeconfig to write for a cluster from KUBECONFIG"),
+        }
+    }
+
     /// Create namespace `name` unless it exists (the test server needs none).
     pub async fn ensure_namespace(&self, name: &str, labels: serde_json::Value) {
         if !self.real() {

@@ -1,0 +1,357 @@
+//! draino's command line on `drainer` (and `drainer run`): a draino Deployment's args work unchanged.
+//! Every draino flag has draino's meaning here (most are ours under the same name, in `PolicyArgs`
+//! and `RunArgs`), or is refused with a sentence saying what to use instead; `DRAINO_*` environment
+//! variables set flags as in draino (kingpin's default envars). draino's `--node-label-expr` is
+//! expr-lang: [`translate_expr`] turns what CEL cannot read into CEL.
+
+/// draino's flags that are not ours under the same name.
+#[derive(Debug, Default, Clone, clap::Args)]
+#[command(next_help_heading = "draino flags (mapped onto the ones above)")]
+pub struct DrainoFlags {
+    /// Log at debug level (draino's --debug), unless RUST_LOG says otherwise.
+    #[arg(short = 'd', long = "debug", env = "DRAINO_DEBUG")]
+    pub debug: bool,
+    /// Kubeconfig file (draino's --kubeconfig). Default: in-cluster, else $KUBECONFIG or ~/.kube/config.
+    #[arg(long = "kubeconfig", env = "DRAINO_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// API server URL, overriding the kubeconfig's or the in-cluster one (draino's --master).
+    #[arg(long = "master", env = "DRAINO_MASTER", value_name = "URL")]
+    pub master: Option<String>,
+    /// draino's name for --lease-name (the leader-election lock).
+    #[arg(
+        long = "leader-election-token-name",
+        env = "DRAINO_LEADER_ELECTION_TOKEN_NAME",
+        value_name = "NAME"
+    )]
+    pub leader_election_token_name: Option<String>,
+    /// Refused: DaemonSet pods are never evicted (see the message for why).
+    #[arg(long = "evict-daemonset-pods", env = "DRAINO_EVICT_DAEMONSET_PODS")]
+    pub evict_daemonset_pods: bool,
+    /// Refused: pods are never deleted around a PodDisruptionBudget.
+    #[arg(long = "allow-force-delete", env = "DRAINO_ALLOW_FORCE_DELETE")]
+    pub allow_force_delete: bool,
+    /// Refused: safe-to-evict=false always protects a pod.
+    #[arg(
+        long = "ignore-safe-to-evict-annotation",
+        env = "DRAINO_IGNORE_SAFE_TO_EVICT_ANNOTATION"
+    )]
+    pub ignore_safe_to_evict_annotation: bool,
+}
+
+/// For each refused draino flag given, what to do instead.
+pub fn refused(f: &DrainoFlags) -> Vec<String> {
+    let mut out = Vec::new();
+    if f.evict_daemonset_pods {
+        out.push("--evict-daemonset-pods: DaemonSet pods are never evicted: their controller recreates them on the cordoned node at once (they tolerate unschedulable), and what they run (log shippers, CNI, the detector) should stay until the node goes. Remove the flag.".to_string());
+    }
+    if f.allow_force_delete {
+        out.push("--allow-force-delete: pods are only evicted through the Eviction API, so PodDisruptionBudgets hold; a pod that cannot be evicted is left running (--protected-pods=leave) or stops the drain with its name (--protected-pods=block). Remove the flag.".to_string());
+    }
+    if f.ignore_safe_to_evict_annotation {
+        out.push("--ignore-safe-to-evict-annotation: cluster-autoscaler.kubernetes.io/safe-to-evict=false always protects a pod, as a person asked; to protect pods by other annotations use --protected-pod-annotation=KEY[=VALUE]. Remove the flag.".to_string());
+    }
+    out
+}
+
+/// `--listen` as draino takes it: `:10002` (every address) or `HOST:PORT`.
+pub fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    full.parse()
+        .map_err(|e| format!("{s:?}: expected HOST:PORT or :PORT (e.g. :10002): {e}"))
+}
+
+/// draino's deprecated `--node-label key=value` terms as one label selector (draino ANDs them).
+pub fn node_labels_selector(labels: &[String]) -> Result<String, String> {
+    let mut terms = Vec::new();
+    for l in labels {
+        match l.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                terms.push(format!("{}={}", k.trim(), v.trim()))
+            }
+            _ => {
+                return Err(format!(
+                    "--node-label {l:?}: expected KEY=VALUE (e.g. draino-enabled=true)"
+                ));
+            }
+        }
+    }
+    Ok(terms.join(","))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Word(String),
+    Str(String),
+    Space(String),
+    Punct(String),
+}
+
+impl Tok {
+    fn text(&self) -> &str {
+        match self {
+            Tok::Word(s) | Tok::Str(s) | Tok::Space(s) | Tok::Punct(s) => s,
+        }
+    }
+}
+
+fn tokens(expr: &str) -> Result<Vec<Tok>, String> {
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let start = i;
+        if c == '\'' || c == '"' || c == '`' {
+            i += 1;
+            while i < chars.len() && chars[i] != c {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            if i >= chars.len() {
+                return Err(format!(
+                    "a string starting at column {} is never closed",
+                    start + 1
+                ));
+            }
+            i += 1;
+            let mut s: String = chars[start..i].iter().collect();
+            if c == '`' {
+                // expr-lang's raw string; CEL's is r'...'.
+                s = format!("r'{}'", &s[1..s.len() - 1]);
+            }
+            out.push(Tok::Str(s));
+        } else if c.is_alphanumeric() || c == '_' {
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push(Tok::Word(chars[start..i].iter().collect()));
+        } else if c.is_whitespace() {
+            while i < chars.len() && chars[i].is_whitespace() {
+                i += 1;
+            }
+            out.push(Tok::Space(chars[start..i].iter().collect()));
+        } else {
+            let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+            if ["&&", "||", "==", "!=", "<=", ">="].contains(&two.as_str()) {
+                i += 2;
+                out.push(Tok::Punct(two));
+            } else {
+                i += 1;
+                out.push(Tok::Punct(c.to_string()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where the operand that ends just before `at` starts (a binary operator's left side, for the
+/// operators that bind tighter than `&&` and `||`).
+fn left_start(toks: &[Tok], at: usize) -> usize {
+    let mut depth = 0i32;
+    let mut i = at;
+    while i > 0 {
+        let t = toks[i - 1].text();
+        match t {
+            ")" | "]" | "}" => depth += 1,
+            "(" | "[" | "{" if depth == 0 => return i,
+            "(" | "[" | "{" => depth -= 1,
+            "&&" | "||" | "," | "?" | ":" | "!" | "and" | "or" | "not" if depth == 0 => return i,
+            _ => {}
+        }
+        i -= 1;
+    }
+    0
+}
+
+/// Where the operand that starts at `at` ends (exclusive).
+fn right_end(toks: &[Tok], at: usize) -> usize {
+    let mut depth = 0i32;
+    let mut i = at;
+    while i < toks.len() {
+        match toks[i].text() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" if depth == 0 => return i,
+            ")" | "]" | "}" => depth -= 1,
+            "&&" | "||" | "," | "?" | ":" | "and" | "or" if depth == 0 => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    toks.len()
+}
+
+fn join(toks: &[Tok]) -> String {
+    toks.iter()
+        .map(Tok::text)
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// draino's expr-lang node label expression in CEL: `and`/`or`/`not` as `&&`/`||`/`!`, `a not in b`
+/// as `!(a in b)`, `nil` as `null`, `a matches b` (and `contains`, `startsWith`, `endsWith`) as
+/// `a.matches(b)`, backquoted raw strings as `r'...'`. Indexing (`metadata['labels']['x']`), `==`,
+/// `in [...]` are the same in both. `Ok` with the expression unchanged when there is nothing to
+/// translate.
+pub fn translate_expr(expr: &str) -> Result<String, String> {
+    let mut toks = tokens(expr)?;
+    // Binary word operators, innermost first so nested ones see their operands already rewritten.
+    loop {
+        let found = toks.iter().enumerate().find_map(|(i, t)| match t {
+            Tok::Word(w) if w == "not" => {
+                let next = toks[i + 1..]
+                    .iter()
+                    .position(|t| !matches!(t, Tok::Space(_)))?;
+                matches!(&toks[i + 1 + next], Tok::Word(w) if w == "in").then_some((
+                    i,
+                    i + 1 + next,
+                    "notin",
+                ))
+            }
+            Tok::Word(w)
+                if ["matches", "contains", "startsWith", "endsWith"].contains(&w.as_str()) =>
+            {
+                // Only as an infix operator (`a matches b`), not as a method name (`a.matches(b)`).
+                let prev = toks[..i]
+                    .iter()
+                    .rev()
+                    .find(|t| !matches!(t, Tok::Space(_)))?;
+                (!matches!(prev.text(), "." | "(" | "," | "&&" | "||" | "!"))
+                    .then_some((i, i, "method"))
+            }
+            _ => None,
+        });
+        let Some((op_start, op_end, kind)) = found else {
+            break;
+        };
+        let l = left_start(&toks, op_start);
+        let r = right_end(&toks, op_end + 1);
+        let left = join(&toks[l..op_start]);
+        let right = join(&toks[op_end + 1..r]);
+        if left.is_empty() || right.is_empty() {
+            return Err(format!(
+                "{:?} needs an operand on each side",
+                toks[op_start].text()
+            ));
+        }
+        let replaced = match kind {
+            "notin" => format!("!({left} in {right})"),
+            _ => format!("{left}.{}({right})", toks[op_start].text()),
+        };
+        let mut next = toks[..l].to_vec();
+        if l > 0
+            && !matches!(toks[l - 1], Tok::Space(_))
+            && !matches!(toks[l - 1].text(), "(" | "[" | "!")
+        {
+            next.push(Tok::Space(" ".into()));
+        }
+        next.push(Tok::Str(replaced));
+        if r < toks.len()
+            && !matches!(toks[r], Tok::Space(_))
+            && !matches!(toks[r].text(), ")" | "]" | ",")
+        {
+            next.push(Tok::Space(" ".into()));
+        }
+        next.extend_from_slice(&toks[r..]);
+        toks = next;
+    }
+    let out: String = toks
+        .iter()
+        .map(|t| match t {
+            Tok::Word(w) if w == "and" => "&&".to_string(),
+            Tok::Word(w) if w == "or" => "||".to_string(),
+            Tok::Word(w) if w == "not" => "!".to_string(),
+            Tok::Word(w) if w == "nil" => "null".to_string(),
+            t => t.text().to_string(),
+        })
+        .collect();
+    // `not x` became `! x`; keep it as CEL writes it.
+    Ok(out.replace("! ", "!"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expr_lang_becomes_cel() {
+        let cases = [
+            (
+                "metadata['labels']['draino'] in ['master','node']",
+                "metadata['labels']['draino'] in ['master','node']",
+            ),
+            (
+                "metadata.labels.pool == 'a' and metadata.labels.zone != nil",
+                "metadata.labels.pool == 'a' && metadata.labels.zone != null",
+            ),
+            (
+                "metadata.labels.pool == 'a' or not (metadata.name == 'x')",
+                "metadata.labels.pool == 'a' || !(metadata.name == 'x')",
+            ),
+            (
+                "metadata['labels']['role'] not in ['master', 'etcd'] and metadata.name != ''",
+                "!(metadata['labels']['role'] in ['master', 'etcd']) && metadata.name != ''",
+            ),
+            (
+                "(metadata.labels.a not in ['x']) or metadata.labels.b not in ['y']",
+                "(!(metadata.labels.a in ['x'])) || !(metadata.labels.b in ['y'])",
+            ),
+            (
+                "metadata.name matches `^gpu-.*` and metadata.name startsWith 'gpu'",
+                "metadata.name.matches(r'^gpu-.*') && metadata.name.startsWith('gpu')",
+            ),
+            // Words inside strings are left alone; CEL's own forms pass through.
+            (
+                "metadata.labels.x == 'a and b' && metadata.name.startsWith('n')",
+                "metadata.labels.x == 'a and b' && metadata.name.startsWith('n')",
+            ),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(translate_expr(expr).unwrap(), want, "{expr}");
+        }
+        assert!(
+            translate_expr("metadata.name == 'x")
+                .unwrap_err()
+                .contains("never closed")
+        );
+        assert!(translate_expr("not in ['a']").is_err());
+    }
+
+    #[test]
+    fn draino_listen_and_node_labels() {
+        assert_eq!(
+            parse_listen(":10002").unwrap(),
+            "0.0.0.0:10002".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("127.0.0.1:9").unwrap(),
+            "127.0.0.1:9".parse().unwrap()
+        );
+        assert!(parse_listen("10002").unwrap_err().contains(":PORT"));
+        assert_eq!(
+            node_labels_selector(&["draino-enabled=true".into(), "pool = a".into()]).unwrap(),
+            "draino-enabled=true,pool=a"
+        );
+        assert!(node_labels_selector(&["draino".into()]).is_err());
+    }
+
+    #[test]
+    fn refused_flags_say_what_to_use() {
+        let f = DrainoFlags {
+            evict_daemonset_pods: true,
+            allow_force_delete: true,
+            ignore_safe_to_evict_annotation: true,
+            ..Default::default()
+        };
+        let r = refused(&f);
+        assert_eq!(r.len(), 3);
+        assert!(r[1].contains("--protected-pods"), "{}", r[1]);
+        assert!(r[2].contains("--protected-pod-annotation"), "{}", r[2]);
+    }
+}

@@ -1,0 +1,222 @@
+//! draino's Deployment command lines, unchanged, against a cluster (the real control plane with
+//! KUBEBUILDER_ASSETS, else the test API server): draino's own manifest (tests/fixtures/draino,
+//! `--dry-run --node-label=draino-enabled=true BadCondition ReallyBadCondition`), the expr-lang
+//! `--node-label-expr` form, and draino's DRAINO_* environment variables.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodemedic_tests::cluster::{Cluster, eventually, now_rfc3339};
+use serde_json::json;
+
+const MANIFEST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/draino/manifest.yml"
+);
+
+/// The draino container's command in draino's manifest, without the binary.
+fn manifest_args() -> Vec<String> {
+    let text = std::fs::read_to_string(MANIFEST).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("command: [/draino"))
+        .expect("draino's command line");
+    let inner = line.split_once('[').unwrap().1.rsplit_once(']').unwrap().0;
+    inner
+        .split(',')
+        .map(|a| a.trim().to_string())
+        .skip(1)
+        .collect()
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn drainer(
+    args: &[String],
+    kubeconfig: &std::path::Path,
+    lease: &str,
+    env: &[(&str, &str)],
+) -> Killed {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    cmd.args(args)
+        // What the Deployment gets from its environment: a cluster, a port, its own lock.
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--listen=127.0.0.1:0")
+        .arg(format!("--leader-election-token-name={lease}"))
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Killed(cmd.spawn().expect("start the drainer"))
+}
+
+async fn set_condition(cluster: &Cluster, node: &str, type_: &str) {
+    let body = json!({"status": {"conditions": [{"type": type_, "status": "True", "reason": "Broken",
+        "message": "m", "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}]}});
+    Api::<Node>::all(cluster.client.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(body))
+        .await
+        .unwrap();
+}
+
+async fn reasons(cluster: &Cluster, node: &str) -> Vec<String> {
+    cluster
+        .node_events(node)
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+async fn unschedulable(cluster: &Cluster, node: &str) -> bool {
+    cluster
+        .node(node)
+        .await
+        .spec
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn draino_command_lines_run_unchanged() {
+    let cluster = Cluster::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig);
+    let id = std::process::id();
+
+    // 1. draino's manifest: dry run, nodes labelled draino-enabled=true, two conditions.
+    let args = manifest_args();
+    assert_eq!(
+        args,
+        [
+            "--dry-run",
+            "--node-label=draino-enabled=true",
+            "BadCondition",
+            "ReallyBadCondition"
+        ]
+    );
+    let enabled = cluster
+        .create_node_with("draino-enabled", json!({"draino-enabled": "true"}))
+        .await;
+    let other = cluster.create_node("draino-other").await;
+    set_condition(&cluster, &enabled, "ReallyBadCondition").await;
+    set_condition(&cluster, &other, "BadCondition").await;
+    let run = drainer(&args, &kubeconfig, &format!("draino-manifest-{id}"), &[]);
+    eventually(
+        "a dry-run CordonStarting Event on the labelled node",
+        Duration::from_secs(30),
+        || async {
+            reasons(&cluster, &enabled)
+                .await
+                .contains(&"CordonStarting".to_string())
+                .then_some(())
+        },
+    )
+    .await;
+    drop(run);
+    assert!(
+        !unschedulable(&cluster, &enabled).await,
+        "--dry-run cordoned"
+    );
+    assert!(
+        !reasons(&cluster, &other)
+            .await
+            .contains(&"CordonStarting".to_string()),
+        "a node without draino-enabled=true was selected"
+    );
+
+    // 2. The expr-lang expression of a draino Deployment, as it is, and its other flags.
+    let selected = cluster
+        .create_node_with("draino-expr", json!({"draino": "node"}))
+        .await;
+    set_condition(&cluster, &selected, "KernelDeadlock").await;
+    let args: Vec<String> = [
+        "--node-label-expr=metadata['labels']['draino'] in ['master','node'] and metadata.name != nil",
+        "--drain-buffer=10m",
+        "--max-grace-period=8m",
+        "--evict-emptydir-pods",
+        "KernelDeadlock",
+        "ReadonlyFilesystem",
+    ]
+    .map(String::from)
+    .to_vec();
+    let run = drainer(&args, &kubeconfig, &format!("draino-expr-{id}"), &[]);
+    eventually(
+        "the selected node cordoned",
+        Duration::from_secs(30),
+        || async { unschedulable(&cluster, &selected).await.then_some(()) },
+    )
+    .await;
+    drop(run);
+
+    // 3. The same selection from DRAINO_* variables, dry run from the environment too.
+    let from_env = cluster
+        .create_node_with("draino-env", json!({"pool": "env"}))
+        .await;
+    set_condition(&cluster, &from_env, "ReallyBadCondition").await;
+    let run = drainer(
+        &["ReallyBadCondition".to_string()],
+        &kubeconfig,
+        &format!("draino-env-{id}"),
+        &[
+            ("DRAINO_NODE_LABEL_EXPR", "metadata.labels['pool'] == 'env'"),
+            ("DRAINO_DRY_RUN", "true"),
+        ],
+    );
+    eventually(
+        "a dry-run Event from DRAINO_ variables",
+        Duration::from_secs(30),
+        || async {
+            reasons(&cluster, &from_env)
+                .await
+                .contains(&"CordonStarting".to_string())
+                .then_some(())
+        },
+    )
+    .await;
+    drop(run);
+    assert!(
+        !unschedulable(&cluster, &from_env).await,
+        "DRAINO_DRY_RUN=true cordoned"
+    );
+
+    for n in [enabled, other, selected, from_env] {
+        cluster.delete_node(&n).await;
+    }
+}
+
+#[test]
+fn refused_draino_flags_say_what_to_use_and_exit_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["--evict-daemonset-pods", "--dry-run", "KernelDeadlock"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("DaemonSet pods are never evicted"), "{err}");
+    // A kubeconfig that is not there is said once, with its path.
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["--kubeconfig", "/nonexistent/kubeconfig", "KernelDeadlock"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
+}
