@@ -35,9 +35,15 @@ enum Command {
     /// carry over. The JSON files also load as they are; this is for moving to YAML.
     ConvertNpd(ConvertArgs),
     /// Print the shell completion script (e.g. `detector completions bash > /etc/bash_completion.d/detector`).
-    Completions { shell: nodemedic_common::cli::Shell },
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: nodemedic_common::cli::Shell,
+    },
     /// Write man pages for detector and each subcommand into DIR (e.g. /usr/local/share/man/man1).
-    Man { dir: PathBuf },
+    Man {
+        /// The directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -110,6 +116,7 @@ struct CheckArgs {
     #[arg(long = "input-format", value_enum)]
     input_format: Option<InputFormat>,
     /// text: a table for people; json: one JSON object per reported problem.
+    /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
     /// Evaluate as of this time (RFC 3339) instead of now: the time of lines that carry none (plain
@@ -466,4 +473,42 @@ fn write_table(out: &mut impl Write, rows: &[Finding], colour: bool) -> std::io:
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag and subcommand of `cmd` without a help text, by path.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if id == "help" || id == "version" || a.is_hide_set() {
+                continue;
+            }
+            if a.get_help().is_none_or(|h| h.to_string().trim().len() < 8) {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            if sub.get_about().is_none() {
+                out.push(format!("{path} {}", sub.get_name()));
+            }
+            undocumented(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_flag_says_what_it_does() {
+        let mut missing = Vec::new();
+        undocumented(
+            &<Cli as clap::CommandFactory>::command(),
+            "detector",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "no --help text: {missing:#?}");
+    }
 }

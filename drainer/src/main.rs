@@ -37,9 +37,15 @@ enum Command {
     /// and print what it did; exits 1 when the scenario's expectations fail (config/scenarios/).
     Simulate(SimulateArgs),
     /// Print the shell completion script (e.g. `drainer completions bash > /etc/bash_completion.d/drainer`).
-    Completions { shell: nodemedic_common::cli::Shell },
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: nodemedic_common::cli::Shell,
+    },
     /// Write man pages for drainer and each subcommand into DIR (e.g. /usr/local/share/man/man1).
-    Man { dir: PathBuf },
+    Man {
+        /// The directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -100,6 +106,7 @@ struct SimulateArgs {
     /// Scenario files (YAML).
     #[arg(required = true)]
     scenarios: Vec<PathBuf>,
+    /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
 }
@@ -139,6 +146,7 @@ struct PlanArgs {
     /// Evaluate at this time (RFC 3339) instead of now, for reproducible durations.
     #[arg(long)]
     now: Option<Timestamp>,
+    /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
 }
@@ -181,6 +189,7 @@ enum KubectlCommand {
 struct ConditionsArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
+    /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
 }
@@ -555,5 +564,48 @@ fn plan(args: PlanArgs) -> ExitCode {
             eprintln!("drainer: writing the plan failed: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag and subcommand of `cmd` without a help text, by path.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if id == "help" || id == "version" || a.is_hide_set() {
+                continue;
+            }
+            if a.get_help().is_none_or(|h| h.to_string().trim().len() < 8) {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            if sub.get_about().is_none() {
+                out.push(format!("{path} {}", sub.get_name()));
+            }
+            undocumented(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_flag_says_what_it_does() {
+        let mut missing = Vec::new();
+        undocumented(
+            &<Cli as clap::CommandFactory>::command(),
+            "drainer",
+            &mut missing,
+        );
+        undocumented(
+            &<KubectlCli as clap::CommandFactory>::command(),
+            "kubectl-nodemedic",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "no --help text: {missing:#?}");
     }
 }

@@ -69,13 +69,16 @@ pub struct PolicyArgs {
     /// Cordon only; never drain.
     #[arg(long = "skip-drain", env = "DRAINO_SKIP_DRAIN")]
     pub skip_drain: bool,
+    /// Also evict pods with emptyDir volumes (their data is lost); without it they are left running.
     #[arg(long = "evict-emptydir-pods", env = "DRAINO_EVICT_EMPTYDIR_PODS")]
     pub evict_emptydir_pods: bool,
+    /// Also evict pods no controller recreates; without it they are left running.
     #[arg(
         long = "evict-unreplicated-pods",
         env = "DRAINO_EVICT_UNREPLICATED_PODS"
     )]
     pub evict_unreplicated_pods: bool,
+    /// Also evict StatefulSet pods; without it they are left running.
     #[arg(long = "evict-statefulset-pods", env = "DRAINO_EVICT_STATEFULSET_PODS")]
     pub evict_statefulset_pods: bool,
     /// Pods with this annotation (`KEY` or `KEY=VALUE`) are never evicted (repeatable).
