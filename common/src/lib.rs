@@ -36,3 +36,4 @@ pub mod serve;
 pub mod telemetry;
 pub mod throttle;
 pub mod time;
+pub mod yaml;

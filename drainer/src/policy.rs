@@ -261,23 +261,20 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
                     message: e.to_string(),
                 }]);
             }
-            Ok(text) => match serde_saphyr::from_str::<FileConfig>(&text) {
-                Ok(f) => f,
-                Err(e) => {
-                    let (l, c) = e
-                        .location()
-                        .map(|l| (l.line(), l.column()))
-                        .unwrap_or((0, 0));
-                    let msg = e.to_string();
-                    let first = msg.lines().next().unwrap_or("invalid YAML");
-                    return Err(vec![PolicyError::File {
-                        file: path.clone(),
-                        line: l as usize,
-                        column: c as usize,
-                        message: first.split(" at line ").next().unwrap_or(first).to_string(),
-                    }]);
+            Ok(text) => {
+                // Parse errors first; the checks of what did parse add the file's other errors.
+                let (parsed, found) = nodemedic_common::yaml::parse_partial::<FileConfig>(&text);
+                errors.extend(found.into_iter().map(|e| PolicyError::File {
+                    file: path.clone(),
+                    line: e.line as usize,
+                    column: e.column as usize,
+                    message: e.message,
+                }));
+                match parsed {
+                    Some(f) => f,
+                    None => return Err(errors),
                 }
-            },
+            }
         },
     };
     let path = args.config.clone().unwrap_or_default();
@@ -669,6 +666,35 @@ mod tests {
             conditions: conditions.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn every_error_of_the_config_file_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(
+            &f,
+            "conditions: [KernelDeadlock]\ndrainBufer: 10m\nmaxGracePeriod: 8\n",
+        )
+        .unwrap();
+        let a = PolicyArgs {
+            config: Some(f),
+            ..Default::default()
+        };
+        let errors: Vec<String> = build(&a)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+        assert!(
+            errors[0].contains(":2:1: unknown field `drainBufer`"),
+            "{errors:#?}"
+        );
+        assert!(
+            errors[1].contains(":3:17: maxGracePeriod: invalid duration"),
+            "{errors:#?}"
+        );
     }
 
     #[test]

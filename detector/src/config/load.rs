@@ -108,8 +108,12 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
             .unwrap_or("monitor")
             .to_string();
         let is_npd = path.extension().is_some_and(|e| e == "json");
-        let parsed = if is_npd {
-            serde_saphyr::from_str::<super::npd::NpdMonitor>(text).map(|npd| {
+        // Parse errors first; the checks of what did parse add the file's other errors.
+        let parsed: Option<RawMonitor> = if is_npd {
+            let (npd, found) =
+                nodemedic_common::yaml::parse_partial::<super::npd::NpdMonitor>(text);
+            push_yaml(&mut errors, found);
+            npd.and_then(|npd| {
                 super::npd::to_rule_file(npd, &mut errors).map(|(raw, found)| {
                     notes.extend(found.into_iter().map(|n| ConfigError {
                         file: file.clone(),
@@ -121,23 +125,13 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
                 })
             })
         } else {
-            serde_saphyr::from_str::<RawMonitor>(text).map(Some)
+            let (raw, found) = nodemedic_common::yaml::parse_partial::<RawMonitor>(text);
+            push_yaml(&mut errors, found);
+            raw
         };
         match parsed {
-            Err(e) => {
-                let (line, column) = e
-                    .location()
-                    .map(|l| (l.line(), l.column()))
-                    .unwrap_or((0, 0));
-                errors.list.push(ConfigError {
-                    file: file.clone(),
-                    line,
-                    column,
-                    message: yaml_message(&e),
-                });
-            }
-            Ok(None) => {}
-            Ok(Some(raw)) => {
+            None => {}
+            Some(raw) => {
                 for c in &raw.conditions {
                     let here = (
                         file.clone(),
@@ -184,17 +178,13 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
     }
 }
 
-/// serde-saphyr's Display repeats the position and may draw a snippet; keep the first line's text
-/// without the location prefix, since ours comes first.
-fn yaml_message(e: &serde_saphyr::Error) -> String {
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or("invalid YAML").trim();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    // "... at line 3, column 5" suffixes are redundant with our prefix.
-    match first.rfind(" at line ") {
-        Some(i) => first[..i].to_string(),
-        None => first.to_string(),
-    }
+fn push_yaml(errors: &mut Errors, found: Vec<nodemedic_common::yaml::YamlError>) {
+    errors.list.extend(found.into_iter().map(|e| ConfigError {
+        file: errors.file.to_string(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    }));
 }
 
 /// `detector convert-npd`: an NPD monitor file as a rule file (YAML text), and what did not carry over.

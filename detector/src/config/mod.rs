@@ -196,7 +196,7 @@ impl RuleSet {
 
 /// Collects errors for one file.
 pub(crate) struct Errors<'a> {
-    file: &'a str,
+    pub(crate) file: &'a str,
     pub(crate) list: Vec<ConfigError>,
 }
 

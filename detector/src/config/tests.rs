@@ -424,3 +424,48 @@ fn npd_system_log_files_mean_what_they_meant_to_npd() {
         rs.notes[0]
     );
 }
+
+#[test]
+fn unknown_keys_do_not_hide_the_other_errors_of_a_file() {
+    let bad = "source: x
+input: {kind: kmsg}
+rules:
+  - type: temporary
+    reason: A
+    pattern: a
+    colour: red
+  - type: temporry
+    reason: B
+    pattern: '('
+";
+    let got = errors(&[("bad.yaml", bad)]);
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert!(
+        got[0].starts_with("bad.yaml:7:5: unknown field `colour`"),
+        "{got:#?}"
+    );
+    assert!(
+        got[1].starts_with("bad.yaml:8:11: rule type \"temporry\""),
+        "{got:#?}"
+    );
+    assert!(
+        got[2].starts_with("bad.yaml:10:14: pattern: invalid regex"),
+        "{got:#?}"
+    );
+    // The position is said once, not again inside the message.
+    assert!(got.iter().all(|e| !e.contains("line 7 column")), "{got:#?}");
+}
+
+#[test]
+fn an_indentation_mistake_shows_the_line() {
+    let bad = "source: x\ninput: {kind: kmsg}\nrules:\n  - type: temporary\n    reason: A\n    pattern: a\n   - type: temporary\n    reason: B\n    pattern: b\n";
+    let got = errors(&[("bad.yaml", bad)]);
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(got[0].starts_with("bad.yaml:7:4: "), "{got:#?}");
+    assert!(got[0].contains("7 |    - type: temporary"), "{}", got[0]);
+    assert!(
+        got[0].contains("indented 3 spaces, the item above 2"),
+        "{}",
+        got[0]
+    );
+}
