@@ -41,5 +41,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man
 COPY --from=build /src/target/release/detector /usr/local/bin/detector
 COPY config/rules /etc/nodemedic/rules
+# Exec checks, off by default (config/README.md says what each needs).
+COPY config/checks /etc/nodemedic/checks
 ENTRYPOINT ["/usr/local/bin/detector"]
 CMD ["run"]

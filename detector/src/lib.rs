@@ -21,6 +21,7 @@ pub mod monitor;
 pub mod npd_flags;
 pub mod occurrence;
 pub mod parse;
+pub mod probe;
 pub mod problem;
 pub mod report;
 pub mod run;

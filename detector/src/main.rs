@@ -34,6 +34,10 @@ enum Command {
     /// Print node-problem-detector monitor files (JSON) as rule files (YAML), naming what does not
     /// carry over. The JSON files also load as they are; this is for moving to YAML.
     ConvertNpd(ConvertArgs),
+    /// Built-in health checks for exec rule files (config/checks/): print one line, exit 0 healthy,
+    /// 1 a problem, 2 unknown.
+    #[command(subcommand)]
+    Probe(Probe),
     /// Print the shell completion script (e.g. `detector completions bash > /etc/bash_completion.d/detector`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -93,6 +97,33 @@ struct RunArgs {
     npd: nodemedic_detector::npd_flags::NpdFlags,
 }
 
+#[derive(Subcommand)]
+enum Probe {
+    /// GET an http:// URL (e.g. the kubelet's http://127.0.0.1:10248/healthz); 2xx is healthy.
+    Http {
+        /// The URL to GET.
+        url: String,
+        /// Give up (a problem) after this long.
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
+    /// The conntrack table's fill (the node's with hostNetwork: true).
+    Conntrack {
+        /// A problem at this percentage full or more.
+        #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u8).range(1..=100))]
+        threshold: u8,
+        /// Where nf_conntrack_count and nf_conntrack_max are.
+        #[arg(long, default_value = "/proc/sys/net/netfilter")]
+        netfilter: PathBuf,
+    },
+    /// Whether the root filesystem is mounted read-only.
+    ReadonlyRoot {
+        /// A mounts file: /proc/1/mounts is the host's with hostPID: true.
+        #[arg(long, default_value = "/proc/1/mounts")]
+        mounts: PathBuf,
+    },
+}
+
 #[derive(clap::Args)]
 struct ConvertArgs {
     /// NPD monitor files (system-log-monitor or custom-plugin-monitor JSON).
@@ -145,6 +176,19 @@ fn run_command(command: Command) -> ExitCode {
         Command::Check(args) => run_check(args),
         Command::Run(args) => run_daemon(*args),
         Command::ConvertNpd(args) => run_convert(args),
+        Command::Probe(p) => {
+            use nodemedic_detector::probe;
+            let found = match p {
+                Probe::Http { url, timeout } => probe::http(&url, timeout),
+                Probe::Conntrack {
+                    threshold,
+                    netfilter,
+                } => probe::conntrack(&netfilter, threshold),
+                Probe::ReadonlyRoot { mounts } => probe::readonly_root(&mounts),
+            };
+            println!("{}", found.message);
+            ExitCode::from(found.code)
+        }
         Command::Completions { shell } => nodemedic_common::cli::completions_command(
             <Cli as clap::CommandFactory>::command(),
             shell,

@@ -1,0 +1,223 @@
+//! `detector probe`: health checks built into the binary, for exec rule files that must not depend on
+//! tools the node or the image may lack (config/checks/). Each prints one line and exits as a custom
+//! plugin does: 0 healthy, 1 a problem, 2 unknown (could not tell).
+//!
+//! - `http URL`: GET over plain HTTP (the kubelet's `http://127.0.0.1:10248/healthz`); 2xx is healthy.
+//!   Written on a `TcpStream` because a loopback health endpoint needs nothing more, and the
+//!   detector links no HTTP client (kube's is async and TLS-oriented).
+//! - `conntrack`: the conntrack table's fill from `/proc/sys/net/netfilter` (the node's with
+//!   `hostNetwork: true`).
+//! - `readonly-root`: whether `/` is mounted read-only, from a mounts file (`/proc/1/mounts` is the
+//!   host's with `hostPID: true`).
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+/// What a probe found: its exit code and its one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub code: u8,
+    pub message: String,
+}
+
+fn healthy(m: impl Into<String>) -> Found {
+    Found {
+        code: 0,
+        message: m.into(),
+    }
+}
+fn problem(m: impl Into<String>) -> Found {
+    Found {
+        code: 1,
+        message: m.into(),
+    }
+}
+fn unknown(m: impl Into<String>) -> Found {
+    Found {
+        code: 2,
+        message: m.into(),
+    }
+}
+
+/// GET `url` (http only), within `timeout`. Connection refused is a problem (nothing listens where
+/// the component should); a bad URL is unknown.
+pub fn http(url: &str, timeout: Duration) -> Found {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return unknown(format!("{url}: only http:// URLs are probed"));
+    };
+    let (hostport, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr = match hostport.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        _ => return unknown(format!("{url}: cannot resolve {hostport}")),
+    };
+    let mut stream = match TcpStream::connect_timeout(&addr, timeout) {
+        Ok(s) => s,
+        Err(e) => return problem(format!("{url}: {e}")),
+    };
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let request = format!(
+        "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nUser-Agent: nodemedic-detector\r\n\r\n"
+    );
+    if let Err(e) = stream.write_all(request.as_bytes()) {
+        return problem(format!("{url}: {e}"));
+    }
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    // The status line and a little of the body are all that is needed.
+    while head.len() < 4096 {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) => return problem(format!("{url}: {e}")),
+        }
+    }
+    let text = String::from_utf8_lossy(&head);
+    let status = text
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse::<u16>().ok());
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.trim().chars().take(60).collect::<String>())
+        .unwrap_or_default();
+    match status {
+        Some(s) if (200..300).contains(&s) => {
+            healthy(format!("{url}: {s} {body}").trim().to_string())
+        }
+        Some(s) => problem(format!("{url}: {s} {body}").trim().to_string()),
+        None => problem(format!("{url}: not an HTTP answer")),
+    }
+}
+
+/// The conntrack table under `netfilter` (`/proc/sys/net/netfilter`): a problem at `threshold`
+/// percent full or more.
+pub fn conntrack(netfilter: &Path, threshold: u8) -> Found {
+    let read = |name: &str| -> Result<u64, String> {
+        let p = netfilter.join(name);
+        std::fs::read_to_string(&p)
+            .map_err(|e| format!("{}: {e}", p.display()))?
+            .trim()
+            .parse::<u64>()
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let (count, max) = match (read("nf_conntrack_count"), read("nf_conntrack_max")) {
+        (Ok(c), Ok(m)) => (c, m),
+        (Err(e), _) | (_, Err(e)) => {
+            return unknown(format!("conntrack not readable (module not loaded?): {e}"));
+        }
+    };
+    if max == 0 {
+        return unknown("nf_conntrack_max is 0");
+    }
+    let percent = count.saturating_mul(100) / max;
+    let text = format!("conntrack table {percent}% full ({count} of {max})");
+    if percent >= u64::from(threshold) {
+        problem(text)
+    } else {
+        healthy(text)
+    }
+}
+
+/// Whether `/` is mounted read-only according to `mounts` (a `/proc/<pid>/mounts` file). The last
+/// entry for `/` is the one in effect.
+pub fn readonly_root(mounts: &Path) -> Found {
+    let text = match std::fs::read_to_string(mounts) {
+        Ok(t) => t,
+        Err(e) => return unknown(format!("{}: {e}", mounts.display())),
+    };
+    let root = text.lines().filter_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_dev, point, fstype, options) = (f.next()?, f.next()?, f.next()?, f.next()?);
+        (point == "/" && fstype != "rootfs").then(|| options.to_string())
+    });
+    match root.last() {
+        None => unknown(format!("{}: no entry for /", mounts.display())),
+        Some(o) if o.split(',').any(|x| x == "ro") => {
+            problem("root filesystem is mounted read-only")
+        }
+        Some(_) => healthy("root filesystem is writable"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_answers_become_exit_codes() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            for answer in [
+                "HTTP/1.1 200 OK\r\n\r\nok",
+                "HTTP/1.1 500 Internal Server Error\r\n\r\n[-]syncloop failed",
+            ] {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut req = [0u8; 1024];
+                let n = s.read(&mut req).unwrap();
+                assert!(
+                    String::from_utf8_lossy(&req[..n]).starts_with("GET /healthz HTTP/1.0\r\n")
+                );
+                s.write_all(answer.as_bytes()).unwrap();
+            }
+        });
+        let url = format!("http://{addr}/healthz");
+        let t = Duration::from_secs(5);
+        assert_eq!(http(&url, t), healthy(format!("{url}: 200 ok")));
+        assert_eq!(
+            http(&url, t),
+            problem(format!("{url}: 500 [-]syncloop failed"))
+        );
+        server.join().unwrap();
+        // Nothing listening: a problem. Not http: unknown.
+        assert_eq!(http(&url, t).code, 1);
+        assert_eq!(http("https://x/healthz", t).code, 2);
+    }
+
+    #[test]
+    fn conntrack_fill_against_the_threshold() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("nf_conntrack_max"), "1000\n").unwrap();
+        std::fs::write(dir.path().join("nf_conntrack_count"), "899\n").unwrap();
+        assert_eq!(
+            conntrack(dir.path(), 90),
+            healthy("conntrack table 89% full (899 of 1000)")
+        );
+        std::fs::write(dir.path().join("nf_conntrack_count"), "950\n").unwrap();
+        assert_eq!(
+            conntrack(dir.path(), 90),
+            problem("conntrack table 95% full (950 of 1000)")
+        );
+        assert_eq!(conntrack(&dir.path().join("none"), 90).code, 2);
+    }
+
+    #[test]
+    fn readonly_root_from_a_mounts_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("mounts");
+        std::fs::write(
+            &m,
+            "rootfs / rootfs rw 0 0\n/dev/sda1 / ext4 rw,relatime 0 0\nproc /proc proc rw 0 0\n",
+        )
+        .unwrap();
+        assert_eq!(readonly_root(&m).code, 0);
+        std::fs::write(
+            &m,
+            "/dev/sda1 / ext4 rw,relatime 0 0\n/dev/sda1 / ext4 ro,relatime 0 0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            readonly_root(&m),
+            problem("root filesystem is mounted read-only")
+        );
+        std::fs::write(&m, "proc /proc proc rw 0 0\n").unwrap();
+        assert_eq!(readonly_root(&m).code, 2);
+    }
+}

@@ -1,0 +1,180 @@
+//! The exec checks shipped in config/checks/: every file loads, every program it names is there, and
+//! each check run through the detector's exec runner and problem state sets its condition as it
+//! should (the binary's built-in probes against local stand-ins for the kubelet, /proc and the mount
+//! table; the scripts without their host tools).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nodemedic_detector::config::{self, Check, Input, Monitor};
+use nodemedic_detector::problem::{MonitorState, Status};
+use nodemedic_detector::source::exec::run_once;
+
+const CHECKS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/checks");
+
+fn monitors() -> Vec<Monitor> {
+    config::load_paths(&[PathBuf::from(CHECKS)])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .monitors
+}
+
+/// The check as the image runs it, with the image's paths mapped to this checkout and `args`
+/// rewritten by `edit`.
+fn local(check: &Check, edit: impl Fn(&mut Vec<String>)) -> Check {
+    let mut c = check.clone();
+    let program = c.program.to_string_lossy().to_string();
+    c.program = if program == "/usr/local/bin/detector" {
+        PathBuf::from(env!("CARGO_BIN_EXE_detector"))
+    } else {
+        PathBuf::from(program.replace("/etc/nodemedic/checks", CHECKS))
+    };
+    edit(&mut c.args);
+    c
+}
+
+/// Run `check` of `monitor` once and return the monitor's first condition after it.
+async fn condition_after(monitor: &Monitor, check: &Check) -> (Status, String, String) {
+    let Input::Exec(settings) = &monitor.input else {
+        panic!("{} is not an exec monitor", monitor.name)
+    };
+    let (_tx, mut stop) = tokio::sync::watch::channel(false);
+    let r = run_once(0, check, settings.max_output, &mut stop)
+        .await
+        .unwrap();
+    let mut state = MonitorState::new(Arc::new(monitor.clone()), &[], r.at);
+    let mut out = Vec::new();
+    state.check_result(0, r.exit, &r.message, r.at, &mut out);
+    let c = &state.conditions()[0];
+    (c.status, c.reason.clone(), c.message.clone())
+}
+
+fn by_name<'a>(ms: &'a [Monitor], name: &str) -> &'a Monitor {
+    ms.iter().find(|m| m.name == name).unwrap()
+}
+
+#[test]
+fn every_shipped_check_loads_and_names_a_program_that_is_there() {
+    let ms = monitors();
+    assert_eq!(
+        ms.len(),
+        5,
+        "{:?}",
+        ms.iter().map(|m| &m.name).collect::<Vec<_>>()
+    );
+    for m in &ms {
+        assert!(matches!(m.input, Input::Exec(_)), "{}", m.name);
+        for c in &m.checks {
+            let local = local(c, |_| {});
+            assert!(
+                local.program.exists(),
+                "{}: {} is missing",
+                m.name,
+                local.program.display()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_kubelet_check_follows_its_healthz() {
+    let ms = monitors();
+    let m = by_name(&ms, "kubelet-monitor");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for answer in [
+            "HTTP/1.1 500 Internal Server Error\r\n\r\n[-]pleg failed",
+            "HTTP/1.1 200 OK\r\n\r\nok",
+        ] {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut req = [0u8; 512];
+            let _ = s.read(&mut req);
+            s.write_all(answer.as_bytes()).unwrap();
+        }
+    });
+    let check = local(&m.checks[0], |args| {
+        for a in args.iter_mut() {
+            *a = a.replace("127.0.0.1:10248", &addr.to_string());
+        }
+    });
+    let (status, reason, message) = condition_after(m, &check).await;
+    assert_eq!(
+        (status, reason.as_str()),
+        (Status::True, "KubeletUnhealthy")
+    );
+    assert!(message.ends_with("500 [-]pleg failed"), "{message}");
+    let (status, reason, _) = condition_after(m, &check).await;
+    assert_eq!(
+        (status, reason.as_str()),
+        (Status::False, "KubeletIsHealthy")
+    );
+}
+
+#[tokio::test]
+async fn the_conntrack_and_readonly_root_checks_read_what_they_are_pointed_at() {
+    let ms = monitors();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nf_conntrack_max"), "100").unwrap();
+    std::fs::write(dir.path().join("nf_conntrack_count"), "97").unwrap();
+    let m = by_name(&ms, "conntrack-monitor");
+    let netfilter = dir.path().display().to_string();
+    let check = local(&m.checks[0], |args| {
+        args.extend(["--netfilter".to_string(), netfilter.clone()])
+    });
+    let (status, reason, message) = condition_after(m, &check).await;
+    assert_eq!(
+        (status, reason.as_str(), message.as_str()),
+        (
+            Status::True,
+            "ConntrackTableFull",
+            "conntrack table 97% full (97 of 100)"
+        )
+    );
+
+    let mounts = dir.path().join("mounts");
+    std::fs::write(&mounts, "/dev/sda1 / ext4 ro,relatime 0 0\n").unwrap();
+    let m = by_name(&ms, "readonly-root-monitor");
+    let check = local(&m.checks[0], |args| {
+        let at = args.iter().position(|a| a == "/proc/1/mounts").unwrap();
+        args[at] = mounts.display().to_string();
+    });
+    let (status, reason, _) = condition_after(m, &check).await;
+    assert_eq!(
+        (status, reason.as_str()),
+        (Status::True, "RootFilesystemIsReadOnly")
+    );
+}
+
+#[tokio::test]
+async fn the_script_checks_say_unknown_without_their_host_tools() {
+    let ms = monitors();
+    for name in ["ntp-monitor", "container-runtime-monitor"] {
+        let m = by_name(&ms, name);
+        let script = local(&m.checks[0], |_| {}).program;
+        // A PATH with a shell and the basics, without chronyc, timedatectl or crictl.
+        let bin = tempfile::tempdir().unwrap();
+        for tool in ["sh", "sed", "rm", "head"] {
+            for dir in ["/bin", "/usr/bin"] {
+                let p = std::path::Path::new(dir).join(tool);
+                if p.exists() && !bin.path().join(tool).exists() {
+                    std::os::unix::fs::symlink(&p, bin.path().join(tool)).unwrap();
+                }
+            }
+        }
+        let mut check = m.checks[0].clone();
+        check.program = PathBuf::from("/bin/sh");
+        check.args = vec![
+            "-c".into(),
+            format!(
+                "PATH={} exec /bin/sh {}",
+                bin.path().display(),
+                script.display()
+            ),
+        ];
+        let (status, reason, message) = condition_after(m, &check).await;
+        assert_eq!(status, Status::Unknown, "{name}: {message}");
+        assert_eq!(reason, m.conditions[0].healthy_reason);
+        assert!(message.starts_with("cannot tell"), "{name}: {message}");
+    }
+}
