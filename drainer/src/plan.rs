@@ -31,7 +31,35 @@ pub fn read_items_map<T: DeserializeOwned, U>(
                 .map_err(|e| format!("{}: cannot read: {e}", path.display()))?,
         )
     };
-    let reader = std::io::BufReader::with_capacity(256 * 1024, reader);
+    let mut reader = std::io::BufReader::with_capacity(256 * 1024, reader);
+    // `kubectl get -o yaml` dumps are read whole through a JSON tree (YAML has no streaming reader
+    // here); JSON, the large case, streams.
+    let first = {
+        use std::io::BufRead;
+        let buf = reader
+            .fill_buf()
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        buf.iter().copied().find(|b| !b.is_ascii_whitespace())
+    };
+    if first.is_some_and(|b| b != b'{' && b != b'[') {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut reader, &mut text)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let value: serde_json::Value =
+            nodemedic_common::yaml::parse_all(&text).map_err(|errors| {
+                errors
+                    .iter()
+                    .map(|e| format!("{}:{}:{}: {}", path.display(), e.line, e.column, e.message))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })?;
+        let seed = ListOrOne {
+            f: &mut f,
+            _t: std::marker::PhantomData,
+        };
+        return serde::de::DeserializeSeed::deserialize(seed, value)
+            .map_err(|e| format!("{}: {e}", path.display()));
+    }
     let mut de = serde_json::Deserializer::from_reader(reader);
     let seed = ListOrOne {
         f: &mut f,

@@ -669,6 +669,31 @@ mod tests {
     }
 
     #[test]
+    fn draino_expressions_are_translated_or_refused_with_the_cel_forms() {
+        let mut a = PolicyArgs {
+            conditions: vec!["KernelDeadlock".into()],
+            node_label_expr: Some(
+                "metadata['labels']['pool'] not in ['gpu'] and metadata.name != nil".into(),
+            ),
+            ..Default::default()
+        };
+        assert!(build(&a).is_ok());
+        a.node_label_expr = Some("metadata.labels.pool == 'a' and (".into());
+        let e = build(&a).unwrap_err()[0].to_string();
+        assert!(e.contains("--node-label-expr"), "{e}");
+        assert!(
+            e.contains("`&&`, `||`, `!`, `null`") && e.contains("`!(a in b)`"),
+            "{e}"
+        );
+        a.node_label_expr = None;
+        a.node_labels = vec!["draino-enabled=true".into()];
+        assert!(build(&a).is_ok());
+        a.node_label_expr = Some("metadata.name == 'x'".into());
+        let e = build(&a).unwrap_err()[0].to_string();
+        assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
     fn every_error_of_the_config_file_is_reported() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("drainer.yaml");

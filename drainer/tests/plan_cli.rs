@@ -255,3 +255,63 @@ fn a_node_the_drainer_reported_flapping_is_held_in_the_plan() {
     let c = plans.iter().find(|p| p["node"] == "node-c").unwrap();
     assert_eq!(c["action"], "drain", "{c}");
 }
+
+#[test]
+fn yaml_dumps_plan_the_same_as_json() {
+    // `kubectl get -o yaml` of the same objects.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["nodes", "pods", "pdbs"] {
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{SAMPLES}/{name}.json")).unwrap(),
+        )
+        .unwrap();
+        let yaml = serde_saphyr::to_string(&json).unwrap();
+        assert!(!yaml.trim_start().starts_with('{'));
+        std::fs::write(dir.path().join(format!("{name}.yaml")), yaml).unwrap();
+    }
+    let from_yaml = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args([
+            "plan",
+            "KernelDeadlock=True,10m",
+            "Ready=Unknown,5m",
+            "--now",
+            "2026-11-22T10:00:00Z",
+        ])
+        .args([
+            "--max-unhealthy",
+            "100%",
+            "--breaker-new",
+            "100%",
+            "--output",
+            "json",
+        ])
+        .arg("--nodes")
+        .arg(dir.path().join("nodes.yaml"))
+        .arg("--pods")
+        .arg(dir.path().join("pods.yaml"))
+        .arg("--pdbs")
+        .arg(dir.path().join("pdbs.yaml"))
+        .output()
+        .unwrap();
+    let yaml = json_plans(from_yaml);
+    let json = json_plans(plan(&["--output", "json"]));
+    assert!(!json.is_empty());
+    assert_eq!(yaml, json);
+    // A YAML mistake says where.
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "items:\n  - kind: Node\n   metadata: {}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["plan", "KernelDeadlock"])
+        .arg("--nodes")
+        .arg(dir.path().join("bad.yaml"))
+        .arg("--pods")
+        .arg(dir.path().join("pods.yaml"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("bad.yaml:3:"), "{err}");
+}
