@@ -53,7 +53,7 @@ enum Command {
 #[derive(clap::Args)]
 struct RunArgs {
     /// This node's name. Default: $NODE_NAME, else the hostname.
-    #[arg(long = "node-name", alias = "hostname-override")]
+    #[arg(long = "node-name", visible_alias = "hostname-override")]
     node_name: Option<String>,
     /// Rule file or directory (repeatable; YAML rule files and NPD's JSON monitor files); watched
     /// and hot-reloaded. Default: /etc/nodemedic/rules, unless NPD's --config.* flags name files.
