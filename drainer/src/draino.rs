@@ -53,6 +53,30 @@ pub fn refused(f: &DrainoFlags) -> Vec<String> {
     out
 }
 
+/// draino's boolean flags, which kingpin also takes negated (`--no-dry-run`).
+const BOOLS: &[&str] = &[
+    "debug",
+    "dry-run",
+    "skip-drain",
+    "evict-daemonset-pods",
+    "evict-statefulset-pods",
+    "evict-emptydir-pods",
+    "evict-unreplicated-pods",
+    "allow-force-delete",
+    "ignore-safe-to-evict-annotation",
+];
+
+/// kingpin's `--no-FLAG` for a draino boolean means its default, false: such arguments are dropped.
+/// (In kingpin the last of `--FLAG` and `--no-FLAG` wins; here `--FLAG` does wherever it is.)
+pub fn drop_negations(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    args.into_iter()
+        .filter(|a| {
+            !a.strip_prefix("--no-")
+                .is_some_and(|flag| BOOLS.contains(&flag))
+        })
+        .collect()
+}
+
 /// `--listen` as draino takes it: `:10002` (every address) or `HOST:PORT`.
 pub fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
     let full = if s.starts_with(':') {
@@ -339,6 +363,19 @@ mod tests {
             "draino-enabled=true,pool=a"
         );
         assert!(node_labels_selector(&["draino".into()]).is_err());
+    }
+
+    #[test]
+    fn kingpin_negations_mean_the_default() {
+        let args = [
+            "drainer",
+            "--no-dry-run",
+            "--no-evict-daemonset-pods",
+            "--no-such",
+            "X",
+        ]
+        .map(String::from);
+        assert_eq!(drop_negations(args), ["drainer", "--no-such", "X"]);
     }
 
     #[test]

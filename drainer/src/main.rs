@@ -216,7 +216,7 @@ fn main() -> ExitCode {
             KubectlCommand::Conditions(args) => conditions(args),
         };
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(nodemedic_drainer::draino::drop_negations(std::env::args()));
     let Some(command) = cli.command else {
         return run(cli.run);
     };
