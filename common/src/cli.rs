@@ -146,3 +146,31 @@ mod chain_tests {
         );
     }
 }
+
+/// Every flag and subcommand of `cmd` (recursively) whose help text is missing or a word or two,
+/// named by its path (`drainer run listen`): a test over each binary keeps `--help` meaningful.
+pub fn undocumented(cmd: &clap::Command) -> Vec<String> {
+    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if id == "help" || id == "version" || a.is_hide_set() {
+                continue;
+            }
+            if a.get_help().is_none_or(|h| h.to_string().trim().len() < 8) {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            if sub.get_about().is_none() {
+                out.push(format!("{path} {}", sub.get_name()));
+            }
+            walk(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(cmd, cmd.get_name(), &mut out);
+    out
+}

@@ -331,53 +331,13 @@ fn npd_json_monitor_files_in_a_rules_directory_are_read_as_they_are() {
     assert!(text.contains(r#""reason":"OOMKilling""#), "{text}");
 }
 
-/// Every `--flag` written in a README section's tables.
-fn flags_in_readme_section(heading: &str) -> Vec<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let start = readme.find(heading).expect("the section");
-    let section = &readme[start..];
-    let end = section[heading.len()..]
-        .find("\n## ")
-        .map_or(section.len(), |i| i + heading.len());
-    let mut flags: Vec<String> = section[..end]
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .flat_map(|l| {
-            l.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .flat_map(|code| {
-            code.split([' ', ','])
-                .filter(|w| w.starts_with("--") || *w == "-v" || *w == "-d")
-                .map(|w| w.split('=').next().unwrap().to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    flags.sort();
-    flags.dedup();
-    flags
-}
-
 #[test]
 fn the_npd_migration_table_names_only_flags_the_detector_has() {
-    let flags = flags_in_readme_section("## Migrating from node-problem-detector");
+    use nodemedic_tests::docs::{missing_from_help, readme_table_flags};
+    let flags = readme_table_flags("## Migrating from node-problem-detector");
     assert!(flags.len() >= 20, "{flags:?}");
     let out = detector().arg("--help").output().unwrap();
-    let help = String::from_utf8_lossy(&out.stdout);
-    let missing: Vec<&String> = flags
-        .iter()
-        .filter(|f| {
-            !help.contains(&format!("{f} "))
-                && !help.contains(&format!("{f}="))
-                && !help.contains(&format!("{f},"))
-                && !help.contains(&format!("{f}\n"))
-                && !help.contains(&format!("{f}]"))
-        })
-        .collect();
+    let missing = missing_from_help(&flags, &String::from_utf8_lossy(&out.stdout));
     assert!(
         missing.is_empty(),
         "in README, not in detector --help: {missing:?}"

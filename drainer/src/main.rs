@@ -571,41 +571,13 @@ fn plan(args: PlanArgs) -> ExitCode {
 mod tests {
     use super::*;
 
-    /// Every flag and subcommand of `cmd` without a help text, by path.
-    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
-        for a in cmd.get_arguments() {
-            let id = a.get_id().as_str();
-            if id == "help" || id == "version" || a.is_hide_set() {
-                continue;
-            }
-            if a.get_help().is_none_or(|h| h.to_string().trim().len() < 8) {
-                out.push(format!("{path} {id}"));
-            }
-        }
-        for sub in cmd.get_subcommands() {
-            if sub.get_name() == "help" {
-                continue;
-            }
-            if sub.get_about().is_none() {
-                out.push(format!("{path} {}", sub.get_name()));
-            }
-            undocumented(sub, &format!("{path} {}", sub.get_name()), out);
-        }
-    }
-
     #[test]
     fn every_flag_says_what_it_does() {
-        let mut missing = Vec::new();
-        undocumented(
-            &<Cli as clap::CommandFactory>::command(),
-            "drainer",
-            &mut missing,
-        );
-        undocumented(
+        use nodemedic_common::cli::undocumented;
+        let mut missing = undocumented(&<Cli as clap::CommandFactory>::command());
+        missing.extend(undocumented(
             &<KubectlCli as clap::CommandFactory>::command(),
-            "kubectl-nodemedic",
-            &mut missing,
-        );
+        ));
         assert!(missing.is_empty(), "no --help text: {missing:#?}");
     }
 }

@@ -223,48 +223,15 @@ fn refused_draino_flags_say_what_to_use_and_exit_2() {
 
 #[test]
 fn the_draino_migration_table_names_only_flags_the_drainer_has() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let heading = "## Migrating from draino";
-    let section = &readme[readme.find(heading).unwrap()..];
-    let section = &section[..section[heading.len()..]
-        .find("\n## ")
-        .map_or(section.len(), |i| i + heading.len())];
-    let mut flags: Vec<String> = section
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .flat_map(|l| {
-            l.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .flat_map(|code| {
-            code.split([' ', ','])
-                .filter(|w| w.starts_with("--") || *w == "-d")
-                .map(|w| w.split('=').next().unwrap().to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    flags.sort();
-    flags.dedup();
+    use nodemedic_tests::docs::{missing_from_help, readme_table_flags};
+    let flags = readme_table_flags("## Migrating from draino");
     assert!(flags.len() >= 20, "{flags:?}");
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
         .arg("--help")
         .output()
         .unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
-    let missing: Vec<&String> = flags
-        .iter()
-        .filter(|f| {
-            !help.contains(&format!("{f} "))
-                && !help.contains(&format!("{f}="))
-                && !help.contains(&format!("{f},"))
-                && !help.contains(&format!("{f}\n"))
-                && !help.contains(&format!("{f}]"))
-        })
-        .collect();
+    let missing = missing_from_help(&flags, &help);
     assert!(
         missing.is_empty(),
         "in README, not in drainer --help: {missing:?}"

@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod docs;
 pub mod envtest;
 pub mod process;
 pub mod server;
