@@ -842,3 +842,73 @@ async fn a_flood_that_only_changes_a_conditions_message_writes_the_node_rarely()
     );
     h.finish(running).await;
 }
+
+const CHECKS: &str = r#"
+source: health-checker
+input: {kind: exec, interval: 200ms, timeout: 500ms, concurrency: 3}
+conditions:
+  - type: KubeletUnhealthy
+    reason: KubeletIsHealthy
+    message: kubelet is fine
+rules:
+  - type: permanent
+    condition: KubeletUnhealthy
+    reason: KubeletUnhealthy
+    exec: {path: /bin/sh, args: [-c, "echo kubelet down; exit 1"]}
+  - type: temporary
+    reason: BrokenCheck
+    exec: {path: /bin/sh, args: [-c, "echo no such tool >&2; exit 3"]}
+  - type: temporary
+    reason: SlowCheck
+    exec: {path: /bin/sh, args: [-c, "sleep 60"]}
+"#;
+
+#[tokio::test]
+async fn exec_checks_set_conditions_and_a_broken_or_hung_check_stalls_nothing_else() {
+    let mut h = Harness::new("exec").await;
+    std::fs::write(h.rules_dir().join("checks.yaml"), CHECKS).unwrap();
+    let running = h.start().await;
+    let base = format!("http://{}", running.addr);
+    // The permanent check's condition, with its output as the message.
+    eventually("KubeletUnhealthy True", WAIT, || async {
+        h.cluster
+            .condition(&h.node, "KubeletUnhealthy")
+            .await
+            .filter(|(s, r, m)| s == "True" && r == "KubeletUnhealthy" && m == "kubelet down")
+    })
+    .await;
+    // A check that cannot say is named by /healthz, which still answers ok.
+    let health = eventually("/healthz names the broken check", WAIT, || async {
+        let body = nodemedic_tests::http_get(&format!("{base}/healthz")).await;
+        body.contains("check:checks/BrokenCheck: could not say")
+            .then_some(body)
+    })
+    .await;
+    assert!(health.starts_with("ok\n"), "{health}");
+    // The kernel monitor still reads while one check hangs until its timeout, again and again.
+    h.kmsg("Out of memory: Killed process 42 (java)");
+    eventually("OOMKilling Event beside the checks", WAIT, || async {
+        (h.events("OOMKilling").await.len() == 1).then_some(())
+    })
+    .await;
+    let metrics = nodemedic_tests::http_get(&format!("{base}/metrics")).await;
+    for series in [
+        "nodemedic_detector_check_runs_total{monitor=\"checks\",result=\"timeout\"}",
+        "nodemedic_detector_check_runs_total{monitor=\"checks\",result=\"unknown\"}",
+        "nodemedic_detector_check_runs_total{monitor=\"checks\",result=\"problem\"}",
+        "problem_gauge{type=\"KubeletUnhealthy\",reason=\"KubeletUnhealthy\"} 1",
+        "problem_counter{reason=\"SlowCheck\"} 0",
+    ] {
+        assert!(metrics.contains(series), "{series} missing:\n{metrics}");
+    }
+    // No temporary Event for a check that could not say (NPD would write BrokenCheck Events).
+    let broken = h
+        .cluster
+        .node_events_from(&h.node, &["health-checker"])
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("BrokenCheck"))
+        .count();
+    assert_eq!(broken, 0);
+    h.finish(running).await;
+}
