@@ -392,6 +392,18 @@ fn run_check(args: CheckArgs) -> ExitCode {
         println!("{} monitor(s) valid: {}", names.len(), names.join(", "));
         return ExitCode::SUCCESS;
     };
+    let exec: Vec<&str> = rules
+        .monitors
+        .iter()
+        .filter(|m| matches!(m.input, config::Input::Exec(_)))
+        .map(|m| m.name.as_str())
+        .collect();
+    if !exec.is_empty() {
+        eprintln!(
+            "detector: {} run checks, not lines; `check` does not run them (`detector probe` and `detector run` do)",
+            exec.join(", ")
+        );
+    }
     let file = match std::fs::File::open(&input) {
         Ok(f) => f,
         Err(e) => {
