@@ -204,11 +204,7 @@ async fn run_checks(
         tokio::select! {
             _ = stop.changed() => return,
             changed = config.changed() => {
-                if changed.is_err() { return; }
-                let m = config.borrow_and_update().clone();
-                tracing::info!(monitor = %name, "rules reloaded");
-                state.reconfigure(m, ctx.clock.now());
-                if outcomes.send(Outcome::Conditions { monitor: name.clone(), conditions: state.conditions().to_vec() }).await.is_err() {
+                if changed.is_err() || !reconfigure(&mut state, &mut config, &ctx, &outcomes).await {
                     return;
                 }
             }
@@ -272,11 +268,7 @@ async fn run(
             _ = stop.changed() => return,
             _ = tick.tick() => state.tick(ctx.clock.now(), &mut reports),
             changed = config.changed() => {
-                if changed.is_err() { return; }
-                let m = config.borrow_and_update().clone();
-                tracing::info!(monitor = %name, "rules reloaded");
-                state.reconfigure(m, ctx.clock.now());
-                if outcomes.send(Outcome::Conditions { monitor: name.clone(), conditions: state.conditions().to_vec() }).await.is_err() {
+                if changed.is_err() || !reconfigure(&mut state, &mut config, &ctx, &outcomes).await {
                     return;
                 }
             }
@@ -322,6 +314,27 @@ async fn run(
             }
         }
     }
+}
+
+/// Swap in reloaded rules and send the conditions; false when the reporter is gone.
+async fn reconfigure(
+    state: &mut MonitorState,
+    config: &mut watch::Receiver<Arc<Monitor>>,
+    ctx: &Context,
+    outcomes: &mpsc::Sender<Outcome>,
+) -> bool {
+    let m = config.borrow_and_update().clone();
+    let monitor = m.name.clone();
+    tracing::info!(%monitor, "rules reloaded");
+    state.reconfigure(m, ctx.clock.now());
+    let conditions = state.conditions().to_vec();
+    outcomes
+        .send(Outcome::Conditions {
+            monitor,
+            conditions,
+        })
+        .await
+        .is_ok()
 }
 
 /// Turn reports into outcomes; false when the reporter is gone.
