@@ -275,3 +275,43 @@ fn deleting_drained_nodes_is_granted_only_where_configured_and_exactly() {
     check_types(&with);
     assert_eq!(granted(&with, "nodemedic-drainer"), base_and_delete);
 }
+
+#[test]
+fn helm_adds_the_exec_checks_asked_for_with_the_namespaces_they_need() {
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    v["detector"]["checks"] = json!(["kubelet-monitor", "readonly-root-monitor"]);
+    v["detector"]["hostNetwork"] = json!(true);
+    v["detector"]["hostPID"] = json!(true);
+    let Some(objects) = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)) else {
+        return;
+    };
+    check_configs(&objects);
+    let rules = find(&objects, "ConfigMap", "nodemedic-detector-rules");
+    assert!(rules["data"]["kubelet-monitor.yaml"].is_string());
+    assert!(rules["data"]["readonly-root-monitor.yaml"].is_string());
+    let ds = find(&objects, "DaemonSet", "nodemedic-detector");
+    let spec = &ds["spec"]["template"]["spec"];
+    assert_eq!(spec["hostNetwork"], true);
+    assert_eq!(spec["dnsPolicy"], "ClusterFirstWithHostNet");
+    assert_eq!(spec["hostPID"], true);
+    // The chart's copies are the shipped files.
+    for f in std::fs::read_dir(repo().join("config/checks"))
+        .unwrap()
+        .flatten()
+    {
+        if f.path().extension().is_some_and(|e| e == "yaml") {
+            assert_eq!(
+                std::fs::read_to_string(f.path()).unwrap(),
+                std::fs::read_to_string(chart().join("checks").join(f.file_name())).unwrap(),
+                "deploy/helm/nodemedic/checks/{:?} differs from config/checks",
+                f.file_name()
+            );
+        }
+    }
+    // A check that is not there is refused by the schema.
+    v["detector"]["checks"] = json!(["kubelet-monitr"]);
+    match helm_lint(&chart(), Some(&v)) {
+        Some(Err(report)) => assert!(report.contains("/detector/checks/0"), "{report}"),
+        other => panic!("a misspelt check passed helm lint: {other:?}"),
+    }
+}
