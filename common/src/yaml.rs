@@ -84,13 +84,12 @@ pub fn message(e: &serde_saphyr::Error) -> String {
     let mut m = first.strip_prefix("error: ").unwrap_or(first);
     if let Some(rest) = m.strip_prefix("line ") {
         // "line 8 column 4: message"
-        if let Some((pos, after)) = rest.split_once(": ") {
-            if pos
+        if let Some((pos, after)) = rest.split_once(": ")
+            && pos
                 .split(" column ")
                 .all(|n| n.trim().parse::<u64>().is_ok())
-            {
-                m = after;
-            }
+        {
+            m = after;
         }
     }
     match m.rfind(" at line ") {
@@ -152,8 +151,7 @@ fn blank(lines: &mut [String], line: usize) -> bool {
     // The entry this line belongs to: for a key inside a list item the error points at the key; a
     // "missing field" points at the item's first line.
     let base = indent(text);
-    let item = text.trim_start().starts_with("- ");
-    let deeper = if item { base + 1 } else { base + 1 };
+    let deeper = base + 1;
     lines[idx] = String::new();
     for l in lines.iter_mut().skip(idx + 1) {
         if l.trim().is_empty() {

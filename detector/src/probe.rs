@@ -132,12 +132,12 @@ pub fn readonly_root(mounts: &Path) -> Found {
         Ok(t) => t,
         Err(e) => return unknown(format!("{}: {e}", mounts.display())),
     };
-    let root = text.lines().filter_map(|l| {
+    let mut root = text.lines().filter_map(|l| {
         let mut f = l.split_whitespace();
         let (_dev, point, fstype, options) = (f.next()?, f.next()?, f.next()?, f.next()?);
         (point == "/" && fstype != "rootfs").then(|| options.to_string())
     });
-    match root.last() {
+    match root.next_back() {
         None => unknown(format!("{}: no entry for /", mounts.display())),
         Some(o) if o.split(',').any(|x| x == "ro") => {
             problem("root filesystem is mounted read-only")

@@ -28,6 +28,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: the size of the plan's flags does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Print, without a cluster, what the controller would do and why.
     Plan(PlanArgs),

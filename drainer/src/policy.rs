@@ -18,13 +18,12 @@ fn cel_or_draino(expr: &str) -> Result<Selector, String> {
         Ok(s) => return Ok(s),
         Err(e) => e,
     };
-    if let Ok(cel) = crate::draino::translate_expr(expr) {
-        if cel != expr {
-            if let Ok(s) = Selector::cel(&cel) {
-                tracing::warn!(draino = %expr, cel = %cel, "--node-label-expr is draino's expr-lang; using it translated to CEL (write the CEL form to silence this)");
-                return Ok(s);
-            }
-        }
+    if let Ok(cel) = crate::draino::translate_expr(expr)
+        && cel != expr
+        && let Ok(s) = Selector::cel(&cel)
+    {
+        tracing::warn!(draino = %expr, cel = %cel, "--node-label-expr is draino's expr-lang; using it translated to CEL (write the CEL form to silence this)");
+        return Ok(s);
     }
     let habits = [" and ", " or ", "not ", "nil", " matches "];
     if habits.iter().any(|h| expr.contains(h)) {

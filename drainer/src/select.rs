@@ -189,12 +189,12 @@ impl Selector {
                 // Two sample nodes (bare, and labelled) catch most non-boolean results; the rest are
                 // caught per node at evaluation.
                 for sample in [NodeView::default(), sample_node()] {
-                    if let Err(e) = selector.matches(&sample) {
-                        if e.starts_with(NOT_A_BOOL) {
-                            return Err(format!(
-                                "CEL expression {expr:?}: {e}; a node selector must be true or false (e.g. metadata.labels['pool'] == 'blue')"
-                            ));
-                        }
+                    if let Err(e) = selector.matches(&sample)
+                        && e.starts_with(NOT_A_BOOL)
+                    {
+                        return Err(format!(
+                            "CEL expression {expr:?}: {e}; a node selector must be true or false (e.g. metadata.labels['pool'] == 'blue')"
+                        ));
                     }
                 }
                 Ok(selector)
