@@ -3,6 +3,7 @@
 //! `cargo bench -p nodemedic-detector --bench matching` prints lines/s, MB/s and ns/line for:
 //! - match: the default kmsg monitors' problem state (RegexSet pass + state) fed pre-parsed messages;
 //! - check: the whole offline path (kmsg record parsing + matching), as `detector check` runs it.
+//!
 //! Each is run 3 times; the best and median are printed. The file is also left in target/ for the
 //! footprint bench and for `detector check` by hand.
 

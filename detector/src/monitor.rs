@@ -301,17 +301,16 @@ async fn run(
         if !reports.is_empty() && !send_reports(&state, &ctx, &mut reports, &outcomes).await {
             return;
         }
-        if let Some(position) = progress {
-            if outcomes
+        if let Some(position) = progress
+            && outcomes
                 .send(Outcome::Progress {
                     monitor: name.clone(),
                     position,
                 })
                 .await
                 .is_err()
-            {
-                return;
-            }
+        {
+            return;
         }
     }
 }

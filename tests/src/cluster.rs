@@ -502,7 +502,7 @@ impl Kubelet {
                     (st.nodes.clone(), st.paused.clone())
                 };
                 for node in &nodes {
-                    if tick % 4 == 0 && !paused.contains(node) {
+                    if tick.is_multiple_of(4) && !paused.contains(node) {
                         renew_lease(&client, node).await;
                     }
                     finish_deletions(&client, node).await;

@@ -162,10 +162,10 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
                         ),
                     });
                 }
-                if let Some(m) = build(raw, &name, path, &mut errors) {
-                    if errors.list.is_empty() {
-                        monitors.push(m);
-                    }
+                if let Some(m) = build(raw, &name, path, &mut errors)
+                    && errors.list.is_empty()
+                {
+                    monitors.push(m);
                 }
             }
         }

@@ -106,12 +106,13 @@ pub fn unescape(bytes: &[u8]) -> Cow<'_, str> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'x') {
-            if let (Some(h), Some(l)) = (hex(bytes.get(i + 2)), hex(bytes.get(i + 3))) {
-                out.push(h << 4 | l);
-                i += 4;
-                continue;
-            }
+        if bytes[i] == b'\\'
+            && bytes.get(i + 1) == Some(&b'x')
+            && let (Some(h), Some(l)) = (hex(bytes.get(i + 2)), hex(bytes.get(i + 3)))
+        {
+            out.push(h << 4 | l);
+            i += 4;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

@@ -225,7 +225,7 @@ fn reconfigure_keeps_healthy_conditions_unchanged_unless_their_default_changed()
     let edited = Arc::new(
         load_sources(&[(
             "kernel-monitor.yaml".into(),
-            RULES.replace("message: fine", "message: all fine").into(),
+            RULES.replace("message: fine", "message: all fine"),
         )])
         .unwrap()
         .monitors

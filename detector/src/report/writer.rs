@@ -194,10 +194,10 @@ impl Writer {
         });
         for c in &conditions {
             let active = if c.status == Status::True { 1 } else { 0 };
-            if let Some(old) = self.gauges.get(&c.type_) {
-                if old != &c.reason {
-                    self.metrics.set_problem_gauge(&c.type_, old, 0);
-                }
+            if let Some(old) = self.gauges.get(&c.type_)
+                && old != &c.reason
+            {
+                self.metrics.set_problem_gauge(&c.type_, old, 0);
             }
             self.metrics.set_problem_gauge(&c.type_, &c.reason, active);
             self.gauges.insert(c.type_.clone(), c.reason.clone());

@@ -20,7 +20,7 @@ pub(crate) fn evict(inner: &Mutex<Inner>, hub: &Hub, t: &Target, body: &Value) -
         return error(
             400,
             Some("BadRequest"),
-            &format!("name in URL does not match name in Eviction object"),
+            "name in URL does not match name in Eviction object",
             None,
         );
     }

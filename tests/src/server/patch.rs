@@ -57,23 +57,21 @@ pub(crate) fn handle(
     if let Some(rv) = patch
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
-    {
-        if Some(rv)
+        && Some(rv)
             != old
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
-        {
-            let name = t.name.clone().unwrap_or_default();
-            return error(
-                409,
-                Some("Conflict"),
-                &format!(
-                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-                    t.resource
-                ),
-                Some(serde_json::json!({"name": name, "kind": t.resource})),
-            );
-        }
+    {
+        let name = t.name.clone().unwrap_or_default();
+        return error(
+            409,
+            Some("Conflict"),
+            &format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                t.resource
+            ),
+            Some(serde_json::json!({"name": name, "kind": t.resource})),
+        );
     }
     let mut merged = old.clone();
     match content_type {
@@ -143,10 +141,10 @@ fn strategic(target: &mut Value, patch: &Value, field: &str) -> Result<(), Strin
                 let entry = t.entry(k.clone()).or_insert(Value::Null);
                 if entry.is_null() {
                     *entry = strip_directives(v);
-                    if let (Some(key), Value::Array(items)) = (merge_key(k), &*entry) {
-                        if items.iter().any(|i| i.get(key).is_none()) {
-                            return Err(missing_key(key));
-                        }
+                    if let (Some(key), Value::Array(items)) = (merge_key(k), &*entry)
+                        && items.iter().any(|i| i.get(key).is_none())
+                    {
+                        return Err(missing_key(key));
                     }
                 } else {
                     strategic(entry, v, k)?;
