@@ -343,3 +343,36 @@ fn the_npd_migration_table_names_only_flags_the_detector_has() {
         "in README, not in detector --help: {missing:?}"
     );
 }
+
+#[test]
+fn rule_files_are_checked_before_the_cluster_and_a_missing_kubeconfig_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "source: x\ninput: {kind: tape}\n",
+    )
+    .unwrap();
+    let run = |rules: &std::path::Path| {
+        detector()
+            .arg("--rules")
+            .arg(rules)
+            .args(["--kmsg-path", "/dev/null", "--listen", "127.0.0.1:0"])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env("NODE_NAME", "n1")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap()
+    };
+    // A bad rule file is the error shown, before any cluster is looked for.
+    let out = run(&dir.path().join("bad.yaml"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.yaml:2:15: input.kind \"tape\""), "{err}");
+    assert!(!err.contains("kubeconfig"), "{err}");
+    // Good rules, no cluster: said once.
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/rules");
+    let out = run(std::path::Path::new(rules));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("/nonexistent/kubeconfig").count(), 1, "{err}");
+}
