@@ -147,9 +147,9 @@ pub async fn run_once(
         .and_then(|id| rustix::process::Pid::from_raw(id as i32));
     let stdout = tokio::spawn(read_capped(child.stdout.take()));
     let stderr = tokio::spawn(read_capped(child.stderr.take()));
-    let waited = tokio::select! {
-        s = child.wait() => Some(s),
-        _ = tokio::time::sleep(check.timeout) => None,
+    let timed_out = tokio::select! {
+        _ = exited(group) => false,
+        _ = tokio::time::sleep(check.timeout) => true,
         _ = stop.changed() => {
             kill_group(group);
             let _ = tokio::time::timeout(KILL_GRACE, child.wait()).await;
@@ -157,16 +157,13 @@ pub async fn run_once(
             return None;
         }
     };
-    let timed_out = waited.is_none();
     // Whatever is left of the group goes: the check on a timeout, its background children otherwise.
+    // The check is not reaped yet, so its pid, the group's id, cannot have been given to another group.
     kill_group(group);
-    let status = match waited {
-        Some(s) => s.ok(),
-        None => tokio::time::timeout(KILL_GRACE, child.wait())
-            .await
-            .ok()
-            .and_then(|s| s.ok()),
-    };
+    let status = tokio::time::timeout(KILL_GRACE, child.wait())
+        .await
+        .ok()
+        .and_then(|s| s.ok());
     reap_group(group).await;
     let at = Timestamp::now();
     let out = join_capped(stdout).await;
@@ -204,6 +201,26 @@ pub async fn run_once(
             .collect(),
         at,
     })
+}
+
+/// Resolves when the check `pid` has exited, leaving it unreaped (`waitid` with `WNOWAIT`, on a
+/// blocking thread): until it is reaped its pid cannot be reused, so killing its group afterwards
+/// cannot hit an unrelated group that was given the same number.
+async fn exited(pid: Option<rustix::process::Pid>) {
+    let Some(pid) = pid else { return };
+    let _ = tokio::task::spawn_blocking(move || {
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        loop {
+            match waitid(
+                WaitId::Pid(pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {
+                Err(rustix::io::Errno::INTR) => continue,
+                _ => return,
+            }
+        }
+    })
+    .await;
 }
 
 /// At most [`MAX_CAPTURE`] bytes of a stream; the rest is read and dropped so the writer never blocks.
