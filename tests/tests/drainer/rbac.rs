@@ -51,6 +51,38 @@ async fn apply_shipped_rbac(client: &kube::Client) {
     }
 }
 
+/// Wait until a SelfSubjectAccessReview as `client`'s user allows `verb` on `resource`.
+async fn wait_authorized(
+    client: &kube::Client,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                namespace: namespace.map(String::from),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    eventually(&format!("RBAC allows {verb} {resource}"), WAIT, || async {
+        let r = api.create(&PostParams::default(), &review).await.ok()?;
+        r.status.filter(|s| s.allowed)
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
     let env = Env::new().await;
@@ -70,6 +102,18 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
             "system:authenticated",
         ],
     );
+    // The API server's RBAC authorizer reads bindings through informers: calls made right after the
+    // bindings are created can still be refused. Wait until it knows both bindings, so that a 403
+    // below means the shipped RBAC lacks a rule, not that the cache was behind.
+    wait_authorized(&client, "list", "", "nodes", None).await;
+    wait_authorized(
+        &client,
+        "get",
+        "coordination.k8s.io",
+        "leases",
+        Some("kube-system"),
+    )
+    .await;
     // Cordon, schedule, drain (evict, wait), a node waiting for the budget whose Event count grows,
     // and the Lease: every kind of call.
     let bad = env.node("rbac-bad", "True", 3000, json!({})).await;
