@@ -106,7 +106,8 @@ fn npd(input: &[u8]) {
     }
 }
 
-/// A CEL node selector: compiled (bounded at compile time) and evaluated over a kubelet-shaped node.
+/// A node selector: as CEL (bounded at compile time), as a label selector and as draino's expr-lang
+/// translated to CEL; each compiled and evaluated over a kubelet-shaped node.
 fn cel(input: &[u8]) {
     use nodemedic_drainer::select::Selector;
     static NODE: OnceLock<nodemedic_drainer::view::NodeView> = OnceLock::new();
@@ -120,6 +121,12 @@ fn cel(input: &[u8]) {
         let _ = sel.matches(node);
     }
     if let Ok(sel) = Selector::labels(&expr) {
+        let _ = sel.matches(node);
+    }
+    // draino's expr-lang, as `--node-label-expr` takes it when CEL cannot read it.
+    if let Ok(translated) = nodemedic_drainer::draino::translate_expr(&expr)
+        && let Ok(sel) = Selector::cel(&translated)
+    {
         let _ = sel.matches(node);
     }
 }
