@@ -171,6 +171,24 @@ fn start_input(
     }
 }
 
+/// A monitor's state from its restored conditions, sent to the writer first: a node's conditions
+/// are set from start, before any input. None when the writer is gone (shutting down).
+async fn start(
+    monitor: Arc<Monitor>,
+    ctx: &Context,
+    restored: &[Condition],
+    outcomes: &mpsc::Sender<Outcome>,
+) -> Option<MonitorState> {
+    let name = monitor.name.clone();
+    let state = MonitorState::new(monitor, restored, ctx.clock.now());
+    let first = Outcome::Conditions {
+        monitor: name,
+        conditions: state.conditions().to_vec(),
+    };
+    outcomes.send(first).await.ok()?;
+    Some(state)
+}
+
 /// An exec monitor: check results in, reports out. `runs` counts results handled (its Progress, so
 /// the writer confirms the Events they caused).
 #[allow(clippy::too_many_arguments)]
@@ -186,17 +204,9 @@ async fn run_checks(
 ) {
     let name = monitor.name.clone();
     let names = source::exec::health_names(&monitor);
-    let mut state = MonitorState::new(monitor, &restored, ctx.clock.now());
-    if outcomes
-        .send(Outcome::Conditions {
-            monitor: name.clone(),
-            conditions: state.conditions().to_vec(),
-        })
-        .await
-        .is_err()
-    {
+    let Some(mut state) = start(monitor, &ctx, &restored, &outcomes).await else {
         return;
-    }
+    };
     // Consecutive runs that could not say (crash loops show in /healthz).
     let mut unknown_in_a_row = vec![0u32; names.len()];
     let mut reports = Vec::new();
@@ -249,17 +259,9 @@ async fn run(
 ) {
     let name = monitor.name.clone();
     let counters = ctx.metrics.monitor(&name);
-    let mut state = MonitorState::new(monitor, &restored, ctx.clock.now());
-    if outcomes
-        .send(Outcome::Conditions {
-            monitor: name.clone(),
-            conditions: state.conditions().to_vec(),
-        })
-        .await
-        .is_err()
-    {
+    let Some(mut state) = start(monitor, &ctx, &restored, &outcomes).await else {
         return;
-    }
+    };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut reports = Vec::new();
     loop {

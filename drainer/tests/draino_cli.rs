@@ -82,6 +82,17 @@ async fn reasons(cluster: &Cluster, node: &str) -> Vec<String> {
         .collect()
 }
 
+/// Wait for a CordonStarting Event on `node`: what a dry run writes instead of cordoning.
+async fn wait_cordon_starting(cluster: &Cluster, node: &str, what: &str) {
+    eventually(what, Duration::from_secs(30), || async {
+        reasons(cluster, node)
+            .await
+            .contains(&"CordonStarting".to_string())
+            .then_some(())
+    })
+    .await;
+}
+
 async fn unschedulable(cluster: &Cluster, node: &str) -> bool {
     cluster
         .node(node)
@@ -117,15 +128,10 @@ async fn draino_command_lines_run_unchanged() {
     set_condition(&cluster, &enabled, "ReallyBadCondition").await;
     set_condition(&cluster, &other, "BadCondition").await;
     let run = drainer(&args, &kubeconfig, &format!("draino-manifest-{id}"), &[]);
-    eventually(
+    wait_cordon_starting(
+        &cluster,
+        &enabled,
         "a dry-run CordonStarting Event on the labelled node",
-        Duration::from_secs(30),
-        || async {
-            reasons(&cluster, &enabled)
-                .await
-                .contains(&"CordonStarting".to_string())
-                .then_some(())
-        },
     )
     .await;
     drop(run);
@@ -178,15 +184,10 @@ async fn draino_command_lines_run_unchanged() {
             ("DRAINO_DRY_RUN", "true"),
         ],
     );
-    eventually(
+    wait_cordon_starting(
+        &cluster,
+        &from_env,
         "a dry-run Event from DRAINO_ variables",
-        Duration::from_secs(30),
-        || async {
-            reasons(&cluster, &from_env)
-                .await
-                .contains(&"CordonStarting".to_string())
-                .then_some(())
-        },
     )
     .await;
     drop(run);
