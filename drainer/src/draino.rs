@@ -66,14 +66,37 @@ const BOOLS: &[&str] = &[
     "ignore-safe-to-evict-annotation",
 ];
 
-/// kingpin's `--no-FLAG` for a draino boolean means its default, false: such arguments are dropped.
-/// (In kingpin the last of `--FLAG` and `--no-FLAG` wins; here `--FLAG` does wherever it is.)
+/// kingpin's `--no-FLAG` for a draino boolean sets it to false, and the last of `--FLAG` and
+/// `--no-FLAG` wins: a `--FLAG` followed later by `--no-FLAG` is dropped with it. Arguments after
+/// `--` are positional and kept as they are.
 pub fn drop_negations(args: impl IntoIterator<Item = String>) -> Vec<String> {
-    args.into_iter()
-        .filter(|a| {
-            !a.strip_prefix("--no-")
-                .is_some_and(|flag| BOOLS.contains(&flag))
+    let args: Vec<String> = args.into_iter().collect();
+    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let negated = |a: &str| {
+        a.strip_prefix("--no-")
+            .filter(|flag| BOOLS.contains(flag))
+            .map(str::to_string)
+    };
+    let negated_later = |i: usize, flag: &str| {
+        args[i + 1..end]
+            .iter()
+            .any(|b| negated(b).as_deref() == Some(flag))
+    };
+    args.iter()
+        .enumerate()
+        .filter(|&(i, a)| {
+            if i >= end {
+                return true;
+            }
+            if negated(a).is_some() {
+                return false;
+            }
+            match a.strip_prefix("--") {
+                Some(flag) if BOOLS.contains(&flag) => !negated_later(i, flag),
+                _ => true,
+            }
         })
+        .map(|(_, a)| a.clone())
         .collect()
 }
 
@@ -376,6 +399,25 @@ mod tests {
         ]
         .map(String::from);
         assert_eq!(drop_negations(args), ["drainer", "--no-such", "X"]);
+    }
+
+    #[test]
+    fn kingpin_the_last_of_flag_and_negation_wins() {
+        let args = [
+            "drainer",
+            "--dry-run",
+            "--evict-emptydir-pods",
+            "--no-dry-run",
+            "--no-evict-emptydir-pods",
+            "--evict-emptydir-pods",
+            "--",
+            "--no-debug",
+        ]
+        .map(String::from);
+        assert_eq!(
+            drop_negations(args),
+            ["drainer", "--evict-emptydir-pods", "--", "--no-debug"]
+        );
     }
 
     #[test]
