@@ -163,7 +163,7 @@ enum Output {
 }
 
 fn main() -> ExitCode {
-    let args = nodemedic_detector::npd_flags::normalize_args(std::env::args());
+    let args = nodemedic_detector::npd_flags::normalize_args(std::env::args_os());
     let cli = Cli::parse_from(args);
     match cli.command {
         None => run_daemon(cli.run),

@@ -3,6 +3,7 @@
 //! with a warning when it tunes something we do differently, or refused with a sentence saying what
 //! to use instead. [`resolve`] is pure; `main` applies what it returns.
 
+use std::ffi::OsString;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -219,8 +220,8 @@ pub fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<String>> 
 }
 
 /// Go's flag package takes `-flag` for `--flag`; clap does not. The NPD and klog flags written that
-/// way become `--flag` (other arguments are left alone).
-pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+/// way become `--flag` (other arguments, and any that is not UTF-8, are left alone for clap to judge).
+pub fn normalize_args<S: Into<OsString>>(args: impl IntoIterator<Item = S>) -> Vec<OsString> {
     const LONG: &[&str] = &[
         "config.system-log-monitor",
         "config.custom-plugin-monitor",
@@ -248,12 +249,17 @@ pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
     ];
     args.into_iter()
         .map(|a| {
-            let Some(rest) = a.strip_prefix('-').filter(|r| !r.starts_with('-')) else {
+            let a: OsString = a.into();
+            let Some(rest) = a
+                .to_str()
+                .and_then(|s| s.strip_prefix('-'))
+                .filter(|r| !r.starts_with('-'))
+            else {
                 return a;
             };
             let name = rest.split_once('=').map_or(rest, |(n, _)| n);
             if LONG.contains(&name) {
-                format!("-{a}")
+                format!("--{rest}").into()
             } else {
                 a
             }
@@ -347,8 +353,11 @@ mod tests {
     #[test]
     fn single_dash_long_flags_are_go_style() {
         assert_eq!(
-            normalize_args(["-logtostderr", "-port=1", "-v", "-x", "--port"].map(String::from)),
+            normalize_args(["-logtostderr", "-port=1", "-v", "-x", "--port"]),
             ["--logtostderr", "--port=1", "-v", "-x", "--port"]
         );
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(b"-\xff".to_vec());
+        assert_eq!(normalize_args([bad.clone()]), [bad]);
     }
 }

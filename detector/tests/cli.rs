@@ -376,3 +376,15 @@ fn rule_files_are_checked_before_the_cluster_and_a_missing_kubeconfig_is_said_on
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("/nonexistent/kubeconfig").count(), 1, "{err}");
 }
+
+#[test]
+fn an_argument_that_is_not_utf8_is_an_error_not_a_crash() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = detector()
+        .arg(std::ffi::OsStr::from_bytes(b"-logtostderr\xff"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

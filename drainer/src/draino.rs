@@ -4,6 +4,8 @@
 //! variables set flags as in draino (kingpin's default envars). draino's `--node-label-expr` is
 //! expr-lang: [`translate_expr`] turns what CEL cannot read into CEL.
 
+use std::ffi::OsString;
+
 /// draino's flags that are not ours under the same name.
 #[derive(Debug, Default, Clone, clap::Args)]
 #[command(next_help_heading = "draino flags (mapped onto the ones above)")]
@@ -68,36 +70,74 @@ const BOOLS: &[&str] = &[
 
 /// kingpin's `--no-FLAG` for a draino boolean sets it to false, and the last of `--FLAG` and
 /// `--no-FLAG` wins: a `--FLAG` followed later by `--no-FLAG` is dropped with it. Arguments after
-/// `--` are positional and kept as they are.
-pub fn drop_negations(args: impl IntoIterator<Item = String>) -> Vec<String> {
-    let args: Vec<String> = args.into_iter().collect();
+/// `--`, and any that is not UTF-8, are kept as they are (clap judges them).
+pub fn drop_negations<S: Into<OsString>>(args: impl IntoIterator<Item = S>) -> Vec<OsString> {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let words = words(&args);
+    fn negated(a: &str) -> Option<&str> {
+        a.strip_prefix("--no-").filter(|flag| BOOLS.contains(flag))
+    }
+    let mut kept = Vec::with_capacity(args.len());
+    for (i, (arg, word)) in args.iter().zip(&words).enumerate() {
+        let drop = match word {
+            Some(w) if negated(w).is_some() => true,
+            Some(w) => w.strip_prefix("--").is_some_and(|flag| {
+                BOOLS.contains(&flag)
+                    && words[i + 1..]
+                        .iter()
+                        .flatten()
+                        .any(|b| negated(b) == Some(flag))
+            }),
+            None => false,
+        };
+        if !drop {
+            kept.push(arg.clone());
+        }
+    }
+    kept
+}
+
+/// The arguments before `--` as text (None for one that is not UTF-8, and for everything after).
+fn words(args: &[OsString]) -> Vec<Option<&str>> {
     let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let negated = |a: &str| {
-        a.strip_prefix("--no-")
-            .filter(|flag| BOOLS.contains(flag))
-            .map(str::to_string)
-    };
-    let negated_later = |i: usize, flag: &str| {
-        args[i + 1..end]
-            .iter()
-            .any(|b| negated(b).as_deref() == Some(flag))
-    };
     args.iter()
         .enumerate()
-        .filter(|&(i, a)| {
-            if i >= end {
-                return true;
-            }
-            if negated(a).is_some() {
-                return false;
-            }
-            match a.strip_prefix("--") {
-                Some(flag) if BOOLS.contains(&flag) => !negated_later(i, flag),
-                _ => true,
-            }
-        })
-        .map(|(_, a)| a.clone())
+        .map(|(i, a)| if i < end { a.to_str() } else { None })
         .collect()
+}
+
+/// The draino booleans whose last word on the command line is `--no-FLAG`. kingpin lets a flag
+/// override its environment variable, so `--no-dry-run` beats `DRAINO_DRY_RUN=true`: such a flag's
+/// variable is not read (see [`without_env`]).
+pub fn negated_last(args: &[OsString]) -> Vec<&'static str> {
+    let words = words(args);
+    BOOLS
+        .iter()
+        .copied()
+        .filter(|flag| {
+            let negation = format!("--no-{flag}");
+            let plain = format!("--{flag}");
+            words
+                .iter()
+                .rev()
+                .flatten()
+                .find(|a| **a == negation || **a == plain)
+                .is_some_and(|a| *a == negation)
+        })
+        .collect()
+}
+
+/// `cmd` with the environment variables of `flags` (long names) unset, in every subcommand.
+pub fn without_env(cmd: clap::Command, flags: &[&str]) -> clap::Command {
+    let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    let strip = move |cmd: clap::Command| {
+        cmd.mut_args(|a| match a.get_long() {
+            Some(long) if flags.iter().any(|f| f == long) => a.env(None),
+            _ => a,
+        })
+    };
+    let strip_sub = strip.clone();
+    strip(cmd).mut_subcommands(move |sub| strip_sub(sub))
 }
 
 /// `--listen` as draino takes it: `:10002` (every address) or `HOST:PORT`.
@@ -402,6 +442,32 @@ mod tests {
     }
 
     #[test]
+    fn a_negation_that_wins_unsets_the_flags_environment_variable() {
+        let args = [
+            "drainer",
+            "--dry-run",
+            "--no-dry-run",
+            "--debug",
+            "--no-debug",
+            "--debug",
+        ]
+        .map(OsString::from);
+        assert_eq!(negated_last(&args), ["dry-run"]);
+        let cmd = clap::Command::new("t")
+            .arg(clap::Arg::new("dry_run").long("dry-run").env("X_DRY_RUN"))
+            .subcommand(
+                clap::Command::new("run")
+                    .arg(clap::Arg::new("dry_run").long("dry-run").env("X_DRY_RUN"))
+                    .arg(clap::Arg::new("debug").long("debug").env("X_DEBUG")),
+            );
+        let cmd = without_env(cmd, &negated_last(&args));
+        assert_eq!(cmd.get_arguments().next().unwrap().get_env(), None);
+        let run = cmd.find_subcommand("run").unwrap();
+        let envs: Vec<_> = run.get_arguments().map(|a| a.get_env()).collect();
+        assert_eq!(envs, [None, Some(std::ffi::OsStr::new("X_DEBUG"))]);
+    }
+
+    #[test]
     fn kingpin_the_last_of_flag_and_negation_wins() {
         let args = [
             "drainer",
@@ -418,6 +484,10 @@ mod tests {
             drop_negations(args),
             ["drainer", "--evict-emptydir-pods", "--", "--no-debug"]
         );
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(b"--kubeconfig=\xff".to_vec());
+        let args = [OsString::from("--no-debug"), bad.clone(), "--debug".into()];
+        assert_eq!(drop_negations(args), [bad, "--debug".into()]);
     }
 
     #[test]

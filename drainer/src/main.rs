@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use k8s_openapi::jiff::Timestamp;
+use nodemedic_drainer::draino;
 use nodemedic_drainer::policy::{self, PolicyArgs};
 
 #[derive(Parser)]
@@ -218,7 +219,13 @@ fn main() -> ExitCode {
             KubectlCommand::Conditions(args) => conditions(args),
         };
     }
-    let cli = Cli::parse_from(nodemedic_drainer::draino::drop_negations(std::env::args()));
+    // draino's kingpin booleans: `--no-FLAG` (and the last of it and `--FLAG` wins, over DRAINO_*).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cmd = draino::without_env(Cli::command(), &draino::negated_last(&args));
+    let cli = match cmd.try_get_matches_from(draino::drop_negations(args)) {
+        Ok(m) => Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit()),
+        Err(e) => e.exit(),
+    };
     let Some(command) = cli.command else {
         return run(cli.run);
     };

@@ -195,6 +195,23 @@ async fn draino_command_lines_run_unchanged() {
         !unschedulable(&cluster, &from_env).await,
         "DRAINO_DRY_RUN=true cordoned"
     );
+    // kingpin: a flag beats its variable, and the last of --dry-run and --no-dry-run wins.
+    let run = drainer(
+        &["--dry-run", "ReallyBadCondition", "--no-dry-run"].map(String::from),
+        &kubeconfig,
+        &format!("draino-env-{id}"),
+        &[
+            ("DRAINO_NODE_LABEL_EXPR", "metadata.labels['pool'] == 'env'"),
+            ("DRAINO_DRY_RUN", "true"),
+        ],
+    );
+    eventually(
+        "--no-dry-run over DRAINO_DRY_RUN=true cordoned",
+        Duration::from_secs(30),
+        || async { unschedulable(&cluster, &from_env).await.then_some(()) },
+    )
+    .await;
+    drop(run);
 
     for n in [enabled, other, selected, from_env] {
         cluster.delete_node(&n).await;
@@ -220,6 +237,19 @@ fn refused_draino_flags_say_what_to_use_and_exit_2() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
     assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
+}
+
+#[test]
+fn an_argument_that_is_not_utf8_is_an_error_not_a_crash() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .arg(std::ffi::OsStr::from_bytes(b"--no-dry-run\xff"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unexpected argument"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]
