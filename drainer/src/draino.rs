@@ -137,7 +137,7 @@ pub fn without_env(cmd: clap::Command, flags: &[&str]) -> clap::Command {
         })
     };
     let strip_sub = strip.clone();
-    strip(cmd).mut_subcommands(move |sub| strip_sub(sub))
+    strip(cmd).mut_subcommands(strip_sub)
 }
 
 /// `--listen` as draino takes it: `:10002` (every address) or `HOST:PORT`.
