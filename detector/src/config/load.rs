@@ -81,7 +81,11 @@ fn rule_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(path)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            // A name that is not UTF-8 is read too (as its lossy text), not skipped unsaid.
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
             !name.starts_with('.')
                 && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
                 && p.is_file()
@@ -104,9 +108,7 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
         let mut errors = Errors::new(&file);
         let name = path
             .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("monitor")
-            .to_string();
+            .map_or_else(|| "monitor".into(), |s| s.to_string_lossy().into_owned());
         let is_npd = path.extension().is_some_and(|e| e == "json");
         // Parse errors first; the checks of what did parse add the file's other errors.
         let parsed: Option<RawMonitor> = if is_npd {

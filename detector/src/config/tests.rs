@@ -197,6 +197,17 @@ fn load_paths_reads_a_directory_skipping_hidden_entries() {
 }
 
 #[test]
+fn a_rule_file_whose_name_is_not_utf8_is_read() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"kernel-\xff.yaml");
+    std::fs::write(dir.path().join(name), GOOD).unwrap();
+    let rs = load_paths(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(rs.monitors.len(), 1);
+    assert_eq!(rs.monitors[0].name, "kernel-\u{fffd}");
+}
+
+#[test]
 fn a_pattern_that_parses_alone_but_not_anchored_is_rejected_at_its_position() {
     // Under (?x) a trailing comment swallows the end anchor the matcher appends: it used to pass
     // validation and abort the detector when the matcher compiled it.
