@@ -103,6 +103,7 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
     let mut declared: HashMap<String, (String, u64, u64)> = HashMap::new();
     let mut names: HashMap<String, String> = HashMap::new();
     let mut notes = Vec::new();
+    let mut budget = super::PatternBudget::new();
     for (path, text) in sources {
         let file = path.display().to_string();
         let mut errors = Errors::new(&file);
@@ -164,7 +165,7 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
                         ),
                     });
                 }
-                if let Some(m) = build(raw, &name, path, &mut errors)
+                if let Some(m) = build(raw, &name, path, &mut budget, &mut errors)
                     && errors.list.is_empty()
                 {
                     monitors.push(m);

@@ -218,18 +218,29 @@ fn a_pattern_that_parses_alone_but_not_anchored_is_rejected_at_its_position() {
     let errs = errors(&[("kernel-monitor.yaml", &file)]);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(
-        errs[0].starts_with("kernel-monitor.yaml:12:") && errs[0].contains("invalid regex"),
+        errs[0].starts_with("kernel-monitor.yaml:12:")
+            && errs[0].contains("invalid regex")
+            && errs[0].contains("end a # comment with a newline"),
+        "{errs:?}"
+    );
+    // A pattern that is wrong on its own gets no such hint.
+    let file = GOOD.replace(
+        "pattern: 'task docker:\\w+ blocked'",
+        "pattern: 'task (docker'",
+    );
+    let errs = errors(&[("kernel-monitor.yaml", &file)]);
+    assert!(
+        errs.len() == 1 && errs[0].contains("unclosed group") && !errs[0].contains("(?x)"),
         "{errs:?}"
     );
 }
 
 #[test]
 fn patterns_too_large_to_compile_together_are_a_load_error_not_a_crash() {
-    // One 2 MB alternation: each piece is fine, the compiled program exceeds the size limit.
-    let alternation: Vec<String> = (0..150_000).map(|i| format!("w{i:06}")).collect();
+    // Short text, huge program: Unicode \w repeated is far over the regex size limit once compiled.
     let big = GOOD.replace(
         "pattern: 'task docker:\\w+ blocked'",
-        &format!("pattern: '({})'", alternation.join("|")),
+        "pattern: '(?:\\w{100}){100}'",
     );
     let errs = errors(&[("kernel-monitor.yaml", &big)]);
     assert_eq!(errs.len(), 1, "{errs:?}");
@@ -240,22 +251,120 @@ fn patterns_too_large_to_compile_together_are_a_load_error_not_a_crash() {
     );
 }
 
+fn alternation(words: usize, from: usize) -> String {
+    (from..from + words)
+        .map(|i| format!("w{i:06}"))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
 #[test]
-fn ten_thousand_rules_load_or_fail_cleanly() {
+fn patterns_that_add_up_to_more_than_64_kib_are_refused_before_compiling() {
+    // One 2 MB alternation (its compile peaked at 381 MB): refused at its own position, unparsed.
+    let big = GOOD.replace(
+        "pattern: 'task docker:\\w+ blocked'",
+        &format!("pattern: '({})'", alternation(300_000, 0)),
+    );
+    let errs = errors(&[("kernel-monitor.yaml", &big)]);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with(
+            "kernel-monitor.yaml:12:14: pattern: the rule files' patterns add up to more than 64 KiB"
+        ),
+        "{errs:?}"
+    );
+
+    // Many patterns that fit alone: the one that goes over is named, once, whatever follows it.
+    let mut file = GOOD.to_string();
+    for i in 0..20 {
+        file.push_str(&format!(
+            "  - type: temporary\n    reason: R{i}\n    pattern: '{}'\n",
+            alternation(500, i * 500)
+        ));
+    }
+    let errs = errors(&[("kernel-monitor.yaml", &file)]);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    // 3,999 bytes each (500 words of 7, and the bars): 16 fit beside the first rule's, the 17th
+    // (its pattern on line 15 + 3 * 16) goes over.
+    assert!(
+        errs[0].starts_with("kernel-monitor.yaml:63:14: pattern: the rule files' patterns add up"),
+        "{errs:?}"
+    );
+
+    // Recovery patterns count too, and just under the budget loads.
+    let under = alternation(MAX_PATTERN_BYTES / 8 - 10, 0);
+    let with_recovery = GOOD.replace(
+        "message: kernel has no deadlock",
+        &format!("message: kernel has no deadlock\n    recovery:\n      pattern: '{under}'"),
+    );
+    if let Err(e) = load(&[("kernel-monitor.yaml", &with_recovery)]) {
+        panic!("{e:?}");
+    }
+    let over = GOOD.replace(
+        "message: kernel has no deadlock",
+        &format!(
+            "message: kernel has no deadlock\n    recovery:\n      pattern: '{}'",
+            alternation(MAX_PATTERN_BYTES / 8 + 10, 0)
+        ),
+    );
+    let errs = errors(&[("kernel-monitor.yaml", &over)]);
+    assert!(
+        errs.len() == 1 && errs[0].contains("recovery.pattern: the rule files' patterns add up"),
+        "{errs:?}"
+    );
+
+    // The budget spans files (memory is what it bounds): two files of 40 KiB each, the second is
+    // refused, the first not.
+    let file = |name: &str, from| {
+        format!(
+            "source: {name}\ninput: {{kind: kmsg}}\nrules:\n  - type: temporary\n    reason: Many\n    pattern: '{}'\n",
+            alternation(40 * 1024 / 8, from)
+        )
+    };
+    let errs = errors(&[("a.yaml", &file("a", 0)), ("b.yaml", &file("b", 10_000))]);
+    assert!(
+        errs.len() == 1
+            && errs[0].starts_with("b.yaml:6:14: pattern: the rule files' patterns add up"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn more_than_128_rules_compiled_on_their_own_are_refused() {
+    // Rules with a message template (or a multi-line pattern) get their own regex, ~90 KB each.
+    let rules = |n: usize, message: &str| {
+        let mut f = GOOD.to_string();
+        for i in 0..n {
+            f.push_str(&format!(
+                "  - type: temporary\n    reason: R{i}\n{message}    pattern: 'problem (\\d+) number {i}'\n"
+            ));
+        }
+        f
+    };
+    let templated = "    message: 'problem $1'\n";
+    assert!(load(&[("kernel-monitor.yaml", &rules(128, templated))]).is_ok());
+    let errs = errors(&[("kernel-monitor.yaml", &rules(129, templated))]);
+    // The 129th templated rule: its pattern on line 13 + 4 * 128 + 3.
+    assert!(
+        errs.len() == 1
+            && errs[0].starts_with("kernel-monitor.yaml:528:14: pattern: more than 128 rules"),
+        "{errs:?}"
+    );
+    // Without templates they are only in the monitor's set.
+    assert!(load(&[("kernel-monitor.yaml", &rules(1000, ""))]).is_ok());
+}
+
+#[test]
+fn ten_thousand_rules_are_refused_cleanly() {
     let mut file = GOOD.to_string();
     for i in 0..10_000 {
         file.push_str(&format!(
             "  - type: temporary\n    reason: R{i}\n    pattern: 'message number {i} happened'\n"
         ));
     }
-    // Either outcome is acceptable; a panic is not.
-    match load(&[("kernel-monitor.yaml", &file)]) {
-        Ok(rs) => assert_eq!(rs.monitors[0].rules.len(), 10_001),
-        Err(e) => assert!(
-            e.0[0].to_string().contains("cannot be compiled together"),
-            "{e:?}"
-        ),
-    }
+    let errs = errors(&[("kernel-monitor.yaml", &file)]);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("add up to more than 64 KiB"), "{errs:?}");
 }
 
 #[test]
