@@ -1,8 +1,9 @@
 //! A small mutation fuzzer shared by `tests/tests/fuzz.rs` (a short run in every `cargo test`) and
 //! `tests/benches/fuzz.rs` (long runs: `FUZZ_EXECS=10000000 cargo bench -p nodemedic-tests --bench fuzz`).
 //!
-//! Why not coverage-guided: libFuzzer needs a nightly toolchain and AFL++ a C toolchain and compiler
-//! plugin that this workplace cannot install, so each target runs in-process over its committed
+//! The long runs that matter are coverage-guided: `fuzz/run` runs the same targets under libFuzzer
+//! (cargo-fuzz, stable Rust, no sanitizer). This loop needs nothing installed, so every `cargo test`
+//! replays the committed corpus with it. Each target runs in-process over its committed
 //! corpus (`tests/fuzz/corpus/<target>/`), mutated: bit flips, interesting bytes and numbers, inserted
 //! and deleted ranges, duplicated ranges, splices of two corpus inputs, and dictionary tokens of the
 //! target's format. A panic is a crash: the input is written to `tests/fuzz/crashes/<target>/` and

@@ -1,7 +1,7 @@
 //! Every fuzz target over its committed corpus and a few thousand mutations of it, in each
-//! `cargo test` (the long runs are `FUZZ_EXECS=10000000 cargo bench -p nodemedic-tests --bench fuzz`;
-//! see `tests/fuzz/engine.rs`). A crash found by a long run is added to the corpus, so this test
-//! keeps it fixed.
+//! `cargo test` (the long runs are coverage-guided, `fuzz/run`, or this mutation loop,
+//! `FUZZ_EXECS=10000000 cargo bench -p nodemedic-tests --bench fuzz`; see `tests/fuzz/engine.rs`).
+//! A crash found by a long run is added to the corpus, so this test keeps it fixed.
 
 #[path = "../fuzz/engine.rs"]
 mod engine;
@@ -53,4 +53,39 @@ fn the_mutator_is_deterministic_and_reaches_beyond_its_seeds() {
     assert_eq!(run(7), run(7));
     let distinct: std::collections::HashSet<_> = run(7).into_iter().collect();
     assert!(distinct.len() > 150, "{}", distinct.len());
+}
+
+/// The libFuzzer crate (`fuzz/`, built only by cargo-fuzz) has one binary per target, each calling
+/// the target of its name, and `fuzz/run` runs them all: a target added here is fuzzed there too.
+#[test]
+fn the_coverage_guided_crate_has_every_target() {
+    let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).unwrap();
+    let script = std::fs::read_to_string(fuzz.join("run")).unwrap();
+    let all = script
+        .lines()
+        .find_map(|l| l.strip_prefix("all=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect("fuzz/run lists its targets as all=(...)");
+    let mut listed: Vec<&str> = all.split_whitespace().collect();
+    let mut names: Vec<&str> = targets::TARGETS.iter().map(|t| t.name).collect();
+    listed.sort_unstable();
+    names.sort_unstable();
+    assert_eq!(
+        listed, names,
+        "fuzz/run's all=(...) and tests/fuzz/targets.rs"
+    );
+    for name in names {
+        assert!(
+            manifest.contains(&format!(
+                "[[bin]]\nname = \"{name}\"\npath = \"fuzz_targets/{name}.rs\""
+            )),
+            "fuzz/Cargo.toml has no [[bin]] for {name}"
+        );
+        let source = std::fs::read_to_string(fuzz.join(format!("fuzz_targets/{name}.rs"))).unwrap();
+        assert!(
+            source.contains(&format!("nodemedic_fuzz::run(\"{name}\", data)")),
+            "fuzz/fuzz_targets/{name}.rs does not run {name}: {source}"
+        );
+    }
 }
