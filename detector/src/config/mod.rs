@@ -16,6 +16,22 @@ pub use load::{bundled_defaults, convert_npd, load_paths, load_sources};
 
 /// Default window for multi-line patterns (NPD's bufferSize default).
 pub const DEFAULT_BUFFER_SIZE: usize = 10;
+impl ConfigError {
+    fn display(&self) -> String {
+        let ConfigError {
+            file,
+            line,
+            column,
+            message,
+        } = self;
+        if *line == 0 {
+            format!("{file}: {message}")
+        } else {
+            format!("{file}:{line}:{column}: {message}")
+        }
+    }
+}
+
 /// Upper bound on bufferSize: each line of the window is kept in memory per monitor.
 pub const MAX_BUFFER_SIZE: usize = 1000;
 /// The most pattern text all rule files together may hold (rules' and recoveries' patterns added up).
@@ -30,9 +46,10 @@ pub const MAX_PATTERN_BYTES: usize = 64 * 1024;
 /// (900 such rules peaked at 90 MB); the bundled and opt-in rule files have four.
 pub const MAX_OWN_REGEXES: usize = 128;
 
-/// One rule-file problem, with its position.
+/// One rule-file problem, with its position (`file:line:column: message`; a problem with the file as
+/// a whole, such as one that cannot be read, has line 0 and shows as `file: message`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message}")]
+#[error("{}", self.display())]
 pub struct ConfigError {
     pub file: String,
     pub line: u64,
