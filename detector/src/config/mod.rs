@@ -298,34 +298,23 @@ impl PatternBudget {
         } else {
             Some(self.own)
         };
-        match (bytes, left) {
+        let message = match (bytes, left) {
             (Some(bytes), Some(own)) => {
                 self.bytes = bytes;
                 self.own = own;
-                true
+                return true;
             }
-            (None, _) => {
-                self.spent = true;
-                errors.at(
-                    &pattern.referenced,
-                    format!(
-                        "{what}: the rule files' patterns add up to more than {} KiB, the most the detector loads (regexes take memory to compile in proportion to their text); shorten or remove patterns",
-                        MAX_PATTERN_BYTES / 1024
-                    ),
-                );
-                false
-            }
-            (_, None) => {
-                self.spent = true;
-                errors.at(
-                    &pattern.referenced,
-                    format!(
-                        "{what}: more than {MAX_OWN_REGEXES} rules in the rule files have a message template or a multi-line pattern, the most the detector loads (each is compiled on its own, ~90 KB); use the matched line as the message for some"
-                    ),
-                );
-                false
-            }
-        }
+            (None, _) => format!(
+                "{what}: the rule files' patterns add up to more than {} KiB, the most the detector loads (regexes take memory to compile in proportion to their text); shorten or remove patterns",
+                MAX_PATTERN_BYTES / 1024
+            ),
+            (_, None) => format!(
+                "{what}: more than {MAX_OWN_REGEXES} rules in the rule files have a message template or a multi-line pattern, the most the detector loads (each is compiled on its own, ~90 KB); use the matched line as the message for some"
+            ),
+        };
+        self.spent = true;
+        errors.at(&pattern.referenced, message);
+        false
     }
 }
 
