@@ -16,22 +16,6 @@ pub use load::{bundled_defaults, convert_npd, load_paths, load_sources};
 
 /// Default window for multi-line patterns (NPD's bufferSize default).
 pub const DEFAULT_BUFFER_SIZE: usize = 10;
-impl ConfigError {
-    fn display(&self) -> String {
-        let ConfigError {
-            file,
-            line,
-            column,
-            message,
-        } = self;
-        if *line == 0 {
-            format!("{file}: {message}")
-        } else {
-            format!("{file}:{line}:{column}: {message}")
-        }
-    }
-}
-
 /// Upper bound on bufferSize: each line of the window is kept in memory per monitor.
 pub const MAX_BUFFER_SIZE: usize = 1000;
 /// The most pattern text all rule files together may hold (rules' and recoveries' patterns added up).
@@ -55,6 +39,22 @@ pub struct ConfigError {
     pub line: u64,
     pub column: u64,
     pub message: String,
+}
+
+impl ConfigError {
+    fn display(&self) -> String {
+        let ConfigError {
+            file,
+            line,
+            column,
+            message,
+        } = self;
+        if *line == 0 {
+            format!("{file}: {message}")
+        } else {
+            format!("{file}:{line}:{column}: {message}")
+        }
+    }
 }
 
 /// All problems found in a set of rule files.
