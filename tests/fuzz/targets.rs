@@ -131,15 +131,12 @@ fn cel(input: &[u8]) {
     }
 }
 
-/// An AdmissionReview body as the guard receives it, decided for a synced cache and an unsynced one.
+/// An AdmissionReview body as the guard receives it (read as the guard reads a request), decided for
+/// a synced cache and an unsynced one.
 fn admission(input: &[u8]) {
-    use kube::core::DynamicObject;
-    use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+    use kube::core::admission::AdmissionResponse;
     use nodemedic_drainer::guard::{self, GuardConfig, NodeState, Request};
-    let Ok(review) = serde_json::from_slice::<AdmissionReview<DynamicObject>>(input) else {
-        return;
-    };
-    let Ok(req): Result<AdmissionRequest<DynamicObject>, _> = review.try_into() else {
+    let Ok(req) = guard::read_review(Some("application/json"), input) else {
         return;
     };
     let request = Request::from_admission(&req);

@@ -55,9 +55,18 @@ async fn post(
     ca_pem: &str,
     body: &str,
 ) -> Result<(u16, String), String> {
+    post_as(addr, ca_pem, "application/json", body).await
+}
+
+async fn post_as(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    content_type: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
     let mut tls = connect(addr, ca_pem).await?;
     let req = format!(
-        "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     tls.write_all(req.as_bytes())
@@ -359,6 +368,25 @@ async fn guard_allows_and_denies_pod_deletions_over_https() {
     let (status, body) = post(addr, &ca, "{not json").await.unwrap();
     assert_eq!(status, 400);
     assert!(body.contains("malformed AdmissionReview"), "{body}");
+    // another media type: 415; another kind of object in a review's clothes: 400
+    let denied_review = review("DELETE", None, NC, "web-1", Some(&leaf));
+    let (status, body) = post_as(addr, &ca, "text/plain", &denied_review)
+        .await
+        .unwrap();
+    assert_eq!(status, 415, "{body}");
+    assert!(
+        body.contains("expected Content-Type: application/json"),
+        "{body}"
+    );
+    let (status, body) = post(
+        addr,
+        &ca,
+        &denied_review.replacen("\"kind\":\"AdmissionReview\"", "\"kind\":\"Pod\"", 1),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("kind \"Pod\""), "{body}");
     // the node becomes Ready (through the watch): allowed
     set_ready(&cluster, &leaf, "True").await;
     eventually("allowed once Ready", WAIT, || async {
@@ -386,7 +414,7 @@ async fn guard_allows_and_denies_pod_deletions_over_https() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("nodemedic_guard_requests_total{decision=\"malformed\"} 1"),
+        metrics.contains("nodemedic_guard_requests_total{decision=\"malformed\"} 3"),
         "{metrics}"
     );
     running.shutdown().await;

@@ -2,14 +2,68 @@
 //! from deleting (or evicting) pods of a Kosmos leaf node while that node is not Ready, since Kosmos
 //! would propagate those deletions into the member cluster during a mere network flap.
 //!
-//! [`decide`] is pure: the extracted request, what the node cache knows, and the configuration. The
-//! HTTPS server around it is in `server`.
+//! [`read_review`] and [`decide`] are pure: the request's body and Content-Type, then the extracted
+//! request, what the node cache knows, and the configuration. The HTTPS server around them is in
+//! `server`.
 
 pub mod limit;
 pub mod server;
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+
+/// The one AdmissionReview version the webhook declares (`admissionReviewVersions: [v1]`).
+pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// Why a request to the guard is not an AdmissionReview it answers: the HTTP status and what to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    pub status: u16,
+    pub message: String,
+}
+
+impl Malformed {
+    fn bad(message: String) -> Self {
+        Malformed {
+            status: 400,
+            message,
+        }
+    }
+}
+
+/// The admission request in a POST to the guard: JSON (`Content-Type: application/json`, as the API
+/// server sends it), an `admission.k8s.io/v1` `AdmissionReview` (the only version the webhook
+/// declares), and a request in it. Anything else is refused before it is looked at further: 415 for
+/// another media type, 400 for the rest.
+pub fn read_review(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<AdmissionRequest<DynamicObject>, Malformed> {
+    let media = content_type.map(|c| c.split(';').next().unwrap_or_default().trim());
+    if !media.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Err(Malformed {
+            status: 415,
+            message: format!(
+                "expected Content-Type: application/json, got {}",
+                content_type.map_or_else(|| "none".to_string(), |c| format!("{c:?}"))
+            ),
+        });
+    }
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body).map_err(|e| {
+        Malformed::bad(format!(
+            "malformed AdmissionReview (expected {REVIEW_API_VERSION} JSON): {e}"
+        ))
+    })?;
+    if review.types.api_version != REVIEW_API_VERSION || review.types.kind != "AdmissionReview" {
+        return Err(Malformed::bad(format!(
+            "malformed AdmissionReview: apiVersion {:?}, kind {:?}; expected {REVIEW_API_VERSION}, AdmissionReview",
+            review.types.api_version, review.types.kind
+        )));
+    }
+    review
+        .try_into()
+        .map_err(|_| Malformed::bad("malformed AdmissionReview: it has no request".to_string()))
+}
 
 /// What the guard is configured with.
 #[derive(Debug, Clone)]
@@ -283,6 +337,53 @@ impl BlockedEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+        "uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},
+        "resource":{"group":"","version":"v1","resource":"pods"},"name":"web-1","namespace":"app",
+        "operation":"DELETE","userInfo":{"username":"system:serviceaccount:kube-system:node-controller"},
+        "dryRun":false}}"#;
+
+    #[test]
+    fn only_v1_admission_reviews_sent_as_json_are_read() {
+        let json = Some("application/json");
+        assert_eq!(read_review(json, REVIEW.as_bytes()).unwrap().name, "web-1");
+        for ct in ["application/json; charset=utf-8", "Application/JSON"] {
+            assert!(read_review(Some(ct), REVIEW.as_bytes()).is_ok(), "{ct}");
+        }
+        for ct in [None, Some("text/plain"), Some("application/yaml"), Some("")] {
+            let e = read_review(ct, REVIEW.as_bytes()).unwrap_err();
+            assert_eq!(e.status, 415, "{ct:?}");
+            assert!(
+                e.message
+                    .starts_with("expected Content-Type: application/json"),
+                "{e:?}"
+            );
+        }
+        let cases = [
+            (
+                REVIEW.replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1"),
+                "apiVersion \"admission.k8s.io/v1beta1\"",
+            ),
+            (
+                REVIEW.replace("\"kind\":\"AdmissionReview\"", "\"kind\":\"Pod\""),
+                "kind \"Pod\"",
+            ),
+            (
+                "{not json".to_string(),
+                "malformed AdmissionReview (expected admission.k8s.io/v1 JSON)",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_string(),
+                "it has no request",
+            ),
+        ];
+        for (body, says) in cases {
+            let e = read_review(json, body.as_bytes()).unwrap_err();
+            assert_eq!(e.status, 400, "{body}");
+            assert!(e.message.contains(says), "{e:?} should say {says}");
+        }
+    }
 
     fn req(op: bool, user: &str) -> Request {
         Request {

@@ -9,12 +9,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use k8s_openapi::jiff::Timestamp;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::AdmissionResponse;
 use nodemedic_common::events::NodeEvents;
 
 use super::{Decision, GuardConfig, NodeState, Request, decide};
@@ -102,27 +101,16 @@ async fn flush_blocked(g: &Guard, client: &kube::Client, interval: Duration) {
     }
 }
 
-async fn validate(State(g): State<Guard>, body: Bytes) -> Response {
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
+async fn validate(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Response {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()));
+    let req = match super::read_review(content_type.as_deref(), &body) {
         Ok(r) => r,
-        Err(e) => {
+        Err(m) => {
             g.metrics.guard_request(GuardDecision::Malformed);
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("malformed AdmissionReview (expected admission.k8s.io/v1 JSON): {e}\n"),
-            )
-                .into_response();
-        }
-    };
-    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => {
-            g.metrics.guard_request(GuardDecision::Malformed);
-            return (
-                StatusCode::BAD_REQUEST,
-                "malformed AdmissionReview: it has no request\n",
-            )
-                .into_response();
+            let status = StatusCode::from_u16(m.status).unwrap_or(StatusCode::BAD_REQUEST);
+            return (status, format!("{}\n", m.message)).into_response();
         }
     };
     let request = Request::from_admission(&req);
