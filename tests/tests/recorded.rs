@@ -121,3 +121,292 @@ async fn answers_like_the_recorded_kube_apiserver() {
         }
     }
 }
+
+/// One recorded exchange, sent again to `server` as recorded but for `rv`: a resourceVersion in the
+/// body is replaced with the one the test server gave the object (its counter is not the real
+/// server's). Returns the status and body the test server answered, and the recording.
+async fn replay(client: &kube::Client, name: &str, rv: Option<&str>) -> (u16, Value, Value) {
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap())
+            .unwrap();
+    let req = &rec["request"];
+    let mut body = req["body"].clone();
+    if let Some(rv) = rv {
+        body["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+    }
+    let (status, got) = send(
+        client,
+        req["method"].as_str().unwrap(),
+        req["url"].as_str().unwrap(),
+        req["headers"]["Content-Type"].as_str(),
+        &body,
+    )
+    .await;
+    (status, got, rec)
+}
+
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    url: &str,
+    content_type: Option<&str>,
+    body: &Value,
+) -> (u16, Value) {
+    let mut builder = axum::http::Request::builder().method(method).uri(url);
+    if let Some(ct) = content_type {
+        builder = builder.header("Content-Type", ct);
+    }
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(body).unwrap()
+    };
+    let resp = client
+        .send(builder.body(bytes).unwrap().map(Into::into))
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(axum::body::Body::new(resp.into_body()), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Status code, and for a Status body its status, code, reason and causes' reasons, as recorded.
+fn assert_answer(name: &str, status: u16, got: &Value, rec: &Value) {
+    let want = &rec["response"]["body"];
+    assert_eq!(
+        status,
+        rec["response"]["status"].as_u64().unwrap() as u16,
+        "{name}: status; body {got}"
+    );
+    if want["kind"] == "Status" {
+        for f in ["kind", "status", "code", "reason"] {
+            assert_eq!(got.get(f), want.get(f), "{name}: {f} of {got}");
+        }
+        let causes = |v: &Value| -> Vec<Value> {
+            v.pointer("/details/causes")
+                .and_then(Value::as_array)
+                .map(|c| c.iter().map(|c| c["reason"].clone()).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(causes(got), causes(want), "{name}: causes of {got}");
+    } else {
+        assert_eq!(got["kind"], want["kind"], "{name}: kind of {got}");
+    }
+}
+
+fn rv_of(obj: &Value) -> String {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The writes the drainer makes to its after-drain taint (a strategic-merge PATCH of `spec.taints`
+/// with the resourceVersion): taints have no patch merge key, so the list sent replaces the stored
+/// one, and an empty one is not printed at all (57, 58).
+#[tokio::test]
+async fn taint_lists_are_replaced_whole_as_recorded() {
+    if !dir().exists() {
+        eprintln!("skipped: {} not found", dir().display());
+        return;
+    }
+    let server = TestApiServer::start().await;
+    let client = server.client();
+    for name in [
+        "57-node-smp-taints-empty-list",
+        "58-node-smp-taints-shorter-list",
+    ] {
+        let rec: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        // The node as it was before (two taints, put there by a PUT).
+        let _ = server.put_object(
+            "v1",
+            "nodes",
+            None,
+            serde_json::json!({"metadata": {"name": "tn-t", "labels": {"kubernetes.io/hostname": "tn-t"}},
+                "spec": rec["before"]["spec"]}),
+        );
+        let rv = rv_of(&server.object("v1", "nodes", None, "tn-t").unwrap());
+        let (status, got, rec) = replay(&client, name, Some(&rv)).await;
+        assert_answer(name, status, &got, &rec);
+        assert_eq!(got["spec"], rec["response"]["body"]["spec"], "{name}: spec");
+        // The same write with a resourceVersion since superseded is a conflict, as for a PUT.
+        let (status, got, _) = replay(&client, name, Some(&rv)).await;
+        assert_eq!(
+            status, 409,
+            "{name} again with a stale resourceVersion: {got}"
+        );
+        assert_eq!(got["reason"], "Conflict");
+    }
+}
+
+/// Eviction as recorded (31-39): a PDB's 429 with its cause, a name mismatch, a 201 Status, the pod
+/// left terminating with the DisruptionTarget condition (no kubelet finishes it: the recorder had
+/// stopped its stand-in), a second eviction of the terminating pod, a missing pod. Then the graceful
+/// deletion a kubelet finishes, as the scenarios see it.
+#[tokio::test]
+async fn evictions_answer_and_leave_pods_as_recorded() {
+    if !dir().exists() {
+        eprintln!("skipped: {} not found", dir().display());
+        return;
+    }
+    let server = TestApiServer::start().await;
+    server.stop_kubelets();
+    let client = server.client();
+    let (status, pod, rec) = replay(&client, "31-pod-create-bound", None).await;
+    assert_answer("31", status, &pod, &rec);
+    // What defaulting and admission add (the service account token volume aside: no service
+    // accounts here).
+    let mut want_spec = rec["response"]["body"]["spec"].clone();
+    want_spec.as_object_mut().unwrap().remove("volumes");
+    want_spec["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("volumeMounts");
+    assert_eq!(pod["spec"], want_spec, "31: the defaulted spec");
+    assert_eq!(
+        pod["status"], rec["response"]["body"]["status"],
+        "31: status"
+    );
+    let (status, got, rec) = replay(&client, "32-pdb-create", None).await;
+    assert_answer("32", status, &got, &rec);
+    // The disruption controller's part (33), which this server leaves to the tests.
+    let rec33: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join("33-pdb-get-after-controller.json")).unwrap(),
+    )
+    .unwrap();
+    let mut pdb = got.clone();
+    pdb["status"] = rec33["response"]["body"]["status"].clone();
+    server.put_object("policy/v1", "poddisruptionbudgets", Some("ev"), pdb);
+    let (status, got, rec) = replay(&client, "34-eviction-blocked-by-pdb", None).await;
+    assert_answer("34", status, &got, &rec);
+    assert_eq!(
+        got["details"]["causes"][0]["message"],
+        rec["response"]["body"]["details"]["causes"][0]["message"]
+    );
+    // "The PDB was deleted 1 s earlier" (36's note).
+    let _ = send(
+        &client,
+        "DELETE",
+        "/apis/policy/v1/namespaces/ev/poddisruptionbudgets/ev-pdb",
+        None,
+        &Value::Null,
+    )
+    .await;
+    for name in [
+        "35-eviction-name-mismatch",
+        "36-eviction-allowed",
+        "37-pod-get-after-eviction",
+        "38-eviction-of-terminating-pod",
+        "39-eviction-missing-pod",
+    ] {
+        let (status, got, rec) = replay(&client, name, None).await;
+        assert_answer(name, status, &got, &rec);
+        if name.starts_with("36") || name.starts_with("38") {
+            assert_eq!(got, rec["response"]["body"], "{name}: a bare Status");
+        }
+        if name.starts_with("37") {
+            let want = &rec["response"]["body"];
+            assert_eq!(
+                got["metadata"]["deletionGracePeriodSeconds"],
+                want["metadata"]["deletionGracePeriodSeconds"]
+            );
+            assert!(got["metadata"]["deletionTimestamp"].is_string(), "{got}");
+            let disruption = |p: &Value| {
+                p["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "DisruptionTarget"))
+                    .map(|c| {
+                        (
+                            c["status"].clone(),
+                            c["reason"].clone(),
+                            c["message"].clone(),
+                        )
+                    })
+            };
+            assert_eq!(disruption(&got), disruption(want), "37: {got}");
+        }
+    }
+    // With kubelets (the scenarios' default), a graceful delete goes MODIFIED (terminating), then
+    // DELETED once the stand-in finishes it; grace 0 goes at once.
+    let server = TestApiServer::start().await;
+    let client = server.client();
+    let (status, _, _) = replay(&client, "31-pod-create-bound", None).await;
+    assert_eq!(status, 201);
+    let (status, pod) = send(
+        &client,
+        "DELETE",
+        "/api/v1/namespaces/ev/pods/ev-1",
+        Some("application/json"),
+        &serde_json::json!({"gracePeriodSeconds": 10}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 10, "{pod}");
+    nodemedic_tests::cluster::eventually(
+        "the stand-in kubelet finishing the deletion",
+        std::time::Duration::from_secs(30),
+        || async {
+            server
+                .object("v1", "pods", Some("ev"), "ev-1")
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+/// Lease writes as the leader election makes them (41-45): create, renew with the current
+/// resourceVersion, a stale one is 409, nine fractional digits are a 400 decoding error, a missing
+/// Lease is 404. And the core/v1 Event the binaries write (27).
+#[tokio::test]
+async fn leases_and_core_events_answer_as_recorded() {
+    if !dir().exists() {
+        eprintln!("skipped: {} not found", dir().display());
+        return;
+    }
+    let server = TestApiServer::start().await;
+    let client = server.client();
+    let (status, lease, rec) = replay(&client, "41-lease-create", None).await;
+    assert_answer("41", status, &lease, &rec);
+    assert_eq!(lease["spec"], rec["response"]["body"]["spec"]);
+    let (status, renewed, rec) = replay(&client, "42-lease-put-renew", Some(&rv_of(&lease))).await;
+    assert_answer("42", status, &renewed, &rec);
+    assert_eq!(renewed["spec"], rec["response"]["body"]["spec"]);
+    let (status, got, rec) = replay(
+        &client,
+        "43-lease-put-stale-resourceversion",
+        Some(&rv_of(&lease)),
+    )
+    .await;
+    assert_answer("43", status, &got, &rec);
+    assert_eq!(got["message"], rec["response"]["body"]["message"]);
+    assert_eq!(got["details"], rec["response"]["body"]["details"]);
+    for name in [
+        "44-lease-create-nanosecond-time",
+        "45-lease-get-missing",
+        "26-event-events-v1-eventtime-seconds",
+    ] {
+        let (status, got, rec) = replay(&client, name, None).await;
+        assert_answer(name, status, &got, &rec);
+    }
+    let (status, got, rec) = replay(&client, "27-event-core-v1-create", None).await;
+    assert_answer("27", status, &got, &rec);
+    for f in [
+        "involvedObject",
+        "reason",
+        "message",
+        "source",
+        "count",
+        "type",
+    ] {
+        assert_eq!(got[f], rec["response"]["body"][f], "27: {f}");
+    }
+}

@@ -1,10 +1,11 @@
 //! `POST pods/{name}/eviction` (policy/v1 Eviction), as recorded: 404 for a missing pod, 400 for a
 //! name mismatch, 429 with a DisruptionBudget cause while a matching PodDisruptionBudget allows no
 //! disruption (its `status.disruptionsAllowed`, which tests set as the disruption controller would),
-//! 201 with a bare Success Status otherwise. An allowed eviction decrements the budget and deletes the
-//! pod at once (this server has no kubelet to wait for the grace period).
+//! 201 with a bare Success Status otherwise. An allowed eviction decrements the budget, adds the
+//! `DisruptionTarget` condition and starts a graceful deletion (`terminate`); a pod already
+//! terminating is evicted again without a budget check (recording 38).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -14,7 +15,7 @@ use super::store::{Key, not_found};
 use super::watch::Hub;
 use super::{Inner, Target, error, json_response};
 
-pub(crate) fn evict(inner: &Mutex<Inner>, hub: &Hub, t: &Target, body: &Value) -> Response {
+pub(crate) fn evict(inner: &Arc<Mutex<Inner>>, hub: &Hub, t: &Target, body: &Value) -> Response {
     let name = t.name.clone().unwrap_or_default();
     if body["metadata"]["name"].as_str().is_some_and(|n| n != name) {
         return error(
@@ -34,6 +35,10 @@ pub(crate) fn evict(inner: &Mutex<Inner>, hub: &Hub, t: &Target, body: &Value) -
             ..t.clone()
         });
     };
+    // A pod already terminating is not checked against budgets again (recording 38).
+    if !pod["metadata"]["deletionTimestamp"].is_null() {
+        return success();
+    }
     let labels = pod["metadata"]["labels"]
         .as_object()
         .cloned()
@@ -69,9 +74,16 @@ pub(crate) fn evict(inner: &Mutex<Inner>, hub: &Hub, t: &Target, body: &Value) -
         let stored = guard.store.put(&k, pdb);
         hub.publish(&k, "MODIFIED", &stored);
     }
-    if let Some(old) = guard.store.remove(&pod_key) {
-        hub.publish(&pod_key, "DELETED", &old);
-    }
+    super::terminate::mark_disruption_target(&mut guard, hub, &pod_key);
+    drop(guard);
+    let grace =
+        super::terminate::grace_for(&pod, body["deleteOptions"]["gracePeriodSeconds"].as_i64());
+    super::terminate::delete_pod(inner, hub, &pod_key, grace);
+    success()
+}
+
+/// 201 with a bare Success Status, not the pod (recording 36).
+fn success() -> Response {
     json_response(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

@@ -6,9 +6,11 @@
 //! Generic storage of JSON objects by (group/version, resource, namespace, name), routed from the
 //! request path, so new resources (pods, leases, PDBs) need no new routes.
 
+mod admit;
 mod evict;
 mod patch;
 mod store;
+mod terminate;
 mod watch;
 
 use std::net::SocketAddr;
@@ -60,6 +62,8 @@ pub(crate) struct Inner {
     pub(crate) store: Store,
     faults: Vec<Fault>,
     log: Vec<Logged>,
+    /// Terminating pods stay until a test deletes them (see [`TestApiServer::stop_kubelets`]).
+    pub(crate) no_kubelets: bool,
 }
 
 /// A running test API server.
@@ -127,6 +131,13 @@ impl TestApiServer {
             kind,
             times,
         });
+    }
+
+    /// Stop standing in for kubelets: a pod deleted or evicted with a grace period stays terminating
+    /// (with its deletionTimestamp) until deleted again with grace 0, as on a control plane without
+    /// kubelets (see `terminate`).
+    pub fn stop_kubelets(&self) {
+        self.inner.lock().unwrap().no_kubelets = true;
     }
 
     /// Abort every open watch mid-stream.
@@ -416,7 +427,18 @@ async fn route(
             Err(e) => bad_body(&e),
         },
         ("GET", Some(_)) => store::get(&app.inner, &t),
-        ("DELETE", Some(_)) => store::delete(&app.inner, &app.watches, &t),
+        ("DELETE", Some(_)) => {
+            // DeleteOptions ride in the body (kube sends them there); an empty body is no options.
+            let options = if body.is_empty() {
+                Ok(Value::Null)
+            } else {
+                parse_body()
+            };
+            match options {
+                Ok(options) => store::delete(&app.inner, &app.watches, &t, &options),
+                Err(e) => bad_body(&e),
+            }
+        }
         ("PUT", Some(_)) => match parse_body() {
             Ok(obj) => store::replace(&app.inner, &app.watches, &t, obj),
             Err(e) => bad_body(&e),

@@ -9,18 +9,44 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::store::{Key, keep_other_half, not_found};
+use super::store::{Key, conflict, keep_other_half, not_found};
 use super::watch::Hub;
 use super::{Inner, Target, bad_body, error, json_response};
 
-/// Merge keys of the lists the tests patch.
-fn merge_key(field: &str) -> Option<&'static str> {
+/// How a strategic-merge patch treats a list, by the field's name, as the `patchStrategy` and
+/// `patchMergeKey` tags of k8s.io/api declare it for the objects the tests write (Node, Pod, Lease,
+/// Event, PodDisruptionBudget). Lists not named here have no patch strategy: the patch's list
+/// replaces the stored one whole. Node `spec.taints` is one of them (recordings 57, 58): a patch
+/// with a shorter or empty list removes the taints it leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListStrategy {
+    /// Entries are merged by this key; `$patch: delete` removes one.
+    MergeByKey(&'static str),
+    /// A list of scalars merged as a set (`metadata.finalizers`, `spec.podCIDRs`).
+    MergeSet,
+    /// Replaced whole.
+    Replace,
+}
+
+fn list_strategy(field: &str) -> ListStrategy {
+    use ListStrategy::*;
     match field {
-        "conditions" => Some("type"),
-        "taints" => Some("key"),
-        "containers" | "initContainers" | "volumes" => Some("name"),
-        "addresses" => Some("type"),
-        _ => None,
+        // NodeStatus.conditions, PodStatus.conditions, NodeStatus.addresses.
+        "conditions" | "addresses" => MergeByKey("type"),
+        // PodSpec.containers, initContainers, ephemeralContainers, volumes, imagePullSecrets;
+        // Container.env.
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "imagePullSecrets"
+        | "env" => MergeByKey("name"),
+        "volumeMounts" => MergeByKey("mountPath"),
+        "ports" => MergeByKey("containerPort"),
+        "ownerReferences" => MergeByKey("uid"),
+        "finalizers" | "podCIDRs" => MergeSet,
+        // NodeSpec.taints, PodSpec.tolerations, status lists (images, containerStatuses, ...).
+        _ => Replace,
     }
 }
 
@@ -62,16 +88,7 @@ pub(crate) fn handle(
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
     {
-        let name = t.name.clone().unwrap_or_default();
-        return error(
-            409,
-            Some("Conflict"),
-            &format!(
-                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-                t.resource
-            ),
-            Some(serde_json::json!({"name": name, "kind": t.resource})),
-        );
+        return conflict(t);
     }
     let mut merged = old.clone();
     match content_type {
@@ -82,6 +99,10 @@ pub(crate) fn handle(
         }
         Some("application/merge-patch+json") => json_merge(&mut merged, &patch),
         _ => unreachable!("media type checked above"),
+    }
+    if let Err(r) = super::admit::decode(&t.resource, &super::store::kind_of(&t.resource), &merged)
+    {
+        return r;
     }
     keep_other_half(t, &old, &mut merged);
     normalise_condition_times(&mut merged);
@@ -141,7 +162,8 @@ fn strategic(target: &mut Value, patch: &Value, field: &str) -> Result<(), Strin
                 let entry = t.entry(k.clone()).or_insert(Value::Null);
                 if entry.is_null() {
                     *entry = strip_directives(v);
-                    if let (Some(key), Value::Array(items)) = (merge_key(k), &*entry)
+                    if let (ListStrategy::MergeByKey(key), Value::Array(items)) =
+                        (list_strategy(k), &*entry)
                         && items.iter().any(|i| i.get(key).is_none())
                     {
                         return Err(missing_key(key));
@@ -152,12 +174,20 @@ fn strategic(target: &mut Value, patch: &Value, field: &str) -> Result<(), Strin
             }
             Ok(())
         }
-        (Value::Array(t), Value::Array(p)) => match merge_key(field) {
-            None => {
+        (Value::Array(t), Value::Array(p)) => match list_strategy(field) {
+            ListStrategy::Replace => {
                 *t = p.iter().map(strip_directives).collect();
                 Ok(())
             }
-            Some(key) => {
+            ListStrategy::MergeSet => {
+                for item in p {
+                    if !t.contains(item) {
+                        t.push(item.clone());
+                    }
+                }
+                Ok(())
+            }
+            ListStrategy::MergeByKey(key) => {
                 let mut out: Vec<Value> = Vec::new();
                 let mut deleted: Vec<Value> = Vec::new();
                 for item in p {
