@@ -31,7 +31,12 @@ macro_rules! label_value {
 
 label_value!(pub Outcome { Succeeded => "succeeded", Failed => "failed" });
 label_value!(pub Reload { Success => "success", Failure => "failure" });
-label_value!(pub Eviction { Succeeded => "succeeded", PdbRefused => "pdb_refused", Failed => "failed" });
+label_value!(pub Eviction {
+    Succeeded => "succeeded",
+    PdbRefused => "pdb_refused",
+    Failed => "failed",
+    ForceDeleted => "force_deleted",
+});
 
 /// `{result="succeeded|failed"}`
 #[derive(Debug, Clone, PartialEq, Eq, Hash, prometheus_client::encoding::EncodeLabelSet)]
@@ -45,7 +50,7 @@ pub struct ReloadLabel {
     pub result: Reload,
 }
 
-/// `{result="succeeded|pdb_refused|failed"}`
+/// `{result="succeeded|pdb_refused|failed|force_deleted"}`
 #[derive(Debug, Clone, PartialEq, Eq, Hash, prometheus_client::encoding::EncodeLabelSet)]
 pub struct EvictionLabel {
     pub result: Eviction,

@@ -43,6 +43,16 @@ pub const DELETE_NODES_PERMISSIONS: &[nodemedic_common::rbac::Permission] =
         namespaced: false,
     }];
 
+/// Granted only with `--allow-force-delete` (its own ClusterRole: `deploy/allow-force-delete`, or the
+/// chart when `drainer.config.allowForceDelete` is set).
+pub const FORCE_DELETE_PERMISSIONS: &[nodemedic_common::rbac::Permission] =
+    &[nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "pods",
+        verbs: &["delete"],
+        namespaced: false,
+    }];
+
 pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
     nodemedic_common::rbac::Permission {
         group: "",
@@ -98,6 +108,8 @@ pub enum EvictError {
     NotEvicted { pod: String },
     #[error("{pod}: evicted but still present at the deadline")]
     StillPresent { pod: String },
+    #[error("{pod}: cannot force-delete it: {error}")]
+    ForceDeleteFailed { pod: String, error: String },
 }
 
 /// Performs the decisions. Every write goes through the leadership gate ([`Actor::leading`]): the
@@ -389,11 +401,15 @@ impl Actor {
             .map(|_| ())
     }
 
+    /// Evict `pod` and wait until it is gone. With `force` (draino's `--allow-force-delete`), a pod
+    /// whose eviction kept failing other than by a PodDisruptionBudget, or that is still there at
+    /// the deadline, is deleted with grace 0; a budget's refusal is never deleted around.
     async fn evict_and_wait(
         &self,
         pod: &PodInfo,
         max_grace: Duration,
         deadline: tokio::time::Instant,
+        force: bool,
     ) -> Result<(), EvictError> {
         let (ns, name, uid) = (pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
         // Pod default when unset: 30s.
@@ -406,12 +422,16 @@ impl Actor {
             }
             let answer = evict(&self.client, &ns, &name, Some(grace)).await;
             PodOccurrence::of(&answer).emit(&id, EvictionFor::Drain, &self.metrics);
+            let refused = matches!(answer, Ok(Evicted::Refused(_)));
             match answer {
                 Ok(Evicted::Accepted) => break,
                 Ok(Evicted::Gone) => return Ok(()),
                 _ => {}
             }
             if tokio::time::Instant::now() + PDB_RETRY > deadline {
+                if force && !refused {
+                    return self.force_delete(pod, id).await;
+                }
                 return Err(EvictError::NotEvicted { pod: id });
             }
             tokio::time::sleep(PDB_RETRY).await;
@@ -424,9 +444,52 @@ impl Actor {
             .await
         {
             Ok(())
+        } else if force {
+            self.force_delete(pod, id).await
         } else {
             Err(EvictError::StillPresent { pod: id })
         }
+    }
+
+    /// Delete `pod` with grace 0 (only this pod: its UID is a precondition), behind the leadership
+    /// gate; said loudly: a warning, `evictions_total{result="force_deleted"}` and a Warning Event.
+    async fn force_delete(&self, pod: &PodInfo, id: String) -> Result<(), EvictError> {
+        if !self.leading() {
+            return Err(EvictError::LeadershipLost { pod: id });
+        }
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace);
+        let params = kube::api::DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: pod.uid.as_ref().map(|u| kube::api::Preconditions {
+                uid: Some(u.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let answer = api.delete(&pod.name, &params).await;
+        // 404: gone meanwhile; 409: the precondition failed, so this pod is gone and another took
+        // its name.
+        let gone =
+            |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+        match answer {
+            Ok(_) => Ok(()),
+            Err(e) if gone(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+        .map_err(|e| EvictError::ForceDeleteFailed {
+            pod: id.clone(),
+            error: e.to_string(),
+        })?;
+        PodOccurrence::ForceDeleted.emit(&id, EvictionFor::Drain, &self.metrics);
+        if let Some(node) = &pod.node {
+            let message = format!(
+                "Pod {id} force-deleted (grace period 0, --allow-force-delete): its eviction did not complete by the drain's deadline"
+            );
+            self.event(node, Severity::Warning, "PodForceDeleted", message)
+                .await;
+        }
+        Ok(())
     }
 }
 
@@ -723,7 +786,7 @@ impl Act for Actor {
         let deadline = tokio::time::Instant::now() + cfg.max_grace_period + cfg.eviction_headroom;
         let results: Vec<Result<(), EvictError>> = futures::stream::iter(pods)
             .map(|pod| async move {
-                self.evict_and_wait(&pod, cfg.max_grace_period, deadline)
+                self.evict_and_wait(&pod, cfg.max_grace_period, deadline, cfg.allow_force_delete)
                     .await
             })
             .buffer_unordered(cfg.eviction_concurrency.max(1))

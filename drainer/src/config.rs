@@ -73,6 +73,15 @@ pub struct Config {
     pub evict_emptydir_pods: bool,
     pub evict_unreplicated_pods: bool,
     pub evict_statefulset_pods: bool,
+    /// Evict DaemonSet pods too (draino's `--evict-daemonset-pods`); their controller recreates them
+    /// on the cordoned node, since they tolerate `unschedulable`.
+    pub evict_daemonset_pods: bool,
+    /// Delete a pod with grace 0 when its eviction fails other than by a PodDisruptionBudget, or when
+    /// it is still there at the drain's deadline (draino's `--allow-force-delete`).
+    pub allow_force_delete: bool,
+    /// `cluster-autoscaler.kubernetes.io/safe-to-evict=false` no longer protects a pod (draino's
+    /// `--ignore-safe-to-evict-annotation`).
+    pub ignore_safe_to_evict_annotation: bool,
     /// `KEY` or `KEY=VALUE`.
     pub protected_annotations: Vec<(String, Option<String>)>,
     pub protected_pods: ProtectedPods,
@@ -166,6 +175,9 @@ impl Default for Config {
             evict_emptydir_pods: false,
             evict_unreplicated_pods: false,
             evict_statefulset_pods: false,
+            evict_daemonset_pods: false,
+            allow_force_delete: false,
+            ignore_safe_to_evict_annotation: false,
             protected_annotations: Vec::new(),
             protected_pods: ProtectedPods::Leave,
             max_drains_in_flight: 1,
@@ -213,6 +225,9 @@ impl Config {
             evict_emptydir_pods,
             evict_unreplicated_pods,
             evict_statefulset_pods,
+            evict_daemonset_pods,
+            allow_force_delete,
+            ignore_safe_to_evict_annotation,
             protected_annotations,
             protected_pods,
             max_drains_in_flight,

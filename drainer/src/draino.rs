@@ -1,6 +1,6 @@
 //! draino's command line on `drainer` (and `drainer run`): a draino Deployment's args work unchanged.
 //! Every draino flag has draino's meaning here (most are ours under the same name, in `PolicyArgs`
-//! and `RunArgs`), or is refused with a sentence saying what to use instead; `DRAINO_*` environment
+//! and `RunArgs`): a drop-in refuses none of them. `DRAINO_*` environment
 //! variables set flags as in draino (kingpin's default envars). draino's `--node-label-expr` is
 //! expr-lang: [`translate_expr`] turns what CEL cannot read into CEL.
 
@@ -26,33 +26,6 @@ pub struct DrainoFlags {
         value_name = "NAME"
     )]
     pub leader_election_token_name: Option<String>,
-    /// Refused: DaemonSet pods are never evicted (see the message for why).
-    #[arg(long = "evict-daemonset-pods", env = "DRAINO_EVICT_DAEMONSET_PODS")]
-    pub evict_daemonset_pods: bool,
-    /// Refused: pods are never deleted around a PodDisruptionBudget.
-    #[arg(long = "allow-force-delete", env = "DRAINO_ALLOW_FORCE_DELETE")]
-    pub allow_force_delete: bool,
-    /// Refused: safe-to-evict=false always protects a pod.
-    #[arg(
-        long = "ignore-safe-to-evict-annotation",
-        env = "DRAINO_IGNORE_SAFE_TO_EVICT_ANNOTATION"
-    )]
-    pub ignore_safe_to_evict_annotation: bool,
-}
-
-/// For each refused draino flag given, what to do instead.
-pub fn refused(f: &DrainoFlags) -> Vec<String> {
-    let mut out = Vec::new();
-    if f.evict_daemonset_pods {
-        out.push("--evict-daemonset-pods: DaemonSet pods are never evicted: their controller recreates them on the cordoned node at once (they tolerate unschedulable), and what they run (log shippers, CNI, the detector) should stay until the node goes. Remove the flag.".to_string());
-    }
-    if f.allow_force_delete {
-        out.push("--allow-force-delete: pods are only evicted through the Eviction API, so PodDisruptionBudgets hold; a pod that cannot be evicted is left running (--protected-pods=leave) or stops the drain with its name (--protected-pods=block). Remove the flag.".to_string());
-    }
-    if f.ignore_safe_to_evict_annotation {
-        out.push("--ignore-safe-to-evict-annotation: cluster-autoscaler.kubernetes.io/safe-to-evict=false always protects a pod, as a person asked; to protect pods by other annotations use --protected-pod-annotation=KEY[=VALUE]. Remove the flag.".to_string());
-    }
-    out
 }
 
 /// draino's boolean flags, which kingpin also takes negated (`--no-dry-run`).
@@ -488,19 +461,5 @@ mod tests {
         let bad = OsString::from_vec(b"--kubeconfig=\xff".to_vec());
         let args = [OsString::from("--no-debug"), bad.clone(), "--debug".into()];
         assert_eq!(drop_negations(args), [bad, "--debug".into()]);
-    }
-
-    #[test]
-    fn refused_flags_say_what_to_use() {
-        let f = DrainoFlags {
-            evict_daemonset_pods: true,
-            allow_force_delete: true,
-            ignore_safe_to_evict_annotation: true,
-            ..Default::default()
-        };
-        let r = refused(&f);
-        assert_eq!(r.len(), 3);
-        assert!(r[1].contains("--protected-pods"), "{}", r[1]);
-        assert!(r[2].contains("--protected-pod-annotation"), "{}", r[2]);
     }
 }

@@ -342,13 +342,6 @@ fn conditions(args: ConditionsArgs) -> ExitCode {
 }
 
 fn run(mut args: RunArgs) -> ExitCode {
-    let refused = nodemedic_drainer::draino::refused(&args.draino);
-    if !refused.is_empty() {
-        for r in &refused {
-            eprintln!("drainer: {r}");
-        }
-        return ExitCode::from(2);
-    }
     if let Some(name) = args.draino.leader_election_token_name.take() {
         args.lease_name = name;
     }
@@ -362,6 +355,11 @@ fn run(mut args: RunArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if config.evict_daemonset_pods {
+        tracing::warn!(
+            "--evict-daemonset-pods: DaemonSet pods are evicted in drains, as draino did; their DaemonSet recreates them on the cordoned node at once (they tolerate unschedulable), so they keep running there"
+        );
+    }
     let identity = args
         .identity
         .clone()
@@ -472,24 +470,29 @@ fn read_files(args: &PlanArgs) -> Result<Objects, String> {
     }
     let read = || -> Result<Objects, String> {
         use k8s_openapi::api::core::v1::{Node, Pod};
-        let nodes = nodemedic_drainer::plan::read_items_map(nodes, |n: Node| {
-            nodemedic_drainer::view::NodeView::of(&n)
-        })?;
-        let pods = nodemedic_drainer::plan::read_items_map(pods, |p: Pod| {
+        use nodemedic_drainer::plan::{read_items, read_items_map};
+        let mut skipped = Vec::new();
+        let nodes = read_items_map(nodes, |n: Node| nodemedic_drainer::view::NodeView::of(&n))?
+            .items_noting(&mut skipped);
+        let pods = read_items_map(pods, |p: Pod| {
             nodemedic_drainer::decide::PodInfo::from_pod(&p, None)
-        })?;
+        })?
+        .items_noting(&mut skipped);
         let pdbs = match &args.pdbs {
-            Some(p) => nodemedic_drainer::plan::read_items(p)?,
+            Some(p) => read_items(p)?.items_noting(&mut skipped),
             None => Vec::new(),
         };
         let lease = match &args.lease {
-            Some(p) => nodemedic_drainer::plan::read_items(p)?.pop(),
+            Some(p) => read_items(p)?.items_noting(&mut skipped).pop(),
             None => None,
         };
         let events = match &args.events {
-            Some(p) => nodemedic_drainer::plan::read_items(p)?,
+            Some(p) => read_items(p)?.items_noting(&mut skipped),
             None => Vec::new(),
         };
+        for s in &skipped {
+            eprintln!("drainer: {s}");
+        }
         Ok((nodes, pods, pdbs, lease, events))
     };
     let result = read();

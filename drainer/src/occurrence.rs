@@ -314,8 +314,14 @@ pub enum EvictionFor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PodOccurrence {
     Evicted,
-    RefusedByBudget { message: String },
-    EvictionFailed { error: String },
+    RefusedByBudget {
+        message: String,
+    },
+    EvictionFailed {
+        error: String,
+    },
+    /// Deleted with grace 0 after its eviction did not complete (`--allow-force-delete`).
+    ForceDeleted,
 }
 
 impl PodOccurrence {
@@ -334,6 +340,10 @@ impl PodOccurrence {
             PodOccurrence::EvictionFailed { error } => {
                 tracing::warn!(%pod, ?what, %error, "eviction failed; retrying");
                 Eviction::Failed
+            }
+            PodOccurrence::ForceDeleted => {
+                tracing::warn!(%pod, ?what, "force-deleted (grace period 0): its eviction did not complete by the drain's deadline (--allow-force-delete)");
+                Eviction::ForceDeleted
             }
         };
         match what {

@@ -6,23 +6,68 @@ use std::path::Path;
 use crate::view::NodeView;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::lenient::Lenient;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::config::Config;
 use crate::decide::{self, NodeDecision, PodAction, PodInfo};
 
+/// An object of a file that was skipped: the API server takes values our types cannot hold (a time
+/// past 9999-12-30T22:00Z), and one such object must not stop the plan of every other, as it does not
+/// stop `plan --live` or the controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub file: std::path::PathBuf,
+    /// 1-based position in the list.
+    pub item: usize,
+    /// `namespace/name` or `name`, when readable.
+    pub id: String,
+    pub error: String,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: skipped {} (item {}): cannot decode it: {}",
+            self.file.display(),
+            self.id,
+            self.item,
+            self.error
+        )
+    }
+}
+
+/// What a file held: the items read, and the ones skipped.
+#[derive(Debug)]
+pub struct Read<U> {
+    pub items: Vec<U>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl<U> Read<U> {
+    /// The items, with what was skipped added to `skipped`.
+    pub fn items_noting(self, skipped: &mut Vec<Skipped>) -> Vec<U> {
+        skipped.extend(self.skipped);
+        self.items
+    }
+}
+
 /// Read the `items` of a List file (`kubectl get nodes -o json`), or a single object; `-` is stdin.
-pub fn read_items<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
+pub fn read_items<T: DeserializeOwned + kube::Resource>(path: &Path) -> Result<Read<T>, String> {
     read_items_map(path, |t: T| t)
 }
 
 /// [`read_items`], each item turned into what is kept (`f`) as soon as it is read: the file is parsed
 /// once, as it streams in (no text copy, no `Value` of the whole list, no list of full objects), so
-/// memory is what the kept values take.
-pub fn read_items_map<T: DeserializeOwned, U>(
+/// memory is what the kept values take. Each item is decoded on its own, as the watches do
+/// ([`Lenient`]): one that does not fit its type is skipped and named in [`Read::skipped`]; a file
+/// that is not JSON or YAML at all is an error with its position.
+pub fn read_items_map<T: DeserializeOwned + kube::Resource, U>(
     path: &Path,
     mut f: impl FnMut(T) -> U,
-) -> Result<Vec<U>, String> {
+) -> Result<Read<U>, String> {
     let reader: Box<dyn std::io::Read> = if path == Path::new("-") {
         Box::new(std::io::stdin().lock())
     } else {
@@ -53,30 +98,73 @@ pub fn read_items_map<T: DeserializeOwned, U>(
                     .collect::<Vec<_>>()
                     .join("\n")
             })?;
+        let mut bad = Vec::new();
         let seed = ListOrOne {
             f: &mut f,
+            bad: &mut bad,
             _t: std::marker::PhantomData,
         };
-        return serde::de::DeserializeSeed::deserialize(seed, value)
-            .map_err(|e| format!("{}: {e}", path.display()));
+        let items = serde::de::DeserializeSeed::deserialize(seed, value)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(Read {
+            items,
+            skipped: skipped(path, bad),
+        });
     }
     let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut bad = Vec::new();
     let seed = ListOrOne {
         f: &mut f,
+        bad: &mut bad,
         _t: std::marker::PhantomData,
     };
-    serde::de::DeserializeSeed::deserialize(seed, &mut de)
+    let items = serde::de::DeserializeSeed::deserialize(seed, &mut de)
         .and_then(|items| de.end().map(|()| items))
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Read {
+        items,
+        skipped: skipped(path, bad),
+    })
+}
+
+/// (1-based item, id, error) of each malformed item.
+type Bad = Vec<(usize, String, String)>;
+
+fn skipped(path: &Path, bad: Bad) -> Vec<Skipped> {
+    bad.into_iter()
+        .map(|(item, id, error)| Skipped {
+            file: path.to_path_buf(),
+            item,
+            id,
+            error,
+        })
+        .collect()
+}
+
+/// One item, decoded leniently: kept through `f`, or noted in `bad`.
+fn keep<T: kube::Resource, U>(
+    item: Lenient<T>,
+    n: usize,
+    f: &mut impl FnMut(T) -> U,
+    bad: &mut Bad,
+) -> Option<U> {
+    match item {
+        Lenient::Ok(t) => Some(f(t)),
+        Lenient::Malformed { ref error, .. } => {
+            bad.push((n, item.id(), error.clone()));
+            None
+        }
+    }
 }
 
 /// A List's `items`, each mapped as it is read, or one object.
 struct ListOrOne<'f, T, F> {
     f: &'f mut F,
+    bad: &'f mut Bad,
     _t: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
+impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
     for ListOrOne<'_, T, F>
 {
     type Value = Vec<U>;
@@ -85,7 +173,7 @@ impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'
     }
 }
 
-impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
+impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
     for ListOrOne<'_, T, F>
 {
     type Value = Vec<U>;
@@ -99,6 +187,7 @@ impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
             if k == "items" && items.is_none() {
                 items = Some(map.next_value_seed(Items {
                     f: &mut *self.f,
+                    bad: &mut *self.bad,
                     _t: std::marker::PhantomData,
                 })?);
             } else {
@@ -107,8 +196,8 @@ impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
         }
         match items {
             Some(items) => Ok(items),
-            None => T::deserialize(serde_json::Value::Object(rest))
-                .map(|one| vec![(self.f)(one)])
+            None => Lenient::<T>::deserialize(serde_json::Value::Object(rest))
+                .map(|one| keep(one, 1, self.f, self.bad).into_iter().collect())
                 .map_err(serde::de::Error::custom),
         }
     }
@@ -117,10 +206,11 @@ impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
 /// The `items` array, mapped element by element.
 struct Items<'f, T, F> {
     f: &'f mut F,
+    bad: &'f mut Bad,
     _t: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
+impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
     for Items<'_, T, F>
 {
     type Value = Vec<U>;
@@ -129,15 +219,19 @@ impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'
     }
 }
 
-impl<'de, T: DeserializeOwned, U, F: FnMut(T) -> U> serde::de::Visitor<'de> for Items<'_, T, F> {
+impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
+    for Items<'_, T, F>
+{
     type Value = Vec<U>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a list of objects")
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<U>, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(t) = seq.next_element::<T>()? {
-            out.push((self.f)(t));
+        let mut n = 0;
+        while let Some(item) = seq.next_element::<Lenient<T>>()? {
+            n += 1;
+            out.extend(keep(item, n, self.f, self.bad));
         }
         Ok(out)
     }
@@ -273,7 +367,7 @@ mod tests {
                 "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}"#,
         )
         .unwrap();
-        let nodes: Vec<Node> = read_items(&list).unwrap();
+        let nodes: Vec<Node> = read_items(&list).unwrap().items;
         let names: Vec<_> = nodes
             .iter()
             .map(|n| n.metadata.name.clone().unwrap())
@@ -281,12 +375,16 @@ mod tests {
         assert_eq!(names, ["a", "b"]);
         let one = dir.path().join("node.json");
         std::fs::write(&one, r#"{"kind": "Node", "metadata": {"name": "c"}}"#).unwrap();
-        let nodes: Vec<Node> = read_items(&one).unwrap();
+        let nodes: Vec<Node> = read_items(&one).unwrap().items;
         assert_eq!(nodes[0].metadata.name.as_deref(), Some("c"));
         let bad = dir.path().join("bad.json");
-        std::fs::write(&bad, "{\"items\": [\n{\"metadata\": {\"name\": 7}}]}").unwrap();
+        std::fs::write(
+            &bad,
+            "{\"items\": [\n{\"metadata\": {\"name\": \"x\"}},\n{]}",
+        )
+        .unwrap();
         let e = read_items::<Node>(&bad).unwrap_err();
-        assert!(e.contains("bad.json") && e.contains("line 2"), "{e}");
+        assert!(e.contains("bad.json") && e.contains("line 3"), "{e}");
         std::fs::write(&bad, "{\"items\": []} trailing").unwrap();
         assert!(
             read_items::<Node>(&bad).is_err(),
@@ -294,6 +392,57 @@ mod tests {
         );
         let e = read_items::<Node>(&dir.path().join("missing.json")).unwrap_err();
         assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn an_object_our_types_cannot_hold_is_skipped_and_named_the_rest_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let far = r#"{"metadata": {"name": "far", "creationTimestamp": "9999-12-31T23:59:59Z"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "9999-12-31T23:59:59Z"}]}}"#;
+        let good = |n: &str| format!(r#"{{"metadata": {{"name": "{n}"}}}}"#);
+        let list = dir.path().join("nodes.json");
+        std::fs::write(
+            &list,
+            format!(
+                r#"{{"kind": "List", "items": [{}, {far}, {}, {{"metadata": {{"name": 7}}}}]}}"#,
+                good("a"),
+                good("b")
+            ),
+        )
+        .unwrap();
+        let read = read_items::<Node>(&list).unwrap();
+        let names: Vec<_> = read
+            .items
+            .iter()
+            .map(|n| n.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        let said: Vec<(usize, &str)> = read
+            .skipped
+            .iter()
+            .map(|s| (s.item, s.id.as_str()))
+            .collect();
+        assert_eq!(said, [(2, "far"), (4, "(unnamed)")]);
+        let line = read.skipped[0].to_string();
+        assert!(
+            line.contains("nodes.json: skipped far (item 2): cannot decode it: "),
+            "{line}"
+        );
+        // The same in a YAML dump, and as a single object.
+        let yaml = dir.path().join("nodes.yaml");
+        std::fs::write(
+            &yaml,
+            "kind: List\nitems:\n- metadata: {name: a}\n- metadata: {name: far, creationTimestamp: '9999-12-31T23:59:59Z'}\n",
+        )
+        .unwrap();
+        let read = read_items::<Node>(&yaml).unwrap();
+        assert_eq!(read.items.len(), 1);
+        assert_eq!(read.skipped[0].id, "far");
+        let one = dir.path().join("one.json");
+        std::fs::write(&one, far).unwrap();
+        let read = read_items::<Node>(&one).unwrap();
+        assert!(read.items.is_empty());
+        assert_eq!(read.skipped.len(), 1);
     }
     use crate::decide::PodPlan;
 

@@ -80,6 +80,22 @@ pub struct PolicyArgs {
     /// Also evict StatefulSet pods; without it they are left running.
     #[arg(long = "evict-statefulset-pods", env = "DRAINO_EVICT_STATEFULSET_PODS")]
     pub evict_statefulset_pods: bool,
+    /// Also evict DaemonSet pods, as draino did: their DaemonSet recreates them on the cordoned node
+    /// at once (they tolerate unschedulable). Without it they stay until the node goes.
+    #[arg(long = "evict-daemonset-pods", env = "DRAINO_EVICT_DAEMONSET_PODS")]
+    pub evict_daemonset_pods: bool,
+    /// Delete a pod with grace period 0 when its eviction fails other than by a PodDisruptionBudget,
+    /// or when it has not gone by the drain's deadline (draino's meaning; PDB refusals are still
+    /// waited on, never deleted around).
+    #[arg(long = "allow-force-delete", env = "DRAINO_ALLOW_FORCE_DELETE")]
+    pub allow_force_delete: bool,
+    /// Evict pods annotated cluster-autoscaler.kubernetes.io/safe-to-evict=false too (draino's
+    /// meaning; --protected-pod-annotation still protects).
+    #[arg(
+        long = "ignore-safe-to-evict-annotation",
+        env = "DRAINO_IGNORE_SAFE_TO_EVICT_ANNOTATION"
+    )]
+    pub ignore_safe_to_evict_annotation: bool,
     /// Pods with this annotation (`KEY` or `KEY=VALUE`) are never evicted (repeatable).
     #[arg(
         long = "protected-pod-annotation",
@@ -176,6 +192,9 @@ struct FileConfig {
     evict_emptydir_pods: Option<bool>,
     evict_unreplicated_pods: Option<bool>,
     evict_statefulset_pods: Option<bool>,
+    evict_daemonset_pods: Option<bool>,
+    allow_force_delete: Option<bool>,
+    ignore_safe_to_evict_annotation: Option<bool>,
     #[serde(default)]
     protected_pod_annotations: Vec<Spanned<String>>,
     protected_pods: Option<ProtectedPods>,
@@ -385,6 +404,11 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
         args.evict_unreplicated_pods || file.evict_unreplicated_pods.unwrap_or(false);
     cfg.evict_statefulset_pods =
         args.evict_statefulset_pods || file.evict_statefulset_pods.unwrap_or(false);
+    cfg.evict_daemonset_pods =
+        args.evict_daemonset_pods || file.evict_daemonset_pods.unwrap_or(false);
+    cfg.allow_force_delete = args.allow_force_delete || file.allow_force_delete.unwrap_or(false);
+    cfg.ignore_safe_to_evict_annotation = args.ignore_safe_to_evict_annotation
+        || file.ignore_safe_to_evict_annotation.unwrap_or(false);
     cfg.kosmos_other_conditions =
         args.kosmos_other_conditions || file.kosmos_other_conditions.unwrap_or(false);
     cfg.dry_run = args.dry_run || file.dry_run.unwrap_or(false);

@@ -219,15 +219,41 @@ async fn draino_command_lines_run_unchanged() {
 }
 
 #[test]
-fn refused_draino_flags_say_what_to_use_and_exit_2() {
+fn every_draino_flag_is_taken_and_a_flag_draino_never_had_is_a_clear_error() {
+    // draino's own flags, including the three earlier versions refused: taken, and
+    // --evict-daemonset-pods says once at start what it does (the run then stops at the missing
+    // kubeconfig, exit 1, not at the flags, exit 2).
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
-        .args(["--evict-daemonset-pods", "--dry-run", "KernelDeadlock"])
+        .args([
+            "--evict-daemonset-pods",
+            "--allow-force-delete",
+            "--ignore-safe-to-evict-annotation",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "KernelDeadlock",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.matches("their DaemonSet recreates them on the cordoned node")
+            .count(),
+        1,
+        "{err}"
+    );
+    // A flag draino never had keeps its clear error.
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["--evict-condition", "KernelDeadlock"])
         .env_remove("KUBECONFIG")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("DaemonSet pods are never evicted"), "{err}");
+    assert!(
+        err.contains("unexpected argument '--evict-condition'"),
+        "{err}"
+    );
     // A kubeconfig that is not there is said once, with its path.
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
         .args(["--kubeconfig", "/nonexistent/kubeconfig", "KernelDeadlock"])

@@ -25,6 +25,10 @@ fn json_plans(out: std::process::Output) -> Vec<serde_json::Value> {
 }
 
 fn plan_with(extra: &[&str]) -> std::process::Output {
+    plan_nodes(&format!("{SAMPLES}/nodes.json"), extra)
+}
+
+fn plan_nodes(nodes: &str, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_drainer"))
         .arg("plan")
         .args([
@@ -34,7 +38,7 @@ fn plan_with(extra: &[&str]) -> std::process::Output {
             "2026-11-22T10:00:00Z",
         ])
         .arg("--nodes")
-        .arg(format!("{SAMPLES}/nodes.json"))
+        .arg(nodes)
         .arg("--pods")
         .arg(format!("{SAMPLES}/pods.json"))
         .arg("--pdbs")
@@ -314,4 +318,41 @@ fn yaml_dumps_plan_the_same_as_json() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("bad.yaml:3:"), "{err}");
+}
+
+#[test]
+fn a_node_dated_9999_12_31_is_skipped_with_its_name_and_every_other_node_is_planned() {
+    // The samples with one more node whose times our types cannot hold (the API server takes them).
+    let mut nodes: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{SAMPLES}/nodes.json")).unwrap())
+            .unwrap();
+    let mut far = nodes["items"][0].clone();
+    far["metadata"]["name"] = "node-far-future".into();
+    far["metadata"]["creationTimestamp"] = "9999-12-31T23:59:59Z".into();
+    nodes["items"].as_array_mut().unwrap().push(far);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nodes.json");
+    std::fs::write(&file, serde_json::to_vec(&nodes).unwrap()).unwrap();
+    let out = plan_nodes(
+        file.to_str().unwrap(),
+        &[
+            "--output",
+            "json",
+            "--max-unhealthy",
+            "100%",
+            "--breaker-new",
+            "100%",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let plans = json_plans(out);
+    let planned: Vec<&str> = plans.iter().map(|p| p["node"].as_str().unwrap()).collect();
+    let samples = nodes["items"].as_array().unwrap().len() - 1;
+    assert_eq!(planned.len(), samples, "{planned:?}");
+    assert!(!planned.contains(&"node-far-future"));
+    assert_eq!(err.matches("skipped").count(), 1, "{err}");
+    assert!(
+        err.contains("skipped node-far-future (item 6): cannot decode it"),
+        "{err}"
+    );
 }

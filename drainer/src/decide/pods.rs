@@ -196,7 +196,9 @@ fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
     {
         return Some(why);
     }
-    if annotation(pod, keys::SAFE_TO_EVICT_ANNOTATION) == Some("false") {
+    if annotation(pod, keys::SAFE_TO_EVICT_ANNOTATION) == Some("false")
+        && !cfg.ignore_safe_to_evict_annotation
+    {
         return Some(format!(
             "protected by {}=false",
             keys::SAFE_TO_EVICT_ANNOTATION
@@ -231,13 +233,19 @@ pub fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
         (PodAction::Skip, "finished".to_string())
     } else if annotation(pod, keys::MIRROR_POD_ANNOTATION).is_some() {
         (PodAction::Skip, "mirror (static) pod".to_string())
-    } else if pod.owner_kind.as_deref() == Some("DaemonSet") {
+    } else if pod.owner_kind.as_deref() == Some("DaemonSet") && !cfg.evict_daemonset_pods {
         (PodAction::Skip, "DaemonSet pod".to_string())
     } else if let Some(why) = protected(pod, cfg) {
         match cfg.protected_pods {
             ProtectedPods::Leave => (PodAction::Skip, why),
             ProtectedPods::Block => (PodAction::Block, why),
         }
+    } else if pod.owner_kind.as_deref() == Some("DaemonSet") {
+        (
+            PodAction::Evict,
+            "evictable: DaemonSet pod (--evict-daemonset-pods; its DaemonSet recreates it on this node)"
+                .to_string(),
+        )
     } else {
         (PodAction::Evict, "evictable".to_string())
     };

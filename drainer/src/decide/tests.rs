@@ -589,6 +589,25 @@ fn pod_rules() {
     assert_eq!(decide_pod(&keep, &open).action, PodAction::Skip);
     let crit = pod("crit", "n", json!({"spec": {"priority": 2000000000}}));
     assert_eq!(decide_pod(&crit, &open).action, PodAction::Skip);
+    // --evict-daemonset-pods (draino's meaning): DaemonSet pods are evicted and the plan says why;
+    // critical and not-evicted DaemonSet pods (the detector's) still never.
+    let owner = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": true}]);
+    let ds = pod("ds", "n", json!({"metadata": {"ownerReferences": owner}}));
+    assert_eq!(
+        decide_pod(&ds, &open).action,
+        PodAction::Skip,
+        "off unless asked"
+    );
+    open.evict_daemonset_pods = true;
+    let d = decide_pod(&ds, &open);
+    assert_eq!(d.action, PodAction::Evict);
+    assert!(d.reason.contains("--evict-daemonset-pods"), "{}", d.reason);
+    let detector = pod(
+        "detector",
+        "n",
+        json!({"metadata": {"ownerReferences": owner}, "spec": {"priority": 2000001000}}),
+    );
+    assert_eq!(decide_pod(&detector, &open).action, PodAction::Skip);
 }
 
 #[test]

@@ -277,6 +277,34 @@ fn deleting_drained_nodes_is_granted_only_where_configured_and_exactly() {
 }
 
 #[test]
+fn force_deleting_pods_is_granted_only_where_configured_and_exactly() {
+    use std::collections::BTreeSet;
+    let base_and_delete: BTreeSet<_> = needed(nodemedic_drainer::act::PERMISSIONS)
+        .union(&needed(nodemedic_drainer::act::FORCE_DELETE_PERMISSIONS))
+        .cloned()
+        .collect();
+    if let Some(overlay) = kustomize(&repo().join("deploy/allow-force-delete")) {
+        check_types(&overlay);
+        check_labels(&overlay, false);
+        assert_eq!(granted(&overlay, "nodemedic-drainer"), base_and_delete);
+    }
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    let Some(plain) = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)) else {
+        return;
+    };
+    assert!(
+        !granted(&plain, "nodemedic-drainer")
+            .iter()
+            .any(|(_, r, verb, _)| r == "pods" && verb == "delete"),
+        "no pod delete without allowForceDelete"
+    );
+    v["drainer"]["config"]["allowForceDelete"] = json!(true);
+    let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
+    check_types(&with);
+    assert_eq!(granted(&with, "nodemedic-drainer"), base_and_delete);
+}
+
+#[test]
 fn helm_adds_the_exec_checks_asked_for_with_the_namespaces_they_need() {
     let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
     v["detector"]["checks"] = json!(["kubelet-monitor", "readonly-root-monitor"]);

@@ -314,3 +314,113 @@ async fn dry_run_logs_and_emits_events_but_changes_nothing() {
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// draino's `--evict-daemonset-pods` and `--ignore-safe-to-evict-annotation` with draino's
+/// meaning: the DaemonSet pod and the safe-to-evict=false pod are evicted; a critical DaemonSet pod
+/// (the detector's kind) and a not-evicted pod still stay.
+#[tokio::test]
+async fn draino_flags_evict_daemonset_and_safe_to_evict_false_pods() {
+    let env = Env::new().await;
+    let bad = env.node("dsbad", "True", 3600, json!({})).await;
+    let ds_owner = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", "ds")
+        .await;
+    let ds = env
+        .pod(
+            "kube-system",
+            "ds",
+            &bad,
+            json!({"metadata": {"ownerReferences": ds_owner}}),
+        )
+        .await;
+    let detector = env
+        .pod(
+            "kube-system",
+            "detector",
+            &bad,
+            json!({"metadata": {"ownerReferences": ds_owner}, "spec": {"priorityClassName": "system-node-critical"}}),
+        )
+        .await;
+    let safe = env
+        .pod(
+            "default",
+            "safe",
+            &bad,
+            json!({"metadata": {"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}}),
+        )
+        .await;
+    let ne = env.pod("kube-system", "not-evicted", &bad, json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}})).await;
+    let mut cfg = env.config(Duration::from_secs(0));
+    cfg.evict_daemonset_pods = true;
+    cfg.ignore_safe_to_evict_annotation = true;
+    let running = env.start(cfg, "a").await;
+    env.wait_drained(&bad).await;
+    assert!(
+        !env.pod_exists("kube-system", &ds).await,
+        "DaemonSet pod evicted"
+    );
+    assert!(
+        !env.pod_exists("default", &safe).await,
+        "safe-to-evict=false pod evicted"
+    );
+    assert!(
+        env.pod_exists("kube-system", &detector).await,
+        "critical pod stays"
+    );
+    assert!(
+        env.pod_exists("kube-system", &ne).await,
+        "not-evicted pod stays"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+/// draino's `--allow-force-delete`: a pod whose eviction keeps failing (500s, injected: only the
+/// test API server fails on demand) is deleted with grace 0 at the drain's deadline, loudly; a pod a
+/// PodDisruptionBudget protects is never deleted around it.
+#[tokio::test]
+async fn allow_force_delete_deletes_what_eviction_cannot_move_but_never_around_a_pdb() {
+    let env = Env::on(nodemedic_tests::cluster::Cluster::fake().await);
+    let fake = env.cluster.fake.clone().expect("the test API server");
+    let bad = env.node("stuck", "True", 3600, json!({})).await;
+    let stuck = env.pod("default", "stuck", &bad, json!({})).await;
+    fake.fail_next("POST", &format!("/pods/{stuck}/eviction"), 500, usize::MAX);
+    let mut cfg = env.config(Duration::from_secs(0));
+    cfg.allow_force_delete = true;
+    cfg.max_grace_period = Duration::from_secs(2);
+    cfg.eviction_headroom = Duration::from_secs(1);
+    let running = env.start(cfg, "a").await;
+    env.wait_drained(&bad).await;
+    assert!(!env.pod_exists("default", &stuck).await, "force-deleted");
+    assert_eq!(
+        fake.count("DELETE", &format!("/pods/{stuck}")),
+        1,
+        "one DELETE, with grace 0"
+    );
+    assert!(
+        env.event_reasons(&bad)
+            .await
+            .contains(&"PodForceDeleted".to_string())
+    );
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
+    assert!(
+        metrics.contains("nodemedic_drainer_evictions_total{result=\"force_deleted\"} 1"),
+        "{metrics}"
+    );
+    // A PDB's refusal is waited on, never deleted around: the drain fails, the pod stays.
+    let guarded = env.node("guarded", "True", 3600, json!({})).await;
+    let api = env.pod("default", "api", &guarded, json!({})).await;
+    env.blocking_pdb(&api).await;
+    eventually("the drain of the guarded node failed", WAIT, || async {
+        env.event_reasons(&guarded)
+            .await
+            .contains(&"DrainFailed".to_string())
+            .then_some(())
+    })
+    .await;
+    assert!(env.pod_exists("default", &api).await, "the PDB's pod stays");
+    assert_eq!(fake.count("DELETE", &format!("/pods/{api}")), 0);
+    running.shutdown().await;
+    env.cleanup().await;
+}
