@@ -566,9 +566,17 @@ impl Fleet {
         // A flapping episode is reported once: it ends when the node has been stable for the
         // window, not when a decision happens not to need the fact (a healthy moment between
         // flaps).
+        // Only about nodes this drainer selects or holds a record of: the rest are invisible to it.
+        let owner = &self.cfg.owner;
         let flaps: Vec<(String, Option<usize>)> = candidates
             .iter()
-            .map(|c| (c.node.name.clone(), c.flapping.map(|f| f.changes)))
+            .map(|c| {
+                let visible = c.selected
+                    || c.record
+                        .is_some_and(|r| r.owner.is_empty() || r.owner == *owner);
+                let flapping = c.flapping.filter(|_| visible).map(|f| f.changes);
+                (c.node.name.clone(), flapping)
+            })
             .collect();
         drop(candidates);
         for (node, flapping) in flaps {

@@ -615,6 +615,12 @@ pub fn decide_some(
         let name = node.name.clone();
         let node_pods = &c.pods;
         let (action, why, effect) = match (c.record, records[i]) {
+            // A node outside our selection is invisible to us, whoever acts on it (with two
+            // drainers on disjoint pools, each would otherwise log the other's every move); an
+            // ownerless legacy record is named as before.
+            (Some(theirs), None) if !c.selected && !theirs.owner.is_empty() => {
+                (Action::Skip, Why::NotSelected, Effect::Nothing)
+            }
             (Some(theirs), None) => (
                 Action::Skip,
                 Why::OwnedByOther(theirs.owner.clone()),

@@ -660,6 +660,22 @@ fn records_of_another_drainer_are_neither_touched_nor_counted() {
     assert_eq!(get("theirs").action, Action::Skip);
     assert_eq!(get("theirs").why, Why::OwnedByOther("drainer-b".into()));
     assert_eq!(get("theirs").effect, Effect::Nothing);
+    // The same record on a node we do not select: not ours to speak of at all (the shell logs no
+    // NotSelected decision).
+    let mut only_a = cfg();
+    only_a.owner = "drainer-a".into();
+    only_a.selector = crate::select::Selector::labels("pool=a").unwrap();
+    let plans = run(
+        vec![node("theirs").cond("KernelDeadlock", "True", 0).owned_by(
+            "drainer-b",
+            Phase::Cordoned,
+            0,
+            NOW - 700,
+        )],
+        &[],
+        &only_a,
+    );
+    assert_eq!(plans[0].why, Why::NotSelected);
     assert_eq!(
         get("mine").action,
         Action::Cordon,
