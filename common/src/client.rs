@@ -66,7 +66,8 @@ pub async fn for_flags(
 /// kube's default retry layer is turned off: it retries 429/503/504 up to 15 times with delays up to
 /// 1000 s, which would hide a PodDisruptionBudget's 429 from the drainer's own deadline and stall a
 /// detector status write for minutes. Both binaries retry with their own, bounded policies.
-pub fn from_config(mut config: Config, user_agent: &str) -> Result<Client, Error> {
+pub fn from_config(config: Config, user_agent: &str) -> Result<Client, Error> {
+    let mut config = without_trust_store_for_http(config);
     config.default_retry = false;
     config.headers.push((
         http_user_agent(),
@@ -75,6 +76,37 @@ pub fn from_config(mut config: Config, user_agent: &str) -> Result<Client, Error
             .expect("user agent is a valid header value"),
     ));
     Client::try_from(config).map_err(Error::Build)
+}
+
+/// A plain-HTTP API server (a loopback proxy, `kubectl proxy`) needs no certificate authority, but
+/// kube builds its TLS settings anyway and, with no CA in the kubeconfig, falls back to the system's
+/// trust store, which the detector's image does not have ("No CA certificates were loaded from the
+/// system"): an empty set of roots keeps such a kubeconfig working there. HTTPS without a CA still
+/// uses the system's store.
+fn without_trust_store_for_http(mut config: Config) -> Config {
+    if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
+        config.root_cert = Some(Vec::new());
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_http_server_needs_no_trust_store_https_keeps_the_systems() {
+        let http = without_trust_store_for_http(Config::new("http://127.0.0.1:1".parse().unwrap()));
+        assert_eq!(http.root_cert, Some(Vec::new()));
+        let https = without_trust_store_for_http(Config::new("https://10.0.0.1".parse().unwrap()));
+        assert_eq!(https.root_cert, None);
+        let mut with_ca = Config::new("http://127.0.0.1:1".parse().unwrap());
+        with_ca.root_cert = Some(vec![vec![1, 2]]);
+        assert_eq!(
+            without_trust_store_for_http(with_ca).root_cert,
+            Some(vec![vec![1, 2]])
+        );
+    }
 }
 
 fn http_user_agent() -> axum::http::HeaderName {

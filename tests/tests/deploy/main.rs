@@ -9,6 +9,7 @@
 mod checks;
 mod guard;
 mod image;
+mod images;
 mod monitoring;
 mod own_node;
 mod render;
@@ -342,4 +343,26 @@ fn helm_adds_the_exec_checks_asked_for_with_the_namespaces_they_need() {
         Some(Err(report)) => assert!(report.contains("/detector/checks/0"), "{report}"),
         other => panic!("a misspelt check passed helm lint: {other:?}"),
     }
+}
+
+/// The drainer's memory figure is one measurement, said the same way where requests are set.
+#[test]
+fn the_drainers_memory_comment_is_the_same_in_kustomize_and_helm() {
+    let measured = |path: &str| -> String {
+        let text = std::fs::read_to_string(repo().join(path)).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let start = lines
+            .iter()
+            .position(|l| l.starts_with("# Measured (README, Benchmarks): RSS"))
+            .unwrap_or_else(|| panic!("{path}: no drainer memory comment"));
+        lines[start..]
+            .iter()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let base = measured("deploy/base/drainer-deployment.yaml");
+    assert!(base.contains("MiB"), "{base}");
+    assert_eq!(base, measured("deploy/helm/nodemedic/values.yaml"));
 }
