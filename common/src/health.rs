@@ -191,11 +191,18 @@ mod tests {
 
     #[test]
     fn beating_keeps_a_loop_alive() {
+        // Judged at explicit instants, so a busy machine cannot make the loop look silent.
         let h = Health::default();
-        let a = h.register("x", Duration::from_millis(50));
-        std::thread::sleep(Duration::from_millis(80));
-        assert_eq!(h.stuck().len(), 1);
+        let a = h.register("x", Duration::from_secs(50));
+        let after = |d: u64| Instant::now() + Duration::from_secs(d);
+        assert!(h.stuck_at(after(10)).is_empty());
+        assert_eq!(h.stuck_at(after(80)).len(), 1);
         a.beat();
-        assert!(h.stuck().is_empty());
+        assert!(h.stuck_at(after(10)).is_empty());
+        assert_eq!(
+            h.stuck_at(after(80)).len(),
+            1,
+            "silent again 80 s after the beat"
+        );
     }
 }

@@ -103,6 +103,8 @@ pub struct Metrics {
     pub reports_given_up: Family<KindLabel, Counter>,
     pub events_dropped: Counter,
     pub reloads: Family<ReloadLabel, Counter>,
+    /// Times the rule files were looked at after an event on disk, changed or not.
+    pub rule_file_checks: Counter,
     pub stalls: Family<LoopLabel, Counter>,
     pub check_runs: Family<CheckLabels, Counter>,
 }
@@ -156,6 +158,7 @@ impl Metrics {
             reports_given_up: Family::default(),
             events_dropped: Counter::default(),
             reloads: Family::default(),
+            rule_file_checks: Counter::default(),
             stalls: Family::default(),
             check_runs: Family::default(),
         };
@@ -218,6 +221,11 @@ impl Metrics {
             "nodemedic_detector_reloads",
             "Rule file reloads, by result",
             m.reloads.clone(),
+        );
+        registry.register(
+            "nodemedic_detector_rule_file_checks",
+            "Times the rule files were looked at after an event on disk; only a changed content counts as a reload",
+            m.rule_file_checks.clone(),
         );
         // Series with a closed set of label values exist from the start at 0 (see the drainer's).
         for &kind in Report::ALL {

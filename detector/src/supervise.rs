@@ -86,7 +86,12 @@ impl Supervisor {
     /// Reload `paths` whenever their content changes, until `stop`.
     pub async fn watch(mut self, paths: Vec<PathBuf>, mut stop: watch::Receiver<bool>) {
         let mut watch = match nodemedic_common::filewatch::ContentWatch::new(&paths, DEBOUNCE) {
-            Ok(w) => w,
+            Ok(w) => {
+                let checks = self.ctx.metrics.rule_file_checks.clone();
+                w.on_check(move || {
+                    checks.inc();
+                })
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cannot watch the rule files; hot reload is off");
                 return;

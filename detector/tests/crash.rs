@@ -124,15 +124,26 @@ async fn event_counts_survive_a_kill_9_loop_exactly() {
     let last = start(dir.path(), &node);
     let got = eventually(
         "Event counts to reach the lines written",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async {
             let c = counts(&cluster, &node).await;
             (c.0 >= oom && c.1 >= hung).then_some(c)
         },
     )
     .await;
-    // Let any late write land: the counts must not overshoot either.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Any late write has landed once the state file's position is the last line: the detector moves
+    // it only after every report up to it was accepted. Then the counts must not overshoot either.
+    let last_seq = kmsg.seq;
+    eventually("the checkpoint at the last line", Duration::from_secs(60), || async {
+        let cp = nodemedic_detector::checkpoint::Checkpoint::load(&dir.path().join("state.json"));
+        cp.monitors
+            .values()
+            .any(|p| {
+                matches!(p, nodemedic_detector::checkpoint::Position::Kmsg { seq, .. } if *seq >= last_seq)
+            })
+            .then_some(())
+    })
+    .await;
     let settled = counts(&cluster, &node).await;
     kill9(last);
     eprintln!(

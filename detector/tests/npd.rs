@@ -278,7 +278,7 @@ async fn npd_daemonset_command_lines_run_unchanged() {
         // kernel-monitor.json: the OOM line is an Event, its conditions are on the Node.
         eventually(
             &format!("{manifest}: OOMKilling Event"),
-            Duration::from_secs(30),
+            Duration::from_secs(60),
             || async {
                 let events = cluster.node_events_from(node, &["kernel-monitor"]).await;
                 events
@@ -306,7 +306,7 @@ async fn npd_daemonset_command_lines_run_unchanged() {
     // condition says Unknown, with why.
     let kubelet = eventually(
         "KubeletUnhealthy Unknown",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async {
             cluster
                 .condition(node, "KubeletUnhealthy")
@@ -323,7 +323,7 @@ async fn npd_daemonset_command_lines_run_unchanged() {
         "{kubelet:?}"
     );
     // custom-plugin-monitor.json runs NPD's check_ntp.sh: ntp.service is not running.
-    let ntp = eventually("NTPProblem True", Duration::from_secs(30), || async {
+    let ntp = eventually("NTPProblem True", Duration::from_secs(60), || async {
         cluster
             .condition(node, "NTPProblem")
             .await
@@ -336,7 +336,7 @@ async fn npd_daemonset_command_lines_run_unchanged() {
     );
     // The temporary rule's problem and the condition's change, both with reason NTPIsDown: one
     // aggregated Event (by source and reason) whose count adds them up.
-    let events = eventually("NTPIsDown Events", Duration::from_secs(30), || async {
+    let events = eventually("NTPIsDown Events", Duration::from_secs(60), || async {
         let e = cluster
             .node_events_from(node, &["ntp-custom-plugin-monitor"])
             .await;

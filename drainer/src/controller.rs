@@ -416,6 +416,9 @@ impl<A: Act> Controller<A> {
             .domain_outages
             .set(self.fleet.outages().len() as i64);
         self.metrics.held.set(self.fleet.held() as i64);
+        self.metrics
+            .paused
+            .set(self.fleet.paused().is_some() as i64);
         self.stale_readiness(now).await;
         let fleet = &self.fleet;
         self.waits.retain(|n| fleet.contains(n));

@@ -62,6 +62,10 @@ pub struct Metrics {
     evictions: Family<EvictionLabel, Counter>,
     guard_requests: Family<DecisionLabel, Counter>,
     guard_cert_reloads: Family<ReloadLabel, Counter>,
+    /// Times the guard's certificate files were looked at after an event on disk, changed or not.
+    pub guard_cert_checks: Counter,
+    /// Times the config file was looked at after an event on disk, changed or not.
+    pub config_checks: Counter,
     config_reloads: Family<ReloadLabel, Counter>,
     notifications: Family<NotifyLabel, Counter>,
     safety_events: Family<SafetyLabel, Counter>,
@@ -71,6 +75,8 @@ pub struct Metrics {
     pub domain_outages: Gauge,
     /// Nodes a safety gate holds (breaker, outage, flapping, pause), as of the last round.
     pub held: Gauge,
+    /// 1 while a pause on the drainer's Lease is in force.
+    pub paused: Gauge,
     pub drain_duration: Histogram,
     pub leader: Gauge,
     pub stale_pods: Gauge,
@@ -94,6 +100,8 @@ impl Metrics {
             evictions: Family::default(),
             guard_requests: Family::default(),
             guard_cert_reloads: Family::default(),
+            guard_cert_checks: Counter::default(),
+            config_checks: Counter::default(),
             config_reloads: Family::default(),
             malformed: Family::default(),
             notifications: Family::default(),
@@ -101,6 +109,7 @@ impl Metrics {
             breaker_open: Gauge::default(),
             domain_outages: Gauge::default(),
             held: Gauge::default(),
+            paused: Gauge::default(),
             drain_duration: Histogram::new([10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0]),
             leader: Gauge::default(),
             stale_pods: Gauge::default(),
@@ -155,6 +164,16 @@ impl Metrics {
             m.guard_cert_reloads.clone(),
         );
         registry.register(
+            "nodemedic_guard_certificate_checks",
+            "Times the guard's certificate files were looked at after an event on disk; only a changed content counts as a reload",
+            m.guard_cert_checks.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_config_checks",
+            "Times the config file was looked at after an event on disk; only a changed content counts as a reload",
+            m.config_checks.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_config_reloads",
             "Reloads of the drainer's config file after it changed, by result (a failure keeps the running settings)",
             m.config_reloads.clone(),
@@ -188,6 +207,11 @@ impl Metrics {
             "nodemedic_drainer_held_nodes",
             "Nodes held back by a safety gate (breaker, outage, flapping, pause) as of the last round",
             m.held.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_paused",
+            "Whether a pause on the drainer's Lease (the nodemedic.io/pause annotation) is in force (1) or not (0)",
+            m.paused.clone(),
         );
         registry.register(
             "nodemedic_drainer_drain_duration_seconds",

@@ -194,7 +194,12 @@ async fn reload(
         std::slice::from_ref(&path),
         Duration::from_millis(500),
     ) {
-        Ok(w) => w,
+        Ok(w) => {
+            let checks = metrics.config_checks.clone();
+            w.on_check(move || {
+                checks.inc();
+            })
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot watch the config file: edits take effect at the next restart");
             return;

@@ -84,7 +84,7 @@ async fn reasons(cluster: &Cluster, node: &str) -> Vec<String> {
 
 /// Wait for a CordonStarting Event on `node`: what a dry run writes instead of cordoning.
 async fn wait_cordon_starting(cluster: &Cluster, node: &str, what: &str) {
-    eventually(what, Duration::from_secs(30), || async {
+    eventually(what, Duration::from_secs(60), || async {
         reasons(cluster, node)
             .await
             .contains(&"CordonStarting".to_string())
@@ -164,7 +164,7 @@ async fn draino_command_lines_run_unchanged() {
     let run = drainer(&args, &kubeconfig, &format!("draino-expr-{id}"), &[]);
     eventually(
         "the selected node cordoned",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async { unschedulable(&cluster, &selected).await.then_some(()) },
     )
     .await;
@@ -207,7 +207,7 @@ async fn draino_command_lines_run_unchanged() {
     );
     eventually(
         "--no-dry-run over DRAINO_DRY_RUN=true cordoned",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async { unschedulable(&cluster, &from_env).await.then_some(()) },
     )
     .await;

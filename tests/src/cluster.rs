@@ -355,6 +355,32 @@ impl Cluster {
             .count()
     }
 
+    /// [`Cluster::requests_from`] on the object `name` only.
+    pub fn requests_named_from(
+        &self,
+        hint: &str,
+        verb: &str,
+        resource: &str,
+        subresource: &str,
+        name: &str,
+    ) -> usize {
+        let Some(plane) = self.plane else {
+            return self.requests(verb, resource, subresource, name);
+        };
+        let agent = self.agent(hint);
+        plane
+            .audit()
+            .iter()
+            .filter(|e| {
+                e.user_agent == agent
+                    && e.verb == verb
+                    && e.resource == resource
+                    && e.subresource == subresource
+                    && e.name == name
+            })
+            .count()
+    }
+
     /// How many requests the API server answered for `verb` (get, create, patch, update, delete) on
     /// `resource[/subresource]` named `name` (empty: any). On the real control plane from its audit
     /// log; on the test server from its request log.

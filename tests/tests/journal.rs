@@ -70,7 +70,7 @@ fn spec(dir: &Path) -> JournalSpec {
 }
 
 async fn next_line(rx: &mut mpsc::Receiver<SourceEvent>) -> (String, String) {
-    let ev = tokio::time::timeout(Duration::from_secs(15), rx.recv())
+    let ev = tokio::time::timeout(Duration::from_secs(60), rx.recv())
         .await
         .expect("a journal line in time")
         .unwrap();
@@ -167,7 +167,7 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
         report_tick: Duration::from_millis(50),
     };
     let running = run::start(opts, cluster.client.clone()).await.unwrap();
-    eventually("healthy default", Duration::from_secs(15), || async {
+    eventually("healthy default", Duration::from_secs(60), || async {
         cluster
             .condition(&node, "CorruptDockerOverlay2")
             .await
@@ -183,7 +183,7 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
     );
     let (_, reason, _) = eventually(
         "CorruptDockerOverlay2=True",
-        Duration::from_secs(15),
+        Duration::from_secs(60),
         || async {
             cluster
                 .condition(&node, "CorruptDockerOverlay2")

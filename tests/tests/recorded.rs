@@ -352,7 +352,7 @@ async fn evictions_answer_and_leave_pods_as_recorded() {
     assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 10, "{pod}");
     nodemedic_tests::cluster::eventually(
         "the stand-in kubelet finishing the deletion",
-        std::time::Duration::from_secs(30),
+        std::time::Duration::from_secs(60),
         || async {
             server
                 .object("v1", "pods", Some("ev"), "ev-1")

@@ -241,6 +241,11 @@ impl Fleet {
         self.paused = p;
     }
 
+    /// The pause in force, if any.
+    pub fn paused(&self) -> Option<&Pause> {
+        self.paused.as_ref()
+    }
+
     /// What changed among the safety states since the last call.
     pub fn take_events(&mut self) -> Vec<FleetEvent> {
         std::mem::take(&mut self.events)

@@ -234,7 +234,12 @@ fn spawn_reload(
         &[cert.clone(), key.clone()],
         Duration::from_millis(300),
     ) {
-        Ok(w) => w,
+        Ok(w) => {
+            let checks = metrics.guard_cert_checks.clone();
+            w.on_check(move || {
+                checks.inc();
+            })
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot watch the guard certificate; it will not be reloaded");
             return;

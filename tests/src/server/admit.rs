@@ -60,11 +60,30 @@ fn priority_of(class: &str) -> i64 {
 }
 
 /// The defaults and admission of a Pod create, as recording 31 shows them (the service account
-/// token volume aside: this server has no service accounts).
-pub(crate) fn default_pod(pod: &mut Value) {
+/// token volume aside: this server has no service accounts). A `spec.priority` other than its
+/// class's is refused as the Priority admission plugin refuses it (403).
+pub(crate) fn default_pod(pod: &mut Value) -> Result<(), Response> {
+    let name = pod["metadata"]["name"].as_str().unwrap_or("").to_string();
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
+        return Ok(());
     };
+    let priority = priority_of(
+        spec.get("priorityClassName")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    );
+    if let Some(given) = spec.get("priority").and_then(Value::as_i64)
+        && given != priority
+    {
+        return Err(error(
+            403,
+            Some("Forbidden"),
+            &format!(
+                "pods \"{name}\" is forbidden: the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
+            ),
+            Some(json!({"name": name, "kind": "pods"})),
+        ));
+    }
     let set = |spec: &mut serde_json::Map<String, Value>, k: &str, v: Value| {
         spec.entry(k.to_string()).or_insert(v);
     };
@@ -77,11 +96,6 @@ pub(crate) fn default_pod(pod: &mut Value) {
     set(spec, "schedulerName", json!("default-scheduler"));
     set(spec, "enableServiceLinks", json!(true));
     set(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-    let priority = priority_of(
-        spec.get("priorityClassName")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-    );
     set(spec, "priority", json!(priority));
     // DefaultTolerationSeconds: 300 s for not-ready and unreachable unless the pod says otherwise.
     let tolerations = spec
@@ -137,6 +151,7 @@ pub(crate) fn default_pod(pod: &mut Value) {
             })
         });
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -156,7 +171,7 @@ mod tests {
     fn a_pod_gets_the_defaults_and_priority_of_its_class() {
         let mut pod = json!({"spec": {"priorityClassName": "system-node-critical",
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}});
-        default_pod(&mut pod);
+        default_pod(&mut pod).unwrap();
         assert_eq!(pod["spec"]["priority"], 2_000_001_000);
         assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
         assert_eq!(pod["spec"]["tolerations"].as_array().unwrap().len(), 2);
@@ -166,5 +181,9 @@ mod tests {
         );
         assert_eq!(pod["status"]["phase"], "Pending");
         assert_eq!(pod["status"]["qosClass"], "BestEffort");
+        // A priority of its own, not its class's: refused as the Priority admission plugin does.
+        let mut bare =
+            json!({"metadata": {"name": "p"}, "spec": {"priority": 2000000000, "containers": []}});
+        assert!(default_pod(&mut bare).is_err());
     }
 }

@@ -356,8 +356,10 @@ pub(crate) fn create(inner: &Mutex<Inner>, hub: &Hub, t: &Target, mut obj: Value
     if let Err(r) = super::admit::decode(&t.resource, &kind_of(&t.resource), &obj) {
         return r;
     }
-    if t.resource == "pods" {
-        super::admit::default_pod(&mut obj);
+    if t.resource == "pods"
+        && let Err(r) = super::admit::default_pod(&mut obj)
+    {
+        return r;
     }
     let target = Target {
         name: Some(name.clone()),

@@ -193,7 +193,7 @@ async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
     // The policy takes effect once the API server has compiled it.
     eventually(
         "the policy to deny another node's status",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async {
             denied_by_policy(&patch_status_as(&cluster, &user, Some(&own), &other).await)
                 .then_some(())
@@ -223,7 +223,7 @@ async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
         .unwrap();
     eventually(
         "RBAC for the other user",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         || async {
             patch_status_as(&cluster, &other_user, None, &other)
                 .await

@@ -20,7 +20,8 @@ async fn a_budget_of_one_takes_three_bad_nodes_one_at_a_time() {
     cfg.max_cordoned = Budget::Count(1);
     let running = env.start(cfg, "a").await;
     env.wait_drained(&names[0]).await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // The barrier waits for the budget too (a WaitingForBudget Event is what it waits for).
+    env.barrier("KernelDeadlock", json!({})).await;
     let mut count = 0;
     for n in &names {
         count += env.cordoned(n).await as usize;

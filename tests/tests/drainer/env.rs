@@ -16,7 +16,9 @@ use nodemedic_drainer::select::Selector;
 use nodemedic_tests::cluster::{Cluster, eventually};
 use serde_json::{Value, json};
 
-pub const WAIT: Duration = Duration::from_secs(30);
+/// The bound of every wait for something the drainer does: generous, so a busy machine (CI runs
+/// the suite beside other work) is not a failure; a passing wait returns as soon as it sees it.
+pub const WAIT: Duration = Duration::from_secs(60);
 pub const LABEL: &str = "nodemedic.test/run";
 static RUN: AtomicU32 = AtomicU32::new(0);
 
@@ -313,15 +315,6 @@ impl Env {
             .await
     }
 
-    /// Writes (create, patch, update, delete) the scenario's drainer made to `resource[/sub]`.
-    pub fn drainer_writes(&self, resource: &str, sub: &str) -> usize {
-        let lease = format!("nodemedic-drainer-test-{}", self.id);
-        ["create", "patch", "update", "delete"]
-            .iter()
-            .map(|v| self.cluster.requests_from(&lease, v, resource, sub))
-            .sum()
-    }
-
     pub async fn drain_scheduled(&self, node: &str) -> Option<String> {
         let n = self.get_node(node).await;
         n["status"]["conditions"]
@@ -361,5 +354,39 @@ impl Env {
 
     pub async fn cleanup(self) {
         self.cluster.cleanup(&self.namespaces).await;
+    }
+
+    /// Wait until the scenario's drainer has decided every node change made before this call, so
+    /// that what it has *not* done can be asserted without waiting a fixed time: a barrier node
+    /// (selected, `labels` merged in, `condition` True for an hour) is made after those changes;
+    /// node changes reach the drainer in order through one watch and a round decides every node
+    /// that changed, so once it has written an Event about the barrier (a cordon, a dry run's
+    /// CordonStarting, a WaitingForBudget) it has decided everything before it. The barrier goes
+    /// again (and with it, its cordon).
+    pub async fn barrier(&self, condition: &str, labels: Value) {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let hint = format!("barrier-{}", N.fetch_add(1, Ordering::Relaxed));
+        let name = self.node(&hint, "False", 3600, labels).await;
+        self.set_condition(&name, condition, "True", 3600).await;
+        eventually(
+            &format!("the drainer decided the barrier {name}"),
+            WAIT,
+            || async { (!self.event_reasons(&name).await.is_empty()).then_some(()) },
+        )
+        .await;
+        self.cluster.delete_node(&name).await;
+    }
+
+    /// Writes the scenario's drainer made to the Node `name` (its status included).
+    pub fn drainer_writes_to(&self, name: &str) -> usize {
+        let lease = format!("nodemedic-drainer-test-{}", self.id);
+        ["create", "patch", "update", "delete"]
+            .iter()
+            .flat_map(|v| [(v, ""), (v, "status")])
+            .map(|(v, sub)| {
+                self.cluster
+                    .requests_named_from(&lease, v, "nodes", sub, name)
+            })
+            .sum()
     }
 }

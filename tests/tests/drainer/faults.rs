@@ -44,8 +44,10 @@ async fn an_api_server_restart_mid_drain_evicts_nothing_twice_and_keeps_the_budg
     assert_eq!(env.record_phase(&first).await.as_deref(), Some("draining"));
 
     plane.restart_apiserver();
-    // The drainer's watches come back (with backoff) and it goes on where it was.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The drainer's watches come back (with backoff) and it goes on where it was: once it has
+    // decided a node made after the restart (held by the budget: a WaitingForBudget Event), it has
+    // seen the second node again too.
+    env.barrier("KernelDeadlock", json!({})).await;
     assert!(
         !env.cordoned(&second).await,
         "the budget of one cordoned node holds across the restart"
@@ -94,7 +96,12 @@ async fn watches_cut_mid_stream_and_gone_on_resume_are_listed_again_and_nothing_
         (*d.leader.borrow()).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Its node list and watch are up (both are GETs of /api/v1/nodes), so what follows counts
+    // only what the cut and the 410 make it do.
+    eventually("the node list and watch", WAIT, || async {
+        (node_lists(&fake) >= 2).then_some(())
+    })
+    .await;
     let lists_before = node_lists(&fake);
     fake.gone_on_resume(20);
     fake.cut_watches();

@@ -32,7 +32,9 @@ async fn two_drainers_with_disjoint_selectors_never_touch_each_others_nodes() {
     let rb = env.start_with_lease(drainer("b"), "b-1", &lease_b).await;
     env.wait_drained(&a).await;
     env.wait_drained(&b).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Each drainer has decided what it saw before a barrier of its own pool.
+    env.barrier("KernelDeadlock", json!({"pool": "a"})).await;
+    env.barrier("KernelDeadlock", json!({"pool": "b"})).await;
     for (node, lease) in [(&a, &lease_a), (&b, &lease_b)] {
         let n = env.get_node(node).await;
         let record: Value = serde_json::from_str(

@@ -3,7 +3,6 @@
 //! an invalid one is rejected, counted, and the running settings stay.
 
 use std::path::Path;
-use std::time::Duration;
 
 use nodemedic_drainer::policy::PolicyArgs;
 use nodemedic_tests::cluster::eventually;
@@ -65,8 +64,9 @@ async fn a_config_edit_takes_effect_without_a_restart_and_a_bad_one_is_kept_out(
             ..Default::default()
         })
         .await;
-    // KernelDeadlock is not a condition it acts on yet: the node stays schedulable.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // KernelDeadlock is not a condition it acts on yet: the node stays schedulable (asserted once a
+    // node with the condition it does act on was decided after it).
+    env.barrier("ReadonlyFilesystem", json!({})).await;
     assert!(
         !env.cordoned(&node).await,
         "cordoned under the first settings"

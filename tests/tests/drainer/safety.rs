@@ -201,17 +201,28 @@ async fn a_pause_on_the_lease_holds_the_drainer_until_it_is_removed() {
         }
     };
     annotate(json!("kernel rollout")).await;
-    // The drainer reads the Lease every retry period (200 ms here): give it a few.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The drainer reads the Lease every retry period (200 ms here) and says when it is paused.
+    let metrics_url = format!("http://{}/metrics", running.addr);
+    let gauge = |name: &'static str| {
+        let url = metrics_url.clone();
+        async move {
+            let m = nodemedic_tests::http_get(&url).await;
+            m.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<i64>().ok())
+        }
+    };
+    eventually("the drainer paused", WAIT, || async {
+        (gauge("nodemedic_drainer_paused").await == Some(1)).then_some(())
+    })
+    .await;
     env.set_condition(&node, "KernelDeadlock", "True", 3600)
         .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Held: the round that decided the bad node counted it as held instead of cordoning it.
+    eventually("the bad node held", WAIT, || async {
+        (gauge("nodemedic_drainer_held_nodes").await == Some(1)).then_some(())
+    })
+    .await;
     assert!(!env.cordoned(&node).await, "cordoned while paused");
-    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
-    assert!(
-        metrics.contains("nodemedic_drainer_held_nodes 1"),
-        "{metrics}"
-    );
     // The election's renewals keep the annotation (they write the Lease they read).
     assert!(
         lease(&env)
