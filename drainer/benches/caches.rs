@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodemedic_drainer::decide::PodInfo;
+use nodemedic_drainer::model::node::NodeView;
+use nodemedic_drainer::model::pod::PodInfo;
 use nodemedic_drainer::observe::Observed;
-use nodemedic_drainer::view::NodeView;
 use serde_json::{Value, json};
 
 /// Nodes in the fixture unless `NODES` says otherwise.

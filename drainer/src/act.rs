@@ -19,15 +19,18 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::config::{AfterDrain, Config};
+use crate::decide::DrainJob;
 use crate::decide::fleet::FleetEvent;
 use crate::decide::stale::Stale;
-use crate::decide::{DrainJob, PodInfo};
 use crate::metrics::Metrics;
+use crate::model::node::NodeView;
+use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence};
+use crate::model::pod::PodInfo;
+use crate::model::record::EvictError;
+use crate::model::record::{DrainOutcome, Record};
 use crate::notify::{ConditionNote, Notification, Notifier};
 use crate::observe::Observed;
-use crate::occurrence::{EvictionFor, Occurrence, PodOccurrence, SafetyOccurrence};
-use crate::record::{DrainOutcome, Record};
-use crate::view::NodeView;
+use crate::occurrence::SafetyOccurrence;
 
 /// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
 /// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods (drains and
@@ -98,19 +101,6 @@ pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
 pub const SOURCE: &str = "nodemedic-drainer";
 /// Wait between retries of an eviction refused by a PodDisruptionBudget (draino and kubectl: 5s).
 pub const PDB_RETRY: Duration = Duration::from_secs(5);
-
-/// Why a pod of a drain was not evicted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EvictError {
-    #[error("{pod}: leadership lost")]
-    LeadershipLost { pod: String },
-    #[error("{pod}: not evicted before the deadline")]
-    NotEvicted { pod: String },
-    #[error("{pod}: evicted but still present at the deadline")]
-    StillPresent { pod: String },
-    #[error("{pod}: cannot force-delete it: {error}")]
-    ForceDeleteFailed { pod: String, error: String },
-}
 
 /// Performs the decisions. Every write goes through the leadership gate ([`Actor::leading`]): the
 /// one place that checks we still hold the Lease.
@@ -570,7 +560,7 @@ impl Act for Actor {
         let ev = NodeEvent {
             source: SOURCE.into(),
             severity: Severity::Warning,
-            reason: crate::occurrence::reason::POD_READINESS_STALE.into(),
+            reason: crate::model::occurrence::reason::POD_READINESS_STALE.into(),
             message,
             count: 1,
             first_seen: now,

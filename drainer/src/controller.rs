@@ -24,8 +24,8 @@ use crate::decide::safety;
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
 use crate::decide::{Action, DrainJob, Effect, Why};
 use crate::metrics::{Budget, Metrics};
+use crate::model::node::NodeView;
 use crate::observe::Observed;
-use crate::view::NodeView;
 use k8s_openapi::api::coordination::v1::Lease;
 
 /// Changes arriving within this time after the first are decided in one round.
@@ -245,9 +245,9 @@ impl<A: Act> Controller<A> {
             return;
         };
         let ev = nodemedic_common::events::NodeEvent {
-            source: crate::act::SOURCE.into(),
+            source: crate::model::occurrence::SOURCE.into(),
             severity: nodemedic_common::events::Severity::Normal,
-            reason: crate::occurrence::reason::WAITING_FOR_BUDGET.into(),
+            reason: crate::model::occurrence::reason::WAITING_FOR_BUDGET.into(),
             message: note.message().into(),
             count: note.count,
             first_seen: note.first_seen,
@@ -344,7 +344,7 @@ impl<A: Act> Controller<A> {
             }
             self.fleet.touch_all();
             // Strings of nodes and pods gone since the last resync.
-            crate::intern::purge();
+            crate::model::intern::purge();
         } else {
             for n in changes.nodes {
                 match self.observed.node(&n) {
@@ -573,7 +573,7 @@ mod tests {
 
     use super::*;
     use crate::decide::DrainJob;
-    use crate::record::{Phase, Record};
+    use crate::model::record::{Phase, Record};
 
     #[derive(Debug, Clone, PartialEq, Eq)]
     enum Call {
@@ -839,7 +839,7 @@ mod tests {
             "status": {"phase": "Running", "conditions": [
                 {"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"}]}}))
         .unwrap();
-        w.apply_pod(crate::decide::PodInfo::from_pod(&pod, None));
+        w.apply_pod(crate::model::pod::PodInfo::from_pod(&pod, None));
         c.round().await;
         c.round().await;
         assert_eq!(rec.take(), vec![Call::Stale("web".into(), false)]);

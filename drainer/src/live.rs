@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::ListParams;
 use nodemedic_common::keys::{DRAIN_RECORD_ANNOTATION, OWNED_CONDITIONS_ANNOTATION};
 
-use crate::record::Record;
+use crate::model::record::Record;
 
 /// Objects listed per request (a 5,000-node cluster's pods arrive in pages, not one response).
 const PAGE: u32 = 500;
@@ -108,7 +108,7 @@ pub async fn read(
         flapping: Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), "default")
             .list(&ListParams::default().fields(&format!(
                 "reason={}",
-                crate::occurrence::reason::NODE_FLAPPING
+                crate::model::occurrence::reason::NODE_FLAPPING
             )))
             .await
             .map_err(|source| LiveError::List {
@@ -252,7 +252,7 @@ fn describe(r: &Record) -> String {
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default();
     let when = match (r.finished_at, r.drain_started, r.retry_at) {
-        (_, _, Some(retry)) if r.phase == crate::record::Phase::Failed => {
+        (_, _, Some(retry)) if r.phase == crate::model::record::Phase::Failed => {
             format!(", retry at {retry}")
         }
         (Some(f), _, _) => format!(", finished {f}"),
@@ -322,7 +322,7 @@ mod tests {
             owner: "nodemedic-drainer".into(),
             episode: "e".into(),
             reason: "KernelDeadlock=True since 2026-11-22T09:00:00Z".into(),
-            phase: crate::record::Phase::Drained,
+            phase: crate::model::record::Phase::Drained,
             cordoned_at: "2026-11-22T09:10:00Z".parse().unwrap(),
             drain_at: "2026-11-22T09:20:00Z".parse().unwrap(),
             drain_started: Some("2026-11-22T09:20:00Z".parse().unwrap()),

@@ -449,8 +449,8 @@ fn config_or_exit(args: &PolicyArgs) -> Result<nodemedic_drainer::config::Config
 
 /// What `drainer plan` keeps of what it read: node views and pod infos, not the whole objects.
 type Objects = (
-    Vec<nodemedic_drainer::view::NodeView>,
-    Vec<nodemedic_drainer::decide::PodInfo>,
+    Vec<nodemedic_drainer::model::node::NodeView>,
+    Vec<nodemedic_drainer::model::pod::PodInfo>,
     Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     Option<k8s_openapi::api::coordination::v1::Lease>,
     Vec<k8s_openapi::api::core::v1::Event>,
@@ -472,10 +472,12 @@ fn read_files(args: &PlanArgs) -> Result<Objects, String> {
         use k8s_openapi::api::core::v1::{Node, Pod};
         use nodemedic_drainer::plan::{read_items, read_items_map};
         let mut skipped = Vec::new();
-        let nodes = read_items_map(nodes, |n: Node| nodemedic_drainer::view::NodeView::of(&n))?
-            .items_noting(&mut skipped);
+        let nodes = read_items_map(nodes, |n: Node| {
+            nodemedic_drainer::model::node::NodeView::of(&n)
+        })?
+        .items_noting(&mut skipped);
         let pods = read_items_map(pods, |p: Pod| {
-            nodemedic_drainer::decide::PodInfo::from_pod(&p, None)
+            nodemedic_drainer::model::pod::PodInfo::from_pod(&p, None)
         })?
         .items_noting(&mut skipped);
         let pdbs = match &args.pdbs {
@@ -520,11 +522,14 @@ fn plan(args: PlanArgs) -> ExitCode {
             Err(code) => return code,
             Ok(r) => r
                 .map(|s| {
-                    let nodes = s.nodes.iter().map(nodemedic_drainer::view::NodeView::of);
+                    let nodes = s
+                        .nodes
+                        .iter()
+                        .map(nodemedic_drainer::model::node::NodeView::of);
                     let pods = s
                         .pods
                         .iter()
-                        .map(|p| nodemedic_drainer::decide::PodInfo::from_pod(p, None));
+                        .map(|p| nodemedic_drainer::model::pod::PodInfo::from_pod(p, None));
                     (nodes.collect(), pods.collect(), s.pdbs, s.lease, s.flapping)
                 })
                 .map_err(|e| e.to_string()),

@@ -23,9 +23,9 @@ use nodemedic_common::throttle::Throttle;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::decide::PodInfo;
-use crate::decide::pods::Uid;
-use crate::view::{NodeLite, NodeView};
+use crate::model::node::{NodeLite, NodeView};
+use crate::model::pod::PodInfo;
+use crate::model::pod::Uid;
 
 type PodKey = (String, String);
 

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::view::NodeView;
+use crate::model::node::NodeView;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::lenient::Lenient;
@@ -11,7 +11,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::config::Config;
-use crate::decide::{self, NodeDecision, PodAction, PodInfo};
+use crate::decide::{self, NodeDecision, PodAction};
+use crate::model::pod::PodInfo;
 
 /// An object of a file that was skipped: the API server takes values our types cannot hold (a time
 /// past 9999-12-30T22:00Z), and one such object must not stop the plan of every other, as it does not

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::view::NodeView;
+use crate::model::node::NodeView;
 
 /// The longest CEL selector accepted, in bytes.
 pub const MAX_CEL_BYTES: usize = 4096;
@@ -304,7 +304,7 @@ impl Selector {
             }
             Selector::Cel { program, .. } => {
                 let mut ctx = cel::Context::default();
-                let map = |m: &crate::intern::Map| -> serde_json::Map<String, Value> {
+                let map = |m: &crate::model::intern::Map| -> serde_json::Map<String, Value> {
                     m.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()
                 };
                 let meta = json!({

@@ -35,9 +35,9 @@ use serde::Deserialize;
 use crate::config::Config;
 use crate::decide::fleet::{Fleet, FleetEvent};
 use crate::decide::{Action, Effect};
+use crate::model::node::NodeView;
+use crate::model::record::{DrainOutcome, Record};
 use crate::policy::PolicyArgs;
-use crate::record::{DrainOutcome, Record};
-use crate::view::NodeView;
 
 /// Errors reading or running a scenario.
 #[derive(Debug, thiserror::Error)]

@@ -110,11 +110,11 @@ fn npd(input: &[u8]) {
 /// translated to CEL; each compiled and evaluated over a kubelet-shaped node.
 fn cel(input: &[u8]) {
     use nodemedic_drainer::select::Selector;
-    static NODE: OnceLock<nodemedic_drainer::view::NodeView> = OnceLock::new();
+    static NODE: OnceLock<nodemedic_drainer::model::node::NodeView> = OnceLock::new();
     let node = NODE.get_or_init(|| {
         let n: k8s_openapi::api::core::v1::Node =
             serde_json::from_str(include_str!("../fixtures/scale/kubelet-like-node.json")).unwrap();
-        nodemedic_drainer::view::NodeView::of(&n)
+        nodemedic_drainer::model::node::NodeView::of(&n)
     });
     let expr = String::from_utf8_lossy(input);
     if let Ok(sel) = Selector::cel(&expr) {
@@ -157,13 +157,13 @@ fn record(input: &[u8]) {
             "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
     }))
     .unwrap();
-    let view = nodemedic_drainer::view::NodeView::of(&node);
-    let _ = nodemedic_drainer::record::Record::parse(&view);
+    let view = nodemedic_drainer::model::node::NodeView::of(&node);
+    let _ = nodemedic_drainer::model::record::Record::parse(&view);
     let cfg = nodemedic_drainer::config::Config {
         conditions: vec!["KernelDeadlock=True".parse().unwrap()],
         ..Default::default()
     };
-    let pods: [nodemedic_drainer::decide::PodInfo; 0] = [];
+    let pods: [nodemedic_drainer::model::pod::PodInfo; 0] = [];
     let _ =
         nodemedic_drainer::decide::decide_views(&[view], &pods, &cfg, &Default::default(), now());
     release_interned();
@@ -173,7 +173,7 @@ fn record(input: &[u8]) {
 /// resync. Targets that build views do the same after each input: without it every input's strings
 /// stay, and near 8M of them the table's resize took seconds (reported as hangs by libFuzzer).
 fn release_interned() {
-    nodemedic_drainer::intern::purge();
+    nodemedic_drainer::model::intern::purge();
 }
 
 /// Node and Pod JSON as the watches and `drainer plan` read it (times past year 9999 included).
@@ -182,13 +182,13 @@ fn objects(input: &[u8]) {
     if let Ok(Lenient::Ok(n)) =
         serde_json::from_slice::<Lenient<k8s_openapi::api::core::v1::Node>>(input)
     {
-        let v = nodemedic_drainer::view::NodeView::of(&n);
-        let _ = nodemedic_drainer::record::Record::parse(&v);
+        let v = nodemedic_drainer::model::node::NodeView::of(&n);
+        let _ = nodemedic_drainer::model::record::Record::parse(&v);
     }
     if let Ok(Lenient::Ok(p)) =
         serde_json::from_slice::<Lenient<k8s_openapi::api::core::v1::Pod>>(input)
     {
-        let _ = nodemedic_drainer::decide::PodInfo::from_pod(&p, None);
+        let _ = nodemedic_drainer::model::pod::PodInfo::from_pod(&p, None);
     }
     if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(input) {
         nodemedic_common::lenient::clamp_times(&mut v);

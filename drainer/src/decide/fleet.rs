@@ -21,10 +21,11 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
 use super::safety::{self, Breaker, BreakerChange, DomainTotals, Flaps, Gates, Outage, Pause};
-use super::{Action, Candidate, NodeDecision, PodInfo, Totals, Why, decide_some};
+use super::{Action, Candidate, NodeDecision, Totals, Why, decide_some};
 use crate::config::Config;
-use crate::record::{Phase, Record};
-use crate::view::NodeView;
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
+use crate::model::record::{Phase, Record};
 
 /// How long a write is laid over a node whose watch never shows it (a missed event; the full resync
 /// catches up after that).
@@ -334,7 +335,7 @@ impl Fleet {
         let entry = Entry {
             record: Record::of(&view).map(Box::new),
             // Interned: a zone's name is shared by all its nodes.
-            domain: safety::domain_of(&view, &self.cfg).map(|d| crate::intern::intern(&d)),
+            domain: safety::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d)),
             unhealthy: safety::unhealthy_since(&view, &self.cfg),
             view,
             selected,
@@ -627,7 +628,7 @@ mod tests {
     use super::*;
     use crate::config::Budget;
     use crate::decide::{Action, Effect, decide_nodes};
-    use crate::view::Condition;
+    use crate::model::node::Condition;
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

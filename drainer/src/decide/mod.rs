@@ -22,9 +22,10 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Config;
-use crate::record::{Phase, Record};
-use crate::view::NodeView;
-pub use pods::{PodAction, PodInfo, PodPlan};
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
+use crate::model::record::{Phase, Record};
+pub use pods::{PodAction, PodPlan};
 
 /// What the plan says for a node (the `action` of `drainer plan`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

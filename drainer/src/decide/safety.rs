@@ -21,7 +21,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::{Budget, Config};
-use crate::view::NodeView;
+use crate::model::node::NodeView;
 
 /// The annotation on the drainer's Lease that pauses it (`kubectl annotate lease ... KEY=reason`).
 pub const PAUSE_ANNOTATION: &str = "nodemedic.io/pause";
@@ -502,9 +502,9 @@ pub fn flapping_from_events(
 ) -> std::collections::HashMap<String, Flapping> {
     let mut out = std::collections::HashMap::new();
     for e in events {
-        let ours =
-            e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(crate::act::SOURCE);
-        if !ours || e.reason.as_deref() != Some(crate::occurrence::reason::NODE_FLAPPING) {
+        let ours = e.source.as_ref().and_then(|s| s.component.as_deref())
+            == Some(crate::model::occurrence::SOURCE);
+        if !ours || e.reason.as_deref() != Some(crate::model::occurrence::reason::NODE_FLAPPING) {
             continue;
         }
         let (Some(node), Some(at)) = (
@@ -752,7 +752,7 @@ pub fn gates_of_snapshot(
             let t = domains.entry(d).or_default();
             t.size += 1;
             t.unhealthy += since.is_some() as usize;
-            t.cordoned += crate::record::Record::of(v)
+            t.cordoned += crate::model::record::Record::of(v)
                 .is_some_and(|r| r.owned_by(&cfg.owner, true) && r.holds_cordon())
                 as usize;
         }

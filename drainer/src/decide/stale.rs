@@ -16,11 +16,10 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-use super::PodInfo;
-use crate::view::NodeView;
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
 
 /// One stale pod and whether it may be evicted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,34 +30,6 @@ pub struct Stale {
     pub node: String,
     /// `None`: may be evicted; `Some(why)`: never.
     pub exempt: Option<String>,
-}
-
-fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.as_str())
-}
-
-/// Is this pod's readiness stale, its node aside? (Computed once, when the pod is cached.)
-pub fn readiness_stale(pod: &Pod) -> bool {
-    let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-    let gates_met = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_none_or(|gates| {
-            gates
-                .iter()
-                .all(|g| condition(pod, &g.condition_type) == Some("True"))
-        });
-    running
-        && condition(pod, "ContainersReady") == Some("True")
-        && condition(pod, "Ready") == Some("False")
-        && gates_met
 }
 
 /// The stale pods at `now`: pods whose readiness is stale on nodes Ready for at least `threshold`.

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::config::{Budget, Config, ProtectedPods};
-use crate::record::{Phase, Record};
+use crate::model::record::{Phase, Record};
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
@@ -395,7 +395,7 @@ fn budget_of_one_drain_and_spacing_of_drain_starts() {
         .cond("KernelDeadlock", "True", 0)
         .ours(Phase::Drained, 0, NOW - 1000)
         .0;
-    let mut r = Record::of(&crate::view::NodeView::of(&done)).unwrap();
+    let mut r = Record::of(&crate::model::node::NodeView::of(&done)).unwrap();
     r.drain_started = Some(t(NOW - 120));
     done.metadata
         .annotations
@@ -447,7 +447,7 @@ fn failed_drains_are_retried_after_their_backoff() {
         .cond("KernelDeadlock", "True", 0)
         .ours(Phase::Failed, 0, NOW - 5000)
         .0;
-    let mut r = Record::of(&crate::view::NodeView::of(&n)).unwrap();
+    let mut r = Record::of(&crate::model::node::NodeView::of(&n)).unwrap();
     r.retry_at = Some(t(NOW + 60));
     n.metadata
         .annotations
@@ -746,7 +746,7 @@ fn a_waiting_nodes_decision_is_stable_while_its_reason_text_ages() {
 fn times_near_the_end_of_time_in_api_objects_do_not_panic() {
     // The API server accepts dates up to 9999-12-31: a record started then must not abort the plan.
     let late: Timestamp = "9999-12-30T21:00:00Z".parse().unwrap();
-    let mut r = Record::parse(&crate::view::NodeView::of(
+    let mut r = Record::parse(&crate::model::node::NodeView::of(
         &node("late")
             .cond("KernelDeadlock", "True", 0)
             .ours(Phase::Draining, 0, NOW - 700)

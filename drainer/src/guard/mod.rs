@@ -153,7 +153,7 @@ pub enum NodeState {
     Known {
         name: String,
         /// The node's labels, shared with the cache (no copy per request).
-        labels: crate::intern::Map,
+        labels: crate::model::intern::Map,
         ready: Option<String>,
         /// A `NoExecute` taint the node lifecycle controller puts on an unreachable or not-ready node
         /// ([`FLAP_TAINTS`]), while it is still there. Its taint manager keeps deleting the node's
@@ -161,20 +161,6 @@ pub enum NodeState {
         /// again: the guard must not let those deletions through in between.
         flap_taint: Option<String>,
     },
-}
-
-/// The taints of a node that is, or just was, unreachable or not ready.
-pub const FLAP_TAINTS: [&str; 2] = [
-    "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/not-ready",
-];
-
-/// The first flap taint with effect NoExecute among `taints` (key, effect).
-pub fn flap_taint<'a>(taints: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
-    taints
-        .into_iter()
-        .find(|(k, e)| *e == "NoExecute" && FLAP_TAINTS.contains(k))
-        .map(|(k, _)| k.to_string())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,7 +287,7 @@ impl BlockedEvents {
             let event = nodemedic_common::events::NodeEvent {
                 source: "nodemedic-guard".into(),
                 severity: nodemedic_common::events::Severity::Warning,
-                reason: crate::occurrence::reason::POD_DELETION_BLOCKED.into(),
+                reason: crate::model::occurrence::reason::POD_DELETION_BLOCKED.into(),
                 message: format!(
                     "pod deletions blocked while the Kosmos leaf node is not Ready (latest: {})",
                     b.latest
@@ -337,6 +323,7 @@ impl BlockedEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::node::flap_taint;
 
     const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
         "uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},
@@ -399,7 +386,7 @@ mod tests {
         let labels = if kosmos {
             [("kosmos.io/node", "true")].into_iter().collect()
         } else {
-            crate::intern::Map::default()
+            crate::model::intern::Map::default()
         };
         NodeState::Known {
             name: "kosmos-leaf".into(),

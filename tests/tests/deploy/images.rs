@@ -234,12 +234,12 @@ fn host_plan(samples: &Path, conditions: &[&str]) -> Vec<Value> {
     let cfg = nodemedic_drainer::policy::build(&args).unwrap();
     let mut skipped = Vec::new();
     let nodes = plan::read_items_map(&samples.join("nodes.json"), |n: Node| {
-        nodemedic_drainer::view::NodeView::of(&n)
+        nodemedic_drainer::model::node::NodeView::of(&n)
     })
     .unwrap()
     .items_noting(&mut skipped);
     let pods = plan::read_items_map(&samples.join("pods.json"), |p: Pod| {
-        nodemedic_drainer::decide::PodInfo::from_pod(&p, None)
+        nodemedic_drainer::model::pod::PodInfo::from_pod(&p, None)
     })
     .unwrap()
     .items_noting(&mut skipped);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::intern::{Map, intern};
+use super::intern::{Map, intern};
 
 /// A node condition without its heartbeat time and message (both change without news).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub struct NodeView {
     pub annotations: Map,
     pub unschedulable: bool,
     pub conditions: Box<[Condition]>,
-    /// A NoExecute taint of the node lifecycle controller's (see [`crate::guard::FLAP_TAINTS`]).
+    /// A NoExecute taint of the node lifecycle controller's (see [`FLAP_TAINTS`]).
     pub flap_taint: Option<String>,
 }
 
@@ -142,6 +142,20 @@ impl kube::Resource for NodeLite {
     }
 }
 
+/// The taints of a node that is, or just was, unreachable or not ready.
+pub const FLAP_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/not-ready",
+];
+
+/// The first flap taint with effect NoExecute among `taints` (key, effect).
+pub fn flap_taint<'a>(taints: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
+    taints
+        .into_iter()
+        .find(|(k, e)| *e == "NoExecute" && FLAP_TAINTS.contains(k))
+        .map(|(k, _)| k.to_string())
+}
+
 impl NodeView {
     /// The view of a Node as the watch decodes it.
     pub fn of_lite(node: &NodeLite) -> NodeView {
@@ -209,7 +223,7 @@ impl NodeView {
             annotations: map(&meta.annotations),
             unschedulable: unschedulable.unwrap_or(false),
             conditions: conditions.collect(),
-            flap_taint: crate::guard::flap_taint(taints),
+            flap_taint: flap_taint(taints),
         }
     }
 
@@ -245,7 +259,7 @@ mod lite_tests {
 
     #[test]
     fn the_lite_decoding_gives_the_same_view_and_takes_year_9999() {
-        let text = include_str!("../../tests/fixtures/scale/kubelet-like-node.json");
+        let text = include_str!("../../../tests/fixtures/scale/kubelet-like-node.json");
         let full: Node = serde_json::from_str(text).unwrap();
         let lite: NodeLite = serde_json::from_str(text).unwrap();
         assert_eq!(NodeView::of(&full), NodeView::of_lite(&lite));

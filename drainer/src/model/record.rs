@@ -1,10 +1,11 @@
-//! What the drainer did to a node, kept as JSON in the node annotation `nodemedic.io/drain`. It is the
-//! drainer's only state: a restarted or new leader reads it back from the Nodes.
+//! What the drainer did to a node, kept as JSON in the node annotation `nodemedic.io/drain`, and its
+//! transitions (pure). It is the drainer's only state: a restarted or new leader reads it back from
+//! the Nodes.
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
-use crate::view::NodeView;
+use super::node::NodeView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,13 +53,26 @@ pub struct Record {
 #[error("unreadable drain record in {DRAIN_RECORD_ANNOTATION}: {0}")]
 pub struct Unreadable(pub String);
 
+/// Why a pod of a drain was not evicted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvictError {
+    #[error("{pod}: leadership lost")]
+    LeadershipLost { pod: String },
+    #[error("{pod}: not evicted before the deadline")]
+    NotEvicted { pod: String },
+    #[error("{pod}: evicted but still present at the deadline")]
+    StillPresent { pod: String },
+    #[error("{pod}: cannot force-delete it: {error}")]
+    ForceDeleteFailed { pod: String, error: String },
+}
+
 /// How a drain attempt ended, as the shell reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DrainOutcome {
     /// Every pod to evict is gone.
     Drained,
     /// Some pods could not be evicted in time; each entry says which and why.
-    Failed(Vec<crate::act::EvictError>),
+    Failed(Vec<EvictError>),
 }
 
 impl Record {

@@ -1,0 +1,10 @@
+//! The ground floor: the vocabulary every layer of the drainer shares, pure data and its pure
+//! functions, importing nothing else of the crate. Node and pod views as the caches keep them, the
+//! drain record (the drainer's only state, kept on each node), what happens to a node as data
+//! (occurrences, with their Event reasons), and the shared strings that keep the caches small.
+
+pub mod intern;
+pub mod node;
+pub mod occurrence;
+pub mod pod;
+pub mod record;

@@ -1,0 +1,215 @@
+//! What happens to a node, as values (pure): each occurrence knows its Event reason (draino's where
+//! draino has one), its severity and its text. The record layer logs, counts, notifies and writes
+//! the Event of each, together (vector's `internal_events` is the model).
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::events::Severity;
+use nodemedic_common::time::rfc3339;
+
+/// Event source component of the drainer's Events.
+pub const SOURCE: &str = "nodemedic-drainer";
+
+/// Event reasons, draino's where draino has one.
+pub mod reason {
+    pub const CORDON_STARTING: &str = "CordonStarting";
+    pub const CORDON_SUCCEEDED: &str = "CordonSucceeded";
+    pub const CORDON_FAILED: &str = "CordonFailed";
+    pub const DRAIN_SCHEDULED: &str = "DrainScheduled";
+    pub const DRAIN_SCHEDULING_FAILED: &str = "DrainSchedulingFailed";
+    pub const DRAIN_STARTING: &str = "DrainStarting";
+    pub const DRAIN_SUCCEEDED: &str = "DrainSucceeded";
+    pub const DRAIN_FAILED: &str = "DrainFailed";
+    pub const UNCORDON_STARTING: &str = "UncordonStarting";
+    pub const UNCORDON_SUCCEEDED: &str = "UncordonSucceeded";
+    pub const UNCORDON_FAILED: &str = "UncordonFailed";
+    pub const MARKED_DRAINED: &str = "MarkedDrained";
+    pub const MARK_FAILED: &str = "MarkDrainedFailed";
+    pub const NODE_DELETED: &str = "DeletingDrainedNode";
+    pub const NODE_DELETE_FAILED: &str = "DeleteDrainedNodeFailed";
+    pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
+    pub const POD_READINESS_STALE: &str = "PodReadinessStale";
+    pub const POD_DELETION_BLOCKED: &str = "PodDeletionBlocked";
+    pub const BREAKER_OPENED: &str = "CircuitBreakerOpened";
+    pub const BREAKER_CLOSED: &str = "CircuitBreakerClosed";
+    pub const OUTAGE_STARTED: &str = "DomainOutageStarted";
+    pub const OUTAGE_ENDED: &str = "DomainOutageEnded";
+    pub const NODE_FLAPPING: &str = "NodeFlapping";
+}
+
+/// Something that happened to a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Occurrence {
+    CordonStarting {
+        problem: String,
+    },
+    Cordoned {
+        problem: String,
+    },
+    CordonFailed {
+        error: String,
+    },
+    DrainScheduled {
+        at: Timestamp,
+    },
+    DrainSchedulingFailed {
+        error: String,
+    },
+    DrainStarting {
+        pods: usize,
+    },
+    Drained,
+    DrainFailed {
+        retry_in: Duration,
+        failures: Vec<String>,
+    },
+    UncordonStarting {
+        why: String,
+    },
+    Uncordoned {
+        why: String,
+    },
+    UncordonFailed {
+        error: String,
+    },
+    /// The after-drain labels, annotations and taints were set.
+    Marked {
+        marks: String,
+    },
+    MarkFailed {
+        error: String,
+    },
+    NodeDeleted,
+    NodeDeleteFailed {
+        error: String,
+    },
+}
+
+impl Occurrence {
+    pub fn reason(&self) -> &'static str {
+        use Occurrence::*;
+        match self {
+            CordonStarting { .. } => reason::CORDON_STARTING,
+            Cordoned { .. } => reason::CORDON_SUCCEEDED,
+            CordonFailed { .. } => reason::CORDON_FAILED,
+            DrainScheduled { .. } => reason::DRAIN_SCHEDULED,
+            DrainSchedulingFailed { .. } => reason::DRAIN_SCHEDULING_FAILED,
+            DrainStarting { .. } => reason::DRAIN_STARTING,
+            Drained => reason::DRAIN_SUCCEEDED,
+            DrainFailed { .. } => reason::DRAIN_FAILED,
+            UncordonStarting { .. } => reason::UNCORDON_STARTING,
+            Uncordoned { .. } => reason::UNCORDON_SUCCEEDED,
+            UncordonFailed { .. } => reason::UNCORDON_FAILED,
+            Marked { .. } => reason::MARKED_DRAINED,
+            MarkFailed { .. } => reason::MARK_FAILED,
+            NodeDeleted => reason::NODE_DELETED,
+            NodeDeleteFailed { .. } => reason::NODE_DELETE_FAILED,
+        }
+    }
+
+    pub fn severity(&self) -> Severity {
+        use Occurrence::*;
+        match self {
+            CordonFailed { .. }
+            | DrainSchedulingFailed { .. }
+            | DrainFailed { .. }
+            | UncordonFailed { .. }
+            | MarkFailed { .. }
+            | NodeDeleteFailed { .. } => Severity::Warning,
+            _ => Severity::Normal,
+        }
+    }
+
+    /// The Event text (draino's wording).
+    pub fn message(&self) -> String {
+        use Occurrence::*;
+        match self {
+            CordonStarting { problem } => format!("Cordoning node: {problem}"),
+            Cordoned { .. } => "Cordoned node".into(),
+            CordonFailed { error } => format!("Cordoning failed: {error}"),
+            DrainScheduled { at } => format!("Will drain node after {}", rfc3339(*at)),
+            DrainSchedulingFailed { error } => format!("Failed to schedule the drain: {error}"),
+            DrainStarting { pods } => format!("Draining node: {pods} pods to evict"),
+            Drained => "Drained node".into(),
+            DrainFailed { retry_in, failures } => format!(
+                "Draining failed (retry in {}): {}",
+                humantime::format_duration(*retry_in),
+                failures.join("; ")
+            ),
+            UncordonStarting { why } => format!("Uncordoning node: {why}"),
+            Uncordoned { .. } => "Uncordoned node".into(),
+            UncordonFailed { error } => format!("Uncordoning failed: {error}"),
+            Marked { marks } => format!("Marked the drained node for replacement: {marks}"),
+            MarkFailed { error } => format!("Cannot mark the drained node: {error}"),
+            NodeDeleted => "Deleting the drained node (--delete-drained-node-after)".into(),
+            NodeDeleteFailed { error } => format!("Cannot delete the drained node: {error}"),
+        }
+    }
+}
+
+/// Why a pod is evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionFor {
+    Drain,
+    StaleReadiness,
+}
+
+/// What happened to one eviction: logged and counted (a node's Events tell its drain's story; one
+/// Event per PDB refusal would be a storm).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodOccurrence {
+    Evicted,
+    RefusedByBudget {
+        message: String,
+    },
+    EvictionFailed {
+        error: String,
+    },
+    /// Deleted with grace 0 after its eviction did not complete (`--allow-force-delete`).
+    ForceDeleted,
+}
+
+impl PodOccurrence {
+    /// From the API server's answer.
+    pub fn of(answer: &Result<nodemedic_common::evict::Evicted, kube::Error>) -> PodOccurrence {
+        use nodemedic_common::evict::Evicted;
+        match answer {
+            Ok(Evicted::Accepted | Evicted::Gone) => PodOccurrence::Evicted,
+            Ok(Evicted::Refused(message)) => PodOccurrence::RefusedByBudget {
+                message: message.clone(),
+            },
+            Err(e) => PodOccurrence::EvictionFailed {
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_warnings_with_draino_reasons() {
+        let o = Occurrence::DrainFailed {
+            retry_in: Duration::from_secs(60),
+            failures: vec!["default/web: not evicted before the deadline".into()],
+        };
+        assert_eq!(
+            (o.reason(), o.severity()),
+            ("DrainFailed", Severity::Warning)
+        );
+        assert_eq!(
+            o.message(),
+            "Draining failed (retry in 1m): default/web: not evicted before the deadline"
+        );
+        assert_eq!(
+            Occurrence::Cordoned {
+                problem: "x".into()
+            }
+            .severity(),
+            Severity::Normal
+        );
+    }
+}

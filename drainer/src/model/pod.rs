@@ -1,0 +1,207 @@
+//! What the drainer keeps of a Pod ([`PodInfo`]): the fields its pod rules, evictions and stale
+//! readiness read, projected once when the pod is cached. Pure.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use nodemedic_common::keys;
+
+use super::intern::intern;
+
+/// What the drainer keeps of a Pod: the fields its rules and evictions read, a few hundred bytes
+/// instead of the several kilobytes of a full `Pod`, so 50,000 pods fit in tens of MiB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Shared strings ([`intern`]) where many pods have the same value.
+    pub namespace: Arc<str>,
+    pub name: Box<str>,
+    pub uid: Option<Uid>,
+    pub node: Option<Arc<str>>,
+    pub phase: Option<Arc<str>>,
+    /// Kind of the controlling owner (ReplicaSet, DaemonSet, StatefulSet, Job, Node for mirror pods).
+    pub owner_kind: Option<Arc<str>>,
+    pub priority: Option<i32>,
+    pub uses_empty_dir: bool,
+    pub grace_period_seconds: Option<i64>,
+    /// Running, containers ready, Ready=False, gates met: stale if its node has been Ready a while
+    /// (see [`readiness_stale`]).
+    pub readiness_stale: bool,
+    /// Labels (`drainer plan` only: empty when projected with `keep`) and the kept annotations;
+    /// boxed, as most pods in the controller's cache have neither.
+    pub meta: Option<Box<Meta>>,
+}
+
+/// The maps of a [`PodInfo`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Meta {
+    pub labels: BTreeMap<String, String>,
+    /// Only the annotations the rules look at (all of them when projected with `keep: None`).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A pod's uid: 16 bytes when it is a UUID (as the API server makes them), else the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Uid {
+    Uuid([u8; 16]),
+    Other(Box<str>),
+}
+
+impl Uid {
+    pub fn parse(s: &str) -> Uid {
+        let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
+        let canonical = s.len() == 36 && [8, 13, 18, 23].iter().all(|&i| s.as_bytes()[i] == b'-');
+        let mut out = [0u8; 16];
+        if canonical && hex.len() == 32 {
+            let ok = hex.chunks(2).zip(out.iter_mut()).all(|(pair, o)| {
+                let digits = std::str::from_utf8(pair).ok();
+                match digits.and_then(|d| u8::from_str_radix(d, 16).ok()) {
+                    Some(v) if pair.iter().all(|c| !c.is_ascii_uppercase()) => {
+                        *o = v;
+                        true
+                    }
+                    _ => false,
+                }
+            });
+            if ok {
+                return Uid::Uuid(out);
+            }
+        }
+        Uid::Other(s.into())
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uid::Other(s) => f.write_str(s),
+            Uid::Uuid(b) => {
+                for (i, byte) in b.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{byte:02x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Annotation keys the pod rules read, besides configured protected annotations.
+pub const RULE_ANNOTATIONS: &[&str] = &[
+    keys::NOT_EVICTED_POD_ANNOTATION,
+    keys::CRITICAL_POD_ANNOTATION,
+    keys::SAFE_TO_EVICT_ANNOTATION,
+    keys::MIRROR_POD_ANNOTATION,
+];
+
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+impl PodInfo {
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        self.meta.as_ref().map_or(&EMPTY, |m| &m.labels)
+    }
+
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        self.meta.as_ref().map_or(&EMPTY, |m| &m.annotations)
+    }
+
+    /// Project a Pod. `keep`: the annotation keys to keep (None keeps all).
+    pub fn from_pod(pod: &Pod, keep: Option<&[String]>) -> PodInfo {
+        let spec = pod.spec.as_ref();
+        let annotations = pod
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| keep.is_none_or(|keep| keep.iter().any(|x| x == *k)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<BTreeMap<String, String>>();
+        // Only `drainer plan` reads labels (to match PDBs); the controller does not keep them.
+        let labels = match keep {
+            None => pod.metadata.labels.clone().unwrap_or_default(),
+            Some(_) => BTreeMap::new(),
+        };
+        let meta = (!labels.is_empty() || !annotations.is_empty()).then(|| {
+            Box::new(Meta {
+                labels,
+                annotations,
+            })
+        });
+        PodInfo {
+            namespace: intern(pod.metadata.namespace.as_deref().unwrap_or_default()),
+            name: pod.metadata.name.as_deref().unwrap_or_default().into(),
+            uid: pod.metadata.uid.as_deref().map(Uid::parse),
+            node: spec.and_then(|s| s.node_name.as_deref()).map(intern),
+            phase: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .map(intern),
+            owner_kind: pod
+                .metadata
+                .owner_references
+                .as_ref()
+                .and_then(|o| o.iter().find(|o| o.controller == Some(true)))
+                .map(|o| intern(&o.kind)),
+            priority: spec.and_then(|s| s.priority),
+            uses_empty_dir: spec
+                .and_then(|s| s.volumes.as_ref())
+                .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some())),
+            grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
+            readiness_stale: readiness_stale(pod),
+            meta,
+        }
+    }
+}
+
+fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
+}
+
+/// Is this pod's readiness stale, its node aside: Running, ContainersReady=True, Ready=False, every
+/// readiness gate met? (Computed once, when the pod is cached; `decide::stale` adds the node.)
+pub fn readiness_stale(pod: &Pod) -> bool {
+    let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    let gates_met = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_none_or(|gates| {
+            gates
+                .iter()
+                .all(|g| condition(pod, &g.condition_type) == Some("True"))
+        });
+    running
+        && condition(pod, "ContainersReady") == Some("True")
+        && condition(pod, "Ready") == Some("False")
+        && gates_met
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Uid;
+
+    #[test]
+    fn uuids_are_kept_as_16_bytes_and_print_as_given() {
+        let s = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+        assert!(matches!(Uid::parse(s), Uid::Uuid(_)));
+        assert_eq!(Uid::parse(s).to_string(), s);
+        for other in [
+            "p1",
+            "0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fz",
+            "é",
+        ] {
+            assert_eq!(Uid::parse(other), Uid::Other(other.into()), "{other}");
+            assert_eq!(Uid::parse(other).to_string(), other);
+        }
+    }
+}
