@@ -13,6 +13,7 @@
 //!   filewatch   wake on content changes of config files, not on reads (rules, certificates)
 //!   health      liveness beats: /healthz fails when a registered loop stops beating
 //!   serve       one HTTP listener: /metrics /healthz /readyz (+ extra routes)
+//!   status      a condition status: True, False, Unknown
 //!   telemetry   tracing subscriber, text or JSON
 //!   time        RFC 3339 times as the API server stores them
 //! ```
@@ -33,6 +34,7 @@ pub mod lenient;
 pub mod rbac;
 pub mod runtime;
 pub mod serve;
+pub mod status;
 pub mod telemetry;
 pub mod throttle;
 pub mod time;

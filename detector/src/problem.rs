@@ -15,30 +15,7 @@ use nodemedic_common::events::Severity;
 use crate::config::{Monitor, RuleKind};
 use crate::matcher::{Hit, Matcher, Target};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum Status {
-    True,
-    False,
-    Unknown,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::True => "True",
-            Status::False => "False",
-            Status::Unknown => "Unknown",
-        }
-    }
-
-    pub fn parse(s: &str) -> Status {
-        match s {
-            "True" => Status::True,
-            "False" => Status::False,
-            _ => Status::Unknown,
-        }
-    }
-}
+pub use nodemedic_common::status::Status;
 
 /// The state of one condition.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

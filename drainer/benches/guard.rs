@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nodemedic_drainer::config::Config;
+use nodemedic_drainer::config::select::Selector;
 use nodemedic_drainer::guard::GuardConfig;
 use nodemedic_drainer::guard::server::GuardOptions;
 use nodemedic_drainer::leader::LeaseConfig;
 use nodemedic_drainer::run::{self, Options};
-use nodemedic_drainer::select::Selector;
 use nodemedic_tests::server::TestApiServer;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};

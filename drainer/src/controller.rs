@@ -681,7 +681,7 @@ mod tests {
 
     fn controller(max_cordoned: usize) -> (Controller<Recorder>, Observed, Recorder) {
         controller_with(Config {
-            safety: crate::decide::safety::Safety::off(),
+            safety: crate::config::safety::Safety::off(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             drain_buffer: std::time::Duration::ZERO,
             max_cordoned: crate::config::Budget::Count(max_cordoned),
@@ -718,7 +718,7 @@ mod tests {
             conditions: vec!["KernelDeadlock=True".parse().unwrap()],
             // A node whose name is not a number makes this expression fail (a missing key would
             // not: that is "not selected", as in draino).
-            selector: crate::select::Selector::cel("int(metadata.name) > 0").unwrap(),
+            selector: crate::config::select::Selector::cel("int(metadata.name) > 0").unwrap(),
             ..Default::default()
         });
         apply(&mut w, node("unlabelled", "1", true, None));

@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use k8s_openapi::jiff::Timestamp;
-use nodemedic_drainer::draino;
-use nodemedic_drainer::policy::{self, PolicyArgs};
+use nodemedic_drainer::config::build as policy;
+use nodemedic_drainer::config::draino;
+use nodemedic_drainer::config::flags::PolicyArgs;
 
 #[derive(Parser)]
 #[command(
@@ -56,7 +57,7 @@ struct RunArgs {
     #[command(flatten)]
     policy: PolicyArgs,
     /// Address of /metrics /healthz /readyz: HOST:PORT, or draino's :PORT for every address.
-    #[arg(long, default_value = ":10002", env = "DRAINO_LISTEN", value_parser = nodemedic_drainer::draino::parse_listen)]
+    #[arg(long, default_value = ":10002", env = "DRAINO_LISTEN", value_parser = nodemedic_drainer::config::draino::parse_listen)]
     listen: std::net::SocketAddr,
     /// Namespace of the leader-election Lease.
     #[arg(long, default_value = "kube-system", env = "DRAINO_NAMESPACE")]
@@ -101,7 +102,7 @@ struct RunArgs {
     #[arg(long = "guard-node-label", default_value = "kosmos.io/node=true")]
     guard_node_label: String,
     #[command(flatten)]
-    draino: nodemedic_drainer::draino::DrainoFlags,
+    draino: nodemedic_drainer::config::draino::DrainoFlags,
 }
 
 #[derive(clap::Args)]

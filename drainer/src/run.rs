@@ -14,11 +14,12 @@ use tokio::task::JoinHandle;
 
 use crate::act::Actor;
 use crate::config::Config;
+use crate::config::build as policy;
+use crate::config::flags::PolicyArgs;
 use crate::controller::Controller;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::observe::Observed;
-use crate::policy::{self, PolicyArgs};
 
 /// A watch failing this long makes /healthz fail.
 pub const WATCH_UNHEALTHY: Duration = Duration::from_secs(300);

@@ -33,11 +33,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 
 use crate::config::Config;
+use crate::config::flags::PolicyArgs;
 use crate::decide::fleet::{Fleet, FleetEvent};
 use crate::decide::{Action, Effect};
 use crate::model::node::NodeView;
 use crate::model::record::{DrainOutcome, Record};
-use crate::policy::PolicyArgs;
 
 /// Errors reading or running a scenario.
 #[derive(Debug, thiserror::Error)]
@@ -253,7 +253,7 @@ pub fn settings(file: &str, args: &[String]) -> Result<Config, SimError> {
             file: file.into(),
             message: e.to_string().lines().next().unwrap_or_default().to_string(),
         })?;
-    crate::policy::build(&flags.policy).map_err(|errors| SimError::Args {
+    crate::config::build::build(&flags.policy).map_err(|errors| SimError::Args {
         file: file.into(),
         message: errors
             .iter()
@@ -276,7 +276,7 @@ fn picked(file: &str, nodes: &[SimNode], pick: &Pick) -> Result<Vec<usize>, SimE
         .label
         .as_deref()
         .map(|l| {
-            crate::select::Selector::labels(l).map_err(|e| SimError::Scenario {
+            crate::config::select::Selector::labels(l).map_err(|e| SimError::Scenario {
                 file: file.into(),
                 message: format!("label selector {l:?}: {e}"),
             })

@@ -271,8 +271,10 @@ async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
     let drainer = nodemedic_drainer::run::start(
         nodemedic_drainer::run::Options {
             config: nodemedic_drainer::config::Config {
-                selector: nodemedic_drainer::select::Selector::labels("nodemedic.test/none=x")
-                    .unwrap(),
+                selector: nodemedic_drainer::config::select::Selector::labels(
+                    "nodemedic.test/none=x",
+                )
+                .unwrap(),
                 conditions: vec!["KernelDeadlock".parse().unwrap()],
                 ..Default::default()
             },

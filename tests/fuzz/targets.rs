@@ -109,7 +109,7 @@ fn npd(input: &[u8]) {
 /// A node selector: as CEL (bounded at compile time), as a label selector and as draino's expr-lang
 /// translated to CEL; each compiled and evaluated over a kubelet-shaped node.
 fn cel(input: &[u8]) {
-    use nodemedic_drainer::select::Selector;
+    use nodemedic_drainer::config::select::Selector;
     static NODE: OnceLock<nodemedic_drainer::model::node::NodeView> = OnceLock::new();
     let node = NODE.get_or_init(|| {
         let n: k8s_openapi::api::core::v1::Node =
@@ -124,7 +124,7 @@ fn cel(input: &[u8]) {
         let _ = sel.matches(node);
     }
     // draino's expr-lang, as `--node-label-expr` takes it when CEL cannot read it.
-    if let Ok(translated) = nodemedic_drainer::draino::translate_expr(&expr)
+    if let Ok(translated) = nodemedic_drainer::config::draino::translate_expr(&expr)
         && let Ok(sel) = Selector::cel(&translated)
     {
         let _ = sel.matches(node);

@@ -12,9 +12,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nodemedic_drainer::config::Config;
+use nodemedic_drainer::config::select::Selector;
 use nodemedic_drainer::leader::LeaseConfig;
 use nodemedic_drainer::run::{self, Options, Running};
-use nodemedic_drainer::select::Selector;
 use nodemedic_tests::cluster::{Cluster, eventually};
 use serde_json::{Value, json};
 

@@ -204,7 +204,7 @@ struct GatesKey {
 }
 
 /// How a selector error is reported: once per node view, by the caller.
-pub type SelectError = (String, String);
+pub type SelectError = (String, crate::config::select::SelectError);
 
 impl Fleet {
     pub fn new(cfg: Arc<Config>) -> Fleet {
@@ -629,6 +629,7 @@ mod tests {
     use crate::config::Budget;
     use crate::decide::{Action, Effect, decide_nodes};
     use crate::model::node::Condition;
+    use nodemedic_common::status::Status;
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
@@ -636,12 +637,13 @@ mod tests {
 
     fn cfg(max_cordoned: usize) -> Arc<Config> {
         Arc::new(Config {
-            safety: safety::Safety::off(),
+            safety: crate::config::safety::Safety::off(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             max_cordoned: Budget::Count(max_cordoned),
             max_drains_in_flight: 1,
             drain_buffer: Duration::from_secs(60),
-            selector: crate::select::Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+            selector: crate::config::select::Selector::cel("metadata.labels['pool'] == 'a'")
+                .unwrap(),
             ..Default::default()
         })
     }
@@ -653,7 +655,11 @@ mod tests {
             labels: [("pool", pool)].into_iter().collect(),
             conditions: Box::new([Condition {
                 type_: "KernelDeadlock".into(),
-                status: if bad_since.is_some() { "True" } else { "False" }.into(),
+                status: if bad_since.is_some() {
+                    Status::True
+                } else {
+                    Status::False
+                },
                 reason: None,
                 since: t(bad_since.unwrap_or(0)),
             }]),
@@ -732,10 +738,10 @@ mod tests {
             let i = (step * 7 % 20) as usize;
             let name = format!("n{i:02}");
             let mut v = (**f.view(&name).unwrap()).clone();
-            let bad = &*v.conditions[0].status == "False";
+            let bad = v.conditions[0].status == Status::False;
             v.conditions[0] = Condition {
                 type_: "KernelDeadlock".into(),
-                status: if bad { "True" } else { "False" }.into(),
+                status: if bad { Status::True } else { Status::False },
                 reason: None,
                 since: now,
             };
@@ -792,12 +798,12 @@ mod tests {
         }
         // The new settings select both pools and allow three cordons.
         let new = Arc::new(Config {
-            safety: safety::Safety::off(),
+            safety: crate::config::safety::Safety::off(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             max_cordoned: Budget::Count(3),
             max_drains_in_flight: 1,
             drain_buffer: Duration::from_secs(60),
-            selector: crate::select::Selector::cel("metadata.labels['pool'] in ['a', 'b']")
+            selector: crate::config::select::Selector::cel("metadata.labels['pool'] in ['a', 'b']")
                 .unwrap(),
             ..Default::default()
         });
@@ -849,7 +855,8 @@ mod tests {
             max_cordoned: Budget::Count(100),
             max_drains_in_flight: 10,
             drain_buffer: Duration::from_secs(60),
-            selector: crate::select::Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+            selector: crate::config::select::Selector::cel("metadata.labels['pool'] == 'a'")
+                .unwrap(),
             ..Default::default()
         };
         edit(&mut c);
@@ -930,9 +937,9 @@ mod tests {
     #[test]
     fn a_domain_budget_and_an_outage_act_per_domain() {
         let mut f = Fleet::new(safe_cfg(|c| {
-            c.safety = safety::Safety {
+            c.safety = crate::config::safety::Safety {
                 max_cordoned_per_domain: Some(Budget::Count(1)),
-                ..safety::Safety::off()
+                ..crate::config::safety::Safety::off()
             };
             c.safety.domain_outage_percent = 50.0;
         }));
@@ -1003,7 +1010,7 @@ mod tests {
     #[test]
     fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next() {
         let mut f = Fleet::new(safe_cfg(|c| {
-            c.safety = safety::Safety::off();
+            c.safety = crate::config::safety::Safety::off();
             c.drain_buffer = Duration::ZERO;
             // t(0) is 2027-01-15T08:00:00Z, a Friday.
             c.safety.drain_windows = vec!["Sat 10:00-12:00 UTC".parse().unwrap()];

@@ -401,7 +401,7 @@ fn problem(node: &NodeView, cfg: &Config, now: Timestamp) -> Problem {
             continue;
         };
         let transition = c.since;
-        if *c.status != *spec.status {
+        if c.status != spec.status {
             // Cleared: recovery counts once the healthy status held the min duration too.
             let held_for = elapsed(transition, now);
             if held_for < spec.min_duration {

@@ -14,12 +14,13 @@
 //! any node has held its condition long enough to be cordoned.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::str::FromStr;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::config::safety::Safety;
+use crate::config::window::DrainWindow;
 use crate::config::{Budget, Config};
 use crate::model::node::NodeView;
 
@@ -27,66 +28,6 @@ use crate::model::node::NodeView;
 pub const PAUSE_ANNOTATION: &str = "nodemedic.io/pause";
 /// The annotation where the leader keeps the breaker's state across restarts and leader changes.
 pub const BREAKER_ANNOTATION: &str = "nodemedic.io/breaker";
-
-/// The settings of this module (flags and file keys in `policy`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Safety {
-    /// The breaker opens when more than this many (or share of) selected nodes are unhealthy.
-    pub max_unhealthy: Budget,
-    /// ... or when more than this many became unhealthy within `breaker_window`.
-    pub breaker_new: Budget,
-    pub breaker_window: Duration,
-    /// It closes after the counts stayed at or under both thresholds this long.
-    pub breaker_cooldown: Duration,
-    /// The node label naming a node's failure domain (Kosmos leaf nodes: their member cluster).
-    pub failure_domain: String,
-    /// The label of a Kosmos leaf node naming its member cluster (empty: each leaf node stands
-    /// for a member cluster of its own, Kosmos' usual layout).
-    pub kosmos_cluster_label: String,
-    /// Nodes cordoned at once per domain (None: no per-domain budget).
-    pub max_cordoned_per_domain: Option<Budget>,
-    /// A domain with more than this percentage of its nodes unhealthy is an outage.
-    pub domain_outage_percent: f64,
-    /// ... if it has at least this many selected nodes (a 1-node "domain" is not a partition).
-    pub domain_outage_min_nodes: usize,
-    /// Flapping: at least this many state changes of watched conditions within `flap_window`.
-    pub flap_threshold: usize,
-    pub flap_window: Duration,
-    /// Drains start only inside one of these (empty: any time).
-    pub drain_windows: Vec<DrainWindow>,
-}
-
-impl Default for Safety {
-    fn default() -> Self {
-        Safety {
-            max_unhealthy: Budget::Percent(30.0),
-            breaker_new: Budget::Percent(20.0),
-            breaker_window: Duration::from_secs(300),
-            breaker_cooldown: Duration::from_secs(600),
-            failure_domain: "topology.kubernetes.io/zone".into(),
-            kosmos_cluster_label: String::new(),
-            max_cordoned_per_domain: None,
-            domain_outage_percent: 50.0,
-            domain_outage_min_nodes: 3,
-            flap_threshold: 4,
-            flap_window: Duration::from_secs(600),
-            drain_windows: Vec::new(),
-        }
-    }
-}
-
-impl Safety {
-    /// Every gate open: no breaker, no outages, no flap damping (for tests of everything else).
-    pub fn off() -> Safety {
-        Safety {
-            max_unhealthy: Budget::Percent(100.0),
-            breaker_new: Budget::Percent(100.0),
-            domain_outage_percent: 100.0,
-            flap_threshold: 0,
-            ..Safety::default()
-        }
-    }
-}
 
 fn ts(t: Timestamp) -> String {
     nodemedic_common::time::rfc3339(t)
@@ -112,7 +53,7 @@ pub fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
         .filter_map(|spec| {
             node.conditions
                 .iter()
-                .find(|c| *c.type_ == *spec.type_ && *c.status == *spec.status)
+                .find(|c| *c.type_ == *spec.type_ && c.status == spec.status)
                 .map(|c| c.since)
         })
         .min()
@@ -539,158 +480,6 @@ pub fn flapping_from_events(
 // ---------------------------------------------------------------------------------------------
 // Drain windows.
 
-/// A weekly window: `Mon-Fri 09:00-17:00 Europe/Berlin` (days: `Mon`, `Mon-Fri`, `Sat,Sun`, `*`;
-/// the zone is an IANA name, UTC when left out; an end before the start runs past midnight).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DrainWindow {
-    text: String,
-    /// Monday first.
-    days: [bool; 7],
-    /// Minutes after midnight.
-    start: u16,
-    end: u16,
-    tz: jiff::tz::TimeZone,
-}
-
-const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
-
-fn day(s: &str) -> Result<usize, String> {
-    let l = s.trim().to_ascii_lowercase();
-    DAYS.iter()
-        .position(|d| l.starts_with(d) && d.starts_with(&l[..l.len().min(3)]))
-        .ok_or_else(|| format!("{s:?} is not a day (Mon, Tue, ... Sun)"))
-}
-
-fn minutes(s: &str) -> Result<u16, String> {
-    let (h, m) = s
-        .split_once(':')
-        .ok_or_else(|| format!("{s:?}: expected HH:MM"))?;
-    let (h, m): (u16, u16) = (
-        h.parse().map_err(|_| format!("{s:?}: expected HH:MM"))?,
-        m.parse().map_err(|_| format!("{s:?}: expected HH:MM"))?,
-    );
-    if h > 24 || m > 59 || (h == 24 && m != 0) {
-        return Err(format!("{s:?}: not a time of day"));
-    }
-    Ok(h * 60 + m)
-}
-
-impl FromStr for DrainWindow {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        let wrap = |e: String| format!("drain window {text:?}: {e}");
-        let parts: Vec<&str> = text.split_whitespace().collect();
-        let (days_part, times, zone) = match parts.as_slice() {
-            [d, t] => (*d, *t, "UTC"),
-            [d, t, z] => (*d, *t, *z),
-            _ => {
-                return Err(wrap(
-                    "expected DAYS HH:MM-HH:MM [ZONE], e.g. \"Mon-Fri 09:00-17:00 Europe/Berlin\""
-                        .into(),
-                ));
-            }
-        };
-        let mut days = [false; 7];
-        if days_part == "*" || days_part.eq_ignore_ascii_case("daily") {
-            days = [true; 7];
-        } else {
-            for item in days_part.split(',') {
-                match item.split_once('-') {
-                    Some((a, b)) => {
-                        let (a, b) = (day(a).map_err(wrap)?, day(b).map_err(wrap)?);
-                        let mut d = a;
-                        loop {
-                            days[d] = true;
-                            if d == b {
-                                break;
-                            }
-                            d = (d + 1) % 7;
-                        }
-                    }
-                    None => days[day(item).map_err(wrap)?] = true,
-                }
-            }
-        }
-        let (a, b) = times
-            .split_once('-')
-            .ok_or_else(|| wrap(format!("{times:?}: expected HH:MM-HH:MM")))?;
-        let (start, end) = (minutes(a).map_err(wrap)?, minutes(b).map_err(wrap)?);
-        if start == end {
-            return Err(wrap("the window is empty (start = end)".into()));
-        }
-        let tz =
-            jiff::tz::TimeZone::get(zone).map_err(|e| wrap(format!("time zone {zone:?}: {e}")))?;
-        Ok(DrainWindow {
-            text: text.to_string(),
-            days,
-            start,
-            end,
-            tz,
-        })
-    }
-}
-
-impl std::fmt::Display for DrainWindow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl DrainWindow {
-    /// The open intervals starting on the local day of `t` and the days around it.
-    fn intervals_around(&self, t: Timestamp) -> Vec<(Timestamp, Timestamp)> {
-        let local = t.to_zoned(self.tz.clone());
-        let mut out = Vec::new();
-        for offset in -1i64..=8 {
-            let Ok(date) = local.date().checked_add(jiff::Span::new().days(offset)) else {
-                continue;
-            };
-            let weekday = date.weekday().to_monday_zero_offset() as usize;
-            if !self.days[weekday] {
-                continue;
-            }
-            let at = |mins: u16, next_day: bool| -> Option<Timestamp> {
-                let d = if next_day {
-                    date.checked_add(jiff::Span::new().days(1)).ok()?
-                } else {
-                    date
-                };
-                let (h, m) = ((mins / 60) as i8, (mins % 60) as i8);
-                let dt = if h == 24 {
-                    d.checked_add(jiff::Span::new().days(1))
-                        .ok()?
-                        .at(0, 0, 0, 0)
-                } else {
-                    d.at(h, m, 0, 0)
-                };
-                dt.to_zoned(self.tz.clone()).ok().map(|z| z.timestamp())
-            };
-            if let (Some(s), Some(e)) = (at(self.start, false), at(self.end, self.end < self.start))
-            {
-                out.push((s, e));
-            }
-        }
-        out
-    }
-
-    /// Whether `t` is inside the window.
-    pub fn contains(&self, t: Timestamp) -> bool {
-        self.intervals_around(t)
-            .iter()
-            .any(|(s, e)| *s <= t && t < *e)
-    }
-
-    /// The next start after `t` (within eight days).
-    pub fn next_start(&self, t: Timestamp) -> Option<Timestamp> {
-        self.intervals_around(t)
-            .into_iter()
-            .map(|(s, _)| s)
-            .filter(|s| *s > t)
-            .min()
-    }
-}
-
 /// Drains may start now (no windows, or inside one); otherwise when the next window opens.
 pub fn next_window(windows: &[DrainWindow], now: Timestamp) -> Result<(), Option<Timestamp>> {
     if windows.is_empty() || windows.iter().any(|w| w.contains(now)) {
@@ -941,7 +730,12 @@ mod tests {
             "Mon 09:00-17:00 Mars/Olympus",
         ] {
             let e = bad.parse::<DrainWindow>().unwrap_err();
-            assert!(e.starts_with(&format!("drain window {bad:?}: ")), "{e}");
+            assert_eq!(e.window, bad);
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("drain window {bad:?}: ")),
+                "{e}"
+            );
         }
     }
 

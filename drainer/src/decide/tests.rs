@@ -18,7 +18,7 @@ const NOW: i64 = 10_000;
 
 fn cfg() -> Config {
     Config {
-        safety: crate::decide::safety::Safety::off(),
+        safety: crate::config::safety::Safety::off(),
         conditions: vec![
             "KernelDeadlock=True,10m".parse().unwrap(),
             "Ready=False,5m".parse().unwrap(),
@@ -226,7 +226,8 @@ fn opt_out_label_and_selector() {
     );
     assert_eq!(p.action, Action::Skip);
     let mut c = cfg();
-    c.selector = crate::select::Selector::cel("metadata.labels['draino'] in ['node']").unwrap();
+    c.selector =
+        crate::config::select::Selector::cel("metadata.labels['draino'] in ['node']").unwrap();
     assert_eq!(
         one(node("n").cond("KernelDeadlock", "True", 0), &c).action,
         Action::Skip
@@ -664,7 +665,7 @@ fn records_of_another_drainer_are_neither_touched_nor_counted() {
     // NotSelected decision).
     let mut only_a = cfg();
     only_a.owner = "drainer-a".into();
-    only_a.selector = crate::select::Selector::labels("pool=a").unwrap();
+    only_a.selector = crate::config::select::Selector::labels("pool=a").unwrap();
     let plans = run(
         vec![node("theirs").cond("KernelDeadlock", "True", 0).owned_by(
             "drainer-b",
@@ -690,7 +691,7 @@ fn records_of_another_drainer_are_neither_touched_nor_counted() {
 #[test]
 fn an_ownerless_record_belongs_to_whichever_drainer_selects_the_node() {
     let mut c = cfg();
-    c.selector = crate::select::Selector::labels("pool=a").unwrap();
+    c.selector = crate::config::select::Selector::labels("pool=a").unwrap();
     let legacy = |name: &str| {
         node(name)
             .cond("KernelDeadlock", "True", 0)

@@ -9,13 +9,15 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
+use nodemedic_common::status::Status;
+
 use super::intern::{Map, intern};
 
 /// A node condition without its heartbeat time and message (both change without news).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
     pub type_: Arc<str>,
-    pub status: Arc<str>,
+    pub status: Status,
     pub reason: Option<Arc<str>>,
     /// `lastTransitionTime` (the epoch when absent).
     pub since: Timestamp,
@@ -166,7 +168,7 @@ impl NodeView {
             spec.and_then(|s| s.unschedulable),
             conditions.into_iter().flatten().map(|c| Condition {
                 type_: intern(&c.type_),
-                status: intern(&c.status),
+                status: Status::parse(&c.status),
                 reason: c.reason.as_deref().map(intern),
                 since: c
                     .last_transition_time
@@ -189,7 +191,7 @@ impl NodeView {
             spec.and_then(|s| s.unschedulable),
             conditions.into_iter().flatten().map(|c| Condition {
                 type_: intern(&c.type_),
-                status: intern(&c.status),
+                status: Status::parse(&c.status),
                 reason: c.reason.as_deref().map(intern),
                 since: c
                     .last_transition_time
@@ -248,7 +250,7 @@ impl NodeView {
     /// Since when the node has been Ready=True, if it is.
     pub fn ready_since(&self) -> Option<Timestamp> {
         self.condition("Ready")
-            .filter(|c| &*c.status == "True")
+            .filter(|c| c.status == Status::True)
             .map(|c| c.since)
     }
 }
@@ -310,7 +312,7 @@ mod tests {
             Some("node.kubernetes.io/unreachable")
         );
         let mut c = b.clone();
-        c.conditions[0].status = "False".into();
+        c.conditions[0].status = Status::False;
         assert!(!a.same_state(&c));
         assert_eq!(c.ready_since(), None);
         let mut d = b.clone();

@@ -269,11 +269,11 @@ pub fn check_configs(objects: &[Value]) {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("drainer.yaml");
     std::fs::write(&f, cfg["data"]["drainer.yaml"].as_str().unwrap()).unwrap();
-    let args = nodemedic_drainer::policy::PolicyArgs {
+    let args = nodemedic_drainer::config::flags::PolicyArgs {
         config: Some(f),
         ..Default::default()
     };
-    nodemedic_drainer::policy::build(&args).unwrap();
+    nodemedic_drainer::config::build::build(&args).unwrap();
 }
 
 /// The recommended labels on every object (and Helm's own when `helm`).

@@ -9,10 +9,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use nodemedic_common::keys;
+use nodemedic_drainer::config::select::Selector;
 use nodemedic_drainer::config::{Budget, Config};
 use nodemedic_drainer::leader::LeaseConfig;
 use nodemedic_drainer::run::{self, Options, Running};
-use nodemedic_drainer::select::Selector;
 use nodemedic_tests::cluster::{Cluster, eventually};
 use serde_json::{Value, json};
 
@@ -78,7 +78,7 @@ impl Env {
     /// breaker): the safety scenarios turn them on.
     pub fn config(&self, buffer: Duration) -> Config {
         Config {
-            safety: nodemedic_drainer::decide::safety::Safety::off(),
+            safety: nodemedic_drainer::config::safety::Safety::off(),
             selector: Selector::labels(&format!("{LABEL}={}", self.id)).unwrap(),
             conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
             drain_buffer: buffer,
@@ -104,8 +104,11 @@ impl Env {
 
     /// A drainer as `drainer run` starts it: its settings built from `args` (a config file and
     /// flags), and edits to that file applied in place.
-    pub async fn start_reloading(&self, args: nodemedic_drainer::policy::PolicyArgs) -> Running {
-        let cfg = nodemedic_drainer::policy::build(&args).unwrap();
+    pub async fn start_reloading(
+        &self,
+        args: nodemedic_drainer::config::flags::PolicyArgs,
+    ) -> Running {
+        let cfg = nodemedic_drainer::config::build::build(&args).unwrap();
         let lease = format!("nodemedic-drainer-test-{}", self.id);
         self.start_opts(cfg, "a", &lease, Some(args)).await
     }
@@ -115,7 +118,7 @@ impl Env {
         cfg: Config,
         identity: &str,
         lease: &str,
-        reload: Option<nodemedic_drainer::policy::PolicyArgs>,
+        reload: Option<nodemedic_drainer::config::flags::PolicyArgs>,
     ) -> Running {
         let opts = Options {
             config: cfg,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use nodemedic_common::keys;
 use nodemedic_drainer::config::Budget;
-use nodemedic_drainer::select::Selector;
+use nodemedic_drainer::config::select::Selector;
 use serde_json::{Value, json};
 
 use crate::env::{Env, LABEL};

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use nodemedic_drainer::policy::PolicyArgs;
+use nodemedic_drainer::config::flags::PolicyArgs;
 use nodemedic_tests::cluster::eventually;
 use serde_json::json;
 

@@ -1,13 +1,30 @@
 //! Problem conditions as draino takes them: `Type`, `Type=Status`, `Type=Status,MinDuration` (the
-//! duration the condition must have held, measured from its lastTransitionTime).
+//! duration the condition must have held, measured from its lastTransitionTime). Pure.
 
 use std::time::Duration;
+
+use nodemedic_common::status::Status;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConditionSpec {
     pub type_: String,
-    pub status: String,
+    pub status: Status,
     pub min_duration: Duration,
+}
+
+/// A condition that is not one, with the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("condition {input:?}: {type_:?} is not a condition type")]
+    NotAType { input: String, type_: String },
+    #[error("condition {input:?}: status {status:?} must be True, False or Unknown")]
+    Status { input: String, status: String },
+    #[error("condition {input:?}: invalid duration {duration:?}: {reason}")]
+    Duration {
+        input: String,
+        duration: String,
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for ConditionSpec {
@@ -21,9 +38,9 @@ impl std::fmt::Display for ConditionSpec {
 }
 
 impl std::str::FromStr for ConditionSpec {
-    type Err = String;
+    type Err = SpecError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         let (cond, dur) = match s.split_once(',') {
             Some((c, d)) => (c, Some(d)),
             None => (s, None),
@@ -37,23 +54,26 @@ impl std::str::FromStr for ConditionSpec {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
         {
-            return Err(format!(
-                "condition {s:?}: {type_:?} is not a condition type"
-            ));
+            return Err(SpecError::NotAType {
+                input: s.into(),
+                type_: type_.into(),
+            });
         }
-        if !matches!(status, "True" | "False" | "Unknown") {
-            return Err(format!(
-                "condition {s:?}: status {status:?} must be True, False or Unknown"
-            ));
-        }
+        let status = status.parse::<Status>().map_err(|_| SpecError::Status {
+            input: s.into(),
+            status: status.into(),
+        })?;
         let min_duration = match dur {
             None => Duration::ZERO,
-            Some(d) => humantime::parse_duration(d.trim())
-                .map_err(|e| format!("condition {s:?}: invalid duration {d:?}: {e}"))?,
+            Some(d) => humantime::parse_duration(d.trim()).map_err(|e| SpecError::Duration {
+                input: s.into(),
+                duration: d.into(),
+                reason: e.to_string(),
+            })?,
         };
         Ok(ConditionSpec {
             type_: type_.into(),
-            status: status.into(),
+            status,
             min_duration,
         })
     }
@@ -67,17 +87,24 @@ mod tests {
     fn parses_draino_forms() {
         let c: ConditionSpec = "KernelDeadlock".parse().unwrap();
         assert_eq!(
-            (c.type_.as_str(), c.status.as_str(), c.min_duration),
-            ("KernelDeadlock", "True", Duration::ZERO)
+            (c.type_.as_str(), c.status, c.min_duration),
+            ("KernelDeadlock", Status::True, Duration::ZERO)
         );
         let c: ConditionSpec = "Ready=Unknown,10m".parse().unwrap();
         assert_eq!(
-            (c.status.as_str(), c.min_duration),
-            ("Unknown", Duration::from_secs(600))
+            (c.status, c.min_duration),
+            (Status::Unknown, Duration::from_secs(600))
         );
         assert_eq!(c.to_string(), "Ready=Unknown,10m");
         for bad in ["", "=True", "Ready=Maybe", "Ready=True,soon", "Bad Type"] {
             assert!(bad.parse::<ConditionSpec>().is_err(), "{bad}");
         }
+        assert_eq!(
+            "Ready=Maybe".parse::<ConditionSpec>(),
+            Err(SpecError::Status {
+                input: "Ready=Maybe".into(),
+                status: "Maybe".into()
+            })
+        );
     }
 }

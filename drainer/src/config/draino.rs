@@ -1,4 +1,5 @@
-//! draino's command line on `drainer` (and `drainer run`): a draino Deployment's args work unchanged.
+//! draino's command line on `drainer` (and `drainer run`), pure: a draino Deployment's args work
+//! unchanged.
 //! Every draino flag has draino's meaning here (most are ours under the same name, in `PolicyArgs`
 //! and `RunArgs`): a drop-in refuses none of them. `DRAINO_*` environment
 //! variables set flags as in draino (kingpin's default envars). draino's `--node-label-expr` is
@@ -26,6 +27,27 @@ pub struct DrainoFlags {
         value_name = "NAME"
     )]
     pub leader_election_token_name: Option<String>,
+}
+
+/// A selector expression in CEL, or in draino's expr-lang when that is what it is: translated (the
+/// CEL form is logged once, to put in its place), or refused with the CEL forms of expr-lang's habits.
+pub fn cel_or_draino(expr: &str) -> Result<super::select::Selector, DrainoError> {
+    use super::select::Selector;
+    let error = match Selector::cel(expr) {
+        Ok(s) => return Ok(s),
+        Err(e) => e,
+    };
+    if let Ok(cel) = translate_expr(expr)
+        && cel != expr
+        && let Ok(s) = Selector::cel(&cel)
+    {
+        tracing::warn!(draino = %expr, cel = %cel, "--node-label-expr is draino's expr-lang; using it translated to CEL (write the CEL form to silence this)");
+        return Ok(s);
+    }
+    let habits = [" and ", " or ", "not ", "nil", " matches "]
+        .iter()
+        .any(|h| expr.contains(h));
+    Err(DrainoError::Expr { error, habits })
 }
 
 /// draino's boolean flags, which kingpin also takes negated (`--no-dry-run`).
@@ -113,30 +135,49 @@ pub fn without_env(cmd: clap::Command, flags: &[&str]) -> clap::Command {
     strip(cmd).mut_subcommands(strip_sub)
 }
 
+/// A draino value that cannot be taken, with the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DrainoError {
+    #[error("{input:?}: expected HOST:PORT or :PORT (e.g. :10002): {reason}")]
+    Listen { input: String, reason: String },
+    #[error("--node-label {0:?}: expected KEY=VALUE (e.g. draino-enabled=true)")]
+    NodeLabel(String),
+    #[error("a string starting at column {0} is never closed")]
+    Unclosed(usize),
+    #[error("{0:?} needs an operand on each side")]
+    Operand(String),
+    /// A selector that is neither CEL nor expr-lang CEL can take; for expr-lang habits, with their
+    /// CEL forms.
+    #[error("{error}{}", if *.habits { "; in CEL expr-lang's `and`, `or`, `not`, `nil` are `&&`, `||`, `!`, `null`, `a not in b` is `!(a in b)` and `a matches b` is `a.matches(b)`" } else { "" })]
+    Expr {
+        error: super::select::SelectError,
+        habits: bool,
+    },
+}
+
 /// `--listen` as draino takes it: `:10002` (every address) or `HOST:PORT`.
-pub fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+pub fn parse_listen(s: &str) -> Result<std::net::SocketAddr, DrainoError> {
     let full = if s.starts_with(':') {
         format!("0.0.0.0{s}")
     } else {
         s.to_string()
     };
     full.parse()
-        .map_err(|e| format!("{s:?}: expected HOST:PORT or :PORT (e.g. :10002): {e}"))
+        .map_err(|e: std::net::AddrParseError| DrainoError::Listen {
+            input: s.into(),
+            reason: e.to_string(),
+        })
 }
 
 /// draino's deprecated `--node-label key=value` terms as one label selector (draino ANDs them).
-pub fn node_labels_selector(labels: &[String]) -> Result<String, String> {
+pub fn node_labels_selector(labels: &[String]) -> Result<String, DrainoError> {
     let mut terms = Vec::new();
     for l in labels {
         match l.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => {
                 terms.push(format!("{}={}", k.trim(), v.trim()))
             }
-            _ => {
-                return Err(format!(
-                    "--node-label {l:?}: expected KEY=VALUE (e.g. draino-enabled=true)"
-                ));
-            }
+            _ => return Err(DrainoError::NodeLabel(l.clone())),
         }
     }
     Ok(terms.join(","))
@@ -158,7 +199,7 @@ impl Tok {
     }
 }
 
-fn tokens(expr: &str) -> Result<Vec<Tok>, String> {
+fn tokens(expr: &str) -> Result<Vec<Tok>, DrainoError> {
     let chars: Vec<char> = expr.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -174,10 +215,7 @@ fn tokens(expr: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
             }
             if i >= chars.len() {
-                return Err(format!(
-                    "a string starting at column {} is never closed",
-                    start + 1
-                ));
+                return Err(DrainoError::Unclosed(start + 1));
             }
             i += 1;
             let mut s: String = chars[start..i].iter().collect();
@@ -259,7 +297,7 @@ fn join(toks: &[Tok]) -> String {
 /// `a.matches(b)`, backquoted raw strings as `r'...'`. Indexing (`metadata['labels']['x']`), `==`,
 /// `in [...]` are the same in both. `Ok` with the expression unchanged when there is nothing to
 /// translate.
-pub fn translate_expr(expr: &str) -> Result<String, String> {
+pub fn translate_expr(expr: &str) -> Result<String, DrainoError> {
     let mut toks = tokens(expr)?;
     // Binary word operators, innermost first so nested ones see their operands already rewritten.
     loop {
@@ -295,10 +333,7 @@ pub fn translate_expr(expr: &str) -> Result<String, String> {
         let left = join(&toks[l..op_start]);
         let right = join(&toks[op_end + 1..r]);
         if left.is_empty() || right.is_empty() {
-            return Err(format!(
-                "{:?} needs an operand on each side",
-                toks[op_start].text()
-            ));
+            return Err(DrainoError::Operand(toks[op_start].text().into()));
         }
         let replaced = match kind {
             "notin" => format!("!({left} in {right})"),
@@ -378,6 +413,7 @@ mod tests {
         assert!(
             translate_expr("metadata.name == 'x")
                 .unwrap_err()
+                .to_string()
                 .contains("never closed")
         );
         assert!(translate_expr("not in ['a']").is_err());
@@ -393,7 +429,12 @@ mod tests {
             parse_listen("127.0.0.1:9").unwrap(),
             "127.0.0.1:9".parse().unwrap()
         );
-        assert!(parse_listen("10002").unwrap_err().contains(":PORT"));
+        assert!(
+            parse_listen("10002")
+                .unwrap_err()
+                .to_string()
+                .contains(":PORT")
+        );
         assert_eq!(
             node_labels_selector(&["draino-enabled=true".into(), "pool = a".into()]).unwrap(),
             "draino-enabled=true,pool=a"

@@ -4,7 +4,7 @@
 //! annotations: always maps, empty when the Node has none), `spec.unschedulable` and
 //! `status.conditions` (type, status, reason, lastTransitionTime). The expression is compiled once; the
 //! controller evaluates it only when a node's view changes. A bad expression is rejected at start
-//! with its position.
+//! with its position. Pure.
 
 use serde_json::{Value, json};
 
@@ -92,6 +92,40 @@ fn nesting(expr: &str) -> (usize, usize, bool) {
 
 const NOT_A_BOOL: &str = "the expression returns a value that is not true or false";
 
+/// A selector that cannot be used, or a node it cannot be evaluated on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    #[error(
+        "CEL expression of {0} bytes: at most {MAX_CEL_BYTES} (a node selector needs far less)"
+    )]
+    TooLong(usize),
+    #[error("CEL expression {0:?} has a string that is never closed (a ' or \" without its pair)")]
+    Unterminated(String),
+    #[error("CEL expression {expr:?} nests brackets {depth} deep: at most {MAX_CEL_NESTING}")]
+    TooDeep { expr: String, depth: usize },
+    #[error(
+        "CEL expression {expr:?} has {operators} operators: at most {MAX_CEL_OPERATORS} (a node selector needs a few)"
+    )]
+    TooManyOperators { expr: String, operators: usize },
+    #[error(
+        "CEL expression {expr:?} uses {count} comprehension macros (all, exists, exists_one, map, filter): at most {MAX_CEL_COMPREHENSIONS}, so an evaluation stays bounded"
+    )]
+    TooManyComprehensions { expr: String, count: usize },
+    #[error(
+        "CEL expression {expr:?}: {detail}; a node selector must be true or false (e.g. metadata.labels['pool'] == 'blue')"
+    )]
+    NotABool { expr: String, detail: String },
+    #[error("invalid CEL expression {expr:?}: {detail}")]
+    Parse { expr: String, detail: String },
+    #[error(
+        "invalid label selector term {0:?} (expected k=v, k!=v, k in (a,b), k notin (a,b), k or !k)"
+    )]
+    LabelTerm(String),
+    /// Evaluating on a node failed (a missing key, a type error): that node is not selected.
+    #[error("{0}")]
+    Eval(String),
+}
+
 /// A labelled, annotated node with a condition: what selectors usually look at.
 fn sample_node() -> NodeView {
     let mut n = NodeView {
@@ -144,40 +178,37 @@ fn split_terms(sel: &str) -> Vec<&str> {
 
 impl Selector {
     /// Compile a CEL expression; errors name the position (`line:column`) and what is wrong.
-    pub fn cel(expr: &str) -> Result<Selector, String> {
+    pub fn cel(expr: &str) -> Result<Selector, SelectError> {
         // Bounds before compiling: the parser recurses (a 10,000-term sum overflowed the stack) and
         // nested comprehensions multiply (four nested `.all` over 60-element lists ran > 60 s).
         if expr.len() > MAX_CEL_BYTES {
-            return Err(format!(
-                "CEL expression of {} bytes: at most {MAX_CEL_BYTES} (a node selector needs far less)",
-                expr.len()
-            ));
+            return Err(SelectError::TooLong(expr.len()));
         }
         let (depth, operators, unterminated) = nesting(expr);
         if unterminated {
-            return Err(format!(
-                "CEL expression {expr:?} has a string that is never closed (a ' or \" without its pair)"
-            ));
+            return Err(SelectError::Unterminated(expr.into()));
         }
         if depth > MAX_CEL_NESTING {
-            return Err(format!(
-                "CEL expression {expr:?} nests brackets {depth} deep: at most {MAX_CEL_NESTING}"
-            ));
+            return Err(SelectError::TooDeep {
+                expr: expr.into(),
+                depth,
+            });
         }
         if operators > MAX_CEL_OPERATORS {
-            return Err(format!(
-                "CEL expression {expr:?} has {operators} operators: at most {MAX_CEL_OPERATORS} (a node selector needs a few)"
-            ));
+            return Err(SelectError::TooManyOperators {
+                expr: expr.into(),
+                operators,
+            });
         }
         let comprehensions = ["all(", "exists(", "exists_one(", "map(", "filter("]
             .iter()
             .map(|m| expr.matches(&format!(".{m}")).count())
             .sum::<usize>();
         if comprehensions > MAX_CEL_COMPREHENSIONS {
-            return Err(format!(
-                "CEL expression {expr:?} uses {comprehensions} comprehension macros (all, exists, exists_one, map, filter): \
-                 at most {MAX_CEL_COMPREHENSIONS}, so an evaluation stays bounded"
-            ));
+            return Err(SelectError::TooManyComprehensions {
+                expr: expr.into(),
+                count: comprehensions,
+            });
         }
         match cel::Program::compile(expr) {
             Ok(program) => {
@@ -189,12 +220,13 @@ impl Selector {
                 // Two sample nodes (bare, and labelled) catch most non-boolean results; the rest are
                 // caught per node at evaluation.
                 for sample in [NodeView::default(), sample_node()] {
-                    if let Err(e) = selector.matches(&sample)
+                    if let Err(SelectError::Eval(e)) = selector.matches(&sample)
                         && e.starts_with(NOT_A_BOOL)
                     {
-                        return Err(format!(
-                            "CEL expression {expr:?}: {e}; a node selector must be true or false (e.g. metadata.labels['pool'] == 'blue')"
-                        ));
+                        return Err(SelectError::NotABool {
+                            expr: expr.into(),
+                            detail: e,
+                        });
                     }
                 }
                 Ok(selector)
@@ -206,10 +238,10 @@ impl Selector {
                     // cel reports a 1-based line and a 0-based column.
                     .map(|e| format!("{}:{}: {}", e.pos.0.max(1), e.pos.1.max(0) + 1, e.msg))
                     .collect();
-                Err(format!(
-                    "invalid CEL expression {expr:?}: {}",
-                    detail.join("; ")
-                ))
+                Err(SelectError::Parse {
+                    expr: expr.into(),
+                    detail: detail.join("; "),
+                })
             }
         }
     }
@@ -217,7 +249,7 @@ impl Selector {
     /// Parse a Kubernetes label selector string, as kubectl takes it: `k=v`, `k==v`, `k!=v`,
     /// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, separated by commas. The terms become kube's own
     /// [`kube::core::Selector`] expressions, which do the matching.
-    pub fn labels(sel: &str) -> Result<Selector, String> {
+    pub fn labels(sel: &str) -> Result<Selector, SelectError> {
         use kube::core::{Expression, Selector as KubeSelector};
         let mut exprs: Vec<Expression> = Vec::new();
         for term in split_terms(sel) {
@@ -225,11 +257,7 @@ impl Selector {
             if term.is_empty() {
                 continue;
             }
-            let bad = || {
-                format!(
-                    "invalid label selector term {term:?} (expected k=v, k!=v, k in (a,b), k notin (a,b), k or !k)"
-                )
-            };
+            let bad = || SelectError::LabelTerm(term.into());
             let key_ok = |k: &str| {
                 !k.is_empty()
                     && !k.contains([' ', '(', ')', '=', '!', ','])
@@ -290,7 +318,7 @@ impl Selector {
 
     /// Does `node` match? A CEL evaluation error (e.g. a missing key) counts as no match and is returned
     /// as the reason.
-    pub fn matches(&self, node: &NodeView) -> Result<bool, String> {
+    pub fn matches(&self, node: &NodeView) -> Result<bool, SelectError> {
         match self {
             Selector::All => Ok(true),
             Selector::Labels(sel) => {
@@ -317,23 +345,22 @@ impl Selector {
                     .conditions
                     .iter()
                     .map(|c| {
-                        json!({"type": &*c.type_, "status": &*c.status, "reason": c.reason.as_deref().unwrap_or(""),
+                        json!({"type": &*c.type_, "status": c.status.as_str(), "reason": c.reason.as_deref().unwrap_or(""),
                             "lastTransitionTime": nodemedic_common::time::rfc3339(c.since)})
                     })
                     .collect();
                 let status = json!({ "conditions": conditions });
-                ctx.add_variable("metadata", meta)
-                    .map_err(|e| e.to_string())?;
-                ctx.add_variable("spec", spec).map_err(|e| e.to_string())?;
-                ctx.add_variable("status", status)
-                    .map_err(|e| e.to_string())?;
+                let eval = |e: &dyn std::fmt::Display| SelectError::Eval(e.to_string());
+                ctx.add_variable("metadata", meta).map_err(|e| eval(&e))?;
+                ctx.add_variable("spec", spec).map_err(|e| eval(&e))?;
+                ctx.add_variable("status", status).map_err(|e| eval(&e))?;
                 match program.execute(&ctx) {
                     Ok(cel::Value::Bool(b)) => Ok(b),
-                    Ok(other) => Err(format!("{NOT_A_BOOL} ({other:?})")),
+                    Ok(other) => Err(SelectError::Eval(format!("{NOT_A_BOOL} ({other:?})"))),
                     // A label or annotation the node does not have: not selected, as draino's
                     // expr-lang (where it is nil) and kubectl's selectors have it; no warning per node.
                     Err(cel::ExecutionError::NoSuchKey(_)) => Ok(false),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(SelectError::Eval(e.to_string())),
                 }
             }
         }
@@ -387,7 +414,7 @@ mod tests {
             "k.s(k, ".repeat(21),
             ")".repeat(21)
         );
-        let e = Selector::cel(&deep).unwrap_err();
+        let e = Selector::cel(&deep).unwrap_err().to_string();
         assert!(e.contains("nests brackets"), "{e}");
         // Brackets inside strings do not count.
         let quoted = format!("metadata.name == '{}'", "(".repeat(40));
@@ -398,12 +425,12 @@ mod tests {
             "metadata.name in [] {}",
             "|| metadata.name in [] ".repeat(60)
         );
-        let e = Selector::cel(&chain).unwrap_err();
+        let e = Selector::cel(&chain).unwrap_err().to_string();
         assert!(e.contains("operators"), "{e}");
         assert!(Selector::cel("metadata.labels['a'] == 'b' && !('c' in metadata.labels) || size(metadata.name) > 3").is_ok());
         // Found by fuzzing: an unterminated quote hid 200 `in` from the counts, not from the parser.
         let hidden = format!("metadata.name == 'x {}", "in () ".repeat(200));
-        let e = Selector::cel(&hidden).unwrap_err();
+        let e = Selector::cel(&hidden).unwrap_err().to_string();
         assert!(e.contains("never closed"), "{e}");
         // A lexer error ends a string early (here at a line break); what follows is counted anyway.
         let split = format!("metadata.name == 'x\n{}'", "in () ".repeat(200));
@@ -412,6 +439,7 @@ mod tests {
         assert!(
             Selector::cel(&quoted_ins)
                 .unwrap_err()
+                .to_string()
                 .contains("operators")
         );
         // Raw strings end at their quote even after a backslash.
@@ -450,10 +478,12 @@ mod tests {
             .map(|i| i.to_string())
             .collect::<Vec<_>>()
             .join(" + ");
-        let e = Selector::cel(&format!("{sum} > 0")).unwrap_err();
+        let e = Selector::cel(&format!("{sum} > 0"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at most 4096"), "{e}");
         let nested = "[1,2].all(a, [1,2].all(b, [1,2].all(c, [1,2].all(d, a+b+c+d > 0))))";
-        let e = Selector::cel(nested).unwrap_err();
+        let e = Selector::cel(nested).unwrap_err().to_string();
         assert!(e.contains("4 comprehension macros"), "{e}");
         assert!(
             Selector::cel("status.conditions.exists(c, c.type == 'Ready' && c.status == 'False')")
@@ -464,7 +494,7 @@ mod tests {
     #[test]
     fn bad_expressions_are_rejected_with_a_position() {
         for bad in ["metadata.labels['a'] ==", "a &&", "!", "'x' in"] {
-            let e = Selector::cel(bad).unwrap_err();
+            let e = Selector::cel(bad).unwrap_err().to_string();
             assert!(e.starts_with("invalid CEL expression"), "{e}");
             assert!(e.contains("\": 1:"), "position on line 1: {e}");
         }

@@ -1,9 +1,21 @@
-//! The drainer's validated configuration (built from flags and/or a YAML file in `main`).
+//! The drainer's settings, frozen: what every layer above reads ([`Config`]), built from the raw
+//! flags (`flags`) and file (`file`) by `build`, with the values their parsers (`spec`, `select`,
+//! `window`, `draino`, `url`) check. Pure.
+
+pub mod build;
+pub mod draino;
+pub mod file;
+pub mod flags;
+pub mod safety;
+pub mod select;
+pub mod spec;
+pub mod url;
+pub mod window;
 
 use std::time::Duration;
 
-use crate::select::Selector;
-use crate::spec::ConditionSpec;
+use select::Selector;
+use spec::ConditionSpec;
 
 /// The owner name of a drainer run with the default `--lease-name`.
 pub const DEFAULT_OWNER: &str = "nodemedic-drainer";
@@ -25,27 +37,48 @@ impl Budget {
     }
 }
 
+/// A budget that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    #[error("budget {0:?}: not a percentage")]
+    NotAPercentage(String),
+    #[error("budget {0:?}: a percentage must be in (0, 100]")]
+    PercentOutOfRange(String),
+    #[error("budget {0:?}: expected N or N%")]
+    NotACount(String),
+    #[error("budget {0:?}: must be at least 1")]
+    Zero(String),
+}
+
 impl std::str::FromStr for Budget {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = BudgetError;
+    fn from_str(s: &str) -> Result<Self, BudgetError> {
         let s = s.trim();
         if let Some(p) = s.strip_suffix('%') {
             let p: f64 = p
                 .trim()
                 .parse()
-                .map_err(|_| format!("budget {s:?}: not a percentage"))?;
+                .map_err(|_| BudgetError::NotAPercentage(s.into()))?;
             if !(0.0..=100.0).contains(&p) || p == 0.0 {
-                return Err(format!("budget {s:?}: a percentage must be in (0, 100]"));
+                return Err(BudgetError::PercentOutOfRange(s.into()));
             }
             Ok(Budget::Percent(p))
         } else {
-            let n: usize = s
-                .parse()
-                .map_err(|_| format!("budget {s:?}: expected N or N%"))?;
+            let n: usize = s.parse().map_err(|_| BudgetError::NotACount(s.into()))?;
             if n == 0 {
-                return Err(format!("budget {s:?}: must be at least 1"));
+                return Err(BudgetError::Zero(s.into()));
             }
             Ok(Budget::Count(n))
+        }
+    }
+}
+
+impl std::fmt::Display for Budget {
+    /// As it is written: `3` or `30%`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Count(n) => write!(f, "{n}"),
+            Budget::Percent(p) => write!(f, "{p}%"),
         }
     }
 }
@@ -104,7 +137,7 @@ pub struct Config {
     /// How often a waiting node's WaitingForBudget Event count is refreshed (default 1m).
     pub event_refresh: Duration,
     /// Fleet safety: the breaker, failure domains, flap damping, drain windows.
-    pub safety: crate::decide::safety::Safety,
+    pub safety: safety::Safety,
     /// What a drained node gets, and whether the Node object is deleted later.
     pub after_drain: AfterDrain,
     /// Where notifications go.
@@ -136,23 +169,32 @@ pub struct Taint {
     pub effect: String,
 }
 
+/// A taint that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaintError {
+    #[error("{0:?}: expected KEY[=VALUE]:EFFECT")]
+    Form(String),
+    #[error("{0:?}: the effect must be NoSchedule, PreferNoSchedule or NoExecute")]
+    Effect(String),
+    #[error("{0:?}: the key is empty")]
+    EmptyKey(String),
+}
+
 impl std::str::FromStr for Taint {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Taint, String> {
+    type Err = TaintError;
+    fn from_str(s: &str) -> Result<Taint, TaintError> {
         let (kv, effect) = s
             .rsplit_once(':')
-            .ok_or_else(|| format!("{s:?}: expected KEY[=VALUE]:EFFECT"))?;
+            .ok_or_else(|| TaintError::Form(s.into()))?;
         if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
-            return Err(format!(
-                "{s:?}: the effect must be NoSchedule, PreferNoSchedule or NoExecute"
-            ));
+            return Err(TaintError::Effect(s.into()));
         }
         let (key, value) = match kv.split_once('=') {
             Some((k, v)) => (k, Some(v.to_string())),
             None => (kv, None),
         };
         if key.is_empty() {
-            return Err(format!("{s:?}: the key is empty"));
+            return Err(TaintError::EmptyKey(s.into()));
         }
         Ok(Taint {
             key: key.to_string(),
@@ -250,14 +292,17 @@ impl Config {
     }
 }
 
+/// A protected pod annotation that is not `KEY` or `KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("protected pod annotation {0:?}: expected KEY or KEY=VALUE")]
+pub struct AnnotationError(pub String);
+
 /// Parse `KEY[=VALUE]`.
-pub fn protected_annotation(s: &str) -> Result<(String, Option<String>), String> {
+pub fn protected_annotation(s: &str) -> Result<(String, Option<String>), AnnotationError> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), Some(v.to_string()))),
         None if !s.is_empty() => Ok((s.to_string(), None)),
-        _ => Err(format!(
-            "protected pod annotation {s:?}: expected KEY or KEY=VALUE"
-        )),
+        _ => Err(AnnotationError(s.into())),
     }
 }
 

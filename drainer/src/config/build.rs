@@ -1,0 +1,719 @@
+//! Building the frozen [`Config`] from the raw flags ([`PolicyArgs`]) and file ([`FileConfig`]):
+//! each setting in one place, flags over the file, every error with where it is (the flag, or
+//! `file:line:column`), all of them reported together. Pure but for reading the file.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_saphyr::Spanned;
+
+use super::file::FileConfig;
+use super::flags::PolicyArgs;
+use super::safety::Safety;
+use super::select::Selector;
+use super::spec::ConditionSpec;
+use super::window::DrainWindow;
+use super::{Budget, Config, Taint, protected_annotation};
+
+/// One configuration error and where it is: typed and comparable, all of them reported together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// In the command line (the message names the flag).
+    #[error("{0}")]
+    Flag(String),
+    /// In the YAML file, at a line and column.
+    #[error("{}:{line}:{column}: {message}", file.display())]
+    File {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The YAML file cannot be read.
+    #[error("{}: cannot read: {message}", file.display())]
+    Read { file: PathBuf, message: String },
+}
+
+/// Build the validated configuration. All errors are returned together.
+pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
+    let (file, errors) = read_file(args.config.as_deref())?;
+    let mut s = Sources {
+        args,
+        file: &file,
+        path: args.config.clone().unwrap_or_default(),
+        errors,
+    };
+    let mut cfg = Config::default();
+    conditions(&mut s, &mut cfg);
+    selector(&mut s, &mut cfg);
+    timing(&mut s, &mut cfg);
+    pod_rules(&mut s, &mut cfg);
+    budgets(&mut s, &mut cfg);
+    safety(&mut s, &mut cfg.safety);
+    after_drain(&mut s, &mut cfg);
+    cfg.notify_urls = s.each(
+        &args.notify_urls,
+        &file.notify_urls,
+        ("notify-url", "notifyUrls"),
+        |v| super::url::check(v).map(|()| v.to_string()),
+    );
+    if s.errors.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(s.errors)
+    }
+}
+
+/// The file (or none): what parsed, and its parse errors. An unreadable file, or one that does
+/// not parse at all, is the only error.
+fn read_file(path: Option<&Path>) -> Result<(FileConfig, Vec<PolicyError>), Vec<PolicyError>> {
+    let Some(path) = path else {
+        return Ok((FileConfig::default(), Vec::new()));
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![PolicyError::Read {
+            file: path.to_path_buf(),
+            message: e.to_string(),
+        }]
+    })?;
+    // Parse errors first; the checks of what did parse add the file's other errors.
+    let (parsed, found) = nodemedic_common::yaml::parse_partial::<FileConfig>(&text);
+    let errors: Vec<PolicyError> = found
+        .into_iter()
+        .map(|e| PolicyError::File {
+            file: path.to_path_buf(),
+            line: e.line as usize,
+            column: e.column as usize,
+            message: e.message,
+        })
+        .collect();
+    match parsed {
+        Some(f) => Ok((f, errors)),
+        None => Err(errors),
+    }
+}
+
+/// Where values come from while building, and the errors found so far.
+struct Sources<'a> {
+    args: &'a PolicyArgs,
+    file: &'a FileConfig,
+    path: PathBuf,
+    errors: Vec<PolicyError>,
+}
+
+impl Sources<'_> {
+    fn at(&self, s: &Spanned<impl Sized>, msg: impl Display) -> PolicyError {
+        PolicyError::File {
+            file: self.path.clone(),
+            line: s.referenced.line() as usize,
+            column: s.referenced.column() as usize,
+            message: msg.to_string(),
+        }
+    }
+
+    fn flag_error(&mut self, msg: impl Display) {
+        self.errors.push(PolicyError::Flag(msg.to_string()));
+    }
+
+    /// A value from its flag, else from the file (with its position), parsed by `parse`.
+    fn pick<T, E: Display>(
+        &mut self,
+        flag: Option<&str>,
+        from_file: &Option<Spanned<String>>,
+        (flag_name, key): (&str, &str),
+        parse: impl Fn(&str) -> Result<T, E>,
+    ) -> Option<T> {
+        match (flag, from_file) {
+            (Some(v), _) => parse(v)
+                .map_err(|e| self.flag_error(format!("--{flag_name}: {e}")))
+                .ok(),
+            (None, Some(s)) => match parse(&s.value) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    let err = self.at(s, format!("{key}: {e}"));
+                    self.errors.push(err);
+                    None
+                }
+            },
+            _ => None,
+        }
+    }
+
+    /// Repeatable flags replace the file's list.
+    fn each<T, E: Display>(
+        &mut self,
+        flags: &[String],
+        from_file: &[Spanned<String>],
+        (flag_name, key): (&str, &str),
+        parse: impl Fn(&str) -> Result<T, E>,
+    ) -> Vec<T> {
+        if !flags.is_empty() {
+            return flags
+                .iter()
+                .filter_map(|v| self.pick(Some(v), &None, (flag_name, key), &parse))
+                .collect();
+        }
+        from_file
+            .iter()
+            .filter_map(|s| self.pick(None, &Some(s.clone()), (flag_name, key), &parse))
+            .collect()
+    }
+
+    /// A duration from its (typed) flag, else from the file.
+    fn duration(
+        &mut self,
+        flag: Option<Duration>,
+        from_file: &Option<Spanned<String>>,
+        names: (&str, &str),
+    ) -> Option<Duration> {
+        let text = flag.map(|d| humantime::format_duration(d).to_string());
+        self.pick(text.as_deref(), from_file, names, parse_duration)
+    }
+}
+
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    humantime::parse_duration(v.trim()).map_err(|e| format!("invalid duration {v:?}: {e}"))
+}
+
+/// The problem conditions: the flags' list replaces the file's; one is needed.
+fn conditions(s: &mut Sources, cfg: &mut Config) {
+    let (args, file) = (s.args, s.file);
+    if args.conditions.is_empty() && file.conditions.is_empty() {
+        s.flag_error("no problem conditions given (e.g. `drainer run KernelDeadlock=True,10m`)");
+        return;
+    }
+    if args.conditions.is_empty() {
+        for c in &file.conditions {
+            match c.value.parse::<ConditionSpec>() {
+                Ok(spec) => cfg.conditions.push(spec),
+                Err(e) => {
+                    let err = s.at(c, e);
+                    s.errors.push(err);
+                }
+            }
+        }
+        return;
+    }
+    for c in &args.conditions {
+        match c.parse::<ConditionSpec>() {
+            Ok(spec) => cfg.conditions.push(spec),
+            Err(e) => s.flag_error(e),
+        }
+    }
+}
+
+/// The node selector: a CEL expression (or draino's expr-lang) or a label selector (with draino's
+/// `--node-label` terms added), not both.
+fn selector(s: &mut Sources, cfg: &mut Config) {
+    let (args, file) = (s.args, s.file);
+    let expr = args.node_label_expr.clone().map(|e| (e, None)).or_else(|| {
+        file.node_label_expr
+            .as_ref()
+            .map(|sp| (sp.value.clone(), Some(sp)))
+    });
+    let mut labels = args.node_selector.clone().map(|e| (e, None)).or_else(|| {
+        file.node_selector
+            .as_ref()
+            .map(|sp| (sp.value.clone(), Some(sp)))
+    });
+    if !args.node_labels.is_empty() {
+        match super::draino::node_labels_selector(&args.node_labels) {
+            Ok(terms) => {
+                labels = Some(match labels {
+                    Some((l, _)) if !l.trim().is_empty() => (format!("{l},{terms}"), None),
+                    _ => (terms, None),
+                })
+            }
+            Err(e) => s.flag_error(e),
+        }
+    }
+    let (flag, key, made) = match (expr, labels) {
+        (Some(_), Some(_)) => {
+            s.flag_error(
+                "give --node-label-expr or --node-selector (or draino's --node-label), not both",
+            );
+            return;
+        }
+        (Some((e, span)), None) => (
+            "--node-label-expr",
+            ("nodeLabelExpr", span),
+            super::draino::cel_or_draino(&e).map_err(|e| e.to_string()),
+        ),
+        (None, Some((l, span))) => (
+            "--node-selector",
+            ("nodeSelector", span),
+            Selector::labels(&l).map_err(|e| e.to_string()),
+        ),
+        (None, None) => return,
+    };
+    match (made, key) {
+        (Ok(sel), _) => cfg.selector = sel,
+        (Err(msg), (key, Some(span))) => {
+            let err = s.at(span, format!("{key}: {msg}"));
+            s.errors.push(err);
+        }
+        (Err(msg), (_, None)) => s.flag_error(format!("{flag}: {msg}")),
+    }
+}
+
+/// The drain's times, and stale readiness.
+fn timing(s: &mut Sources, cfg: &mut Config) {
+    let (args, file) = (s.args, s.file);
+    if let Some(d) = s.duration(
+        args.drain_buffer,
+        &file.drain_buffer,
+        ("drain-buffer", "drainBuffer"),
+    ) {
+        cfg.drain_buffer = d;
+    }
+    if let Some(d) = s.duration(
+        args.max_grace_period,
+        &file.max_grace_period,
+        ("max-grace-period", "maxGracePeriod"),
+    ) {
+        cfg.max_grace_period = d;
+    }
+    if let Some(d) = s.duration(
+        args.eviction_headroom,
+        &file.eviction_headroom,
+        ("eviction-headroom", "evictionHeadroom"),
+    ) {
+        cfg.eviction_headroom = d;
+    }
+    if let Some(d) = s.duration(
+        args.stale_readiness_threshold,
+        &file.stale_readiness_threshold,
+        ("stale-readiness-threshold", "staleReadinessThreshold"),
+    ) {
+        cfg.stale_readiness = (!d.is_zero()).then_some(d);
+    }
+    cfg.evict_stale_pods = args.evict_stale_pods || file.evict_stale_pods.unwrap_or(false);
+    cfg.skip_drain = args.skip_drain || file.skip_drain.unwrap_or(false);
+    cfg.dry_run = args.dry_run || file.dry_run.unwrap_or(false);
+    cfg.kosmos_other_conditions =
+        args.kosmos_other_conditions || file.kosmos_other_conditions.unwrap_or(false);
+}
+
+/// Which pods a drain evicts, and what a protected one does to it.
+fn pod_rules(s: &mut Sources, cfg: &mut Config) {
+    let (args, file) = (s.args, s.file);
+    let on = |flag: bool, key: Option<bool>| flag || key.unwrap_or(false);
+    cfg.evict_emptydir_pods = on(args.evict_emptydir_pods, file.evict_emptydir_pods);
+    cfg.evict_unreplicated_pods = on(args.evict_unreplicated_pods, file.evict_unreplicated_pods);
+    cfg.evict_statefulset_pods = on(args.evict_statefulset_pods, file.evict_statefulset_pods);
+    cfg.evict_daemonset_pods = on(args.evict_daemonset_pods, file.evict_daemonset_pods);
+    cfg.allow_force_delete = on(args.allow_force_delete, file.allow_force_delete);
+    cfg.ignore_safe_to_evict_annotation = on(
+        args.ignore_safe_to_evict_annotation,
+        file.ignore_safe_to_evict_annotation,
+    );
+    // Both lists add up (the file's and the flags').
+    for a in &args.protected_pod_annotations {
+        match protected_annotation(a) {
+            Ok(p) => cfg.protected_annotations.push(p),
+            Err(e) => s.flag_error(e),
+        }
+    }
+    for a in &file.protected_pod_annotations {
+        match protected_annotation(&a.value) {
+            Ok(p) => cfg.protected_annotations.push(p),
+            Err(e) => {
+                let err = s.at(a, e);
+                s.errors.push(err);
+            }
+        }
+    }
+    if let Some(p) = args.protected_pods.or(file.protected_pods) {
+        cfg.protected_pods = p;
+    }
+}
+
+/// The cordon and drain budgets.
+fn budgets(s: &mut Sources, cfg: &mut Config) {
+    let (args, file) = (s.args, s.file);
+    if let Some(n) = args.max_drains_in_flight.or(file.max_drains_in_flight) {
+        if n == 0 {
+            s.flag_error("max-drains-in-flight must be at least 1");
+        }
+        cfg.max_drains_in_flight = n;
+    }
+    if let Some(b) = s.pick(
+        args.max_cordoned.as_deref(),
+        &file.max_cordoned,
+        ("max-cordoned", "maxCordoned"),
+        str::parse::<Budget>,
+    ) {
+        cfg.max_cordoned = b;
+    }
+}
+
+/// A label key (no spaces, no `=`).
+fn label_key(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    if v.is_empty() || v.contains(char::is_whitespace) || v.contains('=') {
+        Err(format!(
+            "{v:?}: expected a label key, e.g. topology.kubernetes.io/zone"
+        ))
+    } else {
+        Ok(v.to_string())
+    }
+}
+
+/// The fleet safety gates: the breaker, failure domains, flap damping and drain windows.
+fn safety(s: &mut Sources, out: &mut Safety) {
+    let (args, file) = (s.args, s.file);
+    let budget = str::parse::<Budget>;
+    if let Some(b) = s.pick(
+        args.max_unhealthy.as_deref(),
+        &file.max_unhealthy,
+        ("max-unhealthy", "maxUnhealthy"),
+        budget,
+    ) {
+        out.max_unhealthy = b;
+    }
+    if let Some(b) = s.pick(
+        args.breaker_new.as_deref(),
+        &file.breaker_new,
+        ("breaker-new", "breakerNew"),
+        budget,
+    ) {
+        out.breaker_new = b;
+    }
+    if let Some(d) = s.duration(
+        args.breaker_window,
+        &file.breaker_window,
+        ("breaker-window", "breakerWindow"),
+    ) {
+        out.breaker_window = d;
+    }
+    if let Some(d) = s.duration(
+        args.breaker_cooldown,
+        &file.breaker_cooldown,
+        ("breaker-cooldown", "breakerCooldown"),
+    ) {
+        out.breaker_cooldown = d;
+    }
+    if let Some(l) = s.pick(
+        args.failure_domain.as_deref(),
+        &file.failure_domain,
+        ("failure-domain", "failureDomain"),
+        label_key,
+    ) {
+        out.failure_domain = l;
+    }
+    if let Some(l) = s.pick(
+        args.kosmos_cluster_label.as_deref(),
+        &file.kosmos_cluster_label,
+        ("kosmos-cluster-label", "kosmosClusterLabel"),
+        label_key,
+    ) {
+        out.kosmos_cluster_label = l;
+    }
+    if let Some(b) = s.pick(
+        args.max_cordoned_per_domain.as_deref(),
+        &file.max_cordoned_per_domain,
+        ("max-cordoned-per-domain", "maxCordonedPerDomain"),
+        budget,
+    ) {
+        out.max_cordoned_per_domain = Some(b);
+    }
+    let percent = |v: &str| match v.parse::<Budget>() {
+        Ok(Budget::Percent(p)) => Ok(p),
+        _ => Err(format!(
+            "{v:?}: expected a percentage in (0, 100], e.g. 50%"
+        )),
+    };
+    if let Some(p) = s.pick(
+        args.domain_outage.as_deref(),
+        &file.domain_outage,
+        ("domain-outage", "domainOutage"),
+        percent,
+    ) {
+        out.domain_outage_percent = p;
+    }
+    if let Some(n) = args
+        .domain_outage_min_nodes
+        .or(file.domain_outage_min_nodes)
+    {
+        out.domain_outage_min_nodes = n;
+    }
+    if let Some(n) = args.flap_threshold.or(file.flap_threshold) {
+        out.flap_threshold = n;
+    }
+    if let Some(d) = s.duration(
+        args.flap_window,
+        &file.flap_window,
+        ("flap-window", "flapWindow"),
+    ) {
+        out.flap_window = d;
+    }
+    out.drain_windows = s.each(
+        &args.drain_windows,
+        &file.drain_windows,
+        ("drain-window", "drainWindows"),
+        str::parse::<DrainWindow>,
+    );
+}
+
+/// `KEY=VALUE`.
+fn pair(v: &str) -> Result<(String, String), String> {
+    match v.split_once('=') {
+        Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
+        _ => Err(format!("{v:?}: expected KEY=VALUE")),
+    }
+}
+
+/// What a drained node gets, and when its Node object is deleted.
+fn after_drain(s: &mut Sources, cfg: &mut Config) {
+    let (args, file) = (s.args, s.file);
+    cfg.after_drain.labels = s.each(
+        &args.after_drain_labels,
+        &file.after_drain_labels,
+        ("after-drain-label", "afterDrainLabels"),
+        pair,
+    );
+    cfg.after_drain.annotations = s.each(
+        &args.after_drain_annotations,
+        &file.after_drain_annotations,
+        ("after-drain-annotation", "afterDrainAnnotations"),
+        pair,
+    );
+    cfg.after_drain.taints = s.each(
+        &args.after_drain_taints,
+        &file.after_drain_taints,
+        ("after-drain-taint", "afterDrainTaints"),
+        str::parse::<Taint>,
+    );
+    if let Some(d) = s.duration(
+        args.delete_drained_node_after,
+        &file.delete_drained_node_after,
+        ("delete-drained-node-after", "deleteDrainedNodeAfter"),
+    ) {
+        cfg.after_drain.delete_after = Some(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(conditions: &[&str]) -> PolicyArgs {
+        PolicyArgs {
+            conditions: conditions.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn draino_expressions_are_translated_or_refused_with_the_cel_forms() {
+        let mut a = PolicyArgs {
+            conditions: vec!["KernelDeadlock".into()],
+            node_label_expr: Some(
+                "metadata['labels']['pool'] not in ['gpu'] and metadata.name != nil".into(),
+            ),
+            ..Default::default()
+        };
+        assert!(build(&a).is_ok());
+        a.node_label_expr = Some("metadata.labels.pool == 'a' and (".into());
+        let e = build(&a).unwrap_err()[0].to_string();
+        assert!(e.contains("--node-label-expr"), "{e}");
+        assert!(
+            e.contains("`&&`, `||`, `!`, `null`") && e.contains("`!(a in b)`"),
+            "{e}"
+        );
+        a.node_label_expr = None;
+        a.node_labels = vec!["draino-enabled=true".into()];
+        assert!(build(&a).is_ok());
+        a.node_label_expr = Some("metadata.name == 'x'".into());
+        let e = build(&a).unwrap_err()[0].to_string();
+        assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn every_error_of_the_config_file_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(
+            &f,
+            "conditions: [KernelDeadlock]\ndrainBufer: 10m\nmaxGracePeriod: 8\n",
+        )
+        .unwrap();
+        let a = PolicyArgs {
+            config: Some(f),
+            ..Default::default()
+        };
+        let errors: Vec<String> = build(&a)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+        assert!(
+            errors[0].contains(":2:1: unknown field `drainBufer`"),
+            "{errors:#?}"
+        );
+        assert!(
+            errors[1].contains(":3:17: maxGracePeriod: invalid duration"),
+            "{errors:#?}"
+        );
+    }
+
+    #[test]
+    fn flags_build_a_config() {
+        let mut a = args(&["KernelDeadlock=True,10m"]);
+        a.node_label_expr = Some("metadata.labels['draino'] in ['node']".into());
+        a.max_cordoned = Some("25%".into());
+        a.protected_pod_annotations = vec!["team/keep=yes".into()];
+        let c = build(&a).unwrap();
+        assert_eq!(c.conditions.len(), 1);
+        assert_eq!(c.max_cordoned, Budget::Percent(25.0));
+        assert_eq!(
+            c.protected_annotations,
+            vec![("team/keep".to_string(), Some("yes".to_string()))]
+        );
+    }
+
+    #[test]
+    fn errors_are_precise_and_all_reported() {
+        let mut a = args(&["Ready=Maybe"]);
+        a.node_label_expr = Some("metadata.labels['a'] ==".into());
+        a.max_cordoned = Some("0".into());
+        let e = build(&a).unwrap_err();
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(
+            matches!(&e[0], PolicyError::Flag(m) if m.contains("status \"Maybe\"")),
+            "{e:?}"
+        );
+        assert!(
+            matches!(&e[1], PolicyError::Flag(m) if m.starts_with("--node-label-expr: invalid CEL expression")),
+            "{e:?}"
+        );
+        assert_eq!(
+            e[2],
+            PolicyError::Flag("--max-cordoned: budget \"0\": must be at least 1".into())
+        );
+    }
+
+    #[test]
+    fn the_yaml_file_is_read_with_positions_and_flags_override_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(
+            &f,
+            "conditions: ['KernelDeadlock=True,10m']\ndrainBuffer: 5m\nmaxCordoned: '2'\n",
+        )
+        .unwrap();
+        let mut a = PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        let c = build(&a).unwrap();
+        assert_eq!(
+            (c.drain_buffer, c.max_cordoned),
+            (Duration::from_secs(300), Budget::Count(2))
+        );
+        a.drain_buffer = Some(Duration::from_secs(60));
+        assert_eq!(build(&a).unwrap().drain_buffer, Duration::from_secs(60));
+        std::fs::write(&f, "conditions: ['KernelDeadlock']\ndrainBufer: 5m\n").unwrap();
+        let e = build(&a).unwrap_err();
+        assert!(
+            matches!(&e[0], PolicyError::File { file, line: 2, column: 1, .. } if file == &f),
+            "{e:?}"
+        );
+        assert!(
+            e[0].to_string()
+                .starts_with(&format!("{}:2:1: ", f.display()))
+        );
+        std::fs::write(
+            &f,
+            "conditions: ['KernelDeadlock']\nnodeLabelExpr: \"a &&\"\n",
+        )
+        .unwrap();
+        let e = build(&PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&e[0], PolicyError::File { line: 2, column: 16, message, .. } if message.starts_with("nodeLabelExpr: invalid CEL")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn fleet_safety_settings_from_flags_and_file_with_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(
+            &f,
+            "conditions: ['Ready=Unknown,5m']\nmaxUnhealthy: '40%'\nbreakerCooldown: 2m\nfailureDomain: example.com/rack\n\
+             drainWindows: ['Mon-Fri 09:00-17:00 Europe/Berlin']\nafterDrainTaints: ['replace-me=true:NoSchedule']\n\
+             afterDrainLabels: ['lifecycle=replace']\ndeleteDrainedNodeAfter: 30m\nnotifyUrls: ['https://hooks.example.com/x']\n",
+        )
+        .unwrap();
+        let mut a = PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        let c = build(&a).unwrap();
+        assert_eq!(c.safety.max_unhealthy, Budget::Percent(40.0));
+        assert_eq!(c.safety.breaker_cooldown, Duration::from_secs(120));
+        assert_eq!(c.safety.failure_domain, "example.com/rack");
+        assert_eq!(c.safety.drain_windows.len(), 1);
+        assert_eq!(c.after_drain.taints[0].effect, "NoSchedule");
+        assert_eq!(
+            c.after_drain.labels,
+            vec![("lifecycle".into(), "replace".into())]
+        );
+        assert_eq!(c.after_drain.delete_after, Some(Duration::from_secs(1800)));
+        assert_eq!(
+            c.notify_urls,
+            vec!["https://hooks.example.com/x".to_string()]
+        );
+        // Flags win.
+        a.max_unhealthy = Some("5".into());
+        a.drain_windows = vec!["Sat 00:00-06:00".into()];
+        let c = build(&a).unwrap();
+        assert_eq!(c.safety.max_unhealthy, Budget::Count(5));
+        assert_eq!(c.safety.drain_windows[0].to_string(), "Sat 00:00-06:00");
+        // Every bad value is reported, at its position.
+        std::fs::write(
+            &f,
+            "conditions: ['Ready']\ndomainOutage: '3'\ndrainWindows: ['Mon 9-17']\nafterDrainTaints: ['x:Sometimes']\nnotifyUrls: ['ftp://x']\n",
+        )
+        .unwrap();
+        let e = build(&PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        let lines: Vec<usize> = e
+            .iter()
+            .map(|e| match e {
+                PolicyError::File { line, .. } => *line,
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(lines, vec![2, 3, 4, 5], "{e:?}");
+        assert!(
+            e[0].to_string()
+                .contains("domainOutage: \"3\": expected a percentage"),
+            "{}",
+            e[0]
+        );
+        assert!(
+            e[1].to_string()
+                .contains("drainWindows: drain window \"Mon 9-17\""),
+            "{}",
+            e[1]
+        );
+        let e = build(&PolicyArgs {
+            conditions: vec!["Ready".into()],
+            breaker_new: Some("0%".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e[0].to_string().starts_with("--breaker-new: "), "{}", e[0]);
+    }
+}
