@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use crate::act::Act;
 use crate::config::Config;
 use crate::decide::fleet::Fleet;
-use crate::decide::safety;
+use crate::decide::gates::{breaker, pause};
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
 use crate::decide::{Action, DrainJob, Effect, Why};
 use crate::metrics::{Budget, Metrics};
@@ -124,18 +124,23 @@ impl<A: Act> Controller<A> {
         let raw = self.lease().and_then(|l| {
             l.metadata
                 .annotations
-                .and_then(|a| a.get(safety::BREAKER_ANNOTATION).cloned())
+                .and_then(|a| a.get(breaker::BREAKER_ANNOTATION).cloned())
         });
-        let breaker = match raw.as_deref().map(safety::Breaker::from_annotation) {
-            None => safety::Breaker::default(),
+        let breaker = match raw.as_deref().map(breaker::Breaker::from_annotation) {
+            None => breaker::Breaker::default(),
             Some(Ok(b)) => b,
             Some(Err(e)) => {
                 tracing::warn!(error = %e, "unreadable breaker state on the Lease; starting closed");
-                safety::Breaker::default()
+                breaker::Breaker::default()
             }
         };
         if breaker.is_open() {
-            tracing::warn!(reason = %breaker.reason, "the circuit breaker was open: it stays open");
+            let reason = breaker
+                .trip
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            tracing::warn!(%reason, "the circuit breaker was open: it stays open");
         }
         self.fleet.restore_breaker(breaker);
         self.published_breaker = None;
@@ -399,7 +404,7 @@ impl<A: Act> Controller<A> {
         let now = self.clock.now();
         let lease = self.lease();
         self.fleet
-            .set_pause(lease.as_ref().and_then(safety::pause_of));
+            .set_pause(lease.as_ref().and_then(pause::pause_of));
         self.catch_up(now).await;
         let decisions = self.decide(now).await;
         self.metrics.decided.inc_by(decisions.len() as u64);

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
-use crate::decide::safety::BREAKER_ANNOTATION;
+use crate::model::keys::BREAKER_ANNOTATION;
 
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {

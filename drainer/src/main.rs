@@ -548,11 +548,11 @@ fn plan(args: PlanArgs) -> ExitCode {
     let now = args.now.unwrap_or_else(Timestamp::now);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let recorded = nodemedic_drainer::decide::safety::Recorded {
+    let recorded = nodemedic_drainer::decide::gates::snapshot::Recorded {
         paused: lease
             .as_ref()
-            .and_then(nodemedic_drainer::decide::safety::pause_of),
-        flapping: nodemedic_drainer::decide::safety::flapping_from_events(
+            .and_then(nodemedic_drainer::decide::gates::pause::pause_of),
+        flapping: nodemedic_drainer::decide::gates::snapshot::flapping_from_events(
             &events,
             &cfg.safety,
             now,

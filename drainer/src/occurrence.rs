@@ -82,7 +82,7 @@ impl SafetyOccurrence {
         use crate::decide::fleet::FleetEvent::*;
         use crate::metrics::SafetyEvent as M;
         let (reason, severity, message, metric, notify, node, domain) = match ev {
-            BreakerOpened { reason: why } => (
+            BreakerOpened { trip: why } => (
                 reason::BREAKER_OPENED,
                 Severity::Warning,
                 format!(

@@ -304,7 +304,7 @@ pub fn run(
     nodes: &[NodeView],
     pods: &[PodInfo],
     pdbs: &[PodDisruptionBudget],
-    recorded: &crate::decide::safety::Recorded,
+    recorded: &crate::decide::gates::snapshot::Recorded,
     now: Timestamp,
     json: bool,
     out: &mut impl Write,

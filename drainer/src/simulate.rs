@@ -449,9 +449,9 @@ pub fn run(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Report, 
         report.rounds += 1;
         for ev in fleet.take_events() {
             let (what, detail) = match &ev {
-                FleetEvent::BreakerOpened { reason } => {
+                FleetEvent::BreakerOpened { trip } => {
                     report.breaker_opened_at.get_or_insert(secs(now));
-                    ("breaker opened", reason.clone())
+                    ("breaker opened", trip.to_string())
                 }
                 FleetEvent::BreakerClosed { open_for } => (
                     "breaker closed",

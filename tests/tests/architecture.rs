@@ -162,33 +162,49 @@ fn strip_test_items(code: &str) -> String {
     out
 }
 
-/// The paths a module's code names through `crate::` and `super::`, use-groups expanded, as module
-/// paths relative to the crate root.
+/// The paths a module's code names through `crate::`, `super::`, `self::` or one of its own
+/// submodules (`child::`), use-groups expanded, as module paths relative to the crate root.
+#[allow(dead_code)]
 fn referenced_paths(module: &str, code: &str) -> Vec<Vec<String>> {
+    referenced_paths_with(module, code, &[])
+}
+
+fn referenced_paths_with(module: &str, code: &str, children: &[String]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let b = code.as_bytes();
+    let own: Vec<String> = module
+        .split("::")
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
     let mut i = 0;
     while i < b.len() {
         let rest = &code[i..];
-        let (base, len): (Vec<String>, usize) =
-            if rest.starts_with("crate::") && !ident_byte(i.checked_sub(1).map(|k| b[k])) {
-                (Vec::new(), "crate::".len())
-            } else if rest.starts_with("super::") && !ident_byte(i.checked_sub(1).map(|k| b[k])) {
-                let mut parent: Vec<String> = module
-                    .split("::")
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-                    .collect();
-                let mut l = 0;
-                while code[i + l..].starts_with("super::") {
-                    parent.pop();
-                    l += "super::".len();
-                }
-                (parent, l)
-            } else {
-                i += 1;
-                continue;
-            };
+        let boundary =
+            !ident_byte(i.checked_sub(1).map(|k| b[k])) && !(i >= 2 && &code[i - 2..i] == "::");
+        let child = children.iter().find(|c| {
+            boundary && rest.starts_with(c.as_str()) && rest[c.len()..].starts_with("::")
+        });
+        let (base, len): (Vec<String>, usize) = if let Some(c) = child {
+            let mut base = own.clone();
+            base.push(c.clone());
+            (base, c.len() + 2)
+        } else if boundary && rest.starts_with("self::") {
+            (own.clone(), "self::".len())
+        } else if boundary && rest.starts_with("crate::") {
+            (Vec::new(), "crate::".len())
+        } else if boundary && rest.starts_with("super::") {
+            let mut parent = own.clone();
+            let mut l = 0;
+            while code[i + l..].starts_with("super::") {
+                parent.pop();
+                l += "super::".len();
+            }
+            (parent, l)
+        } else {
+            i += 1;
+            continue;
+        };
         let (paths, used) = use_tree(&code[i + len..]);
         for p in paths {
             let mut full = base.clone();
@@ -334,7 +350,18 @@ fn import_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph = BTreeMap::new();
     for (m, file) in &mods {
         let code = code_only(&std::fs::read_to_string(file).unwrap());
-        let edges: BTreeSet<String> = referenced_paths(m, &code)
+        let prefix = if m.is_empty() {
+            String::new()
+        } else {
+            format!("{m}::")
+        };
+        let children: Vec<String> = known
+            .iter()
+            .filter_map(|k| k.strip_prefix(&prefix))
+            .filter(|rest| !rest.is_empty() && !rest.contains("::"))
+            .map(String::from)
+            .collect();
+        let edges: BTreeSet<String> = referenced_paths_with(m, &code, &children)
             .iter()
             .filter_map(|p| resolve(p, &known))
             .filter(|t| t != m && !t.is_empty())

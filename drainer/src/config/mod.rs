@@ -2,6 +2,7 @@
 //! flags (`flags`) and file (`file`) by `build`, with the values their parsers (`spec`, `select`,
 //! `window`, `draino`, `url`) check. Pure.
 
+pub mod budget;
 pub mod build;
 pub mod draino;
 pub mod file;
@@ -14,74 +15,12 @@ pub mod window;
 
 use std::time::Duration;
 
+pub use budget::{Budget, BudgetError};
 use select::Selector;
 use spec::ConditionSpec;
 
 /// The owner name of a drainer run with the default `--lease-name`.
 pub const DEFAULT_OWNER: &str = "nodemedic-drainer";
-
-/// At most this many (or this share of selected) nodes cordoned by us at once.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Budget {
-    Count(usize),
-    Percent(f64),
-}
-
-impl Budget {
-    /// The limit for `selected` nodes; a percentage never rounds below 1.
-    pub fn limit(&self, selected: usize) -> usize {
-        match *self {
-            Budget::Count(n) => n,
-            Budget::Percent(p) => ((selected as f64 * p / 100.0).floor() as usize).max(1),
-        }
-    }
-}
-
-/// A budget that is not one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BudgetError {
-    #[error("budget {0:?}: not a percentage")]
-    NotAPercentage(String),
-    #[error("budget {0:?}: a percentage must be in (0, 100]")]
-    PercentOutOfRange(String),
-    #[error("budget {0:?}: expected N or N%")]
-    NotACount(String),
-    #[error("budget {0:?}: must be at least 1")]
-    Zero(String),
-}
-
-impl std::str::FromStr for Budget {
-    type Err = BudgetError;
-    fn from_str(s: &str) -> Result<Self, BudgetError> {
-        let s = s.trim();
-        if let Some(p) = s.strip_suffix('%') {
-            let p: f64 = p
-                .trim()
-                .parse()
-                .map_err(|_| BudgetError::NotAPercentage(s.into()))?;
-            if !(0.0..=100.0).contains(&p) || p == 0.0 {
-                return Err(BudgetError::PercentOutOfRange(s.into()));
-            }
-            Ok(Budget::Percent(p))
-        } else {
-            let n: usize = s.parse().map_err(|_| BudgetError::NotACount(s.into()))?;
-            if n == 0 {
-                return Err(BudgetError::Zero(s.into()));
-            }
-            Ok(Budget::Count(n))
-        }
-    }
-}
-
-impl std::fmt::Display for Budget {
-    /// As it is written: `3` or `30%`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Budget::Count(n) => write!(f, "{n}"),
-            Budget::Percent(p) => write!(f, "{p}%"),
-        }
-    }
-}
 
 /// What to do with a pod we may not evict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Budget;
+use super::budget::Budget;
 use super::window::DrainWindow;
 
 /// The settings of the fleet safety gates (`decide::safety`), pure data.

@@ -20,7 +20,12 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
-use super::safety::{self, Breaker, BreakerChange, DomainTotals, Flaps, Gates, Outage, Pause};
+use super::facts::{Outage, Pause};
+use super::gates::Gates;
+use super::gates::breaker::{self, Breaker, BreakerChange};
+use super::gates::flap::{self, FlapGate, Flaps};
+use super::gates::outage::{self, DomainTotals, OutageGate};
+use super::gates::window;
 use super::{Action, Candidate, NodeDecision, Totals, Why, decide_some};
 use crate::config::Config;
 use crate::model::node::NodeView;
@@ -48,7 +53,7 @@ struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub enum FleetEvent {
     BreakerOpened {
-        reason: String,
+        trip: super::facts::Trip,
     },
     BreakerClosed {
         open_for: Duration,
@@ -147,9 +152,9 @@ impl Running {
     }
 
     /// The breaker's counts at `now`.
-    fn health(&self, window: Duration, now: Timestamp) -> safety::Health {
+    fn health(&self, window: Duration, now: Timestamp) -> breaker::Health {
         let from = nodemedic_common::time::sub(now, window);
-        safety::Health {
+        breaker::Health {
             selected: self.selected,
             unhealthy: self.unhealthy,
             newly: self.unhealthy_since.range(from..).map(|(_, n)| n).sum(),
@@ -321,7 +326,7 @@ impl Fleet {
         self.unwake(&name);
         if let Some(old) = self.nodes.remove(&name) {
             self.running.count(&old, &self.cfg.owner, false);
-            for at in safety::changes(&old.view, &view, &self.cfg) {
+            for at in flap::changes(&old.view, &view, &self.cfg) {
                 self.flaps
                     .entry(name.clone())
                     .or_default()
@@ -335,8 +340,8 @@ impl Fleet {
         let entry = Entry {
             record: Record::of(&view).map(Box::new),
             // Interned: a zone's name is shared by all its nodes.
-            domain: safety::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d)),
-            unhealthy: safety::unhealthy_since(&view, &self.cfg),
+            domain: outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d)),
+            unhealthy: outage::unhealthy_since(&view, &self.cfg),
             view,
             selected,
             wake: None,
@@ -452,9 +457,9 @@ impl Fleet {
         let s = &cfg.safety;
         let health = self.running.health(s.breaker_window, now);
         match self.breaker.observe(&health, s, now) {
-            Some(BreakerChange::Opened(t)) => self.events.push(FleetEvent::BreakerOpened {
-                reason: t.to_string(),
-            }),
+            Some(BreakerChange::Opened(trip)) => {
+                self.events.push(FleetEvent::BreakerOpened { trip })
+            }
             Some(BreakerChange::Closed { open_for }) => {
                 self.events.push(FleetEvent::BreakerClosed { open_for })
             }
@@ -472,7 +477,7 @@ impl Fleet {
         let mut outages = BTreeMap::new();
         for (d, t) in &self.running.domains {
             domains.insert(d.to_string(), *t);
-            if let Some(o) = safety::outage(d, t, s) {
+            if let Some(o) = outage::outage(d, t, s) {
                 outages.insert(d.to_string(), o);
             }
         }
@@ -489,11 +494,14 @@ impl Fleet {
         }
         self.outages = outages.keys().cloned().collect();
         Gates {
-            paused: self.paused.clone(),
+            pause: self.paused.clone(),
+            flap: FlapGate {
+                window: s.flap_window,
+            },
             breaker: self.breaker.hold(s),
-            outages,
+            outage: OutageGate { outages },
             domains,
-            window: safety::next_window(&s.drain_windows, now),
+            window: window::next_window(&s.drain_windows, now),
         }
     }
 
@@ -532,9 +540,9 @@ impl Fleet {
         }
         let gates = self.gates(now);
         let key = GatesKey {
-            paused: gates.paused.is_some(),
+            paused: gates.pause.is_some(),
             breaker: gates.breaker.is_some(),
-            outages: gates.outages.keys().cloned().collect(),
+            outages: gates.outage.outages.keys().cloned().collect(),
             window: gates.window.is_ok(),
         };
         let mut names = names;

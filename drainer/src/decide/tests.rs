@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::config::{Budget, Config, ProtectedPods};
+use crate::model::pod::PodInfo;
 use crate::model::record::{Phase, Record};
 
 fn t(s: i64) -> Timestamp {

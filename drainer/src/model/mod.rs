@@ -4,6 +4,7 @@
 //! (occurrences, with their Event reasons), and the shared strings that keep the caches small.
 
 pub mod intern;
+pub mod keys;
 pub mod node;
 pub mod occurrence;
 pub mod pod;

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use nodemedic_drainer::config::safety::Safety;
-use nodemedic_drainer::decide::safety::{BREAKER_ANNOTATION, PAUSE_ANNOTATION};
+use nodemedic_drainer::model::keys::{BREAKER_ANNOTATION, PAUSE_ANNOTATION};
 use nodemedic_tests::cluster::eventually;
 use serde_json::{Value, json};
 

@@ -1,0 +1,22 @@
+//! One node as a round decides it (pure): its view, whether it is selected, its record, its pods,
+//! its failure domain, and whether it is flapping.
+
+use super::facts::Flapping;
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
+use crate::model::record::Record;
+
+/// One node to decide, with what the decision reads besides the node.
+pub struct Candidate<'a> {
+    pub node: &'a NodeView,
+    /// Whether the selector selects it.
+    pub selected: bool,
+    /// The record on the node, whichever drainer owns it.
+    pub record: Option<&'a Record>,
+    /// Its pods.
+    pub pods: Vec<&'a PodInfo>,
+    /// Its failure domain, if it has one.
+    pub domain: Option<&'a str>,
+    /// Flapping now (known to the controller, which sees every change; a snapshot cannot tell).
+    pub flapping: Option<Flapping>,
+}

@@ -1,0 +1,400 @@
+//! A node's decision as data (pure): what to do ([`Action`]), why, with the facts ([`Why`]), and
+//! what the shell must write ([`Effect`]). `Display` of [`Why`] is the reason people read.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::time::rfc3339 as ts;
+
+use super::facts::{Outage, Pause, Trip};
+use super::pods::PodPlan;
+use super::problem::fmt_d;
+use crate::model::pod::PodInfo;
+use crate::model::record::{Phase, Record};
+
+/// What the plan says for a node (the `action` of `drainer plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    None,
+    Cordon,
+    Drain,
+    Uncordon,
+    Wait,
+    Skip,
+    /// Held back by a fleet safety gate (breaker, outage, flapping, pause).
+    Hold,
+    /// Delete the drained Node (`--delete-drained-node-after`).
+    Delete,
+}
+
+/// What the controller must write besides the action itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    Nothing,
+    /// Cordon and store this record.
+    Cordon(Record),
+    /// Start (or resume) the drain: everything the drain needs.
+    Drain(DrainJob),
+    /// Uncordon and remove the record and the DrainScheduled condition.
+    Uncordon,
+    /// A person uncordoned the node: store the record as released.
+    Release(Record),
+    /// The problem is gone and the node is not cordoned by us: remove the record.
+    Forget,
+    /// Delete the Node object (drained long enough ago).
+    DeleteNode,
+}
+
+/// Why the decision is what it is, with the facts behind it as values; `Display` gives the human text
+/// (the `reason` of `drainer plan`). The shell matches on variants to choose metrics and Events, and
+/// logs a decision when its [`Why::kind`] changes (the text ages with durations every round).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Why {
+    /// Opted out by `label` (`KEY=VALUE`).
+    Excluded {
+        label: String,
+    },
+    NotSelected,
+    /// The record belongs to another drainer (its Lease name).
+    OwnedByOther(String),
+    Healthy,
+    /// A Kosmos leaf node: these held conditions do not count.
+    KosmosExempt {
+        conditions: Vec<String>,
+    },
+    /// Matching conditions, not held their min duration yet.
+    NotHeldLongEnough {
+        pending: Vec<String>,
+    },
+    CordonedBySomeoneElse {
+        problem: String,
+    },
+    CordonBudget {
+        used: usize,
+        limit: usize,
+        problem: String,
+    },
+    /// Cordon now; drain at `drain_at` (`None`: `--skip-drain`).
+    Cordon {
+        problem: String,
+        drain_at: Option<Timestamp>,
+    },
+    ReleasedEpisode,
+    ForgetReleased,
+    ManualUncordon,
+    ProblemBack {
+        pending: Vec<String>,
+    },
+    Recovering {
+        left: Duration,
+    },
+    FinishingDrain,
+    /// Recovered: uncordon (`during_buffer`: before the drain started).
+    Uncordon {
+        during_buffer: bool,
+    },
+    Draining {
+        problem: String,
+    },
+    Drained {
+        problem: String,
+    },
+    /// Drained this long ago: the Node is deleted (or at `at`).
+    DeleteDrained {
+        at: Timestamp,
+        problem: String,
+    },
+    SkipDrain {
+        problem: String,
+    },
+    DrainScheduled {
+        at: Timestamp,
+        problem: String,
+    },
+    RetryScheduled {
+        at: Timestamp,
+        problem: String,
+    },
+    DrainBudget {
+        used: usize,
+        limit: usize,
+    },
+    DrainSpacing {
+        next: Timestamp,
+    },
+    StartDrain {
+        problem: String,
+    },
+    BlockedByPods {
+        pods: Vec<String>,
+    },
+    /// The circuit breaker is open: why, and when it closes if the counts stay under the
+    /// thresholds.
+    BreakerOpen {
+        trip: Trip,
+        closing_at: Option<Timestamp>,
+    },
+    /// The node's failure domain is in an outage.
+    DomainOutage {
+        outage: Outage,
+    },
+    /// The domain's cordon budget is full.
+    DomainBudget {
+        domain: String,
+        used: usize,
+        limit: usize,
+        problem: String,
+    },
+    /// Its watched conditions flap: nothing until stable.
+    Flapping {
+        changes: usize,
+        window: Duration,
+        stable_at: Timestamp,
+    },
+    /// Paused through the drainer's Lease (who, since when, why).
+    Paused {
+        pause: Pause,
+    },
+    /// Cordoned; drains start only inside a drain window (`None`: none opens within a week).
+    OutsideDrainWindow {
+        next: Option<Timestamp>,
+        problem: String,
+    },
+}
+
+impl Why {
+    /// The decision without its facts (what decides whether a decision is news).
+    pub fn kind(&self) -> std::mem::Discriminant<Why> {
+        std::mem::discriminant(self)
+    }
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use Why::*;
+        match self {
+            Excluded { .. }
+            | NotSelected
+            | OwnedByOther(_)
+            | Healthy
+            | KosmosExempt { .. }
+            | NotHeldLongEnough { .. }
+            | CordonedBySomeoneElse { .. }
+            | CordonBudget { .. }
+            | Cordon { .. } => self.fmt_new(f),
+            DrainBudget { .. }
+            | DrainSpacing { .. }
+            | StartDrain { .. }
+            | BlockedByPods { .. }
+            | BreakerOpen { .. }
+            | DomainOutage { .. }
+            | DomainBudget { .. }
+            | Flapping { .. }
+            | Paused { .. }
+            | OutsideDrainWindow { .. } => self.fmt_held(f),
+            _ => self.fmt_recorded(f),
+        }
+    }
+}
+
+impl Why {
+    /// A node without a record of ours.
+    fn fmt_new(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Why::Excluded { label } => write!(f, "excluded by label {label}"),
+            Why::NotSelected => f.write_str("not selected by the node selector"),
+            Why::OwnedByOther(owner) => {
+                write!(f, "handled by another drainer ({owner}); not touched")
+            }
+            Why::Healthy => f.write_str("healthy"),
+            Why::KosmosExempt { conditions } => write!(
+                f,
+                "Kosmos leaf node: not cordoned or drained for {}",
+                conditions.join(", ")
+            ),
+            Why::NotHeldLongEnough { pending } => {
+                write!(f, "condition not held long enough: {}", pending.join(", "))
+            }
+            Why::CordonedBySomeoneElse { problem } => {
+                write!(
+                    f,
+                    "already cordoned by someone else; not touched ({problem})"
+                )
+            }
+            Why::CordonBudget {
+                used,
+                limit,
+                problem,
+            } => write!(
+                f,
+                "cordon budget full: {used} of {limit} nodes cordoned ({problem})"
+            ),
+            Why::Cordon {
+                problem,
+                drain_at: Some(at),
+            } => write!(f, "{problem}; drain at {}", ts(*at)),
+            Why::Cordon {
+                problem,
+                drain_at: None,
+            } => write!(f, "{problem}; drain skipped (--skip-drain)"),
+            _ => Ok(()),
+        }
+    }
+
+    /// A node with a record of ours.
+    fn fmt_recorded(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Why::ReleasedEpisode => f.write_str(
+                "uncordoned by a person during this problem episode; not cordoned again",
+            ),
+            Why::ForgetReleased => f.write_str("problem cleared; forgetting the released episode"),
+            Why::ManualUncordon => {
+                f.write_str("uncordoned by a person; not cordoned again for this problem episode")
+            }
+            Why::ProblemBack { pending } => write!(
+                f,
+                "problem back before its min duration ({}); staying cordoned",
+                pending.join(", ")
+            ),
+            Why::Recovering { left } => write!(f, "recovering; uncordon in {}", fmt_d(*left)),
+            Why::FinishingDrain => {
+                f.write_str("recovered while draining; finishing the drain in progress")
+            }
+            Why::Uncordon {
+                during_buffer: true,
+            } => f.write_str("recovered during the drain buffer: drain cancelled, uncordoning"),
+            Why::Uncordon {
+                during_buffer: false,
+            } => f.write_str("conditions cleared: uncordoning"),
+            Why::Draining { problem } => write!(f, "drain in progress ({problem})"),
+            Why::Drained { problem } => {
+                write!(f, "drained; stays cordoned until recovery ({problem})")
+            }
+            Why::DeleteDrained { at, problem } => write!(
+                f,
+                "drained; the Node is deleted at {} (--delete-drained-node-after) ({problem})",
+                ts(*at)
+            ),
+            Why::SkipDrain { problem } => {
+                write!(f, "cordoned; drain skipped (--skip-drain) ({problem})")
+            }
+            Why::DrainScheduled { at, problem } => {
+                write!(f, "drain scheduled at {} ({problem})", ts(*at))
+            }
+            Why::RetryScheduled { at, problem } => {
+                write!(f, "drain failed; retry at {} ({problem})", ts(*at))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Held back: budgets, spacing, protected pods, the safety gates.
+    fn fmt_held(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Why::DrainBudget { used, limit } => {
+                write!(f, "drain budget full: {used} of {limit} drains in flight")
+            }
+            Why::DrainSpacing { next } => write!(
+                f,
+                "drain starts are spaced by the buffer; next start at {}",
+                ts(*next)
+            ),
+            Why::StartDrain { problem } => write!(f, "draining ({problem})"),
+            Why::BlockedByPods { pods } => {
+                write!(f, "drain blocked by protected pods: {}", pods.join(", "))
+            }
+            Why::BreakerOpen { trip, closing_at } => {
+                write!(f, "breaker open: {trip}")?;
+                match closing_at {
+                    Some(at) => write!(
+                        f,
+                        "; counts back under the thresholds, closing at {}",
+                        ts(*at)
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Why::DomainOutage { outage } => {
+                write!(f, "{outage}; nothing in it is cordoned or drained")
+            }
+            Why::DomainBudget {
+                domain,
+                used,
+                limit,
+                problem,
+            } => write!(
+                f,
+                "cordon budget of {domain} full: {used} of {limit} nodes cordoned ({problem})"
+            ),
+            Why::Flapping {
+                changes,
+                window,
+                stable_at,
+            } => write!(
+                f,
+                "flapping: {changes} condition changes within {}; not cordoned or drained until stable at {}",
+                fmt_d(*window),
+                ts(*stable_at)
+            ),
+            Why::Paused { pause } => write!(f, "{pause}"),
+            Why::OutsideDrainWindow {
+                next: Some(at),
+                problem,
+            } => write!(
+                f,
+                "cordoned; drains start inside the drain windows, next at {} ({problem})",
+                ts(*at)
+            ),
+            Why::OutsideDrainWindow {
+                next: None,
+                problem,
+            } => write!(
+                f,
+                "cordoned; no drain window opens within a week ({problem})"
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a drain needs: the node's record as read, and the pods to evict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainJob {
+    pub record: Record,
+    pub evict: Vec<PodInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeDecision {
+    pub node: String,
+    pub action: Action,
+    pub why: Why,
+    pub reason: String,
+    pub effect: Effect,
+    /// For cordon and drain: what would happen to each pod.
+    pub pods: Vec<PodPlan>,
+    /// When the clock alone changes this decision (a min duration or drain time reached).
+    pub wake: Option<Timestamp>,
+}
+
+impl DrainJob {
+    /// Filled in by the round once the node's pods are decided.
+    pub(crate) fn pending() -> DrainJob {
+        DrainJob {
+            record: Record {
+                owner: String::new(),
+                episode: String::new(),
+                reason: String::new(),
+                phase: Phase::Draining,
+                cordoned_at: Timestamp::UNIX_EPOCH,
+                drain_at: Timestamp::UNIX_EPOCH,
+                drain_started: None,
+                finished_at: None,
+                attempts: 0,
+                retry_at: None,
+            },
+            evict: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Failure domains and their outages, pure: a domain (a zone; each Kosmos leaf node's member
+//! cluster) where more than a share of the selected nodes is unhealthy at once is an **outage**:
+//! nothing in it is cordoned or drained while it lasts. "Unhealthy" is time-free: a watched condition
+//! in its problem status now (min durations aside, Kosmos-exempt conditions excluded), so a partition
+//! is caught before any node has held its condition long enough to be cordoned.
+//!
+//! Settings: `config::safety` (`failure_domain`, `domain_outage_*`). State: the per-domain counts the
+//! fleet keeps as running totals. Persists nothing: an outage is worked out again from the nodes.
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::gate::Gate;
+use crate::config::Config;
+use crate::config::safety::Safety;
+use crate::decide::candidate::Candidate;
+use crate::decide::decision::Why;
+use crate::decide::facts::Outage;
+use crate::model::node::NodeView;
+use std::collections::BTreeMap;
+
+/// When the node became unhealthy: the earliest transition among its watched conditions now in
+/// their problem status (Kosmos-exempt ones aside); `None` when it is not.
+pub fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
+    let kosmos = node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
+    cfg.conditions
+        .iter()
+        .filter(|spec| !(kosmos && (spec.type_ == "Ready" || !cfg.kosmos_other_conditions)))
+        .filter_map(|spec| {
+            node.conditions
+                .iter()
+                .find(|c| *c.type_ == *spec.type_ && c.status == spec.status)
+                .map(|c| c.since)
+        })
+        .min()
+}
+
+/// The node's failure domain: a Kosmos leaf node's is its member cluster (`kosmos/<cluster>`, the
+/// value of the cluster label, else the leaf node's own name), others the value of the domain label;
+/// `None` without one.
+pub fn domain_of(node: &NodeView, cfg: &Config) -> Option<String> {
+    if node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str()) {
+        let label = &cfg.safety.kosmos_cluster_label;
+        let cluster = (!label.is_empty())
+            .then(|| node.label(label))
+            .flatten()
+            .filter(|c| !c.is_empty())
+            .unwrap_or(&node.name);
+        return Some(format!("kosmos/{cluster}"));
+    }
+    node.label(&cfg.safety.failure_domain)
+        .filter(|v| !v.is_empty())
+        .map(String::from)
+}
+
+/// Counts of one domain's selected nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DomainTotals {
+    pub size: usize,
+    pub unhealthy: usize,
+    pub cordoned: usize,
+}
+
+/// Whether `domain` with totals `t` is an outage now.
+pub fn outage(domain: &str, t: &DomainTotals, s: &Safety) -> Option<Outage> {
+    let over = t.size >= s.domain_outage_min_nodes
+        && (t.unhealthy as f64) * 100.0 > s.domain_outage_percent * t.size as f64;
+    over.then(|| Outage {
+        domain: domain.to_string(),
+        unhealthy: t.unhealthy,
+        size: t.size,
+        percent: s.domain_outage_percent,
+    })
+}
+
+/// The outages of a round: nodes in these domains are held.
+#[derive(Debug, Clone, Default)]
+pub struct OutageGate {
+    pub outages: BTreeMap<String, Outage>,
+}
+
+impl Gate for OutageGate {
+    fn hold(&self, c: &Candidate) -> Option<Why> {
+        let outage = c.domain.and_then(|d| self.outages.get(d))?;
+        Some(Why::DomainOutage {
+            outage: outage.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn safety() -> Safety {
+        Safety::default()
+    }
+
+    #[test]
+    fn an_outage_needs_a_large_enough_domain_and_more_than_the_share() {
+        let s = safety();
+        let d = |size, unhealthy| DomainTotals {
+            size,
+            unhealthy,
+            cordoned: 0,
+        };
+        assert!(
+            outage("z", &d(10, 5), &s).is_none(),
+            "50% is not more than 50%"
+        );
+        let o = outage("z", &d(10, 6), &s).unwrap();
+        assert_eq!(o.to_string(), "outage in z: 6 of 10 nodes unhealthy > 50%");
+        assert!(
+            outage("z", &d(2, 2), &s).is_none(),
+            "2 nodes are not a partition"
+        );
+        assert!(outage("z", &d(3, 2), &s).is_some());
+    }
+}

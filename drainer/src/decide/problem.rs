@@ -1,0 +1,88 @@
+//! The problem on one node (pure): which configured conditions it has, held long enough or not yet,
+//! the episode they make, and how long until a recovery counts.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::config::Config;
+use crate::model::node::NodeView;
+
+/// The state of the problem on a node.
+pub struct Problem {
+    /// Conditions held at least their min duration (`Type=Status since T`).
+    pub held: Vec<String>,
+    /// Episode identity of the held conditions.
+    pub episode: String,
+    /// Matching but not yet held long enough: (description, remaining).
+    pub pending: Vec<(String, Duration)>,
+    /// Oldest transition among held/pending (for ordering).
+    pub since: Option<Timestamp>,
+    /// Kosmos exemption removed conditions.
+    pub exempted: Vec<String>,
+    /// When conditions cleared recently: the longest remaining wait before recovery counts.
+    pub recovering: Option<Duration>,
+}
+
+/// How long from `since` to `now` (zero if `now` is earlier).
+pub fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+    Duration::from_millis((now.as_millisecond() - since.as_millisecond()).max(0) as u64)
+}
+
+/// A duration as people read it, to the second.
+pub fn fmt_d(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// The problem on `node` at `now`: which configured conditions hold (long enough or not yet),
+/// which a Kosmos leaf node is exempt from, and how long until a recovery counts.
+pub fn problem(node: &NodeView, cfg: &Config, now: Timestamp) -> Problem {
+    let conditions = &node.conditions;
+    let kosmos = node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
+    let mut p = Problem {
+        held: vec![],
+        episode: String::new(),
+        pending: vec![],
+        since: None,
+        exempted: vec![],
+        recovering: None,
+    };
+    let mut episode = Vec::new();
+    for spec in &cfg.conditions {
+        let Some(c) = conditions.iter().find(|c| *c.type_ == *spec.type_) else {
+            continue;
+        };
+        let transition = c.since;
+        if c.status != spec.status {
+            // Cleared: recovery counts once the healthy status held the min duration too.
+            let held_for = elapsed(transition, now);
+            if held_for < spec.min_duration {
+                let left = spec.min_duration - held_for;
+                p.recovering = Some(p.recovering.map_or(left, |r| r.max(left)));
+            }
+            continue;
+        }
+        let desc = format!("{}={}", spec.type_, spec.status);
+        if kosmos && (spec.type_ == "Ready" || !cfg.kosmos_other_conditions) {
+            p.exempted.push(desc);
+            continue;
+        }
+        p.since = Some(p.since.map_or(transition, |s: Timestamp| s.min(transition)));
+        let held_for = elapsed(transition, now);
+        if held_for >= spec.min_duration {
+            p.held.push(format!("{desc} for {}", fmt_d(held_for)));
+            episode.push(format!("{desc}@{}", transition.as_second()));
+        } else {
+            p.pending.push((
+                format!(
+                    "{desc} for {} of {}",
+                    fmt_d(held_for),
+                    fmt_d(spec.min_duration)
+                ),
+                spec.min_duration - held_for,
+            ));
+        }
+    }
+    p.episode = episode.join(",");
+    p
+}

@@ -1,0 +1,244 @@
+//! A round of decisions (pure): every node (`drainer plan`) or the few that changed against
+//! running totals (the controller's fleet), both through [`decide_some`]. Nodes are decided oldest
+//! problem first (then by name), so budgets go to the oldest problems whatever the order nodes
+//! arrive in.
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::time::add;
+
+use super::budget::{Budgets, Totals};
+use super::candidate::Candidate;
+use super::decision::{Action, DrainJob, Effect, NodeDecision, Why};
+use super::gates::Gates;
+use super::gates::outage::domain_of;
+use super::gates::snapshot::{Recorded, gates_of_snapshot};
+use super::node::decide_node;
+use super::pods::{self, PodAction, PodPlan};
+use super::problem::{Problem, problem};
+use crate::config::Config;
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
+use crate::model::record::Record;
+
+/// Decide every node. Nodes are considered oldest problem first (then by name), so budgets go to
+/// the oldest problems whatever the order nodes arrive in.
+pub fn decide_nodes<N: Borrow<Node>, P: Borrow<PodInfo>>(
+    nodes: &[N],
+    pods: &[P],
+    cfg: &Config,
+    now: Timestamp,
+) -> Vec<NodeDecision> {
+    decide_snapshot(nodes, pods, cfg, &Recorded::default(), now)
+}
+
+/// [`decide_nodes`] with what the cluster recorded besides the objects (a pause on the Lease, nodes
+/// reported flapping). The other gates are what the snapshot shows: the breaker by its thresholds
+/// (no cooldown is known), outages, windows.
+pub fn decide_snapshot<N: Borrow<Node>, P: Borrow<PodInfo>>(
+    nodes: &[N],
+    pods: &[P],
+    cfg: &Config,
+    recorded: &Recorded,
+    now: Timestamp,
+) -> Vec<NodeDecision> {
+    let views: Vec<NodeView> = nodes.iter().map(|n| NodeView::of(n.borrow())).collect();
+    decide_views(&views, pods, cfg, recorded, now)
+}
+
+/// [`decide_snapshot`] over node views already made (`drainer plan` makes them as it reads).
+pub fn decide_views<P: Borrow<PodInfo>>(
+    views: &[NodeView],
+    pods: &[P],
+    cfg: &Config,
+    recorded: &Recorded,
+    now: Timestamp,
+) -> Vec<NodeDecision> {
+    let mut by_node: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
+    for p in pods.iter().map(Borrow::borrow) {
+        if let Some(n) = p.node.as_deref() {
+            by_node.entry(n).or_default().push(p);
+        }
+    }
+    let records: Vec<Option<Record>> = views.iter().map(Record::of).collect();
+    let domains: Vec<Option<String>> = views.iter().map(|v| domain_of(v, cfg)).collect();
+    let candidates: Vec<Candidate> = views
+        .iter()
+        .zip(&records)
+        .zip(&domains)
+        .map(|((v, r), d)| Candidate {
+            node: v,
+            selected: cfg.selector.matches(v).unwrap_or(false),
+            record: r.as_ref(),
+            pods: by_node.remove(v.name.as_str()).unwrap_or_default(),
+            domain: d.as_deref(),
+            flapping: recorded.flapping.get(&v.name).copied(),
+        })
+        .collect();
+    let totals = Totals::of(candidates.iter().map(|c| {
+        (
+            c.selected,
+            c.record.filter(|r| r.owned_by(&cfg.owner, c.selected)),
+        )
+    }));
+    let selected: Vec<(&NodeView, bool)> =
+        candidates.iter().map(|c| (c.node, c.selected)).collect();
+    let gates = gates_of_snapshot(&selected, cfg, recorded.paused.clone(), now);
+    decide_some(&candidates, &totals, &gates, cfg, now)
+}
+
+/// Decide `candidates` (some or all of the nodes) against `totals` over all nodes, oldest problem
+/// first (then by name); decisions come back in the order of `candidates`. A node's own decision
+/// reads only the node, its record and its pods; budgets read the totals and the decisions made
+/// before it in this call.
+pub fn decide_some(
+    candidates: &[Candidate],
+    totals: &Totals,
+    gates: &Gates,
+    cfg: &Config,
+    now: Timestamp,
+) -> Vec<NodeDecision> {
+    // Records of other drainers (another Lease name) are theirs: not acted on, not counted.
+    let records: Vec<Option<&Record>> = candidates
+        .iter()
+        .map(|c| c.record.filter(|r| r.owned_by(&cfg.owner, c.selected)))
+        .collect();
+    let mut budgets = Budgets {
+        cordoned: totals.cordoned,
+        cordon_limit: cfg.max_cordoned.limit(totals.selected),
+        draining: totals.draining,
+        last_drain_start: totals.last_drain_start,
+        prior_drain_start: None,
+        domain_cordoned: gates
+            .domains
+            .iter()
+            .map(|(d, t)| (d.clone(), t.cordoned))
+            .collect(),
+    };
+    let problems: Vec<Problem> = candidates
+        .iter()
+        .map(|c| problem(c.node, cfg, now))
+        .collect();
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by(|&a, &b| {
+        let key = |i: usize| {
+            (
+                problems[i].since.map(|t| t.as_second()).unwrap_or(i64::MAX),
+                candidates[i].node.name.as_str(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    let mut out: Vec<Option<NodeDecision>> = vec![None; candidates.len()];
+    for i in order {
+        let d = decide_one(
+            &candidates[i],
+            records[i],
+            &problems[i],
+            gates,
+            cfg,
+            now,
+            &mut budgets,
+        );
+        out[i] = Some(d);
+    }
+    out.into_iter().flatten().collect()
+}
+
+/// Decide one candidate: its own decision, then the pods of a cordon or drain, then a drain
+/// that protected pods block (which gives its slot back).
+fn decide_one(
+    c: &Candidate,
+    record: Option<&Record>,
+    p: &Problem,
+    gates: &Gates,
+    cfg: &Config,
+    now: Timestamp,
+    budgets: &mut Budgets,
+) -> NodeDecision {
+    let node = c.node;
+    let name = node.name.clone();
+    let node_pods = &c.pods;
+    let (action, why, effect) = match (c.record, record) {
+        // A node outside our selection is invisible to us, whoever acts on it (with two
+        // drainers on disjoint pools, each would otherwise log the other's every move); an
+        // ownerless legacy record is named as before.
+        (Some(theirs), None) if !c.selected && !theirs.owner.is_empty() => {
+            (Action::Skip, Why::NotSelected, Effect::Nothing)
+        }
+        (Some(theirs), None) => (
+            Action::Skip,
+            Why::OwnedByOther(theirs.owner.clone()),
+            Effect::Nothing,
+        ),
+        _ => decide_node(c, record, p, gates, cfg, now, budgets),
+    };
+    let pods: Vec<PodPlan> = if matches!(action, Action::Cordon | Action::Drain) {
+        node_pods.iter().map(|p| pods::decide(p, cfg)).collect()
+    } else {
+        Vec::new()
+    };
+    // The drain carries its record and the pods it evicts (same order as `pods`).
+    let effect = match (effect, record) {
+        (Effect::Drain(_), Some(record)) => Effect::Drain(DrainJob {
+            record: record.clone(),
+            evict: node_pods
+                .iter()
+                .zip(&pods)
+                .filter(|(_, plan)| plan.action == PodAction::Evict)
+                .map(|(info, _)| (*info).clone())
+                .collect(),
+        }),
+        (effect, _) => effect,
+    };
+    // A drain blocked by protected pods does not start.
+    let (action, why, effect) =
+        if action == Action::Drain && pods.iter().any(|p| p.action == PodAction::Block) {
+            // Only a drain starting now took a slot this round; one already in flight (its
+            // record says draining) stays counted.
+            if matches!(why, Why::StartDrain { .. }) {
+                budgets.draining -= 1;
+                budgets.last_drain_start = budgets.prior_drain_start;
+            }
+            let blockers: Vec<String> = pods
+                .iter()
+                .filter(|p| p.action == PodAction::Block)
+                .map(|p| format!("{}/{}", p.namespace, p.name))
+                .collect();
+            (
+                Action::Wait,
+                Why::BlockedByPods { pods: blockers },
+                Effect::Nothing,
+            )
+        } else {
+            (action, why, effect)
+        };
+    NodeDecision {
+        node: name,
+        action,
+        reason: why.to_string(),
+        wake: wake(&why, p, now),
+        why,
+        effect,
+        pods,
+    }
+}
+
+/// When the decision for a node changes by the clock alone, if it does.
+fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
+    match why {
+        Why::NotHeldLongEnough { .. } | Why::ProblemBack { .. } => {
+            p.pending.iter().map(|(_, left)| add(now, *left)).min()
+        }
+        Why::Recovering { left } => Some(add(now, *left)),
+        Why::DrainScheduled { at, .. } | Why::RetryScheduled { at, .. } => Some(*at),
+        Why::DrainSpacing { next } => Some(*next),
+        Why::Flapping { stable_at, .. } => Some(*stable_at),
+        Why::OutsideDrainWindow { next, .. } => *next,
+        Why::DeleteDrained { at, .. } if *at > now => Some(*at),
+        _ => None,
+    }
+}
