@@ -90,6 +90,10 @@ fn without_trust_store_for_http(mut config: Config) -> Config {
     config
 }
 
+fn http_user_agent() -> axum::http::HeaderName {
+    axum::http::header::USER_AGENT
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,8 +111,4 @@ mod tests {
             Some(vec![vec![1, 2]])
         );
     }
-}
-
-fn http_user_agent() -> axum::http::HeaderName {
-    axum::http::header::USER_AGENT
 }

@@ -28,6 +28,14 @@ impl Clock {
         }
     }
 
+    /// `base` now, advancing with tokio's clock from here on (a simulation starting at a set time).
+    pub fn tokio_at(base: Timestamp) -> Clock {
+        Clock::Tokio {
+            base,
+            start: tokio::time::Instant::now(),
+        }
+    }
+
     pub fn now(&self) -> Timestamp {
         match self {
             Clock::System => Timestamp::now(),
@@ -51,5 +59,13 @@ mod tests {
         let t0 = c.now();
         tokio::time::advance(Duration::from_secs(3600)).await;
         assert_eq!(c.now().duration_since(t0).as_secs(), 3600);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_can_start_at_a_set_time() {
+        let base: Timestamp = "2026-01-05T00:00:00Z".parse().unwrap();
+        let c = Clock::tokio_at(base);
+        tokio::time::advance(Duration::from_secs(90)).await;
+        assert_eq!(c.now().to_string(), "2026-01-05T00:01:30Z");
     }
 }

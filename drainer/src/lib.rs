@@ -14,7 +14,7 @@
 
 pub mod act;
 pub mod config;
-mod controller;
+pub mod controller;
 pub mod decide;
 pub mod error;
 pub mod guard;
@@ -24,7 +24,7 @@ pub mod metrics;
 pub mod model;
 pub mod notify;
 pub mod observe;
-pub mod occurrence;
 pub mod plan;
+pub mod record;
 pub mod run;
 pub mod simulate;

@@ -35,12 +35,45 @@ pub struct ConditionNote {
     pub since: String,
 }
 
+/// What a notification is about (its `event` field, snake_case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyKind {
+    Cordoned,
+    DrainStarted,
+    Drained,
+    DrainFailed,
+    Uncordoned,
+    BreakerOpened,
+    BreakerClosed,
+    OutageStarted,
+    OutageEnded,
+    NodeFlapping,
+}
+
+impl NotifyKind {
+    /// In words, for chat text.
+    pub fn words(self) -> &'static str {
+        use NotifyKind::*;
+        match self {
+            Cordoned => "cordoned",
+            DrainStarted => "drain started",
+            Drained => "drained",
+            DrainFailed => "drain failed",
+            Uncordoned => "uncordoned",
+            BreakerOpened => "breaker opened",
+            BreakerClosed => "breaker closed",
+            OutageStarted => "outage started",
+            OutageEnded => "outage ended",
+            NodeFlapping => "node flapping",
+        }
+    }
+}
+
 /// One notification (the JSON body).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Notification {
-    /// `cordoned`, `drain_started`, `drained`, `drain_failed`, `uncordoned`, `breaker_opened`,
-    /// `breaker_closed`, `outage_started`, `outage_ended`, `node_flapping`.
-    pub event: &'static str,
+    pub event: NotifyKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,18 +91,19 @@ pub struct Notification {
 impl Notification {
     /// With the chat `text` made from the rest.
     pub fn new(
-        event: &'static str,
+        event: NotifyKind,
         node: Option<String>,
         domain: Option<String>,
         reason: String,
         drainer: &str,
+        at: k8s_openapi::jiff::Timestamp,
     ) -> Notification {
         let subject = match (&node, &domain) {
             (Some(n), _) => format!("node {n}"),
             (None, Some(d)) => format!("domain {d}"),
             (None, None) => "the cluster".to_string(),
         };
-        let what = event.replace('_', " ");
+        let what = event.words();
         Notification {
             text: format!("nodemedic ({drainer}): {what}: {subject}: {reason}"),
             event,
@@ -77,7 +111,7 @@ impl Notification {
             domain,
             conditions: Vec::new(),
             reason,
-            time: nodemedic_common::time::rfc3339(k8s_openapi::jiff::Timestamp::now()),
+            time: nodemedic_common::time::rfc3339(at),
             drainer: drainer.to_string(),
         }
     }
@@ -162,7 +196,7 @@ async fn send_all(urls: Vec<String>, mut rx: mpsc::Receiver<Notification>, metri
             match &result {
                 Ok(()) => metrics.notification(NotifyResult::Sent),
                 Err(e) => {
-                    tracing::warn!(%url, event = n.event, error = %e, "notification not delivered");
+                    tracing::warn!(%url, event = ?n.event, error = %e, "notification not delivered");
                     metrics.notification(NotifyResult::Failed);
                 }
             }
@@ -285,11 +319,12 @@ mod tests {
         let (m, registry) = metrics();
         let (n, _task) = Notifier::start(vec![url], m);
         let mut note = Notification::new(
-            "cordoned",
+            NotifyKind::Cordoned,
             Some("node-a".into()),
             Some("zone-a".into()),
             "KernelDeadlock=True for 12m".into(),
             "nodemedic-drainer",
+            "2026-11-24T10:00:00Z".parse().unwrap(),
         );
         note.conditions.push(ConditionNote {
             type_: "KernelDeadlock".into(),
@@ -311,6 +346,7 @@ mod tests {
         assert_eq!(b["event"], "cordoned");
         assert_eq!(b["node"], "node-a");
         assert_eq!(b["domain"], "zone-a");
+        assert_eq!(b["time"], "2026-11-24T10:00:00Z");
         assert_eq!(b["conditions"][0]["reason"], "DockerHung");
         assert_eq!(
             b["text"],
@@ -327,11 +363,12 @@ mod tests {
         // `send` is a plain function over a bounded queue: it cannot wait for the endpoint.
         for i in 0..3 {
             n.send(Notification::new(
-                "uncordoned",
+                NotifyKind::Uncordoned,
                 Some(format!("n{i}")),
                 None,
                 "ok".into(),
                 "d",
+                "2026-11-24T10:00:00Z".parse().unwrap(),
             ));
         }
         assert_eq!(

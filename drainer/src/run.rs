@@ -12,14 +12,16 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::act::Actor;
+use crate::act::{Executor, KubeCluster};
 use crate::config::Config;
 use crate::config::build as policy;
 use crate::config::flags::PolicyArgs;
 use crate::controller::Controller;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
+use crate::model::cluster::Gated;
 use crate::observe::Observed;
+use crate::record::Recorder;
 
 /// A watch failing this long makes /healthz fail.
 pub const WATCH_UNHEALTHY: Duration = Duration::from_secs(300);
@@ -83,29 +85,13 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let (leader_tx, leader_rx) = watch::channel(false);
     let observed = Observed::default();
     observed.count_with(metrics.clone());
-    let t1 = observed.spawn_nodes(Api::all(client.clone()));
-    // /healthz fails once a watch has been failing for WATCH_UNHEALTHY (the API server unreachable
-    // or refusing us that long: a restart may help; shorter outages are ridden out with backoff).
-    let t_watchdog = {
-        let (observed, beat) = (
-            observed.clone(),
-            health.register("watches", WATCH_UNHEALTHY + Duration::from_secs(30)),
-        );
-        tokio::spawn(async move {
-            loop {
-                if observed
-                    .watch_failing_for()
-                    .is_none_or(|d| d < WATCH_UNHEALTHY)
-                {
-                    beat.beat();
-                }
-                tokio::time::sleep(Duration::from_secs(10)).await;
-            }
-        })
-    };
+    let mut tasks = vec![
+        observed.spawn_nodes(Api::all(client.clone())),
+        watchdog(observed.clone(), &health),
+    ];
     let (keep_tx, keep_rx) = watch::channel(crate::decide::pods::kept_annotations(&opts.config));
     let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
-    let t2 = observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx);
+    tasks.push(observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx));
     let guard_addr = match opts.guard.clone() {
         None => None,
         Some(g) => Some(
@@ -115,43 +101,36 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     };
     let (lease_read_tx, lease_read_rx) = watch::channel(None);
     let (breaker_tx, breaker_rx) = watch::channel(None);
-    let t3 = tokio::spawn(leader::run(
+    let data = leader::LeaseData {
+        read: lease_read_tx,
+        breaker: breaker_rx,
+    };
+    let election = leader::run(
         client.clone(),
         opts.lease.clone(),
         leader_tx,
         stop_rx.clone(),
-        leader::LeaseData {
-            read: lease_read_tx,
-            breaker: breaker_rx,
-        },
-    ));
+        data,
+    );
+    let election = tokio::spawn(election);
     let (notifier, t_notify) =
         crate::notify::Notifier::start(opts.config.notify_urls.clone(), metrics.clone());
-    let actor = Actor::new(
-        client,
-        metrics.clone(),
-        opts.config.dry_run,
+    tasks.extend(t_notify);
+    // One gate before every write: the Lease held now.
+    let cluster = Gated::new(
+        KubeCluster::new(client, observed.clone()),
         leader_rx.clone(),
-        observed.clone(),
-    )
-    .with_notifier(notifier, &opts.lease.name);
+    );
+    let clock = nodemedic_common::clock::Clock::system();
+    let record = Recorder::new(cluster.clone(), metrics.clone(), observed.clone(), clock)
+        .with_notifier(notifier, &opts.lease.name);
+    let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own.
     let mut config = opts.config;
     config.owner = opts.lease.name.clone();
     let changed = observed.changed.clone();
-    let metrics_for_reload = metrics.clone();
-    let controller = Controller::new(
-        config,
-        observed,
-        actor,
-        metrics,
-        health,
-        leader_rx.clone(),
-        nodemedic_common::clock::Clock::system(),
-    )
-    .with_lease(lease_read_rx, breaker_tx);
-    let mut tasks = vec![t1, t2, t_watchdog];
-    tasks.extend(t_notify);
+    let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
+        .with_lease(lease_read_rx, breaker_tx);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {
@@ -161,7 +140,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
                 keep_tx,
                 relisted_rx,
                 tx,
-                metrics_for_reload,
+                metrics,
             )));
             controller.with_reloads(rx)
         }
@@ -173,7 +152,24 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         leader: leader_rx,
         stop: stop_tx,
         tasks,
-        election: t3,
+        election,
+    })
+}
+
+/// /healthz fails once a watch has been failing for [`WATCH_UNHEALTHY`] (the API server unreachable
+/// or refusing us that long: a restart may help; shorter outages are ridden out with backoff).
+fn watchdog(observed: Observed, health: &Health) -> JoinHandle<()> {
+    let beat = health.register("watches", WATCH_UNHEALTHY + Duration::from_secs(30));
+    tokio::spawn(async move {
+        loop {
+            if observed
+                .watch_failing_for()
+                .is_none_or(|d| d < WATCH_UNHEALTHY)
+            {
+                beat.beat();
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
     })
 }
 

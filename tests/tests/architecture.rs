@@ -181,7 +181,7 @@ fn referenced_paths_with(module: &str, code: &str, children: &[String]) -> Vec<V
     while i < b.len() {
         let rest = &code[i..];
         let boundary =
-            !ident_byte(i.checked_sub(1).map(|k| b[k])) && !(i >= 2 && &code[i - 2..i] == "::");
+            !(ident_byte(i.checked_sub(1).map(|k| b[k])) || (i >= 2 && &code[i - 2..i] == "::"));
         let child = children.iter().find(|c| {
             boundary && rest.starts_with(c.as_str()) && rest[c.len()..].starts_with("::")
         });

@@ -36,6 +36,7 @@ pub mod reason {
     pub const OUTAGE_STARTED: &str = "DomainOutageStarted";
     pub const OUTAGE_ENDED: &str = "DomainOutageEnded";
     pub const NODE_FLAPPING: &str = "NodeFlapping";
+    pub const POD_FORCE_DELETED: &str = "PodForceDeleted";
 }
 
 /// Something that happened to a node.
@@ -172,7 +173,9 @@ pub enum PodOccurrence {
 
 impl PodOccurrence {
     /// From the API server's answer.
-    pub fn of(answer: &Result<nodemedic_common::evict::Evicted, kube::Error>) -> PodOccurrence {
+    pub fn of(
+        answer: &Result<nodemedic_common::evict::Evicted, super::cluster::ApiError>,
+    ) -> PodOccurrence {
         use nodemedic_common::evict::Evicted;
         match answer {
             Ok(Evicted::Accepted | Evicted::Gone) => PodOccurrence::Evicted,

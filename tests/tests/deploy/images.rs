@@ -152,7 +152,7 @@ impl Containerd {
         ok(Command::new("buildah")
             .args(["push", "--quiet", image])
             .arg(format!("oci-archive:{}:{image}", archive.display())));
-        ok(&mut self.ctr(&["images", "import"]).arg(&archive));
+        ok(self.ctr(&["images", "import"]).arg(&archive));
         std::fs::remove_file(archive).unwrap();
     }
 
@@ -401,7 +401,7 @@ async fn kmsg_reaches_the_cluster(ctrd: &Containerd, id: &str) {
     let log = dir.path().join("detector.log");
     let log_uri = format!("file://{}", log.display());
     // As its DaemonSet runs it: privileged (the kernel log device), the node's network.
-    ok(&mut ctrd
+    ok(ctrd
         .ctr(&["run", "--detach", "--privileged", "--net-host"])
         .args([
             "--log-uri",

@@ -71,7 +71,7 @@ pub fn changes(old: &NodeView, new: &NodeView, cfg: &Config) -> Vec<Timestamp> {
         v.conditions
             .iter()
             .find(|c| *c.type_ == *t)
-            .map(|c| (c.status.clone(), c.since))
+            .map(|c| (c.status, c.since))
     };
     let mut seen = Vec::new();
     let mut out = Vec::new();

@@ -1,0 +1,209 @@
+//! A drain's evictions and writing how it ended, I/O. [`Executor::drain`] evicts the job's pods (in
+//! parallel, bounded) and waits until they are gone; the controller works out the record from the
+//! [`DrainRun`] it returns, and [`Executor::finish_drain`] writes that record, DrainScheduled's
+//! outcome, the Event and the after-drain marks.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::evict::Evicted;
+use nodemedic_common::time::rfc3339 as ts;
+
+use super::executor::Executor;
+use crate::config::Config;
+use crate::decide::DrainJob;
+use crate::model::cluster::Cluster;
+use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence};
+use crate::model::pod::PodInfo;
+use crate::model::record::{DrainOutcome, EvictError, Record};
+
+/// Wait between retries of an eviction refused by a PodDisruptionBudget (draino and kubectl: 5s).
+pub const PDB_RETRY: Duration = Duration::from_secs(5);
+
+/// A drain attempt whose evictions ended, for the controller to decide the record of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainRun {
+    pub node: String,
+    /// The record of the attempt (draining).
+    pub record: Record,
+    pub outcome: DrainOutcome,
+    pub started: Timestamp,
+    pub ended: Timestamp,
+}
+
+impl<C: Cluster> Executor<C> {
+    /// Run one drain attempt's evictions: store `job.record` (the attempt, draining), evict the
+    /// pods, wait until they are gone. `None` when nothing more is to be recorded: dry-run, the
+    /// start could not be stored, or leadership was lost (the next leader resumes).
+    pub async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) -> Option<DrainRun> {
+        let started = self.clock.now();
+        let (record, pods) = (job.record, job.evict);
+        let starting = Occurrence::DrainStarting { pods: pods.len() };
+        self.record.node(node, starting).await;
+        if self.dry_run() {
+            tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
+            return None;
+        }
+        if let Err(e) = self.set_record(node, Some(&record)).await {
+            tracing::warn!(%node, error = %e, "cannot record the drain start; not draining now");
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + cfg.max_grace_period + cfg.eviction_headroom;
+        let results: Vec<Result<(), EvictError>> = futures::stream::iter(pods)
+            .map(|pod| async move {
+                self.evict_and_wait(&pod, cfg.max_grace_period, deadline, cfg.allow_force_delete)
+                    .await
+            })
+            .buffer_unordered(cfg.eviction_concurrency.max(1))
+            .collect()
+            .await;
+        if !self.cluster.leading() {
+            tracing::warn!(%node, "lost leadership during the drain; the next leader resumes it");
+            return None;
+        }
+        let failures: Vec<EvictError> = results.into_iter().filter_map(Result::err).collect();
+        let outcome = if failures.is_empty() {
+            DrainOutcome::Drained
+        } else {
+            DrainOutcome::Failed(failures)
+        };
+        Some(DrainRun {
+            node: node.to_string(),
+            record,
+            outcome,
+            started,
+            ended: self.clock.now(),
+        })
+    }
+
+    /// Write how `run` ended: `finished` (the record the controller decided), DrainScheduled with
+    /// the outcome, the Event, and on success the after-drain marks.
+    pub async fn finish_drain(&self, run: &DrainRun, finished: &Record, cfg: &Config) {
+        let (node, now) = (run.node.as_str(), run.ended);
+        let took = now.duration_since(run.started).as_secs_f64().max(0.0);
+        self.record.metrics().drain_duration.observe(took);
+        let scheduled = format!("Drain activity scheduled {}", ts(finished.drain_at));
+        let _ = self.set_record(node, Some(finished)).await;
+        match &run.outcome {
+            DrainOutcome::Drained => {
+                let message = format!("{scheduled} | Completed: {}", ts(now));
+                let _ = self.drain_scheduled(node, message).await;
+                self.record.node(node, Occurrence::Drained).await;
+                let marks = &cfg.after_drain;
+                if !marks.is_empty() && !self.dry_run() {
+                    let o = match self.set_marks(node, marks, true).await {
+                        Ok(()) => Occurrence::Marked {
+                            marks: super::marks::describe(marks),
+                        },
+                        Err(e) => Occurrence::MarkFailed {
+                            error: e.to_string(),
+                        },
+                    };
+                    self.record.node(node, o).await;
+                }
+            }
+            DrainOutcome::Failed(failures) => {
+                let retry_in = finished
+                    .retry_at
+                    .map(|r| Duration::from_secs(r.duration_since(now).as_secs().max(0) as u64))
+                    .unwrap_or_default();
+                let message = format!("{scheduled} | Failed: {}", ts(now));
+                let _ = self.drain_scheduled(node, message).await;
+                let failures = failures.iter().map(ToString::to_string).collect();
+                let o = Occurrence::DrainFailed { retry_in, failures };
+                self.record.node(node, o).await;
+            }
+        }
+    }
+
+    /// Evict a stale pod (one attempt; a PDB's refusal is retried by the controller later).
+    pub async fn evict_stale(&self, s: &crate::decide::stale::Stale) {
+        if !self.cluster.leading() || s.exempt.is_some() || self.dry_run() {
+            return;
+        }
+        let id = format!("{}/{}", s.namespace, s.name);
+        let answer = self.cluster.evict(&s.namespace, &s.name, None).await;
+        let o = PodOccurrence::of(&answer);
+        self.record
+            .pod(&id, Some(&s.node), &o, EvictionFor::StaleReadiness)
+            .await;
+    }
+
+    /// Evict `pod` and wait until it is gone. With `force` (draino's `--allow-force-delete`), a pod
+    /// whose eviction kept failing other than by a PodDisruptionBudget, or that is still there at
+    /// the deadline, is deleted with grace 0; a budget's refusal is never deleted around.
+    async fn evict_and_wait(
+        &self,
+        pod: &PodInfo,
+        max_grace: Duration,
+        deadline: tokio::time::Instant,
+        force: bool,
+    ) -> Result<(), EvictError> {
+        let (ns, name) = (&*pod.namespace, &*pod.name);
+        // Pod default when unset: 30s.
+        let own = pod.grace_period_seconds.unwrap_or(30);
+        let grace = own.min(max_grace.as_secs() as i64);
+        let id = format!("{ns}/{name}");
+        let node = pod.node.as_deref();
+        loop {
+            if !self.cluster.leading() {
+                return Err(EvictError::LeadershipLost { pod: id });
+            }
+            let answer = self.cluster.evict(ns, name, Some(grace)).await;
+            let o = PodOccurrence::of(&answer);
+            self.record.pod(&id, node, &o, EvictionFor::Drain).await;
+            let refused = matches!(answer, Ok(Evicted::Refused(_)));
+            match answer {
+                Ok(Evicted::Accepted) => break,
+                Ok(Evicted::Gone) => return Ok(()),
+                _ => {}
+            }
+            if tokio::time::Instant::now() + PDB_RETRY > deadline {
+                if force && !refused {
+                    return self.force_delete(pod, id).await;
+                }
+                return Err(EvictError::NotEvicted { pod: id });
+            }
+            tokio::time::sleep(PDB_RETRY).await;
+        }
+        // Gone: deleted, or replaced by a pod with another uid (the watch tells, no polling).
+        if self
+            .cluster
+            .pod_gone(ns, name, pod.uid.as_ref(), deadline)
+            .await
+        {
+            Ok(())
+        } else if force {
+            self.force_delete(pod, id).await
+        } else {
+            Err(EvictError::StillPresent { pod: id })
+        }
+    }
+
+    /// Delete `pod` with grace 0 (only this pod: its uid is a precondition), said loudly: a warning,
+    /// `evictions_total{result="force_deleted"}` and a Warning Event on its node.
+    async fn force_delete(&self, pod: &PodInfo, id: String) -> Result<(), EvictError> {
+        if !self.cluster.leading() {
+            return Err(EvictError::LeadershipLost { pod: id });
+        }
+        let answer = self
+            .cluster
+            .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref())
+            .await;
+        // 404: gone meanwhile; 409: the precondition failed, so this pod is gone and another took
+        // its name.
+        match answer {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() || e.is_conflict() => {}
+            Err(e) => {
+                let error = e.to_string();
+                return Err(EvictError::ForceDeleteFailed { pod: id, error });
+            }
+        }
+        let node = pod.node.as_deref();
+        let o = PodOccurrence::ForceDeleted;
+        self.record.pod(&id, node, &o, EvictionFor::Drain).await;
+        Ok(())
+    }
+}

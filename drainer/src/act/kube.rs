@@ -1,0 +1,309 @@
+//! The [`Cluster`] over the Kubernetes API, I/O: the typed writes rendered as strategic merge
+//! patches, evictions through `policy/v1`, Events as core/v1 (`nodemedic_common::events`), and a
+//! pod's going read from the watch cache. The RBAC it needs is listed here, next to the calls.
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use nodemedic_common::events::{NodeEvent, NodeEvents};
+use nodemedic_common::evict::Evicted;
+use nodemedic_common::rbac::Permission;
+use nodemedic_common::time::rfc3339;
+use serde_json::{Map, Value, json};
+
+use crate::model::cluster::{ApiError, Cluster, ConditionPatch, EventTarget, NodePatch};
+use crate::model::pod::Uid;
+use crate::observe::Observed;
+
+/// Granted only with `--delete-drained-node-after` (its own ClusterRole: `deploy/delete-drained-nodes`,
+/// or the chart when `drainer.config.deleteDrainedNodeAfter` is set).
+pub const DELETE_NODES_PERMISSIONS: &[Permission] = &[Permission {
+    group: "",
+    resource: "nodes",
+    verbs: &["delete"],
+    namespaced: false,
+}];
+
+/// Granted only with `--allow-force-delete` (its own ClusterRole: `deploy/allow-force-delete`, or the
+/// chart when `drainer.config.allowForceDelete` is set).
+pub const FORCE_DELETE_PERMISSIONS: &[Permission] = &[Permission {
+    group: "",
+    resource: "pods",
+    verbs: &["delete"],
+    namespaced: false,
+}];
+
+/// Every API call the drainer makes, as RBAC (the shipped roles must grant exactly this): watch Nodes
+/// and Pods, patch Nodes (cordon, record) and their status (DrainScheduled), evict Pods (drains and
+/// stale readiness; their going is seen through the watch), write Events, and hold its Lease in its
+/// own namespace.
+pub const PERMISSIONS: &[Permission] = &[
+    Permission {
+        group: "",
+        resource: "nodes",
+        verbs: &["get", "list", "watch", "patch"],
+        namespaced: false,
+    },
+    Permission {
+        group: "",
+        resource: "nodes/status",
+        verbs: &["patch"],
+        namespaced: false,
+    },
+    Permission {
+        group: "",
+        resource: "pods",
+        // No get: a drain waits for evicted pods through the watch.
+        verbs: &["list", "watch"],
+        namespaced: false,
+    },
+    Permission {
+        group: "",
+        resource: "pods/eviction",
+        verbs: &["create"],
+        namespaced: false,
+    },
+    Permission {
+        group: "",
+        resource: "events",
+        // patch: one Event per wait or per blocked node whose count grows
+        verbs: &["create", "patch"],
+        namespaced: false,
+    },
+    Permission {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "create", "update"],
+        namespaced: true,
+    },
+];
+
+/// The API server as the drainer writes to it; a pod's going is read from `observed` (the watch).
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: kube::Client,
+    nodes: Api<Node>,
+    observed: Observed,
+}
+
+impl KubeCluster {
+    pub fn new(client: kube::Client, observed: Observed) -> KubeCluster {
+        KubeCluster {
+            nodes: Api::all(client.clone()),
+            client,
+            observed,
+        }
+    }
+}
+
+fn api_error(e: kube::Error) -> ApiError {
+    match &e {
+        kube::Error::Api(s) => ApiError::Status {
+            code: s.code,
+            text: e.to_string(),
+        },
+        _ => ApiError::Transport(e.to_string()),
+    }
+}
+
+/// `patch` as a strategic merge patch body.
+pub fn node_patch_body(patch: &NodePatch) -> Value {
+    let strings = |m: &std::collections::BTreeMap<String, Option<String>>| -> Map<String, Value> {
+        m.iter()
+            .map(|(k, v)| (k.clone(), v.clone().map_or(Value::Null, Value::String)))
+            .collect()
+    };
+    let mut metadata = Map::new();
+    if let Some(rv) = &patch.resource_version {
+        metadata.insert("resourceVersion".into(), json!(rv));
+    }
+    if !patch.labels.is_empty() {
+        metadata.insert("labels".into(), Value::Object(strings(&patch.labels)));
+    }
+    if !patch.annotations.is_empty() {
+        metadata.insert(
+            "annotations".into(),
+            Value::Object(strings(&patch.annotations)),
+        );
+    }
+    let mut spec = Map::new();
+    if let Some(u) = patch.unschedulable {
+        spec.insert("unschedulable".into(), json!(u));
+    }
+    if let Some(t) = &patch.taints {
+        spec.insert("taints".into(), json!(t));
+    }
+    let mut body = Map::new();
+    if !metadata.is_empty() {
+        body.insert("metadata".into(), Value::Object(metadata));
+    }
+    if !spec.is_empty() {
+        body.insert("spec".into(), Value::Object(spec));
+    }
+    Value::Object(body)
+}
+
+/// `patch` as a strategic merge patch body of the status (conditions merge by type).
+pub fn condition_patch_body(patch: &ConditionPatch) -> Value {
+    let condition = match patch {
+        ConditionPatch::Set {
+            type_,
+            status,
+            reason,
+            message,
+            at,
+        } => json!({
+            "type": type_, "status": status.as_str(), "reason": reason, "message": message,
+            "lastHeartbeatTime": rfc3339(*at), "lastTransitionTime": rfc3339(*at),
+        }),
+        ConditionPatch::Remove { type_ } => json!({"type": type_, "$patch": "delete"}),
+    };
+    json!({"status": {"conditions": [condition]}})
+}
+
+impl Cluster for KubeCluster {
+    async fn patch_node(&self, name: &str, patch: &NodePatch) -> Result<(), ApiError> {
+        let body = Patch::Strategic(node_patch_body(patch));
+        let answer = self.nodes.patch(name, &PatchParams::default(), &body).await;
+        answer.map(|_| ()).map_err(api_error)
+    }
+
+    async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
+        let body = Patch::Strategic(condition_patch_body(patch));
+        let answer = self
+            .nodes
+            .patch_status(name, &PatchParams::default(), &body)
+            .await;
+        answer.map(|_| ()).map_err(api_error)
+    }
+
+    async fn node_taints(&self, name: &str) -> Result<(Vec<Taint>, String), ApiError> {
+        let node = self.nodes.get(name).await.map_err(api_error)?;
+        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+        Ok((taints, node.metadata.resource_version.unwrap_or_default()))
+    }
+
+    async fn delete_node(&self, name: &str, resource_version: &str) -> Result<(), ApiError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(resource_version.to_string()),
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        let answer = self.nodes.delete(name, &params).await;
+        answer.map(|_| ()).map_err(api_error)
+    }
+
+    async fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_seconds: Option<i64>,
+    ) -> Result<Evicted, ApiError> {
+        nodemedic_common::evict::evict(&self.client, namespace, name, grace_seconds)
+            .await
+            .map_err(api_error)
+    }
+
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+    ) -> Result<(), ApiError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: uid.map(|u| Preconditions {
+                uid: Some(u.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        api.delete(name, &params)
+            .await
+            .map(|_| ())
+            .map_err(api_error)
+    }
+
+    async fn pod_gone(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        self.observed
+            .wait_gone(namespace, name, uid, deadline)
+            .await
+    }
+
+    async fn event(
+        &self,
+        target: &EventTarget,
+        ev: &NodeEvent,
+        existing: Option<&str>,
+    ) -> Result<String, ApiError> {
+        match target {
+            EventTarget::Node(node) => {
+                let events = NodeEvents::new(self.client.clone(), node);
+                match existing {
+                    Some(name) => events.update(name, ev).await.map(|()| name.to_string()),
+                    None => events.create(ev).await,
+                }
+            }
+            EventTarget::Object { regarding, host } => {
+                let ns = regarding.namespace.clone().unwrap_or_default();
+                let client = self.client.clone();
+                nodemedic_common::events::create_for(client, &ns, regarding.clone(), host, ev).await
+            }
+        }
+        .map_err(api_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cordon_is_one_patch_of_version_annotations_and_unschedulable() {
+        let patch = NodePatch {
+            resource_version: Some("7".into()),
+            unschedulable: Some(true),
+            ..Default::default()
+        }
+        .annotation("a", Some("1".into()))
+        .annotation("b", None);
+        assert_eq!(
+            node_patch_body(&patch),
+            json!({"metadata": {"resourceVersion": "7", "annotations": {"a": "1", "b": null}},
+                   "spec": {"unschedulable": true}})
+        );
+    }
+
+    #[test]
+    fn a_condition_is_set_or_deleted_by_its_type() {
+        let at = "2026-11-24T10:00:00Z".parse().unwrap();
+        let set = ConditionPatch::Set {
+            type_: "DrainScheduled".into(),
+            status: nodemedic_common::status::Status::True,
+            reason: "Draino".into(),
+            message: "m".into(),
+            at,
+        };
+        assert_eq!(
+            condition_patch_body(&set),
+            json!({"status": {"conditions": [{"type": "DrainScheduled", "status": "True",
+                "reason": "Draino", "message": "m", "lastHeartbeatTime": "2026-11-24T10:00:00Z",
+                "lastTransitionTime": "2026-11-24T10:00:00Z"}]}})
+        );
+        let remove = ConditionPatch::Remove {
+            type_: "DrainScheduled".into(),
+        };
+        assert_eq!(
+            condition_patch_body(&remove),
+            json!({"status": {"conditions": [{"type": "DrainScheduled", "$patch": "delete"}]}})
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! The after-drain marks (labels, annotations, taints that let an autoscaler or a machine
+//! controller replace a drained node), set after a drain and removed on uncordon. I/O through the
+//! executor's gated cluster.
+
+use k8s_openapi::api::core::v1::Taint;
+
+use super::executor::Executor;
+use crate::config::AfterDrain;
+use crate::model::cluster::{ApiError, Cluster, NodePatch};
+
+/// Tries of the read-modify-write of the taint list when the node changes under it (409).
+const TAINT_TRIES: usize = 4;
+
+impl<C: Cluster> Executor<C> {
+    /// Add (`on`) or remove the after-drain marks. Taints are a list the API replaces whole, so
+    /// they are read and written back with the node's resourceVersion (retried on a conflict).
+    pub(super) async fn set_marks(
+        &self,
+        node: &str,
+        m: &AfterDrain,
+        on: bool,
+    ) -> Result<(), ApiError> {
+        let value = |v: &String| on.then(|| v.clone());
+        let patch = NodePatch {
+            labels: m
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), value(v)))
+                .collect(),
+            annotations: m
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), value(v)))
+                .collect(),
+            ..Default::default()
+        };
+        if !patch.is_empty() {
+            self.cluster.patch_node(node, &patch).await?;
+        }
+        if m.taints.is_empty() {
+            return Ok(());
+        }
+        let mut attempt = 1;
+        loop {
+            let (current, version) = self.cluster.node_taints(node).await?;
+            let patch = NodePatch {
+                resource_version: Some(version),
+                taints: Some(with_marks(current, m, on)),
+                ..Default::default()
+            };
+            match self.cluster.patch_node(node, &patch).await {
+                Err(e) if e.is_conflict() && attempt < TAINT_TRIES => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+}
+
+/// `taints` with the marks' taints removed, then (`on`) added again.
+pub fn with_marks(mut taints: Vec<Taint>, m: &AfterDrain, on: bool) -> Vec<Taint> {
+    let ours = |t: &Taint| {
+        m.taints
+            .iter()
+            .any(|x| x.key == t.key && x.effect == t.effect)
+    };
+    taints.retain(|t| !ours(t));
+    if on {
+        taints.extend(m.taints.iter().map(|t| Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: t.effect.clone(),
+            time_added: None,
+        }));
+    }
+    taints
+}
+
+/// The after-drain marks in words (for the Event).
+pub fn describe(m: &AfterDrain) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    parts.extend(m.labels.iter().map(|(k, v)| format!("label {k}={v}")));
+    parts.extend(
+        m.annotations
+            .iter()
+            .map(|(k, v)| format!("annotation {k}={v}")),
+    );
+    parts.extend(m.taints.iter().map(|t| match &t.value {
+        Some(v) => format!("taint {}={v}:{}", t.key, t.effect),
+        None => format!("taint {}:{}", t.key, t.effect),
+    }));
+    parts.join(", ")
+}

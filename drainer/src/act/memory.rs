@@ -1,0 +1,434 @@
+//! The [`Cluster`] in memory, no I/O: Nodes and Pods held as objects, each write applied to them
+//! and shown at once to the drainer's caches ([`Observed`]), as a watch would. `drainer simulate`
+//! runs the real controller over it, and the executor's and controller's tests read back what was
+//! written ([`Write`]). Evicted pods go after a set termination time (tokio's clock: paused in
+//! simulations and tests), or never for pods a PodDisruptionBudget protects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus, Pod, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::events::NodeEvent;
+use nodemedic_common::evict::Evicted;
+use nodemedic_common::status::Status;
+
+use crate::model::cluster::{ApiError, Cluster, ConditionPatch, EventTarget, NodePatch};
+use crate::model::pod::{PodInfo, Uid};
+use crate::observe::Observed;
+
+/// One call that reached the cluster, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    Node {
+        name: String,
+        patch: NodePatch,
+    },
+    Status {
+        name: String,
+        patch: ConditionPatch,
+    },
+    DeleteNode {
+        name: String,
+    },
+    Evict {
+        pod: String,
+        grace: Option<i64>,
+    },
+    DeletePod {
+        pod: String,
+    },
+    Event {
+        about: String,
+        event: NodeEvent,
+        existing: Option<String>,
+    },
+}
+
+type PodKey = (String, String);
+
+#[derive(Default)]
+struct State {
+    nodes: BTreeMap<String, Node>,
+    pods: BTreeMap<PodKey, Pod>,
+    version: u64,
+    writes: Vec<Write>,
+    /// Evictions refused as by a PodDisruptionBudget.
+    protected: BTreeSet<PodKey>,
+    /// How long an evicted pod takes to go.
+    termination: Duration,
+    events: u64,
+    /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
+    lagging: bool,
+}
+
+impl State {
+    fn bump(&mut self) -> String {
+        self.version += 1;
+        self.version.to_string()
+    }
+}
+
+/// Nodes and Pods in memory, shown to `observed` as they change. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct MemoryCluster {
+    state: Arc<Mutex<State>>,
+    observed: Observed,
+}
+
+fn status(code: u16, text: String) -> ApiError {
+    ApiError::Status { code, text }
+}
+
+fn node_missing(name: &str) -> ApiError {
+    status(404, format!("nodes \"{name}\" not found"))
+}
+
+fn modified(kind: &str, name: &str) -> ApiError {
+    let text = format!(
+        "Operation cannot be fulfilled on {kind} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    status(409, text)
+}
+
+impl MemoryCluster {
+    /// An empty cluster showing its objects to `observed`.
+    pub fn new(observed: Observed) -> MemoryCluster {
+        MemoryCluster {
+            state: Arc::default(),
+            observed,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Add (or replace) a node; shown to the caches at once unless they are not synced yet.
+    pub fn put_node(&self, mut node: Node) {
+        let mut s = self.state();
+        node.metadata.resource_version = Some(s.bump());
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if self.observed.nodes_synced() {
+            self.observed.apply_node(&node);
+        }
+        s.nodes.insert(name, node);
+    }
+
+    /// Add (or replace) a pod.
+    pub fn put_pod(&self, mut pod: Pod) {
+        let mut s = self.state();
+        pod.metadata.resource_version = Some(s.bump());
+        let key = key_of(&pod);
+        if self.observed.synced() {
+            self.observed.apply_pod(PodInfo::from_pod(&pod, None));
+        }
+        s.pods.insert(key, pod);
+    }
+
+    /// The caches list what is here (as the watches' first list): from now on they see each change.
+    pub fn sync(&self) {
+        let s = self.state();
+        let views = s.nodes.iter().map(|(n, node)| {
+            let view = crate::model::node::NodeView::of(node);
+            (n.clone(), Arc::new(view))
+        });
+        self.observed.replace_nodes(views.collect());
+        let pods = s.pods.values().map(|p| PodInfo::from_pod(p, None));
+        self.observed.replace_pods(pods.collect::<Vec<_>>());
+    }
+
+    /// Set a node's condition `type_` to `status` (its transition time `at` when it changes).
+    pub fn set_condition(&self, node: &str, type_: &str, status: Status, at: Timestamp) -> bool {
+        let mut s = self.state();
+        let (version, lagging) = (s.bump(), s.lagging);
+        let Some(n) = s.nodes.get_mut(node) else {
+            return false;
+        };
+        let conditions = n
+            .status
+            .get_or_insert_with(NodeStatus::default)
+            .conditions
+            .get_or_insert_with(Vec::new);
+        match conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) if c.status == status.as_str() => return false,
+            Some(c) => {
+                c.status = status.as_str().into();
+                c.last_transition_time = Some(Time(at));
+            }
+            None => conditions.push(condition(type_, status, at)),
+        }
+        n.metadata.resource_version = Some(version);
+        if !lagging {
+            self.observed.apply_node(n);
+        }
+        true
+    }
+
+    /// Evictions of this pod are refused, as a PodDisruptionBudget would.
+    pub fn protect(&self, namespace: &str, name: &str) {
+        self.state()
+            .protected
+            .insert((namespace.into(), name.into()));
+    }
+
+    /// Evicted pods go this long after their eviction (0: at once).
+    pub fn set_termination(&self, d: Duration) {
+        self.state().termination = d;
+    }
+
+    pub fn node(&self, name: &str) -> Option<Node> {
+        self.state().nodes.get(name).cloned()
+    }
+
+    pub fn has_pod(&self, namespace: &str, name: &str) -> bool {
+        self.state()
+            .pods
+            .contains_key(&(namespace.into(), name.into()))
+    }
+
+    /// The calls so far, taken (the next call starts a new list).
+    pub fn take_writes(&self) -> Vec<Write> {
+        std::mem::take(&mut self.state().writes)
+    }
+
+    /// Hold changes back from the caches (`on`), as a watch running late, until [`Self::deliver`].
+    pub fn lag(&self, on: bool) {
+        self.state().lagging = on;
+    }
+
+    /// Show the caches every node as it is now (the late watch catches up).
+    pub fn deliver(&self) {
+        let s = self.state();
+        for node in s.nodes.values() {
+            self.observed.apply_node(node);
+        }
+    }
+
+    fn remove_pod(&self, key: &PodKey) {
+        if self.state().pods.remove(key).is_some() {
+            self.observed.delete_pod(&key.0, &key.1);
+        }
+    }
+}
+
+fn key_of(pod: &Pod) -> PodKey {
+    let m = &pod.metadata;
+    (
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
+}
+
+fn condition(type_: &str, status: Status, at: Timestamp) -> NodeCondition {
+    NodeCondition {
+        type_: type_.into(),
+        status: status.as_str().into(),
+        last_transition_time: Some(Time(at)),
+        last_heartbeat_time: Some(Time(at)),
+        ..Default::default()
+    }
+}
+
+/// `patch` applied to `node`.
+fn apply(node: &mut Node, patch: &NodePatch) {
+    let m = &mut node.metadata;
+    for (map, changes) in [
+        (&mut m.labels, &patch.labels),
+        (&mut m.annotations, &patch.annotations),
+    ] {
+        let map = map.get_or_insert_with(BTreeMap::new);
+        for (k, v) in changes {
+            match v {
+                Some(v) => map.insert(k.clone(), v.clone()),
+                None => map.remove(k),
+            };
+        }
+    }
+    let spec = node.spec.get_or_insert_with(Default::default);
+    if let Some(u) = patch.unschedulable {
+        spec.unschedulable = Some(u);
+    }
+    if let Some(t) = &patch.taints {
+        spec.taints = (!t.is_empty()).then(|| t.clone());
+    }
+}
+
+impl Cluster for MemoryCluster {
+    async fn patch_node(&self, name: &str, patch: &NodePatch) -> Result<(), ApiError> {
+        let mut s = self.state();
+        s.writes.push(Write::Node {
+            name: name.into(),
+            patch: patch.clone(),
+        });
+        let (version, lagging) = (s.bump(), s.lagging);
+        let node = s.nodes.get_mut(name).ok_or_else(|| node_missing(name))?;
+        if patch
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| node.metadata.resource_version.as_ref() != Some(rv))
+        {
+            return Err(modified("nodes", name));
+        }
+        apply(node, patch);
+        node.metadata.resource_version = Some(version);
+        if !lagging {
+            self.observed.apply_node(node);
+        }
+        Ok(())
+    }
+
+    async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
+        let mut s = self.state();
+        s.writes.push(Write::Status {
+            name: name.into(),
+            patch: patch.clone(),
+        });
+        let (version, lagging) = (s.bump(), s.lagging);
+        let node = s.nodes.get_mut(name).ok_or_else(|| node_missing(name))?;
+        let conditions = node
+            .status
+            .get_or_insert_with(NodeStatus::default)
+            .conditions
+            .get_or_insert_with(Vec::new);
+        match patch {
+            ConditionPatch::Set {
+                type_,
+                status,
+                reason,
+                message,
+                at,
+            } => {
+                conditions.retain(|c| c.type_ != *type_);
+                let mut c = condition(type_, *status, *at);
+                c.reason = Some(reason.clone());
+                c.message = Some(message.clone());
+                conditions.push(c);
+            }
+            ConditionPatch::Remove { type_ } => conditions.retain(|c| c.type_ != *type_),
+        }
+        node.metadata.resource_version = Some(version);
+        if !lagging {
+            self.observed.apply_node(node);
+        }
+        Ok(())
+    }
+
+    async fn node_taints(&self, name: &str) -> Result<(Vec<Taint>, String), ApiError> {
+        let s = self.state();
+        let node = s.nodes.get(name).ok_or_else(|| node_missing(name))?;
+        let taints = node.spec.as_ref().and_then(|s| s.taints.clone());
+        let version = node.metadata.resource_version.clone().unwrap_or_default();
+        Ok((taints.unwrap_or_default(), version))
+    }
+
+    async fn delete_node(&self, name: &str, resource_version: &str) -> Result<(), ApiError> {
+        let mut s = self.state();
+        s.writes.push(Write::DeleteNode { name: name.into() });
+        let node = s.nodes.get(name).ok_or_else(|| node_missing(name))?;
+        if node.metadata.resource_version.as_deref() != Some(resource_version) {
+            return Err(modified("nodes", name));
+        }
+        s.nodes.remove(name);
+        self.observed.delete_node(name);
+        Ok(())
+    }
+
+    async fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_seconds: Option<i64>,
+    ) -> Result<Evicted, ApiError> {
+        let key: PodKey = (namespace.into(), name.into());
+        let termination = {
+            let mut s = self.state();
+            let pod = format!("{namespace}/{name}");
+            s.writes.push(Write::Evict {
+                pod,
+                grace: grace_seconds,
+            });
+            if !s.pods.contains_key(&key) {
+                return Ok(Evicted::Gone);
+            }
+            if s.protected.contains(&key) {
+                let why = "Cannot evict pod as it would violate the pod's disruption budget.";
+                return Ok(Evicted::Refused(why.into()));
+            }
+            s.termination
+        };
+        if termination.is_zero() {
+            self.remove_pod(&key);
+        } else {
+            let me = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(termination).await;
+                me.remove_pod(&key);
+            });
+        }
+        Ok(Evicted::Accepted)
+    }
+
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+    ) -> Result<(), ApiError> {
+        let key: PodKey = (namespace.into(), name.into());
+        {
+            let mut s = self.state();
+            let pod = format!("{namespace}/{name}");
+            s.writes.push(Write::DeletePod { pod });
+            let found = s
+                .pods
+                .get(&key)
+                .ok_or_else(|| status(404, format!("pods \"{name}\" not found")))?;
+            let theirs = found.metadata.uid.as_deref().map(Uid::parse);
+            if uid.is_some_and(|u| theirs.as_ref() != Some(u)) {
+                return Err(modified("pods", name));
+            }
+        }
+        self.remove_pod(&key);
+        Ok(())
+    }
+
+    async fn pod_gone(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        self.observed
+            .wait_gone(namespace, name, uid, deadline)
+            .await
+    }
+
+    async fn event(
+        &self,
+        target: &EventTarget,
+        ev: &NodeEvent,
+        existing: Option<&str>,
+    ) -> Result<String, ApiError> {
+        let about = match target {
+            EventTarget::Node(n) => n.clone(),
+            EventTarget::Object { regarding, .. } => format!(
+                "{}/{}",
+                regarding.namespace.as_deref().unwrap_or_default(),
+                regarding.name.as_deref().unwrap_or_default()
+            ),
+        };
+        let mut s = self.state();
+        s.events += 1;
+        let name = existing.map_or_else(|| format!("{about}.{}", s.events), String::from);
+        s.writes.push(Write::Event {
+            about,
+            event: ev.clone(),
+            existing: existing.map(String::from),
+        });
+        Ok(name)
+    }
+}

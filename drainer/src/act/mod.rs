@@ -1,0 +1,28 @@
+//! Carrying out decisions, I/O: a thin executor of the effects a round returns, against the
+//! [`Cluster`](crate::model::cluster::Cluster) seam behind the leadership gate
+//! ([`Gated`](crate::model::cluster::Gated)), at the injected clock. Each write puts
+//! the node's drain record first or together with the change, so a new leader sees what was done;
+//! what happens is handed to the [`Recorder`](crate::record::Recorder) as an occurrence. Nothing here decides: the record's
+//! transitions come in with the effect (the controller works them out with `model::record`).
+//! Dry-run: Events only.
+//!
+//! ```text
+//!  executor  the executor and the node writes (cordon, uncordon, record, delete)
+//!  drain     a drain's evictions, and writing how it ended
+//!  marks     the after-drain labels, annotations and taints
+//!  kube      the Cluster over the Kubernetes API (what `drainer run` writes with; its RBAC)
+//!  memory    the Cluster in memory (`drainer simulate`, tests)
+//! ```
+
+pub mod drain;
+pub mod executor;
+pub mod kube;
+pub mod marks;
+pub mod memory;
+
+pub use drain::{DrainRun, PDB_RETRY};
+pub use executor::Executor;
+pub use kube::{DELETE_NODES_PERMISSIONS, FORCE_DELETE_PERMISSIONS, KubeCluster, PERMISSIONS};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,337 @@
+//! The executor over a cluster in memory, on paused time: what each effect writes, in order, and
+//! what it does not (not leading, dry-run, a node that changed).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::keys;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::memory::{MemoryCluster, Write};
+use super::*;
+use crate::config::Config;
+use crate::decide::DrainJob;
+use crate::decide::Effect;
+use crate::model::cluster::{ConditionPatch, Gated};
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
+use crate::model::record::Record;
+use crate::model::record::{DrainOutcome, EvictError, Phase};
+use crate::observe::Observed;
+use crate::record::Recorder;
+use nodemedic_common::clock::Clock;
+
+struct Rig {
+    exec: Executor<MemoryCluster>,
+    cluster: MemoryCluster,
+    observed: Observed,
+    leader: watch::Sender<bool>,
+}
+
+fn rig(dry_run: bool) -> Rig {
+    let observed = Observed::default();
+    let cluster = MemoryCluster::new(observed.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    cluster.put_node(node);
+    for name in ["web", "db"] {
+        cluster.put_pod(pod(name));
+    }
+    cluster.sync();
+    let (leader, leading) = watch::channel(true);
+    let gated = Gated::new(cluster.clone(), leading);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = crate::metrics::Metrics::register(&mut registry);
+    let clock = Clock::tokio();
+    let record = Recorder::new(gated.clone(), metrics, observed.clone(), clock);
+    Rig {
+        exec: Executor::new(gated, record, dry_run, clock),
+        cluster,
+        observed,
+        leader,
+    }
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "app", "uid": format!("00000000-0000-4000-8000-00000000000{}", name.len())},
+        "spec": {"nodeName": "n1", "containers": [], "terminationGracePeriodSeconds": 600},
+        "status": {"phase": "Running"}}))
+    .unwrap()
+}
+
+fn record(phase: Phase) -> Record {
+    let t: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+    Record {
+        owner: "nodemedic-drainer".into(),
+        episode: "e".into(),
+        reason: "KernelDeadlock=True".into(),
+        phase,
+        cordoned_at: t,
+        drain_at: t,
+        drain_started: None,
+        finished_at: None,
+        attempts: 0,
+        retry_at: None,
+    }
+}
+
+fn reasons(writes: &[Write]) -> Vec<String> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Event { event, .. } => Some(event.reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn view(r: &Rig) -> NodeView {
+    (*r.observed.node("n1").unwrap()).clone()
+}
+
+fn cfg() -> Config {
+    Config {
+        max_grace_period: Duration::from_secs(60),
+        eviction_headroom: Duration::from_secs(30),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cordon_writes_the_record_against_the_version_seen_then_drain_scheduled() {
+    let r = rig(false);
+    let v = view(&r);
+    let cordon = Effect::Cordon(record(Phase::Cordoned));
+    assert!(r.exec.apply(&v, &cordon, "bad", &cfg()).await);
+    let w = r.cluster.take_writes();
+    let Write::Node { name, patch } = &w[1] else {
+        panic!("{w:?}")
+    };
+    assert_eq!(name, "n1");
+    assert_eq!(
+        patch.resource_version.as_deref(),
+        Some(&*v.resource_version)
+    );
+    assert_eq!(patch.unschedulable, Some(true));
+    assert!(patch.annotations[keys::DRAIN_RECORD_ANNOTATION].is_some());
+    assert!(
+        matches!(&w[3], Write::Status { patch: ConditionPatch::Set { type_, .. }, .. } if type_ == "DrainScheduled"),
+        "{w:?}"
+    );
+    assert_eq!(
+        reasons(&w),
+        ["CordonStarting", "CordonSucceeded", "DrainScheduled"]
+    );
+    let node = r.cluster.node("n1").unwrap();
+    assert_eq!(node.spec.unwrap().unschedulable, Some(true));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cordon_against_a_node_that_changed_since_is_refused_and_said() {
+    let r = rig(false);
+    let stale = view(&r);
+    let at = "2026-11-24T10:00:00Z".parse().unwrap();
+    r.cluster
+        .set_condition("n1", "Ready", nodemedic_common::status::Status::False, at);
+    let cordon = Effect::Cordon(record(Phase::Cordoned));
+    assert!(!r.exec.apply(&stale, &cordon, "bad", &cfg()).await);
+    let w = r.cluster.take_writes();
+    assert_eq!(reasons(&w), ["CordonStarting", "CordonFailed"]);
+    assert!(
+        !w.iter().any(|w| matches!(w, Write::Status { .. })),
+        "no DrainScheduled"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_reaches_the_cluster_while_not_leading() {
+    let r = rig(false);
+    r.leader.send_replace(false);
+    let v = view(&r);
+    let cordon = Effect::Cordon(record(Phase::Cordoned));
+    assert!(!r.exec.apply(&v, &cordon, "bad", &cfg()).await);
+    assert!(!r.exec.apply(&v, &Effect::Uncordon, "ok", &cfg()).await);
+    assert!(!r.exec.apply(&v, &Effect::DeleteNode, "gone", &cfg()).await);
+    let job = DrainJob {
+        record: record(Phase::Draining),
+        evict: vec![PodInfo::from_pod(&pod("web"), None)],
+    };
+    assert_eq!(r.exec.drain("n1", job, &cfg()).await, None);
+    assert_eq!(r.cluster.take_writes(), vec![]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dry_run_writes_events_only() {
+    let r = rig(true);
+    let v = view(&r);
+    let cordon = Effect::Cordon(record(Phase::Cordoned));
+    assert!(!r.exec.apply(&v, &cordon, "bad", &cfg()).await);
+    assert!(!r.exec.apply(&v, &Effect::Uncordon, "ok", &cfg()).await);
+    let w = r.cluster.take_writes();
+    assert_eq!(reasons(&w), ["CordonStarting", "UncordonStarting"]);
+    assert_eq!(w.len(), 2, "{w:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone() {
+    let r = rig(false);
+    r.cluster.set_termination(Duration::from_secs(20));
+    let job = DrainJob {
+        record: record(Phase::Draining),
+        evict: ["web", "db"]
+            .map(|n| PodInfo::from_pod(&pod(n), None))
+            .to_vec(),
+    };
+    let run = r.exec.drain("n1", job, &cfg()).await.unwrap();
+    assert_eq!(run.outcome, DrainOutcome::Drained);
+    assert_eq!(
+        run.ended.duration_since(run.started).as_secs(),
+        20,
+        "it waited for the pods to go, no longer"
+    );
+    let w = r.cluster.take_writes();
+    let grace: Vec<Option<i64>> = w
+        .iter()
+        .filter_map(|w| match w {
+            Write::Evict { grace, .. } => Some(*grace),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        grace,
+        [Some(60), Some(60)],
+        "600s of their own, capped at --max-grace-period"
+    );
+    assert!(!r.cluster.has_pod("app", "web") && !r.cluster.has_pod("app", "db"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_refusal_is_retried_until_the_deadline_and_never_forced() {
+    let r = rig(false);
+    r.cluster.protect("app", "web");
+    let job = DrainJob {
+        record: record(Phase::Draining),
+        evict: vec![PodInfo::from_pod(&pod("web"), None)],
+    };
+    let cfg = Config {
+        allow_force_delete: true,
+        ..cfg()
+    };
+    let run = r.exec.drain("n1", job, &cfg).await.unwrap();
+    let failed = EvictError::NotEvicted {
+        pod: "app/web".into(),
+    };
+    assert_eq!(run.outcome, DrainOutcome::Failed(vec![failed]));
+    let w = r.cluster.take_writes();
+    let tries = w
+        .iter()
+        .filter(|w| matches!(w, Write::Evict { .. }))
+        .count();
+    assert_eq!(
+        tries, 19,
+        "at 0s, 5s, ... 90s: every 5s until the next would pass the 90s deadline"
+    );
+    assert!(!w.iter().any(|w| matches!(w, Write::DeletePod { .. })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_still_there_at_the_deadline_is_force_deleted_only_when_allowed() {
+    for allowed in [false, true] {
+        let r = rig(false);
+        r.cluster.set_termination(Duration::from_secs(3600));
+        let job = DrainJob {
+            record: record(Phase::Draining),
+            evict: vec![PodInfo::from_pod(&pod("web"), None)],
+        };
+        let cfg = Config {
+            allow_force_delete: allowed,
+            ..cfg()
+        };
+        let run = r.exec.drain("n1", job, &cfg).await.unwrap();
+        let w = r.cluster.take_writes();
+        let deleted = w.contains(&Write::DeletePod {
+            pod: "app/web".into(),
+        });
+        assert_eq!(deleted, allowed);
+        if allowed {
+            assert_eq!(run.outcome, DrainOutcome::Drained);
+            assert!(
+                reasons(&w).contains(&"PodForceDeleted".to_string()),
+                "{w:?}"
+            );
+        } else {
+            let still = EvictError::StillPresent {
+                pod: "app/web".into(),
+            };
+            assert_eq!(run.outcome, DrainOutcome::Failed(vec![still]));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn finishing_a_drain_writes_the_given_record_the_outcome_and_the_marks() {
+    let r = rig(false);
+    let t: Timestamp = "2026-11-24T10:05:00Z".parse().unwrap();
+    let run = DrainRun {
+        node: "n1".into(),
+        record: record(Phase::Draining),
+        outcome: DrainOutcome::Drained,
+        started: t,
+        ended: t,
+    };
+    let cfg = Config {
+        after_drain: crate::config::AfterDrain {
+            labels: vec![("drained".into(), "true".into())],
+            taints: vec![crate::config::Taint {
+                key: "drained".into(),
+                value: None,
+                effect: "NoSchedule".into(),
+            }],
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let finished = record(Phase::Drained);
+    r.exec.finish_drain(&run, &finished, &cfg).await;
+    let node = r.cluster.node("n1").unwrap();
+    let annotations = node.metadata.annotations.unwrap();
+    assert_eq!(
+        annotations[keys::DRAIN_RECORD_ANNOTATION],
+        finished.to_annotation(),
+        "the record as the controller decided it"
+    );
+    assert_eq!(node.metadata.labels.unwrap()["drained"], "true");
+    let taints = node.spec.unwrap().taints.unwrap();
+    assert_eq!(
+        (taints[0].key.as_str(), taints[0].effect.as_str()),
+        ("drained", "NoSchedule")
+    );
+    let conditions = node.status.unwrap().conditions.unwrap();
+    let scheduled = conditions
+        .iter()
+        .find(|c| c.type_ == "DrainScheduled")
+        .unwrap();
+    assert!(
+        scheduled
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("| Completed: 2026-11-24T10:05:00Z")
+    );
+    let w = r.cluster.take_writes();
+    assert_eq!(reasons(&w), ["DrainSucceeded", "MarkedDrained"]);
+    // Uncordoning takes the marks away again.
+    let v = view(&r);
+    assert!(r.exec.apply(&v, &Effect::Uncordon, "recovered", &cfg).await);
+    let node = r.cluster.node("n1").unwrap();
+    assert_eq!(node.spec.unwrap().taints, None);
+    assert!(
+        !node
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("drained")
+    );
+}

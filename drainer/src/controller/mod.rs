@@ -1,0 +1,334 @@
+//! The controller loop, I/O: while leading, take what changed from the caches ([`Observed`]),
+//! decide the nodes it concerns ([`Fleet`], pure) and hand each effect to the [`Executor`], which
+//! alone writes; a drain's outcome comes back here, where its record is decided. Changes are
+//! debounced a few milliseconds so a burst is one round; every [`RESYNC`] all nodes are decided
+//! again (a safety net: nothing is expected to change then). New settings from a config reload are
+//! taken between rounds ([`Controller::reconfigure`]). Generic over the [`Cluster`]: `drainer run`
+//! runs it against the API server, `drainer simulate` against a cluster in memory.
+//!
+//! ```text
+//!  mod     the loop, settings, the breaker kept on the Lease
+//!  round   one round: catch up with the caches, decide, write, start and finish drains
+//!  chores  the waits' Events and stale pod readiness
+//! ```
+
+mod chores;
+mod round;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::clock::Clock;
+use nodemedic_common::health::Health;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::act::{DrainRun, Executor};
+use crate::config::Config;
+use crate::decide::Why;
+use crate::decide::fleet::{Fleet, FleetEvent};
+use crate::decide::gates::breaker;
+use crate::decide::schedule::{BudgetWaits, StaleSchedule};
+use crate::metrics::Metrics;
+use crate::model::cluster::Cluster;
+use crate::model::record::DrainOutcome;
+use crate::observe::Observed;
+use crate::record::Recorder;
+
+/// Changes arriving within this time after the first are decided in one round.
+pub const DEBOUNCE: Duration = Duration::from_millis(5);
+/// Every node is decided again this often, changed or not.
+pub const RESYNC: Duration = Duration::from_secs(60);
+
+/// What the controller did, for an observer ([`Controller::with_tap`]): `drainer simulate` builds
+/// its report from these.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tap {
+    /// A fleet-wide change, in the round at `at`.
+    Fleet { at: Timestamp, event: FleetEvent },
+    /// A round at `at` and what it carried out.
+    Round { at: Timestamp, done: Vec<Done> },
+    /// A drain attempt ended (its record decided and being written).
+    DrainEnded {
+        at: Timestamp,
+        node: String,
+        outcome: DrainOutcome,
+    },
+}
+
+/// One effect of a round, carried out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Done {
+    pub node: String,
+    pub did: Did,
+    /// The decision's reason.
+    pub reason: String,
+    /// Written (or, for a drain, started).
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Did {
+    Cordon,
+    Drain,
+    Uncordon,
+    Release,
+    Forget,
+    DeleteNode,
+}
+
+pub struct Controller<C: Cluster> {
+    cfg: Arc<Config>,
+    observed: Observed,
+    fleet: Fleet,
+    exec: Executor<C>,
+    record: Recorder<C>,
+    metrics: Metrics,
+    health: Health,
+    leader: watch::Receiver<bool>,
+    /// Drains (and the writing of how they ended) running in this process, by node.
+    drains: HashMap<String, JoinHandle<()>>,
+    /// Drains whose evictions ended, for their records to be decided here.
+    ended: (
+        mpsc::UnboundedSender<DrainRun>,
+        mpsc::UnboundedReceiver<DrainRun>,
+    ),
+    /// Last decision per node, without its numbers (decisions are logged when they change).
+    last_why: HashMap<String, std::mem::Discriminant<Why>>,
+    /// Nodes waiting for a budget and their notes.
+    waits: BudgetWaits,
+    /// Stale pods' reports and eviction attempts.
+    stale: StaleSchedule,
+    /// The time each round decides at.
+    clock: Clock,
+    last_resync: Option<Timestamp>,
+    /// Validated settings from config reloads.
+    configs: Option<mpsc::Receiver<Config>>,
+    /// The drainer's Lease as the election last read it (the pause, the breaker kept there).
+    lease: Option<watch::Receiver<Option<Lease>>>,
+    /// The breaker state for the election to keep on the Lease (see `leader::LeaseData`).
+    breaker_out: Option<watch::Sender<Option<Option<String>>>>,
+    /// What was last handed to `breaker_out`.
+    published_breaker: Option<Option<String>>,
+    /// Leading at the last loop turn (a new leadership reads the breaker back first).
+    was_leading: bool,
+    /// Large rounds are decided on the blocking pool (off in simulations: paused time).
+    offload: bool,
+    tap: Option<mpsc::UnboundedSender<Tap>>,
+}
+
+impl<C: Cluster> Controller<C> {
+    pub fn new(
+        cfg: Config,
+        observed: Observed,
+        exec: Executor<C>,
+        health: Health,
+        leader: watch::Receiver<bool>,
+        clock: Clock,
+    ) -> Controller<C> {
+        let cfg = Arc::new(cfg);
+        let record = exec.recorder().clone();
+        Controller {
+            fleet: Fleet::new(cfg.clone()),
+            cfg,
+            observed,
+            metrics: record.metrics().clone(),
+            record,
+            exec,
+            health,
+            leader,
+            drains: HashMap::new(),
+            ended: mpsc::unbounded_channel(),
+            last_why: HashMap::new(),
+            waits: BudgetWaits::default(),
+            stale: StaleSchedule::default(),
+            clock,
+            last_resync: None,
+            configs: None,
+            lease: None,
+            breaker_out: None,
+            published_breaker: None,
+            was_leading: false,
+            offload: true,
+            tap: None,
+        }
+    }
+
+    /// Read the pause and the breaker from the Lease, and keep the breaker's state there.
+    pub fn with_lease(
+        mut self,
+        lease: watch::Receiver<Option<Lease>>,
+        breaker_out: watch::Sender<Option<Option<String>>>,
+    ) -> Controller<C> {
+        self.lease = Some(lease);
+        self.breaker_out = Some(breaker_out);
+        self
+    }
+
+    /// Take new settings from `configs` (validated by the reloader) between rounds.
+    pub fn with_reloads(mut self, configs: mpsc::Receiver<Config>) -> Controller<C> {
+        self.configs = Some(configs);
+        self
+    }
+
+    /// Tell `tap` what each round did; decide every round on the runtime's thread (a simulation on
+    /// paused time has no blocking pool to wait for).
+    pub fn with_tap(mut self, tap: mpsc::UnboundedSender<Tap>) -> Controller<C> {
+        self.tap = Some(tap);
+        self.offload = false;
+        self
+    }
+
+    fn tap(&self, t: Tap) {
+        if let Some(tx) = &self.tap {
+            let _ = tx.send(t);
+        }
+    }
+
+    fn lease(&self) -> Option<Lease> {
+        self.lease.as_ref().and_then(|l| l.borrow().clone())
+    }
+
+    /// A new leadership continues the breaker the previous leader kept on the Lease.
+    fn restore_breaker(&mut self) {
+        let raw = self.lease().and_then(|l| {
+            l.metadata
+                .annotations
+                .and_then(|a| a.get(breaker::BREAKER_ANNOTATION).cloned())
+        });
+        let breaker = match raw.as_deref().map(breaker::Breaker::from_annotation) {
+            None => breaker::Breaker::default(),
+            Some(Ok(b)) => b,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "unreadable breaker state on the Lease; starting closed");
+                breaker::Breaker::default()
+            }
+        };
+        if breaker.is_open() {
+            let reason = breaker.trip.as_ref().map(ToString::to_string);
+            let reason = reason.unwrap_or_default();
+            tracing::warn!(%reason, "the circuit breaker was open: it stays open");
+        }
+        self.fleet.restore_breaker(breaker);
+        self.published_breaker = None;
+        self.publish_breaker();
+    }
+
+    fn publish_breaker(&mut self) {
+        let b = self.fleet.breaker();
+        let state = b.is_open().then(|| b.to_annotation());
+        if self.published_breaker.as_ref() != Some(&state) {
+            if let Some(tx) = &self.breaker_out {
+                tx.send_replace(Some(state.clone()));
+            }
+            self.published_breaker = Some(state);
+        }
+    }
+
+    /// Decide with new settings from the next round on, leading or not (a follower that becomes
+    /// leader uses what the file says now). Drains already running finish under the settings they
+    /// started with. Logs what changed.
+    pub fn reconfigure(&mut self, mut new: Config) {
+        new.owner = self.cfg.owner.clone();
+        let changes = self.cfg.changes(&new);
+        if changes.is_empty() {
+            tracing::info!("config file changed; the settings did not");
+            return;
+        }
+        tracing::info!(changes = %changes.join("; "), "config reloaded: new settings apply from this round");
+        if new.dry_run != self.cfg.dry_run {
+            self.exec.set_dry_run(new.dry_run);
+        }
+        let cfg = Arc::new(new);
+        self.cfg = cfg.clone();
+        for (node, error) in self.fleet.reconfigure(cfg) {
+            self.metrics.selector_errors.inc();
+            tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
+        }
+    }
+
+    /// Run until `stop`: a round after each change (debounced), each clock wake-up, each `tick`.
+    pub async fn run(
+        mut self,
+        changed: Arc<Notify>,
+        tick: Duration,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let beat = self.health.register("controller", Duration::from_secs(60));
+        while !self.observed.synced() {
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        self.health.set_ready(true);
+        tracing::info!(
+            nodes = self.observed.nodes().len(),
+            pods = self.observed.pod_count(),
+            "node and pod caches synced"
+        );
+        loop {
+            // Sleep until a change, the next clock wake-up, the tick (waits and stale pods), or a
+            // drain's end.
+            let now = self.clock.now();
+            let until_wake = self
+                .fleet
+                .next_wake()
+                .map(|at| {
+                    let ms = at.as_millisecond().saturating_sub(now.as_millisecond());
+                    Duration::from_millis(ms.max(1) as u64)
+                })
+                .unwrap_or(tick);
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
+                _ = tokio::time::sleep(tick.min(until_wake)) => {}
+                Some(cfg) = next_config(&mut self.configs) => self.reconfigure(cfg),
+                Some(run) = self.ended.1.recv() => self.drain_ended(run),
+            }
+            beat.beat();
+            let leading = *self.leader.borrow();
+            self.metrics.leader.set(leading as i64);
+            let newly_leading = leading && !self.was_leading;
+            self.was_leading = leading;
+            if !leading {
+                continue;
+            }
+            if newly_leading {
+                self.restore_breaker();
+            }
+            self.round().await;
+        }
+    }
+}
+
+/// The Lease as the object fleet-wide Events are about (`kubectl describe lease` shows them).
+fn lease_reference(l: &Lease) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".into()),
+        kind: Some("Lease".into()),
+        name: l.metadata.name.clone(),
+        namespace: l.metadata.namespace.clone(),
+        uid: l.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// The next config from the reloader; pending forever without one (or once it is gone).
+async fn next_config(configs: &mut Option<mpsc::Receiver<Config>>) -> Option<Config> {
+    match configs {
+        Some(rx) => match rx.recv().await {
+            Some(c) => Some(c),
+            None => {
+                *configs = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,307 @@
+//! One round of the controller, I/O around the pure core: bring the fleet up to date with the
+//! caches, decide what is due, report fleet-wide changes, carry out each effect, start drains; and
+//! when a drain's evictions end, decide its record and have it written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+
+use super::{Controller, Did, Done, RESYNC, Tap, lease_reference};
+use crate::act::DrainRun;
+use crate::decide::fleet::Fleet;
+use crate::decide::gates::pause;
+use crate::decide::{Action, DrainJob, Effect, NodeDecision, Why};
+use crate::metrics::Budget;
+use crate::model::cluster::Cluster;
+use crate::model::node::NodeView;
+
+/// A failed write is tried again after this long.
+const WRITE_RETRY: Duration = Duration::from_secs(5);
+/// Nodes handled between two yields to the runtime (and the size from which a round is decided on
+/// the blocking pool).
+const YIELD_EVERY: usize = 256;
+/// Writes of one round in flight at once.
+const WRITE_CONCURRENCY: usize = 16;
+
+impl<C: Cluster> Controller<C> {
+    pub(crate) async fn round(&mut self) {
+        // A drain's task ends after handing over its run: take those first, so a node whose drain
+        // just ended is never taken for one whose drain is not running.
+        while let Ok(run) = self.ended.1.try_recv() {
+            self.drain_ended(run);
+        }
+        self.drains.retain(|_, t| !t.is_finished());
+        let now = self.clock.now();
+        let lease = self.lease();
+        self.fleet
+            .set_pause(lease.as_ref().and_then(pause::pause_of));
+        self.catch_up(now).await;
+        let decisions = self.decide(now).await;
+        self.metrics.decided.inc_by(decisions.len() as u64);
+        // The fleet-wide changes first (the breaker opening explains the holds that follow).
+        let regarding = lease.as_ref().map(lease_reference);
+        for event in self.fleet.take_events() {
+            self.record.fleet(&event, regarding.clone()).await;
+            self.tap(Tap::Fleet { at: now, event });
+        }
+        self.publish_breaker();
+        self.gauges();
+        self.stale_readiness(now).await;
+        let fleet = &self.fleet;
+        self.waits.retain(|n| fleet.contains(n));
+        let mut writes = Vec::new();
+        let mut done = Vec::new();
+        for (d, view) in decisions {
+            self.log_decision(&d);
+            let budget = match d.why {
+                Why::CordonBudget { .. } => Some(Budget::Cordons),
+                Why::DrainBudget { .. } => Some(Budget::Drains),
+                _ => None,
+            };
+            self.budget_wait(&d.node, budget, now).await;
+            match d.effect {
+                Effect::Nothing => {}
+                Effect::Drain(job) => {
+                    let ok = self.start_drain(&d.node, job, now);
+                    if ok {
+                        done.push(Done {
+                            node: d.node,
+                            did: Did::Drain,
+                            reason: d.reason,
+                            ok,
+                        });
+                    }
+                }
+                effect => writes.push((d.node, effect, view, d.reason)),
+            }
+        }
+        for (node, effect, ok, reason) in self.write_all(writes).await {
+            if let Some(did) = did(&effect) {
+                let node = node.clone();
+                done.push(Done {
+                    node,
+                    did,
+                    reason,
+                    ok,
+                });
+            }
+            self.written(&node, effect, ok, now);
+        }
+        if self.tap.is_some() {
+            self.tap(Tap::Round { at: now, done });
+        }
+    }
+
+    fn gauges(&self) {
+        let m = &self.metrics;
+        m.breaker_open.set(self.fleet.breaker().is_open() as i64);
+        m.domain_outages.set(self.fleet.outages().len() as i64);
+        m.held.set(self.fleet.held() as i64);
+        m.paused.set(self.fleet.paused().is_some() as i64);
+    }
+
+    /// Log a decision when it changes (numbers and durations aside); a node that stays healthy is
+    /// not news, and holds for a fleet-wide reason are logged once, by that reason's own line.
+    fn log_decision(&mut self, d: &NodeDecision) {
+        let previous = self.last_why.insert(d.node.clone(), d.why.kind());
+        let changed = previous != Some(d.why.kind());
+        let fleet_wide = matches!(
+            d.why,
+            Why::BreakerOpen { .. } | Why::DomainOutage { .. } | Why::Paused { .. }
+        );
+        if !changed || (d.action == Action::None && previous.is_none()) || d.why == Why::NotSelected
+        {
+            return;
+        }
+        if fleet_wide {
+            tracing::debug!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
+        } else {
+            tracing::info!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
+        }
+    }
+
+    /// Writes to different nodes go out together (a burst of bad nodes is one round trip, not one
+    /// per node); budgets were settled by the decision.
+    async fn write_all(
+        &self,
+        writes: Vec<(String, Effect, Arc<NodeView>, String)>,
+    ) -> Vec<(String, Effect, bool, String)> {
+        let (exec, cfg) = (&self.exec, &self.cfg);
+        futures::stream::iter(writes)
+            .map(|(node, effect, view, reason)| async move {
+                let ok = exec.apply(&view, &effect, &reason, cfg).await;
+                (node, effect, ok, reason)
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await
+    }
+
+    fn observe(&mut self, view: Arc<NodeView>, now: Timestamp) {
+        if let Some((node, error)) = self.fleet.observe(view, now) {
+            self.metrics.selector_errors.inc();
+            tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
+        }
+    }
+
+    /// Bring the fleet up to date with the caches: the changed nodes, or all of them after a relist
+    /// and at every resync.
+    async fn catch_up(&mut self, now: Timestamp) {
+        let changes = self.observed.take_changes();
+        let resync = self.fleet.is_empty()
+            || self
+                .last_resync
+                .is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
+        if changes.all || resync {
+            self.last_resync = Some(now);
+            self.resync(now).await;
+        } else {
+            for n in changes.nodes {
+                match self.observed.node(&n) {
+                    Some(v) => self.observe(v, now),
+                    None => self.forget(&n),
+                }
+            }
+        }
+        for n in changes.pods_of {
+            self.fleet.touch(&n);
+        }
+    }
+
+    /// Every node again from the caches.
+    async fn resync(&mut self, now: Timestamp) {
+        let views = self.observed.nodes();
+        let present: std::collections::HashSet<&str> =
+            views.iter().map(|v| v.name.as_str()).collect();
+        // The fleet is what budgets count: a node it holds that the cache lost goes, decided or not.
+        let gone: Vec<String> = self
+            .fleet
+            .names()
+            .filter(|n| !present.contains(n))
+            .map(String::from)
+            .collect();
+        for n in gone {
+            self.forget(&n);
+        }
+        // The selector runs on each changed view: let the guard and the watches in between.
+        for (i, v) in views.into_iter().enumerate() {
+            self.observe(v, now);
+            if i % YIELD_EVERY == YIELD_EVERY - 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        self.fleet.touch_all();
+        // Strings of nodes and pods gone since the last resync.
+        crate::model::intern::purge();
+    }
+
+    /// Decide what is due. A large round (the resync, or many changes at once) runs on the blocking
+    /// pool, so the runtime's one thread keeps serving the guard and the watches meanwhile.
+    async fn decide(&mut self, now: Timestamp) -> Vec<(NodeDecision, Arc<NodeView>)> {
+        let observed = self.observed.clone();
+        if !self.offload || self.fleet.pending() < YIELD_EVERY {
+            return self
+                .fleet
+                .round(|n| observed.node(n), |n| observed.pods_on(n), now);
+        }
+        let mut fleet = std::mem::replace(&mut self.fleet, Fleet::new(self.cfg.clone()));
+        let task = tokio::task::spawn_blocking(move || {
+            let d = fleet.round(|n| observed.node(n), |n| observed.pods_on(n), now);
+            (fleet, d)
+        });
+        match task.await {
+            Ok((fleet, d)) => {
+                self.fleet = fleet;
+                d
+            }
+            Err(e) => {
+                // Its state is rebuilt from the caches at the next round.
+                tracing::error!(error = %e, "a decision round failed; resyncing");
+                self.last_resync = None;
+                Vec::new()
+            }
+        }
+    }
+
+    fn forget(&mut self, node: &str) {
+        self.fleet.remove(node);
+        self.last_why.remove(node);
+    }
+
+    /// Lay what was written over the node until the watch shows it. A failed write is tried again
+    /// after [`WRITE_RETRY`] (not in dry-run, which writes nothing).
+    fn written(&mut self, node: &str, effect: Effect, ok: bool, now: Timestamp) {
+        if !ok {
+            if !self.cfg.dry_run {
+                self.fleet
+                    .wake_at(node, nodemedic_common::time::add(now, WRITE_RETRY));
+            }
+            return;
+        }
+        match effect {
+            Effect::Cordon(record) => self.fleet.wrote(node, Some(&record), Some(true), now),
+            Effect::Uncordon => self.fleet.wrote(node, None, Some(false), now),
+            Effect::Release(record) => self.fleet.wrote(node, Some(&record), None, now),
+            Effect::Forget => self.fleet.wrote(node, None, None, now),
+            Effect::Nothing | Effect::Drain(_) | Effect::DeleteNode => {}
+        }
+    }
+
+    /// Start (or resume) a drain as its own task, unless one runs for the node. True if started.
+    fn start_drain(&mut self, node: &str, job: DrainJob, now: Timestamp) -> bool {
+        if self.drains.contains_key(node) {
+            return false;
+        }
+        // The record the drain writes first, laid over the node now so budgets count it.
+        let job = DrainJob {
+            record: job.record.draining(now),
+            evict: job.evict,
+        };
+        if !self.cfg.dry_run {
+            self.fleet.wrote(node, Some(&job.record), None, now);
+        }
+        let (exec, cfg, name) = (self.exec.clone(), self.cfg.clone(), node.to_string());
+        let ended = self.ended.0.clone();
+        let task = tokio::spawn(async move {
+            if let Some(run) = exec.drain(&name, job, &cfg).await {
+                let _ = ended.send(run);
+            }
+        });
+        self.drains.insert(node.to_string(), task);
+        true
+    }
+
+    /// A drain's evictions ended: decide its record ([`crate::model::record::Record::finished`]),
+    /// lay it over the node, and have it written (no new drain starts for the node until it is).
+    pub(super) fn drain_ended(&mut self, run: DrainRun) {
+        let cfg = self.cfg.clone();
+        let finished = run
+            .record
+            .finished(&run.outcome, run.ended, cfg.retry_base, cfg.retry_max);
+        self.fleet
+            .wrote(&run.node, Some(&finished), None, run.ended);
+        self.tap(Tap::DrainEnded {
+            at: run.ended,
+            node: run.node.clone(),
+            outcome: run.outcome.clone(),
+        });
+        let exec = self.exec.clone();
+        let node = run.node.clone();
+        let task = tokio::spawn(async move { exec.finish_drain(&run, &finished, &cfg).await });
+        self.drains.insert(node, task);
+    }
+}
+
+fn did(effect: &Effect) -> Option<Did> {
+    Some(match effect {
+        Effect::Cordon(_) => Did::Cordon,
+        Effect::Drain(_) => Did::Drain,
+        Effect::Uncordon => Did::Uncordon,
+        Effect::Release(_) => Did::Release,
+        Effect::Forget => Did::Forget,
+        Effect::DeleteNode => Did::DeleteNode,
+        Effect::Nothing => return None,
+    })
+}

@@ -1,0 +1,301 @@
+//! The loop over a cluster in memory: what it writes, round by round, as the nodes change under it.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::clock::Clock;
+use nodemedic_common::health::Health;
+use serde_json::json;
+use tokio::sync::{Notify, watch};
+
+use super::*;
+use crate::act::memory::{MemoryCluster, Write};
+use crate::model::cluster::Gated;
+use crate::model::record::{Phase, Record};
+
+fn ago(secs: u64) -> String {
+    nodemedic_common::time::rfc3339(Timestamp::now() - Duration::from_secs(secs))
+}
+
+fn node(name: &str, bad: bool) -> Node {
+    serde_json::from_value(json!({"metadata": {"name": name},
+        "status": {"conditions": [
+            {"type": "KernelDeadlock", "status": if bad { "True" } else { "False" }, "lastTransitionTime": ago(3600)},
+            {"type": "Ready", "status": "True", "lastTransitionTime": ago(600)}]}}))
+    .unwrap()
+}
+
+struct Rig {
+    c: Controller<MemoryCluster>,
+    cluster: MemoryCluster,
+    leader: watch::Sender<bool>,
+}
+
+fn config(max_cordoned: usize) -> Config {
+    Config {
+        safety: crate::config::safety::Safety::off(),
+        conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+        drain_buffer: Duration::ZERO,
+        max_cordoned: crate::config::Budget::Count(max_cordoned),
+        ..Default::default()
+    }
+}
+
+/// A controller over `nodes` (synced), leading.
+fn rig(cfg: Config, nodes: Vec<Node>, pods: Vec<Pod>) -> Rig {
+    let observed = Observed::default();
+    let cluster = MemoryCluster::new(observed.clone());
+    nodes.into_iter().for_each(|n| cluster.put_node(n));
+    pods.into_iter().for_each(|p| cluster.put_pod(p));
+    cluster.sync();
+    let (leader, leading) = watch::channel(true);
+    let gated = Gated::new(cluster.clone(), leading.clone());
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let clock = Clock::tokio();
+    let record = Recorder::new(gated.clone(), metrics, observed.clone(), clock);
+    let exec = Executor::new(gated, record, cfg.dry_run, clock);
+    let c = Controller::new(cfg, observed, exec, Health::default(), leading, clock);
+    Rig { c, cluster, leader }
+}
+
+/// Nodes cordoned by these writes.
+fn cordons(writes: &[Write]) -> Vec<String> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Node { name, patch } if patch.unschedulable == Some(true) => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The phases of the records these writes stored, by node.
+fn records(writes: &[Write]) -> Vec<(String, Option<Phase>)> {
+    let key = nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Node { name, patch } => patch.annotations.get(key).map(|r| {
+                let phase = r
+                    .as_deref()
+                    .map(|r| serde_json::from_str::<Record>(r).unwrap().phase);
+                (name.clone(), phase)
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The Events written: (about, reason, count).
+fn events(writes: &[Write]) -> Vec<(String, String, i32)> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Event { about, event, .. } => {
+                Some((about.clone(), event.reason.clone(), event.count))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn waits(writes: &[Write]) -> Vec<(String, String, i32)> {
+    let mut e = events(writes);
+    e.retain(|(_, reason, _)| reason == "WaitingForBudget");
+    e
+}
+
+#[tokio::test]
+async fn a_selector_that_fails_on_a_node_counts_once_per_view_and_selects_nothing() {
+    let cfg = Config {
+        conditions: vec!["KernelDeadlock=True".parse().unwrap()],
+        // A node whose name is not a number makes this expression fail (a missing key would not:
+        // that is "not selected", as in draino).
+        selector: crate::config::select::Selector::cel("int(metadata.name) > 0").unwrap(),
+        ..Default::default()
+    };
+    let mut r = rig(cfg, vec![node("unlabelled", true)], vec![]);
+    r.c.round().await;
+    r.c.round().await;
+    assert_eq!(
+        r.c.metrics.selector_errors.get(),
+        1,
+        "once for the view, not per round"
+    );
+    assert_eq!(
+        r.cluster.take_writes(),
+        vec![],
+        "not selected: nothing done"
+    );
+}
+
+#[tokio::test]
+async fn the_loop_cordons_once_then_drains_once_the_record_is_seen() {
+    let mut r = rig(
+        config(10),
+        vec![node("bad", true), node("ok", false)],
+        vec![],
+    );
+    r.cluster.lag(true);
+    r.c.round().await;
+    let w = r.cluster.take_writes();
+    assert_eq!(cordons(&w), vec!["bad"], "{w:?}");
+    // Our write is not in the cache yet (the watch is late): not cordoned again.
+    r.c.round().await;
+    assert_eq!(r.cluster.take_writes(), vec![]);
+    // The cache catches up with the record (buffer 0: the drain is due).
+    r.cluster.lag(false);
+    r.cluster.deliver();
+    r.c.round().await;
+    // The drain runs as a task, and comes back to the loop when its evictions end.
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (run.node.as_str(), &run.outcome),
+        ("bad", &DrainOutcome::Drained)
+    );
+    let w = r.cluster.take_writes();
+    assert_eq!(records(&w), vec![("bad".into(), Some(Phase::Draining))]);
+    assert!(
+        events(&w).contains(&("bad".into(), "DrainStarting".into(), 1)),
+        "{w:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_drain_that_ended_has_its_record_decided_here_and_written_once() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "app", "uid": "9f1d3c52-0a7e-4c1e-9d7a-2f5b8e6c4a10",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
+                "uid": "0b8f5f0e-5d41-4b5a-8a55-3c6c1a7e2d90", "controller": true}]},
+        "spec": {"nodeName": "bad", "containers": []},
+        "status": {"phase": "Running"}}))
+    .unwrap();
+    let mut r = rig(config(10), vec![node("bad", true)], vec![pod]);
+    r.c.round().await; // cordon
+    r.c.round().await; // the drain starts
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!r.cluster.has_pod("app", "web"), "evicted");
+    r.c.drain_ended(run);
+    let task = r.c.drains.remove("bad").unwrap();
+    task.await.unwrap();
+    let w = r.cluster.take_writes();
+    let phases: Vec<Option<Phase>> = records(&w).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(
+        phases,
+        vec![
+            Some(Phase::Cordoned),
+            Some(Phase::Draining),
+            Some(Phase::Drained)
+        ]
+    );
+    assert!(w.contains(&Write::Evict {
+        pod: "app/web".into(),
+        grace: Some(30)
+    }));
+    let reasons: Vec<String> = events(&w).into_iter().map(|(_, r, _)| r).collect();
+    assert!(
+        reasons.ends_with(&["DrainSucceeded".to_string()]),
+        "{reasons:?}"
+    );
+    // The next round sees the drained record (laid over the node): no drain again.
+    r.c.round().await;
+    assert_eq!(records(&r.cluster.take_writes()), vec![]);
+}
+
+#[tokio::test]
+async fn a_node_waiting_for_the_budget_gets_one_event_not_one_per_round() {
+    let mut r = rig(
+        config(1),
+        vec![node("first", true), node("second", true)],
+        vec![],
+    );
+    r.c.round().await;
+    r.c.round().await;
+    r.c.round().await;
+    let w = r.cluster.take_writes();
+    assert_eq!(
+        waits(&w),
+        vec![("second".into(), "WaitingForBudget".into(), 1)],
+        "{w:?}"
+    );
+    assert_eq!(cordons(&w), vec!["first"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_is_written_while_not_leading() {
+    let r = rig(config(10), vec![node("bad", true)], vec![]);
+    r.leader.send_replace(false);
+    let (stop_tx, stop) = watch::channel(false);
+    let changed = Arc::new(Notify::new());
+    let task = tokio::spawn(r.c.run(changed.clone(), Duration::from_millis(5), stop));
+    // Paused time: many ticks pass at once.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        r.cluster.take_writes(),
+        vec![],
+        "a follower plans nothing and writes nothing"
+    );
+    r.leader.send_replace(true);
+    changed.notify_one();
+    let mut w = Vec::new();
+    for _ in 0..1000 {
+        w.extend(r.cluster.take_writes());
+        if !cordons(&w).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(cordons(&w), vec!["bad"]);
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stale_pod_is_reported_once_not_every_round() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "app", "uid": "u1"},
+        "spec": {"nodeName": "flapped", "containers": []},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"}]}}))
+    .unwrap();
+    let mut r = rig(config(10), vec![node("flapped", false)], vec![pod]);
+    r.c.round().await;
+    r.c.round().await;
+    let w = r.cluster.take_writes();
+    assert_eq!(
+        events(&w),
+        vec![("app/web".into(), "PodReadinessStale".into(), 1)]
+    );
+    assert!(
+        !w.iter().any(|w| matches!(w, Write::Evict { .. })),
+        "not evicted unless configured"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_wait_refreshes_its_event_count_once_a_minute() {
+    // Paused time: the minute passes without sleeping.
+    let mut r = rig(
+        config(1),
+        vec![node("first", true), node("second", true)],
+        vec![],
+    );
+    r.c.round().await;
+    tokio::time::advance(Duration::from_secs(30)).await;
+    r.c.round().await;
+    tokio::time::advance(Duration::from_secs(31)).await;
+    r.c.round().await;
+    assert_eq!(
+        waits(&r.cluster.take_writes()),
+        vec![
+            ("second".into(), "WaitingForBudget".into(), 1),
+            ("second".into(), "WaitingForBudget".into(), 2),
+        ]
+    );
+}

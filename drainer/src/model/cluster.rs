@@ -1,0 +1,239 @@
+//! The seam to the API server, pure (a trait and the writes as typed values; no I/O here): every
+//! write the drainer makes goes through [`Cluster`], which the Kubernetes client implements for
+//! `drainer run` and an in-memory cluster implements for `drainer simulate` and the executor's unit
+//! tests. [`Gated`] puts the leadership gate in front of any of them: one place that refuses every
+//! write while this replica does not hold the Lease.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Taint};
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::events::NodeEvent;
+use nodemedic_common::evict::Evicted;
+use nodemedic_common::status::Status;
+use tokio::sync::watch;
+
+use super::pod::Uid;
+
+/// What an API call can answer besides success.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The leadership gate refused the write: this replica does not hold the Lease.
+    #[error("not leading: write skipped")]
+    NotLeading,
+    /// The API server answered with an error status (`text` is what the client said of it).
+    #[error("{text}")]
+    Status { code: u16, text: String },
+    /// No answer (connection, timeout, decoding).
+    #[error("{0}")]
+    Transport(String),
+}
+
+impl ApiError {
+    /// 409: a precondition (resourceVersion, uid) no longer holds.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ApiError::Status { code: 409, .. })
+    }
+
+    /// 404: the object is gone.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ApiError::Status { code: 404, .. })
+    }
+}
+
+/// A change to a Node's metadata and spec (a strategic merge patch on the wire).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodePatch {
+    /// Refused with a conflict (409) unless the node is still at this version.
+    pub resource_version: Option<String>,
+    /// `None` removes the key.
+    pub labels: BTreeMap<String, Option<String>>,
+    pub annotations: BTreeMap<String, Option<String>>,
+    pub unschedulable: Option<bool>,
+    /// The whole taint list: the API replaces it whole (so it goes with `resource_version`).
+    pub taints: Option<Vec<Taint>>,
+}
+
+impl NodePatch {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+            && self.annotations.is_empty()
+            && self.unschedulable.is_none()
+            && self.taints.is_none()
+    }
+
+    pub fn annotation(mut self, key: &str, value: Option<String>) -> NodePatch {
+        self.annotations.insert(key.to_string(), value);
+        self
+    }
+}
+
+/// A change to one condition in a Node's status, found by its type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConditionPatch {
+    Set {
+        type_: String,
+        status: Status,
+        reason: String,
+        message: String,
+        at: Timestamp,
+    },
+    Remove {
+        type_: String,
+    },
+}
+
+/// What an Event is about: a Node (namespace `default`, as the kubelet writes them) or any object
+/// in its namespace, with the node it concerns as the source host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventTarget {
+    Node(String),
+    Object {
+        regarding: ObjectReference,
+        host: String,
+    },
+}
+
+/// The writes the drainer makes (and the one read a write needs), as a seam. Implemented over the
+/// Kubernetes client for `drainer run`, and in memory for `drainer simulate` and tests.
+pub trait Cluster: Clone + Send + Sync + 'static {
+    fn patch_node(
+        &self,
+        name: &str,
+        patch: &NodePatch,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    fn patch_node_status(
+        &self,
+        name: &str,
+        patch: &ConditionPatch,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// A Node's taints and its resourceVersion, read fresh (taints are written back whole).
+    fn node_taints(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<(Vec<Taint>, String), ApiError>> + Send;
+    /// Delete a Node, only at `resource_version`.
+    fn delete_node(
+        &self,
+        name: &str,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Evict a pod through the Eviction API (PodDisruptionBudgets honoured).
+    fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_seconds: Option<i64>,
+    ) -> impl Future<Output = Result<Evicted, ApiError>> + Send;
+    /// Delete a pod with grace 0, only this one (`uid` as a precondition).
+    fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Wait until the pod is gone (or replaced by one with another uid), or `deadline`. True when
+    /// it went. Not a write: answered from what the drainer observes.
+    fn pod_gone(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+        deadline: tokio::time::Instant,
+    ) -> impl Future<Output = bool> + Send;
+    /// Write `ev` as the Event named `existing` (its count grown) or as a new one; its name.
+    fn event(
+        &self,
+        target: &EventTarget,
+        ev: &NodeEvent,
+        existing: Option<&str>,
+    ) -> impl Future<Output = Result<String, ApiError>> + Send;
+}
+
+/// The leadership gate in front of a [`Cluster`]: every write is refused with
+/// [`ApiError::NotLeading`] unless this replica holds the Lease at that moment.
+#[derive(Clone)]
+pub struct Gated<C> {
+    inner: C,
+    leader: watch::Receiver<bool>,
+}
+
+impl<C: Cluster> Gated<C> {
+    pub fn new(inner: C, leader: watch::Receiver<bool>) -> Gated<C> {
+        Gated { inner, leader }
+    }
+
+    /// Whether we hold the Lease now.
+    pub fn leading(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    fn gate(&self) -> Result<(), ApiError> {
+        if self.leading() {
+            Ok(())
+        } else {
+            tracing::debug!("not leading: write skipped");
+            Err(ApiError::NotLeading)
+        }
+    }
+
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+}
+
+impl<C: Cluster> Cluster for Gated<C> {
+    async fn patch_node(&self, name: &str, patch: &NodePatch) -> Result<(), ApiError> {
+        self.gate()?;
+        self.inner.patch_node(name, patch).await
+    }
+    async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
+        self.gate()?;
+        self.inner.patch_node_status(name, patch).await
+    }
+    async fn node_taints(&self, name: &str) -> Result<(Vec<Taint>, String), ApiError> {
+        self.gate()?;
+        self.inner.node_taints(name).await
+    }
+    async fn delete_node(&self, name: &str, resource_version: &str) -> Result<(), ApiError> {
+        self.gate()?;
+        self.inner.delete_node(name, resource_version).await
+    }
+    async fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_seconds: Option<i64>,
+    ) -> Result<Evicted, ApiError> {
+        self.gate()?;
+        self.inner.evict(namespace, name, grace_seconds).await
+    }
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+    ) -> Result<(), ApiError> {
+        self.gate()?;
+        self.inner.delete_pod(namespace, name, uid).await
+    }
+    async fn pod_gone(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&Uid>,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        self.inner.pod_gone(namespace, name, uid, deadline).await
+    }
+    async fn event(
+        &self,
+        target: &EventTarget,
+        ev: &NodeEvent,
+        existing: Option<&str>,
+    ) -> Result<String, ApiError> {
+        self.gate()?;
+        self.inner.event(target, ev, existing).await
+    }
+}

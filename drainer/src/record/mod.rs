@@ -1,0 +1,234 @@
+//! Recording what happens, I/O: the [`Recorder`] is the one place that logs, counts, notifies and
+//! writes the Event of each occurrence (a node's, a pod's, the fleet's, a wait, a stale pod), so
+//! the four never drift apart (vector's `internal_events` is the model). Events go through the
+//! gated [`Cluster`]: a follower logs and counts, and writes nothing.
+//!
+//! ```text
+//!  occurrence  the log line and metric of each node and pod occurrence
+//!  safety      a fleet-wide change as its reason, severity, text, metric and notification kind
+//! ```
+
+pub mod occurrence;
+pub mod safety;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::clock::Clock;
+use nodemedic_common::events::{NodeEvent, Severity};
+use nodemedic_common::time::rfc3339;
+
+use crate::decide::fleet::FleetEvent;
+use crate::decide::stale::Stale;
+use crate::metrics::Metrics;
+use crate::model::cluster::{ApiError, Cluster, EventTarget, Gated};
+use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence, SOURCE, reason};
+use crate::notify::{ConditionNote, Notification, Notifier, NotifyKind};
+use crate::observe::Observed;
+use safety::SafetyOccurrence;
+
+/// Logs, counts, notifies and writes Events. Cheap to clone.
+#[derive(Clone)]
+pub struct Recorder<C> {
+    cluster: Gated<C>,
+    metrics: Metrics,
+    notifier: Notifier,
+    /// This drainer's name in notifications (its Lease name).
+    owner: String,
+    /// A node's conditions for its notifications, as the cache has them.
+    observed: Observed,
+    clock: Clock,
+}
+
+impl<C: Cluster> Recorder<C> {
+    pub fn new(cluster: Gated<C>, metrics: Metrics, observed: Observed, clock: Clock) -> Self {
+        Recorder {
+            cluster,
+            metrics,
+            notifier: Notifier::disabled(),
+            owner: crate::config::DEFAULT_OWNER.into(),
+            observed,
+            clock,
+        }
+    }
+
+    /// Notify `notifier` of what happens, as `owner`.
+    pub fn with_notifier(mut self, notifier: Notifier, owner: &str) -> Self {
+        self.notifier = notifier;
+        self.owner = owner.to_string();
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Something happened to `node`: its log line, metric, notification and Event.
+    pub async fn node(&self, node: &str, o: Occurrence) {
+        o.log(node);
+        o.count(&self.metrics);
+        if self.cluster.leading() {
+            self.notify(node, &o);
+        }
+        let target = EventTarget::Node(node.to_string());
+        self.write(&target, o.severity(), o.reason(), o.message())
+            .await;
+    }
+
+    /// Something happened to an eviction of `pod` (namespace/name) on `node`: logged and counted; a
+    /// force deletion also gets a Warning Event on the node.
+    pub async fn pod(&self, pod: &str, node: Option<&str>, o: &PodOccurrence, why: EvictionFor) {
+        o.log_and_count(pod, why, &self.metrics);
+        if let (PodOccurrence::ForceDeleted, Some(node)) = (o, node) {
+            let message = format!(
+                "Pod {pod} force-deleted (grace period 0, --allow-force-delete): its eviction did not complete by the drain's deadline"
+            );
+            let target = EventTarget::Node(node.to_string());
+            self.write(
+                &target,
+                Severity::Warning,
+                reason::POD_FORCE_DELETED,
+                message,
+            )
+            .await;
+        }
+    }
+
+    /// A fleet-wide change or a node starting to flap; its Event is about the node, or else about
+    /// `regarding` (the drainer's Lease: `kubectl describe lease` shows it).
+    pub async fn fleet(&self, ev: &FleetEvent, regarding: Option<ObjectReference>) {
+        let s = SafetyOccurrence::of(ev);
+        log_safety(&s);
+        self.metrics.safety_event(s.metric);
+        if !self.cluster.leading() {
+            return;
+        }
+        let now = self.clock.now();
+        self.notifier.send(Notification::new(
+            s.notify,
+            s.node.clone(),
+            s.domain.clone(),
+            s.message.clone(),
+            &self.owner,
+            now,
+        ));
+        let target = match (&s.node, regarding) {
+            (Some(node), _) => EventTarget::Node(node.clone()),
+            (None, Some(lease)) => EventTarget::Object {
+                regarding: lease,
+                host: String::new(),
+            },
+            (None, None) => return,
+        };
+        self.write(&target, s.severity, s.reason, s.message).await;
+    }
+
+    /// A wait's Event: `ev` written as the Event named `existing` (its count grown), or as a new
+    /// one. The name to update next time (None when the write failed: the next creates one).
+    pub async fn episode(
+        &self,
+        node: &str,
+        existing: Option<String>,
+        ev: &NodeEvent,
+    ) -> Option<String> {
+        if !self.cluster.leading() {
+            return existing;
+        }
+        let target = EventTarget::Node(node.to_string());
+        if let Some(name) = existing {
+            match self.cluster.event(&target, ev, Some(&name)).await {
+                Ok(name) => return Some(name),
+                Err(e) => {
+                    tracing::debug!(%node, reason = %ev.reason, error = %e, "cannot update event; creating a new one")
+                }
+            }
+        }
+        match self.cluster.event(&target, ev, None).await {
+            Ok(name) => Some(name),
+            Err(e) => {
+                tracing::warn!(%node, reason = %ev.reason, error = %e, "cannot write event");
+                None
+            }
+        }
+    }
+
+    /// A stale pod: a warning and a Warning Event on the pod.
+    pub async fn stale(&self, s: &Stale, message: String) {
+        if !self.cluster.leading() {
+            return;
+        }
+        let id = format!("{}/{}", s.namespace, s.name);
+        tracing::warn!(pod = %id, node = %s.node, "{message}");
+        let target = EventTarget::Object {
+            regarding: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(s.name.clone()),
+                namespace: Some(s.namespace.clone()),
+                uid: s.uid.clone(),
+                ..Default::default()
+            },
+            host: s.node.clone(),
+        };
+        let r = reason::POD_READINESS_STALE;
+        self.write(&target, Severity::Warning, r, message).await;
+    }
+
+    /// Write one new Event (count 1, now).
+    async fn write(&self, target: &EventTarget, severity: Severity, reason: &str, message: String) {
+        let now = self.clock.now();
+        let ev = event(severity, reason, message, now);
+        match self.cluster.event(target, &ev, None).await {
+            Ok(_) | Err(ApiError::NotLeading) => {}
+            Err(e) => tracing::warn!(?target, %reason, error = %e, "cannot write event"),
+        }
+    }
+
+    /// Notify what matters to people on call about `node` (its conditions as the cache has them).
+    fn notify(&self, node: &str, o: &Occurrence) {
+        let (kind, reason) = match o {
+            Occurrence::Cordoned { problem } => (NotifyKind::Cordoned, problem.clone()),
+            Occurrence::DrainStarting { .. } => (NotifyKind::DrainStarted, o.message()),
+            Occurrence::Drained => (NotifyKind::Drained, o.message()),
+            Occurrence::DrainFailed { .. } => (NotifyKind::DrainFailed, o.message()),
+            Occurrence::Uncordoned { why } => (NotifyKind::Uncordoned, why.clone()),
+            _ => return,
+        };
+        let now = self.clock.now();
+        let mut n = Notification::new(kind, Some(node.to_string()), None, reason, &self.owner, now);
+        if let Some(v) = self.observed.node(node) {
+            n.conditions = v
+                .conditions
+                .iter()
+                .map(|c| ConditionNote {
+                    type_: c.type_.to_string(),
+                    status: c.status.to_string(),
+                    reason: c.reason.as_deref().map(String::from).unwrap_or_default(),
+                    since: rfc3339(c.since),
+                })
+                .collect();
+        }
+        self.notifier.send(n);
+    }
+}
+
+/// One occurrence as an Event of the drainer's (count 1).
+pub fn event(severity: Severity, reason: &str, message: String, now: Timestamp) -> NodeEvent {
+    NodeEvent {
+        source: SOURCE.into(),
+        severity,
+        reason: reason.into(),
+        message,
+        count: 1,
+        first_seen: now,
+        last_seen: now,
+    }
+}
+
+fn log_safety(s: &SafetyOccurrence) {
+    let node = s.node.as_deref().unwrap_or("");
+    let domain = s.domain.as_deref().unwrap_or("");
+    match s.severity {
+        Severity::Warning => tracing::warn!(reason = s.reason, node, domain, "{}", s.message),
+        Severity::Normal => tracing::info!(reason = s.reason, node, domain, "{}", s.message),
+    }
+}

@@ -1,0 +1,88 @@
+//! The log line and the metric of each occurrence ([`crate::model::occurrence`]), one match per
+//! kind, used by the [`Recorder`](super::Recorder) only. I/O (logs, metrics).
+
+use crate::metrics::{Metrics, Outcome};
+use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence};
+
+impl Occurrence {
+    /// The log line for `node` (the starting steps are logged by their outcome).
+    pub fn log(&self, node: &str) {
+        use Occurrence::*;
+        match self {
+            Cordoned { problem } => tracing::info!(%node, reason = %problem, "cordoned"),
+            CordonFailed { error } => tracing::warn!(%node, %error, "cordon failed"),
+            DrainSchedulingFailed { error } => {
+                tracing::warn!(%node, %error, "cannot set DrainScheduled")
+            }
+            Drained => tracing::info!(%node, "drained"),
+            DrainFailed { retry_in, failures } => {
+                tracing::warn!(%node, ?failures, ?retry_in, "drain failed")
+            }
+            Uncordoned { why } => tracing::info!(%node, %why, "uncordoned"),
+            UncordonFailed { error } => tracing::warn!(%node, %error, "uncordon failed"),
+            Marked { marks } => tracing::info!(%node, %marks, "marked drained"),
+            MarkFailed { error } => tracing::warn!(%node, %error, "cannot mark drained"),
+            NodeDeleted => tracing::info!(%node, "deleted the drained node"),
+            NodeDeleteFailed { error } => {
+                tracing::warn!(%node, %error, "cannot delete the drained node")
+            }
+            CordonStarting { .. }
+            | DrainScheduled { .. }
+            | DrainStarting { .. }
+            | UncordonStarting { .. } => {
+                tracing::debug!(%node, reason = self.reason(), "{}", self.message())
+            }
+        }
+    }
+
+    /// Count it (draino's metric names).
+    pub fn count(&self, m: &Metrics) {
+        use Occurrence::*;
+        match self {
+            Cordoned { .. } => m.cordoned(Outcome::Succeeded),
+            CordonFailed { .. } => m.cordoned(Outcome::Failed),
+            DrainScheduled { .. } => m.drain_scheduled(Outcome::Succeeded),
+            DrainSchedulingFailed { .. } => m.drain_scheduled(Outcome::Failed),
+            Drained => m.drained(Outcome::Succeeded),
+            DrainFailed { .. } => m.drained(Outcome::Failed),
+            Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
+            UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
+            CordonStarting { .. }
+            | DrainStarting { .. }
+            | UncordonStarting { .. }
+            | Marked { .. }
+            | MarkFailed { .. }
+            | NodeDeleted
+            | NodeDeleteFailed { .. } => {}
+        }
+    }
+}
+
+impl PodOccurrence {
+    /// Log and count it for `pod` (namespace/name).
+    pub fn log_and_count(&self, pod: &str, what: EvictionFor, m: &Metrics) {
+        use crate::metrics::Eviction;
+        let result = match self {
+            PodOccurrence::Evicted => {
+                tracing::debug!(%pod, ?what, "evicted");
+                Eviction::Succeeded
+            }
+            PodOccurrence::RefusedByBudget { message } => {
+                tracing::info!(%pod, ?what, %message, "eviction refused by a PodDisruptionBudget; retrying");
+                Eviction::PdbRefused
+            }
+            PodOccurrence::EvictionFailed { error } => {
+                tracing::warn!(%pod, ?what, %error, "eviction failed; retrying");
+                Eviction::Failed
+            }
+            PodOccurrence::ForceDeleted => {
+                tracing::warn!(%pod, ?what, "force-deleted (grace period 0): its eviction did not complete by the drain's deadline (--allow-force-delete)");
+                Eviction::ForceDeleted
+            }
+        };
+        match what {
+            EvictionFor::Drain => m.eviction(result),
+            EvictionFor::StaleReadiness => m.stale_eviction(result),
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! A fleet-wide change (breaker, outage) or a node starting to flap, as the values its log line,
+//! metric, Event and notification are made of. Pure (the [`Recorder`](super::Recorder) writes them).
+
+use std::time::Duration;
+
+use nodemedic_common::events::Severity;
+
+use crate::decide::fleet::FleetEvent;
+use crate::model::occurrence::reason;
+use crate::notify::NotifyKind;
+
+/// A fleet-wide change, or a node starting to flap, as one log line, metric, Event and
+/// notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SafetyOccurrence {
+    pub reason: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    pub metric: crate::metrics::SafetyEvent,
+    pub notify: NotifyKind,
+    pub node: Option<String>,
+    pub domain: Option<String>,
+}
+
+impl SafetyOccurrence {
+    pub fn of(ev: &FleetEvent) -> SafetyOccurrence {
+        use crate::metrics::SafetyEvent as M;
+        use FleetEvent::*;
+        let (reason, severity, message, metric, notify, node, domain) = match ev {
+            BreakerOpened { trip: why } => (
+                reason::BREAKER_OPENED,
+                Severity::Warning,
+                format!(
+                    "Circuit breaker opened ({why}): nothing new is cordoned or drained until it closes"
+                ),
+                M::BreakerOpened,
+                NotifyKind::BreakerOpened,
+                None,
+                None,
+            ),
+            BreakerClosed { open_for } => (
+                reason::BREAKER_CLOSED,
+                Severity::Normal,
+                format!(
+                    "Circuit breaker closed after {}: remediation resumes",
+                    humantime::format_duration(Duration::from_secs(open_for.as_secs()))
+                ),
+                M::BreakerClosed,
+                NotifyKind::BreakerClosed,
+                None,
+                None,
+            ),
+            OutageStarted(o) => (
+                reason::OUTAGE_STARTED,
+                Severity::Warning,
+                format!("Domain {o}: treated as a partition, nothing in it is cordoned or drained"),
+                M::OutageStarted,
+                NotifyKind::OutageStarted,
+                None,
+                Some(o.domain.clone()),
+            ),
+            OutageEnded { domain } => (
+                reason::OUTAGE_ENDED,
+                Severity::Normal,
+                format!("Outage in {domain} ended: its nodes are decided one by one again"),
+                M::OutageEnded,
+                NotifyKind::OutageEnded,
+                None,
+                Some(domain.clone()),
+            ),
+            Flapping { node, changes } => (
+                reason::NODE_FLAPPING,
+                Severity::Warning,
+                format!(
+                    "Node conditions changed {changes} times in a short while: not cordoned or drained until stable"
+                ),
+                M::NodeFlapping,
+                NotifyKind::NodeFlapping,
+                Some(node.clone()),
+                None,
+            ),
+        };
+        SafetyOccurrence {
+            reason,
+            severity,
+            message,
+            metric,
+            notify,
+            node,
+            domain,
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `drainer simulate`: replay a fleet scenario through the real controller, over a cluster in
+//! memory ([`MemoryCluster`]) on paused tokio time, and say what the drainer did at each step. The
+//! controller, the executor and the decisions are the ones `drainer run` uses; only the API server
+//! is stood in for (each node has one pod, which goes `drainTakes` after its eviction), so a
+//! scenario and the running drainer cannot diverge. Hours of a fleet of thousands run in seconds.
+//! I/O-free (the report is printed by the caller).
+//!
+//! A scenario is YAML:
+//!
+//! ```yaml
+//! description: a zone goes dark
+//! args: ["Ready=Unknown,5m", "--max-cordoned=10%"]     # drainer flags, as for `drainer run`
+//! nodes:
+//!   - {count: 5000, name: "node-{i}", labels: {topology.kubernetes.io/zone: "zone-{i%10}"}}
+//! tick: 10s                  # the controller's tick (default 10s)
+//! drainTakes: 1m             # how long a node's pod takes to go once evicted (default 1m)
+//! duration: 40m
+//! steps:
+//!   - at: 1m
+//!     nodes: {label: "outage=yes"}   # a label selector (as --node-selector), and/or names, count
+//!     set: Ready=Unknown     # or a list, alternated `times` times every `every`
+//! expect:
+//!   breakerOpenWithin: 10s   # of the first step
+//!   drainsAtMost: 0
+//! ```
+//!
+//! ```text
+//!  scenario  the YAML, and the plan it makes (settings, nodes, changes in time order)
+//!  report    the controller's taps tallied, the expectations checked, the text printed
+//! ```
+
+pub mod report;
+pub mod scenario;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::clock::Clock;
+use nodemedic_common::health::Health;
+use tokio::sync::{mpsc, watch};
+
+use crate::act::Executor;
+use crate::act::memory::MemoryCluster;
+use crate::controller::{Controller, DEBOUNCE};
+use crate::model::cluster::Gated;
+use crate::observe::Observed;
+use crate::record::Recorder;
+pub use report::{Happening, Report, print};
+pub use scenario::{Plan, Scenario, SimError, parse, settings};
+
+/// Run `scenario` starting at `start`, and check its expectations.
+pub fn run(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Report, SimError> {
+    let mut plan = Plan::of(file, scenario, start)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(SimError::Runtime)?;
+    let mut report = runtime.block_on(drive(&mut plan));
+    report::check(file, scenario, &plan, &mut report)?;
+    Ok(report)
+}
+
+/// The one pod of a simulated node (owned by a ReplicaSet, so a drain evicts it).
+fn pod_of(node: &Node) -> Pod {
+    let node = node.metadata.name.as_deref().unwrap_or_default();
+    let pod = serde_json::json!({
+        "metadata": {"name": format!("{node}-app"), "namespace": "default", "uid": format!("uid-{node}"),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "app",
+                "uid": "uid-app", "controller": true}]},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Running"},
+    });
+    serde_json::from_value(pod).unwrap_or_default()
+}
+
+/// The controller over the plan's fleet, its changes applied at their times; what it did.
+async fn drive(plan: &mut Plan) -> Report {
+    let clock = Clock::tokio_at(plan.start);
+    let began = tokio::time::Instant::now();
+    let at = |t: Timestamp| began + t.duration_since(plan.start).unsigned_abs();
+    let observed = Observed::default();
+    let cluster = MemoryCluster::new(observed.clone());
+    for node in &plan.nodes {
+        cluster.put_pod(pod_of(node));
+        cluster.put_node(node.clone());
+    }
+    cluster.set_termination(plan.drain_takes);
+    cluster.sync();
+    let (_leader, leading) = watch::channel(true);
+    let gated = Gated::new(cluster.clone(), leading.clone());
+    let metrics = crate::metrics::Metrics::register(&mut Default::default());
+    let record = Recorder::new(gated.clone(), metrics, observed.clone(), clock);
+    let cfg = std::mem::take(&mut plan.cfg);
+    let exec = Executor::new(gated, record, cfg.dry_run, clock);
+    let (tap, mut taps) = mpsc::unbounded_channel();
+    let health = Health::default();
+    let controller = Controller::new(cfg, observed.clone(), exec, health, leading, clock);
+    let controller = controller.with_tap(tap);
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(controller.run(observed.changed.clone(), plan.tick, stopped));
+    for c in &plan.changes {
+        tokio::time::sleep_until(at(c.at)).await;
+        let name = plan.nodes[c.node]
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default();
+        cluster.set_condition(name, &c.type_, c.status, c.at);
+    }
+    // The round at the end itself is part of the run.
+    tokio::time::sleep_until(at(plan.end) + DEBOUNCE * 2).await;
+    let _ = stop.send(true);
+    let _ = task.await;
+    let mut report = Report {
+        nodes: plan.nodes.len(),
+        ..Default::default()
+    };
+    while let Ok(t) = taps.try_recv() {
+        report.tally(t, plan);
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests;

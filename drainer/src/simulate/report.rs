@@ -1,0 +1,267 @@
+//! What a simulation did, pure: the controller's taps tallied into happenings and figures
+//! ([`Report`]), the scenario's expectations checked against them, and the text `drainer simulate`
+//! prints.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::scenario::{Plan, Scenario, SimError, dur, picked};
+use crate::controller::{Did, Tap};
+use crate::decide::fleet::FleetEvent;
+use crate::model::record::DrainOutcome;
+
+/// One thing that happened, at `at` (since the start).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Happening {
+    pub at_secs: u64,
+    pub what: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub detail: String,
+}
+
+/// What the run did, and the figures the expectations read.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Report {
+    pub happenings: Vec<Happening>,
+    pub cordons: usize,
+    pub drains: usize,
+    pub uncordons: usize,
+    pub max_cordoned_at_once: usize,
+    pub breaker_opened_at: Option<u64>,
+    /// Seconds after the last step until no node was cordoned by us (None: some still are).
+    pub all_uncordoned_after_last_step: Option<u64>,
+    pub nodes: usize,
+    pub rounds: usize,
+    /// Expectations that failed, in words (empty: all held).
+    pub failed: Vec<String>,
+    /// Nodes cordoned at least once.
+    #[serde(skip)]
+    pub touched: BTreeSet<String>,
+    /// Cordoned by the drainer now.
+    #[serde(skip)]
+    pub cordoned_now: usize,
+}
+
+impl Report {
+    /// Take what the controller did (`tap`), as of `plan` (times in seconds since its start; what
+    /// happened after its end is not counted).
+    pub fn tally(&mut self, tap: Tap, plan: &Plan) {
+        let at = match &tap {
+            Tap::Fleet { at, .. } | Tap::Round { at, .. } | Tap::DrainEnded { at, .. } => *at,
+        };
+        if at > plan.end {
+            return;
+        }
+        let secs = plan.secs(at);
+        match tap {
+            Tap::Fleet { event, .. } => self.fleet(secs, event),
+            Tap::DrainEnded { node, outcome, .. } => {
+                if outcome == DrainOutcome::Drained {
+                    self.happened(secs, "drained", Some(node), String::new());
+                }
+            }
+            Tap::Round { done, .. } => {
+                self.rounds += 1;
+                for d in done.into_iter().filter(|d| d.ok) {
+                    let what = match d.did {
+                        Did::Cordon => {
+                            self.cordons += 1;
+                            self.cordoned_now += 1;
+                            self.touched.insert(d.node.clone());
+                            "cordon"
+                        }
+                        Did::Drain => {
+                            self.drains += 1;
+                            "drain"
+                        }
+                        Did::Uncordon => {
+                            self.uncordons += 1;
+                            self.cordoned_now = self.cordoned_now.saturating_sub(1);
+                            "uncordon"
+                        }
+                        Did::DeleteNode => "delete",
+                        Did::Release | Did::Forget => continue,
+                    };
+                    self.happened(secs, what, Some(d.node), d.reason);
+                }
+                self.max_cordoned_at_once = self.max_cordoned_at_once.max(self.cordoned_now);
+                if let Some(last) = plan.last_step
+                    && at >= last
+                    && self.cordoned_now == 0
+                    && self.all_uncordoned_after_last_step.is_none()
+                {
+                    let after = secs.saturating_sub(plan.secs(last));
+                    self.all_uncordoned_after_last_step = Some(after);
+                }
+            }
+        }
+    }
+
+    fn fleet(&mut self, secs: u64, event: FleetEvent) {
+        let (what, detail) = match event {
+            FleetEvent::BreakerOpened { trip } => {
+                self.breaker_opened_at.get_or_insert(secs);
+                ("breaker opened", trip.to_string())
+            }
+            FleetEvent::BreakerClosed { open_for } => {
+                // To the second, as every time in the report (rounds run a few ms after a change).
+                let secs = (open_for.as_millis() + 500) / 1000;
+                let d = humantime::format_duration(Duration::from_secs(secs as u64));
+                ("breaker closed", format!("after {d}"))
+            }
+            FleetEvent::OutageStarted(o) => ("outage started", o.to_string()),
+            FleetEvent::OutageEnded { domain } => ("outage ended", domain),
+            FleetEvent::Flapping { node, changes } => {
+                let detail = format!("{changes} changes");
+                return self.happened(secs, "flapping", Some(node), detail);
+            }
+        };
+        self.happened(secs, what, None, detail);
+    }
+
+    fn happened(&mut self, at_secs: u64, what: &str, node: Option<String>, detail: String) {
+        self.happenings.push(Happening {
+            at_secs,
+            what: what.into(),
+            node,
+            detail,
+        });
+    }
+}
+
+/// Check the scenario's expectations: what failed goes to `r.failed`.
+pub fn check(file: &str, s: &Scenario, plan: &Plan, r: &mut Report) -> Result<(), SimError> {
+    let first_step = plan.first_step.map(|t| plan.secs(t));
+    let nodes = &plan.nodes;
+    let e = &s.expect;
+    let mut failed = Vec::new();
+    if let Some(w) = &e.breaker_open_within {
+        let within = dur(file, "breakerOpenWithin", w)?.as_secs();
+        match (r.breaker_opened_at, first_step) {
+            (Some(o), Some(f)) if o <= f + within => {}
+            (opened, _) => failed.push(format!(
+                "the breaker opens within {w} of the first step: opened at {}",
+                opened.map_or("never".into(), |o| format!("+{o}s"))
+            )),
+        }
+    }
+    if e.breaker_never_opens == Some(true) && r.breaker_opened_at.is_some() {
+        failed.push("the breaker never opens: it did".into());
+    }
+    if let Some(n) = e.drains_at_most
+        && r.drains > n
+    {
+        failed.push(format!("at most {n} drains: {}", r.drains));
+    }
+    if let Some(n) = e.drains_at_least
+        && r.drains < n
+    {
+        failed.push(format!("at least {n} drains: {}", r.drains));
+    }
+    if let Some(n) = e.cordoned_at_once_at_most
+        && r.max_cordoned_at_once > n
+    {
+        failed.push(format!(
+            "at most {n} cordoned at once: {}",
+            r.max_cordoned_at_once
+        ));
+    }
+    if let Some(n) = e.cordoned_at_once_at_least
+        && r.max_cordoned_at_once < n
+    {
+        failed.push(format!(
+            "at least {n} cordoned at once: {}",
+            r.max_cordoned_at_once
+        ));
+    }
+    if let Some(w) = &e.all_uncordoned_within {
+        let within = dur(file, "allUncordonedWithin", w)?.as_secs();
+        match r.all_uncordoned_after_last_step {
+            Some(after) if after <= within => {}
+            after => failed.push(format!(
+                "all uncordoned within {w} of the last step: {}",
+                after.map_or("some stay cordoned".into(), |a| format!("after {a}s"))
+            )),
+        }
+    }
+    if e.untouched.label.is_some() || !e.untouched.names.is_empty() {
+        for i in picked(file, nodes, &e.untouched)? {
+            let name = nodes[i].metadata.name.as_deref().unwrap_or_default();
+            if r.touched.contains(name) {
+                failed.push(format!("{name} untouched: it was cordoned"));
+            }
+        }
+    }
+    for n in &e.flapping {
+        if !r
+            .happenings
+            .iter()
+            .any(|h| h.what == "flapping" && h.node.as_deref() == Some(n))
+        {
+            failed.push(format!("{n} reported flapping: it was not"));
+        }
+    }
+    for d in &e.outages {
+        if !r
+            .happenings
+            .iter()
+            .any(|h| h.what == "outage started" && h.detail.contains(&format!("outage in {d}:")))
+        {
+            failed.push(format!("an outage in {d}: none reported"));
+        }
+    }
+    r.failed = failed;
+    Ok(())
+}
+
+/// The report as text: one line per happening (`+MMmSSs what node: detail`), then the figures.
+pub fn print(r: &Report, s: &Scenario, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    if !s.description.is_empty() {
+        writeln!(out, "# {}", s.description)?;
+    }
+    // A burst of one kind at one instant is summarised past a few lines.
+    let mut i = 0;
+    while i < r.happenings.len() {
+        let h = &r.happenings[i];
+        let same = r.happenings[i..]
+            .iter()
+            .take_while(|x| x.at_secs == h.at_secs && x.what == h.what)
+            .count();
+        let shown = if same > 5 { 3 } else { same };
+        for x in &r.happenings[i..i + shown] {
+            let t = format!("+{}m{:02}s", x.at_secs / 60, x.at_secs % 60);
+            match &x.node {
+                Some(n) if x.detail.is_empty() => writeln!(out, "{t:>9}  {:<15} {n}", x.what)?,
+                Some(n) => writeln!(out, "{t:>9}  {:<15} {n}: {}", x.what, x.detail)?,
+                None => writeln!(out, "{t:>9}  {:<15} {}", x.what, x.detail)?,
+            }
+        }
+        if same > shown {
+            writeln!(
+                out,
+                "{:>9}  {:<15} ... and {} more",
+                "",
+                h.what,
+                same - shown
+            )?;
+        }
+        i += same;
+    }
+    writeln!(
+        out,
+        "nodes {}, rounds {}: {} cordons, {} drains, {} uncordons; at most {} cordoned at once; breaker opened {}",
+        r.nodes,
+        r.rounds,
+        r.cordons,
+        r.drains,
+        r.uncordons,
+        r.max_cordoned_at_once,
+        r.breaker_opened_at
+            .map_or("never".to_string(), |s| format!("at +{s}s"))
+    )?;
+    for f in &r.failed {
+        writeln!(out, "EXPECTATION FAILED: {f}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,343 @@
+//! A scenario as written (YAML) and as run (a [`Plan`]: the settings, the nodes as objects, every
+//! condition change in time order). Pure: parsing and planning only; errors name the file.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::status::Status;
+use serde::Deserialize;
+
+use crate::config::Config;
+use crate::config::flags::PolicyArgs;
+use crate::model::node::NodeView;
+
+/// Errors reading or running a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("{file}: {message}")]
+    Scenario { file: String, message: String },
+    #[error("{file}: args: {message}")]
+    Args { file: String, message: String },
+    #[error("cannot start the simulation's runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    pub nodes: Vec<NodeGroup>,
+    #[serde(default)]
+    pub tick: Option<String>,
+    #[serde(default)]
+    pub drain_takes: Option<String>,
+    pub duration: String,
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeGroup {
+    #[serde(default = "one")]
+    pub count: usize,
+    /// `{i}` is the index within the group.
+    pub name: String,
+    /// Values may use `{i}` and `{i%N}`.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Conditions at the start, `Type=Status` (default: Ready=True).
+    #[serde(default)]
+    pub conditions: Vec<String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Step {
+    pub at: String,
+    pub nodes: Pick,
+    /// `Type=Status`, or a list alternated over the repetitions.
+    pub set: OneOrMany,
+    #[serde(default)]
+    pub every: Option<String>,
+    #[serde(default = "one")]
+    pub times: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Which nodes a step changes: a label selector (kube's syntax) and/or names, at most `count`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Pick {
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+/// What must hold (checked by `drainer simulate`, which exits 1 otherwise, and by the tests).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    /// The breaker opens within this long of the first step.
+    pub breaker_open_within: Option<String>,
+    pub breaker_never_opens: Option<bool>,
+    pub drains_at_most: Option<usize>,
+    pub drains_at_least: Option<usize>,
+    pub cordoned_at_once_at_most: Option<usize>,
+    pub cordoned_at_once_at_least: Option<usize>,
+    /// After the last step, every node still cordoned by the drainer is uncordoned within this.
+    pub all_uncordoned_within: Option<String>,
+    /// Nodes never cordoned or drained.
+    #[serde(default)]
+    pub untouched: Pick,
+    /// Nodes reported as flapping (NodeFlapping).
+    #[serde(default)]
+    pub flapping: Vec<String>,
+    /// Domains reported in an outage.
+    #[serde(default)]
+    pub outages: Vec<String>,
+}
+
+/// One condition change: at `at`, node `node` (an index into [`Plan::nodes`]) gets `type_=status`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub at: Timestamp,
+    pub node: usize,
+    pub type_: String,
+    pub status: Status,
+}
+
+/// A scenario ready to run.
+pub struct Plan {
+    /// The drainer's settings (the run takes them).
+    pub cfg: Config,
+    pub start: Timestamp,
+    pub tick: Duration,
+    pub drain_takes: Duration,
+    pub end: Timestamp,
+    pub nodes: Vec<Node>,
+    /// In time order.
+    pub changes: Vec<Change>,
+    pub first_step: Option<Timestamp>,
+    pub last_step: Option<Timestamp>,
+}
+
+pub(super) fn expand(template: &str, i: usize) -> String {
+    let mut out = template.replace("{i}", &i.to_string());
+    while let Some(start) = out.find("{i%") {
+        let Some(end) = out[start..].find('}') else {
+            break;
+        };
+        let n: usize = out[start + 3..start + end].parse().unwrap_or(1).max(1);
+        out.replace_range(start..start + end + 1, &(i % n).to_string());
+    }
+    out
+}
+
+fn error(file: &str, message: String) -> SimError {
+    SimError::Scenario {
+        file: file.into(),
+        message,
+    }
+}
+
+pub(super) fn dur(file: &str, what: &str, s: &str) -> Result<Duration, SimError> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| error(file, format!("{what}: invalid duration {s:?}: {e}")))
+}
+
+fn condition(file: &str, s: &str) -> Result<(String, Status), SimError> {
+    let (t, v) = s
+        .split_once('=')
+        .ok_or_else(|| error(file, format!("condition {s:?}: expected Type=Status")))?;
+    let status = v
+        .trim()
+        .parse()
+        .map_err(|e| error(file, format!("condition {s:?}: {e}")))?;
+    Ok((t.trim().to_string(), status))
+}
+
+#[derive(Parser)]
+struct Flags {
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// The drainer's settings from a scenario's `args`, exactly as `drainer run` parses them.
+pub fn settings(file: &str, args: &[String]) -> Result<Config, SimError> {
+    let argv = std::iter::once("drainer".to_string()).chain(args.iter().cloned());
+    let flags = Flags::try_parse_from(argv).map_err(|e| SimError::Args {
+        file: file.into(),
+        message: e.to_string().lines().next().unwrap_or_default().to_string(),
+    })?;
+    crate::config::build::build(&flags.policy).map_err(|errors| SimError::Args {
+        file: file.into(),
+        message: errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}
+
+/// Parse a scenario (errors name the file, and for YAML the line and column).
+pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
+    serde_saphyr::from_str(text).map_err(|e| {
+        error(
+            file,
+            e.to_string().lines().next().unwrap_or_default().into(),
+        )
+    })
+}
+
+/// The nodes `pick` names, by index into `nodes`.
+pub(super) fn picked(file: &str, nodes: &[Node], pick: &Pick) -> Result<Vec<usize>, SimError> {
+    let sel = pick
+        .label
+        .as_deref()
+        .map(|l| {
+            crate::config::select::Selector::labels(l)
+                .map_err(|e| error(file, format!("label selector {l:?}: {e}")))
+        })
+        .transpose()?;
+    let mut out: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| {
+            let by_label = sel
+                .as_ref()
+                .is_some_and(|s| s.matches(&NodeView::of(n)).unwrap_or(false));
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            by_label || pick.names.iter().any(|p| p == name)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if let Some(c) = pick.count {
+        out.truncate(c);
+    }
+    Ok(out)
+}
+
+/// The fleet as it starts: Ready=True (or the group's conditions) since a day before `start`.
+fn fleet(file: &str, s: &Scenario, start: Timestamp) -> Result<Vec<Node>, SimError> {
+    let long_ago = nodemedic_common::time::rfc3339(nodemedic_common::time::sub(
+        start,
+        Duration::from_secs(86_400),
+    ));
+    let mut nodes = Vec::new();
+    for g in &s.nodes {
+        let mut conditions = BTreeMap::from([("Ready".to_string(), Status::True)]);
+        for c in &g.conditions {
+            let (t, s) = condition(file, c)?;
+            conditions.insert(t, s);
+        }
+        let conditions: Vec<serde_json::Value> = conditions
+            .iter()
+            .map(|(t, s)| serde_json::json!({"type": t, "status": s.as_str(), "lastTransitionTime": long_ago}))
+            .collect();
+        for i in 0..g.count {
+            let labels: BTreeMap<String, String> = g
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), expand(v, i)))
+                .collect();
+            let node = serde_json::json!({
+                "metadata": {"name": expand(&g.name, i), "labels": labels},
+                "spec": {"unschedulable": false},
+                "status": {"conditions": conditions},
+            });
+            let node =
+                serde_json::from_value(node).map_err(|e| error(file, format!("nodes: {e}")))?;
+            nodes.push(node);
+        }
+    }
+    Ok(nodes)
+}
+
+impl Plan {
+    /// `scenario` as run from `start`.
+    pub fn of(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Plan, SimError> {
+        let mut cfg = settings(file, &scenario.args)?;
+        cfg.owner = crate::config::DEFAULT_OWNER.into();
+        let tick = dur(file, "tick", scenario.tick.as_deref().unwrap_or("10s"))?;
+        let drain_takes = scenario.drain_takes.as_deref().unwrap_or("1m");
+        let drain_takes = dur(file, "drainTakes", drain_takes)?;
+        let duration = dur(file, "duration", &scenario.duration)?;
+        if tick.is_zero() {
+            return Err(error(file, "tick: must be more than 0s".into()));
+        }
+        let nodes = fleet(file, scenario, start)?;
+        let mut plan = Plan {
+            cfg,
+            start,
+            tick,
+            drain_takes,
+            end: nodemedic_common::time::add(start, duration),
+            nodes,
+            changes: Vec::new(),
+            first_step: None,
+            last_step: None,
+        };
+        for step in &scenario.steps {
+            plan.step(file, step)?;
+        }
+        plan.changes.sort_by_key(|c| c.at);
+        Ok(plan)
+    }
+
+    fn step(&mut self, file: &str, step: &Step) -> Result<(), SimError> {
+        let t0 = nodemedic_common::time::add(self.start, dur(file, "at", &step.at)?);
+        let every = step.every.as_deref().map(|e| dur(file, "every", e));
+        let every = every.transpose()?.unwrap_or_default();
+        let values: Vec<&String> = match &step.set {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v.iter().collect(),
+        };
+        let targets = picked(file, &self.nodes, &step.nodes)?;
+        if targets.is_empty() || values.is_empty() {
+            let what = format!("step at {}: its nodes pick no node", step.at);
+            return Err(error(file, what));
+        }
+        for k in 0..step.times.max(1) {
+            let at = nodemedic_common::time::add(t0, every.saturating_mul(k as u32));
+            let (type_, status) = condition(file, values[k % values.len()])?;
+            for &node in &targets {
+                let type_ = type_.clone();
+                self.changes.push(Change {
+                    at,
+                    node,
+                    type_,
+                    status,
+                });
+            }
+            self.first_step = Some(self.first_step.map_or(at, |f| f.min(at)));
+            self.last_step = Some(self.last_step.map_or(at, |l| l.max(at)));
+        }
+        Ok(())
+    }
+
+    pub fn secs(&self, t: Timestamp) -> u64 {
+        (t.as_second() - self.start.as_second()).max(0) as u64
+    }
+}

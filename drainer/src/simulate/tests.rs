@@ -1,0 +1,75 @@
+//! Scenarios run end to end through the controller on paused time.
+
+use super::scenario::expand;
+use super::*;
+
+fn start() -> Timestamp {
+    "2026-11-24T10:00:00Z".parse().unwrap()
+}
+
+fn run_text(text: &str) -> Report {
+    let s = parse("test.yaml", text).unwrap();
+    run("test.yaml", &s, start()).unwrap()
+}
+
+#[test]
+fn templates_expand_the_index_and_its_modulo() {
+    assert_eq!(expand("node-{i}", 7), "node-7");
+    assert_eq!(expand("zone-{i%3}", 7), "zone-1");
+    assert_eq!(expand("r{i%2}-n{i}", 5), "r1-n5");
+}
+
+#[test]
+fn a_single_failure_is_cordoned_drained_and_uncordoned_after_recovery() {
+    let r = run_text(
+        r#"
+args: ["KernelDeadlock=True,2m", "--drain-buffer=1m"]
+nodes: [{count: 20, name: "n{i}", labels: {zone: "z{i%4}"}, conditions: ["KernelDeadlock=False"]}]
+duration: 20m
+drainTakes: 30s
+steps:
+  - {at: 1m, nodes: {names: [n3]}, set: KernelDeadlock=True}
+  - {at: 10m, nodes: {names: [n3]}, set: KernelDeadlock=False}
+expect:
+  breakerNeverOpens: true
+  drainsAtLeast: 1
+  allUncordonedWithin: 3m
+"#,
+    );
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    let whats: Vec<(&str, u64)> = r
+        .happenings
+        .iter()
+        .map(|h| (h.what.as_str(), h.at_secs))
+        .collect();
+    assert_eq!(
+        whats,
+        vec![
+            ("cordon", 180),
+            ("drain", 240),
+            ("drained", 270),
+            ("uncordon", 720)
+        ],
+        "cordoned 2m after the problem, drained after the 1m buffer, uncordoned 2m after recovery"
+    );
+}
+
+#[test]
+fn bad_scenarios_are_clear_errors() {
+    let e = parse("s.yaml", "nodes: []\nduration: 1m\nsteps: []\nnope: 1\n").unwrap_err();
+    assert!(e.to_string().starts_with("s.yaml: "), "{e}");
+    let s = parse(
+        "s.yaml",
+        "args: [\"--max-cordoned=0\"]\nnodes: []\nduration: 1m\n",
+    )
+    .unwrap();
+    let e = run("s.yaml", &s, start()).unwrap_err();
+    assert!(e.to_string().contains("--max-cordoned"), "{e}");
+    let s = parse(
+        "s.yaml",
+        "args: [\"Ready=Unknown\"]\nnodes: [{name: a}]\nduration: 1m\nsteps: [{at: 1m, nodes: {names: [b]}, set: Ready=Unknown}]\n",
+    )
+    .unwrap();
+    let e = run("s.yaml", &s, start()).unwrap_err();
+    assert!(e.to_string().contains("pick no node"), "{e}");
+}
