@@ -19,15 +19,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// A log format that is neither `text` nor `json`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown log format {0:?} (expected text or json)")]
+pub struct UnknownLogFormat(pub String);
+
 impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownLogFormat;
+    fn from_str(s: &str) -> Result<Self, UnknownLogFormat> {
         match s {
             "text" => Ok(LogFormat::Text),
             "json" => Ok(LogFormat::Json),
-            other => Err(format!(
-                "unknown log format {other:?} (expected text or json)"
-            )),
+            other => Err(UnknownLogFormat(other.to_string())),
         }
     }
 }

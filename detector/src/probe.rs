@@ -96,16 +96,32 @@ pub fn http(url: &str, timeout: Duration) -> Found {
     }
 }
 
+/// A file of a probe that cannot be read as what it should hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {error}")]
+pub struct Unreadable {
+    path: String,
+    error: String,
+}
+
+impl Unreadable {
+    fn new(path: &Path, error: impl std::fmt::Display) -> Unreadable {
+        Unreadable {
+            path: path.display().to_string(),
+            error: error.to_string(),
+        }
+    }
+}
+
 /// The conntrack table under `netfilter` (`/proc/sys/net/netfilter`): a problem at `threshold`
 /// percent full or more.
 pub fn conntrack(netfilter: &Path, threshold: u8) -> Found {
-    let read = |name: &str| -> Result<u64, String> {
+    let read = |name: &str| -> Result<u64, Unreadable> {
         let p = netfilter.join(name);
-        std::fs::read_to_string(&p)
-            .map_err(|e| format!("{}: {e}", p.display()))?
-            .trim()
+        let text = std::fs::read_to_string(&p).map_err(|e| Unreadable::new(&p, e))?;
+        text.trim()
             .parse::<u64>()
-            .map_err(|e| format!("{}: {e}", p.display()))
+            .map_err(|e| Unreadable::new(&p, e))
     };
     let (count, max) = match (read("nf_conntrack_count"), read("nf_conntrack_max")) {
         (Ok(c), Ok(m)) => (c, m),

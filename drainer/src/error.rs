@@ -1,4 +1,4 @@
-//! The drainer library's errors (the binary reports them; only `main` uses anyhow).
+//! The drainer library's errors (the binary reports them; only `main` uses anyhow). Pure data.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

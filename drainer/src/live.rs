@@ -1,6 +1,7 @@
 //! The live cluster for `drainer plan --live` and `kubectl nodemedic`: nodes, pods and
 //! PodDisruptionBudgets read through the current kubeconfig (read-only), and a node-by-node summary
-//! of what nodemedic reports and did (`kubectl nodemedic conditions`).
+//! of what nodemedic reports and did (`kubectl nodemedic conditions`). I/O for the reads; the
+//! summary of a node is pure.
 
 use std::io::Write;
 use std::path::Path;

@@ -1,4 +1,5 @@
 //! The drainer's metrics: draino's names (dashboards keep working) plus our own, with typed labels.
+//! I/O in the sense that counting is a side effect; registering is done once, by `run`.
 
 use nodemedic_common::label_value;
 pub use nodemedic_common::labels::{Eviction, Outcome, Reload};
@@ -90,8 +91,19 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// The drainer's metrics, registered in `registry`; every series with a closed set of label
+    /// values exists from the start at 0.
     pub fn register(registry: &mut Registry) -> Metrics {
-        let m = Metrics {
+        let m = Metrics::new();
+        m.register_actions(registry);
+        m.register_safety(registry);
+        m.register_inputs(registry);
+        m.zero();
+        m
+    }
+
+    fn new() -> Metrics {
+        Metrics {
             cordoned: Family::default(),
             uncordoned: Family::default(),
             drained: Family::default(),
@@ -117,27 +129,31 @@ impl Metrics {
             decided: Counter::default(),
             selector_errors: Counter::default(),
             stale_evictions: Family::default(),
-        };
+        }
+    }
+
+    /// What the drainer did to nodes and pods (draino's names first).
+    fn register_actions(&self, registry: &mut Registry) {
         let families: [(&str, &str, Family<OutcomeLabel, Counter>); 4] = [
             (
                 "draino_cordoned_nodes",
                 "Nodes cordoned, by result (draino name)",
-                m.cordoned.clone(),
+                self.cordoned.clone(),
             ),
             (
                 "draino_uncordoned_nodes",
                 "Nodes uncordoned, by result (draino name)",
-                m.uncordoned.clone(),
+                self.uncordoned.clone(),
             ),
             (
                 "draino_drained_nodes",
                 "Node drains, by result (draino name)",
-                m.drained.clone(),
+                self.drained.clone(),
             ),
             (
                 "draino_drain_scheduled_nodes",
                 "Drains scheduled, by result (draino name)",
-                m.drain_scheduled.clone(),
+                self.drain_scheduled.clone(),
             ),
         ];
         for (name, help, f) in families {
@@ -146,140 +162,162 @@ impl Metrics {
         registry.register(
             "nodemedic_drainer_budget_waits",
             "Plan rounds in which a node waited for a budget, by budget",
-            m.budget_waits.clone(),
+            self.budget_waits.clone(),
         );
         registry.register(
             "nodemedic_drainer_evictions",
             "Pod evictions, by result",
-            m.evictions.clone(),
-        );
-        registry.register(
-            "nodemedic_guard_requests",
-            "Admission requests to the Kosmos guard, by decision",
-            m.guard_requests.clone(),
-        );
-        registry.register(
-            "nodemedic_guard_certificate_reloads",
-            "Reloads of the guard's serving certificate after its files changed, by result",
-            m.guard_cert_reloads.clone(),
-        );
-        registry.register(
-            "nodemedic_guard_certificate_checks",
-            "Times the guard's certificate files were looked at after an event on disk; only a changed content counts as a reload",
-            m.guard_cert_checks.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_config_checks",
-            "Times the config file was looked at after an event on disk; only a changed content counts as a reload",
-            m.config_checks.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_config_reloads",
-            "Reloads of the drainer's config file after it changed, by result (a failure keeps the running settings)",
-            m.config_reloads.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_malformed_objects",
-            "Nodes and pods the watches could not decode (left out of the caches; the rest of the list is used)",
-            m.malformed.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_notifications",
-            "Notifications to --notify-url endpoints, by result (failed: given up after retries; dropped: queue full)",
-            m.notifications.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_safety_events",
-            "Changes of the fleet safety states: breaker opened/closed, outage started/ended, node flapping",
-            m.safety_events.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_breaker_open",
-            "1 while the circuit breaker is open (nothing new is cordoned or drained)",
-            m.breaker_open.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_domain_outages",
-            "Failure domains in an outage now (nothing in them is cordoned or drained)",
-            m.domain_outages.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_held_nodes",
-            "Nodes held back by a safety gate (breaker, outage, flapping, pause) as of the last round",
-            m.held.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_paused",
-            "Whether a pause on the drainer's Lease (the nodemedic.io/pause annotation) is in force (1) or not (0)",
-            m.paused.clone(),
+            self.evictions.clone(),
         );
         registry.register(
             "nodemedic_drainer_drain_duration_seconds",
             "Time from drain start to its end",
-            m.drain_duration.clone(),
+            self.drain_duration.clone(),
         );
         registry.register(
             "nodemedic_drainer_is_leader",
             "1 while this replica holds the lease",
-            m.leader.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_stale_pods",
-            "Pods whose readiness is stale now (Ready=False, containers ready, node Ready a while)",
-            m.stale_pods.clone(),
-        );
-        registry.register(
-            "nodemedic_drainer_stale_pods_reported",
-            "PodReadinessStale reports (one per pod per 10 minutes at most)",
-            m.stale_reported.clone(),
+            self.leader.clone(),
         );
         registry.register(
             "nodemedic_drainer_node_decisions",
             "Node decisions made by the controller (only nodes that changed, woke or wait are decided)",
-            m.decided.clone(),
+            self.decided.clone(),
         );
         registry.register(
             "nodemedic_drainer_selector_errors",
             "Node views the selector could not evaluate (the node counts as not selected; logged once per view)",
-            m.selector_errors.clone(),
+            self.selector_errors.clone(),
+        );
+    }
+
+    /// The safety states and stale pod readiness.
+    fn register_safety(&self, registry: &mut Registry) {
+        registry.register(
+            "nodemedic_drainer_safety_events",
+            "Changes of the fleet safety states: breaker opened/closed, outage started/ended, node flapping",
+            self.safety_events.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_breaker_open",
+            "1 while the circuit breaker is open (nothing new is cordoned or drained)",
+            self.breaker_open.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_domain_outages",
+            "Failure domains in an outage now (nothing in them is cordoned or drained)",
+            self.domain_outages.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_held_nodes",
+            "Nodes held back by a safety gate (breaker, outage, flapping, pause) as of the last round",
+            self.held.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_paused",
+            "Whether a pause on the drainer's Lease (the nodemedic.io/pause annotation) is in force (1) or not (0)",
+            self.paused.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_stale_pods",
+            "Pods whose readiness is stale now (Ready=False, containers ready, node Ready a while)",
+            self.stale_pods.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_stale_pods_reported",
+            "PodReadinessStale reports (one per pod per 10 minutes at most)",
+            self.stale_reported.clone(),
         );
         registry.register(
             "nodemedic_drainer_stale_evictions",
             "Evictions of stale pods, by result",
-            m.stale_evictions.clone(),
+            self.stale_evictions.clone(),
         );
+    }
+
+    /// What comes in and goes out besides the cluster: the guard, the config file, undecodable
+    /// objects, notifications.
+    fn register_inputs(&self, registry: &mut Registry) {
+        registry.register(
+            "nodemedic_guard_requests",
+            "Admission requests to the Kosmos guard, by decision",
+            self.guard_requests.clone(),
+        );
+        registry.register(
+            "nodemedic_guard_certificate_reloads",
+            "Reloads of the guard's serving certificate after its files changed, by result",
+            self.guard_cert_reloads.clone(),
+        );
+        registry.register(
+            "nodemedic_guard_certificate_checks",
+            "Times the guard's certificate files were looked at after an event on disk; only a changed content counts as a reload",
+            self.guard_cert_checks.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_config_checks",
+            "Times the config file was looked at after an event on disk; only a changed content counts as a reload",
+            self.config_checks.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_config_reloads",
+            "Reloads of the drainer's config file after it changed, by result (a failure keeps the running settings)",
+            self.config_reloads.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_malformed_objects",
+            "Nodes and pods the watches could not decode (left out of the caches; the rest of the list is used)",
+            self.malformed.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_notifications",
+            "Notifications to --notify-url endpoints, by result (failed: given up after retries; dropped: queue full)",
+            self.notifications.clone(),
+        );
+    }
+
+    fn zero(&self) {
         // Every series with a closed set of label values exists from the start at 0, so that
         // `increase()` in alerts and dashboards sees the first failure (a series born at 1 has no
         // increase to show).
         for &result in Outcome::ALL {
-            for f in [&m.cordoned, &m.uncordoned, &m.drained, &m.drain_scheduled] {
+            for f in [
+                &self.cordoned,
+                &self.uncordoned,
+                &self.drained,
+                &self.drain_scheduled,
+            ] {
                 let _ = f.get_or_create(&OutcomeLabel { result });
             }
         }
         for &budget in Budget::ALL {
-            let _ = m.budget_waits.get_or_create(&BudgetLabel { budget });
+            let _ = self.budget_waits.get_or_create(&BudgetLabel { budget });
         }
         for &result in Eviction::ALL {
-            let _ = m.evictions.get_or_create(&EvictionLabel { result });
-            let _ = m.stale_evictions.get_or_create(&EvictionLabel { result });
+            let _ = self.evictions.get_or_create(&EvictionLabel { result });
+            let _ = self
+                .stale_evictions
+                .get_or_create(&EvictionLabel { result });
         }
         for &kind in ObjectKind::ALL {
-            let _ = m.malformed.get_or_create(&KindLabel { kind });
+            let _ = self.malformed.get_or_create(&KindLabel { kind });
         }
         for &result in NotifyResult::ALL {
-            let _ = m.notifications.get_or_create(&NotifyLabel { result });
+            let _ = self.notifications.get_or_create(&NotifyLabel { result });
         }
         for &event in SafetyEvent::ALL {
-            let _ = m.safety_events.get_or_create(&SafetyLabel { event });
+            let _ = self.safety_events.get_or_create(&SafetyLabel { event });
         }
         for &decision in GuardDecision::ALL {
-            let _ = m.guard_requests.get_or_create(&DecisionLabel { decision });
+            let _ = self
+                .guard_requests
+                .get_or_create(&DecisionLabel { decision });
         }
         for &result in Reload::ALL {
-            let _ = m.guard_cert_reloads.get_or_create(&ReloadLabel { result });
-            let _ = m.config_reloads.get_or_create(&ReloadLabel { result });
+            let _ = self
+                .guard_cert_reloads
+                .get_or_create(&ReloadLabel { result });
+            let _ = self.config_reloads.get_or_create(&ReloadLabel { result });
         }
-        m
     }
     pub fn malformed_object(&self, kind: ObjectKind) {
         self.malformed.get_or_create(&KindLabel { kind }).inc();

@@ -3,7 +3,7 @@
 //! node flapping). The body carries a Slack-compatible `text` (Slack, Mattermost and Teams
 //! incoming webhooks read it) and the facts as fields. A task of its own sends them, retrying with
 //! backoff, so a slow or failing endpoint never holds up a decision; a full queue drops (counted),
-//! as does an endpoint failing every try.
+//! as does an endpoint failing every try. I/O (the sending task); the body is made purely.
 
 use std::time::Duration;
 

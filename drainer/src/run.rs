@@ -1,6 +1,6 @@
 //! The drainer's wiring: the metrics/health server, the observers (`observe`), the election
 //! (`leader`), the guard, and the controller loop (`controller`), started together and stopped in
-//! order by [`Running::shutdown`].
+//! order by [`Running::shutdown`]. The shell: I/O wiring only, no decisions.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

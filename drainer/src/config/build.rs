@@ -10,6 +10,7 @@ use serde_saphyr::Spanned;
 
 use super::file::FileConfig;
 use super::flags::PolicyArgs;
+use super::pair;
 use super::safety::Safety;
 use super::select::Selector;
 use super::spec::ConditionSpec;
@@ -172,8 +173,19 @@ impl Sources<'_> {
     }
 }
 
-fn parse_duration(v: &str) -> Result<Duration, String> {
-    humantime::parse_duration(v.trim()).map_err(|e| format!("invalid duration {v:?}: {e}"))
+/// A duration that does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid duration {text:?}: {source}")]
+pub struct DurationError {
+    text: String,
+    source: humantime::DurationError,
+}
+
+fn parse_duration(v: &str) -> Result<Duration, DurationError> {
+    humantime::parse_duration(v.trim()).map_err(|source| DurationError {
+        text: v.to_string(),
+        source,
+    })
 }
 
 /// The problem conditions: the flags' list replaces the file's; one is needed.
@@ -348,13 +360,16 @@ fn budgets(s: &mut Sources, cfg: &mut Config) {
     }
 }
 
+/// A label key that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: expected a label key, e.g. topology.kubernetes.io/zone")]
+pub struct LabelKeyError(String);
+
 /// A label key (no spaces, no `=`).
-fn label_key(v: &str) -> Result<String, String> {
+fn label_key(v: &str) -> Result<String, LabelKeyError> {
     let v = v.trim();
     if v.is_empty() || v.contains(char::is_whitespace) || v.contains('=') {
-        Err(format!(
-            "{v:?}: expected a label key, e.g. topology.kubernetes.io/zone"
-        ))
+        Err(LabelKeyError(v.to_string()))
     } else {
         Ok(v.to_string())
     }
@@ -454,14 +469,6 @@ fn safety(s: &mut Sources, out: &mut Safety) {
         ("drain-window", "drainWindows"),
         str::parse::<DrainWindow>,
     );
-}
-
-/// `KEY=VALUE`.
-fn pair(v: &str) -> Result<(String, String), String> {
-    match v.split_once('=') {
-        Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
-        _ => Err(format!("{v:?}: expected KEY=VALUE")),
-    }
 }
 
 /// What a drained node gets, and when its Node object is deleted.

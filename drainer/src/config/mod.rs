@@ -100,6 +100,19 @@ impl AfterDrain {
     }
 }
 
+/// A value that is not `KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: expected KEY=VALUE")]
+pub struct PairError(pub String);
+
+/// `KEY=VALUE` (the key trimmed, not empty).
+pub fn pair(v: &str) -> Result<(String, String), PairError> {
+    match v.split_once('=') {
+        Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
+        _ => Err(PairError(v.to_string())),
+    }
+}
+
 /// A node taint, `KEY[=VALUE]:EFFECT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taint {

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::model::record::{Phase, Record};
 
 /// The cluster-wide quantities budgets are counted from, over the records this drainer owns: kept as
-/// running totals by the controller ([`fleet::Fleet`]), summed over all nodes by a full plan.
+/// running totals by the controller ([`Fleet`](super::fleet::Fleet)), summed over all nodes by a full plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Totals {
     /// Nodes the selector selects (what a percentage cordon budget is of).

@@ -1,7 +1,7 @@
 //! At most N connections to the guard at once: each one accepted holds a permit for its lifetime,
 //! and one beyond the limit is closed at accept. Slow clients cannot pile up connections (5,000 held
 //! ones took the drainer from 40 to 148 MB, issue 11); the header and request timeouts in
-//! `server.rs` close the slow ones that are let in.
+//! `server.rs` close the slow ones that are let in. I/O (it wraps the listener).
 
 use std::future::Future;
 use std::io;

@@ -1,5 +1,6 @@
 //! The guard's HTTPS endpoint: `POST /validate` with an `admission.k8s.io/v1` AdmissionReview.
 //! Certificates are re-read when their files change (a renewed Secret swaps its `..data` symlink).
+//! I/O: the shell around the pure admission decision in `guard`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! Shared strings for the caches. Across 50,000 pods and 5,000 nodes the same few hundred strings
 //! recur (namespaces, node names, phases, owner kinds, label keys and values, condition types): each
-//! is stored once and shared, which is most of what keeps the caches small.
+//! is stored once and shared, which is most of what keeps the caches small. Pure in what it returns
+//! (a process-wide table behind a lock).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};

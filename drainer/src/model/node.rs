@@ -2,7 +2,7 @@
 //! kubelet's Node is about 4 KB of JSON (capacity, images, addresses, nodeInfo) and changes every few
 //! minutes only in heartbeat times; a [`NodeView`] drops all of that, so 5,000 of them are small and a
 //! heartbeat leaves the view as it was ([`NodeView::same_state`]), which is what lets the controller
-//! skip it.
+//! skip it. Pure.
 
 use std::sync::Arc;
 

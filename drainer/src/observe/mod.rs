@@ -5,29 +5,29 @@
 //! dropped as soon as they are projected. Each change that a decision could see marks its node dirty
 //! and wakes the controller; a kubelet heartbeat (a Node whose view is unchanged) or a pod update
 //! that leaves its `PodInfo` equal marks nothing, so the controller's work follows what changed, not
-//! how often the API server writes.
+//! how often the API server writes. The caches are plain data behind locks; the watches that fill
+//! them (`watches`) are the I/O.
+//!
+//! ```text
+//!  pods     the pod index (by name, by node, the stale ones)
+//!  watches  the Node and Pod watches
+//! ```
+
+mod pods;
+mod watches;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::Api;
-use kube::Resource;
-use kube::runtime::{WatchStreamExt, watcher};
+use k8s_openapi::api::core::v1::Node;
 
-use crate::metrics::ObjectKind;
-use nodemedic_common::lenient::Lenient;
-use nodemedic_common::throttle::Throttle;
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
 
-use crate::model::node::{NodeLite, NodeView};
+use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 use crate::model::pod::Uid;
-
-type PodKey = (String, String);
+use pods::Pods;
 
 /// What changed since the controller last looked.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -38,112 +38,6 @@ pub struct Changes {
     pub nodes: HashSet<String>,
     /// Nodes whose pods changed.
     pub pods_of: HashSet<String>,
-}
-
-/// A pod in the set, found by (namespace, name) without storing the key twice.
-struct ByKey(Arc<PodInfo>);
-
-/// What the set is looked up by: an entry or a borrowed (namespace, name).
-trait Key {
-    fn key(&self) -> (&str, &str);
-}
-
-impl Key for ByKey {
-    fn key(&self) -> (&str, &str) {
-        (&self.0.namespace, &self.0.name)
-    }
-}
-
-impl Key for (&str, &str) {
-    fn key(&self) -> (&str, &str) {
-        (self.0, self.1)
-    }
-}
-
-impl std::hash::Hash for dyn Key + '_ {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.key().hash(h)
-    }
-}
-
-impl PartialEq for dyn Key + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for dyn Key + '_ {}
-
-impl std::hash::Hash for ByKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (self as &dyn Key).hash(h)
-    }
-}
-
-impl PartialEq for ByKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for ByKey {}
-
-impl<'a> std::borrow::Borrow<dyn Key + 'a> for ByKey {
-    fn borrow(&self) -> &(dyn Key + 'a) {
-        self
-    }
-}
-
-#[derive(Default)]
-struct Pods {
-    all: HashSet<ByKey>,
-    by_node: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
-    /// Pods whose own readiness is stale (see `decide::stale`): usually none.
-    stale: HashSet<PodKey>,
-}
-
-impl Pods {
-    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
-        self.all.get(&(namespace, name) as &dyn Key).map(|e| &e.0)
-    }
-
-    fn insert(&mut self, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
-        let key = (info.namespace.to_string(), info.name.to_string());
-        if info.readiness_stale {
-            self.stale.insert(key);
-        } else {
-            self.stale.remove(&key);
-        }
-        if let Some(n) = &info.node {
-            self.by_node
-                .entry(n.clone())
-                .or_default()
-                .push(info.clone());
-        }
-        let old = self.all.replace(ByKey(info)).map(|e| e.0);
-        if let Some(o) = &old {
-            self.unindex(o);
-        }
-        old
-    }
-
-    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
-        self.stale
-            .remove(&(namespace.to_string(), name.to_string()));
-        let old = self.all.take(&(namespace, name) as &dyn Key)?.0;
-        self.unindex(&old);
-        Some(old)
-    }
-
-    fn unindex(&mut self, old: &Arc<PodInfo>) {
-        let Some(n) = &old.node else { return };
-        if let Some(v) = self.by_node.get_mut(n) {
-            v.retain(|p| !Arc::ptr_eq(p, old));
-            if v.is_empty() {
-                self.by_node.remove(n);
-            }
-        }
-    }
 }
 
 /// The drainer's caches, shared by the controller, the drains and the guard.
@@ -350,133 +244,13 @@ impl Observed {
         self.pods_gone.send_modify(|n| *n += 1);
         self.mark(|c| c.all = true);
     }
-
-    /// Watch all Nodes into the cache, decoded as [`NodeLite`]s: only what a view keeps, in one pass,
-    /// times that no typed Node can hold included (one such Node once failed the whole list).
-    pub fn spawn_nodes(&self, api: Api<NodeLite>) -> JoinHandle<()> {
-        let cache = self.clone();
-        tokio::spawn(async move {
-            // Retried with kube's default backoff (0.8 s doubling to 30 s, reset once healthy):
-            // without it an unreachable API server made the loop spin a core.
-            let stream = watcher(api, list_config()).default_backoff();
-            futures::pin_mut!(stream);
-            let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
-            let mut failing = Throttle::default();
-            while let Some(ev) = stream.next().await {
-                cache.watch_result(NODES, answered(&ev));
-                if ev.is_ok() {
-                    failing.reset();
-                }
-                match ev {
-                    Ok(watcher::Event::Apply(n)) => cache.apply_view(NodeView::of_lite(&n)),
-                    Ok(watcher::Event::Delete(n)) => {
-                        cache.delete_node(n.metadata.name.as_deref().unwrap_or_default())
-                    }
-                    Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
-                    Ok(watcher::Event::InitApply(n)) => {
-                        let v = NodeView::of_lite(&n);
-                        relist
-                            .get_or_insert_with(HashMap::new)
-                            .insert(v.name.clone(), Arc::new(v));
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        cache.replace_nodes(relist.take().unwrap_or_default())
-                    }
-                    Err(e) => watch_failed(&mut failing, "node", &e),
-                }
-            }
-        })
-    }
-
-    /// Watch all Pods into the cache, keeping the annotations `keep` names. When `keep` changes (a
-    /// config reload naming other protected annotations) the pods are listed again with the new
-    /// set, and `relisted` then carries that set: a reload waits for it before deciding with it.
-    pub fn spawn_pods(
-        &self,
-        api: Api<Lenient<Pod>>,
-        mut keep: watch::Receiver<Vec<String>>,
-        relisted: watch::Sender<Vec<String>>,
-    ) -> JoinHandle<()> {
-        let cache = self.clone();
-        tokio::spawn(async move {
-            let mut keep_open = true;
-            loop {
-                let current = keep.borrow_and_update().clone();
-                let stream = watcher(api.clone(), list_config()).default_backoff();
-                futures::pin_mut!(stream);
-                // A relist fills a fresh index, swapped in when complete.
-                let mut relist: Option<Pods> = None;
-                let mut failing = Throttle::default();
-                let mut malformed = Malformed::default();
-                loop {
-                    let ev = tokio::select! {
-                        ev = stream.next() => match ev {
-                            Some(ev) => ev,
-                            None => return,
-                        },
-                        changed = keep.changed(), if keep_open => {
-                            match changed {
-                                Ok(()) => break, // list again with the new set
-                                Err(_) => { keep_open = false; continue; }
-                            }
-                        }
-                    };
-                    cache.watch_result(PODS, answered(&ev));
-                    if ev.is_ok() {
-                        failing.reset();
-                    }
-                    match ev {
-                        Ok(watcher::Event::Apply(Lenient::Ok(p))) => {
-                            malformed.fixed(&p.metadata);
-                            cache.apply_pod(PodInfo::from_pod(&p, Some(&current)))
-                        }
-                        Ok(watcher::Event::Apply(bad @ Lenient::Malformed { .. })) => {
-                            // Kept as it was last read (a drain still waits for it to go).
-                            malformed.seen(&cache, ObjectKind::Pod, &bad)
-                        }
-                        Ok(watcher::Event::Delete(p)) => {
-                            malformed.fixed(p.meta());
-                            cache.delete_pod(
-                                p.meta().namespace.as_deref().unwrap_or_default(),
-                                p.meta().name.as_deref().unwrap_or_default(),
-                            )
-                        }
-                        Ok(watcher::Event::Init) => relist = Some(Pods::default()),
-                        Ok(watcher::Event::InitApply(Lenient::Ok(p))) => {
-                            relist
-                                .get_or_insert_with(Pods::default)
-                                .insert(Arc::new(PodInfo::from_pod(&p, Some(&current))));
-                        }
-                        Ok(watcher::Event::InitApply(bad)) => {
-                            malformed.seen(&cache, ObjectKind::Pod, &bad)
-                        }
-                        Ok(watcher::Event::InitDone) => {
-                            cache.swap_pods(relist.take().unwrap_or_default());
-                            relisted.send_replace(current.clone());
-                        }
-                        Err(e) => watch_failed(&mut failing, "pod", &e),
-                    }
-                }
-            }
-        })
-    }
-}
-
-/// Whether a watch event shows the API server answering: `Init` is emitted before each (re)list is
-/// even sent, so it does not count.
-fn answered<K>(ev: &Result<watcher::Event<K>, watcher::Error>) -> bool {
-    matches!(ev, Ok(e) if !matches!(e, watcher::Event::Init))
-}
-
-/// Lists are read 100 objects a page: a page of kubelet-shaped Pods is a few hundred KiB of JSON and
-/// objects held at once while the sync projects them (kube's default is 500).
-fn list_config() -> watcher::Config {
-    watcher::Config::default().page_size(100)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
     use serde_json::json;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
@@ -590,48 +364,5 @@ mod tests {
         o.watch_result(NODES, true);
         o.watch_result(PODS, true);
         assert_eq!(o.watch_failing_for(), None);
-    }
-}
-
-/// Objects the watch could not decode, by uid or name: each is logged when first seen (and counted
-/// in `nodemedic_drainer_malformed_objects_total`), and again only after it was fixed and broke again.
-#[derive(Default)]
-struct Malformed(HashSet<String>);
-
-impl Malformed {
-    fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
-        meta.uid.clone().unwrap_or_else(|| {
-            format!(
-                "{}/{}",
-                meta.namespace.as_deref().unwrap_or(""),
-                meta.name.as_deref().unwrap_or("")
-            )
-        })
-    }
-
-    fn seen<K: kube::Resource>(&mut self, cache: &Observed, kind: ObjectKind, bad: &Lenient<K>) {
-        let Lenient::Malformed { meta, error } = bad else {
-            return;
-        };
-        if self.0.len() < 10_000 && self.0.insert(Self::key(meta)) {
-            if let Some(m) = cache.metrics.get() {
-                m.malformed_object(kind);
-            }
-            tracing::error!(kind = kind.as_str(), object = %bad.id(), %error, "cannot decode this object; it is left out until it can be read (the rest of the list is fine)");
-        }
-    }
-
-    fn fixed(&mut self, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
-        if !self.0.is_empty() {
-            self.0.remove(&Self::key(meta));
-        }
-    }
-}
-
-/// A watch error, logged the first time and then at most once a minute while it keeps failing (the
-/// watcher retries with backoff; `/healthz` fails once it has been failing for 5 minutes).
-fn watch_failed(failing: &mut Throttle, what: &str, e: &kube::runtime::watcher::Error) {
-    if let Some(quiet) = failing.allow(std::time::Instant::now()) {
-        tracing::warn!(watch = what, error = %e, earlier_errors_not_logged = quiet, "watch error; the watcher retries (logged at most once a minute)");
     }
 }

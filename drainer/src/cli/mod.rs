@@ -1,0 +1,149 @@
+//! The command lines of `drainer` and `kubectl nodemedic`, and each subcommand's body: the shell
+//! around the library (I/O: arguments, files, the terminal, exit codes). `main.rs` only hands the
+//! process's arguments here, as controller-rs keeps its main to its wiring.
+//!
+//! ```text
+//!  run         the controller (`drainer`, `drainer run`), draino's flags included
+//!  plan        `drainer plan` and `kubectl nodemedic plan`: from files or the live cluster
+//!  simulate    `drainer simulate`: scenarios through the controller
+//!  conditions  `kubectl nodemedic conditions`
+//!  shared      what they share (cluster flags, output format, a runtime)
+//! ```
+
+mod conditions;
+mod plan;
+mod run;
+mod shared;
+mod simulate;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::config::draino;
+pub use conditions::ConditionsArgs;
+pub use plan::PlanArgs;
+pub use run::RunArgs;
+pub use shared::{ClusterArgs, Output};
+pub use simulate::SimulateArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "drainer",
+    version,
+    about = "nodemedic drainer: cordon, drain and uncordon nodes by their conditions",
+    long_about = "nodemedic drainer: cordon, drain and uncordon nodes by their conditions.\n\n\
+        With no subcommand it runs the controller (`drainer run`), so a draino Deployment's command \
+        line works unchanged: `drainer --node-label-expr=\"metadata['labels']['draino'] in ['node']\" \
+        --drain-buffer=10m KernelDeadlock ReadonlyFilesystem`.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand)]
+// Parsed once per process: the size of the plan's flags does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Command {
+    /// Print, without a cluster, what the controller would do and why.
+    Plan(PlanArgs),
+    /// Run the controller (leader-elected); also what `drainer` with no subcommand does.
+    Run(Box<RunArgs>),
+    /// Replay a fleet scenario (nodes, condition changes over time) through the drainer's decisions,
+    /// and print what it did; exits 1 when the scenario's expectations fail (config/scenarios/).
+    Simulate(SimulateArgs),
+    /// Print the shell completion script (e.g. `drainer completions bash > /etc/bash_completion.d/drainer`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: nodemedic_common::cli::Shell,
+    },
+    /// Write man pages for drainer and each subcommand into DIR (e.g. /usr/local/share/man/man1).
+    Man {
+        /// The directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// `kubectl nodemedic ...`: the drainer binary under the name kubectl looks plugins up by.
+#[derive(Parser)]
+#[command(
+    name = "kubectl-nodemedic",
+    bin_name = "kubectl nodemedic",
+    version,
+    about = "nodemedic for kubectl: what the drainer would do now, and every node's nodemedic conditions"
+)]
+pub struct KubectlCli {
+    #[command(subcommand)]
+    pub command: KubectlCommand,
+}
+
+#[derive(Subcommand)]
+// Parsed once per process: the size of the plan's flags does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum KubectlCommand {
+    /// What the drainer would do now and why, from the live cluster (changes nothing).
+    Plan(PlanArgs),
+    /// Every node's nodemedic conditions and drain record at a glance.
+    Conditions(ConditionsArgs),
+}
+
+/// Run the binary with `args` (the first is the name it was invoked as: installed or linked as
+/// `kubectl-nodemedic`, it is the kubectl plugin).
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let argv0 = args.first().cloned().unwrap_or_default();
+    let invoked_as = std::path::Path::new(&argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if invoked_as.starts_with("kubectl-nodemedic") {
+        let cli = match KubectlCli::try_parse_from(&args) {
+            Ok(cli) => cli,
+            Err(e) => e.exit(),
+        };
+        return match cli.command {
+            // As a plugin, `plan` reads the cluster unless files are given.
+            KubectlCommand::Plan(mut args) => {
+                args.live |= args.nodes.is_none() && args.pods.is_none();
+                plan::plan(args)
+            }
+            KubectlCommand::Conditions(args) => conditions::conditions(args),
+        };
+    }
+    // draino's kingpin booleans: `--no-FLAG` (and the last of it and `--FLAG` wins, over DRAINO_*).
+    let cmd = draino::without_env(Cli::command(), &draino::negated_last(&args));
+    let cli = match cmd.try_get_matches_from(draino::drop_negations(args)) {
+        Ok(m) => Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit()),
+        Err(e) => e.exit(),
+    };
+    let Some(command) = cli.command else {
+        return run::run(cli.run);
+    };
+    match command {
+        Command::Plan(args) => plan::plan(args),
+        Command::Run(args) => run::run(*args),
+        Command::Simulate(args) => simulate::simulate(args),
+        Command::Completions { shell } => {
+            nodemedic_common::cli::completions_command(Cli::command(), shell)
+        }
+        Command::Man { dir } => nodemedic_common::cli::man_command(Cli::command(), &dir),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_says_what_it_does() {
+        use nodemedic_common::cli::undocumented;
+        let mut missing = undocumented(&Cli::command());
+        missing.extend(undocumented(&KubectlCli::command()));
+        assert!(missing.is_empty(), "no --help text: {missing:#?}");
+    }
+}

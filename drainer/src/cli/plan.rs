@@ -1,0 +1,204 @@
+//! `drainer plan` and `kubectl nodemedic plan`: what the controller would do now and why, from
+//! `kubectl get -o json` files or the live cluster (read-only). The shell around `crate::plan`:
+//! reading, the time, printing, exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+
+use super::shared::{ClusterArgs, Output, block_on, config_or_exit};
+use crate::config::flags::PolicyArgs;
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
+use crate::plan::{ReadError, read_items, read_items_map};
+
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// `kubectl get nodes -o json` output (with --pods; or --live).
+    #[arg(long, conflicts_with = "live")]
+    pub nodes: Option<PathBuf>,
+    /// `kubectl get pods -A -o json` output.
+    #[arg(long, conflicts_with = "live")]
+    pub pods: Option<PathBuf>,
+    /// `kubectl get pdb -A -o json` output (optional).
+    #[arg(long, conflicts_with = "live")]
+    pub pdbs: Option<PathBuf>,
+    /// `kubectl get lease -n NAMESPACE NAME -o json` of the drainer (optional): shows a pause.
+    #[arg(long, conflicts_with = "live")]
+    pub lease: Option<PathBuf>,
+    /// `kubectl get events -A -o json` (optional): the drainer's NodeFlapping Events show which
+    /// nodes are flapping.
+    #[arg(long, conflicts_with = "live")]
+    pub events: Option<PathBuf>,
+    /// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only)
+    /// instead of files.
+    #[arg(long)]
+    pub live: bool,
+    /// With --live: the namespace of the drainer's Lease.
+    #[arg(long = "lease-namespace", default_value = "kube-system")]
+    pub lease_namespace: String,
+    /// With --live: the name of the drainer's Lease.
+    #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
+    pub lease_name: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Evaluate at this time (RFC 3339) instead of now, for reproducible durations.
+    #[arg(long)]
+    pub now: Option<Timestamp>,
+    /// text: for people; json: one JSON object per line, for scripts.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+/// What `drainer plan` keeps of what it read: node views and pod infos, not the whole objects.
+struct Objects {
+    nodes: Vec<NodeView>,
+    pods: Vec<PodInfo>,
+    pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    lease: Option<k8s_openapi::api::coordination::v1::Lease>,
+    events: Vec<k8s_openapi::api::core::v1::Event>,
+}
+
+/// Why the plan's inputs could not be read.
+#[derive(Debug, thiserror::Error)]
+enum InputError {
+    #[error("give --nodes and --pods files, or --live")]
+    NoFiles,
+    #[error(transparent)]
+    File(#[from] ReadError),
+    #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
+}
+
+fn read_files(args: &PlanArgs) -> Result<Objects, InputError> {
+    let (Some(nodes), Some(pods)) = (&args.nodes, &args.pods) else {
+        return Err(InputError::NoFiles);
+    };
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if tty {
+        eprint!(
+            "drainer: reading {} and {} ...",
+            nodes.display(),
+            pods.display()
+        );
+    }
+    let result = read_all(args, nodes, pods);
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    result
+}
+
+fn read_all(args: &PlanArgs, nodes: &Path, pods: &Path) -> Result<Objects, InputError> {
+    let mut skipped = Vec::new();
+    let nodes = read_items_map(nodes, |n: Node| NodeView::of(&n))?.items_noting(&mut skipped);
+    let pods = read_items_map(pods, |p: Pod| PodInfo::from_pod(&p, None))?;
+    let pods = pods.items_noting(&mut skipped);
+    let pdbs = match &args.pdbs {
+        Some(p) => read_items(p)?.items_noting(&mut skipped),
+        None => Vec::new(),
+    };
+    let lease = match &args.lease {
+        Some(p) => read_items(p)?.items_noting(&mut skipped).pop(),
+        None => None,
+    };
+    let events = match &args.events {
+        Some(p) => read_items(p)?.items_noting(&mut skipped),
+        None => Vec::new(),
+    };
+    for s in &skipped {
+        eprintln!("drainer: {s}");
+    }
+    Ok(Objects {
+        nodes,
+        pods,
+        pdbs,
+        lease,
+        events,
+    })
+}
+
+/// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only).
+fn read_live(args: &PlanArgs) -> Result<Result<Objects, InputError>, ExitCode> {
+    block_on(async {
+        let (kubeconfig, context) = (
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        );
+        let client = crate::live::client(kubeconfig, context).await?;
+        let s = crate::live::read(&client, &args.lease_namespace, &args.lease_name).await?;
+        Ok(Objects {
+            nodes: s.nodes.iter().map(NodeView::of).collect(),
+            pods: s.pods.iter().map(|p| PodInfo::from_pod(p, None)).collect(),
+            pdbs: s.pdbs,
+            lease: s.lease,
+            events: s.flapping,
+        })
+    })
+}
+
+pub(super) fn plan(args: PlanArgs) -> ExitCode {
+    let cfg = match config_or_exit(&args.policy) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let read = if args.live {
+        match read_live(&args) {
+            Ok(r) => r,
+            Err(code) => return code,
+        }
+    } else {
+        read_files(&args)
+    };
+    let Objects {
+        nodes,
+        pods,
+        pdbs,
+        lease,
+        events,
+    } = match read {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("drainer: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let now = args.now.unwrap_or_else(Timestamp::now);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let recorded = crate::decide::gates::snapshot::Recorded {
+        paused: lease
+            .as_ref()
+            .and_then(crate::decide::gates::pause::pause_of),
+        flapping: crate::decide::gates::snapshot::flapping_from_events(&events, &cfg.safety, now),
+    };
+    match crate::plan::run(
+        &cfg,
+        &nodes,
+        &pods,
+        &pdbs,
+        &recorded,
+        now,
+        args.output == Output::Json,
+        &mut out,
+    ) {
+        Ok(plans) => {
+            use std::io::Write as _;
+            let _ = out.flush();
+            eprintln!(
+                "drainer: planned {} nodes, {} pods at {now}",
+                plans.len(),
+                pods.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("drainer: writing the plan failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

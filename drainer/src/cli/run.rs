@@ -1,0 +1,162 @@
+//! `drainer run` (and `drainer` with no subcommand, as draino is run): the controller with its
+//! election, metrics server, guard and config reloads, until SIGTERM. The shell: flags to
+//! [`crate::run::Options`], the runtime, the exit code.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::config::flags::PolicyArgs;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Address of /metrics /healthz /readyz: HOST:PORT, or draino's :PORT for every address.
+    #[arg(long, default_value = ":10002", env = "DRAINO_LISTEN", value_parser = crate::config::draino::parse_listen)]
+    pub listen: std::net::SocketAddr,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "kube-system", env = "DRAINO_NAMESPACE")]
+    pub namespace: String,
+    /// Name of the leader-election Lease, which also names this drainer in drain records (several
+    /// drainers can share a cluster). draino's --leader-election-token-name sets it too.
+    #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease. Default: $POD_NAME, else the hostname.
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// How long a Lease holds without renewal before another replica may take it.
+    #[arg(long = "leader-election-lease-duration", default_value = "15s", env = "DRAINO_LEADER_ELECTION_LEASE_DURATION", value_parser = humantime::parse_duration)]
+    pub lease_duration: std::time::Duration,
+    /// A leader that cannot renew within this long stops acting.
+    #[arg(long = "leader-election-renew-deadline", default_value = "10s", env = "DRAINO_LEADER_ELECTION_RENEW_DEADLINE", value_parser = humantime::parse_duration)]
+    pub renew_deadline: std::time::Duration,
+    /// Time between two tries to take or renew the Lease.
+    #[arg(long = "leader-election-retry-period", default_value = "2s", env = "DRAINO_LEADER_ELECTION_RETRY_PERIOD", value_parser = humantime::parse_duration)]
+    pub retry_period: std::time::Duration,
+    /// Log format: text for people, json for log pipelines.
+    #[arg(long = "log-format", default_value = "text")]
+    pub log_format: nodemedic_common::telemetry::LogFormat,
+    /// Serve the Kosmos eviction guard webhook (HTTPS) on this address, e.g. 0.0.0.0:9443.
+    #[arg(long = "guard-listen", requires_all = ["guard_tls_cert", "guard_tls_key"])]
+    pub guard_listen: Option<std::net::SocketAddr>,
+    /// PEM certificate of the guard (re-read when the file changes).
+    #[arg(long = "guard-tls-cert")]
+    pub guard_tls_cert: Option<PathBuf>,
+    /// PEM private key of the guard.
+    #[arg(long = "guard-tls-key")]
+    pub guard_tls_key: Option<PathBuf>,
+    /// Requesters whose pod deletions the guard checks (repeatable). The defaults cover the node
+    /// lifecycle controller with kube-controller-manager's --use-service-account-credentials on
+    /// (its service account) and off (the controller manager's own user).
+    #[arg(
+        long = "guard-user",
+        default_values = crate::guard::DEFAULT_USERS
+    )]
+    pub guard_users: Vec<String>,
+    /// The label (KEY=VALUE) of Kosmos leaf nodes.
+    #[arg(long = "guard-node-label", default_value = "kosmos.io/node=true", value_parser = crate::config::pair)]
+    pub guard_node_label: (String, String),
+    #[command(flatten)]
+    pub draino: crate::config::draino::DrainoFlags,
+}
+
+/// Why `drainer run` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error(transparent)]
+    Client(#[from] nodemedic_common::client::Error),
+    #[error(transparent)]
+    Start(#[from] crate::error::Error),
+}
+
+pub(super) fn run(mut args: RunArgs) -> ExitCode {
+    if let Some(name) = args.draino.leader_election_token_name.take() {
+        args.lease_name = name;
+    }
+    nodemedic_common::telemetry::init_with_default(
+        args.log_format,
+        args.draino
+            .debug
+            .then_some("info,nodemedic_drainer=debug,nodemedic_common=debug"),
+    );
+    let config = match super::shared::config_or_exit(&args.policy) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if config.evict_daemonset_pods {
+        tracing::warn!(
+            "--evict-daemonset-pods: DaemonSet pods are evicted in drains, as draino did; their DaemonSet recreates them on the cordoned node at once (they tolerate unschedulable), so they keep running there"
+        );
+    }
+    // One thread: the controller's work per event is small, drains are I/O, and with every
+    // allocation in one arena the memory freed after the initial sync is reused instead of
+    // stranded in per-thread arenas (tens of MiB at 50,000 pods).
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(until_signal(args, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("drainer: {}", nodemedic_common::cli::error_chain(&e));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Start everything and run until SIGTERM or SIGINT, then stop in order.
+async fn until_signal(args: RunArgs, config: crate::config::Config) -> Result<(), RunError> {
+    let client = nodemedic_common::client::for_flags(
+        nodemedic_common::keys::DRAINER_MANAGER,
+        args.draino.kubeconfig.as_deref(),
+        args.draino.master.as_deref(),
+    )
+    .await?;
+    let running = crate::run::start(options(args, config), client).await?;
+    nodemedic_common::runtime::shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await;
+    Ok(())
+}
+
+fn options(args: RunArgs, config: crate::config::Config) -> crate::run::Options {
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    let guard = match (args.guard_listen, args.guard_tls_cert, args.guard_tls_key) {
+        (Some(listen), Some(cert), Some(key)) => Some(crate::guard::server::GuardOptions {
+            listen,
+            cert,
+            key,
+            config: crate::guard::GuardConfig {
+                users: args.guard_users,
+                node_label: args.guard_node_label,
+                ..Default::default()
+            },
+        }),
+        _ => None,
+    };
+    crate::run::Options {
+        config,
+        listen: args.listen,
+        lease: crate::leader::LeaseConfig {
+            namespace: args.namespace,
+            name: args.lease_name,
+            identity,
+            duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+        },
+        tick: std::time::Duration::from_secs(5),
+        reload: Some(args.policy.clone()),
+        guard,
+    }
+}

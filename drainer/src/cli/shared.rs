@@ -1,0 +1,50 @@
+//! What the subcommands share: which cluster a live command reads, the output format, a runtime
+//! for the live commands, and the settings from the flags or exit 2. The shell (I/O).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::ValueEnum;
+
+/// Which cluster a live command reads.
+#[derive(clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig file. Default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context. Default: the current context.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// A one-thread runtime for the live commands (they make a few list calls).
+pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, ExitCode> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Ok(rt.block_on(f)),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+/// The settings from the flags (and the config file they name), or exit 2 with every error.
+pub fn config_or_exit(
+    args: &crate::config::flags::PolicyArgs,
+) -> Result<crate::config::Config, ExitCode> {
+    crate::config::build::build(args).map_err(|errors| {
+        for e in &errors {
+            eprintln!("drainer: {e}");
+        }
+        ExitCode::from(2)
+    })
+}

@@ -1,0 +1,70 @@
+//! `drainer simulate`: each scenario file run through the controller (`crate::simulate`), its
+//! report printed. I/O: files in, text or JSON out, exit 1 when an expectation fails.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::shared::Output;
+
+#[derive(clap::Args)]
+pub struct SimulateArgs {
+    /// Scenario files (YAML).
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+    /// text: for people; json: one JSON object per line, for scripts.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
+    use crate::simulate;
+    use std::io::Write as _;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut code = ExitCode::SUCCESS;
+    // A fixed start, so the output of a scenario is the same every run.
+    let start: Timestamp = "2026-01-05T00:00:00Z"
+        .parse()
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    for path in &args.scenarios {
+        let file = path.display().to_string();
+        let result = std::fs::read_to_string(path)
+            .map_err(|e| format!("{file}: cannot read: {e}"))
+            .and_then(|text| simulate::parse(&file, &text).map_err(|e| e.to_string()))
+            .and_then(|s| {
+                let started = std::time::Instant::now();
+                simulate::run(&file, &s, start)
+                    .map(|r| (s, r, started.elapsed()))
+                    .map_err(|e| e.to_string())
+            });
+        let written = match result {
+            Err(e) => {
+                eprintln!("drainer: {e}");
+                code = ExitCode::from(2);
+                continue;
+            }
+            Ok((s, report, took)) => {
+                if !report.failed.is_empty() {
+                    code = ExitCode::from(1);
+                }
+                if args.output == Output::Json {
+                    serde_json::to_writer(&mut out, &report)
+                        .map_err(std::io::Error::other)
+                        .and_then(|()| writeln!(out))
+                } else {
+                    writeln!(out, "== {file}")
+                        .and_then(|()| simulate::print(&report, &s, &mut out))
+                        .and_then(|()| writeln!(out, "simulated in {:.2} s", took.as_secs_f64()))
+                }
+            }
+        };
+        if let Err(e) = written {
+            eprintln!("drainer: writing failed: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let _ = out.flush();
+    code
+}

@@ -1,0 +1,347 @@
+//! The controller's incremental state, pure: every node's view, whether the selector selects it,
+//! its record, and running totals of the budgets, updated as nodes change. A round decides only
+//! the nodes that changed, whose time came ([`NodeDecision::wake`](crate::decide::NodeDecision::wake)) or that wait for a budget, with
+//! [`decide_some`](crate::decide::decide_some) — the same code `drainer plan` runs over all nodes — so work per event follows
+//! what changed, not the size of the cluster.
+//!
+//! Writes the controller made are laid over the views ([`Fleet::wrote`]) until the watch shows
+//! them, so a round between a write and its watch event neither repeats the write nor counts a
+//! budget without it.
+//!
+//! The fleet also keeps what safety needs over time (`safety`): unhealthy counts (overall, by
+//! failure domain, and by when they started) as running totals, the breaker's state, the outages,
+//! and each node's recent condition changes. A round reports what changed among them as
+//! [`FleetEvent`]s; nodes a gate holds are decided again when the gates change, not every round.
+//!
+//! ```text
+//!  totals  the per-node entries, the overlays, the running totals
+//!  round   a round: the due nodes, the gates, the decisions and what they mean for the next
+//! ```
+
+mod round;
+mod totals;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
+
+use crate::config::Config;
+use crate::decide::Totals;
+use crate::decide::facts::{Outage, Pause, Trip};
+use crate::decide::gates::breaker::Breaker;
+use crate::decide::gates::flap::{self, Flaps};
+use crate::decide::gates::outage;
+use crate::model::node::NodeView;
+use crate::model::record::Record;
+use totals::{Entry, Overlay, Running};
+
+/// How long a write is laid over a node whose watch never shows it (a missed event; the full resync
+/// catches up after that).
+const OVERLAY_TTL: Duration = Duration::from_secs(60);
+
+/// What changed among the fleet-wide safety states in a round (the controller logs, counts, writes
+/// Events and notifies for each; `drainer simulate` prints them).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FleetEvent {
+    BreakerOpened {
+        trip: Trip,
+    },
+    BreakerClosed {
+        open_for: Duration,
+    },
+    OutageStarted(Outage),
+    OutageEnded {
+        domain: String,
+    },
+    /// A node started flapping (once per episode).
+    Flapping {
+        node: String,
+        changes: usize,
+    },
+}
+
+pub struct Fleet {
+    cfg: Arc<Config>,
+    nodes: HashMap<String, Entry>,
+    running: Running,
+    overlays: HashMap<String, Overlay>,
+    /// Decided at the next round.
+    dirty: BTreeSet<String>,
+    /// Clock wake-ups: (when, node).
+    wakes: BTreeSet<(Timestamp, String)>,
+    /// Waiting for a cordon or drain budget: decided every round, as a freed slot may be theirs.
+    waiting: BTreeSet<String>,
+    /// Held by a safety gate: decided again when the gates change.
+    held: BTreeSet<String>,
+    /// The gates of the last round (what a change is detected against).
+    last_gates: Option<GatesKey>,
+    breaker: Breaker,
+    outages: BTreeSet<String>,
+    paused: Option<Pause>,
+    /// Recent condition changes of nodes that had any.
+    flaps: HashMap<String, Flaps>,
+    /// Nodes flapping now whose episode was reported.
+    flapping: BTreeSet<String>,
+    events: Vec<FleetEvent>,
+    /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
+    /// count drops then, which may let it calm down); never in the past.
+    newly_wake: Option<Timestamp>,
+}
+
+/// What of the gates a held decision depends on.
+#[derive(Debug, Clone, PartialEq)]
+struct GatesKey {
+    paused: bool,
+    breaker: bool,
+    outages: BTreeSet<String>,
+    window: bool,
+}
+
+/// How a selector error is reported: once per node view, by the caller.
+pub type SelectError = (String, crate::config::select::SelectError);
+
+impl Fleet {
+    pub fn new(cfg: Arc<Config>) -> Fleet {
+        Fleet {
+            cfg,
+            nodes: HashMap::new(),
+            running: Running::default(),
+            overlays: HashMap::new(),
+            dirty: BTreeSet::new(),
+            wakes: BTreeSet::new(),
+            waiting: BTreeSet::new(),
+            held: BTreeSet::new(),
+            last_gates: None,
+            breaker: Breaker::default(),
+            outages: BTreeSet::new(),
+            paused: None,
+            flaps: HashMap::new(),
+            flapping: BTreeSet::new(),
+            events: Vec::new(),
+            newly_wake: None,
+        }
+    }
+
+    /// The breaker as kept on the Lease (a restart or a new leader continues it).
+    pub fn restore_breaker(&mut self, b: Breaker) {
+        self.breaker = b;
+    }
+
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// The pause read from the Lease (None: not paused).
+    pub fn set_pause(&mut self, p: Option<Pause>) {
+        self.paused = p;
+    }
+
+    /// The pause in force, if any.
+    pub fn paused(&self) -> Option<&Pause> {
+        self.paused.as_ref()
+    }
+
+    /// What changed among the safety states since the last call.
+    pub fn take_events(&mut self) -> Vec<FleetEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Domains in an outage now.
+    pub fn outages(&self) -> &BTreeSet<String> {
+        &self.outages
+    }
+
+    /// Nodes a safety gate holds now.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.nodes.contains_key(name)
+    }
+
+    pub fn view(&self, name: &str) -> Option<&Arc<NodeView>> {
+        self.nodes.get(name).map(|e| &e.view)
+    }
+
+    pub fn selected(&self, name: &str) -> bool {
+        self.nodes.get(name).is_some_and(|e| e.selected)
+    }
+
+    pub fn totals(&self) -> Totals {
+        self.running.totals()
+    }
+
+    /// A node's current view (from the watch). Returns the selector's error for a changed view, if
+    /// it failed (the node then counts as not selected).
+    pub fn observe(&mut self, view: Arc<NodeView>, now: Timestamp) -> Option<SelectError> {
+        let view = match self.overlays.get(&view.name) {
+            Some(o)
+                if o.until > now
+                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) == o.before.as_deref() =>
+            {
+                Arc::new(o.lay(&view))
+            }
+            Some(_) => {
+                self.overlays.remove(&view.name);
+                view
+            }
+            None => view,
+        };
+        self.update(view)
+    }
+
+    /// Take `view` as the node's state (overlays already laid).
+    fn update(&mut self, view: Arc<NodeView>) -> Option<SelectError> {
+        let name = view.name.clone();
+        if let Some(e) = self.nodes.get_mut(&name)
+            && e.view.same_state(&view)
+        {
+            e.view = view; // a heartbeat: nothing to decide
+            return None;
+        }
+        self.unwake(&name);
+        if let Some(old) = self.nodes.remove(&name) {
+            self.running.count(&old, &self.cfg.owner, false);
+            for at in flap::changes(&old.view, &view, &self.cfg) {
+                self.flaps
+                    .entry(name.clone())
+                    .or_default()
+                    .record(at, &self.cfg.safety);
+            }
+        }
+        let (selected, error) = match self.cfg.selector.matches(&view) {
+            Ok(s) => (s, None),
+            Err(e) => (false, Some((name.clone(), e))),
+        };
+        let entry = Entry {
+            record: Record::of(&view).map(Box::new),
+            // Interned: a zone's name is shared by all its nodes.
+            domain: outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d)),
+            unhealthy: outage::unhealthy_since(&view, &self.cfg),
+            view,
+            selected,
+            wake: None,
+        };
+        self.running.count(&entry, &self.cfg.owner, true);
+        self.nodes.insert(name.clone(), entry);
+        self.dirty.insert(name);
+        error
+    }
+
+    /// Decide with new settings (a config reload): every node's selection, budget count and
+    /// decision is worked out again from its view at the next round. Writes not yet seen by the
+    /// watch stay laid over the views, so the reload repeats none of them. Returns the selector's
+    /// errors, as [`Fleet::observe`] does.
+    pub fn reconfigure(&mut self, cfg: Arc<Config>) -> Vec<SelectError> {
+        let views: Vec<Arc<NodeView>> = self.nodes.drain().map(|(_, e)| e.view).collect();
+        self.cfg = cfg;
+        self.running = Running::default();
+        self.wakes.clear();
+        self.waiting.clear();
+        self.held.clear();
+        self.dirty.clear();
+        self.last_gates = None;
+        views.into_iter().filter_map(|v| self.update(v)).collect()
+    }
+
+    /// The node is gone.
+    pub fn remove(&mut self, name: &str) {
+        self.unwake(name);
+        if let Some(old) = self.nodes.remove(name) {
+            self.running.count(&old, &self.cfg.owner, false);
+        }
+        self.overlays.remove(name);
+        self.dirty.remove(name);
+        self.waiting.remove(name);
+        self.held.remove(name);
+        self.flaps.remove(name);
+        self.flapping.remove(name);
+    }
+
+    /// Its pods changed: decide it again.
+    pub fn touch(&mut self, name: &str) {
+        if self.nodes.contains_key(name) {
+            self.dirty.insert(name.to_string());
+        }
+    }
+
+    /// Decide every node at the next round (a relist, or the periodic resync).
+    pub fn touch_all(&mut self) {
+        self.dirty.extend(self.nodes.keys().cloned());
+    }
+
+    /// Decide `name` again at `at` (e.g. to retry a failed write).
+    pub fn wake_at(&mut self, name: &str, at: Timestamp) {
+        if let Some(e) = self.nodes.get_mut(name) {
+            if let Some(old) = e.wake.take() {
+                self.wakes.remove(&(old, name.to_string()));
+            }
+            e.wake = Some(at);
+            self.wakes.insert((at, name.to_string()));
+        }
+    }
+
+    fn unwake(&mut self, name: &str) {
+        if let Some(at) = self.nodes.get_mut(name).and_then(|e| e.wake.take()) {
+            self.wakes.remove(&(at, name.to_string()));
+        }
+    }
+
+    /// Nodes the next round will decide at least (changed or waiting; due wake-ups aside).
+    pub fn pending(&self) -> usize {
+        self.dirty.len() + self.waiting.len()
+    }
+
+    /// The next clock wake-up.
+    pub fn next_wake(&self) -> Option<Timestamp> {
+        let node = self.wakes.first().map(|(t, _)| *t);
+        let breaker = self.breaker.wake(&self.cfg.safety);
+        [node, breaker, self.newly_wake].into_iter().flatten().min()
+    }
+
+    /// We wrote `record` (None: removed it) and, when given, `unschedulable` on the node: lay it
+    /// over the node's view until the watch shows it.
+    pub fn wrote(
+        &mut self,
+        name: &str,
+        record: Option<&Record>,
+        unschedulable: Option<bool>,
+        now: Timestamp,
+    ) {
+        let Some(e) = self.nodes.get(name) else {
+            return;
+        };
+        let overlay = Overlay {
+            before: e
+                .view
+                .annotations
+                .get(DRAIN_RECORD_ANNOTATION)
+                .map(String::from),
+            after: record.map(Record::to_annotation),
+            unschedulable,
+            until: nodemedic_common::time::add(now, OVERLAY_TTL),
+        };
+        let view = Arc::new(overlay.lay(&e.view));
+        self.overlays.insert(name.to_string(), overlay);
+        self.update(view);
+    }
+}
+
+#[cfg(test)]
+mod tests;

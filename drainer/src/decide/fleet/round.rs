@@ -1,0 +1,218 @@
+//! A round over the fleet, pure: which nodes are due, the safety gates brought up to date (their
+//! changes become [`FleetEvent`]s), the decisions of [`decide_some`] for the due nodes, and what
+//! those decisions mean for the next rounds (waits, holds, wake-ups).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::{Fleet, FleetEvent, GatesKey};
+use crate::decide::gates::Gates;
+use crate::decide::gates::breaker::BreakerChange;
+use crate::decide::gates::flap::FlapGate;
+use crate::decide::gates::outage::{self, OutageGate};
+use crate::decide::gates::window;
+use crate::decide::{Action, Candidate, NodeDecision, Why, decide_some};
+use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
+
+impl Fleet {
+    /// The gates at `now`: the breaker and the outages are brought up to date from the running
+    /// totals first (their changes become events).
+    fn gates(&mut self, now: Timestamp) -> Gates {
+        let cfg = self.cfg.clone();
+        let s = &cfg.safety;
+        let health = self.running.health(s.breaker_window, now);
+        match self.breaker.observe(&health, s, now) {
+            Some(BreakerChange::Opened(trip)) => {
+                self.events.push(FleetEvent::BreakerOpened { trip })
+            }
+            Some(BreakerChange::Closed { open_for }) => {
+                self.events.push(FleetEvent::BreakerClosed { open_for })
+            }
+            None => {}
+        }
+        let window_start = nodemedic_common::time::sub(now, s.breaker_window);
+        self.newly_wake = self
+            .running
+            .unhealthy_since
+            .range(window_start..)
+            .next()
+            .map(|(t, _)| nodemedic_common::time::add(*t, s.breaker_window))
+            .filter(|at| *at > now && self.breaker.is_open());
+        let mut domains = BTreeMap::new();
+        let mut outages = BTreeMap::new();
+        for (d, t) in &self.running.domains {
+            domains.insert(d.to_string(), *t);
+            if let Some(o) = outage::outage(d, t, s) {
+                outages.insert(d.to_string(), o);
+            }
+        }
+        for (d, o) in &outages {
+            if !self.outages.contains(d) {
+                self.events.push(FleetEvent::OutageStarted(o.clone()));
+            }
+        }
+        for d in &self.outages {
+            if !outages.contains_key(d) {
+                self.events
+                    .push(FleetEvent::OutageEnded { domain: d.clone() });
+            }
+        }
+        self.outages = outages.keys().cloned().collect();
+        Gates {
+            pause: self.paused.clone(),
+            flap: FlapGate {
+                window: s.flap_window,
+            },
+            breaker: self.breaker.hold(s),
+            outage: OutageGate { outages },
+            domains,
+            window: window::next_window(&s.drain_windows, now),
+        }
+    }
+
+    /// Decide the nodes that changed, whose time came, or that wait for a budget; `latest` gives a
+    /// node's current view from the cache and `pods_of` its pods. Decisions come with the view they
+    /// were made on.
+    ///
+    /// Each node decided is brought up to date with `latest` first: heartbeats do not reach the
+    /// fleet, so a node woken by the clock would otherwise carry the resourceVersion of its last real
+    /// change, and a cordon made against it would fail its precondition (409) every time.
+    pub fn round(
+        &mut self,
+        latest: impl Fn(&str) -> Option<Arc<NodeView>>,
+        pods_of: impl Fn(&str) -> Vec<Arc<PodInfo>>,
+        now: Timestamp,
+    ) -> Vec<(NodeDecision, Arc<NodeView>)> {
+        let mut names = self.due(now);
+        for n in &names {
+            self.refresh(n, &latest, now);
+        }
+        let gates = self.gates(now);
+        let key = GatesKey {
+            paused: gates.pause.is_some(),
+            breaker: gates.breaker.is_some(),
+            outages: gates.outage.outages.keys().cloned().collect(),
+            window: gates.window.is_ok(),
+        };
+        if self.last_gates.as_ref() != Some(&key) {
+            // A gate opened or closed: what it held is decided again.
+            for n in std::mem::take(&mut self.held) {
+                if self.nodes.contains_key(&n) && !names.contains(&n) {
+                    self.refresh(&n, &latest, now);
+                    names.insert(n);
+                }
+            }
+            self.last_gates = Some(key);
+        }
+        let pods: Vec<Vec<Arc<PodInfo>>> = names.iter().map(|n| pods_of(n)).collect();
+        let s = &self.cfg.safety;
+        let candidates: Vec<Candidate> = names
+            .iter()
+            .zip(&pods)
+            .map(|(n, p)| {
+                let e = &self.nodes[n];
+                Candidate {
+                    node: &e.view,
+                    selected: e.selected,
+                    record: e.record.as_deref(),
+                    pods: p.iter().map(|p| &**p).collect(),
+                    domain: e.domain.as_deref(),
+                    flapping: self.flaps.get(n).and_then(|f| f.flapping(now, s)),
+                }
+            })
+            .collect();
+        let decisions = decide_some(&candidates, &self.running.totals(), &gates, &self.cfg, now);
+        let flaps = self.visible_flaps(&candidates);
+        drop(candidates);
+        self.report_flaps(flaps);
+        decisions.into_iter().map(|d| self.track(d)).collect()
+    }
+
+    /// The nodes due this round: changed, woken by the clock, or waiting for a budget.
+    fn due(&mut self, now: Timestamp) -> BTreeSet<String> {
+        while let Some((at, _)) = self.wakes.first()
+            && *at <= now
+        {
+            let Some((_, name)) = self.wakes.pop_first() else {
+                break;
+            };
+            if let Some(e) = self.nodes.get_mut(&name) {
+                e.wake = None;
+            }
+            self.dirty.insert(name);
+        }
+        std::mem::take(&mut self.dirty)
+            .into_iter()
+            .chain(std::mem::take(&mut self.waiting))
+            .filter(|n| self.nodes.contains_key(n))
+            .collect()
+    }
+
+    /// Bring `name` up to date with the cache before deciding it.
+    fn refresh(
+        &mut self,
+        name: &str,
+        latest: &impl Fn(&str) -> Option<Arc<NodeView>>,
+        now: Timestamp,
+    ) {
+        if let Some(v) = latest(name) {
+            self.observe(v, now);
+        }
+        self.dirty.remove(name);
+    }
+
+    /// Whether each candidate flaps now, for the nodes this drainer selects or holds a record of
+    /// (the rest are invisible to it).
+    fn visible_flaps(&self, candidates: &[Candidate]) -> Vec<(String, Option<usize>)> {
+        let owner = &self.cfg.owner;
+        candidates
+            .iter()
+            .map(|c| {
+                let visible = c.selected
+                    || c.record
+                        .is_some_and(|r| r.owner.is_empty() || r.owner == *owner);
+                let flapping = c.flapping.filter(|_| visible).map(|f| f.changes);
+                (c.node.name.clone(), flapping)
+            })
+            .collect()
+    }
+
+    /// A flapping episode is reported once: it ends when the node has been stable for the window,
+    /// not when a decision happens not to need the fact (a healthy moment between flaps).
+    fn report_flaps(&mut self, flaps: Vec<(String, Option<usize>)>) {
+        for (node, flapping) in flaps {
+            match flapping {
+                Some(changes) => {
+                    if self.flapping.insert(node.clone()) {
+                        self.events.push(FleetEvent::Flapping { node, changes });
+                    }
+                }
+                None => {
+                    self.flapping.remove(&node);
+                }
+            }
+        }
+    }
+
+    /// Keep what a decision says about the next rounds (a wait, a hold, a wake-up); with its view.
+    fn track(&mut self, d: NodeDecision) -> (NodeDecision, Arc<NodeView>) {
+        match &d.why {
+            Why::CordonBudget { .. } | Why::DrainBudget { .. } | Why::DomainBudget { .. } => {
+                self.waiting.insert(d.node.clone());
+            }
+            _ if d.action == Action::Hold => {
+                self.held.insert(d.node.clone());
+            }
+            _ => {}
+        }
+        match d.wake {
+            Some(at) => self.wake_at(&d.node, at),
+            None => self.unwake(&d.node),
+        }
+        let view = self.nodes[&d.node].view.clone();
+        (d, view)
+    }
+}

@@ -1,0 +1,463 @@
+//! The incremental rounds against the full plan: after any sequence of changes and writes, what
+//! the fleet decides for the nodes it looks at is what `decide_nodes` decides for them.
+
+use super::*;
+use crate::config::Budget;
+use crate::decide::{Action, Effect, decide_nodes};
+use crate::decide::{NodeDecision, Why};
+use crate::model::node::Condition;
+use crate::model::pod::PodInfo;
+use nodemedic_common::status::Status;
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+fn cfg(max_cordoned: usize) -> Arc<Config> {
+    Arc::new(Config {
+        safety: crate::config::safety::Safety::off(),
+        conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+        max_cordoned: Budget::Count(max_cordoned),
+        max_drains_in_flight: 1,
+        drain_buffer: Duration::from_secs(60),
+        selector: crate::config::select::Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+        ..Default::default()
+    })
+}
+
+fn view(name: &str, pool: &str, bad_since: Option<i64>) -> NodeView {
+    NodeView {
+        name: name.into(),
+        resource_version: "1".into(),
+        labels: [("pool", pool)].into_iter().collect(),
+        conditions: Box::new([Condition {
+            type_: "KernelDeadlock".into(),
+            status: if bad_since.is_some() {
+                Status::True
+            } else {
+                Status::False
+            },
+            reason: None,
+            since: t(bad_since.unwrap_or(0)),
+        }]),
+        ..Default::default()
+    }
+}
+
+/// Apply what the controller would write for `d` to the fleet (as a write plus its watch event).
+fn act(f: &mut Fleet, d: &NodeDecision, now: Timestamp) {
+    match &d.effect {
+        Effect::Cordon(r) => f.wrote(&d.node, Some(r), Some(true), now),
+        Effect::Uncordon => f.wrote(&d.node, None, Some(false), now),
+        Effect::Release(r) => f.wrote(&d.node, Some(r), None, now),
+        Effect::Forget => f.wrote(&d.node, None, None, now),
+        Effect::Drain(job) => {
+            let r = job.record.draining(now);
+            f.wrote(&d.node, Some(&r), None, now)
+        }
+        Effect::Nothing | Effect::DeleteNode => {}
+    }
+}
+
+fn full(f: &Fleet, cfg: &Config, now: Timestamp) -> HashMap<String, (Action, String)> {
+    let nodes: Vec<k8s_openapi::api::core::v1::Node> = f
+        .nodes
+        .values()
+        .map(|e| {
+            let v = &e.view;
+            let mut n = k8s_openapi::api::core::v1::Node::default();
+            n.metadata.name = Some(v.name.clone());
+            n.metadata.labels = Some(v.labels.to_btree());
+            n.metadata.annotations = Some(v.annotations.to_btree());
+            n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+                unschedulable: Some(v.unschedulable),
+                ..Default::default()
+            });
+            n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+                conditions: Some(
+                    v.conditions
+                        .iter()
+                        .map(|c| k8s_openapi::api::core::v1::NodeCondition {
+                            type_: c.type_.to_string(),
+                            status: c.status.to_string(),
+                            last_transition_time: Some(
+                                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(c.since),
+                            ),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            });
+            n
+        })
+        .collect();
+    decide_nodes(&nodes, &[] as &[PodInfo], cfg, now)
+        .into_iter()
+        .map(|d| (d.node, (d.action, d.reason)))
+        .collect()
+}
+
+#[test]
+fn incremental_rounds_agree_with_the_full_plan() {
+    let c = cfg(3);
+    let mut f = Fleet::new(c.clone());
+    let mut now = t(0);
+    // 20 nodes, half selected; problems start over time and clear again.
+    for i in 0..20 {
+        let pool = if i % 2 == 0 { "a" } else { "b" };
+        f.observe(Arc::new(view(&format!("n{i:02}"), pool, None)), now);
+    }
+    let mut decided = 0;
+    for step in 0..60i64 {
+        now = t(step * 120);
+        // Node (step * 7) % 20 changes state.
+        let i = (step * 7 % 20) as usize;
+        let name = format!("n{i:02}");
+        let mut v = (**f.view(&name).unwrap()).clone();
+        let bad = v.conditions[0].status == Status::False;
+        v.conditions[0] = Condition {
+            type_: "KernelDeadlock".into(),
+            status: if bad { Status::True } else { Status::False },
+            reason: None,
+            since: now,
+        };
+        v.resource_version = format!("{step}");
+        f.observe(Arc::new(v), now);
+        let expected = full(&f, &c, now);
+        let decisions = f.round(|_| None, |_| Vec::new(), now);
+        decided += decisions.len();
+        for (d, _) in &decisions {
+            assert_eq!(
+                (d.action, d.reason.clone()),
+                expected[&d.node],
+                "step {step}: {}",
+                d.node
+            );
+        }
+        for (d, _) in &decisions {
+            act(&mut f, d, now);
+        }
+        // The running totals are what a count over all nodes says.
+        let all = Totals::of(f.nodes.values().map(|e| {
+            (
+                e.selected,
+                e.record
+                    .as_deref()
+                    .filter(|r| r.owned_by(&c.owner, e.selected)),
+            )
+        }));
+        assert_eq!(f.totals(), all, "step {step}");
+        assert!(f.totals().cordoned <= 3, "the budget holds");
+    }
+    assert!(
+        decided < 60 * 20 / 3,
+        "rounds decide what changed, not every node: {decided}"
+    );
+}
+
+#[test]
+fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
+    let mut f = Fleet::new(cfg(1));
+    let now = t(10_000);
+    for (i, pool) in ["a", "a", "b", "b"].iter().enumerate() {
+        f.observe(Arc::new(view(&format!("n{i}"), pool, Some(0))), now);
+    }
+    let first = f.round(|_| None, |_| Vec::new(), now);
+    let cordoned: Vec<String> = first
+        .iter()
+        .filter(|(d, _)| matches!(d.effect, Effect::Cordon(_)))
+        .map(|(d, _)| d.node.clone())
+        .collect();
+    assert_eq!(cordoned.len(), 1, "a budget of one");
+    for (d, _) in &first {
+        act(&mut f, d, now);
+    }
+    // The new settings select both pools and allow three cordons.
+    let new = Arc::new(Config {
+        safety: crate::config::safety::Safety::off(),
+        conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+        max_cordoned: Budget::Count(3),
+        max_drains_in_flight: 1,
+        drain_buffer: Duration::from_secs(60),
+        selector: crate::config::select::Selector::cel("metadata.labels['pool'] in ['a', 'b']")
+            .unwrap(),
+        ..Default::default()
+    });
+    assert!(f.reconfigure(new.clone()).is_empty());
+    assert_eq!(f.pending(), 4, "every node is decided again");
+    let expected = full(&f, &new, now);
+    let second = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(second.len(), 4);
+    for (d, _) in &second {
+        assert_eq!(
+            (d.action, d.reason.clone()),
+            expected[&d.node],
+            "{}",
+            d.node
+        );
+    }
+    let cordons: Vec<&str> = second
+        .iter()
+        .filter(|(d, _)| matches!(d.effect, Effect::Cordon(_)))
+        .map(|(d, _)| d.node.as_str())
+        .collect();
+    assert_eq!(
+        cordons.len(),
+        2,
+        "two more within the new budget: {cordons:?}"
+    );
+    assert!(
+        !cordons.contains(&cordoned[0].as_str()),
+        "the cordon written before the reload (not yet seen by the watch) is not repeated"
+    );
+    for (d, _) in &second {
+        act(&mut f, d, now);
+    }
+    assert_eq!(f.totals().selected, 4);
+    assert_eq!(f.totals().cordoned, 3);
+}
+
+fn zoned(name: &str, zone: &str, bad_since: Option<i64>) -> NodeView {
+    let mut v = view(name, "a", bad_since);
+    v.labels = [("pool", "a"), ("topology.kubernetes.io/zone", zone)]
+        .into_iter()
+        .collect();
+    v
+}
+
+fn safe_cfg(edit: impl FnOnce(&mut Config)) -> Arc<Config> {
+    let mut c = Config {
+        conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+        max_cordoned: Budget::Count(100),
+        max_drains_in_flight: 10,
+        drain_buffer: Duration::from_secs(60),
+        selector: crate::config::select::Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+        ..Default::default()
+    };
+    edit(&mut c);
+    Arc::new(c)
+}
+
+fn whys(d: &[(NodeDecision, Arc<NodeView>)]) -> Vec<(String, Action, String)> {
+    let mut out: Vec<(String, Action, String)> = d
+        .iter()
+        .map(|(d, _)| (d.node.clone(), d.action, d.reason.clone()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn the_next_wake_is_never_in_the_past_while_the_breaker_is_open() {
+    // Problems that started long before the breaker window must not make the controller wake
+    // at once, round after round (it spun at 400 rounds a second before).
+    let mut f = Fleet::new(safe_cfg(|_| {}));
+    let now = t(100_000);
+    for i in 0..6 {
+        let bad = (i < 4).then_some(0);
+        f.observe(Arc::new(zoned(&format!("n{i}"), "z", bad)), now);
+    }
+    f.round(|_| None, |_| Vec::new(), now);
+    assert!(f.breaker().is_open());
+    assert!(f.next_wake().is_none_or(|w| w > now), "{:?}", f.next_wake());
+    // Starts within the window wake the fleet when they leave it.
+    let mut g = Fleet::new(safe_cfg(|_| {}));
+    for i in 0..6 {
+        let bad = (i < 4).then_some(99_900);
+        g.observe(Arc::new(zoned(&format!("n{i}"), "z", bad)), now);
+    }
+    g.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(g.next_wake(), Some(t(99_900 + 300)));
+}
+
+#[test]
+fn a_pause_holds_everything_and_lifting_it_decides_the_held_nodes_again() {
+    let mut f = Fleet::new(safe_cfg(|_| {}));
+    let now = t(10_000);
+    for i in 0..10 {
+        let bad = (i == 3).then_some(0);
+        f.observe(
+            Arc::new(zoned(&format!("n{i}"), &format!("z{}", i % 5), bad)),
+            now,
+        );
+    }
+    f.set_pause(Some(Pause {
+        by: "kubectl-annotate".into(),
+        since: Some(t(9_000)),
+        reason: "rollout".into(),
+    }));
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    let held: Vec<_> = whys(&d)
+        .into_iter()
+        .filter(|w| w.1 == Action::Hold)
+        .collect();
+    assert_eq!(held.len(), 1);
+    assert!(
+        held[0].2.starts_with("paused by kubectl-annotate since"),
+        "{held:?}"
+    );
+    assert_eq!(f.held(), 1);
+    // Nothing changed: the held node is not decided again.
+    assert!(f.round(|_| None, |_| Vec::new(), now).is_empty());
+    f.set_pause(None);
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(
+        d.len(),
+        1,
+        "the held node, decided again when the gate lifts"
+    );
+    assert!(matches!(d[0].0.effect, Effect::Cordon(_)));
+}
+
+#[test]
+fn a_domain_budget_and_an_outage_act_per_domain() {
+    let mut f = Fleet::new(safe_cfg(|c| {
+        c.safety = crate::config::safety::Safety {
+            max_cordoned_per_domain: Some(Budget::Count(1)),
+            ..crate::config::safety::Safety::off()
+        };
+        c.safety.domain_outage_percent = 50.0;
+    }));
+    let now = t(10_000);
+    // z0: 4 nodes, 3 bad (an outage); z1: 4 nodes, 2 bad (budget of one); z2: healthy.
+    let bad_in = |zone: usize, i: usize| match zone {
+        0 => i < 3,
+        1 => i < 2,
+        _ => false,
+    };
+    for zone in 0..3 {
+        for i in 0..4 {
+            let bad = bad_in(zone, i).then_some(0);
+            f.observe(
+                Arc::new(zoned(&format!("z{zone}-n{i}"), &format!("z{zone}"), bad)),
+                now,
+            );
+        }
+    }
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    let events = f.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        matches!(&events[0], FleetEvent::OutageStarted(o) if o.domain == "z0" && o.unhealthy == 3 && o.size == 4)
+    );
+    let w = whys(&d);
+    let of = |n: &str| w.iter().find(|x| x.0 == n).unwrap().clone();
+    for n in ["z0-n0", "z0-n1", "z0-n2"] {
+        assert_eq!(of(n).1, Action::Hold);
+        assert!(
+            of(n)
+                .2
+                .starts_with("outage in z0: 3 of 4 nodes unhealthy > 50%"),
+            "{:?}",
+            of(n)
+        );
+    }
+    assert_eq!(of("z1-n0").1, Action::Cordon);
+    assert_eq!(of("z1-n1").1, Action::Wait);
+    assert!(
+        of("z1-n1")
+            .2
+            .starts_with("cordon budget of z1 full: 1 of 1"),
+        "{:?}",
+        of("z1-n1")
+    );
+    // The outage ends when nodes recover: its held nodes are decided again.
+    for (n, i) in [("z0-n1", 1), ("z0-n2", 2)] {
+        let mut v = zoned(n, "z0", None);
+        v.resource_version = format!("r{i}");
+        f.observe(Arc::new(v), now);
+    }
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(
+        f.take_events(),
+        vec![FleetEvent::OutageEnded {
+            domain: "z0".into()
+        }]
+    );
+    assert!(
+        d.iter()
+            .any(|(d, _)| d.node == "z0-n0" && matches!(d.effect, Effect::Cordon(_))),
+        "{:?}",
+        whys(&d)
+    );
+}
+
+#[test]
+fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next() {
+    let mut f = Fleet::new(safe_cfg(|c| {
+        c.safety = crate::config::safety::Safety::off();
+        c.drain_buffer = Duration::ZERO;
+        // t(0) is 2027-01-15T08:00:00Z, a Friday.
+        c.safety.drain_windows = vec!["Sat 10:00-12:00 UTC".parse().unwrap()];
+    }));
+    let now = t(0);
+    f.observe(Arc::new(zoned("n1", "z", Some(-3600))), now);
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert!(
+        matches!(d[0].0.effect, Effect::Cordon(_)),
+        "cordons happen at once"
+    );
+    for (d, _) in &d {
+        act(&mut f, d, now);
+    }
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(d[0].0.action, Action::Wait);
+    assert!(
+        d[0].0.reason.starts_with(
+            "cordoned; drains start inside the drain windows, next at 2027-01-16T10:00:00Z"
+        ),
+        "{}",
+        d[0].0.reason
+    );
+    assert_eq!(d[0].0.wake, Some("2027-01-16T10:00:00Z".parse().unwrap()));
+    let d = f.round(
+        |_| None,
+        |_| Vec::new(),
+        "2027-01-16T10:00:00Z".parse().unwrap(),
+    );
+    assert_eq!(d[0].0.action, Action::Drain, "inside the window");
+}
+
+#[test]
+fn a_heartbeat_decides_nothing_and_a_late_event_does_not_undo_a_write() {
+    let mut f = Fleet::new(cfg(1));
+    let now = t(10_000);
+    f.observe(Arc::new(view("n1", "a", Some(0))), now);
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(d[0].0.action, Action::Cordon);
+    act(&mut f, &d[0].0, now);
+    assert_eq!(f.totals().cordoned, 1, "counted before the watch shows it");
+    // A heartbeat that predates our write arrives: still cordoned for us, nothing to decide.
+    let mut late = view("n1", "a", Some(0));
+    late.resource_version = "2".into();
+    f.observe(Arc::new(late), now);
+    assert_eq!(f.totals().cordoned, 1);
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert!(d.iter().all(|(d, _)| d.action != Action::Cordon), "{d:?}");
+    // Another node waits for the budget and is decided each round until a slot frees.
+    f.observe(Arc::new(view("n2", "a", Some(0))), now);
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert!(matches!(d[0].0.why, Why::CordonBudget { .. }));
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(d.len(), 1, "the waiting node is decided again");
+}
+
+#[test]
+fn a_pending_condition_wakes_its_node_when_the_min_duration_is_reached() {
+    let mut f = Fleet::new(cfg(5));
+    let start = t(0);
+    f.observe(Arc::new(view("n1", "a", Some(0))), start);
+    let d = f.round(|_| None, |_| Vec::new(), start);
+    assert_eq!(d[0].0.action, Action::Wait);
+    assert_eq!(f.next_wake(), Some(t(600)));
+    assert!(f.round(|_| None, |_| Vec::new(), t(599)).is_empty());
+    // Meanwhile the kubelet heartbeated: the cache has a newer resourceVersion, and the cordon
+    // must be made against it.
+    let mut beat = view("n1", "a", Some(0));
+    beat.resource_version = "77".into();
+    let beat = Arc::new(beat);
+    let d = f.round(|_| Some(beat.clone()), |_| Vec::new(), t(600));
+    assert_eq!(d[0].0.action, Action::Cordon);
+    assert_eq!(d[0].1.resource_version, "77");
+}

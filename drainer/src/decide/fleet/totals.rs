@@ -1,0 +1,130 @@
+//! The fleet's per-node entries, the writes laid over views until the watch shows them, and the
+//! running totals the budgets and safety gates read, kept as nodes come and go. Pure data.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
+
+use crate::decide::Totals;
+use crate::decide::gates::breaker;
+use crate::decide::gates::outage::DomainTotals;
+use crate::model::node::NodeView;
+use crate::model::record::{Phase, Record};
+
+/// A node as the fleet holds it.
+pub(super) struct Entry {
+    pub(super) view: Arc<NodeView>,
+    pub(super) selected: bool,
+    /// The record on the node, whichever drainer owns it (boxed: most nodes have none).
+    pub(super) record: Option<Box<Record>>,
+    pub(super) wake: Option<Timestamp>,
+    /// Its failure domain.
+    pub(super) domain: Option<Arc<str>>,
+    /// Unhealthy since (a watched condition in its problem status now).
+    pub(super) unhealthy: Option<Timestamp>,
+}
+
+/// A write of ours not yet seen by the watch.
+pub(super) struct Overlay {
+    /// The record annotation the write replaced: a view still carrying it predates the write.
+    pub(super) before: Option<String>,
+    pub(super) after: Option<String>,
+    pub(super) unschedulable: Option<bool>,
+    pub(super) until: Timestamp,
+}
+
+impl Overlay {
+    pub(super) fn lay(&self, view: &NodeView) -> NodeView {
+        let mut v = view.clone();
+        v.annotations = v
+            .annotations
+            .with(DRAIN_RECORD_ANNOTATION, self.after.as_deref());
+        if let Some(u) = self.unschedulable {
+            v.unschedulable = u;
+        }
+        v
+    }
+}
+
+/// Totals over owned records, kept up to date as entries come and go.
+#[derive(Default)]
+pub(super) struct Running {
+    pub(super) selected: usize,
+    pub(super) cordoned: usize,
+    pub(super) draining: usize,
+    pub(super) drain_starts: BTreeMap<Timestamp, usize>,
+    /// Selected nodes unhealthy now.
+    pub(super) unhealthy: usize,
+    /// ... by when they became unhealthy (the breaker's "newly" count).
+    pub(super) unhealthy_since: BTreeMap<Timestamp, usize>,
+    /// Selected nodes by failure domain.
+    pub(super) domains: HashMap<Arc<str>, DomainTotals>,
+}
+
+fn multiset(m: &mut BTreeMap<Timestamp, usize>, t: Timestamp, add: bool) {
+    if add {
+        *m.entry(t).or_default() += 1;
+    } else if let Some(n) = m.get_mut(&t) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(&t);
+        }
+    }
+}
+
+impl Running {
+    pub(super) fn count(&mut self, e: &Entry, owner: &str, add: bool) {
+        let step = |n: &mut usize, yes: bool| {
+            if yes {
+                *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            }
+        };
+        step(&mut self.selected, e.selected);
+        let owned = e.record.as_ref().filter(|r| r.owned_by(owner, e.selected));
+        if e.selected {
+            step(&mut self.unhealthy, e.unhealthy.is_some());
+            if let Some(t) = e.unhealthy {
+                multiset(&mut self.unhealthy_since, t, add);
+            }
+            if let Some(d) = &e.domain {
+                let t = self.domains.entry(d.clone()).or_default();
+                step(&mut t.size, true);
+                step(&mut t.unhealthy, e.unhealthy.is_some());
+                step(&mut t.cordoned, owned.is_some_and(|r| r.holds_cordon()));
+                if t.size == 0 {
+                    self.domains.remove(d);
+                }
+            }
+        }
+        let Some(r) = owned else {
+            return;
+        };
+        step(&mut self.cordoned, r.holds_cordon());
+        step(&mut self.draining, r.phase == Phase::Draining);
+        if let Some(t) = r.drain_started {
+            multiset(&mut self.drain_starts, t, add);
+        }
+    }
+
+    /// The breaker's counts at `now`.
+    pub(super) fn health(&self, window: Duration, now: Timestamp) -> breaker::Health {
+        let from = nodemedic_common::time::sub(now, window);
+        breaker::Health {
+            selected: self.selected,
+            unhealthy: self.unhealthy,
+            newly: self.unhealthy_since.range(from..).map(|(_, n)| n).sum(),
+        }
+    }
+
+    pub(super) fn totals(&self) -> Totals {
+        Totals {
+            selected: self.selected,
+            cordoned: self.cordoned,
+            draining: self.draining,
+            last_drain_start: self.drain_starts.keys().next_back().copied(),
+        }
+    }
+}

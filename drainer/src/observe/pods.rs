@@ -1,0 +1,115 @@
+//! The pod index, pure data: every pod once, found by (namespace, name) without storing the key
+//! twice, by node, and the few whose own readiness is stale.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::model::pod::PodInfo;
+
+pub type PodKey = (String, String);
+
+/// A pod in the set, found by (namespace, name) without storing the key twice.
+pub struct ByKey(Arc<PodInfo>);
+
+/// What the set is looked up by: an entry or a borrowed (namespace, name).
+trait Key {
+    fn key(&self) -> (&str, &str);
+}
+
+impl Key for ByKey {
+    fn key(&self) -> (&str, &str) {
+        (&self.0.namespace, &self.0.name)
+    }
+}
+
+impl Key for (&str, &str) {
+    fn key(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl std::hash::Hash for dyn Key + '_ {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key().hash(h)
+    }
+}
+
+impl PartialEq for dyn Key + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn Key + '_ {}
+
+impl std::hash::Hash for ByKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self as &dyn Key).hash(h)
+    }
+}
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ByKey {}
+
+impl<'a> std::borrow::Borrow<dyn Key + 'a> for ByKey {
+    fn borrow(&self) -> &(dyn Key + 'a) {
+        self
+    }
+}
+
+#[derive(Default)]
+pub struct Pods {
+    pub all: HashSet<ByKey>,
+    pub by_node: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
+    /// Pods whose own readiness is stale (see `decide::stale`): usually none.
+    pub stale: HashSet<PodKey>,
+}
+
+impl Pods {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
+        self.all.get(&(namespace, name) as &dyn Key).map(|e| &e.0)
+    }
+
+    pub fn insert(&mut self, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
+        let key = (info.namespace.to_string(), info.name.to_string());
+        if info.readiness_stale {
+            self.stale.insert(key);
+        } else {
+            self.stale.remove(&key);
+        }
+        if let Some(n) = &info.node {
+            self.by_node
+                .entry(n.clone())
+                .or_default()
+                .push(info.clone());
+        }
+        let old = self.all.replace(ByKey(info)).map(|e| e.0);
+        if let Some(o) = &old {
+            self.unindex(o);
+        }
+        old
+    }
+
+    pub fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+        self.stale
+            .remove(&(namespace.to_string(), name.to_string()));
+        let old = self.all.take(&(namespace, name) as &dyn Key)?.0;
+        self.unindex(&old);
+        Some(old)
+    }
+
+    fn unindex(&mut self, old: &Arc<PodInfo>) {
+        let Some(n) = &old.node else { return };
+        if let Some(v) = self.by_node.get_mut(n) {
+            v.retain(|p| !Arc::ptr_eq(p, old));
+            if v.is_empty() {
+                self.by_node.remove(n);
+            }
+        }
+    }
+}

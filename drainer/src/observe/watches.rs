@@ -1,0 +1,189 @@
+//! The two watches that fill the caches, I/O: kube's `watcher` over Nodes (decoded as
+//! [`NodeLite`]s) and Pods (decoded leniently: one bad object never fails the list), retried with
+//! backoff, each failure logged at most once a minute.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::Resource;
+use kube::runtime::{WatchStreamExt, watcher};
+use nodemedic_common::lenient::Lenient;
+use nodemedic_common::throttle::Throttle;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::pods::Pods;
+use super::{NODES, Observed, PODS};
+use crate::metrics::ObjectKind;
+use crate::model::node::{NodeLite, NodeView};
+use crate::model::pod::PodInfo;
+
+impl Observed {
+    /// Watch all Nodes into the cache, decoded as [`NodeLite`]s: only what a view keeps, in one pass,
+    /// times that no typed Node can hold included (one such Node once failed the whole list).
+    pub fn spawn_nodes(&self, api: Api<NodeLite>) -> JoinHandle<()> {
+        let cache = self.clone();
+        tokio::spawn(async move {
+            // Retried with kube's default backoff (0.8 s doubling to 30 s, reset once healthy):
+            // without it an unreachable API server made the loop spin a core.
+            let stream = watcher(api, list_config()).default_backoff();
+            futures::pin_mut!(stream);
+            let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
+            let mut failing = Throttle::default();
+            while let Some(ev) = stream.next().await {
+                cache.watch_result(NODES, answered(&ev));
+                if ev.is_ok() {
+                    failing.reset();
+                }
+                match ev {
+                    Ok(watcher::Event::Apply(n)) => cache.apply_view(NodeView::of_lite(&n)),
+                    Ok(watcher::Event::Delete(n)) => {
+                        cache.delete_node(n.metadata.name.as_deref().unwrap_or_default())
+                    }
+                    Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
+                    Ok(watcher::Event::InitApply(n)) => {
+                        let v = NodeView::of_lite(&n);
+                        relist
+                            .get_or_insert_with(HashMap::new)
+                            .insert(v.name.clone(), Arc::new(v));
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        cache.replace_nodes(relist.take().unwrap_or_default())
+                    }
+                    Err(e) => watch_failed(&mut failing, "node", &e),
+                }
+            }
+        })
+    }
+
+    /// Watch all Pods into the cache, keeping the annotations `keep` names. When `keep` changes (a
+    /// config reload naming other protected annotations) the pods are listed again with the new
+    /// set, and `relisted` then carries that set: a reload waits for it before deciding with it.
+    pub fn spawn_pods(
+        &self,
+        api: Api<Lenient<Pod>>,
+        mut keep: watch::Receiver<Vec<String>>,
+        relisted: watch::Sender<Vec<String>>,
+    ) -> JoinHandle<()> {
+        let cache = self.clone();
+        tokio::spawn(async move {
+            let mut keep_open = true;
+            loop {
+                let current = keep.borrow_and_update().clone();
+                let stream = watcher(api.clone(), list_config()).default_backoff();
+                futures::pin_mut!(stream);
+                // A relist fills a fresh index, swapped in when complete.
+                let mut relist: Option<Pods> = None;
+                let mut failing = Throttle::default();
+                let mut malformed = Malformed::default();
+                loop {
+                    let ev = tokio::select! {
+                        ev = stream.next() => match ev {
+                            Some(ev) => ev,
+                            None => return,
+                        },
+                        changed = keep.changed(), if keep_open => {
+                            match changed {
+                                Ok(()) => break, // list again with the new set
+                                Err(_) => { keep_open = false; continue; }
+                            }
+                        }
+                    };
+                    cache.watch_result(PODS, answered(&ev));
+                    if ev.is_ok() {
+                        failing.reset();
+                    }
+                    match ev {
+                        Ok(watcher::Event::Apply(Lenient::Ok(p))) => {
+                            malformed.fixed(&p.metadata);
+                            cache.apply_pod(PodInfo::from_pod(&p, Some(&current)))
+                        }
+                        Ok(watcher::Event::Apply(bad @ Lenient::Malformed { .. })) => {
+                            // Kept as it was last read (a drain still waits for it to go).
+                            malformed.seen(&cache, ObjectKind::Pod, &bad)
+                        }
+                        Ok(watcher::Event::Delete(p)) => {
+                            malformed.fixed(p.meta());
+                            cache.delete_pod(
+                                p.meta().namespace.as_deref().unwrap_or_default(),
+                                p.meta().name.as_deref().unwrap_or_default(),
+                            )
+                        }
+                        Ok(watcher::Event::Init) => relist = Some(Pods::default()),
+                        Ok(watcher::Event::InitApply(Lenient::Ok(p))) => {
+                            relist
+                                .get_or_insert_with(Pods::default)
+                                .insert(Arc::new(PodInfo::from_pod(&p, Some(&current))));
+                        }
+                        Ok(watcher::Event::InitApply(bad)) => {
+                            malformed.seen(&cache, ObjectKind::Pod, &bad)
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            cache.swap_pods(relist.take().unwrap_or_default());
+                            relisted.send_replace(current.clone());
+                        }
+                        Err(e) => watch_failed(&mut failing, "pod", &e),
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Whether a watch event shows the API server answering: `Init` is emitted before each (re)list is
+/// even sent, so it does not count.
+fn answered<K>(ev: &Result<watcher::Event<K>, watcher::Error>) -> bool {
+    matches!(ev, Ok(e) if !matches!(e, watcher::Event::Init))
+}
+
+/// Lists are read 100 objects a page: a page of kubelet-shaped Pods is a few hundred KiB of JSON and
+/// objects held at once while the sync projects them (kube's default is 500).
+fn list_config() -> watcher::Config {
+    watcher::Config::default().page_size(100)
+}
+
+/// Objects the watch could not decode, by uid or name: each is logged when first seen (and counted
+/// in `nodemedic_drainer_malformed_objects_total`), and again only after it was fixed and broke again.
+#[derive(Default)]
+struct Malformed(HashSet<String>);
+
+impl Malformed {
+    fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+        meta.uid.clone().unwrap_or_else(|| {
+            format!(
+                "{}/{}",
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or("")
+            )
+        })
+    }
+
+    fn seen<K: kube::Resource>(&mut self, cache: &Observed, kind: ObjectKind, bad: &Lenient<K>) {
+        let Lenient::Malformed { meta, error } = bad else {
+            return;
+        };
+        if self.0.len() < 10_000 && self.0.insert(Self::key(meta)) {
+            if let Some(m) = cache.metrics.get() {
+                m.malformed_object(kind);
+            }
+            tracing::error!(kind = kind.as_str(), object = %bad.id(), %error, "cannot decode this object; it is left out until it can be read (the rest of the list is fine)");
+        }
+    }
+
+    fn fixed(&mut self, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+        if !self.0.is_empty() {
+            self.0.remove(&Self::key(meta));
+        }
+    }
+}
+
+/// A watch error, logged the first time and then at most once a minute while it keeps failing (the
+/// watcher retries with backoff; `/healthz` fails once it has been failing for 5 minutes).
+fn watch_failed(failing: &mut Throttle, what: &str, e: &kube::runtime::watcher::Error) {
+    if let Some(quiet) = failing.allow(std::time::Instant::now()) {
+        tracing::warn!(watch = what, error = %e, earlier_errors_not_logged = quiet, "watch error; the watcher retries (logged at most once a minute)");
+    }
+}
