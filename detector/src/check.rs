@@ -1,43 +1,18 @@
-//! `detector check`: the offline mode. The same parse -> match -> problem-state code the daemon runs,
-//! over a file, with no cluster; every reported problem is handed to a sink (printed by `main`).
+//! `detector check`: the offline mode. The file is read once as a non-following source
+//! (`source::once`) into the same events the daemon's inputs send, and fed through the same monitor
+//! state (`MonitorState::apply`), with no cluster; every reported problem is handed to a sink (printed
+//! by `main`). Pure but for the reading.
 
 use std::io::BufRead;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::config::{Input, RuleSet};
-use crate::parse::{self, journal, kmsg, syslog};
+use crate::config::RuleSet;
 use crate::problem::{MonitorState, Report};
-
-/// How the input file is laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum InputFormat {
-    /// /dev/kmsg records (`PRI,SEQ,TS,FLAGS;MESSAGE`).
-    Kmsg,
-    /// syslog lines; the `Mmm dd hh:mm:ss host tag:` prefix is stripped.
-    Syslog,
-    /// Each line is a message.
-    Plain,
-    /// `journalctl -o json` output.
-    JournalJson,
-}
-
-impl InputFormat {
-    /// Guess from the first non-empty line.
-    pub fn detect(first_line: &str) -> InputFormat {
-        let l = first_line.trim_start();
-        if l.starts_with('{') {
-            InputFormat::JournalJson
-        } else if kmsg::parse(l.as_bytes()).is_ok() {
-            InputFormat::Kmsg
-        } else if syslog::message(l) != l {
-            InputFormat::Syslog
-        } else {
-            InputFormat::Plain
-        }
-    }
-}
+use crate::source::SourceEvent;
+pub use crate::source::once::InputFormat;
+use crate::source::once::Once;
 
 /// One reported problem.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -72,16 +47,6 @@ pub struct Stats {
     pub findings: u64,
 }
 
-/// Which monitors see a given input format: kmsg records go to kmsg monitors and journal entries to
-/// journal monitors (when the rules have any); plain and syslog files go to every monitor.
-fn applies(input: &Input, format: InputFormat) -> bool {
-    match format {
-        InputFormat::Kmsg => matches!(input, Input::Kmsg),
-        InputFormat::JournalJson => matches!(input, Input::Journal { .. }),
-        InputFormat::Syslog | InputFormat::Plain => !matches!(input, Input::Exec(_)),
-    }
-}
-
 /// Run the rules over `reader`. `sink` receives findings in input order.
 pub fn check(
     rules: &RuleSet,
@@ -99,156 +64,53 @@ pub const PROGRESS_EVERY: u64 = 1 << 16;
 /// calling `progress` with the running totals every [`PROGRESS_EVERY`] lines.
 pub fn check_with_progress(
     rules: &RuleSet,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     format: InputFormat,
     now: Timestamp,
     sink: &mut dyn FnMut(Finding),
     progress: &mut dyn FnMut(&Stats),
 ) -> std::io::Result<Stats> {
-    let mut selected: Vec<MonitorState> = rules
+    let start = |m: &crate::config::Monitor| MonitorState::new(Arc::new(m.clone()), &[], now);
+    let mut monitors: Vec<MonitorState> = rules
         .monitors
         .iter()
-        .filter(|m| applies(&m.input, format))
-        .map(|m| MonitorState::new(Arc::new(m.clone()), &[], now))
+        .filter(|m| format.feeds(&m.input))
+        .map(start)
         .collect();
-    if selected.is_empty() {
-        selected = rules
-            .monitors
-            .iter()
-            .map(|m| MonitorState::new(Arc::new(m.clone()), &[], now))
-            .collect();
+    if monitors.is_empty() {
+        monitors = rules.monitors.iter().map(start).collect();
     }
     let mut stats = Stats::default();
     let mut reports = Vec::new();
-    let mut feed = |text: &str, line_no: usize, at: Timestamp, from: From, stats: &mut Stats| {
-        for state in selected.iter_mut() {
-            if let Input::Journal {
-                identifiers, units, ..
-            } = &state.monitor().input
-            {
-                let accepted = match from {
-                    From::Journal(entry) => journal::accepts(entry, identifiers, units),
-                    From::Syslog(tag) => syslog_accepts(tag, identifiers, units),
-                    From::Other => true,
-                };
-                if !accepted {
-                    continue;
-                }
-            }
-            reports.clear();
-            state.tick(at, &mut reports);
-            state.process(text, at, &mut reports);
-            for r in reports.drain(..) {
-                stats.findings += 1;
-                sink(finding(state, r, line_no, at));
-            }
-        }
-    };
-
-    if format == InputFormat::Kmsg {
-        let mut records = kmsg::RecordReader::new(reader);
-        while let Some((line_no, rec)) = records.next_record()? {
-            stats.lines += 1;
-            if stats.lines % PROGRESS_EVERY == 0 {
-                progress(&stats);
-            }
-            stats.bytes += rec.len() as u64 + 1;
-            match kmsg::parse(rec) {
-                Ok(r) => {
-                    let at = nodemedic_common::time::add(
-                        Timestamp::UNIX_EPOCH,
-                        std::time::Duration::from_micros(r.monotonic_us),
-                    );
-                    feed(&r.message, line_no, at, From::Other, &mut stats);
-                }
-                Err(e) => {
-                    stats.malformed += 1;
-                    tracing::debug!(line = line_no, error = %e, "skipped");
-                }
-            }
-        }
-        return Ok(stats);
-    }
-
-    let mut buf = String::new();
-    let mut line_no = 0usize;
-    loop {
-        buf.clear();
-        let n = read_line_lossy(&mut reader, &mut buf)?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        stats.lines += 1;
+    let mut input = Once::new(reader, format, now);
+    while let Some(record) = input.next_record()? {
+        (stats.lines, stats.bytes) = (record.read, record.offset);
         if stats.lines % PROGRESS_EVERY == 0 {
             progress(&stats);
         }
-        stats.bytes += n as u64;
-        let line = buf.trim_end_matches(['\n', '\r']);
-        match format {
-            InputFormat::JournalJson => {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                match journal::parse(line) {
-                    Ok(entry) => {
-                        let at = entry
-                            .line
-                            .realtime_us
-                            .and_then(|us| Timestamp::from_microsecond(us).ok())
-                            .unwrap_or(now);
-                        feed(
-                            &entry.line.text,
-                            line_no,
-                            at,
-                            From::Journal(&entry),
-                            &mut stats,
-                        );
-                    }
-                    Err(e) => {
-                        stats.malformed += 1;
-                        tracing::debug!(line = line_no, error = %e, "skipped");
-                    }
-                }
+        let at = match record.event {
+            SourceEvent::Line { at, .. } => *at,
+            other => {
+                stats.malformed += 1;
+                tracing::debug!(line = record.line, event = ?other, "skipped");
+                continue;
             }
-            InputFormat::Syslog => match syslog::split(line) {
-                Some((tag, message)) => feed(message, line_no, now, From::Syslog(tag), &mut stats),
-                None => feed(line, line_no, now, From::Other, &mut stats),
-            },
-            _ => feed(line, line_no, now, From::Other, &mut stats),
+        };
+        for state in monitors.iter_mut() {
+            if !record.origin.reaches(&state.monitor().input) {
+                continue;
+            }
+            // Offline, the clock is the input's: quiet periods end at the next record's time.
+            state.tick(at, &mut reports);
+            state.apply(record.event, &mut reports);
+            for r in reports.drain(..) {
+                stats.findings += 1;
+                sink(finding(state, r, record.line, at));
+            }
         }
     }
+    (stats.lines, stats.bytes) = input.read();
     Ok(stats)
-}
-
-/// Where a line came from, for journal monitors' identifiers.
-#[derive(Clone, Copy)]
-enum From<'a> {
-    Journal(&'a journal::Entry),
-    /// A syslog line with this tag.
-    Syslog(&'a str),
-    Other,
-}
-
-/// Whether a journal monitor reads a syslog line tagged `tag`: the tag is one of its identifiers, or
-/// names one of its units (`kubelet` for `kubelet.service`); a monitor with neither reads every line.
-fn syslog_accepts(tag: &str, identifiers: &[String], units: &[String]) -> bool {
-    (identifiers.is_empty() && units.is_empty())
-        || identifiers.iter().any(|i| i == tag)
-        || units
-            .iter()
-            .any(|u| u.strip_suffix(".service").unwrap_or(u) == tag)
-}
-
-/// Read one line; invalid UTF-8 is replaced instead of failing the run.
-fn read_line_lossy(reader: &mut impl BufRead, buf: &mut String) -> std::io::Result<usize> {
-    let mut bytes = Vec::new();
-    let n = reader.read_until(b'\n', &mut bytes)?;
-    match String::from_utf8(bytes) {
-        Ok(s) => buf.push_str(&s),
-        Err(e) => buf.push_str(&String::from_utf8_lossy(e.as_bytes())),
-    }
-    Ok(n)
 }
 
 fn finding(state: &MonitorState, report: Report, line: usize, time: Timestamp) -> Finding {
@@ -281,8 +143,8 @@ fn finding(state: &MonitorState, report: Report, line: usize, time: Timestamp) -
     }
 }
 
-/// Lines of a file as [`parse::Line`]s are not needed here; re-exported for the benchmark's generator.
-pub use parse::Line;
+/// Lines of a file as [`crate::parse::Line`]s, re-exported for the benchmark's generator.
+pub use crate::parse::Line;
 
 #[cfg(test)]
 mod tests {

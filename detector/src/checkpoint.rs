@@ -1,6 +1,7 @@
 //! Where each monitor's input stopped, persisted so that a restart neither re-reports what was already
 //! reported nor skips what was not. Written as temp file -> fsync -> rename (-> fsync of the directory),
 //! so a crash leaves either the old or the new file, never half of one. The on-disk format is versioned.
+//! I/O (the state file).
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! The detector library's errors (the binary reports them; only `main` uses anyhow).
+//! The detector library's errors (the binary reports them; only `main` uses anyhow). Pure.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

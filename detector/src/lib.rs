@@ -1,14 +1,17 @@
 //! The nodemedic detector: a node-local agent that turns log lines into NodeConditions and Events.
 //!
 //! ```text
-//!  source/{kmsg,journal,file} -> parse -> matcher -> problem (state) -> report/{aggregate,sync} -> report/kube
-//!  source/exec (checks) ----------------------------> problem/exec
-//!     (I/O threads/tasks)        (pure)   (pure)       (pure)               (pure)                (I/O)
-//!             \____________ monitor (one per rule file) ____________/        \__ report/writer: the writer task, checkpoint
-//!  supervise: the monitors, started and hot-reloaded;  run: the wiring
+//!  source::spawn -> {kmsg, journal, file, exec}  (I/O: a thread or task per input)
+//!        | SourceEvent (lines, check results, malformed, overrun)
+//!        v
+//!  monitor (one task per rule file) -> problem::MonitorState::apply (pure: parse'd line -> matcher -> state)
+//!        | Outcome (conditions, Events, progress)
+//!        v
+//!  report::writer -> report::{sync, aggregate} (pure) -> report::reporter (seam) -> report::kube (I/O)
 //! ```
-//! `check` runs parse -> matcher -> problem over a file with no cluster; `run` wires the sources, the
-//! problem state of each monitor and the reporter together, with hot reload of the rule files.
+//! `config` (pure but for `load`) builds the rule set every layer reads; `supervise` starts the
+//! monitors and applies reloads; `run` wires it all. `check` reads a file once (`source::once`) into
+//! the same `SourceEvent`s and feeds the same `MonitorState::apply`, with no cluster.
 #![forbid(unsafe_code)]
 
 pub mod check;

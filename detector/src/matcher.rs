@@ -1,4 +1,5 @@
-//! Matching lines against a monitor's patterns in one pass.
+//! Matching lines against a monitor's patterns in one pass: a neutral [`Pattern`] list compiled once,
+//! then a [`Matcher`] per monitor task. Pure (it knows nothing of rule files).
 //!
 //! Semantics follow NPD so its rule files keep their meaning: a pattern must match *up to the end of the
 //! newest line* (it may start anywhere), and a pattern that contains a newline is matched against the
@@ -13,8 +14,6 @@ use std::collections::VecDeque;
 
 use regex::{Regex, RegexSet};
 
-use crate::config::{Monitor, RuleKind};
-
 /// What a pattern belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -22,6 +21,18 @@ pub enum Target {
     Rule(usize),
     /// Index into the monitor's conditions (its recovery pattern).
     Recovery(usize),
+}
+
+/// One pattern to compile, and what it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    pub target: Target,
+    /// The pattern as written.
+    pub source: String,
+    /// Matched against the window of recent lines joined with `\n`.
+    pub multiline: bool,
+    /// The message template (`$1`, `${name}`, `${lines}`); `None`: the matched line(s).
+    pub template: Option<String>,
 }
 
 /// One match, with the message it produces.
@@ -44,6 +55,8 @@ pub struct Compiled {
     /// and the template.
     single: Vec<(Target, Option<Regex>, Option<String>)>,
     multi: Vec<(Target, Regex, Option<String>)>,
+    /// Lines kept for the multi-line patterns.
+    window: usize,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -66,44 +79,35 @@ pub fn anchored_multi(pattern: &str) -> String {
 }
 
 impl Compiled {
-    /// Compile the patterns of `rules` and of the `recoveries` (index, pattern) of conditions.
-    pub fn new(
-        rules: &[crate::config::Rule],
-        recoveries: &[(usize, String)],
-    ) -> Result<Compiled, regex::Error> {
+    /// Compile `patterns` (single-line ones into the set, in their order); multi-line ones see the
+    /// last `window` lines.
+    pub fn new(patterns: &[Pattern], window: usize) -> Result<Compiled, regex::Error> {
         let mut single = Vec::new();
-        let mut patterns = Vec::new();
+        let mut set = Vec::new();
         let mut multi = Vec::new();
-        for (i, r) in rules.iter().enumerate() {
-            let template = r.message.clone();
-            if r.multiline {
-                multi.push((
-                    Target::Rule(i),
-                    Regex::new(&anchored_multi(&r.source_pattern))?,
-                    template,
-                ));
+        let mut sources = Vec::new();
+        for p in patterns {
+            let template = p.template.clone();
+            if p.multiline {
+                let re = Regex::new(&anchored_multi(&p.source))?;
+                multi.push((p.target, re, template));
             } else {
-                let p = anchored(&r.source_pattern);
-                let captures = template.as_ref().map(|_| Regex::new(&p)).transpose()?;
-                patterns.push(p);
-                single.push((Target::Rule(i), captures, template));
+                let anchored = anchored(&p.source);
+                let captures = template
+                    .as_ref()
+                    .map(|_| Regex::new(&anchored))
+                    .transpose()?;
+                set.push(anchored);
+                single.push((p.target, captures, template));
+                sources.push(p.source.as_str());
             }
         }
-        for (i, p) in recoveries {
-            patterns.push(anchored(p));
-            single.push((Target::Recovery(*i), None, None));
-        }
-        let sources: Vec<&str> = rules
-            .iter()
-            .filter(|r| !r.multiline)
-            .map(|r| r.source_pattern.as_str())
-            .chain(recoveries.iter().map(|(_, p)| p.as_str()))
-            .collect();
         Ok(Compiled {
             prefilter: prefilter(&sources),
-            set: RegexSet::new(&patterns)?,
+            set: RegexSet::new(&set)?,
             single,
             multi,
+            window,
         })
     }
 
@@ -156,16 +160,13 @@ struct Window {
 }
 
 impl Matcher {
-    /// A matcher over the monitor's patterns, compiled when its file was loaded.
-    pub fn new(monitor: &Monitor) -> Self {
-        let window = (!monitor.compiled.multi.is_empty()).then(|| Window {
+    /// A matcher over patterns compiled once (when their rule file was loaded).
+    pub fn new(compiled: std::sync::Arc<Compiled>) -> Self {
+        let window = (!compiled.multi.is_empty()).then(|| Window {
             lines: VecDeque::new(),
-            cap: monitor.buffer_size,
+            cap: compiled.window,
         });
-        Matcher {
-            compiled: monitor.compiled.clone(),
-            window,
-        }
+        Matcher { compiled, window }
     }
 
     /// Match one line; hits are appended to `out` in rule order (rules before recoveries).
@@ -209,11 +210,6 @@ impl Matcher {
             }
         }
     }
-
-    /// Rule kind of a hit's target (convenience for callers holding the monitor).
-    pub fn is_permanent(monitor: &Monitor, target: Target) -> bool {
-        matches!(target, Target::Rule(i) if matches!(monitor.rules[i].kind, RuleKind::Permanent { .. }))
-    }
 }
 
 /// Hit messages (a long line, an expanded template) are capped like every message written.
@@ -250,7 +246,7 @@ fn expand(re: &Regex, haystack: &str, template: Option<&str>, default: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::load_sources;
+    use crate::config::{Monitor, load_sources};
 
     fn monitor(yaml: &str) -> Monitor {
         let rs = load_sources(&[("m.yaml".into(), yaml.to_string())]).unwrap();
@@ -290,7 +286,7 @@ rules:
     #[test]
     fn table_of_lines_and_what_they_hit() {
         let mon = monitor(RULES);
-        let mut m = Matcher::new(&mon);
+        let mut m = Matcher::new(mon.compiled.clone());
         let cases: &[(&str, Option<(Target, &str)>)] = &[
             ("benign line", None),
             (
@@ -356,7 +352,7 @@ rules:
         ] {
             let mon = with(pattern);
             assert!(mon.compiled.has_prefilter(), "{pattern}");
-            let mut m = Matcher::new(&mon);
+            let mut m = Matcher::new(mon.compiled.clone());
             assert_eq!(hits(&mut m, line).len(), 1, "{pattern} on {line}");
             assert!(hits(&mut m, "an unrelated line").is_empty());
         }
@@ -367,13 +363,16 @@ rules:
         // Nothing literal to require: no prefilter, and matching still works.
         let open = with(r"\w+ \d+");
         assert!(!open.compiled.has_prefilter());
-        assert_eq!(hits(&mut Matcher::new(&open), "abc 42").len(), 1);
+        assert_eq!(
+            hits(&mut Matcher::new(open.compiled.clone()), "abc 42").len(),
+            1
+        );
     }
 
     #[test]
     fn messages_are_capped_at_1_kib_on_a_character_boundary() {
         let mon = monitor(RULES);
-        let mut m = Matcher::new(&mon);
+        let mut m = Matcher::new(mon.compiled.clone());
         // "é" is two bytes: the cut must not split one.
         let line = format!(
             "task docker:{} blocked for more than 120 seconds.",
@@ -392,7 +391,7 @@ rules:
     #[test]
     fn multi_line_patterns_span_the_window() {
         let mon = monitor(RULES);
-        let mut m = Matcher::new(&mon);
+        let mut m = Matcher::new(mon.compiled.clone());
         assert!(hits(&mut m, "first part").is_empty());
         let got = hits(&mut m, "second part");
         assert_eq!(
@@ -403,7 +402,7 @@ rules:
             }]
         );
         // Once the first line left the window (bufferSize 3), the pair no longer matches.
-        let mut m = Matcher::new(&mon);
+        let mut m = Matcher::new(mon.compiled.clone());
         for l in ["first part", "x", "y", "z"] {
             hits(&mut m, l);
         }

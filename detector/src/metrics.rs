@@ -1,6 +1,7 @@
 //! The detector's Prometheus metrics. NPD's `problem_counter{reason}` and `problem_gauge{type,reason}`
 //! keep their exact names (dashboards and alerts use them); our own carry the `nodemedic_detector_`
 //! prefix. Hot-path counters are resolved once per monitor, so counting a line is one atomic add.
+//! Shell (a registry of atomics; no decisions).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

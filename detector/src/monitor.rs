@@ -1,22 +1,22 @@
 //! One monitor at run time: its input feeds its problem state; what it reports goes, in order, to the
 //! reporter as [`Outcome`]s. Progress (the input position) is sent after the outcomes of the lines it
 //! covers, so the reporter can checkpoint a position only once everything before it was written.
+//! I/O shell around the pure problem state: one task per monitor.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::Severity;
-use nodemedic_common::health::Health;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::checkpoint::Position;
-use crate::config::{Input, Monitor};
+use crate::config::Monitor;
 use crate::metrics::Metrics;
 use crate::occurrence::Occurrence;
 use crate::problem::{Condition, MonitorState, Report};
+use crate::source::exec::Exit;
 use crate::source::{self, SourceEvent};
 
 /// What a monitor tells the reporter.
@@ -47,19 +47,14 @@ pub enum Outcome {
 /// What every monitor needs from the process.
 #[derive(Clone)]
 pub struct Context {
-    pub kmsg_path: PathBuf,
-    pub journalctl: PathBuf,
-    pub journal_dir: Option<PathBuf>,
-    pub boot_id: String,
-    pub health: Health,
+    /// What the inputs need (devices, journalctl, boot id, health).
+    pub inputs: source::Context,
     pub metrics: Metrics,
     /// The time the problem state ticks and reconfigures at.
     pub clock: nodemedic_common::clock::Clock,
 }
 
-/// Default lookback when a rule file gives none (NPD's kernel monitor default).
-pub const DEFAULT_LOOKBACK: Duration = Duration::from_secs(300);
-/// Lines handled before yielding progress and checking other work.
+/// Events handled before yielding progress and checking other work.
 const BATCH: usize = 512;
 
 /// A running monitor.
@@ -85,90 +80,28 @@ impl Handle {
 }
 
 /// Start a monitor whose conditions begin from `restored` and whose input resumes at `checkpoint`.
+/// Its input is started here; the error says why it could not be.
 pub fn spawn(
     monitor: Arc<Monitor>,
     ctx: &Context,
     restored: Vec<Condition>,
     checkpoint: Option<Position>,
     outcomes: mpsc::Sender<Outcome>,
-) -> Handle {
+) -> Result<Handle, source::SpawnError> {
     let (config_tx, config_rx) = watch::channel(monitor.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
-    let ctx2 = ctx.clone();
-    let m = monitor.clone();
-    let task = if let Input::Exec(settings) = &monitor.input {
-        let (tx, rx) = mpsc::channel(64);
-        source::exec::start(&monitor, settings, &ctx.health, tx, stop_rx.clone());
-        let runs = match checkpoint {
-            Some(Position::Exec { runs }) => runs,
-            _ => 0,
-        };
-        tokio::spawn(async move {
-            run_checks(m, ctx2, restored, runs, rx, config_rx, stop_rx, outcomes).await
-        })
-    } else {
-        let (src_tx, src_rx) = mpsc::channel(1024);
-        start_input(&monitor, ctx, checkpoint, src_tx, stop_rx.clone());
+    let input = source::spawn(&monitor, &ctx.inputs, checkpoint, stop_rx.clone())?;
+    let (ctx2, m) = (ctx.clone(), monitor.clone());
+    let task =
         tokio::spawn(
-            async move { run(m, ctx2, restored, src_rx, config_rx, stop_rx, outcomes).await },
-        )
-    };
-    Handle {
+            async move { run(m, ctx2, restored, input, config_rx, stop_rx, outcomes).await },
+        );
+    Ok(Handle {
         monitor,
         config: config_tx,
         stop: stop_tx,
         task,
-    }
-}
-
-fn start_input(
-    monitor: &Monitor,
-    ctx: &Context,
-    checkpoint: Option<Position>,
-    tx: mpsc::Sender<SourceEvent>,
-    stop: watch::Receiver<bool>,
-) {
-    let lookback = monitor.lookback.unwrap_or(DEFAULT_LOOKBACK);
-    let beat = ctx
-        .health
-        .register(format!("input:{}", monitor.name), source::MAX_SILENCE);
-    match &monitor.input {
-        Input::Kmsg => {
-            let start = source::kmsg::Start {
-                boot_id: ctx.boot_id.clone(),
-                checkpoint,
-                lookback,
-            };
-            let path = ctx.kmsg_path.clone();
-            std::thread::Builder::new()
-                .name(format!("kmsg-{}", monitor.name))
-                .spawn(move || source::kmsg::follow(path, start, tx, beat, stop))
-                .expect("spawn kmsg thread");
-        }
-        Input::File { path, format } => {
-            let (path, format) = (path.clone(), *format);
-            std::thread::Builder::new()
-                .name(format!("file-{}", monitor.name))
-                .spawn(move || source::file::follow(path, format, checkpoint, tx, beat, stop))
-                .expect("spawn file thread");
-        }
-        Input::Journal {
-            identifiers,
-            units,
-            directory,
-        } => {
-            let spec = source::journal::JournalSpec {
-                journalctl: ctx.journalctl.clone(),
-                directory: directory.clone().or_else(|| ctx.journal_dir.clone()),
-                identifiers: identifiers.clone(),
-                units: units.clone(),
-                lookback,
-            };
-            tokio::spawn(source::journal::follow(spec, checkpoint, tx, beat, stop));
-        }
-        // Started by `spawn` (checks, not lines).
-        Input::Exec(_) => {}
-    }
+    })
 }
 
 /// A monitor's state from its restored conditions, sent to the writer first: a node's conditions
@@ -189,65 +122,8 @@ async fn start(
     Some(state)
 }
 
-/// An exec monitor: check results in, reports out. `runs` counts results handled (its Progress, so
-/// the writer confirms the Events they caused).
-#[allow(clippy::too_many_arguments)]
-async fn run_checks(
-    monitor: Arc<Monitor>,
-    ctx: Context,
-    restored: Vec<Condition>,
-    mut runs: u64,
-    mut results: mpsc::Receiver<source::exec::CheckResult>,
-    mut config: watch::Receiver<Arc<Monitor>>,
-    mut stop: watch::Receiver<bool>,
-    outcomes: mpsc::Sender<Outcome>,
-) {
-    let name = monitor.name.clone();
-    let names = source::exec::health_names(&monitor);
-    let Some(mut state) = start(monitor, &ctx, &restored, &outcomes).await else {
-        return;
-    };
-    // Consecutive runs that could not say (crash loops show in /healthz).
-    let mut unknown_in_a_row = vec![0u32; names.len()];
-    let mut reports = Vec::new();
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            changed = config.changed() => {
-                if changed.is_err() || !reconfigure(&mut state, &mut config, &ctx, &outcomes).await {
-                    return;
-                }
-            }
-            r = results.recv() => {
-                let Some(r) = r else { return };
-                let check = names.get(r.check).map(String::as_str).unwrap_or("check");
-                let n = unknown_in_a_row.get_mut(r.check);
-                let streak = match (n, r.exit) {
-                    (Some(n), crate::problem::exec::Exit::Unknown) => { *n = n.saturating_add(1); *n }
-                    (Some(n), _) => { *n = 0; 0 }
-                    (None, _) => 0,
-                };
-                Occurrence::CheckRan { monitor: &name, check, result: &r, unknown_in_a_row: streak, health: &ctx.health }.emit(&ctx.metrics);
-                state.check_result(r.check, r.exit, &r.message, r.at, &mut reports);
-                runs = runs.saturating_add(1);
-            }
-        }
-        if !reports.is_empty() && !send_reports(&state, &ctx, &mut reports, &outcomes).await {
-            return;
-        }
-        if outcomes
-            .send(Outcome::Progress {
-                monitor: name.clone(),
-                position: Position::Exec { runs },
-            })
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
-}
-
+/// The monitor's loop: input events in (lines and check results alike), reports and progress out;
+/// a tick every second for quiet-period recoveries; reloaded rules swapped in.
 async fn run(
     monitor: Arc<Monitor>,
     ctx: Context,
@@ -258,7 +134,7 @@ async fn run(
     outcomes: mpsc::Sender<Outcome>,
 ) {
     let name = monitor.name.clone();
-    let counters = ctx.metrics.monitor(&name);
+    let mut counted = Counted::new(&monitor, &ctx);
     let Some(mut state) = start(monitor, &ctx, &restored, &outcomes).await else {
         return;
     };
@@ -279,19 +155,10 @@ async fn run(
                 let mut next = Some(ev);
                 let mut n = 0;
                 while let Some(ev) = next.take() {
-                    match ev {
-                        SourceEvent::Line { text, at, position } => {
-                            counters.lines.inc();
-                            state.process(&text, at, &mut reports);
-                            progress = Some(position);
-                        }
-                        SourceEvent::Malformed { why } => {
-                            counters.parse_errors.inc();
-                            tracing::debug!(monitor = %name, %why, "malformed record skipped");
-                        }
-                        SourceEvent::Overrun => {
-                            Occurrence::Overrun { monitor: &name }.emit(&ctx.metrics)
-                        }
+                    counted.count(&ev);
+                    state.apply(&ev, &mut reports);
+                    if let SourceEvent::Line { position, .. } | SourceEvent::Check { position, .. } = ev {
+                        progress = Some(position);
                     }
                     n += 1;
                     if n < BATCH {
@@ -303,16 +170,74 @@ async fn run(
         if !reports.is_empty() && !send_reports(&state, &ctx, &mut reports, &outcomes).await {
             return;
         }
-        if let Some(position) = progress
-            && outcomes
-                .send(Outcome::Progress {
-                    monitor: name.clone(),
-                    position,
-                })
+        if let Some(position) = progress {
+            let monitor = name.clone();
+            if outcomes
+                .send(Outcome::Progress { monitor, position })
                 .await
                 .is_err()
-        {
-            return;
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// What the monitor counts and says about its input events (the problem state does not see this).
+struct Counted<'a> {
+    ctx: &'a Context,
+    name: String,
+    counters: crate::metrics::MonitorCounters,
+    /// Each check's health name, and its consecutive runs that could not say (crash loops show in
+    /// /healthz).
+    checks: Vec<(String, u32)>,
+}
+
+impl<'a> Counted<'a> {
+    fn new(monitor: &Monitor, ctx: &'a Context) -> Self {
+        let checks = source::exec::health_names(monitor)
+            .into_iter()
+            .map(|n| (n, 0))
+            .collect();
+        Counted {
+            ctx,
+            name: monitor.name.clone(),
+            counters: ctx.metrics.monitor(&monitor.name),
+            checks,
+        }
+    }
+
+    fn count(&mut self, ev: &SourceEvent) {
+        let name = self.name.as_str();
+        match ev {
+            SourceEvent::Line { .. } => {
+                self.counters.lines.inc();
+            }
+            SourceEvent::Malformed { why } => {
+                self.counters.parse_errors.inc();
+                tracing::debug!(monitor = %name, %why, "malformed record skipped");
+            }
+            SourceEvent::Overrun => Occurrence::Overrun { monitor: name }.emit(&self.ctx.metrics),
+            SourceEvent::Check { result, .. } => {
+                let (check, streak) = match self.checks.get_mut(result.check) {
+                    Some((check, n)) => {
+                        *n = match result.exit {
+                            Exit::Unknown => n.saturating_add(1),
+                            _ => 0,
+                        };
+                        (check.as_str(), *n)
+                    }
+                    None => ("check", 0),
+                };
+                Occurrence::CheckRan {
+                    monitor: name,
+                    check,
+                    result,
+                    unknown_in_a_row: streak,
+                    health: &self.ctx.inputs.health,
+                }
+                .emit(&self.ctx.metrics)
+            }
         }
     }
 }

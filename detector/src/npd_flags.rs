@@ -186,6 +186,21 @@ pub fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<String>> 
     if f.stackdriver.is_some() {
         refused.push("--exporter.stackdriver: not offered; scrape /metrics (problem_counter, problem_gauge) instead.".to_string());
     }
+    m.warnings = ignored(f);
+    m.log_level = match f.verbosity {
+        Some(v) if v >= 4 => Some("info,nodemedic_detector=debug,nodemedic_common=debug"),
+        _ => None,
+    };
+    if refused.is_empty() {
+        Ok(m)
+    } else {
+        Err(refused)
+    }
+}
+
+/// Flags accepted but not acted on, one warning each.
+fn ignored(f: &NpdFlags) -> Vec<String> {
+    let mut warnings = Vec::new();
     for (flag, given) in [
         (
             "--apiserver-wait-timeout",
@@ -197,7 +212,7 @@ pub fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<String>> 
         ),
     ] {
         if given {
-            m.warnings.push(format!("{flag} ignored: the API server is waited for as long as it takes, retrying with backoff up to 30s"));
+            warnings.push(format!("{flag} ignored: the API server is waited for as long as it takes, retrying with backoff up to 30s"));
         }
     }
     for (flag, given) in [
@@ -205,18 +220,10 @@ pub fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<String>> 
         ("--kube-api-burst", f.kube_api_burst.is_some()),
     ] {
         if given {
-            m.warnings.push(format!("{flag} ignored: the detector writes its Node's status at most once a second and Events at most once per --event-interval"));
+            warnings.push(format!("{flag} ignored: the detector writes its Node's status at most once a second and Events at most once per --event-interval"));
         }
     }
-    m.log_level = match f.verbosity {
-        Some(v) if v >= 4 => Some("info,nodemedic_detector=debug,nodemedic_common=debug"),
-        _ => None,
-    };
-    if refused.is_empty() {
-        Ok(m)
-    } else {
-        Err(refused)
-    }
+    warnings
 }
 
 /// Go's flag package takes `-flag` for `--flag`; clap does not. The NPD and klog flags written that

@@ -1,7 +1,7 @@
 //! What happens in the detector, as values whose `emit()` logs and counts together (vector's
 //! `internal_events` is the model). Problems become Events through the aggregator (`report::aggregate`,
 //! which folds floods), so an occurrence here logs and counts; the Event text is the problem
-//! state's (`problem::Report::event`).
+//! state's (`problem::Report::event`). Shell (logging and metrics only).
 
 use std::time::Duration;
 
@@ -58,6 +58,11 @@ pub enum Occurrence<'a> {
         result: &'a crate::source::exec::CheckResult,
         unknown_in_a_row: u32,
         health: &'a nodemedic_common::health::Health,
+    },
+    /// A monitor's input could not be started (no thread to be had): the monitor does not run, and
+    /// its input's health entry stays silent, so `/healthz` names it.
+    InputFailed {
+        error: &'a crate::source::SpawnError,
     },
 }
 
@@ -135,34 +140,46 @@ impl Occurrence<'_> {
             Occurrence::CheckRan {
                 monitor,
                 check,
-                result: r,
+                result,
                 unknown_in_a_row,
                 health,
-            } => {
-                use crate::problem::exec::Exit;
-                let result = match (r.exit, r.timed_out) {
-                    (_, true) => crate::metrics::CheckOutcome::Timeout,
-                    (Exit::Healthy, _) => crate::metrics::CheckOutcome::Healthy,
-                    (Exit::Problem, _) => crate::metrics::CheckOutcome::Problem,
-                    (Exit::Unknown, _) => crate::metrics::CheckOutcome::Unknown,
-                };
-                m.check_ran(monitor, result);
-                match *unknown_in_a_row {
-                    0 => {
-                        tracing::debug!(%check, exit = ?r.exit, message = %r.message, "check ran");
-                        health.note(check, None);
-                    }
-                    n => {
-                        // The first failure and every 10th of a streak are logged.
-                        if n == 1 || n % 10 == 0 {
-                            tracing::warn!(%check, code = ?r.code, timed_out = r.timed_out, message = %r.message, stderr = %r.stderr, in_a_row = n, "check could not say (status Unknown)");
-                        }
-                        if n >= CHECK_FAILING_AFTER {
-                            let why = format!("could not say {n} times in a row: {}", r.message);
-                            health.note(check, Some(why));
-                        }
-                    }
-                }
+            } => check_ran(m, monitor, check, result, *unknown_in_a_row, health),
+            Occurrence::InputFailed { error } => {
+                tracing::error!(%error, "monitor not started; /healthz will name its input")
+            }
+        }
+    }
+}
+
+fn check_ran(
+    m: &Metrics,
+    monitor: &str,
+    check: &str,
+    r: &crate::source::exec::CheckResult,
+    unknown_in_a_row: u32,
+    health: &nodemedic_common::health::Health,
+) {
+    use crate::source::exec::Exit;
+    let result = match (r.exit, r.timed_out) {
+        (_, true) => crate::metrics::CheckOutcome::Timeout,
+        (Exit::Healthy, _) => crate::metrics::CheckOutcome::Healthy,
+        (Exit::Problem, _) => crate::metrics::CheckOutcome::Problem,
+        (Exit::Unknown, _) => crate::metrics::CheckOutcome::Unknown,
+    };
+    m.check_ran(monitor, result);
+    match unknown_in_a_row {
+        0 => {
+            tracing::debug!(%check, exit = ?r.exit, message = %r.message, "check ran");
+            health.note(check, None);
+        }
+        n => {
+            // The first failure and every 10th of a streak are logged.
+            if n == 1 || n % 10 == 0 {
+                tracing::warn!(%check, code = ?r.code, timed_out = r.timed_out, message = %r.message, stderr = %r.stderr, in_a_row = n, "check could not say (status Unknown)");
+            }
+            if n >= CHECK_FAILING_AFTER {
+                let why = format!("could not say {n} times in a row: {}", r.message);
+                health.note(check, Some(why));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `detector probe`: health checks built into the binary, for exec rule files that must not depend on
 //! tools the node or the image may lack (config/checks/). Each prints one line and exits as a custom
 //! plugin does: 0 healthy, 1 a problem, 2 unknown (could not tell).
+//! I/O (reads the probed files); the verdicts are pure.
 //!
 //! - `http URL`: GET over plain HTTP (the kubelet's `http://127.0.0.1:10248/healthz`); 2xx is healthy.
 //!   Written on a `TcpStream` because a loopback health endpoint needs nothing more, and the

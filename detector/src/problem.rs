@@ -14,6 +14,7 @@ use nodemedic_common::events::Severity;
 
 use crate::config::{Monitor, RuleKind};
 use crate::matcher::{Hit, Matcher, Target};
+use crate::source::SourceEvent;
 
 pub use nodemedic_common::status::Status;
 
@@ -167,7 +168,7 @@ impl MonitorState {
             .map(|c| (c.status == Status::True).then_some(now))
             .collect();
         MonitorState {
-            matcher: Matcher::new(&monitor),
+            matcher: Matcher::new(monitor.compiled.clone()),
             monitor,
             conditions,
             last_problem,
@@ -202,6 +203,19 @@ impl MonitorState {
 
     pub fn conditions(&self) -> &[Condition] {
         &self.conditions
+    }
+
+    /// Apply one input event: a line is matched at its time, a check's result folded in; a
+    /// malformed record or an overrun changes nothing (the shell counts them). Reports are appended
+    /// to `out`. The daemon and `detector check` both feed their monitors through here.
+    pub fn apply(&mut self, event: &SourceEvent, out: &mut Vec<Report>) {
+        match event {
+            SourceEvent::Line { text, at, .. } => self.process(text, *at, out),
+            SourceEvent::Check { result, .. } => {
+                self.check_result(result.check, result.exit, &result.message, result.at, out)
+            }
+            SourceEvent::Malformed { .. } | SourceEvent::Overrun => {}
+        }
     }
 
     /// Process one line seen at `at`; reports are appended to `out`.

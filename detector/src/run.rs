@@ -1,5 +1,5 @@
 //! The running detector's wiring: the operations listener, the Node read back, the checkpoint, the
-//! monitors under their supervisor (`supervise`), and the writer (`report::writer`).
+//! monitors under their supervisor (`supervise`), and the writer (`report::writer`). I/O: the wiring.
 //!
 //! Start-up order matters for "nothing lost, nothing repeated": the Node is read first (conditions that
 //! are True stay True; the ownership annotation says which types we may remove), then the checkpoint,
@@ -89,27 +89,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     let metrics = Metrics::register(&mut registry);
     let health = Health::default();
     let snapshot: Snapshot = Arc::default();
-    let snap = snapshot.clone();
-    let app = nodemedic_common::serve::router(Arc::new(registry), health.clone()).route(
-        "/conditions",
-        get(move || async move { Json(snap.lock().unwrap().clone()) }),
-    );
-    if let Some(extra) = opts.extra_listen {
-        let addr = nodemedic_common::serve::spawn(extra, app.clone())
-            .await
-            .map_err(|source| Error::Listen {
-                addr: extra,
-                source,
-            })?;
-        tracing::info!(%addr, "also serving the same endpoints (NPD's --address/--port)");
-    }
-    let addr = nodemedic_common::serve::spawn(opts.listen, app)
-        .await
-        .map_err(|source| Error::Listen {
-            addr: opts.listen,
-            source,
-        })?;
-    tracing::info!(%addr, "serving /metrics /healthz /readyz /conditions");
+    let addr = serve(&opts, registry, health.clone(), snapshot.clone()).await?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let reporter = KubeReporter::new(client, &opts.node_name);
@@ -127,11 +107,13 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     let mut events = Aggregator::new(opts.events, &opts.node_name);
     events.restore(checkpoint.events.clone());
     let ctx = Context {
-        kmsg_path: opts.kmsg_path.clone(),
-        journalctl: opts.journalctl.clone(),
-        journal_dir: opts.journal_dir.clone(),
-        boot_id: crate::source::kmsg::boot_id(),
-        health: health.clone(),
+        inputs: crate::source::Context {
+            kmsg_path: opts.kmsg_path.clone(),
+            journalctl: opts.journalctl.clone(),
+            journal_dir: opts.journal_dir.clone(),
+            boot_id: crate::source::kmsg::boot_id(),
+            health: health.clone(),
+        },
         metrics: metrics.clone(),
         clock: nodemedic_common::clock::Clock::system(),
     };
@@ -178,6 +160,36 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         tasks,
         monitors,
     })
+}
+
+/// Serve /metrics, /healthz, /readyz and /conditions on `--listen` (and NPD's address, if given).
+async fn serve(
+    opts: &Options,
+    registry: Registry,
+    health: Health,
+    snapshot: Snapshot,
+) -> Result<SocketAddr> {
+    let app = nodemedic_common::serve::router(Arc::new(registry), health).route(
+        "/conditions",
+        get(move || async move { Json(snapshot.lock().unwrap().clone()) }),
+    );
+    if let Some(extra) = opts.extra_listen {
+        let addr = nodemedic_common::serve::spawn(extra, app.clone())
+            .await
+            .map_err(|source| Error::Listen {
+                addr: extra,
+                source,
+            })?;
+        tracing::info!(%addr, "also serving the same endpoints (NPD's --address/--port)");
+    }
+    let addr = nodemedic_common::serve::spawn(opts.listen, app)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: opts.listen,
+            source,
+        })?;
+    tracing::info!(%addr, "serving /metrics /healthz /readyz /conditions");
+    Ok(addr)
 }
 
 /// Say when a loop stalls and when it recovers (/healthz shows it; this logs and counts it).

@@ -2,7 +2,7 @@
 //! with (the context, the restored conditions, the checkpoint) and where they report (the writer's
 //! channel). It starts them, and on hot reload applies a new rule set: removed files stop their
 //! monitor (their conditions leave the Node, their metric series go), changed inputs restart it, other
-//! changes reconfigure it in place.
+//! changes reconfigure it in place. I/O shell; the reload decision (`changes`) is pure.
 //!
 //! The rule paths are watched as directories (a ConfigMap volume swaps its `..data` symlink, which a
 //! watch on the file would not survive), for content changes only (`common::filewatch`: reads,
@@ -60,13 +60,17 @@ impl Supervisor {
         let mut map = self.monitors.lock().await;
         for m in &rules.monitors {
             self.ctx.metrics.declare_monitor(m);
-            map.insert(m.name.clone(), self.spawn(m, restored.to_vec()));
+            if let Some(h) = self.spawn(m, restored.to_vec()) {
+                map.insert(m.name.clone(), h);
+            }
         }
         drop(map);
         self.current = rules;
     }
 
-    fn spawn(&self, m: &Monitor, restored: Vec<Condition>) -> Handle {
+    /// Start one monitor; `None` (logged) when its input cannot be started: its health entry then
+    /// stays silent and `/healthz` names it.
+    fn spawn(&self, m: &Monitor, restored: Vec<Condition>) -> Option<Handle> {
         let cp = self
             .checkpoint
             .lock()
@@ -74,13 +78,16 @@ impl Supervisor {
             .monitors
             .get(&m.name)
             .cloned();
-        monitor::spawn(
+        let spawned = monitor::spawn(
             Arc::new(m.clone()),
             &self.ctx,
             restored,
             cp,
             self.outcomes.clone(),
-        )
+        );
+        spawned
+            .map_err(|error| Occurrence::InputFailed { error: &error }.emit(&self.ctx.metrics))
+            .ok()
     }
 
     /// Reload `paths` whenever their content changes, until `stop`.
@@ -146,7 +153,9 @@ impl Supervisor {
                     }
                     let monitor = m.name.clone();
                     let _ = self.outcomes.send(Outcome::Added { monitor }).await;
-                    map.insert(m.name.clone(), self.spawn(m, restored.clone()));
+                    if let Some(h) = self.spawn(m, restored.clone()) {
+                        map.insert(m.name.clone(), h);
+                    }
                 }
             }
         }

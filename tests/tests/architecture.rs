@@ -372,7 +372,6 @@ fn import_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
 }
 
 #[test]
-#[ignore = "on once the drainer and detector are layered (issue 21)"]
 fn no_import_cycle_among_the_modules() {
     let mut report = Vec::new();
     for krate in ["drainer", "detector"] {
@@ -437,7 +436,6 @@ fn long_functions(code: &str, max: usize) -> Vec<(usize, usize)> {
 }
 
 #[test]
-#[ignore = "on once the drainer and detector are layered (issue 21)"]
 fn files_fit_in_one_sitting_and_functions_in_one_screen() {
     let mut report = Vec::new();
     for krate in ["drainer", "detector"] {
@@ -463,7 +461,6 @@ fn files_fit_in_one_sitting_and_functions_in_one_screen() {
 }
 
 #[test]
-#[ignore = "on once the drainer and detector are layered (issue 21)"]
 fn every_module_says_what_it_holds_and_whether_it_is_pure() {
     let mut report = Vec::new();
     for krate in ["drainer", "detector"] {

@@ -1,10 +1,16 @@
 //! Reading rule files from disk (a directory of `*.yaml`/`*.yml` or single files) or from memory (the
 //! bundled defaults), and the checks that span files.
+//! I/O (reads the files); the rest of `config` is pure.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::{ConfigError, ConfigErrors, Errors, Monitor, RuleSet, build, raw::RawMonitor};
+use super::build::build;
+use super::errors::{ConfigError, ConfigErrors, Errors};
+use super::model::{Monitor, RuleSet};
+use super::npd;
+use super::patterns::PatternBudget;
+use super::raw::RawMonitor;
 
 /// The default rule files, compiled into the binary so `detector check` works with no files around.
 pub const BUNDLED: &[(&str, &str)] = &[
@@ -103,7 +109,7 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
     let mut declared: HashMap<String, (String, u64, u64)> = HashMap::new();
     let mut names: HashMap<String, String> = HashMap::new();
     let mut notes = Vec::new();
-    let mut budget = super::PatternBudget::new();
+    let mut budget = PatternBudget::new();
     for (path, text) in sources {
         let file = path.display().to_string();
         let mut errors = Errors::new(&file);
@@ -113,11 +119,10 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
         let is_npd = path.extension().is_some_and(|e| e == "json");
         // Parse errors first; the checks of what did parse add the file's other errors.
         let parsed: Option<RawMonitor> = if is_npd {
-            let (npd, found) =
-                nodemedic_common::yaml::parse_partial::<super::npd::NpdMonitor>(text);
+            let (npd, found) = nodemedic_common::yaml::parse_partial::<npd::NpdMonitor>(text);
             push_yaml(&mut errors, found);
             npd.and_then(|npd| {
-                super::npd::to_rule_file(npd, &mut errors).map(|(raw, found)| {
+                npd::to_rule_file(npd, &mut errors).map(|(raw, found)| {
                     notes.extend(found.into_iter().map(|n| ConfigError {
                         file: file.clone(),
                         line: n.line,
@@ -197,9 +202,9 @@ pub fn convert_npd(path: &Path, text: &str) -> Result<(String, Vec<ConfigError>)
     let loaded = load_sources(&[(path.to_path_buf(), text.to_string())])?;
     let file = path.display().to_string();
     let mut errors = Errors::new(&file);
-    let parsed = serde_saphyr::from_str::<super::npd::NpdMonitor>(text)
+    let parsed = serde_saphyr::from_str::<npd::NpdMonitor>(text)
         .ok()
-        .and_then(|npd| super::npd::to_rule_file(npd, &mut errors));
+        .and_then(|npd| npd::to_rule_file(npd, &mut errors));
     let Some((raw, _)) = parsed else {
         return Err(ConfigErrors(errors.list));
     };

@@ -1,5 +1,5 @@
 //! node-problem-detector's monitor files, as they are: a system-log-monitor file (`plugin` kmsg,
-//! journald or filelog) or a custom-plugin-monitor file (`plugin: custom`), in JSON.
+//! journald or filelog) or a custom-plugin-monitor file (`plugin: custom`), in JSON. Pure.
 //!
 //! They are read with the YAML parser (JSON is YAML), so every error has its line and column in the
 //! JSON file, and turned into the rule file they mean ([`RawMonitor`]), which is validated like any
@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 
+use super::errors::Errors;
 use super::raw::{RawCondition, RawExec, RawInput, RawMonitor, RawRule};
 
 /// An NPD monitor file. Unknown keys are ignored, as NPD's JSON decoding does.
@@ -124,43 +125,121 @@ pub struct Note {
 /// An NPD file as a rule file, and what did not carry over. Errors (no `plugin`, a plugin nodemedic
 /// has no equivalent for, a bad Go duration) go to `errors`.
 pub(crate) fn to_rule_file(
-    npd: NpdMonitor,
-    errors: &mut super::Errors,
+    mut npd: NpdMonitor,
+    errors: &mut Errors,
 ) -> Option<(RawMonitor, Vec<Note>)> {
-    let mut notes = Vec::new();
-    let mut note = |loc: &Location, message: String| {
-        notes.push(Note {
-            line: loc.line(),
-            column: loc.column(),
-            message,
-        })
-    };
-    let start = Location::UNKNOWN;
-    let Some(plugin) = npd.plugin else {
+    let mut notes = Notes(Vec::new());
+    let Some(plugin) = npd.plugin.take() else {
         errors.at(
-            &start,
+            &Location::UNKNOWN,
             "plugin: missing. nodemedic reads NPD's system-log-monitor files (plugin kmsg, journald or filelog) and custom-plugin-monitor files (plugin custom); system-stats and other monitors have no equivalent (node-exporter covers system stats)",
         );
         return None;
     };
-    let config = npd.plugin_config.map(|c| c.value).unwrap_or_default();
     let here = plugin.referenced;
-    let spanned = |v: String| Spanned::new(v, here, here);
-    let kind = match plugin.value.as_str() {
-        "kmsg" => "kmsg",
-        "journald" => "journal",
-        "filelog" => "file",
-        "custom" => "exec",
+    let kind = plugin_kind(&plugin, errors)?;
+    let input = input(kind, here, &mut npd, &mut notes, errors)?;
+    unsupported(&npd, &mut notes);
+    let lookback = if kind == "exec" {
+        npd.lookback.take().and_then(|l| go(l, errors))
+    } else {
+        // NPD's default lookback is 0: nothing from before the start.
+        Some(
+            npd.lookback
+                .take()
+                .and_then(|l| go(l, errors))
+                .unwrap_or_else(|| Spanned::new("0s".to_string(), here, here)),
+        )
+    };
+    let buffer_size = if kind == "exec" {
+        npd.buffer_size
+    } else {
+        // NPD reads 0 (or no value) as its default, 10.
+        npd.buffer_size.filter(|b| b.value != 0)
+    };
+    let conditions = npd
+        .conditions
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| RawCondition {
+            type_: c.type_,
+            reason: c.reason,
+            message: c.message,
+            recovery: None,
+        })
+        .collect();
+    let rules = npd
+        .rules
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| rule(r, errors))
+        .collect();
+    let source = npd.source.take().unwrap_or_else(|| {
+        errors.at(
+            &here,
+            "source: missing (it names the Event source, e.g. kernel-monitor)",
+        );
+        Spanned::new(String::new(), here, here)
+    });
+    let monitor = RawMonitor {
+        source,
+        input,
+        lookback,
+        buffer_size,
+        conditions,
+        rules,
+    };
+    Some((monitor, notes.0))
+}
+
+/// What did not carry over, with where it was said.
+struct Notes(Vec<Note>);
+
+impl Notes {
+    fn at(&mut self, loc: &Location, message: impl Into<String>) {
+        self.0.push(Note {
+            line: loc.line(),
+            column: loc.column(),
+            message: message.into(),
+        })
+    }
+}
+
+/// Our input kind for NPD's plugin.
+fn plugin_kind(plugin: &Spanned<String>, errors: &mut Errors) -> Option<&'static str> {
+    match plugin.value.as_str() {
+        "kmsg" => Some("kmsg"),
+        "journald" => Some("journal"),
+        "filelog" => Some("file"),
+        "custom" => Some("exec"),
         other => {
             errors.at(
                 &plugin.referenced,
                 format!("plugin {other:?}: expected kmsg, journald, filelog or custom (the plugins of NPD's system-log-monitor and custom-plugin-monitor)"),
             );
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// The input of `kind` from the file's `logPath` and `pluginConfig` (taken out of `npd`).
+fn input(
+    kind: &'static str,
+    here: Location,
+    npd: &mut NpdMonitor,
+    notes: &mut Notes,
+    errors: &mut Errors,
+) -> Option<RawInput> {
+    let config = npd
+        .plugin_config
+        .take()
+        .map(|c| c.value)
+        .unwrap_or_default();
+    let spanned = |v: &str| Spanned::new(v.to_string(), here, here);
     let mut input = RawInput {
-        kind: spanned(kind.to_string()),
+        kind: spanned(kind),
         identifiers: Vec::new(),
         units: Vec::new(),
         path: None,
@@ -174,7 +253,7 @@ pub(crate) fn to_rule_file(
     match kind {
         "kmsg" => {
             if let Some(p) = npd.log_path.as_ref().filter(|p| p.value != "/dev/kmsg") {
-                note(
+                notes.at(
                     &p.referenced,
                     format!(
                         "logPath {:?}: kmsg is read from --kmsg-path (default /dev/kmsg) for every monitor",
@@ -185,22 +264,19 @@ pub(crate) fn to_rule_file(
         }
         "journal" => {
             input.identifiers.extend(config.source.map(|s| s.value));
-            input.path = npd.log_path;
+            input.path = npd.log_path.take();
         }
         "file" => {
-            let Some(path) = npd.log_path else {
-                errors.at(
-                    &plugin.referenced,
-                    "logPath: a filelog monitor needs the file to read",
-                );
+            let Some(path) = npd.log_path.take() else {
+                errors.at(&here, "logPath: a filelog monitor needs the file to read");
                 return None;
             };
             input.path = Some(path);
-            input.format = Some(spanned("syslog".to_string()));
+            input.format = Some(spanned("syslog"));
             if let Some(m) = config.message.as_ref().or(config.timestamp.as_ref()) {
-                note(
+                notes.at(
                     &m.referenced,
-                    "pluginConfig timestamp/message/timestampFormat: lines are read as syslog lines instead (an RFC 3164 or RFC 3339 timestamp, host and tag stripped, and the kernel's [uptime] stamp); other layouts are matched whole".to_string(),
+                    "pluginConfig timestamp/message/timestampFormat: lines are read as syslog lines instead (an RFC 3164 or RFC 3339 timestamp, host and tag stripped, and the kernel's [uptime] stamp); other layouts are matched whole",
                 );
             }
         }
@@ -211,29 +287,32 @@ pub(crate) fn to_rule_file(
             input.concurrency = config.concurrency;
             input.update_on_message_change = config.enable_message_change_based_condition_update;
             if let Some(s) = config.skip_initial_status.as_ref().filter(|s| s.value) {
-                note(
+                notes.at(
                     &s.referenced,
-                    "skip_initial_status: conditions are always written at start (True ones as the Node had them)".to_string(),
+                    "skip_initial_status: conditions are always written at start (True ones as the Node had them)",
                 );
             }
         }
     }
+    Some(input)
+}
+
+/// NPD settings with no counterpart, noted.
+fn unsupported(npd: &NpdMonitor, notes: &mut Notes) {
     if let Some(m) = npd.metrics_reporting.as_ref().filter(|m| !m.value) {
-        note(
+        notes.at(
             &m.referenced,
-            "metricsReporting false: problem_counter and problem_gauge are always reported"
-                .to_string(),
+            "metricsReporting false: problem_counter and problem_gauge are always reported",
         );
     }
     if let Some(s) = npd.skip_list.as_ref().filter(|s| !s.value.is_empty()) {
-        note(
+        notes.at(
             &s.referenced,
-            "skipList: not needed (lines no pattern can match are skipped by a literal prefilter)"
-                .to_string(),
+            "skipList: not needed (lines no pattern can match are skipped by a literal prefilter)",
         );
     }
     if let Some(d) = &npd.delay {
-        note(
+        notes.at(
             &d.referenced,
             format!(
                 "delay {:?}: not supported; lines are read from the start",
@@ -241,85 +320,37 @@ pub(crate) fn to_rule_file(
             ),
         );
     }
-    let lookback = if kind == "exec" {
-        npd.lookback.and_then(|l| go(l, errors))
-    } else {
-        // NPD's default lookback is 0: nothing from before the start.
-        Some(
-            npd.lookback
-                .and_then(|l| go(l, errors))
-                .unwrap_or_else(|| Spanned::new("0s".to_string(), here, here)),
-        )
-    };
-    let buffer_size = if kind == "exec" {
-        npd.buffer_size
-    } else {
-        // NPD reads 0 (or no value) as its default, 10.
-        npd.buffer_size.filter(|b| b.value != 0)
-    };
-    let conditions = npd
-        .conditions
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| RawCondition {
-            type_: c.type_,
-            reason: c.reason,
-            message: c.message,
-            recovery: None,
-        })
-        .collect();
-    let rules = npd
-        .rules
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| {
-            let message = r
-                .pattern_generated_message_suffix
-                .filter(|s| !s.is_empty())
-                .map(|s| format!("${{lines}}{}", s.replace('$', "$$")));
-            let exec = r.path.map(|path| RawExec {
-                path,
-                args: r.args,
-                timeout: r.timeout.and_then(|d| go(d, errors)),
-                interval: r.invoke_interval.and_then(|d| go(d, errors)),
-            });
-            RawRule {
-                // NPD ignores `condition` on temporary rules; so do we.
-                condition: if r.type_.value == "temporary" {
-                    None
-                } else {
-                    r.condition
-                },
-                type_: r.type_,
-                reason: r.reason,
-                pattern: r.pattern,
-                message,
-                exec,
-            }
-        })
-        .collect();
-    let source = npd.source.unwrap_or_else(|| {
-        errors.at(
-            &here,
-            "source: missing (it names the Event source, e.g. kernel-monitor)",
-        );
-        Spanned::new(String::new(), here, here)
+}
+
+/// One NPD rule (a pattern, or a custom plugin's check) as ours.
+fn rule(r: NpdRule, errors: &mut Errors) -> RawRule {
+    let message = r
+        .pattern_generated_message_suffix
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("${{lines}}{}", s.replace('$', "$$")));
+    let exec = r.path.map(|path| RawExec {
+        path,
+        args: r.args,
+        timeout: r.timeout.and_then(|d| go(d, errors)),
+        interval: r.invoke_interval.and_then(|d| go(d, errors)),
     });
-    Some((
-        RawMonitor {
-            source,
-            input,
-            lookback,
-            buffer_size,
-            conditions,
-            rules,
+    RawRule {
+        // NPD ignores `condition` on temporary rules; so do we.
+        condition: if r.type_.value == "temporary" {
+            None
+        } else {
+            r.condition
         },
-        notes,
-    ))
+        type_: r.type_,
+        reason: r.reason,
+        pattern: r.pattern,
+        message,
+        exec,
+    }
 }
 
 /// A Go duration (`5m`, `1h30m`, `1.5s`, `300ms`, `0`) in our notation, or an error at its place.
-fn go(d: Spanned<String>, errors: &mut super::Errors) -> Option<Spanned<String>> {
+fn go(d: Spanned<String>, errors: &mut Errors) -> Option<Spanned<String>> {
     match parse_go_duration(&d.value) {
         Some(v) => Some(Spanned::new(
             humantime::format_duration(v).to_string(),

@@ -1,5 +1,5 @@
 //! Rule files as written: serde structs with positions, `deny_unknown_fields`, nothing interpreted yet.
-//! `super::build` turns them into the compiled, validated model.
+//! `super::build` turns them into the compiled, validated model. Pure.
 
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;

@@ -1,3 +1,6 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
 use super::*;
 
 fn load(files: &[(&str, &str)]) -> Result<RuleSet, ConfigErrors> {

@@ -1,6 +1,6 @@
 //! Journal entries as printed by `journalctl --output=json --all` (one JSON object per line).
 //! Field values are a string, an array of bytes (non-UTF-8 data), or null (over 4096 bytes without
-//! `--all`); all three are accepted.
+//! `--all`); all three are accepted. Pure.
 
 use serde_json::Value;
 

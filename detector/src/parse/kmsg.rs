@@ -1,4 +1,5 @@
-//! The `/dev/kmsg` record format (Documentation/ABI/testing/dev-kmsg):
+//! The `/dev/kmsg` record format, parsed; pure but for `RecordReader`, which reads from a reader.
+//! The format (Documentation/ABI/testing/dev-kmsg):
 //!
 //! ```text
 //! PRI,SEQ,TS_US,FLAGS[,...];MESSAGE\n

@@ -1,7 +1,7 @@
 //! Plain-text log lines. `syslog` lines (`Nov 22 03:27:01 host tag[pid]: message`, or an RFC 3339
 //! timestamp instead of the BSD one, as rsyslog writes with its default template on newer distros)
 //! have their prefix stripped so patterns see only the message, as NPD's filelog plugin does with its
-//! timestamp/message regexes.
+//! timestamp/message regexes. Pure.
 
 /// The message part of a syslog line, or the line unchanged when it has no recognisable prefix.
 /// The kernel's uptime stamp (`[   12.345678] `) is stripped too, as NPD's kernel filelog config does,

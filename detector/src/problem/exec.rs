@@ -20,33 +20,14 @@ use k8s_openapi::jiff::Timestamp;
 use super::{Condition, MonitorState, Report, Status};
 use crate::config::{Input, RuleKind};
 
-/// What a check's run said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Exit 0.
-    Healthy,
-    /// Exit 1.
-    Problem,
-    /// Any other exit, a signal, a timeout, or the program could not be started.
-    Unknown,
-}
+pub use crate::source::exec::Exit;
 
-impl Exit {
-    /// NPD's mapping of an exit code (`None`: killed by a signal).
-    pub fn of_code(code: Option<i32>) -> Exit {
-        match code {
-            Some(0) => Exit::Healthy,
-            Some(1) => Exit::Problem,
-            _ => Exit::Unknown,
-        }
-    }
-
-    fn status(self) -> Status {
-        match self {
-            Exit::Healthy => Status::False,
-            Exit::Problem => Status::True,
-            Exit::Unknown => Status::Unknown,
-        }
+/// The condition status a run's exit means.
+fn status(exit: Exit) -> Status {
+    match exit {
+        Exit::Healthy => Status::False,
+        Exit::Problem => Status::True,
+        Exit::Unknown => Status::Unknown,
     }
 }
 
@@ -85,7 +66,7 @@ impl MonitorState {
         };
         let on_message =
             matches!(&self.monitor.input, Input::Exec(s) if s.update_on_message_change);
-        let status = exit.status();
+        let status = status(exit);
         let healthy = |status: Status| {
             let message = if status == Status::False {
                 def.healthy_message.clone()

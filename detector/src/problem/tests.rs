@@ -255,3 +255,31 @@ fn transition_message_uses_npd_wording() {
         r#"Node condition KernelDeadlock is now: True, reason: DockerHung, message: "task x""#
     );
 }
+
+#[test]
+fn input_events_are_applied_as_lines_while_bad_records_change_nothing() {
+    use crate::checkpoint::Position;
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    let mut out = Vec::new();
+    let position = Position::Kmsg {
+        boot_id: "b".into(),
+        seq: 1,
+    };
+    s.apply(&SourceEvent::Malformed { why: "x".into() }, &mut out);
+    s.apply(&SourceEvent::Overrun, &mut out);
+    assert!(out.is_empty());
+    let line = |text: &str| SourceEvent::Line {
+        text: text.into(),
+        at: t(5),
+        position: position.clone(),
+    };
+    s.apply(
+        &line("task docker:abc blocked for more than 120 seconds."),
+        &mut out,
+    );
+    assert!(matches!(
+        &out[..],
+        [Report::Condition { condition, transition: true, .. }]
+            if condition.type_ == "KernelDeadlock" && condition.status == Status::True
+    ));
+}

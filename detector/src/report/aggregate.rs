@@ -224,7 +224,7 @@ impl Aggregator {
         }
     }
 
-    /// A write failed (`refused`: the API server refused it, see `report::kube::Error::is_refusal`).
+    /// A write failed (`refused`: the API server refused it, see `report::reporter::Error::is_refusal`).
     /// The occurrences stay counted and the write is retried after `retry`, unless the key has now
     /// been refused `max_tries` times in a row: then it is forgotten.
     pub fn failed(&mut self, w: &Write, now: Timestamp, refused: bool) -> AfterFailure {

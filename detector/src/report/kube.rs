@@ -1,4 +1,4 @@
-//! The I/O shell of reporting: reads the Node, patches its status, writes Events. Each call is bounded
+//! The Kubernetes [`Reporter`] (I/O shell): reads the Node, patches its status, writes Events. Each call is bounded
 //! by a timeout so a hung connection shows up as a failed call (retried) rather than a stuck loop.
 
 use std::time::Duration;
@@ -10,6 +10,7 @@ use nodemedic_common::conditions::status_patch;
 use nodemedic_common::events::NodeEvents;
 
 use super::aggregate::Write;
+use super::reporter::{Error, Reporter};
 use super::sync::Plan;
 
 /// Every API call the detector makes, as RBAC (the shipped ClusterRole must grant exactly this):
@@ -37,28 +38,6 @@ pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
 
 /// Upper bound of one API call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Api(#[from] kube::Error),
-    #[error("API call timed out after {0:?}")]
-    Timeout(Duration),
-}
-
-impl Error {
-    /// 404 from the API server.
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, Error::Api(kube::Error::Api(s)) if s.code == 404)
-    }
-
-    /// The API server answered and refused the write for what it is (a 4xx other than 409 and
-    /// 429: RBAC, quota, a webhook, an invalid object): retrying the same write will not help.
-    /// Timeouts, connection errors, 5xx and 429 are the server's state, not the write's.
-    pub fn is_refusal(&self) -> bool {
-        matches!(self, Error::Api(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 409 && s.code != 429)
-    }
-}
 
 async fn bounded<T>(
     f: impl std::future::Future<Output = Result<T, kube::Error>>,
@@ -101,10 +80,12 @@ impl KubeReporter {
         nodemedic_common::lenient::clamp_times(&mut v);
         serde_json::from_value(v).map_err(|e| Error::Api(kube::Error::SerdeError(e)))
     }
+}
 
+impl Reporter for KubeReporter {
     /// One strategic-merge patch of `nodes/{name}/status`: our conditions (with a fresh heartbeat),
     /// removals, and the ownership annotation.
-    pub async fn patch(&self, plan: &Plan, now: Timestamp) -> Result<(), Error> {
+    async fn patch(&self, plan: &Plan, now: Timestamp) -> Result<(), Error> {
         let heartbeat = nodemedic_common::time::rfc3339(now);
         let body = status_patch(&plan.set, &plan.remove, &heartbeat, &plan.owned);
         bounded(self.nodes.patch_status(
@@ -117,7 +98,7 @@ impl KubeReporter {
     }
 
     /// Create or update an Event.
-    pub async fn write_event(&self, w: &Write) -> Result<(), Error> {
+    async fn write_event(&self, w: &Write) -> Result<(), Error> {
         if w.create {
             bounded(self.events.create_or_update(&w.name, &w.event)).await
         } else {

@@ -1,7 +1,8 @@
-//! The report writer: the one task that writes to the API server. It folds the monitors' outcomes
-//! into the condition state (`sync`) and the Event aggregator (`aggregate`), writes what is due
-//! through [`KubeReporter`], keeps the problem gauges, and saves the checkpoint only for positions
-//! whose conditions and Events have landed.
+//! The report writer: the one task that writes to the API server (I/O shell). It folds the monitors'
+//! outcomes into the condition state (`sync`) and the Event aggregator (`aggregate`), writes what is
+//! due through a [`Reporter`] (the Kubernetes one in `report::kube`, an in-memory one in tests),
+//! keeps the problem gauges, and saves the checkpoint only for positions whose conditions and Events
+//! have landed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,14 +18,14 @@ use crate::monitor::Outcome;
 use crate::occurrence::Occurrence;
 use crate::problem::{Condition, Status};
 use crate::report::aggregate::{AfterFailure, Aggregator, Key};
-use crate::report::kube::KubeReporter;
+use crate::report::reporter::Reporter;
 use crate::report::sync::SyncState;
 
 /// The conditions as last reported, shared with /conditions and the reload supervisor.
 pub type Snapshot = Arc<Mutex<Vec<Condition>>>;
 
-pub struct Writer {
-    pub reporter: KubeReporter,
+pub struct Writer<R> {
+    pub reporter: R,
     pub sync: SyncState,
     pub events: Aggregator,
     /// Positions received but not yet safe to checkpoint.
@@ -45,7 +46,7 @@ pub struct Writer {
     pub failing: [nodemedic_common::throttle::Throttle; 2],
 }
 
-impl Writer {
+impl<R: Reporter> Writer<R> {
     pub async fn run(mut self, mut rx: mpsc::Receiver<Outcome>, mut stop: watch::Receiver<bool>) {
         let beat = self.health.register("report", Duration::from_secs(60));
         let mut tick = tokio::time::interval(self.tick);
@@ -233,5 +234,173 @@ impl Writer {
         if let Err(e) = cp.save(&self.state_file) {
             tracing::warn!(path = %self.state_file.display(), error = %e, "cannot write the state file");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU16, Ordering};
+
+    use k8s_openapi::jiff::Timestamp;
+    use nodemedic_common::events::Severity;
+
+    use super::*;
+    use crate::report::aggregate::{Limits, Write};
+    use crate::report::reporter::Error;
+    use crate::report::sync::Plan;
+
+    /// The writes a writer made, and the status code the next writes fail with (0: they succeed).
+    #[derive(Clone, Default)]
+    struct Memory {
+        patches: Arc<Mutex<Vec<Plan>>>,
+        events: Arc<Mutex<Vec<(bool, String)>>>,
+        fail_with: Arc<AtomicU16>,
+    }
+
+    impl Memory {
+        fn outcome(&self) -> Result<(), Error> {
+            match self.fail_with.load(Ordering::SeqCst) {
+                0 => Ok(()),
+                code => {
+                    let status = kube::core::Status {
+                        code,
+                        ..kube::core::Status::failure("refused", "Forbidden")
+                    };
+                    Err(Error::Api(kube::Error::Api(status.boxed())))
+                }
+            }
+        }
+    }
+
+    impl Reporter for Memory {
+        async fn patch(&self, plan: &Plan, _now: Timestamp) -> Result<(), Error> {
+            self.outcome()?;
+            self.patches.lock().unwrap().push(plan.clone());
+            Ok(())
+        }
+
+        async fn write_event(&self, w: &Write) -> Result<(), Error> {
+            self.outcome()?;
+            let reason = w.event.reason.clone();
+            self.events.lock().unwrap().push((w.create, reason));
+            Ok(())
+        }
+    }
+
+    fn writer(memory: &Memory, dir: &std::path::Path) -> Writer<Memory> {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let start = Timestamp::from_second(1_700_000_000).unwrap();
+        Writer {
+            reporter: memory.clone(),
+            sync: SyncState::new(Duration::from_secs(300), Vec::new(), ["m".to_string()]),
+            events: Aggregator::new(Limits::default(), "node-1"),
+            pending: BTreeMap::new(),
+            unconfirmed: BTreeMap::new(),
+            checkpoint: Arc::default(),
+            state_file: dir.join("state.json"),
+            snapshot: Arc::default(),
+            metrics: Metrics::register(&mut registry),
+            health: Health::default(),
+            tick: Duration::from_secs(1),
+            gauges: BTreeMap::new(),
+            clock: nodemedic_common::clock::Clock::tokio_at(start),
+            failing: Default::default(),
+        }
+    }
+
+    fn condition(status: Status) -> Condition {
+        Condition {
+            type_: "KernelDeadlock".into(),
+            status,
+            reason: "DockerHung".into(),
+            message: "task docker blocked".into(),
+            transition: Timestamp::from_second(1_700_000_000).unwrap(),
+        }
+    }
+
+    fn position(seq: u64) -> Position {
+        Position::Kmsg {
+            boot_id: "b".into(),
+            seq,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_position_is_saved_only_once_the_conditions_before_it_have_landed() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = Memory::default();
+        let mut w = writer(&memory, dir.path());
+        memory.fail_with.store(403, Ordering::SeqCst);
+        w.apply(Outcome::Conditions {
+            monitor: "m".into(),
+            conditions: vec![condition(Status::True)],
+        });
+        w.apply(Outcome::Progress {
+            monitor: "m".into(),
+            position: position(7),
+        });
+        w.flush().await;
+        w.save_checkpoint();
+        assert!(memory.patches.lock().unwrap().is_empty());
+        assert!(w.checkpoint.lock().unwrap().monitors.is_empty());
+        let errors = w
+            .metrics
+            .report_errors
+            .get_or_create(&crate::metrics::KindLabel {
+                kind: Report::Conditions,
+            })
+            .get();
+        assert_eq!(errors, 1);
+
+        memory.fail_with.store(0, Ordering::SeqCst);
+        // Retried once the backoff has passed, not before.
+        w.flush().await;
+        assert!(memory.patches.lock().unwrap().is_empty());
+        tokio::time::advance(Duration::from_secs(60)).await;
+        w.flush().await;
+        w.save_checkpoint();
+        let patches = memory.patches.lock().unwrap().clone();
+        assert_eq!(patches.len(), 1);
+        assert_eq!(patches[0].set[0].type_, "KernelDeadlock");
+        assert_eq!(patches[0].owned, ["KernelDeadlock"]);
+        let cp = w.checkpoint.lock().unwrap().clone();
+        assert_eq!(cp.monitors.get("m"), Some(&position(7)));
+        assert_eq!(w.snapshot.lock().unwrap()[0].status, Status::True);
+        let saved = crate::checkpoint::Checkpoint::load(&w.state_file);
+        assert_eq!(saved.monitors.get("m"), Some(&position(7)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_is_written_once_and_a_quiet_writer_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = Memory::default();
+        let mut w = writer(&memory, dir.path());
+        w.apply(Outcome::Conditions {
+            monitor: "m".into(),
+            conditions: vec![condition(Status::False)],
+        });
+        w.apply(Outcome::Event {
+            monitor: "m".into(),
+            source: "kernel-monitor".into(),
+            severity: Severity::Warning,
+            reason: "OOMKilling".into(),
+            message: "Killed process 1".into(),
+            at: Timestamp::from_second(1_700_000_000).unwrap(),
+        });
+        w.apply(Outcome::Progress {
+            monitor: "m".into(),
+            position: position(1),
+        });
+        w.flush().await;
+        assert_eq!(
+            memory.events.lock().unwrap().clone(),
+            [(true, "OOMKilling".to_string())]
+        );
+        assert_eq!(memory.patches.lock().unwrap().len(), 1);
+        // Nothing new and within the heartbeat: no write at all.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        w.flush().await;
+        assert_eq!(memory.events.lock().unwrap().len(), 1);
+        assert_eq!(memory.patches.lock().unwrap().len(), 1);
     }
 }

@@ -1,5 +1,5 @@
 //! Exec checks (NPD's custom plugin monitor): each check of a monitor runs on its own interval, at most
-//! `concurrency` of them at once, and reports what it said as a [`CheckResult`].
+//! `concurrency` of them at once, and reports what it said as a [`CheckResult`]. I/O (processes).
 //!
 //! A check runs in a process group of its own, with no stdin. When it exits, or when its timeout is
 //! reached, the whole group is killed, so a check's leftover background processes never pile up
@@ -21,8 +21,10 @@ use nodemedic_common::health::Health;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{Semaphore, mpsc, watch};
 
+use super::event::SourceEvent;
+pub use super::event::{CheckResult, Exit};
+use crate::checkpoint::Position;
 use crate::config::{Check, ExecSettings, Monitor};
-use crate::problem::exec::Exit;
 
 /// Output kept from each stream (NPD's maxCustomPluginBufferBytes).
 pub const MAX_CAPTURE: usize = 4096;
@@ -30,22 +32,6 @@ pub const MAX_CAPTURE: usize = 4096;
 pub const KILL_GRACE: Duration = Duration::from_secs(10);
 /// How long the output may take to reach end of file once the check's group is gone.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
-
-/// One run of a check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckResult {
-    /// Index in `Monitor::checks`.
-    pub check: usize,
-    pub exit: Exit,
-    /// Its stdout, trimmed and cut to the input's maxOutputLength (or why it could not run).
-    pub message: String,
-    /// The exit code (`None`: a signal, a timeout, not started).
-    pub code: Option<i32>,
-    pub timed_out: bool,
-    /// The first line of its stderr, for the log.
-    pub stderr: String,
-    pub at: Timestamp,
-}
 
 /// The health entry of a check: `check:<monitor>/<reason>`, with `#n` when a monitor has several
 /// checks with one reason (NPD's sample has a temporary and a permanent `NTPIsDown`).
@@ -65,14 +51,15 @@ pub fn health_names(monitor: &Monitor) -> Vec<String> {
     names
 }
 
-/// Start every check of `monitor`; results go to `tx` until `stop` or until `tx` is closed.
+/// Start every check of `monitor`; their results come out of the returned receiver until `stop` or
+/// until it is dropped.
 pub fn start(
     monitor: &Monitor,
     settings: &ExecSettings,
     health: &Health,
-    tx: mpsc::Sender<CheckResult>,
     stop: watch::Receiver<bool>,
-) {
+) -> mpsc::Receiver<CheckResult> {
+    let (tx, rx) = mpsc::channel(64);
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
     // A check may wait for a slot behind the others of its monitor, each up to its timeout.
     let rounds = monitor.checks.len().div_ceil(settings.concurrency.max(1)) as u32;
@@ -107,6 +94,27 @@ pub fn start(
                 }
             }
         });
+    }
+    rx
+}
+
+/// Number the results of `checks` from `runs` (the runs counted before a restart) and pass them on
+/// as events, until either side is gone.
+pub async fn number(
+    mut checks: mpsc::Receiver<CheckResult>,
+    mut runs: u64,
+    tx: mpsc::Sender<SourceEvent>,
+) {
+    while let Some(result) = checks.recv().await {
+        runs = runs.saturating_add(1);
+        let position = Position::Exec { runs };
+        if tx
+            .send(SourceEvent::Check { result, position })
+            .await
+            .is_err()
+        {
+            return;
+        }
     }
 }
 

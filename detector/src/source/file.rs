@@ -1,5 +1,6 @@
 //! A plain log file followed across rotation and copytruncate (`follow::Follower`), its lines
 //! stripped of their syslog prefix when asked. Position = device, inode and byte offset.
+//! I/O (a thread).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,8 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::health::Beater;
 use tokio::sync::{mpsc, watch};
 
+use super::event::{IDLE_POLL, SourceEvent};
 use super::follow::{Follower, Next, StartAt};
-use super::{IDLE_POLL, SourceEvent};
 use crate::checkpoint::Position;
 use crate::config::LineFormat;
 use crate::parse::syslog;

@@ -1,7 +1,7 @@
 //! A regular file followed like `tail -f`, shared by the file input and kmsg's file mode: complete
 //! lines only (a writer's half-written line waits for its newline), across rename rotation (the path
 //! points at a new inode: the old file is read to its end, then the new one from its start) and
-//! copytruncate (the file shrinks below our offset: read again from the start).
+//! copytruncate (the file shrinks below our offset: read again from the start). I/O (files).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};

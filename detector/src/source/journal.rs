@@ -2,6 +2,7 @@
 //! approach): no libsystemd at build time, and journalctl understands every journal file version. The
 //! cursor of each entry is its position; a restart resumes with `--after-cursor`. The child is killed
 //! when the source stops and restarted with backoff when it exits; its stderr becomes warnings.
+//! I/O (a journalctl child).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -12,7 +13,7 @@ use nodemedic_common::health::Beater;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
-use super::{IDLE_POLL, SourceEvent};
+use super::event::{IDLE_POLL, SourceEvent};
 use crate::checkpoint::Position;
 use crate::parse::journal;
 

@@ -1,4 +1,5 @@
 //! `/dev/kmsg`, or a regular file in kmsg record format followed like `tail -f` (for tests and demos).
+//! I/O (a thread reading the device).
 //!
 //! Start position: records after the checkpointed sequence number when the checkpoint is from this
 //! boot; otherwise only records within the lookback window (by their monotonic timestamp). The device
@@ -14,8 +15,8 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::health::Beater;
 use tokio::sync::{mpsc, watch};
 
+use super::event::{IDLE_POLL, SourceEvent};
 use super::follow::{Follower, Next, StartAt};
-use super::{IDLE_POLL, SourceEvent};
 use crate::checkpoint::Position;
 use crate::parse::kmsg;
 

@@ -1,7 +1,7 @@
 //! Waiting for a followed file to grow: inotify on its directory (writes, and a rotation's new
 //! file), with the idle poll as the longest wait, so a line is read within milliseconds of being
 //! written instead of up to a poll period later. Without inotify (e.g. no instances left) it falls
-//! back to sleeping the poll period.
+//! back to sleeping the poll period. I/O (inotify).
 
 use std::os::fd::OwnedFd;
 use std::path::Path;

@@ -1,0 +1,174 @@
+//! The validated configuration's types: a [`RuleSet`] of [`Monitor`]s, each an input, its conditions
+//! and its rules or checks. Pure data, frozen once built.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::errors::ConfigError;
+use crate::matcher::Compiled;
+
+/// Default window for multi-line patterns (NPD's bufferSize default).
+pub const DEFAULT_BUFFER_SIZE: usize = 10;
+/// Upper bound on bufferSize: each line of the window is kept in memory per monitor.
+pub const MAX_BUFFER_SIZE: usize = 1000;
+
+/// Where lines come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Kmsg,
+    Journal {
+        identifiers: Vec<String>,
+        units: Vec<String>,
+        directory: Option<PathBuf>,
+    },
+    File {
+        path: PathBuf,
+        format: LineFormat,
+    },
+    /// Checks run as programs (NPD's custom plugin monitor); the rules are in `Monitor::checks`.
+    Exec(ExecSettings),
+}
+
+impl Input {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Input::Kmsg => "kmsg",
+            Input::Journal { .. } => "journal",
+            Input::File { .. } => "file",
+            Input::Exec(_) => "exec",
+        }
+    }
+}
+
+/// An exec input's settings (NPD's `pluginConfig` of a custom plugin monitor, same defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSettings {
+    /// Default interval of the checks.
+    pub interval: Duration,
+    /// Default and longest timeout of the checks.
+    pub timeout: Duration,
+    /// Bytes of output kept as the message.
+    pub max_output: usize,
+    /// Checks of this monitor running at once.
+    pub concurrency: usize,
+    /// A True condition is updated (with an Event) when its check prints another message.
+    pub update_on_message_change: bool,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        ExecSettings {
+            interval: Duration::from_secs(30),
+            timeout: Duration::from_secs(5),
+            max_output: 80,
+            concurrency: 3,
+            update_on_message_change: false,
+        }
+    }
+}
+
+/// Most checks of one exec monitor that may run at once.
+pub const MAX_CONCURRENCY: usize = 64;
+
+/// One check of an exec monitor: a program whose exit status says how things are (0 healthy, 1 a
+/// problem, anything else unknown) and whose output is the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub kind: RuleKind,
+    pub reason: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+    pub interval: Duration,
+}
+
+/// How a plain log file's lines are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineFormat {
+    /// `Nov 22 03:27:01 host tag[pid]: message`: the prefix is stripped before matching.
+    Syslog,
+    /// The whole line is the message.
+    Plain,
+}
+
+/// A condition a monitor owns.
+#[derive(Debug, Clone)]
+pub struct ConditionDef {
+    pub type_: String,
+    pub healthy_reason: String,
+    pub healthy_message: String,
+    /// Validated recovery pattern (compiled with the monitor's rules).
+    pub recovery_pattern: Option<String>,
+    pub recovery_after: Option<Duration>,
+}
+
+/// What a matching rule means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleKind {
+    /// An Event.
+    Temporary,
+    /// The condition at this index of the monitor's `conditions` becomes True.
+    Permanent { condition: usize },
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub kind: RuleKind,
+    pub reason: String,
+    /// The pattern as written (its compiled form is in the monitor's `compiled`).
+    pub source_pattern: String,
+    pub message: Option<String>,
+    /// The pattern contains a newline: it is matched against the window of recent lines.
+    pub multiline: bool,
+}
+
+/// One validated rule file.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    /// The file stem, e.g. `kernel-monitor`; names the monitor in logs, metrics and checkpoints.
+    pub name: String,
+    pub file: PathBuf,
+    pub source: String,
+    pub input: Input,
+    pub lookback: Option<Duration>,
+    pub buffer_size: usize,
+    pub conditions: Vec<ConditionDef>,
+    pub rules: Vec<Rule>,
+    /// An exec monitor's checks (its `rules` are empty).
+    pub checks: Vec<Check>,
+    /// The patterns, compiled once (shared by the matcher of every monitor task for this file).
+    pub compiled: Arc<Compiled>,
+}
+
+impl Monitor {
+    /// Every rule's kind and reason: the pattern rules' and the checks'.
+    pub fn reasons(&self) -> impl Iterator<Item = (RuleKind, &str)> {
+        self.rules
+            .iter()
+            .map(|r| (r.kind.clone(), r.reason.as_str()))
+            .chain(
+                self.checks
+                    .iter()
+                    .map(|c| (c.kind.clone(), c.reason.as_str())),
+            )
+    }
+}
+
+/// The frozen, validated configuration.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    pub monitors: Vec<Monitor>,
+    /// What NPD files said that does not carry over (logged at start, printed by `check`).
+    pub notes: Vec<ConfigError>,
+}
+
+impl RuleSet {
+    /// Every condition type declared by any monitor.
+    pub fn condition_types(&self) -> Vec<String> {
+        self.monitors
+            .iter()
+            .flat_map(|m| m.conditions.iter().map(|c| c.type_.clone()))
+            .collect()
+    }
+}
