@@ -32,6 +32,8 @@ pub struct Logged {
     pub path: String,
     pub content_type: Option<String>,
     pub status: u16,
+    /// The client's User-Agent (which component made it).
+    pub user_agent: Option<String>,
 }
 
 /// What an injected fault does to a request.
@@ -326,6 +328,10 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -353,7 +359,7 @@ async fn handle(
             None
         }
         Some(FaultKind::Drop) => {
-            log(&app, &method, &path, content_type.clone(), 0);
+            log(&app, &method, &path, content_type.clone(), agent, 0);
             let abort = futures::stream::once(async {
                 Err::<Bytes, _>(std::io::Error::other("connection dropped by the test"))
             });
@@ -385,22 +391,25 @@ async fn handle(
             Some(t) => route(&app, &method, t, &query, content_type.as_deref(), &body).await,
         }
     };
-    log(
-        &app,
-        &method,
-        &path,
-        content_type,
-        response.status().as_u16(),
-    );
+    let status = response.status().as_u16();
+    log(&app, &method, &path, content_type, agent, status);
     response
 }
 
-fn log(app: &App, method: &Method, path: &str, content_type: Option<String>, status: u16) {
+fn log(
+    app: &App,
+    method: &Method,
+    path: &str,
+    content_type: Option<String>,
+    user_agent: Option<String>,
+    status: u16,
+) {
     app.inner.lock().unwrap().log.push(Logged {
         method: method.to_string(),
         path: path.to_string(),
         content_type,
         status,
+        user_agent,
     });
 }
 

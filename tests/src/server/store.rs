@@ -54,7 +54,24 @@ pub fn kind_of(resource: &str) -> String {
         "leases" => "Lease",
         "poddisruptionbudgets" => "PodDisruptionBudget",
         "namespaces" => "Namespace",
-        other => return other.trim_end_matches('s').to_string(),
+        "replicasets" => "ReplicaSet",
+        "deployments" => "Deployment",
+        "daemonsets" => "DaemonSet",
+        "statefulsets" => "StatefulSet",
+        "jobs" => "Job",
+        "cronjobs" => "CronJob",
+        "configmaps" => "ConfigMap",
+        "services" => "Service",
+        "serviceaccounts" => "ServiceAccount",
+        // Anything else: singular, capitalised (the resources above are the ones scenarios use).
+        other => {
+            let one = other.strip_suffix('s').unwrap_or(other);
+            let mut c = one.chars();
+            return c
+                .next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default();
+        }
     }
     .to_string()
 }
@@ -465,5 +482,20 @@ pub(crate) fn delete(
     match removed {
         Some(o) => json_response(StatusCode::OK, &o),
         None => not_found(t),
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::kind_of;
+
+    /// The API server answers with the object's Kind (as on every create and get), never the
+    /// resource's name: a typed client refuses `"kind": "replicaset"`.
+    #[test]
+    fn objects_carry_their_kind_not_their_resource_name() {
+        assert_eq!(kind_of("replicasets"), "ReplicaSet");
+        assert_eq!(kind_of("daemonsets"), "DaemonSet");
+        assert_eq!(kind_of("nodes"), "Node");
+        assert_eq!(kind_of("widgets"), "Widget");
     }
 }
