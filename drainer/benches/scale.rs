@@ -60,15 +60,7 @@ impl Backend {
     fn write_kubeconfig(&self, path: &std::path::Path) {
         match self {
             Backend::Real(plane) => plane.write_kubeconfig(path),
-            Backend::Fake(server) => std::fs::write(
-                path,
-                format!(
-                    "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
-                     users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
-                    server.url()
-                ),
-            )
-            .unwrap(),
+            Backend::Fake(server) => server.write_kubeconfig(path),
         }
     }
 

@@ -110,15 +110,7 @@ impl Cluster {
     pub fn write_kubeconfig(&self, path: &std::path::Path) {
         match (&self.plane, &self.fake) {
             (Some(plane), _) => plane.write_kubeconfig(path),
-            (None, Some(server)) => std::fs::write(
-                path,
-                format!(
-                    "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
-                     users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
-                    server.url()
-                ),
-            )
-            .expect("kubeconfig"),
+            (None, Some(server)) => server.write_kubeconfig(path),
             (None, None) => panic!("no kubeconfig to write for a cluster from KUBECONFIG"),
         }
     }

@@ -120,6 +120,20 @@ impl TestApiServer {
     }
 
     /// Make the next `times` matching requests fail with `status` (429, 500, 503 ...).
+    /// A kubeconfig naming this server (plain HTTP, no credentials), for a binary run as its own
+    /// process.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        std::fs::write(
+            path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
+                 users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+                self.url()
+            ),
+        )
+        .expect("kubeconfig");
+    }
+
     pub fn fail_next(&self, method: &str, path_contains: &str, status: u16, times: usize) {
         self.inject(method, path_contains, FaultKind::Status(status), times);
     }
