@@ -30,6 +30,33 @@ pub fn purge() -> usize {
     before - t.len()
 }
 
+/// A shared string read straight from a decoder: the text is looked up in the table as it is read,
+/// so a string already shared (a label, a condition type) costs no allocation at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shared(pub Arc<str>);
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared(intern(""))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Shared {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Shared, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Shared;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Shared, E> {
+                Ok(Shared(intern(s)))
+            }
+        }
+        d.deserialize_str(Text)
+    }
+}
+
 /// A small string map kept as a sorted boxed slice of shared strings: node labels and annotations
 /// (a dozen entries, mostly the same on every node) in a fraction of a `BTreeMap<String, String>`.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -76,13 +103,41 @@ impl Map {
 
 impl<'a> FromIterator<(&'a str, &'a str)> for Map {
     fn from_iter<I: IntoIterator<Item = (&'a str, &'a str)>>(iter: I) -> Map {
-        let mut v: Vec<(Arc<str>, Arc<str>)> = iter
+        let v: Vec<(Arc<str>, Arc<str>)> = iter
             .into_iter()
             .map(|(k, v)| (intern(k), intern(v)))
             .collect();
+        Map::of_pairs(v)
+    }
+}
+
+impl Map {
+    /// Sorted by key, the first of equal keys kept.
+    fn of_pairs(mut v: Vec<(Arc<str>, Arc<str>)>) -> Map {
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v.dedup_by(|a, b| a.0 == b.0);
         Map(v.into_boxed_slice())
+    }
+}
+
+/// A JSON object of strings read into a map of shared strings, with no allocation per entry.
+impl<'de> serde::Deserialize<'de> for Map {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Map, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = Map;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Map, A::Error> {
+                let mut v = Vec::with_capacity(m.size_hint().unwrap_or(16).min(64));
+                while let Some((Shared(k), Shared(v2))) = m.next_entry()? {
+                    v.push((k, v2));
+                }
+                Ok(Map::of_pairs(v))
+            }
+        }
+        d.deserialize_map(Entries)
     }
 }
 

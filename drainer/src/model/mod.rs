@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod intern;
 pub mod keys;
+pub mod lite;
 pub mod node;
 pub mod occurrence;
 pub mod pod;

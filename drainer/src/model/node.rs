@@ -35,115 +35,6 @@ pub struct NodeView {
     pub flap_taint: Option<String>,
 }
 
-/// A Node as the drainer's watch decodes it: only what a [`NodeView`] keeps, read in one pass (the
-/// images, addresses, capacity, nodeInfo and managedFields of a kubelet's Node are skipped, not
-/// allocated), with times read as text. Times past what `jiff` holds (kube-apiserver takes them up to
-/// 9999-12-31T23:59:59Z) are the latest it holds instead of failing the whole node list.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-pub struct NodeLite {
-    #[serde(deserialize_with = "lite_meta")]
-    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    #[serde(default)]
-    pub spec: Option<LiteSpec>,
-    #[serde(default)]
-    pub status: Option<LiteStatus>,
-}
-
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-pub struct LiteSpec {
-    #[serde(default)]
-    pub unschedulable: Option<bool>,
-    #[serde(default)]
-    pub taints: Option<Vec<LiteTaint>>,
-}
-
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-pub struct LiteTaint {
-    #[serde(default)]
-    pub key: String,
-    #[serde(default)]
-    pub effect: String,
-}
-
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-pub struct LiteStatus {
-    #[serde(default)]
-    pub conditions: Option<Vec<LiteCondition>>,
-}
-
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LiteCondition {
-    #[serde(rename = "type", default)]
-    pub type_: String,
-    #[serde(default)]
-    pub status: String,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub last_transition_time: Option<String>,
-}
-
-/// The identifying metadata and the labels and annotations, nothing else (no times, no managedFields).
-fn lite_meta<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, D::Error> {
-    #[derive(serde::Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        name: Option<String>,
-        namespace: Option<String>,
-        uid: Option<String>,
-        resource_version: Option<String>,
-        labels: Option<std::collections::BTreeMap<String, String>>,
-        annotations: Option<std::collections::BTreeMap<String, String>>,
-    }
-    let m = <Meta as serde::Deserialize>::deserialize(d)?;
-    Ok(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        resource_version: m.resource_version,
-        labels: m.labels,
-        annotations: m.annotations,
-        ..Default::default()
-    })
-}
-
-/// An RFC 3339 time as the API server writes it; past jiff's end (the last 26 hours of year 9999)
-/// the latest time jiff holds.
-fn lite_time(s: &str) -> Timestamp {
-    s.parse().unwrap_or(if s.starts_with("9999-") {
-        Timestamp::MAX
-    } else {
-        Timestamp::UNIX_EPOCH
-    })
-}
-
-impl kube::Resource for NodeLite {
-    type DynamicType = ();
-    type Scope = k8s_openapi::ClusterResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "Node".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "nodes".into()
-    }
-    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        &mut self.metadata
-    }
-}
-
 /// The taints of a node that is, or just was, unreachable or not ready.
 pub const FLAP_TAINTS: [&str; 2] = [
     "node.kubernetes.io/unreachable",
@@ -159,30 +50,6 @@ pub fn flap_taint<'a>(taints: impl IntoIterator<Item = (&'a str, &'a str)>) -> O
 }
 
 impl NodeView {
-    /// The view of a Node as the watch decodes it.
-    pub fn of_lite(node: &NodeLite) -> NodeView {
-        let spec = node.spec.as_ref();
-        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-        NodeView::from_parts(
-            &node.metadata,
-            spec.and_then(|s| s.unschedulable),
-            conditions.into_iter().flatten().map(|c| Condition {
-                type_: intern(&c.type_),
-                status: Status::parse(&c.status),
-                reason: c.reason.as_deref().map(intern),
-                since: c
-                    .last_transition_time
-                    .as_deref()
-                    .map(lite_time)
-                    .unwrap_or(Timestamp::UNIX_EPOCH),
-            }),
-            spec.and_then(|s| s.taints.as_ref())
-                .into_iter()
-                .flatten()
-                .map(|t| (t.key.as_str(), t.effect.as_str())),
-        )
-    }
-
     pub fn of(node: &Node) -> NodeView {
         let spec = node.spec.as_ref();
         let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
@@ -252,30 +119,6 @@ impl NodeView {
         self.condition("Ready")
             .filter(|c| c.status == Status::True)
             .map(|c| c.since)
-    }
-}
-
-#[cfg(test)]
-mod lite_tests {
-    use super::*;
-
-    #[test]
-    fn the_lite_decoding_gives_the_same_view_and_takes_year_9999() {
-        let text = include_str!("../../../tests/fixtures/scale/kubelet-like-node.json");
-        let full: Node = serde_json::from_str(text).unwrap();
-        let lite: NodeLite = serde_json::from_str(text).unwrap();
-        assert_eq!(NodeView::of(&full), NodeView::of_lite(&lite));
-        let odd = r#"{"metadata": {"name": "odd", "creationTimestamp": "9999-12-31T23:00:00Z", "resourceVersion": "5"},
-            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "9999-12-31T23:59:59Z"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "9999-12-31T23:59:59Z"}]}}"#;
-        assert!(
-            serde_json::from_str::<Node>(odd).is_err(),
-            "the full type cannot hold it"
-        );
-        let v = NodeView::of_lite(&serde_json::from_str(odd).unwrap());
-        assert_eq!(v.name, "odd");
-        assert_eq!(v.ready_since(), Some(Timestamp::MAX));
-        assert!(v.flap_taint.is_some());
     }
 }
 

@@ -165,19 +165,30 @@ impl Observed {
         self.apply_view(NodeView::of(node))
     }
 
+    /// A heartbeat (the steady traffic) replaces the view in place: no key is copied and the
+    /// controller is not woken.
     pub fn apply_view(&self, view: NodeView) {
         let mut nodes = self.nodes.write().unwrap();
-        let news = nodes
-            .get(&view.name)
-            .is_none_or(|old| !old.same_state(&view));
-        let name = view.name.clone();
-        nodes.insert(name.clone(), Arc::new(view));
+        let news = match nodes.get_mut(&view.name) {
+            Some(old) if old.same_state(&view) => {
+                *old = Arc::new(view);
+                return;
+            }
+            Some(old) => {
+                let name = view.name.clone();
+                *old = Arc::new(view);
+                name
+            }
+            None => {
+                let name = view.name.clone();
+                nodes.insert(name.clone(), Arc::new(view));
+                name
+            }
+        };
         drop(nodes);
-        if news {
-            self.mark(|c| {
-                c.nodes.insert(name);
-            });
-        }
+        self.mark(|c| {
+            c.nodes.insert(news);
+        });
     }
 
     pub fn delete_node(&self, name: &str) {

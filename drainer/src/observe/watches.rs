@@ -18,7 +18,8 @@ use tokio::task::JoinHandle;
 use super::pods::Pods;
 use super::{NODES, Observed, PODS};
 use crate::metrics::ObjectKind;
-use crate::model::node::{NodeLite, NodeView};
+use crate::model::lite::NodeLite;
+use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 
 impl Observed {
@@ -39,13 +40,13 @@ impl Observed {
                     failing.reset();
                 }
                 match ev {
-                    Ok(watcher::Event::Apply(n)) => cache.apply_view(NodeView::of_lite(&n)),
+                    Ok(watcher::Event::Apply(n)) => cache.apply_view(NodeView::from_lite(n)),
                     Ok(watcher::Event::Delete(n)) => {
                         cache.delete_node(n.metadata.name.as_deref().unwrap_or_default())
                     }
                     Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
                     Ok(watcher::Event::InitApply(n)) => {
-                        let v = NodeView::of_lite(&n);
+                        let v = NodeView::from_lite(n);
                         relist
                             .get_or_insert_with(HashMap::new)
                             .insert(v.name.clone(), Arc::new(v));
