@@ -1,8 +1,9 @@
 //! The controller loop, I/O: while leading, take what changed from the caches ([`Observed`]),
 //! decide the nodes it concerns ([`Fleet`], pure) and hand each effect to the [`Executor`], which
 //! alone writes; a drain's outcome comes back here, where its record is decided. Changes are
-//! debounced a few milliseconds so a burst is one round; every [`RESYNC`] all nodes are decided
-//! again (a safety net: nothing is expected to change then). New settings from a config reload are
+//! debounced a few milliseconds so a burst is one round; every [`RESYNC`] every view is taken again
+//! from the cache and the nodes not at rest are decided again (a safety net: nothing is expected to
+//! change then; a healthy node changes only with its view). New settings from a config reload are
 //! taken between rounds ([`Controller::reconfigure`]). Generic over the [`Cluster`]: `drainer run`
 //! runs it against the API server, `drainer simulate` against a cluster in memory.
 //!

@@ -156,7 +156,7 @@ impl<C: Cluster> Controller<C> {
                 .is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
         if changes.all || resync {
             self.last_resync = Some(now);
-            self.resync(now).await;
+            self.resync(now, changes.all || self.fleet.is_empty()).await;
         } else {
             for n in changes.nodes {
                 match self.observed.node(&n) {
@@ -170,8 +170,10 @@ impl<C: Cluster> Controller<C> {
         }
     }
 
-    /// Every node again from the caches.
-    async fn resync(&mut self, now: Timestamp) {
+    /// Every node again from the caches; after a relist (`all`) every node is decided again, at the
+    /// periodic resync only those not at rest (a node at rest changes only with its view, and a
+    /// changed view is decided anyway).
+    async fn resync(&mut self, now: Timestamp, all: bool) {
         let views = self.observed.nodes();
         let present: std::collections::HashSet<&str> =
             views.iter().map(|v| v.name.as_str()).collect();
@@ -192,7 +194,11 @@ impl<C: Cluster> Controller<C> {
                 tokio::task::yield_now().await;
             }
         }
-        self.fleet.touch_all();
+        if all {
+            self.fleet.touch_all();
+        } else {
+            self.fleet.touch_restless();
+        }
         // Strings of nodes and pods gone since the last resync.
         crate::model::intern::purge();
     }

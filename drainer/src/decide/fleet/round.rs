@@ -212,7 +212,22 @@ impl Fleet {
             Some(at) => self.wake_at(&d.node, at),
             None => self.unwake(&d.node),
         }
-        let view = self.nodes[&d.node].view.clone();
+        let at_rest = matches!(d.action, Action::None | Action::Skip)
+            && d.wake.is_none()
+            && matches!(
+                d.why,
+                Why::Healthy
+                    | Why::NotSelected
+                    | Why::Excluded { .. }
+                    | Why::KosmosExempt { .. }
+                    | Why::OwnedByOther(_)
+            );
+        let e = self
+            .nodes
+            .get_mut(&d.node)
+            .expect("a decided node is in the fleet: round() decides only nodes it holds");
+        e.at_rest = at_rest;
+        let view = e.view.clone();
         (d, view)
     }
 }

@@ -461,3 +461,44 @@ fn a_pending_condition_wakes_its_node_when_the_min_duration_is_reached() {
     assert_eq!(d[0].0.action, Action::Cordon);
     assert_eq!(d[0].1.resource_version, "77");
 }
+
+#[test]
+fn the_periodic_resync_decides_again_only_the_nodes_not_at_rest() {
+    let mut f = Fleet::new(cfg(5));
+    let now = t(10_000);
+    for i in 0..10 {
+        let pool = if i % 2 == 0 { "a" } else { "b" };
+        f.observe(Arc::new(view(&format!("n{i}"), pool, None)), now);
+    }
+    f.observe(Arc::new(view("bad", "a", Some(0))), now);
+    f.observe(Arc::new(view("new", "a", Some(9_900))), now);
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(d.len(), 12);
+    for (d, _) in &d {
+        act(&mut f, d, now);
+    }
+    // The cordon's overlay is a change: decided once more, then settled.
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(whys(&d).len(), 1, "{:?}", whys(&d));
+    assert!(f.round(|_| None, |_| Vec::new(), now).is_empty());
+
+    f.touch_restless();
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    let mut names: Vec<&str> = d.iter().map(|(d, _)| d.node.as_str()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["bad", "new"],
+        "healthy and unselected nodes are at rest"
+    );
+    // A relist decides every node again.
+    f.touch_all();
+    assert_eq!(f.round(|_| None, |_| Vec::new(), now).len(), 12);
+    // A node at rest whose view changes is decided at once, and leaves the rest.
+    f.observe(Arc::new(view("n0", "a", Some(0))), now);
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert_eq!(d[0].0.node, "n0");
+    f.touch_restless();
+    let d = f.round(|_| None, |_| Vec::new(), now);
+    assert!(d.iter().any(|(d, _)| d.node == "n0"), "{:?}", whys(&d));
+}

@@ -25,6 +25,9 @@ pub(super) struct Entry {
     pub(super) domain: Option<Arc<str>>,
     /// Unhealthy since (a watched condition in its problem status now).
     pub(super) unhealthy: Option<Timestamp>,
+    /// Its last decision left nothing to do until its view changes (healthy, not selected,
+    /// excluded, exempt, another drainer's): the periodic resync need not decide it again.
+    pub(super) at_rest: bool,
 }
 
 /// A write of ours not yet seen by the watch.
