@@ -10,6 +10,67 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// CPU time of a process to the nanosecond, for figures of a few milliseconds per second, where
+/// [`cpu_seconds`] (whole clock ticks of 10 ms) would be all rounding. Linux keeps each thread's exact
+/// run time (`/proc/PID/task/TID/schedstat`) but forgets it when the thread exits (the drainer's
+/// blocking-pool threads come and go), so a meter polls every thread every 100 ms and keeps the last
+/// figure of each: a thread that exits loses at most its last 100 ms, and a pool thread exits only
+/// after 10 s idle.
+pub struct CpuMeter {
+    seen: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u64, u64>>>,
+    pid: u32,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl CpuMeter {
+    pub fn start(pid: u32) -> CpuMeter {
+        let meter = CpuMeter {
+            seen: Default::default(),
+            pid,
+            stop: Default::default(),
+        };
+        let (seen, stop) = (meter.seen.clone(), meter.stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                poll_threads(pid, &seen);
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+        meter
+    }
+
+    /// CPU seconds the process used since it started (its threads, exited ones included).
+    pub fn seconds(&self) -> f64 {
+        poll_threads(self.pid, &self.seen);
+        self.seen.lock().unwrap().values().sum::<u64>() as f64 / 1e9
+    }
+}
+
+impl Drop for CpuMeter {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn poll_threads(pid: u32, seen: &std::sync::Mutex<std::collections::HashMap<u64, u64>>) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    let mut seen = seen.lock().unwrap();
+    for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<u64>().ok()) else {
+            continue;
+        };
+        let ns = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+        if let Some(ns) = ns {
+            let e = seen.entry(tid).or_default();
+            *e = (*e).max(ns);
+        }
+    }
+}
+
 /// A `kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`, `RssAnon:` ...) in MiB (0 when absent).
 pub fn status_mib(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -28,6 +89,33 @@ mod tests {
         let me = std::process::id();
         assert!(super::status_mib(me, "VmRSS:") > 0.0);
         assert!(super::cpu_seconds(me) >= 0.0);
+        let meter = super::CpuMeter::start(me);
+        let before = meter.seconds();
+        // Busy until the meter sees at least 20 ms more (it reads exact times, not ticks).
+        let start = std::time::Instant::now();
+        while meter.seconds() - before < 0.02 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(60), "the meter never moved");
+            std::hint::black_box((0..10_000u64).sum::<u64>());
+        }
+        // A thread that works and exits still counts.
+        let mid = meter.seconds();
+        std::thread::spawn(|| {
+            // 300 ms of its own CPU time, however busy the machine is.
+            let own = || {
+                std::fs::read_to_string("/proc/thread-self/schedstat")
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                    .unwrap_or(u64::MAX)
+            };
+            let start = own();
+            while own().saturating_sub(start) < 300_000_000 {
+                std::hint::black_box((0..10_000u64).sum::<u64>());
+            }
+        })
+        .join()
+        .unwrap();
+        // The meter may miss the last 100 ms of wall time before the thread exited, not more.
+        assert!(meter.seconds() - mid >= 0.15, "the exited thread's time is kept");
         assert_eq!(super::status_mib(me, "NoSuchField:"), 0.0);
     }
 }
