@@ -457,8 +457,7 @@ async fn main() {
     let t1 = Instant::now();
     let kubelets = tokio::spawn(churn(nodes.clone(), count, KUBELET_RATE, 2, stop.clone()));
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let core_share =
-        (meter.seconds() - cpu1) / t1.elapsed().as_secs_f64();
+    let core_share = (meter.seconds() - cpu1) / t1.elapsed().as_secs_f64();
 
     // Condition -> cordon, cordon -> drained, under the churn; API requests per cordon + drain.
     let audit_before = backend.drainer_requests();

@@ -85,7 +85,10 @@ fn per_heartbeat(size: usize) -> u64 {
 fn a_heartbeat_allocates_the_same_few_times_at_any_cluster_size() {
     let small = per_heartbeat(10);
     let large = per_heartbeat(5_000);
-    assert_eq!(small, large, "allocations per event do not grow with the cluster");
+    assert_eq!(
+        small, large,
+        "allocations per event do not grow with the cluster"
+    );
     // The name, uid and resourceVersion, the label and annotation lists, the conditions, the view.
     assert!(small <= 12, "{small} allocations for one heartbeat");
     println!("{small} allocations per heartbeat event");

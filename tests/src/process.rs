@@ -58,7 +58,11 @@ fn poll_threads(pid: u32, seen: &std::sync::Mutex<std::collections::HashMap<u64,
     };
     let mut seen = seen.lock().unwrap();
     for task in tasks.flatten() {
-        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<u64>().ok()) else {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u64>().ok())
+        else {
             continue;
         };
         let ns = std::fs::read_to_string(task.path().join("schedstat"))
@@ -94,7 +98,10 @@ mod tests {
         // Busy until the meter sees at least 20 ms more (it reads exact times, not ticks).
         let start = std::time::Instant::now();
         while meter.seconds() - before < 0.02 {
-            assert!(start.elapsed() < std::time::Duration::from_secs(60), "the meter never moved");
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "the meter never moved"
+            );
             std::hint::black_box((0..10_000u64).sum::<u64>());
         }
         // A thread that works and exits still counts.
@@ -115,7 +122,10 @@ mod tests {
         .join()
         .unwrap();
         // The meter may miss the last 100 ms of wall time before the thread exited, not more.
-        assert!(meter.seconds() - mid >= 0.15, "the exited thread's time is kept");
+        assert!(
+            meter.seconds() - mid >= 0.15,
+            "the exited thread's time is kept"
+        );
         assert_eq!(super::status_mib(me, "NoSuchField:"), 0.0);
     }
 }

@@ -101,7 +101,10 @@ struct RawCondition {
 impl From<Raw> for NodeLite {
     fn from(raw: Raw) -> NodeLite {
         let spec = raw.spec;
-        let taints = spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+        let taints = spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or(&[]);
         NodeLite {
             flap_taint: flap_taint(taints.iter().map(|t| (&*t.key.0, &*t.effect.0))),
             unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
@@ -114,7 +117,9 @@ impl From<Raw> for NodeLite {
                     type_: c.type_.0,
                     status: c.status.map_or(Status::Unknown, |s| s.0),
                     reason: c.reason.map(|r| r.0),
-                    since: c.last_transition_time.map_or(Timestamp::UNIX_EPOCH, |t| t.0),
+                    since: c
+                        .last_transition_time
+                        .map_or(Timestamp::UNIX_EPOCH, |t| t.0),
                 })
                 .collect(),
             labels: raw.metadata.labels.unwrap_or_default(),
@@ -218,7 +223,10 @@ mod tests {
         assert_eq!(v.name, "odd");
         assert_eq!(v.resource_version, "5");
         assert_eq!(v.ready_since(), Some(Timestamp::MAX));
-        assert_eq!(v.flap_taint.as_deref(), Some("node.kubernetes.io/unreachable"));
+        assert_eq!(
+            v.flap_taint.as_deref(),
+            Some("node.kubernetes.io/unreachable")
+        );
     }
 
     #[test]
@@ -237,8 +245,8 @@ mod tests {
 
     #[test]
     fn a_label_that_is_not_text_fails_the_node_with_its_position() {
-        let err = serde_json::from_str::<NodeLite>(r#"{"metadata": {"labels": {"a": 1}}}"#)
-            .unwrap_err();
+        let err =
+            serde_json::from_str::<NodeLite>(r#"{"metadata": {"labels": {"a": 1}}}"#).unwrap_err();
         assert!(err.to_string().contains("column"), "{err}");
     }
 }
