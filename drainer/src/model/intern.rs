@@ -43,17 +43,23 @@ impl Default for Shared {
 
 impl<'de> serde::Deserialize<'de> for Shared {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Shared, D::Error> {
-        struct Text;
-        impl serde::de::Visitor<'_> for Text {
-            type Value = Shared;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Shared, E> {
-                Ok(Shared(intern(s)))
-            }
-        }
-        d.deserialize_str(Text)
+        d.deserialize_str(TextVisitor(|s: &str| Shared(intern(s))))
+    }
+}
+
+/// Reads a string (borrowed from the input or not) through `f`, allocating nothing itself: what
+/// the watch's decoding uses for every string it looks up or parses instead of keeping.
+pub struct TextVisitor<F>(pub F);
+
+impl<'de, T, F: FnOnce(&str) -> T> serde::de::Visitor<'de> for TextVisitor<F> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
+        Ok((self.0)(s))
     }
 }
 
@@ -94,6 +100,13 @@ impl Map {
             .collect()
     }
 
+    /// Sorted by key, the first of equal keys kept.
+    fn of_pairs(mut v: Vec<(Arc<str>, Arc<str>)>) -> Map {
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.dedup_by(|a, b| a.0 == b.0);
+        Map(v.into_boxed_slice())
+    }
+
     pub fn to_btree(&self) -> std::collections::BTreeMap<String, String> {
         self.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -108,15 +121,6 @@ impl<'a> FromIterator<(&'a str, &'a str)> for Map {
             .map(|(k, v)| (intern(k), intern(v)))
             .collect();
         Map::of_pairs(v)
-    }
-}
-
-impl Map {
-    /// Sorted by key, the first of equal keys kept.
-    fn of_pairs(mut v: Vec<(Arc<str>, Arc<str>)>) -> Map {
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.dedup_by(|a, b| a.0 == b.0);
-        Map(v.into_boxed_slice())
     }
 }
 

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::status::Status;
 use serde::Deserialize;
 
-use super::intern::{Map, Shared};
+use super::intern::{Map, Shared, TextVisitor};
 use super::node::{Condition, NodeView, flap_taint};
 
 /// What the watch keeps of a Node. `metadata` holds what kube's watcher reads (the name and the
@@ -160,21 +160,6 @@ fn lite_time(s: &str) -> Timestamp {
     } else {
         Timestamp::UNIX_EPOCH
     })
-}
-
-/// Reads a string (borrowed from the input or not) through `f`, allocating nothing itself.
-struct TextVisitor<F>(F);
-
-impl<'de, T, F: FnOnce(&str) -> T> serde::de::Visitor<'de> for TextVisitor<F> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
-        Ok((self.0)(s))
-    }
 }
 
 impl kube::Resource for NodeLite {
