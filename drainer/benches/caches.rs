@@ -1,13 +1,18 @@
-//! Memory of the drainer's caches alone, without a process around them: 5,000 kubelet-shaped Node
-//! views and 50,000 ReplicaSet pods (the fixtures of the scale bench), projected and indexed as the
-//! watchers do. The scale bench gives the whole process's RSS; this splits it.
+//! Memory of the drainer's caches alone, without a process around them: kubelet-shaped Nodes and
+//! ReplicaSet pods (the fixtures of the scale bench, 10 pods a node) decoded from their JSON exactly
+//! as the watches decode them (Nodes as `NodeLite`, Pods as `Lenient<Pod>` projected to `PodInfo`)
+//! and indexed as the watches index them. The scale bench gives the whole process's RSS; this splits
+//! it into bytes per node and per pod, and checks the largest cluster Kubernetes supports (65,000
+//! nodes, 650,000 pods) by building it.
 //!
-//! `cargo bench -p nodemedic-drainer --bench caches` (`NODES=15000` for the larger fixture)
+//! `cargo bench -p nodemedic-drainer --bench caches` (`NODES=65000` for the largest; default 5,000)
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
+use nodemedic_common::lenient::Lenient;
+use nodemedic_drainer::model::lite::NodeLite;
 use nodemedic_drainer::model::node::NodeView;
 use nodemedic_drainer::model::pod::PodInfo;
 use nodemedic_drainer::observe::Observed;
@@ -16,72 +21,129 @@ use serde_json::{Value, json};
 /// Nodes in the fixture unless `NODES` says otherwise.
 const DEFAULT_NODES: usize = 5_000;
 const PODS_PER_NODE: usize = 10;
+/// The goal at 65,000 nodes / 650,000 pods (issue 23), for the caches and the process around them.
+const GOAL_65K_MIB: f64 = 256.0;
 
-fn rss_mib() -> f64 {
+fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// The fixture's JSON with `@NAME@`-style marks where each copy differs, so each object is made by
+/// replacing text and decoded from bytes like a watch event's object.
+fn template(path: &str, text: &str, marks: &[(&[&str], &str)]) -> String {
+    let mut v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    for (at, mark) in marks {
+        let mut slot = &mut v;
+        for k in *at {
+            slot = &mut slot[*k];
+        }
+        *slot = json!(mark);
+    }
+    serde_json::to_string(&v).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 fn main() {
     let nodes_env = std::env::var("NODES").ok();
-    #[allow(non_snake_case)]
-    let NODES: usize = match nodes_env.as_deref().map(str::parse) {
+    let nodes: usize = match nodes_env.as_deref().map(str::parse) {
         None => DEFAULT_NODES,
-        Some(Ok(n)) if n > 0 && n < 100_000 => n,
+        Some(Ok(n)) if n > 0 && n <= 100_000 => n,
         Some(_) => {
-            eprintln!("NODES must be a number from 1 to 99999");
+            eprintln!("NODES must be a number from 1 to 100000");
             std::process::exit(2);
         }
     };
-    let node: Value = serde_json::from_str(include_str!(
-        "../../tests/fixtures/scale/kubelet-like-node.json"
-    ))
-    .unwrap();
-    let pod: Value = serde_json::from_str(include_str!(
-        "../../tests/fixtures/scale/replicaset-pod.json"
-    ))
-    .unwrap();
+    let pods = nodes * PODS_PER_NODE;
+    let node_json = template(
+        "kubelet-like-node.json",
+        include_str!("../../tests/fixtures/scale/kubelet-like-node.json"),
+        &[
+            (&["metadata", "name"], "@NAME@"),
+            (&["metadata", "uid"], "@UID@"),
+            (&["metadata", "resourceVersion"], "@RV@"),
+            (&["metadata", "labels", "kubernetes.io/hostname"], "@NAME@"),
+        ],
+    );
+    let pod_json = template(
+        "replicaset-pod.json",
+        include_str!("../../tests/fixtures/scale/replicaset-pod.json"),
+        &[
+            (&["metadata", "name"], "@NAME@"),
+            (&["metadata", "uid"], "@UID@"),
+            (&["metadata", "resourceVersion"], "@RV@"),
+            (&["spec", "nodeName"], "@NODE@"),
+        ],
+    );
     let observed = Observed::default();
-    let start = rss_mib();
-    let mut views = HashMap::new();
-    for i in 0..NODES {
-        let mut n = node.clone();
+    let start = rss_kib();
+
+    let mut views = HashMap::with_capacity(nodes);
+    for i in 0..nodes {
         let name = format!("scale-{i:05}");
-        n["metadata"]["name"] = json!(name);
-        n["metadata"]["labels"]["kubernetes.io/hostname"] = json!(name);
-        let n: Node = serde_json::from_value(n).unwrap();
-        let v = NodeView::of(&n);
+        let text = node_json
+            .replace("@NAME@", &name)
+            .replace("@UID@", &format!("6a1e2d3c-4b5a-6978-8796-{i:012x}"))
+            .replace("@RV@", &(1_000_000 + i).to_string());
+        let lite: NodeLite = serde_json::from_str(&text).unwrap_or_else(|e| panic!("node: {e}"));
+        let v = NodeView::from_lite(lite);
         views.insert(v.name.clone(), Arc::new(v));
     }
     observed.replace_nodes(views);
-    let after_nodes = rss_mib();
+    let after_nodes = rss_kib();
+
     // The annotation keys the controller keeps (none of the fixture's).
     let keep = vec!["cluster-autoscaler.kubernetes.io/safe-to-evict".to_string()];
-    let mut infos = Vec::with_capacity(NODES * PODS_PER_NODE);
-    for i in 0..NODES {
-        for j in 0..PODS_PER_NODE {
-            let mut p = pod.clone();
-            p["metadata"]["name"] = json!(format!("app-{i:05}-{j}"));
-            p["metadata"]["uid"] = json!(format!("0f1e2d3c-4b5a-6978-8796-{:012x}", i * 10 + j));
-            p["spec"]["nodeName"] = json!(format!("scale-{i:05}"));
-            let p: Pod = serde_json::from_value(p).unwrap();
-            infos.push(PodInfo::from_pod(&p, Some(&keep)));
+    let pod_infos = (0..pods).map(|k| {
+        let (i, j) = (k / PODS_PER_NODE, k % PODS_PER_NODE);
+        let text = pod_json
+            .replace("@NAME@", &format!("app-{i:05}-{j}"))
+            .replace("@UID@", &format!("0f1e2d3c-4b5a-6978-8796-{k:012x}"))
+            .replace("@RV@", &(2_000_000 + k).to_string())
+            .replace("@NODE@", &format!("scale-{i:05}"));
+        match serde_json::from_str::<Lenient<Pod>>(&text) {
+            Ok(Lenient::Ok(p)) => PodInfo::from_pod(&p, Some(&keep)),
+            Ok(Lenient::Malformed { error, .. }) => panic!("pod: {error}"),
+            Err(e) => panic!("pod: {e}"),
         }
-    }
-    let after_infos = rss_mib();
-    observed.replace_pods(infos);
-    let after_index = rss_mib();
+    });
+    observed.replace_pods(pod_infos);
+    let after_pods = rss_kib();
+    assert_eq!(observed.pod_count(), pods, "every pod is cached");
+    assert_eq!(observed.nodes().len(), nodes, "every node is cached");
+
+    let per_node = (after_nodes - start) as f64 * 1024.0 / nodes as f64;
+    let per_pod = (after_pods - after_nodes) as f64 * 1024.0 / pods as f64;
     println!(
-        "{NODES} node views: {:.1} MiB; {} pod infos: {:.1} MiB, indexed by key and node: {:.1} MiB more; total {:.1} MiB",
-        after_nodes - start,
-        NODES * PODS_PER_NODE,
-        after_infos - after_nodes,
-        after_index - after_infos,
-        after_index - start
+        "{nodes} nodes / {pods} pods, decoded as the watches decode them: node views {:.1} MiB ({per_node:.0} bytes a node); \
+         pods with their index {:.1} MiB ({per_pod:.0} bytes a pod); caches {:.1} MiB; this process's RSS {:.1} MiB",
+        mib(after_nodes - start),
+        mib(after_pods - after_nodes),
+        mib(after_pods - start),
+        mib(after_pods),
     );
+    if nodes == 65_000 {
+        let verdict = if mib(after_pods) <= GOAL_65K_MIB {
+            "within"
+        } else {
+            "OVER"
+        };
+        println!(
+            "65,000 nodes / 650,000 pods: {:.1} MiB, {verdict} the {GOAL_65K_MIB} MiB goal for the caches with this process around them \
+             (add the drainer's fixed part, its RSS after sync less its caches, from the scale bench)",
+            mib(after_pods)
+        );
+    } else {
+        let projected = (per_node * 65_000.0 + per_pod * 650_000.0) / (1024.0 * 1024.0);
+        println!(
+            "projected caches at 65,000 nodes / 650,000 pods from these sizes: {projected:.1} MiB (NODES=65000 builds them)"
+        );
+    }
 }

@@ -3,7 +3,7 @@
 use nodemedic_common::keys;
 
 use crate::config::{Config, ProtectedPods};
-use crate::model::pod::{PodInfo, RULE_ANNOTATIONS};
+use crate::model::pod::{PodInfo, PodPhase, RULE_ANNOTATIONS};
 
 /// The annotation keys to keep for `cfg`.
 pub fn kept_annotations(cfg: &Config) -> Vec<String> {
@@ -78,7 +78,7 @@ fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
 
 /// Decide for one pod.
 pub fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
-    let (action, reason) = if matches!(pod.phase.as_deref(), Some("Succeeded" | "Failed")) {
+    let (action, reason) = if pod.phase.is_some_and(PodPhase::finished) {
         (PodAction::Skip, "finished".to_string())
     } else if annotation(pod, keys::MIRROR_POD_ANNOTATION).is_some() {
         (PodAction::Skip, "mirror (static) pod".to_string())

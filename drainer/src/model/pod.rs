@@ -18,7 +18,8 @@ pub struct PodInfo {
     pub name: Box<str>,
     pub uid: Option<Uid>,
     pub node: Option<Arc<str>>,
-    pub phase: Option<Arc<str>>,
+    /// `status.phase`; None when absent or not one of the five Kubernetes defines.
+    pub phase: Option<PodPhase>,
     /// Kind of the controlling owner (ReplicaSet, DaemonSet, StatefulSet, Job, Node for mirror pods).
     pub owner_kind: Option<Arc<str>>,
     pub priority: Option<i32>,
@@ -30,6 +31,35 @@ pub struct PodInfo {
     /// Labels (`drainer plan` only: empty when projected with `keep`) and the kept annotations;
     /// boxed, as most pods in the controller's cache have neither.
     pub meta: Option<Box<Meta>>,
+}
+
+/// A pod's phase (`status.phase`): one byte instead of a shared string in each of 50,000 pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    /// The phase named `s`, or None for a name Kubernetes does not define.
+    pub fn parse(s: &str) -> Option<PodPhase> {
+        Some(match s {
+            "Pending" => PodPhase::Pending,
+            "Running" => PodPhase::Running,
+            "Succeeded" => PodPhase::Succeeded,
+            "Failed" => PodPhase::Failed,
+            "Unknown" => PodPhase::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// Succeeded or Failed: the pod's containers will not run again.
+    pub fn finished(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
 }
 
 /// The maps of a [`PodInfo`].
@@ -138,7 +168,7 @@ impl PodInfo {
                 .status
                 .as_ref()
                 .and_then(|s| s.phase.as_deref())
-                .map(intern),
+                .and_then(PodPhase::parse),
             owner_kind: pod
                 .metadata
                 .owner_references
@@ -187,7 +217,21 @@ pub fn readiness_stale(pod: &Pod) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::Uid;
+    use super::{PodPhase, Uid};
+
+    #[test]
+    fn phases_are_the_five_kubernetes_defines_and_two_are_finished() {
+        let all = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+        let finished: Vec<_> = all
+            .iter()
+            .filter(|s| PodPhase::parse(s).is_some_and(PodPhase::finished))
+            .collect();
+        assert_eq!(finished, [&"Succeeded", &"Failed"]);
+        assert!(all.iter().all(|s| PodPhase::parse(s).is_some()));
+        for other in ["", "running", "Completed"] {
+            assert_eq!(PodPhase::parse(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn uuids_are_kept_as_16_bytes_and_print_as_given() {
