@@ -46,16 +46,19 @@ fn pairs() -> &'static Mutex<HashSet<Pair>> {
     PAIRS.get_or_init(Default::default)
 }
 
-/// The shared pair of two shared strings.
-fn pair(k: Arc<str>, v: Arc<str>) -> Pair {
+/// The shared pairs of these pairs of shared strings (one lock for a whole map).
+fn shared_pairs(kvs: Vec<(Arc<str>, Arc<str>)>) -> Box<[Pair]> {
     let mut t = pairs().lock().unwrap_or_else(|e| e.into_inner());
-    let kv = (k, v);
-    if let Some(p) = t.get(&kv) {
-        return p.clone();
-    }
-    let p = Arc::new(kv);
-    t.insert(p.clone());
-    p
+    kvs.into_iter()
+        .map(|kv| match t.get(&kv) {
+            Some(p) => p.clone(),
+            None => {
+                let p = Arc::new(kv);
+                t.insert(p.clone());
+                p
+            }
+        })
+        .collect()
 }
 
 /// A shared string read straight from a decoder: the text is looked up in the table as it is read,
@@ -133,7 +136,7 @@ impl Map {
     fn of_pairs(mut v: Vec<(Arc<str>, Arc<str>)>) -> Map {
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v.dedup_by(|a, b| a.0 == b.0);
-        Map(v.into_iter().map(|(k, v)| pair(k, v)).collect())
+        Map(shared_pairs(v))
     }
 
     pub fn to_btree(&self) -> std::collections::BTreeMap<String, String> {
