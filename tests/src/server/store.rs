@@ -85,21 +85,28 @@ impl Store {
         self.objects.get(k)
     }
 
-    /// Objects of a resource, by reference (lists page over this without cloning everything).
+    /// Objects of a resource in key order, by reference, starting after `after` (a namespace and
+    /// name) when given: a range scan over the resource's keys, so a page costs what it returns and
+    /// not the whole store.
     pub fn iter<'a>(
         &'a self,
         api: &'a str,
         resource: &'a str,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Value> + 'a {
+        after: Option<(&str, &str)>,
+    ) -> impl Iterator<Item = (&'a Key, &'a Value)> + 'a {
+        use std::ops::Bound;
+        let from = match after {
+            Some((ns, name)) => Bound::Excluded(Key::new(api, resource, Some(ns), name)),
+            None => Bound::Included(Key::new(api, resource, namespace, "")),
+        };
         self.objects
-            .iter()
-            .filter(move |(k, _)| {
+            .range((from, Bound::Unbounded))
+            .take_while(move |(k, _)| {
                 k.api == api
                     && k.resource == resource
                     && namespace.is_none_or(|ns| k.namespace == ns)
             })
-            .map(|(_, v)| v)
     }
 
     pub fn list(&self, api: &str, resource: &str, namespace: Option<&str>) -> Vec<Value> {
@@ -267,44 +274,62 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
     };
     let labels = query.get("labelSelector").cloned().unwrap_or_default();
     let inner = inner.lock().unwrap();
-    // Paging as the real server does: `limit` items from after the `continue` token (here: the index to
-    // resume at, with the list's resourceVersion so a page always belongs to one snapshot). Only the
-    // page's items are cloned.
+    // Paging as the real server does: `limit` items from after the key the `continue` token names
+    // (`<rv>:<namespace>/<name>`; the real token is opaque too), resuming by a range scan, so a
+    // page costs what it returns. Only the page's items are cloned.
     let rv = inner.store.resource_version().to_string();
-    let start: usize = query
+    let after = query
         .get("continue")
         .and_then(|c| c.split_once(':'))
-        .and_then(|(i, _)| i.parse().ok())
-        .unwrap_or(0);
+        .and_then(|(_, key)| key.split_once('/'));
     let limit: usize = query
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let selected = || {
-        inner
-            .store
-            .iter(&t.api, &t.resource, t.namespace.as_deref())
-            .filter(|o| matches_fields(o, &terms) && matches_labels(o, &labels))
-    };
-    let total = selected().count();
-    let page: Vec<Value> = selected()
-        .skip(start)
-        .take(limit)
-        .map(|o| {
-            // List items carry no kind/apiVersion, as in the recordings.
-            let mut o = o.clone();
-            if let Some(m) = o.as_object_mut() {
-                m.remove("kind");
-                m.remove("apiVersion");
-            }
-            o
-        })
-        .collect();
+    let mut selected = inner
+        .store
+        .iter(&t.api, &t.resource, t.namespace.as_deref(), after)
+        .filter(|(_, o)| matches_fields(o, &terms) && matches_labels(o, &labels));
+    let mut page = Vec::new();
+    let mut last = None;
+    for (k, o) in selected.by_ref().take(limit) {
+        // List items carry no kind/apiVersion, as in the recordings.
+        let mut o = o.clone();
+        if let Some(m) = o.as_object_mut() {
+            m.remove("kind");
+            m.remove("apiVersion");
+        }
+        page.push(o);
+        last = Some(k);
+    }
     let mut metadata = json!({"resourceVersion": rv});
-    if start.saturating_add(limit) < total {
-        metadata["continue"] = json!(format!("{}:{rv}", start + limit));
-        metadata["remainingItemCount"] = json!(total - start - limit);
+    if let Some(k) = last.filter(|_| page.len() == limit) {
+        // kube-apiserver counts the remaining items only for a list without selectors (ListMeta's
+        // `remainingItemCount`: "if the list request contained label or field selectors, then the
+        // number of remaining items is unknown and the field will be left unset"), and sets
+        // `continue` only when there is more.
+        let unselective = terms.is_empty() && labels.is_empty();
+        let more = if unselective {
+            let remaining = inner
+                .store
+                .iter(
+                    &t.api,
+                    &t.resource,
+                    t.namespace.as_deref(),
+                    Some((&k.namespace, &k.name)),
+                )
+                .count();
+            (remaining > 0).then(|| Some(remaining))
+        } else {
+            selected.next().map(|_| None)
+        };
+        if let Some(remaining) = more {
+            metadata["continue"] = json!(format!("{rv}:{}/{}", k.namespace, k.name));
+            if let Some(n) = remaining {
+                metadata["remainingItemCount"] = json!(n);
+            }
+        }
     }
     let body = json!({
         "kind": format!("{}List", kind_of(&t.resource)),
