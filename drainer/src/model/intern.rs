@@ -3,11 +3,15 @@
 //! is stored once and shared, which is most of what keeps the caches small. Pure in what it returns
 //! (a process-wide table behind a lock).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
-fn table() -> &'static Mutex<HashSet<Arc<str>>> {
-    static TABLE: OnceLock<Mutex<HashSet<Arc<str>>>> = OnceLock::new();
+use foldhash::fast::RandomState;
+
+/// Every node update looks up each of its labels and annotations here, so the hasher is a fast one
+/// (foldhash, seeded per process) rather than SipHash.
+fn table() -> &'static Mutex<HashSet<Arc<str>, RandomState>> {
+    static TABLE: OnceLock<Mutex<HashSet<Arc<str>, RandomState>>> = OnceLock::new();
     TABLE.get_or_init(Default::default)
 }
 
@@ -27,7 +31,7 @@ pub fn purge() -> usize {
     // Pairs first: a pair dropped here may hold the last other reference to its strings.
     let mut p = pairs().lock().unwrap_or_else(|e| e.into_inner());
     let before = p.len();
-    p.retain(|a| Arc::strong_count(a) > 1);
+    p.retain(|_, a| Arc::strong_count(a) > 1);
     let gone = before - p.len();
     drop(p);
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
@@ -41,22 +45,28 @@ pub fn purge() -> usize {
 /// two wide ones.
 type Pair = Arc<(Arc<str>, Arc<str>)>;
 
-fn pairs() -> &'static Mutex<HashSet<Pair>> {
-    static PAIRS: OnceLock<Mutex<HashSet<Pair>>> = OnceLock::new();
+/// Pairs by the addresses of their two strings: both are interned, so the same text is the same
+/// address, and a lookup hashes two words instead of two strings. An address cannot be reused while
+/// its entry lives, since the entry's pair holds the string.
+type Pairs = HashMap<(usize, usize), Pair, RandomState>;
+
+fn pairs() -> &'static Mutex<Pairs> {
+    static PAIRS: OnceLock<Mutex<Pairs>> = OnceLock::new();
     PAIRS.get_or_init(Default::default)
 }
 
-/// The shared pairs of these pairs of shared strings (one lock for a whole map).
+fn address(s: &Arc<str>) -> usize {
+    Arc::as_ptr(s).cast::<u8>() as usize
+}
+
+/// The shared pairs of these pairs of interned strings (one lock for a whole map).
 fn shared_pairs(kvs: Vec<(Arc<str>, Arc<str>)>) -> Box<[Pair]> {
     let mut t = pairs().lock().unwrap_or_else(|e| e.into_inner());
     kvs.into_iter()
-        .map(|kv| match t.get(&kv) {
-            Some(p) => p.clone(),
-            None => {
-                let p = Arc::new(kv);
-                t.insert(p.clone());
-                p
-            }
+        .map(|kv| {
+            t.entry((address(&kv.0), address(&kv.1)))
+                .or_insert_with(|| Arc::new(kv))
+                .clone()
         })
         .collect()
 }
@@ -230,7 +240,7 @@ mod tests {
         purge();
         let held = |k: &str, v: &str| {
             let t = pairs().lock().unwrap();
-            t.iter().any(|p| &*p.0 == k && &*p.1 == v)
+            t.values().any(|p| &*p.0 == k && &*p.1 == v)
         };
         assert!(!held("host", "nodemedic-pair-a"), "no map holds it");
         assert!(!table().lock().unwrap().contains("nodemedic-pair-a"));
@@ -239,5 +249,11 @@ mod tests {
         purge();
         assert!(!held("nodemedic-pair-test", "x"));
         assert!(!table().lock().unwrap().contains("nodemedic-pair-test"));
+        // The same text again, at new addresses: a new pair, found by its new strings.
+        let c: Map = [("nodemedic-pair-test", "x")].into_iter().collect();
+        let d: Map = [("nodemedic-pair-test", "x")].into_iter().collect();
+        assert_eq!(c.get("nodemedic-pair-test"), Some("x"));
+        assert!(Arc::ptr_eq(&shared(&c).unwrap(), &shared(&d).unwrap()));
+        assert!(held("nodemedic-pair-test", "x"));
     }
 }
