@@ -4,7 +4,7 @@
 //! way an operator runs draino: `--node-label-expr "metadata.labels['draino'] == 'node'"`.
 //!
 //! Prints, beside draino's figures measured on this kind of machine (issue 13):
-//! - RSS of the release `drainer run` after it synced, its peak while listing, and its peak;
+//! - RSS of the release `drainer run` (with `MALLOC_ARENA_MAX=1`, as its image runs it) after it synced, its peak while listing, and its peak;
 //! - CPU per node update at a steady rate (one update every 50 ms, each alone, as kubelets send
 //!   them; an idle baseline measured right before and subtracted; 3 times, min/median/max; CPU read
 //!   to the nanosecond from each thread's run time), and as fast as 4 writers go (where
@@ -374,6 +374,11 @@ async fn main() {
             "100",
         ])
         .env("KUBECONFIG", &kubeconfig)
+        // As the drainer image runs it (Dockerfile: one malloc arena); set it to measure otherwise.
+        .env(
+            "MALLOC_ARENA_MAX",
+            std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "1".into()),
+        )
         .env(
             "RUST_LOG",
             std::env::var("NODEMEDIC_BENCH_LOG")
@@ -556,9 +561,10 @@ async fn main() {
     let (cmin, cmed, cmax) = stats(to_cordon);
     let (dmin, dmed, dmax) = stats(to_drained);
     println!(
-        "\n{count} nodes / {} pods, {}, this machine",
+        "\n{count} nodes / {} pods, {}, this machine, drainer with MALLOC_ARENA_MAX={}",
         count * PODS_PER_NODE,
-        backend.describe()
+        backend.describe(),
+        std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "1".into())
     );
     println!("| | draino (issue 13) | nodemedic drainer |");
     println!("|---|---|---|");

@@ -355,6 +355,20 @@ async fn both_images_build_from_the_dockerfile_and_run() {
         65532,
         "the drainer process runs as 65532"
     );
+    // One malloc arena (Dockerfile): what the drainer's memory figures are measured with.
+    let env = text(&ok(Command::new("buildah").args([
+        "inspect",
+        "--type",
+        "image",
+        "--format",
+        "{{.OCIv1.Config.Env}}",
+        DRAINER,
+    ])));
+    assert!(
+        env.split([' ', '[', ']'])
+            .any(|e| e == "MALLOC_ARENA_MAX=1"),
+        "the drainer image sets MALLOC_ARENA_MAX=1: {env}"
+    );
     let conditions = ["KernelDeadlock=True,10m", "Ready=Unknown,5m"];
     let mut plan = vec![
         "/usr/local/bin/drainer",
