@@ -8,6 +8,7 @@
 
 mod admit;
 mod evict;
+pub mod order;
 mod patch;
 mod store;
 mod terminate;
@@ -277,7 +278,7 @@ pub(crate) fn json_response(status: StatusCode, v: &Value) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        serde_json::to_vec(v).unwrap(),
+        order::to_string(v),
     )
         .into_response()
 }

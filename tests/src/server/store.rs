@@ -320,7 +320,7 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
                     Some((&k.namespace, &k.name)),
                 )
                 .count();
-            (remaining > 0).then(|| Some(remaining))
+            (remaining > 0).then_some(Some(remaining))
         } else {
             selected.next().map(|_| None)
         };

@@ -177,13 +177,13 @@ pub(crate) fn serve(
     )))
 }
 
-/// One watch event line, `type` before `object` as kube-apiserver writes it (clients read the object
-/// straight from the stream then; the other order makes serde buffer it first).
+/// One watch event line, `type` before `object` and the object's fields in kube-apiserver's order
+/// ([`super::order`]; clients read the object straight from the stream then, where the other order
+/// makes serde buffer it first).
 fn render(line: &Value) -> String {
-    format!(
-        "{{\"type\":{},\"object\":{}}}\n",
-        line["type"], line["object"]
-    )
+    let mut text = super::order::to_string(line);
+    text.push('\n');
+    text
 }
 
 fn ndjson(body: Body) -> Response {
