@@ -1,6 +1,7 @@
 //! What the nodemedic detector and drainer share.
 //!
 //! ```text
+//!   alloc       freed memory given back to the system after a burst of work
 //!   keys        well-known labels, annotations, condition types and reasons
 //!   labels      typed metric label values
 //!   cli         shell completions and man pages for the binaries
@@ -17,8 +18,10 @@
 //!   telemetry   tracing subscriber, text or JSON
 //!   time        RFC 3339 times as the API server stores them
 //! ```
-#![forbid(unsafe_code)]
+// One exception, `alloc::trim` (a libc call with no pointers), allowed where it is.
+#![deny(unsafe_code)]
 
+pub mod alloc;
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -58,6 +58,10 @@ fn main() {
         .arg(tmp.path().join("state.json"))
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "warn")
+        .env(
+            "MALLOC_ARENA_MAX",
+            std::env::var("MALLOC_ARENA_MAX").unwrap_or_default(),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()

@@ -78,6 +78,41 @@ pub fn anchored_multi(pattern: &str) -> String {
     format!("(?:{pattern})\\z")
 }
 
+/// `pattern` with the Perl classes `\d \w \s` (and `\D \W \S`) made ASCII, as they are in NPD's Go
+/// regexps (RE2: `\d` is `[0-9]`, `\w` `[0-9A-Za-z_]`, `\s` `[\t\n\f\r ]`), where Rust's are Unicode.
+/// So an NPD pattern means here what it meant there, and it compiles far smaller: Unicode `\w` alone
+/// is some 700 ranges, which the set's automaton carries for every `\w+` of every rule. Each class
+/// becomes a bracket class, which is also valid nested inside another (`[\w.-]` -> `[[[:word:]].-]`);
+/// other escapes are kept as written. Syntax errors are reported on the pattern as written.
+pub fn ascii_classes(pattern: &str) -> std::borrow::Cow<'_, str> {
+    if !pattern.contains('\\') {
+        return pattern.into();
+    }
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str("[[:digit:]]"),
+            Some('D') => out.push_str("[[:^digit:]]"),
+            Some('w') => out.push_str("[[:word:]]"),
+            Some('W') => out.push_str("[[:^word:]]"),
+            // `\x20`, not a space: under `(?x)` a space in a class is ignored.
+            Some('s') => out.push_str("[\\t\\n\\f\\r\\x20]"),
+            Some('S') => out.push_str("[^\\t\\n\\f\\r\\x20]"),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out.into()
+}
+
 impl Compiled {
     /// Compile `patterns` (single-line ones into the set, in their order); multi-line ones see the
     /// last `window` lines.
@@ -88,11 +123,12 @@ impl Compiled {
         let mut sources = Vec::new();
         for p in patterns {
             let template = p.template.clone();
+            let source = ascii_classes(&p.source);
             if p.multiline {
-                let re = Regex::new(&anchored_multi(&p.source))?;
+                let re = Regex::new(&anchored_multi(&source))?;
                 multi.push((p.target, re, template));
             } else {
-                let anchored = anchored(&p.source);
+                let anchored = anchored(&source);
                 let captures = template
                     .as_ref()
                     .map(|_| Regex::new(&anchored))
@@ -277,6 +313,48 @@ rules:
     pattern: 'first part\nsecond part'
 "#;
 
+    #[test]
+    fn perl_classes_are_ascii_as_in_npds_go_regexps() {
+        for (written, compiled) in [
+            (r"task \w+:\d+", r"task [[:word:]]+:[[:digit:]]+"),
+            (r"[\w.-]+", r"[[[:word:]].-]+"),
+            (
+                r"\s\S\W\D",
+                r"[\t\n\f\r\x20][^\t\n\f\r\x20][[:^word:]][[:^digit:]]",
+            ),
+            (r"a\\w", r"a\\w"),
+            (r"\.\(\x{41}\pL\b", r"\.\(\x{41}\pL\b"),
+            (r"no escapes", r"no escapes"),
+        ] {
+            assert_eq!(ascii_classes(written), compiled, "{written}");
+            assert!(Regex::new(&ascii_classes(written)).is_ok(), "{written}");
+        }
+        let is_match = |pattern: &str, line: &str| {
+            let set = Compiled::new(
+                &[Pattern {
+                    target: Target::Rule(0),
+                    source: pattern.to_string(),
+                    multiline: false,
+                    template: None,
+                }],
+                1,
+            )
+            .unwrap();
+            !hits(&mut Matcher::new(std::sync::Arc::new(set)), line).is_empty()
+        };
+        // What Go's regexp (and so NPD) says of these lines.
+        assert!(is_match(r"task \w+:\d+", "task docker_1:42"));
+        assert!(!is_match(r"task \w+:\d+", "task dockér:42"), "\\w is ASCII");
+        assert!(!is_match(r"task \w+:\d+", "task docker:٤٢"), "\\d is ASCII");
+        assert!(!is_match(r"a\sb", "a\u{a0}b"), "\\s is ASCII whitespace");
+        assert!(is_match(r"a\Sb", "a\u{a0}b"));
+        assert!(
+            is_match(r"(?x) a \s b", "a b"),
+            "a space stays a class member under (?x)"
+        );
+        assert!(is_match(r"[\w-]+ end", "dm-0 end"));
+    }
+
     fn hits(m: &mut Matcher, line: &str) -> Vec<Hit> {
         let mut out = Vec::new();
         m.match_line(line, &mut out);
@@ -375,7 +453,7 @@ rules:
         let mut m = Matcher::new(mon.compiled.clone());
         // "é" is two bytes: the cut must not split one.
         let line = format!(
-            "task docker:{} blocked for more than 120 seconds.",
+            "Killed process 42 ({}) total-vm:100kB, anon-rss:1kB",
             "é".repeat(2000)
         );
         let got = hits(&mut m, &line);

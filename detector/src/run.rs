@@ -144,6 +144,9 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         clock: nodemedic_common::clock::Clock::system(),
         failing: Default::default(),
     };
+    // Loading the rules twice (checked in `main`, then here) and compiling them freed most of what
+    // they took; it stays in the RSS for the detector's whole idle life unless given back.
+    crate::supervise::give_back_memory("started");
     let tasks = vec![
         tokio::spawn(watch_stalls(
             health.clone(),

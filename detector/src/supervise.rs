@@ -119,6 +119,8 @@ impl Supervisor {
                     Occurrence::Reloaded { monitors }.emit(&self.ctx.metrics);
                 }
             }
+            // Parsing and compiling freed what the old rules held and what compiling took.
+            give_back_memory("rules reloaded");
         }
     }
 
@@ -192,6 +194,14 @@ pub fn changes<'a>(current: &'a RuleSet, next: &'a RuleSet) -> Vec<Change<'a>> {
         None => Change::Add(m),
     });
     removed.chain(kept).collect()
+}
+
+/// Give the memory a burst of work (loading and compiling rules) freed back to the system
+/// ([`nodemedic_common::alloc`]).
+pub(crate) fn give_back_memory(after: &str) {
+    if let Some(kib) = nodemedic_common::alloc::give_back() {
+        tracing::debug!(after, kib, "gave freed memory back to the system");
+    }
 }
 
 #[cfg(test)]
