@@ -1,21 +1,25 @@
-//! Memory of the drainer's caches alone, without a process around them: kubelet-shaped Nodes and
-//! ReplicaSet pods (the fixtures of the scale bench, 10 pods a node) decoded from their JSON exactly
-//! as the watches decode them (Nodes as `NodeLite`, Pods as `Lenient<Pod>` projected to `PodInfo`)
-//! and indexed as the watches index them. The scale bench gives the whole process's RSS; this splits
-//! it into bytes per node and per pod, and checks the largest cluster Kubernetes supports (65,000
-//! nodes, 650,000 pods) by building it.
+//! Memory of the drainer's caches and its controller's per-node state, without a process around
+//! them: kubelet-shaped Nodes and ReplicaSet pods (the fixtures of the scale bench, 10 pods a node)
+//! decoded from their JSON exactly as the watches decode them (Nodes as `NodeLite`, Pods as
+//! `Lenient<Pod>` projected to `PodInfo`) and indexed as the watches index them, then the
+//! controller's fleet built from them and every node decided once (as at the first resync, with the
+//! scale bench's draino selector). The scale bench gives the whole process's RSS; this splits it into
+//! bytes per node and per pod, and checks the largest cluster Kubernetes supports (65,000 nodes,
+//! 650,000 pods) by building it.
 //!
 //! `cargo bench -p nodemedic-drainer --bench caches` (`NODES=65000` for the largest; default 5,000)
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use nodemedic_common::lenient::Lenient;
+use nodemedic_drainer::config::Config;
+use nodemedic_drainer::config::select::Selector;
+use nodemedic_drainer::decide::fleet::Fleet;
 use nodemedic_drainer::model::lite::NodeLite;
 use nodemedic_drainer::model::node::NodeView;
 use nodemedic_drainer::model::pod::PodInfo;
-use nodemedic_drainer::observe::Observed;
+use nodemedic_drainer::observe::{NodeMap, Observed};
 use serde_json::{Value, json};
 
 /// Nodes in the fixture unless `NODES` says otherwise.
@@ -31,6 +35,14 @@ fn rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Bytes the allocator holds for live allocations (glibc's `mallinfo2()`: in its arenas, and mapped
+/// on their own); unlike the RSS, not raised by memory freed but kept.
+fn heap_bytes() -> u64 {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    (m.uordblks + m.hblkhd) as u64
 }
 
 fn mib(kib: u64) -> f64 {
@@ -84,8 +96,9 @@ fn main() {
     );
     let observed = Observed::default();
     let start = rss_kib();
+    let heap_start = heap_bytes();
 
-    let mut views = HashMap::with_capacity(nodes);
+    let mut views = NodeMap::with_capacity_and_hasher(nodes, Default::default());
     for i in 0..nodes {
         let name = format!("scale-{i:05}");
         let text = node_json
@@ -98,6 +111,7 @@ fn main() {
     }
     observed.replace_nodes(views);
     let after_nodes = rss_kib();
+    let heap_nodes = heap_bytes();
 
     // The annotation keys the controller keeps (none of the fixture's).
     let keep = vec!["cluster-autoscaler.kubernetes.io/safe-to-evict".to_string()];
@@ -116,34 +130,69 @@ fn main() {
     });
     observed.replace_pods(pod_infos);
     let after_pods = rss_kib();
+    let heap_pods = heap_bytes();
     assert_eq!(observed.pod_count(), pods, "every pod is cached");
     assert_eq!(observed.nodes().len(), nodes, "every node is cached");
 
-    let per_node = (after_nodes - start) as f64 * 1024.0 / nodes as f64;
+    // The controller's fleet, as its first resync builds it, and a round deciding every node.
+    let cfg = Config {
+        conditions: vec!["KernelDeadlock=True".parse().expect("a condition")],
+        selector: Selector::cel("metadata.labels['draino'] == 'node'").expect("a selector"),
+        ..Default::default()
+    };
+    let mut fleet = Fleet::new(Arc::new(cfg));
+    let now = k8s_openapi::jiff::Timestamp::now();
+    for v in observed.nodes() {
+        fleet.observe(v, now);
+    }
+    fleet.touch_all();
+    let decided = fleet.round(|n| observed.node(n), |n| observed.pods_on(n), now);
+    assert_eq!(decided.len(), nodes, "every node is decided");
+    for (d, _) in &decided {
+        fleet.note(&d.node, d.why.kind());
+    }
+    drop(decided);
+    let after_fleet = rss_kib();
+    let heap_fleet = heap_bytes();
+
+    let per_view = (after_nodes - start) as f64 * 1024.0 / nodes as f64;
     let per_pod = (after_pods - after_nodes) as f64 * 1024.0 / pods as f64;
+    let per_entry = (after_fleet - after_pods) as f64 * 1024.0 / nodes as f64;
+    let per_node = per_view + per_entry;
     println!(
-        "{nodes} nodes / {pods} pods, decoded as the watches decode them: node views {:.1} MiB ({per_node:.0} bytes a node); \
-         pods with their index {:.1} MiB ({per_pod:.0} bytes a pod); caches {:.1} MiB; this process's RSS {:.1} MiB",
+        "{nodes} nodes / {pods} pods, decoded as the watches decode them: node views {:.1} MiB ({per_view:.0} bytes a node); \
+         pods with their index {:.1} MiB ({per_pod:.0} bytes a pod); the controller's fleet {:.1} MiB ({per_entry:.0} bytes a node); \
+         in all {:.1} MiB ({per_node:.0} bytes a node, {per_pod:.0} a pod); this process's RSS {:.1} MiB",
         mib(after_nodes - start),
         mib(after_pods - after_nodes),
-        mib(after_pods - start),
-        mib(after_pods),
+        mib(after_fleet - after_pods),
+        mib(after_fleet - start),
+        mib(after_fleet),
+    );
+    let live = |from: u64, to: u64, per: usize| to.saturating_sub(from) as f64 / per as f64;
+    println!(
+        "live heap (allocations not freed): {:.0} bytes a node view, {:.0} a pod, {:.0} a fleet entry; {:.1} MiB in all \
+         (the RSS above also holds what the allocator keeps of memory freed while building them)",
+        live(heap_start, heap_nodes, nodes),
+        live(heap_nodes, heap_pods, pods),
+        live(heap_pods, heap_fleet, nodes),
+        heap_fleet.saturating_sub(heap_start) as f64 / (1024.0 * 1024.0),
     );
     if nodes == 65_000 {
-        let verdict = if mib(after_pods) <= GOAL_65K_MIB {
+        let verdict = if mib(after_fleet) <= GOAL_65K_MIB {
             "within"
         } else {
             "OVER"
         };
         println!(
-            "65,000 nodes / 650,000 pods: {:.1} MiB, {verdict} the {GOAL_65K_MIB} MiB goal for the caches with this process around them \
-             (add the drainer's fixed part, its RSS after sync less its caches, from the scale bench)",
-            mib(after_pods)
+            "65,000 nodes / 650,000 pods: {:.1} MiB, {verdict} the {GOAL_65K_MIB} MiB goal for the caches and the fleet with this process around them \
+             (the drainer adds its fixed part: its RSS after sync less these, from the scale bench)",
+            mib(after_fleet)
         );
     } else {
         let projected = (per_node * 65_000.0 + per_pod * 650_000.0) / (1024.0 * 1024.0);
         println!(
-            "projected caches at 65,000 nodes / 650,000 pods from these sizes: {projected:.1} MiB (NODES=65000 builds them)"
+            "projected caches and fleet at 65,000 nodes / 650,000 pods from these sizes: {projected:.1} MiB (NODES=65000 builds them)"
         );
     }
 }

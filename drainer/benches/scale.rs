@@ -362,7 +362,10 @@ async fn main() {
         .port();
     let listen = format!("127.0.0.1:{port}");
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_drainer"))
+    // NODEMEDIC_DRAINER_BIN: another build of the drainer (one with symbols, to profile it).
+    let exe = std::env::var("NODEMEDIC_DRAINER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_drainer").to_string());
+    let child = Command::new(&exe)
         .args(["run", "KernelDeadlock=True", "--listen", &listen])
         .args(["--node-label-expr", "metadata.labels['draino'] == 'node'"])
         .args([
@@ -411,7 +414,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!(
-        "drainer ready (caches synced, lease held) after {:.1?}",
+        "drainer ready (caches synced, lease held) after {:.1?} (pid {pid})",
         started.elapsed()
     );
     tokio::time::sleep(Duration::from_secs(2)).await;

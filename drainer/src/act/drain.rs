@@ -142,7 +142,7 @@ impl<C: Cluster> Executor<C> {
     ) -> Result<(), EvictError> {
         let (ns, name) = (&*pod.namespace, &*pod.name);
         // Pod default when unset: 30s.
-        let own = pod.grace_period_seconds.unwrap_or(30);
+        let own = pod.grace().unwrap_or(30);
         let grace = own.min(max_grace.as_secs() as i64);
         let id = format!("{ns}/{name}");
         let node = pod.node.as_deref();

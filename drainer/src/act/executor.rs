@@ -87,7 +87,7 @@ impl<C: Cluster> Executor<C> {
             return false;
         }
         let patch = NodePatch {
-            resource_version: Some(node.resource_version.clone()),
+            resource_version: Some(node.resource_version.to_string()),
             unschedulable: Some(true),
             ..Default::default()
         }
@@ -170,7 +170,11 @@ impl<C: Cluster> Executor<C> {
         if !self.cluster.leading() {
             return false;
         }
-        let o = match self.cluster.delete_node(name, &node.resource_version).await {
+        let o = match self
+            .cluster
+            .delete_node(name, &node.resource_version.to_string())
+            .await
+        {
             Ok(()) => Occurrence::NodeDeleted,
             Err(e) => Occurrence::NodeDeleteFailed {
                 error: e.to_string(),

@@ -131,9 +131,9 @@ impl MemoryCluster {
     /// The caches list what is here (as the watches' first list): from now on they see each change.
     pub fn sync(&self) {
         let s = self.state();
-        let views = s.nodes.iter().map(|(n, node)| {
+        let views = s.nodes.values().map(|node| {
             let view = crate::model::node::NodeView::of(node);
-            (n.clone(), Arc::new(view))
+            (view.name.clone(), Arc::new(view))
         });
         self.observed.replace_nodes(views.collect());
         let pods = s.pods.values().map(|p| PodInfo::from_pod(p, None));

@@ -112,7 +112,7 @@ async fn a_cordon_writes_the_record_against_the_version_seen_then_drain_schedule
     assert_eq!(name, "n1");
     assert_eq!(
         patch.resource_version.as_deref(),
-        Some(&*v.resource_version)
+        Some(&*v.resource_version.to_string())
     );
     assert_eq!(patch.unschedulable, Some(true));
     assert!(patch.annotations[keys::DRAIN_RECORD_ANNOTATION].is_some());

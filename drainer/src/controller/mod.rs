@@ -31,7 +31,6 @@ use tokio::task::JoinHandle;
 
 use crate::act::{DrainRun, Executor};
 use crate::config::Config;
-use crate::decide::Why;
 use crate::decide::fleet::{Fleet, FleetEvent};
 use crate::decide::gates::breaker;
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
@@ -99,8 +98,6 @@ pub struct Controller<C: Cluster> {
         mpsc::UnboundedSender<DrainRun>,
         mpsc::UnboundedReceiver<DrainRun>,
     ),
-    /// Last decision per node, without its numbers (decisions are logged when they change).
-    last_why: HashMap<String, std::mem::Discriminant<Why>>,
     /// Nodes waiting for a budget and their notes.
     waits: BudgetWaits,
     /// Stale pods' reports and eviction attempts.
@@ -145,7 +142,6 @@ impl<C: Cluster> Controller<C> {
             leader,
             drains: HashMap::new(),
             ended: mpsc::unbounded_channel(),
-            last_why: HashMap::new(),
             waits: BudgetWaits::default(),
             stale: StaleSchedule::default(),
             clock,

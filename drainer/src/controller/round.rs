@@ -15,6 +15,7 @@ use crate::decide::gates::pause;
 use crate::decide::{Action, DrainJob, Effect, NodeDecision, Why};
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
+use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 
 /// A failed write is tried again after this long.
@@ -37,7 +38,7 @@ impl<C: Cluster> Controller<C> {
         let lease = self.lease();
         self.fleet
             .set_pause(lease.as_ref().and_then(pause::pause_of));
-        self.catch_up(now).await;
+        let relisted = self.catch_up(now).await;
         let decisions = self.decide(now).await;
         self.metrics.decided.inc_by(decisions.len() as u64);
         // The fleet-wide changes first (the breaker opening explains the holds that follow).
@@ -67,7 +68,7 @@ impl<C: Cluster> Controller<C> {
                     let ok = self.start_drain(&d.node, job, now);
                     if ok {
                         done.push(Done {
-                            node: d.node,
+                            node: d.node.to_string(),
                             did: Did::Drain,
                             reason: d.reason,
                             ok,
@@ -79,7 +80,7 @@ impl<C: Cluster> Controller<C> {
         }
         for (node, effect, ok, reason) in self.write_all(writes).await {
             if let Some(did) = did(&effect) {
-                let node = node.clone();
+                let node = node.to_string();
                 done.push(Done {
                     node,
                     did,
@@ -91,6 +92,16 @@ impl<C: Cluster> Controller<C> {
         }
         if self.tap.is_some() {
             self.tap(Tap::Round { at: now, done });
+        }
+        if relisted {
+            // The first list (or a relist) and the round over every node freed the pages of the
+            // watches' lists and the round's own decisions; they would stay in the RSS for good.
+            if let Some(kib) = nodemedic_common::alloc::give_back() {
+                tracing::debug!(
+                    kib,
+                    "gave freed memory back to the system after a full round"
+                );
+            }
         }
     }
 
@@ -105,7 +116,7 @@ impl<C: Cluster> Controller<C> {
     /// Log a decision when it changes (numbers and durations aside); a node that stays healthy is
     /// not news, and holds for a fleet-wide reason are logged once, by that reason's own line.
     fn log_decision(&mut self, d: &NodeDecision) {
-        let previous = self.last_why.insert(d.node.clone(), d.why.kind());
+        let previous = self.fleet.note(&d.node, d.why.kind());
         let changed = previous != Some(d.why.kind());
         let fleet_wide = matches!(
             d.why,
@@ -126,8 +137,8 @@ impl<C: Cluster> Controller<C> {
     /// per node); budgets were settled by the decision.
     async fn write_all(
         &self,
-        writes: Vec<(String, Effect, Arc<NodeView>, String)>,
-    ) -> Vec<(String, Effect, bool, String)> {
+        writes: Vec<(ArcStr, Effect, Arc<NodeView>, String)>,
+    ) -> Vec<(ArcStr, Effect, bool, String)> {
         let (exec, cfg) = (&self.exec, &self.cfg);
         futures::stream::iter(writes)
             .map(|(node, effect, view, reason)| async move {
@@ -147,13 +158,14 @@ impl<C: Cluster> Controller<C> {
     }
 
     /// Bring the fleet up to date with the caches: the changed nodes, or all of them after a relist
-    /// and at every resync.
-    async fn catch_up(&mut self, now: Timestamp) {
+    /// and at every resync. True after a relist (or the first list): every node is decided.
+    async fn catch_up(&mut self, now: Timestamp) -> bool {
         let changes = self.observed.take_changes();
         let resync = self.fleet.is_empty()
             || self
                 .last_resync
                 .is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
+        let first = self.last_resync.is_none();
         if changes.all || resync {
             self.last_resync = Some(now);
             self.resync(now, changes.all || self.fleet.is_empty()).await;
@@ -168,6 +180,7 @@ impl<C: Cluster> Controller<C> {
         for n in changes.pods_of {
             self.fleet.touch(&n);
         }
+        changes.all || first
     }
 
     /// Every node again from the caches; after a relist (`all`) every node is decided again, at the
@@ -233,7 +246,6 @@ impl<C: Cluster> Controller<C> {
 
     fn forget(&mut self, node: &str) {
         self.fleet.remove(node);
-        self.last_why.remove(node);
     }
 
     /// Lay what was written over the node until the watch shows it. A failed write is tried again

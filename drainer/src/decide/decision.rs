@@ -9,6 +9,7 @@ use nodemedic_common::time::rfc3339 as ts;
 use super::facts::{Outage, Pause, Trip};
 use super::pods::PodPlan;
 use super::problem::fmt_d;
+use crate::model::intern::ArcStr;
 use crate::model::pod::PodInfo;
 use crate::model::record::{Phase, Record};
 
@@ -367,7 +368,7 @@ pub struct DrainJob {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeDecision {
-    pub node: String,
+    pub node: ArcStr,
     pub action: Action,
     pub why: Why,
     pub reason: String,

@@ -75,7 +75,7 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             record: r.as_ref(),
             pods: by_node.remove(v.name.as_str()).unwrap_or_default(),
             domain: d.as_deref(),
-            flapping: recorded.flapping.get(&v.name).copied(),
+            flapping: recorded.flapping.get(v.name.as_str()).copied(),
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {

@@ -159,7 +159,7 @@ pub enum NodeState {
         /// ([`FLAP_TAINTS`](crate::model::node::FLAP_TAINTS)), while it is still there. Its taint manager keeps deleting the node's
         /// pods until it removes the taint, which it does only a moment after the node is Ready
         /// again: the guard must not let those deletions through in between.
-        flap_taint: Option<String>,
+        flap_taint: Option<crate::model::intern::ArcStr>,
     },
 }
 

@@ -1,45 +1,99 @@
 //! A Node as the drainer's watch decodes it, pure: only what a [`NodeView`] keeps, read in one pass
 //! straight into the view's own shapes. The images, addresses, capacity, nodeInfo and managedFields
-//! of a kubelet's Node are skipped, not allocated; labels, annotations, condition types and reasons
-//! are looked up in the shared strings ([`crate::model::intern`]) as they are read, so a heartbeat
-//! (every few seconds per node, the watch's steady traffic) allocates the name, the resourceVersion
-//! and the view's few boxes, not a string per label. Times are read as text: past what `jiff` holds
+//! of a kubelet's Node are skipped, not allocated. Times are read as text: past what `jiff` holds
 //! (kube-apiserver takes them up to 9999-12-31T23:59:59Z) they are the latest it holds instead of
 //! failing the whole node list.
+//!
+//! Most events are a kubelet's status update: the same labels, annotations and conditions with new
+//! heartbeat times. So a decode compares what it reads with the node's view as last cached
+//! ([`reusing`] says where to find it) and reuses the parts that are the same: an unchanged string
+//! costs one comparison, not a lookup in the shared strings, and an unchanged map is kept whole.
+//! What differs, or a node not seen before, is shared anew ([`crate::model::intern`]); the view is
+//! the same either way.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::status::Status;
 use serde::Deserialize;
+use serde::de::DeserializeSeed;
 
-use super::intern::{Map, Shared, TextVisitor};
-use super::node::{Condition, NodeView, flap_taint};
+use super::intern::{ArcStr, Expect, Map, MapVisitor, TextVisitor, intern};
+use super::node::{Condition, FLAP_TAINTS, NodeView, Version, flap_key};
 
-/// What the watch keeps of a Node. `metadata` holds what kube's watcher reads (the name and the
-/// resourceVersion, and the uid); the rest is already in the view's shapes.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(from = "Raw")]
+/// What the watch keeps of a Node, in the view's shapes. `metadata` carries only what kube's
+/// watcher reads (the resourceVersion); the name is [`NodeLite::name`].
+#[derive(Debug, Clone, Default)]
 pub struct NodeLite {
     pub metadata: ObjectMeta,
+    pub name: ArcStr,
     pub labels: Map,
     pub annotations: Map,
     pub unschedulable: bool,
-    pub conditions: Vec<Condition>,
-    pub flap_taint: Option<String>,
+    pub conditions: Box<[Condition]>,
+    pub flap_taint: Option<ArcStr>,
 }
 
 impl NodeView {
     /// The view of a Node as the watch decodes it (its parts move, nothing is copied).
     pub fn from_lite(node: NodeLite) -> NodeView {
         NodeView {
-            name: node.metadata.name.unwrap_or_default(),
-            resource_version: node.metadata.resource_version.unwrap_or_default(),
+            name: node.name,
+            resource_version: Version::parse(
+                node.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or_default(),
+            ),
             labels: node.labels,
             annotations: node.annotations,
             unschedulable: node.unschedulable,
-            conditions: node.conditions.into_boxed_slice(),
+            conditions: node.conditions,
             flap_taint: node.flap_taint,
         }
+    }
+}
+
+/// Finds a node's view as last cached, by name.
+pub type Earlier = Arc<dyn Fn(&str) -> Option<Arc<NodeView>> + Send + Sync>;
+
+thread_local! {
+    /// Where decodes on this thread find a node's earlier view (set by [`reusing`]).
+    static EARLIER: RefCell<Option<Earlier>> = const { RefCell::new(None) };
+    /// The earlier view of the node being decoded: found by its name, which the API server writes
+    /// before the labels, annotations and status.
+    static LAST: RefCell<Option<Arc<NodeView>>> = const { RefCell::new(None) };
+    /// Which of `LAST`'s conditions the condition being decoded is (found by its type).
+    static LAST_CONDITION: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Run `f` (a poll of the Node watch, which decodes its events) with `earlier` to find each node's
+/// view as last cached, so the parts that did not change are reused.
+pub fn reusing<R>(earlier: &Earlier, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Earlier>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let old = self.0.take();
+            EARLIER.with(|e| *e.borrow_mut() = old);
+        }
+    }
+    let _restore = Restore(EARLIER.with(|e| e.replace(Some(earlier.clone()))));
+    f()
+}
+
+fn last() -> Option<Arc<NodeView>> {
+    LAST.with(|l| l.borrow().clone())
+}
+
+impl<'de> Deserialize<'de> for NodeLite {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NodeLite, D::Error> {
+        LAST.with(|l| l.borrow_mut().take());
+        let raw = Raw::deserialize(d);
+        LAST.with(|l| l.borrow_mut().take());
+        LAST_CONDITION.with(|c| c.set(None));
+        raw.map(NodeLite::from)
     }
 }
 
@@ -56,11 +110,47 @@ struct Raw {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct RawMeta {
-    name: Option<String>,
-    uid: Option<String>,
+    name: Option<Name>,
     resource_version: Option<String>,
-    labels: Option<Map>,
-    annotations: Option<Map>,
+    labels: Option<Labels>,
+    annotations: Option<Annotations>,
+}
+
+/// The node's name; finding it sets `LAST`.
+struct Name(ArcStr);
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        d.deserialize_str(TextVisitor(|s: &str| {
+            let earlier = EARLIER.with(|e| e.borrow().as_ref().and_then(|f| f(s)));
+            let name = match &earlier {
+                Some(v) if v.name == s => v.name.clone(),
+                _ => intern(s),
+            };
+            LAST.with(|l| *l.borrow_mut() = earlier);
+            Name(name)
+        }))
+    }
+}
+
+struct Labels(Map);
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
+        let last = last();
+        d.deserialize_map(MapVisitor(last.as_ref().map(|v| &v.labels)))
+            .map(Labels)
+    }
+}
+
+struct Annotations(Map);
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Annotations, D::Error> {
+        let last = last();
+        d.deserialize_map(MapVisitor(last.as_ref().map(|v| &v.annotations)))
+            .map(Annotations)
+    }
 }
 
 #[derive(Deserialize)]
@@ -71,31 +161,122 @@ struct RawSpec {
     taints: Option<Vec<RawTaint>>,
 }
 
+/// A taint as far as a view needs it: whether it is a flap taint, and NoExecute.
 #[derive(Deserialize)]
 struct RawTaint {
     #[serde(default)]
-    key: Shared,
+    key: TaintKey,
     #[serde(default)]
-    effect: Shared,
+    effect: NoExecute,
+}
+
+/// Which of [`FLAP_TAINTS`] a taint's key is, if any (other keys are not kept).
+#[derive(Default)]
+struct TaintKey(Option<&'static str>);
+
+impl<'de> Deserialize<'de> for TaintKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TaintKey, D::Error> {
+        d.deserialize_str(TextVisitor(|s: &str| {
+            TaintKey(FLAP_TAINTS.iter().copied().find(|k| *k == s))
+        }))
+    }
+}
+
+#[derive(Default)]
+struct NoExecute(bool);
+
+impl<'de> Deserialize<'de> for NoExecute {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NoExecute, D::Error> {
+        d.deserialize_str(TextVisitor(|s: &str| NoExecute(s == "NoExecute")))
+    }
 }
 
 #[derive(Deserialize)]
 struct RawStatus {
     #[serde(default)]
-    conditions: Option<Vec<RawCondition>>,
+    conditions: Option<Conditions>,
+}
+
+/// The conditions, read into a list as long as the earlier view's (one allocation).
+struct Conditions(Box<[Condition]>);
+
+impl<'de> Deserialize<'de> for Conditions {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Conditions, D::Error> {
+        struct List;
+        impl<'de> serde::de::Visitor<'de> for List {
+            type Value = Conditions;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of conditions")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Conditions, A::Error> {
+                let expected = last().map_or(0, |v| v.conditions.len());
+                let mut out =
+                    Vec::with_capacity(seq.size_hint().unwrap_or(expected).clamp(expected, 64));
+                while let Some(c) = seq.next_element::<RawCondition>()? {
+                    out.push(Condition {
+                        type_: c.type_.0,
+                        status: c.status.map_or(Status::Unknown, |s| s.0),
+                        reason: c.reason.map(|r| r.0),
+                        since: c
+                            .last_transition_time
+                            .map_or(Timestamp::UNIX_EPOCH, |t| t.0),
+                    });
+                }
+                Ok(Conditions(out.into_boxed_slice()))
+            }
+        }
+        d.deserialize_seq(List)
+    }
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawCondition {
     #[serde(rename = "type", default)]
-    type_: Shared,
+    type_: ConditionType,
     #[serde(default)]
     status: Option<LiteStatus>,
     #[serde(default)]
-    reason: Option<Shared>,
+    reason: Option<Reason>,
     #[serde(default)]
     last_transition_time: Option<LiteTime>,
+}
+
+/// A condition's type; finding it among the earlier view's conditions sets `LAST_CONDITION`.
+#[derive(Default)]
+struct ConditionType(ArcStr);
+
+impl<'de> Deserialize<'de> for ConditionType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ConditionType, D::Error> {
+        let last = last();
+        d.deserialize_str(TextVisitor(|s: &str| {
+            let conditions = last.as_ref().map_or(&[][..], |v| &v.conditions[..]);
+            let found = conditions.iter().position(|c| c.type_ == s);
+            LAST_CONDITION.with(|c| c.set(found));
+            ConditionType(match found {
+                Some(i) => conditions[i].type_.clone(),
+                None => intern(s),
+            })
+        }))
+    }
+}
+
+/// A condition's reason, compared with the same condition's as last read.
+struct Reason(ArcStr);
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Reason, D::Error> {
+        let last = last();
+        let expected = LAST_CONDITION
+            .with(Cell::get)
+            .and_then(|i| last.as_ref()?.conditions.get(i)?.reason.as_ref());
+        Expect(expected)
+            .deserialize(d)
+            .map(|t| Reason(t.or(expected)))
+    }
 }
 
 impl From<Raw> for NodeLite {
@@ -106,27 +287,20 @@ impl From<Raw> for NodeLite {
             .and_then(|s| s.taints.as_deref())
             .unwrap_or(&[]);
         NodeLite {
-            flap_taint: flap_taint(taints.iter().map(|t| (&*t.key.0, &*t.effect.0))),
+            flap_taint: taints
+                .iter()
+                .find(|t| t.effect.0 && t.key.0.is_some())
+                .and_then(|t| t.key.0.map(flap_key)),
             unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             conditions: raw
                 .status
                 .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| Condition {
-                    type_: c.type_.0,
-                    status: c.status.map_or(Status::Unknown, |s| s.0),
-                    reason: c.reason.map(|r| r.0),
-                    since: c
-                        .last_transition_time
-                        .map_or(Timestamp::UNIX_EPOCH, |t| t.0),
-                })
-                .collect(),
-            labels: raw.metadata.labels.unwrap_or_default(),
-            annotations: raw.metadata.annotations.unwrap_or_default(),
+                .map(|c| c.0)
+                .unwrap_or_default(),
+            labels: raw.metadata.labels.map(|l| l.0).unwrap_or_default(),
+            annotations: raw.metadata.annotations.map(|a| a.0).unwrap_or_default(),
+            name: raw.metadata.name.map(|n| n.0).unwrap_or_default(),
             metadata: ObjectMeta {
-                name: raw.metadata.name,
-                uid: raw.metadata.uid,
                 resource_version: raw.metadata.resource_version,
                 ..Default::default()
             },
@@ -154,12 +328,50 @@ impl<'de> Deserialize<'de> for LiteTime {
     }
 }
 
-fn lite_time(s: &str) -> Timestamp {
+pub fn lite_time(s: &str) -> Timestamp {
+    if let Some(t) = utc_seconds(s) {
+        return t;
+    }
     s.parse().unwrap_or(if s.starts_with("9999-") {
         Timestamp::MAX
     } else {
         Timestamp::UNIX_EPOCH
     })
+}
+
+/// The form the API server writes every `metav1.Time` in (`2026-11-25T10:00:00Z`), read from its
+/// fixed positions: each condition of each event carries one, and jiff's general RFC 3339 parser
+/// costs some twenty times more. jiff still makes the time (its calendar, its range checks);
+/// anything else, or any field out of range, is left to the general parser.
+fn utc_seconds(s: &str) -> Option<Timestamp> {
+    let b = s.as_bytes();
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<i16> {
+        b[from..to].iter().try_fold(0i16, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + i16::from(c - b'0'))
+        })
+    };
+    let small = |from: usize| num(from, from + 2).and_then(|n| i8::try_from(n).ok());
+    let dt = jiff::civil::DateTime::new(
+        num(0, 4)?,
+        small(5)?,
+        small(8)?,
+        small(11)?,
+        small(14)?,
+        small(17)?,
+        0,
+    )
+    .ok()?;
+    jiff::tz::Offset::UTC.to_timestamp(dt).ok()
 }
 
 impl kube::Resource for NodeLite {
@@ -187,51 +399,4 @@ impl kube::Resource for NodeLite {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::Node;
-
-    #[test]
-    fn the_lite_decoding_gives_the_same_view_and_takes_year_9999() {
-        let text = include_str!("../../../tests/fixtures/scale/kubelet-like-node.json");
-        let full: Node = serde_json::from_str(text).unwrap();
-        let lite: NodeLite = serde_json::from_str(text).unwrap();
-        assert_eq!(NodeView::of(&full), NodeView::from_lite(lite));
-        let odd = r#"{"metadata": {"name": "odd", "creationTimestamp": "9999-12-31T23:00:00Z", "resourceVersion": "5"},
-            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "9999-12-31T23:59:59Z"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "9999-12-31T23:59:59Z"}]}}"#;
-        assert!(
-            serde_json::from_str::<Node>(odd).is_err(),
-            "the full type cannot hold it"
-        );
-        let v = NodeView::from_lite(serde_json::from_str(odd).unwrap());
-        assert_eq!(v.name, "odd");
-        assert_eq!(v.resource_version, "5");
-        assert_eq!(v.ready_since(), Some(Timestamp::MAX));
-        assert_eq!(
-            v.flap_taint.as_deref(),
-            Some("node.kubernetes.io/unreachable")
-        );
-    }
-
-    #[test]
-    fn escaped_null_and_odd_fields_decode_as_the_full_type_reads_them() {
-        let text = r#"{"metadata": {"name": "n\u0031", "labels": {"a\/b": "x\"y", "empty": ""}, "annotations": null},
-            "spec": null,
-            "status": {"conditions": [{"type": "Ready", "status": "Maybe", "reason": null}, {"type": "Disk", "status": ""}]}}"#;
-        let full: Node = serde_json::from_str(text).unwrap();
-        let lite = NodeView::from_lite(serde_json::from_str(text).unwrap());
-        assert_eq!(NodeView::of(&full), lite);
-        assert_eq!(lite.name, "n1");
-        assert_eq!(lite.label("a/b"), Some("x\"y"));
-        assert_eq!(lite.conditions[0].status, Status::Unknown);
-        assert_eq!(lite.conditions[1].status, Status::Unknown);
-    }
-
-    #[test]
-    fn a_label_that_is_not_text_fails_the_node_with_its_position() {
-        let err =
-            serde_json::from_str::<NodeLite>(r#"{"metadata": {"labels": {"a": 1}}}"#).unwrap_err();
-        assert!(err.to_string().contains("column"), "{err}");
-    }
-}
+mod tests;

@@ -24,10 +24,14 @@ use k8s_openapi::api::core::v1::Node;
 
 use tokio::sync::{Notify, watch};
 
+use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 use crate::model::pod::Uid;
 use pods::Pods;
+
+/// Nodes by name. Every watch event looks its node up here, so the hasher is a fast one.
+pub type NodeMap = HashMap<ArcStr, Arc<NodeView>, foldhash::fast::RandomState>;
 
 /// What changed since the controller last looked.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -35,15 +39,15 @@ pub struct Changes {
     /// Everything may have changed (a relist): decide every node.
     pub all: bool,
     /// Nodes whose view changed, appeared or went.
-    pub nodes: HashSet<String>,
+    pub nodes: HashSet<ArcStr>,
     /// Nodes whose pods changed.
-    pub pods_of: HashSet<String>,
+    pub pods_of: HashSet<ArcStr>,
 }
 
 /// The drainer's caches, shared by the controller, the drains and the guard.
 #[derive(Clone, Default)]
 pub struct Observed {
-    nodes: Arc<RwLock<HashMap<String, Arc<NodeView>>>>,
+    nodes: Arc<RwLock<NodeMap>>,
     pods: Arc<RwLock<Pods>>,
     changes: Arc<Mutex<Changes>>,
     nodes_synced: Arc<AtomicBool>,
@@ -96,6 +100,13 @@ impl Observed {
 
     pub fn nodes(&self) -> Vec<Arc<NodeView>> {
         self.nodes.read().unwrap().values().cloned().collect()
+    }
+
+    /// How a Node watch finds a node's view as last cached, to reuse what did not change
+    /// ([`crate::model::lite::reusing`]).
+    pub fn earlier(&self) -> crate::model::lite::Earlier {
+        let nodes = self.nodes.clone();
+        Arc::new(move |name: &str| nodes.read().unwrap().get(name).cloned())
     }
 
     pub fn pods_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
@@ -169,7 +180,7 @@ impl Observed {
     /// controller is not woken.
     pub fn apply_view(&self, view: NodeView) {
         let mut nodes = self.nodes.write().unwrap();
-        let news = match nodes.get_mut(&view.name) {
+        let news = match nodes.get_mut(view.name.as_str()) {
             Some(old) if old.same_state(&view) => {
                 *old = Arc::new(view);
                 return;
@@ -192,14 +203,15 @@ impl Observed {
     }
 
     pub fn delete_node(&self, name: &str) {
-        self.nodes.write().unwrap().remove(name);
+        let gone = self.nodes.write().unwrap().remove_entry(name);
+        let name = gone.map_or_else(|| ArcStr::from(name), |(k, _)| k);
         self.mark(|c| {
-            c.nodes.insert(name.to_string());
+            c.nodes.insert(name);
         });
     }
 
     /// Replace every node (after a relist).
-    pub fn replace_nodes(&self, views: HashMap<String, Arc<NodeView>>) {
+    pub fn replace_nodes(&self, views: NodeMap) {
         *self.nodes.write().unwrap() = views;
         self.nodes_synced.store(true, Ordering::Release);
         self.mark(|c| c.all = true);
@@ -224,10 +236,7 @@ impl Observed {
             self.pods_gone.send_modify(|n| *n += 1);
         }
         let old_node = old.and_then(|o| o.node.clone());
-        self.mark(|c| {
-            c.pods_of
-                .extend(old_node.into_iter().chain(new_node).map(|n| n.to_string()))
-        });
+        self.mark(|c| c.pods_of.extend(old_node.into_iter().chain(new_node)));
     }
 
     pub fn delete_pod(&self, namespace: &str, name: &str) {
@@ -235,7 +244,7 @@ impl Observed {
         self.pods_gone.send_modify(|n| *n += 1);
         if let Some(node) = old.and_then(|o| o.node.clone()) {
             self.mark(|c| {
-                c.pods_of.insert(node.to_string());
+                c.pods_of.insert(node);
             });
         }
     }
@@ -285,10 +294,10 @@ mod tests {
     #[test]
     fn only_changes_a_decision_could_see_are_news() {
         let o = Observed::default();
-        o.replace_nodes(HashMap::new());
+        o.replace_nodes(NodeMap::default());
         assert!(o.take_changes().all);
         o.apply_node(&node("a", "1", "True", "2026-11-23T10:00:00Z"));
-        assert_eq!(o.take_changes().nodes, HashSet::from(["a".to_string()]));
+        assert_eq!(o.take_changes().nodes, HashSet::from([ArcStr::from("a")]));
         o.apply_node(&node("a", "2", "True", "2026-11-23T10:05:00Z"));
         assert_eq!(o.take_changes(), Changes::default(), "a heartbeat");
         assert_eq!(o.node("a").unwrap().resource_version, "2");
@@ -297,14 +306,14 @@ mod tests {
 
         let p = pod("p1", "a", "Running");
         o.apply_pod(p.clone());
-        assert_eq!(o.take_changes().pods_of, HashSet::from(["a".to_string()]));
+        assert_eq!(o.take_changes().pods_of, HashSet::from([ArcStr::from("a")]));
         o.apply_pod(p);
         assert_eq!(o.take_changes(), Changes::default(), "an equal pod");
         let moved = pod("p1", "b", "Running");
         o.apply_pod(moved);
         assert_eq!(
             o.take_changes().pods_of,
-            HashSet::from(["a".to_string(), "b".to_string()])
+            HashSet::from([ArcStr::from("a"), ArcStr::from("b")])
         );
         assert!(o.pods_on("a").is_empty());
         assert_eq!(o.pods_on("b").len(), 1);

@@ -4,9 +4,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::model::intern::ArcStr;
 use crate::model::pod::PodInfo;
 
-pub type PodKey = (String, String);
+pub type PodKey = (ArcStr, ArcStr);
 
 /// A pod in the set, found by (namespace, name) without storing the key twice.
 pub struct ByKey(Arc<PodInfo>);
@@ -65,7 +66,7 @@ impl<'a> std::borrow::Borrow<dyn Key + 'a> for ByKey {
 #[derive(Default)]
 pub struct Pods {
     pub all: HashSet<ByKey>,
-    pub by_node: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
+    pub by_node: HashMap<ArcStr, Vec<Arc<PodInfo>>>,
     /// Pods whose own readiness is stale (see `decide::stale`): usually none.
     pub stale: HashSet<PodKey>,
 }
@@ -76,7 +77,7 @@ impl Pods {
     }
 
     pub fn insert(&mut self, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
-        let key = (info.namespace.to_string(), info.name.to_string());
+        let key = (info.namespace.clone(), info.name.clone());
         if info.readiness_stale {
             self.stale.insert(key);
         } else {
@@ -96,9 +97,9 @@ impl Pods {
     }
 
     pub fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
-        self.stale
-            .remove(&(namespace.to_string(), name.to_string()));
         let old = self.all.take(&(namespace, name) as &dyn Key)?.0;
+        self.stale
+            .remove(&(old.namespace.clone(), old.name.clone()));
         self.unindex(&old);
         Some(old)
     }

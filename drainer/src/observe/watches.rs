@@ -2,7 +2,7 @@
 //! [`NodeLite`]s) and Pods (decoded leniently: one bad object never fails the list), retried with
 //! backoff, each failure logged at most once a minute.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::pods::Pods;
-use super::{NODES, Observed, PODS};
+use super::{NODES, NodeMap, Observed, PODS};
 use crate::metrics::ObjectKind;
 use crate::model::lite::NodeLite;
 use crate::model::node::NodeView;
@@ -30,9 +30,13 @@ impl Observed {
         tokio::spawn(async move {
             // Retried with kube's default backoff (0.8 s doubling to 30 s, reset once healthy):
             // without it an unreachable API server made the loop spin a core.
-            let stream = watcher(api, list_config()).default_backoff();
+            // Each event's decode reuses what did not change of the node's cached view.
+            let stream = Reusing {
+                inner: Box::pin(watcher(api, list_config()).default_backoff()),
+                earlier: cache.earlier(),
+            };
             futures::pin_mut!(stream);
-            let mut relist: Option<HashMap<String, Arc<NodeView>>> = None;
+            let mut relist: Option<NodeMap> = None;
             let mut failing = Throttle::default();
             while let Some(ev) = stream.next().await {
                 cache.watch_result(NODES, answered(&ev));
@@ -41,14 +45,12 @@ impl Observed {
                 }
                 match ev {
                     Ok(watcher::Event::Apply(n)) => cache.apply_view(NodeView::from_lite(n)),
-                    Ok(watcher::Event::Delete(n)) => {
-                        cache.delete_node(n.metadata.name.as_deref().unwrap_or_default())
-                    }
-                    Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
+                    Ok(watcher::Event::Delete(n)) => cache.delete_node(&n.name),
+                    Ok(watcher::Event::Init) => relist = Some(NodeMap::default()),
                     Ok(watcher::Event::InitApply(n)) => {
                         let v = NodeView::from_lite(n);
                         relist
-                            .get_or_insert_with(HashMap::new)
+                            .get_or_insert_with(NodeMap::default)
                             .insert(v.name.clone(), Arc::new(v));
                     }
                     Ok(watcher::Event::InitDone) => {
@@ -131,6 +133,24 @@ impl Observed {
                 }
             }
         })
+    }
+}
+
+/// A stream whose polls decode Nodes with `earlier` at hand ([`crate::model::lite::reusing`]).
+struct Reusing<S> {
+    inner: std::pin::Pin<Box<S>>,
+    earlier: crate::model::lite::Earlier,
+}
+
+impl<S: futures::Stream> futures::Stream for Reusing<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        let this = &mut *self;
+        crate::model::lite::reusing(&this.earlier, || this.inner.as_mut().poll_next(cx))
     }
 }
 

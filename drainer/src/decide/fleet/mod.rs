@@ -29,11 +29,12 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
 use crate::config::Config;
-use crate::decide::Totals;
 use crate::decide::facts::{Outage, Pause, Trip};
 use crate::decide::gates::breaker::Breaker;
 use crate::decide::gates::flap::{self, Flaps};
 use crate::decide::gates::outage;
+use crate::decide::{Totals, Why};
+use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 use crate::model::record::Record;
 use totals::{Entry, Overlay, Running};
@@ -65,26 +66,26 @@ pub enum FleetEvent {
 
 pub struct Fleet {
     cfg: Arc<Config>,
-    nodes: HashMap<String, Entry>,
+    nodes: HashMap<ArcStr, Entry>,
     running: Running,
-    overlays: HashMap<String, Overlay>,
+    overlays: HashMap<ArcStr, Overlay>,
     /// Decided at the next round.
-    dirty: BTreeSet<String>,
+    dirty: BTreeSet<ArcStr>,
     /// Clock wake-ups: (when, node).
-    wakes: BTreeSet<(Timestamp, String)>,
+    wakes: BTreeSet<(Timestamp, ArcStr)>,
     /// Waiting for a cordon or drain budget: decided every round, as a freed slot may be theirs.
-    waiting: BTreeSet<String>,
+    waiting: BTreeSet<ArcStr>,
     /// Held by a safety gate: decided again when the gates change.
-    held: BTreeSet<String>,
+    held: BTreeSet<ArcStr>,
     /// The gates of the last round (what a change is detected against).
     last_gates: Option<GatesKey>,
     breaker: Breaker,
     outages: BTreeSet<String>,
     paused: Option<Pause>,
     /// Recent condition changes of nodes that had any.
-    flaps: HashMap<String, Flaps>,
+    flaps: HashMap<ArcStr, Flaps>,
     /// Nodes flapping now whose episode was reported.
-    flapping: BTreeSet<String>,
+    flapping: BTreeSet<ArcStr>,
     events: Vec<FleetEvent>,
     /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
     /// count drops then, which may let it calm down); never in the past.
@@ -164,7 +165,7 @@ impl Fleet {
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.nodes.keys().map(String::as_str)
+        self.nodes.keys().map(ArcStr::as_str)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -216,7 +217,9 @@ impl Fleet {
             return None;
         }
         self.unwake(&name);
+        let mut last = None;
         if let Some(old) = self.nodes.remove(&name) {
+            last = old.last;
             self.running.count(&old, &self.cfg.owner, false);
             for at in flap::changes(&old.view, &view, &self.cfg) {
                 self.flaps
@@ -227,7 +230,7 @@ impl Fleet {
         }
         let (selected, error) = match self.cfg.selector.matches(&view) {
             Ok(s) => (s, None),
-            Err(e) => (false, Some((name.clone(), e))),
+            Err(e) => (false, Some((name.to_string(), e))),
         };
         let entry = Entry {
             record: Record::of(&view).map(Box::new),
@@ -238,6 +241,7 @@ impl Fleet {
             selected,
             wake: None,
             at_rest: false,
+            last,
         };
         self.running.count(&entry, &self.cfg.owner, true);
         self.nodes.insert(name.clone(), entry);
@@ -245,12 +249,22 @@ impl Fleet {
         error
     }
 
+    /// Note `why` as the node's last decision; the one noted before, if any (None also for a node
+    /// the fleet does not hold).
+    pub fn note(
+        &mut self,
+        name: &str,
+        why: std::mem::Discriminant<Why>,
+    ) -> Option<std::mem::Discriminant<Why>> {
+        self.nodes.get_mut(name).and_then(|e| e.last.replace(why))
+    }
+
     /// Decide with new settings (a config reload): every node's selection, budget count and
     /// decision is worked out again from its view at the next round. Writes not yet seen by the
     /// watch stay laid over the views, so the reload repeats none of them. Returns the selector's
     /// errors, as [`Fleet::observe`] does.
     pub fn reconfigure(&mut self, cfg: Arc<Config>) -> Vec<SelectError> {
-        let views: Vec<Arc<NodeView>> = self.nodes.drain().map(|(_, e)| e.view).collect();
+        let entries: Vec<_> = self.nodes.drain().map(|(_, e)| (e.view, e.last)).collect();
         self.cfg = cfg;
         self.running = Running::default();
         self.wakes.clear();
@@ -258,7 +272,15 @@ impl Fleet {
         self.held.clear();
         self.dirty.clear();
         self.last_gates = None;
-        views.into_iter().filter_map(|v| self.update(v)).collect()
+        let mut errors = Vec::new();
+        for (view, last) in entries {
+            let name = view.name.clone();
+            errors.extend(self.update(view));
+            if let (Some(e), Some(last)) = (self.nodes.get_mut(&name), last) {
+                e.last = Some(last);
+            }
+        }
+        errors
     }
 
     /// The node is gone.
@@ -277,8 +299,8 @@ impl Fleet {
 
     /// Its pods changed: decide it again.
     pub fn touch(&mut self, name: &str) {
-        if self.nodes.contains_key(name) {
-            self.dirty.insert(name.to_string());
+        if let Some(e) = self.nodes.get(name) {
+            self.dirty.insert(e.view.name.clone());
         }
     }
 
@@ -298,17 +320,20 @@ impl Fleet {
     /// Decide `name` again at `at` (e.g. to retry a failed write).
     pub fn wake_at(&mut self, name: &str, at: Timestamp) {
         if let Some(e) = self.nodes.get_mut(name) {
+            let name = e.view.name.clone();
             if let Some(old) = e.wake.take() {
-                self.wakes.remove(&(old, name.to_string()));
+                self.wakes.remove(&(old, name.clone()));
             }
             e.wake = Some(at);
-            self.wakes.insert((at, name.to_string()));
+            self.wakes.insert((at, name));
         }
     }
 
     fn unwake(&mut self, name: &str) {
-        if let Some(at) = self.nodes.get_mut(name).and_then(|e| e.wake.take()) {
-            self.wakes.remove(&(at, name.to_string()));
+        if let Some(e) = self.nodes.get_mut(name)
+            && let Some(at) = e.wake.take()
+        {
+            self.wakes.remove(&(at, e.view.name.clone()));
         }
     }
 
@@ -347,7 +372,7 @@ impl Fleet {
             until: nodemedic_common::time::add(now, OVERLAY_TTL),
         };
         let view = Arc::new(overlay.lay(&e.view));
-        self.overlays.insert(name.to_string(), overlay);
+        self.overlays.insert(e.view.name.clone(), overlay);
         self.update(view);
     }
 }

@@ -14,6 +14,7 @@ use crate::decide::gates::flap::FlapGate;
 use crate::decide::gates::outage::{self, OutageGate};
 use crate::decide::gates::window;
 use crate::decide::{Action, Candidate, NodeDecision, Why, decide_some};
+use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 
@@ -132,7 +133,7 @@ impl Fleet {
     }
 
     /// The nodes due this round: changed, woken by the clock, or waiting for a budget.
-    fn due(&mut self, now: Timestamp) -> BTreeSet<String> {
+    fn due(&mut self, now: Timestamp) -> BTreeSet<ArcStr> {
         while let Some((at, _)) = self.wakes.first()
             && *at <= now
         {
@@ -166,7 +167,7 @@ impl Fleet {
 
     /// Whether each candidate flaps now, for the nodes this drainer selects or holds a record of
     /// (the rest are invisible to it).
-    fn visible_flaps(&self, candidates: &[Candidate]) -> Vec<(String, Option<usize>)> {
+    fn visible_flaps(&self, candidates: &[Candidate]) -> Vec<(ArcStr, Option<usize>)> {
         let owner = &self.cfg.owner;
         candidates
             .iter()
@@ -182,11 +183,12 @@ impl Fleet {
 
     /// A flapping episode is reported once: it ends when the node has been stable for the window,
     /// not when a decision happens not to need the fact (a healthy moment between flaps).
-    fn report_flaps(&mut self, flaps: Vec<(String, Option<usize>)>) {
+    fn report_flaps(&mut self, flaps: Vec<(ArcStr, Option<usize>)>) {
         for (node, flapping) in flaps {
             match flapping {
                 Some(changes) => {
                     if self.flapping.insert(node.clone()) {
+                        let node = node.to_string();
                         self.events.push(FleetEvent::Flapping { node, changes });
                     }
                 }

@@ -66,7 +66,7 @@ fn full(f: &Fleet, cfg: &Config, now: Timestamp) -> HashMap<String, (Action, Str
         .map(|e| {
             let v = &e.view;
             let mut n = k8s_openapi::api::core::v1::Node::default();
-            n.metadata.name = Some(v.name.clone());
+            n.metadata.name = Some(v.name.to_string());
             n.metadata.labels = Some(v.labels.to_btree());
             n.metadata.annotations = Some(v.annotations.to_btree());
             n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
@@ -94,7 +94,7 @@ fn full(f: &Fleet, cfg: &Config, now: Timestamp) -> HashMap<String, (Action, Str
         .collect();
     decide_nodes(&nodes, &[] as &[PodInfo], cfg, now)
         .into_iter()
-        .map(|d| (d.node, (d.action, d.reason)))
+        .map(|d| (d.node.to_string(), (d.action, d.reason)))
         .collect()
 }
 
@@ -122,7 +122,7 @@ fn incremental_rounds_agree_with_the_full_plan() {
             reason: None,
             since: now,
         };
-        v.resource_version = format!("{step}");
+        v.resource_version = format!("{step}").as_str().into();
         f.observe(Arc::new(v), now);
         let expected = full(&f, &c, now);
         let decisions = f.round(|_| None, |_| Vec::new(), now);
@@ -130,7 +130,7 @@ fn incremental_rounds_agree_with_the_full_plan() {
         for (d, _) in &decisions {
             assert_eq!(
                 (d.action, d.reason.clone()),
-                expected[&d.node],
+                expected[d.node.as_str()],
                 "step {step}: {}",
                 d.node
             );
@@ -167,7 +167,7 @@ fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
     let cordoned: Vec<String> = first
         .iter()
         .filter(|(d, _)| matches!(d.effect, Effect::Cordon(_)))
-        .map(|(d, _)| d.node.clone())
+        .map(|(d, _)| d.node.to_string())
         .collect();
     assert_eq!(cordoned.len(), 1, "a budget of one");
     for (d, _) in &first {
@@ -192,7 +192,7 @@ fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
     for (d, _) in &second {
         assert_eq!(
             (d.action, d.reason.clone()),
-            expected[&d.node],
+            expected[d.node.as_str()],
             "{}",
             d.node
         );
@@ -242,7 +242,7 @@ fn safe_cfg(edit: impl FnOnce(&mut Config)) -> Arc<Config> {
 fn whys(d: &[(NodeDecision, Arc<NodeView>)]) -> Vec<(String, Action, String)> {
     let mut out: Vec<(String, Action, String)> = d
         .iter()
-        .map(|(d, _)| (d.node.clone(), d.action, d.reason.clone()))
+        .map(|(d, _)| (d.node.to_string(), d.action, d.reason.clone()))
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -365,7 +365,7 @@ fn a_domain_budget_and_an_outage_act_per_domain() {
     // The outage ends when nodes recover: its held nodes are decided again.
     for (n, i) in [("z0-n1", 1), ("z0-n2", 2)] {
         let mut v = zoned(n, "z0", None);
-        v.resource_version = format!("r{i}");
+        v.resource_version = format!("r{i}").as_str().into();
         f.observe(Arc::new(v), now);
     }
     let d = f.round(|_| None, |_| Vec::new(), now);

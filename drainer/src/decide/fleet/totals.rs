@@ -11,6 +11,7 @@ use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 use crate::decide::Totals;
 use crate::decide::gates::breaker;
 use crate::decide::gates::outage::DomainTotals;
+use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 use crate::model::record::{Phase, Record};
 
@@ -22,12 +23,14 @@ pub(super) struct Entry {
     pub(super) record: Option<Box<Record>>,
     pub(super) wake: Option<Timestamp>,
     /// Its failure domain.
-    pub(super) domain: Option<Arc<str>>,
+    pub(super) domain: Option<ArcStr>,
     /// Unhealthy since (a watched condition in its problem status now).
     pub(super) unhealthy: Option<Timestamp>,
     /// Its last decision left nothing to do until its view changes (healthy, not selected,
     /// excluded, exempt, another drainer's): the periodic resync need not decide it again.
     pub(super) at_rest: bool,
+    /// Its last decision without its facts (the controller logs a decision when this changes).
+    pub(super) last: Option<std::mem::Discriminant<crate::decide::Why>>,
 }
 
 /// A write of ours not yet seen by the watch.
@@ -64,7 +67,7 @@ pub(super) struct Running {
     /// ... by when they became unhealthy (the breaker's "newly" count).
     pub(super) unhealthy_since: BTreeMap<Timestamp, usize>,
     /// Selected nodes by failure domain.
-    pub(super) domains: HashMap<Arc<str>, DomainTotals>,
+    pub(super) domains: HashMap<ArcStr, DomainTotals>,
 }
 
 fn multiset(m: &mut BTreeMap<Timestamp, usize>, t: Timestamp, add: bool) {
