@@ -56,12 +56,12 @@ fn malformed(why: impl Into<String>) -> Malformed {
 pub fn parse(record: &[u8]) -> Result<Record<'_>, Malformed> {
     let semi = memchr::memchr(b';', record).ok_or_else(|| malformed("no ';' after the prefix"))?;
     // The prefix is ASCII digits and commas: read as bytes, no UTF-8 or string parsing.
-    let mut fields = record[..semi].split(|&b| b == b',');
-    let pri = num(fields.next(), "priority")?;
+    let mut prefix = Some(&record[..semi]);
+    let pri = num(next_field(&mut prefix), "priority")?;
     let pri = u16::try_from(pri).map_err(|_| malformed("bad priority"))?;
-    let seq = num(fields.next(), "sequence number")?;
-    let monotonic_us = num(fields.next(), "timestamp")?;
-    let flags = fields.next().unwrap_or(b"-");
+    let seq = num(next_field(&mut prefix), "sequence number")?;
+    let monotonic_us = num(next_field(&mut prefix), "timestamp")?;
+    let flags = next_field(&mut prefix).unwrap_or(b"-");
     let rest = &record[semi + 1..];
     let (msg, dict_lines) = match memchr::memchr(b'\n', rest) {
         Some(i) => (&rest[..i], &rest[i + 1..]),
@@ -78,20 +78,48 @@ pub fn parse(record: &[u8]) -> Result<Record<'_>, Malformed> {
     })
 }
 
+/// The next comma-separated field of what is left of the prefix (`None` once it is all read).
+fn next_field<'a>(rest: &mut Option<&'a [u8]>) -> Option<&'a [u8]> {
+    let r = (*rest)?;
+    let mut i = 0;
+    while i < r.len() && r[i] != b',' {
+        i += 1;
+    }
+    *rest = r.get(i + 1..);
+    Some(&r[..i])
+}
+
+/// A field of decimal digits (spaces around allowed), read in one pass: every record has three,
+/// and this binary is built for size (`opt-level = "z"`), so a plain loop is what keeps it cheap.
+/// Up to 19 digits cannot overflow; longer ones are checked.
 fn num(field: Option<&[u8]>, what: &str) -> Result<u64, Malformed> {
     let bad = || malformed(format!("bad {what}"));
     let digits = field.ok_or_else(bad)?.trim_ascii();
     if digits.is_empty() {
         return Err(bad());
     }
-    digits.iter().try_fold(0u64, |n, &b| {
-        if !b.is_ascii_digit() {
+    let mut n: u64 = 0;
+    if digits.len() <= 19 {
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return Err(bad());
+            }
+            n = n * 10 + u64::from(d);
+        }
+        return Ok(n);
+    }
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
             return Err(bad());
         }
-        n.checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(b - b'0')))
-            .ok_or_else(bad)
-    })
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(d)))
+            .ok_or_else(bad)?;
+    }
+    Ok(n)
 }
 
 /// Decode `\xNN` escapes; anything else is kept as is. Bytes that do not form UTF-8 become U+FFFD.
@@ -187,7 +215,10 @@ impl<R: std::io::BufRead> RecordReader<R> {
 }
 
 fn trim_newline(b: &[u8]) -> &[u8] {
-    b.strip_suffix(b"\n").unwrap_or(b)
+    match b.split_last() {
+        Some((b'\n', rest)) => rest,
+        _ => b,
+    }
 }
 
 #[cfg(test)]
@@ -239,9 +270,31 @@ mod tests {
             b"6,,2,-;m",
             b"6,1;m",
             b"6,1,notanumber,-;m",
+            b"6,1,18446744073709551616,-;m",
+            b"6,1,1 2,-;m",
+            b"6,1,+2,-;m",
         ] {
             assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn numbers_up_to_the_largest_u64_are_read() {
+        for (ts, want) in [
+            ("0", 0),
+            (" 42 ", 42),
+            ("9999999999999999999", 9_999_999_999_999_999_999),
+            ("18446744073709551615", u64::MAX),
+            ("00000000000000000000000042", 42),
+        ] {
+            let rec = format!("6,1,{ts},-;m");
+            assert_eq!(parse(rec.as_bytes()).unwrap().monotonic_us, want, "{ts}");
+        }
+        let r = parse(b"14,7,5,c,extra;m").unwrap();
+        assert_eq!(
+            (r.facility, r.level, r.seq, r.continuation),
+            (1, 6, 7, true)
+        );
     }
 
     #[test]

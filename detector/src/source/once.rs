@@ -159,10 +159,11 @@ impl<R: BufRead> Once<R> {
             };
             match kmsg::parse(rec) {
                 Ok(r) => {
-                    let at = nodemedic_common::time::add(
-                        Timestamp::UNIX_EPOCH,
-                        std::time::Duration::from_micros(r.monotonic_us),
-                    );
+                    // Microseconds since the epoch (no boot time offline), saturating.
+                    let at = i64::try_from(r.monotonic_us)
+                        .ok()
+                        .and_then(|us| Timestamp::from_microsecond(us).ok())
+                        .unwrap_or(Timestamp::MAX);
                     set_line(&mut self.event, &r.message, at, position);
                 }
                 Err(e) => self.event = malformed(e.to_string()),
