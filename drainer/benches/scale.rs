@@ -6,9 +6,10 @@
 //! Prints, beside draino's figures measured on this kind of machine (issue 13):
 //! - RSS of the release `drainer run` (with `MALLOC_ARENA_MAX=1`, as its image runs it) after it synced, its peak while listing, and its peak;
 //! - CPU per node update at a steady rate (one update every 50 ms, each alone, as kubelets send
-//!   them; an idle baseline measured right before and subtracted; 3 times, min/median/max; CPU read
-//!   to the nanosecond from each thread's run time), and as fast as 4 writers go (where
-//!   many updates share a round); the share of a core at 17 updates/s (what 5,000 kubelets send);
+//!   them, for 60 s; an idle baseline measured as long right before and subtracted; 3 times,
+//!   min/median/max; CPU read to the nanosecond from each thread's run time), and as fast as 4
+//!   writers go (where many updates share a round); the share of a core at 17 updates/s (what
+//!   5,000 kubelets send);
 //! - condition set -> cordon latency under that churn (median, max);
 //! - cordon -> drain done for a 10-pod node under that churn (median, max);
 //! - API requests the drainer made per cordon + drain (from the API server's audit log);
@@ -41,8 +42,11 @@ const BURST: usize = 50;
 const KUBELET_RATE: f64 = 17.0;
 /// One update every 50 ms: the steady rate the per-update figure is taken at.
 const STEADY_RATE: f64 = 20.0;
-/// How long the idle baseline and the steady rate are measured.
-const MEASURE: Duration = Duration::from_secs(20);
+/// How long the idle baseline and the steady rate are measured: one resync period each (the
+/// controller's 60 s safety net walks every node), so each window holds one resync and the
+/// subtraction leaves the updates alone; with 20 s windows a resync falling in one window and not
+/// the other moved the figure by up to 40 us at 15,000 nodes.
+const MEASURE: Duration = nodemedic_drainer::controller::RESYNC;
 
 /// One steady-rate measurement.
 struct Steady {
