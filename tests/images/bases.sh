@@ -11,6 +11,7 @@
 #                                              `rustc --print sysroot` (docs left out) in /usr/local/rust
 #                                              and its cargo registry cache, so `cargo fetch` needs no
 #                                              download for what the workspace's tests already fetched
+#                                              (remade when that cache changes; see below)
 # An image that is already there is kept (labelled nodemedic.local-base with the Debian release and,
 # for rust, the toolchain's version), so later runs on one machine start at the project's own build.
 # Needs root (mmdebstrap, buildah), mmdebstrap, buildah, and network access to Debian's mirror.
@@ -77,14 +78,37 @@ fi
 
 sysroot=$(rustc --print sysroot)
 toolchain=$(rustc -V | cut -d' ' -f2)
-if ! have docker.io/library/rust:1-bookworm "$suite-$toolchain"; then
+# The toolchain image (slow to make: Debian's minbase, gcc, the sysroot) is kept under a local name;
+# the rust image is that plus the host's cargo registry (crate archives and index entries only, not
+# the unpacked sources cargo re-creates), remade whenever the host's cache holds a different set of
+# crates. So a dependency added to Cargo.lock, fetched on the host by the workspace's own build, is
+# in the next image build too: the build container cannot download it (this machine reaches
+# crates.io through a proxy only the host's CA bundle trusts).
+tools=localhost/nodemedic/rust-toolchain:bookworm
+if ! have "$tools" "$suite-$toolchain"; then
   mmdebstrap --quiet --variant=minbase --format=directory "${slim[@]}" --include=gcc,libc6-dev,ca-certificates \
     "$suite" "$work/rust" "$mirror"
   mkdir -p "$work/rust/usr/local/rust" "$work/rust/usr/local/cargo"
   tar -C "$sysroot" --exclude=./share/doc -cf - . | tar -C "$work/rust/usr/local/rust" -xf -
-  if [ -d "${CARGO_HOME:-$HOME/.cargo}/registry" ]; then
-    cp -a "${CARGO_HOME:-$HOME/.cargo}/registry" "$work/rust/usr/local/cargo/"
-  fi
-  commit "$work/rust" docker.io/library/rust:1-bookworm "$suite-$toolchain" \
+  commit "$work/rust" "$tools" "$suite-$toolchain" \
     --env PATH=/usr/local/cargo/bin:/usr/local/rust/bin:$path --env CARGO_HOME=/usr/local/cargo --cmd bash
+fi
+
+registry=${CARGO_HOME:-$HOME/.cargo}/registry
+crates=none
+if [ -d "$registry/cache" ]; then
+  crates=$(cd "$registry/cache" && find . -name '*.crate' | LC_ALL=C sort | sha256sum | cut -c1-16)
+fi
+if ! have docker.io/library/rust:1-bookworm "$suite-$toolchain-$crates"; then
+  c=$(buildah from --pull-never "$tools")
+  if [ "$crates" != none ]; then
+    mnt=$(buildah mount "$c")
+    mkdir -p "$mnt/usr/local/cargo/registry"
+    cp -a "$registry/cache" "$mnt/usr/local/cargo/registry/"
+    [ -d "$registry/index" ] && cp -a "$registry/index" "$mnt/usr/local/cargo/registry/"
+    buildah umount "$c" >/dev/null
+  fi
+  buildah config --annotation "nodemedic.local-base=$suite-$toolchain-$crates" "$c"
+  buildah commit --quiet --rm "$c" docker.io/library/rust:1-bookworm >/dev/null
+  echo "bases: made docker.io/library/rust:1-bookworm (crates $crates)"
 fi
