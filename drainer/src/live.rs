@@ -13,6 +13,7 @@ use kube::Api;
 use kube::api::ListParams;
 use nodemedic_common::keys::{DRAIN_RECORD_ANNOTATION, OWNED_CONDITIONS_ANNOTATION};
 
+use crate::model::node::NodeView;
 use crate::model::record::Record;
 
 /// Objects listed per request (a 5,000-node cluster's pods arrive in pages, not one response).
@@ -120,6 +121,31 @@ pub async fn read(
     })
 }
 
+/// The DaemonSet `namespace/name` (where the detector runs), if it exists and may be read; one
+/// that may not (403) is as good as absent here: the watchdog then watches only nodes whose
+/// detector reported before, and says so.
+pub async fn daemon_set(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, LiveError> {
+    let api: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), namespace);
+    match api.get_opt(name).await {
+        Ok(ds) => Ok(ds),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            eprintln!(
+                "drainer: may not read the detector DaemonSet {namespace}/{name}: nodes that never reported are not shown silent"
+            );
+            Ok(None)
+        }
+        Err(source) => Err(LiveError::List {
+            what: "the detector DaemonSet",
+            source,
+        }),
+    }
+}
+
 /// Only the nodes (for `kubectl nodemedic conditions`).
 pub async fn read_nodes(client: &kube::Client) -> Result<Vec<Node>, LiveError> {
     list_all(Api::all(client.clone()), "nodes").await
@@ -172,6 +198,9 @@ pub struct NodeSummary {
     pub conditions: Vec<ConditionSummary>,
     /// The drainer's record, in words; `None` without one.
     pub drain: Option<String>,
+    /// Its detector has not been heard from since then (the drainer's watchdog: silent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silent_since: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -183,8 +212,17 @@ pub struct ConditionSummary {
     pub since: Option<Timestamp>,
 }
 
-/// Summarise a node (pure).
-pub fn summarise(node: &Node) -> NodeSummary {
+/// Summarise a node (pure): its detector's conditions, its drain record, and whether its detector
+/// is silent at `now` by the watchdog settings in `cfg` (the selector is not applied: every node
+/// is shown).
+pub fn summarise(
+    node: &Node,
+    cfg: &crate::config::Config,
+    placement: &crate::decide::watchdog::Placement,
+    now: Timestamp,
+) -> NodeSummary {
+    let silent_since = crate::decide::watchdog::silence(&NodeView::of(node), cfg, placement, now)
+        .map(|s| s.last_heard);
     let annotations = node.metadata.annotations.as_ref();
     let owned: Vec<&str> = annotations
         .and_then(|a| a.get(OWNED_CONDITIONS_ANNOTATION))
@@ -239,6 +277,7 @@ pub fn summarise(node: &Node) -> NodeSummary {
             .unwrap_or(false),
         conditions,
         drain,
+        silent_since,
     }
 }
 
@@ -279,8 +318,8 @@ pub fn print_summaries(
     let w = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
     writeln!(
         out,
-        "{:<w$}  {:<7}  {:<11}  {:<40}  DRAIN",
-        "NODE", "READY", "SCHEDULABLE", "CONDITIONS"
+        "{:<w$}  {:<7}  {:<11}  {:<40}  {:<20}  DRAIN",
+        "NODE", "READY", "SCHEDULABLE", "CONDITIONS", "SILENT SINCE"
     )?;
     for r in rows {
         let conditions = if r.conditions.is_empty() {
@@ -298,11 +337,14 @@ pub fn print_summaries(
         };
         writeln!(
             out,
-            "{:<w$}  {:<7}  {:<11}  {:<40}  {}",
+            "{:<w$}  {:<7}  {:<11}  {:<40}  {:<20}  {}",
             r.node,
             r.ready,
             if r.schedulable { "yes" } else { "cordoned" },
             conditions,
+            r.silent_since
+                .map(nodemedic_common::time::rfc3339)
+                .unwrap_or_else(|| "-".into()),
             r.drain.as_deref().unwrap_or("-")
         )?;
     }
@@ -312,9 +354,50 @@ pub fn print_summaries(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decide::watchdog::Placement;
 
     fn node(v: serde_json::Value) -> Node {
         serde_json::from_value(v).unwrap()
+    }
+
+    fn summarise(n: &Node) -> NodeSummary {
+        let now = "2026-11-22T10:00:00Z".parse().unwrap();
+        super::summarise(
+            n,
+            &crate::config::Config::default(),
+            &Placement::Unknown,
+            now,
+        )
+    }
+
+    #[test]
+    fn a_node_whose_detector_fell_silent_shows_since_when() {
+        let n = node(serde_json::json!({
+            "metadata": {"name": "quiet", "annotations": {OWNED_CONDITIONS_ANNOTATION: "KernelDeadlock"}},
+            "status": {"conditions": [
+                {"type": "KernelDeadlock", "status": "False", "lastHeartbeatTime": "2026-11-22T09:30:00Z",
+                 "lastTransitionTime": "2026-11-20T00:00:00Z"}]}
+        }));
+        let s = summarise(&n);
+        assert_eq!(
+            s.silent_since,
+            Some("2026-11-22T09:30:00Z".parse().unwrap())
+        );
+        let mut out = Vec::new();
+        print_summaries(&[s], false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.lines().next().unwrap().contains("SILENT SINCE"),
+            "{text}"
+        );
+        assert!(text.contains("2026-11-22T09:30:00Z"), "{text}");
+        // Heard 5 minutes ago (the default limit is 15m): not silent.
+        let mut fresh = n.clone();
+        fresh.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].last_heartbeat_time =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-22T09:55:00Z".parse().unwrap(),
+            ));
+        assert_eq!(summarise(&fresh).silent_since, None);
     }
 
     #[test]
@@ -330,6 +413,7 @@ mod tests {
             finished_at: Some("2026-11-22T09:21:00Z".parse().unwrap()),
             attempts: 1,
             retry_at: None,
+            ..Default::default()
         };
         let n = node(serde_json::json!({
             "metadata": {"name": "n1", "annotations": {

@@ -19,6 +19,14 @@ label_value!(pub SafetyEvent {
     OutageStarted => "outage_started",
     OutageEnded => "outage_ended",
     NodeFlapping => "node_flapping",
+    DetectorSilent => "detector_silent",
+    DetectorHeard => "detector_heard",
+});
+label_value!(pub PolicyOutcome {
+    Skipped => "skipped",
+    Waited => "waited",
+    WaitedOut => "evicted_after_wait",
+    Deleted => "deleted",
 });
 label_value!(pub ObjectKind { Pod => "pod" });
 label_value!(pub GuardDecision {
@@ -41,6 +49,11 @@ struct NotifyLabel {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct SafetyLabel {
     event: SafetyEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PolicyLabel {
+    outcome: PolicyOutcome,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -88,6 +101,11 @@ pub struct Metrics {
     pub selector_errors: Counter,
     stale_evictions: Family<EvictionLabel, Counter>,
     malformed: Family<KindLabel, Counter>,
+    /// Probations started (`--uncordon-after`).
+    pub probations: Counter,
+    /// Selected nodes whose detector is silent, as of the last resync.
+    pub silent_detectors: Gauge,
+    pod_policies: Family<PolicyLabel, Counter>,
 }
 
 impl Metrics {
@@ -129,6 +147,9 @@ impl Metrics {
             decided: Counter::default(),
             selector_errors: Counter::default(),
             stale_evictions: Family::default(),
+            probations: Counter::default(),
+            silent_detectors: Gauge::default(),
+            pod_policies: Family::default(),
         }
     }
 
@@ -233,6 +254,21 @@ impl Metrics {
             "Evictions of stale pods, by result",
             self.stale_evictions.clone(),
         );
+        registry.register(
+            "nodemedic_drainer_probations",
+            "Probations started: recovered nodes kept until they stayed healthy --uncordon-after",
+            self.probations.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_silent_detectors",
+            "Selected nodes whose detector has not refreshed its conditions within --detector-silent-after (or never reported although its DaemonSet places a pod there), as of the last resync",
+            self.silent_detectors.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_pod_policy_actions",
+            "What drains did to pods under a pod policy: skipped, waited for (finished in time), evicted after the wait, deleted after budget refusals",
+            self.pod_policies.clone(),
+        );
     }
 
     /// What comes in and goes out besides the cluster: the guard, the config file, undecodable
@@ -304,6 +340,9 @@ impl Metrics {
         for &result in NotifyResult::ALL {
             let _ = self.notifications.get_or_create(&NotifyLabel { result });
         }
+        for &outcome in PolicyOutcome::ALL {
+            let _ = self.pod_policies.get_or_create(&PolicyLabel { outcome });
+        }
         for &event in SafetyEvent::ALL {
             let _ = self.safety_events.get_or_create(&SafetyLabel { event });
         }
@@ -372,6 +411,11 @@ impl Metrics {
     pub fn stale_eviction(&self, result: Eviction) {
         self.stale_evictions
             .get_or_create(&EvictionLabel { result })
+            .inc();
+    }
+    pub fn pod_policy(&self, outcome: PolicyOutcome) {
+        self.pod_policies
+            .get_or_create(&PolicyLabel { outcome })
             .inc();
     }
     pub fn eviction(&self, result: Eviction) {

@@ -49,6 +49,8 @@ pub enum NotifyKind {
     OutageStarted,
     OutageEnded,
     NodeFlapping,
+    DetectorSilent,
+    DetectorHeard,
 }
 
 impl NotifyKind {
@@ -66,6 +68,8 @@ impl NotifyKind {
             OutageStarted => "outage started",
             OutageEnded => "outage ended",
             NodeFlapping => "node flapping",
+            DetectorSilent => "detector silent",
+            DetectorHeard => "detector heard again",
         }
     }
 }

@@ -89,7 +89,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         observed.spawn_nodes(Api::all(client.clone())),
         watchdog(observed.clone(), &health),
     ];
-    let (keep_tx, keep_rx) = watch::channel(crate::decide::pods::kept_annotations(&opts.config));
+    let (keep_tx, keep_rx) = watch::channel(crate::decide::pods::projection(&opts.config));
     let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
     tasks.push(observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx));
     let guard_addr = match opts.guard.clone() {
@@ -179,8 +179,8 @@ fn watchdog(observed: Observed, health: &Health) -> JoinHandle<()> {
 /// them before the controller gets the settings, so it never decides on pods missing them.
 async fn reload(
     args: PolicyArgs,
-    keep: watch::Sender<Vec<String>>,
-    mut relisted: watch::Receiver<Vec<String>>,
+    keep: watch::Sender<crate::model::pod::Projection>,
+    mut relisted: watch::Receiver<crate::model::pod::Projection>,
     to_controller: mpsc::Sender<crate::config::Config>,
     metrics: Metrics,
 ) {
@@ -213,9 +213,9 @@ async fn reload(
                 continue;
             }
         };
-        let kept = crate::decide::pods::kept_annotations(&cfg);
+        let kept = crate::decide::pods::projection(&cfg);
         if *keep.borrow() != kept {
-            tracing::info!(annotations = ?kept, "protected pod annotations changed: listing the pods again before applying");
+            tracing::info!(keep = ?kept, "what the pod cache keeps changed (protected annotations, pod policies): listing the pods again before applying");
             keep.send_replace(kept.clone());
             while *relisted.borrow_and_update() != kept {
                 if relisted.changed().await.is_err() {

@@ -12,7 +12,9 @@ use nodemedic_common::time::rfc3339 as ts;
 
 use super::executor::Executor;
 use crate::config::Config;
-use crate::decide::DrainJob;
+use crate::config::policy::PolicyAction;
+use crate::decide::{DrainJob, ToEvict};
+use crate::metrics::PolicyOutcome;
 use crate::model::cluster::Cluster;
 use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence};
 use crate::model::pod::PodInfo;
@@ -49,12 +51,10 @@ impl<C: Cluster> Executor<C> {
             tracing::warn!(%node, error = %e, "cannot record the drain start; not draining now");
             return None;
         }
-        let deadline = tokio::time::Instant::now() + cfg.max_grace_period + cfg.eviction_headroom;
+        // A wait policy counts from the drain's first start (a retry does not wait again).
+        let first_start = record.drain_started.unwrap_or(started);
         let results: Vec<Result<(), EvictError>> = futures::stream::iter(pods)
-            .map(|pod| async move {
-                self.evict_and_wait(&pod, cfg.max_grace_period, deadline, cfg.allow_force_delete)
-                    .await
-            })
+            .map(|p| async move { self.drain_pod(&p, first_start, cfg).await })
             .buffer_unordered(cfg.eviction_concurrency.max(1))
             .collect()
             .await;
@@ -130,6 +130,59 @@ impl<C: Cluster> Executor<C> {
             .await;
     }
 
+    /// One pod of a drain, as its pod policy says: waited for first (`wait`: evicted only if still
+    /// running `max` after the drain's first start), evicted, deleted once budgets have refused it
+    /// for `after` (`delete`). Each pod's deadline is the drain's (`--max-grace-period` and the
+    /// headroom) after what its policy waits.
+    async fn drain_pod(
+        &self,
+        p: &ToEvict,
+        first_start: Timestamp,
+        cfg: &Config,
+    ) -> Result<(), EvictError> {
+        let pod = &p.pod;
+        let in_ = |d: Duration| tokio::time::Instant::now() + d;
+        let grace_window = cfg.max_grace_period + cfg.eviction_headroom;
+        let mut delete_after = None;
+        match &p.policy {
+            Some((name, PolicyAction::Wait { max })) => {
+                let until = nodemedic_common::time::add(first_start, *max);
+                let left = until.duration_since(self.clock.now()).unsigned_abs();
+                let left = if until > self.clock.now() {
+                    left
+                } else {
+                    Duration::ZERO
+                };
+                let (ns, pname) = (&*pod.namespace, &*pod.name);
+                if self
+                    .cluster
+                    .pod_gone(ns, pname, pod.uid.as_ref(), in_(left), true)
+                    .await
+                {
+                    self.record.metrics().pod_policy(PolicyOutcome::Waited);
+                    tracing::info!(pod = %format!("{ns}/{pname}"), policy = %name, "finished (or went) while the drain waited for it");
+                    return Ok(());
+                }
+                self.record.metrics().pod_policy(PolicyOutcome::WaitedOut);
+                tracing::info!(pod = %format!("{ns}/{pname}"), policy = %name, "still running after the policy's wait: evicting it");
+            }
+            Some((name, PolicyAction::Delete { after })) => {
+                delete_after = Some((name.clone(), *after))
+            }
+            _ => {}
+        }
+        let extra = delete_after.as_ref().map_or(Duration::ZERO, |(_, a)| *a);
+        let deadline = in_(grace_window + extra);
+        self.evict_and_wait(
+            pod,
+            cfg.max_grace_period,
+            deadline,
+            cfg.allow_force_delete,
+            delete_after,
+        )
+        .await
+    }
+
     /// Evict `pod` and wait until it is gone. With `force` (draino's `--allow-force-delete`), a pod
     /// whose eviction kept failing other than by a PodDisruptionBudget, or that is still there at
     /// the deadline, is deleted with grace 0; a budget's refusal is never deleted around.
@@ -139,6 +192,7 @@ impl<C: Cluster> Executor<C> {
         max_grace: Duration,
         deadline: tokio::time::Instant,
         force: bool,
+        delete_after: Option<(String, Duration)>,
     ) -> Result<(), EvictError> {
         let (ns, name) = (&*pod.namespace, &*pod.name);
         // Pod default when unset: 30s.
@@ -146,6 +200,8 @@ impl<C: Cluster> Executor<C> {
         let grace = own.min(max_grace.as_secs() as i64);
         let id = format!("{ns}/{name}");
         let node = pod.node.as_deref();
+        // Since when budgets have refused it without a break (a delete policy's clock).
+        let mut refused_since: Option<tokio::time::Instant> = None;
         loop {
             if !self.cluster.leading() {
                 return Err(EvictError::LeadershipLost { pod: id });
@@ -159,6 +215,18 @@ impl<C: Cluster> Executor<C> {
                 Ok(Evicted::Gone) => return Ok(()),
                 _ => {}
             }
+            let since = *refused_since.get_or_insert_with(tokio::time::Instant::now);
+            if !refused {
+                refused_since = None;
+            }
+            if let Some((policy, after)) = &delete_after
+                && refused
+                && since.elapsed() >= *after
+            {
+                return self
+                    .delete_by_policy(pod, id, grace, policy, *after, deadline)
+                    .await;
+            }
             if tokio::time::Instant::now() + PDB_RETRY > deadline {
                 if force && !refused {
                     return self.force_delete(pod, id).await;
@@ -170,12 +238,55 @@ impl<C: Cluster> Executor<C> {
         // Gone: deleted, or replaced by a pod with another uid (the watch tells, no polling).
         if self
             .cluster
-            .pod_gone(ns, name, pod.uid.as_ref(), deadline)
+            .pod_gone(ns, name, pod.uid.as_ref(), deadline, false)
             .await
         {
             Ok(())
         } else if force {
             self.force_delete(pod, id).await
+        } else {
+            Err(EvictError::StillPresent { pod: id })
+        }
+    }
+
+    /// Delete `pod` with its eviction's grace period (a delete policy: `kubectl drain
+    /// --disable-eviction`, around the PodDisruptionBudgets that kept refusing it), said loudly: a
+    /// warning, a Warning Event on its node, and counted; then wait until it is gone.
+    async fn delete_by_policy(
+        &self,
+        pod: &PodInfo,
+        id: String,
+        grace: i64,
+        policy: &str,
+        after: Duration,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), EvictError> {
+        let answer = self
+            .cluster
+            .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref(), grace)
+            .await;
+        match answer {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() || e.is_conflict() => return Ok(()),
+            Err(e) => {
+                let error = e.to_string();
+                return Err(EvictError::ForceDeleteFailed { pod: id, error });
+            }
+        }
+        let o = PodOccurrence::DeletedByPolicy {
+            policy: policy.to_string(),
+            refused_for: after,
+        };
+        self.record
+            .pod(&id, pod.node.as_deref(), &o, EvictionFor::Drain)
+            .await;
+        let (ns, name) = (&*pod.namespace, &*pod.name);
+        if self
+            .cluster
+            .pod_gone(ns, name, pod.uid.as_ref(), deadline, false)
+            .await
+        {
+            Ok(())
         } else {
             Err(EvictError::StillPresent { pod: id })
         }
@@ -189,7 +300,7 @@ impl<C: Cluster> Executor<C> {
         }
         let answer = self
             .cluster
-            .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref())
+            .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref(), 0)
             .await;
         // 404: gone meanwhile; 409: the precondition failed, so this pod is gone and another took
         // its name.

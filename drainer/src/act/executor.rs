@@ -9,6 +9,7 @@ use nodemedic_common::keys;
 use nodemedic_common::status::Status;
 use nodemedic_common::time::rfc3339 as ts;
 
+use super::hold::{Hold, TAINT_TRIES, edit_taints};
 use crate::config::{AfterDrain, Config};
 use crate::decide::Effect;
 use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch};
@@ -28,6 +29,11 @@ pub struct Executor<C> {
 }
 
 impl<C: Cluster> Executor<C> {
+    /// The cluster, for the reads the controller makes itself (the detector DaemonSet).
+    pub fn cluster(&self) -> &Gated<C> {
+        &self.cluster
+    }
+
     pub fn new(cluster: Gated<C>, record: Recorder<C>, dry_run: bool, clock: Clock) -> Self {
         Executor {
             cluster,
@@ -62,20 +68,19 @@ impl<C: Cluster> Executor<C> {
         let node = view.name.as_str();
         match effect {
             Effect::Cordon(record) => self.cordon(view, record, cfg.skip_drain).await,
-            Effect::Uncordon => self.uncordon(node, reason, &cfg.after_drain).await,
+            Effect::Uncordon(record) => self.uncordon(node, record, reason, &cfg.after_drain).await,
             Effect::DeleteNode => self.delete_node(view).await,
-            Effect::Release(record) => {
-                tracing::info!(%node, "uncordoned by a person: released for this problem episode");
-                self.set_record(node, Some(record)).await.is_ok()
-            }
+            Effect::Release(record) => self.release(view, record).await,
+            Effect::Probation(record) => self.probation(view, record).await,
+            Effect::Relapse(record) => self.relapse(view, record, cfg.skip_drain).await,
             Effect::Forget => self.set_record(node, None).await.is_ok(),
             Effect::Nothing | Effect::Drain(_) => true,
         }
     }
 
-    /// Cordon with the record; the node's resourceVersion makes the patch fail (409) if it changed
-    /// since it was observed, so we never act on stale state. Then DrainScheduled, unless
-    /// `skip_drain`. True when the cordon and record were written.
+    /// Cordon (unless `--cordon=false`) and taint as `record` says, with the record, in one patch;
+    /// the node's resourceVersion makes it fail (409) if it changed since it was observed, so we
+    /// never act on stale state. Then DrainScheduled, unless `skip_drain`. True when written.
     async fn cordon(&self, node: &NodeView, record: &Record, skip_drain: bool) -> bool {
         let name = node.name.as_str();
         let problem = record.reason.clone();
@@ -86,31 +91,33 @@ impl<C: Cluster> Executor<C> {
             tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
             return false;
         }
-        let patch = NodePatch {
-            resource_version: Some(node.resource_version.to_string()),
-            unschedulable: Some(true),
+        let hold = Hold {
+            unschedulable: record.cordoned.then_some(true),
+            taint: record.held_taints(),
+            record: Some(Some(record)),
+            draino: Some(Some(record.reason.clone())),
+            seen: Some(&node.resource_version),
             ..Default::default()
-        }
-        .annotation(keys::DRAIN_RECORD_ANNOTATION, Some(record.to_annotation()))
-        .annotation(
-            keys::DRAINO_CONDITIONS_ANNOTATION,
-            Some(record.reason.clone()),
-        );
-        let o = match self.cluster.patch_node(name, &patch).await {
-            Ok(()) => Occurrence::Cordoned {
-                problem: record.reason.clone(),
-            },
+        };
+        let o = match self.hold(name, &hold).await {
+            Ok(()) => held(record),
             Err(e) => Occurrence::CordonFailed {
                 error: e.to_string(),
             },
         };
-        let cordoned = matches!(o, Occurrence::Cordoned { .. });
+        let cordoned = !matches!(o, Occurrence::CordonFailed { .. });
         self.record.node(name, o).await;
         if !cordoned || skip_drain {
             return cordoned;
         }
+        self.schedule_drain(name, record).await;
+        true
+    }
+
+    /// Set DrainScheduled for `record`'s drain, and say so.
+    async fn schedule_drain(&self, node: &str, record: &Record) {
         let message = format!("Drain activity scheduled {}", ts(record.drain_at));
-        let o = match self.drain_scheduled(name, message).await {
+        let o = match self.drain_scheduled(node, message).await {
             Ok(()) => Occurrence::DrainScheduled {
                 at: record.drain_at,
             },
@@ -118,12 +125,12 @@ impl<C: Cluster> Executor<C> {
                 error: e.to_string(),
             },
         };
-        self.record.node(name, o).await;
-        true
+        self.record.node(node, o).await;
     }
 
-    /// Uncordon, removing the record, DrainScheduled and the after-drain `marks`. True when written.
-    async fn uncordon(&self, node: &str, why: &str, marks: &AfterDrain) -> bool {
+    /// Uncordon (if we hold the cordon) and take our taints off, removing the record, draino's
+    /// annotation, DrainScheduled and the after-drain `marks`. True when written.
+    async fn uncordon(&self, node: &str, record: &Record, why: &str, marks: &AfterDrain) -> bool {
         let starting = Occurrence::UncordonStarting { why: why.into() };
         self.record.node(node, starting).await;
         if self.dry_run() {
@@ -135,13 +142,14 @@ impl<C: Cluster> Executor<C> {
         {
             tracing::warn!(%node, error = %e, "cannot remove the after-drain marks");
         }
-        let patch = NodePatch {
-            unschedulable: Some(false),
+        let hold = Hold {
+            unschedulable: record.cordoned.then_some(false),
+            untaint: record.held_taints(),
+            record: Some(None),
+            draino: Some(None),
             ..Default::default()
-        }
-        .annotation(keys::DRAIN_RECORD_ANNOTATION, None)
-        .annotation(keys::DRAINO_CONDITIONS_ANNOTATION, None);
-        if let Err(e) = self.cluster.patch_node(node, &patch).await {
+        };
+        if let Err(e) = self.hold(node, &hold).await {
             let error = e.to_string();
             self.record
                 .node(node, Occurrence::UncordonFailed { error })
@@ -157,6 +165,75 @@ impl<C: Cluster> Executor<C> {
         let why = why.to_string();
         self.record.node(node, Occurrence::Uncordoned { why }).await;
         true
+    }
+
+    /// A person lifted our cordon or a taint of ours: store the record as released and lift what
+    /// is left of our hold (the record on the node says what we held). True when written.
+    async fn release(&self, node: &NodeView, released: &Record) -> bool {
+        let name = node.name.as_str();
+        tracing::info!(node = %name, "hold lifted by a person: released for this problem episode");
+        if self.dry_run() {
+            return false;
+        }
+        let held = Record::of(node).unwrap_or_default();
+        let hold = Hold {
+            unschedulable: (held.cordoned && node.unschedulable).then_some(false),
+            untaint: held.held_taints(),
+            record: Some(Some(released)),
+            ..Default::default()
+        };
+        self.hold(name, &hold).await.is_ok()
+    }
+
+    /// Probation starts: the record, and with a probation taint the cordon and the problem's
+    /// taints swapped for it. True when written.
+    async fn probation(&self, node: &NodeView, next: &Record) -> bool {
+        let name = node.name.as_str();
+        if self.dry_run() {
+            tracing::info!(node = %name, "dry-run: would start probation");
+            return false;
+        }
+        let held = Record::of(node).unwrap_or_default();
+        let hold = swap(&held, next, Some(&node.resource_version));
+        let o = match self.hold(name, &hold).await {
+            Ok(()) => Occurrence::ProbationStarted {
+                until: next.probation_until.unwrap_or_default(),
+                taint: (!next.cordoned && held.cordoned).then(|| next.taints.join(", ")),
+            },
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "cannot start probation; retrying");
+                return false;
+            }
+        };
+        self.record.node(name, o).await;
+        true
+    }
+
+    /// The problem came back during probation: held again as `next` says, and the drain
+    /// scheduled at once. True when written.
+    async fn relapse(&self, node: &NodeView, next: &Record, skip_drain: bool) -> bool {
+        let name = node.name.as_str();
+        if self.dry_run() {
+            tracing::info!(node = %name, "dry-run: would hold again after a relapse");
+            return false;
+        }
+        let held = Record::of(node).unwrap_or_default();
+        let mut hold = swap(&held, next, Some(&node.resource_version));
+        hold.draino = Some(Some(next.reason.clone()));
+        let o = match self.hold(name, &hold).await {
+            Ok(()) => Occurrence::Relapsed {
+                problem: next.reason.clone(),
+            },
+            Err(e) => Occurrence::CordonFailed {
+                error: e.to_string(),
+            },
+        };
+        let written = matches!(o, Occurrence::Relapsed { .. });
+        self.record.node(name, o).await;
+        if written && !skip_drain {
+            self.schedule_drain(name, next).await;
+        }
+        written
     }
 
     /// Delete a drained Node (`--delete-drained-node-after`), only as observed (its
@@ -209,5 +286,81 @@ impl<C: Cluster> Executor<C> {
             at: self.clock.now(),
         };
         self.cluster.patch_node_status(node, &patch).await
+    }
+}
+
+/// What a record's hold is once written: cordoned, tainted, or both.
+fn held(record: &Record) -> Occurrence {
+    let problem = record.reason.clone();
+    if record.taints.is_empty() {
+        return Occurrence::Cordoned { problem };
+    }
+    Occurrence::Tainted {
+        problem,
+        taints: record.taints.join(", "),
+        cordoned: record.cordoned,
+    }
+}
+
+/// The write from the hold `held` records to the one `next` records: the cordon set or lifted,
+/// taints swapped, the record replaced.
+fn swap<'a>(
+    held: &Record,
+    next: &'a Record,
+    seen: Option<&'a crate::model::node::Version>,
+) -> Hold<'a> {
+    let (was, will) = (held.held_taints(), next.held_taints());
+    Hold {
+        unschedulable: (held.cordoned != next.cordoned).then_some(next.cordoned),
+        untaint: was.iter().filter(|t| !will.contains(t)).cloned().collect(),
+        taint: will.iter().filter(|t| !was.contains(t)).cloned().collect(),
+        record: Some(Some(next)),
+        draino: None,
+        seen,
+    }
+}
+
+impl<C: Cluster> Executor<C> {
+    /// Write `h` in one patch. A node's taints are one list the API replaces whole, so when ours
+    /// change the list is read fresh and written back with its resourceVersion (retried on a
+    /// conflict unless the decision's version is a precondition); without taints to change nothing
+    /// is read.
+    pub(super) async fn hold(&self, node: &str, h: &Hold<'_>) -> Result<(), ApiError> {
+        let mut patch = NodePatch {
+            resource_version: h.seen.map(ToString::to_string),
+            unschedulable: h.unschedulable,
+            ..Default::default()
+        };
+        if let Some(r) = h.record {
+            patch = patch.annotation(keys::DRAIN_RECORD_ANNOTATION, r.map(Record::to_annotation));
+        }
+        if let Some(d) = &h.draino {
+            patch = patch.annotation(keys::DRAINO_CONDITIONS_ANNOTATION, d.clone());
+        }
+        if h.taint.is_empty() && h.untaint.is_empty() {
+            return self.cluster.patch_node(node, &patch).await;
+        }
+        let mut attempt = 1;
+        loop {
+            let (current, version) = self.cluster.node_taints(node).await?;
+            if let Some(seen) = h.seen
+                && *seen != *version.as_str()
+            {
+                return Err(ApiError::Status {
+                    code: 409,
+                    text: format!(
+                        "node {node} changed since it was decided on (resourceVersion {seen} -> {version})"
+                    ),
+                });
+            }
+            patch.resource_version = Some(version);
+            patch.taints = Some(edit_taints(current, &h.untaint, &h.taint));
+            match self.cluster.patch_node(node, &patch).await {
+                Err(e) if e.is_conflict() && h.seen.is_none() && attempt < TAINT_TRIES => {
+                    attempt += 1
+                }
+                other => return other,
+            }
+        }
     }
 }

@@ -75,6 +75,14 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["get", "create", "update"],
         namespaced: true,
     },
+    // The detector watchdog reads where the detector DaemonSet runs (it lives in the drainer's
+    // namespace in the shipped manifests and chart).
+    Permission {
+        group: "apps",
+        resource: "daemonsets",
+        verbs: &["get"],
+        namespaced: true,
+    },
 ];
 
 /// The API server as the drainer writes to it; a pod's going is read from `observed` (the watch).
@@ -161,6 +169,16 @@ pub fn condition_patch_body(patch: &ConditionPatch) -> Value {
 }
 
 impl Cluster for KubeCluster {
+    async fn daemon_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, ApiError> {
+        let api: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            Api::namespaced(self.client.clone(), namespace);
+        api.get_opt(name).await.map_err(api_error)
+    }
+
     async fn patch_node(&self, name: &str, patch: &NodePatch) -> Result<(), ApiError> {
         let body = Patch::Strategic(node_patch_body(patch));
         let answer = self.nodes.patch(name, &PatchParams::default(), &body).await;
@@ -210,10 +228,11 @@ impl Cluster for KubeCluster {
         namespace: &str,
         name: &str,
         uid: Option<&Uid>,
+        grace_seconds: i64,
     ) -> Result<(), ApiError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let params = DeleteParams {
-            grace_period_seconds: Some(0),
+            grace_period_seconds: Some(grace_seconds.max(0) as u32),
             preconditions: uid.map(|u| Preconditions {
                 uid: Some(u.to_string()),
                 resource_version: None,
@@ -232,9 +251,10 @@ impl Cluster for KubeCluster {
         name: &str,
         uid: Option<&Uid>,
         deadline: tokio::time::Instant,
+        or_finished: bool,
     ) -> bool {
         self.observed
-            .wait_gone(namespace, name, uid, deadline)
+            .wait_gone(namespace, name, uid, deadline, or_finished)
             .await
     }
 

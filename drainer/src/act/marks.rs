@@ -8,8 +8,7 @@ use super::executor::Executor;
 use crate::config::AfterDrain;
 use crate::model::cluster::{ApiError, Cluster, NodePatch};
 
-/// Tries of the read-modify-write of the taint list when the node changes under it (409).
-const TAINT_TRIES: usize = 4;
+use super::hold::TAINT_TRIES;
 
 impl<C: Cluster> Executor<C> {
     /// Add (`on`) or remove the after-drain marks. Taints are a list the API replaces whole, so
@@ -57,22 +56,18 @@ impl<C: Cluster> Executor<C> {
 }
 
 /// `taints` with the marks' taints removed, then (`on`) added again.
-pub fn with_marks(mut taints: Vec<Taint>, m: &AfterDrain, on: bool) -> Vec<Taint> {
-    let ours = |t: &Taint| {
-        m.taints
-            .iter()
-            .any(|x| x.key == t.key && x.effect == t.effect)
-    };
-    taints.retain(|t| !ours(t));
+pub fn with_marks(taints: Vec<Taint>, m: &AfterDrain, on: bool) -> Vec<Taint> {
+    let ours: Vec<_> = m
+        .taints
+        .iter()
+        .map(crate::config::Taint::node_taint)
+        .collect();
+    let taints = super::hold::edit_taints(taints, &ours, &[]);
     if on {
-        taints.extend(m.taints.iter().map(|t| Taint {
-            key: t.key.clone(),
-            value: t.value.clone(),
-            effect: t.effect.clone(),
-            time_added: None,
-        }));
+        super::hold::edit_taints(taints, &[], &ours)
+    } else {
+        taints
     }
-    taints
 }
 
 /// The after-drain marks in words (for the Event).

@@ -39,6 +39,7 @@ pub enum Write {
     },
     DeletePod {
         pod: String,
+        grace: i64,
     },
     Event {
         about: String,
@@ -62,6 +63,7 @@ struct State {
     events: u64,
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
     lagging: bool,
+    daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
 }
 
 impl State {
@@ -167,6 +169,19 @@ impl MemoryCluster {
         true
     }
 
+    /// The pod's phase becomes `phase` (a Job's pod finishing).
+    pub fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) {
+        let mut s = self.state();
+        let lagging = s.lagging;
+        let Some(p) = s.pods.get_mut(&(namespace.into(), name.into())) else {
+            return;
+        };
+        p.status.get_or_insert_with(Default::default).phase = Some(phase.into());
+        if !lagging && self.observed.synced() {
+            self.observed.apply_pod(PodInfo::from_pod(p, None));
+        }
+    }
+
     /// Evictions of this pod are refused, as a PodDisruptionBudget would.
     pub fn protect(&self, namespace: &str, name: &str) {
         self.state()
@@ -177,6 +192,15 @@ impl MemoryCluster {
     /// Evicted pods go this long after their eviction (0: at once).
     pub fn set_termination(&self, d: Duration) {
         self.state().termination = d;
+    }
+
+    /// Add (or replace) a DaemonSet.
+    pub fn put_daemon_set(&self, ds: k8s_openapi::api::apps::v1::DaemonSet) {
+        let key = (
+            ds.metadata.namespace.clone().unwrap_or_default(),
+            ds.metadata.name.clone().unwrap_or_default(),
+        );
+        self.state().daemon_sets.insert(key, ds);
     }
 
     pub fn node(&self, name: &str) -> Option<Node> {
@@ -257,6 +281,15 @@ fn apply(node: &mut Node, patch: &NodePatch) {
 }
 
 impl Cluster for MemoryCluster {
+    async fn daemon_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, ApiError> {
+        let key = (namespace.to_string(), name.to_string());
+        Ok(self.state().daemon_sets.get(&key).cloned())
+    }
+
     async fn patch_node(&self, name: &str, patch: &NodePatch) -> Result<(), ApiError> {
         let mut s = self.state();
         s.writes.push(Write::Node {
@@ -376,12 +409,16 @@ impl Cluster for MemoryCluster {
         namespace: &str,
         name: &str,
         uid: Option<&Uid>,
+        grace_seconds: i64,
     ) -> Result<(), ApiError> {
         let key: PodKey = (namespace.into(), name.into());
         {
             let mut s = self.state();
             let pod = format!("{namespace}/{name}");
-            s.writes.push(Write::DeletePod { pod });
+            s.writes.push(Write::DeletePod {
+                pod,
+                grace: grace_seconds,
+            });
             let found = s
                 .pods
                 .get(&key)
@@ -401,9 +438,10 @@ impl Cluster for MemoryCluster {
         name: &str,
         uid: Option<&Uid>,
         deadline: tokio::time::Instant,
+        or_finished: bool,
     ) -> bool {
         self.observed
-            .wait_gone(namespace, name, uid, deadline)
+            .wait_gone(namespace, name, uid, deadline, or_finished)
             .await
     }
 

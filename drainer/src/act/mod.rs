@@ -7,7 +7,8 @@
 //! Dry-run: Events only.
 //!
 //! ```text
-//!  executor  the executor and the node writes (cordon, uncordon, record, delete)
+//!  executor  the executor and the node writes (cordon, uncordon, probation, record, delete)
+//!  hold      the cordon, our taints and the record written together
 //!  drain     a drain's evictions, and writing how it ended
 //!  marks     the after-drain labels, annotations and taints
 //!  kube      the Cluster over the Kubernetes API (what `drainer run` writes with; its RBAC)
@@ -16,6 +17,7 @@
 
 pub mod drain;
 pub mod executor;
+pub mod hold;
 pub mod kube;
 pub mod marks;
 pub mod memory;

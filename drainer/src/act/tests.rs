@@ -12,8 +12,8 @@ use tokio::sync::watch;
 use super::memory::{MemoryCluster, Write};
 use super::*;
 use crate::config::Config;
-use crate::decide::DrainJob;
 use crate::decide::Effect;
+use crate::decide::{DrainJob, ToEvict};
 use crate::model::cluster::{ConditionPatch, Gated};
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
@@ -74,6 +74,7 @@ fn record(phase: Phase) -> Record {
         finished_at: None,
         attempts: 0,
         retry_at: None,
+        ..Default::default()
     }
 }
 
@@ -152,11 +153,15 @@ async fn nothing_reaches_the_cluster_while_not_leading() {
     let v = view(&r);
     let cordon = Effect::Cordon(record(Phase::Cordoned));
     assert!(!r.exec.apply(&v, &cordon, "bad", &cfg()).await);
-    assert!(!r.exec.apply(&v, &Effect::Uncordon, "ok", &cfg()).await);
+    assert!(
+        !r.exec
+            .apply(&v, &Effect::Uncordon(record(Phase::Cordoned)), "ok", &cfg())
+            .await
+    );
     assert!(!r.exec.apply(&v, &Effect::DeleteNode, "gone", &cfg()).await);
     let job = DrainJob {
         record: record(Phase::Draining),
-        evict: vec![PodInfo::from_pod(&pod("web"), None)],
+        evict: vec![ToEvict::plain(PodInfo::from_pod(&pod("web"), None))],
     };
     assert_eq!(r.exec.drain("n1", job, &cfg()).await, None);
     assert_eq!(r.cluster.take_writes(), vec![]);
@@ -168,7 +173,11 @@ async fn dry_run_writes_events_only() {
     let v = view(&r);
     let cordon = Effect::Cordon(record(Phase::Cordoned));
     assert!(!r.exec.apply(&v, &cordon, "bad", &cfg()).await);
-    assert!(!r.exec.apply(&v, &Effect::Uncordon, "ok", &cfg()).await);
+    assert!(
+        !r.exec
+            .apply(&v, &Effect::Uncordon(record(Phase::Cordoned)), "ok", &cfg())
+            .await
+    );
     let w = r.cluster.take_writes();
     assert_eq!(reasons(&w), ["CordonStarting", "UncordonStarting"]);
     assert_eq!(w.len(), 2, "{w:?}");
@@ -181,7 +190,7 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
     let job = DrainJob {
         record: record(Phase::Draining),
         evict: ["web", "db"]
-            .map(|n| PodInfo::from_pod(&pod(n), None))
+            .map(|n| ToEvict::plain(PodInfo::from_pod(&pod(n), None)))
             .to_vec(),
     };
     let run = r.exec.drain("n1", job, &cfg()).await.unwrap();
@@ -213,7 +222,7 @@ async fn a_budget_refusal_is_retried_until_the_deadline_and_never_forced() {
     r.cluster.protect("app", "web");
     let job = DrainJob {
         record: record(Phase::Draining),
-        evict: vec![PodInfo::from_pod(&pod("web"), None)],
+        evict: vec![ToEvict::plain(PodInfo::from_pod(&pod("web"), None))],
     };
     let cfg = Config {
         allow_force_delete: true,
@@ -243,7 +252,7 @@ async fn a_pod_still_there_at_the_deadline_is_force_deleted_only_when_allowed() 
         r.cluster.set_termination(Duration::from_secs(3600));
         let job = DrainJob {
             record: record(Phase::Draining),
-            evict: vec![PodInfo::from_pod(&pod("web"), None)],
+            evict: vec![ToEvict::plain(PodInfo::from_pod(&pod("web"), None))],
         };
         let cfg = Config {
             allow_force_delete: allowed,
@@ -253,6 +262,7 @@ async fn a_pod_still_there_at_the_deadline_is_force_deleted_only_when_allowed() 
         let w = r.cluster.take_writes();
         let deleted = w.contains(&Write::DeletePod {
             pod: "app/web".into(),
+            grace: 0,
         });
         assert_eq!(deleted, allowed);
         if allowed {
@@ -324,7 +334,16 @@ async fn finishing_a_drain_writes_the_given_record_the_outcome_and_the_marks() {
     assert_eq!(reasons(&w), ["DrainSucceeded", "MarkedDrained"]);
     // Uncordoning takes the marks away again.
     let v = view(&r);
-    assert!(r.exec.apply(&v, &Effect::Uncordon, "recovered", &cfg).await);
+    assert!(
+        r.exec
+            .apply(
+                &v,
+                &Effect::Uncordon(record(Phase::Cordoned)),
+                "recovered",
+                &cfg
+            )
+            .await
+    );
     let node = r.cluster.node("n1").unwrap();
     assert_eq!(node.spec.unwrap().taints, None);
     assert!(
@@ -334,4 +353,261 @@ async fn finishing_a_drain_writes_the_given_record_the_outcome_and_the_marks() {
             .unwrap_or_default()
             .contains_key("drained")
     );
+}
+
+/// The node's taints as `KEY:EFFECT`, sorted.
+fn taints_of(r: &Rig) -> Vec<String> {
+    let node = r.cluster.node("n1").unwrap();
+    let mut t: Vec<String> = node
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| format!("{}:{}", t.key, t.effect))
+        .collect();
+    t.sort();
+    t
+}
+
+fn unschedulable(r: &Rig) -> bool {
+    let node = r.cluster.node("n1").unwrap();
+    node.spec.and_then(|s| s.unschedulable).unwrap_or(false)
+}
+
+fn tainted(phase: Phase, cordoned: bool, taints: &[&str]) -> Record {
+    Record {
+        cordoned,
+        taints: taints.iter().map(|t| t.to_string()).collect(),
+        ..record(phase)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn taints_go_on_with_the_cordon_and_only_ours_come_off() {
+    let r = rig(false);
+    let other = "example.com/other:NoSchedule";
+    let mut node = r.cluster.node("n1").unwrap();
+    node.spec.get_or_insert_with(Default::default).taints =
+        Some(vec![k8s_openapi::api::core::v1::Taint {
+            key: "example.com/other".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+    r.cluster.put_node(node);
+    let problem = "nodemedic.io/problem:NoSchedule";
+    let held = tainted(Phase::Cordoned, true, &[problem]);
+    assert!(
+        r.exec
+            .apply(&view(&r), &Effect::Cordon(held.clone()), "bad", &cfg())
+            .await
+    );
+    assert!(unschedulable(&r));
+    assert_eq!(taints_of(&r), [other, problem]);
+    assert_eq!(
+        reasons(&r.cluster.take_writes()),
+        ["CordonStarting", "CordonSucceeded", "DrainScheduled"]
+    );
+    let uncordon = Effect::Uncordon(held);
+    assert!(
+        r.exec
+            .apply(&view(&r), &uncordon, "recovered", &cfg())
+            .await
+    );
+    assert!(!unschedulable(&r));
+    assert_eq!(taints_of(&r), [other], "another's taint stays");
+    let node = r.cluster.node("n1").unwrap();
+    assert!(
+        !node
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(keys::DRAIN_RECORD_ANNOTATION)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn taint_only_leaves_the_cordon_alone_and_a_stale_view_is_refused() {
+    let r = rig(false);
+    let problem = "nodemedic.io/problem:NoExecute";
+    let stale = view(&r);
+    let at = "2026-11-24T10:00:00Z".parse().unwrap();
+    r.cluster
+        .set_condition("n1", "Ready", nodemedic_common::status::Status::False, at);
+    let hold = Effect::Cordon(tainted(Phase::Cordoned, false, &[problem]));
+    assert!(
+        !r.exec.apply(&stale, &hold, "bad", &cfg()).await,
+        "the node changed since"
+    );
+    assert_eq!(taints_of(&r), Vec::<String>::new());
+    r.cluster.take_writes();
+    assert!(r.exec.apply(&view(&r), &hold, "bad", &cfg()).await);
+    assert!(!unschedulable(&r));
+    assert_eq!(taints_of(&r), [problem]);
+    let w = r.cluster.take_writes();
+    assert_eq!(
+        reasons(&w),
+        ["CordonStarting", "TaintSucceeded", "DrainScheduled"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn probation_swaps_the_cordon_for_its_taint_and_a_relapse_swaps_back() {
+    let r = rig(false);
+    let (problem, probation) = (
+        "nodemedic.io/problem:NoSchedule",
+        "nodemedic.io/probation:PreferNoSchedule",
+    );
+    let held = tainted(Phase::Drained, true, &[problem]);
+    assert!(
+        r.exec
+            .apply(&view(&r), &Effect::Cordon(held.clone()), "bad", &cfg())
+            .await
+    );
+    let until = "2026-11-24T11:00:00Z".parse().unwrap();
+    let mut during = tainted(Phase::Probation, false, &[probation]);
+    during.probation_until = Some(until);
+    r.cluster.take_writes();
+    assert!(
+        r.exec
+            .apply(&view(&r), &Effect::Probation(during.clone()), "ok", &cfg())
+            .await
+    );
+    assert!(!unschedulable(&r));
+    assert_eq!(taints_of(&r), [probation]);
+    assert_eq!(reasons(&r.cluster.take_writes()), ["ProbationStarted"]);
+    let back = tainted(Phase::Cordoned, true, &[problem]);
+    assert!(
+        r.exec
+            .apply(
+                &view(&r),
+                &Effect::Relapse(back.clone()),
+                "bad again",
+                &cfg()
+            )
+            .await
+    );
+    assert!(unschedulable(&r));
+    assert_eq!(taints_of(&r), [problem]);
+    assert_eq!(
+        reasons(&r.cluster.take_writes()),
+        ["ProblemBackInProbation", "DrainScheduled"]
+    );
+    assert_eq!(Record::of(&view(&r)), Some(back));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_lifts_what_is_left_of_our_hold() {
+    let r = rig(false);
+    let problem = "nodemedic.io/problem:NoSchedule";
+    let held = tainted(Phase::Cordoned, true, &[problem]);
+    assert!(
+        r.exec
+            .apply(&view(&r), &Effect::Cordon(held.clone()), "bad", &cfg())
+            .await
+    );
+    // A person removes our taint; the cordon is still ours.
+    let mut node = r.cluster.node("n1").unwrap();
+    node.spec.as_mut().unwrap().taints = None;
+    r.cluster.put_node(node);
+    let released = Record {
+        phase: Phase::Released,
+        cordoned: false,
+        taints: vec![],
+        ..held
+    };
+    assert!(
+        r.exec
+            .apply(
+                &view(&r),
+                &Effect::Release(released.clone()),
+                "released",
+                &cfg()
+            )
+            .await
+    );
+    assert!(!unschedulable(&r), "the rest of the hold is lifted");
+    assert_eq!(Record::of(&view(&r)), Some(released));
+}
+
+fn policed(name: &str, policy: &str, action: crate::config::policy::PolicyAction) -> ToEvict {
+    ToEvict {
+        pod: PodInfo::from_pod(&pod(name), None),
+        policy: Some((policy.into(), action)),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_policy_lets_the_pod_finish_and_evicts_it_only_after_its_wait() {
+    use crate::config::policy::PolicyAction;
+    let r = rig(false);
+    let wait = PolicyAction::Wait {
+        max: Duration::from_secs(600),
+    };
+    let job = DrainJob {
+        record: record(Phase::Draining),
+        evict: vec![
+            policed("web", "jobs", wait.clone()),
+            policed("db", "jobs", wait),
+        ],
+    };
+    // web finishes after 2 minutes; db is still running when the wait is over.
+    let cluster = r.cluster.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        cluster.set_pod_phase("app", "web", "Succeeded");
+    });
+    let run = r.exec.drain("n1", job, &cfg()).await.unwrap();
+    assert_eq!(run.outcome, DrainOutcome::Drained);
+    let w = r.cluster.take_writes();
+    let evicted: Vec<&str> = w
+        .iter()
+        .filter_map(|w| match w {
+            Write::Evict { pod, .. } => Some(pod.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(evicted, ["app/db"], "the finished pod is never evicted");
+    assert_eq!(
+        run.ended.duration_since(run.started).as_secs(),
+        600,
+        "db was evicted when its wait was over (and went at once)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_policy_deletes_a_pod_budgets_keep_refusing_and_says_so() {
+    use crate::config::policy::PolicyAction;
+    let r = rig(false);
+    r.cluster.protect("app", "web");
+    let delete = PolicyAction::Delete {
+        after: Duration::from_secs(120),
+    };
+    let job = DrainJob {
+        record: record(Phase::Draining),
+        evict: vec![policed("web", "databases", delete)],
+    };
+    let run = r.exec.drain("n1", job, &cfg()).await.unwrap();
+    assert_eq!(
+        run.outcome,
+        DrainOutcome::Drained,
+        "past the 90s deadline a plain pod would fail"
+    );
+    let w = r.cluster.take_writes();
+    assert!(
+        w.contains(&Write::DeletePod {
+            pod: "app/web".into(),
+            grace: 60
+        }),
+        "deleted with its eviction's grace: {w:?}"
+    );
+    let tries = w
+        .iter()
+        .filter(|w| matches!(w, Write::Evict { .. }))
+        .count();
+    assert_eq!(tries, 25, "refused at 0s, 5s, ... 120s, then deleted");
+    assert!(
+        reasons(&w).contains(&"PodDeletedByPolicy".to_string()),
+        "{w:?}"
+    );
+    assert!(!r.cluster.has_pod("app", "web"));
 }

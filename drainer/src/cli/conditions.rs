@@ -4,11 +4,25 @@
 use std::process::ExitCode;
 
 use super::shared::{ClusterArgs, Output, block_on};
+use crate::decide::watchdog::Placement;
 
 #[derive(clap::Args)]
 pub struct ConditionsArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// The drainer's config file: its detector watchdog settings say which nodes are silent.
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// As the drainer's: a node whose detector has not refreshed its conditions this long is shown
+    /// silent (default 15m; 0s: never).
+    #[arg(long = "detector-silent-after", value_parser = humantime::parse_duration)]
+    pub detector_silent_after: Option<std::time::Duration>,
+    /// As the drainer's: the detector DaemonSet, NAMESPACE/NAME (default kube-system/nodemedic-detector).
+    #[arg(long = "detector-daemonset")]
+    pub detector_daemonset: Option<String>,
+    /// As the drainer's: condition types the detector writes without naming them in its annotation.
+    #[arg(long = "detector-conditions", value_delimiter = ',')]
+    pub detector_conditions: Vec<String>,
     /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
     pub output: Output,
@@ -16,23 +30,46 @@ pub struct ConditionsArgs {
 
 pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
     use crate::live;
+    let policy = crate::config::flags::PolicyArgs {
+        config: args.config.clone(),
+        detector_silent_after: args.detector_silent_after,
+        detector_daemonset: args.detector_daemonset.clone(),
+        detector_conditions: args.detector_conditions.clone(),
+        ..Default::default()
+    };
+    let cfg = match super::shared::config_or_exit(&policy) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     let read = block_on(async {
         let client = live::client(
             args.cluster.kubeconfig.as_deref(),
             args.cluster.context.as_deref(),
         )
         .await?;
-        live::read_nodes(&client).await
+        let nodes = live::read_nodes(&client).await?;
+        let placement = match &cfg.watchdog.daemonset {
+            Some((ns, name)) => live::daemon_set(&client, ns, name)
+                .await?
+                .map(|d| Placement::of(&d))
+                .unwrap_or_default(),
+            None => Placement::Everywhere,
+        };
+        Ok::<_, live::LiveError>((nodes, placement))
     });
-    let nodes = match read {
+    let (nodes, placement) = match read {
         Err(code) => return code,
         Ok(Err(e)) => {
             eprintln!("kubectl-nodemedic: {e}");
             return ExitCode::from(1);
         }
-        Ok(Ok(nodes)) => nodes,
+        Ok(Ok(x)) => x,
     };
-    let mut rows: Vec<live::NodeSummary> = nodes.iter().map(live::summarise).collect();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut rows: Vec<live::NodeSummary> = nodes
+        .iter()
+        .map(|n| live::summarise(n, &cfg, &placement, now))
+        .collect();
     rows.sort_by(|a, b| a.node.cmp(&b.node));
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

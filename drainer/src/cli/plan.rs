@@ -34,6 +34,10 @@ pub struct PlanArgs {
     /// nodes are flapping.
     #[arg(long, conflicts_with = "live")]
     pub events: Option<PathBuf>,
+    /// `kubectl get daemonsets -A -o json` (optional): where the detector DaemonSet
+    /// (--detector-daemonset) runs, so a node it should run on and never reported is shown silent.
+    #[arg(long, conflicts_with = "live")]
+    pub daemonsets: Option<PathBuf>,
     /// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only)
     /// instead of files.
     #[arg(long)]
@@ -61,6 +65,7 @@ struct Objects {
     pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     lease: Option<k8s_openapi::api::coordination::v1::Lease>,
     events: Vec<k8s_openapi::api::core::v1::Event>,
+    daemonsets: Vec<k8s_openapi::api::apps::v1::DaemonSet>,
 }
 
 /// Why the plan's inputs could not be read.
@@ -110,6 +115,10 @@ fn read_all(args: &PlanArgs, nodes: &Path, pods: &Path) -> Result<Objects, Input
         Some(p) => read_items(p)?.items_noting(&mut skipped),
         None => Vec::new(),
     };
+    let daemonsets = match &args.daemonsets {
+        Some(p) => read_items(p)?.items_noting(&mut skipped),
+        None => Vec::new(),
+    };
     for s in &skipped {
         eprintln!("drainer: {s}");
     }
@@ -119,11 +128,15 @@ fn read_all(args: &PlanArgs, nodes: &Path, pods: &Path) -> Result<Objects, Input
         pdbs,
         lease,
         events,
+        daemonsets,
     })
 }
 
 /// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only).
-fn read_live(args: &PlanArgs) -> Result<Result<Objects, InputError>, ExitCode> {
+fn read_live(
+    args: &PlanArgs,
+    cfg: &crate::config::Config,
+) -> Result<Result<Objects, InputError>, ExitCode> {
     block_on(async {
         let (kubeconfig, context) = (
             args.cluster.kubeconfig.as_deref(),
@@ -131,12 +144,17 @@ fn read_live(args: &PlanArgs) -> Result<Result<Objects, InputError>, ExitCode> {
         );
         let client = crate::live::client(kubeconfig, context).await?;
         let s = crate::live::read(&client, &args.lease_namespace, &args.lease_name).await?;
+        let daemonsets = match &cfg.watchdog.daemonset {
+            Some((ns, name)) => crate::live::daemon_set(&client, ns, name).await?,
+            None => None,
+        };
         Ok(Objects {
             nodes: s.nodes.iter().map(NodeView::of).collect(),
             pods: s.pods.iter().map(|p| PodInfo::from_pod(p, None)).collect(),
             pdbs: s.pdbs,
             lease: s.lease,
             events: s.flapping,
+            daemonsets: daemonsets.into_iter().collect(),
         })
     })
 }
@@ -147,7 +165,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
         Err(code) => return code,
     };
     let read = if args.live {
-        match read_live(&args) {
+        match read_live(&args, &cfg) {
             Ok(r) => r,
             Err(code) => return code,
         }
@@ -160,6 +178,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
         pdbs,
         lease,
         events,
+        daemonsets,
     } = match read {
         Ok(x) => x,
         Err(e) => {
@@ -175,6 +194,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
             .as_ref()
             .and_then(crate::decide::gates::pause::pause_of),
         flapping: crate::decide::gates::snapshot::flapping_from_events(&events, &cfg.safety, now),
+        placement: crate::decide::watchdog::placement_among(&daemonsets, &cfg.watchdog),
     };
     match crate::plan::run(
         &cfg,

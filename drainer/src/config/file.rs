@@ -56,4 +56,34 @@ pub struct FileConfig {
     pub delete_drained_node_after: Option<Spanned<String>>,
     #[serde(default)]
     pub notify_urls: Vec<Spanned<String>>,
+    pub cordon: Option<bool>,
+    #[serde(default)]
+    pub problem_taints: Vec<Spanned<String>>,
+    pub uncordon_after: Option<Spanned<String>>,
+    pub probation_taint: Option<Spanned<String>>,
+    pub detector_silent_after: Option<Spanned<String>>,
+    #[serde(rename = "detectorDaemonSet")]
+    pub detector_daemonset: Option<Spanned<String>>,
+    #[serde(default)]
+    pub detector_conditions: Vec<Spanned<String>>,
+    /// Drain policies per workload, first match wins (`config::policy`).
+    #[serde(default)]
+    pub pod_policies: Vec<RawPolicy>,
+}
+
+/// A policy as the file writes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPolicy {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    pub selector: Option<Spanned<String>>,
+    #[serde(default)]
+    pub owner_kinds: Vec<String>,
+    #[serde(default)]
+    pub priority_classes: Vec<String>,
+    pub action: Spanned<String>,
+    pub max_wait: Option<Spanned<String>>,
+    pub after: Option<Spanned<String>>,
 }

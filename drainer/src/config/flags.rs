@@ -148,4 +148,25 @@ pub struct PolicyArgs {
     /// POST a JSON notification (with a Slack-compatible `text`) here on cordons, drains, uncordons, breaker and outage changes (repeatable).
     #[arg(long = "notify-url")]
     pub notify_urls: Vec<String>,
+    /// Cordon problem nodes (default true). `--cordon=false` only taints them (--problem-taint), so pods that tolerate the problem keep running.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub cordon: Option<bool>,
+    /// Taint a problem node KEY[=VALUE]:EFFECT while it has the problem; removed on recovery (repeatable). NoExecute needs the breaker and a cordon budget.
+    #[arg(long = "problem-taint")]
+    pub problem_taints: Vec<String>,
+    /// Uncordon a recovered node only once it has stayed healthy this long (probation). Default 0s: at once.
+    #[arg(long = "uncordon-after", value_parser = humantime::parse_duration)]
+    pub uncordon_after: Option<Duration>,
+    /// During probation, lift the cordon and taint the node KEY[=VALUE][:PreferNoSchedule] instead, so it takes work back gradually.
+    #[arg(long = "probation-taint")]
+    pub probation_taint: Option<String>,
+    /// A selected node whose detector has not refreshed its conditions this long is reported silent. Default 15m (three heartbeat periods); 0s turns the watchdog off.
+    #[arg(long = "detector-silent-after", value_parser = humantime::parse_duration)]
+    pub detector_silent_after: Option<Duration>,
+    /// The detector DaemonSet, NAMESPACE/NAME: nodes it places no pod on are not watched. Default kube-system/nodemedic-detector; "" watches every selected node but Kosmos leaf nodes.
+    #[arg(long = "detector-daemonset")]
+    pub detector_daemonset: Option<String>,
+    /// Condition types a detector writes without naming them in its ownership annotation (NPD's, e.g. KernelDeadlock): their heartbeats prove it alive too (repeatable, or comma-separated).
+    #[arg(long = "detector-conditions", value_delimiter = ',')]
+    pub detector_conditions: Vec<String>,
 }

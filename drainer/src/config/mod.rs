@@ -7,9 +7,12 @@ pub mod build;
 pub mod draino;
 pub mod file;
 pub mod flags;
+pub mod policy;
+pub mod remedy;
 pub mod safety;
 pub mod select;
 pub mod spec;
+pub mod taint;
 pub mod url;
 pub mod window;
 
@@ -18,6 +21,7 @@ use std::time::Duration;
 pub use budget::{Budget, BudgetError};
 use select::Selector;
 use spec::ConditionSpec;
+pub use taint::{Taint, TaintError};
 
 /// The owner name of a drainer run with the default `--lease-name`.
 pub const DEFAULT_OWNER: &str = "nodemedic-drainer";
@@ -81,6 +85,12 @@ pub struct Config {
     pub after_drain: AfterDrain,
     /// Where notifications go.
     pub notify_urls: Vec<String>,
+    /// Cordon and/or taints while a node has a problem, probation before it is let go.
+    pub remedy: remedy::Remedy,
+    /// Noticing nodes whose detector went silent.
+    pub watchdog: remedy::Watchdog,
+    /// What a drain does with each workload's pods, first match wins.
+    pub pod_policies: Vec<policy::PodPolicy>,
 }
 
 /// Marks for a drained node (so an autoscaler, Karpenter or a machine controller replaces it),
@@ -110,49 +120,6 @@ pub fn pair(v: &str) -> Result<(String, String), PairError> {
     match v.split_once('=') {
         Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
         _ => Err(PairError(v.to_string())),
-    }
-}
-
-/// A node taint, `KEY[=VALUE]:EFFECT`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Taint {
-    pub key: String,
-    pub value: Option<String>,
-    pub effect: String,
-}
-
-/// A taint that is not one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TaintError {
-    #[error("{0:?}: expected KEY[=VALUE]:EFFECT")]
-    Form(String),
-    #[error("{0:?}: the effect must be NoSchedule, PreferNoSchedule or NoExecute")]
-    Effect(String),
-    #[error("{0:?}: the key is empty")]
-    EmptyKey(String),
-}
-
-impl std::str::FromStr for Taint {
-    type Err = TaintError;
-    fn from_str(s: &str) -> Result<Taint, TaintError> {
-        let (kv, effect) = s
-            .rsplit_once(':')
-            .ok_or_else(|| TaintError::Form(s.into()))?;
-        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
-            return Err(TaintError::Effect(s.into()));
-        }
-        let (key, value) = match kv.split_once('=') {
-            Some((k, v)) => (k, Some(v.to_string())),
-            None => (kv, None),
-        };
-        if key.is_empty() {
-            return Err(TaintError::EmptyKey(s.into()));
-        }
-        Ok(Taint {
-            key: key.to_string(),
-            value,
-            effect: effect.to_string(),
-        })
     }
 }
 
@@ -192,6 +159,9 @@ impl Default for Config {
             safety: Default::default(),
             after_drain: AfterDrain::default(),
             notify_urls: Vec::new(),
+            remedy: remedy::Remedy::default(),
+            watchdog: remedy::Watchdog::default(),
+            pod_policies: Vec::new(),
         }
     }
 }
@@ -239,6 +209,9 @@ impl Config {
             safety,
             after_drain,
             notify_urls,
+            remedy,
+            watchdog,
+            pod_policies,
         );
         out
     }

@@ -1,16 +1,54 @@
 //! The controller's chores besides decisions, I/O: one WaitingForBudget Event per wait (its count
-//! refreshed), and stale pod readiness reported and, when configured, evicted. When is decided by
-//! `decide::schedule` (pure); this writes what it says.
+//! refreshed), stale pod readiness reported and, when configured, evicted, and the detector
+//! watchdog's placement read at each resync. When is decided by `decide::schedule` and
+//! `decide::watchdog` (pure); this reads and writes what they say.
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
 use super::Controller;
+use crate::decide::watchdog::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
 use crate::model::occurrence::{SOURCE, reason};
 
 impl<C: Cluster> Controller<C> {
+    /// At each resync: read where the detector DaemonSet runs, then check every selected node's
+    /// detector (the fleet reports those that fell silent or were heard again). A DaemonSet that
+    /// cannot be read leaves only the nodes whose detector reported before watched; said once.
+    pub(super) async fn watch_detectors(&mut self, now: Timestamp) {
+        let w = &self.cfg.watchdog;
+        if w.silent_after.is_none() {
+            return;
+        }
+        let placement = match &w.daemonset {
+            None => Placement::Everywhere,
+            Some((ns, name)) => match self.exec.cluster().daemon_set(ns, name).await {
+                Ok(Some(ds)) => Placement::of(&ds),
+                Ok(None) => {
+                    if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
+                        tracing::warn!(daemonset = %format!("{ns}/{name}"), "the detector DaemonSet does not exist: only nodes whose detector reported before are watched for silence (set --detector-daemonset)");
+                    }
+                    Placement::Unknown
+                }
+                Err(e) => {
+                    if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
+                        tracing::warn!(daemonset = %format!("{ns}/{name}"), error = %e, "cannot read the detector DaemonSet: only nodes whose detector reported before are watched for silence");
+                    }
+                    Placement::Unknown
+                }
+            },
+        };
+        self.placement_said = true;
+        if self.fleet.set_placement(placement) {
+            tracing::info!(placement = ?self.fleet.placement(), "detector placement read");
+        }
+        self.fleet.watch_detectors(now);
+        self.metrics
+            .silent_detectors
+            .set(self.fleet.silent_count() as i64);
+    }
+
     /// Note a node's wait for a budget when [`BudgetWaits`](crate::decide::schedule::BudgetWaits)
     /// says so (one Event per wait).
     pub(super) async fn budget_wait(&mut self, node: &str, budget: Option<Budget>, now: Timestamp) {

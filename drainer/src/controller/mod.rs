@@ -80,6 +80,9 @@ pub enum Did {
     Release,
     Forget,
     DeleteNode,
+    Probation,
+    /// Held again after a relapse during probation.
+    Relapse,
 }
 
 pub struct Controller<C: Cluster> {
@@ -115,6 +118,8 @@ pub struct Controller<C: Cluster> {
     published_breaker: Option<Option<String>>,
     /// Leading at the last loop turn (a new leadership reads the breaker back first).
     was_leading: bool,
+    /// The detector placement's first reading was logged.
+    placement_said: bool,
     /// Large rounds are decided on the blocking pool (off in simulations: paused time).
     offload: bool,
     tap: Option<mpsc::UnboundedSender<Tap>>,
@@ -151,6 +156,7 @@ impl<C: Cluster> Controller<C> {
             breaker_out: None,
             published_breaker: None,
             was_leading: false,
+            placement_said: false,
             offload: true,
             tap: None,
         }

@@ -169,6 +169,7 @@ impl<C: Cluster> Controller<C> {
         if changes.all || resync {
             self.last_resync = Some(now);
             self.resync(now, changes.all || self.fleet.is_empty()).await;
+            self.watch_detectors(now).await;
         } else {
             for n in changes.nodes {
                 match self.observed.node(&n) {
@@ -259,10 +260,11 @@ impl<C: Cluster> Controller<C> {
             return;
         }
         match effect {
-            Effect::Cordon(record) => self.fleet.wrote(node, Some(&record), Some(true), now),
-            Effect::Uncordon => self.fleet.wrote(node, None, Some(false), now),
-            Effect::Release(record) => self.fleet.wrote(node, Some(&record), None, now),
-            Effect::Forget => self.fleet.wrote(node, None, None, now),
+            Effect::Cordon(record)
+            | Effect::Release(record)
+            | Effect::Probation(record)
+            | Effect::Relapse(record) => self.fleet.wrote(node, Some(&record), now),
+            Effect::Uncordon(_) | Effect::Forget => self.fleet.wrote(node, None, now),
             Effect::Nothing | Effect::Drain(_) | Effect::DeleteNode => {}
         }
     }
@@ -278,7 +280,7 @@ impl<C: Cluster> Controller<C> {
             evict: job.evict,
         };
         if !self.cfg.dry_run {
-            self.fleet.wrote(node, Some(&job.record), None, now);
+            self.fleet.wrote(node, Some(&job.record), now);
         }
         let (exec, cfg, name) = (self.exec.clone(), self.cfg.clone(), node.to_string());
         let ended = self.ended.0.clone();
@@ -298,8 +300,7 @@ impl<C: Cluster> Controller<C> {
         let finished = run
             .record
             .finished(&run.outcome, run.ended, cfg.retry_base, cfg.retry_max);
-        self.fleet
-            .wrote(&run.node, Some(&finished), None, run.ended);
+        self.fleet.wrote(&run.node, Some(&finished), run.ended);
         self.tap(Tap::DrainEnded {
             at: run.ended,
             node: run.node.clone(),
@@ -316,7 +317,9 @@ fn did(effect: &Effect) -> Option<Did> {
     Some(match effect {
         Effect::Cordon(_) => Did::Cordon,
         Effect::Drain(_) => Did::Drain,
-        Effect::Uncordon => Did::Uncordon,
+        Effect::Uncordon(_) => Did::Uncordon,
+        Effect::Probation(_) => Did::Probation,
+        Effect::Relapse(_) => Did::Relapse,
         Effect::Release(_) => Did::Release,
         Effect::Forget => Did::Forget,
         Effect::DeleteNode => Did::DeleteNode,

@@ -19,4 +19,6 @@ pub struct Candidate<'a> {
     pub domain: Option<&'a str>,
     /// Flapping now (known to the controller, which sees every change; a snapshot cannot tell).
     pub flapping: Option<Flapping>,
+    /// When its detector was deemed silent, if it is (the `DetectorSilent` condition).
+    pub silent: Option<k8s_openapi::jiff::Timestamp>,
 }

@@ -9,6 +9,7 @@ use nodemedic_common::time::rfc3339 as ts;
 use super::facts::{Outage, Pause, Trip};
 use super::pods::PodPlan;
 use super::problem::fmt_d;
+use crate::config::policy::PolicyAction;
 use crate::model::intern::ArcStr;
 use crate::model::pod::PodInfo;
 use crate::model::record::{Phase, Record};
@@ -27,6 +28,8 @@ pub enum Action {
     Hold,
     /// Delete the drained Node (`--delete-drained-node-after`).
     Delete,
+    /// Recovered: probation starts (`--uncordon-after`).
+    Probation,
 }
 
 /// What the controller must write besides the action itself.
@@ -37,10 +40,17 @@ pub enum Effect {
     Cordon(Record),
     /// Start (or resume) the drain: everything the drain needs.
     Drain(DrainJob),
-    /// Uncordon and remove the record and the DrainScheduled condition.
-    Uncordon,
-    /// A person uncordoned the node: store the record as released.
+    /// Uncordon (if we hold the cordon), remove our taints, the record and the DrainScheduled
+    /// condition: the record as it is on the node.
+    Uncordon(Record),
+    /// A person lifted our cordon or a taint of ours: store the record as released, and lift the
+    /// rest of our hold (a half-held node would surprise whoever released it).
     Release(Record),
+    /// Probation starts: store this record, with its cordon and taints (a probation taint may
+    /// replace the cordon and the problem's taints).
+    Probation(Record),
+    /// The problem came back during probation: cordon and taint again as this record says.
+    Relapse(Record),
     /// The problem is gone and the node is not cordoned by us: remove the record.
     Forget,
     /// Delete the Node object (drained long enough ago).
@@ -83,7 +93,10 @@ pub enum Why {
     },
     ReleasedEpisode,
     ForgetReleased,
-    ManualUncordon,
+    /// A person lifted our hold (`what`: uncordoned, or which taint was removed).
+    ManualUncordon {
+        what: String,
+    },
     ProblemBack {
         pending: Vec<String>,
     },
@@ -94,6 +107,20 @@ pub enum Why {
     /// Recovered: uncordon (`during_buffer`: before the drain started).
     Uncordon {
         during_buffer: bool,
+    },
+    /// Recovered: healthy until `until` and it is uncordoned (`--uncordon-after`).
+    StartProbation {
+        until: Timestamp,
+    },
+    /// In probation until `until`.
+    Probation {
+        until: Timestamp,
+    },
+    /// Healthy through its probation: uncordon.
+    ProbationPassed,
+    /// The problem came back during probation: held again, drained without a new buffer.
+    Relapse {
+        problem: String,
     },
     Draining {
         problem: String,
@@ -250,9 +277,10 @@ impl Why {
                 "uncordoned by a person during this problem episode; not cordoned again",
             ),
             Why::ForgetReleased => f.write_str("problem cleared; forgetting the released episode"),
-            Why::ManualUncordon => {
-                f.write_str("uncordoned by a person; not cordoned again for this problem episode")
-            }
+            Why::ManualUncordon { what } => write!(
+                f,
+                "{what} by a person: released, not cordoned again for this problem episode"
+            ),
             Why::ProblemBack { pending } => write!(
                 f,
                 "problem back before its min duration ({}); staying cordoned",
@@ -268,6 +296,21 @@ impl Why {
             Why::Uncordon {
                 during_buffer: false,
             } => f.write_str("conditions cleared: uncordoning"),
+            Why::StartProbation { until } => write!(
+                f,
+                "conditions cleared: probation until {} (--uncordon-after), uncordoned then if still healthy",
+                ts(*until)
+            ),
+            Why::Probation { until } => write!(
+                f,
+                "probation until {}: uncordoned then if still healthy",
+                ts(*until)
+            ),
+            Why::ProbationPassed => f.write_str("healthy through its probation: uncordoning"),
+            Why::Relapse { problem } => write!(
+                f,
+                "problem back during probation: held again, drained without a new buffer ({problem})"
+            ),
             Why::Draining { problem } => write!(f, "drain in progress ({problem})"),
             Why::Drained { problem } => {
                 write!(f, "drained; stays cordoned until recovery ({problem})")
@@ -363,7 +406,22 @@ impl Why {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainJob {
     pub record: Record,
-    pub evict: Vec<PodInfo>,
+    pub evict: Vec<ToEvict>,
+}
+
+/// A pod a drain evicts, and the pod policy that has it waited for or deleted, if one does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToEvict {
+    pub pod: PodInfo,
+    /// The policy's name, and its action (`Wait` or `Delete`; a plain eviction has none).
+    pub policy: Option<(String, PolicyAction)>,
+}
+
+impl ToEvict {
+    /// Evicted as the built-in rules say.
+    pub fn plain(pod: PodInfo) -> ToEvict {
+        ToEvict { pod, policy: None }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -384,16 +442,8 @@ impl DrainJob {
     pub(crate) fn pending() -> DrainJob {
         DrainJob {
             record: Record {
-                owner: String::new(),
-                episode: String::new(),
-                reason: String::new(),
                 phase: Phase::Draining,
-                cordoned_at: Timestamp::UNIX_EPOCH,
-                drain_at: Timestamp::UNIX_EPOCH,
-                drain_started: None,
-                finished_at: None,
-                attempts: 0,
-                retry_at: None,
+                ..Default::default()
             },
             evict: Vec::new(),
         }

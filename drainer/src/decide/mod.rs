@@ -11,6 +11,7 @@
 //!  round     a round: all nodes (`drainer plan`) or the few that changed (the controller)
 //!  fleet     the controller's incremental state: views, running totals, gate state, wake-ups
 //!  stale     stale pod readiness after a node flap
+//!  watchdog  whether a node's detector fell silent
 //!  schedule  when to write the Events of waits and stale pods, and retry their evictions
 //! ```
 //!
@@ -28,12 +29,19 @@ pub mod problem;
 pub mod round;
 pub mod schedule;
 pub mod stale;
+pub mod watchdog;
 
 pub use budget::Totals;
 pub use candidate::Candidate;
-pub use decision::{Action, DrainJob, Effect, NodeDecision, Why};
+pub use decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
 pub use pods::{PodAction, PodPlan};
 pub use round::{decide_nodes, decide_snapshot, decide_some, decide_views};
 
 #[cfg(test)]
+mod policy_tests;
+#[cfg(test)]
+mod remedy_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watchdog_tests;

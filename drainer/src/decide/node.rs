@@ -1,6 +1,7 @@
 //! One node's decision (pure): opt-out label, selection, then either what our record says we did
-//! (release after a manual uncordon, uncordon on recovery, drain when due, retry after failure) or
-//! whether a new problem warrants a cordon, within the safety gates and the budgets.
+//! (release after a person lifted our cordon or taint, probation and uncordon on recovery, cordon
+//! again on a relapse, drain when due, retry after failure) or whether a new problem warrants a
+//! cordon (and/or taints), within the safety gates and the budgets.
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
@@ -13,6 +14,9 @@ use super::problem::Problem;
 use crate::config::Config;
 use crate::model::record::{Phase, Record};
 
+/// What a decision comes to.
+type Decided = (Action, Why, Effect);
+
 pub(super) fn decide_node(
     c: &Candidate,
     record: Option<&Record>,
@@ -21,7 +25,7 @@ pub(super) fn decide_node(
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, Why, Effect) {
+) -> Decided {
     let (node, selected) = (c.node, c.selected);
     if node.label(&cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
         let label = format!("{}={}", cfg.exclude_label.0, cfg.exclude_label.1);
@@ -30,75 +34,144 @@ pub(super) fn decide_node(
     if !selected && record.is_none() {
         return (Action::Skip, Why::NotSelected, Effect::Nothing);
     }
-    let unschedulable = node.unschedulable;
     let bad = !p.held.is_empty();
-    let pending = || p.pending.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>();
     let Some(r) = record else {
-        return decide_new(c, unschedulable, p, gates, cfg, now, b);
-    };
-    // Paused: nothing is written (a drain already evicting finishes).
-    let paused = || {
-        gates.pause.as_ref().map(|p| {
-            (
-                Action::Hold,
-                Why::Paused { pause: p.clone() },
-                Effect::Nothing,
-            )
-        })
+        return decide_new(c, p, gates, cfg, now, b);
     };
     if r.phase == Phase::Released {
         return if bad && p.episode == r.episode {
             (Action::None, Why::ReleasedEpisode, Effect::Nothing)
         } else if !bad && p.pending.is_empty() {
-            if let Some(h) = paused() {
+            if let Some(h) = paused(gates) {
                 return h;
             }
             (Action::None, Why::ForgetReleased, Effect::Forget)
         } else {
             // A new episode: as if there were no record.
-            decide_new(c, unschedulable, p, gates, cfg, now, b)
+            decide_new(c, p, gates, cfg, now, b)
         };
     }
-    if !unschedulable {
-        if let Some(h) = paused() {
+    if let Some(what) = r.lifted(node) {
+        if let Some(h) = paused(gates) {
             return h;
         }
+        // Released: nothing of ours is left on the node (the executor lifts what remains).
         let mut released = r.clone();
         released.phase = Phase::Released;
+        released.cordoned = false;
+        released.taints.clear();
+        released.probation_until = None;
         b.uncordoned(c.domain);
         if r.phase == Phase::Draining {
             b.draining -= 1;
         }
-        return (Action::None, Why::ManualUncordon, Effect::Release(released));
+        let why = Why::ManualUncordon { what };
+        return (Action::None, why, Effect::Release(released));
     }
     if !bad {
-        if !p.pending.is_empty() {
-            let why = Why::ProblemBack { pending: pending() };
-            return (Action::Wait, why, Effect::Nothing);
-        }
-        if let Some(left) = p.recovering {
-            return (Action::Wait, Why::Recovering { left }, Effect::Nothing);
-        }
-        if r.phase == Phase::Draining {
-            // Finish what was started: evictions already went out.
-            return (
-                Action::Drain,
-                Why::FinishingDrain,
-                Effect::Drain(DrainJob::pending()),
-            );
-        }
-        if let Some(h) = paused() {
-            return h;
-        }
-        b.uncordoned(c.domain);
-        let during_buffer = r.phase == Phase::Cordoned;
-        return (
-            Action::Uncordon,
-            Why::Uncordon { during_buffer },
-            Effect::Uncordon,
-        );
+        return recovered(c, r, p, gates, cfg, now, b);
+    }
+    if r.phase == Phase::Probation {
+        return relapse(r, p, cfg, now);
     }
     by_phase(c, r, p, gates, cfg, now, b)
+}
+
+/// The hold of a pause on the drainer's Lease: nothing is written.
+fn paused(gates: &Gates) -> Option<Decided> {
+    gates.pause.as_ref().map(|p| {
+        (
+            Action::Hold,
+            Why::Paused { pause: p.clone() },
+            Effect::Nothing,
+        )
+    })
+}
+
+/// A node we hold whose problem cleared: wait while it might come back, finish a drain in
+/// progress, then probation (`--uncordon-after`) and the uncordon.
+fn recovered(
+    c: &Candidate,
+    r: &Record,
+    p: &Problem,
+    gates: &Gates,
+    cfg: &Config,
+    now: Timestamp,
+    b: &mut Budgets,
+) -> Decided {
+    if !p.pending.is_empty() {
+        let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
+        return (Action::Wait, Why::ProblemBack { pending }, Effect::Nothing);
+    }
+    if let Some(left) = p.recovering {
+        return (Action::Wait, Why::Recovering { left }, Effect::Nothing);
+    }
+    if r.phase == Phase::Draining {
+        // Finish what was started: evictions already went out.
+        let job = Effect::Drain(DrainJob::pending());
+        return (Action::Drain, Why::FinishingDrain, job);
+    }
+    if let Some(h) = paused(gates) {
+        return h;
+    }
+    let probation = cfg.remedy.uncordon_after;
+    match r.probation_until {
+        Some(until) if until > now => {
+            return (Action::Wait, Why::Probation { until }, Effect::Nothing);
+        }
+        None if !probation.is_zero() => {
+            let until = add(now, probation);
+            return (
+                Action::Probation,
+                Why::StartProbation { until },
+                Effect::Probation(start_probation(r, until, cfg)),
+            );
+        }
+        _ => {}
+    }
+    b.uncordoned(c.domain);
+    let why = match r.phase {
+        Phase::Probation => Why::ProbationPassed,
+        phase => Why::Uncordon {
+            during_buffer: phase == Phase::Cordoned,
+        },
+    };
+    (Action::Uncordon, why, Effect::Uncordon(r.clone()))
+}
+
+/// The record of a probation until `until`: with `--probation-taint`, the cordon and the problem
+/// taints give way to that taint; without, the node stays held as it is.
+fn start_probation(r: &Record, until: Timestamp, cfg: &Config) -> Record {
+    let mut next = r.clone();
+    next.phase = Phase::Probation;
+    next.probation_until = Some(until);
+    if let Some(t) = &cfg.remedy.probation_taint {
+        next.cordoned = false;
+        next.taints = vec![t.to_string()];
+    }
+    next
+}
+
+/// The problem came back during probation: held again at once, with the problem's cordon and
+/// taints, and drained again without a new buffer (work may have come back during probation).
+fn relapse(r: &Record, p: &Problem, cfg: &Config, now: Timestamp) -> Decided {
+    let problem = p.held.join(", ");
+    let next = Record {
+        owner: r.owner.clone(),
+        episode: p.episode.clone(),
+        reason: problem.clone(),
+        phase: Phase::Cordoned,
+        cordoned_at: now,
+        drain_at: now,
+        cordoned: cfg.remedy.cordon,
+        taints: cfg.remedy.taints.iter().map(ToString::to_string).collect(),
+        ..Default::default()
+    };
+    (
+        Action::Cordon,
+        Why::Relapse { problem },
+        Effect::Relapse(next),
+    )
 }
 
 /// A problem node we cordoned: what its record's phase calls for now.
@@ -110,7 +183,7 @@ fn by_phase(
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, Why, Effect) {
+) -> Decided {
     let problem = p.held.join(", ");
     match r.phase {
         Phase::Draining => (
@@ -143,7 +216,7 @@ fn by_phase(
             (Action::None, Why::SkipDrain { problem }, Effect::Nothing)
         }
         Phase::Cordoned | Phase::Failed => start_drain(c, r, problem, gates, cfg, now, b),
-        Phase::Released => unreachable!("handled above"),
+        Phase::Released | Phase::Probation => unreachable!("handled by decide_node"),
     }
 }
 
@@ -157,7 +230,7 @@ fn start_drain(
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, Why, Effect) {
+) -> Decided {
     let failed = r.phase == Phase::Failed;
     let due = if failed {
         r.retry_at.unwrap_or(r.drain_at)
@@ -204,13 +277,12 @@ fn start_drain(
 /// A node without a record of ours.
 fn decide_new(
     c: &Candidate,
-    unschedulable: bool,
     p: &Problem,
     gates: &Gates,
     cfg: &Config,
     now: Timestamp,
     b: &mut Budgets,
-) -> (Action, Why, Effect) {
+) -> Decided {
     if p.held.is_empty() {
         if !p.pending.is_empty() {
             let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
@@ -229,7 +301,8 @@ fn decide_new(
         return (Action::None, Why::Healthy, Effect::Nothing);
     }
     let problem = p.held.join(", ");
-    if unschedulable {
+    // Someone else's cordon is theirs (in taint-only mode the node's schedulability is not ours).
+    if c.node.unschedulable && cfg.remedy.cordon {
         return (
             Action::None,
             Why::CordonedBySomeoneElse { problem },
@@ -239,28 +312,7 @@ fn decide_new(
     if let Some(why) = gates.hold(c) {
         return (Action::Hold, why, Effect::Nothing);
     }
-    if let (Some(d), Some(budget)) = (c.domain, &cfg.safety.max_cordoned_per_domain) {
-        let size = gates.domains.get(d).map_or(1, |t| t.size);
-        let (used, limit) = (
-            b.domain_cordoned.get(d).copied().unwrap_or(0),
-            budget.limit(size),
-        );
-        if used >= limit {
-            let why = Why::DomainBudget {
-                domain: d.to_string(),
-                used,
-                limit,
-                problem,
-            };
-            return (Action::Wait, why, Effect::Nothing);
-        }
-    }
-    if b.cordoned >= b.cordon_limit {
-        let why = Why::CordonBudget {
-            used: b.cordoned,
-            limit: b.cordon_limit,
-            problem,
-        };
+    if let Some(why) = over_budget(c, gates, cfg, b, &problem) {
         return (Action::Wait, why, Effect::Nothing);
     }
     b.cordoned += 1;
@@ -274,10 +326,9 @@ fn decide_new(
         phase: Phase::Cordoned,
         cordoned_at: now,
         drain_at: add(now, cfg.drain_buffer),
-        drain_started: None,
-        finished_at: None,
-        attempts: 0,
-        retry_at: None,
+        cordoned: cfg.remedy.cordon,
+        taints: cfg.remedy.taints.iter().map(ToString::to_string).collect(),
+        ..Default::default()
     };
     let drain_at = (!cfg.skip_drain).then_some(record.drain_at);
     (
@@ -285,4 +336,34 @@ fn decide_new(
         Why::Cordon { problem, drain_at },
         Effect::Cordon(record),
     )
+}
+
+/// Why a new cordon must wait for the domain's or the fleet's cordon budget, if it must.
+fn over_budget(
+    c: &Candidate,
+    gates: &Gates,
+    cfg: &Config,
+    b: &Budgets,
+    problem: &str,
+) -> Option<Why> {
+    if let (Some(d), Some(budget)) = (c.domain, &cfg.safety.max_cordoned_per_domain) {
+        let size = gates.domains.get(d).map_or(1, |t| t.size);
+        let (used, limit) = (
+            b.domain_cordoned.get(d).copied().unwrap_or(0),
+            budget.limit(size),
+        );
+        if used >= limit {
+            return Some(Why::DomainBudget {
+                domain: d.to_string(),
+                used,
+                limit,
+                problem: problem.to_string(),
+            });
+        }
+    }
+    (b.cordoned >= b.cordon_limit).then(|| Why::CordonBudget {
+        used: b.cordoned,
+        limit: b.cordon_limit,
+        problem: problem.to_string(),
+    })
 }

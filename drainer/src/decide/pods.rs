@@ -2,8 +2,10 @@
 
 use nodemedic_common::keys;
 
+use crate::config::policy::{PodPolicy, PolicyAction};
 use crate::config::{Config, ProtectedPods};
-use crate::model::pod::{PodInfo, PodPhase, RULE_ANNOTATIONS};
+use crate::model::node::{NodeTaint, TaintEffect};
+use crate::model::pod::{PodInfo, PodPhase, Projection, RULE_ANNOTATIONS};
 
 /// The annotation keys to keep for `cfg`.
 pub fn kept_annotations(cfg: &Config) -> Vec<String> {
@@ -12,6 +14,33 @@ pub fn kept_annotations(cfg: &Config) -> Vec<String> {
         .map(|s| s.to_string())
         .chain(cfg.protected_annotations.iter().map(|(k, _)| k.clone()))
         .collect()
+}
+
+/// What the controller's pod cache keeps for `cfg`: the annotations the rules read, and labels and
+/// priority class names only if a pod policy matches on them.
+pub fn projection(cfg: &Config) -> Projection {
+    let (labels, priority_class) = crate::config::policy::needs(&cfg.pod_policies);
+    Projection {
+        annotations: Some(kept_annotations(cfg)),
+        labels,
+        priority_class,
+        tolerations: false,
+    }
+}
+
+/// The first pod policy that matches `pod`, with its place in the list.
+pub fn policy_for<'a>(pod: &PodInfo, policies: &'a [PodPolicy]) -> Option<&'a PodPolicy> {
+    policies.iter().find(|p| {
+        let any = |list: &[String], v: Option<&str>| {
+            list.is_empty() || v.is_some_and(|v| list.iter().any(|x| x == v))
+        };
+        any(&p.namespaces, Some(&pod.namespace))
+            && any(&p.owner_kinds, pod.owner_kind.as_deref())
+            && any(&p.priority_classes, pod.priority_class())
+            && p.selector
+                .as_ref()
+                .is_none_or(|s| s.matches(pod.labels().iter().map(|(k, v)| (k.clone(), v.clone()))))
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -23,6 +52,8 @@ pub enum PodAction {
     Skip,
     /// Protected, and `--protected-pods=block`: the drain does not start.
     Block,
+    /// A pod policy lets it finish: evicted only if it is still running after the policy's wait.
+    Wait,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -31,6 +62,12 @@ pub struct PodPlan {
     pub name: String,
     pub action: PodAction,
     pub reason: String,
+    /// The pod policy that classified it, if one did (the built-in rules otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// What that policy has the drain do with it (waiting, deleting), for the drain.
+    #[serde(skip)]
+    pub policy_action: Option<PolicyAction>,
 }
 
 fn annotation<'a>(pod: &'a PodInfo, key: &str) -> Option<&'a str> {
@@ -39,12 +76,7 @@ fn annotation<'a>(pod: &'a PodInfo, key: &str) -> Option<&'a str> {
 
 /// Why a pod may never be evicted, if it may not.
 fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
-    // Shared with the detector's stale-readiness evictions (mirror pods are skipped before this).
-    if let Some(why) =
-        nodemedic_common::exempt::never_evicted(&pod.namespace, pod.annotations(), pod.priority)
-    {
-        return Some(why);
-    }
+    // The never-evicted pods (shared with the stale-readiness evictions) are skipped before this.
     if annotation(pod, keys::SAFE_TO_EVICT_ANNOTATION) == Some("false")
         && !cfg.ignore_safe_to_evict_annotation
     {
@@ -76,19 +108,70 @@ fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
     }
 }
 
-/// Decide for one pod.
+/// Decide for one pod: the built-in protections first (finished, mirror, never evicted), then
+/// the first pod policy that matches, then the pod rules (DaemonSet, protected, emptyDir, ...).
 pub fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
-    let (action, reason) = if pod.phase.is_some_and(PodPhase::finished) {
-        (PodAction::Skip, "finished".to_string())
-    } else if annotation(pod, keys::MIRROR_POD_ANNOTATION).is_some() {
-        (PodAction::Skip, "mirror (static) pod".to_string())
-    } else if pod.owner_kind.as_deref() == Some("DaemonSet") && !cfg.evict_daemonset_pods {
+    let plan = |action, reason: String, policy: Option<&PodPolicy>| PodPlan {
+        namespace: pod.namespace.to_string(),
+        name: pod.name.to_string(),
+        action,
+        reason,
+        policy: policy.map(|p| p.name.clone()),
+        policy_action: policy.map(|p| p.action.clone()),
+    };
+    if pod.phase.is_some_and(PodPhase::finished) {
+        return plan(PodAction::Skip, "finished".into(), None);
+    }
+    if annotation(pod, keys::MIRROR_POD_ANNOTATION).is_some() {
+        return plan(PodAction::Skip, "mirror (static) pod".into(), None);
+    }
+    let protected_action = match cfg.protected_pods {
+        ProtectedPods::Leave => PodAction::Skip,
+        ProtectedPods::Block => PodAction::Block,
+    };
+    if let Some(why) =
+        nodemedic_common::exempt::never_evicted(&pod.namespace, pod.annotations(), pod.priority)
+    {
+        return plan(protected_action, why, None);
+    }
+    if let Some(p) = policy_for(pod, &cfg.pod_policies) {
+        let (action, reason) = match &p.action {
+            PolicyAction::Evict => (
+                PodAction::Evict,
+                format!("evictable (pod policy {})", p.name),
+            ),
+            PolicyAction::Skip => (
+                PodAction::Skip,
+                format!(
+                    "never evicted (pod policy {}); the drain completes without it",
+                    p.name
+                ),
+            ),
+            PolicyAction::Wait { max } => (
+                PodAction::Wait,
+                format!(
+                    "let finish (pod policy {}): evicted only if still running {} after the drain starts",
+                    p.name,
+                    humantime::format_duration(*max)
+                ),
+            ),
+            PolicyAction::Delete { after } => (
+                PodAction::Evict,
+                format!(
+                    "evictable (pod policy {}): deleted instead once PodDisruptionBudgets have refused it for {}",
+                    p.name,
+                    humantime::format_duration(*after)
+                ),
+            ),
+        };
+        return plan(action, reason, Some(p));
+    }
+    let (action, reason) = if pod.owner_kind.as_deref() == Some("DaemonSet")
+        && !cfg.evict_daemonset_pods
+    {
         (PodAction::Skip, "DaemonSet pod".to_string())
     } else if let Some(why) = protected(pod, cfg) {
-        match cfg.protected_pods {
-            ProtectedPods::Leave => (PodAction::Skip, why),
-            ProtectedPods::Block => (PodAction::Block, why),
-        }
+        (protected_action, why)
     } else if pod.owner_kind.as_deref() == Some("DaemonSet") {
         (
             PodAction::Evict,
@@ -98,10 +181,51 @@ pub fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
     } else {
         (PodAction::Evict, "evictable".to_string())
     };
+    plan(action, reason, None)
+}
+
+/// What a NoExecute problem taint does to a pod once the node is tainted: one that does not
+/// tolerate it is evicted at once by the taint manager, PodDisruptionBudgets aside (what `drainer
+/// plan` must show before anyone turns such a taint on).
+pub fn under_no_execute(pod: &PodInfo, plan: PodPlan, taints: &[NodeTaint]) -> PodPlan {
+    let no_execute: Vec<&NodeTaint> = taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::NoExecute)
+        .collect();
+    if no_execute.is_empty() || pod.phase.is_some_and(PodPhase::finished) {
+        return plan;
+    }
+    let untolerated: Vec<String> = match pod.tolerations() {
+        Some(tols) => no_execute
+            .iter()
+            .filter(|t| !tols.iter().any(|tol| tol.tolerates(t)))
+            .map(|t| t.to_string())
+            .collect(),
+        // The controller does not keep tolerations: say what the taint does unless it is tolerated.
+        None => {
+            let taints: Vec<String> = no_execute.iter().map(|t| t.to_string()).collect();
+            return PodPlan {
+                action: PodAction::Evict,
+                reason: format!(
+                    "evicted at once by the taint manager unless it tolerates {} (PodDisruptionBudgets do not apply)",
+                    taints.join(", ")
+                ),
+                ..plan
+            };
+        }
+    };
+    if untolerated.is_empty() {
+        return PodPlan {
+            reason: format!("{}; tolerates the NoExecute taint", plan.reason),
+            ..plan
+        };
+    }
     PodPlan {
-        namespace: pod.namespace.to_string(),
-        name: pod.name.to_string(),
-        action,
-        reason,
+        action: PodAction::Evict,
+        reason: format!(
+            "evicted at once by the taint manager: does not tolerate {} (PodDisruptionBudgets do not apply)",
+            untolerated.join(", ")
+        ),
+        ..plan
     }
 }

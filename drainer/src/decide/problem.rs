@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::watchdog::DETECTOR_SILENT;
 use crate::config::Config;
-use crate::model::node::NodeView;
+use crate::model::node::{Condition, NodeView, Status};
 
 /// The state of the problem on a node.
 pub struct Problem {
@@ -35,9 +36,23 @@ pub fn fmt_d(d: Duration) -> String {
 }
 
 /// The problem on `node` at `now`: which configured conditions hold (long enough or not yet),
-/// which a Kosmos leaf node is exempt from, and how long until a recovery counts.
-pub fn problem(node: &NodeView, cfg: &Config, now: Timestamp) -> Problem {
+/// which a Kosmos leaf node is exempt from, and how long until a recovery counts. `silent`: when
+/// the watchdog deemed the node's detector silent, if it is; it stands for a `DetectorSilent=True`
+/// condition since then (a node carrying a real one keeps it).
+pub fn problem(
+    node: &NodeView,
+    silent: Option<Timestamp>,
+    cfg: &Config,
+    now: Timestamp,
+) -> Problem {
     let conditions = &node.conditions;
+    let synthetic = silent.map(|since| Condition {
+        type_: arcstr::literal!(DETECTOR_SILENT),
+        status: Status::True,
+        reason: None,
+        since,
+        heartbeat: 0,
+    });
     let kosmos = node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
     let mut p = Problem {
         held: vec![],
@@ -49,7 +64,8 @@ pub fn problem(node: &NodeView, cfg: &Config, now: Timestamp) -> Problem {
     };
     let mut episode = Vec::new();
     for spec in &cfg.conditions {
-        let Some(c) = conditions.iter().find(|c| *c.type_ == *spec.type_) else {
+        let found = conditions.iter().find(|c| *c.type_ == *spec.type_);
+        let Some(c) = found.or(synthetic.as_ref().filter(|c| *c.type_ == *spec.type_)) else {
             continue;
         };
         let transition = c.since;

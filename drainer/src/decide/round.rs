@@ -12,14 +12,16 @@ use nodemedic_common::time::add;
 
 use super::budget::{Budgets, Totals};
 use super::candidate::Candidate;
-use super::decision::{Action, DrainJob, Effect, NodeDecision, Why};
+use super::decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
 use super::gates::Gates;
 use super::gates::outage::domain_of;
 use super::gates::snapshot::{Recorded, gates_of_snapshot};
 use super::node::decide_node;
 use super::pods::{self, PodAction, PodPlan};
 use super::problem::{Problem, problem};
+use super::watchdog;
 use crate::config::Config;
+use crate::config::policy::PolicyAction;
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 use crate::model::record::Record;
@@ -76,6 +78,7 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             pods: by_node.remove(v.name.as_str()).unwrap_or_default(),
             domain: d.as_deref(),
             flapping: recorded.flapping.get(v.name.as_str()).copied(),
+            silent: watchdog::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {
@@ -120,7 +123,7 @@ pub fn decide_some(
     };
     let problems: Vec<Problem> = candidates
         .iter()
-        .map(|c| problem(c.node, cfg, now))
+        .map(|c| problem(c.node, c.silent, cfg, now))
         .collect();
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_by(|&a, &b| {
@@ -176,10 +179,17 @@ fn decide_one(
         ),
         _ => decide_node(c, record, p, gates, cfg, now, budgets),
     };
-    let pods: Vec<PodPlan> = if matches!(action, Action::Cordon | Action::Drain) {
-        node_pods.iter().map(|p| pods::decide(p, cfg)).collect()
-    } else {
-        Vec::new()
+    let pods: Vec<PodPlan> = match action {
+        // A NoExecute problem taint evicts what does not tolerate it as soon as it is on.
+        Action::Cordon if cfg.remedy.evicts() => {
+            let taints = cfg.remedy.node_taints();
+            node_pods
+                .iter()
+                .map(|p| pods::under_no_execute(p, pods::decide(p, cfg), &taints))
+                .collect()
+        }
+        Action::Cordon | Action::Drain => node_pods.iter().map(|p| pods::decide(p, cfg)).collect(),
+        _ => Vec::new(),
     };
     // The drain carries its record and the pods it evicts (same order as `pods`).
     let effect = match (effect, record) {
@@ -188,8 +198,16 @@ fn decide_one(
             evict: node_pods
                 .iter()
                 .zip(&pods)
-                .filter(|(_, plan)| plan.action == PodAction::Evict)
-                .map(|(info, _)| (*info).clone())
+                .filter(|(_, plan)| matches!(plan.action, PodAction::Evict | PodAction::Wait))
+                .map(|(info, plan)| ToEvict {
+                    pod: (*info).clone(),
+                    policy: plan
+                        .policy_action
+                        .clone()
+                        .filter(|a| !matches!(a, PolicyAction::Evict | PolicyAction::Skip))
+                        .zip(plan.policy.clone())
+                        .map(|(a, n)| (n, a)),
+                })
                 .collect(),
         }),
         (effect, _) => effect,
@@ -235,6 +253,7 @@ fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
         }
         Why::Recovering { left } => Some(add(now, *left)),
         Why::DrainScheduled { at, .. } | Why::RetryScheduled { at, .. } => Some(*at),
+        Why::StartProbation { until } | Why::Probation { until } => Some(*until),
         Why::DrainSpacing { next } => Some(*next),
         Why::Flapping { stable_at, .. } => Some(*stable_at),
         Why::OutsideDrainWindow { next, .. } => *next,

@@ -11,13 +11,13 @@ use crate::config::{Budget, Config, ProtectedPods};
 use crate::model::pod::PodInfo;
 use crate::model::record::{Phase, Record};
 
-fn t(s: i64) -> Timestamp {
+pub(super) fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
 }
 
-const NOW: i64 = 10_000;
+pub(super) const NOW: i64 = 10_000;
 
-fn cfg() -> Config {
+pub(super) fn cfg() -> Config {
     Config {
         safety: crate::config::safety::Safety::off(),
         conditions: vec![
@@ -29,16 +29,16 @@ fn cfg() -> Config {
     }
 }
 
-struct N(Node);
+pub(super) struct N(pub(super) Node);
 
-fn node(name: &str) -> N {
+pub(super) fn node(name: &str) -> N {
     let mut n = Node::default();
     n.metadata.name = Some(name.into());
     N(n)
 }
 
 impl N {
-    fn cond(mut self, type_: &str, status: &str, since: i64) -> N {
+    pub(super) fn cond(mut self, type_: &str, status: &str, since: i64) -> N {
         let st = self.0.status.get_or_insert_with(Default::default);
         st.conditions
             .get_or_insert_with(Vec::new)
@@ -50,7 +50,7 @@ impl N {
             });
         self
     }
-    fn label(mut self, k: &str, v: &str) -> N {
+    pub(super) fn label(mut self, k: &str, v: &str) -> N {
         self.0
             .metadata
             .labels
@@ -58,14 +58,14 @@ impl N {
             .insert(k.into(), v.into());
         self
     }
-    fn unschedulable(mut self) -> N {
+    pub(super) fn unschedulable(mut self) -> N {
         self.0
             .spec
             .get_or_insert_with(Default::default)
             .unschedulable = Some(true);
         self
     }
-    fn record(mut self, r: Record) -> N {
+    pub(super) fn record(mut self, r: Record) -> N {
         self.0
             .metadata
             .annotations
@@ -74,11 +74,11 @@ impl N {
         self
     }
     /// Cordoned by us in `phase`, for the KernelDeadlock episode that started at `since`.
-    fn ours(self, phase: Phase, since: i64, cordoned: i64) -> N {
+    pub(super) fn ours(self, phase: Phase, since: i64, cordoned: i64) -> N {
         self.owned_by(crate::config::DEFAULT_OWNER, phase, since, cordoned)
     }
     /// Cordoned by the drainer named `owner`.
-    fn owned_by(self, owner: &str, phase: Phase, since: i64, cordoned: i64) -> N {
+    pub(super) fn owned_by(self, owner: &str, phase: Phase, since: i64, cordoned: i64) -> N {
         self.unschedulable().record(Record {
             owner: owner.into(),
             episode: format!("KernelDeadlock=True@{}", t(since).as_second()),
@@ -90,11 +90,12 @@ impl N {
             finished_at: None,
             attempts: 0,
             retry_at: None,
+            ..Default::default()
         })
     }
 }
 
-fn pod(name: &str, node: &str, extra: serde_json::Value) -> Pod {
+pub(super) fn pod(name: &str, node: &str, extra: serde_json::Value) -> Pod {
     let mut v = json!({
         "metadata": {"name": name, "namespace": "default",
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true}]},
@@ -116,7 +117,7 @@ fn merge(a: &mut serde_json::Value, b: &serde_json::Value) {
     }
 }
 
-fn run(nodes: Vec<N>, pods: &[Pod], cfg: &Config) -> Vec<NodeDecision> {
+pub(super) fn run(nodes: Vec<N>, pods: &[Pod], cfg: &Config) -> Vec<NodeDecision> {
     let nodes: Vec<Node> = nodes.into_iter().map(|n| n.0).collect();
     let pods: Vec<PodInfo> = pods.iter().map(|p| PodInfo::from_pod(p, None)).collect();
     decide_nodes(&nodes, &pods, cfg, t(NOW))
@@ -129,7 +130,7 @@ fn decide_pod(p: &Pod, cfg: &Config) -> PodPlan {
     )
 }
 
-fn one(n: N, cfg: &Config) -> NodeDecision {
+pub(super) fn one(n: N, cfg: &Config) -> NodeDecision {
     run(vec![n], &[], cfg).remove(0)
 }
 
@@ -293,7 +294,7 @@ fn drain_waits_for_the_buffer_then_drains_with_pod_plans() {
         panic!("{:?}", p.effect)
     };
     assert_eq!(job.record.phase, Phase::Cordoned, "the record as read");
-    let evict: Vec<&str> = job.evict.iter().map(|p| &*p.name).collect();
+    let evict: Vec<&str> = job.evict.iter().map(|p| &*p.pod.name).collect();
     assert_eq!(evict, ["web"], "the drain carries the pods it evicts");
     assert_eq!(p.pods.len(), 1);
     assert_eq!(
@@ -310,7 +311,12 @@ fn recovery_during_the_buffer_cancels_and_uncordons() {
             .ours(Phase::Cordoned, 0, NOW - 100),
         &cfg(),
     );
-    assert_eq!((p.action, &p.effect), (Action::Uncordon, &Effect::Uncordon));
+    assert_eq!(p.action, Action::Uncordon);
+    assert!(
+        matches!(&p.effect, Effect::Uncordon(r) if r.phase == Phase::Cordoned),
+        "{:?}",
+        p.effect
+    );
     assert_eq!(
         p.why,
         Why::Uncordon {

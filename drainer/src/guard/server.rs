@@ -70,7 +70,7 @@ impl Guard {
                 name,
                 labels: n.labels.clone(),
                 ready: n.condition("Ready").map(|c| c.status.to_string()),
-                flap_taint: n.flap_taint.clone(),
+                flap_taint: n.flap_taint().cloned(),
             },
         }
     }

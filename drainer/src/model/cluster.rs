@@ -126,21 +126,24 @@ pub trait Cluster: Clone + Send + Sync + 'static {
         name: &str,
         grace_seconds: Option<i64>,
     ) -> impl Future<Output = Result<Evicted, ApiError>> + Send;
-    /// Delete a pod with grace 0, only this one (`uid` as a precondition).
+    /// Delete a pod with this grace period, only this one (`uid` as a precondition).
     fn delete_pod(
         &self,
         namespace: &str,
         name: &str,
         uid: Option<&Uid>,
+        grace_seconds: i64,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// Wait until the pod is gone (or replaced by one with another uid), or `deadline`. True when
-    /// it went. Not a write: answered from what the drainer observes.
+    /// Wait until the pod is gone (or replaced by one with another uid), or with `or_finished` has
+    /// finished (Succeeded or Failed), or `deadline`. True when it did. Not a write: answered from
+    /// what the drainer observes.
     fn pod_gone(
         &self,
         namespace: &str,
         name: &str,
         uid: Option<&Uid>,
         deadline: tokio::time::Instant,
+        or_finished: bool,
     ) -> impl Future<Output = bool> + Send;
     /// Write `ev` as the Event named `existing` (its count grown) or as a new one; its name.
     fn event(
@@ -149,6 +152,13 @@ pub trait Cluster: Clone + Send + Sync + 'static {
         ev: &NodeEvent,
         existing: Option<&str>,
     ) -> impl Future<Output = Result<String, ApiError>> + Send;
+    /// The DaemonSet `namespace/name`, if it exists (a read: where the detector runs, for the
+    /// watchdog).
+    fn daemon_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, ApiError>> + Send;
 }
 
 /// The leadership gate in front of a [`Cluster`]: every write is refused with
@@ -214,9 +224,12 @@ impl<C: Cluster> Cluster for Gated<C> {
         namespace: &str,
         name: &str,
         uid: Option<&Uid>,
+        grace_seconds: i64,
     ) -> Result<(), ApiError> {
         self.gate()?;
-        self.inner.delete_pod(namespace, name, uid).await
+        self.inner
+            .delete_pod(namespace, name, uid, grace_seconds)
+            .await
     }
     async fn pod_gone(
         &self,
@@ -224,8 +237,11 @@ impl<C: Cluster> Cluster for Gated<C> {
         name: &str,
         uid: Option<&Uid>,
         deadline: tokio::time::Instant,
+        or_finished: bool,
     ) -> bool {
-        self.inner.pod_gone(namespace, name, uid, deadline).await
+        self.inner
+            .pod_gone(namespace, name, uid, deadline, or_finished)
+            .await
     }
     async fn event(
         &self,
@@ -235,5 +251,12 @@ impl<C: Cluster> Cluster for Gated<C> {
     ) -> Result<String, ApiError> {
         self.gate()?;
         self.inner.event(target, ev, existing).await
+    }
+    async fn daemon_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, ApiError> {
+        self.inner.daemon_set(namespace, name).await
     }
 }

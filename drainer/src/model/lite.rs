@@ -20,8 +20,8 @@ use nodemedic_common::status::Status;
 use serde::Deserialize;
 use serde::de::DeserializeSeed;
 
-use super::intern::{ArcStr, Expect, Map, MapVisitor, TextVisitor, intern};
-use super::node::{Condition, FLAP_TAINTS, NodeView, Version, flap_key};
+use super::intern::{ArcStr, Expect, Map, MapVisitor, Shared, TextVisitor, intern};
+use super::node::{Condition, NodeTaint, NodeView, TaintEffect, Version};
 
 /// What the watch keeps of a Node, in the view's shapes. `metadata` carries only what kube's
 /// watcher reads (the resourceVersion); the name is [`NodeLite::name`].
@@ -29,11 +29,12 @@ use super::node::{Condition, FLAP_TAINTS, NodeView, Version, flap_key};
 pub struct NodeLite {
     pub metadata: ObjectMeta,
     pub name: ArcStr,
+    pub created: i64,
     pub labels: Map,
     pub annotations: Map,
     pub unschedulable: bool,
     pub conditions: Box<[Condition]>,
-    pub flap_taint: Option<ArcStr>,
+    pub taints: Box<[NodeTaint]>,
 }
 
 impl NodeView {
@@ -47,11 +48,12 @@ impl NodeView {
                     .as_deref()
                     .unwrap_or_default(),
             ),
+            created: node.created,
             labels: node.labels,
             annotations: node.annotations,
             unschedulable: node.unschedulable,
             conditions: node.conditions,
-            flap_taint: node.flap_taint,
+            taints: node.taints,
         }
     }
 }
@@ -112,6 +114,7 @@ struct Raw {
 struct RawMeta {
     name: Option<Name>,
     resource_version: Option<String>,
+    creation_timestamp: Option<LiteTime>,
     labels: Option<Labels>,
     annotations: Option<Annotations>,
 }
@@ -161,33 +164,28 @@ struct RawSpec {
     taints: Option<Vec<RawTaint>>,
 }
 
-/// A taint as far as a view needs it: whether it is a flap taint, and NoExecute.
+/// A taint as a view keeps it (its time added is not kept).
 #[derive(Deserialize)]
 struct RawTaint {
     #[serde(default)]
-    key: TaintKey,
+    key: Shared,
     #[serde(default)]
-    effect: NoExecute,
+    value: Option<Shared>,
+    #[serde(default)]
+    effect: Effect,
 }
 
-/// Which of [`FLAP_TAINTS`] a taint's key is, if any (other keys are not kept).
-#[derive(Default)]
-struct TaintKey(Option<&'static str>);
+struct Effect(TaintEffect);
 
-impl<'de> Deserialize<'de> for TaintKey {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TaintKey, D::Error> {
-        d.deserialize_str(TextVisitor(|s: &str| {
-            TaintKey(FLAP_TAINTS.iter().copied().find(|k| *k == s))
-        }))
+impl Default for Effect {
+    fn default() -> Effect {
+        Effect(TaintEffect::Other)
     }
 }
 
-#[derive(Default)]
-struct NoExecute(bool);
-
-impl<'de> Deserialize<'de> for NoExecute {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NoExecute, D::Error> {
-        d.deserialize_str(TextVisitor(|s: &str| NoExecute(s == "NoExecute")))
+impl<'de> Deserialize<'de> for Effect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Effect, D::Error> {
+        d.deserialize_str(TextVisitor(|s: &str| Effect(TaintEffect::parse(s))))
     }
 }
 
@@ -223,6 +221,7 @@ impl<'de> Deserialize<'de> for Conditions {
                         since: c
                             .last_transition_time
                             .map_or(Timestamp::UNIX_EPOCH, |t| t.0),
+                        heartbeat: c.last_heartbeat_time.map_or(0, |t| t.0.as_second()),
                     });
                 }
                 Ok(Conditions(out.into_boxed_slice()))
@@ -241,6 +240,8 @@ struct RawCondition {
     status: Option<LiteStatus>,
     #[serde(default)]
     reason: Option<Reason>,
+    #[serde(default)]
+    last_heartbeat_time: Option<LiteTime>,
     #[serde(default)]
     last_transition_time: Option<LiteTime>,
 }
@@ -282,16 +283,22 @@ impl<'de> Deserialize<'de> for Reason {
 impl From<Raw> for NodeLite {
     fn from(raw: Raw) -> NodeLite {
         let spec = raw.spec;
-        let taints = spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or(&[]);
         NodeLite {
-            flap_taint: taints
-                .iter()
-                .find(|t| t.effect.0 && t.key.0.is_some())
-                .and_then(|t| t.key.0.map(flap_key)),
             unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            taints: spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| NodeTaint {
+                    key: t.key.0,
+                    value: t.value.map(|v| v.0),
+                    effect: t.effect.0,
+                })
+                .collect(),
+            created: raw
+                .metadata
+                .creation_timestamp
+                .map_or(0, |t| t.0.as_second()),
             conditions: raw
                 .status
                 .and_then(|s| s.conditions)

@@ -37,6 +37,12 @@ pub mod reason {
     pub const OUTAGE_ENDED: &str = "DomainOutageEnded";
     pub const NODE_FLAPPING: &str = "NodeFlapping";
     pub const POD_FORCE_DELETED: &str = "PodForceDeleted";
+    pub const TAINT_SUCCEEDED: &str = "TaintSucceeded";
+    pub const PROBATION_STARTED: &str = "ProbationStarted";
+    pub const RELAPSED: &str = "ProblemBackInProbation";
+    pub const POD_DELETED_BY_POLICY: &str = "PodDeletedByPolicy";
+    pub const DETECTOR_SILENT: &str = "DetectorSilent";
+    pub const DETECTOR_HEARD: &str = "DetectorHeardAgain";
 }
 
 /// Something that happened to a node.
@@ -47,6 +53,12 @@ pub enum Occurrence {
     },
     Cordoned {
         problem: String,
+    },
+    /// Held with taints (`taints`, as `KEY[=VALUE]:EFFECT`), and cordoned unless `--cordon=false`.
+    Tainted {
+        problem: String,
+        taints: String,
+        cordoned: bool,
     },
     CordonFailed {
         error: String,
@@ -85,6 +97,16 @@ pub enum Occurrence {
     NodeDeleteFailed {
         error: String,
     },
+    /// The problem cleared: uncordoned at `until` if the node stays healthy; meanwhile it carries
+    /// `taint` instead of the cordon, if one is configured.
+    ProbationStarted {
+        until: Timestamp,
+        taint: Option<String>,
+    },
+    /// The problem came back during probation: held again.
+    Relapsed {
+        problem: String,
+    },
 }
 
 impl Occurrence {
@@ -93,6 +115,10 @@ impl Occurrence {
         match self {
             CordonStarting { .. } => reason::CORDON_STARTING,
             Cordoned { .. } => reason::CORDON_SUCCEEDED,
+            Tainted { cordoned: true, .. } => reason::CORDON_SUCCEEDED,
+            Tainted { .. } => reason::TAINT_SUCCEEDED,
+            ProbationStarted { .. } => reason::PROBATION_STARTED,
+            Relapsed { .. } => reason::RELAPSED,
             CordonFailed { .. } => reason::CORDON_FAILED,
             DrainScheduled { .. } => reason::DRAIN_SCHEDULED,
             DrainSchedulingFailed { .. } => reason::DRAIN_SCHEDULING_FAILED,
@@ -117,7 +143,8 @@ impl Occurrence {
             | DrainFailed { .. }
             | UncordonFailed { .. }
             | MarkFailed { .. }
-            | NodeDeleteFailed { .. } => Severity::Warning,
+            | NodeDeleteFailed { .. }
+            | Relapsed { .. } => Severity::Warning,
             _ => Severity::Normal,
         }
     }
@@ -128,6 +155,25 @@ impl Occurrence {
         match self {
             CordonStarting { problem } => format!("Cordoning node: {problem}"),
             Cordoned { .. } => "Cordoned node".into(),
+            Tainted {
+                taints,
+                cordoned: true,
+                ..
+            } => format!("Cordoned node and tainted it {taints}"),
+            Tainted { taints, .. } => {
+                format!("Tainted node {taints} (not cordoned: --cordon=false)")
+            }
+            ProbationStarted { until, taint } => format!(
+                "Problem cleared: uncordoned at {} if the node stays healthy (probation, --uncordon-after){}",
+                rfc3339(*until),
+                taint
+                    .as_ref()
+                    .map(|t| format!("; meanwhile tainted {t} instead of cordoned"))
+                    .unwrap_or_default()
+            ),
+            Relapsed { problem } => format!(
+                "Problem back during probation: held again and drained without a new buffer ({problem})"
+            ),
             CordonFailed { error } => format!("Cordoning failed: {error}"),
             DrainScheduled { at } => format!("Will drain node after {}", rfc3339(*at)),
             DrainSchedulingFailed { error } => format!("Failed to schedule the drain: {error}"),
@@ -169,6 +215,12 @@ pub enum PodOccurrence {
     },
     /// Deleted with grace 0 after its eviction did not complete (`--allow-force-delete`).
     ForceDeleted,
+    /// Deleted (with its grace period) by a pod policy, once PodDisruptionBudgets had refused its
+    /// eviction for `refused_for`.
+    DeletedByPolicy {
+        policy: String,
+        refused_for: Duration,
+    },
 }
 
 impl PodOccurrence {

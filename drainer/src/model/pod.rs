@@ -68,12 +68,64 @@ impl PodPhase {
     }
 }
 
-/// The maps of a [`PodInfo`].
+/// What a [`PodInfo`] keeps besides its fixed fields: only what the decisions read (see
+/// [`Projection`]), boxed since most pods in the controller's cache need none of it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Meta {
     pub labels: BTreeMap<String, String>,
     /// Only the annotations the rules look at (all of them when projected with `keep: None`).
     pub annotations: BTreeMap<String, String>,
+    /// `spec.priorityClassName`, shared (pod policies may match on it).
+    pub priority_class: Option<ArcStr>,
+    /// `spec.tolerations`, when projected (`drainer plan` tells which pods a NoExecute taint evicts).
+    pub tolerations: Option<Box<[Toleration]>>,
+}
+
+/// A pod's toleration, as far as matching a taint needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toleration {
+    /// Empty with operator Exists: every key.
+    pub key: String,
+    /// `Exists` (any value) or `Equal`.
+    pub exists: bool,
+    pub value: String,
+    /// Empty: every effect.
+    pub effect: String,
+}
+
+impl Toleration {
+    /// Whether it tolerates `taint` (Kubernetes' rule: key, operator and value, effect).
+    pub fn tolerates(&self, taint: &super::node::NodeTaint) -> bool {
+        let key = (self.key.is_empty() && self.exists) || self.key == *taint.key;
+        let value = self.exists || self.value == taint.value.as_deref().unwrap_or("");
+        let effect = self.effect.is_empty() || self.effect == taint.effect.as_str();
+        key && value && effect
+    }
+}
+
+/// What of a Pod a [`PodInfo`] keeps beyond its fixed fields: what the running settings read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Projection {
+    /// The annotation keys to keep (None: all).
+    pub annotations: Option<Vec<String>>,
+    /// Labels (pod policies with a selector; `drainer plan`, to match PodDisruptionBudgets).
+    pub labels: bool,
+    /// The priority class name (pod policies naming one).
+    pub priority_class: bool,
+    /// Tolerations (`drainer plan`).
+    pub tolerations: bool,
+}
+
+impl Projection {
+    /// Everything (`drainer plan`, tests).
+    pub fn everything() -> Projection {
+        Projection {
+            annotations: None,
+            labels: true,
+            priority_class: true,
+            tolerations: true,
+        }
+    }
 }
 
 /// A pod's uid: 16 bytes when it is a UUID (as the API server makes them), else the text.
@@ -148,28 +200,24 @@ impl PodInfo {
         self.meta.as_ref().map_or(&EMPTY, |m| &m.annotations)
     }
 
-    /// Project a Pod. `keep`: the annotation keys to keep (None keeps all).
+    /// Project a Pod. `keep`: the annotation keys to keep, and nothing else of what
+    /// [`Projection`] chooses (None: everything).
     pub fn from_pod(pod: &Pod, keep: Option<&[String]>) -> PodInfo {
+        match keep {
+            None => PodInfo::project(pod, &Projection::everything()),
+            Some(keys) => PodInfo::project(
+                pod,
+                &Projection {
+                    annotations: Some(keys.to_vec()),
+                    ..Default::default()
+                },
+            ),
+        }
+    }
+
+    /// Project a Pod, keeping what `keep` says.
+    pub fn project(pod: &Pod, keep: &Projection) -> PodInfo {
         let spec = pod.spec.as_ref();
-        let annotations = pod
-            .metadata
-            .annotations
-            .iter()
-            .flatten()
-            .filter(|(k, _)| keep.is_none_or(|keep| keep.iter().any(|x| x == *k)))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect::<BTreeMap<String, String>>();
-        // Only `drainer plan` reads labels (to match PDBs); the controller does not keep them.
-        let labels = match keep {
-            None => pod.metadata.labels.clone().unwrap_or_default(),
-            Some(_) => BTreeMap::new(),
-        };
-        let meta = (!labels.is_empty() || !annotations.is_empty()).then(|| {
-            Box::new(Meta {
-                labels,
-                annotations,
-            })
-        });
         PodInfo {
             namespace: intern(pod.metadata.namespace.as_deref().unwrap_or_default()),
             name: ArcStr::from(pod.metadata.name.as_deref().unwrap_or_default()),
@@ -194,7 +242,71 @@ impl PodInfo {
                 .and_then(|s| s.termination_grace_period_seconds)
                 .unwrap_or(NO_GRACE),
             readiness_stale: readiness_stale(pod),
-            meta,
+            meta: meta(pod, keep),
+        }
+    }
+}
+
+/// What `keep` says to keep of `pod` beyond the fixed fields; None when that is nothing.
+fn meta(pod: &Pod, keep: &Projection) -> Option<Box<Meta>> {
+    let spec = pod.spec.as_ref();
+    let annotations = pod
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| {
+            keep.annotations
+                .as_ref()
+                .is_none_or(|keep| keep.iter().any(|x| x == *k))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect::<BTreeMap<String, String>>();
+    let labels = match keep.labels {
+        true => pod.metadata.labels.clone().unwrap_or_default(),
+        false => BTreeMap::new(),
+    };
+    let priority_class = spec
+        .and_then(|s| s.priority_class_name.as_deref())
+        .filter(|_| keep.priority_class)
+        .map(intern);
+    let tolerations = keep.tolerations.then(|| {
+        spec.and_then(|s| s.tolerations.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|t| Toleration {
+                key: t.key.clone().unwrap_or_default(),
+                exists: t.operator.as_deref() == Some("Exists"),
+                value: t.value.clone().unwrap_or_default(),
+                effect: t.effect.clone().unwrap_or_default(),
+            })
+            .collect()
+    });
+    // Tolerations kept (even none) are an answer, so they keep the box.
+    let empty = labels.is_empty()
+        && annotations.is_empty()
+        && priority_class.is_none()
+        && tolerations.is_none();
+    (!empty).then(|| {
+        Box::new(Meta {
+            labels,
+            annotations,
+            priority_class,
+            tolerations,
+        })
+    })
+}
+
+impl PodInfo {
+    pub fn priority_class(&self) -> Option<&str> {
+        self.meta.as_ref()?.priority_class.as_deref()
+    }
+
+    /// The pod's tolerations; None when they were not kept.
+    pub fn tolerations(&self) -> Option<&[Toleration]> {
+        match &self.meta {
+            Some(m) => m.tolerations.as_deref(),
+            None => None,
         }
     }
 }

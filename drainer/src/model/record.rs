@@ -5,12 +5,21 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
-use super::node::NodeView;
+use super::node::{NodeTaint, NodeView};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
-    /// Cordoned; the drain waits for its time.
+    /// Cordoned (or tainted); the drain waits for its time.
+    #[default]
     Cordoned,
     /// Evicting pods.
     Draining,
@@ -20,6 +29,10 @@ pub enum Phase {
     Failed,
     /// A person uncordoned the node during this episode: not cordoned again until the problem changes.
     Released,
+    /// The problem cleared: the node is uncordoned once it has stayed healthy until
+    /// `probation_until` (`--uncordon-after`), meanwhile cordoned or, with `--probation-taint`,
+    /// only carrying that taint.
+    Probation,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -46,6 +59,38 @@ pub struct Record {
     pub attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<Timestamp>,
+    /// The taints this drainer put on the node (`KEY[=VALUE]:EFFECT`): only these are removed
+    /// again, and a person removing one releases the node, as an uncordon does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<String>,
+    /// Whether this drainer holds the node's cordon (`spec.unschedulable`) now: not in taint-only
+    /// mode (`--cordon=false`), nor during a probation that swapped the cordon for a taint. Records
+    /// written before taints existed hold it.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub cordoned: bool,
+    /// In probation, uncordoned at this time if the node stays healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probation_until: Option<Timestamp>,
+}
+
+impl Default for Record {
+    fn default() -> Record {
+        Record {
+            owner: String::new(),
+            episode: String::new(),
+            reason: String::new(),
+            phase: Phase::Cordoned,
+            cordoned_at: Timestamp::UNIX_EPOCH,
+            drain_at: Timestamp::UNIX_EPOCH,
+            drain_started: None,
+            finished_at: None,
+            attempts: 0,
+            retry_at: None,
+            taints: Vec::new(),
+            cordoned: true,
+            probation_until: None,
+        }
+    }
 }
 
 /// A record annotation that does not parse (the decision treats the node as having none).
@@ -141,9 +186,31 @@ impl Record {
         }
     }
 
-    /// Still cordoned by us (not released to a person).
+    /// Still held by us (not released to a person): counted against the cordon budgets.
     pub fn holds_cordon(&self) -> bool {
         self.phase != Phase::Released
+    }
+
+    /// The taints this record says we hold (those that do not parse, from an edited annotation,
+    /// are skipped).
+    pub fn held_taints(&self) -> Vec<NodeTaint> {
+        self.taints.iter().filter_map(|t| t.parse().ok()).collect()
+    }
+
+    /// Whether our hold is still in place on `node`: the cordon we set (if we hold it) and every
+    /// taint we put on. A person lifting either has released the node for this episode; the
+    /// taint or cordon not yet lifted is named too.
+    pub fn lifted(&self, node: &NodeView) -> Option<String> {
+        if self.cordoned && !node.unschedulable {
+            return Some("uncordoned".into());
+        }
+        let missing: Vec<&str> = self
+            .taints
+            .iter()
+            .filter(|t| t.parse::<NodeTaint>().map_or(true, |t| !node.has_taint(&t)))
+            .map(String::as_str)
+            .collect();
+        (!missing.is_empty()).then(|| format!("taint {} removed", missing.join(", ")))
     }
 }
 
@@ -179,6 +246,7 @@ mod tests {
             finished_at: None,
             attempts: 0,
             retry_at: None,
+            ..Default::default()
         }
     }
 

@@ -142,20 +142,20 @@ impl Observed {
     }
 
     /// Wait until the pod `namespace/name` with `uid` is gone from the cache (deleted, or replaced by
-    /// a pod with another uid), or `deadline`. True when it went.
+    /// a pod with another uid), or with `or_finished` has finished, or `deadline`. True when it did.
     pub async fn wait_gone(
         &self,
         namespace: &str,
         name: &str,
         uid: Option<&Uid>,
         deadline: tokio::time::Instant,
+        or_finished: bool,
     ) -> bool {
         let mut gone = self.pods_gone.subscribe();
         loop {
-            let present = self
-                .pod(namespace, name)
-                .is_some_and(|p| p.uid.as_ref() == uid);
-            if !present {
+            let present = self.pod(namespace, name).filter(|p| p.uid.as_ref() == uid);
+            let finished = |p: &PodInfo| p.phase.is_some_and(crate::model::pod::PodPhase::finished);
+            if present.is_none_or(|p| or_finished && finished(&p)) {
                 return true;
             }
             match tokio::time::timeout_at(deadline, gone.changed()).await {
@@ -227,12 +227,15 @@ impl Observed {
             return;
         }
         let (new_node, new_uid) = (info.node.clone(), info.uid.clone());
+        let now_finished = info
+            .phase
+            .is_some_and(crate::model::pod::PodPhase::finished);
         let old = pods.insert(Arc::new(info));
         drop(pods);
-        if old
-            .as_ref()
-            .is_some_and(|o| o.node != new_node || o.uid != new_uid)
-        {
+        let finished = |p: &PodInfo| p.phase.is_some_and(crate::model::pod::PodPhase::finished);
+        if old.as_ref().is_some_and(|o| {
+            o.node != new_node || o.uid != new_uid || (!finished(o) && now_finished)
+        }) {
             self.pods_gone.send_modify(|n| *n += 1);
         }
         let old_node = old.and_then(|o| o.node.clone());
@@ -328,11 +331,11 @@ mod tests {
         o.apply_pod(pod("p1", "a", "Running"));
         let uid = Uid::parse("p1");
         let deadline = tokio::time::Instant::now() + Duration::from_millis(50);
-        assert!(!o.wait_gone("app", "p1", Some(&uid), deadline).await);
+        assert!(!o.wait_gone("app", "p1", Some(&uid), deadline, false).await);
         let o2 = o.clone();
         let waiter = tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            o2.wait_gone("app", "p1", Some(&Uid::parse("p1")), deadline)
+            o2.wait_gone("app", "p1", Some(&Uid::parse("p1")), deadline, false)
                 .await
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -344,7 +347,7 @@ mod tests {
         p.uid = Some(Uid::parse("other"));
         o.apply_pod(p);
         let uid = Uid::parse("p2");
-        assert!(o.wait_gone("app", "p2", Some(&uid), deadline).await);
+        assert!(o.wait_gone("app", "p2", Some(&uid), deadline, false).await);
     }
 
     #[tokio::test]
@@ -369,8 +372,8 @@ mod tests {
         // No reloads: the set's sender is gone at once (the watch then never waits on it).
         let t1 = o.spawn_pods(
             Api::all(client.clone()),
-            watch::channel(vec![]).1,
-            watch::channel(vec![]).0,
+            watch::channel(Default::default()).1,
+            watch::channel(Default::default()).0,
         );
         let t2 = o.spawn_nodes(Api::all(client));
         tokio::time::sleep(Duration::from_secs(3)).await;

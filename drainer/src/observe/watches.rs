@@ -20,7 +20,7 @@ use super::{NODES, NodeMap, Observed, PODS};
 use crate::metrics::ObjectKind;
 use crate::model::lite::NodeLite;
 use crate::model::node::NodeView;
-use crate::model::pod::PodInfo;
+use crate::model::pod::{PodInfo, Projection};
 
 impl Observed {
     /// Watch all Nodes into the cache, decoded as [`NodeLite`]s: only what a view keeps, in one pass,
@@ -62,14 +62,15 @@ impl Observed {
         })
     }
 
-    /// Watch all Pods into the cache, keeping the annotations `keep` names. When `keep` changes (a
-    /// config reload naming other protected annotations) the pods are listed again with the new
-    /// set, and `relisted` then carries that set: a reload waits for it before deciding with it.
+    /// Watch all Pods into the cache, keeping what `keep` says (the annotations the rules read, and
+    /// labels or priority class names when pod policies match on them). When `keep` changes (a
+    /// config reload) the pods are listed again with it, and `relisted` then carries it: a reload
+    /// waits for that before deciding with the new settings.
     pub fn spawn_pods(
         &self,
         api: Api<Lenient<Pod>>,
-        mut keep: watch::Receiver<Vec<String>>,
-        relisted: watch::Sender<Vec<String>>,
+        mut keep: watch::Receiver<Projection>,
+        relisted: watch::Sender<Projection>,
     ) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
@@ -102,7 +103,7 @@ impl Observed {
                     match ev {
                         Ok(watcher::Event::Apply(Lenient::Ok(p))) => {
                             malformed.fixed(&p.metadata);
-                            cache.apply_pod(PodInfo::from_pod(&p, Some(&current)))
+                            cache.apply_pod(PodInfo::project(&p, &current))
                         }
                         Ok(watcher::Event::Apply(bad @ Lenient::Malformed { .. })) => {
                             // Kept as it was last read (a drain still waits for it to go).
@@ -119,7 +120,7 @@ impl Observed {
                         Ok(watcher::Event::InitApply(Lenient::Ok(p))) => {
                             relist
                                 .get_or_insert_with(Pods::default)
-                                .insert(Arc::new(PodInfo::from_pod(&p, Some(&current))));
+                                .insert(Arc::new(PodInfo::project(&p, &current)));
                         }
                         Ok(watcher::Event::InitApply(bad)) => {
                             malformed.seen(&cache, ObjectKind::Pod, &bad)

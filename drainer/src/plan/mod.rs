@@ -254,6 +254,8 @@ mod tests {
                     name: "api-1".into(),
                     action: PodAction::Evict,
                     reason: "evictable".into(),
+                    policy: None,
+                    policy_action: None,
                 }],
                 wake: None,
             }];

@@ -78,6 +78,22 @@ impl<C: Cluster> Recorder<C> {
     /// force deletion also gets a Warning Event on the node.
     pub async fn pod(&self, pod: &str, node: Option<&str>, o: &PodOccurrence, why: EvictionFor) {
         o.log_and_count(pod, why, &self.metrics);
+        if let (
+            PodOccurrence::DeletedByPolicy {
+                policy,
+                refused_for,
+            },
+            Some(node),
+        ) = (o, node)
+        {
+            let message = format!(
+                "Pod {pod} deleted instead of evicted (pod policy {policy}): PodDisruptionBudgets refused its eviction for {}",
+                humantime::format_duration(*refused_for)
+            );
+            let target = EventTarget::Node(node.to_string());
+            let r = reason::POD_DELETED_BY_POLICY;
+            self.write(&target, Severity::Warning, r, message).await;
+        }
         if let (PodOccurrence::ForceDeleted, Some(node)) = (o, node) {
             let message = format!(
                 "Pod {pod} force-deleted (grace period 0, --allow-force-delete): its eviction did not complete by the drain's deadline"

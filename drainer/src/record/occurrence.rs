@@ -10,6 +10,17 @@ impl Occurrence {
         use Occurrence::*;
         match self {
             Cordoned { problem } => tracing::info!(%node, reason = %problem, "cordoned"),
+            Tainted {
+                problem,
+                taints,
+                cordoned,
+            } => tracing::info!(%node, reason = %problem, %taints, cordoned, "tainted"),
+            ProbationStarted { until, taint } => {
+                tracing::info!(%node, %until, taint = taint.as_deref().unwrap_or(""), "probation started")
+            }
+            Relapsed { problem } => {
+                tracing::warn!(%node, reason = %problem, "problem back during probation: held again")
+            }
             CordonFailed { error } => tracing::warn!(%node, %error, "cordon failed"),
             DrainSchedulingFailed { error } => {
                 tracing::warn!(%node, %error, "cannot set DrainScheduled")
@@ -39,7 +50,10 @@ impl Occurrence {
     pub fn count(&self, m: &Metrics) {
         use Occurrence::*;
         match self {
-            Cordoned { .. } => m.cordoned(Outcome::Succeeded),
+            Cordoned { .. } | Tainted { .. } | Relapsed { .. } => m.cordoned(Outcome::Succeeded),
+            ProbationStarted { .. } => {
+                m.probations.inc();
+            }
             CordonFailed { .. } => m.cordoned(Outcome::Failed),
             DrainScheduled { .. } => m.drain_scheduled(Outcome::Succeeded),
             DrainSchedulingFailed { .. } => m.drain_scheduled(Outcome::Failed),
@@ -78,6 +92,14 @@ impl PodOccurrence {
             PodOccurrence::ForceDeleted => {
                 tracing::warn!(%pod, ?what, "force-deleted (grace period 0): its eviction did not complete by the drain's deadline (--allow-force-delete)");
                 Eviction::ForceDeleted
+            }
+            PodOccurrence::DeletedByPolicy {
+                policy,
+                refused_for,
+            } => {
+                tracing::warn!(%pod, %policy, refused_for = %humantime::format_duration(*refused_for), "deleted instead of evicted (pod policy): PodDisruptionBudgets kept refusing its eviction");
+                m.pod_policy(crate::metrics::PolicyOutcome::Deleted);
+                return;
             }
         };
         match what {

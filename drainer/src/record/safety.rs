@@ -68,6 +68,27 @@ impl SafetyOccurrence {
                 None,
                 Some(domain.clone()),
             ),
+            DetectorSilent { node, silence } => (
+                reason::DETECTOR_SILENT,
+                Severity::Warning,
+                silent_message(silence),
+                M::DetectorSilent,
+                NotifyKind::DetectorSilent,
+                Some(node.clone()),
+                None,
+            ),
+            DetectorHeard { node, silent_for } => (
+                reason::DETECTOR_HEARD,
+                Severity::Normal,
+                format!(
+                    "The node's detector refreshed its conditions again after being silent for {}: its conditions can be trusted again",
+                    humantime::format_duration(Duration::from_secs(silent_for.as_secs()))
+                ),
+                M::DetectorHeard,
+                NotifyKind::DetectorHeard,
+                Some(node.clone()),
+                None,
+            ),
             Flapping { node, changes } => (
                 reason::NODE_FLAPPING,
                 Severity::Warning,
@@ -90,4 +111,19 @@ impl SafetyOccurrence {
             domain,
         }
     }
+}
+
+/// What a silent detector's Event says: since when, and what it means for the node's conditions.
+fn silent_message(s: &crate::decide::watchdog::Silence) -> String {
+    let when = nodemedic_common::time::rfc3339(s.last_heard);
+    let what = if s.never {
+        format!(
+            "The node's detector has never reported although its DaemonSet places a pod here and the node exists since {when}"
+        )
+    } else {
+        format!("The node's detector has not refreshed its conditions since {when}")
+    };
+    format!(
+        "{what}: it may have died, hung or lost its input, so the node's conditions may be stale (not cordoned or drained for this unless DetectorSilent is a configured condition)"
+    )
 }

@@ -81,6 +81,8 @@ impl Report {
                             "uncordon"
                         }
                         Did::DeleteNode => "delete",
+                        Did::Probation => "probation",
+                        Did::Relapse => "relapse",
                         Did::Release | Did::Forget => continue,
                     };
                     self.happened(secs, what, Some(d.node), d.reason);
@@ -115,6 +117,17 @@ impl Report {
             FleetEvent::Flapping { node, changes } => {
                 let detail = format!("{changes} changes");
                 return self.happened(secs, "flapping", Some(node), detail);
+            }
+            FleetEvent::DetectorSilent { node, silence } => {
+                let detail = format!(
+                    "last heard {}",
+                    nodemedic_common::time::rfc3339(silence.last_heard)
+                );
+                return self.happened(secs, "detector silent", Some(node), detail);
+            }
+            FleetEvent::DetectorHeard { node, silent_for } => {
+                let d = humantime::format_duration(Duration::from_secs(silent_for.as_secs()));
+                return self.happened(secs, "detector heard", Some(node), format!("after {d}"));
             }
         };
         self.happened(secs, what, None, detail);

@@ -2,39 +2,23 @@
 //! each setting in one place, flags over the file, every error with where it is (the flag, or
 //! `file:line:column`), all of them reported together. Pure but for reading the file.
 
-use std::fmt::Display;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use serde_saphyr::Spanned;
+mod policy;
+mod remedy;
+mod sources;
 
-use super::file::FileConfig;
-use super::flags::PolicyArgs;
-use super::pair;
-use super::safety::Safety;
-use super::select::Selector;
-use super::spec::ConditionSpec;
-use super::window::DrainWindow;
-use super::{Budget, Config, Taint, protected_annotation};
+use sources::Sources;
+pub use sources::{DurationError, PolicyError};
 
-/// One configuration error and where it is: typed and comparable, all of them reported together.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PolicyError {
-    /// In the command line (the message names the flag).
-    #[error("{0}")]
-    Flag(String),
-    /// In the YAML file, at a line and column.
-    #[error("{}:{line}:{column}: {message}", file.display())]
-    File {
-        file: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    /// The YAML file cannot be read.
-    #[error("{}: cannot read: {message}", file.display())]
-    Read { file: PathBuf, message: String },
-}
+use crate::config::file::FileConfig;
+use crate::config::flags::PolicyArgs;
+use crate::config::pair;
+use crate::config::safety::Safety;
+use crate::config::select::Selector;
+use crate::config::spec::ConditionSpec;
+use crate::config::window::DrainWindow;
+use crate::config::{Budget, Config, Taint, protected_annotation};
 
 /// Build the validated configuration. All errors are returned together.
 pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
@@ -57,8 +41,10 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
         &args.notify_urls,
         &file.notify_urls,
         ("notify-url", "notifyUrls"),
-        |v| super::url::check(v).map(|()| v.to_string()),
+        |v| crate::config::url::check(v).map(|()| v.to_string()),
     );
+    remedy::build(&mut s, &mut cfg);
+    policy::build(&mut s, &mut cfg.pod_policies);
     if s.errors.is_empty() {
         Ok(cfg)
     } else {
@@ -93,99 +79,6 @@ fn read_file(path: Option<&Path>) -> Result<(FileConfig, Vec<PolicyError>), Vec<
         Some(f) => Ok((f, errors)),
         None => Err(errors),
     }
-}
-
-/// Where values come from while building, and the errors found so far.
-struct Sources<'a> {
-    args: &'a PolicyArgs,
-    file: &'a FileConfig,
-    path: PathBuf,
-    errors: Vec<PolicyError>,
-}
-
-impl Sources<'_> {
-    fn at(&self, s: &Spanned<impl Sized>, msg: impl Display) -> PolicyError {
-        PolicyError::File {
-            file: self.path.clone(),
-            line: s.referenced.line() as usize,
-            column: s.referenced.column() as usize,
-            message: msg.to_string(),
-        }
-    }
-
-    fn flag_error(&mut self, msg: impl Display) {
-        self.errors.push(PolicyError::Flag(msg.to_string()));
-    }
-
-    /// A value from its flag, else from the file (with its position), parsed by `parse`.
-    fn pick<T, E: Display>(
-        &mut self,
-        flag: Option<&str>,
-        from_file: &Option<Spanned<String>>,
-        (flag_name, key): (&str, &str),
-        parse: impl Fn(&str) -> Result<T, E>,
-    ) -> Option<T> {
-        match (flag, from_file) {
-            (Some(v), _) => parse(v)
-                .map_err(|e| self.flag_error(format!("--{flag_name}: {e}")))
-                .ok(),
-            (None, Some(s)) => match parse(&s.value) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    let err = self.at(s, format!("{key}: {e}"));
-                    self.errors.push(err);
-                    None
-                }
-            },
-            _ => None,
-        }
-    }
-
-    /// Repeatable flags replace the file's list.
-    fn each<T, E: Display>(
-        &mut self,
-        flags: &[String],
-        from_file: &[Spanned<String>],
-        (flag_name, key): (&str, &str),
-        parse: impl Fn(&str) -> Result<T, E>,
-    ) -> Vec<T> {
-        if !flags.is_empty() {
-            return flags
-                .iter()
-                .filter_map(|v| self.pick(Some(v), &None, (flag_name, key), &parse))
-                .collect();
-        }
-        from_file
-            .iter()
-            .filter_map(|s| self.pick(None, &Some(s.clone()), (flag_name, key), &parse))
-            .collect()
-    }
-
-    /// A duration from its (typed) flag, else from the file.
-    fn duration(
-        &mut self,
-        flag: Option<Duration>,
-        from_file: &Option<Spanned<String>>,
-        names: (&str, &str),
-    ) -> Option<Duration> {
-        let text = flag.map(|d| humantime::format_duration(d).to_string());
-        self.pick(text.as_deref(), from_file, names, parse_duration)
-    }
-}
-
-/// A duration that does not parse.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid duration {text:?}: {source}")]
-pub struct DurationError {
-    text: String,
-    source: humantime::DurationError,
-}
-
-fn parse_duration(v: &str) -> Result<Duration, DurationError> {
-    humantime::parse_duration(v.trim()).map_err(|source| DurationError {
-        text: v.to_string(),
-        source,
-    })
 }
 
 /// The problem conditions: the flags' list replaces the file's; one is needed.
@@ -230,7 +123,7 @@ fn selector(s: &mut Sources, cfg: &mut Config) {
             .map(|sp| (sp.value.clone(), Some(sp)))
     });
     if !args.node_labels.is_empty() {
-        match super::draino::node_labels_selector(&args.node_labels) {
+        match crate::config::draino::node_labels_selector(&args.node_labels) {
             Ok(terms) => {
                 labels = Some(match labels {
                     Some((l, _)) if !l.trim().is_empty() => (format!("{l},{terms}"), None),
@@ -250,7 +143,7 @@ fn selector(s: &mut Sources, cfg: &mut Config) {
         (Some((e, span)), None) => (
             "--node-label-expr",
             ("nodeLabelExpr", span),
-            super::draino::cel_or_draino(&e).map_err(|e| e.to_string()),
+            crate::config::draino::cel_or_draino(&e).map_err(|e| e.to_string()),
         ),
         (None, Some((l, span))) => (
             "--node-selector",
@@ -504,6 +397,7 @@ fn after_drain(s: &mut Sources, cfg: &mut Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn args(conditions: &[&str]) -> PolicyArgs {
         PolicyArgs {

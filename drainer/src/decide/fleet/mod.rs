@@ -14,12 +14,14 @@
 //! [`FleetEvent`]s; nodes a gate holds are decided again when the gates change, not every round.
 //!
 //! ```text
-//!  totals  the per-node entries, the overlays, the running totals
-//!  round   a round: the due nodes, the gates, the decisions and what they mean for the next
+//!  totals    the per-node entries, the overlays, the running totals
+//!  round     a round: the due nodes, the gates, the decisions and what they mean for the next
+//!  watchdog  which selected nodes' detectors are silent, checked at each resync
 //! ```
 
 mod round;
 mod totals;
+mod watchdog;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -62,6 +64,16 @@ pub enum FleetEvent {
         node: String,
         changes: usize,
     },
+    /// A selected node's detector fell silent (once per episode).
+    DetectorSilent {
+        node: String,
+        silence: crate::decide::watchdog::Silence,
+    },
+    /// A silent node's detector was heard again.
+    DetectorHeard {
+        node: String,
+        silent_for: Duration,
+    },
 }
 
 pub struct Fleet {
@@ -87,6 +99,9 @@ pub struct Fleet {
     /// Nodes flapping now whose episode was reported.
     flapping: BTreeSet<ArcStr>,
     events: Vec<FleetEvent>,
+    /// Where the detector DaemonSet places its pods, and the nodes whose detector is silent.
+    placement: crate::decide::watchdog::Placement,
+    silent: HashMap<ArcStr, crate::decide::watchdog::Silence>,
     /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
     /// count drops then, which may let it calm down); never in the past.
     newly_wake: Option<Timestamp>,
@@ -123,6 +138,8 @@ impl Fleet {
             flapping: BTreeSet::new(),
             events: Vec::new(),
             newly_wake: None,
+            placement: Default::default(),
+            silent: HashMap::new(),
         }
     }
 
@@ -295,6 +312,7 @@ impl Fleet {
         self.held.remove(name);
         self.flaps.remove(name);
         self.flapping.remove(name);
+        self.silent.remove(name);
     }
 
     /// Its pods changed: decide it again.
@@ -349,28 +367,20 @@ impl Fleet {
         [node, breaker, self.newly_wake].into_iter().flatten().min()
     }
 
-    /// We wrote `record` (None: removed it) and, when given, `unschedulable` on the node: lay it
-    /// over the node's view until the watch shows it.
-    pub fn wrote(
-        &mut self,
-        name: &str,
-        record: Option<&Record>,
-        unschedulable: Option<bool>,
-        now: Timestamp,
-    ) {
+    /// We wrote `record` (None: removed it) on the node, and the cordon and taints it says we hold
+    /// (against the record the fleet holds for it): lay it over the node's view until the watch
+    /// shows it.
+    pub fn wrote(&mut self, name: &str, record: Option<&Record>, now: Timestamp) {
         let Some(e) = self.nodes.get(name) else {
             return;
         };
-        let overlay = Overlay {
-            before: e
-                .view
-                .annotations
-                .get(DRAIN_RECORD_ANNOTATION)
-                .map(String::from),
-            after: record.map(Record::to_annotation),
-            unschedulable,
-            until: nodemedic_common::time::add(now, OVERLAY_TTL),
-        };
+        let before = e
+            .view
+            .annotations
+            .get(DRAIN_RECORD_ANNOTATION)
+            .map(String::from);
+        let until = nodemedic_common::time::add(now, OVERLAY_TTL);
+        let overlay = Overlay::of(before, e.record.as_deref(), record, until);
         let view = Arc::new(overlay.lay(&e.view));
         self.overlays.insert(e.view.name.clone(), overlay);
         self.update(view);

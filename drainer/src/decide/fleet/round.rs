@@ -122,6 +122,7 @@ impl Fleet {
                     pods: p.iter().map(|p| &**p).collect(),
                     domain: e.domain.as_deref(),
                     flapping: self.flaps.get(n).and_then(|f| f.flapping(now, s)),
+                    silent: self.silent.get(n).map(|s| s.declared),
                 }
             })
             .collect();

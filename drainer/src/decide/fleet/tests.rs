@@ -39,6 +39,7 @@ fn view(name: &str, pool: &str, bad_since: Option<i64>) -> NodeView {
             },
             reason: None,
             since: t(bad_since.unwrap_or(0)),
+            heartbeat: 0,
         }]),
         ..Default::default()
     }
@@ -47,13 +48,13 @@ fn view(name: &str, pool: &str, bad_since: Option<i64>) -> NodeView {
 /// Apply what the controller would write for `d` to the fleet (as a write plus its watch event).
 fn act(f: &mut Fleet, d: &NodeDecision, now: Timestamp) {
     match &d.effect {
-        Effect::Cordon(r) => f.wrote(&d.node, Some(r), Some(true), now),
-        Effect::Uncordon => f.wrote(&d.node, None, Some(false), now),
-        Effect::Release(r) => f.wrote(&d.node, Some(r), None, now),
-        Effect::Forget => f.wrote(&d.node, None, None, now),
+        Effect::Cordon(r) | Effect::Release(r) | Effect::Probation(r) | Effect::Relapse(r) => {
+            f.wrote(&d.node, Some(r), now)
+        }
+        Effect::Uncordon(_) | Effect::Forget => f.wrote(&d.node, None, now),
         Effect::Drain(job) => {
             let r = job.record.draining(now);
-            f.wrote(&d.node, Some(&r), None, now)
+            f.wrote(&d.node, Some(&r), now)
         }
         Effect::Nothing | Effect::DeleteNode => {}
     }
@@ -121,6 +122,7 @@ fn incremental_rounds_agree_with_the_full_plan() {
             status: if bad { Status::True } else { Status::False },
             reason: None,
             since: now,
+            heartbeat: 0,
         };
         v.resource_version = format!("{step}").as_str().into();
         f.observe(Arc::new(v), now);

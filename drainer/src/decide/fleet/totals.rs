@@ -12,7 +12,7 @@ use crate::decide::Totals;
 use crate::decide::gates::breaker;
 use crate::decide::gates::outage::DomainTotals;
 use crate::model::intern::ArcStr;
-use crate::model::node::NodeView;
+use crate::model::node::{NodeTaint, NodeView};
 use crate::model::record::{Phase, Record};
 
 /// A node as the fleet holds it.
@@ -39,10 +39,34 @@ pub(super) struct Overlay {
     pub(super) before: Option<String>,
     pub(super) after: Option<String>,
     pub(super) unschedulable: Option<bool>,
+    /// Our taints the write took off, and those it put on.
+    pub(super) untaint: Vec<NodeTaint>,
+    pub(super) taint: Vec<NodeTaint>,
     pub(super) until: Timestamp,
 }
 
 impl Overlay {
+    /// The write from the hold `from` records to the one `to` records (None: no record), until
+    /// `until`: the record, and the cordon and taints as they change.
+    pub(super) fn of(
+        before: Option<String>,
+        from: Option<&Record>,
+        to: Option<&Record>,
+        until: Timestamp,
+    ) -> Overlay {
+        let cordoned = |r: Option<&Record>| r.is_some_and(|r| r.cordoned);
+        let taints = |r: Option<&Record>| r.map(Record::held_taints).unwrap_or_default();
+        let (was, will) = (taints(from), taints(to));
+        Overlay {
+            before,
+            after: to.map(Record::to_annotation),
+            unschedulable: (cordoned(from) != cordoned(to)).then_some(cordoned(to)),
+            untaint: was.iter().filter(|t| !will.contains(t)).cloned().collect(),
+            taint: will.iter().filter(|t| !was.contains(t)).cloned().collect(),
+            until,
+        }
+    }
+
     pub(super) fn lay(&self, view: &NodeView) -> NodeView {
         let mut v = view.clone();
         v.annotations = v
@@ -50,6 +74,27 @@ impl Overlay {
             .with(DRAIN_RECORD_ANNOTATION, self.after.as_deref());
         if let Some(u) = self.unschedulable {
             v.unschedulable = u;
+        }
+        if !self.untaint.is_empty() || !self.taint.is_empty() {
+            let mut taints: Vec<NodeTaint> = v
+                .taints
+                .iter()
+                .filter(|t| {
+                    !self
+                        .untaint
+                        .iter()
+                        .any(|u| u.key == t.key && u.effect == t.effect)
+                })
+                .cloned()
+                .collect();
+            taints.extend(
+                self.taint
+                    .iter()
+                    .filter(|t| !taints.contains(t))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            v.taints = taints.into_boxed_slice();
         }
         v
     }

@@ -22,6 +22,8 @@ use crate::model::node::NodeView;
 pub struct Recorded {
     pub paused: Option<Pause>,
     pub flapping: std::collections::HashMap<String, Flapping>,
+    /// Where the detector DaemonSet places its pods (the watchdog's exemptions).
+    pub placement: crate::decide::watchdog::Placement,
 }
 
 /// Nodes flapping at `now` by the drainer's NodeFlapping Events: an episode reported within the
