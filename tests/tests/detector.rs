@@ -311,6 +311,105 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
     h.finish(running).await;
 }
 
+/// The newest `lastHeartbeatTime` among the detector's conditions on the node, and whether every
+/// one of them carries it (a heartbeat refreshes them all at once).
+async fn heartbeat(h: &Harness) -> Option<(k8s_openapi::jiff::Timestamp, bool)> {
+    let node = h.cluster.node(&h.node).await;
+    let beats: Vec<_> = node
+        .status?
+        .conditions?
+        .into_iter()
+        .filter(|c| ["KernelDeadlock", "FlakyDisk"].contains(&c.type_.as_str()))
+        .map(|c| c.last_heartbeat_time.map(|t| t.0))
+        .collect::<Option<Vec<_>>>()?;
+    let newest = *beats.iter().max()?;
+    Some((
+        newest,
+        beats.len() == 2 && beats.iter().all(|b| *b == newest),
+    ))
+}
+
+#[tokio::test]
+async fn an_idle_detector_refreshes_its_heartbeats_on_its_period_and_no_more_often() {
+    // The drainer's watchdog takes a node whose detector's heartbeats stop for three periods as
+    // silent: this is what proves an idle detector alive.
+    let h = Harness::new("heartbeat").await;
+    let period = Duration::from_secs(2);
+    let options = Options {
+        heartbeat: period,
+        ..h.options()
+    };
+    let running = run::start(options, h.cluster.client_for("detector"))
+        .await
+        .expect("detector starts");
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    let mut beats = vec![heartbeat(&h).await.expect("heartbeats written").0];
+    for i in 0..2 {
+        let last = beats[i];
+        let (next, all) = eventually("the heartbeat refreshed", WAIT, || async {
+            heartbeat(&h).await.filter(|(t, _)| *t > last)
+        })
+        .await;
+        assert!(
+            all,
+            "every condition of the detector carries the new heartbeat"
+        );
+        beats.push(next);
+    }
+    for pair in beats.windows(2) {
+        let gap = pair[1].as_second() - pair[0].as_second();
+        assert!(
+            gap >= period.as_secs() as i64,
+            "refreshed {gap}s after the last, more often than the period: {beats:?}"
+        );
+    }
+    assert_eq!(
+        h.cluster
+            .condition(&h.node, "KernelDeadlock")
+            .await
+            .unwrap()
+            .0,
+        "False",
+        "nothing else changed"
+    );
+    h.finish(running).await;
+}
+
+#[tokio::test]
+async fn a_detector_whose_input_stalls_stops_claiming_health_until_it_reads_again() {
+    // The kernel log is a FIFO nobody writes to yet: opening it blocks, as a reader hung on a dead
+    // device would, so the input stops beating; after MAX_SILENCE its healthy conditions are
+    // Unknown. A writer appearing unblocks it and they are healthy again.
+    let h = Harness::new("stalled").await;
+    let fifo = h.dir.path().join("kmsg");
+    std::fs::remove_file(&fifo).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let running = h.start().await;
+    let wait = WAIT + nodemedic_detector::source::MAX_SILENCE;
+    let stalled = eventually(
+        "KernelDeadlock=Unknown (DetectorInputStalled)",
+        wait,
+        || async {
+            h.condition("KernelDeadlock")
+                .await
+                .filter(|c| c.0 == "Unknown" && c.1 == "DetectorInputStalled")
+        },
+    )
+    .await;
+    assert!(stalled.2.contains("has stalled since"), "{stalled:?}");
+    // Unblock the reader: open the FIFO for writing and keep it open.
+    let writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    drop(writer);
+    h.finish(running).await;
+}
+
 #[tokio::test]
 async fn restart_keeps_true_conditions_and_reports_nothing_again() {
     let mut h = Harness::new("restart").await;

@@ -5,6 +5,12 @@
 //! written otherwise. A failed write is retried with exponential backoff, and since every patch carries
 //! the *current* desired state, the latest state wins and no change is lost.
 //!
+//! A monitor whose input has stalled (not even an idle beat for `MAX_SILENCE`: the reader hung or
+//! lost its file) can no longer vouch for health: its healthy (False) conditions are written as
+//! `Unknown` with reason [`INPUT_STALLED`] from when the stall was noticed, as the node lifecycle
+//! controller does to a silent kubelet's Ready; a True condition stays True (a problem seen is not
+//! unseen). They return to what the monitor holds when its input beats again.
+//!
 //! A change of status or reason is written at once; a change of a condition's message alone (a flood
 //! of problem lines, each with its own text, keeps a True condition True) at most once per
 //! [`MESSAGE_INTERVAL`]: the last message is written, the API server is not hammered.
@@ -42,7 +48,12 @@ pub struct SyncState {
     /// Monitors that have not sent their first snapshot yet: removal waits for them, so a slow-starting
     /// monitor's conditions are not deleted and re-added.
     waiting_for: BTreeSet<String>,
+    /// Monitors whose input stalled, and since when.
+    stalled: BTreeMap<String, Timestamp>,
 }
+
+/// The reason of a condition whose monitor's input stalled.
+pub const INPUT_STALLED: &str = "DetectorInputStalled";
 
 /// Message-only updates of the conditions are written at most this often.
 pub const MESSAGE_INTERVAL: Duration = Duration::from_secs(10);
@@ -83,6 +94,19 @@ fn to_desired(c: &Condition) -> DesiredCondition {
     }
 }
 
+fn stalled_desired(c: &Condition, monitor: &str, since: Timestamp) -> DesiredCondition {
+    let at = nodemedic_common::time::rfc3339(since);
+    DesiredCondition {
+        type_: c.type_.clone(),
+        status: "Unknown".into(),
+        reason: INPUT_STALLED.into(),
+        message: format!(
+            "The detector's input for {monitor} has stalled since {at} (its reader hung or lost its source): this condition's status is unknown"
+        ),
+        last_transition_time: at,
+    }
+}
+
 impl SyncState {
     /// `owned_on_node`: the types listed in the Node's ownership annotation at start. `monitors`: the
     /// monitors expected to report.
@@ -101,7 +125,24 @@ impl SyncState {
             refusals: 0,
             retry_at: None,
             waiting_for: monitors.into_iter().collect(),
+            stalled: BTreeMap::new(),
         }
+    }
+
+    /// The monitors whose input is stalled at `now` (from the health of their `input:` loops):
+    /// those newly stalled are noted from `now`, those no longer stalled are forgotten. True when
+    /// the set changed.
+    pub fn set_stalled(&mut self, stalled: &BTreeSet<String>, now: Timestamp) -> bool {
+        let before = self.stalled.len();
+        self.stalled.retain(|m, _| stalled.contains(m));
+        let mut changed = self.stalled.len() != before;
+        for m in stalled {
+            if self.desired.contains_key(m) && !self.stalled.contains_key(m) {
+                self.stalled.insert(m.clone(), now);
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// A monitor's full condition list.
@@ -123,12 +164,19 @@ impl SyncState {
         }
     }
 
-    /// The current desired conditions, by type.
+    /// The current desired conditions, by type (a stalled monitor's healthy ones `Unknown`).
     pub fn current(&self) -> BTreeMap<String, DesiredCondition> {
         self.desired
-            .values()
-            .flatten()
-            .map(|c| (c.type_.clone(), to_desired(c)))
+            .iter()
+            .flat_map(|(monitor, cs)| {
+                let stalled = self.stalled.get(monitor);
+                cs.iter().map(move |c| match stalled {
+                    Some(since) if c.status == crate::problem::Status::False => {
+                        (c.type_.clone(), stalled_desired(c, monitor, *since))
+                    }
+                    _ => (c.type_.clone(), to_desired(c)),
+                })
+            })
             .collect()
     }
 
@@ -242,6 +290,59 @@ mod tests {
             message: "m".into(),
             transition: t(0),
         }
+    }
+
+    #[test]
+    fn a_stalled_inputs_healthy_conditions_become_unknown_until_it_beats_again() {
+        let mut s = SyncState::new(
+            Duration::from_secs(300),
+            vec![],
+            ["k".to_string(), "j".to_string()],
+        );
+        s.set_monitor(
+            "k",
+            vec![
+                cond("KernelDeadlock", Status::False),
+                cond("Frozen", Status::True),
+            ],
+        );
+        s.set_monitor("j", vec![cond("DockerHung", Status::False)]);
+        let p = s.plan(t(0)).unwrap();
+        s.succeeded(&p, t(0));
+        assert!(s.plan(t(10)).is_none());
+        let stalled: BTreeSet<String> = ["k".to_string(), "gone".to_string()].into();
+        assert!(s.set_stalled(&stalled, t(70)));
+        assert!(!s.set_stalled(&stalled, t(75)), "the same stall");
+        let p = s.plan(t(75)).expect("written at once");
+        let by_type: BTreeMap<&str, &DesiredCondition> =
+            p.set.iter().map(|c| (c.type_.as_str(), c)).collect();
+        let kd = by_type["KernelDeadlock"];
+        assert_eq!(
+            (kd.status.as_str(), kd.reason.as_str()),
+            ("Unknown", INPUT_STALLED)
+        );
+        assert_eq!(
+            kd.last_transition_time,
+            nodemedic_common::time::rfc3339(t(70))
+        );
+        assert!(
+            kd.message.contains("input for k has stalled"),
+            "{}",
+            kd.message
+        );
+        assert_eq!(by_type["Frozen"].status, "True", "a problem seen stays");
+        assert_eq!(
+            by_type["DockerHung"].status, "False",
+            "another input is fine"
+        );
+        s.succeeded(&p, t(75));
+        assert!(
+            s.plan(t(80)).is_none(),
+            "nothing more while it stays stalled"
+        );
+        assert!(s.set_stalled(&BTreeSet::new(), t(90)));
+        let p = s.plan(t(90)).expect("healthy again at once");
+        assert!(p.set.iter().all(|c| c.reason == "R"), "{p:?}");
     }
 
     #[test]

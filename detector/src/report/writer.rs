@@ -123,6 +123,15 @@ impl<R: Reporter> Writer<R> {
 
     async fn flush(&mut self) {
         let now = self.clock.now();
+        let stalled: std::collections::BTreeSet<String> = self
+            .health
+            .stuck()
+            .into_iter()
+            .filter_map(|s| s.name.strip_prefix("input:").map(String::from))
+            .collect();
+        if self.sync.set_stalled(&stalled, now) {
+            tracing::warn!(stalled = ?stalled, "inputs stalled or back: their monitors' healthy conditions are reported Unknown while stalled");
+        }
         if let Some(plan) = self.sync.plan(now) {
             match self.reporter.patch(&plan, now).await {
                 Ok(()) => {
