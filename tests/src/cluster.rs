@@ -157,12 +157,23 @@ impl Cluster {
         self.owner_of_kind(ns, "ReplicaSet", hint).await
     }
 
-    /// [`Cluster::owner`] of kind `ReplicaSet` or `DaemonSet` (inert: no controller for either runs).
+    /// [`Cluster::owner`] of kind `ReplicaSet`, `DaemonSet` or `Job` (inert: no controller for
+    /// them runs, and the Job is suspended).
     pub async fn owner_of_kind(&self, ns: &str, kind: &str, hint: &str) -> serde_json::Value {
         let name = self.name(hint);
+        let api_version = if kind == "Job" { "batch/v1" } else { "apps/v1" };
         if !self.real() {
-            return json!([{"apiVersion": "apps/v1", "kind": kind, "name": name,
+            return json!([{"apiVersion": api_version, "kind": kind, "name": name,
                 "uid": "00000000-0000-4000-8000-000000000001", "controller": true}]);
+        }
+        if kind == "Job" {
+            let obj = json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "namespace": ns, "labels": {"nodemedic.test/run": self.id_label()}},
+                "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}});
+            let uid =
+                create_or_get::<k8s_openapi::api::batch::v1::Job>(&self.client, ns, obj).await;
+            return json!([{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid, "controller": true}]);
         }
         let mut spec = json!({"selector": {"matchLabels": {"nodemedic.test/owner": name}},
             "template": {"metadata": {"labels": {"nodemedic.test/owner": name}},

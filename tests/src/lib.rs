@@ -12,6 +12,7 @@
 //!   API server.
 
 pub mod bench;
+pub mod bins;
 pub mod cluster;
 pub mod docs;
 pub mod envtest;

@@ -15,4 +15,5 @@ mod faults;
 mod isolation;
 mod rbac;
 mod reload;
+mod remedies;
 mod safety;
