@@ -2,7 +2,9 @@
 //! controller and its expectations hold (the zone outage at 5,000 nodes included), and each prints
 //! what it printed before the controller ran them (`tests/fixtures/simulate`, saved from the
 //! second implementation simulate used to have; the round count aside, which now follows the
-//! controller's own wake-ups).
+//! controller's own wake-ups). The scenarios of the operator controls (taint-only, probation,
+//! pod-policies, silent-detector) were saved when they were written, each line checked by hand
+//! against what the scenario's description says must happen.
 
 use std::process::Command;
 
@@ -144,6 +146,10 @@ fn the_shipped_scenarios_give_the_results_they_gave_before() {
         "kosmos-member-flap",
         "slow-trickle",
         "zone-outage",
+        "taint-only",
+        "probation",
+        "pod-policies",
+        "silent-detector",
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
             .args(["simulate", &scenario(name)])

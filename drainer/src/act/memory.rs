@@ -169,6 +169,33 @@ impl MemoryCluster {
         true
     }
 
+    /// The node's detector refreshes its conditions (those its ownership annotation names): their
+    /// heartbeats become `at`, nothing else changes.
+    pub fn heartbeat(&self, node: &str, at: Timestamp) {
+        let mut s = self.state();
+        let (version, lagging) = (s.bump(), s.lagging);
+        let Some(n) = s.nodes.get_mut(node) else {
+            return;
+        };
+        let owned: Vec<String> = n
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(nodemedic_common::keys::OWNED_CONDITIONS_ANNOTATION))
+            .map(|o| o.split(',').map(|t| t.trim().to_string()).collect())
+            .unwrap_or_default();
+        let conditions = n.status.as_mut().and_then(|s| s.conditions.as_mut());
+        for c in conditions.into_iter().flatten() {
+            if owned.contains(&c.type_) {
+                c.last_heartbeat_time = Some(Time(at));
+            }
+        }
+        n.metadata.resource_version = Some(version);
+        if !lagging {
+            self.observed.apply_node(n);
+        }
+    }
+
     /// The pod's phase becomes `phase` (a Job's pod finishing).
     pub fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) {
         let mut s = self.state();

@@ -6,21 +6,52 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
-use super::Controller;
+use super::{Controller, RESYNC};
 use crate::decide::watchdog::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
 use crate::model::occurrence::{SOURCE, reason};
+use nodemedic_common::time::add;
+
+/// How often the watchdog checks: a third of `--detector-silent-after`, at most every resync period
+/// and at least every second (a silence is noticed within a third of its limit).
+pub(super) fn watchdog_every(silent_after: std::time::Duration) -> std::time::Duration {
+    (silent_after / 3).clamp(std::time::Duration::from_secs(1), RESYNC)
+}
 
 impl<C: Cluster> Controller<C> {
-    /// At each resync: read where the detector DaemonSet runs, then check every selected node's
-    /// detector (the fleet reports those that fell silent or were heard again). A DaemonSet that
-    /// cannot be read leaves only the nodes whose detector reported before watched; said once.
+    /// Every [`watchdog_every`] check every selected node's detector against the latest views
+    /// (the fleet reports those that fell silent or were heard again), having read where the
+    /// detector DaemonSet runs (at most once a resync period). A DaemonSet that cannot be read
+    /// leaves only the nodes whose detector reported before watched; said once.
     pub(super) async fn watch_detectors(&mut self, now: Timestamp) {
         let w = &self.cfg.watchdog;
-        if w.silent_after.is_none() {
+        let Some(after) = w.silent_after else {
+            return;
+        };
+        if self
+            .last_watchdog
+            .is_some_and(|t| add(t, watchdog_every(after)) > now)
+        {
             return;
         }
+        self.last_watchdog = Some(now);
+        if self.last_placement.is_none_or(|t| add(t, RESYNC) <= now) {
+            self.last_placement = Some(now);
+            let placement = self.read_placement().await;
+            if self.fleet.set_placement(placement) {
+                tracing::info!(placement = ?self.fleet.placement(), "detector placement read");
+            }
+        }
+        let observed = &self.observed;
+        self.fleet.watch_detectors(|n| observed.node(n), now);
+        self.metrics
+            .silent_detectors
+            .set(self.fleet.silent_count() as i64);
+    }
+
+    async fn read_placement(&mut self) -> Placement {
+        let w = &self.cfg.watchdog;
         let placement = match &w.daemonset {
             None => Placement::Everywhere,
             Some((ns, name)) => match self.exec.cluster().daemon_set(ns, name).await {
@@ -40,13 +71,7 @@ impl<C: Cluster> Controller<C> {
             },
         };
         self.placement_said = true;
-        if self.fleet.set_placement(placement) {
-            tracing::info!(placement = ?self.fleet.placement(), "detector placement read");
-        }
-        self.fleet.watch_detectors(now);
-        self.metrics
-            .silent_detectors
-            .set(self.fleet.silent_count() as i64);
+        placement
     }
 
     /// Note a node's wait for a budget when [`BudgetWaits`](crate::decide::schedule::BudgetWaits)

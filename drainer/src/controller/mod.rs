@@ -75,6 +75,10 @@ pub struct Done {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Did {
     Cordon,
+    /// Held by taints alone (`--cordon=false`).
+    Taint,
+    /// Let go of a hold by taints alone: the taints taken off.
+    Untaint,
     Drain,
     Uncordon,
     Release,
@@ -120,6 +124,9 @@ pub struct Controller<C: Cluster> {
     was_leading: bool,
     /// The detector placement's first reading was logged.
     placement_said: bool,
+    /// When the watchdog last checked, and last read the detector DaemonSet.
+    last_watchdog: Option<Timestamp>,
+    last_placement: Option<Timestamp>,
     /// Large rounds are decided on the blocking pool (off in simulations: paused time).
     offload: bool,
     tap: Option<mpsc::UnboundedSender<Tap>>,
@@ -157,6 +164,8 @@ impl<C: Cluster> Controller<C> {
             published_breaker: None,
             was_leading: false,
             placement_said: false,
+            last_watchdog: None,
+            last_placement: None,
             offload: true,
             tap: None,
         }

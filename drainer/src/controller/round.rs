@@ -169,7 +169,6 @@ impl<C: Cluster> Controller<C> {
         if changes.all || resync {
             self.last_resync = Some(now);
             self.resync(now, changes.all || self.fleet.is_empty()).await;
-            self.watch_detectors(now).await;
         } else {
             for n in changes.nodes {
                 match self.observed.node(&n) {
@@ -181,6 +180,7 @@ impl<C: Cluster> Controller<C> {
         for n in changes.pods_of {
             self.fleet.touch(&n);
         }
+        self.watch_detectors(now).await;
         changes.all || first
     }
 
@@ -315,8 +315,10 @@ impl<C: Cluster> Controller<C> {
 
 fn did(effect: &Effect) -> Option<Did> {
     Some(match effect {
+        Effect::Cordon(r) if !r.cordoned => Did::Taint,
         Effect::Cordon(_) => Did::Cordon,
         Effect::Drain(_) => Did::Drain,
+        Effect::Uncordon(r) if !r.cordoned => Did::Untaint,
         Effect::Uncordon(_) => Did::Uncordon,
         Effect::Probation(_) => Did::Probation,
         Effect::Relapse(_) => Did::Relapse,

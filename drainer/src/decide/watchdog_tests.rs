@@ -278,7 +278,7 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
             other,
         ],
     );
-    f.watch_detectors(t(NOW));
+    f.watch_detectors(|_| None, t(NOW));
     let events = f.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(
@@ -286,11 +286,11 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
     );
     assert_eq!(f.silent_count(), 1);
     // Still silent a resync later: nothing new.
-    f.watch_detectors(t(NOW + MIN));
+    f.watch_detectors(|_| None, t(NOW + MIN));
     assert_eq!(f.take_events(), vec![]);
     // Heard again (a heartbeat refreshed at the next resync's view).
     f.observe(Arc::new(node("quiet", Some(NOW + 90))), t(NOW + 2 * MIN));
-    f.watch_detectors(t(NOW + 2 * MIN));
+    f.watch_detectors(|_| None, t(NOW + 2 * MIN));
     let events = f.take_events();
     assert!(
         matches!(&events[..], [FleetEvent::DetectorHeard { node, silent_for }]
@@ -300,7 +300,7 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
     assert_eq!(f.silent_count(), 0);
     assert_eq!(f.silence("quiet"), None);
     // Silent again: a new episode, reported again (and "fine", last heard at NOW - 10, by now too).
-    f.watch_detectors(t(NOW + 90 + 16 * MIN));
+    f.watch_detectors(|_| None, t(NOW + 90 + 16 * MIN));
     let silent: Vec<String> = f
         .take_events()
         .into_iter()
@@ -319,7 +319,7 @@ fn a_silent_node_is_cordoned_when_detector_silent_is_a_configured_condition() {
         .push("DetectorSilent=True,30m".parse().unwrap());
     let mut f = fleet(c, &[node("quiet", Some(NOW - 3600))]);
     // Declared at NOW - 45m: held 45m > 30m.
-    f.watch_detectors(t(NOW));
+    f.watch_detectors(|_| None, t(NOW));
     let decisions = f.round(|_| None, |_| Vec::new(), t(NOW));
     let (d, _) = &decisions[0];
     assert_eq!(d.action, crate::decide::Action::Cordon, "{d:?}");

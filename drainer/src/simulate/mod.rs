@@ -1,7 +1,8 @@
 //! `drainer simulate`: replay a fleet scenario through the real controller, over a cluster in
 //! memory ([`MemoryCluster`]) on paused tokio time, and say what the drainer did at each step. The
 //! controller, the executor and the decisions are the ones `drainer run` uses; only the API server
-//! is stood in for (each node has one pod, which goes `drainTakes` after its eviction), so a
+//! is stood in for (each node has one pod, which goes `drainTakes` after its eviction, and the
+//! pods its group names: owned by a kind, protected by a PDB, finishing at a time), so a
 //! scenario and the running drainer cannot diverge. Hours of a fleet of thousands run in seconds.
 //! I/O-free (the report is printed by the caller).
 //!
@@ -73,6 +74,50 @@ fn pod_of(node: &Node) -> Pod {
     serde_json::from_value(pod).unwrap_or_default()
 }
 
+/// What happens to the simulated fleet at a time.
+enum Happens {
+    /// The plan's change with this index.
+    Set(usize),
+    /// A node's detector stops (false) or starts (true).
+    Detector(usize, bool),
+    /// Every running detector refreshes its heartbeats.
+    Beat,
+    /// The pod `plan.finishing[i]` finishes.
+    Finish(usize),
+}
+
+/// The changes, the detectors stopping and starting, and their heartbeats (only when some node
+/// has a detector), in time order (at one time in that order).
+fn timeline(plan: &Plan) -> Vec<(Timestamp, Happens)> {
+    let mut out: Vec<(Timestamp, Happens)> = plan
+        .changes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.at, Happens::Set(i)))
+        .collect();
+    out.extend(
+        plan.detector_changes
+            .iter()
+            .map(|&(t, node, on)| (t, Happens::Detector(node, on))),
+    );
+    out.extend(
+        plan.finishing
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.0, Happens::Finish(i))),
+    );
+    if plan.detectors.iter().any(|d| *d) || plan.detector_changes.iter().any(|c| c.2) {
+        let mut t = nodemedic_common::time::add(plan.start, plan.heartbeat);
+        while t <= plan.end {
+            out.push((t, Happens::Beat));
+            t = nodemedic_common::time::add(t, plan.heartbeat);
+        }
+    }
+    // Stable: at one time, changes first, then detectors, then beats, as pushed.
+    out.sort_by_key(|(t, _)| *t);
+    out
+}
+
 /// The controller over the plan's fleet, its changes applied at their times; what it did.
 async fn drive(plan: &mut Plan) -> Report {
     let clock = Clock::tokio_at(plan.start);
@@ -83,6 +128,12 @@ async fn drive(plan: &mut Plan) -> Report {
     for node in &plan.nodes {
         cluster.put_pod(pod_of(node));
         cluster.put_node(node.clone());
+    }
+    for pod in &plan.pods {
+        cluster.put_pod(pod.clone());
+    }
+    for (ns, name) in &plan.protected {
+        cluster.protect(ns, name);
     }
     cluster.set_termination(plan.drain_takes);
     cluster.sync();
@@ -98,14 +149,26 @@ async fn drive(plan: &mut Plan) -> Report {
     let controller = controller.with_tap(tap);
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(controller.run(observed.changed.clone(), plan.tick, stopped));
-    for c in &plan.changes {
-        tokio::time::sleep_until(at(c.at)).await;
-        let name = plan.nodes[c.node]
-            .metadata
-            .name
-            .as_deref()
-            .unwrap_or_default();
-        cluster.set_condition(name, &c.type_, c.status, c.at);
+    let name = |i: usize| plan.nodes[i].metadata.name.clone().unwrap_or_default();
+    let mut running = plan.detectors.clone();
+    for (t, what) in timeline(plan) {
+        tokio::time::sleep_until(at(t)).await;
+        match what {
+            Happens::Set(i) => {
+                let c = &plan.changes[i];
+                cluster.set_condition(&name(c.node), &c.type_, c.status, c.at);
+            }
+            Happens::Detector(node, on) => running[node] = on,
+            Happens::Finish(i) => {
+                let (_, ns, pod) = &plan.finishing[i];
+                cluster.set_pod_phase(ns, pod, "Succeeded");
+            }
+            Happens::Beat => {
+                for (i, _) in running.iter().enumerate().filter(|(_, on)| **on) {
+                    cluster.heartbeat(&name(i), t);
+                }
+            }
+        }
     }
     // The round at the end itself is part of the run.
     tokio::time::sleep_until(at(plan.end) + DEBOUNCE * 2).await;
@@ -118,6 +181,17 @@ async fn drive(plan: &mut Plan) -> Report {
     while let Ok(t) = taps.try_recv() {
         report.tally(t, plan);
     }
+    // What pod policies did shows in the drainer's Events (the taps are per node).
+    for w in cluster.take_writes() {
+        if let crate::act::memory::Write::Event { about, event, .. } = w
+            && event.reason == crate::model::occurrence::reason::POD_DELETED_BY_POLICY
+            && event.last_seen <= plan.end
+        {
+            let secs = plan.secs(event.last_seen);
+            report.happened(secs, "pod deleted", Some(about), event.message);
+        }
+    }
+    report.happenings.sort_by_key(|h| h.at_secs);
     report
 }
 

@@ -65,20 +65,28 @@ impl Report {
                 self.rounds += 1;
                 for d in done.into_iter().filter(|d| d.ok) {
                     let what = match d.did {
-                        Did::Cordon => {
+                        Did::Cordon | Did::Taint => {
                             self.cordons += 1;
                             self.cordoned_now += 1;
                             self.touched.insert(d.node.clone());
-                            "cordon"
+                            if d.did == Did::Taint {
+                                "taint"
+                            } else {
+                                "cordon"
+                            }
                         }
                         Did::Drain => {
                             self.drains += 1;
                             "drain"
                         }
-                        Did::Uncordon => {
+                        Did::Uncordon | Did::Untaint => {
                             self.uncordons += 1;
                             self.cordoned_now = self.cordoned_now.saturating_sub(1);
-                            "uncordon"
+                            if d.did == Did::Untaint {
+                                "untaint"
+                            } else {
+                                "uncordon"
+                            }
                         }
                         Did::DeleteNode => "delete",
                         Did::Probation => "probation",
@@ -133,7 +141,7 @@ impl Report {
         self.happened(secs, what, None, detail);
     }
 
-    fn happened(&mut self, at_secs: u64, what: &str, node: Option<String>, detail: String) {
+    pub fn happened(&mut self, at_secs: u64, what: &str, node: Option<String>, detail: String) {
         self.happenings.push(Happening {
             at_secs,
             what: what.into(),
@@ -222,6 +230,20 @@ pub fn check(file: &str, s: &Scenario, plan: &Plan, r: &mut Report) -> Result<()
             .any(|h| h.what == "outage started" && h.detail.contains(&format!("outage in {d}:")))
         {
             failed.push(format!("an outage in {d}: none reported"));
+        }
+    }
+    if !e.silent.is_empty() {
+        let reported: BTreeSet<&str> = r
+            .happenings
+            .iter()
+            .filter(|h| h.what == "detector silent")
+            .filter_map(|h| h.node.as_deref())
+            .collect();
+        let expected: BTreeSet<&str> = e.silent.iter().map(String::as_str).collect();
+        if reported != expected {
+            failed.push(format!(
+                "detectors reported silent on {expected:?}: they were on {reported:?}"
+            ));
         }
     }
     r.failed = failed;

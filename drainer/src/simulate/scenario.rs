@@ -38,6 +38,9 @@ pub struct Scenario {
     #[serde(default)]
     pub drain_takes: Option<String>,
     pub duration: String,
+    /// How often the nodes' detectors refresh their conditions (default 5m, the detector's).
+    #[serde(default)]
+    pub heartbeat: Option<String>,
     #[serde(default)]
     pub steps: Vec<Step>,
     #[serde(default)]
@@ -57,6 +60,42 @@ pub struct NodeGroup {
     /// Conditions at the start, `Type=Status` (default: Ready=True).
     #[serde(default)]
     pub conditions: Vec<String>,
+    /// A detector runs on these nodes: it owns their conditions but Ready (the ownership
+    /// annotation names them) and refreshes their heartbeats every `heartbeat` until a step stops it.
+    #[serde(default)]
+    pub detector: bool,
+    /// Pods on each node besides its app pod (for pod policies).
+    #[serde(default)]
+    pub pods: Vec<PodGroup>,
+}
+
+/// A pod on each node of a group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodGroup {
+    /// `{node}` is the node's name.
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// Its controller's kind (ReplicaSet, StatefulSet, Job ...; default ReplicaSet).
+    #[serde(default = "default_owner")]
+    pub owner_kind: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// A PodDisruptionBudget refuses its eviction.
+    #[serde(default)]
+    pub protected: bool,
+    /// It finishes (Succeeded) this long after the start, as a batch pod does.
+    #[serde(default)]
+    pub finishes_after: Option<String>,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+fn default_owner() -> String {
+    "ReplicaSet".into()
 }
 
 fn one() -> usize {
@@ -69,11 +108,22 @@ pub struct Step {
     pub at: String,
     pub nodes: Pick,
     /// `Type=Status`, or a list alternated over the repetitions.
-    pub set: OneOrMany,
+    #[serde(default)]
+    pub set: Option<OneOrMany>,
+    /// Instead of `set`: the nodes' detectors stop (killed, hung) or start again.
+    #[serde(default)]
+    pub detector: Option<DetectorStep>,
     #[serde(default)]
     pub every: Option<String>,
     #[serde(default = "one")]
     pub times: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DetectorStep {
+    Stop,
+    Start,
 }
 
 #[derive(Debug, Deserialize)]
@@ -117,6 +167,9 @@ pub struct Expect {
     /// Domains reported in an outage.
     #[serde(default)]
     pub outages: Vec<String>,
+    /// Nodes reported with a silent detector (DetectorSilent).
+    #[serde(default)]
+    pub silent: Vec<String>,
 }
 
 /// One condition change: at `at`, node `node` (an index into [`Plan::nodes`]) gets `type_=status`.
@@ -139,6 +192,15 @@ pub struct Plan {
     pub nodes: Vec<Node>,
     /// In time order.
     pub changes: Vec<Change>,
+    /// The detectors' heartbeat period, whether each node's detector runs at the start, and when
+    /// one stops (false) or starts (true), in time order.
+    pub heartbeat: Duration,
+    pub detectors: Vec<bool>,
+    pub detector_changes: Vec<(Timestamp, usize, bool)>,
+    /// The groups' pods, those a PDB protects, and when pods finish (in time order).
+    pub pods: Vec<k8s_openapi::api::core::v1::Pod>,
+    pub protected: Vec<(String, String)>,
+    pub finishing: Vec<(Timestamp, String, String)>,
     pub first_step: Option<Timestamp>,
     pub last_step: Option<Timestamp>,
 }
@@ -201,6 +263,32 @@ pub fn settings(file: &str, args: &[String]) -> Result<Config, SimError> {
     })
 }
 
+/// `args` with a relative `--config` path taken from the scenario's folder (a scenario and its
+/// config file ship together).
+fn relative_to(file: &str, args: &[String]) -> Vec<String> {
+    let dir = std::path::Path::new(file)
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
+    let rebase = |p: &str| match std::path::Path::new(p).is_relative() {
+        true => dir.join(p).display().to_string(),
+        false => p.to_string(),
+    };
+    let mut out = Vec::with_capacity(args.len());
+    let mut next_is_config = false;
+    for a in args {
+        if next_is_config {
+            out.push(rebase(a));
+            next_is_config = false;
+        } else if let Some(p) = a.strip_prefix("--config=") {
+            out.push(format!("--config={}", rebase(p)));
+        } else {
+            next_is_config = a == "--config";
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
 /// Parse a scenario (errors name the file, and for YAML the line and column).
 pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
     serde_saphyr::from_str(text).map_err(|e| {
@@ -252,10 +340,28 @@ fn fleet(file: &str, s: &Scenario, start: Timestamp) -> Result<Vec<Node>, SimErr
             let (t, s) = condition(file, c)?;
             conditions.insert(t, s);
         }
+        let owned: Vec<&str> = conditions
+            .keys()
+            .map(String::as_str)
+            .filter(|t| g.detector && *t != "Ready")
+            .collect();
+        let started = nodemedic_common::time::rfc3339(start);
         let conditions: Vec<serde_json::Value> = conditions
             .iter()
-            .map(|(t, s)| serde_json::json!({"type": t, "status": s.as_str(), "lastTransitionTime": long_ago}))
+            .map(|(t, s)| {
+                let mut c = serde_json::json!({"type": t, "status": s.as_str(), "lastTransitionTime": long_ago});
+                if owned.contains(&t.as_str()) {
+                    c["lastHeartbeatTime"] = serde_json::json!(started);
+                }
+                c
+            })
             .collect();
+        let annotations = match owned.is_empty() {
+            true => serde_json::json!({}),
+            false => {
+                serde_json::json!({nodemedic_common::keys::OWNED_CONDITIONS_ANNOTATION: owned.join(",")})
+            }
+        };
         for i in 0..g.count {
             let labels: BTreeMap<String, String> = g
                 .labels
@@ -263,7 +369,7 @@ fn fleet(file: &str, s: &Scenario, start: Timestamp) -> Result<Vec<Node>, SimErr
                 .map(|(k, v)| (k.clone(), expand(v, i)))
                 .collect();
             let node = serde_json::json!({
-                "metadata": {"name": expand(&g.name, i), "labels": labels},
+                "metadata": {"name": expand(&g.name, i), "labels": labels, "annotations": annotations},
                 "spec": {"unschedulable": false},
                 "status": {"conditions": conditions},
             });
@@ -275,10 +381,53 @@ fn fleet(file: &str, s: &Scenario, start: Timestamp) -> Result<Vec<Node>, SimErr
     Ok(nodes)
 }
 
+type Pods = (
+    Vec<k8s_openapi::api::core::v1::Pod>,
+    Vec<(String, String)>,
+    Vec<(Timestamp, String, String)>,
+);
+
+/// The groups' pods (each owned by a controller of its kind), which are protected, and when those
+/// that finish do.
+fn pods(file: &str, s: &Scenario, nodes: &[Node], start: Timestamp) -> Result<Pods, SimError> {
+    let (mut pods, mut protected, mut finishing) = (Vec::new(), Vec::new(), Vec::new());
+    let mut first = 0;
+    for g in &s.nodes {
+        for node in &nodes[first..first + g.count] {
+            let node = node.metadata.name.as_deref().unwrap_or_default();
+            for p in &g.pods {
+                let name = p.name.replace("{node}", node);
+                let pod = serde_json::json!({
+                    "metadata": {"name": name, "namespace": p.namespace, "uid": format!("uid-{name}"),
+                        "labels": p.labels,
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": p.owner_kind,
+                            "name": format!("{}-owner", p.name.replace("{node}", "")),
+                            "uid": "uid-owner", "controller": true}]},
+                    "spec": {"nodeName": node, "containers": []},
+                    "status": {"phase": "Running"},
+                });
+                let pod =
+                    serde_json::from_value(pod).map_err(|e| error(file, format!("pods: {e}")))?;
+                pods.push(pod);
+                if p.protected {
+                    protected.push((p.namespace.clone(), name.clone()));
+                }
+                if let Some(f) = &p.finishes_after {
+                    let at = nodemedic_common::time::add(start, dur(file, "finishesAfter", f)?);
+                    finishing.push((at, p.namespace.clone(), name));
+                }
+            }
+        }
+        first += g.count;
+    }
+    finishing.sort_by_key(|f| f.0);
+    Ok((pods, protected, finishing))
+}
+
 impl Plan {
     /// `scenario` as run from `start`.
     pub fn of(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Plan, SimError> {
-        let mut cfg = settings(file, &scenario.args)?;
+        let mut cfg = settings(file, &relative_to(file, &scenario.args))?;
         cfg.owner = crate::config::DEFAULT_OWNER.into();
         let tick = dur(file, "tick", scenario.tick.as_deref().unwrap_or("10s"))?;
         let drain_takes = scenario.drain_takes.as_deref().unwrap_or("1m");
@@ -288,7 +437,27 @@ impl Plan {
             return Err(error(file, "tick: must be more than 0s".into()));
         }
         let nodes = fleet(file, scenario, start)?;
+        let heartbeat = dur(
+            file,
+            "heartbeat",
+            scenario.heartbeat.as_deref().unwrap_or("5m"),
+        )?;
+        if heartbeat.is_zero() {
+            return Err(error(file, "heartbeat: must be more than 0s".into()));
+        }
+        let detectors = scenario
+            .nodes
+            .iter()
+            .flat_map(|g| std::iter::repeat_n(g.detector, g.count))
+            .collect();
+        let (pods, protected, finishing) = pods(file, scenario, &nodes, start)?;
         let mut plan = Plan {
+            pods,
+            protected,
+            finishing,
+            heartbeat,
+            detectors,
+            detector_changes: Vec::new(),
             cfg,
             start,
             tick,
@@ -303,6 +472,7 @@ impl Plan {
             plan.step(file, step)?;
         }
         plan.changes.sort_by_key(|c| c.at);
+        plan.detector_changes.sort_by_key(|c| c.0);
         Ok(plan)
     }
 
@@ -310,11 +480,24 @@ impl Plan {
         let t0 = nodemedic_common::time::add(self.start, dur(file, "at", &step.at)?);
         let every = step.every.as_deref().map(|e| dur(file, "every", e));
         let every = every.transpose()?.unwrap_or_default();
-        let values: Vec<&String> = match &step.set {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v.iter().collect(),
-        };
         let targets = picked(file, &self.nodes, &step.nodes)?;
+        let values: Vec<&String> = match (&step.set, step.detector) {
+            (Some(OneOrMany::One(s)), None) => vec![s],
+            (Some(OneOrMany::Many(v)), None) => v.iter().collect(),
+            (None, Some(d)) => {
+                for &node in &targets {
+                    self.detector_changes
+                        .push((t0, node, d == DetectorStep::Start));
+                }
+                self.first_step = Some(self.first_step.map_or(t0, |f| f.min(t0)));
+                self.last_step = Some(self.last_step.map_or(t0, |l| l.max(t0)));
+                return Ok(());
+            }
+            _ => {
+                let what = format!("step at {}: give either `set` or `detector`", step.at);
+                return Err(error(file, what));
+            }
+        };
         if targets.is_empty() || values.is_empty() {
             let what = format!("step at {}: its nodes pick no node", step.at);
             return Err(error(file, what));

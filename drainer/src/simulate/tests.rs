@@ -72,4 +72,49 @@ fn bad_scenarios_are_clear_errors() {
     .unwrap();
     let e = run("s.yaml", &s, start()).unwrap_err();
     assert!(e.to_string().contains("pick no node"), "{e}");
+    for step in [
+        "{at: 1m, nodes: {names: [a]}}",
+        "{at: 1m, nodes: {names: [a]}, set: Ready=False, detector: stop}",
+    ] {
+        let text = format!(
+            "args: [\"Ready=Unknown\"]\nnodes: [{{name: a}}]\nduration: 1m\nsteps: [{step}]\n"
+        );
+        let s = parse("s.yaml", &text).unwrap();
+        let e = run("s.yaml", &s, start()).unwrap_err();
+        assert!(
+            e.to_string().contains("give either `set` or `detector`"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_stopped_detector_is_silent_and_a_running_one_never_is() {
+    let r = run_text(
+        r#"
+args: ["KernelDeadlock=True,2m", "--detector-silent-after=10m"]
+nodes: [{count: 5, name: "n{i}", conditions: ["KernelDeadlock=False"], detector: true}]
+heartbeat: 2m
+duration: 30m
+steps:
+  - {at: 3m, nodes: {names: [n1]}, detector: stop}
+  - {at: 20m, nodes: {names: [n1]}, detector: start}
+expect:
+  silent: [n1]
+  drainsAtMost: 0
+"#,
+    );
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    let whats: Vec<(&str, u64)> = r
+        .happenings
+        .iter()
+        .map(|h| (h.what.as_str(), h.at_secs))
+        .collect();
+    // Last heard at 2m (the beat at 4m came after the stop): silent from 12m, checked every 3m20s
+    // (a third of the limit), heard again after the beat at 20m.
+    assert_eq!(whats.len(), 2, "{whats:?}");
+    assert_eq!(whats[0].0, "detector silent");
+    assert!((720..=920).contains(&whats[0].1), "{whats:?}");
+    assert_eq!(whats[1].0, "detector heard");
+    assert!((1200..=1400).contains(&whats[1].1), "{whats:?}");
 }

@@ -1,8 +1,10 @@
 //! The fleet's detector watchdog, pure: which selected nodes' detectors are silent now, and what
 //! changed since the last check (one [`FleetEvent`] when a node falls silent and one when its
-//! detector is heard again: one Event per node per episode). Checked at every resync, when every
-//! view carries its latest heartbeats (heartbeats alone do not reach the fleet between resyncs).
+//! detector is heard again: one Event per node per episode). Checked against the watch cache's
+//! latest views (a heartbeat alone is no news to the fleet, so its own views may be older), for
+//! the nodes the fleet selects.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -10,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::{Fleet, FleetEvent};
 use crate::decide::watchdog::{self, DETECTOR_SILENT, Placement, Silence};
 use crate::model::intern::ArcStr;
+use crate::model::node::NodeView;
 
 impl Fleet {
     /// Where the detector DaemonSet places its pods (as last read); true when it changed.
@@ -35,7 +38,11 @@ impl Fleet {
 
     /// Check every selected node's detector at `now`: report the nodes that fell silent and those
     /// heard again, and decide them again when `DetectorSilent` is a problem condition.
-    pub fn watch_detectors(&mut self, now: Timestamp) {
+    pub fn watch_detectors(
+        &mut self,
+        latest: impl Fn(&str) -> Option<Arc<NodeView>>,
+        now: Timestamp,
+    ) {
         let as_problem = self
             .cfg
             .conditions
@@ -46,7 +53,8 @@ impl Fleet {
             .iter()
             .filter(|(_, e)| e.selected)
             .filter_map(|(n, e)| {
-                watchdog::silence(&e.view, &self.cfg, &self.placement, now).map(|s| (n.clone(), s))
+                let view = latest(n).unwrap_or_else(|| e.view.clone());
+                watchdog::silence(&view, &self.cfg, &self.placement, now).map(|s| (n.clone(), s))
             })
             .collect();
         found.sort_by(|a, b| a.0.cmp(&b.0));
