@@ -29,6 +29,10 @@ fn plan_with(extra: &[&str]) -> std::process::Output {
 }
 
 fn plan_nodes(nodes: &str, extra: &[&str]) -> std::process::Output {
+    plan_files(nodes, &format!("{SAMPLES}/pods.json"), extra)
+}
+
+fn plan_files(nodes: &str, pods: &str, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_drainer"))
         .arg("plan")
         .args([
@@ -40,7 +44,7 @@ fn plan_nodes(nodes: &str, extra: &[&str]) -> std::process::Output {
         .arg("--nodes")
         .arg(nodes)
         .arg("--pods")
-        .arg(format!("{SAMPLES}/pods.json"))
+        .arg(pods)
         .arg("--pdbs")
         .arg(format!("{SAMPLES}/pdbs.json"))
         .args(extra)
@@ -354,5 +358,164 @@ fn a_node_dated_9999_12_31_is_skipped_with_its_name_and_every_other_node_is_plan
     assert!(
         err.contains("skipped node-far-future (item 6): cannot decode it"),
         "{err}"
+    );
+}
+
+/// The samples with node-c recovered 10 minutes ago (still cordoned by its record), node-b's
+/// detector (owning KernelDeadlock) last heard at 09:30, the Job's pod still running, and a pod
+/// policy file; their paths.
+fn operator_controls_inputs(dir: &std::path::Path) -> (String, String, String) {
+    let mut pods: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{SAMPLES}/pods.json")).unwrap())
+            .unwrap();
+    for p in pods["items"].as_array_mut().unwrap() {
+        if p["metadata"]["name"] == "job-1" {
+            p["status"]["phase"] = "Running".into();
+        }
+    }
+    let pods_file = dir.join("pods.json");
+    std::fs::write(&pods_file, pods.to_string()).unwrap();
+    let mut nodes: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{SAMPLES}/nodes.json")).unwrap())
+            .unwrap();
+    for n in nodes["items"].as_array_mut().unwrap() {
+        let name = n["metadata"]["name"].as_str().unwrap().to_string();
+        for c in n["status"]["conditions"].as_array_mut().unwrap() {
+            if c["type"] != "KernelDeadlock" {
+                continue;
+            }
+            match name.as_str() {
+                "node-c" => {
+                    c["status"] = "False".into();
+                    c["lastTransitionTime"] = "2026-11-22T09:50:00Z".into();
+                }
+                "node-b" => c["lastHeartbeatTime"] = "2026-11-22T09:30:00Z".into(),
+                _ => {}
+            }
+        }
+        if name == "node-b" {
+            n["metadata"]["annotations"] =
+                serde_json::json!({"nodemedic.io/detector-conditions": "KernelDeadlock"});
+        }
+    }
+    let nodes_file = dir.join("nodes.json");
+    std::fs::write(&nodes_file, nodes.to_string()).unwrap();
+    let policy = dir.join("drainer.yaml");
+    std::fs::write(
+        &policy,
+        "podPolicies:\n  - name: batch-jobs\n    ownerKinds: [Job]\n    action: wait\n    maxWait: 30m\n",
+    )
+    .unwrap();
+    (
+        nodes_file.display().to_string(),
+        pods_file.display().to_string(),
+        policy.display().to_string(),
+    )
+}
+
+#[test]
+fn the_plan_shows_probation_a_silent_detector_pod_policies_and_a_no_execute_taint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nodes, pods, policy) = operator_controls_inputs(dir.path());
+    let base = [
+        "--max-unhealthy",
+        "100%",
+        "--breaker-new",
+        "100%",
+        "--max-cordoned",
+        "5",
+        "--detector-daemonset=",
+        "--uncordon-after",
+        "1h",
+    ];
+    let out = plan_nodes(&nodes, &base);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = |node: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{node} ")))
+            .unwrap_or_else(|| panic!("{node} in\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("node-c")
+            .contains("probation  conditions cleared: probation until 2026-11-22T11:00:00Z"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "detector silent since 2026-11-22T09:30:00Z (no heartbeat of its conditions within 15m)"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("detector silent since").count(),
+        1,
+        "only node-b: {text}"
+    );
+    let plans = json_plans(plan_nodes(
+        &nodes,
+        &[&base[..], &["--output", "json"]].concat(),
+    ));
+    let b = plans.iter().find(|p| p["node"] == "node-b").unwrap();
+    assert_eq!(b["silent_since"], "2026-11-22T09:30:00Z");
+    assert!(
+        plans
+            .iter()
+            .filter(|p| p["node"] != "node-b")
+            .all(|p| p.get("silent_since").is_none())
+    );
+
+    // The pod policy each pod hit: node-c's running Job waited for when it is cordoned (the
+    // samples' nodes as they are, --config naming the policy).
+    let args = [
+        "--max-unhealthy",
+        "100%",
+        "--breaker-new",
+        "100%",
+        "--config",
+        &policy,
+        "--max-cordoned",
+        "5",
+        "--output",
+        "json",
+    ];
+    let plans = json_plans(plan_files(&format!("{SAMPLES}/nodes.json"), &pods, &args));
+    let c = plans.iter().find(|p| p["node"] == "node-c").unwrap();
+    let job = c["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "job-1")
+        .unwrap_or_else(|| panic!("{c}"));
+    assert_eq!(job["action"], "wait", "{job}");
+    assert!(
+        job["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("let finish (pod policy batch-jobs): evicted only if still running 30m"),
+        "{job}"
+    );
+
+    // A NoExecute problem taint is an eviction in the plan, PDBs aside.
+    let out = plan_with(&[
+        "--max-unhealthy",
+        "90%",
+        "--breaker-new",
+        "90%",
+        "--max-cordoned",
+        "5",
+        "--cordon=false",
+        "--problem-taint",
+        "nodemedic.io/problem:NoExecute",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("evict  default/web-1a2b: evicted at once by the taint manager: does not tolerate nodemedic.io/problem:NoExecute"),
+        "{text}"
     );
 }

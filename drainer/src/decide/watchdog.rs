@@ -235,7 +235,9 @@ pub fn silence(
         // A node the DaemonSet no longer places a pod on has no detector to hear from.
         Some(_) if known && !placed => return None,
         Some(t) => (t, false),
-        None if placed => (Timestamp::from_second(node.created).ok()?, true),
+        // Never heard: silent once it has existed that long (a node without a creation time,
+        // as hand-made files have, cannot be judged).
+        None if placed && node.created > 0 => (Timestamp::from_second(node.created).ok()?, true),
         None => return None,
     };
     let declared = nodemedic_common::time::add(last_heard, after);

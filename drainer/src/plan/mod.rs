@@ -70,6 +70,9 @@ struct JsonPlan<'a> {
     node: &'a str,
     action: decide::Action,
     reason: &'a str,
+    /// The node's detector has not been heard from since then (the watchdog: silent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    silent_since: Option<Timestamp>,
     pods: &'a [decide::PodPlan],
 }
 
@@ -88,6 +91,15 @@ pub fn run(
 ) -> std::io::Result<Vec<NodeDecision>> {
     let mut plans = decide::decide_views(nodes, pods, cfg, recorded, now);
     annotate_pdbs(&mut plans, pods, pdbs);
+    // Whether each node's detector is silent, for the nodes the selector selects.
+    let silent: std::collections::HashMap<&str, Timestamp> = nodes
+        .iter()
+        .filter(|v| cfg.selector.matches(v).unwrap_or(false))
+        .filter_map(|v| {
+            let s = decide::watchdog::silence(v, cfg, &recorded.placement, now)?;
+            Some((v.name.as_str(), s.last_heard))
+        })
+        .collect();
     if json {
         for p in &plans {
             serde_json::to_writer(
@@ -96,6 +108,7 @@ pub fn run(
                     node: &p.node,
                     action: p.action,
                     reason: &p.reason,
+                    silent_since: silent.get(p.node.as_str()).copied(),
                     pods: &p.pods,
                 },
             )?;
@@ -113,6 +126,16 @@ pub fn run(
                 action.as_str().unwrap_or(""),
                 p.reason
             )?;
+            if let Some(t) = silent.get(p.node.as_str()) {
+                let after = cfg.watchdog.silent_after.unwrap_or_default();
+                writeln!(
+                    out,
+                    "{:<w$}    detector silent since {} (no heartbeat of its conditions within {}): its conditions may be stale",
+                    "",
+                    nodemedic_common::time::rfc3339(*t),
+                    humantime::format_duration(after)
+                )?;
+            }
             for pod in &p.pods {
                 let a = serde_json::to_value(pod.action).unwrap();
                 writeln!(
