@@ -66,6 +66,14 @@ impl<C: Cluster> Controller<C> {
                 Effect::Nothing => {}
                 Effect::Drain(job) => {
                     let ok = self.start_drain(&d.node, job, now);
+                    // Pods a policy keeps out of the drain are counted as it starts.
+                    let skipped = d.pods.iter().filter(|p| {
+                        p.policy.is_some() && p.action == crate::decide::PodAction::Skip
+                    });
+                    for _ in skipped.filter(|_| ok) {
+                        self.metrics
+                            .pod_policy(crate::metrics::PolicyOutcome::Skipped);
+                    }
                     if ok {
                         done.push(Done {
                             node: d.node.to_string(),

@@ -421,7 +421,7 @@ async fn pod_policies_wait_for_a_job_skip_a_pod_and_delete_a_pdb_blocked_one_aft
          - name: databases\n    selector: tier=db\n    action: delete\n    after: 2s\n",
     )
     .unwrap();
-    let (drainer, _) = s.drainer(&[
+    let (drainer, port) = s.drainer(&[
         "KernelDeadlock=True",
         &format!("--config={}", config.display()),
         "--drain-buffer=0s",
@@ -455,6 +455,15 @@ async fn pod_policies_wait_for_a_job_skip_a_pod_and_delete_a_pdb_blocked_one_aft
         .await;
     s.env.wait_drained(&node).await;
     assert_eq!(s.env.evictions(&job, None), 0, "a Job's pod is let finish");
+    for (outcome, n) in [
+        ("skipped", 1.0),
+        ("waited", 1.0),
+        ("deleted", 1.0),
+        ("evicted_after_wait", 0.0),
+    ] {
+        let name = format!("nodemedic_drainer_pod_policy_actions_total{{outcome=\"{outcome}\"}}");
+        assert_eq!(metric(port, &name).await, Some(n), "{name}");
+    }
     assert_eq!(
         s.env.evictions(&keep, None),
         0,
