@@ -515,6 +515,10 @@ fn the_plan_shows_probation_a_silent_detector_pod_policies_and_a_no_execute_tain
     ]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
+        text.contains("held by taint only (not cordoned): nodemedic.io/problem:NoExecute"),
+        "{text}"
+    );
+    assert!(
         text.contains("evict  default/web-1a2b: evicted at once by the taint manager: does not tolerate nodemedic.io/problem:NoExecute"),
         "{text}"
     );

@@ -126,6 +126,15 @@ pub fn run(
                 action.as_str().unwrap_or(""),
                 p.reason
             )?;
+            if p.action == decide::Action::Cordon && !cfg.remedy.taints.is_empty() {
+                let taints: Vec<String> = cfg.remedy.taints.iter().map(|t| t.to_string()).collect();
+                let how = if cfg.remedy.cordon {
+                    "cordon and taint"
+                } else {
+                    "taint only (not cordoned)"
+                };
+                writeln!(out, "{:<w$}    held by {how}: {}", "", taints.join(", "))?;
+            }
             if let Some(t) = silent.get(p.node.as_str()) {
                 let after = cfg.watchdog.silent_after.unwrap_or_default();
                 writeln!(
