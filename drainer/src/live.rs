@@ -146,6 +146,25 @@ pub async fn daemon_set(
     }
 }
 
+/// The drainer's Events about `node` (its history, for `explain`), from the `default` namespace
+/// where node Events live.
+pub async fn node_events(
+    client: &kube::Client,
+    node: &str,
+) -> Result<Vec<k8s_openapi::api::core::v1::Event>, LiveError> {
+    let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), "default");
+    let params = ListParams::default().fields(&format!("involvedObject.name={node}"));
+    let list = api.list(&params).await.map_err(|source| LiveError::List {
+        what: "the node's events",
+        source,
+    })?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() != Some(crate::model::occurrence::reason::NODE_FLAPPING))
+        .collect())
+}
+
 /// Only the nodes (for `kubectl nodemedic conditions`).
 pub async fn read_nodes(client: &kube::Client) -> Result<Vec<Node>, LiveError> {
     list_all(Api::all(client.clone()), "nodes").await
@@ -281,7 +300,7 @@ pub fn summarise(
     }
 }
 
-fn describe(r: &Record) -> String {
+pub fn describe(r: &Record) -> String {
     let owner = if r.owner.is_empty() {
         String::new()
     } else {

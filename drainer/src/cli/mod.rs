@@ -5,12 +5,14 @@
 //! ```text
 //!  run         the controller (`drainer`, `drainer run`), draino's flags included
 //!  plan        `drainer plan` and `kubectl nodemedic plan`: from files or the live cluster
+//!  explain     `drainer explain NODE` and `kubectl nodemedic explain NODE`: one node's whole chain
 //!  simulate    `drainer simulate`: scenarios through the controller
 //!  conditions  `kubectl nodemedic conditions`
 //!  shared      what they share (cluster flags, output format, a runtime)
 //! ```
 
 mod conditions;
+mod explain;
 mod plan;
 mod run;
 mod shared;
@@ -24,6 +26,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::draino;
 pub use conditions::ConditionsArgs;
+pub use explain::ExplainArgs;
 pub use plan::PlanArgs;
 pub use run::RunArgs;
 pub use shared::{ClusterArgs, Output};
@@ -53,6 +56,9 @@ pub struct Cli {
 pub enum Command {
     /// Print, without a cluster, what the controller would do and why.
     Plan(PlanArgs),
+    /// One node's whole chain: its conditions against the configured ones, the selection, every
+    /// gate with its numbers, the drain record and history, each pod's rule, and what happens next.
+    Explain(ExplainArgs),
     /// Run the controller (leader-elected); also what `drainer` with no subcommand does.
     Run(Box<RunArgs>),
     /// Replay a fleet scenario (nodes, condition changes over time) through the drainer's decisions,
@@ -89,6 +95,8 @@ pub struct KubectlCli {
 pub enum KubectlCommand {
     /// What the drainer would do now and why, from the live cluster (changes nothing).
     Plan(PlanArgs),
+    /// One node's whole chain and what happens to it next, from the live cluster (changes nothing).
+    Explain(ExplainArgs),
     /// Every node's nodemedic conditions and drain record at a glance.
     Conditions(ConditionsArgs),
 }
@@ -112,6 +120,11 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 args.live |= args.nodes.is_none() && args.pods.is_none();
                 plan::plan(args)
             }
+            KubectlCommand::Explain(mut args) => {
+                let p = &mut args.plan;
+                p.live |= p.nodes.is_none() && p.pods.is_none();
+                explain::explain(args)
+            }
             KubectlCommand::Conditions(args) => conditions::conditions(args),
         };
     }
@@ -126,6 +139,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     match command {
         Command::Plan(args) => plan::plan(args),
+        Command::Explain(args) => explain::explain(args),
         Command::Run(args) => run::run(*args),
         Command::Simulate(args) => simulate::simulate(args),
         Command::Completions { shell } => {

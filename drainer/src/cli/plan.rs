@@ -58,19 +58,22 @@ pub struct PlanArgs {
     pub output: Output,
 }
 
-/// What `drainer plan` keeps of what it read: node views and pod infos, not the whole objects.
-struct Objects {
-    nodes: Vec<NodeView>,
-    pods: Vec<PodInfo>,
-    pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
-    lease: Option<k8s_openapi::api::coordination::v1::Lease>,
-    events: Vec<k8s_openapi::api::core::v1::Event>,
-    daemonsets: Vec<k8s_openapi::api::apps::v1::DaemonSet>,
+/// What `drainer plan` keeps of what it read: node views and pod infos, not the whole objects
+/// (but for the one node `explain` asks for).
+pub(super) struct Objects {
+    pub(super) nodes: Vec<NodeView>,
+    /// The whole object of the node asked for, if any.
+    pub(super) kept: Option<Node>,
+    pub(super) pods: Vec<PodInfo>,
+    pub(super) pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    pub(super) lease: Option<k8s_openapi::api::coordination::v1::Lease>,
+    pub(super) events: Vec<k8s_openapi::api::core::v1::Event>,
+    pub(super) daemonsets: Vec<k8s_openapi::api::apps::v1::DaemonSet>,
 }
 
 /// Why the plan's inputs could not be read.
 #[derive(Debug, thiserror::Error)]
-enum InputError {
+pub(super) enum InputError {
     #[error("give --nodes and --pods files, or --live")]
     NoFiles,
     #[error(transparent)]
@@ -79,7 +82,7 @@ enum InputError {
     Live(#[from] crate::live::LiveError),
 }
 
-fn read_files(args: &PlanArgs) -> Result<Objects, InputError> {
+pub(super) fn read_files(args: &PlanArgs, keep: Option<&str>) -> Result<Objects, InputError> {
     let (Some(nodes), Some(pods)) = (&args.nodes, &args.pods) else {
         return Err(InputError::NoFiles);
     };
@@ -91,16 +94,29 @@ fn read_files(args: &PlanArgs) -> Result<Objects, InputError> {
             pods.display()
         );
     }
-    let result = read_all(args, nodes, pods);
+    let result = read_all(args, nodes, pods, keep);
     if tty {
         eprint!("\r\x1b[2K");
     }
     result
 }
 
-fn read_all(args: &PlanArgs, nodes: &Path, pods: &Path) -> Result<Objects, InputError> {
+fn read_all(
+    args: &PlanArgs,
+    nodes: &Path,
+    pods: &Path,
+    keep: Option<&str>,
+) -> Result<Objects, InputError> {
     let mut skipped = Vec::new();
-    let nodes = read_items_map(nodes, |n: Node| NodeView::of(&n))?.items_noting(&mut skipped);
+    let mut kept = None;
+    let nodes = read_items_map(nodes, |n: Node| {
+        let view = NodeView::of(&n);
+        if keep.is_some() && n.metadata.name.as_deref() == keep {
+            kept = Some(n);
+        }
+        view
+    })?
+    .items_noting(&mut skipped);
     let pods = read_items_map(pods, |p: Pod| PodInfo::from_pod(&p, None))?;
     let pods = pods.items_noting(&mut skipped);
     let pdbs = match &args.pdbs {
@@ -124,6 +140,7 @@ fn read_all(args: &PlanArgs, nodes: &Path, pods: &Path) -> Result<Objects, Input
     }
     Ok(Objects {
         nodes,
+        kept,
         pods,
         pdbs,
         lease,
@@ -133,9 +150,10 @@ fn read_all(args: &PlanArgs, nodes: &Path, pods: &Path) -> Result<Objects, Input
 }
 
 /// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only).
-fn read_live(
+pub(super) fn read_live(
     args: &PlanArgs,
     cfg: &crate::config::Config,
+    keep: Option<&str>,
 ) -> Result<Result<Objects, InputError>, ExitCode> {
     block_on(async {
         let (kubeconfig, context) = (
@@ -148,12 +166,22 @@ fn read_live(
             Some((ns, name)) => crate::live::daemon_set(&client, ns, name).await?,
             None => None,
         };
+        let mut events = s.flapping;
+        if let Some(node) = keep {
+            events.extend(crate::live::node_events(&client, node).await?);
+        }
         Ok(Objects {
             nodes: s.nodes.iter().map(NodeView::of).collect(),
+            kept: keep.and_then(|k| {
+                s.nodes
+                    .iter()
+                    .find(|n| n.metadata.name.as_deref() == Some(k))
+                    .cloned()
+            }),
             pods: s.pods.iter().map(|p| PodInfo::from_pod(p, None)).collect(),
             pdbs: s.pdbs,
             lease: s.lease,
-            events: s.flapping,
+            events,
             daemonsets: daemonsets.into_iter().collect(),
         })
     })
@@ -165,15 +193,16 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
         Err(code) => return code,
     };
     let read = if args.live {
-        match read_live(&args, &cfg) {
+        match read_live(&args, &cfg, None) {
             Ok(r) => r,
             Err(code) => return code,
         }
     } else {
-        read_files(&args)
+        read_files(&args, None)
     };
     let Objects {
         nodes,
+        kept: _,
         pods,
         pdbs,
         lease,

@@ -159,7 +159,7 @@ impl std::fmt::Debug for Selector {
 }
 
 /// Split at the commas that are not inside a `( )` value set.
-fn split_terms(sel: &str) -> Vec<&str> {
+pub(crate) fn split_terms(sel: &str) -> Vec<&str> {
     let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
     for (i, c) in sel.char_indices() {
         match c {

@@ -1,6 +1,7 @@
 //! `drainer plan`: the decision, offline, over `kubectl get -o json` files. Pure but for reading
 //! the files (`files`): the plan itself is `decide` run over them.
 
+pub mod explain;
 pub mod files;
 
 pub use files::{Read, ReadError, Skipped, read_items, read_items_map};

@@ -79,6 +79,35 @@ pub fn gates_of_snapshot(
     now: Timestamp,
 ) -> Gates {
     let s = &cfg.safety;
+    let (health, domains) = fleet_health(views, cfg, now);
+    Gates {
+        pause: paused,
+        flap: FlapGate {
+            window: s.flap_window,
+        },
+        breaker: trip(&health, s).map(|trip| BreakerGate {
+            trip,
+            closing_at: None,
+        }),
+        outage: OutageGate {
+            outages: domains
+                .iter()
+                .filter_map(|(d, t)| outage(d, t, s).map(|o| (d.clone(), o)))
+                .collect(),
+        },
+        domains,
+        window: next_window(&s.drain_windows, now),
+    }
+}
+
+/// What the breaker and the outage rule count over the selected nodes of a snapshot: unhealthy
+/// nodes (overall and newly, within the breaker window) and each failure domain's totals.
+pub fn fleet_health(
+    views: &[(&NodeView, bool)],
+    cfg: &Config,
+    now: Timestamp,
+) -> (Health, BTreeMap<String, DomainTotals>) {
+    let s = &cfg.safety;
     let mut health = Health::default();
     let mut domains: BTreeMap<String, DomainTotals> = BTreeMap::new();
     let window_start = nodemedic_common::time::sub(now, s.breaker_window);
@@ -99,22 +128,5 @@ pub fn gates_of_snapshot(
                 as usize;
         }
     }
-    Gates {
-        pause: paused,
-        flap: FlapGate {
-            window: s.flap_window,
-        },
-        breaker: trip(&health, s).map(|trip| BreakerGate {
-            trip,
-            closing_at: None,
-        }),
-        outage: OutageGate {
-            outages: domains
-                .iter()
-                .filter_map(|(d, t)| outage(d, t, s).map(|o| (d.clone(), o)))
-                .collect(),
-        },
-        domains,
-        window: next_window(&s.drain_windows, now),
-    }
+    (health, domains)
 }
