@@ -230,6 +230,15 @@ impl MemoryCluster {
         self.state().daemon_sets.insert(key, ds);
     }
 
+    /// Every node and every pod, as they are now.
+    pub fn objects(&self) -> (Vec<Node>, Vec<Pod>) {
+        let s = self.state();
+        (
+            s.nodes.values().cloned().collect(),
+            s.pods.values().cloned().collect(),
+        )
+    }
+
     pub fn node(&self, name: &str) -> Option<Node> {
         self.state().nodes.get(name).cloned()
     }

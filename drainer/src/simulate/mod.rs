@@ -196,4 +196,6 @@ async fn drive(plan: &mut Plan) -> Report {
 }
 
 #[cfg(test)]
+mod explain_tests;
+#[cfg(test)]
 mod tests;
