@@ -229,3 +229,99 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
     );
     cluster.cleanup(&["default"]).await;
 }
+
+/// `kubectl nodemedic explain NODE` reading the cluster (the test API server here, the real
+/// control plane with KUBEBUILDER_ASSETS): the plugin binary under its plugin name, a kubeconfig,
+/// no files.
+#[tokio::test]
+async fn kubectl_nodemedic_explain_reads_one_node_its_pods_and_its_history_from_the_cluster() {
+    let cluster = Cluster::new().await;
+    let sick = cluster.create_node("explained").await;
+    set_condition(&cluster, &sick, "KernelDeadlock", "True", "DockerHung").await;
+    let owner = cluster.owner("default", "rs").await;
+    let pod = cluster.name("explained-web");
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": pod, "namespace": "default", "ownerReferences": owner,
+            "labels": {"app": pod}},
+        "spec": {"nodeName": sick, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))
+    .unwrap();
+    Api::<Pod>::namespaced(cluster.client.clone(), "default")
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+    // An Event the drainer wrote about the node earlier (its history).
+    let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": format!("{sick}.explain-history"), "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": sick, "uid": sick},
+        "reason": "UncordonSucceeded", "message": "Uncordoned node: conditions cleared",
+        "type": "Normal", "source": {"component": "nodemedic-drainer"}, "count": 1,
+        "firstTimestamp": now_rfc3339(), "lastTimestamp": now_rfc3339()}))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default")
+        .create(&PostParams::default(), &ev)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig);
+    let plugin = dir.path().join("kubectl-nodemedic");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_drainer"), &plugin).unwrap();
+    let selector = format!("nodemedic.test/run={}", cluster.id_label());
+    let mut cmd = Command::new(&plugin);
+    cmd.args([
+        "explain",
+        &sick,
+        "KernelDeadlock=True,10m",
+        "--node-selector",
+        &selector,
+    ])
+    .args([
+        "--max-unhealthy",
+        "100%",
+        "--breaker-new",
+        "100%",
+        "--output",
+        "json",
+    ])
+    .env("KUBECONFIG", &kubeconfig);
+    // Off the runtime's thread: the test API server answers on it meanwhile.
+    let out = tokio::task::spawn_blocking(move || run(&mut cmd))
+        .await
+        .unwrap();
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["node"], sick.as_str());
+    assert_eq!(e["decision"]["action"], "cordon", "{e}");
+    assert_eq!(e["next"]["action"], "cordon");
+    assert!(e["next"].get("at").is_none(), "now: {e}");
+    assert_eq!(e["selection"]["selected"], true);
+    let kd = e["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "KernelDeadlock")
+        .unwrap();
+    assert!(
+        kd["watched"]
+            .as_str()
+            .unwrap()
+            .contains("min duration reached"),
+        "{kd}"
+    );
+    assert!(
+        e["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == pod.as_str() && p["action"] == "evict"),
+        "{e}"
+    );
+    assert!(
+        e["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["reason"] == "UncordonSucceeded"),
+        "{e}"
+    );
+    cluster.cleanup(&["default"]).await;
+}
