@@ -21,6 +21,7 @@ label_value!(pub SafetyEvent {
     NodeFlapping => "node_flapping",
     DetectorSilent => "detector_silent",
     DetectorHeard => "detector_heard",
+    CommonCause => "common_cause",
 });
 label_value!(pub PolicyOutcome {
     Skipped => "skipped",

@@ -51,6 +51,7 @@ pub enum NotifyKind {
     NodeFlapping,
     DetectorSilent,
     DetectorHeard,
+    CommonCause,
 }
 
 impl NotifyKind {
@@ -70,6 +71,7 @@ impl NotifyKind {
             NodeFlapping => "node flapping",
             DetectorSilent => "detector silent",
             DetectorHeard => "detector heard again",
+            CommonCause => "common cause",
         }
     }
 }

@@ -3,8 +3,9 @@
 //! what it printed before the controller ran them (`tests/fixtures/simulate`, saved from the
 //! second implementation simulate used to have; the round count aside, which now follows the
 //! controller's own wake-ups). The scenarios of the operator controls (taint-only, probation,
-//! pod-policies, silent-detector) were saved when they were written, each line checked by hand
-//! against what the scenario's description says must happen.
+//! pod-policies, silent-detector) and of the common cause (bad-kernel-rollout; zone-outage saved
+//! again with its common-cause lines) were saved when they were written, each line checked by
+//! hand against what the scenario's description says must happen.
 
 use std::process::Command;
 
@@ -71,13 +72,59 @@ fn a_zone_outage_of_30_percent_of_5000_nodes_drains_nothing() {
         .filter(|h| h["what"] == "outage started")
         .map(|h| h["detail"].as_str().unwrap())
         .collect();
+    let cause = "1500 nodes set Ready=Unknown at once; all 1500 in zone-0, zone-1 or zone-2 (0 of 3500 others do)";
     assert_eq!(
         outages,
+        ["zone-0", "zone-1", "zone-2"].map(|z| format!(
+            "outage in {z}: 500 of 500 nodes unhealthy > 50%; likely common cause: {cause}"
+        ))
+    );
+    let causes: Vec<&str> = r["happenings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["what"] == "common cause")
+        .map(|h| h["detail"].as_str().unwrap())
+        .collect();
+    assert_eq!(causes, [cause], "one report, naming the zones");
+}
+
+#[test]
+fn a_bad_kernel_rollout_is_named_and_unrelated_failures_name_nothing() {
+    let (status, reports, stderr) =
+        simulate(&[scenario("bad-kernel-rollout"), scenario("slow-trickle")]);
+    assert!(status.success(), "{stderr}");
+    let causes = |r: &serde_json::Value| -> Vec<String> {
+        r["happenings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["what"] == "common cause")
+            .map(|h| h["detail"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        causes(&reports[0]),
         [
-            "outage in zone-0: 500 of 500 nodes unhealthy > 50%",
-            "outage in zone-1: 500 of 500 nodes unhealthy > 50%",
-            "outage in zone-2: 500 of 500 nodes unhealthy > 50%"
+            "4 nodes set KernelDeadlock=True at once; all 4 run kernel 5.15.0-1031-aws (36 of 116 others do)"
         ]
+    );
+    let breaker = reports[0]["happenings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["what"] == "breaker opened")
+        .unwrap();
+    assert!(
+        breaker["detail"].as_str().unwrap().ends_with(
+            "likely common cause: 13 nodes set KernelDeadlock=True within 4m; 12 run kernel 5.15.0-1031-aws (28 of 107 others do)"
+        ),
+        "{breaker}"
+    );
+    assert_eq!(
+        causes(&reports[1]),
+        Vec::<String>::new(),
+        "six failures 15 minutes apart"
     );
 }
 
@@ -150,6 +197,7 @@ fn the_shipped_scenarios_give_the_results_they_gave_before() {
         "probation",
         "pod-policies",
         "silent-detector",
+        "bad-kernel-rollout",
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
             .args(["simulate", &scenario(name)])

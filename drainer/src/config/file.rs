@@ -45,6 +45,8 @@ pub struct FileConfig {
     pub domain_outage_min_nodes: Option<usize>,
     pub flap_threshold: Option<usize>,
     pub flap_window: Option<Spanned<String>>,
+    pub correlate_min: Option<usize>,
+    pub correlate_window: Option<Spanned<String>>,
     #[serde(default)]
     pub drain_windows: Vec<Spanned<String>>,
     #[serde(default)]

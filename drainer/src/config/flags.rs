@@ -130,6 +130,12 @@ pub struct PolicyArgs {
     /// The flapping window; a flapping node is acted on once stable this long. Default 10m.
     #[arg(long = "flap-window", value_parser = humantime::parse_duration)]
     pub flap_window: Option<Duration>,
+    /// Common cause: when more than N nodes gain the same condition type and reason within --correlate-window, report what they share. Default 3.
+    #[arg(long = "correlate-min")]
+    pub correlate_min: Option<usize>,
+    /// The common-cause window. Default 10m.
+    #[arg(long = "correlate-window", value_parser = humantime::parse_duration)]
+    pub correlate_window: Option<Duration>,
     /// Drains start only inside these windows, e.g. "Mon-Fri 09:00-17:00 Europe/Berlin" (repeatable; cordons happen at once).
     #[arg(long = "drain-window")]
     pub drain_windows: Vec<String>,

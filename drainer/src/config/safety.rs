@@ -30,6 +30,10 @@ pub struct Safety {
     /// Flapping: at least this many state changes of watched conditions within `flap_window`.
     pub flap_threshold: usize,
     pub flap_window: Duration,
+    /// Common cause: more than this many nodes gaining the same condition type and reason within
+    /// `correlate_window` are compared with the rest of the fleet.
+    pub correlate_min: usize,
+    pub correlate_window: Duration,
     /// Drains start only inside one of these (empty: any time).
     pub drain_windows: Vec<DrainWindow>,
 }
@@ -47,6 +51,8 @@ impl Default for Safety {
             domain_outage_percent: 50.0,
             domain_outage_min_nodes: 3,
             flap_threshold: 4,
+            correlate_min: 3,
+            correlate_window: Duration::from_secs(600),
             flap_window: Duration::from_secs(600),
             drain_windows: Vec::new(),
         }

@@ -162,6 +162,8 @@ pub enum Why {
     BreakerOpen {
         trip: Trip,
         closing_at: Option<Timestamp>,
+        /// The common cause reported for the nodes failing now, if one was.
+        cause: Option<String>,
     },
     /// The node's failure domain is in an outage.
     DomainOutage {
@@ -348,14 +350,21 @@ impl Why {
             Why::BlockedByPods { pods } => {
                 write!(f, "drain blocked by protected pods: {}", pods.join(", "))
             }
-            Why::BreakerOpen { trip, closing_at } => {
+            Why::BreakerOpen {
+                trip,
+                closing_at,
+                cause,
+            } => {
                 write!(f, "breaker open: {trip}")?;
-                match closing_at {
-                    Some(at) => write!(
+                if let Some(at) = closing_at {
+                    write!(
                         f,
                         "; counts back under the thresholds, closing at {}",
                         ts(*at)
-                    ),
+                    )?;
+                }
+                match cause {
+                    Some(c) => write!(f, "; likely common cause: {c}"),
                     None => Ok(()),
                 }
             }

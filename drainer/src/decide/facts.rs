@@ -88,6 +88,8 @@ pub struct Outage {
     pub unhealthy: usize,
     pub size: usize,
     pub percent: f64,
+    /// The common cause reported for the nodes failing now, if one was (`decide::cause`).
+    pub cause: Option<String>,
 }
 
 impl std::fmt::Display for Outage {
@@ -96,7 +98,11 @@ impl std::fmt::Display for Outage {
             f,
             "outage in {}: {} of {} nodes unhealthy > {}%",
             self.domain, self.unhealthy, self.size, self.percent
-        )
+        )?;
+        match &self.cause {
+            Some(c) => write!(f, "; likely common cause: {c}"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 //!  node      one node's decision        pods   which pods a drain evicts
 //!  round     a round: all nodes (`drainer plan`) or the few that changed (the controller)
 //!  fleet     the controller's incremental state: views, running totals, gate state, wake-ups
+//!  cause     common cause: what nodes gaining one condition together share
 //!  stale     stale pod readiness after a node flap
 //!  watchdog  whether a node's detector fell silent
 //!  schedule  when to write the Events of waits and stale pods, and retry their evictions
@@ -19,6 +20,7 @@
 
 pub mod budget;
 pub mod candidate;
+pub mod cause;
 pub mod decision;
 pub mod facts;
 pub mod fleet;

@@ -1,6 +1,6 @@
 //! A Node as the drainer's watch decodes it, pure: only what a [`NodeView`] keeps, read in one pass
-//! straight into the view's own shapes. The images, addresses, capacity, nodeInfo and managedFields
-//! of a kubelet's Node are skipped, not allocated. Times are read as text: past what `jiff` holds
+//! straight into the view's own shapes. The images, addresses, capacity, managedFields and all of
+//! nodeInfo but its software versions of a kubelet's Node are skipped, not allocated. Times are read as text: past what `jiff` holds
 //! (kube-apiserver takes them up to 9999-12-31T23:59:59Z) they are the latest it holds instead of
 //! failing the whole node list.
 //!
@@ -35,6 +35,7 @@ pub struct NodeLite {
     pub unschedulable: bool,
     pub conditions: Box<[Condition]>,
     pub taints: Box<[NodeTaint]>,
+    pub info: Option<ArcStr>,
 }
 
 impl NodeView {
@@ -54,6 +55,7 @@ impl NodeView {
             unschedulable: node.unschedulable,
             conditions: node.conditions,
             taints: node.taints,
+            info: node.info,
         }
     }
 }
@@ -193,6 +195,88 @@ impl<'de> Deserialize<'de> for Effect {
 struct RawStatus {
     #[serde(default)]
     conditions: Option<Conditions>,
+    #[serde(default, rename = "nodeInfo")]
+    node_info: Option<Info>,
+}
+
+/// `status.nodeInfo`: the four parts the view keeps, the rest skipped, read without allocating
+/// but for one buffer. The same as the earlier view's (the usual case: a heartbeat) is that
+/// view's shared string, found without a lookup.
+struct Info(Option<ArcStr>);
+
+thread_local! {
+    static INFO_BUF: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// A nodeInfo key: its place in [`NODE_INFO`](super::node::NODE_INFO), if it is kept.
+struct InfoKey;
+
+impl<'de> DeserializeSeed<'de> for InfoKey {
+    type Value = Option<usize>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(TextVisitor(|s: &str| {
+            super::node::NODE_INFO.iter().position(|(k, _)| *k == s)
+        }))
+    }
+}
+
+/// A nodeInfo value, appended to the buffer; its range there.
+struct Append<'a>(&'a mut String);
+
+impl<'de> DeserializeSeed<'de> for Append<'_> {
+    type Value = (usize, usize);
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(usize, usize), D::Error> {
+        let buf = self.0;
+        d.deserialize_str(TextVisitor(|s: &str| {
+            let from = buf.len();
+            buf.push_str(s);
+            (from, buf.len())
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for Info {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Info, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Info;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("nodeInfo")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Info, A::Error> {
+                // One buffer per thread, kept between events: no allocation per heartbeat.
+                let mut buf = INFO_BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
+                buf.clear();
+                let mut at = [(0, 0); 4];
+                let read = (|| {
+                    while let Some(k) = m.next_key_seed(InfoKey)? {
+                        match k {
+                            Some(i) => at[i] = m.next_value_seed(Append(&mut buf))?,
+                            None => {
+                                m.next_value::<serde::de::IgnoredAny>()?;
+                            }
+                        }
+                    }
+                    Ok(())
+                })();
+                let info = read.map(|()| {
+                    let parts = at.map(|(a, b)| &buf[a..b]);
+                    let last = last();
+                    let same = last.as_ref().and_then(|v| v.info.as_ref()).filter(|i| {
+                        let mut kept = i.split('\u{1f}');
+                        parts.iter().all(|p| kept.next() == Some(*p))
+                    });
+                    match same {
+                        Some(same) => Info(Some(same.clone())),
+                        None => Info(super::node::node_info(parts)),
+                    }
+                });
+                INFO_BUF.with(|b| *b.borrow_mut() = buf);
+                info
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// The conditions, read into a list as long as the earlier view's (one allocation).
@@ -299,6 +383,11 @@ impl From<Raw> for NodeLite {
                 .metadata
                 .creation_timestamp
                 .map_or(0, |t| t.0.as_second()),
+            info: raw
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .and_then(|i| i.0.clone()),
             conditions: raw
                 .status
                 .and_then(|s| s.conditions)

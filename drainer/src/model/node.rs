@@ -139,6 +139,26 @@ pub struct NodeView {
     pub conditions: Box<[Condition]>,
     /// Most nodes have none (no allocation then).
     pub taints: Box<[NodeTaint]>,
+    /// What `status.nodeInfo` says the node runs ([`NodeInfo`]): kernel, OS image, container
+    /// runtime, kubelet, shared by every node that runs the same (a fleet has a few such sets).
+    pub info: Option<ArcStr>,
+}
+
+/// The parts of `status.nodeInfo` the common-cause report compares, in the order they are kept in
+/// [`NodeView::info`] (separated by U+001F).
+pub const NODE_INFO: [(&str, &str); 4] = [
+    ("kernelVersion", "kernel"),
+    ("osImage", "OS image"),
+    ("containerRuntimeVersion", "container runtime"),
+    ("kubeletVersion", "kubelet"),
+];
+
+/// The kept form of a node's software: the four parts of [`NODE_INFO`], shared.
+pub fn node_info(parts: [&str; 4]) -> Option<ArcStr> {
+    if parts.iter().all(|p| p.is_empty()) {
+        return None;
+    }
+    Some(intern(&parts.join("\u{1f}")))
 }
 
 /// A resourceVersion as the API server wrote it. It is opaque text and is given back as written;
@@ -233,7 +253,17 @@ impl NodeView {
                 .collect()
         };
         let meta = &node.metadata;
+        let info = node.status.as_ref().and_then(|s| s.node_info.as_ref());
+        let info = info.and_then(|i| {
+            node_info([
+                &i.kernel_version,
+                &i.os_image,
+                &i.container_runtime_version,
+                &i.kubelet_version,
+            ])
+        });
         NodeView {
+            info,
             name: intern(meta.name.as_deref().unwrap_or_default()),
             resource_version: Version::parse(meta.resource_version.as_deref().unwrap_or_default()),
             created: meta
@@ -285,6 +315,7 @@ impl NodeView {
             && self.labels == other.labels
             && self.annotations == other.annotations
             && self.created == other.created
+            && self.info == other.info
     }
 
     /// A NoExecute taint of the node lifecycle controller's (see [`FLAP_TAINTS`]), while it is there.
@@ -302,6 +333,17 @@ impl NodeView {
 
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.get(key)
+    }
+
+    /// The node's software as `status.nodeInfo` says: `(name, value)` for each part of
+    /// [`NODE_INFO`] it has.
+    pub fn software(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let parts = self.info.as_deref().unwrap_or_default();
+        NODE_INFO
+            .iter()
+            .zip(parts.split('\u{1f}'))
+            .filter(|(_, v)| !v.is_empty())
+            .map(|((_, name), v)| (*name, v))
     }
 
     pub fn condition(&self, type_: &str) -> Option<&Condition> {

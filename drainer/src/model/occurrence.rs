@@ -43,6 +43,7 @@ pub mod reason {
     pub const POD_DELETED_BY_POLICY: &str = "PodDeletedByPolicy";
     pub const DETECTOR_SILENT: &str = "DetectorSilent";
     pub const DETECTOR_HEARD: &str = "DetectorHeardAgain";
+    pub const COMMON_CAUSE: &str = "CommonCause";
 }
 
 /// Something that happened to a node.

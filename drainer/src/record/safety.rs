@@ -27,12 +27,10 @@ impl SafetyOccurrence {
         use crate::metrics::SafetyEvent as M;
         use FleetEvent::*;
         let (reason, severity, message, metric, notify, node, domain) = match ev {
-            BreakerOpened { trip: why } => (
+            BreakerOpened { trip: why, cause } => (
                 reason::BREAKER_OPENED,
                 Severity::Warning,
-                format!(
-                    "Circuit breaker opened ({why}): nothing new is cordoned or drained until it closes"
-                ),
+                breaker_opened(why, cause.as_deref()),
                 M::BreakerOpened,
                 NotifyKind::BreakerOpened,
                 None,
@@ -89,6 +87,15 @@ impl SafetyOccurrence {
                 Some(node.clone()),
                 None,
             ),
+            CommonCause(c) => (
+                reason::COMMON_CAUSE,
+                Severity::Warning,
+                format!("Common cause? {c}"),
+                M::CommonCause,
+                NotifyKind::CommonCause,
+                None,
+                None,
+            ),
             Flapping { node, changes } => (
                 reason::NODE_FLAPPING,
                 Severity::Warning,
@@ -125,5 +132,13 @@ fn silent_message(s: &crate::decide::watchdog::Silence) -> String {
     };
     format!(
         "{what}: it may have died, hung or lost its input, so the node's conditions may be stale (not cordoned or drained for this unless DetectorSilent is a configured condition)"
+    )
+}
+
+fn breaker_opened(why: &crate::decide::facts::Trip, cause: Option<&str>) -> String {
+    let cause = cause.map(|c| format!("; likely common cause: {c}"));
+    format!(
+        "Circuit breaker opened ({why}): nothing new is cordoned or drained until it closes{}",
+        cause.unwrap_or_default()
     )
 }

@@ -110,10 +110,15 @@ impl Report {
 
     fn fleet(&mut self, secs: u64, event: FleetEvent) {
         let (what, detail) = match event {
-            FleetEvent::BreakerOpened { trip } => {
+            FleetEvent::BreakerOpened { trip, cause } => {
                 self.breaker_opened_at.get_or_insert(secs);
-                ("breaker opened", trip.to_string())
+                let cause = cause.map(|c| format!("; likely common cause: {c}"));
+                (
+                    "breaker opened",
+                    format!("{trip}{}", cause.unwrap_or_default()),
+                )
             }
+            FleetEvent::CommonCause(c) => ("common cause", c.to_string()),
             FleetEvent::BreakerClosed { open_for } => {
                 // To the second, as every time in the report (rounds run a few ms after a change).
                 let secs = (open_for.as_millis() + 500) / 1000;

@@ -67,6 +67,10 @@ pub struct NodeGroup {
     /// Pods on each node besides its app pod (for pod policies).
     #[serde(default)]
     pub pods: Vec<PodGroup>,
+    /// `status.nodeInfo` fields (`kernelVersion`, `osImage`, `containerRuntimeVersion`,
+    /// `kubeletVersion`, ...); values may use `{i}` and `{i%N}`.
+    #[serde(default)]
+    pub node_info: BTreeMap<String, String>,
 }
 
 /// A pod on each node of a group.
@@ -368,11 +372,21 @@ fn fleet(file: &str, s: &Scenario, start: Timestamp) -> Result<Vec<Node>, SimErr
                 .iter()
                 .map(|(k, v)| (k.clone(), expand(v, i)))
                 .collect();
-            let node = serde_json::json!({
+            let mut node = serde_json::json!({
                 "metadata": {"name": expand(&g.name, i), "labels": labels, "annotations": annotations},
                 "spec": {"unschedulable": false},
                 "status": {"conditions": conditions},
             });
+            if !g.node_info.is_empty() {
+                // Every field NodeSystemInfo requires, then the group's.
+                let mut info = serde_json::json!({"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
+                    "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "", "machineID": "",
+                    "operatingSystem": "linux", "osImage": "", "systemUUID": ""});
+                for (k, v) in &g.node_info {
+                    info[k] = serde_json::json!(expand(v, i));
+                }
+                node["status"]["nodeInfo"] = info;
+            }
             let node =
                 serde_json::from_value(node).map_err(|e| error(file, format!("nodes: {e}")))?;
             nodes.push(node);

@@ -268,6 +268,18 @@ fn label_key(v: &str) -> Result<String, LabelKeyError> {
     }
 }
 
+/// The common-cause watch: how many nodes gaining one condition together, within how long.
+fn correlate(s: &mut Sources, out: &mut Safety) {
+    let (args, file) = (s.args, s.file);
+    if let Some(n) = args.correlate_min.or(file.correlate_min) {
+        out.correlate_min = n;
+    }
+    let window = ("correlate-window", "correlateWindow");
+    if let Some(d) = s.duration(args.correlate_window, &file.correlate_window, window) {
+        out.correlate_window = d;
+    }
+}
+
 /// The fleet safety gates: the breaker, failure domains, flap damping and drain windows.
 fn safety(s: &mut Sources, out: &mut Safety) {
     let (args, file) = (s.args, s.file);
@@ -349,6 +361,7 @@ fn safety(s: &mut Sources, out: &mut Safety) {
     if let Some(n) = args.flap_threshold.or(file.flap_threshold) {
         out.flap_threshold = n;
     }
+    correlate(s, out);
     if let Some(d) = s.duration(
         args.flap_window,
         &file.flap_window,

@@ -138,6 +138,31 @@ mod tests {
     }
 
     #[test]
+    fn the_common_cause_watch_from_flags_and_the_file() {
+        let d = args(&[]).unwrap();
+        assert_eq!(
+            (d.safety.correlate_min, d.safety.correlate_window),
+            (3, Duration::from_secs(600))
+        );
+        let c = args(&["--correlate-min=5", "--correlate-window=3m"]).unwrap();
+        assert_eq!(
+            (c.safety.correlate_min, c.safety.correlate_window),
+            (5, Duration::from_secs(180))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("drainer.yaml");
+        std::fs::write(&file, "correlateMin: 0\ncorrelateWindow: 1x\n").unwrap();
+        let e = args(&[&format!("--config={}", file.display())]).unwrap_err();
+        assert!(e.iter().any(|e| e.contains("correlateWindow")), "{e:?}");
+        std::fs::write(&file, "correlateMin: 0\ncorrelateWindow: 20m\n").unwrap();
+        let c = args(&[&format!("--config={}", file.display())]).unwrap();
+        assert_eq!(
+            (c.safety.correlate_min, c.safety.correlate_window),
+            (0, Duration::from_secs(1200))
+        );
+    }
+
+    #[test]
     fn taints_probation_and_the_watchdog_from_flags() {
         let c = args(&[
             "--problem-taint=nodemedic.io/problem=yes:NoSchedule",

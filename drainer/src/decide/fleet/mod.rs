@@ -17,13 +17,15 @@
 //!  totals    the per-node entries, the overlays, the running totals
 //!  round     a round: the due nodes, the gates, the decisions and what they mean for the next
 //!  watchdog  which selected nodes' detectors are silent, checked at each resync
+//!  cause     groups of nodes gaining one condition together, and what they share
 //! ```
 
+mod cause;
 mod round;
 mod totals;
 mod watchdog;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +53,8 @@ const OVERLAY_TTL: Duration = Duration::from_secs(60);
 pub enum FleetEvent {
     BreakerOpened {
         trip: Trip,
+        /// The common cause reported for the nodes failing now, if one was.
+        cause: Option<String>,
     },
     BreakerClosed {
         open_for: Duration,
@@ -74,6 +78,8 @@ pub enum FleetEvent {
         node: String,
         silent_for: Duration,
     },
+    /// More than `--correlate-min` nodes gained one condition together: what they share.
+    CommonCause(crate::decide::cause::CommonCause),
 }
 
 pub struct Fleet {
@@ -102,6 +108,11 @@ pub struct Fleet {
     /// Where the detector DaemonSet places its pods, and the nodes whose detector is silent.
     placement: crate::decide::watchdog::Placement,
     silent: HashMap<ArcStr, crate::decide::watchdog::Silence>,
+    /// Recent gains of watched conditions, the groups reported, and the latest cause reported
+    /// while its group lasts (named by the breaker's and outages' reasons).
+    gains: Vec<crate::decide::cause::Gain>,
+    causes: BTreeMap<(ArcStr, Option<ArcStr>), usize>,
+    cause: Option<String>,
     /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
     /// count drops then, which may let it calm down); never in the past.
     newly_wake: Option<Timestamp>,
@@ -140,6 +151,9 @@ impl Fleet {
             newly_wake: None,
             placement: Default::default(),
             silent: HashMap::new(),
+            gains: Vec::new(),
+            causes: BTreeMap::new(),
+            cause: None,
         }
     }
 
@@ -238,6 +252,8 @@ impl Fleet {
         if let Some(old) = self.nodes.remove(&name) {
             last = old.last;
             self.running.count(&old, &self.cfg.owner, false);
+            let gains = crate::decide::cause::gains(&old.view, &view, &self.cfg.conditions);
+            self.gains.extend(gains);
             for at in flap::changes(&old.view, &view, &self.cfg) {
                 self.flaps
                     .entry(name.clone())

@@ -24,10 +24,12 @@ impl Fleet {
     fn gates(&mut self, now: Timestamp) -> Gates {
         let cfg = self.cfg.clone();
         let s = &cfg.safety;
+        self.correlate(now);
         let health = self.running.health(s.breaker_window, now);
         match self.breaker.observe(&health, s, now) {
             Some(BreakerChange::Opened(trip)) => {
-                self.events.push(FleetEvent::BreakerOpened { trip })
+                let cause = self.cause.clone();
+                self.events.push(FleetEvent::BreakerOpened { trip, cause })
             }
             Some(BreakerChange::Closed { open_for }) => {
                 self.events.push(FleetEvent::BreakerClosed { open_for })
@@ -46,7 +48,8 @@ impl Fleet {
         let mut outages = BTreeMap::new();
         for (d, t) in &self.running.domains {
             domains.insert(d.to_string(), *t);
-            if let Some(o) = outage::outage(d, t, s) {
+            if let Some(mut o) = outage::outage(d, t, s) {
+                o.cause = self.cause.clone();
                 outages.insert(d.to_string(), o);
             }
         }
@@ -67,7 +70,10 @@ impl Fleet {
             flap: FlapGate {
                 window: s.flap_window,
             },
-            breaker: self.breaker.hold(s),
+            breaker: self.breaker.hold(s).map(|mut b| {
+                b.cause = self.cause.clone();
+                b
+            }),
             outage: OutageGate { outages },
             domains,
             window: window::next_window(&s.drain_windows, now),

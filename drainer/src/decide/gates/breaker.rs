@@ -129,6 +129,7 @@ impl Breaker {
         Some(BreakerGate {
             trip: self.trip.clone()?,
             closing_at: self.wake(s),
+            cause: None,
         })
     }
 
@@ -168,6 +169,8 @@ pub struct BreakerGate {
     pub trip: Trip,
     /// Counts back under the thresholds: it closes then (unless they rise again).
     pub closing_at: Option<Timestamp>,
+    /// The common cause reported for the nodes failing now, if one was (`decide::cause`).
+    pub cause: Option<String>,
 }
 
 impl Gate for Option<BreakerGate> {
@@ -176,6 +179,7 @@ impl Gate for Option<BreakerGate> {
         Some(Why::BreakerOpen {
             trip: b.trip.clone(),
             closing_at: b.closing_at,
+            cause: b.cause.clone(),
         })
     }
 }

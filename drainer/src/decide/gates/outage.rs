@@ -69,6 +69,7 @@ pub fn outage(domain: &str, t: &DomainTotals, s: &Safety) -> Option<Outage> {
         unhealthy: t.unhealthy,
         size: t.size,
         percent: s.domain_outage_percent,
+        cause: None,
     })
 }
 

@@ -88,6 +88,7 @@ pub fn gates_of_snapshot(
         breaker: trip(&health, s).map(|trip| BreakerGate {
             trip,
             closing_at: None,
+            cause: None,
         }),
         outage: OutageGate {
             outages: domains

@@ -178,3 +178,29 @@ fn api_server_times_read_by_position_equal_jiffs_reading() {
         assert_eq!(lite_time(text), want, "{text}");
     }
 }
+
+#[test]
+fn the_nodes_software_is_kept_shared_and_reused_on_a_heartbeat() {
+    let v = decode(KUBELET_NODE);
+    let software: Vec<(&str, &str)> = v.software().collect();
+    let full: Node = serde_json::from_str(KUBELET_NODE).unwrap();
+    let info = full.status.unwrap().node_info.unwrap();
+    assert_eq!(
+        software,
+        vec![
+            ("kernel", info.kernel_version.as_str()),
+            ("OS image", info.os_image.as_str()),
+            ("container runtime", info.container_runtime_version.as_str()),
+            ("kubelet", info.kubelet_version.as_str()),
+        ]
+    );
+    // A heartbeat: the same string, not a new one; another kernel: a new one.
+    let first = Arc::new(v);
+    let again = decode_after(KUBELET_NODE, std::slice::from_ref(&first));
+    let (a, b) = (first.info.as_ref().unwrap(), again.info.as_ref().unwrap());
+    assert!(ArcStr::ptr_eq(a, b));
+    let patched = edit(KUBELET_NODE, &info.kernel_version, "6.1.0-99-cloud");
+    let other = decode_after(&patched, std::slice::from_ref(&first));
+    assert_eq!(other.software().next(), Some(("kernel", "6.1.0-99-cloud")));
+    assert!(!first.same_state(&other), "another kernel is news");
+}

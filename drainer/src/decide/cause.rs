@@ -1,0 +1,448 @@
+//! Common cause, pure: when more than `--correlate-min` selected nodes gain the same condition
+//! type and reason within `--correlate-window`, what do they share that the rest of the selected
+//! fleet does not? Their software (`status.nodeInfo`: kernel, OS image, container runtime,
+//! kubelet), their zone and region, instance type and node pool labels are compared; the
+//! attributes most of them share and clearly fewer of the others do are reported, most telling
+//! first: "12 nodes set KernelDeadlock/DockerHung within 3m; all 12 run kernel 5.15.0-1031-aws (31
+//! of 200 others do); 11 in zone-b (60 of 200 others do)".
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::model::intern::ArcStr;
+use crate::model::node::{Condition, NodeView};
+
+/// A node gaining a watched condition's problem status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gain {
+    pub at: Timestamp,
+    pub node: ArcStr,
+    pub type_: ArcStr,
+    pub status: nodemedic_common::status::Status,
+    pub reason: Option<ArcStr>,
+}
+
+/// The gains between an earlier and a later view of a node: each watched condition that moved
+/// into its problem status.
+pub fn gains(
+    old: &NodeView,
+    new: &NodeView,
+    watched: &[crate::config::spec::ConditionSpec],
+) -> Vec<Gain> {
+    let find = |v: &NodeView, t: &str| -> Option<Condition> {
+        v.conditions.iter().find(|c| *c.type_ == *t).cloned()
+    };
+    watched
+        .iter()
+        .filter_map(|spec| {
+            let now = find(new, &spec.type_).filter(|c| c.status == spec.status)?;
+            let before = find(old, &spec.type_);
+            if before.is_some_and(|c| c.status == spec.status) {
+                return None;
+            }
+            Some(Gain {
+                at: now.since,
+                node: new.name.clone(),
+                type_: now.type_,
+                status: now.status,
+                reason: now.reason,
+            })
+        })
+        .collect()
+}
+
+/// Labels compared besides the software: topology, instance type, node pools.
+const LABELS: [&str; 10] = [
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/instance-type",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "karpenter.sh/nodepool",
+    "kubernetes.azure.com/agentpool",
+    "agentpool",
+    "node-pool",
+];
+
+/// What a node is compared by: `(attribute, value)`.
+pub fn attributes(v: &NodeView) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = v
+        .software()
+        .map(|(k, val)| (k.to_string(), val.to_string()))
+        .collect();
+    for (k, val) in v.labels.iter() {
+        let pool = k.ends_with("nodepool") || k.ends_with("node-pool") || k.ends_with("nodegroup");
+        if LABELS.contains(&k) || pool {
+            out.push((k.to_string(), val.to_string()));
+        }
+    }
+    out
+}
+
+/// One attribute a group shares: `count` of its `of` nodes have it, and `others_with` of the
+/// `others`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shared {
+    pub attribute: String,
+    pub value: String,
+    pub count: usize,
+    pub of: usize,
+    pub others_with: usize,
+    pub others: usize,
+}
+
+impl Shared {
+    fn share(&self) -> f64 {
+        self.count as f64 / self.of.max(1) as f64
+    }
+    fn others_share(&self) -> f64 {
+        self.others_with as f64 / self.others.max(1) as f64
+    }
+}
+
+impl std::fmt::Display for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = if self.count == self.of {
+            format!("all {}", self.of)
+        } else {
+            self.count.to_string()
+        };
+        let what = match self.attribute.as_str() {
+            "kernel" => format!("run kernel {}", self.value),
+            "kubelet" => format!("run kubelet {}", self.value),
+            "OS image" | "container runtime" => format!("run {}", self.value),
+            a if a.ends_with("/zone") || a.ends_with("/region") => format!("in {}", self.value),
+            a => format!("have {a}={}", self.value),
+        };
+        write!(
+            f,
+            "{who} {what} ({} of {} others do)",
+            self.others_with, self.others
+        )
+    }
+}
+
+/// A group must share an attribute this much (three in four of its nodes) ...
+const MOST: f64 = 0.75;
+/// ... and that much more than the others, to be reported.
+const APART: f64 = 0.25;
+
+/// The attributes that set `group` apart from `others`, most telling first (at most three). An
+/// attribute's value may be a set of up to three values (three zones going dark together).
+pub fn compare(group: &[&NodeView], others: &[&NodeView]) -> Vec<Shared> {
+    if others.is_empty() {
+        return Vec::new();
+    }
+    let mut in_group: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for v in group {
+        for (k, val) in attributes(v) {
+            *in_group.entry(k).or_default().entry(val).or_default() += 1;
+        }
+    }
+    let other_attrs: Vec<Vec<(String, String)>> = others.iter().map(|o| attributes(o)).collect();
+    let mut out: Vec<Shared> = Vec::new();
+    for (attribute, values) in in_group {
+        let mut values: Vec<(String, usize)> = values.into_iter().collect();
+        values.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        // The fewest values (at most three) most of the group has.
+        let mut count = 0;
+        let mut taken = Vec::new();
+        for (v, c) in values.iter().take(3) {
+            count += c;
+            taken.push(v.clone());
+            if count as f64 >= MOST * group.len() as f64 {
+                break;
+            }
+        }
+        taken.sort();
+        let others_with = other_attrs
+            .iter()
+            .filter(|a| a.iter().any(|(k, v)| *k == attribute && taken.contains(v)))
+            .count();
+        let shared = Shared {
+            value: one_of(&taken),
+            attribute,
+            count,
+            of: group.len(),
+            others_with,
+            others: others.len(),
+        };
+        if shared.share() >= MOST && shared.share() - shared.others_share() >= APART {
+            out.push(shared);
+        }
+    }
+    out.sort_by(|a, b| {
+        let key = |s: &Shared| (s.share() - s.others_share(), s.share());
+        key(b)
+            .partial_cmp(&key(a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    out.truncate(3);
+    out
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn one_of(values: &[String]) -> String {
+    match values {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// A common cause found: the condition, the nodes, over how long they gained it, and what sets
+/// them apart (empty: nothing does).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommonCause {
+    pub type_: String,
+    pub status: nodemedic_common::status::Status,
+    pub reason: Option<String>,
+    pub nodes: Vec<String>,
+    pub within: Duration,
+    pub shared: Vec<Shared>,
+    /// The other selected nodes.
+    pub others: usize,
+}
+
+impl CommonCause {
+    /// `Type/Reason` (or `Type=Status` without a reason).
+    pub fn condition(&self) -> String {
+        match &self.reason {
+            Some(r) => format!("{}/{r}", self.type_),
+            None => format!("{}={}", self.type_, self.status.as_str()),
+        }
+    }
+}
+
+impl std::fmt::Display for CommonCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let when = match self.within.as_secs() {
+            0 => "at once".to_string(),
+            s => format!(
+                "within {}",
+                humantime::format_duration(Duration::from_secs(s))
+            ),
+        };
+        write!(
+            f,
+            "{} nodes set {} {when}",
+            self.nodes.len(),
+            self.condition()
+        )?;
+        if self.shared.is_empty() {
+            return write!(
+                f,
+                "; nothing they share sets them apart from the other {} selected nodes",
+                self.others
+            );
+        }
+        for s in &self.shared {
+            write!(f, "; {s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The groups of gains at `now` with more than `min` distinct nodes within `window`, by
+/// condition type and reason: `(type, reason) -> the latest gain of each node`.
+pub fn groups(
+    gains: &[Gain],
+    min: usize,
+    window: Duration,
+    now: Timestamp,
+) -> BTreeMap<(ArcStr, Option<ArcStr>), Vec<Gain>> {
+    let since = nodemedic_common::time::sub(now, window);
+    let mut by: BTreeMap<(ArcStr, Option<ArcStr>), BTreeMap<ArcStr, Gain>> = BTreeMap::new();
+    for g in gains.iter().filter(|g| g.at >= since && g.at <= now) {
+        by.entry((g.type_.clone(), g.reason.clone()))
+            .or_default()
+            .insert(g.node.clone(), g.clone());
+    }
+    by.into_iter()
+        .filter(|(_, nodes)| nodes.len() > min)
+        .map(|(k, nodes)| (k, nodes.into_values().collect()))
+        .collect()
+}
+
+/// The common cause of `group` (gains of one condition) against the selected fleet `fleet`.
+pub fn cause(group: &[Gain], fleet: &[&NodeView]) -> CommonCause {
+    let names: Vec<&str> = group.iter().map(|g| g.node.as_str()).collect();
+    let (ins, outs): (Vec<&NodeView>, Vec<&NodeView>) =
+        fleet.iter().partition(|v| names.contains(&v.name.as_str()));
+    let first = group.iter().map(|g| g.at).min().unwrap_or_default();
+    let last = group.iter().map(|g| g.at).max().unwrap_or_default();
+    let mut nodes: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    nodes.sort();
+    CommonCause {
+        type_: group
+            .first()
+            .map(|g| g.type_.to_string())
+            .unwrap_or_default(),
+        status: group
+            .first()
+            .map_or(nodemedic_common::status::Status::True, |g| g.status),
+        reason: group
+            .first()
+            .and_then(|g| g.reason.as_ref().map(|r| r.to_string())),
+        nodes,
+        within: crate::decide::problem::elapsed(first, last),
+        shared: compare(&ins, &outs),
+        others: outs.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::node::node_info;
+    use nodemedic_common::status::Status;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn node(name: &str, kernel: &str, zone: &str) -> NodeView {
+        NodeView {
+            name: name.into(),
+            labels: [("topology.kubernetes.io/zone", zone), ("team", "x")]
+                .into_iter()
+                .collect(),
+            info: node_info([kernel, "Ubuntu 22.04", "containerd://1.7", "v1.28.3"]),
+            ..Default::default()
+        }
+    }
+
+    fn gain(node: &str, at: i64, reason: &str) -> Gain {
+        Gain {
+            at: t(at),
+            node: node.into(),
+            type_: "KernelDeadlock".into(),
+            status: Status::True,
+            reason: Some(reason.into()),
+        }
+    }
+
+    #[test]
+    fn a_group_is_more_than_the_minimum_of_one_condition_and_reason_within_the_window() {
+        let g: Vec<Gain> = (0..4)
+            .map(|i| gain(&format!("n{i}"), i * 60, "DockerHung"))
+            .chain([
+                gain("m", 100, "AUFSUmountHung"),
+                gain("n0", 200, "DockerHung"),
+            ])
+            .collect();
+        let w = Duration::from_secs(600);
+        let groups = groups(&g, 3, w, t(300));
+        assert_eq!(groups.len(), 1, "the other reason has one node");
+        let nodes = &groups.values().next().unwrap();
+        assert_eq!(nodes.len(), 4, "n0 twice is one node");
+        assert!(
+            super::groups(&g, 4, w, t(300)).is_empty(),
+            "more than the minimum"
+        );
+        assert!(
+            super::groups(&g, 3, w, t(900)).is_empty(),
+            "the early ones left the window"
+        );
+    }
+
+    #[test]
+    fn what_most_of_the_group_shares_and_few_others_do_is_named_most_telling_first() {
+        let mut fleet: Vec<NodeView> = (0..12)
+            .map(|i| {
+                node(
+                    &format!("bad{i}"),
+                    "5.15.0-1031-aws",
+                    if i == 0 { "zone-a" } else { "zone-b" },
+                )
+            })
+            .collect();
+        fleet.extend((0..200).map(|i| {
+            let kernel = if i < 31 {
+                "5.15.0-1031-aws"
+            } else {
+                "5.15.0-1028-aws"
+            };
+            node(
+                &format!("ok{i}"),
+                kernel,
+                ["zone-a", "zone-b", "zone-c"][i % 3],
+            )
+        }));
+        let group: Vec<Gain> = (0..12)
+            .map(|i| gain(&format!("bad{i}"), i * 15, "DockerHung"))
+            .collect();
+        let views: Vec<&NodeView> = fleet.iter().collect();
+        let c = cause(&group, &views);
+        assert_eq!(
+            c.to_string(),
+            "12 nodes set KernelDeadlock/DockerHung within 2m 45s; all 12 run kernel 5.15.0-1031-aws \
+             (31 of 200 others do); 11 in zone-b (67 of 200 others do)"
+        );
+        assert_eq!(c.others, 200);
+        // The OS image, runtime, kubelet and the team label are everyone's: not named.
+        assert!(
+            c.shared
+                .iter()
+                .all(|s| s.attribute == "kernel" || s.attribute.ends_with("/zone"))
+        );
+    }
+
+    #[test]
+    fn a_group_that_shares_nothing_the_others_lack_says_so() {
+        let fleet: Vec<NodeView> = (0..40)
+            .map(|i| {
+                node(
+                    &format!("n{i}"),
+                    ["k1", "k2"][i % 2],
+                    ["zone-a", "zone-b", "zone-c", "zone-d"][i % 4],
+                )
+            })
+            .collect();
+        let group: Vec<Gain> = [0, 1, 2, 3, 5, 6, 7, 9]
+            .iter()
+            .map(|i| gain(&format!("n{i}"), 0, "DockerHung"))
+            .collect();
+        let views: Vec<&NodeView> = fleet.iter().collect();
+        let c = cause(&group, &views);
+        assert_eq!(c.shared, vec![]);
+        assert_eq!(
+            c.to_string(),
+            "8 nodes set KernelDeadlock/DockerHung at once; nothing they share sets them apart from the other 32 selected nodes"
+        );
+    }
+
+    #[test]
+    fn gains_are_moves_into_the_problem_status_only() {
+        let spec: Vec<crate::config::spec::ConditionSpec> =
+            vec!["KernelDeadlock=True,10m".parse().unwrap()];
+        let with = |status: Status| NodeView {
+            name: "n".into(),
+            conditions: Box::new([Condition {
+                type_: "KernelDeadlock".into(),
+                status,
+                reason: Some("DockerHung".into()),
+                since: t(5),
+                heartbeat: 0,
+            }]),
+            ..Default::default()
+        };
+        let (ok, bad) = (with(Status::False), with(Status::True));
+        let g = gains(&ok, &bad, &spec);
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            (g[0].at, g[0].reason.as_deref()),
+            (t(5), Some("DockerHung"))
+        );
+        assert!(gains(&bad, &bad, &spec).is_empty(), "still True: no gain");
+        assert!(gains(&bad, &ok, &spec).is_empty(), "a recovery is no gain");
+        assert_eq!(
+            gains(&NodeView::default(), &bad, &spec).len(),
+            1,
+            "absent before"
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! The fleet's common-cause watch, pure: the gains of watched conditions it saw (kept for
+//! `--correlate-window`), and once per group the report of what the nodes of a group share (a
+//! [`FleetEvent::CommonCause`]); the latest report is named by the breaker's and outages' reasons
+//! while its group lasts.
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::{Fleet, FleetEvent};
+use crate::decide::cause;
+use crate::model::node::NodeView;
+
+impl Fleet {
+    /// Bring the common-cause watch up to date at `now` (each round, before the gates).
+    pub(super) fn correlate(&mut self, now: Timestamp) {
+        let s = &self.cfg.safety;
+        if s.correlate_min == 0 {
+            self.gains.clear();
+            return;
+        }
+        let since = nodemedic_common::time::sub(now, s.correlate_window);
+        self.gains.retain(|g| g.at >= since);
+        let nodes = &self.nodes;
+        let cfg = &self.cfg;
+        // Selected nodes, and not a Kosmos leaf node's exempt conditions (their flaps are expected).
+        let counts = |g: &&cause::Gain| {
+            nodes.get(&g.node).is_some_and(|e| {
+                let (k, v) = &cfg.kosmos_label;
+                let kosmos = e.view.label(k) == Some(v.as_str());
+                e.selected && !(kosmos && (*g.type_ == *"Ready" || !cfg.kosmos_other_conditions))
+            })
+        };
+        let selected: Vec<cause::Gain> = self.gains.iter().filter(counts).cloned().collect();
+        let groups = cause::groups(&selected, s.correlate_min, s.correlate_window, now);
+        self.causes.retain(|k, _| groups.contains_key(k));
+        if self.causes.is_empty() {
+            self.cause = None;
+        }
+        for (key, group) in groups {
+            let size = self.causes.get(&key).copied();
+            if size == Some(group.len()) {
+                continue;
+            }
+            let fleet: Vec<&NodeView> = self
+                .nodes
+                .values()
+                .filter(|e| e.selected)
+                .map(|e| &*e.view)
+                .collect();
+            let found = cause::cause(&group, &fleet);
+            // Reported once per group; as it grows, what the holds name is brought up to date.
+            self.cause = Some(found.to_string());
+            if size.is_none() {
+                self.events.push(FleetEvent::CommonCause(found));
+            }
+            self.causes.insert(key, group.len());
+        }
+    }
+}
