@@ -7,10 +7,12 @@
 //!  plan        `drainer plan` and `kubectl nodemedic plan`: from files or the live cluster
 //!  explain     `drainer explain NODE` and `kubectl nodemedic explain NODE`: one node's whole chain
 //!  simulate    `drainer simulate`: scenarios through the controller
+//!  backtest    `drainer simulate --history`: recorded history through the controller, per policy
 //!  conditions  `kubectl nodemedic conditions`
 //!  shared      what they share (cluster flags, output format, a runtime)
 //! ```
 
+mod backtest;
 mod conditions;
 mod explain;
 mod plan;
@@ -141,6 +143,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         Command::Plan(args) => plan::plan(args),
         Command::Explain(args) => explain::explain(args),
         Command::Run(args) => run::run(*args),
+        Command::Simulate(args) if !args.history.is_empty() => backtest::backtest(&args),
         Command::Simulate(args) => simulate::simulate(args),
         Command::Completions { shell } => {
             nodemedic_common::cli::completions_command(Cli::command(), shell)

@@ -11,8 +11,21 @@ use super::shared::Output;
 #[derive(clap::Args)]
 pub struct SimulateArgs {
     /// Scenario files (YAML).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "history")]
     pub scenarios: Vec<PathBuf>,
+    /// Backtest: replay this recorded history (`kubectl get events -A -o json` dumps, concatenated
+    /// or not, or a drainer --history-file) instead of scenarios (repeatable).
+    #[arg(long, requires = "policies", conflicts_with = "scenarios")]
+    pub history: Vec<PathBuf>,
+    /// With --history: `kubectl get nodes -o json`, for the nodes' labels and software.
+    #[arg(long, requires = "history")]
+    pub nodes: Option<PathBuf>,
+    /// With --history: a drainer --config file to backtest (repeatable: compared side by side).
+    #[arg(long = "policy", requires = "history")]
+    pub policies: Vec<PathBuf>,
+    /// With --history: how long past the last recorded transition to keep replaying.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub after: std::time::Duration,
     /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
     pub output: Output,
@@ -55,7 +68,7 @@ pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
                         .and_then(|()| writeln!(out))
                 } else {
                     writeln!(out, "== {file}")
-                        .and_then(|()| simulate::print(&report, &s, &mut out))
+                        .and_then(|()| simulate::print(&report, &s.description, &mut out))
                         .and_then(|()| writeln!(out, "simulated in {:.2} s", took.as_secs_f64()))
                 }
             }

@@ -68,6 +68,7 @@ pub struct FileConfig {
     pub detector_daemonset: Option<Spanned<String>>,
     #[serde(default)]
     pub detector_conditions: Vec<Spanned<String>>,
+    pub history_file: Option<std::path::PathBuf>,
     /// Drain policies per workload, first match wins (`config::policy`).
     #[serde(default)]
     pub pod_policies: Vec<RawPolicy>,

@@ -175,4 +175,7 @@ pub struct PolicyArgs {
     /// Condition types a detector writes without naming them in its ownership annotation (NPD's, e.g. KernelDeadlock): their heartbeats prove it alive too (repeatable, or comma-separated).
     #[arg(long = "detector-conditions", value_delimiter = ',')]
     pub detector_conditions: Vec<String>,
+    /// Record the transitions of the watched conditions the drainer observes in this file, one JSON line each, for `drainer simulate --history` (at most 16 MiB, then rotated to FILE.1).
+    #[arg(long = "history-file")]
+    pub history_file: Option<PathBuf>,
 }

@@ -91,6 +91,9 @@ pub struct Config {
     pub watchdog: remedy::Watchdog,
     /// What a drain does with each workload's pods, first match wins.
     pub pod_policies: Vec<policy::PodPolicy>,
+    /// Record the watched conditions' transitions the drainer observes here, as JSON lines, for
+    /// backtests (`--history-file`; bounded, rotated).
+    pub history_file: Option<std::path::PathBuf>,
 }
 
 /// Marks for a drained node (so an autoscaler, Karpenter or a machine controller replaces it),
@@ -161,6 +164,7 @@ impl Default for Config {
             notify_urls: Vec::new(),
             remedy: remedy::Remedy::default(),
             watchdog: remedy::Watchdog::default(),
+            history_file: None,
             pod_policies: Vec::new(),
         }
     }
@@ -212,6 +216,7 @@ impl Config {
             remedy,
             watchdog,
             pod_policies,
+            history_file,
         );
         out
     }

@@ -50,6 +50,27 @@ impl<C: Cluster> Controller<C> {
             .set(self.fleet.silent_count() as i64);
     }
 
+    /// Append the transitions the fleet saw to `--history-file` (a failure is said once while it
+    /// lasts; those transitions are lost, the drainer goes on).
+    pub(super) fn record_history(&mut self) {
+        let Some(path) = self.cfg.history_file.clone() else {
+            return;
+        };
+        let seen = self.fleet.take_transitions();
+        if seen.is_empty() {
+            return;
+        }
+        let max = crate::record::history::MAX_SIZE;
+        match crate::record::history::append(&path, &seen, max) {
+            Ok(()) => self.history_failing = false,
+            Err(e) if !self.history_failing => {
+                self.history_failing = true;
+                tracing::warn!(file = %path.display(), error = %e, "cannot record the conditions' history");
+            }
+            Err(_) => {}
+        }
+    }
+
     async fn read_placement(&mut self) -> Placement {
         let w = &self.cfg.watchdog;
         let placement = match &w.daemonset {

@@ -127,6 +127,8 @@ pub struct Controller<C: Cluster> {
     /// When the watchdog last checked, and last read the detector DaemonSet.
     last_watchdog: Option<Timestamp>,
     last_placement: Option<Timestamp>,
+    /// Writing `--history-file` fails (said once).
+    history_failing: bool,
     /// Large rounds are decided on the blocking pool (off in simulations: paused time).
     offload: bool,
     tap: Option<mpsc::UnboundedSender<Tap>>,
@@ -166,6 +168,7 @@ impl<C: Cluster> Controller<C> {
             placement_said: false,
             last_watchdog: None,
             last_placement: None,
+            history_failing: false,
             offload: true,
             tap: None,
         }

@@ -40,6 +40,7 @@ impl<C: Cluster> Controller<C> {
             .set_pause(lease.as_ref().and_then(pause::pause_of));
         let relisted = self.catch_up(now).await;
         let decisions = self.decide(now).await;
+        self.record_history();
         self.metrics.decided.inc_by(decisions.len() as u64);
         // The fleet-wide changes first (the breaker opening explains the holds that follow).
         let regarding = lease.as_ref().map(lease_reference);

@@ -11,3 +11,4 @@ pub mod node;
 pub mod occurrence;
 pub mod pod;
 pub mod record;
+pub mod transition;

@@ -8,6 +8,7 @@
 //!  safety      a fleet-wide change as its reason, severity, text, metric and notification kind
 //! ```
 
+pub mod history;
 pub mod occurrence;
 pub mod safety;
 

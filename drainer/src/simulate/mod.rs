@@ -30,6 +30,7 @@
 //!  report    the controller's taps tallied, the expectations checked, the text printed
 //! ```
 
+pub mod history;
 pub mod report;
 pub mod scenario;
 
@@ -45,20 +46,25 @@ use crate::controller::{Controller, DEBOUNCE};
 use crate::model::cluster::Gated;
 use crate::observe::Observed;
 use crate::record::Recorder;
-pub use report::{Happening, Report, print};
+pub use report::{Happening, Report, print, print_from};
 pub use scenario::{Plan, Scenario, SimError, parse, settings};
 
 /// Run `scenario` starting at `start`, and check its expectations.
 pub fn run(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Report, SimError> {
     let mut plan = Plan::of(file, scenario, start)?;
+    let mut report = run_plan(&mut plan)?;
+    report::check(file, scenario, &plan, &mut report)?;
+    Ok(report)
+}
+
+/// Run `plan` (a scenario's, or a recorded history's) through the controller.
+pub fn run_plan(plan: &mut Plan) -> Result<Report, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(SimError::Runtime)?;
-    let mut report = runtime.block_on(drive(&mut plan));
-    report::check(file, scenario, &plan, &mut report)?;
-    Ok(report)
+    Ok(runtime.block_on(drive(plan)))
 }
 
 /// The one pod of a simulated node (owned by a ReplicaSet, so a drain evicts it).

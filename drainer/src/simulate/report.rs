@@ -256,9 +256,19 @@ pub fn check(file: &str, s: &Scenario, plan: &Plan, r: &mut Report) -> Result<()
 }
 
 /// The report as text: one line per happening (`+MMmSSs what node: detail`), then the figures.
-pub fn print(r: &Report, s: &Scenario, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    if !s.description.is_empty() {
-        writeln!(out, "# {}", s.description)?;
+pub fn print(r: &Report, description: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    print_from(r, description, None, out)
+}
+
+/// [`print`], with times as the clock read them when `start` (the run's start) is given.
+pub fn print_from(
+    r: &Report,
+    description: &str,
+    start: Option<k8s_openapi::jiff::Timestamp>,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    if !description.is_empty() {
+        writeln!(out, "# {description}")?;
     }
     // A burst of one kind at one instant is summarised past a few lines.
     let mut i = 0;
@@ -270,7 +280,13 @@ pub fn print(r: &Report, s: &Scenario, out: &mut impl std::io::Write) -> std::io
             .count();
         let shown = if same > 5 { 3 } else { same };
         for x in &r.happenings[i..i + shown] {
-            let t = format!("+{}m{:02}s", x.at_secs / 60, x.at_secs % 60);
+            let t = match start {
+                Some(s) => nodemedic_common::time::rfc3339(nodemedic_common::time::add(
+                    s,
+                    std::time::Duration::from_secs(x.at_secs),
+                )),
+                None => format!("+{}m{:02}s", x.at_secs / 60, x.at_secs % 60),
+            };
             match &x.node {
                 Some(n) if x.detail.is_empty() => writeln!(out, "{t:>9}  {:<15} {n}", x.what)?,
                 Some(n) => writeln!(out, "{t:>9}  {:<15} {n}: {}", x.what, x.detail)?,

@@ -1,6 +1,6 @@
 //! Scenarios run end to end through the controller on paused time.
 
-use super::scenario::expand;
+use super::scenario::{expand, settings};
 use super::*;
 
 fn start() -> Timestamp {
@@ -117,4 +117,92 @@ expect:
     assert!((720..=920).contains(&whats[0].1), "{whats:?}");
     assert_eq!(whats[1].0, "detector heard");
     assert!((1200..=1400).contains(&whats[1].1), "{whats:?}");
+}
+
+/// A backtest of a shipped scenario's history (its changes, as `--history-file` records them,
+/// replayed on its nodes under its settings) does what `simulate` does with the scenario: the
+/// same actions on the same nodes at the same times.
+#[test]
+fn a_backtest_of_each_shipped_scenarios_history_does_what_simulate_does() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/scenarios");
+    let mut checked = 0;
+    for name in [
+        "flapping-node",
+        "slow-trickle",
+        "kosmos-member-flap",
+        "taint-only",
+        "probation",
+        "zone-outage",
+    ] {
+        let file = format!("{dir}/{name}.yaml");
+        let s = parse(&file, &std::fs::read_to_string(&file).unwrap()).unwrap();
+        let start = start();
+        let mut plan = Plan::of(&file, &s, start).unwrap();
+        let simulated = run_plan(&mut Plan::of(&file, &s, start).unwrap()).unwrap();
+        // Through a file and back, as a recorded history is read.
+        let lines: String = history::of_plan(&plan)
+            .iter()
+            .map(|t| serde_json::to_string(t).unwrap() + "\n")
+            .collect();
+        let recorded = history::read("history.jsonl", &lines).unwrap();
+        assert_eq!(recorded.skipped, 0);
+        let after = plan
+            .end
+            .duration_since(plan.last_step.unwrap())
+            .unsigned_abs();
+        let cfg = settings(&file, &s.args).unwrap();
+        let nodes = std::mem::take(&mut plan.nodes);
+        let mut replay = history::plan(&file, &recorded.transitions, &nodes, cfg, after).unwrap();
+        // How long pods take to go and the tick are the stand-in's, not the history's.
+        (replay.drain_takes, replay.tick) = (plan.drain_takes, plan.tick);
+        let offset = replay.start.duration_since(start).as_secs();
+        let backtested = run_plan(&mut replay).unwrap();
+        let at = |r: &Report, shift: i64| -> Vec<(i64, String, Option<String>)> {
+            r.happenings
+                .iter()
+                .map(|h| (h.at_secs as i64 + shift, h.what.clone(), h.node.clone()))
+                .collect()
+        };
+        assert_eq!(at(&backtested, offset), at(&simulated, 0), "{name}");
+        checked += simulated.happenings.len();
+    }
+    assert!(checked > 50, "{checked} happenings compared");
+}
+
+/// With `--history-file` the controller records each transition of a watched condition it
+/// observes; that file, backtested under the same settings, gives what the controller did.
+#[test]
+fn the_drainer_records_what_it_observed_and_a_backtest_of_it_does_what_it_did() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/scenarios");
+    let file = format!("{dir}/slow-trickle.yaml");
+    let s = parse(&file, &std::fs::read_to_string(&file).unwrap()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.jsonl");
+    let mut plan = Plan::of(&file, &s, start()).unwrap();
+    plan.cfg.history_file = Some(path.clone());
+    let live = run_plan(&mut plan).unwrap();
+    let recorded =
+        history::read("history.jsonl", &std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        recorded.transitions,
+        history::of_plan(&plan),
+        "every change, as observed"
+    );
+    let after = plan
+        .end
+        .duration_since(plan.last_step.unwrap())
+        .unsigned_abs();
+    let cfg = settings(&file, &s.args).unwrap();
+    let mut replay = history::plan(&file, &recorded.transitions, &plan.nodes, cfg, after).unwrap();
+    (replay.drain_takes, replay.tick) = (plan.drain_takes, plan.tick);
+    let offset = replay.start.duration_since(plan.start).as_secs();
+    let backtested = run_plan(&mut replay).unwrap();
+    let at = |r: &Report, shift: i64| -> Vec<(i64, String, Option<String>)> {
+        r.happenings
+            .iter()
+            .map(|h| (h.at_secs as i64 + shift, h.what.clone(), h.node.clone()))
+            .collect()
+    };
+    assert_eq!(at(&backtested, offset), at(&live, 0));
+    assert!(live.drains >= 6);
 }

@@ -74,6 +74,7 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
     ) {
         cfg.watchdog.daemonset = ds;
     }
+    cfg.history_file = args.history_file.clone().or(file.history_file.clone());
     cfg.watchdog.conditions = s.each(
         &args.detector_conditions,
         &file.detector_conditions,

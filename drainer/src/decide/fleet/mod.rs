@@ -113,6 +113,9 @@ pub struct Fleet {
     gains: Vec<crate::decide::cause::Gain>,
     causes: BTreeMap<(ArcStr, Option<ArcStr>), usize>,
     cause: Option<String>,
+    /// Transitions of watched conditions seen since the controller last took them (only with
+    /// `--history-file`).
+    transitions: Vec<crate::model::transition::Transition>,
     /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
     /// count drops then, which may let it calm down); never in the past.
     newly_wake: Option<Timestamp>,
@@ -154,6 +157,7 @@ impl Fleet {
             gains: Vec::new(),
             causes: BTreeMap::new(),
             cause: None,
+            transitions: Vec::new(),
         }
     }
 
@@ -174,6 +178,11 @@ impl Fleet {
     /// The pause in force, if any.
     pub fn paused(&self) -> Option<&Pause> {
         self.paused.as_ref()
+    }
+
+    /// The watched conditions' transitions seen since the last call (with `--history-file`).
+    pub fn take_transitions(&mut self) -> Vec<crate::model::transition::Transition> {
+        std::mem::take(&mut self.transitions)
     }
 
     /// What changed among the safety states since the last call.
@@ -254,6 +263,17 @@ impl Fleet {
             self.running.count(&old, &self.cfg.owner, false);
             let gains = crate::decide::cause::gains(&old.view, &view, &self.cfg.conditions);
             self.gains.extend(gains);
+            if self.cfg.history_file.is_some() {
+                let mut types: Vec<&str> = self
+                    .cfg
+                    .conditions
+                    .iter()
+                    .map(|c| c.type_.as_str())
+                    .collect();
+                types.dedup();
+                let seen = crate::model::transition::between(&old.view, &view, &types);
+                self.transitions.extend(seen);
+            }
             for at in flap::changes(&old.view, &view, &self.cfg) {
                 self.flaps
                     .entry(name.clone())

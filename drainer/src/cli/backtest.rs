@@ -1,0 +1,175 @@
+//! `drainer simulate --history FILE --policy A.yaml [--policy B.yaml]`: a recorded history
+//! replayed through the controller under each policy (`crate::simulate::history`), what each did
+//! and a summary, side by side. I/O: files in, text or JSON out.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use super::shared::Output;
+use super::simulate::SimulateArgs;
+use crate::simulate::{self, Report, history};
+
+/// What a backtest prints at the end for each policy.
+#[derive(serde::Serialize)]
+struct Summary {
+    policy: String,
+    nodes_drained: usize,
+    cordons: usize,
+    drains: usize,
+    uncordons: usize,
+    max_cordoned_at_once: usize,
+    breaker_openings: usize,
+    report: Report,
+}
+
+impl Summary {
+    fn of(policy: String, report: Report) -> Summary {
+        let count = |what: &str| report.happenings.iter().filter(|h| h.what == what).count();
+        let drained: std::collections::BTreeSet<&str> = report
+            .happenings
+            .iter()
+            .filter(|h| h.what == "drained")
+            .filter_map(|h| h.node.as_deref())
+            .collect();
+        Summary {
+            policy,
+            nodes_drained: drained.len(),
+            cordons: report.cordons,
+            drains: report.drains,
+            uncordons: report.uncordons,
+            max_cordoned_at_once: report.max_cordoned_at_once,
+            breaker_openings: count("breaker opened"),
+            report,
+        }
+    }
+}
+
+fn read_history(args: &SimulateArgs) -> Result<history::History, String> {
+    let mut all = history::History::default();
+    for path in &args.history {
+        let file = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
+        let h = history::read(&file, &text).map_err(|e| e.to_string())?;
+        all.transitions.extend(h.transitions);
+        all.skipped += h.skipped;
+    }
+    all.transitions
+        .sort_by(|a, b| a.at.cmp(&b.at).then(a.node.cmp(&b.node)));
+    Ok(all)
+}
+
+fn nodes(args: &SimulateArgs) -> Result<Vec<k8s_openapi::api::core::v1::Node>, String> {
+    match &args.nodes {
+        None => Ok(Vec::new()),
+        Some(p) => crate::plan::read_items(p)
+            .map(|r| r.items)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+fn run(args: &SimulateArgs) -> Result<(history::History, Vec<Summary>), String> {
+    let h = read_history(args)?;
+    let nodes = nodes(args)?;
+    let mut out = Vec::new();
+    for p in &args.policies {
+        let name = p.display().to_string();
+        let policy = crate::config::flags::PolicyArgs {
+            config: Some(p.clone()),
+            ..Default::default()
+        };
+        let cfg = crate::config::build::build(&policy).map_err(|errors| {
+            let e: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            e.join("; ")
+        })?;
+        let mut plan = history::plan(&name, &h.transitions, &nodes, cfg, args.after)
+            .map_err(|e| e.to_string())?;
+        let report = simulate::run_plan(&mut plan).map_err(|e| e.to_string())?;
+        out.push(Summary::of(name, report));
+    }
+    Ok((h, out))
+}
+
+pub(super) fn backtest(args: &SimulateArgs) -> ExitCode {
+    let (h, summaries) = match run(args) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("drainer: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let written = if args.output == Output::Json {
+        summaries.iter().try_for_each(|s| {
+            serde_json::to_writer(&mut out, s)
+                .map_err(std::io::Error::other)
+                .and_then(|()| writeln!(out))
+        })
+    } else {
+        print(&h, &summaries, &mut out)
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("drainer: writing failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A line of the summary table: its name and what it shows of a policy's run.
+type Row = (&'static str, fn(&Summary) -> String);
+
+fn print(h: &history::History, s: &[Summary], out: &mut impl Write) -> std::io::Result<()> {
+    let (first, last) = (h.transitions.first(), h.transitions.last());
+    if let (Some(f), Some(l)) = (first, last) {
+        writeln!(
+            out,
+            "history: {} condition transitions from {} to {} ({} other records skipped)",
+            h.transitions.len(),
+            f.at,
+            l.at,
+            h.skipped
+        )?;
+    }
+    let start =
+        first.map(|f| nodemedic_common::time::sub(f.at, std::time::Duration::from_secs(60)));
+    for x in s {
+        writeln!(out, "== policy {}", x.policy)?;
+        simulate::print_from(&x.report, "", start, out)?;
+    }
+    writeln!(
+        out,
+        "\n{:<24}{}",
+        "",
+        s.iter()
+            .map(|x| format!("{:>24}", short(&x.policy)))
+            .collect::<String>()
+    )?;
+    let rows: [Row; 6] = [
+        ("nodes drained", |x| x.nodes_drained.to_string()),
+        ("cordons", |x| x.cordons.to_string()),
+        ("drains", |x| x.drains.to_string()),
+        ("uncordons", |x| x.uncordons.to_string()),
+        ("max cordoned at once", |x| {
+            x.max_cordoned_at_once.to_string()
+        }),
+        ("breaker openings", |x| x.breaker_openings.to_string()),
+    ];
+    for (name, f) in rows {
+        writeln!(
+            out,
+            "{name:<24}{}",
+            s.iter()
+                .map(|x| format!("{:>24}", f(x)))
+                .collect::<String>()
+        )?;
+    }
+    Ok(())
+}
+
+/// A policy's file name, for the table's heading.
+fn short(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
