@@ -165,6 +165,19 @@ pub async fn node_events(
         .collect())
 }
 
+/// Every Event about a Node, in every namespace, a page at a time (the history a backtest
+/// replays).
+pub async fn node_events_all(
+    client: &kube::Client,
+) -> Result<Vec<k8s_openapi::api::core::v1::Event>, LiveError> {
+    let events: Vec<k8s_openapi::api::core::v1::Event> =
+        list_all(Api::all(client.clone()), "events").await?;
+    Ok(events
+        .into_iter()
+        .filter(|e| e.involved_object.kind.as_deref() == Some("Node"))
+        .collect())
+}
+
 /// Only the nodes (for `kubectl nodemedic conditions`).
 pub async fn read_nodes(client: &kube::Client) -> Result<Vec<Node>, LiveError> {
     list_all(Api::all(client.clone()), "nodes").await

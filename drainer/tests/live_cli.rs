@@ -325,3 +325,81 @@ async fn kubectl_nodemedic_explain_reads_one_node_its_pods_and_its_history_from_
     );
     cluster.cleanup(&["default"]).await;
 }
+
+/// `kubectl nodemedic backtest --policy FILE`: the cluster's own history (its Events about Nodes)
+/// and Nodes, read live, replayed under a policy.
+#[tokio::test]
+async fn kubectl_nodemedic_backtest_replays_the_clusters_own_events() {
+    let cluster = Cluster::new().await;
+    let node = cluster.create_node("backtested").await;
+    let at = |ago: u64| {
+        (k8s_openapi::jiff::Timestamp::now() - std::time::Duration::from_secs(ago))
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    };
+    // What the detector (or NPD) wrote when the condition changed, two hours ago and one.
+    for (i, (status, reason, ago)) in [
+        ("True", "DockerHung", 7200),
+        ("False", "KernelHasNoDeadlock", 3600),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+            "metadata": {"name": format!("{node}.history-{i}"), "namespace": "default"},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
+            "reason": reason, "type": "Normal", "count": 1,
+            "message": format!("Node condition KernelDeadlock is now: {status}, reason: {reason}, message: \"m\""),
+            "source": {"component": "kernel-monitor", "host": node},
+            "firstTimestamp": at(ago), "lastTimestamp": at(ago)}))
+        .unwrap();
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default")
+            .create(&PostParams::default(), &ev)
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig);
+    let policy = dir.path().join("policy.yaml");
+    let selector = format!("nodemedic.test/run={}", cluster.id_label());
+    std::fs::write(
+        &policy,
+        format!("conditions:\n  - KernelDeadlock=True,10m\ndrainBuffer: 5m\nnodeSelector: {selector}\nmaxCordoned: 5\n"),
+    )
+    .unwrap();
+    let plugin = dir.path().join("kubectl-nodemedic");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_drainer"), &plugin).unwrap();
+    let mut cmd = Command::new(&plugin);
+    cmd.args(["backtest", "--policy"])
+        .arg(&policy)
+        .args(["--output", "json"])
+        .env("KUBECONFIG", &kubeconfig);
+    let out = tokio::task::spawn_blocking(move || run(&mut cmd))
+        .await
+        .unwrap();
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ours: Vec<(String, u64)> = s["report"]["happenings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["node"] == node.as_str())
+        .map(|h| {
+            (
+                h["what"].as_str().unwrap().to_string(),
+                h["at_secs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // The replay starts a minute before the first transition: cordoned after the 10m min
+    // duration, drained 5m later, uncordoned 10m after the recovery (an hour after the problem).
+    let whats: Vec<&str> = ours.iter().map(|(w, _)| w.as_str()).collect();
+    assert_eq!(
+        whats,
+        ["cordon", "drain", "drained", "uncordon"],
+        "{ours:?}"
+    );
+    assert_eq!(ours[0].1, 60 + 600);
+    assert_eq!(ours[3].1, 60 + 3600 + 600);
+    cluster.cleanup(&["default"]).await;
+}

@@ -1,6 +1,8 @@
-//! `drainer simulate --history FILE --policy A.yaml [--policy B.yaml]`: a recorded history
-//! replayed through the controller under each policy (`crate::simulate::history`), what each did
-//! and a summary, side by side. I/O: files in, text or JSON out.
+//! `drainer simulate --history FILE --policy A.yaml [--policy B.yaml]` and `kubectl nodemedic
+//! backtest --policy A.yaml`: a recorded history (files, or the cluster's Events and Nodes read
+//! live, read-only) replayed through the controller under each policy
+//! (`crate::simulate::history`), what each did and a summary, side by side. I/O: files or the
+//! cluster in, text or JSON out.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -71,8 +73,17 @@ fn nodes(args: &SimulateArgs) -> Result<Vec<k8s_openapi::api::core::v1::Node>, S
 fn run(args: &SimulateArgs) -> Result<(history::History, Vec<Summary>), String> {
     let h = read_history(args)?;
     let nodes = nodes(args)?;
+    replay(h, &nodes, &args.policies, args.after)
+}
+
+fn replay(
+    h: history::History,
+    nodes: &[k8s_openapi::api::core::v1::Node],
+    policies: &[std::path::PathBuf],
+    after: std::time::Duration,
+) -> Result<(history::History, Vec<Summary>), String> {
     let mut out = Vec::new();
-    for p in &args.policies {
+    for p in policies {
         let name = p.display().to_string();
         let policy = crate::config::flags::PolicyArgs {
             config: Some(p.clone()),
@@ -82,8 +93,8 @@ fn run(args: &SimulateArgs) -> Result<(history::History, Vec<Summary>), String> 
             let e: Vec<String> = errors.iter().map(ToString::to_string).collect();
             e.join("; ")
         })?;
-        let mut plan = history::plan(&name, &h.transitions, &nodes, cfg, args.after)
-            .map_err(|e| e.to_string())?;
+        let mut plan =
+            history::plan(&name, &h.transitions, nodes, cfg, after).map_err(|e| e.to_string())?;
         let report = simulate::run_plan(&mut plan).map_err(|e| e.to_string())?;
         out.push(Summary::of(name, report));
     }
@@ -91,7 +102,52 @@ fn run(args: &SimulateArgs) -> Result<(history::History, Vec<Summary>), String> 
 }
 
 pub(super) fn backtest(args: &SimulateArgs) -> ExitCode {
-    let (h, summaries) = match run(args) {
+    let result = run(args);
+    write(result, args.output)
+}
+
+/// `kubectl nodemedic backtest`: the history the cluster keeps (its Events about Nodes) and its
+/// Nodes, read live.
+#[derive(clap::Args)]
+pub struct LiveBacktestArgs {
+    #[command(flatten)]
+    pub cluster: super::shared::ClusterArgs,
+    /// A drainer --config file to backtest (repeatable: compared side by side).
+    #[arg(long = "policy", required = true)]
+    pub policies: Vec<std::path::PathBuf>,
+    /// How long past the last recorded transition to keep replaying.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub after: std::time::Duration,
+    /// text: for people; json: one JSON object per policy, for scripts.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+pub(super) fn live(args: LiveBacktestArgs) -> ExitCode {
+    let read = super::shared::block_on(async {
+        let (kubeconfig, context) = (
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        );
+        let client = crate::live::client(kubeconfig, context).await?;
+        let nodes = crate::live::read_nodes(&client).await?;
+        let events = crate::live::node_events_all(&client).await?;
+        Ok::<_, crate::live::LiveError>((nodes, events))
+    });
+    let (nodes, events) = match read {
+        Err(code) => return code,
+        Ok(Err(e)) => {
+            eprintln!("kubectl-nodemedic: {e}");
+            return ExitCode::from(1);
+        }
+        Ok(Ok(x)) => x,
+    };
+    let h = history::of_events(&events);
+    write(replay(h, &nodes, &args.policies, args.after), args.output)
+}
+
+fn write(result: Result<(history::History, Vec<Summary>), String>, output: Output) -> ExitCode {
+    let (h, summaries) = match result {
         Ok(x) => x,
         Err(e) => {
             eprintln!("drainer: {e}");
@@ -100,7 +156,7 @@ pub(super) fn backtest(args: &SimulateArgs) -> ExitCode {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let written = if args.output == Output::Json {
+    let written = if output == Output::Json {
         summaries.iter().try_for_each(|s| {
             serde_json::to_writer(&mut out, s)
                 .map_err(std::io::Error::other)

@@ -101,6 +101,9 @@ pub enum KubectlCommand {
     Explain(ExplainArgs),
     /// Every node's nodemedic conditions and drain record at a glance.
     Conditions(ConditionsArgs),
+    /// Replay the cluster's recorded history (its Events about Nodes) under each --policy and
+    /// say what each would have done, side by side (changes nothing).
+    Backtest(backtest::LiveBacktestArgs),
 }
 
 /// Run the binary with `args` (the first is the name it was invoked as: installed or linked as
@@ -128,6 +131,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 explain::explain(args)
             }
             KubectlCommand::Conditions(args) => conditions::conditions(args),
+            KubectlCommand::Backtest(args) => backtest::live(args),
         };
     }
     // draino's kingpin booleans: `--no-FLAG` (and the last of it and `--FLAG` wins, over DRAINO_*).

@@ -61,6 +61,20 @@ pub fn read(file: &str, text: &str) -> Result<History, SimError> {
     Ok(h)
 }
 
+/// The transitions among `events` (the cluster's Events, read live), in time order.
+pub fn of_events(events: &[k8s_openapi::api::core::v1::Event]) -> History {
+    let mut h = History::default();
+    for e in events {
+        match serde_json::to_value(e) {
+            Ok(v) => h.take(&v),
+            Err(_) => h.skipped += 1,
+        }
+    }
+    h.transitions
+        .sort_by(|a, b| a.at.cmp(&b.at).then(a.node.cmp(&b.node)));
+    h
+}
+
 impl History {
     fn take(&mut self, v: &serde_json::Value) {
         let t = if v.get("at").is_some() && v.get("node").is_some() {
