@@ -23,12 +23,14 @@ pub struct DesiredCondition {
 }
 
 /// The body of a strategic-merge patch of `nodes/{name}/status` that sets `set` (with
-/// `lastHeartbeatTime = heartbeat`), deletes `remove`, and records `owned` in the ownership annotation.
+/// `lastHeartbeatTime = heartbeat`), deletes `remove`, and records `owned` in the ownership annotation
+/// (and the rules `revision` that set them, when known).
 pub fn status_patch(
     set: &[DesiredCondition],
     remove: &[String],
     heartbeat: &str,
     owned: &[String],
+    revision: Option<&str>,
 ) -> Value {
     let mut entries: Vec<Value> = set
         .iter()
@@ -48,8 +50,16 @@ pub fn status_patch(
             .iter()
             .map(|t| json!({"type": t, "$patch": "delete"})),
     );
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(
+        crate::keys::OWNED_CONDITIONS_ANNOTATION.into(),
+        owned.join(",").into(),
+    );
+    if let Some(r) = revision {
+        annotations.insert(crate::keys::RULES_REVISION_ANNOTATION.into(), r.into());
+    }
     json!({
-        "metadata": { "annotations": { crate::keys::OWNED_CONDITIONS_ANNOTATION: owned.join(",") } },
+        "metadata": { "annotations": annotations },
         "status": { "conditions": entries },
     })
 }
@@ -101,6 +111,7 @@ mod tests {
             &["Old".into()],
             "2026-11-22T00:00:05Z",
             &["KernelDeadlock".into()],
+            Some("0a1b2c3d4e5f"),
         );
         let conds = p["status"]["conditions"].as_array().unwrap();
         assert_eq!(conds.len(), 2);
@@ -110,6 +121,16 @@ mod tests {
         assert_eq!(
             p["metadata"]["annotations"][crate::keys::OWNED_CONDITIONS_ANNOTATION],
             "KernelDeadlock"
+        );
+        assert_eq!(
+            p["metadata"]["annotations"][crate::keys::RULES_REVISION_ANNOTATION],
+            "0a1b2c3d4e5f"
+        );
+        let none = status_patch(&[], &[], "2026-11-22T00:00:05Z", &[], None);
+        assert!(
+            none["metadata"]["annotations"]
+                .get(crate::keys::RULES_REVISION_ANNOTATION)
+                .is_none()
         );
     }
 

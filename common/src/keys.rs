@@ -5,6 +5,9 @@
 /// The detector removes an owned type that no rule file declares any more, and never touches a type
 /// that is not listed (kubelet's Ready, MemoryPressure, ... or another tool's).
 pub const OWNED_CONDITIONS_ANNOTATION: &str = "nodemedic.io/detector-conditions";
+/// The revision of the detector's rules that set the node's conditions (a short SHA-256 of the
+/// rule files), written with them; the drainer's common-cause report compares it.
+pub const RULES_REVISION_ANNOTATION: &str = "nodemedic.io/detector-rules";
 
 /// Label of Kosmos leaf nodes (virtual nodes standing for member clusters).
 pub const KOSMOS_NODE_LABEL: &str = "kosmos.io/node";

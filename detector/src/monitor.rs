@@ -42,6 +42,8 @@ pub enum Outcome {
     Added { monitor: String },
     /// The monitor was removed by a reload.
     Removed { monitor: String },
+    /// The rules in force now (at start and after each reload) have this revision.
+    Rules { revision: String },
 }
 
 /// What every monitor needs from the process.

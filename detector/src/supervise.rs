@@ -65,6 +65,8 @@ impl Supervisor {
             }
         }
         drop(map);
+        let revision = rules.revision.clone();
+        let _ = self.outcomes.send(Outcome::Rules { revision }).await;
         self.current = rules;
     }
 
@@ -162,6 +164,8 @@ impl Supervisor {
             }
         }
         drop(map);
+        let revision = next.revision.clone();
+        let _ = self.outcomes.send(Outcome::Rules { revision }).await;
         self.current = next;
     }
 }

@@ -373,6 +373,18 @@ async fn an_idle_detector_refreshes_its_heartbeats_on_its_period_and_no_more_oft
         "False",
         "nothing else changed"
     );
+    // The revision of the rules that set them is on the node too (the drainer's common cause
+    // compares it).
+    let want = nodemedic_detector::config::load_paths(&[h.rules_dir()])
+        .unwrap()
+        .revision;
+    let node = h.cluster.node(&h.node).await;
+    let annotations = node.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get(nodemedic_common::keys::RULES_REVISION_ANNOTATION),
+        Some(&want)
+    );
+    assert_eq!(want.len(), 12);
     h.finish(running).await;
 }
 

@@ -101,6 +101,26 @@ fn rule_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// The rules' revision: the first 12 hex digits of a SHA-256 over each file's name and text, in
+/// order (the same files give the same revision on every node and after every restart).
+pub fn revision(sources: &[(PathBuf, String)]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for (path, text) in sources {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        ctx.update(name.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(text.as_bytes());
+        ctx.update(&[0]);
+    }
+    ctx.finish().as_ref()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Parse and validate `(path, text)` pairs; all errors of all files are returned together.
 pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErrors> {
     let mut all_errors = Vec::new();
@@ -180,7 +200,11 @@ pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<RuleSet, ConfigErro
         all_errors.extend(errors.list);
     }
     if all_errors.is_empty() {
-        Ok(RuleSet { monitors, notes })
+        Ok(RuleSet {
+            monitors,
+            notes,
+            revision: revision(sources),
+        })
     } else {
         Err(ConfigErrors(all_errors))
     }

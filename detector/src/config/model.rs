@@ -159,6 +159,9 @@ impl Monitor {
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
     pub monitors: Vec<Monitor>,
+    /// A short SHA-256 of the rule files (names and contents, in order): which rules set a
+    /// node's conditions.
+    pub revision: String,
     /// What NPD files said that does not carry over (logged at start, printed by `check`).
     pub notes: Vec<ConfigError>,
 }

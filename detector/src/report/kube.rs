@@ -87,7 +87,8 @@ impl Reporter for KubeReporter {
     /// removals, and the ownership annotation.
     async fn patch(&self, plan: &Plan, now: Timestamp) -> Result<(), Error> {
         let heartbeat = nodemedic_common::time::rfc3339(now);
-        let body = status_patch(&plan.set, &plan.remove, &heartbeat, &plan.owned);
+        let revision = plan.revision.as_deref();
+        let body = status_patch(&plan.set, &plan.remove, &heartbeat, &plan.owned, revision);
         bounded(self.nodes.patch_status(
             &self.node,
             &PatchParams::default(),

@@ -30,6 +30,8 @@ pub struct Plan {
     pub remove: Vec<String>,
     /// The ownership annotation's new value.
     pub owned: Vec<String>,
+    /// The rules revision written with them (None: not known yet).
+    pub revision: Option<String>,
 }
 
 #[derive(Debug)]
@@ -50,6 +52,9 @@ pub struct SyncState {
     waiting_for: BTreeSet<String>,
     /// Monitors whose input stalled, and since when.
     stalled: BTreeMap<String, Timestamp>,
+    /// The rules revision in force, and the one last written.
+    revision: Option<String>,
+    revision_written: Option<String>,
 }
 
 /// The reason of a condition whose monitor's input stalled.
@@ -126,7 +131,15 @@ impl SyncState {
             retry_at: None,
             waiting_for: monitors.into_iter().collect(),
             stalled: BTreeMap::new(),
+            revision: None,
+            revision_written: None,
         }
+    }
+
+    /// The rules now in force are `revision` (at start and after each reload): written with the
+    /// next patch.
+    pub fn set_revision(&mut self, revision: &str) {
+        self.revision = Some(revision.to_string());
     }
 
     /// The monitors whose input is stalled at `now` (from the health of their `input:` loops):
@@ -221,7 +234,8 @@ impl SyncState {
         let heartbeat_due = self
             .last_write
             .is_none_or(|t| nodemedic_common::time::add(t, self.heartbeat) <= now);
-        let annotation_stale = owned_now != self.owned_on_node;
+        let annotation_stale =
+            owned_now != self.owned_on_node || self.revision != self.revision_written;
         if current.is_empty() && remove.is_empty() && !annotation_stale {
             return None;
         }
@@ -229,6 +243,7 @@ impl SyncState {
             set: current.into_values().collect(),
             remove,
             owned: owned_now.into_iter().collect(),
+            revision: self.revision.clone(),
         })
     }
 
@@ -240,6 +255,7 @@ impl SyncState {
                 .collect(),
         );
         self.owned_on_node = plan.owned.iter().cloned().collect();
+        self.revision_written = plan.revision.clone();
         self.last_write = Some(now);
         self.failures = 0;
         self.refusals = 0;
@@ -290,6 +306,22 @@ mod tests {
             message: "m".into(),
             transition: t(0),
         }
+    }
+
+    #[test]
+    fn the_rules_revision_is_written_with_the_conditions_and_again_when_it_changes() {
+        let mut s = SyncState::new(Duration::from_secs(300), vec![], ["k".to_string()]);
+        s.set_revision("aaaaaaaaaaaa");
+        s.set_monitor("k", vec![cond("KernelDeadlock", Status::False)]);
+        let p = s.plan(t(0)).unwrap();
+        assert_eq!(p.revision.as_deref(), Some("aaaaaaaaaaaa"));
+        s.succeeded(&p, t(0));
+        assert!(s.plan(t(10)).is_none(), "written: nothing more");
+        s.set_revision("bbbbbbbbbbbb");
+        let p = s
+            .plan(t(20))
+            .expect("a reload's new revision is written at once");
+        assert_eq!(p.revision.as_deref(), Some("bbbbbbbbbbbb"));
     }
 
     #[test]

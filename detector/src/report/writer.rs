@@ -113,6 +113,7 @@ impl<R: Reporter> Writer<R> {
                 self.pending.insert(monitor, position);
             }
             Outcome::Added { monitor } => self.sync.expect_monitor(&monitor),
+            Outcome::Rules { revision } => self.sync.set_revision(&revision),
             Outcome::Removed { monitor } => {
                 self.sync.remove_monitor(&monitor);
                 self.pending.remove(&monitor);

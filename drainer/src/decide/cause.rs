@@ -73,6 +73,12 @@ pub fn attributes(v: &NodeView) -> Vec<(String, String)> {
         .software()
         .map(|(k, val)| (k.to_string(), val.to_string()))
         .collect();
+    if let Some(r) = v
+        .annotations
+        .get(nodemedic_common::keys::RULES_REVISION_ANNOTATION)
+    {
+        out.push(("detector rules".to_string(), r.to_string()));
+    }
     for (k, val) in v.labels.iter() {
         let pool = k.ends_with("nodepool") || k.ends_with("node-pool") || k.ends_with("nodegroup");
         if LABELS.contains(&k) || pool {
@@ -113,6 +119,7 @@ impl std::fmt::Display for Shared {
         let what = match self.attribute.as_str() {
             "kernel" => format!("run kernel {}", self.value),
             "kubelet" => format!("run kubelet {}", self.value),
+            "detector rules" => format!("were set by detector rules {}", self.value),
             "OS image" | "container runtime" => format!("run {}", self.value),
             a if a.ends_with("/zone") || a.ends_with("/region") => format!("in {}", self.value),
             a => format!("have {a}={}", self.value),
@@ -388,6 +395,29 @@ mod tests {
             c.shared
                 .iter()
                 .all(|s| s.attribute == "kernel" || s.attribute.ends_with("/zone"))
+        );
+    }
+
+    #[test]
+    fn a_rules_rollout_is_named_by_the_revision_that_set_the_conditions() {
+        let with_rules = |name: &str, rev: &str| {
+            let mut v = node(name, "k1", "zone-a");
+            v.annotations = [(nodemedic_common::keys::RULES_REVISION_ANNOTATION, rev)]
+                .into_iter()
+                .collect();
+            v
+        };
+        let mut fleet: Vec<NodeView> = (0..5)
+            .map(|i| with_rules(&format!("new{i}"), "bbbbbbbbbbbb"))
+            .collect();
+        fleet.extend((0..20).map(|i| with_rules(&format!("old{i}"), "aaaaaaaaaaaa")));
+        let group: Vec<Gain> = (0..5)
+            .map(|i| gain(&format!("new{i}"), 0, "DockerHung"))
+            .collect();
+        let views: Vec<&NodeView> = fleet.iter().collect();
+        assert_eq!(
+            cause(&group, &views).to_string(),
+            "5 nodes set KernelDeadlock/DockerHung at once; all 5 were set by detector rules bbbbbbbbbbbb (0 of 20 others do)"
         );
     }
 
