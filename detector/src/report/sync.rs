@@ -52,9 +52,8 @@ pub struct SyncState {
     waiting_for: BTreeSet<String>,
     /// Monitors whose input stalled, and since when.
     stalled: BTreeMap<String, Timestamp>,
-    /// The rules revision in force, and the one last written.
+    /// The rules revision in force (written with every patch).
     revision: Option<String>,
-    revision_written: Option<String>,
 }
 
 /// The reason of a condition whose monitor's input stalled.
@@ -132,12 +131,12 @@ impl SyncState {
             waiting_for: monitors.into_iter().collect(),
             stalled: BTreeMap::new(),
             revision: None,
-            revision_written: None,
         }
     }
 
     /// The rules now in force are `revision` (at start and after each reload): written with the
-    /// next patch.
+    /// next patch made for another reason (a change, the heartbeat), which is the first one these
+    /// rules set conditions with.
     pub fn set_revision(&mut self, revision: &str) {
         self.revision = Some(revision.to_string());
     }
@@ -234,8 +233,9 @@ impl SyncState {
         let heartbeat_due = self
             .last_write
             .is_none_or(|t| nodemedic_common::time::add(t, self.heartbeat) <= now);
-        let annotation_stale =
-            owned_now != self.owned_on_node || self.revision != self.revision_written;
+        // A new rules revision alone is no reason to write (a reload that changes no condition
+        // stays quiet): it goes with the next write, the one that sets conditions by those rules.
+        let annotation_stale = owned_now != self.owned_on_node;
         if current.is_empty() && remove.is_empty() && !annotation_stale {
             return None;
         }
@@ -255,7 +255,6 @@ impl SyncState {
                 .collect(),
         );
         self.owned_on_node = plan.owned.iter().cloned().collect();
-        self.revision_written = plan.revision.clone();
         self.last_write = Some(now);
         self.failures = 0;
         self.refusals = 0;
@@ -309,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn the_rules_revision_is_written_with_the_conditions_and_again_when_it_changes() {
+    fn the_rules_revision_goes_with_the_conditions_it_sets_and_never_alone() {
         let mut s = SyncState::new(Duration::from_secs(300), vec![], ["k".to_string()]);
         s.set_revision("aaaaaaaaaaaa");
         s.set_monitor("k", vec![cond("KernelDeadlock", Status::False)]);
@@ -318,10 +317,21 @@ mod tests {
         s.succeeded(&p, t(0));
         assert!(s.plan(t(10)).is_none(), "written: nothing more");
         s.set_revision("bbbbbbbbbbbb");
-        let p = s
-            .plan(t(20))
-            .expect("a reload's new revision is written at once");
-        assert_eq!(p.revision.as_deref(), Some("bbbbbbbbbbbb"));
+        assert!(
+            s.plan(t(20)).is_none(),
+            "a reload that changes no condition writes nothing"
+        );
+        s.set_monitor("k", vec![cond("KernelDeadlock", Status::True)]);
+        let p = s.plan(t(30)).expect("a change");
+        assert_eq!(
+            p.revision.as_deref(),
+            Some("bbbbbbbbbbbb"),
+            "set by the new rules"
+        );
+        s.succeeded(&p, t(30));
+        s.set_revision("cccccccccccc");
+        let p = s.plan(t(330)).expect("the heartbeat");
+        assert_eq!(p.revision.as_deref(), Some("cccccccccccc"));
     }
 
     #[test]
