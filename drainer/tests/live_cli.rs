@@ -42,6 +42,22 @@ async fn set_condition(cluster: &Cluster, node: &str, type_: &str, status: &str,
         .unwrap();
 }
 
+/// A pod on `node` owned by a real (inert) ReplicaSet; its name.
+async fn pod_on(cluster: &Cluster, node: &str, hint: &str) -> String {
+    let owner = cluster.owner("default", "rs").await;
+    let pod = cluster.name(hint);
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": pod, "namespace": "default", "ownerReferences": owner,
+            "labels": {"app": pod}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))
+    .unwrap();
+    Api::<Pod>::namespaced(cluster.client.clone(), "default")
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+    pod
+}
+
 #[tokio::test]
 async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
     let Some(plane) = envtest::shared() else {
@@ -84,17 +100,7 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
         "KernelHasNoDeadlock",
     )
     .await;
-    let owner = cluster.owner("default", "rs").await;
-    let pod = cluster.name("web");
-    let p: Pod = serde_json::from_value(json!({
-        "metadata": {"name": pod, "namespace": "default", "ownerReferences": owner,
-            "labels": {"app": pod}},
-        "spec": {"nodeName": sick, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))
-    .unwrap();
-    Api::<Pod>::namespaced(cluster.client.clone(), "default")
-        .create(&PostParams::default(), &p)
-        .await
-        .unwrap();
+    let pod = pod_on(&cluster, &sick, "web").await;
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -238,17 +244,7 @@ async fn kubectl_nodemedic_explain_reads_one_node_its_pods_and_its_history_from_
     let cluster = Cluster::new().await;
     let sick = cluster.create_node("explained").await;
     set_condition(&cluster, &sick, "KernelDeadlock", "True", "DockerHung").await;
-    let owner = cluster.owner("default", "rs").await;
-    let pod = cluster.name("explained-web");
-    let p: Pod = serde_json::from_value(json!({
-        "metadata": {"name": pod, "namespace": "default", "ownerReferences": owner,
-            "labels": {"app": pod}},
-        "spec": {"nodeName": sick, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}))
-    .unwrap();
-    Api::<Pod>::namespaced(cluster.client.clone(), "default")
-        .create(&PostParams::default(), &p)
-        .await
-        .unwrap();
+    let pod = pod_on(&cluster, &sick, "explained-web").await;
     // An Event the drainer wrote about the node earlier (its history).
     let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
         "metadata": {"name": format!("{sick}.explain-history"), "namespace": "default"},

@@ -22,18 +22,26 @@ pub mod webhook;
 
 /// A plain HTTP GET over loopback (tests read /metrics and /healthz with it); returns the body.
 pub async fn http_get(url: &str) -> String {
+    try_http_get(url)
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+}
+
+/// [`http_get`] for a server that may not be listening yet (a process just started): the error
+/// instead of a panic.
+pub async fn try_http_get(url: &str) -> Result<String, String> {
     use http_body_util::{BodyExt, Empty};
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Empty<bytes::Bytes>>();
-    let response = client
-        .get(url.parse().expect("an http:// URL"))
-        .await
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let uri = url
+        .parse()
+        .map_err(|e| format!("not an http:// URL: {e}"))?;
+    let response = client.get(uri).await.map_err(|e| e.to_string())?;
     let body = response
         .into_body()
         .collect()
         .await
-        .unwrap_or_else(|e| panic!("GET {url}: reading the body: {e}"))
+        .map_err(|e| format!("reading the body: {e}"))?
         .to_bytes();
-    String::from_utf8_lossy(&body).into_owned()
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }

@@ -60,15 +60,6 @@ impl Drop for Proc {
     }
 }
 
-/// A port free on 127.0.0.1 now (for a process's `--listen`).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 struct Scenario {
     env: Env,
     dir: tempfile::TempDir,
@@ -95,7 +86,7 @@ impl Scenario {
     /// `drainer run` on this scenario's nodes, the fleet safety gates off (a scenario's few nodes
     /// would trip them), with `args` (conditions and the controls under test); its metrics port.
     fn drainer(&self, args: &[&str]) -> (Proc, u16) {
-        let port = free_port();
+        let port = nodemedic_tests::bench::free_port();
         let mut all: Vec<String> = [
             "run",
             "--namespace=kube-system",
@@ -184,25 +175,13 @@ impl Scenario {
     }
 }
 
+/// The value of the series `name` on the process's /metrics (None while it does not serve yet).
 async fn metric(port: u16, name: &str) -> Option<f64> {
-    let body = reqwest_get(port, "/metrics").await?;
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let body = nodemedic_tests::try_http_get(&url).await.ok()?;
     body.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-/// GET `path` on 127.0.0.1:`port` (plain HTTP/1.0, as a scrape would).
-async fn reqwest_get(port: u16, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    Some(out.split_once("\r\n\r\n")?.1.to_string())
 }
 
 const DETECTOR_RULES: &str = r#"
