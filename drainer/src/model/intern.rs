@@ -67,7 +67,7 @@ fn address(s: &ArcStr) -> usize {
 }
 
 /// The shared pairs of these pairs of interned strings (one lock for a whole map).
-fn shared_pairs(kvs: Vec<(ArcStr, ArcStr)>) -> Box<[Pair]> {
+fn shared_pairs(kvs: Vec<(ArcStr, ArcStr)>) -> Arc<[Pair]> {
     let mut t = pairs().lock().unwrap_or_else(|e| e.into_inner());
     kvs.into_iter()
         .map(|kv| {
@@ -143,11 +143,13 @@ impl Text {
     }
 }
 
-/// A small string map kept as a sorted boxed slice of shared pairs of shared strings: node labels
-/// and annotations (a dozen entries, mostly the same on every node) in a fraction of a
-/// `BTreeMap<String, String>`, 8 bytes an entry.
+/// A small string map kept as a sorted slice of shared pairs of shared strings: node labels and
+/// annotations (a dozen entries, mostly the same on every node) in a fraction of a
+/// `BTreeMap<String, String>`, 8 bytes an entry. The slice is behind one `Arc`: a heartbeat reuses
+/// the node's map as last read with one count, not a new list and a count on each of its pairs
+/// (each on its own cache line, all cold when an event arrives alone).
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct Map(Box<[Pair]>);
+pub struct Map(Arc<[Pair]>);
 
 impl Map {
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -206,9 +208,9 @@ impl Map {
     /// rest is shared anew.
     pub fn read<'de, A: serde::de::MapAccess<'de>>(
         mut m: A,
-        earlier: Option<&Map>,
+        earlier_map: Option<&Map>,
     ) -> Result<Map, A::Error> {
-        let earlier = earlier.map_or(&[][..], |e| &e.0[..]);
+        let earlier = earlier_map.map_or(&[][..], |e| &e.0[..]);
         // Entries equal to `earlier`'s so far; once one differs, all are collected.
         let mut same = 0;
         let mut read: Option<Vec<(ArcStr, ArcStr)>> = None;
@@ -235,7 +237,7 @@ impl Map {
             }
         }
         Ok(match read {
-            None if same == earlier.len() => Map(earlier.into()),
+            None if same == earlier.len() => earlier_map.cloned().unwrap_or_default(),
             None => Map(earlier[..same].into()),
             Some(read) => Map::of_pairs(read),
         })
