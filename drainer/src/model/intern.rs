@@ -328,6 +328,10 @@ mod tests {
         let again = read(r#"{"a": "1", "b": "2", "c": "3"}"#, Some(&first));
         assert_eq!(again, first);
         assert!(again.shares(&first), "reused, not looked up again");
+        assert!(
+            Arc::ptr_eq(&again.0, &first.0),
+            "the same list, counted once: not a copy counting each pair"
+        );
         for (json, want) in [
             (
                 r#"{"a": "1", "b": "two", "c": "3"}"#,
