@@ -70,7 +70,7 @@ fn line(template: &Value, i: usize, beat: usize) -> Vec<u8> {
     nodemedic_tests::server::order::to_string(&ev).into_bytes()
 }
 
-/// Take one event's line as the watch does; false if it did not decode to a node.
+/// Take one event's line as the watch does (a line that is not a node's event is a broken bench).
 fn take(observed: &Observed, earlier: &nodemedic_drainer::model::lite::Earlier, raw: &[u8]) {
     // kube's LinesCodec hands each line over as a String.
     let text = String::from_utf8(raw.to_vec()).expect("utf-8");

@@ -157,16 +157,22 @@ fn a_backtest_of_each_shipped_scenarios_history_does_what_simulate_does() {
         (replay.drain_takes, replay.tick) = (plan.drain_takes, plan.tick);
         let offset = replay.start.duration_since(start).as_secs();
         let backtested = run_plan(&mut replay).unwrap();
-        let at = |r: &Report, shift: i64| -> Vec<(i64, String, Option<String>)> {
-            r.happenings
-                .iter()
-                .map(|h| (h.at_secs as i64 + shift, h.what.clone(), h.node.clone()))
-                .collect()
-        };
-        assert_eq!(at(&backtested, offset), at(&simulated, 0), "{name}");
+        assert_eq!(
+            timeline(&backtested, offset),
+            timeline(&simulated, 0),
+            "{name}"
+        );
         checked += simulated.happenings.len();
     }
     assert!(checked > 50, "{checked} happenings compared");
+}
+
+/// A report's happenings as (seconds from its start + `shift`, what, node).
+fn timeline(r: &Report, shift: i64) -> Vec<(i64, String, Option<String>)> {
+    r.happenings
+        .iter()
+        .map(|h| (h.at_secs as i64 + shift, h.what.clone(), h.node.clone()))
+        .collect()
 }
 
 /// With `--history-file` the controller records each transition of a watched condition it
@@ -197,12 +203,6 @@ fn the_drainer_records_what_it_observed_and_a_backtest_of_it_does_what_it_did() 
     (replay.drain_takes, replay.tick) = (plan.drain_takes, plan.tick);
     let offset = replay.start.duration_since(plan.start).as_secs();
     let backtested = run_plan(&mut replay).unwrap();
-    let at = |r: &Report, shift: i64| -> Vec<(i64, String, Option<String>)> {
-        r.happenings
-            .iter()
-            .map(|h| (h.at_secs as i64 + shift, h.what.clone(), h.node.clone()))
-            .collect()
-    };
-    assert_eq!(at(&backtested, offset), at(&live, 0));
+    assert_eq!(timeline(&backtested, offset), timeline(&live, 0));
     assert!(live.drains >= 6);
 }
