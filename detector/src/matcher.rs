@@ -5,14 +5,17 @@
 //! newest line* (it may start anywhere), and a pattern that contains a newline is matched against the
 //! last `bufferSize` lines joined with `\n`. Recovery patterns follow the same rule.
 //!
-//! Speed: all single-line patterns (rules and recoveries) are compiled into one `RegexSet`, so a benign
+//! Speed: all single-line patterns (rules and recoveries) are compiled into one multi-pattern regex (a set), so a benign
 //! line costs one scan of a lazy DFA whatever the number of rules; the individual regexes run only on
 //! the rare line the set says matched (to find captures). The window of recent lines is kept only when
 //! the monitor has a multi-line pattern.
 
 use std::collections::VecDeque;
 
-use regex::{Regex, RegexSet};
+use regex::Regex;
+use regex_automata::meta;
+use regex_automata::util::syntax;
+use regex_automata::{Input, MatchKind, PatternSet};
 
 /// What a pattern belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,14 +46,18 @@ pub struct Hit {
 }
 
 /// A monitor's patterns, compiled once when its rule file is loaded (the builder -> matcher split of
-/// ripgrep): one `RegexSet` over the single-line patterns (rules, then recoveries), plus an individual
+/// ripgrep): one multi-pattern regex over the single-line patterns (rules, then recoveries), plus an individual
 /// regex only where captures are needed (a rule with a `message` template) or the pattern spans lines.
 /// Building it is where an oversized set fails, so a bad file is rejected at load, never at match time.
 pub struct Compiled {
     /// Literals every single-line pattern needs (one of them occurs in any line that matches): a
     /// line without any skips the set. `None` when some pattern has no usable literals.
     prefilter: Option<Regex>,
-    set: RegexSet,
+    /// The single-line patterns as one multi-pattern regex: what `regex::RegexSet` builds, but
+    /// without the set's own literal prefilter. Ours above already skips every line without a
+    /// literal, so the set only sees lines it will (nearly always) match, and its prefilter was an
+    /// Aho-Corasick DFA per monitor kept for nothing: about 200 KiB of the detector's idle heap.
+    set: meta::Regex,
     /// For each set entry: what it belongs to, its regex when its message template needs captures,
     /// and the template.
     single: Vec<(Target, Option<Regex>, Option<String>)>,
@@ -62,7 +69,7 @@ pub struct Compiled {
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Compiled")
-            .field("patterns", &self.set.patterns())
+            .field("single", &self.single.len())
             .field("multi", &self.multi.len())
             .finish()
     }
@@ -116,7 +123,7 @@ pub fn ascii_classes(pattern: &str) -> std::borrow::Cow<'_, str> {
 impl Compiled {
     /// Compile `patterns` (single-line ones into the set, in their order); multi-line ones see the
     /// last `window` lines.
-    pub fn new(patterns: &[Pattern], window: usize) -> Result<Compiled, regex::Error> {
+    pub fn new(patterns: &[Pattern], window: usize) -> Result<Compiled, CompileError> {
         let mut single = Vec::new();
         let mut set = Vec::new();
         let mut multi = Vec::new();
@@ -140,7 +147,7 @@ impl Compiled {
         }
         Ok(Compiled {
             prefilter: prefilter(&sources),
-            set: RegexSet::new(&set)?,
+            set: build_set(&set)?,
             single,
             multi,
             window,
@@ -151,6 +158,53 @@ impl Compiled {
     pub fn has_prefilter(&self) -> bool {
         self.prefilter.is_some()
     }
+}
+
+/// Why a monitor's patterns cannot be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Pattern(#[from] regex::Error),
+    /// The set as a whole (e.g. over the size limit).
+    #[error("{0}")]
+    Set(String),
+}
+
+/// What `regex::RegexSet::new` would be (the regex crate's limits and match semantics), with no
+/// prefilter of its own: see [`Compiled::set`].
+fn build_set(patterns: &[String]) -> Result<meta::Regex, CompileError> {
+    /// The regex crate's defaults for its compiled program and its lazy DFA's cache.
+    const NFA_SIZE_LIMIT: usize = 10 << 20;
+    const DFA_CACHE: usize = 2 << 20;
+    let config = meta::Config::new()
+        .nfa_size_limit(Some(NFA_SIZE_LIMIT))
+        .hybrid_cache_capacity(DFA_CACHE)
+        .match_kind(MatchKind::All)
+        .utf8_empty(true)
+        .which_captures(regex_automata::nfa::thompson::WhichCaptures::None)
+        .auto_prefilter(false);
+    meta::Builder::new()
+        .configure(config)
+        .syntax(syntax::Config::new().utf8(true))
+        .build_many(patterns)
+        .map_err(|e| {
+            CompileError::Set(match (e.size_limit(), e.syntax_error()) {
+                (Some(limit), _) => {
+                    format!("Compiled regex exceeds size limit of {limit} bytes.")
+                }
+                (None, Some(syntax)) => syntax.to_string(),
+                (None, None) => {
+                    let mut text = e.to_string();
+                    let mut source = std::error::Error::source(&e);
+                    while let Some(s) = source {
+                        text.push_str(": ");
+                        text.push_str(&s.to_string());
+                        source = s.source();
+                    }
+                    text
+                }
+            })
+        })
 }
 
 /// Shortest literal worth prefiltering on: shorter ones occur in most lines.
@@ -210,8 +264,11 @@ impl Matcher {
         let c = &*self.compiled;
         let candidate = c.prefilter.as_ref().is_none_or(|p| p.is_match(line));
         if candidate && c.set.is_match(line) {
-            for idx in c.set.matches(line).iter() {
-                let (target, re, template) = &c.single[idx];
+            let mut which = PatternSet::new(c.set.pattern_len());
+            c.set
+                .which_overlapping_matches(&Input::new(line), &mut which);
+            for id in which.iter() {
+                let (target, re, template) = &c.single[id.as_usize()];
                 // The individual regex is only there to expand captures.
                 let message = match (re, template) {
                     (Some(re), Some(_)) => message(re, line, template.as_deref(), line),
