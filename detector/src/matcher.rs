@@ -370,6 +370,51 @@ rules:
     pattern: 'first part\nsecond part'
 "#;
 
+    /// The set is built as `regex::RegexSet` builds it, only without its own prefilter: the same
+    /// patterns match the same lines, overlapping ones all reported, and an oversized set fails
+    /// with the regex crate's message.
+    #[test]
+    fn the_set_matches_as_a_regex_set_does() {
+        let patterns: Vec<String> = [
+            r"task [[:word:]]+:[[:digit:]]+ blocked for more than \d+ seconds\.",
+            r"blocked for more than \d+ seconds\.",
+            r"Killed process (\d+) \((.+)\)",
+            r"(?i)I/O ERROR",
+            r"EXT4-fs error .*",
+            r"^$",
+            r"\pL+é",
+        ]
+        .iter()
+        .map(|p| anchored(p))
+        .collect();
+        let ours = build_set(&patterns).unwrap();
+        let theirs = regex::RegexSet::new(&patterns).unwrap();
+        for line in [
+            "INFO: task docker:12 blocked for more than 120 seconds.",
+            "INFO: task docker:12 blocked for more than 120 seconds. and after",
+            "Out of memory: Killed process 42 (java)",
+            "buffer i/o error on dev sda",
+            "EXT4-fs error (device sda1): bad",
+            "",
+            "café",
+            "nothing at all",
+        ] {
+            let mut which = PatternSet::new(ours.pattern_len());
+            ours.which_overlapping_matches(&Input::new(line), &mut which);
+            let got: Vec<usize> = which.iter().map(|p| p.as_usize()).collect();
+            let want: Vec<usize> = theirs.matches(line).iter().collect();
+            assert_eq!(got, want, "{line:?}");
+            assert_eq!(ours.is_match(line), theirs.is_match(line), "{line:?}");
+        }
+        // Short text, huge program: over the size limit, as RegexSet says it.
+        let huge = vec![r"(?:\pL{100}){100}".to_string()];
+        let want = regex::RegexSet::new(&huge).unwrap_err().to_string();
+        match build_set(&huge) {
+            Err(CompileError::Set(got)) => assert_eq!(got, want),
+            other => panic!("expected a size-limit error, got {other:?}"),
+        }
+    }
+
     #[test]
     fn perl_classes_are_ascii_as_in_npds_go_regexps() {
         for (written, compiled) in [
