@@ -5,9 +5,9 @@
 //! newest line* (it may start anywhere), and a pattern that contains a newline is matched against the
 //! last `bufferSize` lines joined with `\n`. Recovery patterns follow the same rule.
 //!
-//! Speed: all single-line patterns (rules and recoveries) are compiled into one multi-pattern regex (a set), so a benign
-//! line costs one scan of a lazy DFA whatever the number of rules; the individual regexes run only on
-//! the rare line the set says matched (to find captures). The window of recent lines is kept only when
+//! Speed: all single-line patterns (rules and recoveries) are compiled into one multi-pattern regex
+//! (a set), so a benign line costs one scan of a lazy DFA whatever the number of rules; the
+//! individual regexes run only on the rare line the set says matched (to find captures). The window of recent lines is kept only when
 //! the monitor has a multi-line pattern.
 
 use std::collections::VecDeque;
@@ -46,17 +46,18 @@ pub struct Hit {
 }
 
 /// A monitor's patterns, compiled once when its rule file is loaded (the builder -> matcher split of
-/// ripgrep): one multi-pattern regex over the single-line patterns (rules, then recoveries), plus an individual
-/// regex only where captures are needed (a rule with a `message` template) or the pattern spans lines.
+/// ripgrep): one multi-pattern regex over the single-line patterns (rules, then recoveries), plus an
+/// individual regex only where captures are needed (a rule with a `message` template) or the
+/// pattern spans lines.
 /// Building it is where an oversized set fails, so a bad file is rejected at load, never at match time.
 pub struct Compiled {
     /// Literals every single-line pattern needs (one of them occurs in any line that matches): a
     /// line without any skips the set. `None` when some pattern has no usable literals.
     prefilter: Option<Regex>,
     /// The single-line patterns as one multi-pattern regex: what `regex::RegexSet` builds, but
-    /// without the set's own literal prefilter. Ours above already skips every line without a
-    /// literal, so the set only sees lines it will (nearly always) match, and its prefilter was an
-    /// Aho-Corasick DFA per monitor kept for nothing: about 200 KiB of the detector's idle heap.
+    /// without the set's own literal prefilter. Ours above already skips every line without one of
+    /// the literals, so the set only sees lines that hold one, and its prefilter (an Aho-Corasick
+    /// DFA per monitor) would search for them again: about 200 KiB of the detector's idle heap.
     set: meta::Regex,
     /// For each set entry: what it belongs to, its regex when its message template needs captures,
     /// and the template.
