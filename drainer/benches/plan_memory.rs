@@ -63,7 +63,7 @@ fn main() {
             p
         }),
     );
-    let status = Command::new(env!("CARGO_BIN_EXE_drainer"))
+    let status = Command::new(nodemedic_tests::bins::shipped_drainer())
         .args([
             "plan",
             "KernelDeadlock=True",

@@ -4,7 +4,8 @@
 //! way an operator runs draino: `--node-label-expr "metadata.labels['draino'] == 'node'"`.
 //!
 //! Prints, beside draino's figures measured on this kind of machine (issue 13):
-//! - RSS of the release `drainer run` (with `MALLOC_ARENA_MAX=1`, as its image runs it) after it synced, its peak while listing, and its peak;
+//! - RSS of `drainer run` as its image ships it (the `drainer` profile, built first if need be;
+//!   `MALLOC_ARENA_MAX=1`) after it synced, its peak while listing, and its peak;
 //! - CPU per node update at a steady rate (one update every 50 ms, each alone, as kubelets send
 //!   them, for 60 s; an idle baseline measured as long right before and subtracted; 3 times,
 //!   min/median/max; CPU read to the nanosecond from each thread's run time), and as fast as 4
@@ -365,10 +366,13 @@ async fn main() {
         .unwrap()
         .port();
     let listen = format!("127.0.0.1:{port}");
+    // NODEMEDIC_DRAINER_BIN: another build of the drainer (one with symbols, to profile it). Built
+    // (if need be) before the clock starts: "ready after" is the drainer's own start.
+    let exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(nodemedic_tests::bins::shipped_drainer);
+    println!("drainer: {}", exe.display());
     let started = Instant::now();
-    // NODEMEDIC_DRAINER_BIN: another build of the drainer (one with symbols, to profile it).
-    let exe = std::env::var("NODEMEDIC_DRAINER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_drainer").to_string());
     let child = Command::new(&exe)
         .args(["run", "KernelDeadlock=True", "--listen", &listen])
         .args(["--node-label-expr", "metadata.labels['draino'] == 'node'"])

@@ -35,7 +35,7 @@ async fn main() {
     )
     .unwrap();
     let guard_port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_drainer"))
+    let mut child = Command::new(nodemedic_tests::bins::shipped_drainer())
         .args(["run", "KernelDeadlock=True", "--node-selector", "none=x"])
         .args(["--listen", &format!("127.0.0.1:{}", free_port())])
         .args(["--guard-listen", &format!("127.0.0.1:{guard_port}")])
