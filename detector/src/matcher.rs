@@ -7,8 +7,8 @@
 //!
 //! Speed: all single-line patterns (rules and recoveries) are compiled into one multi-pattern regex
 //! (a set), so a benign line costs one scan of a lazy DFA whatever the number of rules; the
-//! individual regexes run only on the rare line the set says matched (to find captures). The window of recent lines is kept only when
-//! the monitor has a multi-line pattern.
+//! individual regexes run only on the rare line the set says matched (to find captures). The window
+//! of recent lines is kept only when the monitor has a multi-line pattern.
 
 use std::collections::VecDeque;
 
@@ -48,8 +48,8 @@ pub struct Hit {
 /// A monitor's patterns, compiled once when its rule file is loaded (the builder -> matcher split of
 /// ripgrep): one multi-pattern regex over the single-line patterns (rules, then recoveries), plus an
 /// individual regex only where captures are needed (a rule with a `message` template) or the
-/// pattern spans lines.
-/// Building it is where an oversized set fails, so a bad file is rejected at load, never at match time.
+/// pattern spans lines. Building it is where an oversized set fails, so a bad file is rejected at
+/// load, never at match time.
 pub struct Compiled {
     /// Literals every single-line pattern needs (one of them occurs in any line that matches): a
     /// line without any skips the set. `None` when some pattern has no usable literals.
