@@ -183,7 +183,7 @@ impl<R: std::io::BufRead> RecordReader<R> {
     pub fn next_record(&mut self) -> std::io::Result<Option<(usize, &[u8])>> {
         loop {
             self.next.clear();
-            let n = self.input.read_until(b'\n', &mut self.next)?;
+            let n = super::read_line(&mut self.input, &mut self.next)?;
             if n == 0 {
                 if self.pending.is_empty() {
                     return Ok(None);

@@ -21,3 +21,61 @@ pub struct Malformed {
     pub input: &'static str,
     pub why: String,
 }
+
+/// `BufRead::read_until(b'\n', buf)` with the memchr crate finding the line's end: std's searches
+/// with core's word-at-a-time memchr, where `detector check` spent 9% of its time on the 1M-line
+/// kmsg file (perf); memchr's is vectorised. Same contract: appends through the newline (kept),
+/// returns the bytes read, 0 at the end of the input; `Interrupted` is retried.
+pub fn read_line(input: &mut impl std::io::BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut read = 0;
+    loop {
+        let (done, used) = {
+            let available = match input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            match memchr::memchr(b'\n', available) {
+                Some(i) => {
+                    buf.extend_from_slice(&available[..=i]);
+                    (true, i + 1)
+                }
+                None => {
+                    buf.extend_from_slice(available);
+                    (available.is_empty(), available.len())
+                }
+            }
+        };
+        input.consume(used);
+        read += used;
+        if done {
+            return Ok(read);
+        }
+    }
+}
+
+#[cfg(test)]
+mod read_line_tests {
+    use super::read_line;
+    use std::io::BufReader;
+
+    #[test]
+    fn reads_as_std_read_until_does_across_buffer_ends() {
+        let text = b"first\n\nthird line that is longer than the buffer\nno newline at the end";
+        for capacity in [1, 2, 7, 64] {
+            let (mut ours, mut std_) = (
+                BufReader::with_capacity(capacity, &text[..]),
+                BufReader::with_capacity(capacity, &text[..]),
+            );
+            loop {
+                let (mut a, mut b) = (b"kept:".to_vec(), b"kept:".to_vec());
+                let n = read_line(&mut ours, &mut a).unwrap();
+                let m = std::io::BufRead::read_until(&mut std_, b'\n', &mut b).unwrap();
+                assert_eq!((n, &a), (m, &b), "buffer of {capacity}");
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! copytruncate (the file shrinks below our offset: read again from the start). I/O (files).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -72,11 +72,7 @@ impl Follower {
     /// Read the next complete line (at most `limit` bytes kept) into `buf`.
     pub fn next_line(&mut self, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<Next> {
         buf.clear();
-        let n = self
-            .reader
-            .by_ref()
-            .take(limit as u64)
-            .read_until(b'\n', buf)?;
+        let n = crate::parse::read_line(&mut self.reader.by_ref().take(limit as u64), buf)?;
         if n > 0 && buf.last() == Some(&b'\n') {
             self.offset += n as u64;
             buf.pop();
@@ -85,7 +81,7 @@ impl Follower {
         if n >= limit {
             // An over-long line: keep its start, skip to its end.
             let mut rest = Vec::new();
-            let skipped = self.reader.read_until(b'\n', &mut rest)?;
+            let skipped = crate::parse::read_line(&mut self.reader, &mut rest)?;
             if rest.last() == Some(&b'\n') {
                 self.offset += (n + skipped) as u64;
                 return Ok(Next::TooLong);

@@ -241,7 +241,7 @@ impl<R: BufRead> Once<R> {
         };
         self.bytes.clear();
         self.line.clear();
-        let n = reader.read_until(b'\n', &mut self.bytes)?;
+        let n = crate::parse::read_line(reader, &mut self.bytes)?;
         if n == 0 {
             return Ok(false);
         }
