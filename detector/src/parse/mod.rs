@@ -1,5 +1,7 @@
 //! Turning raw input into [`Line`]s: pure functions, no I/O. A record that cannot be parsed is a
-//! [`Malformed`] value for the caller to count and skip, never an error that stops a source.
+//! [`Malformed`] value for the caller to count and skip, never an error that stops a source. The
+//! one reader here, [`read_line`], reads from whatever `BufRead` the caller holds (the sources and
+//! [`kmsg::RecordReader`] share it); it opens nothing.
 
 pub mod journal;
 pub mod kmsg;
