@@ -501,14 +501,16 @@ async fn probation_uncordons_only_after_the_period_and_a_relapse_holds_the_node_
         !t.iter().any(|t| t.starts_with("nodemedic.io/probation")),
         "{t:?}"
     );
-    // The calm node is let go once the 8s are up: record, taint and cordon gone.
+    // The calm node is let go once the 8s are up: record, taint and cordon gone, and the Event
+    // that says so (written after the uncordon lands, so it is waited for too).
     s.until(
         "the calm node released after its probation",
         &drainer,
         || async {
             let done = s.env.record_phase(&calm).await.is_none()
                 && !s.env.cordoned(&calm).await
-                && s.taints(&calm).await.is_empty();
+                && s.taints(&calm).await.is_empty()
+                && s.has_event(&calm, "UncordonSucceeded").await;
             done.then_some(())
         },
     )
