@@ -43,27 +43,51 @@ fn feed(updates: usize) -> (TcpStream, std::thread::JoinHandle<()>) {
     (from, sender)
 }
 
-/// Thread CPU per line for `updates` lines (the clock starts after the first, so the connection's
-/// set-up is not counted).
+/// Lines read and the thread CPU since the first (so the connection's set-up is not counted).
+struct Tally {
+    lines: usize,
+    start: Option<Duration>,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            lines: 0,
+            start: None,
+        }
+    }
+
+    /// Count what one read returned.
+    fn read(&mut self, bytes: &[u8]) {
+        assert!(!bytes.is_empty(), "the sender closed early");
+        let seen = bytes.iter().filter(|&&b| b == b'\n').count();
+        match self.start {
+            None if seen > 0 => (self.start, self.lines) = (Some(thread_cpu()), seen - 1),
+            None => {}
+            Some(_) => self.lines += seen,
+        }
+    }
+
+    fn per_line(&self) -> Duration {
+        (thread_cpu() - self.start.expect("a first line")) / self.lines as u32
+    }
+}
+
+/// Thread CPU per line for `updates` lines, read with a blocking `read`.
 fn blocking(updates: usize) -> Duration {
     let (mut from, sender) = feed(updates);
     let mut buf = vec![0u8; 1 << 16];
-    let (mut lines, mut start) = (0usize, None);
-    while lines < updates {
+    let mut tally = Tally::new();
+    while tally.lines < updates {
         let n = from.read(&mut buf).expect("a read");
-        assert!(n > 0, "the sender closed early");
-        let seen = buf[..n].iter().filter(|&&b| b == b'\n').count();
-        match start {
-            None if seen > 0 => (start, lines) = (Some(thread_cpu()), seen - 1),
-            None => {}
-            Some(_) => lines += seen,
-        }
+        tally.read(&buf[..n]);
     }
-    let cpu = thread_cpu() - start.expect("a first line");
+    let per_line = tally.per_line();
     sender.join().expect("the sender");
-    cpu / lines as u32
+    per_line
 }
 
+/// The same on a tokio current-thread runtime.
 fn runtime(updates: usize) -> Duration {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -75,18 +99,12 @@ fn runtime(updates: usize) -> Duration {
         use tokio::io::AsyncReadExt;
         let mut from = tokio::net::TcpStream::from_std(from).expect("a tokio stream");
         let mut buf = vec![0u8; 1 << 16];
-        let (mut lines, mut start) = (0usize, None);
-        while lines < updates {
+        let mut tally = Tally::new();
+        while tally.lines < updates {
             let n = from.read(&mut buf).await.expect("a read");
-            assert!(n > 0, "the sender closed early");
-            let seen = buf[..n].iter().filter(|&&b| b == b'\n').count();
-            match start {
-                None if seen > 0 => (start, lines) = (Some(thread_cpu()), seen - 1),
-                None => {}
-                Some(_) => lines += seen,
-            }
+            tally.read(&buf[..n]);
         }
-        (thread_cpu() - start.expect("a first line")) / lines as u32
+        tally.per_line()
     });
     sender.join().expect("the sender");
     per_line
