@@ -4,7 +4,8 @@
 //! way an operator runs draino: `--node-label-expr "metadata.labels['draino'] == 'node'"`.
 //!
 //! Prints, beside draino's figures measured on this kind of machine (issue 13):
-//! - RSS of `drainer run` as its image ships it (the `drainer` profile, built first if need be;
+//! - RSS of `drainer run` as its image ships it (`build/pgo-drainer.sh`: the `drainer` profile with
+//!   profile-guided optimisation, built first if need be, `NODEMEDIC_PGO=off` without;
 //!   `MALLOC_ARENA_MAX=1`) after it synced, its peak while listing, and its peak;
 //! - CPU per node update at a steady rate (one update every 50 ms, each alone, as kubelets send
 //!   them, for 60 s; an idle baseline measured as long right before and subtracted; 3 times,
@@ -24,20 +25,16 @@
 //! (`NODEMEDIC_SCALE_NODES=15000` for the large fixture; 10 pods per node.)
 
 use std::collections::HashSet;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use nodemedic_tests::envtest::{self, ControlPlane};
-use serde_json::{Value, json};
-
-const PODS_PER_NODE: usize = 10;
+use nodemedic_tests::fleet::{self, PODS_PER_NODE};
 const SAMPLES: usize = 21;
 const BURST: usize = 50;
 const KUBELET_RATE: f64 = 17.0;
@@ -119,163 +116,9 @@ impl Backend {
     }
 }
 
-const NODE_FIXTURE: &str = include_str!("../../tests/fixtures/scale/kubelet-like-node.json");
-const POD_FIXTURE: &str = include_str!("../../tests/fixtures/scale/replicaset-pod.json");
-
-fn name(i: usize) -> String {
-    format!("scale-{i:05}")
-}
-
-fn node(template: &Value, i: usize) -> Node {
-    let mut n = template.clone();
-    let name = name(i);
-    n["metadata"]["name"] = json!(name);
-    n["metadata"]["labels"]["kubernetes.io/hostname"] = json!(name);
-    n["metadata"]["labels"]["topology.kubernetes.io/zone"] =
-        json!(format!("region-1{}", ["a", "b", "c"][i % 3]));
-    n["spec"]["providerID"] = json!(format!("fake:///region-1/{name}"));
-    n["spec"]["podCIDR"] = json!(format!("10.{}.{}.0/24", 64 + i / 256, i % 256));
-    n["spec"]["podCIDRs"] = json!([format!("10.{}.{}.0/24", 64 + i / 256, i % 256)]);
-    let now = nodemedic_tests::cluster::now_rfc3339();
-    for c in n["status"]["conditions"].as_array_mut().unwrap() {
-        c["lastHeartbeatTime"] = json!(now);
-        c["lastTransitionTime"] = json!("2026-11-01T00:00:00Z");
-    }
-    serde_json::from_value(n).unwrap()
-}
-
-fn pod(template: &Value, rs_uid: &str, i: usize, j: usize, instant: bool) -> Pod {
-    let mut p = template.clone();
-    p["metadata"]["name"] = json!(format!("app-{i:05}-{j}"));
-    p["metadata"]["ownerReferences"][0]["uid"] = json!(rs_uid);
-    p["spec"]["nodeName"] = json!(name(i));
-    if instant {
-        p["spec"]["terminationGracePeriodSeconds"] = json!(0);
-    }
-    serde_json::from_value(p).unwrap()
-}
-
-fn readyz(addr: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return false;
-    };
-    let _ = s.write_all(
-        format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
-    );
-    let mut buf = String::new();
-    let _ = s.read_to_string(&mut buf);
-    buf.starts_with("HTTP/1.1 200")
-}
-
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[0], v[v.len() / 2], v[v.len() - 1])
-}
-
-/// A kubelet's status heartbeat: new lastHeartbeatTime on its conditions.
-fn heartbeat() -> Value {
-    let now = nodemedic_tests::cluster::now_rfc3339();
-    let conds: Vec<Value> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
-        .iter()
-        .map(|t| json!({"type": t, "lastHeartbeatTime": now}))
-        .collect();
-    json!({"status": {"conditions": conds}})
-}
-
-/// Send kubelet-like status updates to all nodes round-robin at `rate` per second (0: as fast as
-/// `workers` concurrent writers go) until `stop`; returns the number sent.
-async fn churn(
-    nodes: Api<Node>,
-    count: usize,
-    rate: f64,
-    workers: usize,
-    stop: Arc<AtomicBool>,
-) -> usize {
-    let sent = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let (nodes, sent, stop) = (nodes.clone(), sent.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut k = w;
-                while !stop.load(Ordering::Relaxed) {
-                    if rate > 0.0 {
-                        let due = start
-                            + Duration::from_secs_f64(sent.load(Ordering::Relaxed) as f64 / rate);
-                        tokio::time::sleep_until(due.into()).await;
-                    }
-                    let n = name(k % count);
-                    k += workers;
-                    if nodes
-                        .patch_status(&n, &PatchParams::default(), &Patch::Strategic(heartbeat()))
-                        .await
-                        .is_ok()
-                    {
-                        sent.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        let _ = t.await;
-    }
-    sent.load(Ordering::Relaxed)
-}
-
-/// Wait until `node` satisfies `check`, watching it; returns when it did.
-async fn watch_until(
-    nodes: &Api<Node>,
-    node: &str,
-    timeout: Duration,
-    check: impl Fn(&Node) -> bool,
-) -> Option<Instant> {
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={node}"));
-    let stream = watcher::watcher(nodes.clone(), cfg);
-    futures::pin_mut!(stream);
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let ev = tokio::time::timeout_at(deadline, stream.try_next())
-            .await
-            .ok()?
-            .ok()??;
-        let hit = match &ev {
-            watcher::Event::Apply(n) | watcher::Event::InitApply(n) => check(n),
-            _ => false,
-        };
-        if hit {
-            return Some(Instant::now());
-        }
-    }
-}
-
-fn record_phase(n: &Node) -> Option<String> {
-    let raw = n
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(nodemedic_common::keys::DRAIN_RECORD_ANNOTATION)?;
-    let v: Value = serde_json::from_str(raw).ok()?;
-    v["phase"].as_str().map(String::from)
-}
-
-/// The node's KernelDeadlock condition turns True now (as NPD or our detector would set it).
-async fn mark_bad(nodes: &Api<Node>, name: &str) {
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Strategic(bad_condition()),
-        )
-        .await
-        .unwrap();
-}
-
-fn bad_condition() -> Value {
-    let now = nodemedic_tests::cluster::now_rfc3339();
-    json!({"status": {"conditions": [{"type": "KernelDeadlock", "status": "True", "reason": "DockerHung",
-        "message": "task docker:1234 blocked for more than 120 seconds", "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
 }
 
 #[tokio::main]
@@ -304,52 +147,7 @@ async fn main() {
     let instant: HashSet<usize> = samples.iter().copied().collect();
 
     let t0 = Instant::now();
-    let node_template: Value = serde_json::from_str(NODE_FIXTURE).unwrap();
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let (nodes, n) = (nodes.clone(), node(&node_template, i));
-            async move {
-                nodes
-                    .create(&PostParams::default(), &n)
-                    .await
-                    .expect("create node")
-            }
-        })
-        .buffer_unordered(32)
-        .for_each(|_| async {})
-        .await;
-    let ns: Api<Namespace> = Api::all(client.clone());
-    ns.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "bench"}})).unwrap(),
-    )
-    .await
-    .unwrap();
-    let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(client.clone(), "bench");
-    let rs = rs
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "bench-rs"},
-            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "bench"}},
-                "template": {"metadata": {"labels": {"app": "bench"}}, "spec": {"containers": [{"name": "app", "image": "x"}]}}}})).unwrap())
-        .await
-        .unwrap();
-    let rs_uid = rs.metadata.uid.unwrap();
-    let pod_template: Value = serde_json::from_str(POD_FIXTURE).unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "bench");
-    futures::stream::iter((0..count).flat_map(|i| (0..PODS_PER_NODE).map(move |j| (i, j))))
-        .map(|(i, j)| {
-            let (pods, p) = (
-                pods.clone(),
-                pod(&pod_template, &rs_uid, i, j, instant.contains(&i)),
-            );
-            async move {
-                pods.create(&PostParams::default(), &p)
-                    .await
-                    .expect("create pod")
-            }
-        })
-        .buffer_unordered(32)
-        .for_each(|_| async {})
-        .await;
+    fleet::create(&client, count, &instant).await;
     println!(
         "fixture: {count} kubelet-shaped nodes and {} ReplicaSet pods created on {} in {:.0?}",
         count * PODS_PER_NODE,
@@ -360,12 +158,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     backend.write_kubeconfig(&kubeconfig);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{}", nodemedic_tests::bench::free_port());
     // NODEMEDIC_DRAINER_BIN: another build of the drainer (one with symbols, to profile it). Built
     // (if need be) before the clock starts: "ready after" is the drainer's own start.
     let exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
@@ -373,30 +166,7 @@ async fn main() {
         .unwrap_or_else(nodemedic_tests::bins::shipped_drainer);
     println!("drainer: {}", exe.display());
     let started = Instant::now();
-    let child = Command::new(&exe)
-        .args(["run", "KernelDeadlock=True", "--listen", &listen])
-        .args(["--node-label-expr", "metadata.labels['draino'] == 'node'"])
-        .args([
-            "--drain-buffer",
-            "0s",
-            "--max-cordoned",
-            "100",
-            "--max-drains-in-flight",
-            "100",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        // As the drainer image runs it (Dockerfile: one malloc arena); set it to measure otherwise.
-        .env(
-            "MALLOC_ARENA_MAX",
-            std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "1".into()),
-        )
-        .env(
-            "RUST_LOG",
-            std::env::var("NODEMEDIC_BENCH_LOG")
-                .unwrap_or_else(|_| "warn,kube_client::client::tls=error".into()),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+    let child = fleet::drainer_command(&exe, &kubeconfig, &listen)
         .spawn()
         .unwrap();
     let pid = child.id();
@@ -409,18 +179,10 @@ async fn main() {
         }
     }
     let child = KillOnDrop(child);
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), "kube-system");
-    while !readyz(&listen)
-        || leases
-            .get_opt("nodemedic-drainer")
-            .await
-            .ok()
-            .flatten()
-            .is_none()
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        fleet::wait_ready(&client, &listen, Duration::from_secs(600)).await,
+        "the drainer was not ready in 10 minutes"
+    );
     println!(
         "drainer ready (caches synced, lease held) after {:.1?} (pid {pid})",
         started.elapsed()
@@ -443,7 +205,13 @@ async fn main() {
         let stop = Arc::new(AtomicBool::new(false));
         let cpu_steady0 = meter.seconds();
         let t_steady = Instant::now();
-        let task = tokio::spawn(churn(nodes.clone(), count, STEADY_RATE, 1, stop.clone()));
+        let task = tokio::spawn(fleet::churn(
+            nodes.clone(),
+            count,
+            STEADY_RATE,
+            1,
+            stop.clone(),
+        ));
         tokio::time::sleep(MEASURE).await;
         stop.store(true, Ordering::Relaxed);
         let updates = task.await.unwrap();
@@ -461,7 +229,7 @@ async fn main() {
     // CPU per node update: as fast as 4 writers go, for 20 s.
     let stop = Arc::new(AtomicBool::new(false));
     let cpu0 = meter.seconds();
-    let fast = tokio::spawn(churn(nodes.clone(), count, 0.0, 4, stop.clone()));
+    let fast = tokio::spawn(fleet::churn(nodes.clone(), count, 0.0, 4, stop.clone()));
     tokio::time::sleep(Duration::from_secs(20)).await;
     stop.store(true, Ordering::Relaxed);
     let updates = fast.await.unwrap();
@@ -473,7 +241,13 @@ async fn main() {
     let stop = Arc::new(AtomicBool::new(false));
     let cpu1 = meter.seconds();
     let t1 = Instant::now();
-    let kubelets = tokio::spawn(churn(nodes.clone(), count, KUBELET_RATE, 2, stop.clone()));
+    let kubelets = tokio::spawn(fleet::churn(
+        nodes.clone(),
+        count,
+        KUBELET_RATE,
+        2,
+        stop.clone(),
+    ));
     tokio::time::sleep(Duration::from_secs(30)).await;
     let core_share = (meter.seconds() - cpu1) / t1.elapsed().as_secs_f64();
 
@@ -481,28 +255,26 @@ async fn main() {
     let audit_before = backend.drainer_requests();
     let (mut to_cordon, mut to_drained) = (Vec::new(), Vec::new());
     for &i in &samples {
-        let n = name(i);
+        let n = fleet::name(i);
         let cordoned = {
             let (nodes, n) = (nodes.clone(), n.clone());
             tokio::spawn(async move {
-                watch_until(&nodes, &n, Duration::from_secs(30), |x| {
-                    x.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
-                })
-                .await
+                fleet::watch_until(&nodes, &n, Duration::from_secs(30), |x| fleet::cordoned(x))
+                    .await
             })
         };
         let drained = {
             let (nodes, n) = (nodes.clone(), n.clone());
             tokio::spawn(async move {
-                watch_until(&nodes, &n, Duration::from_secs(60), |x| {
-                    record_phase(x).as_deref() == Some("drained")
+                fleet::watch_until(&nodes, &n, Duration::from_secs(60), |x| {
+                    fleet::record_phase(x).as_deref() == Some("drained")
                 })
                 .await
             })
         };
         tokio::time::sleep(Duration::from_millis(300)).await; // both watches established
         let sent = Instant::now();
-        mark_bad(&nodes, &n).await;
+        fleet::mark_bad(&nodes, &n).await;
         let c = cordoned.await.unwrap();
         let d = drained.await.unwrap();
         match (c, d) {
@@ -517,7 +289,7 @@ async fn main() {
     let per_drain = (backend.drainer_requests() - audit_before) as f64 / SAMPLES as f64;
 
     // A burst: 50 nodes bad at once; one watch over all nodes sees them cordoned.
-    let burst_names: HashSet<String> = burst.iter().map(|&i| name(i)).collect();
+    let burst_names: HashSet<String> = burst.iter().map(|&i| fleet::name(i)).collect();
     let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
     let seen = {
         let (nodes, mut left) = (nodes.clone(), burst_names.clone());
@@ -533,7 +305,7 @@ async fn main() {
                         }
                     }
                     watcher::Event::Apply(n) | watcher::Event::InitApply(n) => {
-                        if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+                        if fleet::cordoned(&n) {
                             left.remove(n.metadata.name.as_deref().unwrap_or(""));
                         }
                         if left.is_empty() && synced.is_none() {
@@ -551,7 +323,7 @@ async fn main() {
     futures::stream::iter(burst_names.iter().cloned())
         .map(|n| {
             let nodes = nodes.clone();
-            async move { mark_bad(&nodes, &n).await }
+            async move { fleet::mark_bad(&nodes, &n).await }
         })
         .buffer_unordered(BURST)
         .for_each(|_| async {})

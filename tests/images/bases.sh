@@ -8,7 +8,8 @@
 #                                              tzdata, libc6, libgcc-s1, libstdc++6, libgomp1, libssl3,
 #                                              CA certificates; user nonroot (65532); no shell
 #   docker.io/library/rust:1-bookworm           the slim base plus gcc and libc6-dev, with this machine's
-#                                              `rustc --print sysroot` (docs left out) in /usr/local/rust
+#                                              `rustc --print sysroot` (docs left out; llvm-tools
+#                                              in it if installed) in /usr/local/rust
 #                                              and its cargo registry cache, so `cargo fetch` needs no
 #                                              download for what the workspace's tests already fetched
 #                                              (remade when that cache changes; see below)
@@ -85,12 +86,18 @@ toolchain=$(rustc -V | cut -d' ' -f2)
 # in the next image build too: the build container cannot download it (this machine reaches
 # crates.io through a proxy only the host's CA bundle trusts).
 tools=localhost/nodemedic/rust-toolchain:bookworm
-if ! have "$tools" "$suite-$toolchain"; then
+# The drainer's build needs the toolchain's llvm-profdata (build/pgo-drainer.sh): a sysroot with the
+# llvm-tools component makes another image.
+tools_label=$suite-$toolchain
+if [ -x "$sysroot/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata" ]; then
+  tools_label=$tools_label+llvm-tools
+fi
+if ! have "$tools" "$tools_label"; then
   mmdebstrap --quiet --variant=minbase --format=directory "${slim[@]}" --include=gcc,libc6-dev,ca-certificates \
     "$suite" "$work/rust" "$mirror"
   mkdir -p "$work/rust/usr/local/rust" "$work/rust/usr/local/cargo"
   tar -C "$sysroot" --exclude=./share/doc -cf - . | tar -C "$work/rust/usr/local/rust" -xf -
-  commit "$work/rust" "$tools" "$suite-$toolchain" \
+  commit "$work/rust" "$tools" "$tools_label" \
     --env PATH=/usr/local/cargo/bin:/usr/local/rust/bin:$path --env CARGO_HOME=/usr/local/cargo --cmd bash
 fi
 
@@ -99,7 +106,7 @@ crates=none
 if [ -d "$registry/cache" ]; then
   crates=$(cd "$registry/cache" && find . -name '*.crate' | LC_ALL=C sort | sha256sum | cut -c1-16)
 fi
-if ! have docker.io/library/rust:1-bookworm "$suite-$toolchain-$crates"; then
+if ! have docker.io/library/rust:1-bookworm "$tools_label-$crates"; then
   c=$(buildah from --pull-never "$tools")
   if [ "$crates" != none ]; then
     mnt=$(buildah mount "$c")
@@ -108,7 +115,7 @@ if ! have docker.io/library/rust:1-bookworm "$suite-$toolchain-$crates"; then
     [ -d "$registry/index" ] && cp -a "$registry/index" "$mnt/usr/local/cargo/registry/"
     buildah umount "$c" >/dev/null
   fi
-  buildah config --annotation "nodemedic.local-base=$suite-$toolchain-$crates" "$c"
+  buildah config --annotation "nodemedic.local-base=$tools_label-$crates" "$c"
   buildah commit --quiet --rm "$c" docker.io/library/rust:1-bookworm >/dev/null
   echo "bases: made docker.io/library/rust:1-bookworm (crates $crates)"
 fi

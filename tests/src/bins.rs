@@ -1,7 +1,7 @@
 //! The workspace's own binaries for scenarios that run them as processes (a detector killed with
 //! SIGKILL, the drainer as `drainer run` starts it): built in the test profile's folder with
 //! `cargo build` once per test process, so they are the current code whichever command ran the tests;
-//! and the drainer as the image ships it, for the benchmarks that run it.
+//! and the drainer as the image ships it (`build/pgo-drainer.sh`), for the benchmarks that run it.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,41 +9,70 @@ use std::sync::{Mutex, OnceLock};
 
 /// `target/debug/<name>` of `package`, built first (quick when it is up to date).
 pub fn debug_bin(package: &str, name: &str) -> PathBuf {
-    built(None, package, name)
+    built(package, name)
 }
 
-/// The drainer as the image ships it: built with the `drainer` profile (Cargo.toml says why), in
-/// `target/drainer/`. For benchmarks, whose own profile is the release one the detector ships with;
-/// the first build takes some minutes.
+/// The drainer as the image ships it: built by `build/pgo-drainer.sh` as the Dockerfile builds it
+/// (the `drainer` profile, with profile-guided optimisation; `NODEMEDIC_PGO=off` without), in
+/// `target/shipped/`. For benchmarks, whose own profile is the release one the detector ships with;
+/// the first build takes some 15 minutes, a later one with the same drainer code a few seconds.
 pub fn shipped_drainer() -> PathBuf {
-    built(Some("drainer"), "nodemedic-drainer", "drainer")
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+            let mut cmd = Command::new("sh");
+            cmd.arg("build/pgo-drainer.sh").current_dir(&root);
+            // What cargo sets for the bench that calls this (its package's variables, OUT_DIR,
+            // the library path) would reach build scripts that watch such variables, and cargo
+            // would rebuild part of the drainer's tree, so retrain it, for every bench run.
+            for (key, _) in std::env::vars_os() {
+                let k = key.to_string_lossy();
+                if k.starts_with("CARGO_PKG_")
+                    || k.starts_with("CARGO_MANIFEST_")
+                    || k.starts_with("CARGO_BIN_EXE_")
+                    || [
+                        "OUT_DIR",
+                        "LD_LIBRARY_PATH",
+                        "CARGO_CRATE_NAME",
+                        "CARGO_PRIMARY_PACKAGE",
+                    ]
+                    .contains(&&*k)
+                {
+                    cmd.env_remove(&key);
+                }
+            }
+            let status = cmd.status().expect("running build/pgo-drainer.sh");
+            assert!(status.success(), "build/pgo-drainer.sh failed");
+            target_dir(&root).join("shipped/drainer")
+        })
+        .clone()
 }
 
-/// `name` of `package` built with `profile` (None: the dev profile), once per process.
-fn built(profile: Option<&str>, package: &str, name: &str) -> PathBuf {
-    /// What this process built: (profile, binary).
-    type Built = Vec<(Option<String>, String)>;
-    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
+fn target_dir(root: &std::path::Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// `name` of `package` built with the dev profile, once per process.
+fn built(package: &str, name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let built = BUILT.get_or_init(Default::default);
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (profile.map(String::from), name.to_string());
-    if !built.contains(&key) {
+    if !built.iter().any(|b| b == name) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q", "-p", package, "--bin", name]);
-        if let Some(p) = profile {
-            cmd.args(["--profile", p]);
-        }
-        let status = cmd.current_dir(&root).status().expect("cargo build");
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", package, "--bin", name])
+            .current_dir(&root)
+            .status()
+            .expect("cargo build");
         assert!(
             status.success(),
-            "cargo build -p {package} --bin {name} (profile {profile:?}) failed"
+            "cargo build -p {package} --bin {name} failed"
         );
-        built.push(key);
+        built.push(name.to_string());
     }
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    dir.join(profile.unwrap_or("debug")).join(name)
+    target_dir(&root).join("debug").join(name)
 }

@@ -16,6 +16,7 @@ pub mod bins;
 pub mod cluster;
 pub mod docs;
 pub mod envtest;
+pub mod fleet;
 pub mod process;
 pub mod server;
 pub mod webhook;

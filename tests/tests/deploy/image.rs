@@ -6,7 +6,10 @@
 //! filled is used, `CARGO_NET_OFFLINE`), and the final builds (the detector's release profile, the
 //! drainer's own) keep their profiles' settings but without fat LTO and with opt-level 0
 //! (`CARGO_PROFILE_RELEASE_*`, `CARGO_PROFILE_DRAINER_*`), into a target directory of its own that
-//! later runs reuse, so that CI builds the binaries in about a minute instead of the image's several.
+//! later runs reuse, so that CI builds the binaries in a few minutes instead of the image's quarter
+//! hour. The drainer's profile-guided build (`build/pgo-drainer.sh`) runs in full: its instrumented
+//! build, its training run against a test API server, the merge and the build with the profile; the
+//! profile of an unoptimised drainer only proves the steps work (the image test builds the real one).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,6 +103,8 @@ fn the_dockerfile_build_stage_runs_step_by_step() {
     let mut workdir = ctx.path().to_path_buf();
     let target: PathBuf = repo.join("target/dockerfile-build");
     let mut ran = Vec::new();
+    // ARGs with their defaults, in the environment of the RUN lines after them (as Docker does).
+    let mut args: Vec<(String, String)> = Vec::new();
     for (kw, rest) in &steps {
         match kw.as_str() {
             // The build stage's WORKDIR is the copy's root.
@@ -139,6 +144,7 @@ fn the_dockerfile_build_stage_runs_step_by_step() {
                     .env("CARGO_PROFILE_DRAINER_LTO", "off")
                     .env("CARGO_PROFILE_DRAINER_OPT_LEVEL", "0")
                     .env("CARGO_PROFILE_DRAINER_CODEGEN_UNITS", "16")
+                    .envs(args.iter().map(|(k, v)| (k, v)))
                     .output()
                     .unwrap();
                 assert!(
@@ -148,7 +154,11 @@ fn the_dockerfile_build_stage_runs_step_by_step() {
                 );
                 ran.push(rest.clone());
             }
-            "ENV" | "ARG" => panic!("{kw} in the build stage: teach this test to apply it"),
+            "ARG" => {
+                let (name, default) = rest.split_once('=').unwrap_or((rest, ""));
+                args.push((name.to_string(), default.to_string()));
+            }
+            "ENV" => panic!("{kw} in the build stage: teach this test to apply it"),
             other => panic!("{other} in the build stage: teach this test to run it"),
         }
     }
@@ -160,11 +170,19 @@ fn the_dockerfile_build_stage_runs_step_by_step() {
         ran.iter()
             .any(|r| r.contains("cargo build --locked --release"))
     );
-    // Each with the profile the image ships it with (Cargo.toml says why).
-    for (profile, bin) in [("release", "detector"), ("drainer", "drainer")] {
-        let exe = target.join(profile).join(bin);
+    // Each with the profile the image ships it with (Cargo.toml says why), the drainer also with
+    // the profile of its training run (build/pgo-drainer.sh), which has run here.
+    for exe in [
+        target.join("release/detector"),
+        target.join("shipped/drainer"),
+        target.join("pgo/drainer.profdata"),
+    ] {
         assert!(exe.is_file(), "{} was not built", exe.display());
     }
+    assert!(
+        args.contains(&("NODEMEDIC_PGO".into(), "on".into())),
+        "the image's drainer is built with profile-guided optimisation: {args:?}"
+    );
 }
 
 #[test]

@@ -1,0 +1,286 @@
+//! A fleet of kubelet-shaped Nodes and ReplicaSet-owned Pods (`tests/fixtures/scale/`), the kubelets'
+//! status updates, and the drainer run on it the way an operator runs draino. Shared by the `scale`
+//! bench (which measures the drainer there) and `pgo-train` (which runs the drainer there so that its
+//! image is built with the profile of that work: `build/pgo-drainer.sh`).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+/// Pods on each node.
+pub const PODS_PER_NODE: usize = 10;
+/// The namespace of the fleet's pods.
+pub const NAMESPACE: &str = "bench";
+
+const NODE_FIXTURE: &str = include_str!("../fixtures/scale/kubelet-like-node.json");
+const POD_FIXTURE: &str = include_str!("../fixtures/scale/replicaset-pod.json");
+
+/// The name of node `i`.
+pub fn name(i: usize) -> String {
+    format!("scale-{i:05}")
+}
+
+fn node(template: &Value, i: usize) -> Node {
+    let mut n = template.clone();
+    let name = name(i);
+    n["metadata"]["name"] = json!(name);
+    n["metadata"]["labels"]["kubernetes.io/hostname"] = json!(name);
+    n["metadata"]["labels"]["topology.kubernetes.io/zone"] =
+        json!(format!("region-1{}", ["a", "b", "c"][i % 3]));
+    n["spec"]["providerID"] = json!(format!("fake:///region-1/{name}"));
+    n["spec"]["podCIDR"] = json!(format!("10.{}.{}.0/24", 64 + i / 256, i % 256));
+    n["spec"]["podCIDRs"] = json!([format!("10.{}.{}.0/24", 64 + i / 256, i % 256)]);
+    let now = crate::cluster::now_rfc3339();
+    if let Some(conditions) = n["status"]["conditions"].as_array_mut() {
+        for c in conditions {
+            c["lastHeartbeatTime"] = json!(now);
+            c["lastTransitionTime"] = json!("2026-11-01T00:00:00Z");
+        }
+    }
+    serde_json::from_value(n).expect("the node fixture is a Node")
+}
+
+fn pod(template: &Value, rs_uid: &str, i: usize, j: usize, instant: bool) -> Pod {
+    let mut p = template.clone();
+    p["metadata"]["name"] = json!(format!("app-{i:05}-{j}"));
+    p["metadata"]["ownerReferences"][0]["uid"] = json!(rs_uid);
+    p["spec"]["nodeName"] = json!(name(i));
+    if instant {
+        p["spec"]["terminationGracePeriodSeconds"] = json!(0);
+    }
+    serde_json::from_value(p).expect("the pod fixture is a Pod")
+}
+
+/// Create `count` nodes and [`PODS_PER_NODE`] pods on each (owned by one ReplicaSet in
+/// [`NAMESPACE`]); the pods of the nodes in `instant` have a zero grace period, so an eviction
+/// deletes them at once.
+pub async fn create(client: &kube::Client, count: usize, instant: &HashSet<usize>) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node_template: Value = serde_json::from_str(NODE_FIXTURE).expect("node fixture");
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let (nodes, n) = (nodes.clone(), node(&node_template, i));
+            async move {
+                nodes
+                    .create(&PostParams::default(), &n)
+                    .await
+                    .expect("create node")
+            }
+        })
+        .buffer_unordered(32)
+        .for_each(|_| async {})
+        .await;
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let namespace = json!({"metadata": {"name": NAMESPACE}});
+    ns.create(
+        &PostParams::default(),
+        &serde_json::from_value(namespace).expect("a Namespace"),
+    )
+    .await
+    .expect("create namespace");
+    let rs: Api<ReplicaSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let owner = json!({"metadata": {"name": "bench-rs"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "bench"}},
+            "template": {"metadata": {"labels": {"app": "bench"}}, "spec": {"containers": [{"name": "app", "image": "x"}]}}}});
+    let rs = rs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(owner).expect("a ReplicaSet"),
+        )
+        .await
+        .expect("create replicaset");
+    let rs_uid = rs.metadata.uid.expect("the server gives a uid");
+    let pod_template: Value = serde_json::from_str(POD_FIXTURE).expect("pod fixture");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    futures::stream::iter((0..count).flat_map(|i| (0..PODS_PER_NODE).map(move |j| (i, j))))
+        .map(|(i, j)| {
+            let (pods, p) = (
+                pods.clone(),
+                pod(&pod_template, &rs_uid, i, j, instant.contains(&i)),
+            );
+            async move {
+                pods.create(&PostParams::default(), &p)
+                    .await
+                    .expect("create pod")
+            }
+        })
+        .buffer_unordered(32)
+        .for_each(|_| async {})
+        .await;
+}
+
+/// A kubelet's status heartbeat: new lastHeartbeatTime on its conditions.
+pub fn heartbeat() -> Value {
+    let now = crate::cluster::now_rfc3339();
+    let conds: Vec<Value> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        .iter()
+        .map(|t| json!({"type": t, "lastHeartbeatTime": now}))
+        .collect();
+    json!({"status": {"conditions": conds}})
+}
+
+/// Send kubelet-like status updates to nodes `0..count` round-robin at `rate` per second (0: as
+/// fast as `workers` concurrent writers go) until `stop`; returns the number sent.
+pub async fn churn(
+    nodes: Api<Node>,
+    count: usize,
+    rate: f64,
+    workers: usize,
+    stop: Arc<AtomicBool>,
+) -> usize {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (nodes, sent, stop) = (nodes.clone(), sent.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut k = w;
+                while !stop.load(Ordering::Relaxed) {
+                    if rate > 0.0 {
+                        let due = start
+                            + Duration::from_secs_f64(sent.load(Ordering::Relaxed) as f64 / rate);
+                        tokio::time::sleep_until(due.into()).await;
+                    }
+                    let n = name(k % count);
+                    k += workers;
+                    if nodes
+                        .patch_status(&n, &PatchParams::default(), &Patch::Strategic(heartbeat()))
+                        .await
+                        .is_ok()
+                    {
+                        sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+    sent.load(Ordering::Relaxed)
+}
+
+/// Wait until `node` satisfies `check`, watching it; returns when it did (None: not in time).
+pub async fn watch_until(
+    nodes: &Api<Node>,
+    node: &str,
+    timeout: Duration,
+    check: impl Fn(&Node) -> bool,
+) -> Option<Instant> {
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let stream = watcher::watcher(nodes.clone(), cfg);
+    futures::pin_mut!(stream);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, stream.try_next())
+            .await
+            .ok()?
+            .ok()??;
+        let hit = match &ev {
+            watcher::Event::Apply(n) | watcher::Event::InitApply(n) => check(n),
+            _ => false,
+        };
+        if hit {
+            return Some(Instant::now());
+        }
+    }
+}
+
+/// Whether the node is cordoned.
+pub fn cordoned(n: &Node) -> bool {
+    n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+}
+
+/// The phase of the drainer's record on the node (`drained`, ...).
+pub fn record_phase(n: &Node) -> Option<String> {
+    let raw = n
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(nodemedic_common::keys::DRAIN_RECORD_ANNOTATION)?;
+    let v: Value = serde_json::from_str(raw).ok()?;
+    v["phase"].as_str().map(String::from)
+}
+
+/// The node's KernelDeadlock condition turns True now (as NPD or our detector would set it).
+pub async fn mark_bad(nodes: &Api<Node>, name: &str) {
+    let now = crate::cluster::now_rfc3339();
+    let bad = json!({"status": {"conditions": [{"type": "KernelDeadlock", "status": "True", "reason": "DockerHung",
+        "message": "task docker:1234 blocked for more than 120 seconds", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(bad))
+        .await
+        .expect("set the KernelDeadlock condition");
+}
+
+/// `drainer run` as an operator runs draino on this fleet: nodes labelled `draino=node` (CEL),
+/// KernelDeadlock=True, no drain buffer, budgets wide enough for the benches' bursts; its metrics
+/// and health on `listen`, the cluster in `kubeconfig`, one malloc arena as the image sets
+/// (`MALLOC_ARENA_MAX` overrides), warnings on stderr (`NODEMEDIC_BENCH_LOG` overrides).
+pub fn drainer_command(exe: &Path, kubeconfig: &Path, listen: &str) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(["run", "KernelDeadlock=True", "--listen", listen])
+        .args(["--node-label-expr", "metadata.labels['draino'] == 'node'"])
+        .args(["--drain-buffer", "0s", "--max-cordoned", "100"])
+        .args(["--max-drains-in-flight", "100"])
+        .env("KUBECONFIG", kubeconfig)
+        .env(
+            "MALLOC_ARENA_MAX",
+            std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "1".into()),
+        )
+        .env(
+            "RUST_LOG",
+            std::env::var("NODEMEDIC_BENCH_LOG")
+                .unwrap_or_else(|_| "warn,kube_client::client::tls=error".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    cmd
+}
+
+/// Whether `GET /readyz` on `addr` answers 200.
+pub fn readyz(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.write_all(
+        format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    buf.starts_with("HTTP/1.1 200")
+}
+
+/// Wait until the drainer on `listen` is ready (caches synced) and holds its Lease; false if it
+/// did not within `timeout`.
+pub async fn wait_ready(client: &kube::Client, listen: &str, timeout: Duration) -> bool {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let deadline = Instant::now() + timeout;
+    while !readyz(listen)
+        || leases
+            .get_opt("nodemedic-drainer")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+    {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
