@@ -3,9 +3,9 @@
 # Builds the drainer as the image ships it, into $CARGO_TARGET_DIR/shipped/drainer (target/ by
 # default), with profile-guided optimisation:
 #   1. the `drainer` profile with -Cprofile-generate (target/pgo/gen),
-#   2. `pgo-train` (tests/src/bin/pgo-train.rs) runs that drainer for about a minute on the test API
+#   2. `pgo-train` (tests/src/bin/pgo-train.rs) runs that drainer for about 80 s on the test API
 #      server (127.0.0.1 only): a fleet's status updates one at a time and in bursts, cordons, drains,
-#      metrics scrapes; then SIGTERM, which writes the profile,
+#      metrics scrapes, a periodic resync; then SIGTERM, which writes the profile,
 #   3. llvm-profdata merges it (target/pgo/drainer.profdata),
 #   4. the `drainer` profile again with -Cprofile-use (target/pgo/use).
 # Why: each kubelet status update reaches the drainer alone and finds the code of the HTTP client,

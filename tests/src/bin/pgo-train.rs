@@ -4,7 +4,8 @@
 //! kubelet-shaped nodes (`nodemedic_tests::fleet`) sends status updates one at a time and in bursts,
 //! nodes turn bad one at a time and many at once and are cordoned and drained, and the metrics are
 //! scraped. Then the drainer gets SIGTERM (a killed process writes no profile) and must exit cleanly
-//! and leave its profile in PROFILE_DIR (`LLVM_PROFILE_FILE`). About a minute.
+//! and leave its profile in PROFILE_DIR (`LLVM_PROFILE_FILE`). It runs 70 s after the drainer is ready,
+//! so that its periodic resync of the whole fleet is in the profile too; about 80 s in all.
 //!
 //! The work is the drainer's usual one, not the `scale` bench's measurement: another fleet size, and
 //! every phase shorter.
@@ -25,6 +26,8 @@ const NODES: usize = 400;
 /// Drained one at a time, then at once (their pods have no grace period).
 const ONE_BY_ONE: usize = 8;
 const AT_ONCE: usize = 20;
+/// How long the drainer runs after it is ready: past its first resync (60 s).
+const RESYNC_SEEN: Duration = Duration::from_secs(70);
 
 /// The drainer process, killed if training fails half-way (it would outlive its API server).
 struct Drainer(Option<std::process::Child>);
@@ -94,6 +97,7 @@ async fn train(exe: &Path, profiles: &Path) -> anyhow::Result<()> {
         "the drainer was not ready (caches synced, lease held) within 5 minutes"
     );
     say("drainer ready", t0);
+    let ready = Instant::now();
 
     let sent = heartbeats(&nodes, count, 20.0, Duration::from_secs(15)).await;
     say(&format!("{sent} status updates one at a time"), t0);
@@ -107,6 +111,11 @@ async fn train(exe: &Path, profiles: &Path) -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)
             .context("scraping the drainer's metrics")?;
     }
+    // Until the controller's periodic resync (every 60 s, `controller::RESYNC`) has walked the
+    // fleet at least once: at scale it is most of the drainer's work between events.
+    let left = RESYNC_SEEN.saturating_sub(ready.elapsed());
+    let sent = heartbeats(&nodes, count, 20.0, left).await;
+    say(&format!("{sent} more status updates, past a resync"), t0);
     stop(drainer).await?;
     let written = std::fs::read_dir(profiles)?
         .flatten()

@@ -171,10 +171,11 @@ fn the_dockerfile_build_stage_runs_step_by_step() {
             .any(|r| r.contains("cargo build --locked --release"))
     );
     // Each with the profile the image ships it with (Cargo.toml says why), the drainer also with
-    // the profile of its training run (build/pgo-drainer.sh), which has run here.
+    // the profile of its training run (build/pgo-drainer.sh), which has run here; both in dist/,
+    // where the image stages copy them from.
     for exe in [
-        target.join("release/detector"),
-        target.join("shipped/drainer"),
+        workdir.join("dist/detector"),
+        workdir.join("dist/drainer"),
         target.join("pgo/drainer.profdata"),
     ] {
         assert!(exe.is_file(), "{} was not built", exe.display());

@@ -10,6 +10,11 @@
 //! - the drainer image runs as 65532 and prints `drainer plan` for the bundled snapshot, the same
 //!   plan the host computes.
 //!
+//! The drainer is built here without its profile-guided optimisation (`--build-arg NODEMEDIC_PGO=off`):
+//! that build (`build/pgo-drainer.sh`: an instrumented build, a training run, a second build) adds
+//! some 12 minutes on 2 cores, which would put CI near half an hour; `image.rs` runs its steps, and
+//! it changes how fast the binary runs, not what the image is or does.
+//!
 //! Image and binary sizes are printed. Needs root, buildah, mmdebstrap, containerd and runc (`.ci/run`
 //! installs them from Debian); without them it says it is skipped, and fails in CI (`CI` set). Base images stay in
 //! buildah's storage and layers are cached (`--layers`), so a later run on the same machine builds
@@ -186,6 +191,8 @@ fn build(target: &str, tag: &str) {
             "--network",
             "host",
             "--pull-never",
+            "--build-arg",
+            "NODEMEDIC_PGO=off",
             "--target",
             target,
             "-t",
