@@ -259,8 +259,7 @@ async fn main() {
         let cordoned = {
             let (nodes, n) = (nodes.clone(), n.clone());
             tokio::spawn(async move {
-                fleet::watch_until(&nodes, &n, Duration::from_secs(30), |x| fleet::cordoned(x))
-                    .await
+                fleet::watch_until(&nodes, &n, Duration::from_secs(30), fleet::cordoned).await
             })
         };
         let drained = {
