@@ -9,7 +9,8 @@
 //! later runs reuse, so that CI builds the binaries in a few minutes instead of the image's quarter
 //! hour. The drainer's profile-guided build (`build/pgo-drainer.sh`) runs in full: its instrumented
 //! build, its training run against a test API server, the merge and the build with the profile; the
-//! profile of an unoptimised drainer only proves the steps work (the image test builds the real one).
+//! profile of an unoptimised drainer only proves the steps work (the image test builds without PGO to
+//! keep CI short; the benches build and measure the optimised one).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
