@@ -34,6 +34,13 @@ async fn main() {
         ),
     )
     .unwrap();
+    // The record key Secret, as the manifests ship it (empty; the drainer fills it).
+    server.put_object(
+        "v1",
+        "secrets",
+        Some("kube-system"),
+        serde_json::json!({"metadata": {"name": "nodemedic-drainer-record-key", "namespace": "kube-system"}}),
+    );
     let guard_port = free_port();
     let mut child = Command::new(nodemedic_tests::bins::shipped_drainer())
         .args(["run", "KernelDeadlock=True", "--node-selector", "none=x"])

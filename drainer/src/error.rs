@@ -20,6 +20,8 @@ pub enum Error {
     },
     #[error("guard: cannot listen on {0}")]
     GuardListen(SocketAddr),
+    #[error(transparent)]
+    RecordKey(#[from] crate::act::key::KeyError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

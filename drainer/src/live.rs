@@ -450,7 +450,7 @@ mod tests {
         let n = node(serde_json::json!({
             "metadata": {"name": "n1", "annotations": {
                 OWNED_CONDITIONS_ANNOTATION: "KernelDeadlock,ReadonlyFilesystem,Gone",
-                DRAIN_RECORD_ANNOTATION: record.to_annotation()}},
+                DRAIN_RECORD_ANNOTATION: record.to_annotation(&crate::model::seal::RecordTrust::Unchecked)}},
             "spec": {"unschedulable": true},
             "status": {"conditions": [
                 {"type": "Ready", "status": "True"},

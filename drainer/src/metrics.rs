@@ -104,6 +104,8 @@ pub struct Metrics {
     malformed: Family<KindLabel, Counter>,
     /// Probations started (`--uncordon-after`).
     pub probations: Counter,
+    /// Drain records found on nodes that this drainer did not write for them (ignored).
+    pub records_rejected: Counter,
     /// Selected nodes whose detector is silent, as of the last resync.
     pub silent_detectors: Gauge,
     pod_policies: Family<PolicyLabel, Counter>,
@@ -149,6 +151,7 @@ impl Metrics {
             selector_errors: Counter::default(),
             stale_evictions: Family::default(),
             probations: Counter::default(),
+            records_rejected: Counter::default(),
             silent_detectors: Gauge::default(),
             pod_policies: Family::default(),
         }
@@ -254,6 +257,11 @@ impl Metrics {
             "nodemedic_drainer_stale_evictions",
             "Evictions of stale pods, by result",
             self.stale_evictions.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_records_rejected",
+            "Drain records found on nodes that this drainer did not write for that Node (forged, altered, copied from another node, an older one written back, or unsealed from a release before records were sealed): ignored, the node decided as if it had none",
+            self.records_rejected.clone(),
         );
         registry.register(
             "nodemedic_drainer_probations",

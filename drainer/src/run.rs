@@ -20,6 +20,7 @@ use crate::controller::Controller;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::model::cluster::Gated;
+use crate::model::seal::RecordTrust;
 use crate::observe::Observed;
 use crate::record::Recorder;
 
@@ -81,6 +82,9 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
 
+    // The record key first: without it no record can be trusted, so nothing starts.
+    let secret = crate::act::key::default_secret(&opts.lease.name);
+    let key = crate::act::key::load(client.clone(), &opts.lease.namespace, &secret).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
     let observed = Observed::default();
@@ -125,9 +129,11 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let record = Recorder::new(cluster.clone(), metrics.clone(), observed.clone(), clock)
         .with_notifier(notifier, &opts.lease.name);
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
-    // A drainer is known by its Lease name: its records carry it, and it acts only on its own.
+    // A drainer is known by its Lease name: its records carry it, and it acts only on its own, as
+    // sealed with its key (see `model::seal`).
     let mut config = opts.config;
     config.owner = opts.lease.name.clone();
+    config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx);

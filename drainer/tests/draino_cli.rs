@@ -41,12 +41,16 @@ impl Drop for Killed {
     }
 }
 
-fn drainer(
+/// The drainer as draino's Deployment runs it; its record key Secret made first, as the shipped
+/// manifests make it.
+async fn drainer(
+    cluster: &Cluster,
     args: &[String],
     kubeconfig: &std::path::Path,
     lease: &str,
     env: &[(&str, &str)],
 ) -> Killed {
+    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", lease, None).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
     cmd.args(args)
         // What the Deployment gets from its environment: a cluster, a port, its own lock.
@@ -127,7 +131,14 @@ async fn draino_command_lines_run_unchanged() {
     let other = cluster.create_node("draino-other").await;
     set_condition(&cluster, &enabled, "ReallyBadCondition").await;
     set_condition(&cluster, &other, "BadCondition").await;
-    let run = drainer(&args, &kubeconfig, &format!("draino-manifest-{id}"), &[]);
+    let run = drainer(
+        &cluster,
+        &args,
+        &kubeconfig,
+        &format!("draino-manifest-{id}"),
+        &[],
+    )
+    .await;
     wait_cordon_starting(
         &cluster,
         &enabled,
@@ -161,7 +172,14 @@ async fn draino_command_lines_run_unchanged() {
     ]
     .map(String::from)
     .to_vec();
-    let run = drainer(&args, &kubeconfig, &format!("draino-expr-{id}"), &[]);
+    let run = drainer(
+        &cluster,
+        &args,
+        &kubeconfig,
+        &format!("draino-expr-{id}"),
+        &[],
+    )
+    .await;
     eventually(
         "the selected node cordoned",
         Duration::from_secs(60),
@@ -176,6 +194,7 @@ async fn draino_command_lines_run_unchanged() {
         .await;
     set_condition(&cluster, &from_env, "ReallyBadCondition").await;
     let run = drainer(
+        &cluster,
         &["ReallyBadCondition".to_string()],
         &kubeconfig,
         &format!("draino-env-{id}"),
@@ -183,7 +202,8 @@ async fn draino_command_lines_run_unchanged() {
             ("DRAINO_NODE_LABEL_EXPR", "metadata.labels['pool'] == 'env'"),
             ("DRAINO_DRY_RUN", "true"),
         ],
-    );
+    )
+    .await;
     wait_cordon_starting(
         &cluster,
         &from_env,
@@ -197,6 +217,7 @@ async fn draino_command_lines_run_unchanged() {
     );
     // kingpin: a flag beats its variable, and the last of --dry-run and --no-dry-run wins.
     let run = drainer(
+        &cluster,
         &["--dry-run", "ReallyBadCondition", "--no-dry-run"].map(String::from),
         &kubeconfig,
         &format!("draino-env-{id}"),
@@ -204,7 +225,8 @@ async fn draino_command_lines_run_unchanged() {
             ("DRAINO_NODE_LABEL_EXPR", "metadata.labels['pool'] == 'env'"),
             ("DRAINO_DRY_RUN", "true"),
         ],
-    );
+    )
+    .await;
     eventually(
         "--no-dry-run over DRAINO_DRY_RUN=true cordoned",
         Duration::from_secs(60),

@@ -462,6 +462,11 @@ impl Cluster {
             let ds: Api<k8s_openapi::api::apps::v1::DaemonSet> =
                 Api::namespaced(self.client.clone(), ns);
             let _ = ds.delete_collection(&DeleteParams::default(), &sel).await;
+            let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+                Api::namespaced(self.client.clone(), ns);
+            let _ = secrets
+                .delete_collection(&DeleteParams::default(), &sel)
+                .await;
         }
         for n in self.kubelet.nodes() {
             self.delete_node(&n).await;

@@ -66,6 +66,8 @@ fn pod(template: &Value, rs_uid: &str, i: usize, j: usize, instant: bool) -> Pod
 /// [`NAMESPACE`]); the pods of the nodes in `instant` have a zero grace period, so an eviction
 /// deletes them at once.
 pub async fn create(client: &kube::Client, count: usize, instant: &HashSet<usize>) {
+    // The default drainer's record key Secret, as the manifests ship it.
+    crate::record_key_secret(client, "kube-system", "nodemedic-drainer", None).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let node_template: Value = serde_json::from_str(NODE_FIXTURE).expect("node fixture");
     futures::stream::iter(0..count)

@@ -46,3 +46,30 @@ pub async fn try_http_get(url: &str) -> Result<String, String> {
         .to_bytes();
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
+
+/// The drainer's record key Secret for Lease `lease` in `namespace`, made empty as the shipped
+/// manifests make it (the drainer fills it at its first start); one that exists already is kept.
+/// `run`: the scenario's `nodemedic.test/run` label, so its cleanup removes it.
+pub async fn record_key_secret(
+    client: &kube::Client,
+    namespace: &str,
+    lease: &str,
+    run: Option<&str>,
+) {
+    use k8s_openapi::api::core::v1::Secret;
+    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let labels = match run {
+        Some(run) => serde_json::json!({"nodemedic.test/run": run}),
+        None => serde_json::json!({}),
+    };
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{lease}-record-key"), "namespace": namespace, "labels": labels},
+        "type": "Opaque"
+    }))
+    .unwrap();
+    match api.create(&Default::default(), &secret).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("cannot make the record key Secret for {lease}: {e}"),
+    }
+}

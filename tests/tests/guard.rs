@@ -171,6 +171,9 @@ async fn start(cluster: &Cluster, dir: &Path) -> Running {
 }
 
 async fn start_with(cluster: &Cluster, dir: &Path, config: GuardConfig) -> Running {
+    let lease = cluster.name("guard-test");
+    let run = cluster.id_label();
+    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, Some(&run)).await;
     let opts = Options {
         config: Config {
             selector: Selector::labels("nodemedic.test/none=x").unwrap(),
@@ -180,7 +183,7 @@ async fn start_with(cluster: &Cluster, dir: &Path, config: GuardConfig) -> Runni
         listen: "127.0.0.1:0".parse().unwrap(),
         lease: LeaseConfig {
             namespace: "kube-system".into(),
-            name: cluster.name("guard-test"),
+            name: lease,
             identity: "g".into(),
             duration: Duration::from_secs(2),
             renew_deadline: Duration::from_millis(1500),

@@ -204,6 +204,9 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
     // The guard, in the drainer, registered with the API server for guarded namespaces.
     let dir = tempfile::tempdir().unwrap();
     let ca = write_cert(dir.path(), "guard");
+    let lease = cluster.name("guard");
+    let run = cluster.id_label();
+    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, Some(&run)).await;
     let drainer = nodemedic_drainer::run::start(
         nodemedic_drainer::run::Options {
             // Selects the scenario's nodes: no condition of theirs is a problem, but it reports
@@ -218,7 +221,7 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
             listen: "127.0.0.1:0".parse().unwrap(),
             lease: LeaseConfig {
                 namespace: "kube-system".into(),
-                name: cluster.name("guard"),
+                name: lease,
                 identity: "g".into(),
                 duration: Duration::from_secs(2),
                 renew_deadline: Duration::from_millis(1500),

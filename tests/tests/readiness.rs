@@ -113,6 +113,10 @@ impl Env {
             reload: None,
             guard: None,
         };
+        let run = self.cluster.id_label();
+        let client = &self.cluster.client;
+        nodemedic_tests::record_key_secret(client, "kube-system", &opts.lease.name, Some(&run))
+            .await;
         run::start(opts, self.cluster.client_for("drainer"))
             .await
             .unwrap()

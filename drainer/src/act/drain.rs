@@ -47,7 +47,7 @@ impl<C: Cluster> Executor<C> {
             tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
             return None;
         }
-        if let Err(e) = self.set_record(node, Some(&record)).await {
+        if let Err(e) = self.set_record(node, Some(&record), &cfg.records).await {
             tracing::warn!(%node, error = %e, "cannot record the drain start; not draining now");
             return None;
         }
@@ -84,7 +84,7 @@ impl<C: Cluster> Executor<C> {
         let took = now.duration_since(run.started).as_secs_f64().max(0.0);
         self.record.metrics().drain_duration.observe(took);
         let scheduled = format!("Drain activity scheduled {}", ts(finished.drain_at));
-        let _ = self.set_record(node, Some(finished)).await;
+        let _ = self.set_record(node, Some(finished), &cfg.records).await;
         match &run.outcome {
             DrainOutcome::Drained => {
                 let message = format!("{scheduled} | Completed: {}", ts(now));

@@ -10,12 +10,13 @@ use nodemedic_common::status::Status;
 use nodemedic_common::time::rfc3339 as ts;
 
 use super::hold::{Hold, TAINT_TRIES, edit_taints};
-use crate::config::{AfterDrain, Config};
+use crate::config::Config;
 use crate::decide::Effect;
 use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch};
 use crate::model::node::NodeView;
 use crate::model::occurrence::Occurrence;
-use crate::model::record::Record;
+use crate::model::record::{Checked, Record};
+use crate::model::seal::RecordTrust;
 use crate::record::Recorder;
 
 /// Performs the effects of decisions. Cheap to clone (drains run with clones).
@@ -67,13 +68,13 @@ impl<C: Cluster> Executor<C> {
     ) -> bool {
         let node = view.name.as_str();
         match effect {
-            Effect::Cordon(record) => self.cordon(view, record, cfg.skip_drain).await,
-            Effect::Uncordon(record) => self.uncordon(node, record, reason, &cfg.after_drain).await,
+            Effect::Cordon(record) => self.cordon(view, record, cfg).await,
+            Effect::Uncordon(record) => self.uncordon(node, record, reason, cfg).await,
             Effect::DeleteNode => self.delete_node(view).await,
-            Effect::Release(record) => self.release(view, record).await,
-            Effect::Probation(record) => self.probation(view, record).await,
-            Effect::Relapse(record) => self.relapse(view, record, cfg.skip_drain).await,
-            Effect::Forget => self.set_record(node, None).await.is_ok(),
+            Effect::Release(record) => self.release(view, record, cfg).await,
+            Effect::Probation(record) => self.probation(view, record, cfg).await,
+            Effect::Relapse(record) => self.relapse(view, record, cfg).await,
+            Effect::Forget => self.set_record(node, None, &cfg.records).await.is_ok(),
             Effect::Nothing | Effect::Drain(_) => true,
         }
     }
@@ -81,7 +82,7 @@ impl<C: Cluster> Executor<C> {
     /// Cordon (unless `--cordon=false`) and taint as `record` says, with the record, in one patch;
     /// the node's resourceVersion makes it fail (409) if it changed since it was observed, so we
     /// never act on stale state. Then DrainScheduled, unless `skip_drain`. True when written.
-    async fn cordon(&self, node: &NodeView, record: &Record, skip_drain: bool) -> bool {
+    async fn cordon(&self, node: &NodeView, record: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         let problem = record.reason.clone();
         self.record
@@ -99,7 +100,7 @@ impl<C: Cluster> Executor<C> {
             seen: Some(&node.resource_version),
             ..Default::default()
         };
-        let o = match self.hold(name, &hold).await {
+        let o = match self.hold(name, &hold, &cfg.records).await {
             Ok(()) => held(record),
             Err(e) => Occurrence::CordonFailed {
                 error: e.to_string(),
@@ -107,7 +108,7 @@ impl<C: Cluster> Executor<C> {
         };
         let cordoned = !matches!(o, Occurrence::CordonFailed { .. });
         self.record.node(name, o).await;
-        if !cordoned || skip_drain {
+        if !cordoned || cfg.skip_drain {
             return cordoned;
         }
         self.schedule_drain(name, record).await;
@@ -130,7 +131,8 @@ impl<C: Cluster> Executor<C> {
 
     /// Uncordon (if we hold the cordon) and take our taints off, removing the record, draino's
     /// annotation, DrainScheduled and the after-drain `marks`. True when written.
-    async fn uncordon(&self, node: &str, record: &Record, why: &str, marks: &AfterDrain) -> bool {
+    async fn uncordon(&self, node: &str, record: &Record, why: &str, cfg: &Config) -> bool {
+        let marks = &cfg.after_drain;
         let starting = Occurrence::UncordonStarting { why: why.into() };
         self.record.node(node, starting).await;
         if self.dry_run() {
@@ -149,7 +151,7 @@ impl<C: Cluster> Executor<C> {
             draino: Some(None),
             ..Default::default()
         };
-        if let Err(e) = self.hold(node, &hold).await {
+        if let Err(e) = self.hold(node, &hold, &cfg.records).await {
             let error = e.to_string();
             self.record
                 .node(node, Occurrence::UncordonFailed { error })
@@ -169,33 +171,33 @@ impl<C: Cluster> Executor<C> {
 
     /// A person lifted our cordon or a taint of ours: store the record as released and lift what
     /// is left of our hold (the record on the node says what we held). True when written.
-    async fn release(&self, node: &NodeView, released: &Record) -> bool {
+    async fn release(&self, node: &NodeView, released: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         tracing::info!(node = %name, "hold lifted by a person: released for this problem episode");
         if self.dry_run() {
             return false;
         }
-        let held = Record::of(node).unwrap_or_default();
+        let held = ours(node, cfg);
         let hold = Hold {
             unschedulable: (held.cordoned && node.unschedulable).then_some(false),
             untaint: held.held_taints(),
             record: Some(Some(released)),
             ..Default::default()
         };
-        self.hold(name, &hold).await.is_ok()
+        self.hold(name, &hold, &cfg.records).await.is_ok()
     }
 
     /// Probation starts: the record, and with a probation taint the cordon and the problem's
     /// taints swapped for it. True when written.
-    async fn probation(&self, node: &NodeView, next: &Record) -> bool {
+    async fn probation(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         if self.dry_run() {
             tracing::info!(node = %name, "dry-run: would start probation");
             return false;
         }
-        let held = Record::of(node).unwrap_or_default();
+        let held = ours(node, cfg);
         let hold = swap(&held, next, Some(&node.resource_version));
-        let o = match self.hold(name, &hold).await {
+        let o = match self.hold(name, &hold, &cfg.records).await {
             Ok(()) => Occurrence::ProbationStarted {
                 until: next.probation_until.unwrap_or_default(),
                 taint: (!next.cordoned && held.cordoned).then(|| next.taints.join(", ")),
@@ -211,16 +213,16 @@ impl<C: Cluster> Executor<C> {
 
     /// The problem came back during probation: held again as `next` says, and the drain
     /// scheduled at once. True when written.
-    async fn relapse(&self, node: &NodeView, next: &Record, skip_drain: bool) -> bool {
+    async fn relapse(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         if self.dry_run() {
             tracing::info!(node = %name, "dry-run: would hold again after a relapse");
             return false;
         }
-        let held = Record::of(node).unwrap_or_default();
+        let held = ours(node, cfg);
         let mut hold = swap(&held, next, Some(&node.resource_version));
         hold.draino = Some(Some(next.reason.clone()));
-        let o = match self.hold(name, &hold).await {
+        let o = match self.hold(name, &hold, &cfg.records).await {
             Ok(()) => Occurrence::Relapsed {
                 problem: next.reason.clone(),
             },
@@ -230,7 +232,7 @@ impl<C: Cluster> Executor<C> {
         };
         let written = matches!(o, Occurrence::Relapsed { .. });
         self.record.node(name, o).await;
-        if written && !skip_drain {
+        if written && !cfg.skip_drain {
             self.schedule_drain(name, next).await;
         }
         written
@@ -262,12 +264,17 @@ impl<C: Cluster> Executor<C> {
         deleted
     }
 
-    /// Store (or with `None` remove) the record only.
-    pub async fn set_record(&self, node: &str, record: Option<&Record>) -> Result<(), ApiError> {
+    /// Store (or with `None` remove) the record only, sealed under `trust`.
+    pub async fn set_record(
+        &self,
+        node: &str,
+        record: Option<&Record>,
+        trust: &RecordTrust,
+    ) -> Result<(), ApiError> {
         if self.dry_run() {
             return Ok(());
         }
-        let value = record.map(Record::to_annotation);
+        let value = record.map(|r| r.to_annotation(trust));
         let patch = NodePatch::default().annotation(keys::DRAIN_RECORD_ANNOTATION, value);
         self.cluster.patch_node(node, &patch).await
     }
@@ -286,6 +293,18 @@ impl<C: Cluster> Executor<C> {
             at: self.clock.now(),
         };
         self.cluster.patch_node_status(node, &patch).await
+    }
+}
+
+/// The hold our record on `node` says we have: nothing unless the record is ours and authentic, so
+/// a cordon or taint is lifted only when we can prove we put it on.
+fn ours(node: &NodeView, cfg: &Config) -> Record {
+    match Record::check(node, &cfg.records, &cfg.owner) {
+        Checked::Authentic(r) => r,
+        _ => Record {
+            cordoned: false,
+            ..Default::default()
+        },
     }
 }
 
@@ -325,14 +344,20 @@ impl<C: Cluster> Executor<C> {
     /// change the list is read fresh and written back with its resourceVersion (retried on a
     /// conflict unless the decision's version is a precondition); without taints to change nothing
     /// is read.
-    pub(super) async fn hold(&self, node: &str, h: &Hold<'_>) -> Result<(), ApiError> {
+    pub(super) async fn hold(
+        &self,
+        node: &str,
+        h: &Hold<'_>,
+        trust: &RecordTrust,
+    ) -> Result<(), ApiError> {
         let mut patch = NodePatch {
             resource_version: h.seen.map(ToString::to_string),
             unschedulable: h.unschedulable,
             ..Default::default()
         };
         if let Some(r) = h.record {
-            patch = patch.annotation(keys::DRAIN_RECORD_ANNOTATION, r.map(Record::to_annotation));
+            let value = r.map(|r| r.to_annotation(trust));
+            patch = patch.annotation(keys::DRAIN_RECORD_ANNOTATION, value);
         }
         if let Some(d) = &h.draino {
             patch = patch.annotation(keys::DRAINO_CONDITIONS_ANNOTATION, d.clone());

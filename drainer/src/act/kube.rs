@@ -75,6 +75,13 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["get", "create", "update"],
         namespaced: true,
     },
+    // The record key (`act::key`): its one Secret, shipped empty, filled at the first start.
+    Permission {
+        group: "",
+        resource: "secrets",
+        verbs: &["get", "update"],
+        namespaced: true,
+    },
     // The detector watchdog reads where the detector DaemonSet runs (it lives in the drainer's
     // namespace in the shipped manifests and chart).
     Permission {

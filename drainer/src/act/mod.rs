@@ -9,6 +9,7 @@
 //! ```text
 //!  executor  the executor and the node writes (cordon, uncordon, probation, record, delete)
 //!  hold      the cordon, our taints and the record written together
+//!  key       the record key, from the drainer's Secret
 //!  drain     a drain's evictions, and writing how it ended
 //!  marks     the after-drain labels, annotations and taints
 //!  kube      the Cluster over the Kubernetes API (what `drainer run` writes with; its RBAC)
@@ -18,6 +19,7 @@
 pub mod drain;
 pub mod executor;
 pub mod hold;
+pub mod key;
 pub mod kube;
 pub mod marks;
 pub mod memory;

@@ -74,6 +74,9 @@ fn record(phase: Phase) -> Record {
         finished_at: None,
         attempts: 0,
         retry_at: None,
+        // n1 has no uid: the nil UUID
+        node: "n1".into(),
+        uid: crate::model::node::Uid::NONE.to_string(),
         ..Default::default()
     }
 }
@@ -309,7 +312,7 @@ async fn finishing_a_drain_writes_the_given_record_the_outcome_and_the_marks() {
     let annotations = node.metadata.annotations.unwrap();
     assert_eq!(
         annotations[keys::DRAIN_RECORD_ANNOTATION],
-        finished.to_annotation(),
+        finished.to_annotation(&cfg.records),
         "the record as the controller decided it"
     );
     assert_eq!(node.metadata.labels.unwrap()["drained"], "true");
@@ -492,7 +495,10 @@ async fn probation_swaps_the_cordon_for_its_taint_and_a_relapse_swaps_back() {
         reasons(&r.cluster.take_writes()),
         ["ProblemBackInProbation", "DrainScheduled"]
     );
-    assert_eq!(Record::of(&view(&r)), Some(back));
+    assert_eq!(
+        Record::of(&view(&r), &cfg().records, &cfg().owner),
+        Some(back)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -526,7 +532,10 @@ async fn a_release_lifts_what_is_left_of_our_hold() {
             .await
     );
     assert!(!unschedulable(&r), "the rest of the hold is lifted");
-    assert_eq!(Record::of(&view(&r)), Some(released));
+    assert_eq!(
+        Record::of(&view(&r), &cfg().records, &cfg().owner),
+        Some(released)
+    );
 }
 
 fn policed(name: &str, policy: &str, action: crate::config::policy::PolicyAction) -> ToEvict {

@@ -40,6 +40,9 @@ pub enum ProtectedPods {
 pub struct Config {
     /// This drainer's name, written into its drain records (the Lease name when running).
     pub owner: String,
+    /// How drain records are sealed and checked: the running drainer's key (from its Secret), a
+    /// key of this process's own until one is set, or unchecked for `plan` and `explain` on files.
+    pub records: crate::model::seal::RecordTrust,
     pub selector: Selector,
     pub conditions: Vec<ConditionSpec>,
     pub drain_buffer: Duration,
@@ -130,6 +133,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             owner: DEFAULT_OWNER.into(),
+            records: crate::model::seal::RecordTrust::process(),
             selector: Selector::All,
             conditions: Vec::new(),
             drain_buffer: Duration::from_secs(600),

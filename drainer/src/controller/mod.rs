@@ -250,6 +250,7 @@ impl<C: Cluster> Controller<C> {
     /// started with. Logs what changed.
     pub fn reconfigure(&mut self, mut new: Config) {
         new.owner = self.cfg.owner.clone();
+        new.records = self.cfg.records.clone();
         let changes = self.cfg.changes(&new);
         if changes.is_empty() {
             tracing::info!("config file changed; the settings did not");

@@ -17,6 +17,7 @@ use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
+use crate::model::occurrence::Occurrence;
 
 /// A failed write is tried again after this long.
 const WRITE_RETRY: Duration = Duration::from_secs(5);
@@ -47,6 +48,12 @@ impl<C: Cluster> Controller<C> {
         for event in self.fleet.take_events() {
             self.record.fleet(&event, regarding.clone()).await;
             self.tap(Tap::Fleet { at: now, event });
+        }
+        for (node, why) in self.fleet.take_rejected() {
+            let why = why.to_string();
+            self.record
+                .node(&node, Occurrence::RecordRejected { why })
+                .await;
         }
         self.publish_breaker();
         self.gauges();

@@ -21,4 +21,7 @@ pub struct Candidate<'a> {
     pub flapping: Option<Flapping>,
     /// When its detector was deemed silent, if it is (the `DetectorSilent` condition).
     pub silent: Option<k8s_openapi::jiff::Timestamp>,
+    /// The newest of our records seen on this Node (the controller's memory): a record written now
+    /// is later still, so an older one written back is told from it.
+    pub newest: Option<k8s_openapi::jiff::Timestamp>,
 }

@@ -65,7 +65,10 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             by_node.entry(n).or_default().push(p);
         }
     }
-    let records: Vec<Option<Record>> = views.iter().map(Record::of).collect();
+    let records: Vec<Option<Record>> = views
+        .iter()
+        .map(|v| Record::of(v, &cfg.records, &cfg.owner))
+        .collect();
     let domains: Vec<Option<String>> = views.iter().map(|v| domain_of(v, cfg)).collect();
     let candidates: Vec<Candidate> = views
         .iter()
@@ -79,6 +82,7 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             domain: d.as_deref(),
             flapping: recorded.flapping.get(v.name.as_str()).copied(),
             silent: watchdog::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
+            newest: None,
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {
@@ -211,6 +215,16 @@ fn decide_one(
                 .collect(),
         }),
         (effect, _) => effect,
+    };
+    // A record to be written is bound to this Node object, as the version after the one it follows.
+    let prev = record.map(|r| r.at).max(c.newest);
+    let bind = |r: crate::model::record::Record| r.bound(node, prev, now);
+    let effect = match effect {
+        Effect::Cordon(r) => Effect::Cordon(bind(r)),
+        Effect::Release(r) => Effect::Release(bind(r)),
+        Effect::Probation(r) => Effect::Probation(bind(r)),
+        Effect::Relapse(r) => Effect::Relapse(bind(r)),
+        other => other,
     };
     // A drain blocked by protected pods does not start.
     let (action, why, effect) =

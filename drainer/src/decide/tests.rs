@@ -65,12 +65,17 @@ impl N {
             .unschedulable = Some(true);
         self
     }
-    pub(super) fn record(mut self, r: Record) -> N {
+    /// The drainer's record on the node, bound to it and sealed as the drainer seals them.
+    pub(super) fn record(mut self, mut r: Record) -> N {
+        let view = crate::model::node::NodeView::of(&self.0);
+        r.node = view.name.to_string();
+        r.uid = view.uid.to_string();
+        let sealed = r.to_annotation(&Config::default().records);
         self.0
             .metadata
             .annotations
             .get_or_insert_with(Default::default)
-            .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+            .insert(keys::DRAIN_RECORD_ANNOTATION.into(), sealed);
         self
     }
     /// Cordoned by us in `phase`, for the KernelDeadlock episode that started at `since`.
@@ -403,13 +408,17 @@ fn budget_of_one_drain_and_spacing_of_drain_starts() {
         .cond("KernelDeadlock", "True", 0)
         .ours(Phase::Drained, 0, NOW - 1000)
         .0;
-    let mut r = Record::of(&crate::model::node::NodeView::of(&done)).unwrap();
+    let mut r = Record::of(
+        &crate::model::node::NodeView::of(&done),
+        &cfg().records,
+        &cfg().owner,
+    )
+    .unwrap();
     r.drain_started = Some(t(NOW - 120));
-    done.metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+    done.metadata.annotations.as_mut().unwrap().insert(
+        keys::DRAIN_RECORD_ANNOTATION.into(),
+        r.to_annotation(&cfg().records),
+    );
     let plans = run(vec![N(done), bad("e", 1)], &[], &cfg());
     let e = plans.iter().find(|p| p.node == "e").unwrap();
     assert_eq!(e.action, Action::Wait);
@@ -455,22 +464,25 @@ fn failed_drains_are_retried_after_their_backoff() {
         .cond("KernelDeadlock", "True", 0)
         .ours(Phase::Failed, 0, NOW - 5000)
         .0;
-    let mut r = Record::of(&crate::model::node::NodeView::of(&n)).unwrap();
+    let mut r = Record::of(
+        &crate::model::node::NodeView::of(&n),
+        &cfg().records,
+        &cfg().owner,
+    )
+    .unwrap();
     r.retry_at = Some(t(NOW + 60));
-    n.metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+    n.metadata.annotations.as_mut().unwrap().insert(
+        keys::DRAIN_RECORD_ANNOTATION.into(),
+        r.to_annotation(&cfg().records),
+    );
     let p = one(N(n.clone()), &cfg());
     assert_eq!(p.action, Action::Wait);
     assert!(matches!(p.why, Why::RetryScheduled { .. }), "{:?}", p.why);
     r.retry_at = Some(t(NOW - 1));
-    n.metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(keys::DRAIN_RECORD_ANNOTATION.into(), r.to_annotation());
+    n.metadata.annotations.as_mut().unwrap().insert(
+        keys::DRAIN_RECORD_ANNOTATION.into(),
+        r.to_annotation(&cfg().records),
+    );
     assert_eq!(one(N(n), &cfg()).action, Action::Drain);
 }
 

@@ -43,6 +43,7 @@ impl NodeView {
     pub fn from_lite(node: NodeLite) -> NodeView {
         NodeView {
             name: node.name,
+            uid: super::node::Uid::parse(node.metadata.uid.as_deref().unwrap_or_default()),
             resource_version: Version::parse(
                 node.metadata
                     .resource_version
@@ -116,6 +117,7 @@ struct Raw {
 struct RawMeta {
     name: Option<Name>,
     resource_version: Option<String>,
+    uid: Option<String>,
     creation_timestamp: Option<LiteTime>,
     labels: Option<Labels>,
     annotations: Option<Annotations>,
@@ -398,6 +400,7 @@ impl From<Raw> for NodeLite {
             name: raw.metadata.name.map(|n| n.0).unwrap_or_default(),
             metadata: ObjectMeta {
                 resource_version: raw.metadata.resource_version,
+                uid: raw.metadata.uid,
                 ..Default::default()
             },
         }

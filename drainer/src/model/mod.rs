@@ -11,4 +11,5 @@ pub mod node;
 pub mod occurrence;
 pub mod pod;
 pub mod record;
+pub mod seal;
 pub mod transition;

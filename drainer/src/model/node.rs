@@ -130,6 +130,8 @@ impl std::fmt::Display for NodeTaint {
 pub struct NodeView {
     /// Shared ([`intern`]): the pods on the node and its hostname label hold the same string.
     pub name: ArcStr,
+    /// `metadata.uid`: which Node object of that name (a drain record is bound to it).
+    pub uid: Uid,
     pub resource_version: Version,
     /// `creationTimestamp` in Unix seconds (0 when absent).
     pub created: i64,
@@ -142,6 +144,51 @@ pub struct NodeView {
     /// What `status.nodeInfo` says the node runs ([`NodeInfo`]): kernel, OS image, container
     /// runtime, kubelet, shared by every node that runs the same (a fleet has a few such sets).
     pub info: Option<ArcStr>,
+}
+
+/// A Node's `metadata.uid`, kept in 16 bytes without an allocation: the API server's UIDs are
+/// UUIDs. Anything else (a hand-written file) is kept as a 128-bit FNV-1a hash of its text, so
+/// two different UIDs still compare different; [`Uid::NONE`] is an object without one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Uid(u128);
+
+impl Uid {
+    pub const NONE: Uid = Uid(0);
+
+    pub fn parse(s: &str) -> Uid {
+        if s.is_empty() {
+            return Uid::NONE;
+        }
+        let hex: String = s.chars().filter(|c| *c != '-').collect();
+        if s.len() == 36
+            && hex.len() == 32
+            && let Ok(v) = u128::from_str_radix(&hex, 16)
+        {
+            return Uid(v);
+        }
+        // FNV-1a, 128-bit (offset basis and prime from the FNV specification).
+        let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+        for b in s.bytes() {
+            h ^= u128::from(b);
+            h = h.wrapping_mul(0x0000000001000000000000000000013B);
+        }
+        Uid(h | 1)
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let h = format!("{:032x}", self.0);
+        write!(
+            f,
+            "{}-{}-{}-{}-{}",
+            &h[..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..]
+        )
+    }
 }
 
 /// The parts of `status.nodeInfo` the common-cause report compares, in the order they are kept in
@@ -265,6 +312,7 @@ impl NodeView {
         NodeView {
             info,
             name: intern(meta.name.as_deref().unwrap_or_default()),
+            uid: Uid::parse(meta.uid.as_deref().unwrap_or_default()),
             resource_version: Version::parse(meta.resource_version.as_deref().unwrap_or_default()),
             created: meta
                 .creation_timestamp
@@ -304,6 +352,7 @@ impl NodeView {
     /// decision reads changed.
     pub fn same_state(&self, other: &NodeView) -> bool {
         self.name == other.name
+            && self.uid == other.uid
             && self.unschedulable == other.unschedulable
             && self.taints == other.taints
             && self.conditions.len() == other.conditions.len()

@@ -44,6 +44,7 @@ pub mod reason {
     pub const DETECTOR_SILENT: &str = "DetectorSilent";
     pub const DETECTOR_HEARD: &str = "DetectorHeardAgain";
     pub const COMMON_CAUSE: &str = "CommonCause";
+    pub const RECORD_REJECTED: &str = "DrainRecordRejected";
 }
 
 /// Something that happened to a node.
@@ -108,6 +109,10 @@ pub enum Occurrence {
     Relapsed {
         problem: String,
     },
+    /// The drain record on the node is not one this drainer wrote for it (`why`): ignored.
+    RecordRejected {
+        why: String,
+    },
 }
 
 impl Occurrence {
@@ -133,6 +138,7 @@ impl Occurrence {
             MarkFailed { .. } => reason::MARK_FAILED,
             NodeDeleted => reason::NODE_DELETED,
             NodeDeleteFailed { .. } => reason::NODE_DELETE_FAILED,
+            RecordRejected { .. } => reason::RECORD_REJECTED,
         }
     }
 
@@ -145,6 +151,7 @@ impl Occurrence {
             | UncordonFailed { .. }
             | MarkFailed { .. }
             | NodeDeleteFailed { .. }
+            | RecordRejected { .. }
             | Relapsed { .. } => Severity::Warning,
             _ => Severity::Normal,
         }
@@ -192,6 +199,9 @@ impl Occurrence {
             MarkFailed { error } => format!("Cannot mark the drained node: {error}"),
             NodeDeleted => "Deleting the drained node (--delete-drained-node-after)".into(),
             NodeDeleteFailed { error } => format!("Cannot delete the drained node: {error}"),
+            RecordRejected { why } => format!(
+                "Ignored the drain record (nodemedic.io/drain) on this node: {why}. The node is decided from its conditions as if it had no record; no cordon or taint is lifted on its word"
+            ),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! What the drainer did to a node, kept as JSON in the node annotation `nodemedic.io/drain`, and its
 //! transitions (pure). It is the drainer's only state: a restarted or new leader reads it back from
-//! the Nodes.
+//! the Nodes. Each record is sealed ([`super::seal`]): one the drainer did not write for this Node
+//! object is never taken as its own.
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
 use super::node::{NodeTaint, NodeView};
+use super::seal::RecordTrust;
 
 fn yes() -> bool {
     true
@@ -71,6 +73,62 @@ pub struct Record {
     /// In probation, uncordoned at this time if the node stays healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probation_until: Option<Timestamp>,
+    /// The Node this record is for, by name and UID (sealed with it: a record copied to another
+    /// node, or to a new Node object of the same name, fails the check).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// When this version of the record was decided; every later version of a node's record is
+    /// later, so an older one written back (a replay) is told from the current one.
+    #[serde(default = "epoch", skip_serializing_if = "is_epoch")]
+    pub at: Timestamp,
+    /// The drainer's seal over all of the above ([`super::seal`]); last, and empty when unsealed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub seal: String,
+}
+
+fn epoch() -> Timestamp {
+    Timestamp::UNIX_EPOCH
+}
+
+fn is_epoch(t: &Timestamp) -> bool {
+    *t == Timestamp::UNIX_EPOCH
+}
+
+/// What reading a node's record came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// No record on the node.
+    Absent,
+    /// Written by this drainer, for this Node object.
+    Authentic(Record),
+    /// It names another drainer (another Lease name) as its owner: that drainer's to check, never
+    /// acted on nor counted here ([`Record::owned_by`]).
+    Foreign(Record),
+    /// There is one, and it is not ours to act on.
+    Rejected(Rejection),
+}
+
+/// Why a record on a node is not taken as the drainer's own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("it does not parse ({0})")]
+    Unreadable(String),
+    #[error(
+        "it carries no seal (forged, or written by a nodemedic release from before records were sealed)"
+    )]
+    Unsealed,
+    #[error(
+        "its seal does not match (forged or altered: the drainer's key did not seal this content)"
+    )]
+    BadSeal,
+    #[error("it was sealed for node {node} (uid {uid}), not this Node object")]
+    OtherNode { node: String, uid: String },
+    #[error(
+        "it is an older record of this node written back (written at {at}, the newest seen is from {newest})"
+    )]
+    Replayed { at: Timestamp, newest: Timestamp },
 }
 
 impl Default for Record {
@@ -89,6 +147,10 @@ impl Default for Record {
             taints: Vec::new(),
             cordoned: true,
             probation_until: None,
+            node: String::new(),
+            uid: String::new(),
+            at: Timestamp::UNIX_EPOCH,
+            seal: String::new(),
         }
     }
 }
@@ -121,7 +183,8 @@ pub enum DrainOutcome {
 }
 
 impl Record {
-    /// Read from a node: `Ok(None)` without a record, `Err` for one that does not parse.
+    /// Read from a node as it is, unchecked (what `explain` shows): `Ok(None)` without a record,
+    /// `Err` for one that does not parse.
     pub fn parse(node: &NodeView) -> Result<Option<Record>, Unreadable> {
         let Some(raw) = node.annotations.get(DRAIN_RECORD_ANNOTATION) else {
             return Ok(None);
@@ -131,14 +194,81 @@ impl Record {
             .map_err(|e| Unreadable(e.to_string()))
     }
 
-    /// Read from a node; an unreadable record counts as none (see [`Record::parse`]).
-    pub fn of(node: &NodeView) -> Option<Record> {
-        Record::parse(node).ok().flatten()
+    /// Read from a node and checked under `trust`: ours (drainer `owner`) for this Node object,
+    /// another drainer's, or why not. (A replay needs the history of the node: the fleet tells it,
+    /// see [`Rejection::Replayed`].)
+    pub fn check(node: &NodeView, trust: &RecordTrust, owner: &str) -> Checked {
+        let r = match Record::parse(node) {
+            Ok(None) => return Checked::Absent,
+            Ok(Some(r)) => r,
+            Err(Unreadable(e)) => return Checked::Rejected(Rejection::Unreadable(e)),
+        };
+        let RecordTrust::Sealed(key) = trust else {
+            return Checked::Authentic(r);
+        };
+        if !r.owner.is_empty() && r.owner != owner {
+            return Checked::Foreign(r);
+        }
+        if r.seal.is_empty() {
+            return Checked::Rejected(Rejection::Unsealed);
+        }
+        if !key.verify(r.body().as_bytes(), &r.seal) {
+            return Checked::Rejected(Rejection::BadSeal);
+        }
+        // The seal belongs to the text; the record is what it says.
+        let mut r = r;
+        r.seal.clear();
+        if r.node != node.name.as_str() || r.uid != node.uid.to_string() {
+            return Checked::Rejected(Rejection::OtherNode {
+                node: r.node,
+                uid: r.uid,
+            });
+        }
+        Checked::Authentic(r)
+    }
+
+    /// The node's record if it is ours or another drainer's ([`Record::check`]); one that fails
+    /// the check counts as none.
+    pub fn of(node: &NodeView, trust: &RecordTrust, owner: &str) -> Option<Record> {
+        match Record::check(node, trust, owner) {
+            Checked::Authentic(r) | Checked::Foreign(r) => Some(r),
+            Checked::Absent | Checked::Rejected(_) => None,
+        }
+    }
+
+    /// This record as the version after one written at `prev` (None: the node's first) for
+    /// `node`, decided at `now`: bound to the Node object, and later than the version it follows.
+    pub fn bound(mut self, node: &NodeView, prev: Option<Timestamp>, now: Timestamp) -> Record {
+        self.node = node.name.to_string();
+        self.uid = node.uid.to_string();
+        self.at = later(now, prev);
+        self
+    }
+
+    /// The JSON the seal covers: everything but the seal.
+    fn body(&self) -> String {
+        let mut r = self.clone();
+        r.seal.clear();
+        serde_json::to_string(&r).expect("record serialises")
+    }
+
+    /// The annotation's value: the record, sealed under `trust`'s key.
+    pub fn to_annotation(&self, trust: &RecordTrust) -> String {
+        let body = self.body();
+        match trust {
+            RecordTrust::Sealed(key) => {
+                let mut r = self.clone();
+                r.seal = key.seal(body.as_bytes());
+                serde_json::to_string(&r).expect("record serialises")
+            }
+            RecordTrust::Unchecked => body,
+        }
     }
 
     /// The record once a drain attempt starts at `now`.
     pub fn draining(&self, now: Timestamp) -> Record {
         let mut r = self.clone();
+        r.at = later(now, Some(self.at));
         r.phase = Phase::Draining;
         r.drain_started.get_or_insert(now);
         r.attempts += 1;
@@ -155,6 +285,7 @@ impl Record {
         retry_max: std::time::Duration,
     ) -> Record {
         let mut r = self.clone();
+        r.at = later(now, Some(self.at));
         r.finished_at = Some(now);
         match outcome {
             DrainOutcome::Drained => {
@@ -170,10 +301,6 @@ impl Record {
             }
         }
         r
-    }
-
-    pub fn to_annotation(&self) -> String {
-        serde_json::to_string(self).expect("record serialises")
     }
 
     /// Whether a drainer named `owner` may act on this record of a node it does (`selected`) or does
@@ -211,6 +338,15 @@ impl Record {
             .map(String::as_str)
             .collect();
         (!missing.is_empty()).then(|| format!("taint {} removed", missing.join(", ")))
+    }
+}
+
+/// `now`, or just after `prev` if that is later (a leader whose clock is behind the last one's still
+/// writes versions that come later).
+fn later(now: Timestamp, prev: Option<Timestamp>) -> Timestamp {
+    match prev {
+        Some(p) if p >= now => p.saturating_add(SignedDuration::from_nanos(1)).unwrap_or(p),
+        _ => now,
     }
 }
 
@@ -282,7 +418,12 @@ mod tests {
             .unwrap();
         let node = NodeView::of(&node);
         assert!(Record::parse(&node).is_err());
-        assert_eq!(Record::of(&node), None);
+        let trust = RecordTrust::process();
+        assert_eq!(Record::of(&node, &trust, "d"), None);
+        assert!(matches!(
+            Record::check(&node, &trust, "d"),
+            Checked::Rejected(Rejection::Unreadable(_))
+        ));
         let none = NodeView::default();
         assert_eq!(Record::parse(&none), Ok(None));
     }

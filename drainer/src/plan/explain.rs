@@ -31,6 +31,9 @@ pub struct Explanation {
     pub gates: Vec<GateLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<Record>,
+    /// Whether the record's seal was checked (only with the drainer's key).
+    #[serde(skip)]
+    pub record_checked: bool,
     /// The drainer's Events about the node, oldest first.
     pub history: Vec<HistoryLine>,
     pub decision: DecisionLine,
@@ -127,7 +130,8 @@ pub fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Explanation
         conditions: conditions(s.node, cfg, now),
         selection: selection(view, cfg),
         gates: gates(s, view, cfg, now),
-        record: Record::of(view),
+        record: Record::of(view, &cfg.records, &cfg.owner),
+        record_checked: cfg.records.is_checked(),
         history: history(s.events, name),
         next: next(&d, now),
         decision: DecisionLine {
@@ -218,7 +222,10 @@ fn gates(s: &Snapshot, view: &NodeView, cfg: &Config, now: Timestamp) -> Vec<Gat
         .map(|v| (v, cfg.selector.matches(v).unwrap_or(false)))
         .collect();
     let (health, domains) = fleet_health(&selected, cfg, now);
-    let records: Vec<Option<Record>> = selected.iter().map(|(v, _)| Record::of(v)).collect();
+    let records: Vec<Option<Record>> = selected
+        .iter()
+        .map(|(v, _)| Record::of(v, &cfg.records, &cfg.owner))
+        .collect();
     let totals = decide::Totals::of(
         selected
             .iter()
@@ -228,7 +235,7 @@ fn gates(s: &Snapshot, view: &NodeView, cfg: &Config, now: Timestamp) -> Vec<Gat
     let sf = &cfg.safety;
     let mut out = Vec::new();
     let limit = cfg.max_cordoned.limit(totals.selected);
-    let ours = Record::of(view).filter(|r| r.owned_by(&cfg.owner, true));
+    let ours = Record::of(view, &cfg.records, &cfg.owner).filter(|r| r.owned_by(&cfg.owner, true));
     let awaiting_drain = ours
         .as_ref()
         .is_some_and(|r| r.phase == crate::model::record::Phase::Cordoned);
@@ -507,6 +514,12 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
     match &e.record {
         None => writeln!(out, "  none")?,
         Some(r) => writeln!(out, "  {}", crate::live::describe(r))?,
+    }
+    if e.record.is_some() && !e.record_checked {
+        writeln!(
+            out,
+            "  (its seal is not checked here: only the running drainer holds the key, and it ignores a record it did not write)"
+        )?;
     }
     if !e.history.is_empty() {
         writeln!(out, "\nHistory (the drainer's Events):")?;

@@ -37,6 +37,9 @@ impl Occurrence {
             NodeDeleteFailed { error } => {
                 tracing::warn!(%node, %error, "cannot delete the drained node")
             }
+            RecordRejected { why } => {
+                tracing::warn!(%node, %why, "drain record on the node is not ours: ignored")
+            }
             CordonStarting { .. }
             | DrainScheduled { .. }
             | DrainStarting { .. }
@@ -53,6 +56,9 @@ impl Occurrence {
             Cordoned { .. } | Tainted { .. } | Relapsed { .. } => m.cordoned(Outcome::Succeeded),
             ProbationStarted { .. } => {
                 m.probations.inc();
+            }
+            RecordRejected { .. } => {
+                m.records_rejected.inc();
             }
             CordonFailed { .. } => m.cordoned(Outcome::Failed),
             DrainScheduled { .. } => m.drain_scheduled(Outcome::Succeeded),

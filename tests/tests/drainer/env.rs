@@ -135,6 +135,9 @@ impl Env {
             guard: None,
             reload,
         };
+        let run = self.cluster.id_label();
+        nodemedic_tests::record_key_secret(&self.cluster.client, "kube-system", lease, Some(&run))
+            .await;
         run::start(opts, self.cluster.client_for(lease))
             .await
             .unwrap()

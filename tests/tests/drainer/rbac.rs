@@ -12,9 +12,12 @@ use serde_json::{Value, json};
 
 use crate::env::{Env, WAIT};
 
+/// The shipped drainer's Lease name, which its Role names.
+const LEASE: &str = "nodemedic-drainer";
+
 /// Apply the shipped drainer RBAC (deploy/base/drainer-rbac.yaml) to the control plane.
 async fn apply_shipped_rbac(client: &kube::Client) {
-    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -42,6 +45,8 @@ async fn apply_shipped_rbac(client: &kube::Client) {
         let v: Value = serde_saphyr::from_str(doc).unwrap();
         match v["kind"].as_str().unwrap() {
             "ServiceAccount" => create::<ServiceAccount>(client, Some("kube-system"), v).await,
+            // The record key, shipped empty: the drainer fills it at its first start.
+            "Secret" => create::<Secret>(client, Some("kube-system"), v).await,
             "ClusterRole" => create::<ClusterRole>(client, None, v).await,
             "ClusterRoleBinding" => create::<ClusterRoleBinding>(client, None, v).await,
             "Role" => create::<Role>(client, Some("kube-system"), v).await,
@@ -58,6 +63,7 @@ async fn wait_authorized(
     group: &str,
     resource: &str,
     namespace: Option<&str>,
+    name: Option<&str>,
 ) {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -70,6 +76,7 @@ async fn wait_authorized(
                 group: Some(group.into()),
                 resource: Some(resource.into()),
                 namespace: namespace.map(String::from),
+                name: name.map(String::from),
                 ..Default::default()
             }),
             ..Default::default()
@@ -105,13 +112,16 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
     // The API server's RBAC authorizer reads bindings through informers: calls made right after the
     // bindings are created can still be refused. Wait until it knows both bindings, so that a 403
     // below means the shipped RBAC lacks a rule, not that the cache was behind.
-    wait_authorized(&client, "list", "", "nodes", None).await;
+    wait_authorized(&client, "list", "", "nodes", None, None).await;
+    // The shipped Role names the Lease and the record key Secret: the drainer runs under those
+    // names here, as deployed.
     wait_authorized(
         &client,
         "get",
         "coordination.k8s.io",
         "leases",
         Some("kube-system"),
+        Some(LEASE),
     )
     .await;
     // Cordon, schedule, drain (evict, wait), a node waiting for the budget whose Event count grows,
@@ -123,14 +133,14 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
     cfg.max_cordoned = Budget::Count(1);
     cfg.event_refresh = Duration::from_secs(1);
     let mut opts_cfg = cfg;
-    opts_cfg.owner = format!("nodemedic-drainer-test-{}", env.id);
+    opts_cfg.owner = LEASE.into();
     let running = run::start(
         Options {
             config: opts_cfg,
             listen: "127.0.0.1:0".parse().unwrap(),
             lease: LeaseConfig {
                 namespace: "kube-system".into(),
-                name: format!("nodemedic-drainer-test-{}", env.id),
+                name: LEASE.into(),
                 identity: "rbac".into(),
                 duration: Duration::from_secs(2),
                 renew_deadline: Duration::from_millis(1500),

@@ -72,11 +72,15 @@ impl Scenario {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         env.cluster.write_kubeconfig(&kubeconfig);
-        Scenario {
+        let s = Scenario {
             env,
             dir,
             kubeconfig,
-        }
+        };
+        let run = s.env.cluster.id_label();
+        let client = &s.env.cluster.client;
+        nodemedic_tests::record_key_secret(client, "kube-system", &s.lease(), Some(&run)).await;
+        s
     }
 
     fn lease(&self) -> String {

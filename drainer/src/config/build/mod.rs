@@ -45,6 +45,9 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
     );
     remedy::build(&mut s, &mut cfg);
     policy::build(&mut s, &mut cfg.pod_policies);
+    // What flags and files build is read by `plan` and `explain` too, which hold no key: records
+    // are taken as they are there (and said to be unverified). `run::start` seals with the key.
+    cfg.records = crate::model::seal::RecordTrust::Unchecked;
     if s.errors.is_empty() {
         Ok(cfg)
     } else {

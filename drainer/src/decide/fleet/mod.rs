@@ -40,7 +40,7 @@ use crate::decide::gates::outage;
 use crate::decide::{Totals, Why};
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
-use crate::model::record::Record;
+use crate::model::record::{Checked, Record, Rejection};
 use totals::{Entry, Overlay, Running};
 
 /// How long a write is laid over a node whose watch never shows it (a missed event; the full resync
@@ -119,6 +119,13 @@ pub struct Fleet {
     /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
     /// count drops then, which may let it calm down); never in the past.
     newly_wake: Option<Timestamp>,
+    /// Per node, the newest of our records the watch showed (`Record::at`): an older one seen
+    /// later was written back by someone else (a replay) and is not ours to act on.
+    newest: HashMap<ArcStr, Timestamp>,
+    /// Per node, a hash of the record text last refused (each refused record is reported once).
+    refused: HashMap<ArcStr, u64>,
+    /// Records refused since the controller last took them.
+    rejected: Vec<(String, Rejection)>,
 }
 
 /// What of the gates a held decision depends on.
@@ -158,7 +165,15 @@ impl Fleet {
             causes: BTreeMap::new(),
             cause: None,
             transitions: Vec::new(),
+            newest: HashMap::new(),
+            refused: HashMap::new(),
+            rejected: Vec::new(),
         }
+    }
+
+    /// Records on nodes refused since the last call (node, why): each is reported once.
+    pub fn take_rejected(&mut self) -> Vec<(String, Rejection)> {
+        std::mem::take(&mut self.rejected)
     }
 
     /// The breaker as kept on the Lease (a restart or a new leader continues it).
@@ -231,20 +246,70 @@ impl Fleet {
     /// A node's current view (from the watch). Returns the selector's error for a changed view, if
     /// it failed (the node then counts as not selected).
     pub fn observe(&mut self, view: Arc<NodeView>, now: Timestamp) -> Option<SelectError> {
-        let view = match self.overlays.get(&view.name) {
+        // Until the watch shows our write, what it shows predates the write (a watch delivers in
+        // order) and our write replaces it: the write stays laid over it, so neither a stale view
+        // nor a record written on the node meanwhile is decided on.
+        let overlaid = match self.overlays.get(&view.name) {
             Some(o)
                 if o.until > now
-                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) == o.before.as_deref() =>
+                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) != o.after.as_deref() =>
             {
-                Arc::new(o.lay(&view))
+                Some(Arc::new(o.lay(&view)))
             }
             Some(_) => {
                 self.overlays.remove(&view.name);
-                view
+                None
             }
-            None => view,
+            None => None,
         };
-        self.update(view)
+        match overlaid {
+            Some(v) => self.update(v),
+            None => {
+                self.confirm(&view);
+                self.update(view)
+            }
+        }
+    }
+
+    /// `view` is as the watch shows it, no write of ours pending: an authentic record on it is the
+    /// newest of ours unless an older one was written back.
+    fn confirm(&mut self, view: &NodeView) {
+        if let Checked::Authentic(r) = Record::check(view, &self.cfg.records, &self.cfg.owner) {
+            let newest = self.newest.entry(view.name.clone()).or_insert(r.at);
+            if r.at > *newest {
+                *newest = r.at;
+            }
+        }
+    }
+
+    /// The record on `view` if it is ours (or another drainer's, which is never acted on); one
+    /// refused is reported once and counts as none: the node is decided from its conditions.
+    fn checked(&mut self, view: &NodeView) -> Option<Box<Record>> {
+        let verdict = match Record::check(view, &self.cfg.records, &self.cfg.owner) {
+            Checked::Absent => Ok(None),
+            Checked::Foreign(r) => Ok(Some(r)),
+            Checked::Authentic(r) => match self.newest.get(&view.name) {
+                Some(&newest) if r.at < newest => Err(Rejection::Replayed { at: r.at, newest }),
+                _ => Ok(Some(r)),
+            },
+            Checked::Rejected(why) => Err(why),
+        };
+        match verdict {
+            Ok(r) => {
+                self.refused.remove(&view.name);
+                r.map(Box::new)
+            }
+            Err(why) => {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                view.annotations.get(DRAIN_RECORD_ANNOTATION).hash(&mut h);
+                let h = h.finish();
+                if self.refused.insert(view.name.clone(), h) != Some(h) {
+                    self.rejected.push((view.name.to_string(), why));
+                }
+                None
+            }
+        }
     }
 
     /// Take `view` as the node's state (overlays already laid).
@@ -286,7 +351,7 @@ impl Fleet {
             Err(e) => (false, Some((name.to_string(), e))),
         };
         let entry = Entry {
-            record: Record::of(&view).map(Box::new),
+            record: self.checked(&view),
             // Interned: a zone's name is shared by all its nodes.
             domain: outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d)),
             unhealthy: outage::unhealthy_since(&view, &self.cfg),
@@ -349,6 +414,8 @@ impl Fleet {
         self.flaps.remove(name);
         self.flapping.remove(name);
         self.silent.remove(name);
+        self.newest.remove(name);
+        self.refused.remove(name);
     }
 
     /// Its pods changed: decide it again.
@@ -410,13 +477,8 @@ impl Fleet {
         let Some(e) = self.nodes.get(name) else {
             return;
         };
-        let before = e
-            .view
-            .annotations
-            .get(DRAIN_RECORD_ANNOTATION)
-            .map(String::from);
         let until = nodemedic_common::time::add(now, OVERLAY_TTL);
-        let overlay = Overlay::of(before, e.record.as_deref(), record, until);
+        let overlay = Overlay::of(e.record.as_deref(), record, until, &self.cfg.records);
         let view = Arc::new(overlay.lay(&e.view));
         self.overlays.insert(e.view.name.clone(), overlay);
         self.update(view);

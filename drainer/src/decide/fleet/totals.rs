@@ -35,8 +35,6 @@ pub(super) struct Entry {
 
 /// A write of ours not yet seen by the watch.
 pub(super) struct Overlay {
-    /// The record annotation the write replaced: a view still carrying it predates the write.
-    pub(super) before: Option<String>,
     pub(super) after: Option<String>,
     pub(super) unschedulable: Option<bool>,
     /// Our taints the write took off, and those it put on.
@@ -49,17 +47,16 @@ impl Overlay {
     /// The write from the hold `from` records to the one `to` records (None: no record), until
     /// `until`: the record, and the cordon and taints as they change.
     pub(super) fn of(
-        before: Option<String>,
         from: Option<&Record>,
         to: Option<&Record>,
         until: Timestamp,
+        trust: &crate::model::seal::RecordTrust,
     ) -> Overlay {
         let cordoned = |r: Option<&Record>| r.is_some_and(|r| r.cordoned);
         let taints = |r: Option<&Record>| r.map(Record::held_taints).unwrap_or_default();
         let (was, will) = (taints(from), taints(to));
         Overlay {
-            before,
-            after: to.map(Record::to_annotation),
+            after: to.map(|r| r.to_annotation(trust)),
             unschedulable: (cordoned(from) != cordoned(to)).then_some(cordoned(to)),
             untaint: was.iter().filter(|t| !will.contains(t)).cloned().collect(),
             taint: will.iter().filter(|t| !was.contains(t)).cloned().collect(),

@@ -124,7 +124,7 @@ pub fn fleet_health(
             let t = domains.entry(d).or_default();
             t.size += 1;
             t.unhealthy += since.is_some() as usize;
-            t.cordoned += crate::model::record::Record::of(v)
+            t.cordoned += crate::model::record::Record::of(v, &cfg.records, &cfg.owner)
                 .is_some_and(|r| r.owned_by(&cfg.owner, true) && r.holds_cordon())
                 as usize;
         }
