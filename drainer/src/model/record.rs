@@ -410,6 +410,85 @@ mod tests {
         assert_eq!(retry_backoff(30, base, max), max, "capped");
     }
 
+    fn view_with(name: &str, uid: &str, annotation: &str) -> NodeView {
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "uid": uid,
+                "annotations": {DRAIN_RECORD_ANNOTATION: annotation}}}))
+        .unwrap();
+        NodeView::of(&node)
+    }
+
+    const UID: &str = "5cbc7f88-f0c1-4ee8-ad90-fa31dcf1b425";
+
+    #[test]
+    fn a_sealed_record_is_authentic_only_on_its_own_node_object_and_unaltered() {
+        let key = RecordTrust::Sealed(std::sync::Arc::new(
+            super::super::seal::SealKey::new(&[3u8; 32]).unwrap(),
+        ));
+        let on = view_with("n", UID, "");
+        let r = cordoned().bound(&on, None, t(5));
+        assert_eq!((r.node.as_str(), r.uid.as_str(), r.at), ("n", UID, t(5)));
+        let text = r.to_annotation(&key);
+        assert_eq!(text, r.to_annotation(&key), "sealing is deterministic");
+        // Authentic where it was written, and read back as it was written.
+        assert_eq!(
+            Record::check(&view_with("n", UID, &text), &key, "d"),
+            Checked::Authentic(r.clone())
+        );
+        // Another key (a forger's), an altered field, another node, another Node object.
+        let forger = RecordTrust::Sealed(std::sync::Arc::new(
+            super::super::seal::SealKey::new(&[4u8; 32]).unwrap(),
+        ));
+        let forged = r.to_annotation(&forger);
+        assert_eq!(
+            Record::check(&view_with("n", UID, &forged), &key, "d"),
+            Checked::Rejected(Rejection::BadSeal)
+        );
+        let altered = text.replace("\"cordoned\"", "\"draining\"");
+        assert_ne!(altered, text);
+        assert_eq!(
+            Record::check(&view_with("n", UID, &altered), &key, "d"),
+            Checked::Rejected(Rejection::BadSeal)
+        );
+        let other_uid = "00000000-0000-4000-8000-000000000009";
+        for (name, uid) in [("m", UID), ("n", other_uid)] {
+            assert!(matches!(
+                Record::check(&view_with(name, uid, &text), &key, "d"),
+                Checked::Rejected(Rejection::OtherNode { .. })
+            ));
+            assert_eq!(Record::of(&view_with(name, uid, &text), &key, "d"), None);
+        }
+        // Unsealed (a release before seals, or a forger without the key).
+        let bare = r.to_annotation(&RecordTrust::Unchecked);
+        assert_eq!(
+            Record::check(&view_with("n", UID, &bare), &key, "d"),
+            Checked::Rejected(Rejection::Unsealed)
+        );
+        // Another drainer's: not ours to check, nor to act on.
+        let mut theirs = r.clone();
+        theirs.owner = "other".into();
+        let theirs_text = theirs.to_annotation(&forger);
+        assert!(matches!(
+            Record::check(&view_with("n", UID, &theirs_text), &key, "d"),
+            Checked::Foreign(f) if !f.owned_by("d", true)
+        ));
+    }
+
+    #[test]
+    fn each_version_of_a_record_is_later_than_the_one_it_follows() {
+        let (base, max) = (Duration::from_secs(60), Duration::from_secs(1800));
+        let on = view_with("n", UID, "");
+        let first = cordoned().bound(&on, None, t(10));
+        // A leader whose clock is behind still writes a later version.
+        let next = cordoned().bound(&on, Some(first.at), t(3));
+        assert!(next.at > first.at);
+        let draining = first.draining(t(2));
+        assert!(draining.at > first.at);
+        let done = draining.finished(&DrainOutcome::Drained, t(1), base, max);
+        assert!(done.at > draining.at);
+        assert_eq!(done.node, "n", "node and uid kept through transitions");
+    }
+
     #[test]
     fn an_unreadable_record_is_an_error_not_a_panic_or_a_log() {
         let node: k8s_openapi::api::core::v1::Node =

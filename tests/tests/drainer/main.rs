@@ -12,6 +12,7 @@ mod drain;
 mod election;
 mod env;
 mod faults;
+mod forged;
 mod isolation;
 mod rbac;
 mod reload;

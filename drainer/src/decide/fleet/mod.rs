@@ -119,13 +119,22 @@ pub struct Fleet {
     /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
     /// count drops then, which may let it calm down); never in the past.
     newly_wake: Option<Timestamp>,
-    /// Per node, the newest of our records the watch showed (`Record::at`): an older one seen
-    /// later was written back by someone else (a replay) and is not ours to act on.
-    newest: HashMap<ArcStr, Timestamp>,
+    /// Per node, the newest of our records the watch showed (`Record::at`), and whether the watch
+    /// has since shown it removed: an older one seen later, or that one again once removed, was
+    /// written back by someone else (a replay) and is not ours to act on.
+    newest: HashMap<ArcStr, Newest>,
     /// Per node, a hash of the record text last refused (each refused record is reported once).
     refused: HashMap<ArcStr, u64>,
     /// Records refused since the controller last took them.
     rejected: Vec<(String, Rejection)>,
+}
+
+/// The newest of our records seen on a node.
+#[derive(Debug, Clone, Copy)]
+struct Newest {
+    at: Timestamp,
+    /// The watch has shown the node without it since.
+    removed: bool,
 }
 
 /// What of the gates a held decision depends on.
@@ -274,11 +283,25 @@ impl Fleet {
     /// `view` is as the watch shows it, no write of ours pending: an authentic record on it is the
     /// newest of ours unless an older one was written back.
     fn confirm(&mut self, view: &NodeView) {
-        if let Checked::Authentic(r) = Record::check(view, &self.cfg.records, &self.cfg.owner) {
-            let newest = self.newest.entry(view.name.clone()).or_insert(r.at);
-            if r.at > *newest {
-                *newest = r.at;
+        match Record::check(view, &self.cfg.records, &self.cfg.owner) {
+            Checked::Authentic(r) => {
+                let newest = self.newest.entry(view.name.clone()).or_insert(Newest {
+                    at: r.at,
+                    removed: false,
+                });
+                if r.at > newest.at {
+                    *newest = Newest {
+                        at: r.at,
+                        removed: false,
+                    };
+                }
             }
+            Checked::Absent => {
+                if let Some(n) = self.newest.get_mut(&view.name) {
+                    n.removed = true;
+                }
+            }
+            Checked::Foreign(_) | Checked::Rejected(_) => {}
         }
     }
 
@@ -289,7 +312,10 @@ impl Fleet {
             Checked::Absent => Ok(None),
             Checked::Foreign(r) => Ok(Some(r)),
             Checked::Authentic(r) => match self.newest.get(&view.name) {
-                Some(&newest) if r.at < newest => Err(Rejection::Replayed { at: r.at, newest }),
+                Some(n) if r.at < n.at || (n.removed && r.at == n.at) => Err(Rejection::Replayed {
+                    at: r.at,
+                    newest: n.at,
+                }),
                 _ => Ok(Some(r)),
             },
             Checked::Rejected(why) => Err(why),

@@ -504,3 +504,79 @@ fn the_periodic_resync_decides_again_only_the_nodes_not_at_rest() {
     let d = f.round(|_| None, |_| Vec::new(), now);
     assert!(d.iter().any(|(d, _)| d.node == "n0"), "{:?}", whys(&d));
 }
+
+/// `v` carrying `record` as the drainer seals it (as the watch would show it).
+fn with_record(v: &NodeView, record: &Record, cfg: &Config) -> Arc<NodeView> {
+    let mut v = v.clone();
+    v.resource_version = "2".into();
+    v.annotations = v.annotations.with(
+        DRAIN_RECORD_ANNOTATION,
+        Some(&record.to_annotation(&cfg.records)),
+    );
+    Arc::new(v)
+}
+
+#[test]
+fn an_older_record_written_back_is_refused_once_and_counts_as_none() {
+    let c = cfg(5);
+    let mut f = Fleet::new(c.clone());
+    let base = view("n", "a", Some(0));
+    let v1 = Record {
+        owner: c.owner.clone(),
+        ..Default::default()
+    }
+    .bound(&base, None, t(100));
+    let v2 = v1.draining(t(200));
+    f.observe(with_record(&base, &v1, &c), t(100));
+    f.observe(with_record(&base, &v2, &c), t(200));
+    assert_eq!(f.nodes["n"].record.as_deref(), Some(&v2));
+    assert!(f.take_rejected().is_empty(), "both are ours, in order");
+    // v1 written back: refused, reported once however often it is seen.
+    for _ in 0..3 {
+        f.observe(with_record(&base, &v1, &c), t(300));
+        let mut again = (*with_record(&base, &v1, &c)).clone();
+        again.resource_version = "3".into();
+        f.observe(Arc::new(again), t(300));
+    }
+    assert_eq!(f.nodes["n"].record, None);
+    let rejected = f.take_rejected();
+    assert!(
+        matches!(&rejected[..], [(n, Rejection::Replayed { at, newest })] if n == "n" && *at == v1.at && *newest == v2.at),
+        "{rejected:?}"
+    );
+    // Removed (the node released), then the last one written back: refused too.
+    f.observe(Arc::new(base.clone()), t(400));
+    f.observe(with_record(&base, &v2, &c), t(500));
+    assert_eq!(f.nodes["n"].record, None);
+    assert_eq!(f.take_rejected().len(), 1);
+    // A record decided now follows the newest seen, so it is taken.
+    let v3 = Record {
+        owner: c.owner.clone(),
+        ..Default::default()
+    }
+    .bound(&base, Some(v2.at), t(50));
+    f.observe(with_record(&base, &v3, &c), t(600));
+    assert_eq!(f.nodes["n"].record.as_deref(), Some(&v3));
+}
+
+#[test]
+fn stale_views_before_our_write_shows_are_neither_refused_nor_decided_on() {
+    let c = cfg(5);
+    let mut f = Fleet::new(c.clone());
+    let base = view("n", "a", Some(0));
+    let v1 = Record {
+        owner: c.owner.clone(),
+        ..Default::default()
+    }
+    .bound(&base, None, t(100));
+    f.observe(with_record(&base, &v1, &c), t(100));
+    let v2 = v1.draining(t(200));
+    f.wrote("n", Some(&v2), t(200));
+    // A heartbeat from before the write arrives after it: our write stays laid over it.
+    let mut stale = (*with_record(&base, &v1, &c)).clone();
+    stale.resource_version = "3".into();
+    stale.conditions[0].heartbeat = 7;
+    f.observe(Arc::new(stale), t(201));
+    assert_eq!(f.nodes["n"].record.as_deref(), Some(&v2));
+    assert!(f.take_rejected().is_empty());
+}

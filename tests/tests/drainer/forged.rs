@@ -1,0 +1,202 @@
+//! Attacks on the drainer's records: what a node's own credential or the detector's ServiceAccount
+//! can write (a PATCH of `nodes/NAME/status` keeps metadata, recording 59) must never make the
+//! drainer evict, lift a taint or a cordon, or spend a budget. Each attack is made as the detector
+//! would make it (a status PATCH carrying the annotation) and shown to do no harm.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodemedic_common::keys;
+use nodemedic_drainer::config::Budget;
+use nodemedic_drainer::config::select::Selector;
+use nodemedic_tests::cluster::eventually;
+use serde_json::{Value, json};
+
+use crate::env::{Env, LABEL, WAIT, ago};
+
+/// Write `record` (an annotation value) on `node` the way the detector's ServiceAccount can: a
+/// strategic-merge PATCH of the status subresource carrying metadata.
+async fn write_as_detector(env: &Env, node: &str, record: &str) {
+    let body = json!({"metadata": {"annotations": {keys::DRAIN_RECORD_ANNOTATION: record}}});
+    Api::<Node>::all(env.cluster.client.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(body))
+        .await
+        .unwrap();
+}
+
+/// What an administrator writes on the main resource (a cordon, a taint): the part no node can.
+async fn admin_patch(env: &Env, node: &str, body: Value) {
+    Api::<Node>::all(env.cluster.client.clone())
+        .patch(node, &PatchParams::default(), &Patch::Strategic(body))
+        .await
+        .unwrap();
+}
+
+/// The drainer's Warning Events refusing a record on `node`.
+async fn rejections(env: &Env, node: &str) -> Vec<String> {
+    env.drainer_events(node)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("DrainRecordRejected"))
+        .inspect(|e| assert_eq!(e.type_.as_deref(), Some("Warning")))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+async fn wait_rejected(env: &Env, node: &str, why: &str) {
+    eventually(
+        &format!("a DrainRecordRejected Event on {node} saying {why:?}"),
+        WAIT,
+        || async {
+            rejections(env, node)
+                .await
+                .iter()
+                .any(|m| m.contains(why))
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+fn forged(owner: &str, node: &str, phase: &str, extra: Value) -> String {
+    let mut r = json!({"owner": owner, "episode": "KernelDeadlock=True@1", "reason": "KernelDeadlock=True",
+        "phase": phase, "cordonedAt": ago(7200), "drainAt": ago(7200), "drainStarted": ago(7200),
+        "node": node, "uid": "00000000-0000-4000-8000-000000000001", "at": ago(10),
+        "seal": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"});
+    crate::env::merge(&mut r, &extra);
+    r.to_string()
+}
+
+#[tokio::test]
+async fn forged_records_evict_nothing_lift_no_taint_and_spend_no_budget() {
+    let env = Env::new().await;
+    let lease = format!("nodemedic-drainer-forged-{}", env.id);
+    let pool_a = json!({"pool": "a"});
+    // A healthy selected node, a node the drainer does not select, a healthy selected node with a
+    // control-plane taint, each with a pod, and a forged record on each written through status.
+    let healthy = env
+        .node("forged-healthy", "False", 3600, pool_a.clone())
+        .await;
+    let other = env
+        .node("forged-other", "False", 3600, json!({"pool": "b"}))
+        .await;
+    let cp = env.node("forged-cp", "False", 3600, pool_a.clone()).await;
+    let taint = json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"});
+    admin_patch(&env, &cp, json!({"spec": {"taints": [taint]}})).await;
+    let pods = [
+        env.pod("default", "forged-h", &healthy, json!({})).await,
+        env.pod("default", "forged-o", &other, json!({})).await,
+        env.pod("default", "forged-c", &cp, json!({})).await,
+    ];
+    // "Draining, holding nothing" (as in taint-only mode): trusted, it finishes the drain.
+    let holds_nothing = json!({"cordoned": false});
+    let record = forged(&lease, &healthy, "draining", holds_nothing.clone());
+    write_as_detector(&env, &healthy, &record).await;
+    // Unsealed, as a record of a release before seals would be.
+    let record = forged(&lease, &other, "draining", holds_nothing);
+    let mut unsealed: Value = serde_json::from_str(&record).unwrap();
+    unsealed.as_object_mut().unwrap().remove("seal");
+    write_as_detector(&env, &other, &unsealed.to_string()).await;
+    let probation_over = json!({"cordoned": false, "probationUntil": ago(60),
+        "taints": ["node-role.kubernetes.io/control-plane:NoSchedule"]});
+    write_as_detector(&env, &cp, &forged(&lease, &cp, "probation", probation_over)).await;
+
+    // One cordon allowed: were the forged records counted, the real problem would wait.
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.selector = Selector::labels(&format!("{LABEL}={},pool=a", env.id)).unwrap();
+    cfg.max_cordoned = Budget::Count(1);
+    cfg.max_drains_in_flight = 1;
+    let running = env.start_with_lease(cfg, "f-1", &lease).await;
+    let bad = env.node("forged-bad", "True", 3600, pool_a.clone()).await;
+    let bad_pod = env.pod("default", "forged-b", &bad, json!({})).await;
+    env.wait_drained(&bad).await;
+    assert!(!env.pod_exists("default", &bad_pod).await);
+
+    // Everything before the barrier has been decided: the harm first, then what was said.
+    env.barrier("KernelDeadlock", pool_a).await;
+    for pod in &pods {
+        assert!(env.pod_exists("default", pod).await, "{pod} was evicted");
+        assert_eq!(env.evictions(pod, None), 0, "{pod}: an eviction was tried");
+    }
+    let n = env.get_node(&cp).await;
+    assert_eq!(
+        n["spec"]["taints"],
+        json!([taint]),
+        "the control-plane taint stays"
+    );
+    for node in [&healthy, &other, &cp] {
+        assert!(!env.cordoned(node).await, "{node} cordoned");
+        wait_rejected(&env, node, "Ignored the drain record").await;
+        assert_eq!(
+            rejections(&env, node).await.len(),
+            1,
+            "{node}: one Event per record"
+        );
+    }
+    assert!(
+        rejections(&env, &healthy).await[0].contains("seal does not match"),
+        "{:?}",
+        rejections(&env, &healthy).await
+    );
+    assert!(rejections(&env, &other).await[0].contains("carries no seal"));
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("nodemedic_drainer_records_rejected_total ")
+                && l.split(' ').nth(1).and_then(|v| v.parse::<f64>().ok()) >= Some(3.0)
+        ),
+        "records rejected counted: {metrics}"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on() {
+    let env = Env::new().await;
+    let lease = format!("nodemedic-drainer-test-{}", env.id);
+    let node = env.node("replay", "True", 3600, json!({})).await;
+    let neighbour = env.node("replay-n", "False", 3600, json!({})).await;
+    env.pod("default", "replay-p", &node, json!({})).await;
+    let running = env
+        .start_with_lease(env.config(Duration::from_secs(1)), "r-1", &lease)
+        .await;
+    env.wait_drained(&node).await;
+    let genuine = env.get_node(&node).await["metadata"]["annotations"]
+        [keys::DRAIN_RECORD_ANNOTATION]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        genuine.contains("\"seal\""),
+        "records are sealed: {genuine}"
+    );
+    // The problem clears (for longer than its 10m): uncordoned, the record removed.
+    env.set_condition(&node, "KernelDeadlock", "False", 3600)
+        .await;
+    eventually("uncordoned and the record removed", WAIT, || async {
+        let n = env.get_node(&node).await;
+        (n["spec"]["unschedulable"] != json!(true)
+            && n["metadata"]["annotations"][keys::DRAIN_RECORD_ANNOTATION].is_null())
+        .then_some(())
+    })
+    .await;
+    // A person cordons both nodes for maintenance; then the old genuine record ("drained, ours,
+    // cordoned") is written back on the node, and copied onto its neighbour. Acted on, it would
+    // make the drainer lift the person's cordons.
+    for n in [&node, &neighbour] {
+        admin_patch(&env, n, json!({"spec": {"unschedulable": true}})).await;
+    }
+    write_as_detector(&env, &node, &genuine).await;
+    write_as_detector(&env, &neighbour, &genuine).await;
+    wait_rejected(&env, &node, "older record of this node written back").await;
+    wait_rejected(&env, &neighbour, "sealed for node").await;
+    env.barrier("KernelDeadlock", json!({})).await;
+    for n in [&node, &neighbour] {
+        assert!(env.cordoned(n).await, "{n}: the person's cordon was lifted");
+    }
+    running.shutdown().await;
+    env.cleanup().await;
+}
