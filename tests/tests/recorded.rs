@@ -410,3 +410,91 @@ async fn leases_and_core_events_answer_as_recorded() {
         assert_eq!(got[f], rec["response"]["body"][f], "27: {f}");
     }
 }
+
+/// Who may write a Node's metadata (59-62): a PATCH of `nodes/NAME/status` keeps metadata changes
+/// and drops `spec`; a node identity may not write another node (60) nor a restricted label on its
+/// own (61), but may annotate its own Node (62). The drainer's record seals rest on these.
+#[tokio::test]
+async fn status_patches_keep_metadata_and_node_identities_reach_only_their_own_node() {
+    if !dir().exists() {
+        eprintln!(
+            "skipped status_patches_keep_metadata_and_node_identities_reach_only_their_own_node: {} not found",
+            dir().display()
+        );
+        return;
+    }
+    let server = TestApiServer::start().await;
+    let admin = server.client();
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap())
+            .unwrap()
+    };
+    // The two nodes as 59 shows them before (labels, the admission taint).
+    let before = &read("59-node-status-smp-metadata-kept-spec-dropped")["before"];
+    for n in ["tn-a", "tn-b"] {
+        let mut node = serde_json::json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}, "spec": before["spec"]});
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = Value::String(n.into());
+        let (status, got) = send(
+            &admin,
+            "POST",
+            "/api/v1/nodes",
+            Some("application/json"),
+            &node,
+        )
+        .await;
+        assert_eq!(status, 201, "create {n}: {got}");
+    }
+    // 59: metadata kept, spec ignored, the condition added.
+    let (status, got, rec) = replay(
+        &admin,
+        "59-node-status-smp-metadata-kept-spec-dropped",
+        None,
+    )
+    .await;
+    assert_answer("59", status, &got, &rec);
+    let want = &rec["response"]["body"];
+    for field in ["/metadata/labels", "/metadata/annotations", "/spec"] {
+        assert_eq!(
+            got.pointer(field),
+            want.pointer(field),
+            "59: {field} of {got}"
+        );
+    }
+    assert!(condition_types(&got).contains(&"KernelDeadlock".to_string()));
+    // 60-62 as the node identity system:node:tn-a.
+    let node_a = server.client_as_node("tn-a");
+    for name in [
+        "60-node-status-patch-other-node-as-node-identity",
+        "61-node-status-own-node-restricted-label",
+        "62-node-status-own-node-annotation",
+    ] {
+        let (status, got, rec) = replay(&node_a, name, None).await;
+        assert_answer(name, status, &got, &rec);
+        let want = &rec["response"]["body"];
+        if want["kind"] == "Status" {
+            assert_eq!(got["message"], want["message"], "{name}");
+            assert_eq!(got["details"], want["details"], "{name}");
+        } else {
+            assert_eq!(
+                got.pointer("/metadata/annotations"),
+                want.pointer("/metadata/annotations"),
+                "{name}"
+            );
+        }
+    }
+    // Nothing of 60's or 61's reached the nodes.
+    let b = server.object("v1", "nodes", None, "tn-b").unwrap();
+    assert_eq!(
+        b["status"]["conditions"]
+            .as_array()
+            .map(|c| c.iter().any(|c| c["reason"] == "Forged")),
+        Some(false)
+    );
+    let a = server.object("v1", "nodes", None, "tn-a").unwrap();
+    assert!(
+        a["metadata"]["labels"]
+            .get("node-restriction.kubernetes.io/x")
+            .is_none()
+    );
+}

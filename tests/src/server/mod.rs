@@ -8,6 +8,7 @@
 
 mod admit;
 mod evict;
+mod identity;
 pub mod order;
 mod patch;
 mod store;
@@ -67,6 +68,8 @@ pub(crate) struct Inner {
     log: Vec<Logged>,
     /// Terminating pods stay until a test deletes them (see [`TestApiServer::stop_kubelets`]).
     pub(crate) no_kubelets: bool,
+    /// Bearer tokens of node identities ([`TestApiServer::client_as_node`]): token -> node name.
+    pub(crate) node_tokens: std::collections::HashMap<String, String>,
 }
 
 /// A running test API server.
@@ -112,6 +115,23 @@ impl TestApiServer {
         let mut config = kube::Config::new(url);
         // As the binaries build theirs (nodemedic_common::client): no hidden client-side retries.
         config.default_retry = false;
+        kube::Client::try_from(config).expect("client for the test server")
+    }
+
+    /// A client that authenticates as the node identity `system:node:NAME` (group `system:nodes`),
+    /// as a kubelet does: Node authorization and NodeRestriction admission confine it to its own
+    /// Node, as recordings 60-62 show. (A request without a token is the cluster's administrator.)
+    pub fn client_as_node(&self, name: &str) -> kube::Client {
+        let token = format!("node-token-{name}");
+        self.inner
+            .lock()
+            .unwrap()
+            .node_tokens
+            .insert(token.clone(), name.to_string());
+        let url: axum::http::Uri = format!("http://{}", self.addr).parse().unwrap();
+        let mut config = kube::Config::new(url);
+        config.default_retry = false;
+        config.auth_info.token = Some(token.into());
         kube::Client::try_from(config).expect("client for the test server")
     }
 
@@ -386,7 +406,17 @@ async fn handle(
         Some(FaultKind::Status(code)) => Some(code),
         None => None,
     };
-    let response = if let Some(code) = fault {
+    let node = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|t| app.inner.lock().unwrap().node_tokens.get(t).cloned());
+    let refused = node.as_deref().and_then(|n| {
+        parse_path(&path).and_then(|t| identity::node_may(n, &method, &t, &body).err())
+    });
+    let response = if let Some(refused) = refused {
+        refused
+    } else if let Some(code) = fault {
         let reason = match code {
             429 => Some("TooManyRequests"),
             500 => Some("InternalError"),

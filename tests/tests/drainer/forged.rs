@@ -200,3 +200,53 @@ async fn a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on(
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// The node's own credential (a kubelet's, `system:node:NAME`) may annotate its own Node
+/// (recording 62): a record it writes there is refused like any other, and it cannot write one on
+/// another node at all (60). On the test API server, which authenticates node identities.
+#[tokio::test]
+async fn a_nodes_own_credential_cannot_steer_the_drainer() {
+    let env = Env::new().await;
+    let Some(server) = env
+        .cluster
+        .fake_or_skip("a_nodes_own_credential_cannot_steer_the_drainer")
+    else {
+        return;
+    };
+    let lease = format!("nodemedic-drainer-test-{}", env.id);
+    let own = env.node("kubelet-own", "False", 3600, json!({})).await;
+    let other = env.node("kubelet-other", "False", 3600, json!({})).await;
+    let pod = env.pod("default", "kubelet-p", &own, json!({})).await;
+    let kubelet = server.client_as_node(&own);
+    let record = forged(&lease, &own, "draining", json!({"cordoned": false}));
+    let annotate = |node: &str| {
+        let body =
+            json!({"metadata": {"annotations": {keys::DRAIN_RECORD_ANNOTATION: record.clone()}}});
+        let api = Api::<Node>::all(kubelet.clone());
+        let node = node.to_string();
+        async move {
+            api.patch_status(&node, &PatchParams::default(), &Patch::Strategic(body))
+                .await
+        }
+    };
+    annotate(&own)
+        .await
+        .expect("a node may annotate its own Node (62)");
+    match annotate(&other).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{e:?}"),
+        other => panic!("a node wrote another node: {other:?}"),
+    }
+    let running = env
+        .start_with_lease(env.config(Duration::from_secs(1)), "k-1", &lease)
+        .await;
+    wait_rejected(&env, &own, "seal does not match").await;
+    env.barrier("KernelDeadlock", json!({})).await;
+    assert!(env.pod_exists("default", &pod).await, "{pod} was evicted");
+    assert_eq!(env.evictions(&pod, None), 0);
+    assert!(
+        rejections(&env, &other).await.is_empty(),
+        "nothing reached {other}"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}
