@@ -1,6 +1,7 @@
 //! Pods nodemedic never evicts, whoever asks (the drainer's drains and its stale-readiness
 //! evictions): not-evicted pods (`kube-system` + `scheduler.alpha.kubernetes.io/not-evicted-pod: ""`),
-//! critical pods (priority >= 2000000000 or the legacy critical-pod annotation), and mirror pods.
+//! critical pods (priority >= 2000000000, or the legacy critical-pod annotation in `kube-system`),
+//! and mirror pods.
 
 use std::collections::BTreeMap;
 
@@ -28,7 +29,9 @@ pub fn never_evicted(
     if priority.is_some_and(|p| p >= keys::CRITICAL_PRIORITY) {
         return Some("critical pod (priority >= 2000000000)".into());
     }
-    if annotations.contains_key(keys::CRITICAL_POD_ANNOTATION) {
+    // As the kubelet read it (IsCritical): only in kube-system. Anyone who may create pods can
+    // annotate them, and a pod elsewhere marking itself critical would block every drain.
+    if namespace == "kube-system" && annotations.contains_key(keys::CRITICAL_POD_ANNOTATION) {
         return Some(format!("critical pod ({})", keys::CRITICAL_POD_ANNOTATION));
     }
     None
@@ -80,9 +83,18 @@ mod tests {
                 .starts_with("critical")
         );
         assert!(
-            never_evicted("a", &ann(&[(keys::CRITICAL_POD_ANNOTATION, "")]), None)
-                .unwrap()
-                .starts_with("critical")
+            never_evicted(
+                "kube-system",
+                &ann(&[(keys::CRITICAL_POD_ANNOTATION, "")]),
+                None
+            )
+            .unwrap()
+            .starts_with("critical")
+        );
+        assert_eq!(
+            never_evicted("a", &ann(&[(keys::CRITICAL_POD_ANNOTATION, "")]), None),
+            None,
+            "the critical-pod annotation counts only in kube-system"
         );
         assert!(
             never_evicted("a", &ann(&[(keys::MIRROR_POD_ANNOTATION, "x")]), None)

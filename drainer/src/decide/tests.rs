@@ -546,7 +546,7 @@ fn pod_rules() {
             pod(
                 "crit2",
                 "n",
-                json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}}}),
+                json!({"metadata": {"namespace": "kube-system", "annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}}}),
             ),
             PodAction::Skip,
             "critical pod (",
@@ -594,6 +594,14 @@ fn pod_rules() {
         json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}}),
     );
     assert_eq!(decide_pod(&ne_elsewhere, &c).action, PodAction::Evict);
+    // the legacy critical-pod annotation protects only in kube-system, as the kubelet read it: a
+    // pod elsewhere cannot mark itself critical and block drains
+    let crit_elsewhere = pod(
+        "crit3",
+        "n",
+        json!({"metadata": {"annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}}}),
+    );
+    assert_eq!(decide_pod(&crit_elsewhere, &c).action, PodAction::Evict);
     // options allow what they name; critical and not-evicted never
     let mut open = cfg();
     open.evict_emptydir_pods = true;
