@@ -45,8 +45,74 @@ pub struct NodeEvent {
 /// and what NPD users' tooling expects).
 pub const MAX_MESSAGE: usize = 1024;
 
-/// `s` capped at [`MAX_MESSAGE`] bytes: cut at a character boundary, ending with `...`.
-pub fn cap(mut s: String) -> String {
+/// Whether `c` must not reach an Event, a condition or a terminal as it is: control characters
+/// (a log line's ANSI escapes or carriage returns would rewrite what `kubectl describe` or a
+/// terminal shows) and the bidirectional overrides that reorder text on screen.
+fn unprintable(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` as it may be shown: line breaks and tabs as spaces, other control characters and
+/// bidirectional overrides removed. Borrowed when there is nothing to change.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(unprintable) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    s.chars()
+        .filter_map(|c| match c {
+            '\n' | '\r' | '\t' => Some(' '),
+            c if unprintable(c) => None,
+            c => Some(c),
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// Text for a terminal: [`printable`] line by line, our own line breaks kept.
+pub fn printable_lines(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c != '\n' && unprintable(c)) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let lines: Vec<std::borrow::Cow<'_, str>> = s.split('\n').map(printable).collect();
+    lines.join("\n").into()
+}
+
+/// A writer for what a command prints for people: control characters and bidirectional overrides
+/// that came from the cluster (a condition message, a node's annotation) are dropped on the way
+/// out, so they cannot rewrite the terminal; line breaks stay.
+pub struct PrintableWriter<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for PrintableWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // `write!` hands over whole `str` pieces, so a piece is valid UTF-8; anything else loses
+        // its C0 controls and DEL byte by byte.
+        match std::str::from_utf8(buf) {
+            Ok(s) => self.0.write_all(printable_lines(s).as_bytes())?,
+            Err(_) => {
+                let kept: Vec<u8> = buf
+                    .iter()
+                    .copied()
+                    .filter(|&b| b == b'\n' || !(b < 0x20 || b == 0x7f))
+                    .collect();
+                self.0.write_all(&kept)?
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// `s` as written to the API: [`printable_lines`] (a multi-line kernel message keeps its lines, as
+/// NPD wrote them), and capped at [`MAX_MESSAGE`] bytes (cut at a character boundary, ending with
+/// `...`).
+pub fn cap(s: String) -> String {
+    let mut s = match printable_lines(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(clean) => clean,
+    };
     if s.len() <= MAX_MESSAGE {
         return s;
     }
@@ -206,6 +272,22 @@ mod tests {
         let c = cap(long);
         assert!(c.len() <= MAX_MESSAGE && c.ends_with("..."), "{}", c.len());
         assert_eq!(cap("short".into()), "short");
+        // What a log line can carry that would rewrite a terminal or `kubectl describe`.
+        assert_eq!(
+            cap("oom\u{1b}[2J\u{1b}[31mkilled\r\nfake line\u{7}\u{202e}txt".into()),
+            "oom[2J[31mkilled \nfake linetxt"
+        );
+        assert!(matches!(
+            printable("plain é"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        let mut out = PrintableWriter(Vec::new());
+        use std::io::Write;
+        write!(out, "Node {}\n  {}\n", "n\u{1b}]0;pwned\u{7}", "ok\ttab").unwrap();
+        assert_eq!(
+            String::from_utf8(out.0).unwrap(),
+            "Node n]0;pwned\n  ok tab\n"
+        );
     }
 
     #[test]

@@ -142,3 +142,51 @@ fn the_readme_shows_a_real_explanation() {
         "README's explain example is not what explain prints for node-d"
     );
 }
+
+/// A condition message is written by whoever may patch the node's status: escape sequences, carriage
+/// returns and line breaks in it must not drive the terminal nor fake lines of the explanation.
+#[test]
+fn control_characters_from_the_cluster_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: serde_json::Value = serde_json::json!({"kind": "List", "apiVersion": "v1", "items": [{
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-x\u{1b}[2J"},
+        "status": {"conditions": [{"type": "KernelDeadlock", "status": "True",
+            "reason": "Hung\u{1b}]0;title\u{7}", "lastTransitionTime": "2026-11-22T09:00:00Z",
+            "message": "task blocked\r\nDecision: none — all good\u{1b}[31m\u{202e}"}]}}]});
+    let path = dir.path().join("nodes.json");
+    std::fs::write(&path, nodes.to_string()).unwrap();
+    let pods = dir.path().join("pods.json");
+    std::fs::write(
+        &pods,
+        r#"{"kind": "List", "apiVersion": "v1", "items": []}"#,
+    )
+    .unwrap();
+    let out = Command::new(drainer())
+        .args(["explain", "node-x\u{1b}[2J", "KernelDeadlock=True,10m"])
+        .args(["--now", "2026-11-22T10:00:00Z", "--nodes"])
+        .arg(&path)
+        .arg("--pods")
+        .arg(&pods)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{text:?}"
+    );
+    assert!(
+        text.contains(
+            "(Hung]0;title) since 2026-11-22T09:00:00Z: task blocked  Decision: none — all good[31m"
+        ),
+        "{text}"
+    );
+    assert_eq!(text.matches("\nDecision:").count(), 1, "{text}");
+}

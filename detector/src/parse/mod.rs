@@ -56,10 +56,51 @@ pub fn read_line(input: &mut impl std::io::BufRead, buf: &mut Vec<u8>) -> std::i
     }
 }
 
+/// Consume input through the next newline without keeping it (the rest of an over-long line):
+/// the bytes consumed, and whether the newline was found (else the input ended first). Memory does
+/// not grow with the line.
+pub fn skip_line(input: &mut impl std::io::BufRead) -> std::io::Result<(usize, bool)> {
+    let mut skipped = 0;
+    loop {
+        let (found, used) = {
+            let available = match input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok((skipped, false));
+            }
+            match memchr::memchr(b'\n', available) {
+                Some(i) => (true, i + 1),
+                None => (false, available.len()),
+            }
+        };
+        input.consume(used);
+        skipped += used;
+        if found {
+            return Ok((skipped, true));
+        }
+    }
+}
+
 #[cfg(test)]
 mod read_line_tests {
     use super::read_line;
     use std::io::BufReader;
+
+    #[test]
+    fn the_rest_of_a_long_line_is_skipped_through_its_newline_only() {
+        use std::io::Read;
+        let long = std::io::repeat(b'x').take(3_000_000);
+        let mut input = BufReader::with_capacity(4096, long.chain(&b"\nnext\n"[..]));
+        assert_eq!(super::skip_line(&mut input).unwrap(), (3_000_001, true));
+        let mut next = Vec::new();
+        read_line(&mut input, &mut next).unwrap();
+        assert_eq!(next, b"next\n");
+        let mut unended = BufReader::new(&b"no newline"[..]);
+        assert_eq!(super::skip_line(&mut unended).unwrap(), (10, false));
+    }
 
     #[test]
     fn reads_as_std_read_until_does_across_buffer_ends() {

@@ -17,7 +17,7 @@ use crate::parse::syslog;
 
 /// Longest line kept whole; longer lines are cut (the rest is dropped) so one runaway line cannot
 /// exhaust memory.
-const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// Follow `path`. Without a checkpoint for the current inode it starts at the end (like `tail -f`).
 pub fn follow(

@@ -79,10 +79,10 @@ impl Follower {
             return Ok(Next::Line);
         }
         if n >= limit {
-            // An over-long line: keep its start, skip to its end.
-            let mut rest = Vec::new();
-            let skipped = crate::parse::read_line(&mut self.reader, &mut rest)?;
-            if rest.last() == Some(&b'\n') {
+            // An over-long line: keep its start, skip to its end without holding the rest (a line
+            // of any length costs no more memory than `limit`).
+            let (skipped, ended) = crate::parse::skip_line(&mut self.reader)?;
+            if ended {
                 self.offset += (n + skipped) as u64;
                 return Ok(Next::TooLong);
             }

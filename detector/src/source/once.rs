@@ -241,9 +241,17 @@ impl<R: BufRead> Once<R> {
         };
         self.bytes.clear();
         self.line.clear();
-        let n = crate::parse::read_line(reader, &mut self.bytes)?;
+        // At most MAX_LINE bytes of a line are kept (as the follower does); the rest is skipped.
+        let limit = super::file::MAX_LINE;
+        let mut n = crate::parse::read_line(
+            &mut std::io::Read::take(&mut *reader, limit as u64),
+            &mut self.bytes,
+        )?;
         if n == 0 {
             return Ok(false);
+        }
+        if n >= limit && self.bytes.last() != Some(&b'\n') {
+            n += crate::parse::skip_line(reader)?.0;
         }
         self.line_no += 1;
         self.read += 1;

@@ -155,7 +155,7 @@ fn write(result: Result<(history::History, Vec<Summary>), String>, output: Outpu
         }
     };
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = nodemedic_common::events::PrintableWriter(std::io::BufWriter::new(stdout.lock()));
     let written = if output == Output::Json {
         summaries.iter().try_for_each(|s| {
             serde_json::to_writer(&mut out, s)

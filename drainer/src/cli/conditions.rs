@@ -72,7 +72,7 @@ pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
         .collect();
     rows.sort_by(|a, b| a.node.cmp(&b.node));
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = nodemedic_common::events::PrintableWriter(std::io::BufWriter::new(stdout.lock()));
     match live::print_summaries(&rows, args.output == Output::Json, &mut out)
         .and_then(|()| std::io::Write::flush(&mut out))
     {

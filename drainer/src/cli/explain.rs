@@ -63,7 +63,7 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
         return ExitCode::from(1);
     };
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = nodemedic_common::events::PrintableWriter(std::io::BufWriter::new(stdout.lock()));
     let written = if args.output == Output::Json {
         serde_json::to_writer(&mut out, &e)
             .map_err(std::io::Error::other)

@@ -217,7 +217,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
     };
     let now = args.now.unwrap_or_else(Timestamp::now);
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = nodemedic_common::events::PrintableWriter(std::io::BufWriter::new(stdout.lock()));
     let recorded = crate::decide::gates::snapshot::Recorded {
         paused: lease
             .as_ref()

@@ -35,7 +35,7 @@ pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
     use crate::simulate;
     use std::io::Write as _;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = nodemedic_common::events::PrintableWriter(std::io::BufWriter::new(stdout.lock()));
     let mut code = ExitCode::SUCCESS;
     // A fixed start, so the output of a scenario is the same every run.
     let start: Timestamp = "2026-01-05T00:00:00Z"

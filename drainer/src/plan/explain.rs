@@ -484,10 +484,16 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
     writeln!(out, "\nConditions:")?;
     for c in &e.conditions {
         let since = c.since.map(|t| format!(" since {t}")).unwrap_or_default();
+        // What anyone who may write the node's status wrote: one line, nothing that drives a
+        // terminal.
+        let p = nodemedic_common::events::printable;
         writeln!(
             out,
             "  {}={} ({}){since}: {}",
-            c.type_, c.status, c.reason, c.message
+            p(&c.type_),
+            c.status,
+            p(&c.reason),
+            p(&c.message)
         )?;
         if let Some(w) = &c.watched {
             writeln!(out, "    watched as {w}")?;
@@ -530,7 +536,8 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
             } else {
                 String::new()
             };
-            writeln!(out, "  {at}  {}{count}: {}", h.reason, h.message)?;
+            let p = nodemedic_common::events::printable;
+            writeln!(out, "  {at}  {}{count}: {}", p(&h.reason), p(&h.message))?;
         }
     }
     writeln!(
