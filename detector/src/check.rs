@@ -203,10 +203,12 @@ mod tests {
 
     #[test]
     fn journal_json_goes_through_the_identifier_filter() {
-        let input = r#"{"SYSLOG_IDENTIFIER":"systemd","MESSAGE":"Started Kubernetes kubelet."}
-{"SYSLOG_IDENTIFIER":"bash","MESSAGE":"Started Kubernetes kubelet."}
+        // The third claims to be containerd but journald saw `logger` write it (`logger -t`).
+        let input = r#"{"SYSLOG_IDENTIFIER":"systemd","_COMM":"systemd","MESSAGE":"Started Kubernetes kubelet."}
+{"SYSLOG_IDENTIFIER":"bash","_COMM":"bash","MESSAGE":"Started Kubernetes kubelet."}
 not json
-{"SYSLOG_IDENTIFIER":"containerd","MESSAGE":"RunPodSandbox for &PodSandboxMetadata{Name:x} failed, error=\"no IP\""}
+{"SYSLOG_IDENTIFIER":"containerd","_COMM":"logger","MESSAGE":"RunPodSandbox for &PodSandboxMetadata{Name:y} failed, error=\"no IP\""}
+{"SYSLOG_IDENTIFIER":"containerd","_COMM":"containerd","MESSAGE":"RunPodSandbox for &PodSandboxMetadata{Name:x} failed, error=\"no IP\""}
 "#;
         let (f, stats) = run(input, InputFormat::JournalJson);
         assert_eq!(stats.malformed, 1);
@@ -220,7 +222,7 @@ not json
                 ("KubeletStart", 1, "Started Kubernetes kubelet."),
                 (
                     "ContainerdSandboxCreateFailure",
-                    4,
+                    5,
                     "containerd failed to create a pod sandbox: no IP"
                 ),
             ]

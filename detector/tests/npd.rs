@@ -39,8 +39,24 @@ const SHIPPED: &[&str] = &[
     "health-checker-docker.json",
 ];
 
-/// What a monitor means, all of it (the compiled patterns come from `rules`).
+/// What a monitor means, all of it (the compiled patterns come from `rules`), but how journal
+/// identifiers match: NPD's JSON keeps NPD's SYSLOG_IDENTIFIER, a conversion to nodemedic's YAML
+/// checks journald's own fields too (asserted apart).
 fn meaning(m: &Monitor) -> String {
+    let input = match m.input.clone() {
+        config::Input::Journal {
+            identifiers,
+            units,
+            directory,
+            ..
+        } => config::Input::Journal {
+            identifiers,
+            how: nodemedic_detector::parse::journal::IdentifierMatch::Backed,
+            units,
+            directory,
+        },
+        other => other,
+    };
     let conditions: Vec<_> = m
         .conditions
         .iter()
@@ -56,7 +72,7 @@ fn meaning(m: &Monitor) -> String {
         .collect();
     format!(
         "{} {} {:?} {:?} {} {:?} {:?} {:?}",
-        m.name, m.source, m.input, m.lookback, m.buffer_size, conditions, m.rules, m.checks
+        m.name, m.source, input, m.lookback, m.buffer_size, conditions, m.rules, m.checks
     )
 }
 
@@ -86,6 +102,18 @@ fn npd_shipped_files_load_as_they_are_and_convert_to_the_same_monitors() {
             meaning(&yaml.monitors[0]),
             "{file} and its conversion differ"
         );
+        if let (
+            config::Input::Journal { how: from_npd, .. },
+            config::Input::Journal { how: converted, .. },
+        ) = (&json.monitors[0].input, &yaml.monitors[0].input)
+        {
+            use nodemedic_detector::parse::journal::IdentifierMatch;
+            assert_eq!(
+                (*from_npd, *converted),
+                (IdentifierMatch::SyslogIdentifier, IdentifierMatch::Backed),
+                "{file}"
+            );
+        }
     }
     // What NPD's files mean, spot-checked against NPD's own defaults.
     let ntp = config::load_paths(&[npd("custom-plugin-monitor.json")]).unwrap();

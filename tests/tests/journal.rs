@@ -28,7 +28,9 @@ fn available(test: &str) -> bool {
     ok
 }
 
-/// Append entries (identifier, message) to DIR/test.journal in journal export format.
+/// Append entries (identifier, message) to DIR/test.journal in journal export format, each with
+/// the process name journald records (`_COMM`): the identifier's, or after a `/` another one
+/// (`dockerd/logger`: what `logger -t dockerd` writes).
 fn append(dir: &Path, entries: &[(&str, &str)]) {
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -36,8 +38,9 @@ fn append(dir: &Path, entries: &[(&str, &str)]) {
         .as_micros();
     let mut export = String::new();
     for (i, (id, msg)) in entries.iter().enumerate() {
+        let (id, comm) = id.split_once('/').unwrap_or((id, id));
         export.push_str(&format!(
-            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n_BOOT_ID=7386a4788f4349e39ff7840b081b1d20\nSYSLOG_IDENTIFIER={id}\nMESSAGE={msg}\n\n",
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n_BOOT_ID=7386a4788f4349e39ff7840b081b1d20\nSYSLOG_IDENTIFIER={id}\n_COMM={comm}\nMESSAGE={msg}\n\n",
             now_us + i as u128,
             now_us + i as u128
         ));
@@ -64,6 +67,7 @@ fn spec(dir: &Path) -> JournalSpec {
         journalctl: "journalctl".into(),
         directory: Some(dir.to_path_buf()),
         identifiers: vec!["dockerd".into()],
+        how: nodemedic_detector::parse::journal::IdentifierMatch::Backed,
         units: vec![],
         lookback: Duration::from_secs(300),
     }
@@ -95,6 +99,7 @@ async fn follows_real_journal_files_filters_by_identifier_and_resumes_after_its_
         &[
             ("dockerd", "first"),
             ("kubelet", "not for us"),
+            ("dockerd/logger", "anyone may claim to be dockerd"),
             ("dockerd", "second"),
         ],
     );
@@ -110,7 +115,10 @@ async fn follows_real_journal_files_filters_by_identifier_and_resumes_after_its_
     ));
     assert_eq!(next_line(&mut rx).await.0, "first");
     let (text, cursor) = next_line(&mut rx).await;
-    assert_eq!(text, "second", "the kubelet entry was filtered out");
+    assert_eq!(
+        text, "second",
+        "the kubelet entry and the one logger wrote as dockerd were filtered out"
+    );
     // appended while following
     append(dir.path(), &[("dockerd", "third")]);
     assert_eq!(next_line(&mut rx).await.0, "third");

@@ -93,6 +93,11 @@ pub(super) fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<In
         "kmsg" => Some(Input::Kmsg),
         "journal" => Some(Input::Journal {
             identifiers: raw.identifiers.clone(),
+            how: if raw.syslog_identifier_only {
+                crate::parse::journal::IdentifierMatch::SyslogIdentifier
+            } else {
+                crate::parse::journal::IdentifierMatch::Backed
+            },
             units: raw.units.clone(),
             directory: path,
         }),

@@ -19,6 +19,9 @@ pub enum Input {
     Kmsg,
     Journal {
         identifiers: Vec<String>,
+        /// How `identifiers` match: backed by journald's own fields (nodemedic's rules), or
+        /// `SYSLOG_IDENTIFIER` alone (NPD's JSON configs).
+        how: crate::parse::journal::IdentifierMatch,
         units: Vec<String>,
         directory: Option<PathBuf>,
     },

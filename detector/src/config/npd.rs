@@ -241,6 +241,7 @@ fn input(
     let mut input = RawInput {
         kind: spanned(kind),
         identifiers: Vec::new(),
+        syslog_identifier_only: false,
         units: Vec::new(),
         path: None,
         format: None,
@@ -263,6 +264,16 @@ fn input(
             }
         }
         "journal" => {
+            if let Some(source) = &config.source {
+                notes.at(
+                    &source.referenced,
+                    format!(
+                        "pluginConfig.source {:?} matches SYSLOG_IDENTIFIER as NPD does, which any process on the node can claim (`logger -t {}`); in nodemedic's YAML rules, `identifiers` also need journald's own _COMM or _SYSTEMD_UNIT to agree",
+                        source.value, source.value
+                    ),
+                );
+            }
+            input.syslog_identifier_only = true;
             input.identifiers.extend(config.source.map(|s| s.value));
             input.path = npd.log_path.take();
         }

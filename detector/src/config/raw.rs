@@ -35,6 +35,10 @@ pub struct RawInput {
     /// journal: keep entries whose SYSLOG_IDENTIFIER is one of these (any when both lists are empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub identifiers: Vec<String>,
+    /// journal: `identifiers` match SYSLOG_IDENTIFIER alone (NPD's meaning, for NPD's JSON configs);
+    /// not in YAML, where journald's own fields must back them.
+    #[serde(skip)]
+    pub syslog_identifier_only: bool,
     /// journal: keep entries whose _SYSTEMD_UNIT is one of these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub units: Vec<String>,

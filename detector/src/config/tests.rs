@@ -535,6 +535,7 @@ fn npd_system_log_files_mean_what_they_meant_to_npd() {
         m.input,
         Input::Journal {
             identifiers: vec!["dockerd".into()],
+            how: crate::parse::journal::IdentifierMatch::SyslogIdentifier,
             units: vec![],
             directory: Some("/var/log/journal".into())
         }
@@ -543,13 +544,21 @@ fn npd_system_log_files_mean_what_they_meant_to_npd() {
     assert_eq!(m.lookback, Some(Duration::ZERO));
     assert_eq!(m.buffer_size, DEFAULT_BUFFER_SIZE);
     assert_eq!(m.rules[0].message.as_deref(), Some("${lines} (see $$HOME)"));
-    assert_eq!(rs.notes.len(), 1, "{:?}", rs.notes);
+    assert_eq!(rs.notes.len(), 2, "{:?}", rs.notes);
+    // The source is spoofable in NPD's meaning, and said so where it is written.
     assert!(
         rs.notes[0]
             .to_string()
-            .starts_with("docker-monitor.json:6:23: metricsReporting false"),
+            .starts_with("docker-monitor.json:3:30: pluginConfig.source \"dockerd\" matches SYSLOG_IDENTIFIER as NPD does"),
         "{}",
         rs.notes[0]
+    );
+    assert!(
+        rs.notes[1]
+            .to_string()
+            .starts_with("docker-monitor.json:6:23: metricsReporting false"),
+        "{}",
+        rs.notes[1]
     );
 }
 

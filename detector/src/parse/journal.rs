@@ -10,9 +10,26 @@ use super::{Line, Malformed};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub cursor: Option<String>,
+    /// `SYSLOG_IDENTIFIER`: what the writing process says it is (any process may say anything).
     pub identifier: Option<String>,
+    /// `_SYSTEMD_UNIT`, `_COMM` and `_TRANSPORT`: what journald itself recorded about the writer
+    /// (fields starting with `_` cannot be set by a client).
     pub unit: Option<String>,
+    pub comm: Option<String>,
+    pub transport: Option<String>,
     pub line: Line,
+}
+
+/// How a journal monitor's `identifiers` are matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentifierMatch {
+    /// `SYSLOG_IDENTIFIER` equal, and backed by what journald recorded: the process name (`_COMM`),
+    /// its unit (`ID.service`), or the kernel transport for `kernel`. `logger -t dockerd` does not
+    /// pass for dockerd. nodemedic's own rules.
+    Backed,
+    /// `SYSLOG_IDENTIFIER` equal, nothing more: NPD's meaning, kept for NPD's JSON configs, which
+    /// any process on the node can satisfy.
+    SyslogIdentifier,
 }
 
 fn malformed(why: impl Into<String>) -> Malformed {
@@ -40,8 +57,28 @@ pub fn parse(line: &str) -> Result<Entry, Malformed> {
         cursor: obj.get("__CURSOR").and_then(field),
         identifier: obj.get("SYSLOG_IDENTIFIER").and_then(field),
         unit: obj.get("_SYSTEMD_UNIT").and_then(field),
+        comm: obj.get("_COMM").and_then(field),
+        transport: obj.get("_TRANSPORT").and_then(field),
         line: Line { text, realtime_us },
     })
+}
+
+/// Whether journald's own fields agree that `id` wrote the entry.
+fn backed(entry: &Entry, id: &str) -> bool {
+    // The kernel keeps 15 bytes of a process name (TASK_COMM_LEN less its NUL).
+    let comm = |c: &String| {
+        let mut end = id.len().min(15);
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        *c == id[..end]
+    };
+    entry.comm.as_ref().is_some_and(comm)
+        || entry
+            .unit
+            .as_ref()
+            .is_some_and(|u| u == id || u.strip_suffix(".service") == Some(id))
+        || (id == "kernel" && entry.transport.as_deref() == Some("kernel"))
 }
 
 fn field(v: &Value) -> Option<String> {
@@ -59,14 +96,20 @@ fn field(v: &Value) -> Option<String> {
 }
 
 /// Does the entry pass the identifier/unit filter? Empty filters accept everything.
-pub fn accepts(entry: &Entry, identifiers: &[String], units: &[String]) -> bool {
+pub fn accepts(
+    entry: &Entry,
+    identifiers: &[String],
+    units: &[String],
+    how: IdentifierMatch,
+) -> bool {
     if identifiers.is_empty() && units.is_empty() {
         return true;
     }
-    let id_ok = entry
-        .identifier
-        .as_ref()
-        .is_some_and(|i| identifiers.iter().any(|x| x == i));
+    let id_ok = entry.identifier.as_ref().is_some_and(|i| {
+        identifiers
+            .iter()
+            .any(|x| x == i && (how == IdentifierMatch::SyslogIdentifier || backed(entry, x)))
+    });
     let unit_ok = entry
         .unit
         .as_ref()
@@ -106,13 +149,55 @@ mod tests {
     #[test]
     fn filters_by_identifier_or_unit() {
         let e = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"containerd","_SYSTEMD_UNIT":"containerd.service"}"#).unwrap();
-        assert!(accepts(&e, &[], &[]));
-        assert!(accepts(&e, &["containerd".into()], &[]));
-        assert!(accepts(&e, &[], &["containerd.service".into()]));
+        let b = IdentifierMatch::Backed;
+        assert!(accepts(&e, &[], &[], b));
+        assert!(accepts(&e, &["containerd".into()], &[], b));
+        assert!(accepts(&e, &[], &["containerd.service".into()], b));
         assert!(!accepts(
             &e,
             &["dockerd".into()],
-            &["docker.service".into()]
+            &["docker.service".into()],
+            b
+        ));
+    }
+
+    #[test]
+    fn an_identifier_any_process_can_claim_passes_only_when_journald_backs_it() {
+        // `logger -t dockerd "task docker:1 blocked"` run by anyone on the node.
+        let spoofed = parse(r#"{"MESSAGE":"task docker:1 blocked","SYSLOG_IDENTIFIER":"dockerd","_COMM":"logger","_SYSTEMD_UNIT":"session-3.scope","_TRANSPORT":"syslog"}"#).unwrap();
+        let ids = ["dockerd".to_string()];
+        assert!(!accepts(&spoofed, &ids, &[], IdentifierMatch::Backed));
+        assert!(
+            accepts(&spoofed, &ids, &[], IdentifierMatch::SyslogIdentifier),
+            "NPD's meaning"
+        );
+        // The daemon itself: by its process name, or by its unit.
+        let real = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"dockerd","_COMM":"dockerd","_TRANSPORT":"stdout"}"#).unwrap();
+        assert!(accepts(&real, &ids, &[], IdentifierMatch::Backed));
+        let by_unit = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"dockerd","_COMM":"docker-init","_SYSTEMD_UNIT":"dockerd.service"}"#).unwrap();
+        assert!(accepts(&by_unit, &ids, &[], IdentifierMatch::Backed));
+        // A process name the kernel cut at 15 bytes; the kernel's own lines.
+        let long = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"containerd-shim-runc","_COMM":"containerd-shim"}"#).unwrap();
+        assert!(accepts(
+            &long,
+            &["containerd-shim-runc".into()],
+            &[],
+            IdentifierMatch::Backed
+        ));
+        let kernel =
+            parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"kernel","_TRANSPORT":"kernel"}"#).unwrap();
+        assert!(accepts(
+            &kernel,
+            &["kernel".into()],
+            &[],
+            IdentifierMatch::Backed
+        ));
+        let fake_kernel = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"kernel","_TRANSPORT":"syslog","_COMM":"logger"}"#).unwrap();
+        assert!(!accepts(
+            &fake_kernel,
+            &["kernel".into()],
+            &[],
+            IdentifierMatch::Backed
         ));
     }
 }

@@ -81,6 +81,7 @@ pub struct JournalSpec {
     pub journalctl: PathBuf,
     pub directory: Option<PathBuf>,
     pub identifiers: Vec<String>,
+    pub how: crate::parse::journal::IdentifierMatch,
     pub units: Vec<String>,
     pub lookback: Duration,
 }
@@ -187,7 +188,7 @@ pub async fn follow(
                                     continue;
                                 };
                                 cursor = Some(c.clone());
-                                if !journal::accepts(&entry, &spec.identifiers, &spec.units) {
+                                if !journal::accepts(&entry, &spec.identifiers, &spec.units, spec.how) {
                                     continue;
                                 }
                                 let at = entry.line.realtime_us.and_then(|us| Timestamp::from_microsecond(us).ok()).unwrap_or_else(Timestamp::now);
@@ -254,6 +255,7 @@ mod tests {
             journalctl: "journalctl".into(),
             directory: Some("/var/log/journal".into()),
             identifiers: vec!["dockerd".into(), "containerd".into()],
+            how: crate::parse::journal::IdentifierMatch::Backed,
             units: vec!["kubelet.service".into()],
             lookback: Duration::from_secs(300),
         }

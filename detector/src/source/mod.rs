@@ -90,6 +90,7 @@ pub fn spawn(
         }
         Input::Journal {
             identifiers,
+            how,
             units,
             directory,
         } => {
@@ -97,6 +98,7 @@ pub fn spawn(
                 journalctl: ctx.journalctl.clone(),
                 directory: directory.clone().or_else(|| ctx.journal_dir.clone()),
                 identifiers: identifiers.clone(),
+                how: *how,
                 units: units.clone(),
                 lookback,
             };

@@ -66,13 +66,16 @@ impl Origin<'_> {
     /// `kubelet.service`); every other monitor reads every record.
     pub fn reaches(&self, input: &Input) -> bool {
         let Input::Journal {
-            identifiers, units, ..
+            identifiers,
+            units,
+            how,
+            ..
         } = input
         else {
             return true;
         };
         match self {
-            Origin::Journal(entry) => journal::accepts(entry, identifiers, units),
+            Origin::Journal(entry) => journal::accepts(entry, identifiers, units, *how),
             Origin::Syslog(tag) => {
                 (identifiers.is_empty() && units.is_empty())
                     || identifiers.iter().any(|i| i == tag)
@@ -390,6 +393,7 @@ mod tests {
     fn a_journal_monitor_reads_only_its_identifiers_and_units() {
         let input = Input::Journal {
             identifiers: vec!["containerd".into()],
+            how: journal::IdentifierMatch::Backed,
             units: vec!["kubelet.service".into()],
             directory: None,
         };
