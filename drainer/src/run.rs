@@ -187,7 +187,7 @@ async fn reload(
     args: PolicyArgs,
     keep: watch::Sender<crate::model::pod::Projection>,
     mut relisted: watch::Receiver<crate::model::pod::Projection>,
-    to_controller: mpsc::Sender<crate::config::Config>,
+    to_controller: mpsc::Sender<crate::controller::Reloaded>,
     metrics: Metrics,
 ) {
     let Some(path) = args.config.clone() else {
@@ -216,6 +216,11 @@ async fn reload(
                     tracing::error!(error = %e, "config edit rejected: the running settings stay");
                 }
                 metrics.config_reload(crate::metrics::Reload::Failure);
+                let why = errors.iter().map(ToString::to_string).collect();
+                let refused = crate::controller::Reloaded::Refused(why);
+                if to_controller.send(refused).await.is_err() {
+                    return;
+                }
                 continue;
             }
         };
@@ -229,7 +234,11 @@ async fn reload(
                 }
             }
         }
-        if to_controller.send(cfg).await.is_err() {
+        if to_controller
+            .send(crate::controller::Reloaded::Config(cfg))
+            .await
+            .is_err()
+        {
             return;
         }
         metrics.config_reload(crate::metrics::Reload::Success);

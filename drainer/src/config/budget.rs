@@ -9,6 +9,16 @@ pub enum Budget {
 }
 
 impl Budget {
+    /// Whether this budget is at most `ceiling` (None: a count and a percentage, which compare
+    /// only against a fleet's size).
+    pub fn within(&self, ceiling: &Budget) -> Option<bool> {
+        match (*self, *ceiling) {
+            (Budget::Count(a), Budget::Count(b)) => Some(a <= b),
+            (Budget::Percent(a), Budget::Percent(b)) => Some(a <= b),
+            _ => None,
+        }
+    }
+
     /// The limit for `selected` nodes; a percentage never rounds below 1.
     pub fn limit(&self, selected: usize) -> usize {
         match *self {

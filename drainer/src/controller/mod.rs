@@ -113,7 +113,7 @@ pub struct Controller<C: Cluster> {
     clock: Clock,
     last_resync: Option<Timestamp>,
     /// Validated settings from config reloads.
-    configs: Option<mpsc::Receiver<Config>>,
+    configs: Option<mpsc::Receiver<Reloaded>>,
     /// The drainer's Lease as the election last read it (the pause, the breaker kept there).
     lease: Option<watch::Receiver<Option<Lease>>>,
     /// The breaker state for the election to keep on the Lease (see `leader::LeaseData`).
@@ -186,7 +186,7 @@ impl<C: Cluster> Controller<C> {
     }
 
     /// Take new settings from `configs` (validated by the reloader) between rounds.
-    pub fn with_reloads(mut self, configs: mpsc::Receiver<Config>) -> Controller<C> {
+    pub fn with_reloads(mut self, configs: mpsc::Receiver<Reloaded>) -> Controller<C> {
         self.configs = Some(configs);
         self
     }
@@ -304,7 +304,13 @@ impl<C: Cluster> Controller<C> {
                 _ = stop.changed() => return,
                 _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
                 _ = tokio::time::sleep(tick.min(until_wake)) => {}
-                Some(cfg) = next_config(&mut self.configs) => self.reconfigure(cfg),
+                Some(r) = next_config(&mut self.configs) => match r {
+                    Reloaded::Config(cfg) => self.reconfigure(cfg),
+                    Reloaded::Refused(why) => {
+                        let lease = self.lease().as_ref().map(lease_reference);
+                        self.record.config_refused(&why, lease).await;
+                    }
+                },
                 Some(run) = self.ended.1.recv() => self.drain_ended(run),
             }
             beat.beat();
@@ -323,6 +329,15 @@ impl<C: Cluster> Controller<C> {
     }
 }
 
+/// What an edit of the config file came to.
+#[derive(Debug)]
+pub enum Reloaded {
+    /// Valid: decide with it from the next round.
+    Config(Config),
+    /// Refused (the errors, in an operator's words): the running settings stay.
+    Refused(Vec<String>),
+}
+
 /// The Lease as the object fleet-wide Events are about (`kubectl describe lease` shows them).
 fn lease_reference(l: &Lease) -> k8s_openapi::api::core::v1::ObjectReference {
     k8s_openapi::api::core::v1::ObjectReference {
@@ -336,7 +351,7 @@ fn lease_reference(l: &Lease) -> k8s_openapi::api::core::v1::ObjectReference {
 }
 
 /// The next config from the reloader; pending forever without one (or once it is gone).
-async fn next_config(configs: &mut Option<mpsc::Receiver<Config>>) -> Option<Config> {
+async fn next_config(configs: &mut Option<mpsc::Receiver<Reloaded>>) -> Option<Reloaded> {
     match configs {
         Some(rx) => match rx.recv().await {
             Some(c) => Some(c),

@@ -45,6 +45,7 @@ pub mod reason {
     pub const DETECTOR_HEARD: &str = "DetectorHeardAgain";
     pub const COMMON_CAUSE: &str = "CommonCause";
     pub const RECORD_REJECTED: &str = "DrainRecordRejected";
+    pub const CONFIG_REFUSED: &str = "ConfigReloadRefused";
 }
 
 /// Something that happened to a node.

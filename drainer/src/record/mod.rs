@@ -168,6 +168,25 @@ impl<C: Cluster> Recorder<C> {
         }
     }
 
+    /// An edit of the config file was refused (`why`: its errors; already logged and counted by
+    /// the reloader): a Warning Event on the drainer's Lease says so where `kubectl describe lease`
+    /// shows it.
+    pub async fn config_refused(&self, why: &[String], lease: Option<ObjectReference>) {
+        let Some(lease) = lease else {
+            return;
+        };
+        let message = format!(
+            "Config edit refused, the running settings stay: {}",
+            why.join("; ")
+        );
+        let target = EventTarget::Object {
+            regarding: lease,
+            host: String::new(),
+        };
+        let r = crate::model::occurrence::reason::CONFIG_REFUSED;
+        self.write(&target, Severity::Warning, r, message).await;
+    }
+
     /// A stale pod: a warning and a Warning Event on the pod.
     pub async fn stale(&self, s: &Stale, message: String) {
         if !self.cluster.leading() {

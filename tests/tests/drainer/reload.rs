@@ -116,3 +116,72 @@ async fn a_config_edit_takes_effect_without_a_restart_and_a_bad_one_is_kept_out(
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// Whoever may edit the drainer's ConfigMap may tighten its safety limits, never loosen those the
+/// command line set: such an edit is refused, counted, said in a Warning Event on the drainer's
+/// Lease, and the running settings stay.
+#[tokio::test]
+async fn a_config_edit_cannot_loosen_a_limit_the_command_line_set() {
+    let env = Env::new().await;
+    let first = env.node("ceiling-a", "True", 3600, json!({})).await;
+    let second = env.node("ceiling-b", "True", 3000, json!({})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let limited = |max: usize| {
+        format!(
+            "conditions: ['KernelDeadlock=True,10m']\nnodeSelector: {LABEL}={}\ndrainBuffer: 1h\nmaxCordoned: {max}\n\
+             maxUnhealthy: 100%\nbreakerNew: 100%\ndomainOutage: 100%\nflapThreshold: 0\n",
+            env.id
+        )
+    };
+    publish(dir.path(), 1, &limited(1));
+    let running = env
+        .start_reloading(PolicyArgs {
+            config: Some(dir.path().join("drainer.yaml")),
+            max_cordoned: Some("1".into()),
+            ..Default::default()
+        })
+        .await;
+    eventually("the oldest problem cordoned", WAIT, || async {
+        env.cordoned(&first).await.then_some(())
+    })
+    .await;
+    // The ConfigMap's editor raises the budget past the command line's.
+    publish(dir.path(), 2, &limited(5));
+    eventually("the loosening edit refused", WAIT, || async {
+        (reloads(running.addr, "failure").await == 1).then_some(())
+    })
+    .await;
+    let lease = format!("nodemedic-drainer-test-{}", env.id);
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
+    let said = eventually("a ConfigReloadRefused Event on the Lease", WAIT, || async {
+        let list = events
+            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("ConfigReloadRefused"))
+    })
+    .await;
+    assert_eq!(said.type_.as_deref(), Some("Warning"));
+    let message = said.message.unwrap_or_default();
+    assert!(
+        message.contains("maxCordoned \"5\" is looser than --max-cordoned 1"),
+        "{message}"
+    );
+    // Still one cordon at a time: the second node waits for the budget.
+    env.barrier("KernelDeadlock", json!({})).await;
+    assert!(
+        !env.cordoned(&second).await,
+        "the refused budget was applied"
+    );
+    assert!(
+        env.event_reasons(&second)
+            .await
+            .contains(&"WaitingForBudget".to_string())
+    );
+    assert_eq!(reloads(running.addr, "success").await, 0);
+    running.shutdown().await;
+    env.cleanup().await;
+}

@@ -240,17 +240,28 @@ fn pod_rules(s: &mut Sources, cfg: &mut Config) {
 /// The cordon and drain budgets.
 fn budgets(s: &mut Sources, cfg: &mut Config) {
     let (args, file) = (s.args, s.file);
-    if let Some(n) = args.max_drains_in_flight.or(file.max_drains_in_flight) {
+    let n = match (args.max_drains_in_flight, file.max_drains_in_flight) {
+        (Some(ceiling), Some(n)) if n > ceiling => {
+            s.flag_error(format!(
+                "maxDrainsInFlight {n} in the config file is looser than --max-drains-in-flight {ceiling} given on the command line: a config edit may only tighten it"
+            ));
+            Some(ceiling)
+        }
+        (Some(ceiling), file) => Some(file.unwrap_or(ceiling)),
+        (None, file) => file,
+    };
+    if let Some(n) = n {
         if n == 0 {
             s.flag_error("max-drains-in-flight must be at least 1");
         }
         cfg.max_drains_in_flight = n;
     }
-    if let Some(b) = s.pick(
+    if let Some(b) = s.limit(
         args.max_cordoned.as_deref(),
         &file.max_cordoned,
         ("max-cordoned", "maxCordoned"),
         str::parse::<Budget>,
+        Budget::within,
     ) {
         cfg.max_cordoned = b;
     }
@@ -287,19 +298,21 @@ fn correlate(s: &mut Sources, out: &mut Safety) {
 fn safety(s: &mut Sources, out: &mut Safety) {
     let (args, file) = (s.args, s.file);
     let budget = str::parse::<Budget>;
-    if let Some(b) = s.pick(
+    if let Some(b) = s.limit(
         args.max_unhealthy.as_deref(),
         &file.max_unhealthy,
         ("max-unhealthy", "maxUnhealthy"),
         budget,
+        Budget::within,
     ) {
         out.max_unhealthy = b;
     }
-    if let Some(b) = s.pick(
+    if let Some(b) = s.limit(
         args.breaker_new.as_deref(),
         &file.breaker_new,
         ("breaker-new", "breakerNew"),
         budget,
+        Budget::within,
     ) {
         out.breaker_new = b;
     }
@@ -333,11 +346,12 @@ fn safety(s: &mut Sources, out: &mut Safety) {
     ) {
         out.kosmos_cluster_label = l;
     }
-    if let Some(b) = s.pick(
+    if let Some(b) = s.limit(
         args.max_cordoned_per_domain.as_deref(),
         &file.max_cordoned_per_domain,
         ("max-cordoned-per-domain", "maxCordonedPerDomain"),
         budget,
+        Budget::within,
     ) {
         out.max_cordoned_per_domain = Some(b);
     }
@@ -347,11 +361,13 @@ fn safety(s: &mut Sources, out: &mut Safety) {
             "{v:?}: expected a percentage in (0, 100], e.g. 50%"
         )),
     };
-    if let Some(p) = s.pick(
+    // A higher outage percentage declares fewer outages (fewer holds): the flag is its ceiling.
+    if let Some(p) = s.limit(
         args.domain_outage.as_deref(),
         &file.domain_outage,
         ("domain-outage", "domainOutage"),
         percent,
+        |a: &f64, b: &f64| Some(a <= b),
     ) {
         out.domain_outage_percent = p;
     }
@@ -588,12 +604,25 @@ mod tests {
             c.notify_urls,
             vec!["https://hooks.example.com/x".to_string()]
         );
-        // Flags win.
-        a.max_unhealthy = Some("5".into());
+        // Flags win; for a safety limit the flag is a ceiling the file may tighten only.
+        a.max_unhealthy = Some("50%".into());
         a.drain_windows = vec!["Sat 00:00-06:00".into()];
         let c = build(&a).unwrap();
-        assert_eq!(c.safety.max_unhealthy, Budget::Count(5));
+        assert_eq!(c.safety.max_unhealthy, Budget::Percent(40.0), "tightened");
         assert_eq!(c.safety.drain_windows[0].to_string(), "Sat 00:00-06:00");
+        a.max_unhealthy = Some("5".into());
+        let e = build(&a).unwrap_err();
+        assert!(e[0].to_string().contains("not comparable"), "{}", e[0]);
+        a.max_unhealthy = Some("30%".into());
+        let e = build(&a).unwrap_err();
+        assert!(
+            e[0].to_string().ends_with(
+                "drainer.yaml:2:15: maxUnhealthy \"40%\" is looser than --max-unhealthy 30% given on the command line: a config edit may only tighten it"
+            ),
+            "{}",
+            e[0]
+        );
+        a.max_unhealthy = None;
         // Every bad value is reported, at its position.
         std::fs::write(
             &f,

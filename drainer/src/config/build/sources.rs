@@ -95,6 +95,40 @@ impl Sources<'_> {
             .collect()
     }
 
+    /// A safety limit (a budget, a breaker threshold, a domain limit) from its flag, else from the
+    /// file. When both give one, the command line's is a ceiling the file may only tighten: a
+    /// value `within` it is taken, a looser one (or one that cannot be compared) is an error at
+    /// its position, so an edit of the ConfigMap never loosens what the command line set and a
+    /// reload with it is refused.
+    pub(super) fn limit<T, E: Display>(
+        &mut self,
+        flag: Option<&str>,
+        from_file: &Option<Spanned<String>>,
+        (flag_name, key): (&str, &str),
+        parse: impl Fn(&str) -> Result<T, E>,
+        within: impl Fn(&T, &T) -> Option<bool>,
+    ) -> Option<T> {
+        let (Some(flag), Some(file)) = (flag, from_file) else {
+            return self.pick(flag, from_file, (flag_name, key), parse);
+        };
+        let ceiling = self.pick(Some(flag), &None, (flag_name, key), &parse)?;
+        let value = self.pick(None, from_file, (flag_name, key), &parse)?;
+        let why = match within(&value, &ceiling) {
+            Some(true) => return Some(value),
+            Some(false) => "looser than",
+            None => "not comparable (a count and a percentage) with",
+        };
+        let err = self.at(
+            file,
+            format!(
+                "{key} {:?} is {why} --{flag_name} {flag} given on the command line: a config edit may only tighten it",
+                file.value
+            ),
+        );
+        self.errors.push(err);
+        Some(ceiling)
+    }
+
     /// A duration from its (typed) flag, else from the file.
     pub(super) fn duration(
         &mut self,
