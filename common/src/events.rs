@@ -283,7 +283,8 @@ mod tests {
         ));
         let mut out = PrintableWriter(Vec::new());
         use std::io::Write;
-        write!(out, "Node {}\n  {}\n", "n\u{1b}]0;pwned\u{7}", "ok\ttab").unwrap();
+        let (name, message) = ("n\u{1b}]0;pwned\u{7}", "ok\ttab");
+        write!(out, "Node {name}\n  {message}\n").unwrap();
         assert_eq!(
             String::from_utf8(out.0).unwrap(),
             "Node n]0;pwned\n  ok tab\n"

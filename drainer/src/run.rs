@@ -235,7 +235,7 @@ async fn reload(
             }
         }
         if to_controller
-            .send(crate::controller::Reloaded::Config(cfg))
+            .send(crate::controller::Reloaded::Config(Box::new(cfg)))
             .await
             .is_err()
         {

@@ -305,7 +305,7 @@ impl<C: Cluster> Controller<C> {
                 _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
                 _ = tokio::time::sleep(tick.min(until_wake)) => {}
                 Some(r) = next_config(&mut self.configs) => match r {
-                    Reloaded::Config(cfg) => self.reconfigure(cfg),
+                    Reloaded::Config(cfg) => self.reconfigure(*cfg),
                     Reloaded::Refused(why) => {
                         let lease = self.lease().as_ref().map(lease_reference);
                         self.record.config_refused(&why, lease).await;
@@ -332,8 +332,8 @@ impl<C: Cluster> Controller<C> {
 /// What an edit of the config file came to.
 #[derive(Debug)]
 pub enum Reloaded {
-    /// Valid: decide with it from the next round.
-    Config(Config),
+    /// Valid: decide with it from the next round (boxed: a Config is large, refusals are small).
+    Config(Box<Config>),
     /// Refused (the errors, in an operator's words): the running settings stay.
     Refused(Vec<String>),
 }
