@@ -34,6 +34,7 @@ pub mod health;
 pub mod keys;
 pub mod labels;
 pub mod lenient;
+pub mod privs;
 pub mod rbac;
 pub mod runtime;
 pub mod serve;

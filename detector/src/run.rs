@@ -113,6 +113,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
             journal_dir: opts.journal_dir.clone(),
             boot_id: crate::source::kmsg::boot_id(),
             health: health.clone(),
+            check_dirs: check_dirs(&opts.rules),
         },
         metrics: metrics.clone(),
         clock: nodemedic_common::clock::Clock::system(),
@@ -238,4 +239,18 @@ async fn read_node_until_ok(
             }
         }
     }
+}
+
+/// Where exec checks may run from: the shipped checks' directories and the rules' own (a rules
+/// directory, or a rule file's directory: the ConfigMap's mount).
+fn check_dirs(rules: &[PathBuf]) -> crate::source::exec::CheckDirs {
+    let own = rules.iter().map(|r| {
+        if r.is_dir() {
+            r.clone()
+        } else {
+            r.parent().map(PathBuf::from).unwrap_or_default()
+        }
+    });
+    let shipped = crate::source::exec::DEFAULT_CHECK_DIRS.map(PathBuf::from);
+    crate::source::exec::CheckDirs::new(shipped.into_iter().chain(own))
 }

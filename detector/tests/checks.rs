@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use nodemedic_detector::config::{self, Check, Input, Monitor};
 use nodemedic_detector::problem::{MonitorState, Status};
-use nodemedic_detector::source::exec::run_once;
+use nodemedic_detector::source::exec::{CheckDirs, run_once};
 
 const CHECKS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/checks");
 
@@ -39,7 +39,15 @@ async fn condition_after(monitor: &Monitor, check: &Check) -> (Status, String, S
         panic!("{} is not an exec monitor", monitor.name)
     };
     let (_tx, mut stop) = tokio::sync::watch::channel(false);
-    let r = run_once(0, check, settings.max_output, &mut stop)
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_detector"));
+    // The shell too: the script checks are run through it with their PATH set (see below).
+    let dirs = CheckDirs::new([
+        PathBuf::from(CHECKS),
+        bin.parent().unwrap().to_path_buf(),
+        PathBuf::from("/bin"),
+        PathBuf::from("/usr/bin"),
+    ]);
+    let r = run_once(0, check, settings.max_output, &dirs, &mut stop)
         .await
         .unwrap();
     let mut state = MonitorState::new(Arc::new(monitor.clone()), &[], r.at);

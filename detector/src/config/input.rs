@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::errors::{Errors, parse_duration};
-use super::model::{Check, ExecSettings, Input, LineFormat, MAX_CONCURRENCY, RuleKind};
+use super::model::{Check, ExecSettings, Input, LineFormat, MAX_CONCURRENCY, RuleKind, RunAs};
 use super::raw;
 use crate::matcher::MAX_MESSAGE;
 
@@ -54,6 +54,17 @@ pub(super) fn build_check(
             None => settings.interval,
         },
     };
+    let run_as = match x.run_as.as_ref().map(|r| (r, r.value.as_str())) {
+        None | Some((_, "nobody")) => RunAs::Nobody,
+        Some((_, "root")) => RunAs::Root,
+        Some((r, other)) => {
+            errors.at(
+                &r.referenced,
+                format!("exec.runAs {other:?}: expected `nobody` (the default) or `root`"),
+            );
+            RunAs::Nobody
+        }
+    };
     (errors.list.len() == before).then(|| Check {
         kind: RuleKind::Temporary,
         reason: String::new(),
@@ -61,6 +72,7 @@ pub(super) fn build_check(
         args: x.args.clone(),
         timeout,
         interval,
+        run_as,
     })
 }
 

@@ -18,7 +18,7 @@ pub use errors::{ConfigError, ConfigErrors};
 pub use load::{bundled_defaults, convert_npd, load_paths, load_sources};
 pub use model::{
     Check, ConditionDef, DEFAULT_BUFFER_SIZE, ExecSettings, Input, LineFormat, MAX_BUFFER_SIZE,
-    MAX_CONCURRENCY, Monitor, Rule, RuleKind, RuleSet,
+    MAX_CONCURRENCY, Monitor, Rule, RuleKind, RuleSet, RunAs,
 };
 pub use patterns::{MAX_OWN_REGEXES, MAX_PATTERN_BYTES};
 

@@ -84,6 +84,19 @@ pub struct Check {
     pub args: Vec<String>,
     pub timeout: Duration,
     pub interval: Duration,
+    /// Whom it runs as.
+    pub run_as: RunAs,
+}
+
+/// Whom a check runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunAs {
+    /// uid and gid 65534 (nobody), no supplementary groups, no capabilities: the default.
+    #[default]
+    Nobody,
+    /// The detector's own user (root in the shipped DaemonSet): a rule says so (`runAs: root`),
+    /// and NPD's custom plugin files mean it (NPD runs its checks as root).
+    Root,
 }
 
 /// How a plain log file's lines are laid out.

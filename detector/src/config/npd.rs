@@ -339,7 +339,13 @@ fn rule(r: NpdRule, errors: &mut Errors) -> RawRule {
         .pattern_generated_message_suffix
         .filter(|s| !s.is_empty())
         .map(|s| format!("${{lines}}{}", s.replace('$', "$$")));
+    // NPD runs its checks as root: an NPD file keeps that meaning (said once per file, see `input`).
     let exec = r.path.map(|path| RawExec {
+        run_as: Some(Spanned::new(
+            "root".to_string(),
+            path.referenced,
+            path.referenced,
+        )),
         path,
         args: r.args,
         timeout: r.timeout.and_then(|d| go(d, errors)),

@@ -128,4 +128,8 @@ pub struct RawExec {
     /// This check's own interval (NPD's per-rule invoke_interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<Spanned<String>>,
+    /// `nobody` (the default: uid and gid 65534, no capabilities) or `root`, for a check that truly
+    /// needs it (a runtime socket, the host's namespaces); a root check is logged at load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as: Option<Spanned<String>>,
 }

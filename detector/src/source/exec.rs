@@ -11,6 +11,12 @@
 //!
 //! A check that does not finish within its timeout plus [`KILL_GRACE`] stops beating its health entry
 //! `check:<monitor>/<reason>`, which `/healthz` then names; the other checks and inputs go on.
+//!
+//! A check holds no more than it needs: it runs from `/` with an environment of `PATH` and
+//! [`PASSED_ENV`] only, under `no_new_privs` (no setuid program or file capability raises it), and
+//! unless its rule says `runAs: root`, as uid and gid 65534 with no supplementary groups, which
+//! leaves it no capabilities either; it cannot read what only root may, the detector's credential
+//! among it. Only programs in the allowed directories ([`CheckDirs`]) or the detector itself run.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,7 +30,67 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use super::event::SourceEvent;
 pub use super::event::{CheckResult, Exit};
 use crate::checkpoint::Position;
-use crate::config::{Check, ExecSettings, Monitor};
+use crate::config::{Check, ExecSettings, Monitor, RunAs};
+
+/// The uid and gid of an unprivileged check (nobody).
+pub const NOBODY: u32 = 65534;
+
+/// The detector's variables a check sees (none is a credential): the node's name, crictl's endpoints,
+/// the time zone and language.
+pub const PASSED_ENV: [&str; 5] = [
+    "NODE_NAME",
+    "CONTAINER_RUNTIME_ENDPOINT",
+    "IMAGE_SERVICE_ENDPOINT",
+    "TZ",
+    "LANG",
+];
+
+/// The `PATH` a check runs with.
+const CHECK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The places checks may run from: programs under these directories, and the detector's own
+/// executable (its built-in probes). Symbolic links are followed before comparing.
+#[derive(Debug, Clone)]
+pub struct CheckDirs {
+    dirs: Arc<[std::path::PathBuf]>,
+    own: Option<std::path::PathBuf>,
+}
+
+/// Where shipped checks live (the image's `config/checks`, and packages' checks).
+pub const DEFAULT_CHECK_DIRS: [&str; 2] = ["/usr/lib/nodemedic/checks", "/etc/nodemedic/checks"];
+
+impl CheckDirs {
+    /// `dirs` (those that exist) and the running executable.
+    pub fn new(dirs: impl IntoIterator<Item = std::path::PathBuf>) -> CheckDirs {
+        let dirs: Vec<_> = dirs
+            .into_iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect();
+        let own = std::env::current_exe()
+            .ok()
+            .and_then(|p| std::fs::canonicalize(p).ok());
+        CheckDirs {
+            dirs: dirs.into(),
+            own,
+        }
+    }
+
+    /// Whether `program` (relative: to the working directory, as in NPD) may run; the path it
+    /// runs as.
+    pub fn permits(&self, program: &std::path::Path) -> Result<std::path::PathBuf, String> {
+        let real = std::fs::canonicalize(program)
+            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        if self.own.as_ref() == Some(&real) || self.dirs.iter().any(|d| real.starts_with(d)) {
+            return Ok(real);
+        }
+        let dirs: Vec<String> = self.dirs.iter().map(|d| d.display().to_string()).collect();
+        Err(format!(
+            "not run: {} is outside the directories checks may run from ({})",
+            program.display(),
+            dirs.join(", ")
+        ))
+    }
+}
 
 /// Output kept from each stream (NPD's maxCustomPluginBufferBytes).
 pub const MAX_CAPTURE: usize = 4096;
@@ -57,12 +123,16 @@ pub fn start(
     monitor: &Monitor,
     settings: &ExecSettings,
     health: &Health,
+    dirs: &CheckDirs,
     stop: watch::Receiver<bool>,
 ) -> mpsc::Receiver<CheckResult> {
     let (tx, rx) = mpsc::channel(64);
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
     // A check may wait for a slot behind the others of its monitor, each up to its timeout.
     let rounds = monitor.checks.len().div_ceil(settings.concurrency.max(1)) as u32;
+    for c in monitor.checks.iter().filter(|c| c.run_as == RunAs::Root) {
+        tracing::warn!(monitor = %monitor.name, reason = %c.reason, program = %c.program.display(), "this check runs as root (runAs: root, or an NPD custom plugin file)");
+    }
     for ((index, check), name) in monitor.checks.iter().enumerate().zip(health_names(monitor)) {
         let max_silence = check
             .interval
@@ -71,6 +141,7 @@ pub fn start(
             .saturating_add(Duration::from_secs(30));
         let beat = health.register(name, max_silence);
         let (check, slots, tx, mut stop) = (check.clone(), slots.clone(), tx.clone(), stop.clone());
+        let dirs = dirs.clone();
         let max_output = settings.max_output;
         tokio::spawn(async move {
             let mut every = tokio::time::interval(check.interval);
@@ -85,7 +156,8 @@ pub fn start(
                     s = slots.acquire() => s,
                 };
                 let Ok(_slot) = slot else { return };
-                let Some(result) = run_once(index, &check, max_output, &mut stop).await else {
+                let Some(result) = run_once(index, &check, max_output, &dirs, &mut stop).await
+                else {
                     return;
                 };
                 beat.beat();
@@ -118,27 +190,49 @@ pub async fn number(
     }
 }
 
-/// Run `check` once. `None` when `stop` came first (the check was killed).
-pub async fn run_once(
-    index: usize,
-    check: &Check,
-    max_output: usize,
-    stop: &mut watch::Receiver<bool>,
-) -> Option<CheckResult> {
-    let mut cmd = tokio::process::Command::new(&check.program);
+/// The process of `check` (at `program`, its resolved path): see the module's documentation.
+fn command(program: &std::path::Path, check: &Check) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
     cmd.args(&check.args)
+        .env_clear()
+        .env("PATH", CHECK_PATH)
+        .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    for name in PASSED_ENV {
+        if let Ok(v) = std::env::var(name) {
+            cmd.env(name, v);
+        }
+    }
+    // Dropping to nobody takes root to do; a detector run by another user is unprivileged already.
+    if check.run_as == RunAs::Nobody && rustix::process::geteuid().is_root() {
+        // std drops the supplementary groups (setgroups) before setgid and setuid.
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+    nodemedic_common::privs::no_new_privs(&mut cmd);
+    cmd
+}
+
+/// Run `check` once. `None` when `stop` came first (the check was killed).
+pub async fn run_once(
+    index: usize,
+    check: &Check,
+    max_output: usize,
+    dirs: &CheckDirs,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<CheckResult> {
+    let spawned = dirs.permits(&check.program).and_then(|program| {
+        command(&program, check)
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", check.program.display()))
+    });
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            let message = cut(
-                &format!("cannot run {}: {e}", check.program.display()),
-                max_output,
-            );
+            let message = cut(&e, max_output);
             return Some(CheckResult {
                 check: index,
                 exit: Exit::Unknown,
@@ -309,12 +403,20 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             timeout: Duration::from_millis(timeout_ms),
             interval: Duration::from_secs(60),
+            run_as: RunAs::Nobody,
         }
+    }
+
+    /// Where the tests' programs are (the shell, its utilities).
+    fn dirs() -> CheckDirs {
+        CheckDirs::new(["/bin".into(), "/usr/bin".into()])
     }
 
     async fn run(check: &Check, max_output: usize) -> CheckResult {
         let (_tx, mut stop) = watch::channel(false);
-        run_once(0, check, max_output, &mut stop).await.unwrap()
+        run_once(0, check, max_output, &dirs(), &mut stop)
+            .await
+            .unwrap()
     }
 
     /// The process is gone: no /proc entry (a zombie would still have one, in state Z).
@@ -380,6 +482,83 @@ mod tests {
         );
     }
 
+    /// A check that tries to read a root-only credential, to see the detector's environment, and to
+    /// gain root through a setuid-root program: it gets none of them (as root, the detector's user in
+    /// the DaemonSet; elsewhere the test says it is skipped).
+    #[tokio::test]
+    async fn a_check_runs_as_nobody_without_the_credential_or_a_way_back_to_root() {
+        use std::os::unix::fs::PermissionsExt;
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: dropping privileges needs the test to run as root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "secret-token-value").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // A setuid-root program in an allowed directory: without no_new_privs it would run as root.
+        let suid = dir.path().join("id");
+        std::fs::copy("/usr/bin/id", &suid).unwrap();
+        std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let script = format!(
+            "cat {t} 2>&1; echo uid=$(id -u) gid=$(id -g) groups=$(id -G); echo suid=$({s} -u); \
+             grep -E '^(NoNewPrivs|CapEff|CapPrm):' /proc/self/status | tr -s '\t ' ' '; \
+             echo pwd=$(pwd); env | cut -d= -f1 | grep -cvxE '{keep}'",
+            keep = "PATH|PWD|OLDPWD|SHLVL|_|".to_string() + &PASSED_ENV.join("|"),
+            t = token.display(),
+            s = suid.display()
+        );
+        let check = sh(&script, 10_000);
+        let dirs = CheckDirs::new(["/bin".into(), "/usr/bin".into(), dir.path().to_path_buf()]);
+        let (_tx, mut stop) = watch::channel(false);
+        let r = run_once(0, &check, 1024, &dirs, &mut stop).await.unwrap();
+        let out = r.message;
+        assert!(!out.contains("secret-token-value"), "{out}");
+        assert!(out.contains("Permission denied"), "{out}");
+        assert!(out.contains("uid=65534 gid=65534 groups=65534"), "{out}");
+        assert!(
+            out.contains("suid=65534"),
+            "the setuid bit raised it: {out}"
+        );
+        assert!(out.contains("NoNewPrivs: 1"), "{out}");
+        assert!(out.contains("CapEff: 0000000000000000"), "{out}");
+        assert!(out.contains("CapPrm: 0000000000000000"), "{out}");
+        assert!(out.contains("pwd=/"), "{out}");
+        // The test's own environment (CARGO_*, HOME, ...) stays out.
+        assert!(
+            out.trim_end().ends_with("\n0") || out.trim_end().ends_with(" 0"),
+            "the detector's environment leaked: {out}"
+        );
+        // A rule that says `runAs: root` keeps root (and still no new privileges).
+        let root = Check {
+            run_as: RunAs::Root,
+            ..sh(&format!("cat {}; echo; id -u", token.display()), 10_000)
+        };
+        let r = run_once(0, &root, 1024, &dirs, &mut stop).await.unwrap();
+        assert!(
+            r.message.contains("secret-token-value") && r.message.ends_with('0'),
+            "{}",
+            r.message
+        );
+        // A program outside the allowed directories does not run at all.
+        let outside = Check {
+            program: "/bin/true".into(),
+            args: vec![],
+            ..sh("", 10_000)
+        };
+        let only_tmp = CheckDirs::new([dir.path().to_path_buf()]);
+        let r = run_once(0, &outside, 200, &only_tmp, &mut stop)
+            .await
+            .unwrap();
+        assert_eq!(r.exit, Exit::Unknown);
+        assert!(
+            r.message.starts_with("not run: /bin/true is outside"),
+            "{}",
+            r.message
+        );
+    }
+
     #[tokio::test]
     async fn a_hung_check_is_killed_with_its_whole_group() {
         // Orphans come to us (as to PID 1 of a container), so "gone" also means reaped by us.
@@ -390,7 +569,12 @@ mod tests {
             "sleep 300 & echo $! > {p}; sh -c 'sleep 300' & echo $! >> {p}; echo started; sleep 300",
             p = pids.display()
         );
-        let r = run(&sh(&script, 300), 200).await;
+        // As root: it writes its children's pids into the test's private directory.
+        let check = Check {
+            run_as: RunAs::Root,
+            ..sh(&script, 300)
+        };
+        let r = run(&check, 200).await;
         assert_eq!((r.exit, r.timed_out, r.code), (Exit::Unknown, true, None));
         assert!(
             r.message
@@ -426,7 +610,7 @@ mod tests {
     async fn stop_kills_a_running_check() {
         let (tx, mut stop) = watch::channel(false);
         let check = sh("sleep 300", 60_000);
-        let run = tokio::spawn(async move { run_once(0, &check, 80, &mut stop).await });
+        let run = tokio::spawn(async move { run_once(0, &check, 80, &dirs(), &mut stop).await });
         tokio::time::sleep(Duration::from_millis(100)).await;
         tx.send(true).unwrap();
         assert_eq!(run.await.unwrap(), None);

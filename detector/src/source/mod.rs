@@ -37,6 +37,8 @@ pub struct Context {
     pub journal_dir: Option<PathBuf>,
     pub boot_id: String,
     pub health: Health,
+    /// Where exec checks may run from.
+    pub check_dirs: exec::CheckDirs,
 }
 
 /// An input that could not be started.
@@ -111,7 +113,7 @@ pub fn spawn(
                 Some(Position::Exec { runs }) => runs,
                 _ => 0,
             };
-            let checks = exec::start(monitor, settings, &ctx.health, stop);
+            let checks = exec::start(monitor, settings, &ctx.health, &ctx.check_dirs, stop);
             tokio::spawn(exec::number(checks, runs, tx));
         }
     }
@@ -145,6 +147,7 @@ mod tests {
             journal_dir: None,
             boot_id: "boot".into(),
             health: Health::default(),
+            check_dirs: exec::CheckDirs::new(["/bin".into(), "/usr/bin".into()]),
         }
     }
 

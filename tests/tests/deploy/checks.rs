@@ -19,6 +19,16 @@ pub fn check_types(objects: &[Value]) {
             "DaemonSet" => drop(typed::<DaemonSet>(o)),
             "Deployment" => drop(typed::<Deployment>(o)),
             "ConfigMap" => drop(typed::<ConfigMap>(o)),
+            // The drainer's record key, shipped empty (the drainer fills it): never a key in a
+            // manifest, which would let anyone who read it forge records.
+            "Secret" => {
+                let secret = typed::<k8s_openapi::api::core::v1::Secret>(o);
+                assert!(
+                    secret.data.unwrap_or_default().is_empty()
+                        && secret.string_data.unwrap_or_default().is_empty(),
+                    "a Secret with content in the manifests: {o}"
+                );
+            }
             "ServiceAccount" => drop(typed::<ServiceAccount>(o)),
             "ClusterRole" => drop(typed::<ClusterRole>(o)),
             "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(o)),
@@ -172,7 +182,18 @@ pub fn check_workloads(objects: &[Value]) {
     );
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // The detector's credential is root's only: its exec checks run as nobody.
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    let token = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "token")
+        .expect("the token volume");
+    assert_eq!(token["projected"]["defaultMode"], 0o400, "{token}");
     let mounts = c["volumeMounts"].as_array().unwrap();
+    assert!(mounts.iter().any(|m| m["name"] == "token"
+        && m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"));
     for (path, ro) in [
         ("/dev/kmsg", true),
         ("/var/log/journal", true),
