@@ -366,3 +366,48 @@ fn the_drainers_memory_comment_is_the_same_in_kustomize_and_helm() {
     assert!(base.contains("MiB"), "{base}");
     assert_eq!(base, measured("deploy/helm/nodemedic/values.yaml"));
 }
+
+/// SECURITY.md's identity table says what the detector and the drainer may do: exactly what
+/// their code calls (and so what the shipped RBAC grants, checked above), no more, no less.
+#[test]
+fn the_threat_model_lists_exactly_the_rights_each_part_holds() {
+    use std::collections::BTreeSet;
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../SECURITY.md")).unwrap();
+    let said = |who: &str| -> BTreeSet<(String, String)> {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| **{who}**")))
+            .unwrap_or_else(|| panic!("no row for {who} in SECURITY.md"));
+        let may = row.split(" | ").nth(1).unwrap();
+        may.split('`')
+            .skip(1)
+            .step_by(2)
+            .flat_map(|rule| {
+                let (resource, verbs) = rule.split_once(' ').unwrap();
+                verbs
+                    .split('/')
+                    .map(|v| (resource.to_string(), v.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let code = |perms: &[nodemedic_common::rbac::Permission]| -> BTreeSet<(String, String)> {
+        perms
+            .iter()
+            .flat_map(|p| {
+                p.verbs
+                    .iter()
+                    .map(|v| (p.resource.to_string(), v.to_string()))
+            })
+            .collect()
+    };
+    assert_eq!(
+        said("the detector"),
+        code(nodemedic_detector::report::kube::PERMISSIONS)
+    );
+    assert_eq!(
+        said("the drainer"),
+        code(nodemedic_drainer::act::PERMISSIONS)
+    );
+}
