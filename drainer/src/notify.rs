@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::config::url::NotifyUrl;
 use crate::metrics::{Metrics, NotifyResult};
 
 /// Notifications waiting at most (beyond, new ones are dropped and counted).
@@ -139,7 +140,7 @@ impl Notifier {
     }
 
     /// Start the sending task for `urls` (none: disabled, no task).
-    pub fn start(urls: Vec<String>, metrics: Metrics) -> (Notifier, Option<JoinHandle<()>>) {
+    pub fn start(urls: Vec<NotifyUrl>, metrics: Metrics) -> (Notifier, Option<JoinHandle<()>>) {
         if urls.is_empty() {
             return (Notifier::disabled(), None);
         }
@@ -181,7 +182,7 @@ fn client() -> Result<HttpClient, std::io::Error> {
     Ok(Client::builder(TokioExecutor::new()).build(https))
 }
 
-async fn send_all(urls: Vec<String>, mut rx: mpsc::Receiver<Notification>, metrics: Metrics) {
+async fn send_all(urls: Vec<NotifyUrl>, mut rx: mpsc::Receiver<Notification>, metrics: Metrics) {
     let client = match client() {
         Ok(c) => c,
         Err(e) => {
@@ -202,6 +203,7 @@ async fn send_all(urls: Vec<String>, mut rx: mpsc::Receiver<Notification>, metri
             match &result {
                 Ok(()) => metrics.notification(NotifyResult::Sent),
                 Err(e) => {
+                    // `url` shows as scheme and host only: the rest may be a credential.
                     tracing::warn!(%url, event = ?n.event, error = %e, "notification not delivered");
                     metrics.notification(NotifyResult::Failed);
                 }
@@ -232,14 +234,21 @@ pub enum DeliveryError {
 
 async fn post_with_retries(
     client: &HttpClient,
-    url: &str,
+    url: &NotifyUrl,
     body: &Bytes,
 ) -> Result<(), DeliveryError> {
     let mut backoff = FIRST_BACKOFF;
     let mut attempt = 1;
     loop {
-        match post(client, url, body).await {
+        match post(client, url.expose(), body).await {
             Ok(()) => return Ok(()),
+            // The endpoint refused this request (a revoked hook, a bad body): trying again cannot
+            // help. 429 asks for a later try.
+            Err(DeliveryError::Status(s))
+                if s.is_client_error() && s != axum::http::StatusCode::TOO_MANY_REQUESTS =>
+            {
+                return Err(DeliveryError::Status(s));
+            }
             Err(e) if attempt >= TRIES => {
                 return Err(DeliveryError::GaveUp {
                     attempts: attempt,
@@ -280,7 +289,28 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     /// A local endpoint that fails the first `fail` requests, then records bodies.
-    async fn endpoint(fail: usize) -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
+    async fn endpoint(fail: usize) -> (NotifyUrl, Arc<Mutex<Vec<serde_json::Value>>>) {
+        endpoint_failing_with(fail, axum::http::StatusCode::INTERNAL_SERVER_ERROR).await
+    }
+
+    /// A local endpoint that answers `status` to the first `fail` requests (counted in the second
+    /// value), then records bodies.
+    async fn endpoint_failing_with(
+        fail: usize,
+        status: axum::http::StatusCode,
+    ) -> (NotifyUrl, Arc<Mutex<Vec<serde_json::Value>>>) {
+        let (url, seen, _) = counting_endpoint(fail, status).await;
+        (url, seen)
+    }
+
+    async fn counting_endpoint(
+        fail: usize,
+        status: axum::http::StatusCode,
+    ) -> (
+        NotifyUrl,
+        Arc<Mutex<Vec<serde_json::Value>>>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
         use axum::routing::post;
         let seen = Arc::new(Mutex::new(Vec::new()));
         let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -291,7 +321,7 @@ mod tests {
                 let (s, c) = (s.clone(), c.clone());
                 async move {
                     if c.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fail {
-                        return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                        return status;
                     }
                     s.lock().unwrap().push(serde_json::from_str(&body).unwrap());
                     axum::http::StatusCode::OK
@@ -301,7 +331,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        (format!("http://{addr}/hook"), seen)
+        (NotifyUrl::new(format!("http://{addr}/hook")), seen, calls)
     }
 
     fn metrics() -> (Metrics, prometheus_client::registry::Registry) {
@@ -394,5 +424,49 @@ mod tests {
             "the first given up after its tries"
         );
         assert!(seen.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_refused_request_is_not_retried_but_too_many_requests_is() {
+        let (url, seen, calls) =
+            counting_endpoint(usize::MAX, axum::http::StatusCode::FORBIDDEN).await;
+        let (m, registry) = metrics();
+        let (n, _task) = Notifier::start(vec![url], m);
+        let note = || {
+            Notification::new(
+                NotifyKind::Drained,
+                Some("n".into()),
+                None,
+                "ok".into(),
+                "d",
+                "2026-11-24T10:00:00Z".parse().unwrap(),
+            )
+        };
+        n.send(note());
+        for _ in 0..1200 {
+            if sent(&registry, "failed") >= 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(sent(&registry, "failed"), 1);
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "a 403 was tried again"
+        );
+        assert!(seen.lock().unwrap().is_empty());
+        // 429: tried again, and delivered.
+        let (url, seen) = endpoint_failing_with(1, axum::http::StatusCode::TOO_MANY_REQUESTS).await;
+        let (m, registry) = metrics();
+        let (n, _task) = Notifier::start(vec![url], m);
+        n.send(note());
+        for _ in 0..1200 {
+            if sent(&registry, "sent") == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(seen.lock().unwrap().len(), 1, "delivered after the 429");
     }
 }

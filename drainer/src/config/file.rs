@@ -58,6 +58,7 @@ pub struct FileConfig {
     pub delete_drained_node_after: Option<Spanned<String>>,
     #[serde(default)]
     pub notify_urls: Vec<Spanned<String>>,
+    pub notify_allow_http: Option<bool>,
     pub cordon: Option<bool>,
     #[serde(default)]
     pub problem_taints: Vec<Spanned<String>>,

@@ -154,6 +154,12 @@ pub struct PolicyArgs {
     /// POST a JSON notification (with a Slack-compatible `text`) here on cordons, drains, uncordons, breaker and outage changes (repeatable).
     #[arg(long = "notify-url")]
     pub notify_urls: Vec<String>,
+    /// Read notification URLs from this file, one a line (a mounted Secret: Slack and Teams carry the credential in the URL); repeatable, added to --notify-url.
+    #[arg(long = "notify-url-file")]
+    pub notify_url_files: Vec<std::path::PathBuf>,
+    /// Allow plain http:// notification URLs (their credential then crosses the network in the clear).
+    #[arg(long = "notify-allow-http", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub notify_allow_http: Option<bool>,
     /// Cordon problem nodes (default true). `--cordon=false` only taints them (--problem-taint), so pods that tolerate the problem keep running.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub cordon: Option<bool>,

@@ -87,7 +87,7 @@ pub struct Config {
     /// What a drained node gets, and whether the Node object is deleted later.
     pub after_drain: AfterDrain,
     /// Where notifications go.
-    pub notify_urls: Vec<String>,
+    pub notify_urls: Vec<url::NotifyUrl>,
     /// Cordon and/or taints while a node has a problem, probation before it is let go.
     pub remedy: remedy::Remedy,
     /// Noticing nodes whose detector went silent.

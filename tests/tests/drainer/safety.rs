@@ -82,7 +82,7 @@ async fn a_partition_opens_the_breaker_which_closes_after_its_cooldown() {
         breaker_cooldown: Duration::from_secs(3),
         ..Safety::default()
     };
-    cfg.notify_urls = vec![url];
+    cfg.notify_urls = vec![nodemedic_drainer::config::url::NotifyUrl::new(url)];
     let running = env.start(cfg, "a").await;
     // Four of six at once (their problem held an hour): more than 30%.
     for n in &nodes[..4] {

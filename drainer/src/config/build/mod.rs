@@ -37,12 +37,34 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
     budgets(&mut s, &mut cfg);
     safety(&mut s, &mut cfg.safety);
     after_drain(&mut s, &mut cfg);
+    let allow_http = args
+        .notify_allow_http
+        .or(file.notify_allow_http)
+        .unwrap_or(false);
     cfg.notify_urls = s.each(
         &args.notify_urls,
         &file.notify_urls,
         ("notify-url", "notifyUrls"),
-        |v| crate::config::url::check(v).map(|()| v.to_string()),
+        |v| crate::config::url::check(v, allow_http),
     );
+    for path in &args.notify_url_files {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                for line in crate::config::url::from_file(&text) {
+                    match crate::config::url::check(line, allow_http) {
+                        Ok(u) => cfg.notify_urls.push(u),
+                        Err(e) => {
+                            s.flag_error(format!("--notify-url-file {}: {e}", path.display()))
+                        }
+                    }
+                }
+            }
+            Err(e) => s.flag_error(format!(
+                "--notify-url-file {}: cannot read: {e}",
+                path.display()
+            )),
+        }
+    }
     remedy::build(&mut s, &mut cfg);
     policy::build(&mut s, &mut cfg.pod_policies);
     // What flags and files build is read by `plan` and `explain` too, which hold no key: records
@@ -602,7 +624,9 @@ mod tests {
         assert_eq!(c.after_drain.delete_after, Some(Duration::from_secs(1800)));
         assert_eq!(
             c.notify_urls,
-            vec!["https://hooks.example.com/x".to_string()]
+            vec![crate::config::url::NotifyUrl::new(
+                "https://hooks.example.com/x"
+            )]
         );
         // Flags win; for a safety limit the flag is a ceiling the file may tighten only.
         a.max_unhealthy = Some("50%".into());
@@ -661,5 +685,43 @@ mod tests {
         })
         .unwrap_err();
         assert!(e[0].to_string().starts_with("--breaker-new: "), "{}", e[0]);
+    }
+
+    #[test]
+    fn notification_urls_come_from_a_secret_file_and_never_show_their_credential() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("urls");
+        std::fs::write(
+            &secret,
+            "# the on-call channel\nhttps://hooks.slack.com/services/T1/B1/SECRETTOKEN\n",
+        )
+        .unwrap();
+        let args = PolicyArgs {
+            conditions: vec!["KernelDeadlock=True".into()],
+            notify_url_files: vec![secret.clone()],
+            ..Default::default()
+        };
+        let c = build(&args).unwrap();
+        assert_eq!(
+            c.notify_urls[0].expose(),
+            "https://hooks.slack.com/services/T1/B1/SECRETTOKEN"
+        );
+        // What a reload logs names the setting, never the URL's secret part.
+        let changes = Config::default().changes(&c).join("; ");
+        assert!(changes.contains("notify_urls"), "{changes}");
+        assert!(!changes.contains("SECRETTOKEN"), "{changes}");
+        // Plain http is refused unless allowed, and the error hides the path too.
+        std::fs::write(&secret, "http://hooks.example.com/T2/SECRET2\n").unwrap();
+        let e = build(&args).unwrap_err();
+        let shown = e[0].to_string();
+        assert!(
+            shown.contains("--notify-allow-http") && !shown.contains("SECRET2"),
+            "{shown}"
+        );
+        let allowed = PolicyArgs {
+            notify_allow_http: Some(true),
+            ..args
+        };
+        assert_eq!(build(&allowed).unwrap().notify_urls.len(), 1);
     }
 }
