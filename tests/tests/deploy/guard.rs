@@ -24,6 +24,12 @@ fn guard_overlay_webhook_and_kyverno_alternative() {
     assert_eq!(w["timeoutSeconds"], 3);
     assert_eq!(w["admissionReviewVersions"], json!(["v1"]));
     assert_eq!(w["sideEffects"], "NoneOnDryRun");
+    // Only the guarded users' requests are sent to it: the users its matchCondition names are the
+    // drainer's --guard-user defaults, no more and no fewer.
+    let expr = w["matchConditions"][0]["expression"].as_str().unwrap();
+    let named: Vec<&str> = expr.split('\'').skip(1).step_by(2).collect();
+    assert_eq!(named, nodemedic_drainer::guard::DEFAULT_USERS, "{expr}");
+    assert!(expr.starts_with("request.userInfo.username in ["), "{expr}");
     let rules: Vec<(String, String)> = w["rules"]
         .as_array()
         .unwrap()
