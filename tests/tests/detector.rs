@@ -1087,3 +1087,41 @@ async fn exec_checks_set_conditions_and_a_broken_or_hung_check_stalls_nothing_el
     assert_eq!(broken, 0);
     h.finish(running).await;
 }
+
+/// The detector run with its node's own credential (`system:node:NAME`, the kubelet's kubeconfig:
+/// `deploy/kubelet-credential`): it reports on its Node as with its ServiceAccount, and Node
+/// authorization refuses it any other Node (recording 60). On the test API server, which
+/// authenticates node identities.
+#[tokio::test]
+async fn with_the_nodes_own_credential_the_detector_reports_on_its_node_and_no_other() {
+    let mut h = Harness::fake("kubelet-cred").await;
+    let Some(server) = h.cluster.fake.clone() else {
+        unreachable!("Harness::fake runs on the test API server");
+    };
+    let other = h.cluster.create_node("kubelet-cred-other").await;
+    let own = server.client_as_node(&h.node);
+    let running = run::start(h.options(), own.clone())
+        .await
+        .expect("detector starts with the node's credential");
+    h.wait_condition("KernelDeadlock", "False", "KernelHasNoDeadlock")
+        .await;
+    h.kmsg("INFO: task docker:77 blocked for more than 120 seconds.");
+    h.wait_condition("KernelDeadlock", "True", "DockerHung")
+        .await;
+    // The same credential writing another node's status: refused.
+    let body = serde_json::json!({"status": {"conditions": [{"type": "KernelDeadlock",
+        "status": "True", "reason": "Forged", "message": "m"}]}});
+    let refused = kube::Api::<k8s_openapi::api::core::v1::Node>::all(own)
+        .patch_status(
+            &other,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(body),
+        )
+        .await;
+    match refused {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{e:?}"),
+        other => panic!("the node's credential wrote another node: {other:?}"),
+    }
+    assert_eq!(h.cluster.condition(&other, "KernelDeadlock").await, None);
+    running.shutdown().await;
+}

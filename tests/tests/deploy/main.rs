@@ -411,3 +411,45 @@ fn the_threat_model_lists_exactly_the_rights_each_part_holds() {
         code(nodemedic_drainer::act::PERMISSIONS)
     );
 }
+
+/// deploy/kubelet-credential: the detector runs with the node's kubelet kubeconfig (mounted
+/// read-only from the host), and holds no ServiceAccount token at all; the rest is the base.
+#[test]
+fn the_kubelet_credential_overlay_gives_the_detector_the_nodes_credential_only() {
+    let Some(objects) = kustomize(&repo().join("deploy/kubelet-credential")) else {
+        return;
+    };
+    check_types(&objects);
+    check_rbac(&objects);
+    let ds = find(&objects, "DaemonSet", "nodemedic-detector");
+    let spec = checks::pod_spec(ds);
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    let c = &spec["containers"][0];
+    let env = c["env"].as_array().unwrap();
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "KUBECONFIG" && e["value"] == "/etc/kubernetes/kubelet.conf"),
+        "{env:?}"
+    );
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    let mounted = |p: &str| mounts.iter().find(|m| m["mountPath"] == p);
+    assert!(mounted("/var/run/secrets/kubernetes.io/serviceaccount").is_none());
+    for p in ["/etc/kubernetes/kubelet.conf", "/var/lib/kubelet/pki"] {
+        assert_eq!(
+            mounted(p).map(|m| m["readOnly"].clone()),
+            Some(true.into()),
+            "{p}"
+        );
+    }
+    // Everything the base mounts besides the token is still there.
+    for p in [
+        "/dev/kmsg",
+        "/var/log/journal",
+        "/etc/nodemedic/rules",
+        "/var/lib/nodemedic",
+    ] {
+        assert!(mounted(p).is_some(), "{p} lost");
+    }
+    let volumes = spec["volumes"].as_array().unwrap();
+    assert!(volumes.iter().all(|v| v["name"] != "token"));
+}
