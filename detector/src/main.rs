@@ -59,6 +59,10 @@ struct RunArgs {
     /// and hot-reloaded. Default: /etc/nodemedic/rules, unless NPD's --config.* flags name files.
     #[arg(long = "rules")]
     rules: Vec<PathBuf>,
+    /// Another directory exec checks may run programs from (repeatable), besides the rules'
+    /// directories, /usr/lib/nodemedic/checks and /etc/nodemedic/checks (NPD's plugin directory, say).
+    #[arg(long = "check-dir")]
+    check_dirs: Vec<PathBuf>,
     /// The kernel log device, or a regular file in kmsg format (followed like tail -f).
     #[arg(long = "kmsg-path", default_value = "/dev/kmsg")]
     kmsg_path: PathBuf,
@@ -263,6 +267,7 @@ fn run_daemon(mut args: RunArgs) -> ExitCode {
                 ..Default::default()
             },
             report_tick: std::time::Duration::from_millis(250),
+            check_dirs: args.check_dirs,
         };
         if args.stale_threshold.is_some() || args.evict_stale_pods {
             tracing::warn!(

@@ -50,6 +50,8 @@ pub struct Options {
     pub events: Limits,
     /// How often the reporter looks for work when nothing arrives.
     pub report_tick: Duration,
+    /// More directories exec checks may run from (`--check-dir`).
+    pub check_dirs: Vec<PathBuf>,
 }
 
 /// A started detector.
@@ -113,7 +115,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
             journal_dir: opts.journal_dir.clone(),
             boot_id: crate::source::kmsg::boot_id(),
             health: health.clone(),
-            check_dirs: check_dirs(&opts.rules),
+            check_dirs: check_dirs(&opts.rules, &opts.check_dirs),
         },
         metrics: metrics.clone(),
         clock: nodemedic_common::clock::Clock::system(),
@@ -241,9 +243,9 @@ async fn read_node_until_ok(
     }
 }
 
-/// Where exec checks may run from: the shipped checks' directories and the rules' own (a rules
-/// directory, or a rule file's directory: the ConfigMap's mount).
-fn check_dirs(rules: &[PathBuf]) -> crate::source::exec::CheckDirs {
+/// Where exec checks may run from: the shipped checks' directories, the rules' own (a rules
+/// directory, or a rule file's directory: the ConfigMap's mount), and those `--check-dir` adds.
+fn check_dirs(rules: &[PathBuf], more: &[PathBuf]) -> crate::source::exec::CheckDirs {
     let own = rules.iter().map(|r| {
         if r.is_dir() {
             r.clone()
@@ -252,5 +254,6 @@ fn check_dirs(rules: &[PathBuf]) -> crate::source::exec::CheckDirs {
         }
     });
     let shipped = crate::source::exec::DEFAULT_CHECK_DIRS.map(PathBuf::from);
-    crate::source::exec::CheckDirs::new(shipped.into_iter().chain(own))
+    let dirs = shipped.into_iter().chain(own).chain(more.iter().cloned());
+    crate::source::exec::CheckDirs::new(dirs)
 }

@@ -160,6 +160,7 @@ impl Detector {
             heartbeat: Duration::from_secs(300),
             events: Limits::default(),
             report_tick: Duration::from_millis(50),
+            check_dirs: Vec::new(),
         };
         let running = nodemedic_detector::run::start(opts, cluster.client_for("detector"))
             .await

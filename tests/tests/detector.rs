@@ -99,6 +99,7 @@ impl Harness {
                 ..Default::default()
             },
             report_tick: Duration::from_millis(50),
+            check_dirs: Vec::new(),
         }
     }
 
@@ -1042,7 +1043,12 @@ rules:
 async fn exec_checks_set_conditions_and_a_broken_or_hung_check_stalls_nothing_else() {
     let mut h = Harness::new("exec").await;
     std::fs::write(h.rules_dir().join("checks.yaml"), CHECKS).unwrap();
-    let running = h.start().await;
+    // The checks are shell one-liners: the shell's directory is allowed (--check-dir).
+    let mut opts = h.options();
+    opts.check_dirs = vec!["/bin".into(), "/usr/bin".into()];
+    let running = run::start(opts, h.cluster.client_for("detector"))
+        .await
+        .expect("detector starts");
     let base = format!("http://{}", running.addr);
     // The permanent check's condition, with its output as the message.
     eventually("KubeletUnhealthy True", WAIT, || async {

@@ -85,7 +85,7 @@ impl CheckDirs {
         }
         let dirs: Vec<String> = self.dirs.iter().map(|d| d.display().to_string()).collect();
         Err(format!(
-            "not run: {} is outside the directories checks may run from ({})",
+            "not run: {} is outside the directories checks may run from ({}; --check-dir adds one)",
             program.display(),
             dirs.join(", ")
         ))

@@ -216,16 +216,7 @@ fn decide_one(
         }),
         (effect, _) => effect,
     };
-    // A record to be written is bound to this Node object, as the version after the one it follows.
-    let prev = record.map(|r| r.at).max(c.newest);
-    let bind = |r: crate::model::record::Record| r.bound(node, prev, now);
-    let effect = match effect {
-        Effect::Cordon(r) => Effect::Cordon(bind(r)),
-        Effect::Release(r) => Effect::Release(bind(r)),
-        Effect::Probation(r) => Effect::Probation(bind(r)),
-        Effect::Relapse(r) => Effect::Relapse(bind(r)),
-        other => other,
-    };
+    let effect = bound(effect, c, record, now);
     // A drain blocked by protected pods does not start.
     let (action, why, effect) =
         if action == Action::Drain && pods.iter().any(|p| p.action == PodAction::Block) {
@@ -256,6 +247,20 @@ fn decide_one(
         why,
         effect,
         pods,
+    }
+}
+
+/// `effect` with the record it writes bound to the candidate's Node object, as the version after
+/// the one it follows (its record's, or the newest the controller saw on the node).
+fn bound(effect: Effect, c: &Candidate, record: Option<&Record>, now: Timestamp) -> Effect {
+    let prev = record.map(|r| r.at).max(c.newest);
+    let bind = |r: Record| r.bound(c.node, prev, now);
+    match effect {
+        Effect::Cordon(r) => Effect::Cordon(bind(r)),
+        Effect::Release(r) => Effect::Release(bind(r)),
+        Effect::Probation(r) => Effect::Probation(bind(r)),
+        Effect::Relapse(r) => Effect::Relapse(bind(r)),
+        other => other,
     }
 }
 
