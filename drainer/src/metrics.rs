@@ -106,6 +106,8 @@ pub struct Metrics {
     pub probations: Counter,
     /// Drain records found on nodes that this drainer did not write for them (ignored).
     pub records_rejected: Counter,
+    /// Guard requests shed because its bytes in flight were at their cap (admitted: fail open).
+    pub guard_shed: Counter,
     /// Selected nodes whose detector is silent, as of the last resync.
     pub silent_detectors: Gauge,
     pod_policies: Family<PolicyLabel, Counter>,
@@ -152,6 +154,7 @@ impl Metrics {
             stale_evictions: Family::default(),
             probations: Counter::default(),
             records_rejected: Counter::default(),
+            guard_shed: Counter::default(),
             silent_detectors: Gauge::default(),
             pod_policies: Family::default(),
         }
@@ -257,6 +260,11 @@ impl Metrics {
             "nodemedic_drainer_stale_evictions",
             "Evictions of stale pods, by result",
             self.stale_evictions.clone(),
+        );
+        registry.register(
+            "nodemedic_guard_shed",
+            "Guard requests shed unread because the request bodies held at once reached --guard's cap; the API server admits them (failurePolicy Ignore)",
+            self.guard_shed.clone(),
         );
         registry.register(
             "nodemedic_drainer_records_rejected",

@@ -270,6 +270,71 @@ async fn slow_clients_are_cut_off_and_connections_beyond_the_limit_refused() {
     running.shutdown().await;
 }
 
+/// Bytes in flight are capped over every connection: with one large review holding most of the
+/// budget, the next that would go over is shed unread (503, which the API server's failurePolicy
+/// Ignore admits: the guard fails open) and counted; once the first is answered, reviews are served
+/// again. A review over the per-request cap is refused outright.
+#[tokio::test]
+async fn reviews_beyond_the_bytes_in_flight_cap_are_shed_and_counted() {
+    let cluster = Cluster::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write_cert(dir.path(), "guard-bytes");
+    let config = GuardConfig {
+        max_bytes_in_flight: 64 * 1024,
+        max_request_bytes: 48 * 1024,
+        request_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let running = start_with(&cluster, dir.path(), config).await;
+    let addr = running.guard_addr.unwrap();
+    // A review that declares 40 KiB and sends its body slowly: it holds 40 KiB of the budget.
+    let mut big = connect(addr, &ca).await.unwrap();
+    big.write_all(
+        b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 40960\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    let review = |uid: &str| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": "p", "namespace": "app",
+            "operation": "DELETE", "userInfo": {"username": NC},
+            "object": {"padding": "x".repeat(30 * 1024)}}})
+        .to_string()
+    };
+    // 40 KiB held + 30 KiB more is over 64 KiB: shed.
+    let (status, _) = eventually("a review shed while the budget is held", WAIT, || async {
+        post(addr, &ca, &review("u-shed"))
+            .await
+            .ok()
+            .filter(|(s, _)| *s == 503)
+    })
+    .await;
+    assert_eq!(status, 503);
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("nodemedic_guard_shed_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    // The held review goes: its bytes come back.
+    drop(big);
+    let (status, body) = eventually("served once the budget is free", WAIT, || async {
+        post(addr, &ca, &review("u-after"))
+            .await
+            .ok()
+            .filter(|(s, _)| *s == 200)
+    })
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Over the per-request cap: refused before it is read.
+    let huge = json!({"padding": "x".repeat(60 * 1024)}).to_string();
+    let (status, _) = post(addr, &ca, &huge).await.unwrap();
+    assert_eq!(status, 413);
+    running.shutdown().await;
+}
+
 #[tokio::test]
 async fn guard_allows_and_denies_pod_deletions_over_https() {
     let cluster = Cluster::new().await;

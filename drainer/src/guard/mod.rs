@@ -80,6 +80,12 @@ pub struct GuardConfig {
     pub request_timeout: std::time::Duration,
     /// Connections served at once; more are closed at accept (each costs memory in the drainer).
     pub max_connections: usize,
+    /// Bytes of request bodies held at once, over every connection; a request that would go over is
+    /// shed with 503 before its body is read (the API server's `failurePolicy: Ignore` then admits
+    /// the deletion: the guard fails open), and counted.
+    pub max_bytes_in_flight: usize,
+    /// The longest AdmissionReview taken (a Pod of etcd's 1.5 MiB limit, twice, with room).
+    pub max_request_bytes: usize,
 }
 
 /// Who deletes pods of an unreachable node: the node lifecycle controller (its taint manager) as its
@@ -103,6 +109,8 @@ impl Default for GuardConfig {
             header_timeout: std::time::Duration::from_secs(5),
             request_timeout: std::time::Duration::from_secs(10),
             max_connections: 512,
+            max_bytes_in_flight: 32 << 20,
+            max_request_bytes: 4 << 20,
         }
     }
 }

@@ -183,9 +183,42 @@ pub async fn start(
         });
     }
     let request_timeout = opts.config.request_timeout;
+    let budget = Arc::new(tokio::sync::Semaphore::new(opts.config.max_bytes_in_flight));
+    let max_request = opts.config.max_request_bytes;
+    let shed = metrics.clone();
     let app = Router::new()
         .route("/validate", post(validate))
         .with_state(guard)
+        .layer(axum::extract::DefaultBodyLimit::max(max_request))
+        // Bytes in flight: a request holds its declared length from the budget until answered.
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let (budget, shed) = (budget.clone(), shed.clone());
+                async move {
+                    let Some(len) = req
+                        .headers()
+                        .get(axum::http::header::CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<usize>().ok())
+                    else {
+                        // The API server always says how long its AdmissionReview is.
+                        return StatusCode::LENGTH_REQUIRED.into_response();
+                    };
+                    if len > max_request {
+                        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+                    }
+                    let Ok(_held) = budget.try_acquire_many_owned(len.max(1) as u32) else {
+                        shed.guard_shed.inc();
+                        tracing::debug!(
+                            bytes = len,
+                            "guard saturated: request shed (the API server admits it)"
+                        );
+                        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    };
+                    next.run(req).await
+                }
+            },
+        ))
         // A request whose body trickles in (or anything slower than the API server waits) ends in 408.
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| async move {
