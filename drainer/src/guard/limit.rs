@@ -1,5 +1,6 @@
 //! At most N connections to the guard at once: each one accepted holds a permit for its lifetime,
-//! and one beyond the limit is closed at accept. Slow clients cannot pile up connections (5,000 held
+//! and one beyond the limit is closed at accept; and at most so many bytes of request bodies held
+//! over all of them ([`Bytes`]). Slow clients cannot pile up connections (5,000 held
 //! ones took the drainer from 40 to 148 MB, issue 11); the header and request timeouts in
 //! `server.rs` close the slow ones that are let in. I/O (it wraps the listener).
 
@@ -102,5 +103,46 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Permitted<T> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+/// The bytes of request bodies held at once: a request takes its declared length from `budget`
+/// until it is answered. One that would go over is shed unread with 503 (the API server's
+/// `failurePolicy: Ignore` admits it: saturated, the guard fails open) and counted in `shed`.
+pub(super) struct Bytes {
+    pub(super) budget: Arc<Semaphore>,
+    pub(super) max_request: usize,
+    pub(super) shed: prometheus_client::metrics::counter::Counter,
+}
+
+impl Bytes {
+    pub(super) async fn admit(
+        self,
+        req: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> axum::response::Response {
+        use axum::http::StatusCode;
+        use axum::response::IntoResponse;
+        let Some(len) = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok())
+        else {
+            // The API server always says how long its AdmissionReview is.
+            return StatusCode::LENGTH_REQUIRED.into_response();
+        };
+        if len > self.max_request {
+            return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        }
+        let Ok(_held) = self.budget.try_acquire_many_owned(len.max(1) as u32) else {
+            self.shed.inc();
+            tracing::debug!(
+                bytes = len,
+                "guard saturated: request shed (the API server admits it)"
+            );
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        };
+        next.run(req).await
     }
 }

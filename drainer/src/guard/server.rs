@@ -193,30 +193,12 @@ pub async fn start(
         // Bytes in flight: a request holds its declared length from the budget until answered.
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
-                let (budget, shed) = (budget.clone(), shed.clone());
-                async move {
-                    let Some(len) = req
-                        .headers()
-                        .get(axum::http::header::CONTENT_LENGTH)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.parse::<usize>().ok())
-                    else {
-                        // The API server always says how long its AdmissionReview is.
-                        return StatusCode::LENGTH_REQUIRED.into_response();
-                    };
-                    if len > max_request {
-                        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
-                    }
-                    let Ok(_held) = budget.try_acquire_many_owned(len.max(1) as u32) else {
-                        shed.guard_shed.inc();
-                        tracing::debug!(
-                            bytes = len,
-                            "guard saturated: request shed (the API server admits it)"
-                        );
-                        return StatusCode::SERVICE_UNAVAILABLE.into_response();
-                    };
-                    next.run(req).await
-                }
+                let bytes = super::limit::Bytes {
+                    budget: budget.clone(),
+                    max_request,
+                    shed: shed.guard_shed.clone(),
+                };
+                bytes.admit(req, next)
             },
         ))
         // A request whose body trickles in (or anything slower than the API server waits) ends in 408.
