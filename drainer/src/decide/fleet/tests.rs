@@ -516,16 +516,22 @@ fn with_record(v: &NodeView, record: &Record, cfg: &Config) -> Arc<NodeView> {
     Arc::new(v)
 }
 
-#[test]
-fn an_older_record_written_back_is_refused_once_and_counts_as_none() {
+/// A fleet, node `n`'s view, and the first record this drainer decided for it (at 100).
+fn first_record() -> (Arc<Config>, Fleet, NodeView, Record) {
     let c = cfg(5);
-    let mut f = Fleet::new(c.clone());
+    let f = Fleet::new(c.clone());
     let base = view("n", "a", Some(0));
     let v1 = Record {
         owner: c.owner.clone(),
         ..Default::default()
     }
     .bound(&base, None, t(100));
+    (c, f, base, v1)
+}
+
+#[test]
+fn an_older_record_written_back_is_refused_once_and_counts_as_none() {
+    let (c, mut f, base, v1) = first_record();
     let v2 = v1.draining(t(200));
     f.observe(with_record(&base, &v1, &c), t(100));
     f.observe(with_record(&base, &v2, &c), t(200));
@@ -561,14 +567,7 @@ fn an_older_record_written_back_is_refused_once_and_counts_as_none() {
 
 #[test]
 fn stale_views_before_our_write_shows_are_neither_refused_nor_decided_on() {
-    let c = cfg(5);
-    let mut f = Fleet::new(c.clone());
-    let base = view("n", "a", Some(0));
-    let v1 = Record {
-        owner: c.owner.clone(),
-        ..Default::default()
-    }
-    .bound(&base, None, t(100));
+    let (c, mut f, base, v1) = first_record();
     f.observe(with_record(&base, &v1, &c), t(100));
     let v2 = v1.draining(t(200));
     f.wrote("n", Some(&v2), t(200));
