@@ -25,8 +25,30 @@ pub enum Error {
 
 /// Infer the configuration and build a client whose requests carry `user_agent`.
 pub async fn infer(user_agent: &str) -> Result<Client, Error> {
+    Ok(infer_with_credential(user_agent).await?.0)
+}
+
+/// Which credential a client authenticates with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// The pod's ServiceAccount token (in-cluster).
+    ServiceAccount,
+    /// A kubeconfig's (a node's kubelet kubeconfig, a person's).
+    Kubeconfig,
+}
+
+/// [`infer`], saying which credential it found.
+pub async fn infer_with_credential(user_agent: &str) -> Result<(Client, Credential), Error> {
     let config = Config::infer().await.map_err(Error::Infer)?;
-    from_config(config, user_agent)
+    // kube's in-cluster configuration reads the mounted token file; a kubeconfig names its own.
+    let in_cluster = config.auth_info.token_file.as_deref()
+        == Some("/var/run/secrets/kubernetes.io/serviceaccount/token");
+    let credential = if in_cluster {
+        Credential::ServiceAccount
+    } else {
+        Credential::Kubeconfig
+    };
+    Ok((from_config(config, user_agent)?, credential))
 }
 
 /// A client as draino's `--kubeconfig` and `--master` say: the kubeconfig file when given (else as

@@ -250,8 +250,10 @@ fn run_daemon(mut args: RunArgs) -> ExitCode {
         .build()
         .expect("tokio runtime");
     let result: anyhow::Result<()> = rt.block_on(async move {
-        let client =
-            nodemedic_common::client::infer(nodemedic_common::keys::DETECTOR_MANAGER).await?;
+        let (client, credential) = nodemedic_common::client::infer_with_credential(
+            nodemedic_common::keys::DETECTOR_MANAGER,
+        )
+        .await?;
         let opts = nodemedic_detector::run::Options {
             node_name,
             rules: args.rules,
@@ -268,6 +270,7 @@ fn run_daemon(mut args: RunArgs) -> ExitCode {
             },
             report_tick: std::time::Duration::from_millis(250),
             check_dirs: args.check_dirs,
+            cluster_wide: credential == nodemedic_common::client::Credential::ServiceAccount,
         };
         if args.stale_threshold.is_some() || args.evict_stale_pods {
             tracing::warn!(

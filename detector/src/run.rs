@@ -52,6 +52,9 @@ pub struct Options {
     pub report_tick: Duration,
     /// More directories exec checks may run from (`--check-dir`).
     pub check_dirs: Vec<PathBuf>,
+    /// It runs with its ServiceAccount, whose `nodes/status` right covers every Node: said at start
+    /// and in `/healthz` (deploy/own-node-only or deploy/kubelet-credential confine it).
+    pub cluster_wide: bool,
 }
 
 /// A started detector.
@@ -90,6 +93,14 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Health::default();
+    if opts.cluster_wide {
+        let mode = "ServiceAccount, cluster-wide: its nodes/status right covers every Node (deploy/own-node-only or deploy/kubelet-credential confine it to this one)";
+        tracing::warn!(
+            credential = mode,
+            "the detector's credential can write any Node's status"
+        );
+        health.note("credential", Some(mode.to_string()));
+    }
     let snapshot: Snapshot = Arc::default();
     let addr = serve(&opts, registry, health.clone(), snapshot.clone()).await?;
 

@@ -100,6 +100,7 @@ impl Harness {
             },
             report_tick: Duration::from_millis(50),
             check_dirs: Vec::new(),
+            cluster_wide: false,
         }
     }
 
@@ -1130,4 +1131,31 @@ async fn with_the_nodes_own_credential_the_detector_reports_on_its_node_and_no_o
     }
     assert_eq!(h.cluster.condition(&other, "KernelDeadlock").await, None);
     running.shutdown().await;
+}
+
+/// A detector on its ServiceAccount (the shipped default) says at /healthz that its credential
+/// reaches every Node, and how to confine it; one on the node's own credential says nothing.
+#[tokio::test]
+async fn healthz_names_the_cluster_wide_credential_mode() {
+    let h = Harness::fake("credential-mode").await;
+    for (cluster_wide, said) in [(true, true), (false, false)] {
+        let mut opts = h.options();
+        opts.cluster_wide = cluster_wide;
+        opts.state_file = h
+            .dir
+            .path()
+            .join(format!("state-{cluster_wide}/detector.json"));
+        let running = run::start(opts, h.cluster.client_for("detector"))
+            .await
+            .expect("detector starts");
+        let body = nodemedic_tests::http_get(&format!("http://{}/healthz", running.addr)).await;
+        assert!(body.starts_with("ok\n"), "{body}");
+        assert_eq!(
+            body.contains("credential: ServiceAccount, cluster-wide")
+                && body.contains("deploy/kubelet-credential"),
+            said,
+            "{body}"
+        );
+        running.shutdown().await;
+    }
 }
