@@ -74,6 +74,8 @@ fn without_helm_metadata(o: &Value) -> Value {
         }
         if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
             a.remove("checksum/config");
+            // Helm's own instruction (the record key Secret outlives an uninstall).
+            a.remove("helm.sh/resource-policy");
             if a.is_empty() {
                 m.as_object_mut().unwrap().remove("annotations");
             }
