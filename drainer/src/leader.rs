@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
-use crate::model::keys::BREAKER_ANNOTATION;
+use crate::model::keys::{BREAKER_ANNOTATION, RECORDS_ANNOTATION};
 
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
@@ -94,6 +94,8 @@ pub struct LeaseData {
     /// leaves the annotation as it is (a new leader has not read it back yet), `Some(None)` removes
     /// it, `Some(Some(state))` sets it.
     pub breaker: watch::Receiver<Option<Option<String>>>,
+    /// The record memory to keep in [`RECORDS_ANNOTATION`], the same way.
+    pub records: watch::Receiver<Option<Option<String>>>,
 }
 
 impl LeaseData {
@@ -102,6 +104,7 @@ impl LeaseData {
         LeaseData {
             read: watch::channel(None).0,
             breaker: watch::channel(None).1,
+            records: watch::channel(None).1,
         }
     }
 }
@@ -142,6 +145,7 @@ pub async fn run(
             let current = api.get_opt(&cfg.name).await?;
             data.read.send_replace(current.clone());
             let breaker = data.breaker.borrow().clone();
+            let records = data.records.borrow().clone();
             let step = next_step(current.as_ref().and_then(|l| l.spec.as_ref()), &cfg.identity, now, cfg.duration);
             match (step, current) {
                 (Step::Create, _) => {
@@ -150,6 +154,7 @@ pub async fn run(
                         spec: Some(spec(&cfg, now, None, 0)),
                     };
                     annotate(&mut lease, BREAKER_ANNOTATION, breaker);
+                    annotate(&mut lease, RECORDS_ANNOTATION, records);
                     let created = api.create(&PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(created));
                     tracing::info!(lease = %cfg.name, identity = %cfg.identity, "created the lease: leading");
@@ -159,6 +164,7 @@ pub async fn run(
                     let old = lease.spec.clone().unwrap_or_default();
                     lease.spec = Some(spec(&cfg, now, old.acquire_time, old.lease_transitions.unwrap_or(0)));
                     annotate(&mut lease, BREAKER_ANNOTATION, breaker);
+                    annotate(&mut lease, RECORDS_ANNOTATION, records);
                     let renewed = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(renewed));
                     Ok(true)

@@ -105,7 +105,9 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     };
     let (lease_read_tx, lease_read_rx) = watch::channel(None);
     let (breaker_tx, breaker_rx) = watch::channel(None);
+    let (records_tx, records_rx) = watch::channel(None);
     let data = leader::LeaseData {
+        records: records_rx,
         read: lease_read_tx,
         breaker: breaker_rx,
     };
@@ -136,7 +138,8 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
-        .with_lease(lease_read_rx, breaker_tx);
+        .with_lease(lease_read_rx, breaker_tx)
+        .with_records_on_lease(records_tx);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {

@@ -120,6 +120,9 @@ pub struct Controller<C: Cluster> {
     breaker_out: Option<watch::Sender<Option<Option<String>>>>,
     /// What was last handed to `breaker_out`.
     published_breaker: Option<Option<String>>,
+    /// Where the record memory goes to be kept on the Lease, and what was last handed there.
+    records_out: Option<watch::Sender<Option<Option<String>>>>,
+    published_records: Option<String>,
     /// Leading at the last loop turn (a new leadership reads the breaker back first).
     was_leading: bool,
     /// The detector placement's first reading was logged.
@@ -164,6 +167,8 @@ impl<C: Cluster> Controller<C> {
             lease: None,
             breaker_out: None,
             published_breaker: None,
+            records_out: None,
+            published_records: None,
             was_leading: false,
             placement_said: false,
             last_watchdog: None,
@@ -182,6 +187,16 @@ impl<C: Cluster> Controller<C> {
     ) -> Controller<C> {
         self.lease = Some(lease);
         self.breaker_out = Some(breaker_out);
+        self
+    }
+
+    /// Keep the record memory (`decide::fleet::seen`) on the Lease through `records_out`, and read
+    /// it back from the Lease when leadership begins.
+    pub fn with_records_on_lease(
+        mut self,
+        records_out: watch::Sender<Option<Option<String>>>,
+    ) -> Controller<C> {
+        self.records_out = Some(records_out);
         self
     }
 
@@ -232,6 +247,42 @@ impl<C: Cluster> Controller<C> {
         self.fleet.restore_breaker(breaker);
         self.published_breaker = None;
         self.publish_breaker();
+    }
+
+    /// A new leadership continues the record memory the previous leader kept on the Lease (before
+    /// its first round decides anything).
+    fn restore_records(&mut self) {
+        use crate::decide::fleet::seen::Seen;
+        if self.records_out.is_none() {
+            return;
+        }
+        let raw = self.lease().and_then(|l| {
+            l.metadata
+                .annotations
+                .and_then(|a| a.get(crate::model::keys::RECORDS_ANNOTATION).cloned())
+        });
+        let seen = match raw.as_deref().map(Seen::from_annotation) {
+            None => Seen::default(),
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "starting without the record memory: an older record written back before now is taken once");
+                Seen::default()
+            }
+        };
+        self.fleet.restore_seen(seen);
+        self.published_records = None;
+    }
+
+    /// Hand the record memory to the Lease when it changed.
+    pub(super) fn publish_records(&mut self, now: Timestamp) {
+        let Some(tx) = &self.records_out else {
+            return;
+        };
+        let text = self.fleet.seen(now).to_annotation();
+        if self.published_records.as_ref() != Some(&text) {
+            tx.send_replace(Some(Some(text.clone())));
+            self.published_records = Some(text);
+        }
     }
 
     fn publish_breaker(&mut self) {
@@ -323,6 +374,7 @@ impl<C: Cluster> Controller<C> {
             }
             if newly_leading {
                 self.restore_breaker();
+                self.restore_records();
             }
             self.round().await;
         }

@@ -56,6 +56,7 @@ impl<C: Cluster> Controller<C> {
                 .await;
         }
         self.publish_breaker();
+        self.publish_records(now);
         self.gauges();
         self.stale_readiness(now).await;
         let fleet = &self.fleet;

@@ -14,7 +14,8 @@
 //!   another node or UID;
 //! - a genuine record of the same node written back later (a replay of an old "draining" record)
 //!   has a write time older than the newest the drainer has seen for that node: the fleet keeps
-//!   that high-water mark per node ([`crate::decide::fleet`]), from its own writes and the watch.
+//!   that mark per node from what the watch confirms, and the leader keeps it on its Lease so a new
+//!   leader starts from it (`crate::decide::fleet::seen`).
 //!
 //! What fails the check is never acted on nor counted: the node is decided as if it had no record.
 

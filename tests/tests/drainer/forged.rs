@@ -183,14 +183,33 @@ async fn a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on(
         .then_some(())
     })
     .await;
-    // A person cordons both nodes for maintenance; then the old genuine record ("drained, ours,
-    // cordoned") is written back on the node, and copied onto its neighbour. Acted on, it would
-    // make the drainer lift the person's cordons.
+    // The leader keeps what it saw on its Lease; then it stops (a rollout, say).
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.cluster.client.clone(), "kube-system");
+    eventually(
+        "the removed record remembered on the Lease",
+        WAIT,
+        || async {
+            let l = leases.get(&lease).await.ok()?;
+            let memory = l.metadata.annotations?.get("nodemedic.io/records")?.clone();
+            let v: Value = serde_json::from_str(&memory).ok()?;
+            (v["nodes"][&node]["removed"] == json!(true)).then_some(())
+        },
+    )
+    .await;
+    running.shutdown().await;
+    // While no drainer runs, a person cordons both nodes for maintenance; then the old genuine
+    // record ("drained, ours, cordoned") is written back on the node, and copied onto its
+    // neighbour. Acted on, it would make the drainer lift the person's cordons.
     for n in [&node, &neighbour] {
         admin_patch(&env, n, json!({"spec": {"unschedulable": true}})).await;
     }
     write_as_detector(&env, &node, &genuine).await;
     write_as_detector(&env, &neighbour, &genuine).await;
+    // The next leader reads the memory back before it decides.
+    let running = env
+        .start_with_lease(env.config(Duration::from_secs(1)), "r-2", &lease)
+        .await;
     wait_rejected(&env, &node, "older record of this node written back").await;
     wait_rejected(&env, &neighbour, "sealed for node").await;
     env.barrier("KernelDeadlock", json!({})).await;

@@ -22,6 +22,7 @@
 
 mod cause;
 mod round;
+pub mod seen;
 mod totals;
 mod watchdog;
 
@@ -121,20 +122,12 @@ pub struct Fleet {
     newly_wake: Option<Timestamp>,
     /// Per node, the newest of our records the watch showed (`Record::at`), and whether the watch
     /// has since shown it removed: an older one seen later, or that one again once removed, was
-    /// written back by someone else (a replay) and is not ours to act on.
-    newest: HashMap<ArcStr, Newest>,
+    /// written back by someone else (a replay) and is not ours to act on. Kept on the Lease.
+    seen: seen::Seen,
     /// Per node, a hash of the record text last refused (each refused record is reported once).
     refused: HashMap<ArcStr, u64>,
     /// Records refused since the controller last took them.
     rejected: Vec<(String, Rejection)>,
-}
-
-/// The newest of our records seen on a node.
-#[derive(Debug, Clone, Copy)]
-struct Newest {
-    at: Timestamp,
-    /// The watch has shown the node without it since.
-    removed: bool,
 }
 
 /// What of the gates a held decision depends on.
@@ -174,10 +167,21 @@ impl Fleet {
             causes: BTreeMap::new(),
             cause: None,
             transitions: Vec::new(),
-            newest: HashMap::new(),
+            seen: seen::Seen::default(),
             refused: HashMap::new(),
             rejected: Vec::new(),
         }
+    }
+
+    /// The record memory to keep on the Lease, forgetting removed records a week old at `now`.
+    pub fn seen(&mut self, now: Timestamp) -> &seen::Seen {
+        self.seen.prune(now);
+        &self.seen
+    }
+
+    /// The record memory the previous leader kept (read back before the first round).
+    pub fn restore_seen(&mut self, s: seen::Seen) {
+        self.seen = s;
     }
 
     /// Records on nodes refused since the last call (node, why): each is reported once.
@@ -284,24 +288,12 @@ impl Fleet {
     /// newest of ours unless an older one was written back.
     fn confirm(&mut self, view: &NodeView) {
         match Record::check(view, &self.cfg.records, &self.cfg.owner) {
-            Checked::Authentic(r) => {
-                let newest = self.newest.entry(view.name.clone()).or_insert(Newest {
-                    at: r.at,
-                    removed: false,
-                });
-                if r.at > newest.at {
-                    *newest = Newest {
-                        at: r.at,
-                        removed: false,
-                    };
-                }
+            // A replay the memory already knows raises nothing.
+            Checked::Authentic(r) if self.seen.replayed(&view.name, r.at).is_none() => {
+                self.seen.saw(&view.name, Some(r.at))
             }
-            Checked::Absent => {
-                if let Some(n) = self.newest.get_mut(&view.name) {
-                    n.removed = true;
-                }
-            }
-            Checked::Foreign(_) | Checked::Rejected(_) => {}
+            Checked::Absent => self.seen.saw(&view.name, None),
+            Checked::Authentic(_) | Checked::Foreign(_) | Checked::Rejected(_) => {}
         }
     }
 
@@ -311,12 +303,9 @@ impl Fleet {
         let verdict = match Record::check(view, &self.cfg.records, &self.cfg.owner) {
             Checked::Absent => Ok(None),
             Checked::Foreign(r) => Ok(Some(r)),
-            Checked::Authentic(r) => match self.newest.get(&view.name) {
-                Some(n) if r.at < n.at || (n.removed && r.at == n.at) => Err(Rejection::Replayed {
-                    at: r.at,
-                    newest: n.at,
-                }),
-                _ => Ok(Some(r)),
+            Checked::Authentic(r) => match self.seen.replayed(&view.name, r.at) {
+                Some(newest) => Err(Rejection::Replayed { at: r.at, newest }),
+                None => Ok(Some(r)),
             },
             Checked::Rejected(why) => Err(why),
         };
@@ -440,8 +429,9 @@ impl Fleet {
         self.flaps.remove(name);
         self.flapping.remove(name);
         self.silent.remove(name);
-        self.newest.remove(name);
         self.refused.remove(name);
+        // Gone with its Node: forgotten a week on, as a removed record is.
+        self.seen.saw(name, None);
     }
 
     /// Its pods changed: decide it again.

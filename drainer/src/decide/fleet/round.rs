@@ -129,7 +129,7 @@ impl Fleet {
                     domain: e.domain.as_deref(),
                     flapping: self.flaps.get(n).and_then(|f| f.flapping(now, s)),
                     silent: self.silent.get(n).map(|s| s.declared),
-                    newest: self.newest.get(n).map(|n| n.at),
+                    newest: self.seen.nodes.get(n.as_str()).map(|n| n.at),
                 }
             })
             .collect();

@@ -579,3 +579,25 @@ fn stale_views_before_our_write_shows_are_neither_refused_nor_decided_on() {
     assert_eq!(f.nodes["n"].record.as_deref(), Some(&v2));
     assert!(f.take_rejected().is_empty());
 }
+
+#[test]
+fn a_new_leader_with_the_memory_refuses_a_replay_written_while_none_ran() {
+    let (c, mut f, base, v1) = first_record();
+    let v2 = v1.draining(t(200));
+    f.observe(with_record(&base, &v1, &c), t(100));
+    f.observe(with_record(&base, &v2, &c), t(200));
+    let kept = f.seen(t(300)).to_annotation();
+    // A new leader's fleet, which first sees the node with v1 written back.
+    let mut next = Fleet::new(c.clone());
+    next.restore_seen(seen::Seen::from_annotation(&kept).unwrap());
+    next.observe(with_record(&base, &v1, &c), t(400));
+    assert_eq!(next.nodes["n"].record, None);
+    assert!(matches!(
+        &next.take_rejected()[..],
+        [(_, Rejection::Replayed { .. })]
+    ));
+    // Without the memory it would have been taken.
+    let mut blank = Fleet::new(c.clone());
+    blank.observe(with_record(&base, &v1, &c), t(400));
+    assert_eq!(blank.nodes["n"].record.as_deref(), Some(&v1));
+}

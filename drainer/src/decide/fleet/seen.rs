@@ -1,0 +1,134 @@
+//! What the fleet remembers of the records it has seen, so that an older record written back on a
+//! node (a replay) is told from the current one across restarts and leader changes: per node, the
+//! newest record of ours the watch showed and whether it has been removed since. The leader keeps it
+//! on its Lease (`nodemedic.io/records`, which only the drainer may write); a new leader reads it
+//! back before it decides. Pure.
+//!
+//! It stays small: removed records are forgotten after [`FORGET_AFTER`], and the newest time
+//! forgotten is kept instead (`forgotten_before`): a record that old on a node with no entry is a
+//! replay, since a current one would still have its entry.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+/// How long a removed record's time is kept per node.
+pub const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The newest of our records seen on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Newest {
+    pub at: Timestamp,
+    /// The watch has shown the node without it since.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
+}
+
+/// Every node's [`Newest`], and the newest time forgotten.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Seen {
+    #[serde(default)]
+    pub nodes: BTreeMap<String, Newest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forgotten_before: Option<Timestamp>,
+}
+
+/// What the Lease annotation holds that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unreadable record memory on the Lease: {0}")]
+pub struct Unreadable(String);
+
+impl Seen {
+    pub fn from_annotation(s: &str) -> Result<Seen, Unreadable> {
+        serde_json::from_str(s).map_err(|e| Unreadable(e.to_string()))
+    }
+
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("plain data serialises")
+    }
+
+    /// Forget removed records older than [`FORGET_AFTER`] at `now`, keeping the newest such time.
+    pub fn prune(&mut self, now: Timestamp) {
+        let cutoff = nodemedic_common::time::sub(now, FORGET_AFTER);
+        let old: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.removed && n.at < cutoff)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in old {
+            if let Some(n) = self.nodes.remove(&k) {
+                self.forgotten_before = Some(self.forgotten_before.map_or(n.at, |f| f.max(n.at)));
+            }
+        }
+    }
+
+    /// Whether a record of ours written at `at` on `node` is an older one written back.
+    pub fn replayed(&self, node: &str, at: Timestamp) -> Option<Timestamp> {
+        match self.nodes.get(node) {
+            Some(n) if at < n.at || (n.removed && at == n.at) => Some(n.at),
+            Some(_) => None,
+            None => self.forgotten_before.filter(|f| at <= *f),
+        }
+    }
+
+    /// The watch showed our record of `at` on `node` (None: no record).
+    pub fn saw(&mut self, node: &str, at: Option<Timestamp>) {
+        match (at, self.nodes.get_mut(node)) {
+            (Some(at), Some(n)) if at > n.at => {
+                *n = Newest { at, removed: false };
+            }
+            (Some(_), Some(_)) => {}
+            (Some(at), None) => {
+                self.nodes
+                    .insert(node.to_string(), Newest { at, removed: false });
+            }
+            (None, Some(n)) => n.removed = true,
+            (None, None) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn older_records_and_the_removed_one_are_replays_and_the_memory_survives_its_annotation() {
+        let mut s = Seen::default();
+        s.saw("n", Some(t(100)));
+        s.saw("n", Some(t(200)));
+        assert_eq!(s.replayed("n", t(100)), Some(t(200)));
+        assert_eq!(s.replayed("n", t(200)), None, "the current one");
+        s.saw("n", None);
+        assert_eq!(s.replayed("n", t(200)), Some(t(200)), "the removed one");
+        assert_eq!(s.replayed("n", t(300)), None, "a later one");
+        let back = Seen::from_annotation(&s.to_annotation()).unwrap();
+        assert_eq!(back, s);
+        assert!(Seen::from_annotation("{not json").is_err());
+    }
+
+    #[test]
+    fn removed_records_are_forgotten_after_a_week_and_what_old_stays_a_replay() {
+        let mut s = Seen::default();
+        s.saw("gone", Some(t(0)));
+        s.saw("gone", None);
+        s.saw("held", Some(t(10)));
+        let week = FORGET_AFTER.as_secs() as i64;
+        s.prune(t(week + 100));
+        assert!(!s.nodes.contains_key("gone"));
+        assert!(
+            s.nodes.contains_key("held"),
+            "a current record is never forgotten"
+        );
+        assert_eq!(s.forgotten_before, Some(t(0)));
+        assert_eq!(s.replayed("gone", t(0)), Some(t(0)));
+        assert_eq!(s.replayed("new", t(week)), None, "a record written since");
+    }
+}
