@@ -278,7 +278,10 @@ impl<C: Cluster> Controller<C> {
         let Some(tx) = &self.records_out else {
             return;
         };
-        let text = self.fleet.seen(now).to_annotation();
+        let Some(seen) = self.fleet.seen_changed(now) else {
+            return;
+        };
+        let text = seen.to_annotation();
         if self.published_records.as_ref() != Some(&text) {
             tx.send_replace(Some(Some(text.clone())));
             self.published_records = Some(text);

@@ -124,6 +124,9 @@ pub struct Fleet {
     /// has since shown it removed: an older one seen later, or that one again once removed, was
     /// written back by someone else (a replay) and is not ours to act on. Kept on the Lease.
     seen: seen::Seen,
+    /// The memory changed since it was last handed out, and when it was last pruned.
+    seen_changed: bool,
+    seen_pruned: Option<Timestamp>,
     /// Per node, a hash of the record text last refused (each refused record is reported once).
     refused: HashMap<ArcStr, u64>,
     /// Records refused since the controller last took them.
@@ -168,20 +171,30 @@ impl Fleet {
             cause: None,
             transitions: Vec::new(),
             seen: seen::Seen::default(),
+            seen_changed: false,
+            seen_pruned: None,
             refused: HashMap::new(),
             rejected: Vec::new(),
         }
     }
 
-    /// The record memory to keep on the Lease, forgetting removed records a week old at `now`.
-    pub fn seen(&mut self, now: Timestamp) -> &seen::Seen {
-        self.seen.prune(now);
-        &self.seen
+    /// The record memory to keep on the Lease, when it changed since the last call (removed
+    /// records a week old are forgotten at most once a minute, at `now`).
+    pub fn seen_changed(&mut self, now: Timestamp) -> Option<&seen::Seen> {
+        let due = self
+            .seen_pruned
+            .is_none_or(|t| nodemedic_common::time::add(t, Duration::from_secs(60)) <= now);
+        if due {
+            self.seen_pruned = Some(now);
+            self.seen_changed |= self.seen.prune(now);
+        }
+        std::mem::take(&mut self.seen_changed).then_some(&self.seen)
     }
 
     /// The record memory the previous leader kept (read back before the first round).
     pub fn restore_seen(&mut self, s: seen::Seen) {
         self.seen = s;
+        self.seen_changed = true;
     }
 
     /// Records on nodes refused since the last call (node, why): each is reported once.
@@ -290,9 +303,9 @@ impl Fleet {
         match Record::check(view, &self.cfg.records, &self.cfg.owner) {
             // A replay the memory already knows raises nothing.
             Checked::Authentic(r) if self.seen.replayed(&view.name, r.at).is_none() => {
-                self.seen.saw(&view.name, Some(r.at))
+                self.seen_changed |= self.seen.saw(&view.name, Some(r.at))
             }
-            Checked::Absent => self.seen.saw(&view.name, None),
+            Checked::Absent => self.seen_changed |= self.seen.saw(&view.name, None),
             Checked::Authentic(_) | Checked::Foreign(_) | Checked::Rejected(_) => {}
         }
     }
@@ -431,7 +444,7 @@ impl Fleet {
         self.silent.remove(name);
         self.refused.remove(name);
         // Gone with its Node: forgotten a week on, as a removed record is.
-        self.seen.saw(name, None);
+        self.seen_changed |= self.seen.saw(name, None);
     }
 
     /// Its pods changed: decide it again.

@@ -49,8 +49,9 @@ impl Seen {
         serde_json::to_string(self).expect("plain data serialises")
     }
 
-    /// Forget removed records older than [`FORGET_AFTER`] at `now`, keeping the newest such time.
-    pub fn prune(&mut self, now: Timestamp) {
+    /// Forget removed records older than [`FORGET_AFTER`] at `now`, keeping the newest such time;
+    /// whether any was.
+    pub fn prune(&mut self, now: Timestamp) -> bool {
         let cutoff = nodemedic_common::time::sub(now, FORGET_AFTER);
         let old: Vec<String> = self
             .nodes
@@ -58,11 +59,13 @@ impl Seen {
             .filter(|(_, n)| n.removed && n.at < cutoff)
             .map(|(k, _)| k.clone())
             .collect();
+        let pruned = !old.is_empty();
         for k in old {
             if let Some(n) = self.nodes.remove(&k) {
                 self.forgotten_before = Some(self.forgotten_before.map_or(n.at, |f| f.max(n.at)));
             }
         }
+        pruned
     }
 
     /// Whether a record of ours written at `at` on `node` is an older one written back.
@@ -74,19 +77,24 @@ impl Seen {
         }
     }
 
-    /// The watch showed our record of `at` on `node` (None: no record).
-    pub fn saw(&mut self, node: &str, at: Option<Timestamp>) {
+    /// The watch showed our record of `at` on `node` (None: no record); whether that changed
+    /// anything.
+    pub fn saw(&mut self, node: &str, at: Option<Timestamp>) -> bool {
         match (at, self.nodes.get_mut(node)) {
             (Some(at), Some(n)) if at > n.at => {
                 *n = Newest { at, removed: false };
+                true
             }
-            (Some(_), Some(_)) => {}
             (Some(at), None) => {
                 self.nodes
                     .insert(node.to_string(), Newest { at, removed: false });
+                true
             }
-            (None, Some(n)) => n.removed = true,
-            (None, None) => {}
+            (None, Some(n)) if !n.removed => {
+                n.removed = true;
+                true
+            }
+            _ => false,
         }
     }
 }

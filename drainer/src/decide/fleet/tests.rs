@@ -586,7 +586,11 @@ fn a_new_leader_with_the_memory_refuses_a_replay_written_while_none_ran() {
     let v2 = v1.draining(t(200));
     f.observe(with_record(&base, &v1, &c), t(100));
     f.observe(with_record(&base, &v2, &c), t(200));
-    let kept = f.seen(t(300)).to_annotation();
+    let kept = f.seen_changed(t(300)).unwrap().to_annotation();
+    assert!(
+        f.seen_changed(t(301)).is_none(),
+        "handed out once until it changes"
+    );
     // A new leader's fleet, which first sees the node with v1 written back.
     let mut next = Fleet::new(c.clone());
     next.restore_seen(seen::Seen::from_annotation(&kept).unwrap());
