@@ -86,6 +86,17 @@ fn spec(
     }
 }
 
+/// `base` (the pod's name, or the host's) with a random suffix: a Lease holder is known by its
+/// identity alone, so two processes that shared one (two drainers on one host, or a restarted
+/// container while the old one still runs) would both take themselves for the leader.
+pub fn unique_identity(base: &str) -> String {
+    let suffix: String = crate::model::seal::random_bytes()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{base}_{suffix}")
+}
+
 /// What the Lease carries besides the election.
 pub struct LeaseData {
     /// The Lease as last read (every retry period, leading or not).

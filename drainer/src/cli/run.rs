@@ -21,7 +21,8 @@ pub struct RunArgs {
     /// drainers can share a cluster). draino's --leader-election-token-name sets it too.
     #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
     pub lease_name: String,
-    /// This replica's identity in the Lease. Default: $POD_NAME, else the hostname.
+    /// This replica's identity in the Lease, taken as given. Default: $POD_NAME (else the hostname)
+    /// and a random suffix, as client-go makes them: two processes on one host never share one.
     #[arg(long)]
     pub identity: Option<String>,
     /// How long a Lease holds without renewal before another replica may take it.
@@ -126,11 +127,13 @@ async fn until_signal(args: RunArgs, config: crate::config::Config) -> Result<()
 }
 
 fn options(args: RunArgs, config: crate::config::Config) -> crate::run::Options {
-    let identity = args
-        .identity
-        .clone()
-        .or_else(|| std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        let base = std::env::var("POD_NAME")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+        crate::leader::unique_identity(&base)
+    });
     let guard = match (args.guard_listen, args.guard_tls_cert, args.guard_tls_key) {
         (Some(listen), Some(cert), Some(key)) => Some(crate::guard::server::GuardOptions {
             listen,

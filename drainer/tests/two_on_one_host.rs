@@ -1,0 +1,115 @@
+//! Two drainer processes on one host, with the same Lease and no identity given (no `POD_NAME`):
+//! each takes an identity of its own (the host's name and a random suffix), so only one leads; when
+//! the leader stops, the other takes the Lease over under its own identity. With the host's name
+//! alone, both took themselves for the holder and led together.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use nodemedic_tests::cluster::{Cluster, eventually};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `drainer run` on Lease `lease`, its metrics on `port`, selecting nothing.
+fn drainer(kubeconfig: &std::path::Path, lease: &str, port: u16) -> Proc {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    cmd.arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg(format!("--lease-name={lease}"))
+        .args([
+            "--node-selector=nodemedic.test/none=x",
+            "--leader-election-lease-duration=2s",
+            "--leader-election-renew-deadline=1500ms",
+            "--leader-election-retry-period=200ms",
+            "KernelDeadlock=True",
+        ])
+        .env_remove("KUBECONFIG")
+        .env_remove("POD_NAME")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    Proc(cmd.spawn().expect("start the drainer"))
+}
+
+/// The process's leader gauge, once its metrics answer.
+async fn leading(port: u16) -> Option<bool> {
+    let body = nodemedic_tests::try_http_get(&format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .ok()?;
+    body.lines()
+        .find_map(|l| l.strip_prefix("nodemedic_drainer_is_leader "))
+        .map(|v| v.trim() == "1")
+}
+
+#[tokio::test]
+async fn two_drainers_on_one_host_never_lead_together() {
+    let cluster = Cluster::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig);
+    let lease = format!("nodemedic-drainer-host-{}", std::process::id());
+    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "kube-system");
+    let holder = || async {
+        leases
+            .get(&lease)
+            .await
+            .ok()
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty())
+    };
+    let (pa, pb) = (
+        nodemedic_tests::bench::free_port(),
+        nodemedic_tests::bench::free_port(),
+    );
+    let mut a = drainer(&kubeconfig, &lease, pa);
+    eventually("the first drainer leads", WAIT, || async {
+        leading(pa).await.filter(|l| *l)
+    })
+    .await;
+    let first = holder().await.expect("a holder");
+    let host = gethostname();
+    assert!(
+        first.starts_with(&format!("{host}_")) && first.len() > host.len() + 1,
+        "the identity is the host's name and a suffix: {first}"
+    );
+    // The second on the same host: it follows while the first leads...
+    let b = drainer(&kubeconfig, &lease, pb);
+    let b_leads = eventually("the second drainer's metrics", WAIT, || async {
+        leading(pb).await
+    })
+    .await;
+    assert!(!b_leads, "the second led while the first held the Lease");
+    assert_eq!(leading(pa).await, Some(true));
+    // ... and takes over, under its own identity, once the first stops (it releases the Lease).
+    let _ = Command::new("kill")
+        .args(["-TERM", &a.0.id().to_string()])
+        .status();
+    let _ = a.0.wait();
+    let second = eventually("the second drainer leads", WAIT, || async {
+        let h = holder().await?;
+        (h != first && leading(pb).await == Some(true)).then_some(h)
+    })
+    .await;
+    assert!(second.starts_with(&format!("{host}_")), "{second}");
+    drop(b);
+}
+
+fn gethostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
