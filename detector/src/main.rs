@@ -78,8 +78,9 @@ struct RunArgs {
         default_value = "/var/lib/nodemedic/detector-state.json"
     )]
     state_file: PathBuf,
-    /// Address of /metrics /healthz /readyz /conditions.
-    #[arg(long, default_value = "0.0.0.0:20257")]
+    /// Address of /metrics /healthz /readyz /conditions. Loopback by default, as NPD's: on a host
+    /// (or under hostNetwork) every interface would expose it; the manifests give the pod's address.
+    #[arg(long, default_value = "127.0.0.1:20257", value_parser = nodemedic_common::serve::listen_addr)]
     listen: std::net::SocketAddr,
     /// Refresh of lastHeartbeatTime on our conditions.
     #[arg(long = "heartbeat-period", default_value = "5m", value_parser = humantime::parse_duration)]
@@ -270,7 +271,7 @@ fn run_daemon(mut args: RunArgs) -> ExitCode {
             },
             report_tick: std::time::Duration::from_millis(250),
             check_dirs: args.check_dirs,
-            cluster_wide: credential == nodemedic_common::client::Credential::ServiceAccount,
+            credential,
         };
         if args.stale_threshold.is_some() || args.evict_stale_pods {
             tracing::warn!(

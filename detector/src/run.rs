@@ -52,9 +52,9 @@ pub struct Options {
     pub report_tick: Duration,
     /// More directories exec checks may run from (`--check-dir`).
     pub check_dirs: Vec<PathBuf>,
-    /// It runs with its ServiceAccount, whose `nodes/status` right covers every Node: said at start
-    /// and in `/healthz` (deploy/own-node-only or deploy/kubelet-credential confine it).
-    pub cluster_wide: bool,
+    /// Which credential it runs with; what that credential may write is found out at start and
+    /// said in the log and `/healthz` ([`crate::report::confinement`]).
+    pub credential: nodemedic_common::client::Credential,
 }
 
 /// A started detector.
@@ -93,20 +93,13 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Health::default();
-    if opts.cluster_wide {
-        let mode = "ServiceAccount, cluster-wide: its nodes/status right covers every Node (deploy/own-node-only or deploy/kubelet-credential confine it to this one)";
-        tracing::warn!(
-            credential = mode,
-            "the detector's credential can write any Node's status"
-        );
-        health.note("credential", Some(mode.to_string()));
-    }
     let snapshot: Snapshot = Arc::default();
     let addr = serve(&opts, registry, health.clone(), snapshot.clone()).await?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let reporter = KubeReporter::new(client, &opts.node_name);
     let node = read_node_until_ok(&reporter, &opts.node_name, stop_rx.clone()).await?;
+    say_confinement(&reporter, opts.credential, &health).await;
     let owned = conditions::owned_types(&node);
     let restored = Condition::true_on(&node);
     let kept: Vec<&str> = restored
@@ -267,4 +260,22 @@ fn check_dirs(rules: &[PathBuf], more: &[PathBuf]) -> crate::source::exec::Check
     let shipped = crate::source::exec::DEFAULT_CHECK_DIRS.map(PathBuf::from);
     let dirs = shipped.into_iter().chain(own).chain(more.iter().cloned());
     crate::source::exec::CheckDirs::new(dirs)
+}
+
+/// Find out what the credential may write, and say it once: a warning when it may write other
+/// Nodes (or when that could not be found out), and a `/healthz` note either way.
+async fn say_confinement(
+    reporter: &KubeReporter,
+    credential: nodemedic_common::client::Credential,
+    health: &Health,
+) {
+    use crate::report::confinement::Confinement;
+    let confinement = Confinement::of(credential, &reporter.probe_confinement().await);
+    let said = confinement.describe();
+    if confinement.is_warning() {
+        tracing::warn!(credential = %said, "the detector's credential may write other Nodes");
+    } else {
+        tracing::info!(credential = %said, "what the detector's credential may write");
+    }
+    health.note("credential", Some(said));
 }

@@ -161,7 +161,7 @@ impl Detector {
             events: Limits::default(),
             report_tick: Duration::from_millis(50),
             check_dirs: Vec::new(),
-            cluster_wide: false,
+            credential: nodemedic_common::client::Credential::Kubeconfig,
         };
         let running = nodemedic_detector::run::start(opts, cluster.client_for("detector"))
             .await

@@ -95,7 +95,11 @@ impl Cluster {
 
     /// Always the test API server: for scenarios that inject faults a real one cannot produce.
     pub async fn fake() -> Cluster {
-        let server = TestApiServer::start().await;
+        Cluster::fake_on(TestApiServer::start().await)
+    }
+
+    /// On `server`, a test API server the scenario set up.
+    pub fn fake_on(server: TestApiServer) -> Cluster {
         Cluster {
             client: server.client(),
             kubelet: Kubelet::idle(),
@@ -350,7 +354,8 @@ impl Cluster {
             .audit()
             .iter()
             .filter(|e| {
-                e.user_agent == agent
+                !e.dry_run
+                    && e.user_agent == agent
                     && e.verb == verb
                     && e.resource == resource
                     && e.subresource == subresource
@@ -375,7 +380,8 @@ impl Cluster {
             .audit()
             .iter()
             .filter(|e| {
-                e.user_agent == agent
+                !e.dry_run
+                    && e.user_agent == agent
                     && e.verb == verb
                     && e.resource == resource
                     && e.subresource == subresource
@@ -386,14 +392,16 @@ impl Cluster {
 
     /// How many requests the API server answered for `verb` (get, create, patch, update, delete) on
     /// `resource[/subresource]` named `name` (empty: any). On the real control plane from its audit
-    /// log; on the test server from its request log.
+    /// log; on the test server from its request log. Dry runs (`?dryRun=All`) store nothing and are
+    /// not counted.
     pub fn requests(&self, verb: &str, resource: &str, subresource: &str, name: &str) -> usize {
         if let Some(plane) = self.plane {
             return plane
                 .audit()
                 .iter()
                 .filter(|e| {
-                    e.verb == verb
+                    !e.dry_run
+                        && e.verb == verb
                         && e.resource == resource
                         && e.subresource == subresource
                         && (name.is_empty() || e.name == name)
@@ -429,7 +437,7 @@ impl Cluster {
                 } else {
                     path.contains(&tail) && path.ends_with(&format!("/{subresource}"))
                 };
-                l.method == method && hit
+                l.method == method && hit && !l.path.contains("dryRun=All")
             })
             .count()
     }

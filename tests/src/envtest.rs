@@ -401,6 +401,8 @@ pub struct AuditEvent {
     pub user: String,
     pub user_agent: String,
     pub code: u16,
+    /// `?dryRun=All`: admitted, never stored.
+    pub dry_run: bool,
     /// Audit annotations (e.g. an admission webhook's, as `<webhook name>/<key>`).
     pub annotations: std::collections::BTreeMap<String, String>,
 }
@@ -421,6 +423,7 @@ impl AuditEvent {
             name: s("/objectRef/name"),
             user: s("/user/username"),
             user_agent: s("/userAgent"),
+            dry_run: s("/requestURI").contains("dryRun=All"),
             code: v
                 .pointer("/responseStatus/code")
                 .and_then(Value::as_u64)
@@ -520,7 +523,7 @@ fn spawn_apiserver(assets: &Path, dir: &Path, etcd_port: u16, api_port: u16, log
                 // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
                 "--disable-admission-plugins",
                 "ServiceAccount",
-                // ValidatingAdmissionPolicy is alpha in v1.26 (deploy/own-node-only is tested with it).
+                // ValidatingAdmissionPolicy is alpha in v1.26 (deploy/own-node-policy is tested with it).
                 "--feature-gates",
                 "ValidatingAdmissionPolicy=true",
                 "--runtime-config",

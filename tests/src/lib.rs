@@ -11,6 +11,7 @@
 //! - [`webhook`]: a certificate and a ValidatingWebhookConfiguration for serving the guard to a real
 //!   API server.
 
+pub mod admission;
 pub mod bench;
 pub mod bins;
 pub mod cluster;

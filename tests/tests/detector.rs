@@ -6,7 +6,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kube::ResourceExt;
 use nodemedic_detector::report::aggregate::Limits;
+use nodemedic_detector::report::confinement::PROBE_LABEL;
 use nodemedic_detector::run::{self, Options, Running};
 use nodemedic_detector::source::kmsg::monotonic_now_us;
 use nodemedic_tests::cluster::{Cluster, eventually};
@@ -100,7 +102,7 @@ impl Harness {
             },
             report_tick: Duration::from_millis(50),
             check_dirs: Vec::new(),
-            cluster_wide: false,
+            credential: nodemedic_common::client::Credential::Kubeconfig,
         }
     }
 
@@ -306,10 +308,8 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
     );
     let conditions = nodemedic_tests::http_get(&format!("{base}/conditions")).await;
     assert!(conditions.contains("\"DockerHung\""), "{conditions}");
-    assert_eq!(
-        nodemedic_tests::http_get(&format!("{base}/healthz")).await,
-        "ok\n"
-    );
+    let health = nodemedic_tests::http_get(&format!("{base}/healthz")).await;
+    assert!(health.starts_with("ok\n"), "{health}");
     h.finish(running).await;
 }
 
@@ -679,7 +679,10 @@ async fn a_hung_call_times_out_a_dropped_one_is_retried_and_both_land() {
     let dropped = fake.log().iter().filter(|l| l.status == 0).count();
     assert_eq!(dropped, 1, "the dropped connection was hit");
     let m = nodemedic_tests::http_get(&format!("http://{}/healthz", running.addr)).await;
-    assert_eq!(m, "ok\n", "a hung API call is not a stuck detector");
+    assert!(
+        m.starts_with("ok\n"),
+        "a hung API call is not a stuck detector: {m}"
+    );
     h.finish(running).await;
 }
 
@@ -1133,29 +1136,85 @@ async fn with_the_nodes_own_credential_the_detector_reports_on_its_node_and_no_o
     running.shutdown().await;
 }
 
-/// A detector on its ServiceAccount (the shipped default) says at /healthz that its credential
-/// reaches every Node, and how to confine it; one on the node's own credential says nothing.
+/// What the detector's credential may write is found out at start (a dry-run label on its own
+/// Node) and named at /healthz: the ServiceAccount under the shipped own-node policy (a token with
+/// the node-name claim, on the test API server, which evaluates the policy) is "own node only",
+/// and the detector's every write (conditions, its annotations, Events) passes the policy; the
+/// ServiceAccount without the policy is "cluster-wide"; a kubeconfig's user is as confined as it is.
 #[tokio::test]
-async fn healthz_names_the_cluster_wide_credential_mode() {
-    let h = Harness::fake("credential-mode").await;
-    for (cluster_wide, said) in [(true, true), (false, false)] {
+async fn healthz_names_what_the_credential_may_write_and_the_detector_works_under_the_policy() {
+    use nodemedic_common::client::Credential;
+    use nodemedic_tests::server::User;
+    let mut h = Harness::fake("credential-mode").await;
+    let Some(server) = h.cluster.fake.clone() else {
+        unreachable!("Harness::fake runs on the test API server");
+    };
+    let sa = User::service_account("kube-system", "nodemedic-detector", Some(&h.node));
+    let cases = [
+        (
+            "unconfined",
+            Credential::ServiceAccount,
+            "ServiceAccount, cluster-wide",
+        ),
+        (
+            "kubeconfig",
+            Credential::Kubeconfig,
+            "credential: kubeconfig",
+        ),
+        (
+            "policy",
+            Credential::ServiceAccount,
+            "ServiceAccount, own node only",
+        ),
+    ];
+    for (case, credential, said) in cases {
+        if case == "policy" {
+            nodemedic_tests::admission::install_own_node_policy(&h.cluster.client).await;
+        }
         let mut opts = h.options();
-        opts.cluster_wide = cluster_wide;
-        opts.state_file = h
-            .dir
-            .path()
-            .join(format!("state-{cluster_wide}/detector.json"));
-        let running = run::start(opts, h.cluster.client_for("detector"))
+        opts.credential = credential;
+        opts.state_file = h.dir.path().join(format!("state-{case}/detector.json"));
+        let running = run::start(opts, server.client_as(sa.clone()))
             .await
             .expect("detector starts");
         let body = nodemedic_tests::http_get(&format!("http://{}/healthz", running.addr)).await;
         assert!(body.starts_with("ok\n"), "{body}");
-        assert_eq!(
-            body.contains("credential: ServiceAccount, cluster-wide")
-                && body.contains("deploy/kubelet-credential"),
-            said,
-            "{body}"
+        assert!(body.contains(said), "{case}: {body}");
+        assert!(
+            h.cluster
+                .node(&h.node)
+                .await
+                .labels()
+                .get(PROBE_LABEL)
+                .is_none(),
+            "the probe is a dry run"
         );
+        if case == "policy" {
+            // Under the policy the detector still reports: a condition, its annotations, an Event.
+            h.kmsg("INFO: task docker:78 blocked for more than 120 seconds.");
+            h.wait_condition("KernelDeadlock", "True", "DockerHung")
+                .await;
+            h.kmsg("Out of memory: Killed process 78 (policy-test) total-vm:1kB, anon-rss:0kB, file-rss:0kB");
+            eventually(
+                "the OOMKilling Event under the policy",
+                Duration::from_secs(30),
+                || async {
+                    h.cluster
+                        .node_events(&h.node)
+                        .await
+                        .into_iter()
+                        .any(|e| e.reason.as_deref() == Some("OOMKilling"))
+                        .then_some(())
+                },
+            )
+            .await;
+            let node = h.cluster.node(&h.node).await;
+            assert!(
+                node.annotations()
+                    .contains_key(nodemedic_common::keys::OWNED_CONDITIONS_ANNOTATION),
+                "its annotation written under the policy"
+            );
+        }
         running.shutdown().await;
     }
 }

@@ -174,7 +174,7 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
         events: Limits::default(),
         report_tick: Duration::from_millis(50),
         check_dirs: Vec::new(),
-        cluster_wide: false,
+        credential: nodemedic_common::client::Credential::Kubeconfig,
     };
     let running = run::start(opts, cluster.client.clone()).await.unwrap();
     eventually("healthy default", Duration::from_secs(60), || async {

@@ -498,3 +498,50 @@ async fn status_patches_keep_metadata_and_node_identities_reach_only_their_own_n
             .is_none()
     );
 }
+
+/// `?dryRun=All` (no recording; kube-apiserver's API concepts, "Dry-run": "the request is still
+/// processed as typical request: the fields are defaulted, the object is validated, it goes
+/// through the validation admission chain ... but the final storage is skipped"): the answer is the
+/// object as it would be stored, and nothing is stored or seen by a watch. The detector relies on
+/// it to learn what its credential may write without writing (detector/src/report/confinement.rs).
+#[tokio::test]
+async fn a_dry_run_answers_the_would_be_object_and_stores_nothing() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams, PostParams};
+    use serde_json::json;
+    let server = TestApiServer::start().await;
+    let nodes: kube::Api<Node> = kube::Api::all(server.client());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "dry"}})).unwrap();
+    let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let rv = created.metadata.resource_version.clone();
+    let dry = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let answered = nodes
+        .patch_status(
+            "dry",
+            &dry,
+            &Patch::Strategic(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        answered.metadata.labels.unwrap()["a"],
+        "b",
+        "the would-be object"
+    );
+    let stored = nodes.get("dry").await.unwrap();
+    assert_eq!(stored.metadata.labels, None, "nothing stored");
+    assert_eq!(stored.metadata.resource_version, rv);
+    let dry_create = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let other: Node = serde_json::from_value(json!({"metadata": {"name": "dry-new"}})).unwrap();
+    nodes.create(&dry_create, &other).await.unwrap();
+    assert!(
+        nodes.get_opt("dry-new").await.unwrap().is_none(),
+        "no object created"
+    );
+}

@@ -10,6 +10,7 @@ use nodemedic_common::conditions::status_patch;
 use nodemedic_common::events::NodeEvents;
 
 use super::aggregate::Write;
+use super::confinement::{PROBE_LABEL, ProbeAnswer};
 use super::reporter::{Error, Reporter};
 use super::sync::Plan;
 
@@ -79,6 +80,26 @@ impl KubeReporter {
             serde_json::from_str(&text).map_err(|e| Error::Api(kube::Error::SerdeError(e)))?;
         nodemedic_common::lenient::clamp_times(&mut v);
         serde_json::from_value(v).map_err(|e| Error::Api(kube::Error::SerdeError(e)))
+    }
+
+    /// Ask, with a dry run that is never stored, whether a label on this Node may be set through
+    /// its status (see [`super::confinement`]).
+    pub async fn probe_confinement(&self) -> ProbeAnswer {
+        let body = serde_json::json!({"metadata": {"labels": {PROBE_LABEL: "dry-run"}}});
+        let params = PatchParams {
+            dry_run: true,
+            ..PatchParams::default()
+        };
+        match bounded(
+            self.nodes
+                .patch_status(&self.node, &params, &Patch::Strategic(body)),
+        )
+        .await
+        {
+            Ok(_) => ProbeAnswer::Accepted,
+            Err(Error::Api(kube::Error::Api(s))) => ProbeAnswer::Refused(s.code, s.message),
+            Err(e) => ProbeAnswer::Failed(e.to_string()),
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! that drives them (`writer`).
 
 pub mod aggregate;
+pub mod confinement;
 pub mod kube;
 pub mod reporter;
 pub mod sync;

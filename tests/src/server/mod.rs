@@ -11,6 +11,7 @@ mod evict;
 mod identity;
 pub mod order;
 mod patch;
+mod policy;
 mod store;
 mod terminate;
 mod watch;
@@ -25,6 +26,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+pub use identity::User;
 pub use store::{Key, Store};
 
 /// One request as the server saw it (for "nothing else was written" assertions).
@@ -68,8 +70,8 @@ pub(crate) struct Inner {
     log: Vec<Logged>,
     /// Terminating pods stay until a test deletes them (see [`TestApiServer::stop_kubelets`]).
     pub(crate) no_kubelets: bool,
-    /// Bearer tokens of node identities ([`TestApiServer::client_as_node`]): token -> node name.
-    pub(crate) node_tokens: std::collections::HashMap<String, String>,
+    /// Bearer tokens of other identities than the administrator ([`TestApiServer::client_as`]).
+    pub(crate) users: std::collections::HashMap<String, identity::User>,
 }
 
 /// A running test API server.
@@ -122,17 +124,27 @@ impl TestApiServer {
     /// as a kubelet does: Node authorization and NodeRestriction admission confine it to its own
     /// Node, as recordings 60-62 show. (A request without a token is the cluster's administrator.)
     pub fn client_as_node(&self, name: &str) -> kube::Client {
-        let token = format!("node-token-{name}");
-        self.inner
-            .lock()
-            .unwrap()
-            .node_tokens
-            .insert(token.clone(), name.to_string());
+        self.client_as(User::node(name))
+    }
+
+    /// A client that authenticates as `user` (a bearer token this server maps to it). Writes are
+    /// then subject to the ValidatingAdmissionPolicies stored here, and node identities to Node
+    /// authorization as well.
+    pub fn client_as(&self, user: User) -> kube::Client {
+        let token = self.token_for(user);
         let url: axum::http::Uri = format!("http://{}", self.addr).parse().unwrap();
         let mut config = kube::Config::new(url);
         config.default_retry = false;
         config.auth_info.token = Some(token.into());
         kube::Client::try_from(config).expect("client for the test server")
+    }
+
+    /// A bearer token for `user`, e.g. for [`TestApiServer::write_kubeconfig_with_token`].
+    pub fn token_for(&self, user: User) -> String {
+        let mut inner = self.inner.lock().unwrap();
+        let token = format!("token-{}", inner.users.len());
+        inner.users.insert(token.clone(), user);
+        token
     }
 
     /// The base URL (for plain HTTP requests in tests).
@@ -144,11 +156,20 @@ impl TestApiServer {
     /// A kubeconfig naming this server (plain HTTP, no credentials), for a binary run as its own
     /// process.
     pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        self.write_kubeconfig_as(path, "{}");
+    }
+
+    /// A kubeconfig naming this server and a token of [`TestApiServer::token_for`].
+    pub fn write_kubeconfig_with_token(&self, path: &std::path::Path, token: &str) {
+        self.write_kubeconfig_as(path, &format!("{{token: \"{token}\"}}"));
+    }
+
+    fn write_kubeconfig_as(&self, path: &std::path::Path, user: &str) {
         std::fs::write(
             path,
             format!(
                 "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
-                 users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+                 users: [{{name: u, user: {user}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
                 self.url()
             ),
         )
@@ -313,6 +334,51 @@ pub(crate) struct Target {
     pub sub: Option<String>,
 }
 
+/// Who sends a write, and whether it is a dry run (`?dryRun=All`: admitted and answered as if
+/// stored, but neither stored nor seen by watches).
+pub(crate) struct Caller {
+    pub(crate) user: User,
+    pub(crate) dry_run: bool,
+}
+
+impl Caller {
+    /// Admission by the stored policies, then (unless a dry run) store and publish; the answer.
+    /// `old`: the stored object an update replaces (`None`: a create).
+    pub(crate) fn commit(
+        &self,
+        store: &mut Store,
+        hub: &watch::Hub,
+        t: &Target,
+        key: &Key,
+        old: Option<&Value>,
+        obj: Value,
+    ) -> Response {
+        let created = old.is_none();
+        let write = policy::Write {
+            user: &self.user,
+            operation: if created { "CREATE" } else { "UPDATE" },
+            target: t,
+            old,
+            new: &obj,
+            dry_run: self.dry_run,
+        };
+        if let Err(refused) = policy::admit(store, &write) {
+            return refused;
+        }
+        let status = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        if self.dry_run {
+            return json_response(status, &obj);
+        }
+        let stored = store.put(key, obj);
+        hub.publish(key, if created { "ADDED" } else { "MODIFIED" }, &stored);
+        json_response(status, &stored)
+    }
+}
+
 fn parse_path(path: &str) -> Option<Target> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (api, rest) = match segs.as_slice() {
@@ -363,6 +429,12 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
+    // A dry run is logged with its query, so counts of writes can leave it out.
+    let logged = if query.get("dryRun").is_some_and(|d| d == "All") {
+        format!("{path}?dryRun=All")
+    } else {
+        path.clone()
+    };
     let agent = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
@@ -394,7 +466,7 @@ async fn handle(
             None
         }
         Some(FaultKind::Drop) => {
-            log(&app, &method, &path, content_type.clone(), agent, 0);
+            log(&app, &method, &logged, content_type.clone(), agent, 0);
             let abort = futures::stream::once(async {
                 Err::<Bytes, _>(std::io::Error::other("connection dropped by the test"))
             });
@@ -406,14 +478,19 @@ async fn handle(
         Some(FaultKind::Status(code)) => Some(code),
         None => None,
     };
-    let node = headers
+    let user = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .and_then(|t| app.inner.lock().unwrap().node_tokens.get(t).cloned());
-    let refused = node.as_deref().and_then(|n| {
+        .and_then(|t| app.inner.lock().unwrap().users.get(t).cloned())
+        .unwrap_or_else(User::admin);
+    let refused = user.node_name().and_then(|n| {
         parse_path(&path).and_then(|t| identity::node_may(n, &method, &t, &body).err())
     });
+    let caller = Caller {
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        user,
+    };
     let response = if let Some(refused) = refused {
         refused
     } else if let Some(code) = fault {
@@ -433,11 +510,22 @@ async fn handle(
                 "the server could not find the requested resource",
                 None,
             ),
-            Some(t) => route(&app, &method, t, &query, content_type.as_deref(), &body).await,
+            Some(t) => {
+                route(
+                    &app,
+                    &method,
+                    t,
+                    &query,
+                    content_type.as_deref(),
+                    &body,
+                    &caller,
+                )
+                .await
+            }
         }
     };
     let status = response.status().as_u16();
-    log(&app, &method, &path, content_type, agent, status);
+    log(&app, &method, &logged, content_type, agent, status);
     response
 }
 
@@ -465,6 +553,7 @@ async fn route(
     query: &std::collections::HashMap<String, String>,
     content_type: Option<&str>,
     body: &[u8],
+    caller: &Caller,
 ) -> Response {
     let parse_body = || serde_json::from_slice::<Value>(body);
     match (method.as_str(), &t.name) {
@@ -473,7 +562,7 @@ async fn route(
         }
         ("GET", None) => store::list(&app.inner, &t, query),
         ("POST", None) => match parse_body() {
-            Ok(obj) => store::create(&app.inner, &app.watches, &t, obj),
+            Ok(obj) => store::create(&app.inner, &app.watches, &t, obj, caller),
             Err(e) => bad_body(&e),
         },
         ("POST", Some(_)) if t.sub.as_deref() == Some("eviction") => match parse_body() {
@@ -494,11 +583,11 @@ async fn route(
             }
         }
         ("PUT", Some(_)) => match parse_body() {
-            Ok(obj) => store::replace(&app.inner, &app.watches, &t, obj),
+            Ok(obj) => store::replace(&app.inner, &app.watches, &t, obj, caller),
             Err(e) => bad_body(&e),
         },
         ("PATCH", Some(_)) => {
-            patch::handle(&app.inner, &app.watches, &t, query, content_type, body)
+            patch::handle(&app.inner, &app.watches, &t, content_type, body, caller)
         }
         _ => error(
             405,

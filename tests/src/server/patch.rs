@@ -2,16 +2,14 @@
 //! patch entries come first), JSON merge (RFC 7386: lists replaced), and the recorded refusals (415
 //! for plain JSON, 500 for a condition without its merge key `type`).
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
-use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::store::{Key, conflict, keep_other_half, not_found};
 use super::watch::Hub;
-use super::{Inner, Target, bad_body, error, json_response};
+use super::{Caller, Inner, Target, bad_body, error};
 
 /// How a strategic-merge patch treats a list, by the field's name, as the `patchStrategy` and
 /// `patchMergeKey` tags of k8s.io/api declare it for the objects the tests write (Node, Pod, Lease,
@@ -54,9 +52,9 @@ pub(crate) fn handle(
     inner: &Mutex<Inner>,
     hub: &Hub,
     t: &Target,
-    _query: &HashMap<String, String>,
     content_type: Option<&str>,
     body: &[u8],
+    caller: &Caller,
 ) -> Response {
     if !matches!(
         content_type,
@@ -107,9 +105,7 @@ pub(crate) fn handle(
     keep_other_half(t, &old, &mut merged);
     normalise_condition_times(&mut merged);
     merged["metadata"]["uid"] = old["metadata"]["uid"].clone();
-    let stored = guard.store.put(&key, merged);
-    hub.publish(&key, "MODIFIED", &stored);
-    json_response(StatusCode::OK, &stored)
+    caller.commit(&mut guard.store, hub, t, &key, Some(&old), merged)
 }
 
 /// metav1.Time drops fractions and rewrites offsets to Z (recording 06).

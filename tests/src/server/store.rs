@@ -8,7 +8,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::watch::Hub;
-use super::{Inner, Target, error, json_response};
+use super::{Caller, Inner, Target, error, json_response};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
@@ -368,7 +368,13 @@ pub(crate) fn conflict(t: &Target) -> Response {
     )
 }
 
-pub(crate) fn create(inner: &Mutex<Inner>, hub: &Hub, t: &Target, mut obj: Value) -> Response {
+pub(crate) fn create(
+    inner: &Mutex<Inner>,
+    hub: &Hub,
+    t: &Target,
+    mut obj: Value,
+    caller: &Caller,
+) -> Response {
     let Some(name) = obj["metadata"]["name"]
         .as_str()
         .map(String::from)
@@ -417,12 +423,16 @@ pub(crate) fn create(inner: &Mutex<Inner>, hub: &Hub, t: &Target, mut obj: Value
             Some(json!({"name": name, "kind": t.resource})),
         );
     }
-    let stored = guard.store.put(&key, obj);
-    hub.publish(&key, "ADDED", &stored);
-    json_response(StatusCode::CREATED, &stored)
+    caller.commit(&mut guard.store, hub, &target, &key, None, obj)
 }
 
-pub(crate) fn replace(inner: &Mutex<Inner>, hub: &Hub, t: &Target, obj: Value) -> Response {
+pub(crate) fn replace(
+    inner: &Mutex<Inner>,
+    hub: &Hub,
+    t: &Target,
+    obj: Value,
+    caller: &Caller,
+) -> Response {
     let key = Key::of(t);
     let mut guard = inner.lock().unwrap();
     let Some(old) = guard.store.get(&key).cloned() else {
@@ -439,9 +449,7 @@ pub(crate) fn replace(inner: &Mutex<Inner>, hub: &Hub, t: &Target, obj: Value) -
     keep_other_half(t, &old, &mut obj);
     obj["metadata"]["uid"] = old["metadata"]["uid"].clone();
     obj["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"].clone();
-    let stored = guard.store.put(&key, obj);
-    hub.publish(&key, "MODIFIED", &stored);
-    json_response(StatusCode::OK, &stored)
+    caller.commit(&mut guard.store, hub, t, &key, Some(&old), obj)
 }
 
 /// A write to the main resource keeps the old status; a write to `/status` keeps the old spec.

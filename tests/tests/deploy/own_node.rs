@@ -1,5 +1,6 @@
-//! The opt-in policy that lets each detector patch only its own Node's status (deploy/own-node-only,
-//! Helm `detector.ownNodeOnly`): rendered the same by both, and enforced by a real kube-apiserver.
+//! The own-node policy (deploy/own-node-policy, part of deploy/; Helm `detector.ownNodeOnly: auto`):
+//! rendered the same by both, attacked with the detector's own token on the test API server (which
+//! evaluates it), and enforced by a real kube-apiserver where one is at hand.
 //!
 //! The harness's kube-apiserver is v1.26: ValidatingAdmissionPolicy is alpha there (the harness turns
 //! its feature gate on) and service account tokens carry no node-name claim yet (1.30+). So the
@@ -21,47 +22,156 @@ use crate::checks::*;
 use crate::render::*;
 
 #[test]
-fn helm_own_node_policy_matches_deploy_own_node_only() {
+fn helm_renders_the_bases_own_node_policy_on_1_30_and_names_cluster_wide_mode_otherwise() {
     let chart = repo().join("deploy/helm/nodemedic");
     let mut v: Value = docs(&chart.join("values.yaml")).remove(0);
-    let Some(plain) = helm_template(&chart, "nodemedic", "kube-system", Some(&v)) else {
+    assert_eq!(
+        v["detector"]["ownNodeOnly"], "auto",
+        "on by default where it can work"
+    );
+    let Some(helm) = helm_template(&chart, "nodemedic", "kube-system", Some(&v)) else {
         return;
     };
-    assert!(
-        !plain
-            .iter()
-            .any(|o| o["kind"] == "ValidatingAdmissionPolicy"),
-        "opt-in: no policy by default"
-    );
-    v["detector"]["ownNodeOnly"] = json!(true);
-    let helm = helm_template(&chart, "nodemedic", "kube-system", Some(&v)).unwrap();
     check_types(&helm);
-    let (Some(mut base), Some(policy)) = (
-        kustomize(&repo().join("deploy")),
-        kustomize(&repo().join("deploy/own-node-only")),
-    ) else {
+    // Offline rendering assumes a current Kubernetes: the policy is there, as in the base.
+    let Some(base) = kustomize(&repo().join("deploy")) else {
         return;
     };
-    check_types(&policy);
-    base.extend(policy);
-    crate::assert_same_as_kustomize(
-        &helm,
-        &base,
-        "ownNodeOnly vs deploy/ + deploy/own-node-only",
+    let vap = |objs: &[Value]| -> Vec<Value> {
+        objs.iter()
+            .filter(|o| {
+                o["kind"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        vap(&base).len(),
+        2,
+        "the base ships the policy and its binding"
     );
-    // The user the policy names is the detector's ServiceAccount of that release and namespace.
+    crate::assert_same_as_kustomize(&vap(&helm), &vap(&base), "own-node policy: Helm vs deploy/");
+    // Opting out (or a cluster before 1.30, tested by the NOTES' wording): no policy.
+    v["detector"]["ownNodeOnly"] = json!(false);
+    let off = helm_template(&chart, "nodemedic", "kube-system", Some(&v)).unwrap();
+    assert!(vap(&off).is_empty());
+    for overlay in ["deploy/cluster-wide", "deploy/kubelet-credential"] {
+        let objs = kustomize(&repo().join(overlay)).unwrap();
+        assert!(vap(&objs).is_empty(), "{overlay} leaves the policy out");
+        assert_eq!(
+            objs.len(),
+            base.len() - 2,
+            "{overlay} changes nothing else's count"
+        );
+    }
+    // The user the policy matches is the release's detector ServiceAccount, in any namespace.
+    v["detector"]["ownNodeOnly"] = json!(true);
     let other = helm_template(&chart, "edge", "monitoring", Some(&v)).unwrap();
     let p = find(
         &other,
         "ValidatingAdmissionPolicy",
         "edge-nodemedic-detector-own-node",
     );
-    let expr = p["spec"]["validations"][0]["expression"].as_str().unwrap();
+    let expr = p["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap();
     assert!(
-        expr.contains("'system:serviceaccount:monitoring:edge-nodemedic-detector'"),
+        expr.contains("endsWith(':edge-nodemedic-detector')"),
         "{expr}"
     );
     find(&other, "ServiceAccount", "edge-nodemedic-detector");
+}
+
+#[test]
+fn helm_notes_name_cluster_wide_mode_when_the_policy_is_off() {
+    let chart = repo().join("deploy/helm/nodemedic");
+    let notes = std::fs::read_to_string(chart.join("templates/NOTES.txt")).unwrap();
+    assert!(
+        notes.contains("include \"nodemedic.ownNodeOnly\""),
+        "{notes}"
+    );
+    assert!(notes.contains("WARNING: cluster-wide mode"), "{notes}");
+}
+
+/// The shipped policy as v1.26's `v1alpha1` takes it, matching user `...:<id>` under name `id`:
+/// v1alpha1 has neither `matchConditions` (1.27) nor `variables` (1.28) nor `validationActions`
+/// (its bindings always deny), so the variables are written out where they are used and each
+/// validation passes any other user, as the match condition would.
+fn for_v1alpha1(shipped: &[Value], id: &str) -> (Value, Value) {
+    let (mut policy, mut binding) = (shipped[0].clone(), shipped[1].clone());
+    let spec = policy["spec"].as_object_mut().unwrap();
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for v in spec.remove("variables").unwrap().as_array().unwrap() {
+        let mut expr = v["expression"].as_str().unwrap().to_string();
+        for (name, e) in &vars {
+            expr = expr.replace(&format!("variables.{name}"), &format!("({e})"));
+        }
+        vars.push((v["name"].as_str().unwrap().to_string(), expr));
+    }
+    let matched = spec.remove("matchConditions").unwrap()[0]["expression"]
+        .as_str()
+        .unwrap()
+        .replace("':nodemedic-detector'", &format!("':{id}'"));
+    for v in spec["validations"].as_array_mut().unwrap() {
+        let mut expr = v["expression"].as_str().unwrap().to_string();
+        for (name, e) in &vars {
+            expr = expr.replace(&format!("variables.{name}"), &format!("({e})"));
+        }
+        assert!(!expr.contains("variables."), "{expr}");
+        v["expression"] = json!(format!("!({matched}) || ({expr})"));
+    }
+    policy["apiVersion"] = json!("admissionregistration.k8s.io/v1alpha1");
+    policy["metadata"]["name"] = json!(id);
+    binding["apiVersion"] = json!("admissionregistration.k8s.io/v1alpha1");
+    binding["metadata"]["name"] = json!(id);
+    binding["spec"]["policyName"] = json!(id);
+    binding["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("validationActions");
+    (policy, binding)
+}
+
+/// A status PATCH body with one condition, as the detector writes.
+fn condition_patch() -> Value {
+    json!({"status": {"conditions": [{"type": "KernelDeadlock", "status": "False",
+        "reason": "KernelHasNoDeadlock", "message": "m",
+        "lastHeartbeatTime": nodemedic_tests::cluster::now_rfc3339(),
+        "lastTransitionTime": nodemedic_tests::cluster::now_rfc3339()}]}})
+}
+
+/// Status PATCHes of its own Node that a detector never makes, and the words of the refusal.
+fn attacks() -> Vec<(&'static str, Value, &'static str)> {
+    let record = json!({"phase": "Draining", "owner": "kube-system/nodemedic-drainer"}).to_string();
+    vec![
+        (
+            "a label (exempting the node, or steering a selector)",
+            json!({"metadata": {"labels": {"kosmos.io/node": "true"}}}),
+            "no labels or other metadata",
+        ),
+        (
+            "a forged drain record",
+            json!({"metadata": {"annotations": {"nodemedic.io/drain": record}}}),
+            "no labels or other metadata",
+        ),
+        (
+            "a finalizer",
+            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+            "no labels or other metadata",
+        ),
+        (
+            "its addresses",
+            json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}}),
+            "only its Node's status conditions",
+        ),
+        (
+            "its capacity",
+            json!({"status": {"capacity": {"pods": "1000"}}}),
+            "only its Node's status conditions",
+        ),
+    ]
 }
 
 /// PATCH a node's status as `user`, with the node-name claim `claim` if any.
@@ -71,10 +181,17 @@ async fn patch_status_as(
     claim: Option<&str>,
     node: &str,
 ) -> Result<(), kube::Error> {
-    let body = json!({"status": {"conditions": [{"type": "KernelDeadlock", "status": "False",
-        "reason": "KernelHasNoDeadlock", "message": "m",
-        "lastHeartbeatTime": nodemedic_tests::cluster::now_rfc3339(),
-        "lastTransitionTime": nodemedic_tests::cluster::now_rfc3339()}]}});
+    patch_as(cluster, user, claim, node, &condition_patch()).await
+}
+
+/// PATCH `body` onto a node's status as `user`, with the node-name claim `claim` if any.
+async fn patch_as(
+    cluster: &Cluster,
+    user: &str,
+    claim: Option<&str>,
+    node: &str,
+    body: &Value,
+) -> Result<(), kube::Error> {
     let mut req = Request::patch(format!("/api/v1/nodes/{node}/status"))
         .header("Content-Type", "application/strategic-merge-patch+json")
         .header("Impersonate-User", user)
@@ -88,7 +205,7 @@ async fn patch_status_as(
     }
     cluster
         .client
-        .request_text(req.body(serde_json::to_vec(&body).unwrap()).unwrap())
+        .request_text(req.body(serde_json::to_vec(body).unwrap()).unwrap())
         .await
         .map(drop)
 }
@@ -109,28 +226,9 @@ async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
     let id = cluster.name("vap");
     let user = format!("system:serviceaccount:kube-system:{id}");
 
-    // The shipped policy, for this scenario's user and under unique names, as v1alpha1.
-    let shipped = docs(&repo().join("deploy/own-node-only/policy.yaml"));
-    let mut policy = shipped[0].clone();
-    let mut binding = shipped[1].clone();
-    let expr = policy["spec"]["validations"][0]["expression"]
-        .as_str()
-        .unwrap()
-        .replace(
-            "system:serviceaccount:kube-system:nodemedic-detector",
-            &user,
-        );
-    assert_ne!(expr, shipped[0]["spec"]["validations"][0]["expression"]);
-    policy["spec"]["validations"][0]["expression"] = json!(expr);
-    policy["apiVersion"] = json!("admissionregistration.k8s.io/v1alpha1");
-    policy["metadata"]["name"] = json!(id);
-    binding["apiVersion"] = json!("admissionregistration.k8s.io/v1alpha1");
-    binding["metadata"]["name"] = json!(id);
-    binding["spec"]["policyName"] = json!(id);
-    binding["spec"]
-        .as_object_mut()
-        .unwrap()
-        .remove("validationActions");
+    // The shipped policy, for this scenario's user and under unique names, as v1.26 takes it.
+    let shipped = docs(&repo().join(nodemedic_tests::admission::OWN_NODE_POLICY));
+    let (policy, binding) = for_v1alpha1(&shipped, &id);
     let kind = |k: &str, plural: &str| {
         ApiResource::from_gvk_with_plural(
             &kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1alpha1", k),
@@ -203,6 +301,17 @@ async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
     patch_status_as(&cluster, &user, Some(&own), &own)
         .await
         .expect("its own node's status is allowed");
+    let own_annotation = json!({"metadata": {"annotations": {"nodemedic.io/detector-conditions": "KernelDeadlock"}}});
+    patch_as(&cluster, &user, Some(&own), &own, &own_annotation)
+        .await
+        .expect("its own annotation is allowed");
+    for (what, body, words) in attacks() {
+        let r = patch_as(&cluster, &user, Some(&own), &own, &body).await;
+        assert!(
+            matches!(&r, Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(words)),
+            "{what}: {r:?}"
+        );
+    }
     let no_claim = patch_status_as(&cluster, &user, None, &own).await;
     assert!(
         denied_by_policy(&no_claim),
@@ -245,4 +354,147 @@ async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
         .await;
     cluster.delete_node(&own).await;
     cluster.delete_node(&other).await;
+}
+
+/// The attacks of the issue, with the detector's own token (a ServiceAccount token with the
+/// node-name claim), against the shipped policy on the test API server, which evaluates it as
+/// kube-apiserver does: each write a detector never makes is refused, with words that say why;
+/// what a detector does write passes; a token without the claim may write nothing; a
+/// ServiceAccount of another name is not the policy's business; a dry run is judged the same.
+#[tokio::test]
+async fn the_shipped_policy_refuses_each_write_a_detector_does_not_make() {
+    use k8s_openapi::api::core::v1::{Event, Node};
+    use kube::api::{Patch, PatchParams};
+    use nodemedic_tests::server::{TestApiServer, User};
+    let server = TestApiServer::start().await;
+    let admin = server.client();
+    nodemedic_tests::admission::install_own_node_policy(&admin).await;
+    let cluster = Cluster::fake_on(server.clone());
+    let (own, other) = (
+        cluster.create_node("own").await,
+        cluster.create_node("other").await,
+    );
+    let as_detector = |ns: &str, node: Option<&str>| {
+        Api::<Node>::all(server.client_as(User::service_account(ns, "nodemedic-detector", node)))
+    };
+    let detector = as_detector("kube-system", Some(&own));
+    let pp = PatchParams::default();
+    let patch = |api: Api<Node>, node: String, body: Value, pp: PatchParams| async move {
+        api.patch_status(&node, &pp, &Patch::Strategic(body))
+            .await
+            .map(drop)
+    };
+    let refused = |r: &Result<(), kube::Error>, words: &str| {
+        matches!(r, Err(kube::Error::Api(s)) if s.code == 403
+            && s.message.contains("ValidatingAdmissionPolicy 'nodemedic-detector-own-node' with binding")
+            && s.message.contains(words))
+    };
+
+    patch(detector.clone(), own.clone(), condition_patch(), pp.clone())
+        .await
+        .expect("its own conditions");
+    let own_annotations = json!({"metadata": {"annotations": {
+        "nodemedic.io/detector-conditions": "KernelDeadlock", "nodemedic.io/detector-rules": "r1"}}});
+    patch(detector.clone(), own.clone(), own_annotations, pp.clone())
+        .await
+        .expect("its own annotations");
+    for (what, body, words) in attacks() {
+        let before = cluster.node(&own).await;
+        let r = patch(detector.clone(), own.clone(), body.clone(), pp.clone()).await;
+        assert!(refused(&r, words), "{what}: {r:?}");
+        let dry = patch(
+            detector.clone(),
+            own.clone(),
+            body,
+            PatchParams {
+                dry_run: true,
+                ..pp.clone()
+            },
+        )
+        .await;
+        assert!(refused(&dry, words), "{what}, dry run: {dry:?}");
+        assert_eq!(cluster.node(&own).await, before, "{what}: nothing changed");
+    }
+    // Another node, from this node's token, or from a token without the claim (before 1.30, or
+    // a token not bound to a pod): refused.
+    let r = patch(
+        detector.clone(),
+        other.clone(),
+        condition_patch(),
+        pp.clone(),
+    )
+    .await;
+    assert!(
+        refused(&r, "only the status of the node it runs on"),
+        "{r:?}"
+    );
+    let r = patch(
+        as_detector("kube-system", None),
+        own.clone(),
+        condition_patch(),
+        pp.clone(),
+    )
+    .await;
+    assert!(
+        refused(&r, "only the status of the node it runs on"),
+        "no claim: {r:?}"
+    );
+    // The same name in another namespace (another install) is confined too, without a namespace
+    // written in the policy.
+    let r = patch(
+        as_detector("monitoring", Some(&own)),
+        other.clone(),
+        condition_patch(),
+        pp.clone(),
+    )
+    .await;
+    assert!(
+        refused(&r, "only the status of the node it runs on"),
+        "{r:?}"
+    );
+    // Other users are not evaluated: another ServiceAccount may do what its RBAC allows.
+    let else_sa = Api::<Node>::all(server.client_as(User::service_account(
+        "kube-system",
+        "else",
+        Some(&own),
+    )));
+    patch(
+        else_sa,
+        other.clone(),
+        json!({"metadata": {"labels": {"x": "y"}}}),
+        pp.clone(),
+    )
+    .await
+    .expect("not the policy's business");
+
+    // Events: about its own Node only.
+    let events = |node: Option<&str>| {
+        Api::<Event>::namespaced(
+            server.client_as(User::service_account(
+                "kube-system",
+                "nodemedic-detector",
+                node,
+            )),
+            "default",
+        )
+    };
+    let event = |name: &str, about: &str| -> Event {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": about, "uid": about},
+            "reason": "KernelOops", "message": "m", "type": "Warning",
+            "source": {"component": "kernel-monitor", "host": about}}))
+        .unwrap()
+    };
+    events(Some(&own))
+        .create(&PostParams::default(), &event("own.1", &own))
+        .await
+        .expect("an Event about its own node");
+    let r = events(Some(&own))
+        .create(&PostParams::default(), &event("other.1", &other))
+        .await
+        .map(drop);
+    assert!(
+        refused(&r, "Events only about the node it runs on"),
+        "{r:?}"
+    );
 }

@@ -52,3 +52,12 @@ app.kubernetes.io/part-of: nodemedic
 {{- define "nodemedic.rulesConfigMap" -}}
 {{- .Values.detector.rulesConfigMap | default (printf "%s-detector-rules" (include "nodemedic.fullname" .)) }}
 {{- end }}
+
+{{/*
+"true" when the own-node policy is rendered: detector.ownNodeOnly true, or "auto" (the default) on
+Kubernetes 1.30+, where ValidatingAdmissionPolicy is GA and tokens carry the node-name claim.
+*/}}
+{{- define "nodemedic.ownNodeOnly" -}}
+{{- $v := toString .Values.detector.ownNodeOnly }}
+{{- if or (eq $v "true") (and (eq $v "auto") (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version)) }}true{{ end }}
+{{- end }}
