@@ -55,6 +55,23 @@ impl Default for Limits {
     }
 }
 
+/// A listen address from a flag: `HOST:PORT`, `[IPv6]:PORT`, or an IPv6 address without brackets
+/// followed by `:PORT` (what `$(POD_IP):PORT` gives in a manifest on an IPv6 cluster).
+pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    let bad = || {
+        format!(
+            "{s:?} is not an address to listen on (IP:PORT, e.g. 127.0.0.1:20257 or [::1]:20257)"
+        )
+    };
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let ip: std::net::IpAddr = host.parse().map_err(|_| bad())?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    Ok(SocketAddr::new(ip, port))
+}
+
 /// Bind `addr` and serve `app` until the process ends, within [`Limits::default`]. Returns the bound
 /// address (port 0 picks one).
 pub async fn spawn(addr: SocketAddr, app: Router) -> std::io::Result<SocketAddr> {
@@ -178,6 +195,33 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
+
+    #[test]
+    fn listen_addresses_take_the_forms_manifests_give() {
+        assert_eq!(
+            listen_addr("127.0.0.1:20257").unwrap(),
+            "127.0.0.1:20257".parse().unwrap()
+        );
+        assert_eq!(
+            listen_addr("[fd00::1]:20257").unwrap(),
+            "[fd00::1]:20257".parse().unwrap()
+        );
+        // $(POD_IP):PORT on an IPv6 cluster.
+        assert_eq!(
+            listen_addr("fd00::1:20257").unwrap(),
+            "[fd00::1]:20257".parse().unwrap()
+        );
+        for bad in [
+            "",
+            "20257",
+            "localhost:20257",
+            "10.0.0.1:http",
+            "10.0.0.1:70000",
+        ] {
+            let e = listen_addr(bad).unwrap_err();
+            assert!(e.contains("not an address to listen on"), "{bad}: {e}");
+        }
+    }
 
     async fn serve(limits: Limits) -> SocketAddr {
         let app = router(Arc::new(Registry::default()), Health::default());

@@ -1,7 +1,9 @@
-//! The guard under a slowloris attack: the drainer binary serves the guard (against the test API
-//! server), 10,000 TCP connections each send the first bytes of a TLS ClientHello and then nothing.
-//! Prints the drainer's RSS before, while they are held and at its peak, how many the guard let in
-//! (the rest are closed at accept), and how long until every connection was closed by the guard.
+//! The drainer's listeners under a slowloris attack: the drainer binary serves the guard and its
+//! operations listener (/metrics, /healthz; against the test API server). First 10,000 TCP
+//! connections each send the first bytes of a TLS ClientHello to the guard and then nothing; then
+//! as many send the start of an HTTP request's headers to the operations listener and then nothing.
+//! Prints, for each, the drainer's RSS before, while they are held and at its peak, how many the
+//! listener let in (the rest are closed at accept), and how long until every connection was closed.
 //!
 //! `cargo bench -p nodemedic-drainer --bench slowloris` (`SLOWLORIS_CONNECTIONS` to change 10,000;
 //! the bench needs twice that many file descriptors).
@@ -42,9 +44,10 @@ async fn main() {
         serde_json::json!({"metadata": {"name": "nodemedic-drainer-record-key", "namespace": "kube-system"}}),
     );
     let guard_port = free_port();
+    let ops_port = free_port();
     let mut child = Command::new(nodemedic_tests::bins::shipped_drainer())
         .args(["run", "KernelDeadlock=True", "--node-selector", "none=x"])
-        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--listen", &format!("127.0.0.1:{ops_port}")])
         .args(["--guard-listen", &format!("127.0.0.1:{guard_port}")])
         .arg("--guard-tls-cert")
         .arg(dir.path().join("tls.crt"))
@@ -63,15 +66,30 @@ async fn main() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(2));
-    let before = status_mib(pid, "VmRSS:");
-
     // The start of a TLS handshake record (type 22, TLS 1.0, length 512), then silence.
+    attack("guard", pid, guard_port, &[0x16, 0x03, 0x01, 0x02, 0x00], n);
+    // The start of a scrape's headers, then silence.
+    attack(
+        "operations listener",
+        pid,
+        ops_port,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+        n,
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `n` connections to `port`, each sending `first` and then nothing; what the drainer `pid` holds
+/// and how long until the listener closed them all, printed.
+fn attack(what: &str, pid: u32, port: u16, first: &[u8], n: usize) {
+    let before = status_mib(pid, "VmRSS:");
     let opened = Instant::now();
     let mut conns = Vec::with_capacity(n);
     for _ in 0..n {
-        match TcpStream::connect(("127.0.0.1", guard_port)) {
+        match TcpStream::connect(("127.0.0.1", port)) {
             Ok(mut s) => {
-                let _ = s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]);
+                let _ = s.write_all(first);
                 let _ = s.set_nonblocking(true);
                 conns.push(s);
             }
@@ -116,8 +134,8 @@ async fn main() {
     let all_closed = start.elapsed() + Duration::from_secs(1);
     let peak = status_mib(pid, "VmHWM:");
     println!(
-        "guard under {} slowloris connections (opened in {:.1} s): drainer RSS {before:.1} MiB before, {held:.1} MiB while held, peak {peak:.1} MiB; \
-         {closed_at_accept} closed at once (over the connection limit), the rest closed by the guard; \
+        "{what} under {} slowloris connections (opened in {:.1} s): drainer RSS {before:.1} MiB before, {held:.1} MiB while held, peak {peak:.1} MiB; \
+         {closed_at_accept} closed at once (over the connection limit), the rest closed by the listener; \
          all closed {:.1} s after the last was opened{}",
         conns.len(),
         all_open.as_secs_f64(),
@@ -128,6 +146,4 @@ async fn main() {
             String::new()
         }
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }

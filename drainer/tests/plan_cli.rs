@@ -523,3 +523,34 @@ fn the_plan_shows_probation_a_silent_detector_pod_policies_and_a_no_execute_tain
         "{text}"
     );
 }
+
+/// The plan holds no record key: it says records are taken as written when the nodes carry any,
+/// and says nothing when none does.
+#[test]
+fn the_plan_says_drain_records_are_taken_unchecked() {
+    let out = plan(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("1 node carries a drain record, taken as written: only the running drainer checks a record's seal"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{SAMPLES}/nodes.json")).unwrap())
+            .unwrap();
+    for n in nodes["items"].as_array_mut().unwrap() {
+        if let Some(a) = n["metadata"]["annotations"].as_object_mut() {
+            a.remove("nodemedic.io/drain");
+        }
+    }
+    let path = dir.path().join("nodes.json");
+    std::fs::write(&path, nodes.to_string()).unwrap();
+    let out = plan_nodes(
+        path.to_str().unwrap(),
+        &["--max-unhealthy", "100%", "--breaker-new", "100%"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("drain record"), "{err}");
+}

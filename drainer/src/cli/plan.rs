@@ -243,11 +243,35 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
                 plans.len(),
                 pods.len()
             );
+            say_records_unchecked(&nodes);
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("drainer: writing the plan failed: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// The plan holds no record key: records are taken as they are, which may show an action (an
+/// uncordon, a drain going on) the running drainer would refuse for a forged record. Said once.
+fn say_records_unchecked(nodes: &[crate::model::node::NodeView]) {
+    let with = nodes
+        .iter()
+        .filter(|n| {
+            n.annotations
+                .contains_key(nodemedic_common::keys::DRAIN_RECORD_ANNOTATION)
+        })
+        .count();
+    if with > 0 {
+        let nodes = if with == 1 {
+            "node carries a drain record"
+        } else {
+            "nodes carry drain records"
+        };
+        eprintln!(
+            "drainer: {with} {nodes}, taken as written: only the running drainer checks a record's seal \
+             (it acts on none it did not write), so a forged one may show here an action it would refuse"
+        );
     }
 }

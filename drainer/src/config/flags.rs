@@ -108,6 +108,11 @@ pub struct PolicyArgs {
     /// The breaker closes after the counts stayed under the thresholds this long. Default 10m.
     #[arg(long = "breaker-cooldown", value_parser = humantime::parse_duration)]
     pub breaker_cooldown: Option<Duration>,
+    /// The shortest min duration a watched `Ready` condition may have (`Ready=Unknown,5m`): a
+    /// config file (an edit of its ConfigMap included) with a shorter one is refused, so whoever
+    /// may edit that ConfigMap cannot make a network blip drain nodes. Default: no floor.
+    #[arg(long = "min-ready-duration", value_parser = humantime::parse_duration)]
+    pub min_ready_duration: Option<Duration>,
     /// Node label naming a node's failure domain (Kosmos leaf nodes are their own). Default topology.kubernetes.io/zone.
     #[arg(long = "failure-domain")]
     pub failure_domain: Option<String>,

@@ -36,6 +36,7 @@ pub fn check_types(objects: &[Value]) {
             "RoleBinding" => drop(typed::<RoleBinding>(o)),
             "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(o)),
             "Service" => drop(typed::<k8s_openapi::api::core::v1::Service>(o)),
+            "NetworkPolicy" => drop(typed::<k8s_openapi::api::networking::v1::NetworkPolicy>(o)),
             "ValidatingWebhookConfiguration" => drop(typed::<
                 k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
             >(o)),

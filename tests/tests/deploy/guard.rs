@@ -168,3 +168,74 @@ fn helm_chart_with_the_guard_matches_the_guard_overlay() {
         crate::assert_same_as_kustomize(&helm, &overlay, "guard.enabled vs deploy/guard");
     }
 }
+
+/// The guard's NetworkPolicy admits the drainer container's named ports and nothing else, selects
+/// exactly the drainer's pods (a policy selecting more would cut other pods off), and admits only
+/// the API server's addresses to the guard's port when the chart is given them.
+#[test]
+fn the_guard_network_policy_admits_only_the_drainers_own_ports() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let Some(overlay) = kustomize(&repo().join("deploy/guard")) else {
+        return;
+    };
+    let np = find(&overlay, "NetworkPolicy", "nodemedic-guard");
+    let _: NetworkPolicy = typed(np);
+    assert_eq!(
+        np["spec"]["policyTypes"],
+        json!(["Ingress"]),
+        "egress untouched"
+    );
+    let d = find(&overlay, "Deployment", "nodemedic-drainer");
+    let pod_labels = d["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .unwrap();
+    let selects = np["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    for (k, v) in selects {
+        assert_eq!(
+            pod_labels.get(k),
+            Some(v),
+            "selects the drainer's pods: {k}"
+        );
+    }
+    assert_eq!(
+        selects.get("app.kubernetes.io/component"),
+        Some(&json!("drainer"))
+    );
+    let mut ports: Vec<String> = pod_spec(d)["containers"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut admitted: Vec<String> = np["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["ports"].as_array().unwrap().clone())
+        .map(|p| p["port"].as_str().unwrap().to_string())
+        .collect();
+    ports.sort();
+    admitted.sort();
+    assert_eq!(admitted, ports, "exactly the container's ports");
+
+    let chart = repo().join("deploy/helm/nodemedic");
+    let mut v: Value = docs(&chart.join("values.yaml")).remove(0);
+    v["guard"]["enabled"] = json!(true);
+    v["guard"]["networkPolicy"]["apiServerCIDRs"] = json!(["10.0.0.10/32", "fd00::10/128"]);
+    let helm = helm_template(&chart, "nodemedic", "kube-system", Some(&v)).unwrap();
+    let np = find(&helm, "NetworkPolicy", "nodemedic-guard");
+    let _: NetworkPolicy = typed(np);
+    assert_eq!(
+        np["spec"]["ingress"][0]["from"],
+        json!([{"ipBlock": {"cidr": "10.0.0.10/32"}}, {"ipBlock": {"cidr": "fd00::10/128"}}])
+    );
+    assert!(
+        np["spec"]["ingress"][1].get("from").is_none(),
+        "metrics from anywhere"
+    );
+    v["guard"]["networkPolicy"]["enabled"] = json!(false);
+    let off = helm_template(&chart, "nodemedic", "kube-system", Some(&v)).unwrap();
+    assert!(!off.iter().any(|o| o["kind"] == "NetworkPolicy"));
+}

@@ -325,6 +325,31 @@ fn helm_adds_the_exec_checks_asked_for_with_the_namespaces_they_need() {
     assert_eq!(spec["hostNetwork"], true);
     assert_eq!(spec["dnsPolicy"], "ClusterFirstWithHostNet");
     assert_eq!(spec["hostPID"], true);
+    // In the node's network namespace it listens on the node's address, not on every interface.
+    let c = &spec["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--listen=$(POD_IP):20257"), "{args:?}");
+    assert!(
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "POD_IP"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"),
+        "{c}"
+    );
+    let own_netns = helm_template(&chart(), "nodemedic", "kube-system", None).unwrap();
+    let ds = find(&own_netns, "DaemonSet", "nodemedic-detector");
+    let args = ds["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--listen=0.0.0.0:20257") && !args.contains("POD_IP"),
+        "{args}"
+    );
     // The chart's copies are the shipped files.
     for f in std::fs::read_dir(repo().join("config/checks"))
         .unwrap()

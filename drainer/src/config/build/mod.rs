@@ -113,21 +113,42 @@ fn conditions(s: &mut Sources, cfg: &mut Config) {
         s.flag_error("no problem conditions given (e.g. `drainer run KernelDeadlock=True,10m`)");
         return;
     }
+    let floor = args.min_ready_duration;
+    // A Ready condition acted on sooner than --min-ready-duration: why it is refused.
+    let too_soon = |spec: &ConditionSpec| {
+        floor
+            .filter(|f| spec.type_ == "Ready" && spec.min_duration < *f)
+            .map(|f| {
+                format!(
+                    "{spec} acts on Ready sooner than --min-ready-duration {} given on the command line: \
+                     a config edit may only lengthen it",
+                    humantime::format_duration(f)
+                )
+            })
+    };
     if args.conditions.is_empty() {
         for c in &file.conditions {
-            match c.value.parse::<ConditionSpec>() {
-                Ok(spec) => cfg.conditions.push(spec),
-                Err(e) => {
-                    let err = s.at(c, e);
-                    s.errors.push(err);
-                }
-            }
+            let e = match c.value.parse::<ConditionSpec>() {
+                Ok(spec) => match too_soon(&spec) {
+                    None => {
+                        cfg.conditions.push(spec);
+                        continue;
+                    }
+                    Some(e) => e,
+                },
+                Err(e) => e.to_string(),
+            };
+            let err = s.at(c, e);
+            s.errors.push(err);
         }
         return;
     }
     for c in &args.conditions {
         match c.parse::<ConditionSpec>() {
-            Ok(spec) => cfg.conditions.push(spec),
+            Ok(spec) => match too_soon(&spec) {
+                None => cfg.conditions.push(spec),
+                Some(e) => s.flag_error(e),
+            },
             Err(e) => s.flag_error(e),
         }
     }
@@ -685,6 +706,49 @@ mod tests {
         })
         .unwrap_err();
         assert!(e[0].to_string().starts_with("--breaker-new: "), "{}", e[0]);
+    }
+
+    #[test]
+    fn a_config_file_may_not_act_on_ready_sooner_than_the_command_lines_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(
+            &f,
+            "conditions:\n  - KernelDeadlock=True,0s\n  - Ready=Unknown,1m\n",
+        )
+        .unwrap();
+        let mut a = PolicyArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        // No floor: as before (draino's lines keep working).
+        assert_eq!(build(&a).unwrap().conditions.len(), 2);
+        a.min_ready_duration = Some(Duration::from_secs(300));
+        let e = build(&a).unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].to_string().ends_with(
+                "drainer.yaml:3:5: Ready=Unknown,1m acts on Ready sooner than --min-ready-duration 5m given on \
+                 the command line: a config edit may only lengthen it"
+            ),
+            "{}",
+            e[0]
+        );
+        // Other conditions are not Ready's business; Ready at or past the floor passes.
+        std::fs::write(
+            &f,
+            "conditions: ['KernelDeadlock=True,0s', 'Ready=False,5m', 'Ready=Unknown,10m']\n",
+        )
+        .unwrap();
+        assert_eq!(build(&a).unwrap().conditions.len(), 3);
+        // The same on the command line is the operator's own contradiction: refused too.
+        a.conditions = vec!["Ready=Unknown".into()];
+        let e = build(&a).unwrap_err();
+        assert!(
+            e[0].to_string().contains("--min-ready-duration 5m"),
+            "{}",
+            e[0]
+        );
     }
 
     #[test]
