@@ -320,3 +320,42 @@ fn the_draino_migration_table_names_only_flags_the_drainer_has() {
         assert!(help.contains(var), "{var} not in --help");
     }
 }
+
+/// `--dry-run=false`, as draino's kingpin read it: the flag set, the value a stray argument. The
+/// drainer does the same (dry run), says so with the form that turns it off, and goes on (here to
+/// the missing kubeconfig, exit 1); a boolean that would make it do more than asked is refused
+/// (exit 2) naming the forms that work.
+#[test]
+fn a_draino_boolean_with_a_value_runs_as_kingpin_read_it_or_is_refused_with_the_form_that_works() {
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args([
+            "--dry-run=false",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "KernelDeadlock",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--dry-run=false: --dry-run is ON, as draino had it"),
+        "{err}"
+    );
+    assert!(err.contains("Write --no-dry-run to turn it off"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args([
+            "--evict-emptydir-pods=false",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "KernelDeadlock",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("Write --evict-emptydir-pods to turn it on, or --no-evict-emptydir-pods (or leave it out)"),
+        "{err}"
+    );
+}

@@ -134,6 +134,19 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             KubectlCommand::Backtest(args) => backtest::live(args),
         };
     }
+    // draino's kingpin booleans given a value (`--dry-run=false`): as kingpin read them, said.
+    let args = match crate::config::kingpin::bool_values(args) {
+        Ok((args, said)) => {
+            for line in said {
+                eprintln!("drainer: {line}");
+            }
+            args
+        }
+        Err(refused) => {
+            eprintln!("drainer: {refused}");
+            return ExitCode::from(2);
+        }
+    };
     // draino's kingpin booleans: `--no-FLAG` (and the last of it and `--FLAG` wins, over DRAINO_*).
     let cmd = draino::without_env(Cli::command(), &draino::negated_last(&args));
     let cli = match cmd.try_get_matches_from(draino::drop_negations(args)) {

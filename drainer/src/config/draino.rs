@@ -51,7 +51,7 @@ pub fn cel_or_draino(expr: &str) -> Result<super::select::Selector, DrainoError>
 }
 
 /// draino's boolean flags, which kingpin also takes negated (`--no-dry-run`).
-const BOOLS: &[&str] = &[
+pub(crate) const BOOLS: &[&str] = &[
     "debug",
     "dry-run",
     "skip-drain",

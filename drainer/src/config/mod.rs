@@ -7,6 +7,7 @@ pub mod build;
 pub mod draino;
 pub mod file;
 pub mod flags;
+pub mod kingpin;
 pub mod policy;
 pub mod remedy;
 pub mod safety;
