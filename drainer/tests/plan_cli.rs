@@ -554,3 +554,21 @@ fn the_plan_says_drain_records_are_taken_unchecked() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("drain record"), "{err}");
 }
+
+/// Files of the wrong kind (pods given as nodes) are an error naming the file and the kind, not a
+/// plan of 0 nodes with exit 0.
+#[test]
+fn swapped_input_files_are_an_error_naming_the_file() {
+    let out = plan_files(
+        &format!("{SAMPLES}/pods.json"),
+        &format!("{SAMPLES}/nodes.json"),
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("pods.json: nothing in it can be read as a Node"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no plan printed");
+}

@@ -80,7 +80,9 @@ impl<U> Read<U> {
 }
 
 /// Read the `items` of a List file (`kubectl get nodes -o json`), or a single object; `-` is stdin.
-pub fn read_items<T: DeserializeOwned + kube::Resource>(path: &Path) -> Result<Read<T>, ReadError> {
+pub fn read_items<T: DeserializeOwned + kube::Resource + k8s_openapi::Resource>(
+    path: &Path,
+) -> Result<Read<T>, ReadError> {
     read_items_map(path, |t: T| t)
 }
 
@@ -89,7 +91,7 @@ pub fn read_items<T: DeserializeOwned + kube::Resource>(path: &Path) -> Result<R
 /// memory is what the kept values take. Each item is decoded on its own, as the watches do
 /// ([`Lenient`]): one that does not fit its type is skipped and named in [`Read::skipped`]; a file
 /// that is not JSON or YAML at all is an error with its position.
-pub fn read_items_map<T: DeserializeOwned + kube::Resource, U>(
+pub fn read_items_map<T: DeserializeOwned + kube::Resource + k8s_openapi::Resource, U>(
     path: &Path,
     mut f: impl FnMut(T) -> U,
 ) -> Result<Read<U>, ReadError> {
@@ -127,10 +129,7 @@ pub fn read_items_map<T: DeserializeOwned + kube::Resource, U>(
         };
         let items = serde::de::DeserializeSeed::deserialize(seed, value)
             .map_err(|e| ReadError::decode(path, e))?;
-        return Ok(Read {
-            items,
-            skipped: skipped(path, bad),
-        });
+        return readable::<T, U>(path, items, bad);
     }
     let mut de = serde_json::Deserializer::from_reader(reader);
     let mut bad = Vec::new();
@@ -142,6 +141,29 @@ pub fn read_items_map<T: DeserializeOwned + kube::Resource, U>(
     let items = serde::de::DeserializeSeed::deserialize(seed, &mut de)
         .and_then(|items| de.end().map(|()| items))
         .map_err(|e| ReadError::decode(path, e))?;
+    readable::<T, U>(path, items, bad)
+}
+
+/// What was read, unless nothing was and something was skipped: a file of the wrong kind (pods
+/// given as nodes) or of nothing readable is an error naming the file, not an empty plan.
+fn readable<T: k8s_openapi::Resource, U>(
+    path: &Path,
+    items: Vec<U>,
+    bad: Bad,
+) -> Result<Read<U>, ReadError> {
+    if items.is_empty()
+        && let Some((item, id, error)) = bad.first()
+    {
+        let kind = T::KIND;
+        return Err(ReadError::decode(
+            path,
+            format!(
+                "nothing in it can be read as a {kind} ({} of {} items skipped; item {item}, {id}: {error})",
+                bad.len(),
+                bad.len()
+            ),
+        ));
+    }
     Ok(Read {
         items,
         skipped: skipped(path, bad),
