@@ -250,11 +250,14 @@ mod tests {
         let read = read_items::<Node>(&yaml).unwrap();
         assert_eq!(read.items.len(), 1);
         assert_eq!(read.skipped[0].id, "far");
+        // A file with nothing readable (here its one object) is an error naming it, not an empty read.
         let one = dir.path().join("one.json");
         std::fs::write(&one, far).unwrap();
-        let read = read_items::<Node>(&one).unwrap();
-        assert!(read.items.is_empty());
-        assert_eq!(read.skipped.len(), 1);
+        let e = read_items::<Node>(&one).unwrap_err().to_string();
+        assert!(
+            e.contains("one.json: nothing in it can be read as a Node (1 of 1 items skipped; item 1, far: "),
+            "{e}"
+        );
     }
     use crate::decide::PodPlan;
 
