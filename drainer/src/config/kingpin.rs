@@ -1,4 +1,4 @@
-//! A draino boolean given a value (`--dry-run=false`), as draino's flag parser had it.
+//! A draino boolean given a value (`--dry-run=false`), as draino's flag parser had it; pure.
 //!
 //! kingpin (gopkg.in/alecthomas/kingpin.v2, draino's) takes no value for a boolean: its lexer splits
 //! `--dry-run=false` into the flag and a separate argument, the flag is set (true), and `false` is
