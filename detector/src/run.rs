@@ -272,8 +272,10 @@ async fn say_confinement(
     use crate::report::confinement::Confinement;
     let confinement = Confinement::of(credential, &reporter.probe_confinement().await);
     let said = confinement.describe();
-    if confinement.is_warning() {
+    if confinement == Confinement::ClusterWide {
         tracing::warn!(credential = %said, "the detector's credential may write other Nodes");
+    } else if confinement.is_warning() {
+        tracing::warn!(credential = %said, "what the detector's credential may write is not known");
     } else {
         tracing::info!(credential = %said, "what the detector's credential may write");
     }

@@ -255,7 +255,9 @@ mod tests {
         std::fs::write(&one, far).unwrap();
         let e = read_items::<Node>(&one).unwrap_err().to_string();
         assert!(
-            e.contains("one.json: nothing in it can be read as a Node (1 of 1 items skipped; item 1, far: "),
+            e.contains(
+                "one.json: nothing in it can be read as a Node (1 of 1 items skipped; item 1, far: "
+            ),
             "{e}"
         );
     }
