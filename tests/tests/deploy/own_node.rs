@@ -415,43 +415,25 @@ async fn the_shipped_policy_refuses_each_write_a_detector_does_not_make() {
         assert!(refused(&dry, words), "{what}, dry run: {dry:?}");
         assert_eq!(cluster.node(&own).await, before, "{what}: nothing changed");
     }
-    // Another node, from this node's token, or from a token without the claim (before 1.30, or
-    // a token not bound to a pod): refused.
-    let r = patch(
-        detector.clone(),
-        other.clone(),
-        condition_patch(),
-        pp.clone(),
-    )
-    .await;
-    assert!(
-        refused(&r, "only the status of the node it runs on"),
-        "{r:?}"
-    );
-    let r = patch(
-        as_detector("kube-system", None),
-        own.clone(),
-        condition_patch(),
-        pp.clone(),
-    )
-    .await;
-    assert!(
-        refused(&r, "only the status of the node it runs on"),
-        "no claim: {r:?}"
-    );
-    // The same name in another namespace (another install) is confined too, without a namespace
-    // written in the policy.
-    let r = patch(
-        as_detector("monitoring", Some(&own)),
-        other.clone(),
-        condition_patch(),
-        pp.clone(),
-    )
-    .await;
-    assert!(
-        refused(&r, "only the status of the node it runs on"),
-        "{r:?}"
-    );
+    // Another node from this node's token; its own node from a token without the claim (before
+    // 1.30, or a token not bound to a pod); another node from the same name in another namespace
+    // (another install, confined without a namespace written in the policy): each refused.
+    let cases = [
+        ("another node", detector.clone(), other.clone()),
+        ("no claim", as_detector("kube-system", None), own.clone()),
+        (
+            "another namespace",
+            as_detector("monitoring", Some(&own)),
+            other.clone(),
+        ),
+    ];
+    for (what, api, node) in cases {
+        let r = patch(api, node, condition_patch(), pp.clone()).await;
+        assert!(
+            refused(&r, "only the status of the node it runs on"),
+            "{what}: {r:?}"
+        );
+    }
     // Other users are not evaluated: another ServiceAccount may do what its RBAC allows.
     let else_sa = Api::<Node>::all(server.client_as(User::service_account(
         "kube-system",
