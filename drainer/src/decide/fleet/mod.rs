@@ -351,8 +351,14 @@ impl Fleet {
         }
         self.unwake(&name);
         let mut last = None;
+        // The selection holds while nothing the selector reads changed (a condition's change under
+        // a label selector): evaluated again only when something it reads did.
+        let mut kept = None;
         if let Some(old) = self.nodes.remove(&name) {
             last = old.last;
+            if self.cfg.selector.reads().same(&old.view, &view) {
+                kept = Some(old.selected);
+            }
             self.running.count(&old, &self.cfg.owner, false);
             let gains = crate::decide::cause::gains(&old.view, &view, &self.cfg.conditions);
             self.gains.extend(gains);
@@ -374,7 +380,10 @@ impl Fleet {
                     .record(at, &self.cfg.safety);
             }
         }
-        let (selected, error) = match self.cfg.selector.matches(&view) {
+        let (selected, error) = match kept
+            .map(Ok)
+            .unwrap_or_else(|| self.cfg.selector.matches(&view))
+        {
             Ok(s) => (s, None),
             Err(e) => (false, Some((name.to_string(), e))),
         };

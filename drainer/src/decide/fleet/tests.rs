@@ -605,3 +605,62 @@ fn a_new_leader_with_the_memory_refuses_a_replay_written_while_none_ran() {
     blank.observe(with_record(&base, &v1, &c), t(400));
     assert_eq!(blank.nodes["n"].record.as_deref(), Some(&v1));
 }
+
+/// A node's selection is evaluated again when a field its selector reads changes, not otherwise. A
+/// selector that fails on every evaluation shows each evaluation as an error.
+#[test]
+fn selection_is_evaluated_again_only_when_a_field_it_reads_changes() {
+    let cfg = Arc::new(Config {
+        safety: crate::config::safety::Safety::off(),
+        conditions: vec!["KernelDeadlock=True,10m".parse().unwrap()],
+        selector: crate::config::select::Selector::cel("int(metadata.labels['pool']) > 0").unwrap(),
+        ..Default::default()
+    });
+    let mut f = Fleet::new(cfg);
+    let now = t(0);
+    let first = view("n1", "a", None);
+    assert!(
+        f.observe(Arc::new(first.clone()), now).is_some(),
+        "evaluated at first sight"
+    );
+    // A condition changes (a state change, decided again), an annotation too: the selector reads
+    // neither.
+    let bad = view("n1", "a", Some(5));
+    assert!(
+        f.observe(Arc::new(bad.clone()), now).is_none(),
+        "a condition: not evaluated"
+    );
+    let mut annotated = bad.clone();
+    annotated.annotations = [("x", "1")].into_iter().collect();
+    assert!(
+        f.observe(Arc::new(annotated.clone()), now).is_none(),
+        "an annotation: not evaluated"
+    );
+    assert!(!f.nodes["n1"].selected);
+    // The label it reads changes: evaluated again (and fails again).
+    let relabelled = NodeView {
+        labels: [("pool", "b")].into_iter().collect(),
+        ..annotated
+    };
+    assert!(
+        f.observe(Arc::new(relabelled), now).is_some(),
+        "a label it reads: evaluated"
+    );
+}
+
+/// A kept selection is the one an evaluation would give: under churn of fields the selector does
+/// not read, a selected node stays selected and an unselected one unselected.
+#[test]
+fn a_kept_selection_is_the_evaluated_one() {
+    let mut f = Fleet::new(cfg(1));
+    let now = t(0);
+    f.observe(Arc::new(view("a1", "a", None)), now);
+    f.observe(Arc::new(view("b1", "b", None)), now);
+    for s in 1..4 {
+        f.observe(Arc::new(view("a1", "a", Some(s))), now);
+        f.observe(Arc::new(view("b1", "b", Some(s))), now);
+        assert!(f.nodes["a1"].selected && !f.nodes["b1"].selected);
+    }
+    f.observe(Arc::new(view("b1", "a", Some(9))), now);
+    assert!(f.nodes["b1"].selected, "relabelled into the pool");
+}
