@@ -64,22 +64,30 @@ fn missing() -> Option<String> {
     if !rustix::process::geteuid().is_root() {
         return Some("not root (buildah and mmdebstrap need it)".into());
     }
-    let absent: Vec<&str> = ["buildah", "mmdebstrap", "containerd", "ctr", "runc"]
-        .into_iter()
-        .filter(|t| {
-            Command::new(t)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_err()
-        })
-        .collect();
+    let absent: Vec<&str> = [
+        "buildah",
+        "mmdebstrap",
+        "containerd",
+        "ctr",
+        "runc",
+        "readelf",
+    ]
+    .into_iter()
+    .filter(|t| {
+        Command::new(t)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
+    })
+    .collect();
     (!absent.is_empty()).then(|| format!("{} not installed (Debian packages)", absent.join(", ")))
 }
 
 /// The size of a file in `image`, in bytes (through a buildah working container's mount).
-fn file_size(image: &str, path: &str) -> u64 {
+/// `f` of the path of `path` inside `image` (mounted for the call).
+fn in_image<T>(image: &str, path: &str, f: impl FnOnce(&Path) -> T) -> T {
     let c = text(&ok(Command::new("buildah").args([
         "from",
         "--pull-never",
@@ -87,11 +95,38 @@ fn file_size(image: &str, path: &str) -> u64 {
     ])));
     let c = c.trim();
     let mount = text(&ok(Command::new("buildah").args(["mount", c])));
-    let size = std::fs::metadata(Path::new(mount.trim()).join(path.trim_start_matches('/')))
-        .map(|m| m.len());
+    let out = f(&Path::new(mount.trim()).join(path.trim_start_matches('/')));
     ok(Command::new("buildah").args(["umount", c]));
     ok(Command::new("buildah").args(["rm", c]));
-    size.unwrap_or_else(|e| panic!("{path} in {image}: {e}"))
+    out
+}
+
+fn file_size(image: &str, path: &str) -> u64 {
+    in_image(image, path, |p| std::fs::metadata(p).map(|m| m.len()))
+        .unwrap_or_else(|e| panic!("{path} in {image}: {e}"))
+}
+
+/// The ELF sections of `path` in `image` that hold symbols or debug information, by binutils'
+/// `readelf` (none in a stripped binary; `.dynsym` is what the dynamic linker needs, and stays).
+fn unstripped_sections(image: &str, path: &str) -> Vec<String> {
+    let out = in_image(image, path, |p| {
+        ok(Command::new("readelf")
+            .args(["--section-headers", "--wide"])
+            .arg(p))
+    });
+    let sections: Vec<String> = text(&out)
+        .lines()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('.')))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        sections.iter().any(|s| s == ".text"),
+        "readelf listed no sections of {path}: {sections:?}"
+    );
+    sections
+        .into_iter()
+        .filter(|s| s == ".symtab" || s == ".strtab" || s.starts_with(".debug"))
+        .collect()
 }
 
 /// A containerd of this test's own (its own socket, root and state), stopped when dropped.
@@ -311,6 +346,18 @@ async fn both_images_build_from_the_dockerfile_and_run() {
         image_size(DETECTOR),
         file_size(DETECTOR, "/usr/local/bin/detector"),
     ));
+    // What `cargo build --release` and the image ship: no symbol table, no debug information
+    // (a per-package profile override once made cargo keep both).
+    for (image, bin) in [
+        (DRAINER, "/usr/local/bin/drainer"),
+        (DETECTOR, "/usr/local/bin/detector"),
+    ] {
+        let left = unstripped_sections(image, bin);
+        assert!(
+            left.is_empty(),
+            "{bin} in {image} is not stripped: {left:?}"
+        );
+    }
     let ctrd = Containerd::start();
     ctrd.import(DRAINER);
     ctrd.import(DETECTOR);
