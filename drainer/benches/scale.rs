@@ -9,7 +9,10 @@
 //!   `MALLOC_ARENA_MAX=1`) after it synced, its peak while listing, and its peak;
 //! - CPU per node update at a steady rate (one update every 50 ms, each alone, as kubelets send
 //!   them, for 60 s; an idle baseline measured as long right before and subtracted; 3 times,
-//!   min/median/max; CPU read to the nanosecond from each thread's run time), and as fast as 4
+//!   min/median/max; CPU read to the nanosecond from each thread's run time), for each kind of
+//!   update a cluster sends ([`Update`]): heartbeats, and state changes (a condition's reason, which
+//!   the selector does not read; a label, which it does), every write answered and watched with a
+//!   new resourceVersion and `managedFields` on either API server; and as fast as 4
 //!   writers go (where many updates share a round); the share of a core at 17 updates/s (what
 //!   5,000 kubelets send);
 //! - condition set -> cordon latency under that churn (median, max);
@@ -34,7 +37,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::watcher;
 use nodemedic_tests::envtest::{self, ControlPlane};
-use nodemedic_tests::fleet::{self, PODS_PER_NODE};
+use nodemedic_tests::fleet::{self, PODS_PER_NODE, Update};
 const SAMPLES: usize = 21;
 const BURST: usize = 50;
 const KUBELET_RATE: f64 = 17.0;
@@ -48,11 +51,20 @@ const MEASURE: Duration = nodemedic_drainer::controller::RESYNC;
 
 /// One steady-rate measurement.
 struct Steady {
+    kind: Update,
     per_update_us: f64,
     updates: usize,
     secs: f64,
     idle_ms_per_s: f64,
 }
+
+/// What the steady rate is measured with, each kind in its own window: heartbeats, and the two
+/// kinds of state change (one a label selector does not read, one it does).
+const KINDS: [Update; 3] = [
+    Update::Heartbeat,
+    Update::ConditionChange,
+    Update::LabelChange,
+];
 
 /// Idle + steady measurements in turn: `NODEMEDIC_SCALE_REPEATS` (default 3, at least 1).
 fn repeats() -> usize {
@@ -202,34 +214,45 @@ async fn main() {
         let t_idle = Instant::now();
         tokio::time::sleep(MEASURE).await;
         let idle_per_s = (meter.seconds() - cpu_idle0) / t_idle.elapsed().as_secs_f64();
-        let stop = Arc::new(AtomicBool::new(false));
-        let cpu_steady0 = meter.seconds();
-        let t_steady = Instant::now();
-        let task = tokio::spawn(fleet::churn(
-            nodes.clone(),
-            count,
-            STEADY_RATE,
-            1,
-            stop.clone(),
-        ));
-        tokio::time::sleep(MEASURE).await;
-        stop.store(true, Ordering::Relaxed);
-        let updates = task.await.unwrap();
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let secs = t_steady.elapsed().as_secs_f64();
-        let cpu = meter.seconds() - cpu_steady0;
-        steady.push(Steady {
-            per_update_us: (cpu - idle_per_s * secs).max(0.0) / updates.max(1) as f64 * 1e6,
-            updates,
-            secs,
-            idle_ms_per_s: idle_per_s * 1e3,
-        });
+        for kind in KINDS {
+            let stop = Arc::new(AtomicBool::new(false));
+            let cpu_steady0 = meter.seconds();
+            let t_steady = Instant::now();
+            let task = tokio::spawn(fleet::churn(
+                nodes.clone(),
+                count,
+                STEADY_RATE,
+                1,
+                stop.clone(),
+                kind,
+            ));
+            tokio::time::sleep(MEASURE).await;
+            stop.store(true, Ordering::Relaxed);
+            let updates = task.await.unwrap();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let secs = t_steady.elapsed().as_secs_f64();
+            let cpu = meter.seconds() - cpu_steady0;
+            steady.push(Steady {
+                kind,
+                per_update_us: (cpu - idle_per_s * secs).max(0.0) / updates.max(1) as f64 * 1e6,
+                updates,
+                secs,
+                idle_ms_per_s: idle_per_s * 1e3,
+            });
+        }
     }
 
     // CPU per node update: as fast as 4 writers go, for 20 s.
     let stop = Arc::new(AtomicBool::new(false));
     let cpu0 = meter.seconds();
-    let fast = tokio::spawn(fleet::churn(nodes.clone(), count, 0.0, 4, stop.clone()));
+    let fast = tokio::spawn(fleet::churn(
+        nodes.clone(),
+        count,
+        0.0,
+        4,
+        stop.clone(),
+        Update::Heartbeat,
+    ));
     tokio::time::sleep(Duration::from_secs(20)).await;
     stop.store(true, Ordering::Relaxed);
     let updates = fast.await.unwrap();
@@ -247,6 +270,7 @@ async fn main() {
         KUBELET_RATE,
         2,
         stop.clone(),
+        Update::Heartbeat,
     ));
     tokio::time::sleep(Duration::from_secs(30)).await;
     let core_share = (meter.seconds() - cpu1) / t1.elapsed().as_secs_f64();
@@ -354,21 +378,25 @@ async fn main() {
         "| RSS after sync | 125-160 MB | {rss_synced:.1} MiB (peak while listing {hwm_synced:.1} MiB, {:.2}x; end {rss:.1} MiB, peak {hwm:.1} MiB) |",
         hwm_synced / rss_synced.max(0.1)
     );
-    let (smin, smed, smax) = stats(steady.iter().map(|s| s.per_update_us).collect());
-    let runs: Vec<String> = steady
-        .iter()
-        .map(|s| {
-            format!(
-                "{:.0} us: {} updates in {:.0} s, idle {:.2} ms CPU/s",
-                s.per_update_us, s.updates, s.secs, s.idle_ms_per_s
-            )
-        })
-        .collect();
-    println!(
-        "| CPU per node update, steady {STEADY_RATE}/s (each alone; idle subtracted) | 574-960 us | min {smin:.0} / median {smed:.0} / max {smax:.0} us ({} runs: {}) |",
-        steady.len(),
-        runs.join("; ")
-    );
+    for kind in KINDS {
+        let runs: Vec<&Steady> = steady.iter().filter(|s| s.kind == kind).collect();
+        let (smin, smed, smax) = stats(runs.iter().map(|s| s.per_update_us).collect());
+        let each: Vec<String> = runs
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:.0} us: {} updates in {:.0} s, idle {:.2} ms CPU/s",
+                    s.per_update_us, s.updates, s.secs, s.idle_ms_per_s
+                )
+            })
+            .collect();
+        println!(
+            "| CPU per node update, steady {STEADY_RATE}/s, {} (each alone; idle subtracted) | 574-960 us | min {smin:.0} / median {smed:.0} / max {smax:.0} us ({} runs: {}) |",
+            kind.describe(),
+            runs.len(),
+            each.join("; ")
+        );
+    }
     println!(
         "| CPU per node update, 4 writers as fast as they go (updates share rounds) | - | {per_update_us:.0} us ({updates} updates in 20 s) |"
     );

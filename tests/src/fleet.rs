@@ -132,14 +132,72 @@ pub fn heartbeat() -> Value {
     json!({"status": {"conditions": conds}})
 }
 
-/// Send kubelet-like status updates to nodes `0..count` round-robin at `rate` per second (0: as
-/// fast as `workers` concurrent writers go) until `stop`; returns the number sent.
+/// What an update sends, as clusters send them: a drainer's view of the node changes with a state
+/// change and not with a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Update {
+    /// A kubelet's status heartbeat: new `lastHeartbeatTime`s only.
+    Heartbeat,
+    /// A heartbeat that also changes a condition's reason (`MemoryPressure`, still False): a
+    /// state change that no label selector reads.
+    ConditionChange,
+    /// A label's value changes (`bench.nodemedic.io/flip`): a state change a CEL selector over
+    /// `metadata.labels` reads.
+    LabelChange,
+}
+
+impl Update {
+    /// Its name in a bench's table.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Update::Heartbeat => "heartbeats",
+            Update::ConditionChange => "state changes: a condition's reason",
+            Update::LabelChange => "state changes: a label the selector reads",
+        }
+    }
+
+    /// The `round`-th update of a node (each round gives the changed value the other way, so every
+    /// state change changes something).
+    async fn send(self, nodes: &Api<Node>, node: &str, round: usize) -> bool {
+        let flip = if round % 2 == 0 { "a" } else { "b" };
+        match self {
+            Update::Heartbeat => nodes
+                .patch_status(
+                    node,
+                    &PatchParams::default(),
+                    &Patch::Strategic(heartbeat()),
+                )
+                .await
+                .is_ok(),
+            Update::ConditionChange => {
+                let mut patch = heartbeat();
+                patch["status"]["conditions"][0]["reason"] =
+                    json!(format!("KubeletHasSufficientMemory{}", flip.to_uppercase()));
+                nodes
+                    .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+                    .is_ok()
+            }
+            Update::LabelChange => {
+                let patch = json!({"metadata": {"labels": {"bench.nodemedic.io/flip": flip}}});
+                nodes
+                    .patch(node, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+                    .is_ok()
+            }
+        }
+    }
+}
+
+/// Send `kind` updates to nodes `0..count` round-robin at `rate` per second (0: as fast as
+/// `workers` concurrent writers go) until `stop`; returns the number sent.
 pub async fn churn(
     nodes: Api<Node>,
     count: usize,
     rate: f64,
     workers: usize,
     stop: Arc<AtomicBool>,
+    kind: Update,
 ) -> usize {
     let sent = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -155,12 +213,9 @@ pub async fn churn(
                         tokio::time::sleep_until(due.into()).await;
                     }
                     let n = name(k % count);
+                    let round = k / count;
                     k += workers;
-                    if nodes
-                        .patch_status(&n, &PatchParams::default(), &Patch::Strategic(heartbeat()))
-                        .await
-                        .is_ok()
-                    {
+                    if kind.send(&nodes, &n, round).await {
                         sent.fetch_add(1, Ordering::Relaxed);
                     }
                 }

@@ -545,3 +545,68 @@ async fn a_dry_run_answers_the_would_be_object_and_stores_nothing() {
         "no object created"
     );
 }
+
+/// `metadata.managedFields` as recording 08 shows them after the recorder (User-Agent `recorder`)
+/// created the node with labels (01) and patched two conditions into its status (03, 04): an
+/// Update entry per subresource, the labels owned by the create, each condition keyed by its type
+/// with every field it set. What a watch client decodes with every event of a real cluster.
+#[tokio::test]
+async fn writes_record_their_fields_in_managed_fields_as_recorded() {
+    if !dir().exists() {
+        eprintln!(
+            "skipped writes_record_their_fields_in_managed_fields_as_recorded: no recordings"
+        );
+        return;
+    }
+    let server = TestApiServer::start().await;
+    let client = server.client_with_agent("recorder");
+    for name in [
+        "01-node-create",
+        "03-node-status-smp-ready",
+        "04-node-status-smp-add-condition",
+    ] {
+        let (status, got, rec) = replay(&client, name, None).await;
+        assert_answer(name, status, &got, &rec);
+    }
+    let (_, got) = send(&client, "GET", "/api/v1/nodes/tn-1", None, &Value::Null).await;
+    let rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join("08-node-status-apply-condition.json")).unwrap(),
+    )
+    .unwrap();
+    let entries = |v: &Value, manager: &str| -> Vec<(Value, Value, Value)> {
+        v.pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .unwrap_or(&Vec::new())
+            .iter()
+            .filter(|e| e["manager"] == manager)
+            .map(|e| {
+                (
+                    e["operation"].clone(),
+                    e.get("subresource").cloned().unwrap_or(Value::Null),
+                    e["fieldsV1"].clone(),
+                )
+            })
+            .collect()
+    };
+    let want = entries(&rec["response"]["body"], "recorder");
+    assert_eq!(want.len(), 2, "the recording's two recorder entries");
+    assert_eq!(entries(&got, "recorder"), want);
+    // A heartbeat by the same manager renews its entry's time and owns nothing new.
+    let before = got["metadata"]["managedFields"].as_array().unwrap().len();
+    let beat = serde_json::json!({"status": {"conditions": [
+        {"type": "Ready", "lastHeartbeatTime": "2027-01-01T00:00:00Z"}]}});
+    let (status, after) = send(
+        &client,
+        "PATCH",
+        "/api/v1/nodes/tn-1/status",
+        Some("application/strategic-merge-patch+json"),
+        &beat,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        after["metadata"]["managedFields"].as_array().unwrap().len(),
+        before
+    );
+    assert_eq!(entries(&after, "recorder"), want);
+}

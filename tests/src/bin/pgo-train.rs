@@ -55,6 +55,7 @@ async fn heartbeats(nodes: &Api<Node>, count: usize, rate: f64, for_: Duration) 
         rate,
         workers,
         stop.clone(),
+        fleet::Update::Heartbeat,
     ));
     tokio::time::sleep(for_).await;
     stop.store(true, Ordering::Relaxed);
@@ -134,7 +135,14 @@ async fn train(exe: &Path, profiles: &Path) -> anyhow::Result<()> {
 async fn bad_nodes(nodes: &Api<Node>, count: usize, drained: &[usize]) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let kubelets = tokio::spawn(fleet::churn(nodes.clone(), count, 17.0, 1, stop.clone()));
+    let kubelets = tokio::spawn(fleet::churn(
+        nodes.clone(),
+        count,
+        17.0,
+        1,
+        stop.clone(),
+        fleet::Update::Heartbeat,
+    ));
     for &i in &drained[..ONE_BY_ONE] {
         let name = fleet::name(i);
         let done = {

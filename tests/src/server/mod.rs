@@ -9,6 +9,7 @@
 mod admit;
 mod evict;
 mod identity;
+mod managed;
 pub mod order;
 mod patch;
 mod policy;
@@ -117,6 +118,19 @@ impl TestApiServer {
         let mut config = kube::Config::new(url);
         // As the binaries build theirs (nodemedic_common::client): no hidden client-side retries.
         config.default_retry = false;
+        kube::Client::try_from(config).expect("client for the test server")
+    }
+
+    /// A client whose requests carry `user_agent`: the manager its writes are recorded under in
+    /// `managedFields`, as kube-apiserver derives it.
+    pub fn client_with_agent(&self, user_agent: &str) -> kube::Client {
+        let url: axum::http::Uri = format!("http://{}", self.addr).parse().unwrap();
+        let mut config = kube::Config::new(url);
+        config.default_retry = false;
+        config.headers.push((
+            axum::http::header::USER_AGENT,
+            axum::http::HeaderValue::from_str(user_agent).expect("a user agent"),
+        ));
         kube::Client::try_from(config).expect("client for the test server")
     }
 
@@ -339,6 +353,8 @@ pub(crate) struct Target {
 pub(crate) struct Caller {
     pub(crate) user: User,
     pub(crate) dry_run: bool,
+    /// Who the write's fields are recorded as set by ([`managed::manager`]).
+    pub(crate) manager: String,
 }
 
 impl Caller {
@@ -351,9 +367,17 @@ impl Caller {
         t: &Target,
         key: &Key,
         old: Option<&Value>,
-        obj: Value,
+        mut obj: Value,
     ) -> Response {
         let created = old.is_none();
+        managed::track(
+            old,
+            &mut obj,
+            &self.manager,
+            &store::api_version(&t.api),
+            t.sub.as_deref(),
+            &store::now_rfc3339(),
+        );
         let write = policy::Write {
             user: &self.user,
             operation: if created { "CREATE" } else { "UPDATE" },
@@ -490,6 +514,10 @@ async fn handle(
     let caller = Caller {
         dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
         user,
+        manager: managed::manager(
+            query.get("fieldManager").map(String::as_str),
+            agent.as_deref(),
+        ),
     };
     let response = if let Some(refused) = refused {
         refused

@@ -76,7 +76,7 @@ pub fn kind_of(resource: &str) -> String {
     .to_string()
 }
 
-fn api_version(api: &str) -> String {
+pub(crate) fn api_version(api: &str) -> String {
     api.to_string()
 }
 
