@@ -43,6 +43,8 @@ fn rfc3339<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error>
 pub struct Stats {
     pub lines: u64,
     pub bytes: u64,
+    /// Lines read as lines of the input's format.
+    pub parsed: u64,
     pub malformed: u64,
     pub findings: u64,
 }
@@ -89,7 +91,10 @@ pub fn check_with_progress(
             progress(&stats);
         }
         let at = match record.event {
-            SourceEvent::Line { at, .. } => *at,
+            SourceEvent::Line { at, .. } => {
+                stats.parsed += 1;
+                *at
+            }
             other => {
                 stats.malformed += 1;
                 tracing::debug!(line = record.line, event = ?other, "skipped");

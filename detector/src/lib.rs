@@ -16,6 +16,7 @@
 
 pub mod check;
 pub mod checkpoint;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod matcher;

@@ -388,3 +388,44 @@ fn an_argument_that_is_not_utf8_is_an_error_not_a_crash() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A file none of whose lines reads as the format (a kmsg file checked as journal JSON, a JSON
+/// document as kmsg) is an error naming the file, not "no problems found" with exit 0; one good
+/// line among malformed ones is a partial read, reported and exit 0.
+#[test]
+fn check_over_a_file_with_no_line_of_its_format_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pods.json");
+    let items: Vec<String> = (0..138)
+        .map(|i| format!("{{\"kind\": \"Pod\", \"n\": {i}}}"))
+        .collect();
+    std::fs::write(&json, items.join("\n")).unwrap();
+    for (file, format) in [(json.to_str().unwrap(), "kmsg"), (SAMPLE, "journal-json")] {
+        let out = detector()
+            .args(["check", "--input", file, "--input-format", format])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file} as {format}: {stderr}");
+        assert!(
+            stderr.contains(&format!("reads as {format} input")) && stderr.contains(file),
+            "{stderr}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("no problems found"));
+    }
+    let partial = dir.path().join("partial.kmsg");
+    std::fs::write(&partial, "6,1,100,-;kernel: all well\nnot a kmsg record\n").unwrap();
+    let out = detector()
+        .args([
+            "check",
+            "--input",
+            partial.to_str().unwrap(),
+            "--input-format",
+            "kmsg",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("1 malformed skipped"), "{stderr}");
+}

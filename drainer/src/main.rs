@@ -1,4 +1,4 @@
-//! `drainer`: the binary. Everything it does is in the library's `cli` module (so it is tested and
+//! `drainer`: the binary, a shell. Everything it does is in the library's `cli` module (so it is tested and
 //! documented there); this hands it the process's arguments and returns its exit code.
 
 fn main() -> std::process::ExitCode {

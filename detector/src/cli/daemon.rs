@@ -1,0 +1,179 @@
+//! `detector run` (and `detector` with no subcommand, NPD's command line): its flags, the rule files
+//! checked before anything talks to a cluster, then the node agent started and run until a signal.
+//! Shell.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::config;
+
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    /// This node's name. Default: $NODE_NAME, else the hostname.
+    #[arg(long = "node-name", visible_alias = "hostname-override")]
+    node_name: Option<String>,
+    /// Rule file or directory (repeatable; YAML rule files and NPD's JSON monitor files); watched
+    /// and hot-reloaded. Default: /etc/nodemedic/rules, unless NPD's --config.* flags name files.
+    #[arg(long = "rules")]
+    rules: Vec<PathBuf>,
+    /// Another directory exec checks may run programs from (repeatable), besides the rules'
+    /// directories, /usr/lib/nodemedic/checks and /etc/nodemedic/checks (NPD's plugin directory, say).
+    #[arg(long = "check-dir")]
+    check_dirs: Vec<PathBuf>,
+    /// The kernel log device, or a regular file in kmsg format (followed like tail -f).
+    #[arg(long = "kmsg-path", default_value = "/dev/kmsg")]
+    kmsg_path: PathBuf,
+    /// journalctl binary used by journal inputs.
+    #[arg(long, default_value = "journalctl")]
+    journalctl: PathBuf,
+    /// Journal directory for journal inputs that name none (default: the system journal).
+    #[arg(long = "journal-dir")]
+    journal_dir: Option<PathBuf>,
+    /// Where input positions are kept across restarts.
+    #[arg(
+        long = "state-file",
+        default_value = "/var/lib/nodemedic/detector-state.json"
+    )]
+    state_file: PathBuf,
+    /// Address of /metrics /healthz /readyz /conditions. Loopback by default, as NPD's: on a host
+    /// (or under hostNetwork) every interface would expose it; the manifests give the pod's address.
+    #[arg(long, default_value = "127.0.0.1:20257", value_parser = nodemedic_common::serve::listen_addr)]
+    listen: std::net::SocketAddr,
+    /// Refresh of lastHeartbeatTime on our conditions.
+    #[arg(long = "heartbeat-period", default_value = "5m", value_parser = humantime::parse_duration)]
+    heartbeat: std::time::Duration,
+    /// Minimum time between two updates of the same aggregated Event.
+    #[arg(long = "event-interval", default_value = "10s", value_parser = humantime::parse_duration)]
+    event_interval: std::time::Duration,
+    /// Moved to the drainer (`drainer run --stale-readiness-threshold`); accepted here so an
+    /// existing DaemonSet still starts, with a warning.
+    #[arg(long = "stale-readiness-threshold", hide = true)]
+    stale_threshold: Option<String>,
+    /// Moved to the drainer (`drainer run --evict-stale-pods`).
+    #[arg(long = "evict-stale-pods", hide = true)]
+    evict_stale_pods: bool,
+    /// Log format.
+    #[arg(long = "log-format", default_value = "text")]
+    log_format: nodemedic_common::telemetry::LogFormat,
+    #[command(flatten)]
+    npd: crate::npd_flags::NpdFlags,
+}
+
+pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
+    let npd = match crate::npd_flags::resolve(&args.npd, args.listen) {
+        Ok(m) => m,
+        Err(refused) => {
+            for r in &refused {
+                eprintln!("detector: {r}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    nodemedic_common::telemetry::init_with_default(args.log_format, npd.log_level);
+    for w in &npd.warnings {
+        tracing::warn!("{w}");
+    }
+    args.rules.extend(npd.rules.iter().cloned());
+    if args.rules.is_empty() {
+        args.rules.push(PathBuf::from("/etc/nodemedic/rules"));
+    }
+    args.listen = npd.listen;
+    if let Some(h) = npd.heartbeat {
+        args.heartbeat = h;
+    }
+    // The rule files are checked before anything talks to a cluster: a bad file is the error shown.
+    match config::load_paths(&args.rules) {
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("detector: {} error(s) in rule files", errors.0.len());
+            return ExitCode::from(2);
+        }
+        Ok(r) if r.monitors.is_empty() => {
+            eprintln!("{}", no_rule_files(&args.rules));
+            return ExitCode::from(2);
+        }
+        Ok(_) => {}
+    }
+    let node_name = args
+        .node_name
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    // One thread for the async work: the detector's I/O is light, and blocking inputs have their own
+    // threads. This keeps idle memory small.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result: anyhow::Result<()> = rt.block_on(async move {
+        let (client, credential) = nodemedic_common::client::infer_with_credential(
+            nodemedic_common::keys::DETECTOR_MANAGER,
+        )
+        .await?;
+        let opts = crate::run::Options {
+            node_name,
+            rules: args.rules,
+            kmsg_path: args.kmsg_path,
+            journalctl: args.journalctl,
+            journal_dir: args.journal_dir,
+            state_file: args.state_file,
+            listen: args.listen,
+            extra_listen: npd.extra_listen,
+            heartbeat: args.heartbeat,
+            events: crate::report::aggregate::Limits {
+                min_interval: args.event_interval,
+                ..Default::default()
+            },
+            report_tick: std::time::Duration::from_millis(250),
+            check_dirs: args.check_dirs,
+            credential,
+        };
+        if args.stale_threshold.is_some() || args.evict_stale_pods {
+            tracing::warn!(
+                "--stale-readiness-threshold and --evict-stale-pods moved to the drainer (drainer run \
+                 --stale-readiness-threshold / --evict-stale-pods): it sees every node, Kosmos leaves \
+                 included, with one watch; ignored here"
+            );
+        }
+        let running = crate::run::start(opts, client).await?;
+        nodemedic_common::runtime::shutdown_signal().await;
+        tracing::info!("shutting down");
+        running.shutdown().await;
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Once, on stderr (where the logs go too).
+            eprintln!(
+                "detector: {}",
+                nodemedic_common::cli::error_chain(e.as_ref())
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What to say when `--rules` names no rule file: which files were there instead.
+pub(crate) fn no_rule_files(paths: &[PathBuf]) -> String {
+    let mut others = Vec::new();
+    for p in paths {
+        if let Ok(dir) = std::fs::read_dir(p) {
+            others.extend(
+                dir.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with('.')),
+            );
+        }
+    }
+    others.sort();
+    let listed: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let mut msg = format!(
+        "detector: no rule files in {}: *.yaml and *.yml rule files and NPD's *.json monitor files are read",
+        listed.join(", ")
+    );
+    if !others.is_empty() {
+        msg.push_str(&format!(" (found: {})", others.join(", ")));
+    }
+    msg
+}

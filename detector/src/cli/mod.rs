@@ -1,0 +1,136 @@
+//! `detector`'s command line: the subcommands, their flags, and what each runs (the binary,
+//! `main.rs`, only hands this its arguments). The shell around the library: flags in, exit codes and
+//! messages out.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod convert;
+mod daemon;
+mod offline;
+
+use convert::ConvertArgs;
+use daemon::RunArgs;
+use offline::CheckArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "detector",
+    version,
+    about = "nodemedic node agent: log lines and checks -> NodeConditions and Events",
+    long_about = "nodemedic node agent: log lines and checks -> NodeConditions and Events.\n\n\
+        With no subcommand it runs the node agent (`detector run`), so node-problem-detector's \
+        command line works unchanged: `detector --logtostderr --config.system-log-monitor=/config/kernel-monitor.json`.",
+    args_conflicts_with_subcommands = true
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run the rules over a file offline (no cluster) and print what would be reported.
+    Check(CheckArgs),
+    /// Run the node agent: follow the inputs and report to the API server (also with no subcommand).
+    Run(Box<RunArgs>),
+    /// Print node-problem-detector monitor files (JSON) as rule files (YAML), naming what does not
+    /// carry over. The JSON files also load as they are; this is for moving to YAML.
+    ConvertNpd(ConvertArgs),
+    /// Built-in health checks for exec rule files (config/checks/): print one line, exit 0 healthy,
+    /// 1 a problem, 2 unknown.
+    #[command(subcommand)]
+    Probe(Probe),
+    /// Print the shell completion script (e.g. `detector completions bash > /etc/bash_completion.d/detector`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: nodemedic_common::cli::Shell,
+    },
+    /// Write man pages for detector and each subcommand into DIR (e.g. /usr/local/share/man/man1).
+    Man {
+        /// The directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Probe {
+    /// GET an http:// URL (e.g. the kubelet's http://127.0.0.1:10248/healthz); 2xx is healthy.
+    Http {
+        /// The URL to GET.
+        url: String,
+        /// Give up (a problem) after this long.
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
+    /// The conntrack table's fill (the node's with hostNetwork: true).
+    Conntrack {
+        /// A problem at this percentage full or more.
+        #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u8).range(1..=100))]
+        threshold: u8,
+        /// Where nf_conntrack_count and nf_conntrack_max are.
+        #[arg(long, default_value = "/proc/sys/net/netfilter")]
+        netfilter: PathBuf,
+    },
+    /// Whether the root filesystem is mounted read-only.
+    ReadonlyRoot {
+        /// A mounts file: /proc/1/mounts is the host's with hostPID: true.
+        #[arg(long, default_value = "/proc/1/mounts")]
+        mounts: PathBuf,
+    },
+}
+
+/// Run `detector` with `args` (the program's name first); its exit code.
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let args = crate::npd_flags::normalize_args(args);
+    let cli = Cli::parse_from(args);
+    match cli.command {
+        None => daemon::run_daemon(cli.run),
+        Some(command) => run_command(command),
+    }
+}
+
+fn run_command(command: Command) -> ExitCode {
+    match command {
+        Command::Check(args) => offline::run_check(args),
+        Command::Run(args) => daemon::run_daemon(*args),
+        Command::ConvertNpd(args) => convert::run_convert(args),
+        Command::Probe(p) => {
+            use crate::probe;
+            let found = match p {
+                Probe::Http { url, timeout } => probe::http(&url, timeout),
+                Probe::Conntrack {
+                    threshold,
+                    netfilter,
+                } => probe::conntrack(&netfilter, threshold),
+                Probe::ReadonlyRoot { mounts } => probe::readonly_root(&mounts),
+            };
+            println!("{}", found.message);
+            ExitCode::from(found.code)
+        }
+        Command::Completions { shell } => nodemedic_common::cli::completions_command(
+            <Cli as clap::CommandFactory>::command(),
+            shell,
+        ),
+        Command::Man { dir } => {
+            nodemedic_common::cli::man_command(<Cli as clap::CommandFactory>::command(), &dir)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_says_what_it_does() {
+        let missing =
+            nodemedic_common::cli::undocumented(&<Cli as clap::CommandFactory>::command());
+        assert!(missing.is_empty(), "no --help text: {missing:#?}");
+    }
+}
