@@ -377,6 +377,30 @@ fn rule_files_are_checked_before_the_cluster_and_a_missing_kubeconfig_is_said_on
     assert_eq!(err.matches("/nonexistent/kubeconfig").count(), 1, "{err}");
 }
 
+/// `detector run` with no `--rules` on a machine without /etc/nodemedic/rules says what to give,
+/// before looking for a cluster (issue 42: it failed on the directory without a hint).
+#[test]
+fn run_without_rules_says_to_give_them() {
+    if std::path::Path::new("/etc/nodemedic/rules").exists() {
+        eprintln!("skipped run_without_rules_says_to_give_them: /etc/nodemedic/rules exists here");
+        return;
+    }
+    let out = detector()
+        .args(["run", "--kmsg-path", "/dev/null", "--listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env("NODE_NAME", "n1")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no --rules given") && err.contains("give --rules FILE|DIR"),
+        "{err}"
+    );
+    assert!(!err.contains("kubeconfig"), "{err}");
+}
+
 #[test]
 fn an_argument_that_is_not_utf8_is_an_error_not_a_crash() {
     use std::os::unix::ffi::OsStrExt;

@@ -7,6 +7,9 @@ use std::process::ExitCode;
 
 use crate::config;
 
+/// Where `detector run` reads rules when `--rules` names none (the manifests mount them there).
+const DEFAULT_RULES: &str = "/etc/nodemedic/rules";
+
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     /// This node's name. Default: $NODE_NAME, else the hostname.
@@ -75,7 +78,16 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     }
     args.rules.extend(npd.rules.iter().cloned());
     if args.rules.is_empty() {
-        args.rules.push(PathBuf::from("/etc/nodemedic/rules"));
+        if !std::path::Path::new(DEFAULT_RULES).exists() {
+            eprintln!(
+                "detector: no --rules given, and the default rule directory {DEFAULT_RULES} does not exist: \
+                 give --rules FILE|DIR (repeatable). The shipped rules are in the repository's config/rules/ \
+                 (the manifests mount them at {DEFAULT_RULES}; `detector check` runs them offline); \
+                 `detector convert-npd` turns NPD's monitor files into rule files"
+            );
+            return ExitCode::from(2);
+        }
+        args.rules.push(PathBuf::from(DEFAULT_RULES));
     }
     args.listen = npd.listen;
     if let Some(h) = npd.heartbeat {
