@@ -125,6 +125,8 @@ pub struct Controller<C: Cluster> {
     published_records: Option<String>,
     /// Leading at the last loop turn (a new leadership reads the breaker back first).
     was_leading: bool,
+    /// The settings' summary is to be logged after the next round (at start, after a reload).
+    summary_due: bool,
     /// The detector placement's first reading was logged.
     placement_said: bool,
     /// When the watchdog last checked, and last read the detector DaemonSet.
@@ -170,6 +172,7 @@ impl<C: Cluster> Controller<C> {
             records_out: None,
             published_records: None,
             was_leading: false,
+            summary_due: true,
             placement_said: false,
             last_watchdog: None,
             last_placement: None,
@@ -316,6 +319,7 @@ impl<C: Cluster> Controller<C> {
         }
         let cfg = Arc::new(new);
         self.cfg = cfg.clone();
+        self.summary_due = true;
         for (node, error) in self.fleet.reconfigure(cfg) {
             self.metrics.selector_errors.inc();
             tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
@@ -380,6 +384,26 @@ impl<C: Cluster> Controller<C> {
                 self.restore_records();
             }
             self.round().await;
+            if self.summary_due {
+                self.summary_due = false;
+                self.say_summary();
+            }
+        }
+    }
+
+    /// Log what the settings watch and select, and what looks like a mistake in them.
+    fn say_summary(&self) {
+        let s = crate::decide::summary::summarize(&self.cfg, self.fleet.selections());
+        tracing::info!(
+            conditions = %s.conditions.join(", "),
+            selector = %s.selector,
+            "watching {} condition(s); selected {} of {} nodes",
+            s.conditions.len(),
+            s.selected,
+            s.nodes
+        );
+        for w in &s.warnings {
+            tracing::warn!("{w}");
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod problem;
 pub mod round;
 pub mod schedule;
 pub mod stale;
+pub mod summary;
 pub mod watchdog;
 
 pub use budget::Totals;

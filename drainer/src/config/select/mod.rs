@@ -143,6 +143,15 @@ fn sample_node() -> NodeView {
     n
 }
 
+/// What an evaluation found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Selected,
+    NotSelected,
+    /// Not selected: the expression reads a key the node does not have.
+    MissingKey(String),
+}
+
 pub enum Selector {
     All,
     Cel {
@@ -340,8 +349,37 @@ impl Selector {
     /// Does `node` match? A CEL evaluation error (e.g. a missing key) counts as no match and is returned
     /// as the reason.
     pub fn matches(&self, node: &NodeView) -> Result<bool, SelectError> {
+        self.evaluate(node).map(|o| o == Outcome::Selected)
+    }
+
+    /// The key a CEL selector looked for on `node` and did not find (the node is then not
+    /// selected), if that is why it is not.
+    pub fn missing_key(&self, node: &NodeView) -> Option<String> {
+        match self.evaluate(node) {
+            Ok(Outcome::MissingKey(k)) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The selector as its flag gives it, for logs.
+    pub fn describe(&self) -> String {
         match self {
-            Selector::All => Ok(true),
+            Selector::All => "every node (no --node-label-expr or --node-selector)".into(),
+            Selector::Cel { source, .. } => format!("--node-label-expr {source:?}"),
+            Selector::Labels(l) => format!("--node-selector {:?}", l.to_string()),
+        }
+    }
+
+    fn evaluate(&self, node: &NodeView) -> Result<Outcome, SelectError> {
+        let yes = |b: bool| {
+            if b {
+                Outcome::Selected
+            } else {
+                Outcome::NotSelected
+            }
+        };
+        match self {
+            Selector::All => Ok(Outcome::Selected),
             Selector::Labels(sel) => {
                 use kube::core::SelectorExt;
                 let labels: std::collections::BTreeMap<String, String> = node
@@ -349,7 +387,7 @@ impl Selector {
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect();
-                Ok(sel.matches(&labels))
+                Ok(yes(sel.matches(&labels)))
             }
             Selector::Cel {
                 program,
@@ -362,11 +400,14 @@ impl Selector {
                     ctx.add_variable_from_value(name, value);
                 }
                 match program.execute(&ctx) {
-                    Ok(cel::Value::Bool(b)) => Ok(b),
+                    Ok(cel::Value::Bool(b)) => Ok(yes(b)),
                     Ok(other) => Err(SelectError::Eval(format!("{NOT_A_BOOL} ({other:?})"))),
                     // A label or annotation the node does not have: not selected, as draino's
-                    // expr-lang (where it is nil) and kubectl's selectors have it; no warning per node.
-                    Err(cel::ExecutionError::NoSuchKey(_)) => Ok(false),
+                    // expr-lang (where it is nil) and kubectl's selectors have it; no warning per
+                    // node (the start-up summary says it once).
+                    Err(cel::ExecutionError::NoSuchKey(k)) => {
+                        Ok(Outcome::MissingKey(k.to_string()))
+                    }
                     Err(e) => Err(SelectError::Eval(e.to_string())),
                 }
             }

@@ -261,6 +261,11 @@ impl Fleet {
         self.nodes.get(name).map(|e| &e.view)
     }
 
+    /// Every node's view and whether it is selected.
+    pub fn selections(&self) -> impl Iterator<Item = (&NodeView, bool)> {
+        self.nodes.values().map(|e| (&*e.view, e.selected))
+    }
+
     pub fn selected(&self, name: &str) -> bool {
         self.nodes.get(name).is_some_and(|e| e.selected)
     }
