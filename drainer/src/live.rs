@@ -247,6 +247,40 @@ pub struct ConditionSummary {
 /// Summarise a node (pure): its detector's conditions, its drain record, and whether its detector
 /// is silent at `now` by the watchdog settings in `cfg` (the selector is not applied: every node
 /// is shown).
+/// The kubelet's own condition types: the READY and SCHEDULABLE columns say what matters of them.
+const KUBELET_CONDITIONS: &[&str] = &[
+    "Ready",
+    "MemoryPressure",
+    "DiskPressure",
+    "PIDPressure",
+    "NetworkUnavailable",
+];
+
+/// The condition types a node's row shows, in this order, each once: those its detector says it
+/// owns (the annotation), those the settings watch or name as the detector's (`--config`,
+/// `--detector-conditions`), then any other the node reports that is not the kubelet's (NPD writes
+/// its conditions without the annotation).
+fn shown_types<'a>(
+    annotation: Option<&'a String>,
+    cfg: &'a crate::config::Config,
+    present: impl Iterator<Item = &'a str>,
+) -> Vec<&'a str> {
+    let mut shown: Vec<&str> = Vec::new();
+    let named = annotation
+        .into_iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .chain(cfg.conditions.iter().map(|c| c.type_.as_str()))
+        .chain(cfg.watchdog.conditions.iter().map(String::as_str))
+        .chain(present.filter(|t| !KUBELET_CONDITIONS.contains(t)));
+    for t in named {
+        if !t.is_empty() && !shown.contains(&t) {
+            shown.push(t);
+        }
+    }
+    shown
+}
+
 pub fn summarise(
     node: &Node,
     cfg: &crate::config::Config,
@@ -256,21 +290,17 @@ pub fn summarise(
     let silent_since = crate::decide::watchdog::silence(&NodeView::of(node), cfg, placement, now)
         .map(|s| s.last_heard);
     let annotations = node.metadata.annotations.as_ref();
-    let owned: Vec<&str> = annotations
-        .and_then(|a| a.get(OWNED_CONDITIONS_ANNOTATION))
-        .map(|s| {
-            s.split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
     let conditions = node
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .map(|c| c.as_slice())
         .unwrap_or_default();
+    let owned = shown_types(
+        annotations.and_then(|a| a.get(OWNED_CONDITIONS_ANNOTATION)),
+        cfg,
+        conditions.iter().map(|c| c.type_.as_str()),
+    );
     let ready = conditions
         .iter()
         .find(|c| c.type_ == "Ready")

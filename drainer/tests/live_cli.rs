@@ -1,6 +1,7 @@
 //! `kubectl nodemedic plan` / `conditions` and `drainer plan --live`, as an operator runs them: the
 //! drainer binary linked as `kubectl-nodemedic` on the PATH, real kubectl finding it as a plugin, a
-//! kubeconfig for the real control plane (KUBEBUILDER_ASSETS; skipped, and said, without it).
+//! kubeconfig for the real control plane (KUBEBUILDER_ASSETS) or the test API server, which serves
+//! kubectl's discovery (`kubectl get` reads it first).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -58,12 +59,10 @@ async fn pod_on(cluster: &Cluster, node: &str, hint: &str) -> String {
     pod
 }
 
-#[tokio::test]
+// Two workers: kubectl and the plugin run blocking on one while the test API server answers on
+// the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
-    let Some(plane) = envtest::shared() else {
-        envtest::say_skipped("kubectl nodemedic against the real control plane");
-        return;
-    };
     if Command::new("kubectl")
         .arg("version")
         .arg("--client")
@@ -77,9 +76,15 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
         envtest::say("skipped kubectl nodemedic: kubectl is not installed");
         return;
     }
-    let cluster = Cluster::on(plane);
+    let cluster = Cluster::new().await;
     let sick = cluster.create_node("sick").await;
     let well = cluster.create_node("well").await;
+    // Written NPD's way: its condition, no annotation naming it. Outside the plans' selector (its
+    // own run label), so their breaker sees only the two nodes above.
+    let npd = cluster
+        .create_node_with("npd", json!({"nodemedic.test/run": "npd-way"}))
+        .await;
+    set_condition(&cluster, &npd, "KernelDeadlock", "True", "DockerHung").await;
     for n in [&sick, &well] {
         Api::<Node>::all(cluster.client.clone())
             .patch(
@@ -104,7 +109,7 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig);
+    cluster.write_kubeconfig(&kubeconfig);
     // The plugin: the drainer binary under kubectl's plugin name, on the PATH.
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -205,6 +210,35 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
         "{text}"
     );
     assert!(row(&well).contains("KernelDeadlock=False"), "{text}");
+    assert!(
+        row(&npd).contains("KernelDeadlock=True (DockerHung)"),
+        "a condition written NPD's way is shown: {text}"
+    );
+    // With the drainer's config file: what it watches is shown on every node.
+    let config = dir.path().join("drainer.yaml");
+    std::fs::write(
+        &config,
+        "conditions: [\"KernelDeadlock=True,10m\", \"GPUMissing=True\"]\n",
+    )
+    .unwrap();
+    let text = run(&mut kubectl(&[
+        "nodemedic",
+        "conditions",
+        "--config",
+        config.to_str().unwrap(),
+    ]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    let row = |n: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{n} ")))
+            .unwrap_or_else(|| panic!("{n} in\n{text}"))
+            .to_string()
+    };
+    assert!(
+        row(&npd).contains("KernelDeadlock=True (DockerHung)"),
+        "{text}"
+    );
+    assert!(row(&npd).contains("GPUMissing=absent"), "{text}");
     let json = lines(&run(&mut kubectl(&[
         "nodemedic",
         "conditions",
@@ -233,6 +267,7 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
         err.contains("cannot read the kubeconfig /nonexistent/kubeconfig"),
         "{err}"
     );
+    cluster.delete_node(&npd).await;
     cluster.cleanup(&["default"]).await;
 }
 

@@ -37,9 +37,15 @@ pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
         detector_conditions: args.detector_conditions.clone(),
         ..Default::default()
     };
-    let cfg = match super::shared::config_or_exit(&policy) {
+    // Only read: no problem condition is needed (one given in --config is shown on every node).
+    let cfg = match crate::config::build::build_for_reading(&policy) {
         Ok(c) => c,
-        Err(code) => return code,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("kubectl-nodemedic: {e}");
+            }
+            return ExitCode::from(2);
+        }
     };
     let read = block_on(async {
         let client = live::client(

@@ -7,6 +7,7 @@
 //! request path, so new resources (pods, leases, PDBs) need no new routes.
 
 mod admit;
+mod discovery;
 mod evict;
 mod identity;
 mod managed;
@@ -530,6 +531,16 @@ async fn handle(
             _ => None,
         };
         error(code, reason, &format!("injected fault ({code})"), None)
+    } else if method == Method::GET
+        && let Some(found) = discovery::answer(
+            &path,
+            headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or(""),
+        )
+    {
+        json_response(StatusCode::OK, &found)
     } else {
         match parse_path(&path) {
             None => error(

@@ -22,6 +22,16 @@ use crate::config::{Budget, Config, Taint, protected_annotation};
 
 /// Build the validated configuration. All errors are returned together.
 pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
+    build_with(args, true)
+}
+
+/// [`build`] for a tool that only reads the cluster (`kubectl nodemedic conditions`): no problem
+/// condition is needed.
+pub fn build_for_reading(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
+    build_with(args, false)
+}
+
+fn build_with(args: &PolicyArgs, need_conditions: bool) -> Result<Config, Vec<PolicyError>> {
     let (file, errors) = read_file(args.config.as_deref())?;
     let mut s = Sources {
         args,
@@ -30,7 +40,7 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
         errors,
     };
     let mut cfg = Config::default();
-    conditions(&mut s, &mut cfg);
+    conditions(&mut s, &mut cfg, need_conditions);
     selector(&mut s, &mut cfg);
     timing(&mut s, &mut cfg);
     pod_rules(&mut s, &mut cfg);
@@ -107,9 +117,9 @@ fn read_file(path: Option<&Path>) -> Result<(FileConfig, Vec<PolicyError>), Vec<
 }
 
 /// The problem conditions: the flags' list replaces the file's; one is needed.
-fn conditions(s: &mut Sources, cfg: &mut Config) {
+fn conditions(s: &mut Sources, cfg: &mut Config, needed: bool) {
     let (args, file) = (s.args, s.file);
-    if args.conditions.is_empty() && file.conditions.is_empty() {
+    if needed && args.conditions.is_empty() && file.conditions.is_empty() {
         s.flag_error("no problem conditions given (e.g. `drainer run KernelDeadlock=True,10m`)");
         return;
     }
