@@ -73,9 +73,27 @@ fn a_history_needs_a_policy_and_a_bad_file_says_where() {
         .args(["--policy", "tests/fixtures/backtest/eager.yaml"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1), "an unreadable input: 1");
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("bad.json: not JSON at line 2, column 2"), "{e}");
+    // A node list given as the history: an error naming it (it named the policy file).
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .current_dir(ROOT)
+        .args([
+            "simulate",
+            "--history",
+            "tests/fixtures/backtest/nodes.json",
+        ])
+        .args(["--policy", "tests/fixtures/backtest/eager.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("tests/fixtures/backtest/nodes.json: no condition transitions in it")
+            && !e.contains("eager.yaml"),
+        "{e}"
+    );
 }
 
 #[test]

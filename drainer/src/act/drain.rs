@@ -32,6 +32,8 @@ pub struct DrainRun {
     pub outcome: DrainOutcome,
     pub started: Timestamp,
     pub ended: Timestamp,
+    /// The pods the drain leaves running ([`DrainJob::kept`]).
+    pub kept: Vec<String>,
 }
 
 impl<C: Cluster> Executor<C> {
@@ -40,8 +42,13 @@ impl<C: Cluster> Executor<C> {
     /// start could not be stored, or leadership was lost (the next leader resumes).
     pub async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) -> Option<DrainRun> {
         let started = self.clock.now();
-        let (record, pods) = (job.record, job.evict);
-        let starting = Occurrence::DrainStarting { pods: pods.len() };
+        let (record, pods, kept) = (job.record, job.evict, job.kept);
+        let starting = Occurrence::DrainStarting {
+            pods: pods
+                .iter()
+                .map(|p| format!("{}/{}", p.pod.namespace, p.pod.name))
+                .collect(),
+        };
         self.record.node(node, starting).await;
         if self.dry_run() {
             tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
@@ -74,6 +81,7 @@ impl<C: Cluster> Executor<C> {
             outcome,
             started,
             ended: self.clock.now(),
+            kept,
         })
     }
 
@@ -89,7 +97,8 @@ impl<C: Cluster> Executor<C> {
             DrainOutcome::Drained => {
                 let message = format!("{scheduled} | Completed: {}", ts(now));
                 let _ = self.drain_scheduled(node, message).await;
-                self.record.node(node, Occurrence::Drained).await;
+                let kept = run.kept.clone();
+                self.record.node(node, Occurrence::Drained { kept }).await;
                 let marks = &cfg.after_drain;
                 if !marks.is_empty() && !self.dry_run() {
                     let o = match self.set_marks(node, marks, true).await {

@@ -91,6 +91,17 @@ fn reasons(writes: &[Write]) -> Vec<String> {
         .collect()
 }
 
+/// The message of the Event with `reason` among `writes`.
+fn message(writes: &[Write], reason: &str) -> String {
+    writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Event { event, .. } if event.reason == reason => Some(event.message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {reason} Event"))
+}
+
 fn view(r: &Rig) -> NodeView {
     (*r.observed.node("n1").unwrap()).clone()
 }
@@ -163,6 +174,7 @@ async fn nothing_reaches_the_cluster_while_not_leading() {
     );
     assert!(!r.exec.apply(&v, &Effect::DeleteNode, "gone", &cfg()).await);
     let job = DrainJob {
+        kept: Vec::new(),
         record: record(Phase::Draining),
         evict: vec![ToEvict::plain(PodInfo::from_pod(&pod("web"), None))],
     };
@@ -191,6 +203,7 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
     let r = rig(false);
     r.cluster.set_termination(Duration::from_secs(20));
     let job = DrainJob {
+        kept: Vec::new(),
         record: record(Phase::Draining),
         evict: ["web", "db"]
             .map(|n| ToEvict::plain(PodInfo::from_pod(&pod(n), None)))
@@ -204,6 +217,13 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
         "it waited for the pods to go, no longer"
     );
     let w = r.cluster.take_writes();
+    let starting = message(&w, "DrainStarting");
+    assert!(
+        starting.starts_with("Draining node: 2 pods to evict: ")
+            && starting.contains("/web")
+            && starting.contains("/db"),
+        "it names the pods: {starting}"
+    );
     let grace: Vec<Option<i64>> = w
         .iter()
         .filter_map(|w| match w {
@@ -224,6 +244,7 @@ async fn a_budget_refusal_is_retried_until_the_deadline_and_never_forced() {
     let r = rig(false);
     r.cluster.protect("app", "web");
     let job = DrainJob {
+        kept: Vec::new(),
         record: record(Phase::Draining),
         evict: vec![ToEvict::plain(PodInfo::from_pod(&pod("web"), None))],
     };
@@ -254,6 +275,7 @@ async fn a_pod_still_there_at_the_deadline_is_force_deleted_only_when_allowed() 
         let r = rig(false);
         r.cluster.set_termination(Duration::from_secs(3600));
         let job = DrainJob {
+            kept: Vec::new(),
             record: record(Phase::Draining),
             evict: vec![ToEvict::plain(PodInfo::from_pod(&pod("web"), None))],
         };
@@ -288,6 +310,7 @@ async fn finishing_a_drain_writes_the_given_record_the_outcome_and_the_marks() {
     let r = rig(false);
     let t: Timestamp = "2026-11-24T10:05:00Z".parse().unwrap();
     let run = DrainRun {
+        kept: vec!["kube-system/proxy-n1 (DaemonSet pod)".into()],
         node: "n1".into(),
         record: record(Phase::Draining),
         outcome: DrainOutcome::Drained,
@@ -335,6 +358,11 @@ async fn finishing_a_drain_writes_the_given_record_the_outcome_and_the_marks() {
     );
     let w = r.cluster.take_writes();
     assert_eq!(reasons(&w), ["DrainSucceeded", "MarkedDrained"]);
+    assert_eq!(
+        message(&w, "DrainSucceeded"),
+        "Drained node; left running: 1 pod: kube-system/proxy-n1 (DaemonSet pod)",
+        "it says which pods it left running"
+    );
     // Uncordoning takes the marks away again.
     let v = view(&r);
     assert!(
@@ -553,6 +581,7 @@ async fn a_wait_policy_lets_the_pod_finish_and_evicts_it_only_after_its_wait() {
         max: Duration::from_secs(600),
     };
     let job = DrainJob {
+        kept: Vec::new(),
         record: record(Phase::Draining),
         evict: vec![
             policed("web", "jobs", wait.clone()),
@@ -592,6 +621,7 @@ async fn a_delete_policy_deletes_a_pod_budgets_keep_refusing_and_says_so() {
         after: Duration::from_secs(120),
     };
     let job = DrainJob {
+        kept: Vec::new(),
         record: record(Phase::Draining),
         evict: vec![policed("web", "databases", delete)],
     };

@@ -53,6 +53,14 @@ fn read_history(args: &SimulateArgs) -> Result<history::History, String> {
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
         let h = history::read(&file, &text).map_err(|e| e.to_string())?;
+        // Nothing of its kind in it (a policy or a node list given as the history): an error
+        // naming this file, not a replay of nothing.
+        if h.transitions.is_empty() {
+            return Err(format!(
+                "{file}: no condition transitions in it ({} records skipped): not a history (the drainer's --history-file, or `kubectl get events -A -o json`)",
+                h.skipped
+            ));
+        }
         all.transitions.extend(h.transitions);
         all.skipped += h.skipped;
     }
@@ -70,10 +78,17 @@ fn nodes(args: &SimulateArgs) -> Result<Vec<k8s_openapi::api::core::v1::Node>, S
     }
 }
 
-fn run(args: &SimulateArgs) -> Result<(history::History, Vec<Summary>), String> {
-    let h = read_history(args)?;
-    let nodes = nodes(args)?;
-    replay(h, &nodes, &args.policies, args.after)
+pub(super) fn backtest(args: &SimulateArgs) -> ExitCode {
+    // Inputs that cannot be read: 1, as for every subcommand; a policy that does not load: 2.
+    let read = read_history(args).and_then(|h| nodes(args).map(|n| (h, n)));
+    let (h, nodes) = match read {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("drainer: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    write(replay(h, &nodes, &args.policies, args.after), args.output)
 }
 
 fn replay(
@@ -93,17 +108,12 @@ fn replay(
             let e: Vec<String> = errors.iter().map(ToString::to_string).collect();
             e.join("; ")
         })?;
-        let mut plan =
-            history::plan(&name, &h.transitions, nodes, cfg, after).map_err(|e| e.to_string())?;
+        let mut plan = history::plan("the history", &h.transitions, nodes, cfg, after)
+            .map_err(|e| e.to_string())?;
         let report = simulate::run_plan(&mut plan).map_err(|e| e.to_string())?;
         out.push(Summary::of(name, report));
     }
     Ok((h, out))
-}
-
-pub(super) fn backtest(args: &SimulateArgs) -> ExitCode {
-    let result = run(args);
-    write(result, args.output)
 }
 
 /// `kubectl nodemedic backtest`: the history the cluster keeps (its Events about Nodes) and its

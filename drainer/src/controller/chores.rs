@@ -40,7 +40,7 @@ impl<C: Cluster> Controller<C> {
             self.last_placement = Some(now);
             let placement = self.read_placement().await;
             if self.fleet.set_placement(placement) {
-                tracing::info!(placement = ?self.fleet.placement(), "detector placement read");
+                tracing::info!(placement = %self.fleet.placement(), "detector placement read");
             }
         }
         let observed = &self.observed;

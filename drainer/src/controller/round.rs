@@ -294,7 +294,7 @@ impl<C: Cluster> Controller<C> {
         // The record the drain writes first, laid over the node now so budgets count it.
         let job = DrainJob {
             record: job.record.draining(now),
-            evict: job.evict,
+            ..job
         };
         if !self.cfg.dry_run {
             self.fleet.wrote(node, Some(&job.record), now);

@@ -416,6 +416,8 @@ impl Why {
 pub struct DrainJob {
     pub record: Record,
     pub evict: Vec<ToEvict>,
+    /// The node's pods the drain leaves running, `namespace/name (why)` (finished pods aside).
+    pub kept: Vec<String>,
 }
 
 /// A pod a drain evicts, and the pod policy that has it waited for or deleted, if one does.
@@ -455,6 +457,7 @@ impl DrainJob {
                 ..Default::default()
             },
             evict: Vec::new(),
+            kept: Vec::new(),
         }
     }
 }

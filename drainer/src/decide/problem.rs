@@ -86,7 +86,13 @@ pub fn problem(
         p.since = Some(p.since.map_or(transition, |s: Timestamp| s.min(transition)));
         let held_for = elapsed(transition, now);
         if held_for >= spec.min_duration {
-            p.held.push(format!("{desc} for {}", fmt_d(held_for)));
+            // A condition acted on at once (no min duration) that has just turned: "for 0s" read
+            // as if it had not held at all.
+            p.held.push(if held_for < Duration::from_secs(1) {
+                format!("{desc} (just now)")
+            } else {
+                format!("{desc} for {}", fmt_d(held_for))
+            });
             episode.push(format!("{desc}@{}", transition.as_second()));
         } else {
             p.pending.push((

@@ -213,6 +213,11 @@ fn decide_one(
                         .map(|(a, n)| (n, a)),
                 })
                 .collect(),
+            kept: pods
+                .iter()
+                .filter(|p| p.action == PodAction::Skip && p.reason != "finished")
+                .map(|p| format!("{}/{} ({})", p.namespace, p.name, p.reason))
+                .collect(),
         }),
         (effect, _) => effect,
     };

@@ -51,6 +51,34 @@ pub enum Placement {
     },
 }
 
+/// In an operator's words, for logs: the node selector as `k=v`, and how many affinity terms and
+/// tolerations there are (the DaemonSet itself says which).
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Placement::Unknown => write!(f, "unknown (no DaemonSet read)"),
+            Placement::Everywhere => write!(f, "every node"),
+            Placement::DaemonSet {
+                node_selector,
+                terms,
+                tolerations,
+            } => {
+                let selector: Vec<String> = node_selector
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                write!(
+                    f,
+                    "nodes with labels {{{}}}, {} required node affinity term(s), {} toleration(s)",
+                    selector.join(","),
+                    terms.len(),
+                    tolerations.len()
+                )
+            }
+        }
+    }
+}
+
 /// What the DaemonSet controller adds to every daemon pod's tolerations
 /// (`AddOrUpdateDaemonPodTolerations` in kubernetes/pkg/controller/daemon/util).
 const DAEMON_TOLERATIONS: [(&str, &str); 6] = [

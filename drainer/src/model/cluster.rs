@@ -95,6 +95,22 @@ pub enum EventTarget {
     },
 }
 
+/// `Node NAME`, or the object's kind and `namespace/name`: what a log line says it is about.
+impl std::fmt::Display for EventTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventTarget::Node(name) => write!(f, "Node {name}"),
+            EventTarget::Object { regarding: r, .. } => {
+                write!(f, "{} ", r.kind.as_deref().unwrap_or("object"))?;
+                if let Some(ns) = &r.namespace {
+                    write!(f, "{ns}/")?;
+                }
+                write!(f, "{}", r.name.as_deref().unwrap_or(""))
+            }
+        }
+    }
+}
+
 /// The writes the drainer makes (and the one read a write needs), as a seam. Implemented over the
 /// Kubernetes client for `drainer run`, and in memory for `drainer simulate` and tests.
 pub trait Cluster: Clone + Send + Sync + 'static {

@@ -73,9 +73,14 @@ pub enum Occurrence {
         error: String,
     },
     DrainStarting {
-        pods: usize,
+        /// `namespace/name` of each pod to evict.
+        pods: Vec<String>,
     },
-    Drained,
+    Drained {
+        /// The node's pods the drain leaves running (`namespace/name (why)`): DaemonSet, mirror
+        /// and protected pods.
+        kept: Vec<String>,
+    },
     DrainFailed {
         retry_in: Duration,
         failures: Vec<String>,
@@ -130,7 +135,7 @@ impl Occurrence {
             DrainScheduled { .. } => reason::DRAIN_SCHEDULED,
             DrainSchedulingFailed { .. } => reason::DRAIN_SCHEDULING_FAILED,
             DrainStarting { .. } => reason::DRAIN_STARTING,
-            Drained => reason::DRAIN_SUCCEEDED,
+            Drained { .. } => reason::DRAIN_SUCCEEDED,
             DrainFailed { .. } => reason::DRAIN_FAILED,
             UncordonStarting { .. } => reason::UNCORDON_STARTING,
             Uncordoned { .. } => reason::UNCORDON_SUCCEEDED,
@@ -186,8 +191,17 @@ impl Occurrence {
             CordonFailed { error } => format!("Cordoning failed: {error}"),
             DrainScheduled { at } => format!("Will drain node after {}", rfc3339(*at)),
             DrainSchedulingFailed { error } => format!("Failed to schedule the drain: {error}"),
-            DrainStarting { pods } => format!("Draining node: {pods} pods to evict"),
-            Drained => "Drained node".into(),
+            DrainStarting { pods } => format!(
+                "Draining node: {} to evict{}",
+                plural(pods.len(), "pod"),
+                some_of(pods)
+            ),
+            Drained { kept } if kept.is_empty() => "Drained node".into(),
+            Drained { kept } => format!(
+                "Drained node; left running: {}{}",
+                plural(kept.len(), "pod"),
+                some_of(kept)
+            ),
             DrainFailed { retry_in, failures } => format!(
                 "Draining failed (retry in {}): {}",
                 humantime::format_duration(*retry_in),
@@ -205,6 +219,28 @@ impl Occurrence {
             ),
         }
     }
+}
+
+/// `1 pod`, `3 pods`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// `: a, b, c` and, past the first five, how many more.
+fn some_of(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    if names.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(": {}", names[..names.len().min(SHOWN)].join(", "));
+    if names.len() > SHOWN {
+        s.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    s
 }
 
 /// Why a pod is evicted.

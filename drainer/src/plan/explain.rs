@@ -243,8 +243,8 @@ fn gates(s: &Snapshot, view: &NodeView, cfg: &Config, now: Timestamp) -> Vec<Gat
         gate: "cordon budget",
         holds: ours.is_none() && totals.cordoned >= limit,
         detail: format!(
-            "{} of {limit} selected nodes cordoned by this drainer (--max-cordoned {})",
-            totals.cordoned, cfg.max_cordoned
+            "{} cordoned by this drainer, at most {limit} at once (--max-cordoned {} of {} selected nodes)",
+            totals.cordoned, cfg.max_cordoned, totals.selected
         ),
     });
     let spacing = totals
@@ -513,7 +513,7 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
     }
     writeln!(out, "\nGates:")?;
     for g in &e.gates {
-        let state = if g.holds { "HOLDS" } else { "open " };
+        let state = if g.holds { "HOLDS " } else { "passes" };
         writeln!(out, "  {state} {:<16} {}", g.gate, g.detail)?;
     }
     writeln!(out, "\nDrain record:")?;

@@ -215,7 +215,7 @@ impl<C: Cluster> Recorder<C> {
         let ev = event(severity, reason, message, now);
         match self.cluster.event(target, &ev, None).await {
             Ok(_) | Err(ApiError::NotLeading) => {}
-            Err(e) => tracing::warn!(?target, %reason, error = %e, "cannot write event"),
+            Err(e) => tracing::warn!(%target, %reason, error = %e, "cannot write event"),
         }
     }
 
@@ -224,7 +224,7 @@ impl<C: Cluster> Recorder<C> {
         let (kind, reason) = match o {
             Occurrence::Cordoned { problem } => (NotifyKind::Cordoned, problem.clone()),
             Occurrence::DrainStarting { .. } => (NotifyKind::DrainStarted, o.message()),
-            Occurrence::Drained => (NotifyKind::Drained, o.message()),
+            Occurrence::Drained { .. } => (NotifyKind::Drained, o.message()),
             Occurrence::DrainFailed { .. } => (NotifyKind::DrainFailed, o.message()),
             Occurrence::Uncordoned { why } => (NotifyKind::Uncordoned, why.clone()),
             _ => return,

@@ -25,9 +25,9 @@ impl Occurrence {
             DrainSchedulingFailed { error } => {
                 tracing::warn!(%node, %error, "cannot set DrainScheduled")
             }
-            Drained => tracing::info!(%node, "drained"),
+            Drained { kept } => tracing::info!(%node, left_running = kept.len(), "drained"),
             DrainFailed { retry_in, failures } => {
-                tracing::warn!(%node, ?failures, ?retry_in, "drain failed")
+                tracing::warn!(%node, failures = %failures.join("; "), retry_in = %humantime::format_duration(*retry_in), "drain failed")
             }
             Uncordoned { why } => tracing::info!(%node, %why, "uncordoned"),
             UncordonFailed { error } => tracing::warn!(%node, %error, "uncordon failed"),
@@ -63,7 +63,7 @@ impl Occurrence {
             CordonFailed { .. } => m.cordoned(Outcome::Failed),
             DrainScheduled { .. } => m.drain_scheduled(Outcome::Succeeded),
             DrainSchedulingFailed { .. } => m.drain_scheduled(Outcome::Failed),
-            Drained => m.drained(Outcome::Succeeded),
+            Drained { .. } => m.drained(Outcome::Succeeded),
             DrainFailed { .. } => m.drained(Outcome::Failed),
             Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
             UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
