@@ -1,4 +1,4 @@
-//! `drainer simulate --history` as an operator runs it before a rollout: two concatenated `kubectl
+//! `drainer backtest --history` as an operator runs it before a rollout: two concatenated `kubectl
 //! get events -A -o json` dumps (NPD-style condition Events among others) and a node list, replayed
 //! under two policies side by side. The output is exactly the one saved in
 //! `tests/fixtures/backtest/expected.txt`, checked by hand when saved: the cautious policy (30m, one
@@ -13,7 +13,7 @@ fn backtest(extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_drainer"))
         .current_dir(ROOT)
         .args([
-            "simulate",
+            "backtest",
             "--history",
             "tests/fixtures/backtest/events.json",
         ])
@@ -105,4 +105,42 @@ fn the_readme_shows_a_real_backtest() {
         readme.contains(&saved),
         "README's backtest example is not what the backtest prints"
     );
+}
+
+/// One name for one thing: `drainer backtest`, `kubectl nodemedic backtest` (the binary under the
+/// plugin's name) and the older `drainer simulate --history` print the same backtest.
+#[test]
+fn backtest_is_one_command_under_both_names() {
+    let policy = ["--policy", "tests/fixtures/backtest/eager.yaml"];
+    let files = [
+        "--history",
+        "tests/fixtures/backtest/events.json",
+        "--nodes",
+        "tests/fixtures/backtest/nodes.json",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-nodemedic");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_drainer"), &plugin).unwrap();
+    let run = |exe: &std::path::Path, sub: &str| {
+        let out = Command::new(exe)
+            .current_dir(ROOT)
+            .arg(sub)
+            .args(files)
+            .args(policy)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let drainer = std::path::Path::new(env!("CARGO_BIN_EXE_drainer"));
+    let ours = run(drainer, "backtest");
+    assert!(
+        String::from_utf8_lossy(&ours).contains("== policy tests/fixtures/backtest/eager.yaml")
+    );
+    assert_eq!(run(&plugin, "backtest"), ours, "kubectl nodemedic backtest");
+    assert_eq!(run(drainer, "simulate"), ours, "drainer simulate --history");
 }

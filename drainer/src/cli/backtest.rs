@@ -1,6 +1,7 @@
-//! `drainer simulate --history FILE --policy A.yaml [--policy B.yaml]` and `kubectl nodemedic
-//! backtest --policy A.yaml`: a recorded history (files, or the cluster's Events and Nodes read
-//! live, read-only) replayed through the controller under each policy
+//! `drainer backtest` and `kubectl nodemedic backtest` (one command under both names; `drainer
+//! simulate --history` is the same with files): a recorded history (`--history` files, or without
+//! them the cluster's Events and Nodes read live, read-only) replayed through the controller under
+//! each policy
 //! (`crate::simulate::history`), what each did and a summary, side by side. I/O: files or the
 //! cluster in, text or JSON out.
 
@@ -8,7 +9,6 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use super::shared::Output;
-use super::simulate::SimulateArgs;
 use crate::simulate::{self, Report, history};
 
 /// What a backtest prints at the end for each policy.
@@ -46,9 +46,9 @@ impl Summary {
     }
 }
 
-fn read_history(args: &SimulateArgs) -> Result<history::History, String> {
+fn read_history(paths: &[std::path::PathBuf]) -> Result<history::History, String> {
     let mut all = history::History::default();
-    for path in &args.history {
+    for path in paths {
         let file = path.display().to_string();
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
@@ -69,8 +69,8 @@ fn read_history(args: &SimulateArgs) -> Result<history::History, String> {
     Ok(all)
 }
 
-fn nodes(args: &SimulateArgs) -> Result<Vec<k8s_openapi::api::core::v1::Node>, String> {
-    match &args.nodes {
+fn nodes(path: Option<&std::path::Path>) -> Result<Vec<k8s_openapi::api::core::v1::Node>, String> {
+    match path {
         None => Ok(Vec::new()),
         Some(p) => crate::plan::read_items(p)
             .map(|r| r.items)
@@ -78,9 +78,16 @@ fn nodes(args: &SimulateArgs) -> Result<Vec<k8s_openapi::api::core::v1::Node>, S
     }
 }
 
-pub(super) fn backtest(args: &SimulateArgs) -> ExitCode {
+/// Backtest the `history` files (and `nodes`, for the nodes' labels) under `policies`.
+pub(super) fn from_files(
+    history: &[std::path::PathBuf],
+    nodes_file: Option<&std::path::Path>,
+    policies: &[std::path::PathBuf],
+    after: std::time::Duration,
+    output: Output,
+) -> ExitCode {
     // Inputs that cannot be read: 1, as for every subcommand; a policy that does not load: 2.
-    let read = read_history(args).and_then(|h| nodes(args).map(|n| (h, n)));
+    let read = read_history(history).and_then(|h| nodes(nodes_file).map(|n| (h, n)));
     let (h, nodes) = match read {
         Ok(x) => x,
         Err(e) => {
@@ -88,7 +95,7 @@ pub(super) fn backtest(args: &SimulateArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    write(replay(h, &nodes, &args.policies, args.after), args.output)
+    write(replay(h, &nodes, policies, after), output)
 }
 
 fn replay(
@@ -116,10 +123,18 @@ fn replay(
     Ok((h, out))
 }
 
-/// `kubectl nodemedic backtest`: the history the cluster keeps (its Events about Nodes) and its
-/// Nodes, read live.
+/// `drainer backtest` and `kubectl nodemedic backtest`: recorded history files, or without them the
+/// history the cluster keeps (its Events about Nodes) and its Nodes, read live.
 #[derive(clap::Args)]
-pub struct LiveBacktestArgs {
+pub struct BacktestArgs {
+    /// Replay this recorded history (`kubectl get events -A -o json` dumps, concatenated or not,
+    /// or a drainer --history-file; repeatable). Without it: the cluster's Events about Nodes.
+    #[arg(long)]
+    pub history: Vec<std::path::PathBuf>,
+    /// With --history: `kubectl get nodes -o json`, for the nodes' labels and software (without
+    /// --history the cluster's Nodes are read).
+    #[arg(long, requires = "history")]
+    pub nodes: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub cluster: super::shared::ClusterArgs,
     /// A drainer --config file to backtest (repeatable: compared side by side).
@@ -133,7 +148,16 @@ pub struct LiveBacktestArgs {
     pub output: Output,
 }
 
-pub(super) fn live(args: LiveBacktestArgs) -> ExitCode {
+pub(super) fn backtest(args: BacktestArgs) -> ExitCode {
+    if !args.history.is_empty() {
+        return from_files(
+            &args.history,
+            args.nodes.as_deref(),
+            &args.policies,
+            args.after,
+            args.output,
+        );
+    }
     let read = super::shared::block_on(async {
         let (kubeconfig, context) = (
             args.cluster.kubeconfig.as_deref(),

@@ -7,7 +7,8 @@
 //!  plan        `drainer plan` and `kubectl nodemedic plan`: from files or the live cluster
 //!  explain     `drainer explain NODE` and `kubectl nodemedic explain NODE`: one node's whole chain
 //!  simulate    `drainer simulate`: scenarios through the controller
-//!  backtest    `drainer simulate --history`: recorded history through the controller, per policy
+//!  backtest    `drainer backtest`, `kubectl nodemedic backtest` (and `drainer simulate --history`):
+//!              recorded history through the controller, per policy
 //!  conditions  `kubectl nodemedic conditions`
 //!  shared      what they share (cluster flags, output format, a runtime)
 //! ```
@@ -66,6 +67,10 @@ pub enum Command {
     /// Replay a fleet scenario (nodes, condition changes over time) through the drainer's decisions,
     /// and print what it did; exits 1 when the scenario's expectations fail (config/scenarios/).
     Simulate(SimulateArgs),
+    /// Replay recorded history (--history files, or the cluster's Events about Nodes) under each
+    /// --policy and say what each would have done, side by side (changes nothing); the same as
+    /// `kubectl nodemedic backtest`.
+    Backtest(backtest::BacktestArgs),
     /// Print the shell completion script (e.g. `drainer completions bash > /etc/bash_completion.d/drainer`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -101,9 +106,9 @@ pub enum KubectlCommand {
     Explain(ExplainArgs),
     /// Every node's nodemedic conditions and drain record at a glance.
     Conditions(ConditionsArgs),
-    /// Replay the cluster's recorded history (its Events about Nodes) under each --policy and
-    /// say what each would have done, side by side (changes nothing).
-    Backtest(backtest::LiveBacktestArgs),
+    /// Replay recorded history (--history files, or the cluster's Events about Nodes) under each
+    /// --policy and say what each would have done, side by side (changes nothing).
+    Backtest(backtest::BacktestArgs),
 }
 
 /// Run the binary with `args` (the first is the name it was invoked as: installed or linked as
@@ -131,7 +136,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 explain::explain(args)
             }
             KubectlCommand::Conditions(args) => conditions::conditions(args),
-            KubectlCommand::Backtest(args) => backtest::live(args),
+            KubectlCommand::Backtest(args) => backtest::backtest(args),
         };
     }
     // draino's kingpin booleans given a value (`--dry-run=false`): as kingpin read them, said.
@@ -160,7 +165,14 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         Command::Plan(args) => plan::plan(args),
         Command::Explain(args) => explain::explain(args),
         Command::Run(args) => run::run(*args),
-        Command::Simulate(args) if !args.history.is_empty() => backtest::backtest(&args),
+        Command::Simulate(args) if !args.history.is_empty() => backtest::from_files(
+            &args.history,
+            args.nodes.as_deref(),
+            &args.policies,
+            args.after,
+            args.output,
+        ),
+        Command::Backtest(args) => backtest::backtest(args),
         Command::Simulate(args) => simulate::simulate(args),
         Command::Completions { shell } => {
             nodemedic_common::cli::completions_command(Cli::command(), shell)
@@ -179,5 +191,44 @@ mod tests {
         let mut missing = undocumented(&Cli::command());
         missing.extend(undocumented(&KubectlCli::command()));
         assert!(missing.is_empty(), "no --help text: {missing:#?}");
+    }
+
+    /// `drainer run --help` groups its flags under headings (it was 258 flat lines), every option
+    /// but --help is under one, and a default is written one way, `[default: X]`, whether clap
+    /// applies it or the config file may set it.
+    #[test]
+    fn run_help_groups_flags_and_writes_defaults_one_way() {
+        let mut cmd = Cli::command();
+        let run = cmd.find_subcommand_mut("run").unwrap();
+        let ungrouped: Vec<String> = run
+            .get_arguments()
+            .filter(|a| a.get_long().is_some() && a.get_long() != Some("help"))
+            .filter(|a| a.get_help_heading().is_none())
+            .map(|a| a.get_id().to_string())
+            .collect();
+        assert!(
+            ungrouped.is_empty(),
+            "flags under no heading: {ungrouped:?}"
+        );
+        let help = run.render_long_help().to_string();
+        for heading in [
+            "Selection:",
+            "Conditions:",
+            "Budgets:",
+            "Safety gates:",
+            "Eviction:",
+            "Holding and after the drain:",
+            "Detector watchdog:",
+            "Notifications:",
+            "Leader election:",
+            "Output and operation:",
+        ] {
+            assert!(help.contains(heading), "no {heading} in\n{help}");
+        }
+        let other: Vec<&str> = help
+            .lines()
+            .filter(|l| l.contains("Default ") || l.contains("Default:") || l.contains("(default"))
+            .collect();
+        assert!(other.is_empty(), "defaults written another way: {other:#?}");
     }
 }

@@ -12,50 +12,64 @@ pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Address of /metrics /healthz /readyz: HOST:PORT, or draino's :PORT for every address.
-    #[arg(long, default_value = ":10002", env = "DRAINO_LISTEN", value_parser = crate::config::draino::parse_listen)]
+    #[arg(help_heading = "Output and operation", long, default_value = ":10002", env = "DRAINO_LISTEN", value_parser = crate::config::draino::parse_listen)]
     pub listen: std::net::SocketAddr,
     /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = "kube-system", env = "DRAINO_NAMESPACE")]
+    #[arg(
+        help_heading = "Leader election",
+        long,
+        default_value = "kube-system",
+        env = "DRAINO_NAMESPACE"
+    )]
     pub namespace: String,
     /// Name of the leader-election Lease, which also names this drainer in drain records (several
     /// drainers can share a cluster). draino's --leader-election-token-name sets it too.
-    #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
+    #[arg(
+        help_heading = "Leader election",
+        long = "lease-name",
+        default_value = "nodemedic-drainer"
+    )]
     pub lease_name: String,
-    /// This replica's identity in the Lease, taken as given. Default: $POD_NAME (else the hostname)
-    /// and a random suffix, as client-go makes them: two processes on one host never share one.
-    #[arg(long)]
+    /// This replica's identity in the Lease, taken as given. Without it: $POD_NAME (else the
+    /// hostname) and a random suffix, as client-go makes them: two processes on one host never
+    /// share one. [default: $POD_NAME-RANDOM]
+    #[arg(help_heading = "Leader election", long)]
     pub identity: Option<String>,
     /// How long a Lease holds without renewal before another replica may take it.
-    #[arg(long = "leader-election-lease-duration", default_value = "15s", env = "DRAINO_LEADER_ELECTION_LEASE_DURATION", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Leader election", long = "leader-election-lease-duration", default_value = "15s", env = "DRAINO_LEADER_ELECTION_LEASE_DURATION", value_parser = humantime::parse_duration)]
     pub lease_duration: std::time::Duration,
     /// A leader that cannot renew within this long stops acting.
-    #[arg(long = "leader-election-renew-deadline", default_value = "10s", env = "DRAINO_LEADER_ELECTION_RENEW_DEADLINE", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Leader election", long = "leader-election-renew-deadline", default_value = "10s", env = "DRAINO_LEADER_ELECTION_RENEW_DEADLINE", value_parser = humantime::parse_duration)]
     pub renew_deadline: std::time::Duration,
     /// Time between two tries to take or renew the Lease.
-    #[arg(long = "leader-election-retry-period", default_value = "2s", env = "DRAINO_LEADER_ELECTION_RETRY_PERIOD", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Leader election", long = "leader-election-retry-period", default_value = "2s", env = "DRAINO_LEADER_ELECTION_RETRY_PERIOD", value_parser = humantime::parse_duration)]
     pub retry_period: std::time::Duration,
     /// Log format: text for people, json for log pipelines.
-    #[arg(long = "log-format", default_value = "text")]
+    #[arg(
+        help_heading = "Output and operation",
+        long = "log-format",
+        default_value = "text"
+    )]
     pub log_format: nodemedic_common::telemetry::LogFormat,
     /// Serve the Kosmos eviction guard webhook (HTTPS) on this address, e.g. 0.0.0.0:9443.
-    #[arg(long = "guard-listen", requires_all = ["guard_tls_cert", "guard_tls_key"])]
+    #[arg(help_heading = "Kosmos eviction guard", long = "guard-listen", requires_all = ["guard_tls_cert", "guard_tls_key"])]
     pub guard_listen: Option<std::net::SocketAddr>,
     /// PEM certificate of the guard (re-read when the file changes).
-    #[arg(long = "guard-tls-cert")]
+    #[arg(help_heading = "Kosmos eviction guard", long = "guard-tls-cert")]
     pub guard_tls_cert: Option<PathBuf>,
     /// PEM private key of the guard.
-    #[arg(long = "guard-tls-key")]
+    #[arg(help_heading = "Kosmos eviction guard", long = "guard-tls-key")]
     pub guard_tls_key: Option<PathBuf>,
     /// Requesters whose pod deletions the guard checks (repeatable). The defaults cover the node
     /// lifecycle controller with kube-controller-manager's --use-service-account-credentials on
     /// (its service account) and off (the controller manager's own user).
-    #[arg(
+    #[arg(help_heading = "Kosmos eviction guard", 
         long = "guard-user",
         default_values = crate::guard::DEFAULT_USERS
     )]
     pub guard_users: Vec<String>,
     /// The label (KEY=VALUE) of Kosmos leaf nodes.
-    #[arg(long = "guard-node-label", default_value = "kosmos.io/node=true", value_parser = crate::config::pair)]
+    #[arg(help_heading = "Kosmos eviction guard", long = "guard-node-label", default_value = "kosmos.io/node=true", value_parser = crate::config::pair)]
     pub guard_node_label: (String, String),
     #[command(flatten)]
     pub draino: crate::config::draino::DrainoFlags,

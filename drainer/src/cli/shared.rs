@@ -9,11 +9,11 @@ use clap::ValueEnum;
 /// Which cluster a live command reads.
 #[derive(clap::Args)]
 pub struct ClusterArgs {
-    /// Kubeconfig file. Default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account.
-    #[arg(long)]
+    /// Kubeconfig file. [default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account]
+    #[arg(help_heading = "Cluster", long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context. Default: the current context.
-    #[arg(long)]
+    /// Kubeconfig context. [default: the current context]
+    #[arg(help_heading = "Cluster", long)]
     pub context: Option<String>,
 }
 

@@ -13,8 +13,9 @@ pub struct SimulateArgs {
     /// Scenario files (YAML).
     #[arg(required_unless_present = "history")]
     pub scenarios: Vec<PathBuf>,
-    /// Backtest: replay this recorded history (`kubectl get events -A -o json` dumps, concatenated
-    /// or not, or a drainer --history-file) instead of scenarios (repeatable).
+    /// Backtest (as `drainer backtest --history`): replay this recorded history (`kubectl get
+    /// events -A -o json` dumps, concatenated or not, or a drainer --history-file) instead of
+    /// scenarios (repeatable).
     #[arg(long, requires = "policies", conflicts_with = "scenarios")]
     pub history: Vec<PathBuf>,
     /// With --history: `kubectl get nodes -o json`, for the nodes' labels and software.

@@ -12,16 +12,32 @@ use std::ffi::OsString;
 #[command(next_help_heading = "draino flags (mapped onto the ones above)")]
 pub struct DrainoFlags {
     /// Log at debug level (draino's --debug), unless RUST_LOG says otherwise.
-    #[arg(short = 'd', long = "debug", env = "DRAINO_DEBUG")]
+    #[arg(
+        help_heading = "Output and operation",
+        short = 'd',
+        long = "debug",
+        env = "DRAINO_DEBUG"
+    )]
     pub debug: bool,
-    /// Kubeconfig file (draino's --kubeconfig). Default: in-cluster, else $KUBECONFIG or ~/.kube/config.
-    #[arg(long = "kubeconfig", env = "DRAINO_KUBECONFIG", value_name = "FILE")]
+    /// Kubeconfig file (draino's --kubeconfig). [default: in-cluster, else $KUBECONFIG or ~/.kube/config]
+    #[arg(
+        help_heading = "Cluster",
+        long = "kubeconfig",
+        env = "DRAINO_KUBECONFIG",
+        value_name = "FILE"
+    )]
     pub kubeconfig: Option<std::path::PathBuf>,
     /// API server URL, overriding the kubeconfig's or the in-cluster one (draino's --master).
-    #[arg(long = "master", env = "DRAINO_MASTER", value_name = "URL")]
+    #[arg(
+        help_heading = "Cluster",
+        long = "master",
+        env = "DRAINO_MASTER",
+        value_name = "URL"
+    )]
     pub master: Option<String>,
     /// draino's name for --lease-name (the leader-election lock).
     #[arg(
+        help_heading = "Leader election",
         long = "leader-election-token-name",
         env = "DRAINO_LEADER_ELECTION_TOKEN_NAME",
         value_name = "NAME"

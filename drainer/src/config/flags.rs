@@ -12,181 +12,226 @@ pub struct PolicyArgs {
     /// Problem conditions: `Type`, `Type=Status` or `Type=Status,MinDuration` (e.g. `KernelDeadlock=True,10m`).
     pub conditions: Vec<String>,
     /// YAML file with the same settings (camelCase names); flags given here override it.
-    #[arg(long)]
+    #[arg(help_heading = "Selection", long)]
     pub config: Option<PathBuf>,
     /// CEL expression over the Node selecting the nodes to act on, e.g. `metadata.labels['draino'] in ['node']`.
-    #[arg(long = "node-label-expr", env = "DRAINO_NODE_LABEL_EXPR")]
+    #[arg(
+        help_heading = "Selection",
+        long = "node-label-expr",
+        env = "DRAINO_NODE_LABEL_EXPR"
+    )]
     pub node_label_expr: Option<String>,
     /// Label selector alternative to --node-label-expr, e.g. `pool=blue,!gpu`.
-    #[arg(long = "node-selector")]
+    #[arg(help_heading = "Selection", long = "node-selector")]
     pub node_selector: Option<String>,
     /// draino's deprecated KEY=VALUE label (repeatable, all must match): added to --node-selector.
     #[arg(
+        help_heading = "Selection",
         long = "node-label",
         env = "DRAINO_NODE_LABEL",
         value_delimiter = ',',
         value_name = "KEY=VALUE"
     )]
     pub node_labels: Vec<String>,
-    /// Time between cordon and drain; also the spacing between drain starts. Default 10m.
-    #[arg(long = "drain-buffer", env = "DRAINO_DRAIN_BUFFER", value_parser = humantime::parse_duration)]
+    /// Time between cordon and drain; also the spacing between drain starts. [default: 10m]
+    #[arg(help_heading = "Budgets", long = "drain-buffer", env = "DRAINO_DRAIN_BUFFER", value_parser = humantime::parse_duration)]
     pub drain_buffer: Option<Duration>,
-    /// Longest grace period given to an evicted pod. Default 8m.
-    #[arg(long = "max-grace-period", env = "DRAINO_MAX_GRACE_PERIOD", value_parser = humantime::parse_duration)]
+    /// Longest grace period given to an evicted pod. [default: 8m]
+    #[arg(help_heading = "Eviction", long = "max-grace-period", env = "DRAINO_MAX_GRACE_PERIOD", value_parser = humantime::parse_duration)]
     pub max_grace_period: Option<Duration>,
-    /// Extra time after max-grace-period before a drain is declared failed. Default 30s.
-    #[arg(long = "eviction-headroom", env = "DRAINO_EVICTION_HEADROOM", value_parser = humantime::parse_duration)]
+    /// Extra time after max-grace-period before a drain is declared failed. [default: 30s]
+    #[arg(help_heading = "Eviction", long = "eviction-headroom", env = "DRAINO_EVICTION_HEADROOM", value_parser = humantime::parse_duration)]
     pub eviction_headroom: Option<Duration>,
     /// Cordon only; never drain.
-    #[arg(long = "skip-drain", env = "DRAINO_SKIP_DRAIN")]
+    #[arg(
+        help_heading = "Eviction",
+        long = "skip-drain",
+        env = "DRAINO_SKIP_DRAIN"
+    )]
     pub skip_drain: bool,
     /// Also evict pods with emptyDir volumes (their data is lost); without it they are left running.
-    #[arg(long = "evict-emptydir-pods", env = "DRAINO_EVICT_EMPTYDIR_PODS")]
+    #[arg(
+        help_heading = "Eviction",
+        long = "evict-emptydir-pods",
+        env = "DRAINO_EVICT_EMPTYDIR_PODS"
+    )]
     pub evict_emptydir_pods: bool,
     /// Also evict pods no controller recreates; without it they are left running.
     #[arg(
+        help_heading = "Eviction",
         long = "evict-unreplicated-pods",
         env = "DRAINO_EVICT_UNREPLICATED_PODS"
     )]
     pub evict_unreplicated_pods: bool,
     /// Also evict StatefulSet pods; without it they are left running.
-    #[arg(long = "evict-statefulset-pods", env = "DRAINO_EVICT_STATEFULSET_PODS")]
+    #[arg(
+        help_heading = "Eviction",
+        long = "evict-statefulset-pods",
+        env = "DRAINO_EVICT_STATEFULSET_PODS"
+    )]
     pub evict_statefulset_pods: bool,
     /// Also evict DaemonSet pods, as draino did: their DaemonSet recreates them on the cordoned node
     /// at once (they tolerate unschedulable). Without it they stay until the node goes.
-    #[arg(long = "evict-daemonset-pods", env = "DRAINO_EVICT_DAEMONSET_PODS")]
+    #[arg(
+        help_heading = "Eviction",
+        long = "evict-daemonset-pods",
+        env = "DRAINO_EVICT_DAEMONSET_PODS"
+    )]
     pub evict_daemonset_pods: bool,
     /// Delete a pod with grace period 0 when its eviction fails other than by a PodDisruptionBudget,
     /// or when it has not gone by the drain's deadline (draino's meaning; PDB refusals are still
     /// waited on, never deleted around).
-    #[arg(long = "allow-force-delete", env = "DRAINO_ALLOW_FORCE_DELETE")]
+    #[arg(
+        help_heading = "Eviction",
+        long = "allow-force-delete",
+        env = "DRAINO_ALLOW_FORCE_DELETE"
+    )]
     pub allow_force_delete: bool,
     /// Evict pods annotated cluster-autoscaler.kubernetes.io/safe-to-evict=false too (draino's
     /// meaning; --protected-pod-annotation still protects).
     #[arg(
+        help_heading = "Eviction",
         long = "ignore-safe-to-evict-annotation",
         env = "DRAINO_IGNORE_SAFE_TO_EVICT_ANNOTATION"
     )]
     pub ignore_safe_to_evict_annotation: bool,
     /// Pods with this annotation (`KEY` or `KEY=VALUE`) are never evicted (repeatable).
     #[arg(
+        help_heading = "Eviction",
         long = "protected-pod-annotation",
         env = "DRAINO_PROTECTED_POD_ANNOTATION"
     )]
     pub protected_pod_annotations: Vec<String>,
-    /// What a pod we may not evict does to a drain: leave it running (default) or block the drain.
-    #[arg(long = "protected-pods", value_enum)]
+    /// What a pod we may not evict does to a drain: leave it running or block the drain. [default: leave]
+    #[arg(help_heading = "Eviction", long = "protected-pods", value_enum)]
     pub protected_pods: Option<ProtectedPods>,
-    /// Drains running at once. Default 1.
-    #[arg(long = "max-drains-in-flight")]
+    /// Drains running at once. [default: 1]
+    #[arg(help_heading = "Budgets", long = "max-drains-in-flight")]
     pub max_drains_in_flight: Option<usize>,
-    /// Nodes cordoned by the drainer at once: N or N% of selected nodes. Default 10%.
-    #[arg(long = "max-cordoned")]
+    /// Nodes cordoned by the drainer at once: N or N% of selected nodes. [default: 10%]
+    #[arg(help_heading = "Budgets", long = "max-cordoned")]
     pub max_cordoned: Option<String>,
     /// Also act on Kosmos leaf nodes for conditions other than Ready (never for Ready).
-    #[arg(long = "kosmos-other-conditions")]
+    #[arg(help_heading = "Conditions", long = "kosmos-other-conditions")]
     pub kosmos_other_conditions: bool,
     /// Log decisions and emit Events; change nothing else.
-    #[arg(long = "dry-run", env = "DRAINO_DRY_RUN")]
+    #[arg(
+        help_heading = "Output and operation",
+        long = "dry-run",
+        env = "DRAINO_DRY_RUN"
+    )]
     pub dry_run: bool,
     /// Report pods whose readiness is stale once their node has been Ready this long (a node flap
-    /// left them Ready=False with every container ready). "0s" turns it off. Default 2m.
-    #[arg(long = "stale-readiness-threshold", value_parser = humantime::parse_duration)]
+    /// left them Ready=False with every container ready). "0s" turns it off. [default: 2m]
+    #[arg(help_heading = "Eviction", long = "stale-readiness-threshold", value_parser = humantime::parse_duration)]
     pub stale_readiness_threshold: Option<Duration>,
     /// Also evict stale pods (Eviction API, PodDisruptionBudgets honoured; exempt pods never).
-    #[arg(long = "evict-stale-pods")]
+    #[arg(help_heading = "Eviction", long = "evict-stale-pods")]
     pub evict_stale_pods: bool,
-    /// Circuit breaker: open when more than N or N% of the selected nodes are unhealthy. Default 30%.
-    #[arg(long = "max-unhealthy")]
+    /// Circuit breaker: open when more than N or N% of the selected nodes are unhealthy. [default: 30%]
+    #[arg(help_heading = "Safety gates", long = "max-unhealthy")]
     pub max_unhealthy: Option<String>,
-    /// Circuit breaker: open when more than N or N% became unhealthy within --breaker-window. Default 20%.
-    #[arg(long = "breaker-new")]
+    /// Circuit breaker: open when more than N or N% became unhealthy within --breaker-window. [default: 20%]
+    #[arg(help_heading = "Safety gates", long = "breaker-new")]
     pub breaker_new: Option<String>,
-    /// The window of --breaker-new. Default 5m.
-    #[arg(long = "breaker-window", value_parser = humantime::parse_duration)]
+    /// The window of --breaker-new. [default: 5m]
+    #[arg(help_heading = "Safety gates", long = "breaker-window", value_parser = humantime::parse_duration)]
     pub breaker_window: Option<Duration>,
-    /// The breaker closes after the counts stayed under the thresholds this long. Default 10m.
-    #[arg(long = "breaker-cooldown", value_parser = humantime::parse_duration)]
+    /// The breaker closes after the counts stayed under the thresholds this long. [default: 10m]
+    #[arg(help_heading = "Safety gates", long = "breaker-cooldown", value_parser = humantime::parse_duration)]
     pub breaker_cooldown: Option<Duration>,
     /// The shortest min duration a watched `Ready` condition may have (`Ready=Unknown,5m`): a
     /// config file (an edit of its ConfigMap included) with a shorter one is refused, so whoever
-    /// may edit that ConfigMap cannot make a network blip drain nodes. Default: no floor.
-    #[arg(long = "min-ready-duration", value_parser = humantime::parse_duration)]
+    /// may edit that ConfigMap cannot make a network blip drain nodes. [default: no floor]
+    #[arg(help_heading = "Conditions", long = "min-ready-duration", value_parser = humantime::parse_duration)]
     pub min_ready_duration: Option<Duration>,
-    /// Node label naming a node's failure domain (Kosmos leaf nodes are their own). Default topology.kubernetes.io/zone.
-    #[arg(long = "failure-domain")]
+    /// Node label naming a node's failure domain (Kosmos leaf nodes are their own). [default: topology.kubernetes.io/zone]
+    #[arg(help_heading = "Safety gates", long = "failure-domain")]
     pub failure_domain: Option<String>,
-    /// The label of a Kosmos leaf node naming its member cluster, its failure domain. Default: none
-    /// (each leaf node is a member cluster of its own).
-    #[arg(long = "kosmos-cluster-label")]
+    /// The label of a Kosmos leaf node naming its member cluster, its failure domain; without it
+    /// each leaf node is a member cluster of its own. [default: none]
+    #[arg(help_heading = "Safety gates", long = "kosmos-cluster-label")]
     pub kosmos_cluster_label: Option<String>,
-    /// Nodes cordoned at once per failure domain: N or N% of its selected nodes. Default: no limit.
-    #[arg(long = "max-cordoned-per-domain")]
+    /// Nodes cordoned at once per failure domain: N or N% of its selected nodes. [default: no limit]
+    #[arg(help_heading = "Budgets", long = "max-cordoned-per-domain")]
     pub max_cordoned_per_domain: Option<String>,
-    /// A domain with more than N% of its nodes unhealthy is an outage: nothing in it is cordoned or drained. Default 50%.
-    #[arg(long = "domain-outage")]
+    /// A domain with more than N% of its nodes unhealthy is an outage: nothing in it is cordoned or drained. [default: 50%]
+    #[arg(help_heading = "Safety gates", long = "domain-outage")]
     pub domain_outage: Option<String>,
-    /// Domains smaller than this are never an outage. Default 3.
-    #[arg(long = "domain-outage-min-nodes")]
+    /// Domains smaller than this are never an outage. [default: 3]
+    #[arg(help_heading = "Safety gates", long = "domain-outage-min-nodes")]
     pub domain_outage_min_nodes: Option<usize>,
-    /// A node whose watched conditions changed this many times within --flap-window is flapping (0: off). Default 4.
-    #[arg(long = "flap-threshold")]
+    /// A node whose watched conditions changed this many times within --flap-window is flapping (0: off). [default: 4]
+    #[arg(help_heading = "Safety gates", long = "flap-threshold")]
     pub flap_threshold: Option<usize>,
-    /// The flapping window; a flapping node is acted on once stable this long. Default 10m.
-    #[arg(long = "flap-window", value_parser = humantime::parse_duration)]
+    /// The flapping window; a flapping node is acted on once stable this long. [default: 10m]
+    #[arg(help_heading = "Safety gates", long = "flap-window", value_parser = humantime::parse_duration)]
     pub flap_window: Option<Duration>,
-    /// Common cause: when more than N nodes gain the same condition type and reason within --correlate-window, report what they share. Default 3.
-    #[arg(long = "correlate-min")]
+    /// Common cause: when more than N nodes gain the same condition type and reason within --correlate-window, report what they share. [default: 3]
+    #[arg(help_heading = "Safety gates", long = "correlate-min")]
     pub correlate_min: Option<usize>,
-    /// The common-cause window. Default 10m.
-    #[arg(long = "correlate-window", value_parser = humantime::parse_duration)]
+    /// The common-cause window. [default: 10m]
+    #[arg(help_heading = "Safety gates", long = "correlate-window", value_parser = humantime::parse_duration)]
     pub correlate_window: Option<Duration>,
     /// Drains start only inside these windows, e.g. "Mon-Fri 09:00-17:00 Europe/Berlin" (repeatable; cordons happen at once).
-    #[arg(long = "drain-window")]
+    #[arg(help_heading = "Safety gates", long = "drain-window")]
     pub drain_windows: Vec<String>,
     /// Label a drained node KEY=VALUE, e.g. for an autoscaler or machine controller to replace it (repeatable).
-    #[arg(long = "after-drain-label")]
+    #[arg(
+        help_heading = "Holding and after the drain",
+        long = "after-drain-label"
+    )]
     pub after_drain_labels: Vec<String>,
     /// Annotate a drained node KEY=VALUE (repeatable).
-    #[arg(long = "after-drain-annotation")]
+    #[arg(
+        help_heading = "Holding and after the drain",
+        long = "after-drain-annotation"
+    )]
     pub after_drain_annotations: Vec<String>,
     /// Taint a drained node KEY[=VALUE]:EFFECT (repeatable).
-    #[arg(long = "after-drain-taint")]
+    #[arg(
+        help_heading = "Holding and after the drain",
+        long = "after-drain-taint"
+    )]
     pub after_drain_taints: Vec<String>,
-    /// Delete the Node object this long after its drain succeeded (for clusters where that is the replacement signal). Default: never.
-    #[arg(long = "delete-drained-node-after", value_parser = humantime::parse_duration)]
+    /// Delete the Node object this long after its drain succeeded (for clusters where that is the replacement signal). [default: never]
+    #[arg(help_heading = "Holding and after the drain", long = "delete-drained-node-after", value_parser = humantime::parse_duration)]
     pub delete_drained_node_after: Option<Duration>,
     /// POST a JSON notification (with a Slack-compatible `text`) here on cordons, drains, uncordons, breaker and outage changes (repeatable).
-    #[arg(long = "notify-url")]
+    #[arg(help_heading = "Notifications", long = "notify-url")]
     pub notify_urls: Vec<String>,
     /// Read notification URLs from this file, one a line (a mounted Secret: Slack and Teams carry the credential in the URL); repeatable, added to --notify-url.
-    #[arg(long = "notify-url-file")]
+    #[arg(help_heading = "Notifications", long = "notify-url-file")]
     pub notify_url_files: Vec<std::path::PathBuf>,
     /// Allow plain http:// notification URLs (their credential then crosses the network in the clear).
-    #[arg(long = "notify-allow-http", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Notifications", long = "notify-allow-http", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub notify_allow_http: Option<bool>,
-    /// Cordon problem nodes (default true). `--cordon=false` only taints them (--problem-taint), so pods that tolerate the problem keep running.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    /// Cordon problem nodes. `--cordon=false` only taints them (--problem-taint), so pods that tolerate the problem keep running. [default: true]
+    #[arg(help_heading = "Holding and after the drain", long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub cordon: Option<bool>,
     /// Taint a problem node KEY[=VALUE]:EFFECT while it has the problem; removed on recovery (repeatable). NoExecute needs the breaker and a cordon budget.
-    #[arg(long = "problem-taint")]
+    #[arg(help_heading = "Holding and after the drain", long = "problem-taint")]
     pub problem_taints: Vec<String>,
-    /// Uncordon a recovered node only once it has stayed healthy this long (probation). Default 0s: at once.
-    #[arg(long = "uncordon-after", value_parser = humantime::parse_duration)]
+    /// Uncordon a recovered node only once it has stayed healthy this long (probation); 0s: at once. [default: 0s]
+    #[arg(help_heading = "Holding and after the drain", long = "uncordon-after", value_parser = humantime::parse_duration)]
     pub uncordon_after: Option<Duration>,
     /// During probation, lift the cordon and taint the node KEY[=VALUE][:PreferNoSchedule] instead, so it takes work back gradually.
-    #[arg(long = "probation-taint")]
+    #[arg(help_heading = "Holding and after the drain", long = "probation-taint")]
     pub probation_taint: Option<String>,
-    /// A selected node whose detector has not refreshed its conditions this long is reported silent. Default 15m (three heartbeat periods); 0s turns the watchdog off.
-    #[arg(long = "detector-silent-after", value_parser = humantime::parse_duration)]
+    /// A selected node whose detector has not refreshed its conditions this long is reported silent (the default is three heartbeat periods); 0s turns the watchdog off. [default: 15m]
+    #[arg(help_heading = "Detector watchdog", long = "detector-silent-after", value_parser = humantime::parse_duration)]
     pub detector_silent_after: Option<Duration>,
-    /// The detector DaemonSet, NAMESPACE/NAME: nodes it places no pod on are not watched. Default kube-system/nodemedic-detector; "" watches every selected node but Kosmos leaf nodes.
-    #[arg(long = "detector-daemonset")]
+    /// The detector DaemonSet, NAMESPACE/NAME: nodes it places no pod on are not watched; "" watches every selected node but Kosmos leaf nodes. [default: kube-system/nodemedic-detector]
+    #[arg(help_heading = "Detector watchdog", long = "detector-daemonset")]
     pub detector_daemonset: Option<String>,
     /// Condition types a detector writes without naming them in its ownership annotation (NPD's, e.g. KernelDeadlock): their heartbeats prove it alive too (repeatable, or comma-separated).
-    #[arg(long = "detector-conditions", value_delimiter = ',')]
+    #[arg(
+        help_heading = "Detector watchdog",
+        long = "detector-conditions",
+        value_delimiter = ','
+    )]
     pub detector_conditions: Vec<String>,
     /// Record the transitions of the watched conditions the drainer observes in this file, one JSON line each, for `drainer simulate --history` (at most 16 MiB, then rotated to FILE.1).
-    #[arg(long = "history-file")]
+    #[arg(help_heading = "Conditions", long = "history-file")]
     pub history_file: Option<PathBuf>,
 }
