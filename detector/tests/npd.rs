@@ -1,8 +1,8 @@
 //! node-problem-detector's own files and command lines, unchanged (tests/fixtures/npd, copied from NPD):
 //! - every shipped monitor file loads as it is and through `detector convert-npd` into the same monitor;
 //! - the log monitors report the same problems on the same sample logs either way;
-//! - NPD's two DaemonSet command lines run the detector against the real control plane, custom plugin
-//!   monitors included (KUBEBUILDER_ASSETS; skipped, and said, without it).
+//! - NPD's two DaemonSet command lines run the detector against the real control plane
+//!   (KUBEBUILDER_ASSETS) or the test API server, custom plugin monitors included.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use nodemedic_detector::config::{self, Monitor};
 use nodemedic_tests::cluster::{Cluster, eventually};
-use nodemedic_tests::envtest;
 
 const NPD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/npd");
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples");
@@ -233,16 +232,14 @@ fn config_volume(dir: &Path) -> PathBuf {
     config
 }
 
-#[tokio::test]
+// Two workers: the test's blocking waits do not stall the test API server on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npd_daemonset_command_lines_run_unchanged() {
-    let Some(plane) = envtest::shared() else {
-        envtest::say_skipped("NPD's DaemonSet command lines against the real control plane");
-        return;
-    };
-    let cluster = Cluster::on(plane);
+    // The real control plane with KUBEBUILDER_ASSETS, else the test API server.
+    let cluster = Cluster::new().await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_volume(dir.path());
-    plane.write_kubeconfig(&dir.path().join("kubeconfig"));
+    cluster.write_kubeconfig(&dir.path().join("kubeconfig"));
     // check_ntp.sh asks systemctl; this one says ntp.service is not active.
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();

@@ -37,7 +37,10 @@ rules:
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let Some(assets) = envtest::assets() else {
-        envtest::say_skipped("the log flood bench");
+        envtest::say_skipped(
+            "the log flood bench",
+            "kube-apiserver's audit log to count the writes",
+        );
         return;
     };
     let rate = env_or("NODEMEDIC_FLOOD_RATE", 100_000);

@@ -89,7 +89,10 @@ fn healthz(port: u16) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let Some(assets) = envtest::assets() else {
-        envtest::say_skipped("the API outage bench");
+        envtest::say_skipped(
+            "the API outage bench",
+            "a kube-apiserver process to kill and start again",
+        );
         return;
     };
     let outage = Duration::from_secs(env_or("NODEMEDIC_OUTAGE_SECS", 60));

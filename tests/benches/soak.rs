@@ -56,7 +56,10 @@ fn spawn(bin: &Path, args: &[String], kubeconfig: &Path) -> Child {
 #[tokio::main]
 async fn main() {
     let Some(assets) = envtest::assets() else {
-        envtest::say_skipped("the soak bench");
+        envtest::say_skipped(
+            "the soak bench",
+            "a real control plane's memory and timing over half an hour",
+        );
         return;
     };
     let mins = env_or("NODEMEDIC_SOAK_MINS", 30);

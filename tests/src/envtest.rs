@@ -38,9 +38,11 @@ pub fn assets() -> Option<PathBuf> {
 /// Print that `scenario` is skipped because no control plane binaries are available, and how to get them.
 /// Written straight to stderr, past the test harness's output capture, so a skip is seen in a passing
 /// run too.
-pub fn say_skipped(scenario: &str) {
+/// Say that `scenario` was skipped for want of a real control plane, and what of it (`needs`) the
+/// test API server does not stand in for.
+pub fn say_skipped(scenario: &str, needs: &str) {
     say(&format!(
-        "skipped {scenario}: needs a real control plane; set {ASSETS_ENV} to a folder with etcd, kube-apiserver \
+        "skipped {scenario}: it needs {needs}, which the test API server does not stand in for; set {ASSETS_ENV} to a folder with etcd, kube-apiserver \
          and kube-controller-manager (here: KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest); \
          elsewhere: setup-envtest use 1.26.0 -p path)"
     ));

@@ -583,7 +583,10 @@ async fn through_the_api_server_real_deletions_of_a_leaf_nodes_pods_are_denied_u
     use nodemedic_tests::envtest::{self, KCM_USER};
     let cluster = Cluster::new().await;
     let Some(plane) = cluster.plane else {
-        envtest::say_skipped("through_the_api_server_real_deletions_are_denied");
+        envtest::say_skipped(
+            "through_the_api_server_real_deletions_are_denied",
+            "kube-apiserver calling the guard as a validating webhook",
+        );
         return;
     };
     let leaf = cluster.name("leaf");

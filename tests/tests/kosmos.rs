@@ -191,6 +191,7 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
     let Some(plane) = plane() else {
         envtest::say_skipped(
             "a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without",
+            "kube-controller-manager's node lifecycle controller (it taints and evicts a NotReady node's pods)",
         );
         return;
     };

@@ -217,7 +217,10 @@ fn denied_by_policy(r: &Result<(), kube::Error>) -> bool {
 #[tokio::test]
 async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
     let Some(plane) = envtest::shared() else {
-        envtest::say_skipped("the own-node policy on the real control plane");
+        envtest::say_skipped(
+            "the own-node policy on the real control plane",
+            "kube-apiserver's own ValidatingAdmissionPolicy evaluation (the tests above check the policy on the test API server's)",
+        );
         return;
     };
     let cluster = Cluster::on(plane);

@@ -14,7 +14,10 @@ use crate::env::{Env, WAIT};
 #[tokio::test]
 async fn an_api_server_restart_mid_drain_evicts_nothing_twice_and_keeps_the_budget() {
     let Some(assets) = envtest::assets() else {
-        envtest::say_skipped("API server restart mid-drain");
+        envtest::say_skipped(
+            "API server restart mid-drain",
+            "a kube-apiserver process to stop and start again over the same etcd",
+        );
         return;
     };
     // A private plane: restarting the shared one would cut the other scenarios' watches.
@@ -191,7 +194,10 @@ async fn a_node_dated_past_year_9999_spoils_only_itself() {
     // leaves it out and goes on); it carries no scenario's label, so none selects it.
     let env = Env::new().await;
     if !env.cluster.real() {
-        envtest::say_skipped("a node dated 9999-12-31 on the real control plane");
+        envtest::say_skipped(
+            "a node dated 9999-12-31 on the real control plane",
+            "kube-apiserver's own decoding of a date past 9999 (what it stores and serves)",
+        );
         return;
     }
     let good = env.node("good", "True", 3600, json!({})).await;

@@ -96,6 +96,7 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
     let Some(plane) = env.cluster.plane else {
         nodemedic_tests::envtest::say_skipped(
             "the_shipped_rbac_grants_every_call_the_drainer_makes",
+            "kube-apiserver's RBAC authorizer (SubjectAccessReviews against the shipped Roles)",
         );
         return;
     };
