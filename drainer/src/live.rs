@@ -32,6 +32,12 @@ pub enum LiveError {
     Config(String),
     #[error(transparent)]
     Client(#[from] nodemedic_common::client::Error),
+    #[error("cannot read {what}: {source}")]
+    Get {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot list {what}: {source}")]
     List {
         what: &'static str,

@@ -16,6 +16,7 @@ use crate::act::{Executor, KubeCluster};
 use crate::config::Config;
 use crate::config::build as policy;
 use crate::config::flags::PolicyArgs;
+use crate::config::published::{self, Published};
 use crate::controller::Controller;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
@@ -38,6 +39,9 @@ pub struct Options {
     /// The flags `config` was built from: when they name a config file, edits to it are applied
     /// in place (flags still override the file).
     pub reload: Option<PolicyArgs>,
+    /// The settings to publish for `kubectl nodemedic` while leading (`config::published`); a
+    /// reload publishes the file it accepted. None: nothing published.
+    pub settings: Option<Published>,
 }
 
 pub struct Running {
@@ -124,7 +128,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     tasks.extend(t_notify);
     // One gate before every write: the Lease held now.
     let cluster = Gated::new(
-        KubeCluster::new(client, observed.clone()),
+        KubeCluster::new(client.clone(), observed.clone()),
         leader_rx.clone(),
     );
     let clock = nodemedic_common::clock::Clock::system();
@@ -140,6 +144,15 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
         .with_records_on_lease(records_tx);
+    let (settings_tx, settings_rx) = watch::channel(opts.settings.clone());
+    if opts.settings.is_some() {
+        tasks.push(tokio::spawn(publish(
+            client.clone(),
+            opts.lease.clone(),
+            leader_rx.clone(),
+            settings_rx,
+        )));
+    }
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {
@@ -150,6 +163,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
                 relisted_rx,
                 tx,
                 metrics,
+                settings_tx,
             )));
             controller.with_reloads(rx)
         }
@@ -192,6 +206,7 @@ async fn reload(
     mut relisted: watch::Receiver<crate::model::pod::Projection>,
     to_controller: mpsc::Sender<crate::controller::Reloaded>,
     metrics: Metrics,
+    settings: watch::Sender<Option<Published>>,
 ) {
     let Some(path) = args.config.clone() else {
         return;
@@ -245,5 +260,104 @@ async fn reload(
             return;
         }
         metrics.config_reload(crate::metrics::Reload::Success);
+        // Published as accepted (read again: built a moment ago from the same file).
+        if settings.borrow().is_some() {
+            let text = std::fs::read_to_string(&path).ok();
+            settings.send_replace(Some(Published::new(&args, text)));
+        }
+    }
+}
+
+/// While leading, keep the settings ConfigMap (`config::published`) equal to what this drainer
+/// decides with: written when leadership is taken or the settings change, and only when it differs
+/// (no write that changes nothing); a failed write is tried again a minute later.
+async fn publish(
+    client: kube::Client,
+    lease: LeaseConfig,
+    mut leader: watch::Receiver<bool>,
+    mut settings: watch::Receiver<Option<Published>>,
+) {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client, &lease.namespace);
+    let name = published::configmap_name(&lease.name);
+    let mut failed = false;
+    loop {
+        let current = settings.borrow_and_update().clone();
+        if *leader.borrow_and_update()
+            && let Some(p) = current
+        {
+            failed = match write_settings(&api, &name, &p, &lease.identity).await {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(configmap = %format!("{}/{name}", lease.namespace), error = %e,
+                        "cannot publish the settings for kubectl nodemedic; trying again in a minute");
+                    true
+                }
+            };
+        }
+        let retry = async {
+            if failed {
+                tokio::time::sleep(Duration::from_secs(60)).await
+            } else {
+                std::future::pending().await
+            }
+        };
+        tokio::select! {
+            r = leader.changed() => if r.is_err() { return },
+            r = settings.changed() => if r.is_err() { return },
+            () = retry => {}
+        }
+    }
+}
+
+/// Create or replace the settings ConfigMap unless it already holds `p` (its publisher and time
+/// aside).
+async fn write_settings(
+    api: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+    p: &Published,
+    identity: &str,
+) -> Result<(), kube::Error> {
+    use kube::api::PostParams;
+    let data = p.to_data(
+        identity,
+        &nodemedic_common::time::rfc3339(k8s_openapi::jiff::Timestamp::now()),
+    );
+    let same = |old: &std::collections::BTreeMap<String, String>| {
+        let strip = |m: &std::collections::BTreeMap<String, String>| {
+            let mut m = m.clone();
+            m.remove(published::AT_KEY);
+            m.remove(published::IDENTITY_KEY);
+            m
+        };
+        strip(old) == strip(&data)
+    };
+    match api.get_opt(name).await? {
+        Some(cm) if cm.data.as_ref().is_some_and(same) => Ok(()),
+        Some(mut cm) => {
+            cm.data = Some(data);
+            api.replace(name, &PostParams::default(), &cm)
+                .await
+                .map(drop)
+        }
+        None => {
+            let cm = k8s_openapi::api::core::v1::ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.to_string()),
+                    labels: Some(
+                        [
+                            ("app.kubernetes.io/name", "nodemedic"),
+                            ("app.kubernetes.io/component", "drainer"),
+                        ]
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    ),
+                    ..Default::default()
+                },
+                data: Some(data),
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &cm).await.map(drop)
+        }
     }
 }

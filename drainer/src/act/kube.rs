@@ -90,6 +90,13 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["get"],
         namespaced: true,
     },
+    // Its settings, published for `kubectl nodemedic` (`config::published`).
+    Permission {
+        group: "",
+        resource: "configmaps",
+        verbs: &["get", "create", "update"],
+        namespaced: true,
+    },
 ];
 
 /// The API server as the drainer writes to it; a pod's going is read from `observed` (the watch).

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use k8s_openapi::jiff::Timestamp;
 
 use super::plan::{Objects, PlanArgs, read_files, read_live};
-use super::shared::{Output, config_or_exit};
+use super::shared::Output;
 
 #[derive(clap::Args)]
 pub struct ExplainArgs {
@@ -18,7 +18,7 @@ pub struct ExplainArgs {
 
 pub(super) fn explain(args: ExplainArgs) -> ExitCode {
     let ExplainArgs { node, plan: args } = args;
-    let cfg = match config_or_exit(&args.policy) {
+    let cfg = match super::plan::settings(&args) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -187,8 +187,75 @@ pub(super) fn read_live(
     })
 }
 
+/// The settings to decide with: with `--live` and neither conditions nor `--config` given, the
+/// running drainer's, as it publishes them (`config::published`), said on stderr; otherwise (or
+/// when none are published) the flags'.
+pub(super) fn settings(args: &PlanArgs) -> Result<crate::config::Config, ExitCode> {
+    use crate::config::published::{self, Published};
+    if !args.live || args.policy.config.is_some() || !args.policy.conditions.is_empty() {
+        return config_or_exit(&args.policy);
+    }
+    let name = published::configmap_name(&args.lease_name);
+    let at = format!("ConfigMap {}/{name}", args.lease_namespace);
+    let read = block_on(async {
+        let client = crate::live::client(
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        )
+        .await?;
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, &args.lease_namespace);
+        api.get_opt(&name)
+            .await
+            .map_err(|source| crate::live::LiveError::Get {
+                what: at.clone(),
+                source,
+            })
+    })?;
+    let data = match read {
+        Ok(Some(cm)) => cm.data.unwrap_or_default(),
+        Ok(None) => {
+            eprintln!(
+                "drainer: no running drainer's settings in {at} (--lease-namespace, --lease-name); deciding with the flags given"
+            );
+            return config_or_exit(&args.policy);
+        }
+        Err(e) => {
+            eprintln!("drainer: {e}; deciding with the flags given");
+            return config_or_exit(&args.policy);
+        }
+    };
+    let cfg = Published::from_data(&data)
+        .map_err(|e| e.to_string())
+        .and_then(|p| {
+            p.config().map_err(|errors| {
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+        });
+    match cfg {
+        Ok(cfg) => {
+            let who = data
+                .get(published::IDENTITY_KEY)
+                .map_or("?", String::as_str);
+            let when = data.get(published::AT_KEY).map_or("?", String::as_str);
+            eprintln!(
+                "drainer: deciding with the running drainer's settings ({at}, published by {who} at {when}); give conditions or --config to decide with others"
+            );
+            Ok(cfg)
+        }
+        Err(e) => {
+            eprintln!("drainer: the settings in {at} cannot be used: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
 pub(super) fn plan(args: PlanArgs) -> ExitCode {
-    let cfg = match config_or_exit(&args.policy) {
+    let cfg = match settings(&args) {
         Ok(c) => c,
         Err(code) => return code,
     };

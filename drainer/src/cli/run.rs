@@ -173,6 +173,14 @@ fn options(args: RunArgs, config: crate::config::Config) -> crate::run::Options 
             retry_period: args.retry_period,
         },
         tick: std::time::Duration::from_secs(5),
+        // What it decides with, for `kubectl nodemedic` (the file as it was just read and built).
+        settings: Some(crate::config::published::Published::new(
+            &args.policy,
+            args.policy
+                .config
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok()),
+        )),
         reload: Some(args.policy.clone()),
         guard,
     }

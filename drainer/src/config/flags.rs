@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use super::ProtectedPods;
 
-/// Flags shared by `drainer run` and `drainer plan`.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// Flags shared by `drainer run` and `drainer plan`. Serialized as the running drainer publishes
+/// them (`config::published`) for `kubectl nodemedic` to decide with the same settings.
+#[derive(Debug, Clone, Default, clap::Args, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct PolicyArgs {
     /// Problem conditions: `Type`, `Type=Status` or `Type=Status,MinDuration` (e.g. `KernelDeadlock=True,10m`).
     pub conditions: Vec<String>,

@@ -9,6 +9,7 @@ pub mod file;
 pub mod flags;
 pub mod kingpin;
 pub mod policy;
+pub mod published;
 pub mod remedy;
 pub mod safety;
 pub mod select;
@@ -28,7 +29,9 @@ pub use taint::{Taint, TaintError};
 pub const DEFAULT_OWNER: &str = "nodemedic-drainer";
 
 /// What to do with a pod we may not evict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ProtectedPods {
     /// Leave it running; the drain completes around it (draino's behaviour).

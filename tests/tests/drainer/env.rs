@@ -134,6 +134,7 @@ impl Env {
             tick: Duration::from_millis(200),
             guard: None,
             reload,
+            settings: None,
         };
         let run = self.cluster.id_label();
         nodemedic_tests::record_key_secret(&self.cluster.client, "kube-system", lease, Some(&run))

@@ -150,6 +150,11 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
             tick: Duration::from_millis(200),
             guard: None,
             reload: None,
+            // Published under the shipped Role too (its ConfigMap by name).
+            settings: Some(nodemedic_drainer::config::published::Published::new(
+                &Default::default(),
+                None,
+            )),
         },
         client,
     )

@@ -22,17 +22,35 @@ use crate::config::{Budget, Config, Taint, protected_annotation};
 
 /// Build the validated configuration. All errors are returned together.
 pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
-    build_with(args, true)
+    build_with(args, true, None)
+}
+
+/// [`build`] with the config file's text given (as the running drainer published it) instead of
+/// read from `args.config`, which then only names it in errors. `need_conditions` as in
+/// [`build_for_reading`].
+pub fn build_with_text(
+    args: &PolicyArgs,
+    text: &str,
+    need_conditions: bool,
+) -> Result<Config, Vec<PolicyError>> {
+    build_with(args, need_conditions, Some(text))
 }
 
 /// [`build`] for a tool that only reads the cluster (`kubectl nodemedic conditions`): no problem
 /// condition is needed.
 pub fn build_for_reading(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
-    build_with(args, false)
+    build_with(args, false, None)
 }
 
-fn build_with(args: &PolicyArgs, need_conditions: bool) -> Result<Config, Vec<PolicyError>> {
-    let (file, errors) = read_file(args.config.as_deref())?;
+fn build_with(
+    args: &PolicyArgs,
+    need_conditions: bool,
+    text: Option<&str>,
+) -> Result<Config, Vec<PolicyError>> {
+    let (file, errors) = match text {
+        Some(text) => parse_file(args.config.as_deref().unwrap_or(Path::new("config")), text)?,
+        None => read_file(args.config.as_deref())?,
+    };
     let mut s = Sources {
         args,
         file: &file,
@@ -99,8 +117,14 @@ fn read_file(path: Option<&Path>) -> Result<(FileConfig, Vec<PolicyError>), Vec<
             message: e.to_string(),
         }]
     })?;
+    parse_file(path, &text)
+}
+
+type Parsed = Result<(FileConfig, Vec<PolicyError>), Vec<PolicyError>>;
+
+fn parse_file(path: &Path, text: &str) -> Parsed {
     // Parse errors first; the checks of what did parse add the file's other errors.
-    let (parsed, found) = nodemedic_common::yaml::parse_partial::<FileConfig>(&text);
+    let (parsed, found) = nodemedic_common::yaml::parse_partial::<FileConfig>(text);
     let errors: Vec<PolicyError> = found
         .into_iter()
         .map(|e| PolicyError::File {

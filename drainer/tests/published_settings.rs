@@ -1,0 +1,172 @@
+//! `kubectl nodemedic plan` decides with the running drainer's settings (issue 42, point 3): with
+//! default flags it said "breaker open: 2 of 5 nodes unhealthy" while the running drainer, with its
+//! selector and breaker, saw 1 of 4 and a closed breaker. The drainer publishes what it decides
+//! with (`<lease>-settings`), again after a reload; the plan reads it unless given conditions or
+//! `--config`, and says which it used.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodemedic_tests::cluster::{Cluster, eventually, now_rfc3339};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn deadlock(cluster: &Cluster, node: &str) {
+    let an_hour_ago = (k8s_openapi::jiff::Timestamp::now() - Duration::from_secs(3600))
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let body = json!({"status": {"conditions": [{"type": "KernelDeadlock", "status": "True",
+        "reason": "DockerHung", "message": "m", "lastHeartbeatTime": now_rfc3339(),
+        "lastTransitionTime": an_hour_ago}]}});
+    Api::<Node>::all(cluster.client.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(body))
+        .await
+        .unwrap();
+}
+
+/// `drainer plan --live` (what `kubectl nodemedic plan` runs) with `extra`, off the runtime's
+/// thread (the test API server answers on it).
+async fn plan(kubeconfig: &std::path::Path, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    cmd.args(["plan", "--live", "--output", "json", "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(extra);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn action(out: &Output, node: &str) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|p| p["node"] == node)
+        .map(|p| p["action"].as_str().unwrap_or("").to_string())
+        .unwrap_or_else(|| "not planned".into())
+}
+
+#[tokio::test]
+async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reload() {
+    let cluster = Cluster::new().await;
+    let pool = cluster.name("pool");
+    let mut ours = Vec::new();
+    for hint in ["a", "b", "c", "d"] {
+        ours.push(
+            cluster
+                .create_node_with(hint, json!({"nodemedic.test/pool": pool}))
+                .await,
+        );
+    }
+    // Unhealthy too, outside the drainer's selector: with default flags the plan counts it.
+    let outside = cluster.create_node("outside").await;
+    deadlock(&cluster, &ours[0]).await;
+    deadlock(&cluster, &outside).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig);
+    let config = dir.path().join("drainer.yaml");
+    let settings = |min: &str| {
+        format!(
+            "conditions: [\"KernelDeadlock=True,{min}\"]\nmaxUnhealthy: \"50%\"\nnotifyUrls: [\"https://hooks.example/T0KEN\"]\n"
+        )
+    };
+    std::fs::write(&config, settings("10m")).unwrap();
+    let lease = format!("nodemedic-published-{}", std::process::id());
+    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
+    let port = nodemedic_tests::bench::free_port();
+    let _drainer = Proc(
+        Command::new(env!("CARGO_BIN_EXE_drainer"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--config")
+            .arg(&config)
+            .arg(format!("--listen=127.0.0.1:{port}"))
+            .arg(format!("--lease-name={lease}"))
+            .arg(format!("--node-selector=nodemedic.test/pool={pool}"))
+            .args(["--dry-run=true", "--notify-allow-http"])
+            .env_remove("KUBECONFIG")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the drainer"),
+    );
+    let configmaps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "kube-system");
+    let published = format!("{lease}-settings");
+    let holds = |needle: &'static str| {
+        let (configmaps, published) = (configmaps.clone(), published.clone());
+        async move {
+            let cm = configmaps.get_opt(&published).await.ok()??;
+            let data = cm.data?;
+            data.values().any(|v| v.contains(needle)).then_some(data)
+        }
+    };
+    let data = eventually("the settings published", WAIT, || holds("True,10m")).await;
+    let all: String = data.values().cloned().collect();
+    assert!(
+        !all.contains("T0KEN"),
+        "no notification URL published: {all}"
+    );
+
+    // With the running drainer's settings: 1 of its 4 nodes unhealthy, under 50%: cordon.
+    let lease_flag = format!("--lease-name={lease}");
+    let out = plan(&kubeconfig, &[&lease_flag]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("deciding with the running drainer's settings")
+            && stderr.contains(&published),
+        "it says whose settings: {stderr}"
+    );
+    assert_eq!(action(&out, &ours[0]), "cordon", "{stderr}");
+    assert_eq!(
+        action(&out, &outside),
+        "skip",
+        "not selected by the running drainer"
+    );
+    // Given conditions, the plan decides with the flags instead: every node selected, 2 of 5
+    // unhealthy is over the default 30%, so the breaker holds.
+    let out = plan(&kubeconfig, &[&lease_flag, "KernelDeadlock=True,10m"]).await;
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("running drainer's settings"));
+    assert_eq!(action(&out, &ours[0]), "hold");
+
+    // A reload is published: the deadlock (an hour old) has not held 2h.
+    std::fs::write(&config, settings("2h")).unwrap();
+    eventually("the reload published", WAIT, || holds("True,2h")).await;
+    let out = plan(&kubeconfig, &[&lease_flag]).await;
+    assert_eq!(
+        action(&out, &ours[0]),
+        "wait",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // No drainer behind that Lease: said, and the flags decide (none given here: exit 2).
+    let out = plan(&kubeconfig, &["--lease-name=no-such-drainer"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no running drainer's settings in ConfigMap kube-system/no-such-drainer-settings"
+        ),
+        "{stderr}"
+    );
+    for n in ours.iter().chain([&outside]) {
+        cluster.delete_node(n).await;
+    }
+}
