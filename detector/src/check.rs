@@ -18,20 +18,20 @@ use crate::source::once::Once;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Finding {
     /// "event" or "condition".
-    pub kind: &'static str,
-    pub monitor: String,
-    pub source: String,
-    pub reason: String,
-    pub message: String,
+    pub(crate) kind: &'static str,
+    pub(crate) monitor: String,
+    pub(crate) source: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
     /// 1-based line of the input where it was detected.
-    pub line: usize,
+    pub(crate) line: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub condition: Option<String>,
+    pub(crate) condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<&'static str>,
+    pub(crate) status: Option<&'static str>,
     /// When: the record's own time (kmsg, journal), else the run's `now` (`--now`).
     #[serde(serialize_with = "rfc3339")]
-    pub time: Timestamp,
+    pub(crate) time: Timestamp,
 }
 
 fn rfc3339<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
@@ -42,11 +42,11 @@ fn rfc3339<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error>
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
     pub lines: u64,
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Lines read as lines of the input's format.
-    pub parsed: u64,
-    pub malformed: u64,
-    pub findings: u64,
+    pub(crate) parsed: u64,
+    pub(crate) malformed: u64,
+    pub(crate) findings: u64,
 }
 
 /// Run the rules over `reader`. `sink` receives findings in input order.
@@ -60,7 +60,7 @@ pub fn check(
 }
 
 /// Lines between two progress reports.
-pub const PROGRESS_EVERY: u64 = 1 << 16;
+pub(crate) const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// [`check`] as of `now` (the time of undated lines: a fixed `now` makes the output reproducible),
 /// calling `progress` with the running totals every [`PROGRESS_EVERY`] lines.
@@ -147,9 +147,6 @@ fn finding(state: &MonitorState, report: Report, line: usize, time: Timestamp) -
         },
     }
 }
-
-/// Lines of a file as [`crate::parse::Line`]s, re-exported for the benchmark's generator.
-pub use crate::parse::Line;
 
 #[cfg(test)]
 mod tests {

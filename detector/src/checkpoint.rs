@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 /// Format version written by this build.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// A position in one input.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,12 +26,12 @@ pub enum Position {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Checkpoint {
-    pub version: u32,
+    pub(crate) version: u32,
     /// Monitor name -> position.
     pub monitors: BTreeMap<String, Position>,
     /// Event counts as far as these positions go (added in place in format 1: older files have none).
     #[serde(default)]
-    pub events: Vec<crate::report::aggregate::Saved>,
+    pub(crate) events: Vec<crate::report::aggregate::Saved>,
 }
 
 impl Checkpoint {
@@ -75,7 +75,7 @@ impl Checkpoint {
     }
 
     /// Write atomically.
-    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+    pub(crate) fn save(&self, path: &Path) -> std::io::Result<()> {
         let dir = path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())

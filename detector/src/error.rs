@@ -19,4 +19,4 @@ pub enum Error {
     Stopped,
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

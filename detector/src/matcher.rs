@@ -19,7 +19,7 @@ use regex_automata::{Input, MatchKind, PatternSet};
 
 /// What a pattern belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// Index into the monitor's rules.
     Rule(usize),
     /// Index into the monitor's conditions (its recovery pattern).
@@ -28,21 +28,21 @@ pub enum Target {
 
 /// One pattern to compile, and what it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pattern {
-    pub target: Target,
+pub(crate) struct Pattern {
+    pub(crate) target: Target,
     /// The pattern as written.
-    pub source: String,
+    pub(crate) source: String,
     /// Matched against the window of recent lines joined with `\n`.
-    pub multiline: bool,
+    pub(crate) multiline: bool,
     /// The message template (`$1`, `${name}`, `${lines}`); `None`: the matched line(s).
-    pub template: Option<String>,
+    pub(crate) template: Option<String>,
 }
 
 /// One match, with the message it produces.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hit {
-    pub target: Target,
-    pub message: String,
+pub(crate) struct Hit {
+    pub(crate) target: Target,
+    pub(crate) message: String,
 }
 
 /// A monitor's patterns, compiled once when its rule file is loaded (the builder -> matcher split of
@@ -50,7 +50,7 @@ pub struct Hit {
 /// individual regex only where captures are needed (a rule with a `message` template) or the
 /// pattern spans lines. Building it is where an oversized set fails, so a bad file is rejected at
 /// load, never at match time.
-pub struct Compiled {
+pub(crate) struct Compiled {
     /// Literals every single-line pattern needs (one of them occurs in any line that matches): a
     /// line without any skips the set. `None` when some pattern has no usable literals.
     prefilter: Option<Regex>,
@@ -77,12 +77,12 @@ impl std::fmt::Debug for Compiled {
 }
 
 /// The form a single-line pattern is matched in (see the module doc).
-pub fn anchored(pattern: &str) -> String {
+pub(crate) fn anchored(pattern: &str) -> String {
     format!("(?:{pattern})$")
 }
 
 /// The form a multi-line pattern is matched in.
-pub fn anchored_multi(pattern: &str) -> String {
+pub(crate) fn anchored_multi(pattern: &str) -> String {
     format!("(?:{pattern})\\z")
 }
 
@@ -92,7 +92,7 @@ pub fn anchored_multi(pattern: &str) -> String {
 /// is some 700 ranges, which the set's automaton carries for every `\w+` of every rule. Each class
 /// becomes a bracket class, which is also valid nested inside another (`[\w.-]` -> `[[[:word:]].-]`);
 /// other escapes are kept as written. Syntax errors are reported on the pattern as written.
-pub fn ascii_classes(pattern: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn ascii_classes(pattern: &str) -> std::borrow::Cow<'_, str> {
     if !pattern.contains('\\') {
         return pattern.into();
     }
@@ -124,7 +124,7 @@ pub fn ascii_classes(pattern: &str) -> std::borrow::Cow<'_, str> {
 impl Compiled {
     /// Compile `patterns` (single-line ones into the set, in their order); multi-line ones see the
     /// last `window` lines.
-    pub fn new(patterns: &[Pattern], window: usize) -> Result<Compiled, CompileError> {
+    pub(crate) fn new(patterns: &[Pattern], window: usize) -> Result<Compiled, CompileError> {
         let mut single = Vec::new();
         let mut set = Vec::new();
         let mut multi = Vec::new();
@@ -156,6 +156,7 @@ impl Compiled {
     }
 
     /// Whether a prefilter is in use (for tests and `detector check --explain`-like output).
+    #[cfg(test)]
     pub fn has_prefilter(&self) -> bool {
         self.prefilter.is_some()
     }
@@ -163,7 +164,7 @@ impl Compiled {
 
 /// Why a monitor's patterns cannot be compiled.
 #[derive(Debug, thiserror::Error)]
-pub enum CompileError {
+pub(crate) enum CompileError {
     #[error(transparent)]
     Pattern(#[from] regex::Error),
     /// The set as a whole (e.g. over the size limit).
@@ -240,7 +241,7 @@ fn prefilter(patterns: &[&str]) -> Option<Regex> {
     Regex::new(&alternation.join("|")).ok()
 }
 
-pub struct Matcher {
+pub(crate) struct Matcher {
     compiled: std::sync::Arc<Compiled>,
     window: Option<Window>,
 }
@@ -252,7 +253,7 @@ struct Window {
 
 impl Matcher {
     /// A matcher over patterns compiled once (when their rule file was loaded).
-    pub fn new(compiled: std::sync::Arc<Compiled>) -> Self {
+    pub(crate) fn new(compiled: std::sync::Arc<Compiled>) -> Self {
         let window = (!compiled.multi.is_empty()).then(|| Window {
             lines: VecDeque::new(),
             cap: compiled.window,
@@ -261,7 +262,7 @@ impl Matcher {
     }
 
     /// Match one line; hits are appended to `out` in rule order (rules before recoveries).
-    pub fn match_line(&mut self, line: &str, out: &mut Vec<Hit>) {
+    pub(crate) fn match_line(&mut self, line: &str, out: &mut Vec<Hit>) {
         let c = &*self.compiled;
         let candidate = c.prefilter.as_ref().is_none_or(|p| p.is_match(line));
         if candidate && c.set.is_match(line) {
@@ -307,7 +308,7 @@ impl Matcher {
 }
 
 /// Hit messages (a long line, an expanded template) are capped like every message written.
-pub use nodemedic_common::events::{MAX_MESSAGE, cap};
+pub(crate) use nodemedic_common::events::{MAX_MESSAGE, cap};
 
 /// The message of a hit: the template with captures expanded, or the matched line(s), capped.
 fn message(re: &Regex, haystack: &str, template: Option<&str>, default: &str) -> String {

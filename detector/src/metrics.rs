@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nodemedic_common::label_value;
-pub use nodemedic_common::labels::Reload;
+pub(crate) use nodemedic_common::labels::Reload;
 use nodemedic_common::labels::ReloadLabel;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -21,60 +21,60 @@ label_value!(pub Report { Conditions => "conditions", Events => "events" });
 label_value!(pub CheckOutcome { Healthy => "healthy", Problem => "problem", Unknown => "unknown", Timeout => "timeout" });
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct CheckLabels {
-    pub monitor: String,
-    pub result: CheckOutcome,
+pub(crate) struct CheckLabels {
+    pub(crate) monitor: String,
+    pub(crate) result: CheckOutcome,
 }
 
 /// `{reason}` (NPD's problem_counter)
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ReasonLabel {
-    pub reason: String,
+pub(crate) struct ReasonLabel {
+    pub(crate) reason: String,
 }
 
 /// `{type, reason}` (NPD's problem_gauge)
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ConditionLabels {
-    pub r#type: String,
-    pub reason: String,
+pub(crate) struct ConditionLabels {
+    pub(crate) r#type: String,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MonitorLabel {
-    pub monitor: String,
+pub(crate) struct MonitorLabel {
+    pub(crate) monitor: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct DroppedLabels {
-    pub monitor: String,
-    pub why: Dropped,
+pub(crate) struct DroppedLabels {
+    pub(crate) monitor: String,
+    pub(crate) why: Dropped,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MatchLabels {
-    pub monitor: String,
-    pub reason: String,
+pub(crate) struct MatchLabels {
+    pub(crate) monitor: String,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct LoopLabel {
-    pub r#loop: String,
+pub(crate) struct LoopLabel {
+    pub(crate) r#loop: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: Report,
+pub(crate) struct KindLabel {
+    pub(crate) kind: Report,
 }
 
 /// A monotonic count exposed without the OpenMetrics `_total` suffix, as NPD's `problem_counter` is.
 #[derive(Debug, Clone, Default)]
-pub struct NpdCounter(Arc<AtomicU64>);
+pub(crate) struct NpdCounter(Arc<AtomicU64>);
 
 impl NpdCounter {
-    pub fn inc(&self) {
+    pub(crate) fn inc(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -94,20 +94,20 @@ impl EncodeMetric for NpdCounter {
 
 #[derive(Clone)]
 pub struct Metrics {
-    pub problem_counter: Family<ReasonLabel, NpdCounter>,
-    pub problem_gauge: Family<ConditionLabels, Gauge>,
-    pub lines_read: Family<MonitorLabel, Counter>,
-    pub lines_dropped: Family<DroppedLabels, Counter>,
-    pub parse_errors: Family<MonitorLabel, Counter>,
-    pub rule_matches: Family<MatchLabels, Counter>,
-    pub report_errors: Family<KindLabel, Counter>,
-    pub reports_given_up: Family<KindLabel, Counter>,
-    pub events_dropped: Counter,
-    pub reloads: Family<ReloadLabel, Counter>,
+    pub(crate) problem_counter: Family<ReasonLabel, NpdCounter>,
+    pub(crate) problem_gauge: Family<ConditionLabels, Gauge>,
+    pub(crate) lines_read: Family<MonitorLabel, Counter>,
+    pub(crate) lines_dropped: Family<DroppedLabels, Counter>,
+    pub(crate) parse_errors: Family<MonitorLabel, Counter>,
+    pub(crate) rule_matches: Family<MatchLabels, Counter>,
+    pub(crate) report_errors: Family<KindLabel, Counter>,
+    pub(crate) reports_given_up: Family<KindLabel, Counter>,
+    pub(crate) events_dropped: Counter,
+    pub(crate) reloads: Family<ReloadLabel, Counter>,
     /// Times the rule files were looked at after an event on disk, changed or not.
-    pub rule_file_checks: Counter,
-    pub stalls: Family<LoopLabel, Counter>,
-    pub check_runs: Family<CheckLabels, Counter>,
+    pub(crate) rule_file_checks: Counter,
+    pub(crate) stalls: Family<LoopLabel, Counter>,
+    pub(crate) check_runs: Family<CheckLabels, Counter>,
 }
 
 /// Counters one monitor bumps per line, resolved once.
@@ -270,11 +270,11 @@ impl Metrics {
             .set(value);
     }
 
-    pub fn forget_problem_gauge(&self, type_: &str, reason: &str) {
+    pub(crate) fn forget_problem_gauge(&self, type_: &str, reason: &str) {
         self.problem_gauge.remove(&condition(type_, reason));
     }
 
-    pub fn overrun(&self, monitor: &str) {
+    pub(crate) fn overrun(&self, monitor: &str) {
         self.lines_dropped.get_or_create(&overrun(monitor)).inc();
     }
 
@@ -286,13 +286,13 @@ impl Metrics {
             .inc();
     }
 
-    pub fn report_given_up(&self, kind: Report) {
+    pub(crate) fn report_given_up(&self, kind: Report) {
         self.reports_given_up
             .get_or_create(&KindLabel { kind })
             .inc();
     }
 
-    pub fn report_error(&self, kind: Report) {
+    pub(crate) fn report_error(&self, kind: Report) {
         self.report_errors.get_or_create(&KindLabel { kind }).inc();
     }
 
@@ -302,7 +302,7 @@ impl Metrics {
     /// NPD's series for a monitor's rules, at 0 from the start (NPD's `initializeProblemMetricsOrDie`):
     /// `problem_counter` for every rule's reason and `problem_gauge` for every permanent rule's
     /// (condition, reason), so `increase()` alerts see the first problem.
-    pub fn declare_monitor(&self, m: &crate::config::Monitor) {
+    pub(crate) fn declare_monitor(&self, m: &crate::config::Monitor) {
         if let crate::config::Input::Exec(_) = m.input {
             for &result in CheckOutcome::ALL {
                 let _ = self.check_runs.get_or_create(&CheckLabels {
@@ -325,7 +325,7 @@ impl Metrics {
         }
     }
 
-    pub fn forget_monitor(&self, m: &crate::config::Monitor) {
+    pub(crate) fn forget_monitor(&self, m: &crate::config::Monitor) {
         let name = m.name.as_str();
         self.lines_read.remove(&monitor(name));
         self.parse_errors.remove(&monitor(name));
@@ -353,7 +353,7 @@ impl Metrics {
         }
     }
 
-    pub fn check_ran(&self, monitor: &str, result: CheckOutcome) {
+    pub(crate) fn check_ran(&self, monitor: &str, result: CheckOutcome) {
         self.check_runs
             .get_or_create(&CheckLabels {
                 monitor: monitor.to_string(),
@@ -362,7 +362,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn reload(&self, result: Reload) {
+    pub(crate) fn reload(&self, result: Reload) {
         self.reloads.get_or_create(&ReloadLabel { result }).inc();
     }
 }

@@ -21,7 +21,7 @@ use crate::source::{self, SourceEvent};
 
 /// What a monitor tells the reporter.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The monitor's full condition list (sent at start and after every change).
     Conditions {
         monitor: String,
@@ -48,20 +48,20 @@ pub enum Outcome {
 
 /// What every monitor needs from the process.
 #[derive(Clone)]
-pub struct Context {
+pub(crate) struct Context {
     /// What the inputs need (devices, journalctl, boot id, health).
-    pub inputs: source::Context,
-    pub metrics: Metrics,
+    pub(crate) inputs: source::Context,
+    pub(crate) metrics: Metrics,
     /// The time the problem state ticks and reconfigures at.
-    pub clock: nodemedic_common::clock::Clock,
+    pub(crate) clock: nodemedic_common::clock::Clock,
 }
 
 /// Events handled before yielding progress and checking other work.
 const BATCH: usize = 512;
 
 /// A running monitor.
-pub struct Handle {
-    pub monitor: Arc<Monitor>,
+pub(crate) struct Handle {
+    pub(crate) monitor: Arc<Monitor>,
     config: watch::Sender<Arc<Monitor>>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
@@ -69,13 +69,13 @@ pub struct Handle {
 
 impl Handle {
     /// Swap in new rules (same input).
-    pub fn reconfigure(&mut self, monitor: Arc<Monitor>) {
+    pub(crate) fn reconfigure(&mut self, monitor: Arc<Monitor>) {
         self.monitor = monitor.clone();
         let _ = self.config.send(monitor);
     }
 
     /// Stop the monitor and its input, and wait for it.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
     }
@@ -83,7 +83,7 @@ impl Handle {
 
 /// Start a monitor whose conditions begin from `restored` and whose input resumes at `checkpoint`.
 /// Its input is started here; the error says why it could not be.
-pub fn spawn(
+pub(crate) fn spawn(
     monitor: Arc<Monitor>,
     ctx: &Context,
     restored: Vec<Condition>,

@@ -12,112 +12,112 @@ use std::time::Duration;
 /// `-flag`; [`normalize_args`] turns the single-dash long form into the double-dash one first.
 #[derive(Debug, Default, Clone, clap::Args)]
 #[command(next_help_heading = "node-problem-detector flags (mapped onto the ones above)")]
-pub struct NpdFlags {
+pub(crate) struct NpdFlags {
     /// NPD monitor files (JSON; comma separated), loaded as rule files.
     #[arg(
         long = "config.system-log-monitor",
         value_delimiter = ',',
         value_name = "FILES"
     )]
-    pub system_log_monitor: Vec<PathBuf>,
+    pub(crate) system_log_monitor: Vec<PathBuf>,
     /// NPD custom plugin monitor files (JSON; comma separated), loaded as exec rule files.
     #[arg(
         long = "config.custom-plugin-monitor",
         value_delimiter = ',',
         value_name = "FILES"
     )]
-    pub custom_plugin_monitor: Vec<PathBuf>,
+    pub(crate) custom_plugin_monitor: Vec<PathBuf>,
     /// NPD's deprecated spelling of --config.system-log-monitor.
     #[arg(
         long = "system-log-monitors",
         value_delimiter = ',',
         value_name = "FILES"
     )]
-    pub system_log_monitors: Vec<PathBuf>,
+    pub(crate) system_log_monitors: Vec<PathBuf>,
     /// NPD's deprecated spelling of --config.custom-plugin-monitor.
     #[arg(
         long = "custom-plugin-monitors",
         value_delimiter = ',',
         value_name = "FILES"
     )]
-    pub custom_plugin_monitors: Vec<PathBuf>,
+    pub(crate) custom_plugin_monitors: Vec<PathBuf>,
     /// Refused: nodemedic has no system stats monitor.
     #[arg(long = "config.system-stats-monitor", value_name = "FILES")]
-    pub system_stats_monitor: Option<String>,
+    pub(crate) system_stats_monitor: Option<String>,
     /// NPD's /healthz and /conditions server address (with --port: served there too).
     #[arg(long = "address", value_name = "IP")]
-    pub address: Option<IpAddr>,
+    pub(crate) address: Option<IpAddr>,
     /// NPD's /healthz and /conditions server port (0: none); the same endpoints are served there too.
     #[arg(long = "port", value_name = "PORT")]
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
     /// Address of /metrics (sets --listen's address).
     #[arg(long = "prometheus-address", value_name = "IP")]
-    pub prometheus_address: Option<IpAddr>,
+    pub(crate) prometheus_address: Option<IpAddr>,
     /// Port of /metrics (sets --listen's port; 0 is refused: /healthz is served there too).
     #[arg(long = "prometheus-port", value_name = "PORT")]
-    pub prometheus_port: Option<u16>,
+    pub(crate) prometheus_port: Option<u16>,
     /// Same as --heartbeat-period.
     #[arg(long = "k8s-exporter-heartbeat-period", value_name = "DURATION")]
-    pub heartbeat_period: Option<String>,
+    pub(crate) heartbeat_period: Option<String>,
     /// Accepted when true (the default); false is refused (use `detector check` offline).
     #[arg(long = "enable-k8s-exporter", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub enable_k8s_exporter: Option<bool>,
+    pub(crate) enable_k8s_exporter: Option<bool>,
     /// Accepted when true; false is refused (Events are always written).
     #[arg(long = "k8s-exporter-write-events", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub write_events: Option<bool>,
+    pub(crate) write_events: Option<bool>,
     /// Accepted when true; false is refused (conditions are always written).
     #[arg(long = "k8s-exporter-update-node-conditions", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub update_conditions: Option<bool>,
+    pub(crate) update_conditions: Option<bool>,
     /// Refused: name the API server in a kubeconfig (KUBECONFIG) instead.
     #[arg(long = "apiserver-override", value_name = "URL")]
-    pub apiserver_override: Option<String>,
+    pub(crate) apiserver_override: Option<String>,
     /// Ignored with a warning: the API server is waited for as long as it takes, with backoff.
     #[arg(long = "apiserver-wait-timeout", value_name = "DURATION")]
-    pub apiserver_wait_timeout: Option<String>,
+    pub(crate) apiserver_wait_timeout: Option<String>,
     /// Ignored with a warning (see --apiserver-wait-timeout).
     #[arg(long = "apiserver-wait-interval", value_name = "DURATION")]
-    pub apiserver_wait_interval: Option<String>,
+    pub(crate) apiserver_wait_interval: Option<String>,
     /// Accepted when empty or `default` (where Events go); others are refused.
     #[arg(long = "event-namespace", value_name = "NAMESPACE")]
-    pub event_namespace: Option<String>,
+    pub(crate) event_namespace: Option<String>,
     /// Ignored with a warning: status writes are coalesced to at most one per second.
     #[arg(long = "kube-api-qps", value_name = "QPS")]
-    pub kube_api_qps: Option<String>,
+    pub(crate) kube_api_qps: Option<String>,
     /// Ignored with a warning (see --kube-api-qps).
     #[arg(long = "kube-api-burst", value_name = "N")]
-    pub kube_api_burst: Option<String>,
+    pub(crate) kube_api_burst: Option<String>,
     /// Refused: Stackdriver export is not offered (scrape /metrics).
     #[arg(long = "exporter.stackdriver", value_name = "FILE")]
-    pub stackdriver: Option<String>,
+    pub(crate) stackdriver: Option<String>,
     /// klog: logs always go to stderr (accepted).
     #[arg(long = "logtostderr", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub logtostderr: Option<bool>,
+    pub(crate) logtostderr: Option<bool>,
     /// klog: logs always go to stderr (accepted).
     #[arg(long = "alsologtostderr", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub alsologtostderr: Option<bool>,
+    pub(crate) alsologtostderr: Option<bool>,
     /// klog verbosity: 0-3 info, 4 and more debug (unless RUST_LOG is set).
     #[arg(short = 'v', long = "v", value_name = "LEVEL")]
-    pub verbosity: Option<u8>,
+    pub(crate) verbosity: Option<u8>,
 }
 
 /// What NPD's flags come to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapped {
+pub(crate) struct Mapped {
     /// Rule files to load in addition to `--rules`.
-    pub rules: Vec<PathBuf>,
+    pub(crate) rules: Vec<PathBuf>,
     /// `--listen` with NPD's Prometheus address and port applied.
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// NPD's own server (`--address`/`--port`), when it names another port.
-    pub extra_listen: Option<SocketAddr>,
-    pub heartbeat: Option<Duration>,
+    pub(crate) extra_listen: Option<SocketAddr>,
+    pub(crate) heartbeat: Option<Duration>,
     /// A log filter for NPD's `-v`, when RUST_LOG does not say.
-    pub log_level: Option<&'static str>,
+    pub(crate) log_level: Option<&'static str>,
     /// One line per flag accepted but not acted on.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Map NPD's flags onto `listen`; `Err` says, for each refused flag, what to use instead.
-pub fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<String>> {
+pub(crate) fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<String>> {
     let mut refused = Vec::new();
     let mut m = Mapped {
         rules: Vec::new(),
@@ -228,7 +228,9 @@ fn ignored(f: &NpdFlags) -> Vec<String> {
 
 /// Go's flag package takes `-flag` for `--flag`; clap does not. The NPD and klog flags written that
 /// way become `--flag` (other arguments, and any that is not UTF-8, are left alone for clap to judge).
-pub fn normalize_args<S: Into<OsString>>(args: impl IntoIterator<Item = S>) -> Vec<OsString> {
+pub(crate) fn normalize_args<S: Into<OsString>>(
+    args: impl IntoIterator<Item = S>,
+) -> Vec<OsString> {
     const LONG: &[&str] = &[
         "config.system-log-monitor",
         "config.custom-plugin-monitor",

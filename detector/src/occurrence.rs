@@ -9,7 +9,7 @@ use crate::metrics::{Metrics, Reload, Report};
 use crate::problem::Condition;
 
 #[derive(Debug)]
-pub enum Occurrence<'a> {
+pub(crate) enum Occurrence<'a> {
     /// A temporary rule matched.
     TemporaryProblem {
         monitor: &'a str,
@@ -67,10 +67,10 @@ pub enum Occurrence<'a> {
 }
 
 /// Runs in a row a check could not say before `/healthz` names it.
-pub const CHECK_FAILING_AFTER: u32 = 3;
+pub(crate) const CHECK_FAILING_AFTER: u32 = 3;
 
 impl Occurrence<'_> {
-    pub fn emit(&self, m: &Metrics) {
+    pub(crate) fn emit(&self, m: &Metrics) {
         match self {
             Occurrence::TemporaryProblem {
                 monitor,

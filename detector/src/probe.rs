@@ -18,9 +18,9 @@ use std::time::Duration;
 
 /// What a probe found: its exit code and its one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    pub code: u8,
-    pub message: String,
+pub(crate) struct Found {
+    pub(crate) code: u8,
+    pub(crate) message: String,
 }
 
 fn healthy(m: impl Into<String>) -> Found {
@@ -44,7 +44,7 @@ fn unknown(m: impl Into<String>) -> Found {
 
 /// GET `url` (http only), within `timeout`. Connection refused is a problem (nothing listens where
 /// the component should); a bad URL is unknown.
-pub fn http(url: &str, timeout: Duration) -> Found {
+pub(crate) fn http(url: &str, timeout: Duration) -> Found {
     let Some(rest) = url.strip_prefix("http://") else {
         return unknown(format!("{url}: only http:// URLs are probed"));
     };
@@ -100,7 +100,7 @@ pub fn http(url: &str, timeout: Duration) -> Found {
 /// A file of a probe that cannot be read as what it should hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {error}")]
-pub struct Unreadable {
+pub(crate) struct Unreadable {
     path: String,
     error: String,
 }
@@ -116,7 +116,7 @@ impl Unreadable {
 
 /// The conntrack table under `netfilter` (`/proc/sys/net/netfilter`): a problem at `threshold`
 /// percent full or more.
-pub fn conntrack(netfilter: &Path, threshold: u8) -> Found {
+pub(crate) fn conntrack(netfilter: &Path, threshold: u8) -> Found {
     let read = |name: &str| -> Result<u64, Unreadable> {
         let p = netfilter.join(name);
         let text = std::fs::read_to_string(&p).map_err(|e| Unreadable::new(&p, e))?;
@@ -144,7 +144,7 @@ pub fn conntrack(netfilter: &Path, threshold: u8) -> Found {
 
 /// Whether `/` is mounted read-only according to `mounts` (a `/proc/<pid>/mounts` file). The last
 /// entry for `/` is the one in effect.
-pub fn readonly_root(mounts: &Path) -> Found {
+pub(crate) fn readonly_root(mounts: &Path) -> Found {
     let text = match std::fs::read_to_string(mounts) {
         Ok(t) => t,
         Err(e) => return unknown(format!("{}: {e}", mounts.display())),

@@ -22,18 +22,18 @@ pub use nodemedic_common::status::Status;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Condition {
     #[serde(rename = "type")]
-    pub type_: String,
+    pub(crate) type_: String,
     pub status: Status,
     pub reason: String,
     pub message: String,
     #[serde(rename = "lastTransitionTime")]
-    pub transition: Timestamp,
+    pub(crate) transition: Timestamp,
 }
 
 impl Condition {
     /// The True conditions on `node` as the API server has them: a restarted detector keeps the
     /// problems it reported (NPD would reset them to False). A missing transition time counts as now.
-    pub fn true_on(node: &k8s_openapi::api::core::v1::Node) -> Vec<Condition> {
+    pub(crate) fn true_on(node: &k8s_openapi::api::core::v1::Node) -> Vec<Condition> {
         node.status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
@@ -77,12 +77,12 @@ pub enum Report {
 /// quiet period's end) that caused it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    pub severity: Severity,
-    pub reason: String,
-    pub message: String,
-    pub at: Timestamp,
+    pub(crate) severity: Severity,
+    pub(crate) reason: String,
+    pub(crate) message: String,
+    pub(crate) at: Timestamp,
     /// It reports a problem (a temporary one, or a condition turning True): counted in NPD's metrics.
-    pub problem: bool,
+    pub(crate) problem: bool,
 }
 
 impl Report {
@@ -123,7 +123,7 @@ impl Report {
     }
 
     /// NPD's condition-change Event text.
-    pub fn transition_message(c: &Condition) -> String {
+    pub(crate) fn transition_message(c: &Condition) -> String {
         format!(
             "Node condition {} is now: {}, reason: {}, message: {:?}",
             c.type_,
@@ -177,7 +177,7 @@ impl MonitorState {
     }
 
     /// Swap in reloaded rules, keeping the state of conditions whose type still exists.
-    pub fn reconfigure(&mut self, monitor: Arc<Monitor>, now: Timestamp) {
+    pub(crate) fn reconfigure(&mut self, monitor: Arc<Monitor>, now: Timestamp) {
         let old = std::mem::take(&mut self.conditions);
         let old_last = std::mem::take(&mut self.last_problem);
         let mut next = MonitorState::new(monitor, &[], now);
@@ -197,7 +197,7 @@ impl MonitorState {
         *self = next;
     }
 
-    pub fn monitor(&self) -> &Arc<Monitor> {
+    pub(crate) fn monitor(&self) -> &Arc<Monitor> {
         &self.monitor
     }
 
@@ -208,7 +208,7 @@ impl MonitorState {
     /// Apply one input event: a line is matched at its time, a check's result folded in; a
     /// malformed record or an overrun changes nothing (the shell counts them). Reports are appended
     /// to `out`. The daemon and `detector check` both feed their monitors through here.
-    pub fn apply(&mut self, event: &SourceEvent, out: &mut Vec<Report>) {
+    pub(crate) fn apply(&mut self, event: &SourceEvent, out: &mut Vec<Report>) {
         match event {
             SourceEvent::Line { text, at, .. } => self.process(text, *at, out),
             SourceEvent::Check { result, .. } => {

@@ -26,10 +26,10 @@ use crate::report::writer::Snapshot;
 const DEBOUNCE: Duration = Duration::from_millis(300);
 
 /// The running monitors by name (shared with `Running::shutdown`).
-pub type Monitors = Arc<tokio::sync::Mutex<BTreeMap<String, Handle>>>;
+pub(crate) type Monitors = Arc<tokio::sync::Mutex<BTreeMap<String, Handle>>>;
 
-pub struct Supervisor {
-    pub monitors: Monitors,
+pub(crate) struct Supervisor {
+    pub(crate) monitors: Monitors,
     ctx: Context,
     snapshot: Snapshot,
     checkpoint: Arc<Mutex<Checkpoint>>,
@@ -38,7 +38,7 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(
+    pub(crate) fn new(
         ctx: Context,
         snapshot: Snapshot,
         checkpoint: Arc<Mutex<Checkpoint>>,
@@ -56,7 +56,7 @@ impl Supervisor {
 
     /// Start a monitor per file of `rules`, their conditions beginning from `restored` (what the Node
     /// said at start) and their inputs from the checkpoint.
-    pub async fn start(&mut self, rules: RuleSet, restored: &[Condition]) {
+    pub(crate) async fn start(&mut self, rules: RuleSet, restored: &[Condition]) {
         let mut map = self.monitors.lock().await;
         for m in &rules.monitors {
             self.ctx.metrics.declare_monitor(m);
@@ -93,7 +93,7 @@ impl Supervisor {
     }
 
     /// Reload `paths` whenever their content changes, until `stop`.
-    pub async fn watch(mut self, paths: Vec<PathBuf>, mut stop: watch::Receiver<bool>) {
+    pub(crate) async fn watch(mut self, paths: Vec<PathBuf>, mut stop: watch::Receiver<bool>) {
         let mut watch = match nodemedic_common::filewatch::ContentWatch::new(&paths, DEBOUNCE) {
             Ok(w) => {
                 let checks = self.ctx.metrics.rule_file_checks.clone();
@@ -172,7 +172,7 @@ impl Supervisor {
 
 /// What a reload does to one monitor.
 #[derive(Debug, Clone, Copy)]
-pub enum Change<'a> {
+pub(crate) enum Change<'a> {
     /// Its file is gone: stop it, its conditions leave the Node.
     Remove(&'a Monitor),
     /// Same input, other rules: swap them in place (its input keeps its position).
@@ -184,7 +184,7 @@ pub enum Change<'a> {
 }
 
 /// The changes from `current` to `next`, pure: removals first, then the new set in its order.
-pub fn changes<'a>(current: &'a RuleSet, next: &'a RuleSet) -> Vec<Change<'a>> {
+pub(crate) fn changes<'a>(current: &'a RuleSet, next: &'a RuleSet) -> Vec<Change<'a>> {
     let find = |set: &'a RuleSet, name: &str| set.monitors.iter().find(|m| m.name == name);
     let removed = current
         .monitors

@@ -70,6 +70,7 @@ async fn main() {
             },
             tick: Duration::from_secs(5),
             reload: None,
+            settings: None,
             guard: Some(GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 cert: dir.path().join("tls.crt"),

@@ -159,7 +159,7 @@ impl Update {
     /// The `round`-th update of a node (each round gives the changed value the other way, so every
     /// state change changes something).
     async fn send(self, nodes: &Api<Node>, node: &str, round: usize) -> bool {
-        let flip = if round % 2 == 0 { "a" } else { "b" };
+        let flip = if round.is_multiple_of(2) { "a" } else { "b" };
         match self {
             Update::Heartbeat => nodes
                 .patch_status(

@@ -111,6 +111,7 @@ impl Env {
             },
             tick: Duration::from_millis(200),
             reload: None,
+            settings: None,
             guard: None,
         };
         let run = self.cluster.id_label();

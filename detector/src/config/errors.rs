@@ -10,10 +10,10 @@ use serde_saphyr::{Location, Spanned};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.display())]
 pub struct ConfigError {
-    pub file: String,
-    pub line: u64,
-    pub column: u64,
-    pub message: String,
+    pub(crate) file: String,
+    pub(crate) line: u64,
+    pub(crate) column: u64,
+    pub(crate) message: String,
 }
 
 impl ConfigError {

@@ -13,7 +13,7 @@ use super::patterns::PatternBudget;
 use super::raw::RawMonitor;
 
 /// The default rule files, compiled into the binary so `detector check` works with no files around.
-pub const BUNDLED: &[(&str, &str)] = &[
+pub(crate) const BUNDLED: &[(&str, &str)] = &[
     (
         "kernel-monitor.yaml",
         include_str!("../../../config/rules/kernel-monitor.yaml"),
@@ -103,7 +103,7 @@ fn rule_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// The rules' revision: the first 12 hex digits of a SHA-256 over each file's name and text, in
 /// order (the same files give the same revision on every node and after every restart).
-pub fn revision(sources: &[(PathBuf, String)]) -> String {
+pub(crate) fn revision(sources: &[(PathBuf, String)]) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     for (path, text) in sources {
         let name = path

@@ -20,7 +20,6 @@ pub use model::{
     Check, ConditionDef, DEFAULT_BUFFER_SIZE, ExecSettings, Input, LineFormat, MAX_BUFFER_SIZE,
     MAX_CONCURRENCY, Monitor, Rule, RuleKind, RuleSet, RunAs,
 };
-pub use patterns::{MAX_OWN_REGEXES, MAX_PATTERN_BYTES};
 
 #[cfg(test)]
 mod tests;

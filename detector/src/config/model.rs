@@ -34,7 +34,7 @@ pub enum Input {
 }
 
 impl Input {
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Input::Kmsg => "kmsg",
             Input::Journal { .. } => "journal",
@@ -48,15 +48,15 @@ impl Input {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecSettings {
     /// Default interval of the checks.
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// Default and longest timeout of the checks.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Bytes of output kept as the message.
     pub max_output: usize,
     /// Checks of this monitor running at once.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// A True condition is updated (with an Event) when its check prints another message.
-    pub update_on_message_change: bool,
+    pub(crate) update_on_message_change: bool,
 }
 
 impl Default for ExecSettings {
@@ -78,14 +78,14 @@ pub const MAX_CONCURRENCY: usize = 64;
 /// problem, anything else unknown) and whose output is the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
-    pub kind: RuleKind,
-    pub reason: String,
+    pub(crate) kind: RuleKind,
+    pub(crate) reason: String,
     pub program: PathBuf,
     pub args: Vec<String>,
     pub timeout: Duration,
     pub interval: Duration,
     /// Whom it runs as.
-    pub run_as: RunAs,
+    pub(crate) run_as: RunAs,
 }
 
 /// Whom a check runs as.
@@ -130,11 +130,11 @@ pub enum RuleKind {
 
 #[derive(Debug, Clone)]
 pub struct Rule {
-    pub kind: RuleKind,
-    pub reason: String,
+    pub(crate) kind: RuleKind,
+    pub(crate) reason: String,
     /// The pattern as written (its compiled form is in the monitor's `compiled`).
     pub source_pattern: String,
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
     /// The pattern contains a newline: it is matched against the window of recent lines.
     pub multiline: bool,
 }
@@ -154,12 +154,12 @@ pub struct Monitor {
     /// An exec monitor's checks (its `rules` are empty).
     pub checks: Vec<Check>,
     /// The patterns, compiled once (shared by the matcher of every monitor task for this file).
-    pub compiled: Arc<Compiled>,
+    pub(crate) compiled: Arc<Compiled>,
 }
 
 impl Monitor {
     /// Every rule's kind and reason: the pattern rules' and the checks'.
-    pub fn reasons(&self) -> impl Iterator<Item = (RuleKind, &str)> {
+    pub(crate) fn reasons(&self) -> impl Iterator<Item = (RuleKind, &str)> {
         self.rules
             .iter()
             .map(|r| (r.kind.clone(), r.reason.as_str()))
@@ -179,12 +179,12 @@ pub struct RuleSet {
     /// node's conditions.
     pub revision: String,
     /// What NPD files said that does not carry over (logged at start, printed by `check`).
-    pub notes: Vec<ConfigError>,
+    pub(crate) notes: Vec<ConfigError>,
 }
 
 impl RuleSet {
     /// Every condition type declared by any monitor.
-    pub fn condition_types(&self) -> Vec<String> {
+    pub(crate) fn condition_types(&self) -> Vec<String> {
         self.monitors
             .iter()
             .flat_map(|m| m.conditions.iter().map(|c| c.type_.clone()))

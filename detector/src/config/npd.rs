@@ -28,29 +28,29 @@ use super::raw::{RawCondition, RawExec, RawInput, RawMonitor, RawRule};
 /// An NPD monitor file. Unknown keys are ignored, as NPD's JSON decoding does.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NpdMonitor {
+pub(crate) struct NpdMonitor {
     #[serde(default)]
-    pub plugin: Option<Spanned<String>>,
+    pub(crate) plugin: Option<Spanned<String>>,
     #[serde(default)]
-    pub plugin_config: Option<Spanned<PluginConfig>>,
+    pub(crate) plugin_config: Option<Spanned<PluginConfig>>,
     #[serde(default)]
-    pub log_path: Option<Spanned<String>>,
+    pub(crate) log_path: Option<Spanned<String>>,
     #[serde(default)]
-    pub lookback: Option<Spanned<String>>,
+    pub(crate) lookback: Option<Spanned<String>>,
     #[serde(default)]
-    pub buffer_size: Option<Spanned<usize>>,
+    pub(crate) buffer_size: Option<Spanned<usize>>,
     #[serde(default)]
-    pub source: Option<Spanned<String>>,
+    pub(crate) source: Option<Spanned<String>>,
     #[serde(default)]
-    pub metrics_reporting: Option<Spanned<bool>>,
+    pub(crate) metrics_reporting: Option<Spanned<bool>>,
     #[serde(default)]
-    pub skip_list: Option<Spanned<Vec<String>>>,
+    pub(crate) skip_list: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    pub delay: Option<Spanned<String>>,
+    pub(crate) delay: Option<Spanned<String>>,
     #[serde(default)]
-    pub conditions: Option<Vec<NpdCondition>>,
+    pub(crate) conditions: Option<Vec<NpdCondition>>,
     #[serde(default)]
-    pub rules: Option<Vec<NpdRule>>,
+    pub(crate) rules: Option<Vec<NpdRule>>,
 }
 
 /// Every plugin's `pluginConfig` keys (NPD keeps them as a string map for log plugins and a struct
@@ -59,67 +59,67 @@ pub struct NpdMonitor {
 pub struct PluginConfig {
     /// journald: the SYSLOG_IDENTIFIER to read.
     #[serde(default)]
-    pub source: Option<Spanned<String>>,
+    pub(crate) source: Option<Spanned<String>>,
     /// filelog: regexes and layout of the timestamp and message.
     #[serde(default)]
-    pub timestamp: Option<Spanned<String>>,
+    pub(crate) timestamp: Option<Spanned<String>>,
     #[serde(default)]
-    pub message: Option<Spanned<String>>,
+    pub(crate) message: Option<Spanned<String>>,
     #[serde(default, rename = "timestampFormat")]
     pub timestamp_format: Option<Spanned<String>>,
     /// custom
     #[serde(default)]
-    pub invoke_interval: Option<Spanned<String>>,
+    pub(crate) invoke_interval: Option<Spanned<String>>,
     #[serde(default)]
-    pub timeout: Option<Spanned<String>>,
+    pub(crate) timeout: Option<Spanned<String>>,
     #[serde(default)]
-    pub max_output_length: Option<Spanned<usize>>,
+    pub(crate) max_output_length: Option<Spanned<usize>>,
     #[serde(default)]
-    pub concurrency: Option<Spanned<usize>>,
+    pub(crate) concurrency: Option<Spanned<usize>>,
     #[serde(default)]
-    pub enable_message_change_based_condition_update: Option<bool>,
+    pub(crate) enable_message_change_based_condition_update: Option<bool>,
     #[serde(default)]
-    pub skip_initial_status: Option<Spanned<bool>>,
+    pub(crate) skip_initial_status: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct NpdCondition {
+pub(crate) struct NpdCondition {
     #[serde(rename = "type")]
-    pub type_: Spanned<String>,
+    pub(crate) type_: Spanned<String>,
     #[serde(default)]
-    pub reason: String,
+    pub(crate) reason: String,
     #[serde(default)]
-    pub message: String,
+    pub(crate) message: String,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NpdRule {
+pub(crate) struct NpdRule {
     #[serde(rename = "type")]
-    pub type_: Spanned<String>,
+    pub(crate) type_: Spanned<String>,
     #[serde(default)]
-    pub condition: Option<Spanned<String>>,
-    pub reason: Spanned<String>,
+    pub(crate) condition: Option<Spanned<String>>,
+    pub(crate) reason: Spanned<String>,
     #[serde(default)]
-    pub pattern: Option<Spanned<String>>,
+    pub(crate) pattern: Option<Spanned<String>>,
     #[serde(default)]
-    pub pattern_generated_message_suffix: Option<String>,
+    pub(crate) pattern_generated_message_suffix: Option<String>,
     #[serde(default)]
-    pub path: Option<Spanned<String>>,
+    pub(crate) path: Option<Spanned<String>>,
     #[serde(default)]
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     #[serde(default)]
-    pub timeout: Option<Spanned<String>>,
+    pub(crate) timeout: Option<Spanned<String>>,
     #[serde(default, rename = "invoke_interval")]
-    pub invoke_interval: Option<Spanned<String>>,
+    pub(crate) invoke_interval: Option<Spanned<String>>,
 }
 
 /// Something of an NPD file that does not carry over, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    pub line: u64,
-    pub column: u64,
-    pub message: String,
+pub(crate) struct Note {
+    pub(crate) line: u64,
+    pub(crate) column: u64,
+    pub(crate) message: String,
 }
 
 /// An NPD file as a rule file, and what did not carry over. Errors (no `plugin`, a plugin nodemedic
@@ -388,7 +388,7 @@ fn go(d: Spanned<String>, errors: &mut Errors) -> Option<Spanned<String>> {
 }
 
 /// Go's `time.ParseDuration`, for non-negative values.
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
+pub(crate) fn parse_go_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let s = s.strip_prefix('+').unwrap_or(s);
     if s == "0" {

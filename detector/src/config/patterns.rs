@@ -11,11 +11,11 @@ use super::errors::Errors;
 /// detector's 128 Mi limit, so one bad ConfigMap would OOM-kill the detector on every node, and again
 /// at each restart). 64 KiB compiles within ~40 MB and is still hundreds of ordinary rules (the
 /// bundled rules have 1.5 KiB, NPD's shipped monitor files 1.7 KiB in all).
-pub const MAX_PATTERN_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_PATTERN_BYTES: usize = 64 * 1024;
 /// The most rules, over all rule files, whose pattern is compiled on its own besides the monitor's
 /// set: those with a `message` template (to expand captures) and multi-line ones. Each takes ~90 KB
 /// (900 such rules peaked at 90 MB); the bundled and opt-in rule files have four.
-pub const MAX_OWN_REGEXES: usize = 128;
+pub(crate) const MAX_OWN_REGEXES: usize = 128;
 
 /// What is left of [`MAX_PATTERN_BYTES`] and [`MAX_OWN_REGEXES`] while rule files are loaded (one
 /// budget for all files: memory is what it bounds). Once spent, the pattern that went over is named

@@ -7,129 +7,129 @@ use serde_saphyr::Spanned;
 /// One rule file describes one monitor.
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawMonitor {
+pub(crate) struct RawMonitor {
     /// Event source component shown as "From" in `kubectl describe node`, e.g. `kernel-monitor`.
-    pub source: Spanned<String>,
+    pub(crate) source: Spanned<String>,
     /// Where lines come from.
-    pub input: RawInput,
+    pub(crate) input: RawInput,
     /// On a first start (no checkpoint), how far back to read, e.g. `5m`. Default: the input's own
     /// (kmsg: 5m, journal: 5m, file: from the end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lookback: Option<Spanned<String>>,
+    pub(crate) lookback: Option<Spanned<String>>,
     /// How many recent lines a multi-line pattern can span (NPD's bufferSize). Default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub buffer_size: Option<Spanned<usize>>,
+    pub(crate) buffer_size: Option<Spanned<usize>>,
     /// Conditions this monitor owns, with their healthy defaults.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<RawCondition>,
+    pub(crate) conditions: Vec<RawCondition>,
     /// Patterns and what a match means.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rules: Vec<RawRule>,
+    pub(crate) rules: Vec<RawRule>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawInput {
+pub(crate) struct RawInput {
     /// `kmsg` | `journal` | `file` | `exec`.
-    pub kind: Spanned<String>,
+    pub(crate) kind: Spanned<String>,
     /// journal: keep entries whose SYSLOG_IDENTIFIER is one of these (any when both lists are empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub identifiers: Vec<String>,
+    pub(crate) identifiers: Vec<String>,
     /// journal: `identifiers` match SYSLOG_IDENTIFIER alone (NPD's meaning, for NPD's JSON configs);
     /// not in YAML, where journald's own fields must back them.
     #[serde(skip)]
-    pub syslog_identifier_only: bool,
+    pub(crate) syslog_identifier_only: bool,
     /// journal: keep entries whose _SYSTEMD_UNIT is one of these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub units: Vec<String>,
+    pub(crate) units: Vec<String>,
     /// file: the log file to follow; journal: a journal directory (default: the system journal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<Spanned<String>>,
+    pub(crate) path: Option<Spanned<String>>,
     /// file: `syslog` (RFC 3164 prefix stripped) or `plain` (the whole line). Default `plain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<Spanned<String>>,
+    pub(crate) format: Option<Spanned<String>>,
     /// exec: how often each check runs (NPD's invoke_interval). Default 30s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval: Option<Spanned<String>>,
+    pub(crate) interval: Option<Spanned<String>>,
     /// exec: a check still running after this long is killed, with its process group (NPD's timeout).
     /// Default 5s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Spanned<String>>,
+    pub(crate) timeout: Option<Spanned<String>>,
     /// exec: how much of a check's output becomes the message (NPD's max_output_length). Default 80.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_output_length: Option<Spanned<usize>>,
+    pub(crate) max_output_length: Option<Spanned<usize>>,
     /// exec: how many checks of this file run at once (NPD's concurrency). Default 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<Spanned<usize>>,
+    pub(crate) concurrency: Option<Spanned<usize>>,
     /// exec: a True condition whose check prints another message is updated, with an Event
     /// (NPD's enable_message_change_based_condition_update). Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub update_on_message_change: Option<bool>,
+    pub(crate) update_on_message_change: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawCondition {
+pub(crate) struct RawCondition {
     #[serde(rename = "type")]
-    pub type_: Spanned<String>,
+    pub(crate) type_: Spanned<String>,
     /// Healthy reason, e.g. `KernelHasNoDeadlock`.
-    pub reason: String,
+    pub(crate) reason: String,
     /// Healthy message.
-    pub message: String,
+    pub(crate) message: String,
     /// How the condition returns to healthy. Without it, it stays True (as in NPD).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recovery: Option<RawRecovery>,
+    pub(crate) recovery: Option<RawRecovery>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawRecovery {
+pub(crate) struct RawRecovery {
     /// A line matching this pattern returns the condition to healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<Spanned<String>>,
+    pub(crate) pattern: Option<Spanned<String>>,
     /// With no problem line for this long, the condition returns to healthy, e.g. `30m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<Spanned<String>>,
+    pub(crate) after: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawRule {
+pub(crate) struct RawRule {
     /// `temporary` (an Event) or `permanent` (a condition becomes True).
     #[serde(rename = "type")]
-    pub type_: Spanned<String>,
+    pub(crate) type_: Spanned<String>,
     /// For permanent rules: the condition type it sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub condition: Option<Spanned<String>>,
-    pub reason: Spanned<String>,
+    pub(crate) condition: Option<Spanned<String>>,
+    pub(crate) reason: Spanned<String>,
     /// A regex (Rust syntax). It must match up to the end of the newest line; `\n` in it spans lines.
     /// Log inputs only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<Spanned<String>>,
+    pub(crate) pattern: Option<Spanned<String>>,
     /// The check to run (exec inputs only): exit 0 healthy, 1 a problem, anything else unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exec: Option<RawExec>,
+    pub(crate) exec: Option<RawExec>,
     /// Message template: `$1`, `${name}` expand captures. Default: the matched line(s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawExec {
+pub(crate) struct RawExec {
     /// The program (NPD's `path`); a relative path is relative to the detector's working directory,
     /// as in NPD.
-    pub path: Spanned<String>,
+    pub(crate) path: Spanned<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// At most the input's `timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Spanned<String>>,
+    pub(crate) timeout: Option<Spanned<String>>,
     /// This check's own interval (NPD's per-rule invoke_interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval: Option<Spanned<String>>,
+    pub(crate) interval: Option<Spanned<String>>,
     /// `nobody` (the default: uid and gid 65534, no capabilities) or `root`, for a check that truly
     /// needs it (a runtime socket, the host's namespaces); a root check is logged at load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_as: Option<Spanned<String>>,
+    pub(crate) run_as: Option<Spanned<String>>,
 }

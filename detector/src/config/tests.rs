@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::patterns::MAX_PATTERN_BYTES;
 use super::*;
 
 fn load(files: &[(&str, &str)]) -> Result<RuleSet, ConfigErrors> {

@@ -9,14 +9,14 @@ use super::{Line, Malformed};
 /// One journal entry, reduced to what the detector uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    pub cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
     /// `SYSLOG_IDENTIFIER`: what the writing process says it is (any process may say anything).
-    pub identifier: Option<String>,
+    pub(crate) identifier: Option<String>,
     /// `_SYSTEMD_UNIT`, `_COMM` and `_TRANSPORT`: what journald itself recorded about the writer
     /// (fields starting with `_` cannot be set by a client).
-    pub unit: Option<String>,
-    pub comm: Option<String>,
-    pub transport: Option<String>,
+    pub(crate) unit: Option<String>,
+    pub(crate) comm: Option<String>,
+    pub(crate) transport: Option<String>,
     pub line: Line,
 }
 
@@ -96,7 +96,7 @@ fn field(v: &Value) -> Option<String> {
 }
 
 /// Does the entry pass the identifier/unit filter? Empty filters accept everything.
-pub fn accepts(
+pub(crate) fn accepts(
     entry: &Entry,
     identifiers: &[String],
     units: &[String],

@@ -17,12 +17,12 @@ use super::Malformed;
 /// record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record<'a> {
-    pub facility: u8,
-    pub level: u8,
-    pub seq: u64,
-    pub monotonic_us: u64,
+    pub(crate) facility: u8,
+    pub(crate) level: u8,
+    pub(crate) seq: u64,
+    pub(crate) monotonic_us: u64,
     /// `c` flag: a fragment continuing an earlier record.
-    pub continuation: bool,
+    pub(crate) continuation: bool,
     /// The message with `\xNN` escapes decoded (invalid UTF-8 replaced).
     pub message: Cow<'a, str>,
     /// The continuation lines, undecoded (see [`Record::dict`]).
@@ -124,7 +124,7 @@ fn num(field: Option<&[u8]>, what: &str) -> Result<u64, Malformed> {
 
 /// Decode `\xNN` escapes; anything else is kept as is. Bytes that do not form UTF-8 become U+FFFD.
 /// Borrowed when there is nothing to decode.
-pub fn unescape(bytes: &[u8]) -> Cow<'_, str> {
+pub(crate) fn unescape(bytes: &[u8]) -> Cow<'_, str> {
     if memchr::memchr(b'\\', bytes).is_none() {
         // Valid UTF-8 (nearly always) is checked by the fast validator and borrowed.
         return match std::str::from_utf8(bytes) {

@@ -13,22 +13,25 @@ pub struct Line {
     pub text: String,
     /// Wall-clock time of the message when the input says it (journal), else `None` (the caller uses
     /// its clock).
-    pub realtime_us: Option<i64>,
+    pub(crate) realtime_us: Option<i64>,
 }
 
 /// Why a record was skipped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed {input} record: {why}")]
 pub struct Malformed {
-    pub input: &'static str,
-    pub why: String,
+    pub(crate) input: &'static str,
+    pub(crate) why: String,
 }
 
 /// `BufRead::read_until(b'\n', buf)` with the memchr crate finding the line's end: std's searches
 /// with core's word-at-a-time memchr, where `detector check` spent 9% of its time on the 1M-line
 /// kmsg file (perf); memchr's is vectorised. Same contract: appends through the newline (kept),
 /// returns the bytes read, 0 at the end of the input; `Interrupted` is retried.
-pub fn read_line(input: &mut impl std::io::BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+pub(crate) fn read_line(
+    input: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
     let mut read = 0;
     loop {
         let (done, used) = {
@@ -59,7 +62,7 @@ pub fn read_line(input: &mut impl std::io::BufRead, buf: &mut Vec<u8>) -> std::i
 /// Consume input through the next newline without keeping it (the rest of an over-long line):
 /// the bytes consumed, and whether the newline was found (else the input ended first). Memory does
 /// not grow with the line.
-pub fn skip_line(input: &mut impl std::io::BufRead) -> std::io::Result<(usize, bool)> {
+pub(crate) fn skip_line(input: &mut impl std::io::BufRead) -> std::io::Result<(usize, bool)> {
     let mut skipped = 0;
     loop {
         let (found, used) = {

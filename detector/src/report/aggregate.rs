@@ -47,7 +47,7 @@ impl Default for Limits {
 }
 
 /// (source, reason).
-pub type Key = (String, String);
+pub(crate) type Key = (String, String);
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -70,29 +70,29 @@ struct Entry {
 
 /// One write to perform.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Write {
-    pub key: (String, String),
+pub(crate) struct Write {
+    pub(crate) key: (String, String),
     /// The Event's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Create it (a create that finds the name taken is an update).
-    pub create: bool,
-    pub event: NodeEvent,
+    pub(crate) create: bool,
+    pub(crate) event: NodeEvent,
 }
 
 /// A key as the checkpoint stores it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Saved {
-    pub name: String,
-    pub created: bool,
-    pub written: i32,
+pub(crate) struct Saved {
+    pub(crate) name: String,
+    pub(crate) created: bool,
+    pub(crate) written: i32,
     /// The count as far as the checkpointed positions go.
-    pub event: NodeEvent,
-    pub last_write: Option<Timestamp>,
+    pub(crate) event: NodeEvent,
+    pub(crate) last_write: Option<Timestamp>,
 }
 
 /// What became of a failed write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AfterFailure {
+pub(crate) enum AfterFailure {
     RetryIn(Duration),
     /// Failed `max_tries` times in a row: the key is forgotten.
     GivenUp {
@@ -101,13 +101,13 @@ pub enum AfterFailure {
 }
 
 #[derive(Debug, Default)]
-pub struct Aggregator {
+pub(crate) struct Aggregator {
     limits: Limits,
     /// The object Events are about (a node name): the prefix of their names.
     object: String,
     entries: HashMap<Key, Entry>,
     /// Occurrences dropped because `max_keys` was reached.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 fn later(t: Timestamp, d: Duration) -> Timestamp {
@@ -115,7 +115,7 @@ fn later(t: Timestamp, d: Duration) -> Timestamp {
 }
 
 impl Aggregator {
-    pub fn new(limits: Limits, object: &str) -> Self {
+    pub(crate) fn new(limits: Limits, object: &str) -> Self {
         Aggregator {
             limits,
             object: object.to_string(),
@@ -126,7 +126,7 @@ impl Aggregator {
 
     /// Record one occurrence. Returns false when it was dropped (too many distinct keys). It counts
     /// towards the checkpoint once [`Aggregator::confirm`] is called for its key.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         source: &str,
         severity: Severity,
@@ -175,14 +175,14 @@ impl Aggregator {
     }
 
     /// `n` occurrences of `key` are covered by a reported input position.
-    pub fn confirm(&mut self, key: &Key, n: i32) {
+    pub(crate) fn confirm(&mut self, key: &Key, n: i32) {
         if let Some(e) = self.entries.get_mut(key) {
             e.confirmed = e.confirmed.saturating_add(n).min(e.event.count);
         }
     }
 
     /// Writes due at `now`; expired keys are forgotten.
-    pub fn due(&mut self, now: Timestamp) -> Vec<Write> {
+    pub(crate) fn due(&mut self, now: Timestamp) -> Vec<Write> {
         let ttl = self.limits.ttl;
         self.entries
             .retain(|_, e| !(e.written == e.event.count && later(e.event.last_seen, ttl) <= now));
@@ -214,7 +214,7 @@ impl Aggregator {
     }
 
     /// A write succeeded.
-    pub fn written(&mut self, w: &Write, now: Timestamp) {
+    pub(crate) fn written(&mut self, w: &Write, now: Timestamp) {
         if let Some(e) = self.entries.get_mut(&w.key) {
             e.created = true;
             e.written = w.event.count;
@@ -227,7 +227,7 @@ impl Aggregator {
     /// A write failed (`refused`: the API server refused it, see `report::reporter::Error::is_refusal`).
     /// The occurrences stay counted and the write is retried after `retry`, unless the key has now
     /// been refused `max_tries` times in a row: then it is forgotten.
-    pub fn failed(&mut self, w: &Write, now: Timestamp, refused: bool) -> AfterFailure {
+    pub(crate) fn failed(&mut self, w: &Write, now: Timestamp, refused: bool) -> AfterFailure {
         let retry = self.limits.retry;
         let Some(e) = self.entries.get_mut(&w.key) else {
             return AfterFailure::RetryIn(retry);
@@ -247,7 +247,7 @@ impl Aggregator {
     }
 
     /// The Event was deleted server-side (404 on update): create it again next time.
-    pub fn recreate(&mut self, w: &Write) {
+    pub(crate) fn recreate(&mut self, w: &Write) {
         if let Some(e) = self.entries.get_mut(&w.key) {
             e.created = false;
         }
@@ -255,7 +255,7 @@ impl Aggregator {
 
     /// Every key as far as confirmed occurrences go (for the checkpoint; a key with none confirmed
     /// is saved with count 0, which keeps its name).
-    pub fn saved(&mut self) -> Vec<Saved> {
+    pub(crate) fn saved(&mut self) -> Vec<Saved> {
         let mut out: Vec<Saved> = self
             .entries
             .values_mut()
@@ -280,7 +280,7 @@ impl Aggregator {
     /// Names of keys not in the state file yet, as count-0 entries, to be saved before their Events
     /// are created: a process killed right after a create then creates the same name again (an
     /// update) instead of a second Event.
-    pub fn reservations(&mut self) -> Vec<Saved> {
+    pub(crate) fn reservations(&mut self) -> Vec<Saved> {
         let mut out = Vec::new();
         for e in self.entries.values_mut().filter(|e| !e.saved) {
             e.saved = true;
@@ -299,7 +299,7 @@ impl Aggregator {
     }
 
     /// Restore keys from a checkpoint (at start, before any occurrence).
-    pub fn restore(&mut self, saved: Vec<Saved>) {
+    pub(crate) fn restore(&mut self, saved: Vec<Saved>) {
         for s in saved {
             if self.entries.len() >= self.limits.max_keys || s.event.count < 0 {
                 continue;
@@ -325,10 +325,12 @@ impl Aggregator {
         }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -15,7 +15,7 @@ pub const PROBE_LABEL: &str = "nodemedic.io/confinement-probe";
 
 /// How the API server answered the dry run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProbeAnswer {
+pub(crate) enum ProbeAnswer {
     Accepted,
     /// An HTTP status and the server's message.
     Refused(u16, String),
@@ -25,7 +25,7 @@ pub enum ProbeAnswer {
 
 /// What the credential may write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confinement {
+pub(crate) enum Confinement {
     /// An admission policy keeps it to its own Node's conditions.
     OwnNode,
     /// The ServiceAccount, unconfined: it may patch every Node's status and metadata.
@@ -38,7 +38,7 @@ pub enum Confinement {
 }
 
 impl Confinement {
-    pub fn of(credential: Credential, answer: &ProbeAnswer) -> Confinement {
+    pub(crate) fn of(credential: Credential, answer: &ProbeAnswer) -> Confinement {
         match (answer, credential) {
             (ProbeAnswer::Refused(403, m), _) if m.contains("ValidatingAdmissionPolicy") => {
                 Confinement::OwnNode
@@ -55,7 +55,7 @@ impl Confinement {
     }
 
     /// The `/healthz` note.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Confinement::OwnNode => "ServiceAccount, own node only: a ValidatingAdmissionPolicy lets it write only this \
                  Node's conditions, its own annotations and Events about this Node"
@@ -72,7 +72,7 @@ impl Confinement {
     }
 
     /// Whether operators should hear about it at warning level.
-    pub fn is_warning(&self) -> bool {
+    pub(crate) fn is_warning(&self) -> bool {
         matches!(self, Confinement::ClusterWide | Confinement::Unknown(_))
     }
 }

@@ -38,7 +38,7 @@ pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
 ];
 
 /// Upper bound of one API call.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn bounded<T>(
     f: impl std::future::Future<Output = Result<T, kube::Error>>,
@@ -50,7 +50,7 @@ async fn bounded<T>(
 }
 
 #[derive(Clone)]
-pub struct KubeReporter {
+pub(crate) struct KubeReporter {
     nodes: Api<Node>,
     /// For reading the node as JSON (see [`KubeReporter::read_node`]).
     client: kube::Client,
@@ -59,7 +59,7 @@ pub struct KubeReporter {
 }
 
 impl KubeReporter {
-    pub fn new(client: kube::Client, node: &str) -> Self {
+    pub(crate) fn new(client: kube::Client, node: &str) -> Self {
         KubeReporter {
             nodes: Api::all(client.clone()),
             client: client.clone(),
@@ -71,7 +71,7 @@ impl KubeReporter {
     /// Read this node. Times past what our types hold (the API server takes them up to the end of
     /// 9999) are clamped to the latest they hold rather than failing the read for ever
     /// (`common::lenient::clamp_times`).
-    pub async fn read_node(&self) -> Result<Node, Error> {
+    pub(crate) async fn read_node(&self) -> Result<Node, Error> {
         let req = http::Request::get(format!("/api/v1/nodes/{}", self.node))
             .body(Vec::new())
             .map_err(|e| Error::Api(kube::Error::HttpError(e)))?;
@@ -84,7 +84,7 @@ impl KubeReporter {
 
     /// Ask, with a dry run that is never stored, whether a label on this Node may be set through
     /// its status (see [`super::confinement`]).
-    pub async fn probe_confinement(&self) -> ProbeAnswer {
+    pub(crate) async fn probe_confinement(&self) -> ProbeAnswer {
         let body = serde_json::json!({"metadata": {"labels": {PROBE_LABEL: "dry-run"}}});
         let params = PatchParams {
             dry_run: true,

@@ -25,17 +25,17 @@ use crate::problem::Condition;
 
 /// A patch to perform.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    pub set: Vec<DesiredCondition>,
-    pub remove: Vec<String>,
+pub(crate) struct Plan {
+    pub(crate) set: Vec<DesiredCondition>,
+    pub(crate) remove: Vec<String>,
     /// The ownership annotation's new value.
-    pub owned: Vec<String>,
+    pub(crate) owned: Vec<String>,
     /// The rules revision written with them (None: not known yet).
-    pub revision: Option<String>,
+    pub(crate) revision: Option<String>,
 }
 
 #[derive(Debug)]
-pub struct SyncState {
+pub(crate) struct SyncState {
     heartbeat: Duration,
     desired: BTreeMap<String, Vec<Condition>>,
     /// What the last successful patch wrote (type -> condition).
@@ -57,10 +57,10 @@ pub struct SyncState {
 }
 
 /// The reason of a condition whose monitor's input stalled.
-pub const INPUT_STALLED: &str = "DetectorInputStalled";
+pub(crate) const INPUT_STALLED: &str = "DetectorInputStalled";
 
 /// Message-only updates of the conditions are written at most this often.
-pub const MESSAGE_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const MESSAGE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The conditions without their messages (what decides whether a change is urgent).
 fn without_messages(c: &BTreeMap<String, DesiredCondition>) -> BTreeMap<&str, (&str, &str, &str)> {
@@ -82,9 +82,9 @@ fn without_messages(c: &BTreeMap<String, DesiredCondition>) -> BTreeMap<&str, (&
 /// Consecutive condition writes refused by the API server (about a minute of backoff) after which
 /// the checkpoint stops waiting for them. Failures to reach it (an outage) never count: then the
 /// checkpoint waits, so a restart reads the lines again.
-pub const GIVE_UP_AFTER: u32 = 6;
+pub(crate) const GIVE_UP_AFTER: u32 = 6;
 
-pub fn backoff(failures: u32) -> Duration {
+pub(crate) fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
 
@@ -114,7 +114,7 @@ fn stalled_desired(c: &Condition, monitor: &str, since: Timestamp) -> DesiredCon
 impl SyncState {
     /// `owned_on_node`: the types listed in the Node's ownership annotation at start. `monitors`: the
     /// monitors expected to report.
-    pub fn new(
+    pub(crate) fn new(
         heartbeat: Duration,
         owned_on_node: Vec<String>,
         monitors: impl IntoIterator<Item = String>,
@@ -137,14 +137,14 @@ impl SyncState {
     /// The rules now in force are `revision` (at start and after each reload): written with the
     /// next patch made for another reason (a change, the heartbeat), which is the first one these
     /// rules set conditions with.
-    pub fn set_revision(&mut self, revision: &str) {
+    pub(crate) fn set_revision(&mut self, revision: &str) {
         self.revision = Some(revision.to_string());
     }
 
     /// The monitors whose input is stalled at `now` (from the health of their `input:` loops):
     /// those newly stalled are noted from `now`, those no longer stalled are forgotten. True when
     /// the set changed.
-    pub fn set_stalled(&mut self, stalled: &BTreeSet<String>, now: Timestamp) -> bool {
+    pub(crate) fn set_stalled(&mut self, stalled: &BTreeSet<String>, now: Timestamp) -> bool {
         let before = self.stalled.len();
         self.stalled.retain(|m, _| stalled.contains(m));
         let mut changed = self.stalled.len() != before;
@@ -158,26 +158,26 @@ impl SyncState {
     }
 
     /// A monitor's full condition list.
-    pub fn set_monitor(&mut self, monitor: &str, conditions: Vec<Condition>) {
+    pub(crate) fn set_monitor(&mut self, monitor: &str, conditions: Vec<Condition>) {
         self.waiting_for.remove(monitor);
         self.desired.insert(monitor.to_string(), conditions);
     }
 
     /// A monitor was removed by a reload: its conditions are no longer declared.
-    pub fn remove_monitor(&mut self, monitor: &str) {
+    pub(crate) fn remove_monitor(&mut self, monitor: &str) {
         self.waiting_for.remove(monitor);
         self.desired.remove(monitor);
     }
 
     /// A monitor was added by a reload.
-    pub fn expect_monitor(&mut self, monitor: &str) {
+    pub(crate) fn expect_monitor(&mut self, monitor: &str) {
         if !self.desired.contains_key(monitor) {
             self.waiting_for.insert(monitor.to_string());
         }
     }
 
     /// The current desired conditions, by type (a stalled monitor's healthy ones `Unknown`).
-    pub fn current(&self) -> BTreeMap<String, DesiredCondition> {
+    pub(crate) fn current(&self) -> BTreeMap<String, DesiredCondition> {
         self.desired
             .iter()
             .flat_map(|(monitor, cs)| {
@@ -193,12 +193,12 @@ impl SyncState {
     }
 
     /// The desired conditions as the monitors hold them (for /conditions).
-    pub fn conditions(&self) -> Vec<Condition> {
+    pub(crate) fn conditions(&self) -> Vec<Condition> {
         self.desired.values().flatten().cloned().collect()
     }
 
     /// The patch due at `now`, if any.
-    pub fn plan(&self, now: Timestamp) -> Option<Plan> {
+    pub(crate) fn plan(&self, now: Timestamp) -> Option<Plan> {
         if self.retry_at.is_some_and(|r| r > now) {
             return None;
         }
@@ -247,7 +247,7 @@ impl SyncState {
         })
     }
 
-    pub fn succeeded(&mut self, plan: &Plan, now: Timestamp) {
+    pub(crate) fn succeeded(&mut self, plan: &Plan, now: Timestamp) {
         self.written = Some(
             plan.set
                 .iter()
@@ -263,7 +263,7 @@ impl SyncState {
 
     /// Returns the delay before the next attempt. `refused`: the API server answered and refused it
     /// (not an outage).
-    pub fn failed(&mut self, now: Timestamp, refused: bool) -> Duration {
+    pub(crate) fn failed(&mut self, now: Timestamp, refused: bool) -> Duration {
         self.failures += 1;
         self.refusals = if refused { self.refusals + 1 } else { 0 };
         let d = backoff(self.failures);
@@ -272,17 +272,17 @@ impl SyncState {
     }
 
     /// Consecutive refused writes.
-    pub fn refusals(&self) -> u32 {
+    pub(crate) fn refusals(&self) -> u32 {
         self.refusals
     }
 
     /// Writes have been refused [`GIVE_UP_AFTER`] times in a row (they are still retried).
-    pub fn given_up(&self) -> bool {
+    pub(crate) fn given_up(&self) -> bool {
         self.refusals >= GIVE_UP_AFTER
     }
 
     /// True when everything desired has been written (checkpoints may advance).
-    pub fn in_sync(&self) -> bool {
+    pub(crate) fn in_sync(&self) -> bool {
         self.written.as_ref() == Some(&self.current())
             || (self.current().is_empty() && self.written.is_none())
     }

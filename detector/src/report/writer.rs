@@ -22,32 +22,36 @@ use crate::report::reporter::Reporter;
 use crate::report::sync::SyncState;
 
 /// The conditions as last reported, shared with /conditions and the reload supervisor.
-pub type Snapshot = Arc<Mutex<Vec<Condition>>>;
+pub(crate) type Snapshot = Arc<Mutex<Vec<Condition>>>;
 
-pub struct Writer<R> {
-    pub reporter: R,
-    pub sync: SyncState,
-    pub events: Aggregator,
+pub(crate) struct Writer<R> {
+    pub(crate) reporter: R,
+    pub(crate) sync: SyncState,
+    pub(crate) events: Aggregator,
     /// Positions received but not yet safe to checkpoint.
-    pub pending: BTreeMap<String, Position>,
+    pub(crate) pending: BTreeMap<String, Position>,
     /// Event occurrences each monitor sent since its last Progress (confirmed by the next one).
-    pub unconfirmed: BTreeMap<String, BTreeMap<Key, i32>>,
-    pub checkpoint: Arc<Mutex<Checkpoint>>,
-    pub state_file: PathBuf,
-    pub snapshot: Snapshot,
-    pub metrics: Metrics,
-    pub health: Health,
-    pub tick: Duration,
+    pub(crate) unconfirmed: BTreeMap<String, BTreeMap<Key, i32>>,
+    pub(crate) checkpoint: Arc<Mutex<Checkpoint>>,
+    pub(crate) state_file: PathBuf,
+    pub(crate) snapshot: Snapshot,
+    pub(crate) metrics: Metrics,
+    pub(crate) health: Health,
+    pub(crate) tick: Duration,
     /// problem_gauge labels last set to 1, by condition type.
-    pub gauges: BTreeMap<String, String>,
+    pub(crate) gauges: BTreeMap<String, String>,
     /// The time conditions and Events are judged due at.
-    pub clock: nodemedic_common::clock::Clock,
+    pub(crate) clock: nodemedic_common::clock::Clock,
     /// Failed writes are logged once, then at most once a minute while they go on (by kind).
-    pub failing: [nodemedic_common::throttle::Throttle; 2],
+    pub(crate) failing: [nodemedic_common::throttle::Throttle; 2],
 }
 
 impl<R: Reporter> Writer<R> {
-    pub async fn run(mut self, mut rx: mpsc::Receiver<Outcome>, mut stop: watch::Receiver<bool>) {
+    pub(crate) async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Outcome>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let beat = self.health.register("report", Duration::from_secs(60));
         let mut tick = tokio::time::interval(self.tick);
         let mut last_save = tokio::time::Instant::now();

@@ -47,7 +47,7 @@ pub enum Exit {
 
 impl Exit {
     /// NPD's mapping of an exit code (`None`: killed by a signal).
-    pub fn of_code(code: Option<i32>) -> Exit {
+    pub(crate) fn of_code(code: Option<i32>) -> Exit {
         match code {
             Some(0) => Exit::Healthy,
             Some(1) => Exit::Problem,
@@ -60,14 +60,14 @@ impl Exit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckResult {
     /// Index in `Monitor::checks`.
-    pub check: usize,
+    pub(crate) check: usize,
     pub exit: Exit,
     /// Its stdout, trimmed and cut to the input's maxOutputLength (or why it could not run).
     pub message: String,
     /// The exit code (`None`: a signal, a timeout, not started).
-    pub code: Option<i32>,
-    pub timed_out: bool,
+    pub(crate) code: Option<i32>,
+    pub(crate) timed_out: bool,
     /// The first line of its stderr, for the log.
-    pub stderr: String,
+    pub(crate) stderr: String,
     pub at: Timestamp,
 }

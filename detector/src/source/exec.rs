@@ -27,17 +27,18 @@ use nodemedic_common::health::Health;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{Semaphore, mpsc, watch};
 
+pub(crate) use super::event::CheckResult;
+pub use super::event::Exit;
 use super::event::SourceEvent;
-pub use super::event::{CheckResult, Exit};
 use crate::checkpoint::Position;
 use crate::config::{Check, ExecSettings, Monitor, RunAs};
 
 /// The uid and gid of an unprivileged check (nobody).
-pub const NOBODY: u32 = 65534;
+pub(crate) const NOBODY: u32 = 65534;
 
 /// The detector's variables a check sees (none is a credential): the node's name, crictl's endpoints,
 /// the time zone and language.
-pub const PASSED_ENV: [&str; 5] = [
+pub(crate) const PASSED_ENV: [&str; 5] = [
     "NODE_NAME",
     "CONTAINER_RUNTIME_ENDPOINT",
     "IMAGE_SERVICE_ENDPOINT",
@@ -57,7 +58,8 @@ pub struct CheckDirs {
 }
 
 /// Where shipped checks live (the image's `config/checks`, and packages' checks).
-pub const DEFAULT_CHECK_DIRS: [&str; 2] = ["/usr/lib/nodemedic/checks", "/etc/nodemedic/checks"];
+pub(crate) const DEFAULT_CHECK_DIRS: [&str; 2] =
+    ["/usr/lib/nodemedic/checks", "/etc/nodemedic/checks"];
 
 impl CheckDirs {
     /// `dirs` (those that exist) and the running executable.
@@ -77,7 +79,7 @@ impl CheckDirs {
 
     /// Whether `program` (relative: to the working directory, as in NPD) may run; the path it
     /// runs as.
-    pub fn permits(&self, program: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    pub(crate) fn permits(&self, program: &std::path::Path) -> Result<std::path::PathBuf, String> {
         let real = std::fs::canonicalize(program)
             .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
         if self.own.as_ref() == Some(&real) || self.dirs.iter().any(|d| real.starts_with(d)) {
@@ -93,15 +95,15 @@ impl CheckDirs {
 }
 
 /// Output kept from each stream (NPD's maxCustomPluginBufferBytes).
-pub const MAX_CAPTURE: usize = 4096;
+pub(crate) const MAX_CAPTURE: usize = 4096;
 /// How long a killed check may take to be reaped before its run is given up.
-pub const KILL_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(10);
 /// How long the output may take to reach end of file once the check's group is gone.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// The health entry of a check: `check:<monitor>/<reason>`, with `#n` when a monitor has several
 /// checks with one reason (NPD's sample has a temporary and a permanent `NTPIsDown`).
-pub fn health_names(monitor: &Monitor) -> Vec<String> {
+pub(crate) fn health_names(monitor: &Monitor) -> Vec<String> {
     let mut names = Vec::with_capacity(monitor.checks.len());
     for (i, c) in monitor.checks.iter().enumerate() {
         let same = monitor.checks[..i]
@@ -119,7 +121,7 @@ pub fn health_names(monitor: &Monitor) -> Vec<String> {
 
 /// Start every check of `monitor`; their results come out of the returned receiver until `stop` or
 /// until it is dropped.
-pub fn start(
+pub(crate) fn start(
     monitor: &Monitor,
     settings: &ExecSettings,
     health: &Health,
@@ -172,7 +174,7 @@ pub fn start(
 
 /// Number the results of `checks` from `runs` (the runs counted before a restart) and pass them on
 /// as events, until either side is gone.
-pub async fn number(
+pub(crate) async fn number(
     mut checks: mpsc::Receiver<CheckResult>,
     mut runs: u64,
     tx: mpsc::Sender<SourceEvent>,
@@ -379,7 +381,7 @@ async fn reap_group(group: Option<rustix::process::Pid>) {
 }
 
 /// `s` cut to at most `max` bytes, on a character boundary (NPD cuts at max_output_length bytes).
-pub fn cut(s: &str, max: usize) -> String {
+pub(crate) fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }

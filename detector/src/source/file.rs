@@ -20,7 +20,7 @@ use crate::parse::syslog;
 pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// Follow `path`. Without a checkpoint for the current inode it starts at the end (like `tail -f`).
-pub fn follow(
+pub(crate) fn follow(
     path: PathBuf,
     format: LineFormat,
     checkpoint: Option<Position>,

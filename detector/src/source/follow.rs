@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Where to start in the file found at the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartAt {
+pub(crate) enum StartAt {
     Beginning,
     End,
     /// This offset if the file is still (dev, ino) and that long; else the beginning.
@@ -23,7 +23,7 @@ pub enum StartAt {
 
 /// What [`Follower::next_line`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// A complete line is in the buffer (without its newline).
     Line,
     /// A line longer than the limit: its first `limit` bytes are in the buffer, the rest was skipped.
@@ -32,7 +32,7 @@ pub enum Next {
     Idle,
 }
 
-pub struct Follower {
+pub(crate) struct Follower {
     path: PathBuf,
     reader: BufReader<File>,
     dev: u64,
@@ -41,7 +41,7 @@ pub struct Follower {
 }
 
 impl Follower {
-    pub fn open(path: &Path, start: StartAt) -> std::io::Result<Follower> {
+    pub(crate) fn open(path: &Path, start: StartAt) -> std::io::Result<Follower> {
         let mut f = File::open(path)?;
         let meta = f.metadata()?;
         let (dev, ino) = (meta.dev(), meta.ino());
@@ -65,12 +65,12 @@ impl Follower {
     }
 
     /// (device, inode, offset after the last complete line read).
-    pub fn position(&self) -> (u64, u64, u64) {
+    pub(crate) fn position(&self) -> (u64, u64, u64) {
         (self.dev, self.ino, self.offset)
     }
 
     /// Read the next complete line (at most `limit` bytes kept) into `buf`.
-    pub fn next_line(&mut self, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<Next> {
+    pub(crate) fn next_line(&mut self, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<Next> {
         buf.clear();
         let n = crate::parse::read_line(&mut self.reader.by_ref().take(limit as u64), buf)?;
         if n > 0 && buf.last() == Some(&b'\n') {

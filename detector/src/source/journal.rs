@@ -19,11 +19,11 @@ use crate::parse::journal;
 
 /// The longest journal entry read, as a JSON line: its message and the fields journalctl adds. Longer
 /// entries are skipped and counted as malformed (journald's own `LineMax` is 48 KiB for stdout streams).
-pub const MAX_ENTRY: usize = 256 * 1024;
+pub(crate) const MAX_ENTRY: usize = 256 * 1024;
 
 /// What [`read_line_capped`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Capped {
+pub(crate) enum Capped {
     /// A complete line is in the buffer (without its newline).
     Line,
     /// A line longer than the limit was skipped to its end; the buffer is empty.
@@ -33,7 +33,7 @@ pub enum Capped {
 }
 
 /// Read one line, keeping at most `limit` bytes of it in memory whatever its length.
-pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_line_capped<R: AsyncBufRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
     limit: usize,
@@ -87,7 +87,7 @@ pub struct JournalSpec {
 }
 
 /// The journalctl arguments: a pure function, tested below.
-pub fn args(spec: &JournalSpec, cursor: Option<&str>) -> Vec<String> {
+pub(crate) fn args(spec: &JournalSpec, cursor: Option<&str>) -> Vec<String> {
     let mut a = vec![
         "--follow".to_string(),
         "--all".into(),

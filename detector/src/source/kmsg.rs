@@ -25,16 +25,16 @@ const RECORD_BUF: usize = 16 * 1024;
 
 /// Where to start.
 #[derive(Debug, Clone)]
-pub struct Start {
-    pub boot_id: String,
+pub(crate) struct Start {
+    pub(crate) boot_id: String,
     /// Checkpointed position of this monitor, if any.
-    pub checkpoint: Option<Position>,
-    pub lookback: Duration,
+    pub(crate) checkpoint: Option<Position>,
+    pub(crate) lookback: Duration,
 }
 
 impl Start {
     /// Should a record with `seq`/`ts` be skipped? `now_mono_us` is the current monotonic clock.
-    pub fn skip(&self, seq: u64, ts_us: u64, now_mono_us: u64) -> bool {
+    pub(crate) fn skip(&self, seq: u64, ts_us: u64, now_mono_us: u64) -> bool {
         match &self.checkpoint {
             Some(Position::Kmsg { boot_id, seq: last }) if *boot_id == self.boot_id => seq <= *last,
             _ => ts_us.saturating_add(self.lookback.as_micros() as u64) < now_mono_us,
@@ -49,7 +49,7 @@ pub fn monotonic_now_us() -> u64 {
 }
 
 /// The current boot id.
-pub fn boot_id() -> String {
+pub(crate) fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -63,7 +63,7 @@ fn wall_time(ts_us: u64) -> Timestamp {
 }
 
 /// Follow `path` until `stop` turns true or the receiver is gone. Runs on a dedicated thread.
-pub fn follow(
+pub(crate) fn follow(
     path: PathBuf,
     start: Start,
     tx: mpsc::Sender<SourceEvent>,

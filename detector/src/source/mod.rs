@@ -31,29 +31,29 @@ const QUEUE: usize = 1024;
 
 /// What every input needs from the process.
 #[derive(Clone)]
-pub struct Context {
-    pub kmsg_path: PathBuf,
-    pub journalctl: PathBuf,
-    pub journal_dir: Option<PathBuf>,
-    pub boot_id: String,
-    pub health: Health,
+pub(crate) struct Context {
+    pub(crate) kmsg_path: PathBuf,
+    pub(crate) journalctl: PathBuf,
+    pub(crate) journal_dir: Option<PathBuf>,
+    pub(crate) boot_id: String,
+    pub(crate) health: Health,
     /// Where exec checks may run from.
-    pub check_dirs: exec::CheckDirs,
+    pub(crate) check_dirs: exec::CheckDirs,
 }
 
 /// An input that could not be started.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the {input} input of monitor {monitor}: {source}")]
-pub struct SpawnError {
-    pub monitor: String,
-    pub input: &'static str,
+pub(crate) struct SpawnError {
+    pub(crate) monitor: String,
+    pub(crate) input: &'static str,
     #[source]
-    pub source: std::io::Error,
+    pub(crate) source: std::io::Error,
 }
 
 /// Start `monitor`'s input, resuming at `resume` (its checkpoint); it runs until `stop` turns true or
 /// the returned receiver is dropped. Must be called within a tokio runtime.
-pub fn spawn(
+pub(crate) fn spawn(
     monitor: &Monitor,
     ctx: &Context,
     resume: Option<Position>,

@@ -26,7 +26,7 @@ pub enum InputFormat {
 
 impl InputFormat {
     /// Guess from the first non-empty line.
-    pub fn detect(first_line: &str) -> InputFormat {
+    pub(crate) fn detect(first_line: &str) -> InputFormat {
         let l = first_line.trim_start();
         if l.starts_with('{') {
             InputFormat::JournalJson
@@ -42,7 +42,7 @@ impl InputFormat {
     /// Whether a monitor reading `input` sees this format's records: kmsg records go to kmsg
     /// monitors and journal entries to journal monitors; plain and syslog files go to every line
     /// monitor.
-    pub fn feeds(self, input: &Input) -> bool {
+    pub(crate) fn feeds(self, input: &Input) -> bool {
         match self {
             InputFormat::Kmsg => matches!(input, Input::Kmsg),
             InputFormat::JournalJson => matches!(input, Input::Journal { .. }),
@@ -53,7 +53,7 @@ impl InputFormat {
 
 /// Where a record came from, for journal monitors' identifiers and units.
 #[derive(Debug, Clone, Copy)]
-pub enum Origin<'a> {
+pub(crate) enum Origin<'a> {
     Journal(&'a journal::Entry),
     /// A syslog line with this tag.
     Syslog(&'a str),
@@ -64,7 +64,7 @@ impl Origin<'_> {
     /// Whether a monitor reading `input` reads this record: the daemon's journalctl filter
     /// (identifiers OR units) applied to a journal entry, or to a syslog line's tag (`kubelet` for
     /// `kubelet.service`); every other monitor reads every record.
-    pub fn reaches(&self, input: &Input) -> bool {
+    pub(crate) fn reaches(&self, input: &Input) -> bool {
         let Input::Journal {
             identifiers,
             units,
@@ -89,21 +89,21 @@ impl Origin<'_> {
 }
 
 /// One record read.
-pub struct Record<'a> {
+pub(crate) struct Record<'a> {
     /// 1-based line of the input where the record starts.
-    pub line: usize,
+    pub(crate) line: usize,
     /// Records (or lines, blank ones included) and bytes read so far, this record included.
-    pub read: u64,
-    pub offset: u64,
-    pub origin: Origin<'a>,
+    pub(crate) read: u64,
+    pub(crate) offset: u64,
+    pub(crate) origin: Origin<'a>,
     /// A [`SourceEvent::Line`] (at the record's own time, else the reader's `now`) or a
     /// [`SourceEvent::Malformed`]. The position of a line is its end's byte offset in the input
     /// (`dev`/`ino` 0: the input may not be a file).
-    pub event: &'a SourceEvent,
+    pub(crate) event: &'a SourceEvent,
 }
 
 /// Reads records one at a time, reusing its buffers (no allocation per line but a journal entry's).
-pub struct Once<R> {
+pub(crate) struct Once<R> {
     format: InputFormat,
     now: Timestamp,
     kmsg: Option<kmsg::RecordReader<R>>,
@@ -120,7 +120,7 @@ pub struct Once<R> {
 
 impl<R: BufRead> Once<R> {
     /// A reader of `format` records; undated lines are dated `now`.
-    pub fn new(reader: R, format: InputFormat, now: Timestamp) -> Self {
+    pub(crate) fn new(reader: R, format: InputFormat, now: Timestamp) -> Self {
         let (kmsg, reader) = match format {
             InputFormat::Kmsg => (Some(kmsg::RecordReader::new(reader)), None),
             _ => (None, Some(reader)),
@@ -142,13 +142,13 @@ impl<R: BufRead> Once<R> {
     }
 
     /// Records (or lines) and bytes read so far.
-    pub fn read(&self) -> (u64, u64) {
+    pub(crate) fn read(&self) -> (u64, u64) {
         (self.read, self.offset)
     }
 
     /// The next record; `None` at the end of the input (blank lines of a journal export are
     /// skipped).
-    pub fn next_record(&mut self) -> std::io::Result<Option<Record<'_>>> {
+    pub(crate) fn next_record(&mut self) -> std::io::Result<Option<Record<'_>>> {
         if let Some(records) = &mut self.kmsg {
             let Some((line, rec)) = records.next_record()? else {
                 return Ok(None);

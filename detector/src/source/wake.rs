@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 
-pub struct FileWake {
+pub(crate) struct FileWake {
     fd: Option<OwnedFd>,
 }
 
 impl FileWake {
     /// Watch the directory holding `path` (the file itself may not exist yet or be replaced).
-    pub fn new(path: &Path) -> FileWake {
+    pub(crate) fn new(path: &Path) -> FileWake {
         let dir = path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
@@ -37,7 +37,7 @@ impl FileWake {
     }
 
     /// Return when the directory changed or after `timeout`.
-    pub fn wait(&self, timeout: Duration) {
+    pub(crate) fn wait(&self, timeout: Duration) {
         let Some(fd) = &self.fd else {
             std::thread::sleep(timeout);
             return;
