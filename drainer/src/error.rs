@@ -24,4 +24,4 @@ pub enum Error {
     RecordKey(#[from] crate::act::key::KeyError),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

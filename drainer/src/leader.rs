@@ -32,7 +32,7 @@ pub struct LeaseConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     Create,
     Renew,
     TakeOver,
@@ -40,7 +40,7 @@ pub enum Step {
 }
 
 /// What to do given the current Lease.
-pub fn next_step(
+pub(crate) fn next_step(
     lease: Option<&LeaseSpec>,
     me: &str,
     now: Timestamp,
@@ -89,7 +89,7 @@ fn spec(
 /// `base` (the pod's name, or the host's) with a random suffix: a Lease holder is known by its
 /// identity alone, so two processes that shared one (two drainers on one host, or a restarted
 /// container while the old one still runs) would both take themselves for the leader.
-pub fn unique_identity(base: &str) -> String {
+pub(crate) fn unique_identity(base: &str) -> String {
     let suffix: String = crate::model::seal::random_bytes()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -98,27 +98,18 @@ pub fn unique_identity(base: &str) -> String {
 }
 
 /// What the Lease carries besides the election.
-pub struct LeaseData {
+pub(crate) struct LeaseData {
     /// The Lease as last read (every retry period, leading or not).
-    pub read: watch::Sender<Option<Lease>>,
+    pub(crate) read: watch::Sender<Option<Lease>>,
     /// The breaker state to keep in [`BREAKER_ANNOTATION`], written with the next renewal: `None`
     /// leaves the annotation as it is (a new leader has not read it back yet), `Some(None)` removes
     /// it, `Some(Some(state))` sets it.
-    pub breaker: watch::Receiver<Option<Option<String>>>,
+    pub(crate) breaker: watch::Receiver<Option<Option<String>>>,
     /// The record memory to keep in [`RECORDS_ANNOTATION`], the same way.
-    pub records: watch::Receiver<Option<Option<String>>>,
+    pub(crate) records: watch::Receiver<Option<Option<String>>>,
 }
 
-impl LeaseData {
-    /// Channels nobody else reads or writes (tests, and callers without a controller).
-    pub fn detached() -> LeaseData {
-        LeaseData {
-            read: watch::channel(None).0,
-            breaker: watch::channel(None).1,
-            records: watch::channel(None).1,
-        }
-    }
-}
+impl LeaseData {}
 
 /// Set (or with `Some(None)` remove) annotation `key` on `lease`; `None` leaves it.
 fn annotate(lease: &mut Lease, key: &str, value: Option<Option<String>>) {
@@ -140,7 +131,7 @@ fn annotate(lease: &mut Lease, key: &str, value: Option<Option<String>>) {
 }
 
 /// Run the election until `stop`; `leader` says whether we lead.
-pub async fn run(
+pub(crate) async fn run(
     client: kube::Client,
     cfg: LeaseConfig,
     leader: watch::Sender<bool>,

@@ -21,7 +21,7 @@ const PAGE: u32 = 500;
 
 /// Errors reaching or reading the cluster.
 #[derive(Debug, thiserror::Error)]
-pub enum LiveError {
+pub(crate) enum LiveError {
     #[error("cannot read the kubeconfig {}: {source}", path.display())]
     Kubeconfig {
         path: std::path::PathBuf,
@@ -48,7 +48,7 @@ pub enum LiveError {
 
 /// A client for the cluster of `kubeconfig` (default: `KUBECONFIG`, `~/.kube/config`, or the
 /// in-cluster service account) and `context` (default: the current one).
-pub async fn client(
+pub(crate) async fn client(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<kube::Client, LiveError> {
@@ -82,19 +82,19 @@ pub async fn client(
 }
 
 /// What `drainer plan` reads, from the live cluster.
-pub struct Snapshot {
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    pub pdbs: Vec<PodDisruptionBudget>,
+pub(crate) struct Snapshot {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) pods: Vec<Pod>,
+    pub(crate) pdbs: Vec<PodDisruptionBudget>,
     /// The drainer's Lease (a pause is set there), if it exists.
-    pub lease: Option<k8s_openapi::api::coordination::v1::Lease>,
+    pub(crate) lease: Option<k8s_openapi::api::coordination::v1::Lease>,
     /// The drainer's NodeFlapping Events (which nodes it saw flapping).
-    pub flapping: Vec<k8s_openapi::api::core::v1::Event>,
+    pub(crate) flapping: Vec<k8s_openapi::api::core::v1::Event>,
 }
 
 /// List nodes, pods and PodDisruptionBudgets (all namespaces), a page at a time, and get the
 /// drainer's Lease `namespace/name`.
-pub async fn read(
+pub(crate) async fn read(
     client: &kube::Client,
     lease_namespace: &str,
     lease_name: &str,
@@ -130,7 +130,7 @@ pub async fn read(
 /// The DaemonSet `namespace/name` (where the detector runs), if it exists and may be read; one
 /// that may not (403) is as good as absent here: the watchdog then watches only nodes whose
 /// detector reported before, and says so.
-pub async fn daemon_set(
+pub(crate) async fn daemon_set(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -154,7 +154,7 @@ pub async fn daemon_set(
 
 /// The drainer's Events about `node` (its history, for `explain`), from the `default` namespace
 /// where node Events live.
-pub async fn node_events(
+pub(crate) async fn node_events(
     client: &kube::Client,
     node: &str,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Event>, LiveError> {
@@ -173,7 +173,7 @@ pub async fn node_events(
 
 /// Every Event about a Node, in every namespace, a page at a time (the history a backtest
 /// replays).
-pub async fn node_events_all(
+pub(crate) async fn node_events_all(
     client: &kube::Client,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Event>, LiveError> {
     let events: Vec<k8s_openapi::api::core::v1::Event> =
@@ -185,7 +185,7 @@ pub async fn node_events_all(
 }
 
 /// Only the nodes (for `kubectl nodemedic conditions`).
-pub async fn read_nodes(client: &kube::Client) -> Result<Vec<Node>, LiveError> {
+pub(crate) async fn read_nodes(client: &kube::Client) -> Result<Vec<Node>, LiveError> {
     list_all(Api::all(client.clone()), "nodes").await
 }
 
@@ -228,26 +228,26 @@ where
 
 /// One node as `kubectl nodemedic conditions` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct NodeSummary {
-    pub node: String,
-    pub ready: String,
-    pub schedulable: bool,
+pub(crate) struct NodeSummary {
+    pub(crate) node: String,
+    pub(crate) ready: String,
+    pub(crate) schedulable: bool,
     /// The conditions the detector owns on this node (its annotation names them).
-    pub conditions: Vec<ConditionSummary>,
+    pub(crate) conditions: Vec<ConditionSummary>,
     /// The drainer's record, in words; `None` without one.
-    pub drain: Option<String>,
+    pub(crate) drain: Option<String>,
     /// Its detector has not been heard from since then (the drainer's watchdog: silent).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub silent_since: Option<Timestamp>,
+    pub(crate) silent_since: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ConditionSummary {
+pub(crate) struct ConditionSummary {
     #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub since: Option<Timestamp>,
+    pub(crate) type_: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) since: Option<Timestamp>,
 }
 
 /// Summarise a node (pure): its detector's conditions, its drain record, and whether its detector
@@ -287,7 +287,7 @@ fn shown_types<'a>(
     shown
 }
 
-pub fn summarise(
+pub(crate) fn summarise(
     node: &Node,
     cfg: &crate::config::Config,
     placement: &crate::decide::watchdog::Placement,
@@ -349,7 +349,7 @@ pub fn summarise(
     }
 }
 
-pub fn describe(r: &Record) -> String {
+pub(crate) fn describe(r: &Record) -> String {
     let owner = if r.owner.is_empty() {
         String::new()
     } else {
@@ -371,7 +371,7 @@ pub fn describe(r: &Record) -> String {
 }
 
 /// Print the summaries as a table (text) or one JSON object per line.
-pub fn print_summaries(
+pub(crate) fn print_summaries(
     rows: &[NodeSummary],
     json: bool,
     out: &mut impl Write,

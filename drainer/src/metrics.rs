@@ -2,7 +2,7 @@
 //! I/O in the sense that counting is a side effect; registering is done once, by `run`.
 
 use nodemedic_common::label_value;
-pub use nodemedic_common::labels::{Eviction, Outcome, Reload};
+pub(crate) use nodemedic_common::labels::{Eviction, Outcome, Reload};
 use nodemedic_common::labels::{EvictionLabel, OutcomeLabel, ReloadLabel};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -78,38 +78,38 @@ pub struct Metrics {
     guard_requests: Family<DecisionLabel, Counter>,
     guard_cert_reloads: Family<ReloadLabel, Counter>,
     /// Times the guard's certificate files were looked at after an event on disk, changed or not.
-    pub guard_cert_checks: Counter,
+    pub(crate) guard_cert_checks: Counter,
     /// Times the config file was looked at after an event on disk, changed or not.
-    pub config_checks: Counter,
+    pub(crate) config_checks: Counter,
     config_reloads: Family<ReloadLabel, Counter>,
     notifications: Family<NotifyLabel, Counter>,
     safety_events: Family<SafetyLabel, Counter>,
     /// 1 while the circuit breaker is open.
-    pub breaker_open: Gauge,
+    pub(crate) breaker_open: Gauge,
     /// Failure domains in an outage now.
-    pub domain_outages: Gauge,
+    pub(crate) domain_outages: Gauge,
     /// Nodes a safety gate holds (breaker, outage, flapping, pause), as of the last round.
-    pub held: Gauge,
+    pub(crate) held: Gauge,
     /// 1 while a pause on the drainer's Lease is in force.
-    pub paused: Gauge,
-    pub drain_duration: Histogram,
-    pub leader: Gauge,
-    pub stale_pods: Gauge,
-    pub stale_reported: Counter,
+    pub(crate) paused: Gauge,
+    pub(crate) drain_duration: Histogram,
+    pub(crate) leader: Gauge,
+    pub(crate) stale_pods: Gauge,
+    pub(crate) stale_reported: Counter,
     /// Node decisions made (rounds decide only what changed; this grows with changes, not size).
-    pub decided: Counter,
+    pub(crate) decided: Counter,
     /// Node views the selector failed on (counted as not selected).
-    pub selector_errors: Counter,
+    pub(crate) selector_errors: Counter,
     stale_evictions: Family<EvictionLabel, Counter>,
     malformed: Family<KindLabel, Counter>,
     /// Probations started (`--uncordon-after`).
-    pub probations: Counter,
+    pub(crate) probations: Counter,
     /// Drain records found on nodes that this drainer did not write for them (ignored).
-    pub records_rejected: Counter,
+    pub(crate) records_rejected: Counter,
     /// Guard requests shed because its bytes in flight were at their cap (admitted: fail open).
-    pub guard_shed: Counter,
+    pub(crate) guard_shed: Counter,
     /// Selected nodes whose detector is silent, as of the last resync.
-    pub silent_detectors: Gauge,
+    pub(crate) silent_detectors: Gauge,
     pod_policies: Family<PolicyLabel, Counter>,
 }
 
@@ -375,67 +375,67 @@ impl Metrics {
             let _ = self.config_reloads.get_or_create(&ReloadLabel { result });
         }
     }
-    pub fn malformed_object(&self, kind: ObjectKind) {
+    pub(crate) fn malformed_object(&self, kind: ObjectKind) {
         self.malformed.get_or_create(&KindLabel { kind }).inc();
     }
 
-    pub fn cordoned(&self, result: Outcome) {
+    pub(crate) fn cordoned(&self, result: Outcome) {
         self.cordoned.get_or_create(&OutcomeLabel { result }).inc();
     }
-    pub fn uncordoned(&self, result: Outcome) {
+    pub(crate) fn uncordoned(&self, result: Outcome) {
         self.uncordoned
             .get_or_create(&OutcomeLabel { result })
             .inc();
     }
-    pub fn drained(&self, result: Outcome) {
+    pub(crate) fn drained(&self, result: Outcome) {
         self.drained.get_or_create(&OutcomeLabel { result }).inc();
     }
-    pub fn drain_scheduled(&self, result: Outcome) {
+    pub(crate) fn drain_scheduled(&self, result: Outcome) {
         self.drain_scheduled
             .get_or_create(&OutcomeLabel { result })
             .inc();
     }
-    pub fn budget_wait(&self, budget: Budget) {
+    pub(crate) fn budget_wait(&self, budget: Budget) {
         self.budget_waits
             .get_or_create(&BudgetLabel { budget })
             .inc();
     }
-    pub fn guard_request(&self, decision: GuardDecision) {
+    pub(crate) fn guard_request(&self, decision: GuardDecision) {
         self.guard_requests
             .get_or_create(&DecisionLabel { decision })
             .inc();
     }
-    pub fn guard_cert_reload(&self, result: Reload) {
+    pub(crate) fn guard_cert_reload(&self, result: Reload) {
         self.guard_cert_reloads
             .get_or_create(&ReloadLabel { result })
             .inc();
     }
-    pub fn config_reload(&self, result: Reload) {
+    pub(crate) fn config_reload(&self, result: Reload) {
         self.config_reloads
             .get_or_create(&ReloadLabel { result })
             .inc();
     }
-    pub fn notification(&self, result: NotifyResult) {
+    pub(crate) fn notification(&self, result: NotifyResult) {
         self.notifications
             .get_or_create(&NotifyLabel { result })
             .inc();
     }
-    pub fn safety_event(&self, event: SafetyEvent) {
+    pub(crate) fn safety_event(&self, event: SafetyEvent) {
         self.safety_events
             .get_or_create(&SafetyLabel { event })
             .inc();
     }
-    pub fn stale_eviction(&self, result: Eviction) {
+    pub(crate) fn stale_eviction(&self, result: Eviction) {
         self.stale_evictions
             .get_or_create(&EvictionLabel { result })
             .inc();
     }
-    pub fn pod_policy(&self, outcome: PolicyOutcome) {
+    pub(crate) fn pod_policy(&self, outcome: PolicyOutcome) {
         self.pod_policies
             .get_or_create(&PolicyLabel { outcome })
             .inc();
     }
-    pub fn eviction(&self, result: Eviction) {
+    pub(crate) fn eviction(&self, result: Eviction) {
         self.evictions
             .get_or_create(&EvictionLabel { result })
             .inc();

@@ -27,19 +27,19 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A condition of the node, as notified.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ConditionNote {
+pub(crate) struct ConditionNote {
     #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
+    pub(crate) type_: String,
+    pub(crate) status: String,
     #[serde(skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    pub since: String,
+    pub(crate) reason: String,
+    pub(crate) since: String,
 }
 
 /// What a notification is about (its `event` field, snake_case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum NotifyKind {
+pub(crate) enum NotifyKind {
     Cordoned,
     DrainStarted,
     Drained,
@@ -57,7 +57,7 @@ pub enum NotifyKind {
 
 impl NotifyKind {
     /// In words, for chat text.
-    pub fn words(self) -> &'static str {
+    pub(crate) fn words(self) -> &'static str {
         use NotifyKind::*;
         match self {
             Cordoned => "cordoned",
@@ -79,25 +79,25 @@ impl NotifyKind {
 
 /// One notification (the JSON body).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Notification {
-    pub event: NotifyKind,
+pub(crate) struct Notification {
+    pub(crate) event: NotifyKind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    pub(crate) node: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub domain: Option<String>,
+    pub(crate) domain: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<ConditionNote>,
-    pub reason: String,
-    pub time: String,
+    pub(crate) conditions: Vec<ConditionNote>,
+    pub(crate) reason: String,
+    pub(crate) time: String,
     /// The drainer that acted (its Lease name).
-    pub drainer: String,
+    pub(crate) drainer: String,
     /// For chat webhooks.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 impl Notification {
     /// With the chat `text` made from the rest.
-    pub fn new(
+    pub(crate) fn new(
         event: NotifyKind,
         node: Option<String>,
         domain: Option<String>,
@@ -126,13 +126,13 @@ impl Notification {
 
 /// Hands notifications to the sending task (cheap to clone; a no-op without URLs).
 #[derive(Clone)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     tx: Option<mpsc::Sender<Notification>>,
     metrics: Option<Metrics>,
 }
 
 impl Notifier {
-    pub fn disabled() -> Notifier {
+    pub(crate) fn disabled() -> Notifier {
         Notifier {
             tx: None,
             metrics: None,
@@ -140,7 +140,10 @@ impl Notifier {
     }
 
     /// Start the sending task for `urls` (none: disabled, no task).
-    pub fn start(urls: Vec<NotifyUrl>, metrics: Metrics) -> (Notifier, Option<JoinHandle<()>>) {
+    pub(crate) fn start(
+        urls: Vec<NotifyUrl>,
+        metrics: Metrics,
+    ) -> (Notifier, Option<JoinHandle<()>>) {
         if urls.is_empty() {
             return (Notifier::disabled(), None);
         }
@@ -156,7 +159,7 @@ impl Notifier {
     }
 
     /// Queue `n`; never waits.
-    pub fn send(&self, n: Notification) {
+    pub(crate) fn send(&self, n: Notification) {
         let Some(tx) = &self.tx else {
             return;
         };
@@ -214,7 +217,7 @@ async fn send_all(urls: Vec<NotifyUrl>, mut rx: mpsc::Receiver<Notification>, me
 
 /// Why one POST of a notification did not go through.
 #[derive(Debug, thiserror::Error)]
-pub enum DeliveryError {
+pub(crate) enum DeliveryError {
     #[error("cannot build the request: {0}")]
     Request(#[source] axum::http::Error),
     #[error("no answer within {}s", TIMEOUT.as_secs())]

@@ -26,7 +26,7 @@ use crate::observe::Observed;
 use crate::record::Recorder;
 
 /// A watch failing this long makes /healthz fail.
-pub const WATCH_UNHEALTHY: Duration = Duration::from_secs(300);
+pub(crate) const WATCH_UNHEALTHY: Duration = Duration::from_secs(300);
 
 pub struct Options {
     pub config: Config,

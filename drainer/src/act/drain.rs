@@ -21,26 +21,26 @@ use crate::model::pod::PodInfo;
 use crate::model::record::{DrainOutcome, EvictError, Record};
 
 /// Wait between retries of an eviction refused by a PodDisruptionBudget (draino and kubectl: 5s).
-pub const PDB_RETRY: Duration = Duration::from_secs(5);
+pub(crate) const PDB_RETRY: Duration = Duration::from_secs(5);
 
 /// A drain attempt whose evictions ended, for the controller to decide the record of.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DrainRun {
-    pub node: String,
+pub(crate) struct DrainRun {
+    pub(crate) node: String,
     /// The record of the attempt (draining).
-    pub record: Record,
-    pub outcome: DrainOutcome,
-    pub started: Timestamp,
-    pub ended: Timestamp,
+    pub(crate) record: Record,
+    pub(crate) outcome: DrainOutcome,
+    pub(crate) started: Timestamp,
+    pub(crate) ended: Timestamp,
     /// The pods the drain leaves running ([`DrainJob::kept`]).
-    pub kept: Vec<String>,
+    pub(crate) kept: Vec<String>,
 }
 
 impl<C: Cluster> Executor<C> {
     /// Run one drain attempt's evictions: store `job.record` (the attempt, draining), evict the
     /// pods, wait until they are gone. `None` when nothing more is to be recorded: dry-run, the
     /// start could not be stored, or leadership was lost (the next leader resumes).
-    pub async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) -> Option<DrainRun> {
+    pub(crate) async fn drain(&self, node: &str, job: DrainJob, cfg: &Config) -> Option<DrainRun> {
         let started = self.clock.now();
         let (record, pods, kept) = (job.record, job.evict, job.kept);
         let starting = Occurrence::DrainStarting {
@@ -87,7 +87,7 @@ impl<C: Cluster> Executor<C> {
 
     /// Write how `run` ended: `finished` (the record the controller decided), DrainScheduled with
     /// the outcome, the Event, and on success the after-drain marks.
-    pub async fn finish_drain(&self, run: &DrainRun, finished: &Record, cfg: &Config) {
+    pub(crate) async fn finish_drain(&self, run: &DrainRun, finished: &Record, cfg: &Config) {
         let (node, now) = (run.node.as_str(), run.ended);
         let took = now.duration_since(run.started).as_secs_f64().max(0.0);
         self.record.metrics().drain_duration.observe(took);
@@ -127,7 +127,7 @@ impl<C: Cluster> Executor<C> {
     }
 
     /// Evict a stale pod (one attempt; a PDB's refusal is retried by the controller later).
-    pub async fn evict_stale(&self, s: &crate::decide::stale::Stale) {
+    pub(crate) async fn evict_stale(&self, s: &crate::decide::stale::Stale) {
         if !self.cluster.leading() || s.exempt.is_some() || self.dry_run() {
             return;
         }

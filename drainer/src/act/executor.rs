@@ -21,7 +21,7 @@ use crate::record::Recorder;
 
 /// Performs the effects of decisions. Cheap to clone (drains run with clones).
 #[derive(Clone)]
-pub struct Executor<C> {
+pub(crate) struct Executor<C> {
     pub(super) cluster: Gated<C>,
     pub(super) record: Recorder<C>,
     /// Shared by the clones drains run with; a config reload can turn it on or off.
@@ -31,11 +31,11 @@ pub struct Executor<C> {
 
 impl<C: Cluster> Executor<C> {
     /// The cluster, for the reads the controller makes itself (the detector DaemonSet).
-    pub fn cluster(&self) -> &Gated<C> {
+    pub(crate) fn cluster(&self) -> &Gated<C> {
         &self.cluster
     }
 
-    pub fn new(cluster: Gated<C>, record: Recorder<C>, dry_run: bool, clock: Clock) -> Self {
+    pub(crate) fn new(cluster: Gated<C>, record: Recorder<C>, dry_run: bool, clock: Clock) -> Self {
         Executor {
             cluster,
             record,
@@ -45,7 +45,7 @@ impl<C: Cluster> Executor<C> {
     }
 
     /// Turn dry-run mode on or off (a config reload changed it).
-    pub fn set_dry_run(&self, on: bool) {
+    pub(crate) fn set_dry_run(&self, on: bool) {
         self.dry_run.store(on, Ordering::Relaxed);
     }
 
@@ -53,13 +53,13 @@ impl<C: Cluster> Executor<C> {
         self.dry_run.load(Ordering::Relaxed)
     }
 
-    pub fn recorder(&self) -> &Recorder<C> {
+    pub(crate) fn recorder(&self) -> &Recorder<C> {
         &self.record
     }
 
     /// Carry out a write effect decided for `view` (`reason`: the decision's, for the uncordon's
     /// Event). True when it was written. A drain is started by the controller, not here.
-    pub async fn apply(
+    pub(crate) async fn apply(
         &self,
         view: &NodeView,
         effect: &Effect,
@@ -265,7 +265,7 @@ impl<C: Cluster> Executor<C> {
     }
 
     /// Store (or with `None` remove) the record only, sealed under `trust`.
-    pub async fn set_record(
+    pub(crate) async fn set_record(
         &self,
         node: &str,
         record: Option<&Record>,

@@ -14,22 +14,26 @@ pub(super) const TAINT_TRIES: usize = 4;
 #[derive(Debug, Default)]
 pub(super) struct Hold<'a> {
     /// `spec.unschedulable` to set (None: left as it is).
-    pub unschedulable: Option<bool>,
+    pub(crate) unschedulable: Option<bool>,
     /// Our taints to take off, and those to put on.
-    pub untaint: Vec<NodeTaint>,
-    pub taint: Vec<NodeTaint>,
+    pub(crate) untaint: Vec<NodeTaint>,
+    pub(crate) taint: Vec<NodeTaint>,
     /// The drain record (None: left; `Some(None)`: removed).
-    pub record: Option<Option<&'a Record>>,
+    pub(crate) record: Option<Option<&'a Record>>,
     /// draino's conditions annotation (None: left; `Some(None)`: removed).
-    pub draino: Option<Option<String>>,
+    pub(crate) draino: Option<Option<String>>,
     /// The node's version the decision was made on: the write is refused (409) if it changed. None:
     /// whatever the node is now (the taints read fresh, retried on conflicts).
-    pub seen: Option<&'a Version>,
+    pub(crate) seen: Option<&'a Version>,
 }
 
 /// `taints` (as the API server has them) without `remove` and then with `add` (each once; a
 /// taint already there keeps its time added).
-pub fn edit_taints(mut taints: Vec<Taint>, remove: &[NodeTaint], add: &[NodeTaint]) -> Vec<Taint> {
+pub(crate) fn edit_taints(
+    mut taints: Vec<Taint>,
+    remove: &[NodeTaint],
+    add: &[NodeTaint],
+) -> Vec<Taint> {
     let same = |t: &Taint, n: &NodeTaint| t.key == *n.key && t.effect == n.effect.as_str();
     taints.retain(|t| !remove.iter().any(|r| same(t, r)));
     for a in add {

@@ -18,10 +18,10 @@ use kube::api::PostParams;
 use crate::model::seal::{KeyTooShort, SealKey, random_bytes};
 
 /// The Secret's data key that holds the record key.
-pub const DATA_KEY: &str = "key";
+pub(crate) const DATA_KEY: &str = "key";
 
 /// The Secret's default name for a drainer with Lease `lease`.
-pub fn default_secret(lease: &str) -> String {
+pub(crate) fn default_secret(lease: &str) -> String {
     format!("{lease}-record-key")
 }
 
@@ -53,7 +53,11 @@ pub enum KeyError {
 }
 
 /// The record key from Secret `namespace/name`, filled with a new random key if it holds none.
-pub async fn load(client: kube::Client, namespace: &str, name: &str) -> Result<SealKey, KeyError> {
+pub(crate) async fn load(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<SealKey, KeyError> {
     let api: Api<Secret> = Api::namespaced(client, namespace);
     let api_error = |source| KeyError::Api {
         namespace: namespace.into(),

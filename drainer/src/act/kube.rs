@@ -108,7 +108,7 @@ pub struct KubeCluster {
 }
 
 impl KubeCluster {
-    pub fn new(client: kube::Client, observed: Observed) -> KubeCluster {
+    pub(crate) fn new(client: kube::Client, observed: Observed) -> KubeCluster {
         KubeCluster {
             nodes: Api::all(client.clone()),
             client,
@@ -128,7 +128,7 @@ fn api_error(e: kube::Error) -> ApiError {
 }
 
 /// `patch` as a strategic merge patch body.
-pub fn node_patch_body(patch: &NodePatch) -> Value {
+pub(crate) fn node_patch_body(patch: &NodePatch) -> Value {
     let strings = |m: &std::collections::BTreeMap<String, Option<String>>| -> Map<String, Value> {
         m.iter()
             .map(|(k, v)| (k.clone(), v.clone().map_or(Value::Null, Value::String)))
@@ -165,7 +165,7 @@ pub fn node_patch_body(patch: &NodePatch) -> Value {
 }
 
 /// `patch` as a strategic merge patch body of the status (conditions merge by type).
-pub fn condition_patch_body(patch: &ConditionPatch) -> Value {
+pub(crate) fn condition_patch_body(patch: &ConditionPatch) -> Value {
     let condition = match patch {
         ConditionPatch::Set {
             type_,

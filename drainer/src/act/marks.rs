@@ -56,7 +56,7 @@ impl<C: Cluster> Executor<C> {
 }
 
 /// `taints` with the marks' taints removed, then (`on`) added again.
-pub fn with_marks(taints: Vec<Taint>, m: &AfterDrain, on: bool) -> Vec<Taint> {
+pub(crate) fn with_marks(taints: Vec<Taint>, m: &AfterDrain, on: bool) -> Vec<Taint> {
     let ours: Vec<_> = m
         .taints
         .iter()
@@ -71,7 +71,7 @@ pub fn with_marks(taints: Vec<Taint>, m: &AfterDrain, on: bool) -> Vec<Taint> {
 }
 
 /// The after-drain marks in words (for the Event).
-pub fn describe(m: &AfterDrain) -> String {
+pub(crate) fn describe(m: &AfterDrain) -> String {
     let mut parts: Vec<String> = Vec::new();
     parts.extend(m.labels.iter().map(|(k, v)| format!("label {k}={v}")));
     parts.extend(

@@ -21,7 +21,7 @@ use crate::observe::Observed;
 
 /// One call that reached the cluster, in order.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Write {
+pub(crate) enum Write {
     Node {
         name: String,
         patch: NodePatch,
@@ -75,7 +75,7 @@ impl State {
 
 /// Nodes and Pods in memory, shown to `observed` as they change. Cheap to clone (shared).
 #[derive(Clone)]
-pub struct MemoryCluster {
+pub(crate) struct MemoryCluster {
     state: Arc<Mutex<State>>,
     observed: Observed,
 }
@@ -97,7 +97,7 @@ fn modified(kind: &str, name: &str) -> ApiError {
 
 impl MemoryCluster {
     /// An empty cluster showing its objects to `observed`.
-    pub fn new(observed: Observed) -> MemoryCluster {
+    pub(crate) fn new(observed: Observed) -> MemoryCluster {
         MemoryCluster {
             state: Arc::default(),
             observed,
@@ -109,7 +109,7 @@ impl MemoryCluster {
     }
 
     /// Add (or replace) a node; shown to the caches at once unless they are not synced yet.
-    pub fn put_node(&self, mut node: Node) {
+    pub(crate) fn put_node(&self, mut node: Node) {
         let mut s = self.state();
         node.metadata.resource_version = Some(s.bump());
         let name = node.metadata.name.clone().unwrap_or_default();
@@ -120,7 +120,7 @@ impl MemoryCluster {
     }
 
     /// Add (or replace) a pod.
-    pub fn put_pod(&self, mut pod: Pod) {
+    pub(crate) fn put_pod(&self, mut pod: Pod) {
         let mut s = self.state();
         pod.metadata.resource_version = Some(s.bump());
         let key = key_of(&pod);
@@ -131,7 +131,7 @@ impl MemoryCluster {
     }
 
     /// The caches list what is here (as the watches' first list): from now on they see each change.
-    pub fn sync(&self) {
+    pub(crate) fn sync(&self) {
         let s = self.state();
         let views = s.nodes.values().map(|node| {
             let view = crate::model::node::NodeView::of(node);
@@ -143,7 +143,13 @@ impl MemoryCluster {
     }
 
     /// Set a node's condition `type_` to `status` (its transition time `at` when it changes).
-    pub fn set_condition(&self, node: &str, type_: &str, status: Status, at: Timestamp) -> bool {
+    pub(crate) fn set_condition(
+        &self,
+        node: &str,
+        type_: &str,
+        status: Status,
+        at: Timestamp,
+    ) -> bool {
         let mut s = self.state();
         let (version, lagging) = (s.bump(), s.lagging);
         let Some(n) = s.nodes.get_mut(node) else {
@@ -171,7 +177,7 @@ impl MemoryCluster {
 
     /// The node's detector refreshes its conditions (those its ownership annotation names): their
     /// heartbeats become `at`, nothing else changes.
-    pub fn heartbeat(&self, node: &str, at: Timestamp) {
+    pub(crate) fn heartbeat(&self, node: &str, at: Timestamp) {
         let mut s = self.state();
         let (version, lagging) = (s.bump(), s.lagging);
         let Some(n) = s.nodes.get_mut(node) else {
@@ -197,7 +203,7 @@ impl MemoryCluster {
     }
 
     /// The pod's phase becomes `phase` (a Job's pod finishing).
-    pub fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) {
+    pub(crate) fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) {
         let mut s = self.state();
         let lagging = s.lagging;
         let Some(p) = s.pods.get_mut(&(namespace.into(), name.into())) else {
@@ -210,27 +216,19 @@ impl MemoryCluster {
     }
 
     /// Evictions of this pod are refused, as a PodDisruptionBudget would.
-    pub fn protect(&self, namespace: &str, name: &str) {
+    pub(crate) fn protect(&self, namespace: &str, name: &str) {
         self.state()
             .protected
             .insert((namespace.into(), name.into()));
     }
 
     /// Evicted pods go this long after their eviction (0: at once).
-    pub fn set_termination(&self, d: Duration) {
+    pub(crate) fn set_termination(&self, d: Duration) {
         self.state().termination = d;
     }
 
-    /// Add (or replace) a DaemonSet.
-    pub fn put_daemon_set(&self, ds: k8s_openapi::api::apps::v1::DaemonSet) {
-        let key = (
-            ds.metadata.namespace.clone().unwrap_or_default(),
-            ds.metadata.name.clone().unwrap_or_default(),
-        );
-        self.state().daemon_sets.insert(key, ds);
-    }
-
     /// Every node and every pod, as they are now.
+    #[cfg(test)]
     pub fn objects(&self) -> (Vec<Node>, Vec<Pod>) {
         let s = self.state();
         (
@@ -239,10 +237,12 @@ impl MemoryCluster {
         )
     }
 
+    #[cfg(test)]
     pub fn node(&self, name: &str) -> Option<Node> {
         self.state().nodes.get(name).cloned()
     }
 
+    #[cfg(test)]
     pub fn has_pod(&self, namespace: &str, name: &str) -> bool {
         self.state()
             .pods
@@ -250,16 +250,18 @@ impl MemoryCluster {
     }
 
     /// The calls so far, taken (the next call starts a new list).
-    pub fn take_writes(&self) -> Vec<Write> {
+    pub(crate) fn take_writes(&self) -> Vec<Write> {
         std::mem::take(&mut self.state().writes)
     }
 
     /// Hold changes back from the caches (`on`), as a watch running late, until [`Self::deliver`].
+    #[cfg(test)]
     pub fn lag(&self, on: bool) {
         self.state().lagging = on;
     }
 
     /// Show the caches every node as it is now (the late watch catches up).
+    #[cfg(test)]
     pub fn deliver(&self) {
         let s = self.state();
         for node in s.nodes.values() {

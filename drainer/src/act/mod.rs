@@ -24,8 +24,8 @@ pub mod kube;
 pub mod marks;
 pub mod memory;
 
-pub use drain::{DrainRun, PDB_RETRY};
-pub use executor::Executor;
+pub(crate) use drain::{DrainRun, PDB_RETRY};
+pub(crate) use executor::Executor;
 pub use kube::{DELETE_NODES_PERMISSIONS, FORCE_DELETE_PERMISSIONS, KubeCluster, PERMISSIONS};
 
 #[cfg(test)]

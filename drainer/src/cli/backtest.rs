@@ -126,26 +126,26 @@ fn replay(
 /// `drainer backtest` and `kubectl nodemedic backtest`: recorded history files, or without them the
 /// history the cluster keeps (its Events about Nodes) and its Nodes, read live.
 #[derive(clap::Args)]
-pub struct BacktestArgs {
+pub(crate) struct BacktestArgs {
     /// Replay this recorded history (`kubectl get events -A -o json` dumps, concatenated or not,
     /// or a drainer --history-file; repeatable). Without it: the cluster's Events about Nodes.
     #[arg(long)]
-    pub history: Vec<std::path::PathBuf>,
+    pub(crate) history: Vec<std::path::PathBuf>,
     /// With --history: `kubectl get nodes -o json`, for the nodes' labels and software (without
     /// --history the cluster's Nodes are read).
     #[arg(long, requires = "history")]
-    pub nodes: Option<std::path::PathBuf>,
+    pub(crate) nodes: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub cluster: super::shared::ClusterArgs,
+    pub(crate) cluster: super::shared::ClusterArgs,
     /// A drainer --config file to backtest (repeatable: compared side by side).
     #[arg(long = "policy", required = true)]
-    pub policies: Vec<std::path::PathBuf>,
+    pub(crate) policies: Vec<std::path::PathBuf>,
     /// How long past the last recorded transition to keep replaying.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
-    pub after: std::time::Duration,
+    pub(crate) after: std::time::Duration,
     /// text: for people; json: one JSON object per policy, for scripts.
     #[arg(long, value_enum, default_value = "text")]
-    pub output: Output,
+    pub(crate) output: Output,
 }
 
 pub(super) fn backtest(args: BacktestArgs) -> ExitCode {

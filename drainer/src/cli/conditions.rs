@@ -7,25 +7,25 @@ use super::shared::{ClusterArgs, Output, block_on};
 use crate::decide::watchdog::Placement;
 
 #[derive(clap::Args)]
-pub struct ConditionsArgs {
+pub(crate) struct ConditionsArgs {
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub(crate) cluster: ClusterArgs,
     /// The drainer's config file: its detector watchdog settings say which nodes are silent.
     #[arg(long)]
-    pub config: Option<std::path::PathBuf>,
+    pub(crate) config: Option<std::path::PathBuf>,
     /// As the drainer's: a node whose detector has not refreshed its conditions this long is shown
     /// silent (default 15m; 0s: never).
     #[arg(long = "detector-silent-after", value_parser = humantime::parse_duration)]
-    pub detector_silent_after: Option<std::time::Duration>,
+    pub(crate) detector_silent_after: Option<std::time::Duration>,
     /// As the drainer's: the detector DaemonSet, NAMESPACE/NAME (default kube-system/nodemedic-detector).
     #[arg(long = "detector-daemonset")]
-    pub detector_daemonset: Option<String>,
+    pub(crate) detector_daemonset: Option<String>,
     /// As the drainer's: condition types the detector writes without naming them in its annotation.
     #[arg(long = "detector-conditions", value_delimiter = ',')]
-    pub detector_conditions: Vec<String>,
+    pub(crate) detector_conditions: Vec<String>,
     /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
-    pub output: Output,
+    pub(crate) output: Output,
 }
 
 pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {

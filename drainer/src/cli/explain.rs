@@ -9,11 +9,11 @@ use super::plan::{Objects, PlanArgs, read_files, read_live};
 use super::shared::Output;
 
 #[derive(clap::Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The node to explain.
-    pub node: String,
+    pub(crate) node: String,
     #[command(flatten)]
-    pub plan: PlanArgs,
+    pub(crate) plan: PlanArgs,
 }
 
 pub(super) fn explain(args: ExplainArgs) -> ExitCode {

@@ -28,12 +28,11 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::draino;
-pub use conditions::ConditionsArgs;
-pub use explain::ExplainArgs;
-pub use plan::PlanArgs;
-pub use run::RunArgs;
-pub use shared::{ClusterArgs, Output};
-pub use simulate::SimulateArgs;
+pub(crate) use conditions::ConditionsArgs;
+pub(crate) use explain::ExplainArgs;
+pub(crate) use plan::PlanArgs;
+pub(crate) use run::RunArgs;
+pub(crate) use simulate::SimulateArgs;
 
 #[derive(Parser)]
 #[command(
@@ -46,17 +45,17 @@ pub use simulate::SimulateArgs;
         --drain-buffer=10m KernelDeadlock ReadonlyFilesystem`.",
     args_conflicts_with_subcommands = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub(crate) command: Option<Command>,
     #[command(flatten)]
-    pub run: RunArgs,
+    pub(crate) run: RunArgs,
 }
 
 #[derive(Subcommand)]
 // Parsed once per process: the size of the plan's flags does not matter.
 #[allow(clippy::large_enum_variant)]
-pub enum Command {
+pub(crate) enum Command {
     /// Print, without a cluster, what the controller would do and why.
     Plan(PlanArgs),
     /// One node's whole chain: its conditions against the configured ones, the selection, every
@@ -91,15 +90,15 @@ pub enum Command {
     version,
     about = "nodemedic for kubectl: what the drainer would do now, and every node's nodemedic conditions"
 )]
-pub struct KubectlCli {
+pub(crate) struct KubectlCli {
     #[command(subcommand)]
-    pub command: KubectlCommand,
+    pub(crate) command: KubectlCommand,
 }
 
 #[derive(Subcommand)]
 // Parsed once per process: the size of the plan's flags does not matter.
 #[allow(clippy::large_enum_variant)]
-pub enum KubectlCommand {
+pub(crate) enum KubectlCommand {
     /// What the drainer would do now and why, from the live cluster (changes nothing).
     Plan(PlanArgs),
     /// One node's whole chain and what happens to it next, from the live cluster (changes nothing).

@@ -15,47 +15,47 @@ use crate::model::pod::PodInfo;
 use crate::plan::{ReadError, read_items, read_items_map};
 
 #[derive(clap::Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// `kubectl get nodes -o json` output (with --pods; or --live).
     #[arg(long, conflicts_with = "live")]
-    pub nodes: Option<PathBuf>,
+    pub(crate) nodes: Option<PathBuf>,
     /// `kubectl get pods -A -o json` output.
     #[arg(long, conflicts_with = "live")]
-    pub pods: Option<PathBuf>,
+    pub(crate) pods: Option<PathBuf>,
     /// `kubectl get pdb -A -o json` output (optional).
     #[arg(long, conflicts_with = "live")]
-    pub pdbs: Option<PathBuf>,
+    pub(crate) pdbs: Option<PathBuf>,
     /// `kubectl get lease -n NAMESPACE NAME -o json` of the drainer (optional): shows a pause.
     #[arg(long, conflicts_with = "live")]
-    pub lease: Option<PathBuf>,
+    pub(crate) lease: Option<PathBuf>,
     /// `kubectl get events -A -o json` (optional): the drainer's NodeFlapping Events show which
     /// nodes are flapping.
     #[arg(long, conflicts_with = "live")]
-    pub events: Option<PathBuf>,
+    pub(crate) events: Option<PathBuf>,
     /// `kubectl get daemonsets -A -o json` (optional): where the detector DaemonSet
     /// (--detector-daemonset) runs, so a node it should run on and never reported is shown silent.
     #[arg(long, conflicts_with = "live")]
-    pub daemonsets: Option<PathBuf>,
+    pub(crate) daemonsets: Option<PathBuf>,
     /// Read nodes, pods, PodDisruptionBudgets and the drainer's Lease from the cluster (read-only)
     /// instead of files.
     #[arg(long)]
-    pub live: bool,
+    pub(crate) live: bool,
     /// With --live: the namespace of the drainer's Lease.
     #[arg(long = "lease-namespace", default_value = "kube-system")]
-    pub lease_namespace: String,
+    pub(crate) lease_namespace: String,
     /// With --live: the name of the drainer's Lease.
     #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
-    pub lease_name: String,
+    pub(crate) lease_name: String,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub(crate) cluster: ClusterArgs,
     /// Evaluate at this time (RFC 3339) instead of now, for reproducible durations.
     #[arg(long)]
-    pub now: Option<Timestamp>,
+    pub(crate) now: Option<Timestamp>,
     /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
-    pub output: Output,
+    pub(crate) output: Output,
 }
 
 /// What `drainer plan` keeps of what it read: node views and pod infos, not the whole objects

@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use crate::config::flags::PolicyArgs;
 
 #[derive(clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Address of /metrics /healthz /readyz: HOST:PORT, or draino's :PORT for every address.
     #[arg(help_heading = "Output and operation", long, default_value = ":10002", env = "DRAINO_LISTEN", value_parser = crate::config::draino::parse_listen)]
-    pub listen: std::net::SocketAddr,
+    pub(crate) listen: std::net::SocketAddr,
     /// Namespace of the leader-election Lease.
     #[arg(
         help_heading = "Leader election",
@@ -21,7 +21,7 @@ pub struct RunArgs {
         default_value = "kube-system",
         env = "DRAINO_NAMESPACE"
     )]
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Name of the leader-election Lease, which also names this drainer in drain records (several
     /// drainers can share a cluster). draino's --leader-election-token-name sets it too.
     #[arg(
@@ -29,37 +29,37 @@ pub struct RunArgs {
         long = "lease-name",
         default_value = "nodemedic-drainer"
     )]
-    pub lease_name: String,
+    pub(crate) lease_name: String,
     /// This replica's identity in the Lease, taken as given. Without it: $POD_NAME (else the
     /// hostname) and a random suffix, as client-go makes them: two processes on one host never
     /// share one. [default: $POD_NAME-RANDOM]
     #[arg(help_heading = "Leader election", long)]
-    pub identity: Option<String>,
+    pub(crate) identity: Option<String>,
     /// How long a Lease holds without renewal before another replica may take it.
     #[arg(help_heading = "Leader election", long = "leader-election-lease-duration", default_value = "15s", env = "DRAINO_LEADER_ELECTION_LEASE_DURATION", value_parser = humantime::parse_duration)]
-    pub lease_duration: std::time::Duration,
+    pub(crate) lease_duration: std::time::Duration,
     /// A leader that cannot renew within this long stops acting.
     #[arg(help_heading = "Leader election", long = "leader-election-renew-deadline", default_value = "10s", env = "DRAINO_LEADER_ELECTION_RENEW_DEADLINE", value_parser = humantime::parse_duration)]
-    pub renew_deadline: std::time::Duration,
+    pub(crate) renew_deadline: std::time::Duration,
     /// Time between two tries to take or renew the Lease.
     #[arg(help_heading = "Leader election", long = "leader-election-retry-period", default_value = "2s", env = "DRAINO_LEADER_ELECTION_RETRY_PERIOD", value_parser = humantime::parse_duration)]
-    pub retry_period: std::time::Duration,
+    pub(crate) retry_period: std::time::Duration,
     /// Log format: text for people, json for log pipelines.
     #[arg(
         help_heading = "Output and operation",
         long = "log-format",
         default_value = "text"
     )]
-    pub log_format: nodemedic_common::telemetry::LogFormat,
+    pub(crate) log_format: nodemedic_common::telemetry::LogFormat,
     /// Serve the Kosmos eviction guard webhook (HTTPS) on this address, e.g. 0.0.0.0:9443.
     #[arg(help_heading = "Kosmos eviction guard", long = "guard-listen", requires_all = ["guard_tls_cert", "guard_tls_key"])]
-    pub guard_listen: Option<std::net::SocketAddr>,
+    pub(crate) guard_listen: Option<std::net::SocketAddr>,
     /// PEM certificate of the guard (re-read when the file changes).
     #[arg(help_heading = "Kosmos eviction guard", long = "guard-tls-cert")]
-    pub guard_tls_cert: Option<PathBuf>,
+    pub(crate) guard_tls_cert: Option<PathBuf>,
     /// PEM private key of the guard.
     #[arg(help_heading = "Kosmos eviction guard", long = "guard-tls-key")]
-    pub guard_tls_key: Option<PathBuf>,
+    pub(crate) guard_tls_key: Option<PathBuf>,
     /// Requesters whose pod deletions the guard checks (repeatable). The defaults cover the node
     /// lifecycle controller with kube-controller-manager's --use-service-account-credentials on
     /// (its service account) and off (the controller manager's own user).
@@ -67,12 +67,12 @@ pub struct RunArgs {
         long = "guard-user",
         default_values = crate::guard::DEFAULT_USERS
     )]
-    pub guard_users: Vec<String>,
+    pub(crate) guard_users: Vec<String>,
     /// The label (KEY=VALUE) of Kosmos leaf nodes.
     #[arg(help_heading = "Kosmos eviction guard", long = "guard-node-label", default_value = "kosmos.io/node=true", value_parser = crate::config::pair)]
-    pub guard_node_label: (String, String),
+    pub(crate) guard_node_label: (String, String),
     #[command(flatten)]
-    pub draino: crate::config::draino::DrainoFlags,
+    pub(crate) draino: crate::config::draino::DrainoFlags,
 }
 
 /// Why `drainer run` stopped with an error.

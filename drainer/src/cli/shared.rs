@@ -8,23 +8,23 @@ use clap::ValueEnum;
 
 /// Which cluster a live command reads.
 #[derive(clap::Args)]
-pub struct ClusterArgs {
+pub(crate) struct ClusterArgs {
     /// Kubeconfig file. [default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account]
     #[arg(help_heading = "Cluster", long)]
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// Kubeconfig context. [default: the current context]
     #[arg(help_heading = "Cluster", long)]
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
+pub(crate) enum Output {
     Text,
     Json,
 }
 
 /// A one-thread runtime for the live commands (they make a few list calls).
-pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, ExitCode> {
+pub(crate) fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, ExitCode> {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -38,7 +38,7 @@ pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, ExitCod
 }
 
 /// The settings from the flags (and the config file they name), or exit 2 with every error.
-pub fn config_or_exit(
+pub(crate) fn config_or_exit(
     args: &crate::config::flags::PolicyArgs,
 ) -> Result<crate::config::Config, ExitCode> {
     crate::config::build::build(args).map_err(|errors| {

@@ -9,27 +9,27 @@ use k8s_openapi::jiff::Timestamp;
 use super::shared::Output;
 
 #[derive(clap::Args)]
-pub struct SimulateArgs {
+pub(crate) struct SimulateArgs {
     /// Scenario files (YAML).
     #[arg(required_unless_present = "history")]
-    pub scenarios: Vec<PathBuf>,
+    pub(crate) scenarios: Vec<PathBuf>,
     /// Backtest (as `drainer backtest --history`): replay this recorded history (`kubectl get
     /// events -A -o json` dumps, concatenated or not, or a drainer --history-file) instead of
     /// scenarios (repeatable).
     #[arg(long, requires = "policies", conflicts_with = "scenarios")]
-    pub history: Vec<PathBuf>,
+    pub(crate) history: Vec<PathBuf>,
     /// With --history: `kubectl get nodes -o json`, for the nodes' labels and software.
     #[arg(long, requires = "history")]
-    pub nodes: Option<PathBuf>,
+    pub(crate) nodes: Option<PathBuf>,
     /// With --history: a drainer --config file to backtest (repeatable: compared side by side).
     #[arg(long = "policy", requires = "history")]
-    pub policies: Vec<PathBuf>,
+    pub(crate) policies: Vec<PathBuf>,
     /// With --history: how long past the last recorded transition to keep replaying.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
-    pub after: std::time::Duration,
+    pub(crate) after: std::time::Duration,
     /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
-    pub output: Output,
+    pub(crate) output: Output,
 }
 
 pub(super) fn simulate(args: SimulateArgs) -> ExitCode {

@@ -11,7 +11,7 @@ pub enum Budget {
 impl Budget {
     /// Whether this budget is at most `ceiling` (None: a count and a percentage, which compare
     /// only against a fleet's size).
-    pub fn within(&self, ceiling: &Budget) -> Option<bool> {
+    pub(crate) fn within(&self, ceiling: &Budget) -> Option<bool> {
         match (*self, *ceiling) {
             (Budget::Count(a), Budget::Count(b)) => Some(a <= b),
             (Budget::Percent(a), Budget::Percent(b)) => Some(a <= b),
@@ -20,7 +20,7 @@ impl Budget {
     }
 
     /// The limit for `selected` nodes; a percentage never rounds below 1.
-    pub fn limit(&self, selected: usize) -> usize {
+    pub(crate) fn limit(&self, selected: usize) -> usize {
         match *self {
             Budget::Count(n) => n,
             Budget::Percent(p) => ((selected as f64 * p / 100.0).floor() as usize).max(1),

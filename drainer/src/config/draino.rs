@@ -10,7 +10,7 @@ use std::ffi::OsString;
 /// draino's flags that are not ours under the same name.
 #[derive(Debug, Default, Clone, clap::Args)]
 #[command(next_help_heading = "draino flags (mapped onto the ones above)")]
-pub struct DrainoFlags {
+pub(crate) struct DrainoFlags {
     /// Log at debug level (draino's --debug), unless RUST_LOG says otherwise.
     #[arg(
         help_heading = "Output and operation",
@@ -18,7 +18,7 @@ pub struct DrainoFlags {
         long = "debug",
         env = "DRAINO_DEBUG"
     )]
-    pub debug: bool,
+    pub(crate) debug: bool,
     /// Kubeconfig file (draino's --kubeconfig). [default: in-cluster, else $KUBECONFIG or ~/.kube/config]
     #[arg(
         help_heading = "Cluster",
@@ -26,7 +26,7 @@ pub struct DrainoFlags {
         env = "DRAINO_KUBECONFIG",
         value_name = "FILE"
     )]
-    pub kubeconfig: Option<std::path::PathBuf>,
+    pub(crate) kubeconfig: Option<std::path::PathBuf>,
     /// API server URL, overriding the kubeconfig's or the in-cluster one (draino's --master).
     #[arg(
         help_heading = "Cluster",
@@ -34,7 +34,7 @@ pub struct DrainoFlags {
         env = "DRAINO_MASTER",
         value_name = "URL"
     )]
-    pub master: Option<String>,
+    pub(crate) master: Option<String>,
     /// draino's name for --lease-name (the leader-election lock).
     #[arg(
         help_heading = "Leader election",
@@ -42,12 +42,12 @@ pub struct DrainoFlags {
         env = "DRAINO_LEADER_ELECTION_TOKEN_NAME",
         value_name = "NAME"
     )]
-    pub leader_election_token_name: Option<String>,
+    pub(crate) leader_election_token_name: Option<String>,
 }
 
 /// A selector expression in CEL, or in draino's expr-lang when that is what it is: translated (the
 /// CEL form is logged once, to put in its place), or refused with the CEL forms of expr-lang's habits.
-pub fn cel_or_draino(expr: &str) -> Result<super::select::Selector, DrainoError> {
+pub(crate) fn cel_or_draino(expr: &str) -> Result<super::select::Selector, DrainoError> {
     use super::select::Selector;
     let error = match Selector::cel(expr) {
         Ok(s) => return Ok(s),
@@ -82,7 +82,9 @@ pub(crate) const BOOLS: &[&str] = &[
 /// kingpin's `--no-FLAG` for a draino boolean sets it to false, and the last of `--FLAG` and
 /// `--no-FLAG` wins: a `--FLAG` followed later by `--no-FLAG` is dropped with it. Arguments after
 /// `--`, and any that is not UTF-8, are kept as they are (clap judges them).
-pub fn drop_negations<S: Into<OsString>>(args: impl IntoIterator<Item = S>) -> Vec<OsString> {
+pub(crate) fn drop_negations<S: Into<OsString>>(
+    args: impl IntoIterator<Item = S>,
+) -> Vec<OsString> {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     let words = words(&args);
     fn negated(a: &str) -> Option<&str> {
@@ -120,7 +122,7 @@ fn words(args: &[OsString]) -> Vec<Option<&str>> {
 /// The draino booleans whose last word on the command line is `--no-FLAG`. kingpin lets a flag
 /// override its environment variable, so `--no-dry-run` beats `DRAINO_DRY_RUN=true`: such a flag's
 /// variable is not read (see [`without_env`]).
-pub fn negated_last(args: &[OsString]) -> Vec<&'static str> {
+pub(crate) fn negated_last(args: &[OsString]) -> Vec<&'static str> {
     let words = words(args);
     BOOLS
         .iter()
@@ -139,7 +141,7 @@ pub fn negated_last(args: &[OsString]) -> Vec<&'static str> {
 }
 
 /// `cmd` with the environment variables of `flags` (long names) unset, in every subcommand.
-pub fn without_env(cmd: clap::Command, flags: &[&str]) -> clap::Command {
+pub(crate) fn without_env(cmd: clap::Command, flags: &[&str]) -> clap::Command {
     let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
     let strip = move |cmd: clap::Command| {
         cmd.mut_args(|a| match a.get_long() {
@@ -172,7 +174,7 @@ pub enum DrainoError {
 }
 
 /// `--listen` as draino takes it: `:10002` (every address) or `HOST:PORT`.
-pub fn parse_listen(s: &str) -> Result<std::net::SocketAddr, DrainoError> {
+pub(crate) fn parse_listen(s: &str) -> Result<std::net::SocketAddr, DrainoError> {
     let full = if s.starts_with(':') {
         format!("0.0.0.0{s}")
     } else {
@@ -186,7 +188,7 @@ pub fn parse_listen(s: &str) -> Result<std::net::SocketAddr, DrainoError> {
 }
 
 /// draino's deprecated `--node-label key=value` terms as one label selector (draino ANDs them).
-pub fn node_labels_selector(labels: &[String]) -> Result<String, DrainoError> {
+pub(crate) fn node_labels_selector(labels: &[String]) -> Result<String, DrainoError> {
     let mut terms = Vec::new();
     for l in labels {
         match l.split_once('=') {

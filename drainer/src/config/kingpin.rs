@@ -21,7 +21,7 @@ const CAUTIOUS: &[&str] = &["dry-run", "skip-drain", "debug"];
 
 /// The arguments with each `--FLAG=VALUE` of a draino boolean made `--FLAG` as kingpin reads it,
 /// and what to tell the operator about each; or why one is refused.
-pub fn bool_values(args: Vec<OsString>) -> Result<(Vec<OsString>, Vec<String>), String> {
+pub(crate) fn bool_values(args: Vec<OsString>) -> Result<(Vec<OsString>, Vec<String>), String> {
     let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let mut said = Vec::new();
     let mut out = Vec::with_capacity(args.len());

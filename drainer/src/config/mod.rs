@@ -26,7 +26,7 @@ use spec::ConditionSpec;
 pub use taint::{Taint, TaintError};
 
 /// The owner name of a drainer run with the default `--lease-name`.
-pub const DEFAULT_OWNER: &str = "nodemedic-drainer";
+pub(crate) const DEFAULT_OWNER: &str = "nodemedic-drainer";
 
 /// What to do with a pod we may not evict.
 #[derive(
@@ -115,7 +115,7 @@ pub struct AfterDrain {
 }
 
 impl AfterDrain {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.annotations.is_empty() && self.taints.is_empty()
     }
 }
@@ -123,10 +123,10 @@ impl AfterDrain {
 /// A value that is not `KEY=VALUE`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?}: expected KEY=VALUE")]
-pub struct PairError(pub String);
+pub(crate) struct PairError(pub String);
 
 /// `KEY=VALUE` (the key trimmed, not empty).
-pub fn pair(v: &str) -> Result<(String, String), PairError> {
+pub(crate) fn pair(v: &str) -> Result<(String, String), PairError> {
     match v.split_once('=') {
         Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
         _ => Err(PairError(v.to_string())),
@@ -181,7 +181,7 @@ impl Default for Config {
 impl Config {
     /// The settings that differ from `self` in `new`, each as `name: old -> new` (what a config reload
     /// logs). The owner is not a setting (it is the Lease name).
-    pub fn changes(&self, new: &Config) -> Vec<String> {
+    pub(crate) fn changes(&self, new: &Config) -> Vec<String> {
         let mut out = Vec::new();
         macro_rules! compare {
             ($($field:ident),+ $(,)?) => {$(
@@ -233,10 +233,10 @@ impl Config {
 /// A protected pod annotation that is not `KEY` or `KEY=VALUE`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("protected pod annotation {0:?}: expected KEY or KEY=VALUE")]
-pub struct AnnotationError(pub String);
+pub(crate) struct AnnotationError(pub String);
 
 /// Parse `KEY[=VALUE]`.
-pub fn protected_annotation(s: &str) -> Result<(String, Option<String>), AnnotationError> {
+pub(crate) fn protected_annotation(s: &str) -> Result<(String, Option<String>), AnnotationError> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), Some(v.to_string()))),
         None if !s.is_empty() => Ok((s.to_string(), None)),

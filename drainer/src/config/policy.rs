@@ -7,13 +7,13 @@ use std::time::Duration;
 
 /// A label selector over a pod's labels: as written, and as kube matches it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PodSelector {
-    pub text: String,
-    pub selector: kube::core::Selector,
+pub(crate) struct PodSelector {
+    pub(crate) text: String,
+    pub(crate) selector: kube::core::Selector,
 }
 
 impl PodSelector {
-    pub fn matches(&self, labels: impl Iterator<Item = (String, String)>) -> bool {
+    pub(crate) fn matches(&self, labels: impl Iterator<Item = (String, String)>) -> bool {
         use kube::core::SelectorExt;
         self.selector.matches(&labels.collect())
     }
@@ -21,7 +21,7 @@ impl PodSelector {
 
 /// What a drain does with a pod a policy matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PolicyAction {
+pub(crate) enum PolicyAction {
     /// Evicted through the Eviction API (the default; the pod rules' exemptions do not apply).
     Evict,
     /// Never evicted; the drain completes without it.
@@ -52,17 +52,17 @@ impl std::fmt::Display for PolicyAction {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodPolicy {
     /// Its name in plans and Events (`podPolicies[N]` when the file gives none).
-    pub name: String,
-    pub namespaces: Vec<String>,
-    pub selector: Option<PodSelector>,
-    pub owner_kinds: Vec<String>,
-    pub priority_classes: Vec<String>,
-    pub action: PolicyAction,
+    pub(crate) name: String,
+    pub(crate) namespaces: Vec<String>,
+    pub(crate) selector: Option<PodSelector>,
+    pub(crate) owner_kinds: Vec<String>,
+    pub(crate) priority_classes: Vec<String>,
+    pub(crate) action: PolicyAction,
 }
 
 /// What the pod cache must keep for these policies to be matched: labels (a selector), priority
 /// class names.
-pub fn needs(policies: &[PodPolicy]) -> (bool, bool) {
+pub(crate) fn needs(policies: &[PodPolicy]) -> (bool, bool) {
     (
         policies.iter().any(|p| p.selector.is_some()),
         policies.iter().any(|p| !p.priority_classes.is_empty()),

@@ -15,27 +15,27 @@ use crate::config::build::{self, PolicyError};
 use crate::config::flags::PolicyArgs;
 
 /// The ConfigMap's keys.
-pub const ARGS_KEY: &str = "args.json";
-pub const FILE_KEY: &str = "config.yaml";
-pub const IDENTITY_KEY: &str = "identity";
-pub const AT_KEY: &str = "published";
+pub(crate) const ARGS_KEY: &str = "args.json";
+pub(crate) const FILE_KEY: &str = "config.yaml";
+pub(crate) const IDENTITY_KEY: &str = "identity";
+pub(crate) const AT_KEY: &str = "published";
 
 /// The ConfigMap of the drainer whose Lease is `lease` (in the Lease's namespace).
-pub fn configmap_name(lease: &str) -> String {
+pub(crate) fn configmap_name(lease: &str) -> String {
     format!("{lease}-settings")
 }
 
 /// What the running drainer decides with.
 #[derive(Debug, Clone)]
 pub struct Published {
-    pub args: PolicyArgs,
+    pub(crate) args: PolicyArgs,
     /// The config file's text, when it has one.
-    pub file: Option<String>,
+    pub(crate) file: Option<String>,
 }
 
 /// Published settings that cannot be read back.
 #[derive(Debug, thiserror::Error)]
-pub enum PublishedError {
+pub(crate) enum PublishedError {
     #[error("its {ARGS_KEY} is missing")]
     NoArgs,
     #[error("its {ARGS_KEY} cannot be read: {0}")]
@@ -55,7 +55,7 @@ impl Published {
     }
 
     /// The ConfigMap's data, saying who published it and when.
-    pub fn to_data(&self, identity: &str, at: &str) -> BTreeMap<String, String> {
+    pub(crate) fn to_data(&self, identity: &str, at: &str) -> BTreeMap<String, String> {
         let mut data = BTreeMap::new();
         data.insert(
             ARGS_KEY.to_string(),
@@ -70,7 +70,7 @@ impl Published {
     }
 
     /// Read back from a ConfigMap's data.
-    pub fn from_data(data: &BTreeMap<String, String>) -> Result<Published, PublishedError> {
+    pub(crate) fn from_data(data: &BTreeMap<String, String>) -> Result<Published, PublishedError> {
         let args = data.get(ARGS_KEY).ok_or(PublishedError::NoArgs)?;
         let mut args: PolicyArgs = serde_json::from_str(args)?;
         let file = data.get(FILE_KEY).cloned();
@@ -85,7 +85,7 @@ impl Published {
 
     /// The settings, built as the drainer built them (no condition needed: `explain` of a node
     /// works whatever it watches).
-    pub fn config(&self) -> Result<Config, Vec<PolicyError>> {
+    pub(crate) fn config(&self) -> Result<Config, Vec<PolicyError>> {
         match &self.file {
             Some(text) => build::build_with_text(&self.args, text, false),
             None => build::build_for_reading(&self.args),

@@ -11,15 +11,15 @@ use crate::model::node::NodeTaint;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remedy {
     /// Cordon (`spec.unschedulable`) while a node has a problem (`--cordon`, default true).
-    pub cordon: bool,
+    pub(crate) cordon: bool,
     /// Taints put on while a node has a problem (`--problem-taint`), removed on recovery.
-    pub taints: Vec<Taint>,
+    pub(crate) taints: Vec<Taint>,
     /// A node whose problem cleared is uncordoned only once it has stayed healthy this long
     /// (`--uncordon-after`; 0: at once).
-    pub uncordon_after: Duration,
+    pub(crate) uncordon_after: Duration,
     /// During probation the node carries this `PreferNoSchedule` taint instead of the cordon, so
     /// it takes work back gradually (`--probation-taint`).
-    pub probation_taint: Option<Taint>,
+    pub(crate) probation_taint: Option<Taint>,
 }
 
 impl Default for Remedy {
@@ -35,12 +35,12 @@ impl Default for Remedy {
 
 impl Remedy {
     /// The problem taints as a node carries them.
-    pub fn node_taints(&self) -> Vec<NodeTaint> {
+    pub(crate) fn node_taints(&self) -> Vec<NodeTaint> {
         self.taints.iter().map(Taint::node_taint).collect()
     }
 
     /// A problem taint evicts what does not tolerate it (NoExecute).
-    pub fn evicts(&self) -> bool {
+    pub(crate) fn evicts(&self) -> bool {
         self.taints.iter().any(|t| t.effect == "NoExecute")
     }
 }
@@ -50,17 +50,17 @@ impl Remedy {
 pub struct Watchdog {
     /// Silent once the detector's conditions have not been refreshed this long
     /// (`--detector-silent-after`, default three heartbeat periods; None: the watchdog is off).
-    pub silent_after: Option<Duration>,
+    pub(crate) silent_after: Option<Duration>,
     /// The detector DaemonSet, `(namespace, name)`: a node it does not place a pod on is exempt
     /// (`--detector-daemonset`; None: every selected node but Kosmos leaf nodes should run one).
-    pub daemonset: Option<(String, String)>,
+    pub(crate) daemonset: Option<(String, String)>,
     /// Condition types a detector writes without naming them in the ownership annotation (NPD's,
     /// e.g. KernelDeadlock): their heartbeats count too (`--detector-conditions`).
-    pub conditions: Vec<String>,
+    pub(crate) conditions: Vec<String>,
 }
 
 /// The detector's default heartbeat period is 5m: three of them.
-pub const DEFAULT_SILENT_AFTER: Duration = Duration::from_secs(15 * 60);
+pub(crate) const DEFAULT_SILENT_AFTER: Duration = Duration::from_secs(15 * 60);
 
 impl Default for Watchdog {
     fn default() -> Watchdog {

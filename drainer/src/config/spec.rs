@@ -7,9 +7,9 @@ use nodemedic_common::status::Status;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConditionSpec {
-    pub type_: String,
-    pub status: Status,
-    pub min_duration: Duration,
+    pub(crate) type_: String,
+    pub(crate) status: Status,
+    pub(crate) min_duration: Duration,
 }
 
 /// A condition that is not one, with the text as given.

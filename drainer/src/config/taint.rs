@@ -6,9 +6,9 @@ use crate::model::node::{NodeTaint, TaintEffect};
 /// A node taint, `KEY[=VALUE]:EFFECT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taint {
-    pub key: String,
-    pub value: Option<String>,
-    pub effect: String,
+    pub(crate) key: String,
+    pub(crate) value: Option<String>,
+    pub(crate) effect: String,
 }
 
 /// A taint that is not one.
@@ -48,7 +48,7 @@ impl std::str::FromStr for Taint {
 
 impl Taint {
     /// The taint as a node carries it.
-    pub fn node_taint(&self) -> NodeTaint {
+    pub(crate) fn node_taint(&self) -> NodeTaint {
         NodeTaint::new(
             &self.key,
             self.value.as_deref(),

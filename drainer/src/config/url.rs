@@ -4,7 +4,7 @@
 
 /// A `--notify-url` that is not one (the URL as [`redact`] shows it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UrlError {
+pub(crate) enum UrlError {
     #[error("notification URL {url}: {reason}")]
     Unparsable { url: String, reason: String },
     #[error("notification URL {url}: expected an https:// URL with a host")]
@@ -26,7 +26,7 @@ impl NotifyUrl {
     }
 
     /// The URL itself, to send to.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -44,7 +44,7 @@ impl std::fmt::Debug for NotifyUrl {
 }
 
 /// `url` as it may be shown: scheme, host and port; path, query and user info replaced by `…`.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match url.parse::<axum::http::Uri>() {
         Ok(u) => match (u.scheme_str(), u.host()) {
             (Some(scheme), Some(host)) => {
@@ -58,7 +58,7 @@ pub fn redact(url: &str) -> String {
 }
 
 /// Check a notification URL: https with a host, or http with `allow_http`.
-pub fn check(url: &str, allow_http: bool) -> Result<NotifyUrl, UrlError> {
+pub(crate) fn check(url: &str, allow_http: bool) -> Result<NotifyUrl, UrlError> {
     let uri: axum::http::Uri =
         url.parse()
             .map_err(|e: axum::http::uri::InvalidUri| UrlError::Unparsable {
@@ -74,7 +74,7 @@ pub fn check(url: &str, allow_http: bool) -> Result<NotifyUrl, UrlError> {
 }
 
 /// The URLs in a file (a mounted Secret): one a line; blank lines and `#` comments skipped.
-pub fn from_file(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn from_file(text: &str) -> impl Iterator<Item = &str> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))

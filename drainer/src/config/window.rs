@@ -22,7 +22,7 @@ const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
 /// What is wrong with a drain window.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WindowProblem {
+pub(crate) enum WindowProblem {
     #[error("expected DAYS HH:MM-HH:MM [ZONE], e.g. \"Mon-Fri 09:00-17:00 Europe/Berlin\"")]
     Form,
     #[error("{0:?} is not a day (Mon, Tue, ... Sun)")]
@@ -43,8 +43,8 @@ pub enum WindowProblem {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("drain window {window:?}: {problem}")]
 pub struct WindowError {
-    pub window: String,
-    pub problem: WindowProblem,
+    pub(crate) window: String,
+    pub(crate) problem: WindowProblem,
 }
 
 fn day(s: &str) -> Result<usize, WindowProblem> {
@@ -170,14 +170,14 @@ impl DrainWindow {
     }
 
     /// Whether `t` is inside the window.
-    pub fn contains(&self, t: Timestamp) -> bool {
+    pub(crate) fn contains(&self, t: Timestamp) -> bool {
         self.intervals_around(t)
             .iter()
             .any(|(s, e)| *s <= t && t < *e)
     }
 
     /// The next start after `t` (within eight days).
-    pub fn next_start(&self, t: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn next_start(&self, t: Timestamp) -> Option<Timestamp> {
         self.intervals_around(t)
             .into_iter()
             .map(|(s, _)| s)

@@ -41,14 +41,14 @@ use crate::observe::Observed;
 use crate::record::Recorder;
 
 /// Changes arriving within this time after the first are decided in one round.
-pub const DEBOUNCE: Duration = Duration::from_millis(5);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(5);
 /// Every node is decided again this often, changed or not.
 pub const RESYNC: Duration = Duration::from_secs(60);
 
 /// What the controller did, for an observer ([`Controller::with_tap`]): `drainer simulate` builds
 /// its report from these.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Tap {
+pub(crate) enum Tap {
     /// A fleet-wide change, in the round at `at`.
     Fleet { at: Timestamp, event: FleetEvent },
     /// A round at `at` and what it carried out.
@@ -63,17 +63,17 @@ pub enum Tap {
 
 /// One effect of a round, carried out.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Done {
-    pub node: String,
-    pub did: Did,
+pub(crate) struct Done {
+    pub(crate) node: String,
+    pub(crate) did: Did,
     /// The decision's reason.
-    pub reason: String,
+    pub(crate) reason: String,
     /// Written (or, for a drain, started).
-    pub ok: bool,
+    pub(crate) ok: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Did {
+pub(crate) enum Did {
     Cordon,
     /// Held by taints alone (`--cordon=false`).
     Taint,
@@ -89,7 +89,7 @@ pub enum Did {
     Relapse,
 }
 
-pub struct Controller<C: Cluster> {
+pub(crate) struct Controller<C: Cluster> {
     cfg: Arc<Config>,
     observed: Observed,
     fleet: Fleet,
@@ -140,7 +140,7 @@ pub struct Controller<C: Cluster> {
 }
 
 impl<C: Cluster> Controller<C> {
-    pub fn new(
+    pub(crate) fn new(
         cfg: Config,
         observed: Observed,
         exec: Executor<C>,
@@ -183,7 +183,7 @@ impl<C: Cluster> Controller<C> {
     }
 
     /// Read the pause and the breaker from the Lease, and keep the breaker's state there.
-    pub fn with_lease(
+    pub(crate) fn with_lease(
         mut self,
         lease: watch::Receiver<Option<Lease>>,
         breaker_out: watch::Sender<Option<Option<String>>>,
@@ -195,7 +195,7 @@ impl<C: Cluster> Controller<C> {
 
     /// Keep the record memory (`decide::fleet::seen`) on the Lease through `records_out`, and read
     /// it back from the Lease when leadership begins.
-    pub fn with_records_on_lease(
+    pub(crate) fn with_records_on_lease(
         mut self,
         records_out: watch::Sender<Option<Option<String>>>,
     ) -> Controller<C> {
@@ -204,14 +204,14 @@ impl<C: Cluster> Controller<C> {
     }
 
     /// Take new settings from `configs` (validated by the reloader) between rounds.
-    pub fn with_reloads(mut self, configs: mpsc::Receiver<Reloaded>) -> Controller<C> {
+    pub(crate) fn with_reloads(mut self, configs: mpsc::Receiver<Reloaded>) -> Controller<C> {
         self.configs = Some(configs);
         self
     }
 
     /// Tell `tap` what each round did; decide every round on the runtime's thread (a simulation on
     /// paused time has no blocking pool to wait for).
-    pub fn with_tap(mut self, tap: mpsc::UnboundedSender<Tap>) -> Controller<C> {
+    pub(crate) fn with_tap(mut self, tap: mpsc::UnboundedSender<Tap>) -> Controller<C> {
         self.tap = Some(tap);
         self.offload = false;
         self
@@ -305,7 +305,7 @@ impl<C: Cluster> Controller<C> {
     /// Decide with new settings from the next round on, leading or not (a follower that becomes
     /// leader uses what the file says now). Drains already running finish under the settings they
     /// started with. Logs what changed.
-    pub fn reconfigure(&mut self, mut new: Config) {
+    pub(crate) fn reconfigure(&mut self, mut new: Config) {
         new.owner = self.cfg.owner.clone();
         new.records = self.cfg.records.clone();
         let changes = self.cfg.changes(&new);
@@ -327,7 +327,7 @@ impl<C: Cluster> Controller<C> {
     }
 
     /// Run until `stop`: a round after each change (debounced), each clock wake-up, each `tick`.
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         changed: Arc<Notify>,
         tick: Duration,
@@ -410,7 +410,7 @@ impl<C: Cluster> Controller<C> {
 
 /// What an edit of the config file came to.
 #[derive(Debug)]
-pub enum Reloaded {
+pub(crate) enum Reloaded {
     /// Valid: decide with it from the next round (boxed: a Config is large, refusals are small).
     Config(Box<Config>),
     /// Refused (the errors, in an operator's words): the running settings stay.

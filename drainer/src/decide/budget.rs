@@ -12,18 +12,18 @@ use crate::model::record::{Phase, Record};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Totals {
     /// Nodes the selector selects (what a percentage cordon budget is of).
-    pub selected: usize,
+    pub(crate) selected: usize,
     /// Nodes cordoned by us (records not released).
-    pub cordoned: usize,
+    pub(crate) cordoned: usize,
     /// Drains in flight (records draining).
-    pub draining: usize,
+    pub(crate) draining: usize,
     /// The latest drain start.
-    pub last_drain_start: Option<Timestamp>,
+    pub(crate) last_drain_start: Option<Timestamp>,
 }
 
 impl Totals {
     /// Sum over (selected, the record we own) pairs.
-    pub fn of<'a>(nodes: impl IntoIterator<Item = (bool, Option<&'a Record>)>) -> Totals {
+    pub(crate) fn of<'a>(nodes: impl IntoIterator<Item = (bool, Option<&'a Record>)>) -> Totals {
         let mut t = Totals::default();
         for (selected, record) in nodes {
             t.selected += selected as usize;
@@ -38,19 +38,19 @@ impl Totals {
 }
 
 /// Running totals while planning.
-pub struct Budgets {
-    pub cordoned: usize,
-    pub cordon_limit: usize,
-    pub draining: usize,
-    pub last_drain_start: Option<Timestamp>,
+pub(crate) struct Budgets {
+    pub(crate) cordoned: usize,
+    pub(crate) cordon_limit: usize,
+    pub(crate) draining: usize,
+    pub(crate) last_drain_start: Option<Timestamp>,
     /// `last_drain_start` before this round's latest start (restored when that start is blocked).
-    pub prior_drain_start: Option<Timestamp>,
+    pub(crate) prior_drain_start: Option<Timestamp>,
     /// Cordoned by us, per domain (the per-domain budget).
-    pub domain_cordoned: HashMap<String, usize>,
+    pub(crate) domain_cordoned: HashMap<String, usize>,
 }
 
 impl Budgets {
-    pub fn uncordoned(&mut self, domain: Option<&str>) {
+    pub(crate) fn uncordoned(&mut self, domain: Option<&str>) {
         self.cordoned -= 1;
         if let Some(n) = domain.and_then(|d| self.domain_cordoned.get_mut(d)) {
             *n = n.saturating_sub(1);

@@ -8,20 +8,20 @@ use crate::model::record::Record;
 
 /// One node to decide, with what the decision reads besides the node.
 pub struct Candidate<'a> {
-    pub node: &'a NodeView,
+    pub(crate) node: &'a NodeView,
     /// Whether the selector selects it.
-    pub selected: bool,
+    pub(crate) selected: bool,
     /// The record on the node, whichever drainer owns it.
-    pub record: Option<&'a Record>,
+    pub(crate) record: Option<&'a Record>,
     /// Its pods.
-    pub pods: Vec<&'a PodInfo>,
+    pub(crate) pods: Vec<&'a PodInfo>,
     /// Its failure domain, if it has one.
-    pub domain: Option<&'a str>,
+    pub(crate) domain: Option<&'a str>,
     /// Flapping now (known to the controller, which sees every change; a snapshot cannot tell).
-    pub flapping: Option<Flapping>,
+    pub(crate) flapping: Option<Flapping>,
     /// When its detector was deemed silent, if it is (the `DetectorSilent` condition).
-    pub silent: Option<k8s_openapi::jiff::Timestamp>,
+    pub(crate) silent: Option<k8s_openapi::jiff::Timestamp>,
     /// The newest of our records seen on this Node (the controller's memory): a record written now
     /// is later still, so an older one written back is told from it.
-    pub newest: Option<k8s_openapi::jiff::Timestamp>,
+    pub(crate) newest: Option<k8s_openapi::jiff::Timestamp>,
 }

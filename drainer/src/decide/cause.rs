@@ -16,17 +16,17 @@ use crate::model::node::{Condition, NodeView};
 
 /// A node gaining a watched condition's problem status.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gain {
-    pub at: Timestamp,
-    pub node: ArcStr,
-    pub type_: ArcStr,
-    pub status: nodemedic_common::status::Status,
-    pub reason: Option<ArcStr>,
+pub(crate) struct Gain {
+    pub(crate) at: Timestamp,
+    pub(crate) node: ArcStr,
+    pub(crate) type_: ArcStr,
+    pub(crate) status: nodemedic_common::status::Status,
+    pub(crate) reason: Option<ArcStr>,
 }
 
 /// The gains between an earlier and a later view of a node: each watched condition that moved
 /// into its problem status.
-pub fn gains(
+pub(crate) fn gains(
     old: &NodeView,
     new: &NodeView,
     watched: &[crate::config::spec::ConditionSpec],
@@ -94,7 +94,7 @@ fn value_of<'a>(v: &'a NodeView, attribute: &str) -> Option<&'a str> {
 
 /// What a node is compared by: `(attribute, value)`, borrowed from its view (a comparison runs
 /// over the whole selected fleet, in the round: nothing is allocated per node).
-pub fn attributes<'a>(v: &'a NodeView) -> impl Iterator<Item = (&'a str, &'a str)> {
+pub(crate) fn attributes<'a>(v: &'a NodeView) -> impl Iterator<Item = (&'a str, &'a str)> {
     let rules = v
         .annotations
         .get(nodemedic_common::keys::RULES_REVISION_ANNOTATION)
@@ -108,13 +108,13 @@ pub fn attributes<'a>(v: &'a NodeView) -> impl Iterator<Item = (&'a str, &'a str
 /// One attribute a group shares: `count` of its `of` nodes have it, and `others_with` of the
 /// `others`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Shared {
-    pub attribute: String,
-    pub value: String,
-    pub count: usize,
-    pub of: usize,
-    pub others_with: usize,
-    pub others: usize,
+pub(crate) struct Shared {
+    pub(crate) attribute: String,
+    pub(crate) value: String,
+    pub(crate) count: usize,
+    pub(crate) of: usize,
+    pub(crate) others_with: usize,
+    pub(crate) others: usize,
 }
 
 impl Shared {
@@ -160,7 +160,7 @@ const APART: f64 = 0.25;
 /// `others` is the rest of the selected fleet (15,000 nodes in the scale bench), compared in the
 /// controller's round each time a group grows: one pass over them, looking up only the attributes
 /// most of the group shares, with nothing allocated per node.
-pub fn compare(group: &[&NodeView], others: &[&NodeView]) -> Vec<Shared> {
+pub(crate) fn compare(group: &[&NodeView], others: &[&NodeView]) -> Vec<Shared> {
     if others.is_empty() {
         return Vec::new();
     }
@@ -235,20 +235,20 @@ fn one_of(values: &[&str]) -> String {
 /// A common cause found: the condition, the nodes, over how long they gained it, and what sets
 /// them apart (empty: nothing does).
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommonCause {
-    pub type_: String,
-    pub status: nodemedic_common::status::Status,
-    pub reason: Option<String>,
-    pub nodes: Vec<String>,
-    pub within: Duration,
-    pub shared: Vec<Shared>,
+pub(crate) struct CommonCause {
+    pub(crate) type_: String,
+    pub(crate) status: nodemedic_common::status::Status,
+    pub(crate) reason: Option<String>,
+    pub(crate) nodes: Vec<String>,
+    pub(crate) within: Duration,
+    pub(crate) shared: Vec<Shared>,
     /// The other selected nodes.
-    pub others: usize,
+    pub(crate) others: usize,
 }
 
 impl CommonCause {
     /// `Type/Reason` (or `Type=Status` without a reason).
-    pub fn condition(&self) -> String {
+    pub(crate) fn condition(&self) -> String {
         match &self.reason {
             Some(r) => format!("{}/{r}", self.type_),
             None => format!("{}={}", self.type_, self.status.as_str()),
@@ -287,7 +287,7 @@ impl std::fmt::Display for CommonCause {
 
 /// The groups of gains at `now` with more than `min` distinct nodes within `window`, by
 /// condition type and reason: `(type, reason) -> the latest gain of each node`.
-pub fn groups(
+pub(crate) fn groups(
     gains: &[Gain],
     min: usize,
     window: Duration,
@@ -307,7 +307,7 @@ pub fn groups(
 }
 
 /// The common cause of `group` (gains of one condition) against the selected fleet `fleet`.
-pub fn cause(group: &[Gain], fleet: &[&NodeView]) -> CommonCause {
+pub(crate) fn cause(group: &[Gain], fleet: &[&NodeView]) -> CommonCause {
     let names: std::collections::HashSet<&str> = group.iter().map(|g| g.node.as_str()).collect();
     let (ins, outs): (Vec<&NodeView>, Vec<&NodeView>) =
         fleet.iter().partition(|v| names.contains(v.name.as_str()));

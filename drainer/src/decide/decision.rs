@@ -17,7 +17,7 @@ use crate::model::record::{Phase, Record};
 /// What the plan says for a node (the `action` of `drainer plan`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Action {
+pub(crate) enum Action {
     None,
     Cordon,
     Drain,
@@ -34,7 +34,7 @@ pub enum Action {
 
 /// What the controller must write besides the action itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
+pub(crate) enum Effect {
     Nothing,
     /// Cordon and store this record.
     Cordon(Record),
@@ -413,23 +413,24 @@ impl Why {
 
 /// What a drain needs: the node's record as read, and the pods to evict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DrainJob {
-    pub record: Record,
-    pub evict: Vec<ToEvict>,
+pub(crate) struct DrainJob {
+    pub(crate) record: Record,
+    pub(crate) evict: Vec<ToEvict>,
     /// The node's pods the drain leaves running, `namespace/name (why)` (finished pods aside).
-    pub kept: Vec<String>,
+    pub(crate) kept: Vec<String>,
 }
 
 /// A pod a drain evicts, and the pod policy that has it waited for or deleted, if one does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToEvict {
-    pub pod: PodInfo,
+pub(crate) struct ToEvict {
+    pub(crate) pod: PodInfo,
     /// The policy's name, and its action (`Wait` or `Delete`; a plain eviction has none).
-    pub policy: Option<(String, PolicyAction)>,
+    pub(crate) policy: Option<(String, PolicyAction)>,
 }
 
 impl ToEvict {
     /// Evicted as the built-in rules say.
+    #[cfg(test)]
     pub fn plain(pod: PodInfo) -> ToEvict {
         ToEvict { pod, policy: None }
     }
@@ -438,14 +439,14 @@ impl ToEvict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeDecision {
     pub node: ArcStr,
-    pub action: Action,
+    pub(crate) action: Action,
     pub why: Why,
-    pub reason: String,
-    pub effect: Effect,
+    pub(crate) reason: String,
+    pub(crate) effect: Effect,
     /// For cordon and drain: what would happen to each pod.
-    pub pods: Vec<PodPlan>,
+    pub(crate) pods: Vec<PodPlan>,
     /// When the clock alone changes this decision (a min duration or drain time reached).
-    pub wake: Option<Timestamp>,
+    pub(crate) wake: Option<Timestamp>,
 }
 
 impl DrainJob {

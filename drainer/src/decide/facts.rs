@@ -84,12 +84,12 @@ pub struct TripError(pub String);
 /// An outage: more than the configured share of a large enough domain unhealthy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outage {
-    pub domain: String,
-    pub unhealthy: usize,
-    pub size: usize,
-    pub percent: f64,
+    pub(crate) domain: String,
+    pub(crate) unhealthy: usize,
+    pub(crate) size: usize,
+    pub(crate) percent: f64,
     /// The common cause reported for the nodes failing now, if one was (`decide::cause`).
-    pub cause: Option<String>,
+    pub(crate) cause: Option<String>,
 }
 
 impl std::fmt::Display for Outage {
@@ -110,10 +110,10 @@ impl std::fmt::Display for Outage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pause {
     /// Who set it, as the API says: the field manager of the annotation (e.g. `kubectl-annotate`).
-    pub by: String,
-    pub since: Option<Timestamp>,
+    pub(crate) by: String,
+    pub(crate) since: Option<Timestamp>,
     /// The annotation's value.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 impl std::fmt::Display for Pause {
@@ -143,7 +143,7 @@ impl std::fmt::Display for Pause {
 
 /// A node flapping now: how many changes within the window, and when it counts as stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flapping {
-    pub changes: usize,
-    pub stable_at: Timestamp,
+pub(crate) struct Flapping {
+    pub(crate) changes: usize,
+    pub(crate) stable_at: Timestamp,
 }

@@ -34,10 +34,10 @@ pub mod stale;
 pub mod summary;
 pub mod watchdog;
 
-pub use budget::Totals;
-pub use candidate::Candidate;
-pub use decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
-pub use pods::{PodAction, PodPlan};
+pub(crate) use budget::Totals;
+pub(crate) use candidate::Candidate;
+pub(crate) use decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
+pub(crate) use pods::{PodAction, PodPlan};
 pub use round::{decide_nodes, decide_snapshot, decide_some, decide_views};
 
 #[cfg(test)]

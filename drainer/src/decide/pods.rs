@@ -8,7 +8,7 @@ use crate::model::node::{NodeTaint, TaintEffect};
 use crate::model::pod::{PodInfo, PodPhase, Projection, RULE_ANNOTATIONS};
 
 /// The annotation keys to keep for `cfg`.
-pub fn kept_annotations(cfg: &Config) -> Vec<String> {
+pub(crate) fn kept_annotations(cfg: &Config) -> Vec<String> {
     RULE_ANNOTATIONS
         .iter()
         .map(|s| s.to_string())
@@ -18,7 +18,7 @@ pub fn kept_annotations(cfg: &Config) -> Vec<String> {
 
 /// What the controller's pod cache keeps for `cfg`: the annotations the rules read, and labels and
 /// priority class names only if a pod policy matches on them.
-pub fn projection(cfg: &Config) -> Projection {
+pub(crate) fn projection(cfg: &Config) -> Projection {
     let (labels, priority_class) = crate::config::policy::needs(&cfg.pod_policies);
     Projection {
         annotations: Some(kept_annotations(cfg)),
@@ -29,7 +29,7 @@ pub fn projection(cfg: &Config) -> Projection {
 }
 
 /// The first pod policy that matches `pod`, with its place in the list.
-pub fn policy_for<'a>(pod: &PodInfo, policies: &'a [PodPolicy]) -> Option<&'a PodPolicy> {
+pub(crate) fn policy_for<'a>(pod: &PodInfo, policies: &'a [PodPolicy]) -> Option<&'a PodPolicy> {
     policies.iter().find(|p| {
         let any = |list: &[String], v: Option<&str>| {
             list.is_empty() || v.is_some_and(|v| list.iter().any(|x| x == v))
@@ -45,7 +45,7 @@ pub fn policy_for<'a>(pod: &PodInfo, policies: &'a [PodPolicy]) -> Option<&'a Po
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum PodAction {
+pub(crate) enum PodAction {
     /// Evicted through the Eviction API.
     Evict,
     /// Not part of the drain (DaemonSet, mirror, finished, or protected and left in place).
@@ -57,17 +57,17 @@ pub enum PodAction {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PodPlan {
-    pub namespace: String,
-    pub name: String,
-    pub action: PodAction,
-    pub reason: String,
+pub(crate) struct PodPlan {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) action: PodAction,
+    pub(crate) reason: String,
     /// The pod policy that classified it, if one did (the built-in rules otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<String>,
+    pub(crate) policy: Option<String>,
     /// What that policy has the drain do with it (waiting, deleting), for the drain.
     #[serde(skip)]
-    pub policy_action: Option<PolicyAction>,
+    pub(crate) policy_action: Option<PolicyAction>,
 }
 
 fn annotation<'a>(pod: &'a PodInfo, key: &str) -> Option<&'a str> {
@@ -110,7 +110,7 @@ fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
 
 /// Decide for one pod: the built-in protections first (finished, mirror, never evicted), then
 /// the first pod policy that matches, then the pod rules (DaemonSet, protected, emptyDir, ...).
-pub fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
+pub(crate) fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
     let plan = |action, reason: String, policy: Option<&PodPolicy>| PodPlan {
         namespace: pod.namespace.to_string(),
         name: pod.name.to_string(),
@@ -187,7 +187,7 @@ pub fn decide(pod: &PodInfo, cfg: &Config) -> PodPlan {
 /// What a NoExecute problem taint does to a pod once the node is tainted: one that does not
 /// tolerate it is evicted at once by the taint manager, PodDisruptionBudgets aside (what `drainer
 /// plan` must show before anyone turns such a taint on).
-pub fn under_no_execute(pod: &PodInfo, plan: PodPlan, taints: &[NodeTaint]) -> PodPlan {
+pub(crate) fn under_no_execute(pod: &PodInfo, plan: PodPlan, taints: &[NodeTaint]) -> PodPlan {
     let no_execute: Vec<&NodeTaint> = taints
         .iter()
         .filter(|t| t.effect == TaintEffect::NoExecute)

@@ -10,28 +10,28 @@ use crate::config::Config;
 use crate::model::node::{Condition, NodeView, Status};
 
 /// The state of the problem on a node.
-pub struct Problem {
+pub(crate) struct Problem {
     /// Conditions held at least their min duration (`Type=Status since T`).
-    pub held: Vec<String>,
+    pub(crate) held: Vec<String>,
     /// Episode identity of the held conditions.
-    pub episode: String,
+    pub(crate) episode: String,
     /// Matching but not yet held long enough: (description, remaining).
-    pub pending: Vec<(String, Duration)>,
+    pub(crate) pending: Vec<(String, Duration)>,
     /// Oldest transition among held/pending (for ordering).
-    pub since: Option<Timestamp>,
+    pub(crate) since: Option<Timestamp>,
     /// Kosmos exemption removed conditions.
-    pub exempted: Vec<String>,
+    pub(crate) exempted: Vec<String>,
     /// When conditions cleared recently: the longest remaining wait before recovery counts.
-    pub recovering: Option<Duration>,
+    pub(crate) recovering: Option<Duration>,
 }
 
 /// How long from `since` to `now` (zero if `now` is earlier).
-pub fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+pub(crate) fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     Duration::from_millis((now.as_millisecond() - since.as_millisecond()).max(0) as u64)
 }
 
 /// A duration as people read it, to the second.
-pub fn fmt_d(d: Duration) -> String {
+pub(crate) fn fmt_d(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
@@ -39,7 +39,7 @@ pub fn fmt_d(d: Duration) -> String {
 /// which a Kosmos leaf node is exempt from, and how long until a recovery counts. `silent`: when
 /// the watchdog deemed the node's detector silent, if it is; it stands for a `DetectorSilent=True`
 /// condition since then (a node carrying a real one keeps it).
-pub fn problem(
+pub(crate) fn problem(
     node: &NodeView,
     silent: Option<Timestamp>,
     cfg: &Config,

@@ -12,7 +12,7 @@ use super::stale::Stale;
 use crate::metrics::Budget;
 
 /// Report one stale pod again only after this long (one Event per episode, not per round).
-pub const STALE_REPORT_EVERY: Duration = Duration::from_secs(600);
+pub(crate) const STALE_REPORT_EVERY: Duration = Duration::from_secs(600);
 
 fn since(now: Timestamp, then: Timestamp) -> Duration {
     now.duration_since(then).unsigned_abs()
@@ -20,16 +20,16 @@ fn since(now: Timestamp, then: Timestamp) -> Duration {
 
 /// A WaitingForBudget note to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    pub budget: Budget,
-    pub count: i32,
-    pub first_seen: Timestamp,
+pub(crate) struct Note {
+    pub(crate) budget: Budget,
+    pub(crate) count: i32,
+    pub(crate) first_seen: Timestamp,
     /// The wait's Event so far (update it) or `None` (create one).
-    pub existing: Option<String>,
+    pub(crate) existing: Option<String>,
 }
 
 impl Note {
-    pub fn message(&self) -> &'static str {
+    pub(crate) fn message(&self) -> &'static str {
         match self.budget {
             Budget::Cordons => "waiting for the cordon budget (--max-cordoned) to free a slot",
             Budget::Drains => {
@@ -50,13 +50,13 @@ struct Wait {
 
 /// The nodes waiting for a budget, by name.
 #[derive(Debug, Default)]
-pub struct BudgetWaits {
+pub(crate) struct BudgetWaits {
     waits: HashMap<String, Wait>,
 }
 
 impl BudgetWaits {
     /// `node` waits for `budget` (or for none) at `now`: the note due, if any.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         node: &str,
         budget: Option<Budget>,
@@ -98,29 +98,29 @@ impl BudgetWaits {
     }
 
     /// The note of `node` was written as `event` (`None`: the write failed; the next creates one).
-    pub fn noted(&mut self, node: &str, event: Option<String>) {
+    pub(crate) fn noted(&mut self, node: &str, event: Option<String>) {
         if let Some(w) = self.waits.get_mut(node) {
             w.event = event;
         }
     }
 
     /// Forget nodes that are gone.
-    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
         self.waits.retain(|n, _| keep(n));
     }
 }
 
 /// What to do about one stale pod this round.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaleDue {
-    pub stale: Stale,
-    pub report: bool,
-    pub evict: bool,
+pub(crate) struct StaleDue {
+    pub(crate) stale: Stale,
+    pub(crate) report: bool,
+    pub(crate) evict: bool,
 }
 
 /// When stale pods were last reported and their eviction last tried.
 #[derive(Debug, Default)]
-pub struct StaleSchedule {
+pub(crate) struct StaleSchedule {
     reported: HashMap<String, Timestamp>,
     evicted: HashMap<String, Timestamp>,
 }
@@ -129,7 +129,7 @@ impl StaleSchedule {
     /// For the stale pods of this round: whether to report each (at most every
     /// [`STALE_REPORT_EVERY`]) and whether to try its eviction (when `evict`, never for exempt pods,
     /// at most every `retry`). Pods no longer stale are forgotten.
-    pub fn plan(
+    pub(crate) fn plan(
         &mut self,
         stale: Vec<Stale>,
         now: Timestamp,

@@ -24,12 +24,12 @@ use crate::model::pod::PodInfo;
 /// One stale pod and whether it may be evicted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stale {
-    pub namespace: String,
-    pub name: String,
-    pub uid: Option<String>,
-    pub node: String,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) uid: Option<String>,
+    pub(crate) node: String,
     /// `None`: may be evicted; `Some(why)`: never.
-    pub exempt: Option<String>,
+    pub(crate) exempt: Option<String>,
 }
 
 /// The stale pods at `now`: pods whose readiness is stale on nodes Ready for at least `threshold`.
@@ -55,7 +55,7 @@ pub fn stale_pods<N: Borrow<NodeView>, P: Borrow<PodInfo>>(
 /// [`stale_pods`] over candidate `pods` (those whose own readiness is stale: the controller keeps
 /// them apart, so this is proportional to them, not to the cluster), `ready_since` telling since
 /// when a node is Ready=True.
-pub fn stale_among<'a>(
+pub(crate) fn stale_among<'a>(
     pods: impl IntoIterator<Item = &'a PodInfo>,
     ready_since: impl Fn(&str) -> Option<Timestamp>,
     threshold: Duration,

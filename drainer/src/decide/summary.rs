@@ -11,19 +11,19 @@ use crate::model::node::NodeView;
 
 /// The settings as they meet the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// The watched conditions as given (`KernelDeadlock=True,10m`).
-    pub conditions: Vec<String>,
+    pub(crate) conditions: Vec<String>,
     /// The selector as its flag gives it.
-    pub selector: String,
-    pub selected: usize,
-    pub nodes: usize,
-    pub warnings: Vec<Warning>,
+    pub(crate) selector: String,
+    pub(crate) selected: usize,
+    pub(crate) nodes: usize,
+    pub(crate) warnings: Vec<Warning>,
 }
 
 /// A setting that probably does not do what was meant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Warning {
+pub(crate) enum Warning {
     #[error(
         "no node reports a condition of type {watched:?}, but nodes report {close:?}: condition types are case-sensitive (a typo watches nothing)"
     )]
@@ -50,7 +50,7 @@ fn close(a: &str, b: &str) -> bool {
 }
 
 /// The summary of `cfg` over `nodes` (each with whether it is selected).
-pub fn summarize<'a>(
+pub(crate) fn summarize<'a>(
     cfg: &Config,
     nodes: impl IntoIterator<Item = (&'a NodeView, bool)>,
 ) -> Summary {

@@ -22,21 +22,21 @@ use crate::config::Config;
 use crate::model::node::{NodeTaint, NodeView, TaintEffect};
 
 /// The condition type a silent detector appears as, for `--condition DetectorSilent=True,30m`.
-pub const DETECTOR_SILENT: &str = "DetectorSilent";
+pub(crate) const DETECTOR_SILENT: &str = "DetectorSilent";
 
 /// A silent node: since when its detector was last heard (or, never heard, since the node was
 /// created), and when the watchdog deemed it silent (`last_heard + silent_after`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Silence {
-    pub last_heard: Timestamp,
+    pub(crate) last_heard: Timestamp,
     /// Never heard: `last_heard` is the node's creation.
-    pub never: bool,
-    pub declared: Timestamp,
+    pub(crate) never: bool,
+    pub(crate) declared: Timestamp,
 }
 
 /// Where the detector DaemonSet runs its pods.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// No DaemonSet is configured, or it could not be read (absent, forbidden): only nodes whose
     /// detector reported at least once are watched.
     #[default]
@@ -92,7 +92,7 @@ const DAEMON_TOLERATIONS: [(&str, &str); 6] = [
 
 impl Placement {
     /// The placement of `ds`'s pod template.
-    pub fn of(ds: &DaemonSet) -> Placement {
+    pub(crate) fn of(ds: &DaemonSet) -> Placement {
         let pod = ds
             .spec
             .as_ref()
@@ -126,7 +126,7 @@ impl Placement {
     /// Whether the DaemonSet places a pod on `node` (never, for an unknown placement). `ours` are
     /// the taints this drainer puts on problem nodes: a `NoSchedule` one of them keeps no running
     /// detector off the node.
-    pub fn places(&self, node: &NodeView, ours: &[NodeTaint]) -> bool {
+    pub(crate) fn places(&self, node: &NodeView, ours: &[NodeTaint]) -> bool {
         let (node_selector, terms, tolerations) = match self {
             Placement::Unknown => return false,
             Placement::Everywhere => return true,
@@ -191,7 +191,7 @@ fn requirement(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
 
 /// The placement of the configured detector DaemonSet among `daemonsets` (Unknown when it is not
 /// there).
-pub fn placement_among(
+pub(crate) fn placement_among(
     daemonsets: &[DaemonSet],
     cfg: &crate::config::remedy::Watchdog,
 ) -> Placement {
@@ -229,7 +229,7 @@ fn tolerates(tol: &Toleration, taint: &NodeTaint) -> bool {
 
 /// The newest heartbeat of the conditions the detector owns on `node` (a condition without one
 /// counts by its transition), or None when it has none of them.
-pub fn last_heard(node: &NodeView, also: &[String]) -> Option<Timestamp> {
+pub(crate) fn last_heard(node: &NodeView, also: &[String]) -> Option<Timestamp> {
     let annotated = node
         .annotations
         .get(OWNED_CONDITIONS_ANNOTATION)
@@ -247,7 +247,7 @@ pub fn last_heard(node: &NodeView, also: &[String]) -> Option<Timestamp> {
 }
 
 /// Whether the detector on `node`, a selected node, is silent at `now`.
-pub fn silence(
+pub(crate) fn silence(
     node: &NodeView,
     cfg: &Config,
     placement: &Placement,
@@ -277,6 +277,6 @@ pub fn silence(
 }
 
 /// How long ago `t` was at `now`, to the second (for messages).
-pub fn ago(t: Timestamp, now: Timestamp) -> Duration {
+pub(crate) fn ago(t: Timestamp, now: Timestamp) -> Duration {
     Duration::from_secs((now.as_second() - t.as_second()).max(0) as u64)
 }

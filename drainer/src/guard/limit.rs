@@ -15,13 +15,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 #[derive(Clone)]
-pub struct LimitAcceptor<A> {
+pub(crate) struct LimitAcceptor<A> {
     inner: A,
     permits: Arc<Semaphore>,
 }
 
 impl<A> LimitAcceptor<A> {
-    pub fn new(inner: A, max_connections: usize) -> Self {
+    pub(crate) fn new(inner: A, max_connections: usize) -> Self {
         LimitAcceptor {
             inner,
             permits: Arc::new(Semaphore::new(max_connections.max(1))),
@@ -61,7 +61,7 @@ where
 }
 
 /// A connection holding its permit until it is dropped.
-pub struct Permitted<T> {
+pub(crate) struct Permitted<T> {
     inner: T,
     _permit: OwnedSemaphorePermit,
 }

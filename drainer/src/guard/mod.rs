@@ -13,13 +13,13 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
 
 /// The one AdmissionReview version the webhook declares (`admissionReviewVersions: [v1]`).
-pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+pub(crate) const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
 /// Why a request to the guard is not an AdmissionReview it answers: the HTTP status and what to say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed {
-    pub status: u16,
-    pub message: String,
+    pub(crate) status: u16,
+    pub(crate) message: String,
 }
 
 impl Malformed {
@@ -119,12 +119,12 @@ impl Default for GuardConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     /// Pod DELETE, or CREATE of pods/eviction; anything else is allowed untouched.
-    pub guarded_operation: bool,
-    pub user: String,
-    pub namespace: String,
-    pub pod: String,
+    pub(crate) guarded_operation: bool,
+    pub(crate) user: String,
+    pub(crate) namespace: String,
+    pub(crate) pod: String,
     /// The pod's node, when the request carries the pod (DELETE's oldObject).
-    pub node: Option<String>,
+    pub(crate) node: Option<String>,
 }
 
 impl Request {
@@ -179,7 +179,7 @@ pub enum Decision {
 
 impl Decision {
     /// Metric label.
-    pub fn label(&self) -> crate::metrics::GuardDecision {
+    pub(crate) fn label(&self) -> crate::metrics::GuardDecision {
         use crate::metrics::GuardDecision;
         match self {
             Decision::Allow("cache not synced") => GuardDecision::AllowedNotSynced,
@@ -230,7 +230,7 @@ pub fn decide(req: &Request, node: &NodeState, cfg: &GuardConfig) -> Decision {
 /// denial on a node is due at once, later ones at most every `interval` per node, each time with the
 /// whole count, so held-back denials are never lost.
 #[derive(Debug, Default)]
-pub struct BlockedEvents {
+pub(crate) struct BlockedEvents {
     nodes: std::collections::HashMap<String, Blocked>,
     /// Nodes with denials not yet handed out: what [`BlockedEvents::due`] looks at, so a flush
     /// costs what is pending, not every node ever denied.
@@ -250,16 +250,16 @@ struct Blocked {
 
 /// An Event write that is due.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DueEvent {
-    pub node: String,
+pub(crate) struct DueEvent {
+    pub(crate) node: String,
     /// Update this Event (its count grows) rather than create one.
-    pub existing: Option<String>,
-    pub event: nodemedic_common::events::NodeEvent,
+    pub(crate) existing: Option<String>,
+    pub(crate) event: nodemedic_common::events::NodeEvent,
 }
 
 impl BlockedEvents {
     /// One more denial on `node`; `latest` names the pod and the requester.
-    pub fn denied(&mut self, node: &str, latest: String) {
+    pub(crate) fn denied(&mut self, node: &str, latest: String) {
         let b = self.nodes.entry(node.to_string()).or_default();
         b.unwritten += 1;
         b.latest = latest;
@@ -269,7 +269,7 @@ impl BlockedEvents {
     /// The writes due at `now`, at most `limit` of them (the rest stay pending for the next call:
     /// a partition that makes thousands of leaf nodes deny at once does not become an Event storm).
     /// The counts handed out are kept even if a write then fails: the next one carries them.
-    pub fn due(
+    pub(crate) fn due(
         &mut self,
         now: k8s_openapi::jiff::Timestamp,
         interval: std::time::Duration,
@@ -321,7 +321,7 @@ impl BlockedEvents {
     }
 
     /// The Event for `node` was written as `name`.
-    pub fn written(&mut self, node: &str, name: String) {
+    pub(crate) fn written(&mut self, node: &str, name: String) {
         if let Some(b) = self.nodes.get_mut(node) {
             b.name = Some(name);
         }

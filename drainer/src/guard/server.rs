@@ -50,7 +50,7 @@ const EVENTS_PER_FLUSH: usize = 20;
 const FLUSH_SPACING: Duration = Duration::from_secs(1);
 
 /// The audit annotation key (the API server logs it as `<webhook name>/decision`).
-pub const AUDIT_KEY: &str = "decision";
+pub(crate) const AUDIT_KEY: &str = "decision";
 
 impl Guard {
     fn node_state(&self, req: &Request) -> NodeState {
@@ -143,7 +143,7 @@ async fn validate(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Re
 }
 
 /// Start the guard; returns its bound address.
-pub async fn start(
+pub(crate) async fn start(
     opts: GuardOptions,
     observed: Observed,
     metrics: Metrics,

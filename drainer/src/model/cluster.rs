@@ -18,7 +18,7 @@ use super::pod::Uid;
 
 /// What an API call can answer besides success.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The leadership gate refused the write: this replica does not hold the Lease.
     #[error("not leading: write skipped")]
     NotLeading,
@@ -32,38 +32,38 @@ pub enum ApiError {
 
 impl ApiError {
     /// 409: a precondition (resourceVersion, uid) no longer holds.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         matches!(self, ApiError::Status { code: 409, .. })
     }
 
     /// 404: the object is gone.
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, ApiError::Status { code: 404, .. })
     }
 }
 
 /// A change to a Node's metadata and spec (a strategic merge patch on the wire).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct NodePatch {
+pub(crate) struct NodePatch {
     /// Refused with a conflict (409) unless the node is still at this version.
-    pub resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
     /// `None` removes the key.
-    pub labels: BTreeMap<String, Option<String>>,
-    pub annotations: BTreeMap<String, Option<String>>,
-    pub unschedulable: Option<bool>,
+    pub(crate) labels: BTreeMap<String, Option<String>>,
+    pub(crate) annotations: BTreeMap<String, Option<String>>,
+    pub(crate) unschedulable: Option<bool>,
     /// The whole taint list: the API replaces it whole (so it goes with `resource_version`).
-    pub taints: Option<Vec<Taint>>,
+    pub(crate) taints: Option<Vec<Taint>>,
 }
 
 impl NodePatch {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.labels.is_empty()
             && self.annotations.is_empty()
             && self.unschedulable.is_none()
             && self.taints.is_none()
     }
 
-    pub fn annotation(mut self, key: &str, value: Option<String>) -> NodePatch {
+    pub(crate) fn annotation(mut self, key: &str, value: Option<String>) -> NodePatch {
         self.annotations.insert(key.to_string(), value);
         self
     }
@@ -71,7 +71,7 @@ impl NodePatch {
 
 /// A change to one condition in a Node's status, found by its type.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConditionPatch {
+pub(crate) enum ConditionPatch {
     Set {
         type_: String,
         status: Status,
@@ -87,7 +87,7 @@ pub enum ConditionPatch {
 /// What an Event is about: a Node (namespace `default`, as the kubelet writes them) or any object
 /// in its namespace, with the node it concerns as the source host.
 #[derive(Debug, Clone, PartialEq)]
-pub enum EventTarget {
+pub(crate) enum EventTarget {
     Node(String),
     Object {
         regarding: ObjectReference,
@@ -113,7 +113,7 @@ impl std::fmt::Display for EventTarget {
 
 /// The writes the drainer makes (and the one read a write needs), as a seam. Implemented over the
 /// Kubernetes client for `drainer run`, and in memory for `drainer simulate` and tests.
-pub trait Cluster: Clone + Send + Sync + 'static {
+pub(crate) trait Cluster: Clone + Send + Sync + 'static {
     fn patch_node(
         &self,
         name: &str,
@@ -180,18 +180,18 @@ pub trait Cluster: Clone + Send + Sync + 'static {
 /// The leadership gate in front of a [`Cluster`]: every write is refused with
 /// [`ApiError::NotLeading`] unless this replica holds the Lease at that moment.
 #[derive(Clone)]
-pub struct Gated<C> {
+pub(crate) struct Gated<C> {
     inner: C,
     leader: watch::Receiver<bool>,
 }
 
 impl<C: Cluster> Gated<C> {
-    pub fn new(inner: C, leader: watch::Receiver<bool>) -> Gated<C> {
+    pub(crate) fn new(inner: C, leader: watch::Receiver<bool>) -> Gated<C> {
         Gated { inner, leader }
     }
 
     /// Whether we hold the Lease now.
-    pub fn leading(&self) -> bool {
+    pub(crate) fn leading(&self) -> bool {
         *self.leader.borrow()
     }
 
@@ -202,10 +202,6 @@ impl<C: Cluster> Gated<C> {
             tracing::debug!("not leading: write skipped");
             Err(ApiError::NotLeading)
         }
-    }
-
-    pub fn inner(&self) -> &C {
-        &self.inner
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use arcstr::ArcStr;
+pub(crate) use arcstr::ArcStr;
 use foldhash::fast::RandomState;
 
 /// Every new label or annotation is looked up here, so the hasher is a fast one (foldhash, seeded
@@ -18,7 +18,7 @@ fn table() -> &'static Mutex<HashSet<ArcStr, RandomState>> {
 }
 
 /// The shared copy of `s`.
-pub fn intern(s: &str) -> ArcStr {
+pub(crate) fn intern(s: &str) -> ArcStr {
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(a) = t.get(s) {
         return a.clone();
@@ -81,7 +81,7 @@ fn shared_pairs(kvs: Vec<(ArcStr, ArcStr)>) -> Arc<[Pair]> {
 /// A shared string read straight from a decoder: the text is looked up in the table as it is read,
 /// so a string already shared (a label, a condition type) costs no allocation at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shared(pub ArcStr);
+pub(crate) struct Shared(pub ArcStr);
 
 impl Default for Shared {
     fn default() -> Shared {
@@ -97,7 +97,7 @@ impl<'de> serde::Deserialize<'de> for Shared {
 
 /// Reads a string (borrowed from the input or not) through `f`, allocating nothing itself: what
 /// the watch's decoding uses for every string it looks up or parses instead of keeping.
-pub struct TextVisitor<F>(pub F);
+pub(crate) struct TextVisitor<F>(pub F);
 
 impl<'de, T, F: FnOnce(&str) -> T> serde::de::Visitor<'de> for TextVisitor<F> {
     type Value = T;
@@ -112,14 +112,14 @@ impl<'de, T, F: FnOnce(&str) -> T> serde::de::Visitor<'de> for TextVisitor<F> {
 }
 
 /// A string as read against the one expected in its place: the same text, or the text shared anew.
-pub enum Text {
+pub(crate) enum Text {
     Same,
     New(ArcStr),
 }
 
 /// Reads a string and compares it with `expected` (the same field of the object as last read)
 /// before looking it up: an unchanged string costs one comparison, not a hash and a table lookup.
-pub struct Expect<'a>(pub Option<&'a ArcStr>);
+pub(crate) struct Expect<'a>(pub Option<&'a ArcStr>);
 
 impl<'de> serde::de::DeserializeSeed<'de> for Expect<'_> {
     type Value = Text;
@@ -134,7 +134,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for Expect<'_> {
 
 impl Text {
     /// The string read, given the one expected.
-    pub fn or(self, expected: Option<&ArcStr>) -> ArcStr {
+    pub(crate) fn or(self, expected: Option<&ArcStr>) -> ArcStr {
         match (self, expected) {
             (Text::Same, Some(e)) => e.clone(),
             (Text::New(s), _) => s,
@@ -152,18 +152,18 @@ impl Text {
 pub struct Map(Arc<[Pair]>);
 
 impl Map {
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.0
             .binary_search_by(|p| p.0.as_str().cmp(key))
             .ok()
             .map(|i| self.0[i].1.as_str())
     }
 
-    pub fn contains_key(&self, key: &str) -> bool {
+    pub(crate) fn contains_key(&self, key: &str) -> bool {
         self.get(key).is_some()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|p| (p.0.as_str(), p.1.as_str()))
     }
 
@@ -182,7 +182,7 @@ impl Map {
     }
 
     /// A copy with `key` set to `value` (None: removed).
-    pub fn with(&self, key: &str, value: Option<&str>) -> Map {
+    pub(crate) fn with(&self, key: &str, value: Option<&str>) -> Map {
         self.iter()
             .filter(|(k, _)| *k != key)
             .chain(value.map(|v| (key, v)))
@@ -206,7 +206,7 @@ impl Map {
     /// as last read: the API server writes map keys sorted, as the map keeps them): when every entry
     /// is the same, `earlier` is reused and nothing is looked up; from the first difference on, the
     /// rest is shared anew.
-    pub fn read<'de, A: serde::de::MapAccess<'de>>(
+    pub(crate) fn read<'de, A: serde::de::MapAccess<'de>>(
         mut m: A,
         earlier_map: Option<&Map>,
     ) -> Result<Map, A::Error> {
@@ -262,7 +262,7 @@ impl<'de> serde::Deserialize<'de> for Map {
 }
 
 /// Reads a JSON object of strings against the map as last read ([`Map::read`]).
-pub struct MapVisitor<'a>(pub Option<&'a Map>);
+pub(crate) struct MapVisitor<'a>(pub Option<&'a Map>);
 
 impl<'de> serde::de::Visitor<'de> for MapVisitor<'_> {
     type Value = Map;

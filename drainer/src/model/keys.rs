@@ -8,4 +8,4 @@ pub const PAUSE_ANNOTATION: &str = "nodemedic.io/pause";
 pub const BREAKER_ANNOTATION: &str = "nodemedic.io/breaker";
 /// The annotation where the leader keeps the newest drain record it saw on each node, so that an
 /// older one written back is refused across restarts and leader changes (`decide::fleet::seen`).
-pub const RECORDS_ANNOTATION: &str = "nodemedic.io/records";
+pub(crate) const RECORDS_ANNOTATION: &str = "nodemedic.io/records";

@@ -27,15 +27,15 @@ use super::node::{Condition, NodeTaint, NodeView, TaintEffect, Version};
 /// watcher reads (the resourceVersion); the name is [`NodeLite::name`].
 #[derive(Debug, Clone, Default)]
 pub struct NodeLite {
-    pub metadata: ObjectMeta,
-    pub name: ArcStr,
-    pub created: i64,
-    pub labels: Map,
-    pub annotations: Map,
-    pub unschedulable: bool,
-    pub conditions: Box<[Condition]>,
-    pub taints: Box<[NodeTaint]>,
-    pub info: Option<ArcStr>,
+    pub(crate) metadata: ObjectMeta,
+    pub(crate) name: ArcStr,
+    pub(crate) created: i64,
+    pub(crate) labels: Map,
+    pub(crate) annotations: Map,
+    pub(crate) unschedulable: bool,
+    pub(crate) conditions: Box<[Condition]>,
+    pub(crate) taints: Box<[NodeTaint]>,
+    pub(crate) info: Option<ArcStr>,
 }
 
 impl NodeView {
@@ -427,7 +427,7 @@ impl<'de> Deserialize<'de> for LiteTime {
     }
 }
 
-pub fn lite_time(s: &str) -> Timestamp {
+pub(crate) fn lite_time(s: &str) -> Timestamp {
     if let Some(t) = utc_seconds(s) {
         return t;
     }

@@ -7,45 +7,38 @@
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
-pub use nodemedic_common::status::Status;
+pub(crate) use nodemedic_common::status::Status;
 
 use super::intern::{ArcStr, Map, intern};
 
 /// A node condition without its message (it changes without news).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Condition {
-    pub type_: ArcStr,
-    pub status: Status,
-    pub reason: Option<ArcStr>,
+pub(crate) struct Condition {
+    pub(crate) type_: ArcStr,
+    pub(crate) status: Status,
+    pub(crate) reason: Option<ArcStr>,
     /// `lastTransitionTime` (the epoch when absent).
-    pub since: Timestamp,
+    pub(crate) since: Timestamp,
     /// `lastHeartbeatTime` in Unix seconds (0 when absent): what proves the condition's writer
     /// alive (the drainer's detector watchdog reads it); no decision does, so a heartbeat alone is
     /// no news ([`Condition::same_state`]). Seconds, not a `Timestamp`: 8 bytes instead of 16 in
     /// each condition of 65,000 nodes.
-    pub heartbeat: i64,
+    pub(crate) heartbeat: i64,
 }
 
 impl Condition {
     /// Everything but the heartbeat is equal.
-    pub fn same_state(&self, other: &Condition) -> bool {
+    pub(crate) fn same_state(&self, other: &Condition) -> bool {
         self.type_ == other.type_
             && self.status == other.status
             && self.reason == other.reason
             && self.since == other.since
     }
-
-    /// `lastHeartbeatTime`, if the condition has one.
-    pub fn heartbeat(&self) -> Option<Timestamp> {
-        (self.heartbeat != 0)
-            .then(|| Timestamp::from_second(self.heartbeat).ok())
-            .flatten()
-    }
 }
 
 /// The effect of a node taint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TaintEffect {
+pub(crate) enum TaintEffect {
     NoSchedule,
     PreferNoSchedule,
     NoExecute,
@@ -63,7 +56,7 @@ impl TaintEffect {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TaintEffect::NoSchedule => "NoSchedule",
             TaintEffect::PreferNoSchedule => "PreferNoSchedule",
@@ -75,15 +68,15 @@ impl TaintEffect {
 
 /// A taint on a node, as far as decisions need it (its time added is the API server's).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct NodeTaint {
+pub(crate) struct NodeTaint {
     /// Shared ([`intern`]): the same taints are on many nodes.
-    pub key: ArcStr,
-    pub value: Option<ArcStr>,
-    pub effect: TaintEffect,
+    pub(crate) key: ArcStr,
+    pub(crate) value: Option<ArcStr>,
+    pub(crate) effect: TaintEffect,
 }
 
 impl NodeTaint {
-    pub fn new(key: &str, value: Option<&str>, effect: TaintEffect) -> NodeTaint {
+    pub(crate) fn new(key: &str, value: Option<&str>, effect: TaintEffect) -> NodeTaint {
         NodeTaint {
             key: flap_key(key),
             value: value.map(intern),
@@ -95,7 +88,7 @@ impl NodeTaint {
 /// A taint that is not `KEY[=VALUE]:EFFECT`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?}: expected KEY[=VALUE]:EFFECT")]
-pub struct TaintSyntax(pub String);
+pub(crate) struct TaintSyntax(pub String);
 
 impl std::str::FromStr for NodeTaint {
     type Err = TaintSyntax;
@@ -131,29 +124,29 @@ pub struct NodeView {
     /// Shared ([`intern`]): the pods on the node and its hostname label hold the same string.
     pub name: ArcStr,
     /// `metadata.uid`: which Node object of that name (a drain record is bound to it).
-    pub uid: Uid,
-    pub resource_version: Version,
+    pub(crate) uid: Uid,
+    pub(crate) resource_version: Version,
     /// `creationTimestamp` in Unix seconds (0 when absent).
-    pub created: i64,
-    pub labels: Map,
-    pub annotations: Map,
-    pub unschedulable: bool,
-    pub conditions: Box<[Condition]>,
+    pub(crate) created: i64,
+    pub(crate) labels: Map,
+    pub(crate) annotations: Map,
+    pub(crate) unschedulable: bool,
+    pub(crate) conditions: Box<[Condition]>,
     /// Most nodes have none (no allocation then).
-    pub taints: Box<[NodeTaint]>,
+    pub(crate) taints: Box<[NodeTaint]>,
     /// What `status.nodeInfo` says the node runs ([`NodeInfo`]): kernel, OS image, container
     /// runtime, kubelet, shared by every node that runs the same (a fleet has a few such sets).
-    pub info: Option<ArcStr>,
+    pub(crate) info: Option<ArcStr>,
 }
 
 /// A Node's `metadata.uid`, kept in 16 bytes without an allocation: the API server's UIDs are
 /// UUIDs. Anything else (a hand-written file) is kept as a 128-bit FNV-1a hash of its text, so
 /// two different UIDs still compare different; [`Uid::NONE`] is an object without one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Uid(u128);
+pub(crate) struct Uid(u128);
 
 impl Uid {
-    pub const NONE: Uid = Uid(0);
+    pub(crate) const NONE: Uid = Uid(0);
 
     pub fn parse(s: &str) -> Uid {
         if s.is_empty() {
@@ -193,7 +186,7 @@ impl std::fmt::Display for Uid {
 
 /// The parts of `status.nodeInfo` the common-cause report compares, in the order they are kept in
 /// [`NodeView::info`] (separated by U+001F).
-pub const NODE_INFO: [(&str, &str); 4] = [
+pub(crate) const NODE_INFO: [(&str, &str); 4] = [
     ("kernelVersion", "kernel"),
     ("osImage", "OS image"),
     ("containerRuntimeVersion", "container runtime"),
@@ -201,7 +194,7 @@ pub const NODE_INFO: [(&str, &str); 4] = [
 ];
 
 /// The kept form of a node's software: the four parts of [`NODE_INFO`], shared.
-pub fn node_info(parts: [&str; 4]) -> Option<ArcStr> {
+pub(crate) fn node_info(parts: [&str; 4]) -> Option<ArcStr> {
     if parts.iter().all(|p| p.is_empty()) {
         return None;
     }
@@ -212,7 +205,7 @@ pub fn node_info(parts: [&str; 4]) -> Option<ArcStr> {
 /// the decimal numbers etcd's revisions are written as are kept as a number (8 bytes, nothing
 /// allocated for each of 65,000 nodes), anything else as its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Version {
+pub(crate) enum Version {
     Number(u64),
     Text(Box<str>),
 }
@@ -267,7 +260,7 @@ impl PartialEq<&str> for Version {
 }
 
 /// The taints of a node that is, or just was, unreachable or not ready.
-pub const FLAP_TAINTS: [&str; 2] = [
+pub(crate) const FLAP_TAINTS: [&str; 2] = [
     "node.kubernetes.io/unreachable",
     "node.kubernetes.io/not-ready",
 ];
@@ -281,7 +274,7 @@ pub fn flap_taint<'a>(taints: impl IntoIterator<Item = (&'a str, &'a str)>) -> O
 }
 
 /// The shared copy of a flap taint's key (one of [`FLAP_TAINTS`]; anything else is shared anew).
-pub fn flap_key(key: &str) -> ArcStr {
+pub(crate) fn flap_key(key: &str) -> ArcStr {
     match key {
         "node.kubernetes.io/unreachable" => arcstr::literal!("node.kubernetes.io/unreachable"),
         "node.kubernetes.io/not-ready" => arcstr::literal!("node.kubernetes.io/not-ready"),
@@ -350,7 +343,7 @@ impl NodeView {
 
     /// Everything but the resourceVersion and the conditions' heartbeats is equal: nothing a
     /// decision reads changed.
-    pub fn same_state(&self, other: &NodeView) -> bool {
+    pub(crate) fn same_state(&self, other: &NodeView) -> bool {
         self.name == other.name
             && self.uid == other.uid
             && self.unschedulable == other.unschedulable
@@ -368,7 +361,7 @@ impl NodeView {
     }
 
     /// A NoExecute taint of the node lifecycle controller's (see [`FLAP_TAINTS`]), while it is there.
-    pub fn flap_taint(&self) -> Option<&ArcStr> {
+    pub(crate) fn flap_taint(&self) -> Option<&ArcStr> {
         self.taints
             .iter()
             .find(|t| t.effect == TaintEffect::NoExecute && FLAP_TAINTS.contains(&t.key.as_str()))
@@ -376,17 +369,17 @@ impl NodeView {
     }
 
     /// Whether the node carries `taint` (key, value and effect).
-    pub fn has_taint(&self, taint: &NodeTaint) -> bool {
+    pub(crate) fn has_taint(&self, taint: &NodeTaint) -> bool {
         self.taints.iter().any(|t| t == taint)
     }
 
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         self.labels.get(key)
     }
 
     /// The node's software as `status.nodeInfo` says: `(name, value)` for each part of
     /// [`NODE_INFO`] it has.
-    pub fn software(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub(crate) fn software(&self) -> impl Iterator<Item = (&'static str, &str)> {
         let parts = self.info.as_deref().unwrap_or_default();
         NODE_INFO
             .iter()
@@ -395,12 +388,12 @@ impl NodeView {
             .map(|((_, name), v)| (*name, v))
     }
 
-    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+    pub(crate) fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
 
     /// Since when the node has been Ready=True, if it is.
-    pub fn ready_since(&self) -> Option<Timestamp> {
+    pub(crate) fn ready_since(&self) -> Option<Timestamp> {
         self.condition("Ready")
             .filter(|c| c.status == Status::True)
             .map(|c| c.since)

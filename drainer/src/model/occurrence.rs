@@ -9,48 +9,48 @@ use nodemedic_common::events::Severity;
 use nodemedic_common::time::rfc3339;
 
 /// Event source component of the drainer's Events.
-pub const SOURCE: &str = "nodemedic-drainer";
+pub(crate) const SOURCE: &str = "nodemedic-drainer";
 
 /// Event reasons, draino's where draino has one.
 pub mod reason {
-    pub const CORDON_STARTING: &str = "CordonStarting";
-    pub const CORDON_SUCCEEDED: &str = "CordonSucceeded";
-    pub const CORDON_FAILED: &str = "CordonFailed";
-    pub const DRAIN_SCHEDULED: &str = "DrainScheduled";
-    pub const DRAIN_SCHEDULING_FAILED: &str = "DrainSchedulingFailed";
-    pub const DRAIN_STARTING: &str = "DrainStarting";
-    pub const DRAIN_SUCCEEDED: &str = "DrainSucceeded";
-    pub const DRAIN_FAILED: &str = "DrainFailed";
-    pub const UNCORDON_STARTING: &str = "UncordonStarting";
-    pub const UNCORDON_SUCCEEDED: &str = "UncordonSucceeded";
-    pub const UNCORDON_FAILED: &str = "UncordonFailed";
-    pub const MARKED_DRAINED: &str = "MarkedDrained";
-    pub const MARK_FAILED: &str = "MarkDrainedFailed";
-    pub const NODE_DELETED: &str = "DeletingDrainedNode";
-    pub const NODE_DELETE_FAILED: &str = "DeleteDrainedNodeFailed";
-    pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
-    pub const POD_READINESS_STALE: &str = "PodReadinessStale";
-    pub const POD_DELETION_BLOCKED: &str = "PodDeletionBlocked";
-    pub const BREAKER_OPENED: &str = "CircuitBreakerOpened";
-    pub const BREAKER_CLOSED: &str = "CircuitBreakerClosed";
-    pub const OUTAGE_STARTED: &str = "DomainOutageStarted";
-    pub const OUTAGE_ENDED: &str = "DomainOutageEnded";
-    pub const NODE_FLAPPING: &str = "NodeFlapping";
-    pub const POD_FORCE_DELETED: &str = "PodForceDeleted";
-    pub const TAINT_SUCCEEDED: &str = "TaintSucceeded";
-    pub const PROBATION_STARTED: &str = "ProbationStarted";
-    pub const RELAPSED: &str = "ProblemBackInProbation";
-    pub const POD_DELETED_BY_POLICY: &str = "PodDeletedByPolicy";
-    pub const DETECTOR_SILENT: &str = "DetectorSilent";
-    pub const DETECTOR_HEARD: &str = "DetectorHeardAgain";
-    pub const COMMON_CAUSE: &str = "CommonCause";
-    pub const RECORD_REJECTED: &str = "DrainRecordRejected";
-    pub const CONFIG_REFUSED: &str = "ConfigReloadRefused";
+    pub(crate) const CORDON_STARTING: &str = "CordonStarting";
+    pub(crate) const CORDON_SUCCEEDED: &str = "CordonSucceeded";
+    pub(crate) const CORDON_FAILED: &str = "CordonFailed";
+    pub(crate) const DRAIN_SCHEDULED: &str = "DrainScheduled";
+    pub(crate) const DRAIN_SCHEDULING_FAILED: &str = "DrainSchedulingFailed";
+    pub(crate) const DRAIN_STARTING: &str = "DrainStarting";
+    pub(crate) const DRAIN_SUCCEEDED: &str = "DrainSucceeded";
+    pub(crate) const DRAIN_FAILED: &str = "DrainFailed";
+    pub(crate) const UNCORDON_STARTING: &str = "UncordonStarting";
+    pub(crate) const UNCORDON_SUCCEEDED: &str = "UncordonSucceeded";
+    pub(crate) const UNCORDON_FAILED: &str = "UncordonFailed";
+    pub(crate) const MARKED_DRAINED: &str = "MarkedDrained";
+    pub(crate) const MARK_FAILED: &str = "MarkDrainedFailed";
+    pub(crate) const NODE_DELETED: &str = "DeletingDrainedNode";
+    pub(crate) const NODE_DELETE_FAILED: &str = "DeleteDrainedNodeFailed";
+    pub(crate) const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
+    pub(crate) const POD_READINESS_STALE: &str = "PodReadinessStale";
+    pub(crate) const POD_DELETION_BLOCKED: &str = "PodDeletionBlocked";
+    pub(crate) const BREAKER_OPENED: &str = "CircuitBreakerOpened";
+    pub(crate) const BREAKER_CLOSED: &str = "CircuitBreakerClosed";
+    pub(crate) const OUTAGE_STARTED: &str = "DomainOutageStarted";
+    pub(crate) const OUTAGE_ENDED: &str = "DomainOutageEnded";
+    pub(crate) const NODE_FLAPPING: &str = "NodeFlapping";
+    pub(crate) const POD_FORCE_DELETED: &str = "PodForceDeleted";
+    pub(crate) const TAINT_SUCCEEDED: &str = "TaintSucceeded";
+    pub(crate) const PROBATION_STARTED: &str = "ProbationStarted";
+    pub(crate) const RELAPSED: &str = "ProblemBackInProbation";
+    pub(crate) const POD_DELETED_BY_POLICY: &str = "PodDeletedByPolicy";
+    pub(crate) const DETECTOR_SILENT: &str = "DetectorSilent";
+    pub(crate) const DETECTOR_HEARD: &str = "DetectorHeardAgain";
+    pub(crate) const COMMON_CAUSE: &str = "CommonCause";
+    pub(crate) const RECORD_REJECTED: &str = "DrainRecordRejected";
+    pub(crate) const CONFIG_REFUSED: &str = "ConfigReloadRefused";
 }
 
 /// Something that happened to a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Occurrence {
+pub(crate) enum Occurrence {
     CordonStarting {
         problem: String,
     },
@@ -122,7 +122,7 @@ pub enum Occurrence {
 }
 
 impl Occurrence {
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         use Occurrence::*;
         match self {
             CordonStarting { .. } => reason::CORDON_STARTING,
@@ -148,7 +148,7 @@ impl Occurrence {
         }
     }
 
-    pub fn severity(&self) -> Severity {
+    pub(crate) fn severity(&self) -> Severity {
         use Occurrence::*;
         match self {
             CordonFailed { .. }
@@ -164,7 +164,7 @@ impl Occurrence {
     }
 
     /// The Event text (draino's wording).
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         use Occurrence::*;
         match self {
             CordonStarting { problem } => format!("Cordoning node: {problem}"),
@@ -245,7 +245,7 @@ fn some_of(names: &[String]) -> String {
 
 /// Why a pod is evicted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EvictionFor {
+pub(crate) enum EvictionFor {
     Drain,
     StaleReadiness,
 }
@@ -253,7 +253,7 @@ pub enum EvictionFor {
 /// What happened to one eviction: logged and counted (a node's Events tell its drain's story; one
 /// Event per PDB refusal would be a storm).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PodOccurrence {
+pub(crate) enum PodOccurrence {
     Evicted,
     RefusedByBudget {
         message: String,
@@ -273,7 +273,7 @@ pub enum PodOccurrence {
 
 impl PodOccurrence {
     /// From the API server's answer.
-    pub fn of(
+    pub(crate) fn of(
         answer: &Result<nodemedic_common::evict::Evicted, super::cluster::ApiError>,
     ) -> PodOccurrence {
         use nodemedic_common::evict::Evicted;

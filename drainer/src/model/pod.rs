@@ -13,35 +13,35 @@ use super::intern::{ArcStr, intern};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodInfo {
     /// Shared ([`intern`]): many pods have the same one.
-    pub namespace: ArcStr,
-    pub name: ArcStr,
-    pub uid: Option<Uid>,
+    pub(crate) namespace: ArcStr,
+    pub(crate) name: ArcStr,
+    pub(crate) uid: Option<Uid>,
     /// Shared, with the node's own name.
-    pub node: Option<ArcStr>,
+    pub(crate) node: Option<ArcStr>,
     /// Kind of the controlling owner (ReplicaSet, DaemonSet, StatefulSet, Job, Node for mirror
     /// pods); shared.
-    pub owner_kind: Option<ArcStr>,
-    pub priority: Option<i32>,
+    pub(crate) owner_kind: Option<ArcStr>,
+    pub(crate) priority: Option<i32>,
     /// `spec.terminationGracePeriodSeconds`, [`NO_GRACE`] when absent (see [`PodInfo::grace`]):
     /// an `Option<i64>` would take 16 bytes in each of hundreds of thousands of pods.
-    pub grace_period_seconds: i64,
+    pub(crate) grace_period_seconds: i64,
     /// Labels (`drainer plan` only: empty when projected with `keep`) and the kept annotations;
     /// boxed, as most pods in the controller's cache have neither.
-    pub meta: Option<Box<Meta>>,
+    pub(crate) meta: Option<Box<Meta>>,
     /// `status.phase`; None when absent or not one of the five Kubernetes defines.
-    pub phase: Option<PodPhase>,
-    pub uses_empty_dir: bool,
+    pub(crate) phase: Option<PodPhase>,
+    pub(crate) uses_empty_dir: bool,
     /// Running, containers ready, Ready=False, gates met: stale if its node has been Ready a while
     /// (see [`readiness_stale`]).
-    pub readiness_stale: bool,
+    pub(crate) readiness_stale: bool,
 }
 
 /// [`PodInfo::grace_period_seconds`] when the pod sets none (the API server rejects negative ones).
-pub const NO_GRACE: i64 = i64::MIN;
+pub(crate) const NO_GRACE: i64 = i64::MIN;
 
 /// A pod's phase (`status.phase`): one byte instead of a shared string in each of 50,000 pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodPhase {
+pub(crate) enum PodPhase {
     Pending,
     Running,
     Succeeded,
@@ -63,7 +63,7 @@ impl PodPhase {
     }
 
     /// Succeeded or Failed: the pod's containers will not run again.
-    pub fn finished(self) -> bool {
+    pub(crate) fn finished(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
     }
 }
@@ -71,31 +71,31 @@ impl PodPhase {
 /// What a [`PodInfo`] keeps besides its fixed fields: only what the decisions read (see
 /// [`Projection`]), boxed since most pods in the controller's cache need none of it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Meta {
-    pub labels: BTreeMap<String, String>,
+pub(crate) struct Meta {
+    pub(crate) labels: BTreeMap<String, String>,
     /// Only the annotations the rules look at (all of them when projected with `keep: None`).
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     /// `spec.priorityClassName`, shared (pod policies may match on it).
-    pub priority_class: Option<ArcStr>,
+    pub(crate) priority_class: Option<ArcStr>,
     /// `spec.tolerations`, when projected (`drainer plan` tells which pods a NoExecute taint evicts).
-    pub tolerations: Option<Box<[Toleration]>>,
+    pub(crate) tolerations: Option<Box<[Toleration]>>,
 }
 
 /// A pod's toleration, as far as matching a taint needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Toleration {
+pub(crate) struct Toleration {
     /// Empty with operator Exists: every key.
-    pub key: String,
+    pub(crate) key: String,
     /// `Exists` (any value) or `Equal`.
-    pub exists: bool,
-    pub value: String,
+    pub(crate) exists: bool,
+    pub(crate) value: String,
     /// Empty: every effect.
-    pub effect: String,
+    pub(crate) effect: String,
 }
 
 impl Toleration {
     /// Whether it tolerates `taint` (Kubernetes' rule: key, operator and value, effect).
-    pub fn tolerates(&self, taint: &super::node::NodeTaint) -> bool {
+    pub(crate) fn tolerates(&self, taint: &super::node::NodeTaint) -> bool {
         let key = (self.key.is_empty() && self.exists) || self.key == *taint.key;
         let value = self.exists || self.value == taint.value.as_deref().unwrap_or("");
         let effect = self.effect.is_empty() || self.effect == taint.effect.as_str();
@@ -105,20 +105,20 @@ impl Toleration {
 
 /// What of a Pod a [`PodInfo`] keeps beyond its fixed fields: what the running settings read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Projection {
+pub(crate) struct Projection {
     /// The annotation keys to keep (None: all).
-    pub annotations: Option<Vec<String>>,
+    pub(crate) annotations: Option<Vec<String>>,
     /// Labels (pod policies with a selector; `drainer plan`, to match PodDisruptionBudgets).
-    pub labels: bool,
+    pub(crate) labels: bool,
     /// The priority class name (pod policies naming one).
-    pub priority_class: bool,
+    pub(crate) priority_class: bool,
     /// Tolerations (`drainer plan`).
-    pub tolerations: bool,
+    pub(crate) tolerations: bool,
 }
 
 impl Projection {
     /// Everything (`drainer plan`, tests).
-    pub fn everything() -> Projection {
+    pub(crate) fn everything() -> Projection {
         Projection {
             annotations: None,
             labels: true,
@@ -130,7 +130,7 @@ impl Projection {
 
 /// A pod's uid: 16 bytes when it is a UUID (as the API server makes them), else the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Uid {
+pub(crate) enum Uid {
     Uuid([u8; 16]),
     Other(Box<str>),
 }
@@ -177,7 +177,7 @@ impl std::fmt::Display for Uid {
 }
 
 /// Annotation keys the pod rules read, besides configured protected annotations.
-pub const RULE_ANNOTATIONS: &[&str] = &[
+pub(crate) const RULE_ANNOTATIONS: &[&str] = &[
     keys::NOT_EVICTED_POD_ANNOTATION,
     keys::CRITICAL_POD_ANNOTATION,
     keys::SAFE_TO_EVICT_ANNOTATION,
@@ -188,15 +188,15 @@ static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 
 impl PodInfo {
     /// The pod's own termination grace period, if it sets one.
-    pub fn grace(&self) -> Option<i64> {
+    pub(crate) fn grace(&self) -> Option<i64> {
         (self.grace_period_seconds != NO_GRACE).then_some(self.grace_period_seconds)
     }
 
-    pub fn labels(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn labels(&self) -> &BTreeMap<String, String> {
         self.meta.as_ref().map_or(&EMPTY, |m| &m.labels)
     }
 
-    pub fn annotations(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn annotations(&self) -> &BTreeMap<String, String> {
         self.meta.as_ref().map_or(&EMPTY, |m| &m.annotations)
     }
 
@@ -216,7 +216,7 @@ impl PodInfo {
     }
 
     /// Project a Pod, keeping what `keep` says.
-    pub fn project(pod: &Pod, keep: &Projection) -> PodInfo {
+    pub(crate) fn project(pod: &Pod, keep: &Projection) -> PodInfo {
         let spec = pod.spec.as_ref();
         PodInfo {
             namespace: intern(pod.metadata.namespace.as_deref().unwrap_or_default()),
@@ -298,12 +298,12 @@ fn meta(pod: &Pod, keep: &Projection) -> Option<Box<Meta>> {
 }
 
 impl PodInfo {
-    pub fn priority_class(&self) -> Option<&str> {
+    pub(crate) fn priority_class(&self) -> Option<&str> {
         self.meta.as_ref()?.priority_class.as_deref()
     }
 
     /// The pod's tolerations; None when they were not kept.
-    pub fn tolerations(&self) -> Option<&[Toleration]> {
+    pub(crate) fn tolerations(&self) -> Option<&[Toleration]> {
         match &self.meta {
             Some(m) => m.tolerations.as_deref(),
             None => None,
@@ -323,7 +323,7 @@ fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
 
 /// Is this pod's readiness stale, its node aside: Running, ContainersReady=True, Ready=False, every
 /// readiness gate met? (Computed once, when the pod is cached; `decide::stale` adds the node.)
-pub fn readiness_stale(pod: &Pod) -> bool {
+pub(crate) fn readiness_stale(pod: &Pod) -> bool {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     let gates_met = pod
         .spec

@@ -19,7 +19,7 @@ fn is_true(b: &bool) -> bool {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Cordoned (or tainted); the drain waits for its time.
     #[default]
     Cordoned,
@@ -44,48 +44,48 @@ pub struct Record {
     /// act on, or count, each other's nodes. Empty in records written before owners were recorded:
     /// those belong to whichever drainer selects the node.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub owner: String,
+    pub(crate) owner: String,
     /// Identity of the problem episode: the matched conditions with their transition times.
-    pub episode: String,
+    pub(crate) episode: String,
     /// Human-readable: which conditions, since when.
-    pub reason: String,
-    pub phase: Phase,
-    pub cordoned_at: Timestamp,
+    pub(crate) reason: String,
+    pub(crate) phase: Phase,
+    pub(crate) cordoned_at: Timestamp,
     /// Not drained before this time (cordon time + drain buffer).
-    pub drain_at: Timestamp,
+    pub(crate) drain_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drain_started: Option<Timestamp>,
+    pub(crate) drain_started: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<Timestamp>,
+    pub(crate) finished_at: Option<Timestamp>,
     #[serde(default)]
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_at: Option<Timestamp>,
+    pub(crate) retry_at: Option<Timestamp>,
     /// The taints this drainer put on the node (`KEY[=VALUE]:EFFECT`): only these are removed
     /// again, and a person removing one releases the node, as an uncordon does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub taints: Vec<String>,
+    pub(crate) taints: Vec<String>,
     /// Whether this drainer holds the node's cordon (`spec.unschedulable`) now: not in taint-only
     /// mode (`--cordon=false`), nor during a probation that swapped the cordon for a taint. Records
     /// written before taints existed hold it.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
-    pub cordoned: bool,
+    pub(crate) cordoned: bool,
     /// In probation, uncordoned at this time if the node stays healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probation_until: Option<Timestamp>,
+    pub(crate) probation_until: Option<Timestamp>,
     /// The Node this record is for, by name and UID (sealed with it: a record copied to another
     /// node, or to a new Node object of the same name, fails the check).
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub node: String,
+    pub(crate) node: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
+    pub(crate) uid: String,
     /// When this version of the record was decided; every later version of a node's record is
     /// later, so an older one written back (a replay) is told from the current one.
     #[serde(default = "epoch", skip_serializing_if = "is_epoch")]
-    pub at: Timestamp,
+    pub(crate) at: Timestamp,
     /// The drainer's seal over all of the above ([`super::seal`]); last, and empty when unsealed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub seal: String,
+    pub(crate) seal: String,
 }
 
 fn epoch() -> Timestamp {
@@ -98,7 +98,7 @@ fn is_epoch(t: &Timestamp) -> bool {
 
 /// What reading a node's record came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// No record on the node.
     Absent,
     /// Written by this drainer, for this Node object.
@@ -112,7 +112,7 @@ pub enum Checked {
 
 /// Why a record on a node is not taken as the drainer's own.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Rejection {
+pub(crate) enum Rejection {
     #[error("it does not parse ({0})")]
     Unreadable(String),
     #[error(
@@ -162,7 +162,7 @@ pub struct Unreadable(pub String);
 
 /// Why a pod of a drain was not evicted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EvictError {
+pub(crate) enum EvictError {
     #[error("{pod}: leadership lost")]
     LeadershipLost { pod: String },
     #[error("{pod}: not evicted before the deadline")]
@@ -175,7 +175,7 @@ pub enum EvictError {
 
 /// How a drain attempt ended, as the shell reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DrainOutcome {
+pub(crate) enum DrainOutcome {
     /// Every pod to evict is gone.
     Drained,
     /// Some pods could not be evicted in time; each entry says which and why.
@@ -197,7 +197,7 @@ impl Record {
     /// Read from a node and checked under `trust`: ours (drainer `owner`) for this Node object,
     /// another drainer's, or why not. (A replay needs the history of the node: the fleet tells it,
     /// see [`Rejection::Replayed`].)
-    pub fn check(node: &NodeView, trust: &RecordTrust, owner: &str) -> Checked {
+    pub(crate) fn check(node: &NodeView, trust: &RecordTrust, owner: &str) -> Checked {
         let r = match Record::parse(node) {
             Ok(None) => return Checked::Absent,
             Ok(Some(r)) => r,
@@ -229,7 +229,7 @@ impl Record {
 
     /// The node's record if it is ours or another drainer's ([`Record::check`]); one that fails
     /// the check counts as none.
-    pub fn of(node: &NodeView, trust: &RecordTrust, owner: &str) -> Option<Record> {
+    pub(crate) fn of(node: &NodeView, trust: &RecordTrust, owner: &str) -> Option<Record> {
         match Record::check(node, trust, owner) {
             Checked::Authentic(r) | Checked::Foreign(r) => Some(r),
             Checked::Absent | Checked::Rejected(_) => None,
@@ -238,7 +238,12 @@ impl Record {
 
     /// This record as the version after one written at `prev` (None: the node's first) for
     /// `node`, decided at `now`: bound to the Node object, and later than the version it follows.
-    pub fn bound(mut self, node: &NodeView, prev: Option<Timestamp>, now: Timestamp) -> Record {
+    pub(crate) fn bound(
+        mut self,
+        node: &NodeView,
+        prev: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Record {
         self.node = node.name.to_string();
         self.uid = node.uid.to_string();
         self.at = later(now, prev);
@@ -253,7 +258,7 @@ impl Record {
     }
 
     /// The annotation's value: the record, sealed under `trust`'s key.
-    pub fn to_annotation(&self, trust: &RecordTrust) -> String {
+    pub(crate) fn to_annotation(&self, trust: &RecordTrust) -> String {
         let body = self.body();
         match trust {
             RecordTrust::Sealed(key) => {
@@ -266,7 +271,7 @@ impl Record {
     }
 
     /// The record once a drain attempt starts at `now`.
-    pub fn draining(&self, now: Timestamp) -> Record {
+    pub(crate) fn draining(&self, now: Timestamp) -> Record {
         let mut r = self.clone();
         r.at = later(now, Some(self.at));
         r.phase = Phase::Draining;
@@ -277,7 +282,7 @@ impl Record {
 
     /// The record once the attempt ended with `outcome` at `now`: drained, or failed and retried after
     /// a backoff that doubles per attempt from `retry_base` up to `retry_max`.
-    pub fn finished(
+    pub(crate) fn finished(
         &self,
         outcome: &DrainOutcome,
         now: Timestamp,
@@ -305,7 +310,7 @@ impl Record {
 
     /// Whether a drainer named `owner` may act on this record of a node it does (`selected`) or does
     /// not select.
-    pub fn owned_by(&self, owner: &str, selected: bool) -> bool {
+    pub(crate) fn owned_by(&self, owner: &str, selected: bool) -> bool {
         if self.owner.is_empty() {
             selected
         } else {
@@ -314,20 +319,20 @@ impl Record {
     }
 
     /// Still held by us (not released to a person): counted against the cordon budgets.
-    pub fn holds_cordon(&self) -> bool {
+    pub(crate) fn holds_cordon(&self) -> bool {
         self.phase != Phase::Released
     }
 
     /// The taints this record says we hold (those that do not parse, from an edited annotation,
     /// are skipped).
-    pub fn held_taints(&self) -> Vec<NodeTaint> {
+    pub(crate) fn held_taints(&self) -> Vec<NodeTaint> {
         self.taints.iter().filter_map(|t| t.parse().ok()).collect()
     }
 
     /// Whether our hold is still in place on `node`: the cordon we set (if we hold it) and every
     /// taint we put on. A person lifting either has released the node for this episode; the
     /// taint or cordon not yet lifted is named too.
-    pub fn lifted(&self, node: &NodeView) -> Option<String> {
+    pub(crate) fn lifted(&self, node: &NodeView) -> Option<String> {
         if self.cordoned && !node.unschedulable {
             return Some("uncordoned".into());
         }
@@ -352,7 +357,7 @@ fn later(now: Timestamp, prev: Option<Timestamp>) -> Timestamp {
 
 /// The wait before retrying after failed attempt number `attempts` (1-based): `base`, doubling, at most
 /// `max`.
-pub fn retry_backoff(
+pub(crate) fn retry_backoff(
     attempts: u32,
     base: std::time::Duration,
     max: std::time::Duration,

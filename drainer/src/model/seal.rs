@@ -28,7 +28,7 @@ use ring::hmac;
 const CONTEXT: &[u8] = b"nodemedic.io/drain record seal v1\0";
 
 /// The shortest key accepted (bytes).
-pub const MIN_KEY_BYTES: usize = 32;
+pub(crate) const MIN_KEY_BYTES: usize = 32;
 
 /// How records are checked: sealed with a key (the running drainer), or taken as they are
 /// (`drainer plan` and `explain` reading files, which hold no key: they say so).
@@ -62,12 +62,12 @@ impl RecordTrust {
     /// Sealed with this process's own random key, made at first use (`drainer simulate`, tests,
     /// and any configuration before the running drainer sets the key from its Secret): records
     /// sealed with it are trusted by this process only, until it exits.
-    pub fn process() -> RecordTrust {
+    pub(crate) fn process() -> RecordTrust {
         static KEY: std::sync::OnceLock<Arc<SealKey>> = std::sync::OnceLock::new();
         RecordTrust::Sealed(KEY.get_or_init(|| Arc::new(SealKey::random())).clone())
     }
 
-    pub fn is_checked(&self) -> bool {
+    pub(crate) fn is_checked(&self) -> bool {
         matches!(self, RecordTrust::Sealed(_))
     }
 }
@@ -86,11 +86,11 @@ pub struct KeyTooShort(pub usize);
 
 impl SealKey {
     /// A new key from the system's random source.
-    pub fn random() -> SealKey {
+    pub(crate) fn random() -> SealKey {
         SealKey::new(&random_bytes()).expect("32 bytes is long enough")
     }
 
-    pub fn new(bytes: &[u8]) -> Result<SealKey, KeyTooShort> {
+    pub(crate) fn new(bytes: &[u8]) -> Result<SealKey, KeyTooShort> {
         if bytes.len() < MIN_KEY_BYTES {
             return Err(KeyTooShort(bytes.len()));
         }
@@ -101,7 +101,7 @@ impl SealKey {
     }
 
     /// The seal of `body` (the record's JSON without its seal), as text.
-    pub fn seal(&self, body: &[u8]) -> String {
+    pub(crate) fn seal(&self, body: &[u8]) -> String {
         let mut ctx = hmac::Context::with_key(&self.key);
         ctx.update(CONTEXT);
         ctx.update(body);
@@ -109,7 +109,7 @@ impl SealKey {
     }
 
     /// Whether `seal` is this key's seal of `body` (compared in constant time).
-    pub fn verify(&self, body: &[u8], seal: &str) -> bool {
+    pub(crate) fn verify(&self, body: &[u8], seal: &str) -> bool {
         let Ok(tag) = base64::engine::general_purpose::STANDARD_NO_PAD.decode(seal) else {
             return false;
         };
@@ -121,7 +121,7 @@ impl SealKey {
 }
 
 /// Key material for a new key, from the system's random source.
-pub fn random_bytes() -> [u8; MIN_KEY_BYTES] {
+pub(crate) fn random_bytes() -> [u8; MIN_KEY_BYTES] {
     let mut bytes = [0u8; MIN_KEY_BYTES];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
         .expect("the system's random source works");

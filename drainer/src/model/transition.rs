@@ -6,18 +6,18 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transition {
-    pub at: Timestamp,
-    pub node: String,
+    pub(crate) at: Timestamp,
+    pub(crate) node: String,
     #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
+    pub(crate) type_: String,
+    pub(crate) status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 /// The transitions of the watched condition `types` between two views of a node: each type
 /// whose status changed (or that appeared), at its new transition time.
-pub fn between(
+pub(crate) fn between(
     old: &super::node::NodeView,
     new: &super::node::NodeView,
     types: &[&str],

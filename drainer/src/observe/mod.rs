@@ -37,11 +37,11 @@ pub type NodeMap = HashMap<ArcStr, Arc<NodeView>, foldhash::fast::RandomState>;
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// Everything may have changed (a relist): decide every node.
-    pub all: bool,
+    pub(crate) all: bool,
     /// Nodes whose view changed, appeared or went.
-    pub nodes: HashSet<ArcStr>,
+    pub(crate) nodes: HashSet<ArcStr>,
     /// Nodes whose pods changed.
-    pub pods_of: HashSet<ArcStr>,
+    pub(crate) pods_of: HashSet<ArcStr>,
 }
 
 /// The drainer's caches, shared by the controller, the drains and the guard.
@@ -57,7 +57,7 @@ pub struct Observed {
     /// Since when each watch (nodes, pods) has been failing, if it is.
     failing: Arc<Mutex<[Option<std::time::Instant>; 2]>>,
     /// Wakes the controller.
-    pub changed: Arc<Notify>,
+    pub(crate) changed: Arc<Notify>,
     /// Where malformed objects are counted (set by `run`).
     metrics: Arc<std::sync::OnceLock<crate::metrics::Metrics>>,
 }
@@ -67,12 +67,12 @@ const PODS: usize = 1;
 
 impl Observed {
     /// Count what the watches cannot decode in `metrics`.
-    pub fn count_with(&self, metrics: crate::metrics::Metrics) {
+    pub(crate) fn count_with(&self, metrics: crate::metrics::Metrics) {
         let _ = self.metrics.set(metrics);
     }
 
     /// How long the longest-failing watch has been failing (None: both are fine).
-    pub fn watch_failing_for(&self) -> Option<std::time::Duration> {
+    pub(crate) fn watch_failing_for(&self) -> Option<std::time::Duration> {
         let failing = self.failing.lock().unwrap();
         failing.iter().flatten().min().map(|since| since.elapsed())
     }
@@ -86,11 +86,11 @@ impl Observed {
         }
     }
 
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.nodes_synced.load(Ordering::Acquire) && self.pods_synced.load(Ordering::Acquire)
     }
 
-    pub fn nodes_synced(&self) -> bool {
+    pub(crate) fn nodes_synced(&self) -> bool {
         self.nodes_synced.load(Ordering::Acquire)
     }
 
@@ -119,12 +119,12 @@ impl Observed {
             .unwrap_or_default()
     }
 
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+    pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
         self.pods.read().unwrap().get(namespace, name).cloned()
     }
 
     /// Pods whose own readiness is stale, wherever they run.
-    pub fn stale_pods(&self) -> Vec<Arc<PodInfo>> {
+    pub(crate) fn stale_pods(&self) -> Vec<Arc<PodInfo>> {
         let pods = self.pods.read().unwrap();
         pods.stale
             .iter()
@@ -143,7 +143,7 @@ impl Observed {
 
     /// Wait until the pod `namespace/name` with `uid` is gone from the cache (deleted, or replaced by
     /// a pod with another uid), or with `or_finished` has finished, or `deadline`. True when it did.
-    pub async fn wait_gone(
+    pub(crate) async fn wait_gone(
         &self,
         namespace: &str,
         name: &str,
@@ -172,7 +172,7 @@ impl Observed {
     }
 
     /// A node was added or updated.
-    pub fn apply_node(&self, node: &Node) {
+    pub(crate) fn apply_node(&self, node: &Node) {
         self.apply_view(NodeView::of(node))
     }
 
@@ -202,7 +202,7 @@ impl Observed {
         });
     }
 
-    pub fn delete_node(&self, name: &str) {
+    pub(crate) fn delete_node(&self, name: &str) {
         let gone = self.nodes.write().unwrap().remove_entry(name);
         let name = gone.map_or_else(|| ArcStr::from(name), |(k, _)| k);
         self.mark(|c| {
@@ -218,7 +218,7 @@ impl Observed {
     }
 
     /// A pod was added or updated.
-    pub fn apply_pod(&self, info: PodInfo) {
+    pub(crate) fn apply_pod(&self, info: PodInfo) {
         let mut pods = self.pods.write().unwrap();
         if pods
             .get(&info.namespace, &info.name)
@@ -242,7 +242,7 @@ impl Observed {
         self.mark(|c| c.pods_of.extend(old_node.into_iter().chain(new_node)));
     }
 
-    pub fn delete_pod(&self, namespace: &str, name: &str) {
+    pub(crate) fn delete_pod(&self, namespace: &str, name: &str) {
         let old = self.pods.write().unwrap().remove(namespace, name);
         self.pods_gone.send_modify(|n| *n += 1);
         if let Some(node) = old.and_then(|o| o.node.clone()) {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use crate::model::intern::ArcStr;
 use crate::model::pod::PodInfo;
 
-pub type PodKey = (ArcStr, ArcStr);
+pub(crate) type PodKey = (ArcStr, ArcStr);
 
 /// A pod in the set, found by (namespace, name) without storing the key twice.
-pub struct ByKey(Arc<PodInfo>);
+pub(crate) struct ByKey(Arc<PodInfo>);
 
 /// What the set is looked up by: an entry or a borrowed (namespace, name).
 trait Key {
@@ -64,19 +64,19 @@ impl<'a> std::borrow::Borrow<dyn Key + 'a> for ByKey {
 }
 
 #[derive(Default)]
-pub struct Pods {
-    pub all: HashSet<ByKey>,
-    pub by_node: HashMap<ArcStr, Vec<Arc<PodInfo>>>,
+pub(crate) struct Pods {
+    pub(crate) all: HashSet<ByKey>,
+    pub(crate) by_node: HashMap<ArcStr, Vec<Arc<PodInfo>>>,
     /// Pods whose own readiness is stale (see `decide::stale`): usually none.
-    pub stale: HashSet<PodKey>,
+    pub(crate) stale: HashSet<PodKey>,
 }
 
 impl Pods {
-    pub fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
+    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
         self.all.get(&(namespace, name) as &dyn Key).map(|e| &e.0)
     }
 
-    pub fn insert(&mut self, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
+    pub(crate) fn insert(&mut self, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
         let key = (info.namespace.clone(), info.name.clone());
         if info.readiness_stale {
             self.stale.insert(key);
@@ -96,7 +96,7 @@ impl Pods {
         old
     }
 
-    pub fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+    pub(crate) fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
         let old = self.all.take(&(namespace, name) as &dyn Key)?.0;
         self.stale
             .remove(&(old.namespace.clone(), old.name.clone()));

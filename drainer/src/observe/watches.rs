@@ -25,7 +25,7 @@ use crate::model::pod::{PodInfo, Projection};
 impl Observed {
     /// Watch all Nodes into the cache, decoded as [`NodeLite`]s: only what a view keeps, in one pass,
     /// times that no typed Node can hold included (one such Node once failed the whole list).
-    pub fn spawn_nodes(&self, api: Api<NodeLite>) -> JoinHandle<()> {
+    pub(crate) fn spawn_nodes(&self, api: Api<NodeLite>) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
             // Retried with kube's default backoff (0.8 s doubling to 30 s, reset once healthy):
@@ -66,7 +66,7 @@ impl Observed {
     /// labels or priority class names when pod policies match on them). When `keep` changes (a
     /// config reload) the pods are listed again with it, and `relisted` then carries it: a reload
     /// waits for that before deciding with the new settings.
-    pub fn spawn_pods(
+    pub(crate) fn spawn_pods(
         &self,
         api: Api<Lenient<Pod>>,
         mut keep: watch::Receiver<Projection>,

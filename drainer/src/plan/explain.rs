@@ -24,92 +24,92 @@ use crate::model::record::Record;
 /// One node, explained.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
-    pub node: String,
-    pub now: Timestamp,
-    pub conditions: Vec<ConditionLine>,
-    pub selection: Selection,
-    pub gates: Vec<GateLine>,
+    pub(crate) node: String,
+    pub(crate) now: Timestamp,
+    pub(crate) conditions: Vec<ConditionLine>,
+    pub(crate) selection: Selection,
+    pub(crate) gates: Vec<GateLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub record: Option<Record>,
+    pub(crate) record: Option<Record>,
     /// Whether the record's seal was checked (only with the drainer's key).
     #[serde(skip)]
-    pub record_checked: bool,
+    pub(crate) record_checked: bool,
     /// The drainer's Events about the node, oldest first.
-    pub history: Vec<HistoryLine>,
-    pub decision: DecisionLine,
-    pub pods: Vec<PodPlan>,
-    pub next: Next,
+    pub(crate) history: Vec<HistoryLine>,
+    pub(crate) decision: DecisionLine,
+    pub(crate) pods: Vec<PodPlan>,
+    pub(crate) next: Next,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct ConditionLine {
+pub(crate) struct ConditionLine {
     #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
+    pub(crate) type_: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub since: Option<Timestamp>,
+    pub(crate) since: Option<Timestamp>,
     /// The configured condition it matches and how it stands against it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub watched: Option<String>,
+    pub(crate) watched: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Selection {
-    pub selected: bool,
+pub(crate) struct Selection {
+    pub(crate) selected: bool,
     /// Which selector term admitted or excluded it, in words.
-    pub how: Vec<String>,
+    pub(crate) how: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct GateLine {
-    pub gate: &'static str,
+pub(crate) struct GateLine {
+    pub(crate) gate: &'static str,
     /// Holds this node now.
-    pub holds: bool,
-    pub detail: String,
+    pub(crate) holds: bool,
+    pub(crate) detail: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct HistoryLine {
+pub(crate) struct HistoryLine {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub at: Option<Timestamp>,
-    pub reason: String,
-    pub message: String,
-    pub count: i32,
+    pub(crate) at: Option<Timestamp>,
+    pub(crate) reason: String,
+    pub(crate) message: String,
+    pub(crate) count: i32,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct DecisionLine {
-    pub action: Action,
-    pub reason: String,
+pub(crate) struct DecisionLine {
+    pub(crate) action: Action,
+    pub(crate) reason: String,
 }
 
 /// The next thing that will happen to the node: `at` None is now (or never, for `what` that says
 /// nothing will).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Next {
+pub(crate) struct Next {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub at: Option<Timestamp>,
+    pub(crate) at: Option<Timestamp>,
     /// The action then (None: nothing is planned).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub action: Option<Action>,
-    pub what: String,
+    pub(crate) action: Option<Action>,
+    pub(crate) what: String,
 }
 
 /// What `explain` reads: the snapshot `drainer plan` reads, the node's full object (for its
 /// conditions' messages) and the drainer's Events about it.
-pub struct Snapshot<'a> {
-    pub views: &'a [NodeView],
-    pub node: &'a Node,
-    pub pods: &'a [PodInfo],
-    pub pdbs: &'a [PodDisruptionBudget],
-    pub events: &'a [Event],
-    pub recorded: &'a Recorded,
+pub(crate) struct Snapshot<'a> {
+    pub(crate) views: &'a [NodeView],
+    pub(crate) node: &'a Node,
+    pub(crate) pods: &'a [PodInfo],
+    pub(crate) pdbs: &'a [PodDisruptionBudget],
+    pub(crate) events: &'a [Event],
+    pub(crate) recorded: &'a Recorded,
 }
 
 /// Explain `s.node` at `now` (None when the snapshot has no view of it).
-pub fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Explanation> {
+pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Explanation> {
     let name = s.node.metadata.name.as_deref()?;
     let decisions = decide::decide_views(s.views, s.pods, cfg, s.recorded, now);
     let mut d = decisions.into_iter().find(|d| d.node.as_str() == name)?;
@@ -375,7 +375,7 @@ fn history(events: &[Event], node: &str) -> Vec<HistoryLine> {
 
 /// What happens next, from the decision: now when it writes something, else when the clock
 /// changes it (and to what), else nothing until the node changes.
-pub fn next(d: &NodeDecision, now: Timestamp) -> Next {
+pub(crate) fn next(d: &NodeDecision, now: Timestamp) -> Next {
     let at_wake = |what: String, action: Option<Action>| Next {
         at: d.wake,
         action,

@@ -43,12 +43,12 @@ impl ReadError {
 /// stop `plan --live` or the controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
-    pub file: std::path::PathBuf,
+    pub(crate) file: std::path::PathBuf,
     /// 1-based position in the list.
-    pub item: usize,
+    pub(crate) item: usize,
     /// `namespace/name` or `name`, when readable.
-    pub id: String,
-    pub error: String,
+    pub(crate) id: String,
+    pub(crate) error: String,
 }
 
 impl std::fmt::Display for Skipped {
@@ -67,8 +67,8 @@ impl std::fmt::Display for Skipped {
 /// What a file held: the items read, and the ones skipped.
 #[derive(Debug)]
 pub struct Read<U> {
-    pub items: Vec<U>,
-    pub skipped: Vec<Skipped>,
+    pub(crate) items: Vec<U>,
+    pub(crate) skipped: Vec<Skipped>,
 }
 
 impl<U> Read<U> {

@@ -20,7 +20,11 @@ use crate::model::pod::PodInfo;
 /// PodDisruptionBudgets selecting it (`matchLabels` and `matchExpressions`, with kube's own
 /// selector types) that allow no disruption now. Such a pod waits on the PDB: its eviction is
 /// retried until the budget allows it, or the drain fails at its deadline.
-pub fn annotate_pdbs(plans: &mut [NodeDecision], pods: &[PodInfo], pdbs: &[PodDisruptionBudget]) {
+pub(crate) fn annotate_pdbs(
+    plans: &mut [NodeDecision],
+    pods: &[PodInfo],
+    pdbs: &[PodDisruptionBudget],
+) {
     use kube::core::{Selector, SelectorExt};
     let budgets: Vec<(&PodDisruptionBudget, Option<Selector>)> = pdbs
         .iter()

@@ -8,10 +8,10 @@ use std::path::Path;
 use crate::model::transition::Transition;
 
 /// A history file is rotated past this size.
-pub const MAX_SIZE: u64 = 16 << 20;
+pub(crate) const MAX_SIZE: u64 = 16 << 20;
 
 /// Append `transitions` to `path` (rotating it first when it passed `max` bytes).
-pub fn append(path: &Path, transitions: &[Transition], max: u64) -> std::io::Result<()> {
+pub(crate) fn append(path: &Path, transitions: &[Transition], max: u64) -> std::io::Result<()> {
     if std::fs::metadata(path).is_ok_and(|m| m.len() >= max) {
         let mut old = path.as_os_str().to_owned();
         old.push(".1");

@@ -29,7 +29,7 @@ use safety::SafetyOccurrence;
 
 /// Logs, counts, notifies and writes Events. Cheap to clone.
 #[derive(Clone)]
-pub struct Recorder<C> {
+pub(crate) struct Recorder<C> {
     cluster: Gated<C>,
     metrics: Metrics,
     notifier: Notifier,
@@ -41,7 +41,12 @@ pub struct Recorder<C> {
 }
 
 impl<C: Cluster> Recorder<C> {
-    pub fn new(cluster: Gated<C>, metrics: Metrics, observed: Observed, clock: Clock) -> Self {
+    pub(crate) fn new(
+        cluster: Gated<C>,
+        metrics: Metrics,
+        observed: Observed,
+        clock: Clock,
+    ) -> Self {
         Recorder {
             cluster,
             metrics,
@@ -53,18 +58,18 @@ impl<C: Cluster> Recorder<C> {
     }
 
     /// Notify `notifier` of what happens, as `owner`.
-    pub fn with_notifier(mut self, notifier: Notifier, owner: &str) -> Self {
+    pub(crate) fn with_notifier(mut self, notifier: Notifier, owner: &str) -> Self {
         self.notifier = notifier;
         self.owner = owner.to_string();
         self
     }
 
-    pub fn metrics(&self) -> &Metrics {
+    pub(crate) fn metrics(&self) -> &Metrics {
         &self.metrics
     }
 
     /// Something happened to `node`: its log line, metric, notification and Event.
-    pub async fn node(&self, node: &str, o: Occurrence) {
+    pub(crate) async fn node(&self, node: &str, o: Occurrence) {
         o.log(node);
         o.count(&self.metrics);
         if self.cluster.leading() {
@@ -77,7 +82,13 @@ impl<C: Cluster> Recorder<C> {
 
     /// Something happened to an eviction of `pod` (namespace/name) on `node`: logged and counted; a
     /// force deletion also gets a Warning Event on the node.
-    pub async fn pod(&self, pod: &str, node: Option<&str>, o: &PodOccurrence, why: EvictionFor) {
+    pub(crate) async fn pod(
+        &self,
+        pod: &str,
+        node: Option<&str>,
+        o: &PodOccurrence,
+        why: EvictionFor,
+    ) {
         o.log_and_count(pod, why, &self.metrics);
         if let (
             PodOccurrence::DeletedByPolicy {
@@ -112,7 +123,7 @@ impl<C: Cluster> Recorder<C> {
 
     /// A fleet-wide change or a node starting to flap; its Event is about the node, or else about
     /// `regarding` (the drainer's Lease: `kubectl describe lease` shows it).
-    pub async fn fleet(&self, ev: &FleetEvent, regarding: Option<ObjectReference>) {
+    pub(crate) async fn fleet(&self, ev: &FleetEvent, regarding: Option<ObjectReference>) {
         let s = SafetyOccurrence::of(ev);
         log_safety(&s);
         self.metrics.safety_event(s.metric);
@@ -141,7 +152,7 @@ impl<C: Cluster> Recorder<C> {
 
     /// A wait's Event: `ev` written as the Event named `existing` (its count grown), or as a new
     /// one. The name to update next time (None when the write failed: the next creates one).
-    pub async fn episode(
+    pub(crate) async fn episode(
         &self,
         node: &str,
         existing: Option<String>,
@@ -171,7 +182,7 @@ impl<C: Cluster> Recorder<C> {
     /// An edit of the config file was refused (`why`: its errors; already logged and counted by
     /// the reloader): a Warning Event on the drainer's Lease says so where `kubectl describe lease`
     /// shows it.
-    pub async fn config_refused(&self, why: &[String], lease: Option<ObjectReference>) {
+    pub(crate) async fn config_refused(&self, why: &[String], lease: Option<ObjectReference>) {
         let Some(lease) = lease else {
             return;
         };
@@ -188,7 +199,7 @@ impl<C: Cluster> Recorder<C> {
     }
 
     /// A stale pod: a warning and a Warning Event on the pod.
-    pub async fn stale(&self, s: &Stale, message: String) {
+    pub(crate) async fn stale(&self, s: &Stale, message: String) {
         if !self.cluster.leading() {
             return;
         }
@@ -248,7 +259,12 @@ impl<C: Cluster> Recorder<C> {
 }
 
 /// One occurrence as an Event of the drainer's (count 1).
-pub fn event(severity: Severity, reason: &str, message: String, now: Timestamp) -> NodeEvent {
+pub(crate) fn event(
+    severity: Severity,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> NodeEvent {
     NodeEvent {
         source: SOURCE.into(),
         severity,

@@ -6,7 +6,7 @@ use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence};
 
 impl Occurrence {
     /// The log line for `node` (the starting steps are logged by their outcome).
-    pub fn log(&self, node: &str) {
+    pub(crate) fn log(&self, node: &str) {
         use Occurrence::*;
         match self {
             Cordoned { problem } => tracing::info!(%node, reason = %problem, "cordoned"),
@@ -50,7 +50,7 @@ impl Occurrence {
     }
 
     /// Count it (draino's metric names).
-    pub fn count(&self, m: &Metrics) {
+    pub(crate) fn count(&self, m: &Metrics) {
         use Occurrence::*;
         match self {
             Cordoned { .. } | Tainted { .. } | Relapsed { .. } => m.cordoned(Outcome::Succeeded),
@@ -80,7 +80,7 @@ impl Occurrence {
 
 impl PodOccurrence {
     /// Log and count it for `pod` (namespace/name).
-    pub fn log_and_count(&self, pod: &str, what: EvictionFor, m: &Metrics) {
+    pub(crate) fn log_and_count(&self, pod: &str, what: EvictionFor, m: &Metrics) {
         use crate::metrics::Eviction;
         let result = match self {
             PodOccurrence::Evicted => {

@@ -12,18 +12,18 @@ use crate::notify::NotifyKind;
 /// A fleet-wide change, or a node starting to flap, as one log line, metric, Event and
 /// notification.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SafetyOccurrence {
-    pub reason: &'static str,
-    pub severity: Severity,
-    pub message: String,
-    pub metric: crate::metrics::SafetyEvent,
-    pub notify: NotifyKind,
-    pub node: Option<String>,
-    pub domain: Option<String>,
+pub(crate) struct SafetyOccurrence {
+    pub(crate) reason: &'static str,
+    pub(crate) severity: Severity,
+    pub(crate) message: String,
+    pub(crate) metric: crate::metrics::SafetyEvent,
+    pub(crate) notify: NotifyKind,
+    pub(crate) node: Option<String>,
+    pub(crate) domain: Option<String>,
 }
 
 impl SafetyOccurrence {
-    pub fn of(ev: &FleetEvent) -> SafetyOccurrence {
+    pub(crate) fn of(ev: &FleetEvent) -> SafetyOccurrence {
         use crate::metrics::SafetyEvent as M;
         use FleetEvent::*;
         let (reason, severity, message, metric, notify, node, domain) = match ev {

@@ -20,14 +20,14 @@ use nodemedic_common::status::Status;
 use super::scenario::{Change, Plan, SimError};
 use crate::config::Config;
 
-pub use crate::model::transition::Transition;
+pub(crate) use crate::model::transition::Transition;
 
 /// What a history file held.
 #[derive(Debug, Default, PartialEq)]
-pub struct History {
-    pub transitions: Vec<Transition>,
+pub(crate) struct History {
+    pub(crate) transitions: Vec<Transition>,
     /// Documents or Events that were not transitions.
-    pub skipped: usize,
+    pub(crate) skipped: usize,
 }
 
 fn error(file: &str, message: String) -> SimError {
@@ -38,7 +38,7 @@ fn error(file: &str, message: String) -> SimError {
 }
 
 /// Read every transition in `text` (see the module's doc), in time order.
-pub fn read(file: &str, text: &str) -> Result<History, SimError> {
+pub(crate) fn read(file: &str, text: &str) -> Result<History, SimError> {
     let mut h = History::default();
     let docs = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
     for doc in docs {
@@ -62,7 +62,7 @@ pub fn read(file: &str, text: &str) -> Result<History, SimError> {
 }
 
 /// The transitions among `events` (the cluster's Events, read live), in time order.
-pub fn of_events(events: &[k8s_openapi::api::core::v1::Event]) -> History {
+pub(crate) fn of_events(events: &[k8s_openapi::api::core::v1::Event]) -> History {
     let mut h = History::default();
     for e in events {
         match serde_json::to_value(e) {
@@ -121,7 +121,7 @@ fn of_event(v: &serde_json::Value) -> Option<Transition> {
 /// only the history names is made bare), each watched condition starting in the status opposite to
 /// its first recorded one (Ready=True), from a minute before the first transition to `after` past
 /// the last.
-pub fn plan(
+pub(crate) fn plan(
     file: &str,
     transitions: &[Transition],
     nodes: &[Node],

@@ -46,11 +46,11 @@ use crate::controller::{Controller, DEBOUNCE};
 use crate::model::cluster::Gated;
 use crate::observe::Observed;
 use crate::record::Recorder;
-pub use report::{Happening, Report, print, print_from};
-pub use scenario::{Plan, Scenario, SimError, parse, settings};
+pub use report::{Report, print, print_from};
+pub use scenario::{Plan, Scenario, SimError, parse};
 
 /// Run `scenario` starting at `start`, and check its expectations.
-pub fn run(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Report, SimError> {
+pub(crate) fn run(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Report, SimError> {
     let mut plan = Plan::of(file, scenario, start)?;
     let mut report = run_plan(&mut plan)?;
     report::check(file, scenario, &plan, &mut report)?;
@@ -58,7 +58,7 @@ pub fn run(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Report, 
 }
 
 /// Run `plan` (a scenario's, or a recorded history's) through the controller.
-pub fn run_plan(plan: &mut Plan) -> Result<Report, SimError> {
+pub(crate) fn run_plan(plan: &mut Plan) -> Result<Report, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)

@@ -12,41 +12,41 @@ use crate::model::record::DrainOutcome;
 
 /// One thing that happened, at `at` (since the start).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Happening {
-    pub at_secs: u64,
-    pub what: String,
+pub(crate) struct Happening {
+    pub(crate) at_secs: u64,
+    pub(crate) what: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    pub detail: String,
+    pub(crate) node: Option<String>,
+    pub(crate) detail: String,
 }
 
 /// What the run did, and the figures the expectations read.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct Report {
-    pub happenings: Vec<Happening>,
-    pub cordons: usize,
-    pub drains: usize,
-    pub uncordons: usize,
-    pub max_cordoned_at_once: usize,
-    pub breaker_opened_at: Option<u64>,
+    pub(crate) happenings: Vec<Happening>,
+    pub(crate) cordons: usize,
+    pub(crate) drains: usize,
+    pub(crate) uncordons: usize,
+    pub(crate) max_cordoned_at_once: usize,
+    pub(crate) breaker_opened_at: Option<u64>,
     /// Seconds after the last step until no node was cordoned by us (None: some still are).
-    pub all_uncordoned_after_last_step: Option<u64>,
-    pub nodes: usize,
-    pub rounds: usize,
+    pub(crate) all_uncordoned_after_last_step: Option<u64>,
+    pub(crate) nodes: usize,
+    pub(crate) rounds: usize,
     /// Expectations that failed, in words (empty: all held).
-    pub failed: Vec<String>,
+    pub(crate) failed: Vec<String>,
     /// Nodes cordoned at least once.
     #[serde(skip)]
-    pub touched: BTreeSet<String>,
+    pub(crate) touched: BTreeSet<String>,
     /// Cordoned by the drainer now.
     #[serde(skip)]
-    pub cordoned_now: usize,
+    pub(crate) cordoned_now: usize,
 }
 
 impl Report {
     /// Take what the controller did (`tap`), as of `plan` (times in seconds since its start; what
     /// happened after its end is not counted).
-    pub fn tally(&mut self, tap: Tap, plan: &Plan) {
+    pub(crate) fn tally(&mut self, tap: Tap, plan: &Plan) {
         let at = match &tap {
             Tap::Fleet { at, .. } | Tap::Round { at, .. } | Tap::DrainEnded { at, .. } => *at,
         };
@@ -146,7 +146,13 @@ impl Report {
         self.happened(secs, what, None, detail);
     }
 
-    pub fn happened(&mut self, at_secs: u64, what: &str, node: Option<String>, detail: String) {
+    pub(crate) fn happened(
+        &mut self,
+        at_secs: u64,
+        what: &str,
+        node: Option<String>,
+        detail: String,
+    ) {
         self.happenings.push(Happening {
             at_secs,
             what: what.into(),
@@ -157,7 +163,7 @@ impl Report {
 }
 
 /// Check the scenario's expectations: what failed goes to `r.failed`.
-pub fn check(file: &str, s: &Scenario, plan: &Plan, r: &mut Report) -> Result<(), SimError> {
+pub(crate) fn check(file: &str, s: &Scenario, plan: &Plan, r: &mut Report) -> Result<(), SimError> {
     let first_step = plan.first_step.map(|t| plan.secs(t));
     let nodes = &plan.nodes;
     let e = &s.expect;

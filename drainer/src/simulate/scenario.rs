@@ -29,69 +29,69 @@ pub enum SimError {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Scenario {
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
     #[serde(default)]
-    pub args: Vec<String>,
-    pub nodes: Vec<NodeGroup>,
+    pub(crate) args: Vec<String>,
+    pub(crate) nodes: Vec<NodeGroup>,
     #[serde(default)]
-    pub tick: Option<String>,
+    pub(crate) tick: Option<String>,
     #[serde(default)]
-    pub drain_takes: Option<String>,
-    pub duration: String,
+    pub(crate) drain_takes: Option<String>,
+    pub(crate) duration: String,
     /// How often the nodes' detectors refresh their conditions (default 5m, the detector's).
     #[serde(default)]
-    pub heartbeat: Option<String>,
+    pub(crate) heartbeat: Option<String>,
     #[serde(default)]
-    pub steps: Vec<Step>,
+    pub(crate) steps: Vec<Step>,
     #[serde(default)]
-    pub expect: Expect,
+    pub(crate) expect: Expect,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NodeGroup {
+pub(crate) struct NodeGroup {
     #[serde(default = "one")]
-    pub count: usize,
+    pub(crate) count: usize,
     /// `{i}` is the index within the group.
-    pub name: String,
+    pub(crate) name: String,
     /// Values may use `{i}` and `{i%N}`.
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// Conditions at the start, `Type=Status` (default: Ready=True).
     #[serde(default)]
-    pub conditions: Vec<String>,
+    pub(crate) conditions: Vec<String>,
     /// A detector runs on these nodes: it owns their conditions but Ready (the ownership
     /// annotation names them) and refreshes their heartbeats every `heartbeat` until a step stops it.
     #[serde(default)]
-    pub detector: bool,
+    pub(crate) detector: bool,
     /// Pods on each node besides its app pod (for pod policies).
     #[serde(default)]
-    pub pods: Vec<PodGroup>,
+    pub(crate) pods: Vec<PodGroup>,
     /// `status.nodeInfo` fields (`kernelVersion`, `osImage`, `containerRuntimeVersion`,
     /// `kubeletVersion`, ...); values may use `{i}` and `{i%N}`.
     #[serde(default)]
-    pub node_info: BTreeMap<String, String>,
+    pub(crate) node_info: BTreeMap<String, String>,
 }
 
 /// A pod on each node of a group.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PodGroup {
+pub(crate) struct PodGroup {
     /// `{node}` is the node's name.
-    pub name: String,
+    pub(crate) name: String,
     #[serde(default = "default_namespace")]
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Its controller's kind (ReplicaSet, StatefulSet, Job ...; default ReplicaSet).
     #[serde(default = "default_owner")]
-    pub owner_kind: String,
+    pub(crate) owner_kind: String,
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// A PodDisruptionBudget refuses its eviction.
     #[serde(default)]
-    pub protected: bool,
+    pub(crate) protected: bool,
     /// It finishes (Succeeded) this long after the start, as a batch pod does.
     #[serde(default)]
-    pub finishes_after: Option<String>,
+    pub(crate) finishes_after: Option<String>,
 }
 
 fn default_namespace() -> String {
@@ -108,31 +108,31 @@ fn one() -> usize {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Step {
-    pub at: String,
-    pub nodes: Pick,
+pub(crate) struct Step {
+    pub(crate) at: String,
+    pub(crate) nodes: Pick,
     /// `Type=Status`, or a list alternated over the repetitions.
     #[serde(default)]
-    pub set: Option<OneOrMany>,
+    pub(crate) set: Option<OneOrMany>,
     /// Instead of `set`: the nodes' detectors stop (killed, hung) or start again.
     #[serde(default)]
-    pub detector: Option<DetectorStep>,
+    pub(crate) detector: Option<DetectorStep>,
     #[serde(default)]
-    pub every: Option<String>,
+    pub(crate) every: Option<String>,
     #[serde(default = "one")]
-    pub times: usize,
+    pub(crate) times: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum DetectorStep {
+pub(crate) enum DetectorStep {
     Stop,
     Start,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-pub enum OneOrMany {
+pub(crate) enum OneOrMany {
     One(String),
     Many(Vec<String>),
 }
@@ -140,73 +140,73 @@ pub enum OneOrMany {
 /// Which nodes a step changes: a label selector (kube's syntax) and/or names, at most `count`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Pick {
+pub(crate) struct Pick {
     #[serde(default)]
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     #[serde(default)]
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     #[serde(default)]
-    pub count: Option<usize>,
+    pub(crate) count: Option<usize>,
 }
 
 /// What must hold (checked by `drainer simulate`, which exits 1 otherwise, and by the tests).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Expect {
+pub(crate) struct Expect {
     /// The breaker opens within this long of the first step.
-    pub breaker_open_within: Option<String>,
-    pub breaker_never_opens: Option<bool>,
-    pub drains_at_most: Option<usize>,
-    pub drains_at_least: Option<usize>,
-    pub cordoned_at_once_at_most: Option<usize>,
-    pub cordoned_at_once_at_least: Option<usize>,
+    pub(crate) breaker_open_within: Option<String>,
+    pub(crate) breaker_never_opens: Option<bool>,
+    pub(crate) drains_at_most: Option<usize>,
+    pub(crate) drains_at_least: Option<usize>,
+    pub(crate) cordoned_at_once_at_most: Option<usize>,
+    pub(crate) cordoned_at_once_at_least: Option<usize>,
     /// After the last step, every node still cordoned by the drainer is uncordoned within this.
-    pub all_uncordoned_within: Option<String>,
+    pub(crate) all_uncordoned_within: Option<String>,
     /// Nodes never cordoned or drained.
     #[serde(default)]
-    pub untouched: Pick,
+    pub(crate) untouched: Pick,
     /// Nodes reported as flapping (NodeFlapping).
     #[serde(default)]
-    pub flapping: Vec<String>,
+    pub(crate) flapping: Vec<String>,
     /// Domains reported in an outage.
     #[serde(default)]
-    pub outages: Vec<String>,
+    pub(crate) outages: Vec<String>,
     /// Nodes reported with a silent detector (DetectorSilent).
     #[serde(default)]
-    pub silent: Vec<String>,
+    pub(crate) silent: Vec<String>,
 }
 
 /// One condition change: at `at`, node `node` (an index into [`Plan::nodes`]) gets `type_=status`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Change {
-    pub at: Timestamp,
-    pub node: usize,
-    pub type_: String,
-    pub status: Status,
+pub(crate) struct Change {
+    pub(crate) at: Timestamp,
+    pub(crate) node: usize,
+    pub(crate) type_: String,
+    pub(crate) status: Status,
 }
 
 /// A scenario ready to run.
 pub struct Plan {
     /// The drainer's settings (the run takes them).
-    pub cfg: Config,
-    pub start: Timestamp,
-    pub tick: Duration,
-    pub drain_takes: Duration,
-    pub end: Timestamp,
-    pub nodes: Vec<Node>,
+    pub(crate) cfg: Config,
+    pub(crate) start: Timestamp,
+    pub(crate) tick: Duration,
+    pub(crate) drain_takes: Duration,
+    pub(crate) end: Timestamp,
+    pub(crate) nodes: Vec<Node>,
     /// In time order.
-    pub changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     /// The detectors' heartbeat period, whether each node's detector runs at the start, and when
     /// one stops (false) or starts (true), in time order.
-    pub heartbeat: Duration,
-    pub detectors: Vec<bool>,
-    pub detector_changes: Vec<(Timestamp, usize, bool)>,
+    pub(crate) heartbeat: Duration,
+    pub(crate) detectors: Vec<bool>,
+    pub(crate) detector_changes: Vec<(Timestamp, usize, bool)>,
     /// The groups' pods, those a PDB protects, and when pods finish (in time order).
-    pub pods: Vec<k8s_openapi::api::core::v1::Pod>,
-    pub protected: Vec<(String, String)>,
-    pub finishing: Vec<(Timestamp, String, String)>,
-    pub first_step: Option<Timestamp>,
-    pub last_step: Option<Timestamp>,
+    pub(crate) pods: Vec<k8s_openapi::api::core::v1::Pod>,
+    pub(crate) protected: Vec<(String, String)>,
+    pub(crate) finishing: Vec<(Timestamp, String, String)>,
+    pub(crate) first_step: Option<Timestamp>,
+    pub(crate) last_step: Option<Timestamp>,
 }
 
 pub(super) fn expand(template: &str, i: usize) -> String {
@@ -251,7 +251,7 @@ struct Flags {
 }
 
 /// The drainer's settings from a scenario's `args`, exactly as `drainer run` parses them.
-pub fn settings(file: &str, args: &[String]) -> Result<Config, SimError> {
+pub(crate) fn settings(file: &str, args: &[String]) -> Result<Config, SimError> {
     let argv = std::iter::once("drainer".to_string()).chain(args.iter().cloned());
     let flags = Flags::try_parse_from(argv).map_err(|e| SimError::Args {
         file: file.into(),
@@ -440,7 +440,7 @@ fn pods(file: &str, s: &Scenario, nodes: &[Node], start: Timestamp) -> Result<Po
 
 impl Plan {
     /// `scenario` as run from `start`.
-    pub fn of(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Plan, SimError> {
+    pub(crate) fn of(file: &str, scenario: &Scenario, start: Timestamp) -> Result<Plan, SimError> {
         let mut cfg = settings(file, &relative_to(file, &scenario.args))?;
         cfg.owner = crate::config::DEFAULT_OWNER.into();
         let tick = dur(file, "tick", scenario.tick.as_deref().unwrap_or("10s"))?;
@@ -534,7 +534,7 @@ impl Plan {
         Ok(())
     }
 
-    pub fn secs(&self, t: Timestamp) -> u64 {
+    pub(crate) fn secs(&self, t: Timestamp) -> u64 {
         (t.as_second() - self.start.as_second()).max(0) as u64
     }
 }

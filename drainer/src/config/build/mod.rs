@@ -8,8 +8,8 @@ mod policy;
 mod remedy;
 mod sources;
 
+pub use sources::PolicyError;
 use sources::Sources;
-pub use sources::{DurationError, PolicyError};
 
 use crate::config::file::FileConfig;
 use crate::config::flags::PolicyArgs;
@@ -28,7 +28,7 @@ pub fn build(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
 /// [`build`] with the config file's text given (as the running drainer published it) instead of
 /// read from `args.config`, which then only names it in errors. `need_conditions` as in
 /// [`build_for_reading`].
-pub fn build_with_text(
+pub(crate) fn build_with_text(
     args: &PolicyArgs,
     text: &str,
     need_conditions: bool,
@@ -38,7 +38,7 @@ pub fn build_with_text(
 
 /// [`build`] for a tool that only reads the cluster (`kubectl nodemedic conditions`): no problem
 /// condition is needed.
-pub fn build_for_reading(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
+pub(crate) fn build_for_reading(args: &PolicyArgs) -> Result<Config, Vec<PolicyError>> {
     build_with(args, false, None)
 }
 
@@ -347,7 +347,7 @@ fn budgets(s: &mut Sources, cfg: &mut Config) {
 /// A label key that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?}: expected a label key, e.g. topology.kubernetes.io/zone")]
-pub struct LabelKeyError(String);
+pub(crate) struct LabelKeyError(String);
 
 /// A label key (no spaces, no `=`).
 fn label_key(v: &str) -> Result<String, LabelKeyError> {

@@ -144,7 +144,7 @@ impl Sources<'_> {
 /// A duration that does not parse.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid duration {text:?}: {source}")]
-pub struct DurationError {
+pub(crate) struct DurationError {
     text: String,
     source: humantime::DurationError,
 }

@@ -20,15 +20,15 @@ use crate::model::node::NodeView;
 /// The parts of a node's view a selector reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Fields {
-    pub name: bool,
-    pub labels: bool,
-    pub annotations: bool,
-    pub unschedulable: bool,
-    pub conditions: bool,
+    pub(crate) name: bool,
+    pub(crate) labels: bool,
+    pub(crate) annotations: bool,
+    pub(crate) unschedulable: bool,
+    pub(crate) conditions: bool,
 }
 
 impl Fields {
-    pub const NONE: Fields = Fields {
+    pub(crate) const NONE: Fields = Fields {
         name: false,
         labels: false,
         annotations: false,
@@ -43,20 +43,20 @@ impl Fields {
         conditions: true,
     };
     /// A label selector's.
-    pub const LABELS: Fields = Fields {
+    pub(crate) const LABELS: Fields = Fields {
         labels: true,
         ..Fields::NONE
     };
 
     /// The fields `expr` reads.
-    pub fn read_by(expr: &IdedExpr) -> Fields {
+    pub(crate) fn read_by(expr: &IdedExpr) -> Fields {
         let mut f = Fields::NONE;
         f.walk(expr);
         f
     }
 
     /// Do `a` and `b` agree on every field read? (Then a selection of `a` holds for `b`.)
-    pub fn same(&self, a: &NodeView, b: &NodeView) -> bool {
+    pub(crate) fn same(&self, a: &NodeView, b: &NodeView) -> bool {
         (!self.name || a.name == b.name)
             && (!self.labels || a.labels == b.labels)
             && (!self.annotations || a.annotations == b.annotations)
@@ -159,7 +159,7 @@ fn strings(m: &Map) -> Value {
 
 /// The CEL variables (`metadata`, `spec`, `status`) of `node`, with the parts in `read` filled (a
 /// part not read is left out: nothing can reach it).
-pub fn variables(node: &NodeView, read: Fields) -> [(&'static str, Value); 3] {
+pub(crate) fn variables(node: &NodeView, read: Fields) -> [(&'static str, Value); 3] {
     let mut metadata = Vec::new();
     if read.name {
         metadata.push(("name", string(&node.name)));

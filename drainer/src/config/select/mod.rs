@@ -12,19 +12,19 @@ use std::sync::Arc;
 use crate::model::node::NodeView;
 
 mod fields;
-pub use fields::Fields;
+pub(crate) use fields::Fields;
 
 /// The longest CEL selector accepted, in bytes.
-pub const MAX_CEL_BYTES: usize = 4096;
+pub(crate) const MAX_CEL_BYTES: usize = 4096;
 /// Brackets (calls, lists, maps, parentheses) nested at most this deep: the parser and the evaluator
 /// recurse per level (21 nested calls in 218 bytes overflowed a 2 MiB thread stack, found by fuzzing).
-pub const MAX_CEL_NESTING: usize = 12;
+pub(crate) const MAX_CEL_NESTING: usize = 12;
 /// Operators (`&&`, `||`, `in`, comparisons, arithmetic, `?:`) at most: a chain of them is as deep a
 /// tree as nested brackets (680 chained `in` in 3.4 KB overflowed a 2 MiB stack, found by fuzzing).
-pub const MAX_CEL_OPERATORS: usize = 32;
+pub(crate) const MAX_CEL_OPERATORS: usize = 32;
 /// Comprehension macros allowed in one selector (each can loop over a node's labels, annotations
 /// or conditions: a few dozen items).
-pub const MAX_CEL_COMPREHENSIONS: usize = 3;
+pub(crate) const MAX_CEL_COMPREHENSIONS: usize = 3;
 
 /// How deep `(`, `[` and `{` nest in `expr`, and how many operators it has, outside string literals.
 fn nesting(expr: &str) -> (usize, usize, bool) {
@@ -338,7 +338,7 @@ impl Selector {
 
     /// The fields of a node's view this selector reads: a change to any other leaves its answer
     /// as it was.
-    pub fn reads(&self) -> Fields {
+    pub(crate) fn reads(&self) -> Fields {
         match self {
             Selector::All => Fields::NONE,
             Selector::Labels(_) => Fields::LABELS,
@@ -354,7 +354,7 @@ impl Selector {
 
     /// The key a CEL selector looked for on `node` and did not find (the node is then not
     /// selected), if that is why it is not.
-    pub fn missing_key(&self, node: &NodeView) -> Option<String> {
+    pub(crate) fn missing_key(&self, node: &NodeView) -> Option<String> {
         match self.evaluate(node) {
             Ok(Outcome::MissingKey(k)) => Some(k),
             _ => None,
@@ -362,7 +362,7 @@ impl Selector {
     }
 
     /// The selector as its flag gives it, for logs.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Selector::All => "every node (no --node-label-expr or --node-selector)".into(),
             Selector::Cel { source, .. } => format!("--node-label-expr {source:?}"),

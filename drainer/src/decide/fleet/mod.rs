@@ -51,7 +51,7 @@ const OVERLAY_TTL: Duration = Duration::from_secs(60);
 /// What changed among the fleet-wide safety states in a round (the controller logs, counts, writes
 /// Events and notifies for each; `drainer simulate` prints them).
 #[derive(Debug, Clone, PartialEq)]
-pub enum FleetEvent {
+pub(crate) enum FleetEvent {
     BreakerOpened {
         trip: Trip,
         /// The common cause reported for the nodes failing now, if one was.
@@ -143,7 +143,7 @@ struct GatesKey {
 }
 
 /// How a selector error is reported: once per node view, by the caller.
-pub type SelectError = (String, crate::config::select::SelectError);
+pub(crate) type SelectError = (String, crate::config::select::SelectError);
 
 impl Fleet {
     pub fn new(cfg: Arc<Config>) -> Fleet {
@@ -180,7 +180,7 @@ impl Fleet {
 
     /// The record memory to keep on the Lease, when it changed since the last call (removed
     /// records a week old are forgotten at most once a minute, at `now`).
-    pub fn seen_changed(&mut self, now: Timestamp) -> Option<&seen::Seen> {
+    pub(crate) fn seen_changed(&mut self, now: Timestamp) -> Option<&seen::Seen> {
         let due = self
             .seen_pruned
             .is_none_or(|t| nodemedic_common::time::add(t, Duration::from_secs(60)) <= now);
@@ -192,52 +192,52 @@ impl Fleet {
     }
 
     /// The record memory the previous leader kept (read back before the first round).
-    pub fn restore_seen(&mut self, s: seen::Seen) {
+    pub(crate) fn restore_seen(&mut self, s: seen::Seen) {
         self.seen = s;
         self.seen_changed = true;
     }
 
     /// Records on nodes refused since the last call (node, why): each is reported once.
-    pub fn take_rejected(&mut self) -> Vec<(String, Rejection)> {
+    pub(crate) fn take_rejected(&mut self) -> Vec<(String, Rejection)> {
         std::mem::take(&mut self.rejected)
     }
 
     /// The breaker as kept on the Lease (a restart or a new leader continues it).
-    pub fn restore_breaker(&mut self, b: Breaker) {
+    pub(crate) fn restore_breaker(&mut self, b: Breaker) {
         self.breaker = b;
     }
 
-    pub fn breaker(&self) -> &Breaker {
+    pub(crate) fn breaker(&self) -> &Breaker {
         &self.breaker
     }
 
     /// The pause read from the Lease (None: not paused).
-    pub fn set_pause(&mut self, p: Option<Pause>) {
+    pub(crate) fn set_pause(&mut self, p: Option<Pause>) {
         self.paused = p;
     }
 
     /// The pause in force, if any.
-    pub fn paused(&self) -> Option<&Pause> {
+    pub(crate) fn paused(&self) -> Option<&Pause> {
         self.paused.as_ref()
     }
 
     /// The watched conditions' transitions seen since the last call (with `--history-file`).
-    pub fn take_transitions(&mut self) -> Vec<crate::model::transition::Transition> {
+    pub(crate) fn take_transitions(&mut self) -> Vec<crate::model::transition::Transition> {
         std::mem::take(&mut self.transitions)
     }
 
     /// What changed among the safety states since the last call.
-    pub fn take_events(&mut self) -> Vec<FleetEvent> {
+    pub(crate) fn take_events(&mut self) -> Vec<FleetEvent> {
         std::mem::take(&mut self.events)
     }
 
     /// Domains in an outage now.
-    pub fn outages(&self) -> &BTreeSet<String> {
+    pub(crate) fn outages(&self) -> &BTreeSet<String> {
         &self.outages
     }
 
     /// Nodes a safety gate holds now.
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.held.len()
     }
 
@@ -245,7 +245,7 @@ impl Fleet {
         self.nodes.len()
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.nodes.keys().map(ArcStr::as_str)
     }
 
@@ -253,20 +253,20 @@ impl Fleet {
         self.nodes.is_empty()
     }
 
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.nodes.contains_key(name)
     }
 
-    pub fn view(&self, name: &str) -> Option<&Arc<NodeView>> {
+    pub(crate) fn view(&self, name: &str) -> Option<&Arc<NodeView>> {
         self.nodes.get(name).map(|e| &e.view)
     }
 
     /// Every node's view and whether it is selected.
-    pub fn selections(&self) -> impl Iterator<Item = (&NodeView, bool)> {
+    pub(crate) fn selections(&self) -> impl Iterator<Item = (&NodeView, bool)> {
         self.nodes.values().map(|e| (&*e.view, e.selected))
     }
 
-    pub fn selected(&self, name: &str) -> bool {
+    pub(crate) fn selected(&self, name: &str) -> bool {
         self.nodes.get(name).is_some_and(|e| e.selected)
     }
 
@@ -423,7 +423,7 @@ impl Fleet {
     /// decision is worked out again from its view at the next round. Writes not yet seen by the
     /// watch stay laid over the views, so the reload repeats none of them. Returns the selector's
     /// errors, as [`Fleet::observe`] does.
-    pub fn reconfigure(&mut self, cfg: Arc<Config>) -> Vec<SelectError> {
+    pub(crate) fn reconfigure(&mut self, cfg: Arc<Config>) -> Vec<SelectError> {
         let entries: Vec<_> = self.nodes.drain().map(|(_, e)| (e.view, e.last)).collect();
         self.cfg = cfg;
         self.running = Running::default();
@@ -444,7 +444,7 @@ impl Fleet {
     }
 
     /// The node is gone.
-    pub fn remove(&mut self, name: &str) {
+    pub(crate) fn remove(&mut self, name: &str) {
         self.unwake(name);
         if let Some(old) = self.nodes.remove(name) {
             self.running.count(&old, &self.cfg.owner, false);
@@ -462,7 +462,7 @@ impl Fleet {
     }
 
     /// Its pods changed: decide it again.
-    pub fn touch(&mut self, name: &str) {
+    pub(crate) fn touch(&mut self, name: &str) {
         if let Some(e) = self.nodes.get(name) {
             self.dirty.insert(e.view.name.clone());
         }
@@ -476,13 +476,13 @@ impl Fleet {
     /// Decide again, at the next round, every node whose last decision left something to do or
     /// watch (the periodic resync): a node at rest changes only with its view, which the watch
     /// reports, so at 15,000 mostly healthy nodes the resync decides the few that are not.
-    pub fn touch_restless(&mut self) {
+    pub(crate) fn touch_restless(&mut self) {
         let restless = self.nodes.iter().filter(|(_, e)| !e.at_rest);
         self.dirty.extend(restless.map(|(n, _)| n.clone()));
     }
 
     /// Decide `name` again at `at` (e.g. to retry a failed write).
-    pub fn wake_at(&mut self, name: &str, at: Timestamp) {
+    pub(crate) fn wake_at(&mut self, name: &str, at: Timestamp) {
         if let Some(e) = self.nodes.get_mut(name) {
             let name = e.view.name.clone();
             if let Some(old) = e.wake.take() {
@@ -502,12 +502,12 @@ impl Fleet {
     }
 
     /// Nodes the next round will decide at least (changed or waiting; due wake-ups aside).
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.dirty.len() + self.waiting.len()
     }
 
     /// The next clock wake-up.
-    pub fn next_wake(&self) -> Option<Timestamp> {
+    pub(crate) fn next_wake(&self) -> Option<Timestamp> {
         let node = self.wakes.first().map(|(t, _)| *t);
         let breaker = self.breaker.wake(&self.cfg.safety);
         [node, breaker, self.newly_wake].into_iter().flatten().min()
@@ -516,7 +516,7 @@ impl Fleet {
     /// We wrote `record` (None: removed it) on the node, and the cordon and taints it says we hold
     /// (against the record the fleet holds for it): lay it over the node's view until the watch
     /// shows it.
-    pub fn wrote(&mut self, name: &str, record: Option<&Record>, now: Timestamp) {
+    pub(crate) fn wrote(&mut self, name: &str, record: Option<&Record>, now: Timestamp) {
         let Some(e) = self.nodes.get(name) else {
             return;
         };

@@ -14,44 +14,44 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 /// How long a removed record's time is kept per node.
-pub const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The newest of our records seen on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Newest {
-    pub at: Timestamp,
+pub(crate) struct Newest {
+    pub(crate) at: Timestamp,
     /// The watch has shown the node without it since.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub removed: bool,
+    pub(crate) removed: bool,
 }
 
 /// Every node's [`Newest`], and the newest time forgotten.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Seen {
+pub(crate) struct Seen {
     #[serde(default)]
-    pub nodes: BTreeMap<String, Newest>,
+    pub(crate) nodes: BTreeMap<String, Newest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forgotten_before: Option<Timestamp>,
+    pub(crate) forgotten_before: Option<Timestamp>,
 }
 
 /// What the Lease annotation holds that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unreadable record memory on the Lease: {0}")]
-pub struct Unreadable(String);
+pub(crate) struct Unreadable(String);
 
 impl Seen {
-    pub fn from_annotation(s: &str) -> Result<Seen, Unreadable> {
+    pub(crate) fn from_annotation(s: &str) -> Result<Seen, Unreadable> {
         serde_json::from_str(s).map_err(|e| Unreadable(e.to_string()))
     }
 
-    pub fn to_annotation(&self) -> String {
+    pub(crate) fn to_annotation(&self) -> String {
         serde_json::to_string(self).expect("plain data serialises")
     }
 
     /// Forget removed records older than [`FORGET_AFTER`] at `now`, keeping the newest such time;
     /// whether any was.
-    pub fn prune(&mut self, now: Timestamp) -> bool {
+    pub(crate) fn prune(&mut self, now: Timestamp) -> bool {
         let cutoff = nodemedic_common::time::sub(now, FORGET_AFTER);
         let old: Vec<String> = self
             .nodes
@@ -69,7 +69,7 @@ impl Seen {
     }
 
     /// Whether a record of ours written at `at` on `node` is an older one written back.
-    pub fn replayed(&self, node: &str, at: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn replayed(&self, node: &str, at: Timestamp) -> Option<Timestamp> {
         match self.nodes.get(node) {
             Some(n) if at < n.at || (n.removed && at == n.at) => Some(n.at),
             Some(_) => None,
@@ -79,7 +79,7 @@ impl Seen {
 
     /// The watch showed our record of `at` on `node` (None: no record); whether that changed
     /// anything.
-    pub fn saw(&mut self, node: &str, at: Option<Timestamp>) -> bool {
+    pub(crate) fn saw(&mut self, node: &str, at: Option<Timestamp>) -> bool {
         match (at, self.nodes.get_mut(node)) {
             (Some(at), Some(n)) if at > n.at => {
                 *n = Newest { at, removed: false };

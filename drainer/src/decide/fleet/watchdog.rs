@@ -16,13 +16,13 @@ use crate::model::node::NodeView;
 
 impl Fleet {
     /// Where the detector DaemonSet places its pods (as last read); true when it changed.
-    pub fn set_placement(&mut self, placement: Placement) -> bool {
+    pub(crate) fn set_placement(&mut self, placement: Placement) -> bool {
         let changed = self.placement != placement;
         self.placement = placement;
         changed
     }
 
-    pub fn placement(&self) -> &Placement {
+    pub(crate) fn placement(&self) -> &Placement {
         &self.placement
     }
 
@@ -32,13 +32,13 @@ impl Fleet {
     }
 
     /// Selected nodes whose detector is silent (as of the last check).
-    pub fn silent_count(&self) -> usize {
+    pub(crate) fn silent_count(&self) -> usize {
         self.silent.len()
     }
 
     /// Check every selected node's detector at `now`: report the nodes that fell silent and those
     /// heard again, and decide them again when `DetectorSilent` is a problem condition.
-    pub fn watch_detectors(
+    pub(crate) fn watch_detectors(
         &mut self,
         latest: impl Fn(&str) -> Option<Arc<NodeView>>,
         now: Timestamp,

@@ -18,19 +18,19 @@ use crate::decide::candidate::Candidate;
 use crate::decide::decision::Why;
 use crate::decide::facts::Trip;
 
-pub use crate::model::keys::BREAKER_ANNOTATION;
+pub(crate) use crate::model::keys::BREAKER_ANNOTATION;
 
 /// What the breaker reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Health {
-    pub selected: usize,
-    pub unhealthy: usize,
+pub(crate) struct Health {
+    pub(crate) selected: usize,
+    pub(crate) unhealthy: usize,
     /// Unhealthy nodes that became so within the breaker window.
-    pub newly: usize,
+    pub(crate) newly: usize,
 }
 
 /// The thresholds test alone (what a plan over a snapshot can say).
-pub fn trip(h: &Health, s: &Safety) -> Option<Trip> {
+pub(crate) fn trip(h: &Health, s: &Safety) -> Option<Trip> {
     if h.selected == 0 {
         return None;
     }
@@ -56,10 +56,10 @@ pub fn trip(h: &Health, s: &Safety) -> Option<Trip> {
 /// leader neither forgets an open breaker nor cuts its cooldown short.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Breaker {
+pub(crate) struct Breaker {
     /// Open since (None: closed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub open_since: Option<Timestamp>,
+    pub(crate) open_since: Option<Timestamp>,
     /// Why it opened, kept as the trip's text (`reason`, the format earlier versions wrote).
     #[serde(
         default,
@@ -67,26 +67,31 @@ pub struct Breaker {
         skip_serializing_if = "Option::is_none",
         with = "trip_text"
     )]
-    pub trip: Option<Trip>,
+    pub(crate) trip: Option<Trip>,
     /// While open: since when the counts have been at or under the thresholds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calm_since: Option<Timestamp>,
+    pub(crate) calm_since: Option<Timestamp>,
 }
 
 /// A change of the breaker's state.
 #[derive(Debug, Clone, PartialEq)]
-pub enum BreakerChange {
+pub(crate) enum BreakerChange {
     Opened(Trip),
     Closed { open_for: Duration },
 }
 
 impl Breaker {
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.open_since.is_some()
     }
 
     /// Take the counts at `now`; returns a change when the state changed.
-    pub fn observe(&mut self, h: &Health, s: &Safety, now: Timestamp) -> Option<BreakerChange> {
+    pub(crate) fn observe(
+        &mut self,
+        h: &Health,
+        s: &Safety,
+        now: Timestamp,
+    ) -> Option<BreakerChange> {
         match (trip(h, s), self.open_since) {
             (Some(t), None) => {
                 *self = Breaker {
@@ -117,14 +122,14 @@ impl Breaker {
     }
 
     /// When the clock alone may close it.
-    pub fn wake(&self, s: &Safety) -> Option<Timestamp> {
+    pub(crate) fn wake(&self, s: &Safety) -> Option<Timestamp> {
         self.calm_since
             .filter(|_| self.is_open())
             .map(|c| nodemedic_common::time::add(c, s.breaker_cooldown))
     }
 
     /// What holds decisions while it is open: the trip, and when it is calm, when it may close.
-    pub fn hold(&self, s: &Safety) -> Option<BreakerGate> {
+    pub(crate) fn hold(&self, s: &Safety) -> Option<BreakerGate> {
         self.open_since?;
         Some(BreakerGate {
             trip: self.trip.clone()?,
@@ -135,11 +140,11 @@ impl Breaker {
 
     /// Read back from the Lease annotation (anything unreadable is a closed breaker, logged by the
     /// caller).
-    pub fn from_annotation(raw: &str) -> Result<Breaker, serde_json::Error> {
+    pub(crate) fn from_annotation(raw: &str) -> Result<Breaker, serde_json::Error> {
         serde_json::from_str(raw)
     }
 
-    pub fn to_annotation(&self) -> String {
+    pub(crate) fn to_annotation(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
 }
@@ -148,14 +153,19 @@ impl Breaker {
 mod trip_text {
     use crate::decide::facts::Trip;
 
-    pub fn serialize<S: serde::Serializer>(t: &Option<Trip>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: serde::Serializer>(
+        t: &Option<Trip>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         match t {
             Some(t) => s.serialize_str(&t.to_string()),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Trip>, D::Error> {
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Trip>, D::Error> {
         let text: Option<String> = serde::Deserialize::deserialize(d)?;
         text.filter(|t| !t.is_empty())
             .map(|t| t.parse().map_err(serde::de::Error::custom))
@@ -165,12 +175,12 @@ mod trip_text {
 
 /// The open breaker, as a round reads it: why, and when it may close.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BreakerGate {
-    pub trip: Trip,
+pub(crate) struct BreakerGate {
+    pub(crate) trip: Trip,
     /// Counts back under the thresholds: it closes then (unless they rise again).
-    pub closing_at: Option<Timestamp>,
+    pub(crate) closing_at: Option<Timestamp>,
     /// The common cause reported for the nodes failing now, if one was (`decide::cause`).
-    pub cause: Option<String>,
+    pub(crate) cause: Option<String>,
 }
 
 impl Gate for Option<BreakerGate> {

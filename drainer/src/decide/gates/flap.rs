@@ -19,13 +19,13 @@ use crate::model::node::NodeView;
 
 /// The state changes of a node's watched conditions seen lately.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Flaps {
+pub(crate) struct Flaps {
     changes: VecDeque<Timestamp>,
 }
 
 impl Flaps {
     /// A change at `at`; changes older than the window are dropped.
-    pub fn record(&mut self, at: Timestamp, s: &Safety) {
+    pub(crate) fn record(&mut self, at: Timestamp, s: &Safety) {
         let pos = self
             .changes
             .iter()
@@ -44,7 +44,7 @@ impl Flaps {
 
     /// Flapping at `now`: at least the threshold of changes within the window. It stays so until
     /// the window has passed since the last change (stable for the window).
-    pub fn flapping(&self, now: Timestamp, s: &Safety) -> Option<Flapping> {
+    pub(crate) fn flapping(&self, now: Timestamp, s: &Safety) -> Option<Flapping> {
         if s.flap_threshold == 0 {
             return None;
         }
@@ -58,15 +58,11 @@ impl Flaps {
         let changes = self.changes.iter().filter(|t| **t >= from).count();
         (changes >= s.flap_threshold).then_some(Flapping { changes, stable_at })
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
-    }
 }
 
 /// The watched conditions whose status differs between two views of a node, with the time of the
 /// change (the new transition time).
-pub fn changes(old: &NodeView, new: &NodeView, cfg: &Config) -> Vec<Timestamp> {
+pub(crate) fn changes(old: &NodeView, new: &NodeView, cfg: &Config) -> Vec<Timestamp> {
     let status = |v: &NodeView, t: &str| {
         v.conditions
             .iter()
@@ -90,8 +86,8 @@ pub fn changes(old: &NodeView, new: &NodeView, cfg: &Config) -> Vec<Timestamp> {
 
 /// Flap damping as a round reads it: each candidate says whether it is flapping.
 #[derive(Debug, Clone)]
-pub struct FlapGate {
-    pub window: std::time::Duration,
+pub(crate) struct FlapGate {
+    pub(crate) window: std::time::Duration,
 }
 
 impl Gate for FlapGate {

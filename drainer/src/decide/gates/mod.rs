@@ -34,15 +34,15 @@ use outage::{DomainTotals, OutageGate};
 /// The fleet-wide holds a round's decisions read.
 #[derive(Debug, Clone)]
 pub struct Gates {
-    pub pause: Option<Pause>,
-    pub flap: FlapGate,
-    pub outage: OutageGate,
+    pub(crate) pause: Option<Pause>,
+    pub(crate) flap: FlapGate,
+    pub(crate) outage: OutageGate,
     /// The breaker while it is open.
-    pub breaker: Option<BreakerGate>,
+    pub(crate) breaker: Option<BreakerGate>,
     /// Per-domain totals (for the per-domain cordon budget).
-    pub domains: BTreeMap<String, DomainTotals>,
+    pub(crate) domains: BTreeMap<String, DomainTotals>,
     /// `Err(next)` outside the drain windows (drain starts wait; `None`: none opens within a week).
-    pub window: Result<(), Option<Timestamp>>,
+    pub(crate) window: Result<(), Option<Timestamp>>,
 }
 
 impl Gates {
@@ -62,7 +62,7 @@ impl Gates {
 
     /// The gate holding new cordons and drain starts of `c`, if one does, asked in order: the
     /// pause, flapping, the domain's outage, the breaker.
-    pub fn hold(&self, c: &Candidate) -> Option<Why> {
+    pub(crate) fn hold(&self, c: &Candidate) -> Option<Why> {
         let order: [&dyn Gate; 4] = [&self.pause, &self.flap, &self.outage, &self.breaker];
         order.iter().find_map(|g| g.hold(c))
     }

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 /// When the node became unhealthy: the earliest transition among its watched conditions now in
 /// their problem status (Kosmos-exempt ones aside); `None` when it is not.
-pub fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
+pub(crate) fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
     let kosmos = node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
     cfg.conditions
         .iter()
@@ -37,7 +37,7 @@ pub fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
 /// The node's failure domain: a Kosmos leaf node's is its member cluster (`kosmos/<cluster>`, the
 /// value of the cluster label, else the leaf node's own name), others the value of the domain label;
 /// `None` without one.
-pub fn domain_of(node: &NodeView, cfg: &Config) -> Option<String> {
+pub(crate) fn domain_of(node: &NodeView, cfg: &Config) -> Option<String> {
     if node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str()) {
         let label = &cfg.safety.kosmos_cluster_label;
         let cluster = (!label.is_empty())
@@ -54,14 +54,14 @@ pub fn domain_of(node: &NodeView, cfg: &Config) -> Option<String> {
 
 /// Counts of one domain's selected nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DomainTotals {
-    pub size: usize,
-    pub unhealthy: usize,
-    pub cordoned: usize,
+pub(crate) struct DomainTotals {
+    pub(crate) size: usize,
+    pub(crate) unhealthy: usize,
+    pub(crate) cordoned: usize,
 }
 
 /// Whether `domain` with totals `t` is an outage now.
-pub fn outage(domain: &str, t: &DomainTotals, s: &Safety) -> Option<Outage> {
+pub(crate) fn outage(domain: &str, t: &DomainTotals, s: &Safety) -> Option<Outage> {
     let over = t.size >= s.domain_outage_min_nodes
         && (t.unhealthy as f64) * 100.0 > s.domain_outage_percent * t.size as f64;
     over.then(|| Outage {
@@ -75,8 +75,8 @@ pub fn outage(domain: &str, t: &DomainTotals, s: &Safety) -> Option<Outage> {
 
 /// The outages of a round: nodes in these domains are held.
 #[derive(Debug, Clone, Default)]
-pub struct OutageGate {
-    pub outages: BTreeMap<String, Outage>,
+pub(crate) struct OutageGate {
+    pub(crate) outages: BTreeMap<String, Outage>,
 }
 
 impl Gate for OutageGate {

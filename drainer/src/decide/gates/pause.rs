@@ -11,11 +11,11 @@ use crate::decide::candidate::Candidate;
 use crate::decide::decision::Why;
 use crate::decide::facts::Pause;
 
-pub use crate::model::keys::PAUSE_ANNOTATION;
+pub(crate) use crate::model::keys::PAUSE_ANNOTATION;
 
 /// The pause on `lease`, if its annotation is set. Who and since when come from the managed field
 /// entry that owns the annotation.
-pub fn pause_of(lease: &Lease) -> Option<Pause> {
+pub(crate) fn pause_of(lease: &Lease) -> Option<Pause> {
     let reason = lease
         .metadata
         .annotations

@@ -20,16 +20,16 @@ use crate::model::node::NodeView;
 /// Lease, and nodes the drainer reported flapping (its NodeFlapping Events).
 #[derive(Debug, Clone, Default)]
 pub struct Recorded {
-    pub paused: Option<Pause>,
-    pub flapping: std::collections::HashMap<String, Flapping>,
+    pub(crate) paused: Option<Pause>,
+    pub(crate) flapping: std::collections::HashMap<String, Flapping>,
     /// Where the detector DaemonSet places its pods (the watchdog's exemptions).
-    pub placement: crate::decide::watchdog::Placement,
+    pub(crate) placement: crate::decide::watchdog::Placement,
 }
 
 /// Nodes flapping at `now` by the drainer's NodeFlapping Events: an episode reported within the
 /// flap window lasts at least until a window after its report (its last change may be later;
 /// the controller, which saw every change, knows better).
-pub fn flapping_from_events(
+pub(crate) fn flapping_from_events(
     events: &[k8s_openapi::api::core::v1::Event],
     s: &Safety,
     now: Timestamp,
@@ -72,7 +72,7 @@ pub fn flapping_from_events(
 
 /// The gates a snapshot shows on its own (`drainer plan`): the breaker by its thresholds alone (no
 /// cooldown known), the outages, the windows, and a pause if one was read.
-pub fn gates_of_snapshot(
+pub(crate) fn gates_of_snapshot(
     views: &[(&NodeView, bool)],
     cfg: &Config,
     paused: Option<Pause>,
@@ -103,7 +103,7 @@ pub fn gates_of_snapshot(
 
 /// What the breaker and the outage rule count over the selected nodes of a snapshot: unhealthy
 /// nodes (overall and newly, within the breaker window) and each failure domain's totals.
-pub fn fleet_health(
+pub(crate) fn fleet_health(
     views: &[(&NodeView, bool)],
     cfg: &Config,
     now: Timestamp,

@@ -6,7 +6,10 @@ use k8s_openapi::jiff::Timestamp;
 use crate::config::window::DrainWindow;
 
 /// Drains may start now (no windows, or inside one); otherwise when the next window opens.
-pub fn next_window(windows: &[DrainWindow], now: Timestamp) -> Result<(), Option<Timestamp>> {
+pub(crate) fn next_window(
+    windows: &[DrainWindow],
+    now: Timestamp,
+) -> Result<(), Option<Timestamp>> {
     if windows.is_empty() || windows.iter().any(|w| w.contains(now)) {
         return Ok(());
     }
