@@ -144,15 +144,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
         .with_records_on_lease(records_tx);
-    let (settings_tx, settings_rx) = watch::channel(opts.settings.clone());
-    if opts.settings.is_some() {
-        tasks.push(tokio::spawn(publish(
-            client.clone(),
-            opts.lease.clone(),
-            leader_rx.clone(),
-            settings_rx,
-        )));
-    }
+    let settings_tx = publisher(&client, &opts.lease, &leader_rx, opts.settings, &mut tasks);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {
@@ -266,6 +258,27 @@ async fn reload(
             settings.send_replace(Some(Published::new(&args, text)));
         }
     }
+}
+
+/// Start publishing `settings` (when given) while leading; the sender a reload updates them with.
+fn publisher(
+    client: &kube::Client,
+    lease: &LeaseConfig,
+    leader: &watch::Receiver<bool>,
+    settings: Option<Published>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> watch::Sender<Option<Published>> {
+    let publishing = settings.is_some();
+    let (tx, rx) = watch::channel(settings);
+    if publishing {
+        tasks.push(tokio::spawn(publish(
+            client.clone(),
+            lease.clone(),
+            leader.clone(),
+            rx,
+        )));
+    }
+    tx
 }
 
 /// While leading, keep the settings ConfigMap (`config::published`) equal to what this drainer

@@ -77,34 +77,12 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
         tracing::warn!("{w}");
     }
     args.rules.extend(npd.rules.iter().cloned());
-    if args.rules.is_empty() {
-        if !std::path::Path::new(DEFAULT_RULES).exists() {
-            eprintln!(
-                "detector: no --rules given, and the default rule directory {DEFAULT_RULES} does not exist: \
-                 give --rules FILE|DIR (repeatable). The shipped rules are in the repository's config/rules/ \
-                 (the manifests mount them at {DEFAULT_RULES}; `detector check` runs them offline); \
-                 `detector convert-npd` turns NPD's monitor files into rule files"
-            );
-            return ExitCode::from(2);
-        }
-        args.rules.push(PathBuf::from(DEFAULT_RULES));
-    }
     args.listen = npd.listen;
     if let Some(h) = npd.heartbeat {
         args.heartbeat = h;
     }
-    // The rule files are checked before anything talks to a cluster: a bad file is the error shown.
-    match config::load_paths(&args.rules) {
-        Err(errors) => {
-            eprintln!("{errors}");
-            eprintln!("detector: {} error(s) in rule files", errors.0.len());
-            return ExitCode::from(2);
-        }
-        Ok(r) if r.monitors.is_empty() => {
-            eprintln!("{}", no_rule_files(&args.rules));
-            return ExitCode::from(2);
-        }
-        Ok(_) => {}
+    if let Err(code) = check_rules(&mut args.rules) {
+        return code;
     }
     let node_name = args
         .node_name
@@ -163,6 +141,35 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
             );
             ExitCode::from(1)
         }
+    }
+}
+
+/// The rule files (the default directory when none are named), checked before anything talks to a
+/// cluster: a bad file is the error shown. Errors are printed.
+fn check_rules(rules: &mut Vec<PathBuf>) -> Result<(), ExitCode> {
+    if rules.is_empty() {
+        if !std::path::Path::new(DEFAULT_RULES).exists() {
+            eprintln!(
+                "detector: no --rules given, and the default rule directory {DEFAULT_RULES} does not exist: \
+                 give --rules FILE|DIR (repeatable). The shipped rules are in the repository's config/rules/ \
+                 (the manifests mount them at {DEFAULT_RULES}; `detector check` runs them offline); \
+                 `detector convert-npd` turns NPD's monitor files into rule files"
+            );
+            return Err(ExitCode::from(2));
+        }
+        rules.push(PathBuf::from(DEFAULT_RULES));
+    }
+    match config::load_paths(rules) {
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("detector: {} error(s) in rule files", errors.0.len());
+            Err(ExitCode::from(2))
+        }
+        Ok(r) if r.monitors.is_empty() => {
+            eprintln!("{}", no_rule_files(rules));
+            Err(ExitCode::from(2))
+        }
+        Ok(_) => Ok(()),
     }
 }
 
