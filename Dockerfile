@@ -2,11 +2,12 @@
 #   docker build --target detector -t nodemedic/detector:0.1.0 .
 #   docker build --target drainer  -t nodemedic/drainer:0.1.0 .
 #
-# Measured sizes (2026-11-26, `strip = true`, built with buildah from base images made locally from
+# Measured sizes (2026-11-27, stripped: `strip = "symbols"` in the packages' profile overrides, checked by the
+# image test; built with buildah from base images made locally from
 # Debian's packages by tests/images/bases.sh, which CI builds and runs: see tests/tests/deploy/images.rs):
-#   drainer binary 18.8 MB (the `drainer` profile, before PGO), image 44.5 MB (its distroless/cc-style base 25.7 MB:
+#   drainer binary 16.7 MB (the `drainer` profile, before PGO), image 42.4 MB (its distroless/cc-style base 25.7 MB:
 #   glibc, libgcc, libstdc++, OpenSSL, CA certificates, tzdata).
-#   detector binary 8.0 MB, image 108 MB: debian-slim (77.6 MB) plus systemd for journalctl (~22 MB),
+#   detector binary 6.5 MB, image 106 MB: debian-slim (77.6 MB) plus systemd for journalctl (~22 MB),
 #   which the journal input runs (it reads every journal file version the host writes, and needs no
 #   libsystemd in our binary). A detector without journal rules could use the drainer's base.
 # The registry's own bases differ by a few MB (gcr.io's distroless/cc ~22 MB, debian:bookworm-slim ~75 MB).
