@@ -359,3 +359,71 @@ fn a_draino_boolean_with_a_value_runs_as_kingpin_read_it_or_is_refused_with_the_
         "{err}"
     );
 }
+
+/// `drainer convert-draino -- <draino's line>` prints a config file whose plan over the sample
+/// snapshot is the plan of the line itself: draino's manifest line, and a line with most of its
+/// flags whose conditions the sample nodes have (so the plans act).
+#[test]
+fn draino_lines_convert_to_a_config_file_that_plans_the_same() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let full: Vec<String> = [
+        "--drain-buffer=10m",
+        "--max-grace-period=8m0s",
+        "--eviction-headroom=30s",
+        "--evict-emptydir-pods",
+        "--evict-unreplicated-pods",
+        "--max-cordoned=50%",
+        "--max-unhealthy=80%",
+        "--breaker-new=80%",
+        "--no-dry-run",
+        "KernelDeadlock=True,10m",
+        "Ready=Unknown,5m",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (line, acts) in [(manifest_args(), false), (full, true)] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_drainer"))
+            .arg("convert-draino")
+            .arg("--")
+            .args(&line)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let yaml = String::from_utf8(out.stdout).unwrap();
+        assert!(yaml.contains("conditions: ["), "{yaml}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("drainer.yaml");
+        std::fs::write(&file, &yaml).unwrap();
+        let plan = |settings: &[String]| {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_drainer"))
+                .current_dir(root)
+                .args(["plan", "--nodes", "config/samples/nodes.json"])
+                .args(["--pods", "config/samples/pods.json"])
+                .args(["--pdbs", "config/samples/pdbs.json"])
+                .args(["--now", "2026-11-22T10:00:00Z", "--output", "json"])
+                .args(settings)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let from_line = plan(&line);
+        if acts {
+            assert!(
+                from_line.contains("\"action\":\"cordon\"")
+                    || from_line.contains("\"action\":\"drain\""),
+                "the line acts on the sample: {from_line}"
+            );
+        }
+        assert_eq!(
+            plan(&["--config".into(), file.display().to_string()]),
+            from_line,
+            "{yaml}"
+        );
+    }
+}

@@ -4,7 +4,7 @@
 //! with (`<lease>-settings`), again after a reload; the plan reads it unless given conditions or
 //! `--config`, and says which it used.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -14,15 +14,6 @@ use nodemedic_tests::cluster::{Cluster, eventually, now_rfc3339};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 async fn deadlock(cluster: &Cluster, node: &str) {
     let an_hour_ago = (k8s_openapi::jiff::Timestamp::now() - Duration::from_secs(3600))
@@ -87,25 +78,21 @@ async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reloa
     std::fs::write(&config, settings("10m")).unwrap();
     let lease = format!("nodemedic-published-{}", std::process::id());
     nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
-    let port = nodemedic_tests::bench::free_port();
-    let _drainer = Proc(
-        Command::new(env!("CARGO_BIN_EXE_drainer"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--config")
-            .arg(&config)
-            .arg(format!("--listen=127.0.0.1:{port}"))
-            .arg(format!("--lease-name={lease}"))
-            .arg(format!("--node-selector=nodemedic.test/pool={pool}"))
-            .args(["--dry-run=true", "--notify-allow-http"])
-            .env_remove("KUBECONFIG")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the drainer"),
-    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    cmd.arg("run")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--config")
+        .arg(&config)
+        .arg("--listen=127.0.0.1:0")
+        .arg(format!("--lease-name={lease}"))
+        .arg(format!("--node-selector=nodemedic.test/pool={pool}"))
+        .args(["--dry-run=true", "--notify-allow-http"])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null());
+    let _drainer = nodemedic_tests::process::Logged::spawn(cmd, WAIT).await;
     let configmaps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "kube-system");
     let published = format!("{lease}-settings");
     let holds = |needle: &'static str| {

@@ -3,23 +3,13 @@
 //! issue 42: `kerneldeadlock` (a case typo) where nodes report `KernelDeadlock`, and a selector with
 //! a misspelled label that selects nothing.
 
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use nodemedic_tests::cluster::Cluster;
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[tokio::test]
 async fn a_typo_in_a_condition_and_a_selector_that_selects_nothing_are_said_at_start() {
@@ -40,12 +30,11 @@ async fn a_typo_in_a_condition_and_a_selector_that_selects_nothing_are_said_at_s
     cluster.write_kubeconfig(&kubeconfig);
     let lease = format!("nodemedic-summary-{}", std::process::id());
     nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
-    let port = nodemedic_tests::bench::free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_drainer"))
-        .arg("run")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    cmd.arg("run")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg("--listen=127.0.0.1:0")
         .arg(format!("--lease-name={lease}"))
         // A misspelled label: `pol` for `pool`.
         .arg(format!(
@@ -56,25 +45,9 @@ async fn a_typo_in_a_condition_and_a_selector_that_selects_nothing_are_said_at_s
         .env_remove("KUBECONFIG")
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the drainer");
-    let stderr = child.stderr.take().unwrap();
-    let _proc = Proc(child);
-    // Read on a thread of its own: the test API server answers on this test's runtime, which a
-    // blocking read would stall.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+        .stdout(Stdio::null());
+    let mut drainer = nodemedic_tests::process::Logged::spawn(cmd, Duration::from_secs(60)).await;
+    let addr = drainer.addr.clone();
     let wanted = [
         "selected 0 of",
         "no node reports a condition of type \"kerneldeadlock\", but nodes report \"KernelDeadlock\"",
@@ -87,13 +60,12 @@ async fn a_typo_in_a_condition_and_a_selector_that_selects_nothing_are_said_at_s
         .all(|w| seen.iter().any(|l: &String| l.contains(w)))
     {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match tokio::time::timeout(left, rx.recv()).await {
+        match tokio::time::timeout(left, drainer.lines.recv()).await {
             Ok(Some(line)) => seen.push(line),
             _ => {
-                let health =
-                    nodemedic_tests::try_http_get(&format!("http://127.0.0.1:{port}/healthz"))
-                        .await
-                        .unwrap_or_default();
+                let health = nodemedic_tests::try_http_get(&format!("http://{addr}/healthz"))
+                    .await
+                    .unwrap_or_default();
                 panic!(
                     "the drainer did not say {wanted:?} within 60 s; /healthz: {health}; it logged:\n{}",
                     seen.join("\n")

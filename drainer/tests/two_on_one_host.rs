@@ -3,31 +3,24 @@
 //! the leader stops, the other takes the Lease over under its own identity. With the host's name
 //! alone, both took themselves for the holder and led together.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use nodemedic_tests::cluster::{Cluster, eventually};
+use nodemedic_tests::process::Logged;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `drainer run` on Lease `lease`, its metrics on `port`, selecting nothing.
-fn drainer(kubeconfig: &std::path::Path, lease: &str, port: u16) -> Proc {
+/// `drainer run` on Lease `lease`, selecting nothing, its metrics on a port of its own choosing
+/// (read from its log: a port picked beforehand could be taken by a test running beside).
+async fn drainer(kubeconfig: &std::path::Path, lease: &str) -> Logged {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
     cmd.arg("run")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg("--listen=127.0.0.1:0")
         .arg(format!("--lease-name={lease}"))
         .args([
             "--node-selector=nodemedic.test/none=x",
@@ -38,15 +31,15 @@ fn drainer(kubeconfig: &std::path::Path, lease: &str, port: u16) -> Proc {
         ])
         .env_remove("KUBECONFIG")
         .env_remove("POD_NAME")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    Proc(cmd.spawn().expect("start the drainer"))
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null());
+    Logged::spawn(cmd, WAIT).await
 }
 
 /// The process's leader gauge, once its metrics answer.
-async fn leading(port: u16) -> Option<bool> {
-    let body = nodemedic_tests::try_http_get(&format!("http://127.0.0.1:{port}/metrics"))
+async fn leading(addr: &str) -> Option<bool> {
+    let body = nodemedic_tests::try_http_get(&format!("http://{addr}/metrics"))
         .await
         .ok()?;
     body.lines()
@@ -71,13 +64,10 @@ async fn two_drainers_on_one_host_never_lead_together() {
             .and_then(|l| l.spec?.holder_identity)
             .filter(|h| !h.is_empty())
     };
-    let (pa, pb) = (
-        nodemedic_tests::bench::free_port(),
-        nodemedic_tests::bench::free_port(),
-    );
-    let mut a = drainer(&kubeconfig, &lease, pa);
+    let mut a = drainer(&kubeconfig, &lease).await;
+    let pa = a.addr.clone();
     eventually("the first drainer leads", WAIT, || async {
-        leading(pa).await.filter(|l| *l)
+        leading(&pa).await.filter(|l| *l)
     })
     .await;
     let first = holder().await.expect("a holder");
@@ -87,21 +77,22 @@ async fn two_drainers_on_one_host_never_lead_together() {
         "the identity is the host's name and a suffix: {first}"
     );
     // The second on the same host: it follows while the first leads...
-    let b = drainer(&kubeconfig, &lease, pb);
+    let b = drainer(&kubeconfig, &lease).await;
+    let pb = b.addr.clone();
     let b_leads = eventually("the second drainer's metrics", WAIT, || async {
-        leading(pb).await
+        leading(&pb).await
     })
     .await;
     assert!(!b_leads, "the second led while the first held the Lease");
-    assert_eq!(leading(pa).await, Some(true));
+    assert_eq!(leading(&pa).await, Some(true));
     // ... and takes over, under its own identity, once the first stops (it releases the Lease).
     let _ = Command::new("kill")
-        .args(["-TERM", &a.0.id().to_string()])
+        .args(["-TERM", &a.child.id().to_string()])
         .status();
-    let _ = a.0.wait();
+    let _ = a.child.wait();
     let second = eventually("the second drainer leads", WAIT, || async {
         let h = holder().await?;
-        (h != first && leading(pb).await == Some(true)).then_some(h)
+        (h != first && leading(&pb).await == Some(true)).then_some(h)
     })
     .await;
     assert!(second.starts_with(&format!("{host}_")), "{second}");

@@ -86,6 +86,80 @@ pub fn status_mib(pid: u32, field: &str) -> f64 {
         / 1024.0
 }
 
+/// A drainer (or detector) process started with `--listen=127.0.0.1:0`, its address read from its
+/// own log line (`serving /metrics ... addr=HOST:PORT`), so no other process can hold the port in
+/// between (a port picked beforehand can be taken by a test running beside: then the test read
+/// the other process's metrics). Its log lines stay readable; killed when dropped.
+pub struct Logged {
+    pub child: std::process::Child,
+    pub addr: String,
+    pub lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Logged {
+    /// Spawn `cmd` (which must log at INFO to stderr and listen on port 0) and wait, at most
+    /// `timeout`, for its address; panics with what it logged otherwise.
+    pub async fn spawn(mut cmd: std::process::Command, timeout: std::time::Duration) -> Logged {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the process");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        // Read on a thread of its own: a test's runtime may be serving the test API server.
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let (early_tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let addr = loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, rx.recv()).await {
+                Ok(Some(line)) => {
+                    let addr = line
+                        .contains("serving /metrics")
+                        .then(|| line.split_once("addr=").map(|(_, a)| a.trim().to_string()))
+                        .flatten();
+                    seen.push(line.clone());
+                    let _ = early_tx.send(line);
+                    if let Some(a) = addr {
+                        break a;
+                    }
+                }
+                _ => panic!(
+                    "no address logged within {timeout:?}; the process logged:\n{}",
+                    seen.join("\n")
+                ),
+            }
+        };
+        // The rest of its lines follow the ones read so far.
+        tokio::spawn(async move {
+            while let Some(l) = rx.recv().await {
+                if early_tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        Logged { child, addr, lines }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

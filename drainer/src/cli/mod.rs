@@ -70,6 +70,14 @@ pub(crate) enum Command {
     /// --policy and say what each would have done, side by side (changes nothing); the same as
     /// `kubectl nodemedic backtest`.
     Backtest(backtest::BacktestArgs),
+    /// Print draino's command line (or `drainer run`'s) as a drainer config file (YAML), naming what
+    /// does not carry over; give the flags and conditions after `--`
+    /// (`drainer convert-draino -- --node-label-expr=... --drain-buffer=10m KernelDeadlock`).
+    ConvertDraino {
+        /// draino's flags and conditions, as in its Deployment.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Print the shell completion script (e.g. `drainer completions bash > /etc/bash_completion.d/drainer`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -138,24 +146,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             KubectlCommand::Backtest(args) => backtest::backtest(args),
         };
     }
-    // draino's kingpin booleans given a value (`--dry-run=false`): as kingpin read them, said.
-    let args = match crate::config::kingpin::bool_values(args) {
-        Ok((args, said)) => {
-            for line in said {
-                eprintln!("drainer: {line}");
-            }
-            args
-        }
-        Err(refused) => {
-            eprintln!("drainer: {refused}");
-            return ExitCode::from(2);
-        }
-    };
-    // draino's kingpin booleans: `--no-FLAG` (and the last of it and `--FLAG` wins, over DRAINO_*).
-    let cmd = draino::without_env(Cli::command(), &draino::negated_last(&args));
-    let cli = match cmd.try_get_matches_from(draino::drop_negations(args)) {
-        Ok(m) => Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit()),
-        Err(e) => e.exit(),
+    let cli = match parse(args) {
+        Ok(cli) => cli,
+        Err(code) => return code,
     };
     let Some(command) = cli.command else {
         return run::run(cli.run);
@@ -173,11 +166,62 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         ),
         Command::Backtest(args) => backtest::backtest(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::ConvertDraino { args } => convert_draino(args),
         Command::Completions { shell } => {
             nodemedic_common::cli::completions_command(Cli::command(), shell)
         }
         Command::Man { dir } => nodemedic_common::cli::man_command(Cli::command(), &dir),
     }
+}
+
+/// Parse `drainer`'s command line as draino's flag parser (kingpin) read its booleans: `--FLAG=false`
+/// said and taken as kingpin did, `--no-FLAG` (the last of it and `--FLAG` wins, over DRAINO_*).
+fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
+    let args = match crate::config::kingpin::bool_values(args) {
+        Ok((args, said)) => {
+            for line in said {
+                eprintln!("drainer: {line}");
+            }
+            args
+        }
+        Err(refused) => {
+            eprintln!("drainer: {refused}");
+            return Err(ExitCode::from(2));
+        }
+    };
+    let cmd = draino::without_env(Cli::command(), &draino::negated_last(&args));
+    match cmd.try_get_matches_from(draino::drop_negations(args)) {
+        Ok(m) => Ok(Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())),
+        Err(e) => e.exit(),
+    }
+}
+
+/// `drainer convert-draino -- ARGS`: the config file those flags give, on stdout; notes on stderr.
+/// The file is checked to build the same settings as the flags (else exit 2).
+fn convert_draino(args: Vec<OsString>) -> ExitCode {
+    let mut argv = vec![OsString::from("drainer")];
+    argv.extend(args);
+    let cli = match parse(argv) {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    if cli.command.is_some() {
+        eprintln!("drainer: convert-draino takes draino's flags and conditions, not a subcommand");
+        return ExitCode::from(2);
+    }
+    let policy = cli.run.policy;
+    if let Err(errors) = crate::config::build::build(&policy) {
+        for e in &errors {
+            eprintln!("drainer: {e}");
+        }
+        return ExitCode::from(2);
+    }
+    let (yaml, notes) = crate::config::convert::to_file(&policy);
+    for n in notes {
+        eprintln!("drainer: {n}");
+    }
+    print!("{yaml}");
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod build;
+pub(crate) mod convert;
 pub mod draino;
 pub mod file;
 pub mod flags;
