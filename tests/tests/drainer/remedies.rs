@@ -88,9 +88,10 @@ impl Scenario {
     }
 
     /// `drainer run` on this scenario's nodes, the fleet safety gates off (a scenario's few nodes
-    /// would trip them), with `args` (conditions and the controls under test); its metrics port.
-    fn drainer(&self, args: &[&str]) -> (Proc, u16) {
-        let port = nodemedic_tests::bench::free_port();
+    /// would trip them), with `args` (conditions and the controls under test); its metrics address,
+    /// on a port of its own choosing read from its log (a port picked beforehand could be taken by
+    /// a test running beside).
+    async fn drainer(&self, args: &[&str]) -> (Proc, String) {
         let mut all: Vec<String> = [
             "run",
             "--namespace=kube-system",
@@ -108,12 +109,24 @@ impl Scenario {
         .map(|s| s.to_string())
         .collect();
         all.push(format!("--lease-name={}", self.lease()));
-        all.push(format!("--listen=127.0.0.1:{port}"));
+        all.push("--listen=127.0.0.1:0".into());
         all.push(format!("--node-selector={LABEL}={}", self.env.id));
         all.extend(args.iter().map(|s| s.to_string()));
         let bin = debug_bin("nodemedic-drainer", "drainer");
         let log = self.dir.path().join("drainer.log");
-        (Proc::spawn(&bin, &all, &self.kubeconfig, log), port)
+        let proc = Proc::spawn(&bin, &all, &self.kubeconfig, log);
+        let addr = nodemedic_tests::cluster::eventually(
+            "the drainer's address in its log",
+            WAIT,
+            || async {
+                proc.output()
+                    .lines()
+                    .find(|l| l.contains("serving /metrics"))
+                    .and_then(|l| l.split_once("addr=").map(|(_, a)| a.trim().to_string()))
+            },
+        )
+        .await;
+        (proc, addr)
     }
 
     async fn set(&self, node: &str, status: &str) {
@@ -180,8 +193,8 @@ impl Scenario {
 }
 
 /// The value of the series `name` on the process's /metrics (None while it does not serve yet).
-async fn metric(port: u16, name: &str) -> Option<f64> {
-    let url = format!("http://127.0.0.1:{port}/metrics");
+async fn metric(addr: &str, name: &str) -> Option<f64> {
+    let url = format!("http://{addr}/metrics");
     let body = nodemedic_tests::try_http_get(&url).await.ok()?;
     body.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
@@ -242,13 +255,15 @@ async fn a_killed_detector_is_reported_silent_then_heard_again_and_nothing_is_dr
     })
     .await;
     // Every node runs a detector here (no DaemonSet named): silent after 4s without a heartbeat.
-    let (drainer, port) = s.drainer(&[
-        "KernelDeadlock=True,10m",
-        "--detector-silent-after=4s",
-        "--detector-daemonset=",
-    ]);
+    let (drainer, port) = s
+        .drainer(&[
+            "KernelDeadlock=True,10m",
+            "--detector-silent-after=4s",
+            "--detector-daemonset=",
+        ])
+        .await;
     s.until("the drainer serving its metrics", &drainer, || async {
-        metric(port, "nodemedic_drainer_silent_detectors")
+        metric(&port, "nodemedic_drainer_silent_detectors")
             .await
             .filter(|v| *v == 0.0)
     })
@@ -278,7 +293,7 @@ async fn a_killed_detector_is_reported_silent_then_heard_again_and_nothing_is_dr
         "{ev:?}"
     );
     s.until("the silent-detectors gauge at 1", &drainer, || async {
-        metric(port, "nodemedic_drainer_silent_detectors")
+        metric(&port, "nodemedic_drainer_silent_detectors")
             .await
             .filter(|v| *v == 1.0)
     })
@@ -291,7 +306,7 @@ async fn a_killed_detector_is_reported_silent_then_heard_again_and_nothing_is_dr
     })
     .await;
     s.until("the gauge back at 0", &drainer, || async {
-        metric(port, "nodemedic_drainer_silent_detectors")
+        metric(&port, "nodemedic_drainer_silent_detectors")
             .await
             .filter(|v| *v == 0.0)
     })
@@ -320,12 +335,14 @@ async fn taint_only_remediation_taints_instead_of_cordoning_and_removes_only_its
         )
         .await
         .unwrap();
-    let (drainer, _) = s.drainer(&[
-        "KernelDeadlock=True",
-        "--cordon=false",
-        "--problem-taint=nodemedic.io/problem=kernel:NoSchedule",
-        "--skip-drain",
-    ]);
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True",
+            "--cordon=false",
+            "--problem-taint=nodemedic.io/problem=kernel:NoSchedule",
+            "--skip-drain",
+        ])
+        .await;
     s.set(&node, "True").await;
     s.until("the problem taint on the node", &drainer, || async {
         let t = s.taints(&node).await;
@@ -404,11 +421,13 @@ async fn pod_policies_wait_for_a_job_skip_a_pod_and_delete_a_pdb_blocked_one_aft
          - name: databases\n    selector: tier=db\n    action: delete\n    after: 2s\n",
     )
     .unwrap();
-    let (drainer, port) = s.drainer(&[
-        "KernelDeadlock=True",
-        &format!("--config={}", config.display()),
-        "--drain-buffer=0s",
-    ]);
+    let (drainer, port) = s
+        .drainer(&[
+            "KernelDeadlock=True",
+            &format!("--config={}", config.display()),
+            "--drain-buffer=0s",
+        ])
+        .await;
     s.set(&node, "True").await;
     // The plain pod is evicted; the database's PDB refuses until the 2s are up, then it is deleted.
     s.until("the web pod evicted", &drainer, || async {
@@ -445,7 +464,7 @@ async fn pod_policies_wait_for_a_job_skip_a_pod_and_delete_a_pdb_blocked_one_aft
         ("evicted_after_wait", 0.0),
     ] {
         let name = format!("nodemedic_drainer_pod_policy_actions_total{{outcome=\"{outcome}\"}}");
-        assert_eq!(metric(port, &name).await, Some(n), "{name}");
+        assert_eq!(metric(&port, &name).await, Some(n), "{name}");
     }
     assert_eq!(
         s.env.evictions(&keep, None),
@@ -462,12 +481,14 @@ async fn probation_uncordons_only_after_the_period_and_a_relapse_holds_the_node_
     let s = Scenario::new().await;
     let calm = s.env.node("calm", "False", 3600, json!({})).await;
     let relapsing = s.env.node("relapse", "False", 3600, json!({})).await;
-    let (drainer, _) = s.drainer(&[
-        "KernelDeadlock=True",
-        "--skip-drain",
-        "--uncordon-after=8s",
-        "--probation-taint=nodemedic.io/probation:PreferNoSchedule",
-    ]);
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True",
+            "--skip-drain",
+            "--uncordon-after=8s",
+            "--probation-taint=nodemedic.io/probation:PreferNoSchedule",
+        ])
+        .await;
     for n in [&calm, &relapsing] {
         s.set(n, "True").await;
     }
