@@ -293,6 +293,9 @@ async fn publish(
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client, &lease.namespace);
     let name = published::configmap_name(&lease.name);
     let mut failed = false;
+    // Without a config file nothing changes the settings: their sender is gone, and only
+    // leadership changes call for a write.
+    let mut fixed = false;
     loop {
         let current = settings.borrow_and_update().clone();
         if *leader.borrow_and_update()
@@ -316,7 +319,7 @@ async fn publish(
         };
         tokio::select! {
             r = leader.changed() => if r.is_err() { return },
-            r = settings.changed() => if r.is_err() { return },
+            r = settings.changed(), if !fixed => fixed = r.is_err(),
             () = retry => {}
         }
     }

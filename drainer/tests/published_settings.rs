@@ -157,3 +157,80 @@ async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reloa
         cluster.delete_node(n).await;
     }
 }
+
+/// Someone who may edit ConfigMaps forges the published settings to select every node: the
+/// plugin would show that (and who it claims published it), but the drainer never reads them. It
+/// goes on deciding with its own: a node its selector selects is cordoned after the forgery, and
+/// the node only the forgery selects is not.
+#[tokio::test]
+async fn forged_published_settings_change_nothing_the_drainer_does() {
+    let cluster = Cluster::new().await;
+    let pool = cluster.name("pool");
+    let ours = cluster
+        .create_node_with("ours", json!({"nodemedic.test/pool": pool}))
+        .await;
+    let other = cluster.create_node("other").await;
+    deadlock(&cluster, &other).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig);
+    let lease = format!("nodemedic-forged-{}", std::process::id());
+    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
+    cmd.arg("run")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--listen=127.0.0.1:0")
+        .arg(format!("--lease-name={lease}"))
+        .arg(format!("--node-selector=nodemedic.test/pool={pool}"))
+        .args([
+            "--drain-buffer=1h",
+            "--max-unhealthy=100%",
+            "--breaker-new=100%",
+        ])
+        .args(["--domain-outage=100%", "KernelDeadlock=True,10m"])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null());
+    // No config file: the flags alone are published (a drainer so run once published nothing).
+    let _drainer = nodemedic_tests::process::Logged::spawn(cmd, WAIT).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "kube-system");
+    let published = format!("{lease}-settings");
+    let mut cm = eventually("the settings published", WAIT, || async {
+        configmaps.get_opt(&published).await.ok().flatten()
+    })
+    .await;
+    // The forgery: no selector (every node), under the drainer's identity.
+    let data = cm.data.as_mut().unwrap();
+    let mut args: Value = serde_json::from_str(&data["args.json"]).unwrap();
+    args["node_selector"] = Value::Null;
+    data.insert("args.json".into(), args.to_string());
+    configmaps
+        .replace(&published, &Default::default(), &cm)
+        .await
+        .unwrap();
+    let lease_flag = format!("--lease-name={lease}");
+    let out = plan(&kubeconfig, &[&lease_flag]).await;
+    assert_eq!(
+        action(&out, &other),
+        "cordon",
+        "the plugin shows the forged view"
+    );
+    // The drainer goes on with its own settings: its node turns bad after the forgery and is
+    // cordoned; the other, selected only by the forgery, is not.
+    deadlock(&cluster, &ours).await;
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let cordoned = |n: Node| n.spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    eventually("the drainer's own node cordoned", WAIT, || async {
+        cordoned(nodes.get(&ours).await.ok()?).then_some(())
+    })
+    .await;
+    assert!(
+        !cordoned(nodes.get(&other).await.unwrap()),
+        "a node only the forged settings select was cordoned"
+    );
+    for n in [&ours, &other] {
+        cluster.delete_node(n).await;
+    }
+}
