@@ -24,6 +24,14 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
+/// The line of `text` (a `conditions` table) about node `n`.
+fn row_of(text: &str, n: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{n} ")))
+        .unwrap_or_else(|| panic!("{n} in\n{text}"))
+        .to_string()
+}
+
 fn lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -199,12 +207,7 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
     // kubectl nodemedic conditions: every node, its own conditions and drain record.
     let text = run(&mut kubectl(&["nodemedic", "conditions"]));
     let text = String::from_utf8_lossy(&text.stdout);
-    let row = |n: &str| {
-        text.lines()
-            .find(|l| l.starts_with(&format!("{n} ")))
-            .unwrap_or_else(|| panic!("{n} in\n{text}"))
-            .to_string()
-    };
+    let row = |n: &str| row_of(&text, n);
     assert!(
         row(&sick).contains("KernelDeadlock=True (DockerHung)"),
         "{text}"
@@ -228,12 +231,7 @@ async fn kubectl_nodemedic_plans_and_lists_conditions_from_the_live_cluster() {
         config.to_str().unwrap(),
     ]));
     let text = String::from_utf8_lossy(&text.stdout);
-    let row = |n: &str| {
-        text.lines()
-            .find(|l| l.starts_with(&format!("{n} ")))
-            .unwrap_or_else(|| panic!("{n} in\n{text}"))
-            .to_string()
-    };
+    let row = |n: &str| row_of(&text, n);
     assert!(
         row(&npd).contains("KernelDeadlock=True (DockerHung)"),
         "{text}"

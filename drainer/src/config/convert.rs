@@ -114,17 +114,8 @@ pub fn to_file(args: &PolicyArgs) -> (String, Vec<String>) {
 mod tests {
     use super::*;
     use crate::config::build;
-    use clap::Parser;
 
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        policy: PolicyArgs,
-    }
-
-    fn args(line: &[&str]) -> PolicyArgs {
-        Cli::parse_from(std::iter::once("drainer").chain(line.iter().copied())).policy
-    }
+    use crate::config::flags::parsed as args;
 
     /// The file builds the same settings as the flags it came from.
     #[test]

@@ -237,3 +237,15 @@ pub struct PolicyArgs {
     #[arg(help_heading = "Conditions", long = "history-file")]
     pub history_file: Option<PathBuf>,
 }
+
+/// The flags of a command line (`line` without the program's name), as tests write them.
+#[cfg(test)]
+pub(crate) fn parsed(line: &[&str]) -> PolicyArgs {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        policy: PolicyArgs,
+    }
+    Cli::parse_from(std::iter::once("drainer").chain(line.iter().copied())).policy
+}

@@ -117,17 +117,8 @@ fn without_notify_urls(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        policy: PolicyArgs,
-    }
-
-    fn args(line: &[&str]) -> PolicyArgs {
-        Cli::parse_from(std::iter::once("drainer").chain(line.iter().copied())).policy
-    }
+    use crate::config::flags::parsed as args;
 
     #[test]
     fn what_is_published_builds_the_same_settings() {
