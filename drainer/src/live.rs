@@ -16,6 +16,20 @@ use nodemedic_common::keys::{DRAIN_RECORD_ANNOTATION, OWNED_CONDITIONS_ANNOTATIO
 use crate::model::node::NodeView;
 use crate::model::record::Record;
 
+/// The name the command was run as, for its messages: `kubectl nodemedic` as the plugin, else
+/// `drainer` (an operator who typed one should not read the other).
+static PROGRAM: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Name the command for its messages (once, at start).
+pub(crate) fn set_program(name: &'static str) {
+    let _ = PROGRAM.set(name);
+}
+
+/// The name messages start with.
+pub(crate) fn program() -> &'static str {
+    PROGRAM.get().copied().unwrap_or("drainer")
+}
+
 /// Objects listed per request (a 5,000-node cluster's pods arrive in pages, not one response).
 const PAGE: u32 = 500;
 
@@ -141,7 +155,8 @@ pub(crate) async fn daemon_set(
         Ok(ds) => Ok(ds),
         Err(kube::Error::Api(s)) if s.code == 403 => {
             eprintln!(
-                "drainer: may not read the detector DaemonSet {namespace}/{name}: nodes that never reported are not shown silent"
+                "{}: may not read the detector DaemonSet {namespace}/{name}: nodes that never reported are not shown silent",
+                program()
             );
             Ok(None)
         }
@@ -212,7 +227,8 @@ where
                 bad @ Lenient::Malformed { .. } => {
                     if let Lenient::Malformed { error, .. } = &bad {
                         eprintln!(
-                            "drainer: skipped {what} {}: cannot decode it: {error}",
+                            "{}: skipped {what} {}: cannot decode it: {error}",
+                            program(),
                             bad.id()
                         );
                     }

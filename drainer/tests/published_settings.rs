@@ -143,6 +143,62 @@ async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reloa
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // `kubectl nodemedic config` prints the settings in force as a config file, each value saying
+    // where it comes from; given back to `drainer config --config`, it is the same file.
+    let plugin = dir.path().join("kubectl-nodemedic");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_drainer"), &plugin).unwrap();
+    let mut cmd = Command::new(&plugin);
+    cmd.arg("config")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg(&lease_flag);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shown.starts_with(&format!(
+        "# Published in ConfigMap kube-system/{published} by "
+    )));
+    for line in [
+        "conditions: [\"KernelDeadlock=True,2h\"]  # its config file",
+        "maxUnhealthy: \"50%\"  # its config file",
+        &format!("nodeSelector: \"nodemedic.test/pool={pool}\"  # flag"),
+        "dryRun: true  # flag",
+        "maxCordoned: \"10%\"  # default",
+        "# notifyUrls: not published (they carry their tokens)",
+    ] {
+        assert!(shown.lines().any(|l| l == line), "no {line:?} in\n{shown}");
+    }
+    assert!(!shown.contains("T0KEN"), "{shown}");
+    let again = dir.path().join("shown.yaml");
+    std::fs::write(&again, &shown).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["config", "--config"])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let settings_of = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| l.rsplit_once("  # ").map_or(l, |(v, _)| v).to_string())
+            .collect()
+    };
+    assert_eq!(
+        settings_of(&String::from_utf8_lossy(&out.stdout)),
+        settings_of(&shown),
+        "the printed file builds the same settings"
+    );
+
     // No drainer behind that Lease: said, and the flags decide (none given here: exit 2).
     let out = plan(&kubeconfig, &["--lease-name=no-such-drainer"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -152,6 +208,20 @@ async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reloa
             "no running drainer's settings in ConfigMap kube-system/no-such-drainer-settings"
         ),
         "{stderr}"
+    );
+    let mut cmd = Command::new(&plugin);
+    cmd.args(["config", "--lease-name=no-such-drainer", "--kubeconfig"])
+        .arg(&kubeconfig);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with(
+            "kubectl nodemedic: no running drainer's settings in ConfigMap kube-system/no-such-drainer-settings"
+        ),
+        "the plugin's errors say its name: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
     for n in ours.iter().chain([&outside]) {
         cluster.delete_node(n).await;

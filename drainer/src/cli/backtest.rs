@@ -91,7 +91,7 @@ pub(super) fn from_files(
     let (h, nodes) = match read {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("drainer: {e}");
+            say!("{e}");
             return ExitCode::from(1);
         }
     };
@@ -184,7 +184,7 @@ fn write(result: Result<(history::History, Vec<Summary>), String>, output: Outpu
     let (h, summaries) = match result {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("drainer: {e}");
+            say!("{e}");
             return ExitCode::from(2);
         }
     };
@@ -202,7 +202,7 @@ fn write(result: Result<(history::History, Vec<Summary>), String>, output: Outpu
     match written.and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("drainer: writing failed: {e}");
+            say!("writing failed: {e}");
             ExitCode::from(1)
         }
     }

@@ -33,12 +33,12 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
     let o: Objects = match read {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("drainer: {e}");
+            say!("{e}");
             return ExitCode::from(1);
         }
     };
     let Some(full) = &o.kept else {
-        eprintln!("drainer: no node named {node:?}");
+        say!("no node named {node:?}");
         return ExitCode::from(1);
     };
     let now = args.now.unwrap_or_else(Timestamp::now);
@@ -59,7 +59,7 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
         recorded: &recorded,
     };
     let Some(e) = crate::plan::explain::explain(&snapshot, &cfg, now) else {
-        eprintln!("drainer: no node named {node:?}");
+        say!("no node named {node:?}");
         return ExitCode::from(1);
     };
     let stdout = std::io::stdout();
@@ -74,7 +74,7 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
     match written.and_then(|()| std::io::Write::flush(&mut out)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("drainer: writing the explanation failed: {e}");
+            say!("writing the explanation failed: {e}");
             ExitCode::from(1)
         }
     }

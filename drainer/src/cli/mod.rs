@@ -13,8 +13,17 @@
 //!  shared      what they share (cluster flags, output format, a runtime)
 //! ```
 
+/// A message on stderr, starting with the name the command was run as (`kubectl nodemedic` as
+/// the plugin, else `drainer`).
+macro_rules! say {
+    ($($t:tt)*) => {
+        eprintln!("{}: {}", crate::live::program(), format_args!($($t)*))
+    };
+}
+
 mod backtest;
 mod conditions;
+mod config;
 mod explain;
 mod plan;
 mod run;
@@ -63,6 +72,9 @@ pub(crate) enum Command {
     Explain(ExplainArgs),
     /// Run the controller (leader-elected); also what `drainer` with no subcommand does.
     Run(Box<RunArgs>),
+    /// Print the settings `drainer run` would run with, given the same flags: every config key with
+    /// its value in force and where it comes from (flag, config file, default), as a config file.
+    Config(Box<RunArgs>),
     /// Replay a fleet scenario (nodes, condition changes over time) through the drainer's decisions,
     /// and print what it did; exits 1 when the scenario's expectations fail (config/scenarios/).
     Simulate(SimulateArgs),
@@ -113,6 +125,9 @@ pub(crate) enum KubectlCommand {
     Explain(ExplainArgs),
     /// Every node's nodemedic conditions and drain record at a glance.
     Conditions(ConditionsArgs),
+    /// The running drainer's settings, as it publishes them, written as a config file: every key
+    /// with its value in force and where it comes from.
+    Config(config::PublishedArgs),
     /// Replay recorded history (--history files, or the cluster's Events about Nodes) under each
     /// --policy and say what each would have done, side by side (changes nothing).
     Backtest(backtest::BacktestArgs),
@@ -127,6 +142,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if invoked_as.starts_with("kubectl-nodemedic") {
+        crate::live::set_program("kubectl nodemedic");
         let cli = match KubectlCli::try_parse_from(&args) {
             Ok(cli) => cli,
             Err(e) => e.exit(),
@@ -143,6 +159,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
                 explain::explain(args)
             }
             KubectlCommand::Conditions(args) => conditions::conditions(args),
+            KubectlCommand::Config(args) => config::published(args),
             KubectlCommand::Backtest(args) => backtest::backtest(args),
         };
     }
@@ -157,6 +174,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         Command::Plan(args) => plan::plan(args),
         Command::Explain(args) => explain::explain(args),
         Command::Run(args) => run::run(*args),
+        Command::Config(args) => config::effective(&args.policy),
         Command::Simulate(args) if !args.history.is_empty() => backtest::from_files(
             &args.history,
             args.nodes.as_deref(),
@@ -180,12 +198,12 @@ fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
     let args = match crate::config::kingpin::bool_values(args) {
         Ok((args, said)) => {
             for line in said {
-                eprintln!("drainer: {line}");
+                say!("{line}");
             }
             args
         }
         Err(refused) => {
-            eprintln!("drainer: {refused}");
+            say!("{refused}");
             return Err(ExitCode::from(2));
         }
     };
@@ -206,19 +224,19 @@ fn convert_draino(args: Vec<OsString>) -> ExitCode {
         Err(code) => return code,
     };
     if cli.command.is_some() {
-        eprintln!("drainer: convert-draino takes draino's flags and conditions, not a subcommand");
+        say!("convert-draino takes draino's flags and conditions, not a subcommand");
         return ExitCode::from(2);
     }
     let policy = cli.run.policy;
     if let Err(errors) = crate::config::build::build(&policy) {
         for e in &errors {
-            eprintln!("drainer: {e}");
+            say!("{e}");
         }
         return ExitCode::from(2);
     }
     let (yaml, notes) = crate::config::convert::to_file(&policy);
     for n in notes {
-        eprintln!("drainer: {n}");
+        say!("{n}");
     }
     print!("{yaml}");
     ExitCode::SUCCESS

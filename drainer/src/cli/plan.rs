@@ -89,7 +89,8 @@ pub(super) fn read_files(args: &PlanArgs, keep: Option<&str>) -> Result<Objects,
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     if tty {
         eprint!(
-            "drainer: reading {} and {} ...",
+            "{}: reading {} and {} ...",
+            crate::live::program(),
             nodes.display(),
             pods.display()
         );
@@ -136,7 +137,7 @@ fn read_all(
         None => Vec::new(),
     };
     for s in &skipped {
-        eprintln!("drainer: {s}");
+        say!("{s}");
     }
     Ok(Objects {
         nodes,
@@ -191,64 +192,44 @@ pub(super) fn read_live(
 /// running drainer's, as it publishes them (`config::published`), said on stderr; otherwise (or
 /// when none are published) the flags'.
 pub(super) fn settings(args: &PlanArgs) -> Result<crate::config::Config, ExitCode> {
-    use crate::config::published::{self, Published};
+    use super::config::{Unread, read_published};
     if !args.live || args.policy.config.is_some() || !args.policy.conditions.is_empty() {
         return config_or_exit(&args.policy);
     }
-    let name = published::configmap_name(&args.lease_name);
-    let at = format!("ConfigMap {}/{name}", args.lease_namespace);
-    let read = block_on(async {
-        let client = crate::live::client(
-            args.cluster.kubeconfig.as_deref(),
-            args.cluster.context.as_deref(),
-        )
-        .await?;
-        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-            kube::Api::namespaced(client, &args.lease_namespace);
-        api.get_opt(&name)
-            .await
-            .map_err(|source| crate::live::LiveError::Get {
-                what: at.clone(),
-                source,
-            })
-    })?;
-    let data = match read {
-        Ok(Some(cm)) => cm.data.unwrap_or_default(),
-        Ok(None) => {
-            eprintln!(
-                "drainer: no running drainer's settings in {at} (--lease-namespace, --lease-name); deciding with the flags given"
+    let read = match read_published(&args.cluster, &args.lease_namespace, &args.lease_name) {
+        Ok(read) => read,
+        Err(Unread::Missing { at }) => {
+            say!(
+                "no running drainer's settings in {at} (--lease-namespace, --lease-name); deciding with the flags given"
             );
             return config_or_exit(&args.policy);
         }
-        Err(e) => {
-            eprintln!("drainer: {e}; deciding with the flags given");
+        Err(Unread::Cluster(e)) => {
+            say!("{e}; deciding with the flags given");
             return config_or_exit(&args.policy);
         }
+        Err(Unread::Bad { at, why }) => {
+            say!("the settings in {at} cannot be used: {why}");
+            return Err(ExitCode::from(1));
+        }
     };
-    let cfg = Published::from_data(&data)
-        .map_err(|e| e.to_string())
-        .and_then(|p| {
-            p.config().map_err(|errors| {
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            })
-        });
-    match cfg {
+    match read.settings.config() {
         Ok(cfg) => {
-            let who = data
-                .get(published::IDENTITY_KEY)
-                .map_or("?", String::as_str);
-            let when = data.get(published::AT_KEY).map_or("?", String::as_str);
-            eprintln!(
-                "drainer: deciding with the running drainer's settings ({at}, published by {who} at {when}); give conditions or --config to decide with others"
+            say!(
+                "deciding with the running drainer's settings ({}, published by {} at {}); give conditions or --config to decide with others (`kubectl nodemedic config` prints them)",
+                read.at,
+                read.by,
+                read.when
             );
             Ok(cfg)
         }
-        Err(e) => {
-            eprintln!("drainer: the settings in {at} cannot be used: {e}");
+        Err(errors) => {
+            let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            say!(
+                "the settings in {} cannot be used: {}",
+                read.at,
+                all.join("; ")
+            );
             Err(ExitCode::from(1))
         }
     }
@@ -278,7 +259,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
     } = match read {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("drainer: {e}");
+            say!("{e}");
             return ExitCode::from(1);
         }
     };
@@ -305,8 +286,8 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
         Ok(plans) => {
             use std::io::Write as _;
             let _ = out.flush();
-            eprintln!(
-                "drainer: planned {} nodes, {} pods at {now}",
+            say!(
+                "planned {} nodes, {} pods at {now}",
                 plans.len(),
                 pods.len()
             );
@@ -314,7 +295,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("drainer: writing the plan failed: {e}");
+            say!("writing the plan failed: {e}");
             ExitCode::from(1)
         }
     }
@@ -336,8 +317,8 @@ fn say_records_unchecked(nodes: &[crate::model::node::NodeView]) {
         } else {
             "nodes carry drain records"
         };
-        eprintln!(
-            "drainer: {with} {nodes}, taken as written: only the running drainer checks a record's seal \
+        say!(
+            "{with} {nodes}, taken as written: only the running drainer checks a record's seal \
              (it acts on none it did not write), so a forged one may show here an action it would refuse"
         );
     }

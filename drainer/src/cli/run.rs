@@ -119,7 +119,7 @@ pub(super) fn run(mut args: RunArgs) -> ExitCode {
     match rt.block_on(until_signal(args, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("drainer: {}", nodemedic_common::cli::error_chain(&e));
+            say!("{}", nodemedic_common::cli::error_chain(&e));
             ExitCode::from(1)
         }
     }

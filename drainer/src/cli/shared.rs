@@ -43,7 +43,7 @@ pub(crate) fn config_or_exit(
 ) -> Result<crate::config::Config, ExitCode> {
     crate::config::build::build(args).map_err(|errors| {
         for e in &errors {
-            eprintln!("drainer: {e}");
+            say!("{e}");
         }
         ExitCode::from(2)
     })

@@ -55,7 +55,7 @@ pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
             });
         let written = match result {
             Err(e) => {
-                eprintln!("drainer: {e}");
+                say!("{e}");
                 code = ExitCode::from(2);
                 continue;
             }
@@ -75,7 +75,7 @@ pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
             }
         };
         if let Err(e) = written {
-            eprintln!("drainer: writing failed: {e}");
+            say!("writing failed: {e}");
             return ExitCode::from(1);
         }
     }

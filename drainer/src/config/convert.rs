@@ -13,7 +13,7 @@ use crate::config::flags::PolicyArgs;
 const EXPLICIT_FALSE: &[&str] = &["cordon", "notify_allow_http"];
 
 /// The file's key for a field of [`PolicyArgs`].
-fn key(field: &str) -> String {
+pub(crate) fn key(field: &str) -> String {
     if field == "detector_daemonset" {
         return "detectorDaemonSet".into();
     }
@@ -42,9 +42,22 @@ fn duration(v: &Value) -> Option<Value> {
 
 /// The config file for `args`, and notes on what it does not carry.
 pub fn to_file(args: &PolicyArgs) -> (String, Vec<String>) {
+    let (entries, notes) = entries(args);
+    let mut text = String::from(
+        "# drainer config file, converted from a command line by `drainer convert-draino`.\n",
+    );
+    for (key, value) in entries {
+        text.push_str(&format!("{key}: {value}\n"));
+    }
+    (text, notes)
+}
+
+/// The file's keys and values that `args` sets (a flag given), in the flags' order, and notes on
+/// what the file does not carry.
+pub(crate) fn entries(args: &PolicyArgs) -> (Vec<(String, Value)>, Vec<String>) {
     let mut notes = Vec::new();
     let Ok(Value::Object(fields)) = serde_json::to_value(args) else {
-        return (String::new(), vec!["the flags could not be read".into()]);
+        return (Vec::new(), vec!["the flags could not be read".into()]);
     };
     let mut lines = Vec::new();
     let mut selector = args.node_selector.clone();
@@ -98,16 +111,9 @@ pub fn to_file(args: &PolicyArgs) -> (String, Vec<String>) {
             },
             v => v,
         };
-        lines.push(format!("{}: {value}", key(&field)));
+        lines.push((key(&field), value));
     }
-    let mut text = String::from(
-        "# drainer config file, converted from a command line by `drainer convert-draino`.\n",
-    );
-    for l in lines {
-        text.push_str(&l);
-        text.push('\n');
-    }
-    (text, notes)
+    (lines, notes)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod build;
 pub(crate) mod convert;
 pub mod draino;
+pub(crate) mod effective;
 pub mod file;
 pub mod flags;
 pub mod kingpin;

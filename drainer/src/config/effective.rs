@@ -1,0 +1,199 @@
+//! The settings in force, as a config file: `drainer config` (the flags given, over the config
+//! file, over the defaults) and `kubectl nodemedic config` (what the running drainer published).
+//! Every key the file takes, in `--help`'s order and groups, each with its value and where the
+//! value comes from; given back as `--config`, the text builds the same settings. A key nothing
+//! sets and without a default is a comment saying so; notification URLs are counted, not shown
+//! (they carry tokens). The defaults are the ones `--help` states (`[default: X]`), so this file
+//! and the help cannot disagree without the round-trip test seeing it. Pure.
+
+use std::collections::BTreeMap;
+
+use clap::Args;
+use serde_json::Value;
+
+use crate::config::convert;
+use crate::config::flags::PolicyArgs;
+
+/// Flags that are not keys of the file (`--config` itself, a command-line-only floor, files of
+/// secrets), and the ones written by hand below.
+const NOT_KEYS: &[&str] = &[
+    "config",
+    "node_labels",
+    "min_ready_duration",
+    "notify_url_files",
+    "notify_urls",
+];
+
+/// A `[default: X]` that means "not set".
+const UNSET_DEFAULTS: &[&str] = &["none", "never", "no limit", "no floor"];
+
+/// A config file's text that is not a map of keys.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: not a map of settings")]
+pub(crate) struct NotAMap(String);
+
+/// Whose settings are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Whose {
+    /// This command line's.
+    Given,
+    /// The running drainer's, as published: without notification URLs.
+    Published,
+}
+
+/// The settings in force for `args` and, when it has one, its config `file` (a name for it and
+/// its text), as a config file. Build them first (`build`): this shows, it does not check.
+pub(crate) fn render(
+    args: &PolicyArgs,
+    file: Option<(&str, &str)>,
+    whose: Whose,
+) -> Result<String, NotAMap> {
+    let from_file: BTreeMap<String, Value> = match file {
+        None => BTreeMap::new(),
+        Some((_, text)) if text.trim().is_empty() => BTreeMap::new(),
+        Some((name, text)) => {
+            serde_saphyr::from_str(text).map_err(|_| NotAMap(name.to_string()))?
+        }
+    };
+    let file_name = file.map_or("", |(name, _)| name);
+    let (flags, _) = convert::entries(args);
+    let flags: BTreeMap<String, Value> = flags.into_iter().collect();
+    let mut out = vec![match file {
+        Some((name, _)) => format!(
+            "# The drainer's settings in force: flags given, over {name}, over the defaults."
+        ),
+        None => "# The drainer's settings in force: flags given, over the defaults.".to_string(),
+    }];
+    out.push("# Given back as --config, this file builds the same settings.".into());
+    let cmd = PolicyArgs::augment_args(clap::Command::new("drainer"));
+    // Grouped as --help groups the flags, the groups in the order they first appear.
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for arg in cmd.get_arguments() {
+        let field = arg.get_id().as_str();
+        if NOT_KEYS.contains(&field) {
+            continue;
+        }
+        let key = convert::key(field);
+        let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        let stated = match arg.get_action() {
+            clap::ArgAction::SetTrue => Stated::Value(Value::Bool(false)),
+            clap::ArgAction::Append => Stated::Empty,
+            _ => default(&help),
+        };
+        let mut l = line(&key, &flags, &from_file, file_name, stated);
+        if field == "node_selector" && !args.node_labels.is_empty() && args.node_selector.is_none()
+        {
+            // draino's --node-label joins the file's nodeSelector (`build::selector`).
+            let labels = args.node_labels.join(",");
+            let joined = match from_file.get(&key).and_then(Value::as_str) {
+                Some(s) if !s.trim().is_empty() => format!("{s},{labels}"),
+                _ => labels,
+            };
+            l = format!("{key}: {}  # flag --node-label", Value::String(joined));
+        }
+        let heading = arg.get_help_heading().unwrap_or("Conditions");
+        match groups.iter_mut().find(|(h, _)| *h == heading) {
+            Some((_, lines)) => lines.push(l),
+            None => groups.push((heading, vec![l])),
+        }
+    }
+    for (heading, lines) in groups {
+        out.push(String::new());
+        out.push(format!("# {heading}"));
+        out.extend(lines);
+    }
+    out.push(String::new());
+    out.push("# Only in the file".into());
+    out.push(match from_file.get("podPolicies") {
+        Some(v) => format!("podPolicies: {v}  # {file_name}"),
+        None => "# podPolicies: none".into(),
+    });
+    let urls = args.notify_urls.len()
+        + from_file
+            .get("notifyUrls")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+    out.push(match whose {
+        Whose::Published => "# notifyUrls: not published (they carry their tokens)".to_string(),
+        Whose::Given => format!(
+            "# notifyUrls: {urls} (not shown: they carry their tokens){}",
+            if args.notify_url_files.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", and the ones in {} --notify-url-file",
+                    args.notify_url_files.len()
+                )
+            }
+        ),
+    });
+    if let Some(floor) = args.min_ready_duration {
+        out.push(format!(
+            "# --min-ready-duration={} stays on the command line (a floor no file may lower)",
+            humantime::format_duration(floor)
+        ));
+    }
+    let mut text = out.join("\n");
+    text.push('\n');
+    Ok(text)
+}
+
+/// One key's line: its flag's value, else its file's, else its default, else a comment.
+fn line(
+    key: &str,
+    flags: &BTreeMap<String, Value>,
+    file: &BTreeMap<String, Value>,
+    file_name: &str,
+    default: Stated,
+) -> String {
+    if let Some(v) = flags.get(key) {
+        return format!("{key}: {v}  # flag");
+    }
+    if let Some(v) = file.get(key).filter(|v| !v.is_null()) {
+        return format!("{key}: {v}  # {file_name}");
+    }
+    match default {
+        Stated::Value(v) => format!("{key}: {v}  # default"),
+        Stated::Unset(why) => format!("# {key}: not set ({why})"),
+        Stated::Empty => format!("# {key}: none"),
+        Stated::None => format!("# {key}: not set"),
+    }
+}
+
+/// What `--help` says a flag defaults to.
+#[derive(Debug, PartialEq)]
+enum Stated {
+    Value(Value),
+    /// Not set, and what that means.
+    Unset(String),
+    /// A list, empty.
+    Empty,
+    None,
+}
+
+/// The default a flag's help states, `[default: X]`: a number, a boolean, a string, or a word
+/// saying it is not set. A switch states none: off, as a key nothing sets.
+fn default(help: &str) -> Stated {
+    let Some(start) = help.rfind("[default: ") else {
+        return Stated::None;
+    };
+    let rest = &help[start + "[default: ".len()..];
+    let Some(end) = rest.find(']') else {
+        return Stated::None;
+    };
+    let v = &rest[..end];
+    if UNSET_DEFAULTS.contains(&v) {
+        return Stated::Unset(v.to_string());
+    }
+    Stated::Value(match v {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => match v.parse::<u64>() {
+            Ok(n) => Value::from(n),
+            Err(_) => Value::String(v.to_string()),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests;
