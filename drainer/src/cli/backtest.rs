@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::shared::Output;
+use super::shared::ReportOutput;
 use crate::simulate::{self, Report, history};
 
 /// What a backtest prints at the end for each policy.
@@ -84,7 +84,7 @@ pub(super) fn from_files(
     nodes_file: Option<&std::path::Path>,
     policies: &[std::path::PathBuf],
     after: std::time::Duration,
-    output: Output,
+    output: ReportOutput,
 ) -> ExitCode {
     // Inputs that cannot be read: 1, as for every subcommand; a policy that does not load: 2.
     let read = read_history(history).and_then(|h| nodes(nodes_file).map(|n| (h, n)));
@@ -143,9 +143,9 @@ pub(crate) struct BacktestArgs {
     /// How long past the last recorded transition to keep replaying.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub(crate) after: std::time::Duration,
-    /// text: for people; json: one JSON object per policy, for scripts.
+    /// How to write what each policy would have done.
     #[arg(long, value_enum, default_value = "text")]
-    pub(crate) output: Output,
+    pub(crate) output: ReportOutput,
 }
 
 pub(super) fn backtest(args: BacktestArgs) -> ExitCode {
@@ -180,7 +180,10 @@ pub(super) fn backtest(args: BacktestArgs) -> ExitCode {
     write(replay(h, &nodes, &args.policies, args.after), args.output)
 }
 
-fn write(result: Result<(history::History, Vec<Summary>), String>, output: Output) -> ExitCode {
+fn write(
+    result: Result<(history::History, Vec<Summary>), String>,
+    output: ReportOutput,
+) -> ExitCode {
     let (h, summaries) = match result {
         Ok(x) => x,
         Err(e) => {
@@ -190,14 +193,14 @@ fn write(result: Result<(history::History, Vec<Summary>), String>, output: Outpu
     };
     let stdout = std::io::stdout();
     let mut out = nodemedic_common::events::PrintableWriter(std::io::BufWriter::new(stdout.lock()));
-    let written = if output == Output::Json {
-        summaries.iter().try_for_each(|s| {
+    let written = match output {
+        ReportOutput::Json => summaries.iter().try_for_each(|s| {
             serde_json::to_writer(&mut out, s)
                 .map_err(std::io::Error::other)
                 .and_then(|()| writeln!(out))
-        })
-    } else {
-        print(&h, &summaries, &mut out)
+        }),
+        ReportOutput::Text => print(&h, &summaries, &mut out),
+        ReportOutput::Html => out.write_all(html(&h, &summaries).as_bytes()),
     };
     match written.and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -210,6 +213,43 @@ fn write(result: Result<(history::History, Vec<Summary>), String>, output: Outpu
 
 /// A line of the summary table: its name and what it shows of a policy's run.
 type Row = (&'static str, fn(&Summary) -> String);
+
+const ROWS: [Row; 6] = [
+    ("nodes drained", |x| x.nodes_drained.to_string()),
+    ("cordons", |x| x.cordons.to_string()),
+    ("drains", |x| x.drains.to_string()),
+    ("uncordons", |x| x.uncordons.to_string()),
+    ("max cordoned at once", |x| {
+        x.max_cordoned_at_once.to_string()
+    }),
+    ("breaker openings", |x| x.breaker_openings.to_string()),
+];
+
+/// The policies' timelines side by side on one page, the summary table on top.
+fn html(h: &history::History, s: &[Summary]) -> String {
+    use simulate::timeline::{Axis, Run, page};
+    let runs: Vec<Run> = s
+        .iter()
+        .map(|x| Run {
+            title: format!("policy {}", x.policy),
+            about: String::new(),
+            report: &x.report,
+        })
+        .collect();
+    let rows: Vec<(String, Vec<String>)> = ROWS
+        .iter()
+        .map(|(name, f)| (name.to_string(), s.iter().map(f).collect()))
+        .collect();
+    let note = match h.transitions.first() {
+        Some(f) => format!(
+            "{} condition transitions replayed; times are from a minute before the first, {}. Hover a bar for its reason.",
+            h.transitions.len(),
+            f.at
+        ),
+        None => "No transitions.".to_string(),
+    };
+    page("backtest", &note, &runs, Axis::Shared, &rows)
+}
 
 fn print(h: &history::History, s: &[Summary], out: &mut impl Write) -> std::io::Result<()> {
     let (first, last) = (h.transitions.first(), h.transitions.last());
@@ -237,17 +277,7 @@ fn print(h: &history::History, s: &[Summary], out: &mut impl Write) -> std::io::
             .map(|x| format!("{:>24}", short(&x.policy)))
             .collect::<String>()
     )?;
-    let rows: [Row; 6] = [
-        ("nodes drained", |x| x.nodes_drained.to_string()),
-        ("cordons", |x| x.cordons.to_string()),
-        ("drains", |x| x.drains.to_string()),
-        ("uncordons", |x| x.uncordons.to_string()),
-        ("max cordoned at once", |x| {
-            x.max_cordoned_at_once.to_string()
-        }),
-        ("breaker openings", |x| x.breaker_openings.to_string()),
-    ];
-    for (name, f) in rows {
+    for (name, f) in ROWS {
         writeln!(
             out,
             "{name:<24}{}",

@@ -23,6 +23,18 @@ pub(crate) enum Output {
     Json,
 }
 
+/// How `simulate` and `backtest` write what happened.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ReportOutput {
+    /// For people: what happened, line by line.
+    Text,
+    /// For scripts: one JSON object per scenario or policy, a line each.
+    Json,
+    /// One self-contained HTML page of timelines (a swimlane per node, nodes cordoned over time,
+    /// breaker openings; policies side by side): open it in a browser.
+    Html,
+}
+
 /// A one-thread runtime for the live commands (they make a few list calls).
 pub(crate) fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, ExitCode> {
     match tokio::runtime::Builder::new_current_thread()

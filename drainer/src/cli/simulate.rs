@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::shared::Output;
+use super::shared::ReportOutput;
 
 #[derive(clap::Args)]
 pub(crate) struct SimulateArgs {
@@ -27,9 +27,9 @@ pub(crate) struct SimulateArgs {
     /// With --history: how long past the last recorded transition to keep replaying.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub(crate) after: std::time::Duration,
-    /// text: for people; json: one JSON object per line, for scripts.
+    /// How to write what happened.
     #[arg(long, value_enum, default_value = "text")]
-    pub(crate) output: Output,
+    pub(crate) output: ReportOutput,
 }
 
 pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
@@ -42,6 +42,7 @@ pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
     let start: Timestamp = "2026-01-05T00:00:00Z"
         .parse()
         .unwrap_or(Timestamp::UNIX_EPOCH);
+    let mut drawn = Vec::new();
     for path in &args.scenarios {
         let file = path.display().to_string();
         let result = std::fs::read_to_string(path)
@@ -63,18 +64,43 @@ pub(super) fn simulate(args: SimulateArgs) -> ExitCode {
                 if !report.failed.is_empty() {
                     code = ExitCode::from(1);
                 }
-                if args.output == Output::Json {
-                    serde_json::to_writer(&mut out, &report)
+                match args.output {
+                    ReportOutput::Json => serde_json::to_writer(&mut out, &report)
                         .map_err(std::io::Error::other)
-                        .and_then(|()| writeln!(out))
-                } else {
-                    writeln!(out, "== {file}")
+                        .and_then(|()| writeln!(out)),
+                    ReportOutput::Text => writeln!(out, "== {file}")
                         .and_then(|()| simulate::print(&report, &s.description, &mut out))
-                        .and_then(|()| writeln!(out, "simulated in {:.2} s", took.as_secs_f64()))
+                        .and_then(|()| writeln!(out, "simulated in {:.2} s", took.as_secs_f64())),
+                    ReportOutput::Html => {
+                        drawn.push((file, s.description.clone(), report));
+                        Ok(())
+                    }
                 }
             }
         };
         if let Err(e) = written {
+            say!("writing failed: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if args.output == ReportOutput::Html {
+        use simulate::timeline::{Axis, Run, page};
+        let runs: Vec<Run> = drawn
+            .iter()
+            .map(|(title, about, report)| Run {
+                title: title.clone(),
+                about: about.clone(),
+                report,
+            })
+            .collect();
+        let html = page(
+            "drainer simulate",
+            "Times are from the start of each scenario. Hover a bar for its reason.",
+            &runs,
+            Axis::Each,
+            &[],
+        );
+        if let Err(e) = out.write_all(html.as_bytes()) {
             say!("writing failed: {e}");
             return ExitCode::from(1);
         }

@@ -51,8 +51,13 @@ pub const RESYNC: Duration = Duration::from_secs(60);
 pub(crate) enum Tap {
     /// A fleet-wide change, in the round at `at`.
     Fleet { at: Timestamp, event: FleetEvent },
-    /// A round at `at` and what it carried out.
-    Round { at: Timestamp, done: Vec<Done> },
+    /// A round at `at`, what it carried out, and the nodes it decided on: each with why a gate
+    /// holds it (`None`: none does).
+    Round {
+        at: Timestamp,
+        done: Vec<Done>,
+        decided: Vec<(String, Option<String>)>,
+    },
     /// A drain attempt ended (its record decided and being written).
     DrainEnded {
         at: Timestamp,

@@ -63,8 +63,13 @@ impl<C: Cluster> Controller<C> {
         self.waits.retain(|n| fleet.contains(n));
         let mut writes = Vec::new();
         let mut done = Vec::new();
+        let mut decided = Vec::new();
         for (d, view) in decisions {
             self.log_decision(&d);
+            if self.tap.is_some() {
+                let held = d.why.is_gate().then(|| d.why.to_string());
+                decided.push((d.node.to_string(), held));
+            }
             let budget = match d.why {
                 Why::CordonBudget { .. } => Some(Budget::Cordons),
                 Why::DrainBudget { .. } => Some(Budget::Drains),
@@ -108,7 +113,11 @@ impl<C: Cluster> Controller<C> {
             self.written(&node, effect, ok, now);
         }
         if self.tap.is_some() {
-            self.tap(Tap::Round { at: now, done });
+            self.tap(Tap::Round {
+                at: now,
+                done,
+                decided,
+            });
         }
         if relisted {
             // The first list (or a relist) and the round over every node freed the pages of the

@@ -198,6 +198,24 @@ impl Why {
     pub fn kind(&self) -> std::mem::Discriminant<Why> {
         std::mem::discriminant(self)
     }
+
+    /// Whether a gate holds the node back from what it would otherwise get (a budget, the
+    /// breaker, an outage, flapping, a pause, a window, pods that block its drain).
+    pub(crate) fn is_gate(&self) -> bool {
+        matches!(
+            self,
+            Why::CordonBudget { .. }
+                | Why::DrainBudget { .. }
+                | Why::DrainSpacing { .. }
+                | Why::BlockedByPods { .. }
+                | Why::BreakerOpen { .. }
+                | Why::DomainOutage { .. }
+                | Why::DomainBudget { .. }
+                | Why::Flapping { .. }
+                | Why::Paused { .. }
+                | Why::OutsideDrainWindow { .. }
+        )
+    }
 }
 
 impl std::fmt::Display for Why {

@@ -67,7 +67,7 @@ fn every_action_the_controller_takes_was_announced_by_explain_just_before() {
     let (announced, taps) = runtime.block_on(drive(&mut plan, &cfg));
     let mut checked = 0;
     for tap in taps {
-        let Tap::Round { at, done } = tap else {
+        let Tap::Round { at, done, .. } = tap else {
             continue;
         };
         for d in done.into_iter().filter(|d| d.ok) {

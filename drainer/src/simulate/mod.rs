@@ -33,6 +33,7 @@
 pub mod history;
 pub mod report;
 pub mod scenario;
+pub(crate) mod timeline;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;

@@ -35,12 +35,18 @@ pub struct Report {
     pub(crate) rounds: usize,
     /// Expectations that failed, in words (empty: all held).
     pub(crate) failed: Vec<String>,
+    /// When a gate (a budget, the breaker, an outage, a window...) began to hold a node, with its
+    /// words (`held`), and when none held it any more (`released`).
+    pub(crate) held: Vec<Happening>,
     /// Nodes cordoned at least once.
     #[serde(skip)]
     pub(crate) touched: BTreeSet<String>,
     /// Cordoned by the drainer now.
     #[serde(skip)]
     pub(crate) cordoned_now: usize,
+    /// Held by a gate now.
+    #[serde(skip)]
+    pub(crate) held_now: BTreeSet<String>,
 }
 
 impl Report {
@@ -61,8 +67,9 @@ impl Report {
                     self.happened(secs, "drained", Some(node), String::new());
                 }
             }
-            Tap::Round { done, .. } => {
+            Tap::Round { done, decided, .. } => {
                 self.rounds += 1;
+                self.holds(secs, decided);
                 for d in done.into_iter().filter(|d| d.ok) {
                     let what = match d.did {
                         Did::Cordon | Did::Taint => {
@@ -103,6 +110,34 @@ impl Report {
                 {
                     let after = secs.saturating_sub(plan.secs(last));
                     self.all_uncordoned_after_last_step = Some(after);
+                }
+            }
+        }
+    }
+
+    /// A node a gate begins to hold is `held` from then; one no gate holds any more is `released`.
+    fn holds(&mut self, secs: u64, decided: Vec<(String, Option<String>)>) {
+        for (node, held) in decided {
+            match held {
+                Some(why) => {
+                    if self.held_now.insert(node.clone()) {
+                        self.held.push(Happening {
+                            at_secs: secs,
+                            what: "held".into(),
+                            node: Some(node),
+                            detail: why,
+                        });
+                    }
+                }
+                None => {
+                    if self.held_now.remove(&node) {
+                        self.held.push(Happening {
+                            at_secs: secs,
+                            what: "released".into(),
+                            node: Some(node),
+                            detail: String::new(),
+                        });
+                    }
                 }
             }
         }

@@ -1,0 +1,135 @@
+use super::*;
+
+fn h(at_secs: u64, what: &str, node: Option<&str>, detail: &str) -> Happening {
+    Happening {
+        at_secs,
+        what: what.into(),
+        node: node.map(String::from),
+        detail: detail.into(),
+    }
+}
+
+fn report() -> Report {
+    Report {
+        happenings: vec![
+            h(60, "cordon", Some("a"), "KernelDeadlock=True for 10m"),
+            h(120, "breaker opened", None, "3 of 5 nodes unhealthy"),
+            h(600, "drain", Some("a"), "after the drain buffer"),
+            h(660, "drained", Some("a"), ""),
+            h(700, "cordon", Some("b<x>"), "ReadonlyFilesystem"),
+            h(900, "breaker closed", None, "after 13m"),
+            h(1200, "probation", Some("a"), "problem cleared"),
+            h(1500, "uncordon", Some("a"), "healthy 5m"),
+            h(1600, "uncordon", Some("b<x>"), "cleared"),
+        ],
+        held: vec![
+            h(
+                300,
+                "held",
+                Some("c"),
+                "waiting for the cordon budget: 1 of 1",
+            ),
+            h(650, "held", Some("a"), "waiting for a drain slot"),
+            h(1700, "released", Some("a"), ""),
+            h(1800, "held", Some("d"), "breaker open"),
+            h(1900, "released", Some("d"), ""),
+        ],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn each_node_gets_its_states_in_order_each_ending_where_the_next_begins() {
+    let lanes = lanes(&report(), 2000);
+    let names: Vec<&str> = lanes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["a", "c", "b<x>", "d"]);
+    let a: Vec<(State, u64, u64)> = lanes[0].1.iter().map(|s| (s.state, s.from, s.to)).collect();
+    assert_eq!(
+        a,
+        [
+            (State::Cordoned, 60, 600),
+            (State::Draining, 600, 660),
+            (State::Drained, 660, 1200),
+            (State::Probation, 1200, 1500),
+            (State::Uncordoned, 1500, 2000),
+        ]
+    );
+    // A wait while draining does not undo the drain: it is said on it.
+    assert!(
+        lanes[0].1[1]
+            .why
+            .contains("then held: waiting for a drain slot")
+    );
+    // A node only ever held is held to the end.
+    assert_eq!(lanes[1].1.len(), 1);
+    assert_eq!(
+        (lanes[1].1[0].state, lanes[1].1[0].from, lanes[1].1[0].to),
+        (State::Held, 300, 2000)
+    );
+    // Held, then released: the span ends there, and nothing follows.
+    let d: Vec<(State, u64, u64)> = lanes[3].1.iter().map(|s| (s.state, s.from, s.to)).collect();
+    assert_eq!(d, [(State::Held, 1800, 1900)]);
+}
+
+#[test]
+fn the_count_and_the_breaker_follow_the_happenings() {
+    let r = report();
+    assert_eq!(
+        cordoned_over_time(&r),
+        [(0, 0), (60, 1), (700, 2), (1500, 1), (1600, 0)]
+    );
+    assert_eq!(
+        breaker_spans(&r, 2000),
+        [(120, 900, "3 of 5 nodes unhealthy".to_string())]
+    );
+    let mut open = r;
+    open.happenings.retain(|h| h.what != "breaker closed");
+    assert_eq!(
+        breaker_spans(&open, 2000)[0].1,
+        2000,
+        "still open: to the end"
+    );
+}
+
+#[test]
+fn the_page_is_self_contained_and_escapes_what_nodes_are_named() {
+    let r = report();
+    let runs = [
+        Run {
+            title: "policy <one>".into(),
+            about: String::new(),
+            report: &r,
+        },
+        Run {
+            title: "two".into(),
+            about: "a second policy".into(),
+            report: &r,
+        },
+    ];
+    let rows = vec![("drains".to_string(), vec!["1".to_string(), "1".to_string()])];
+    let html = page(
+        "backtest",
+        "times from the first transition",
+        &runs,
+        Axis::Shared,
+        &rows,
+    );
+    assert!(!html.contains("<script"), "no script");
+    assert!(
+        !html.contains("src=") && !html.contains("href="),
+        "nothing fetched"
+    );
+    assert!(html.contains("data-node=\"b&lt;x&gt;\""));
+    assert!(!html.contains("b<x>"));
+    assert_eq!(html.matches("<svg ").count(), 2, "one timeline per policy");
+    assert!(html.contains("<th>policy &lt;one&gt;</th><th>two</th>"));
+    assert!(html.contains("a cordoned from +1m00s to +10m00s: KernelDeadlock=True for 10m"));
+}
+
+#[test]
+fn ticks_are_round_and_about_ten() {
+    assert_eq!(tick_step(60), 10);
+    assert_eq!(tick_step(3600), 600);
+    assert_eq!(tick_step(86400 * 3), 43200);
+    assert!(86400 * 30 / tick_step(86400 * 30) <= 10);
+}
