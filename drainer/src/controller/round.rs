@@ -19,6 +19,20 @@ use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 use crate::model::occurrence::Occurrence;
 
+/// For the tap: each decided node, and why a gate holds it (`None`: none does).
+fn held_by_gates<'a>(
+    decisions: impl Iterator<Item = &'a NodeDecision>,
+) -> Vec<(String, Option<String>)> {
+    decisions
+        .map(|d| {
+            (
+                d.node.to_string(),
+                d.why.is_gate().then(|| d.why.to_string()),
+            )
+        })
+        .collect()
+}
+
 /// A failed write is tried again after this long.
 const WRITE_RETRY: Duration = Duration::from_secs(5);
 /// Nodes handled between two yields to the runtime (and the size from which a round is decided on
@@ -63,13 +77,12 @@ impl<C: Cluster> Controller<C> {
         self.waits.retain(|n| fleet.contains(n));
         let mut writes = Vec::new();
         let mut done = Vec::new();
-        let mut decided = Vec::new();
+        let decided = match self.tap {
+            Some(_) => held_by_gates(decisions.iter().map(|(d, _)| d)),
+            None => Vec::new(),
+        };
         for (d, view) in decisions {
             self.log_decision(&d);
-            if self.tap.is_some() {
-                let held = d.why.is_gate().then(|| d.why.to_string());
-                decided.push((d.node.to_string(), held));
-            }
             let budget = match d.why {
                 Why::CordonBudget { .. } => Some(Budget::Cordons),
                 Why::DrainBudget { .. } => Some(Budget::Drains),
