@@ -125,13 +125,11 @@ impl<C: Cluster> Controller<C> {
             }
             self.written(&node, effect, ok, now);
         }
-        if self.tap.is_some() {
-            self.tap(Tap::Round {
-                at: now,
-                done,
-                decided,
-            });
-        }
+        self.tap(Tap::Round {
+            at: now,
+            done,
+            decided,
+        });
         if relisted {
             // The first list (or a relist) and the round over every node freed the pages of the
             // watches' lists and the round's own decisions; they would stay in the RSS for good.
