@@ -11,7 +11,7 @@
 # Why: each kubelet status update reaches the drainer alone and finds the code of the HTTP client,
 # kube's watch and the decoder cold; the profile packs that path into fewer cache lines and pages.
 # At 500 and 5,000 nodes the scale bench's CPU per update went from medians of 121 and 122 us to
-# 93 and 87 us (2026-11-26; README's figures table has the shipped figures).
+# 93 and 87 us (2026-11-26; docs/benchmarks.md has the shipped figures).
 #
 # Needs llvm-profdata of the LLVM rustc uses: the toolchain's llvm-tools component (added with rustup
 # when it is missing and rustup is there), or LLVM_PROFDATA naming one of the same major version.

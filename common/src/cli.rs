@@ -174,3 +174,140 @@ pub fn undocumented(cmd: &clap::Command) -> Vec<String> {
     walk(cmd, cmd.get_name(), &mut out);
     out
 }
+
+/// The command-line reference of `cmd` and its subcommands as Markdown, from the same clap
+/// definition as `--help` (`docs/reference/`; a test per binary fails when the committed file
+/// differs). Per command: what it does, its usage, and a table of its options under `--help`'s
+/// headings: the flag and its value, its environment variable, its default, what it does.
+pub fn markdown(cmd: &clap::Command) -> String {
+    let mut cmd = cmd.clone();
+    cmd.build();
+    let mut out = format!(
+        "# `{}` command-line reference\n\nGenerated from the code (`{}`'s clap definition): do not edit; \
+         a test regenerates it and fails when this file differs (`NODEMEDIC_WRITE_DOCS=1 cargo test` \
+         rewrites it).\n",
+        cmd.get_name(),
+        cmd.get_name()
+    );
+    command_markdown(&cmd, cmd.get_name(), &mut out);
+    out
+}
+
+fn command_markdown(cmd: &clap::Command, path: &str, out: &mut String) {
+    use std::fmt::Write as _;
+    let about = cmd
+        .get_long_about()
+        .or(cmd.get_about())
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let mut usage = cmd.clone().render_usage().to_string();
+    usage = usage.trim_start_matches("Usage: ").to_string();
+    let _ = write!(out, "\n## `{path}`\n\n{about}\n\n```text\n{usage}\n```\n");
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for a in cmd.get_arguments() {
+        let id = a.get_id().as_str();
+        if id == "help" || id == "version" || a.is_hide_set() {
+            continue;
+        }
+        let name = match (a.get_long(), a.get_short()) {
+            (Some(l), _) => format!("--{l}"),
+            (None, Some(s)) => format!("-{s}"),
+            (None, None) => format!("<{}>", id.to_uppercase()),
+        };
+        let takes_value = a.get_num_args().is_some_and(|n| n.takes_values());
+        let value = match a.get_value_names() {
+            Some(v) if takes_value && a.get_long().is_some() => format!("={}", v.join(" ")),
+            _ if takes_value && a.get_long().is_some() => format!("={}", id.to_uppercase()),
+            _ => String::new(),
+        };
+        let env = a
+            .get_env()
+            .map(|e| format!("`{}`", e.to_string_lossy()))
+            .unwrap_or_default();
+        let help = a
+            .get_long_help()
+            .or(a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        let (help, stated) = match help.rfind("[default: ") {
+            Some(i) => (
+                help[..i].trim_end().to_string(),
+                help[i + 10..].trim_end_matches(']').to_string(),
+            ),
+            None => (help, String::new()),
+        };
+        let default = match a.get_default_values() {
+            [] => stated,
+            v => v
+                .iter()
+                .map(|d| d.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(","),
+        };
+        let default = if default.is_empty() {
+            String::new()
+        } else {
+            format!("`{default}`")
+        };
+        let possible: Vec<String> = a
+            .get_possible_values()
+            .iter()
+            .filter(|_| !matches!(a.get_action(), clap::ArgAction::SetTrue))
+            .map(|p| format!("`{}`", p.get_name()))
+            .collect();
+        let mut help = help.replace('\n', " ").replace('|', "\\|");
+        if !possible.is_empty() {
+            help = format!("{help} One of {}.", possible.join(", "));
+        }
+        let row = format!("| `{name}{value}` | {env} | {default} | {help} |");
+        let heading = a.get_help_heading().unwrap_or("Options").to_string();
+        match groups.iter_mut().find(|(h, _)| *h == heading) {
+            Some((_, rows)) => rows.push(row),
+            None => groups.push((heading, vec![row])),
+        }
+    }
+    for (heading, rows) in groups {
+        let _ = write!(
+            out,
+            "\n**{heading}**\n\n| option | environment | default | what it does |\n| --- | --- | --- | --- |\n"
+        );
+        for r in rows {
+            out.push_str(&r);
+            out.push('\n');
+        }
+    }
+    for sub in cmd.get_subcommands() {
+        if sub.get_name() == "help" || sub.is_hide_set() {
+            continue;
+        }
+        command_markdown(sub, &format!("{path} {}", sub.get_name()), out);
+    }
+}
+
+/// Compare `generated` with the committed reference `file` (relative to the workspace root, as
+/// `root` names it); with `NODEMEDIC_WRITE_DOCS=1` write it instead. `Err` says how they differ.
+pub fn check_reference(root: &Path, file: &str, generated: &str) -> Result<(), String> {
+    let path = root.join(file);
+    if std::env::var_os("NODEMEDIC_WRITE_DOCS").is_some() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        return std::fs::write(&path, generated).map_err(|e| e.to_string());
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed == generated {
+        return Ok(());
+    }
+    let first = committed
+        .lines()
+        .zip(generated.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or(committed.lines().count().min(generated.lines().count()));
+    Err(format!(
+        "{file} is not what the code generates (first difference at line {}: committed {:?}, generated {:?}); \
+         regenerate it with NODEMEDIC_WRITE_DOCS=1 cargo test -p nodemedic-drainer -p nodemedic-detector reference",
+        first + 1,
+        committed.lines().nth(first).unwrap_or("(end)"),
+        generated.lines().nth(first).unwrap_or("(end)")
+    ))
+}

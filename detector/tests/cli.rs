@@ -333,14 +333,14 @@ fn npd_json_monitor_files_in_a_rules_directory_are_read_as_they_are() {
 
 #[test]
 fn the_npd_migration_table_names_only_flags_the_detector_has() {
-    use nodemedic_tests::docs::{missing_from_help, readme_table_flags};
-    let flags = readme_table_flags("## Migrating from node-problem-detector");
+    use nodemedic_tests::docs::{doc_table_flags, missing_from_help};
+    let flags = doc_table_flags("docs/migrating-from-npd.md");
     assert!(flags.len() >= 20, "{flags:?}");
     let out = detector().arg("--help").output().unwrap();
     let missing = missing_from_help(&flags, &String::from_utf8_lossy(&out.stdout));
     assert!(
         missing.is_empty(),
-        "in README, not in detector --help: {missing:?}"
+        "in docs/migrating-from-npd.md, not in detector --help: {missing:?}"
     );
 }
 

@@ -97,13 +97,13 @@ fn a_history_needs_a_policy_and_a_bad_file_says_where() {
 }
 
 #[test]
-fn the_readme_shows_a_real_backtest() {
-    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
+fn the_operator_guide_shows_a_real_backtest() {
+    let readme = std::fs::read_to_string(format!("{ROOT}/docs/operator-guide.md")).unwrap();
     let saved =
         std::fs::read_to_string(format!("{ROOT}/tests/fixtures/backtest/expected.txt")).unwrap();
     assert!(
         readme.contains(&saved),
-        "README's backtest example is not what the backtest prints"
+        "the operator guide's backtest example is not what the backtest prints"
     );
 }
 

@@ -302,8 +302,8 @@ fn an_argument_that_is_not_utf8_is_an_error_not_a_crash() {
 
 #[test]
 fn the_draino_migration_table_names_only_flags_the_drainer_has() {
-    use nodemedic_tests::docs::{missing_from_help, readme_table_flags};
-    let flags = readme_table_flags("## Migrating from draino");
+    use nodemedic_tests::docs::{doc_table_flags, missing_from_help};
+    let flags = doc_table_flags("docs/migrating-from-draino.md");
     assert!(flags.len() >= 20, "{flags:?}");
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
         .arg("--help")
@@ -313,7 +313,7 @@ fn the_draino_migration_table_names_only_flags_the_drainer_has() {
     let missing = missing_from_help(&flags, &help);
     assert!(
         missing.is_empty(),
-        "in README, not in drainer --help: {missing:?}"
+        "in docs/migrating-from-draino.md, not in drainer --help: {missing:?}"
     );
     // The DRAINO_ variables the table names are read.
     for var in ["DRAINO_LISTEN", "DRAINO_DRY_RUN", "DRAINO_NODE_LABEL_EXPR"] {

@@ -133,13 +133,16 @@ fn the_kubectl_plugin_explains_from_files_and_an_unknown_node_is_an_error() {
 }
 
 #[test]
-fn the_readme_shows_a_real_explanation() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+fn the_operator_guide_shows_a_real_explanation() {
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/operator-guide.md"
+    ))
+    .unwrap();
     let saved = std::fs::read_to_string(format!("{FIXTURES}/node-d.txt")).unwrap();
     assert!(
         readme.contains(&saved),
-        "README's explain example is not what explain prints for node-d"
+        "the operator guide's explain example is not what explain prints for node-d"
     );
 }
 

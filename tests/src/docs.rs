@@ -1,18 +1,14 @@
-//! README checks shared by the binaries' tests: the flags a README section's tables name, and which
+//! Checks of the docs shared by the binaries' tests: the flags a document's tables name, and which
 //! of them a `--help` output lacks.
 
 use std::path::Path;
 
-/// Every `--flag` (and `-v`, `-d`) written in code spans of the tables of the README section that
-/// starts with `heading`, without `=value`.
-pub fn readme_table_flags(heading: &str) -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(path).expect("README.md");
-    let start = readme.find(heading).expect("the README section");
-    let section = &readme[start..];
-    let end = section[heading.len()..]
-        .find("\n## ")
-        .map_or(section.len(), |i| i + heading.len());
+/// Every `--flag` (and `-v`, `-d`) written in code spans of the tables of `doc` (a path from the
+/// workspace root, e.g. `docs/migrating-from-draino.md`), without `=value`.
+pub fn doc_table_flags(doc: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(doc);
+    let section = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let end = section.len();
     let mut flags: Vec<String> = section[..end]
         .lines()
         .filter(|l| l.starts_with('|'))

@@ -127,6 +127,15 @@ fn run_command(command: Command) -> ExitCode {
 mod tests {
     use super::*;
 
+    /// docs/reference/detector.md is what clap generates.
+    #[test]
+    fn the_committed_command_line_reference_is_what_the_code_generates() {
+        use nodemedic_common::cli::{check_reference, markdown};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let generated = markdown(&<Cli as clap::CommandFactory>::command());
+        check_reference(&root, "docs/reference/detector.md", &generated).unwrap();
+    }
+
     #[test]
     fn every_flag_says_what_it_does() {
         let missing =

@@ -162,10 +162,16 @@ impl<R: BufRead> Once<R> {
             };
             match kmsg::parse(rec) {
                 Ok(r) => {
-                    // Microseconds since the epoch (no boot time offline), saturating.
+                    // Microseconds since boot; a file does not say when the machine booted, so
+                    // offline the boot is taken to be `now` (`--now`): reproducible, and never
+                    // a time in 1970. Saturating.
                     let at = i64::try_from(r.monotonic_us)
                         .ok()
-                        .and_then(|us| Timestamp::from_microsecond(us).ok())
+                        .and_then(|us| {
+                            self.now
+                                .checked_add(k8s_openapi::jiff::SignedDuration::from_micros(us))
+                                .ok()
+                        })
                         .unwrap_or(Timestamp::MAX);
                     set_line(&mut self.event, &r.message, at, position);
                 }
@@ -376,13 +382,14 @@ mod tests {
     }
 
     #[test]
-    fn kmsg_records_are_dated_by_their_monotonic_stamp() {
+    /// A file does not say when the machine booted: offline it is taken to have booted at `now`.
+    fn kmsg_records_are_dated_by_their_monotonic_stamp_after_now() {
         let now = Timestamp::from_second(1_700_000_000).unwrap();
         let mut once = Once::new("6,1,2000000,-;hello\n".as_bytes(), InputFormat::Kmsg, now);
         let r = once.next_record().unwrap().unwrap();
         match r.event {
             SourceEvent::Line { text, at, .. } => {
-                assert_eq!((text.as_str(), at.as_second()), ("hello", 2));
+                assert_eq!((text.as_str(), at.as_second()), ("hello", 1_700_000_002));
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -65,7 +65,8 @@ pub(crate) struct Cli {
 // Parsed once per process: the size of the plan's flags does not matter.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
-    /// Print, without a cluster, what the controller would do and why.
+    /// Print what the controller would do now and why (changes nothing): from files, or with
+    /// --live from the cluster, read-only.
     Plan(PlanArgs),
     /// One node's whole chain: its conditions against the configured ones, the selection, every
     /// gate with its numbers, the drain record and history, each pod's rule, and what happens next.
@@ -245,6 +246,17 @@ fn convert_draino(args: Vec<OsString>) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/reference/drainer.md and kubectl-nodemedic.md are what clap generates.
+    #[test]
+    fn the_committed_command_line_reference_is_what_the_code_generates() {
+        use nodemedic_common::cli::{check_reference, markdown};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let drainer = markdown(&Cli::command());
+        check_reference(&root, "docs/reference/drainer.md", &drainer).unwrap();
+        let plugin = markdown(&KubectlCli::command());
+        check_reference(&root, "docs/reference/kubectl-nodemedic.md", &plugin).unwrap();
+    }
 
     #[test]
     fn every_flag_says_what_it_does() {

@@ -197,3 +197,97 @@ fn default(help: &str) -> Stated {
 
 #[cfg(test)]
 mod tests;
+
+/// The config file's keys as Markdown (`docs/reference/drainer-config.md`): each key, the flag
+/// that sets the same, the default and what it does, from the same clap definition `--help`
+/// shows; and `podPolicies`, which only the file has. Written by its test.
+#[cfg(test)]
+pub(crate) fn reference() -> String {
+    let mut out = String::from(
+        "# The drainer's config file\n\nGenerated from the code: do not edit; a test fails when this \
+         file differs (`NODEMEDIC_WRITE_DOCS=1 cargo test` rewrites it).\n\n`--config FILE` (the Helm \
+         chart's `drainer.config`, the ConfigMap `nodemedic-drainer-config`) takes YAML with these keys, \
+         the same settings as the flags; a flag given on the command line wins over its key. The file \
+         is reloaded when it changes; a file with errors is refused with each error at \
+         `file:line:column` and the settings in force stay. `drainer config` prints the settings in force \
+         in this form, each value with where it comes from.\n",
+    );
+    let cmd = PolicyArgs::augment_args(clap::Command::new("drainer"));
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for arg in cmd.get_arguments() {
+        let field = arg.get_id().as_str();
+        if NOT_KEYS.contains(&field) && field != "notify_urls" {
+            continue;
+        }
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let default = match arg.get_action() {
+            clap::ArgAction::SetTrue => "`false`".to_string(),
+            clap::ArgAction::Append => "none".to_string(),
+            _ => match default(&help) {
+                Stated::Value(v) => format!("`{v}`"),
+                Stated::Unset(why) => why,
+                Stated::Empty | Stated::None => "not set".to_string(),
+            },
+        };
+        let text = match help.rfind("[default: ") {
+            Some(i) => help[..i].trim_end(),
+            None => help.trim_end(),
+        };
+        let kind = match arg.get_action() {
+            clap::ArgAction::SetTrue => "boolean",
+            clap::ArgAction::Append => "list",
+            _ if arg.get_value_names().is_some_and(|v| v == ["BOOL"]) => "boolean",
+            _ => "string",
+        };
+        let flag = match arg.get_long() {
+            Some(l) => format!("`--{l}`"),
+            None => "positional".to_string(),
+        };
+        let row = format!(
+            "| `{}` | {kind} | {flag} | {default} | {} |",
+            convert::key(field),
+            text.replace('\n', " ").replace('|', "\\|")
+        );
+        let heading = arg.get_help_heading().unwrap_or("Conditions");
+        match groups.iter_mut().find(|(h, _)| *h == heading) {
+            Some((_, rows)) => rows.push(row),
+            None => groups.push((heading, vec![row])),
+        }
+    }
+    for (heading, rows) in groups {
+        out.push_str(&format!(
+            "\n## {heading}\n\n| key | kind | flag | default | what it does |\n| --- | --- | --- | --- | --- |\n"
+        ));
+        for r in rows {
+            out.push_str(&r);
+            out.push('\n');
+        }
+    }
+    out.push_str(POD_POLICIES);
+    out
+}
+
+/// `podPolicies` has no flag: its form, by hand, beside the generated keys (the field names are
+/// `file::RawPolicy`'s; the reference test checks each appears here).
+#[cfg(test)]
+const POD_POLICIES: &str = "
+## Only in the file: `podPolicies`
+
+What a drain does with each workload's pods: a list of policies, the first that matches a pod
+decides; pods no policy matches follow the eviction settings above.
+
+| field | what it does |
+| --- | --- |
+| `name` | a name for logs and Events |
+| `namespaces` | the pod's namespace is one of these (none given: any) |
+| `selector` | a label selector over the pod's labels, e.g. `app=db,tier!=cache` |
+| `ownerKinds` | the kind of the pod's controller: `Job`, `StatefulSet`, `ReplicaSet`, `DaemonSet`, ... |
+| `priorityClasses` | the pod's priority class is one of these |
+| `action` | `evict` (through the Eviction API), `skip` (never evicted; the drain completes without it), `wait` (let it finish; evicted if still running `maxWait` after the drain started), `delete` (deleted when its eviction has been refused for `after`) |
+| `maxWait` | with `wait`: how long to let it run |
+| `after` | with `delete`: how long refusals go on before it is deleted |
+";

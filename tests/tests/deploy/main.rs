@@ -380,7 +380,7 @@ fn the_drainers_memory_comment_is_the_same_in_kustomize_and_helm() {
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
         let start = lines
             .iter()
-            .position(|l| l.starts_with("# Measured (README, Benchmarks): RSS"))
+            .position(|l| l.starts_with("# Measured (docs/benchmarks.md): RSS"))
             .unwrap_or_else(|| panic!("{path}: no drainer memory comment"));
         lines[start..]
             .iter()
@@ -479,4 +479,70 @@ fn the_kubelet_credential_overlay_gives_the_detector_the_nodes_credential_only()
     }
     let volumes = spec["volumes"].as_array().unwrap();
     assert!(volumes.iter().all(|v| v["name"] != "token"));
+}
+
+/// The README's install section: its kustomize overlay and its `helm install --set` flags point
+/// both workloads at the images the operator built (copied from the README, not restated here).
+#[test]
+fn the_readmes_overlay_and_helm_values_point_both_workloads_at_your_images() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let after = &readme[readme
+        .find("my-cluster/kustomization.yaml")
+        .expect("the overlay")..];
+    let yaml = after
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the overlay's block");
+    let dir = repo().join(format!("target/readme-overlay-{}", std::process::id()));
+    let overlay = dir.join("my-cluster");
+    std::fs::create_dir_all(&overlay).unwrap();
+    // The README's overlay sits beside deploy/; this one two folders deeper.
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        yaml.replace("../deploy", "../../../deploy"),
+    )
+    .unwrap();
+    let rendered = kustomize(&overlay);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let Some(rendered) = rendered else { return };
+    let image = |docs: &[Value], kind: &str, name: &str| {
+        pod_spec(find(docs, kind, name))["containers"][0]["image"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        image(&rendered, "DaemonSet", "nodemedic-detector"),
+        "REGISTRY/nodemedic/detector:0.1.0"
+    );
+    assert_eq!(
+        image(&rendered, "Deployment", "nodemedic-drainer"),
+        "REGISTRY/nodemedic/drainer:0.1.0"
+    );
+
+    // `helm install ... --set K=V ...` as the README writes it.
+    let install = &readme[readme.find("helm install nodemedic").expect("helm install")..];
+    let install = install[..install.find("```").unwrap()].replace("\\\n", " ");
+    let mut values = json!({});
+    for set in install.split_whitespace().skip_while(|w| *w != "--set") {
+        let Some((path, v)) = set.split_once('=') else {
+            continue;
+        };
+        let mut at = &mut values;
+        for key in path.split('.') {
+            at = at.as_object_mut().unwrap().entry(key).or_insert(json!({}));
+        }
+        *at = json!(v);
+    }
+    let Some(helm) = helm_template(&chart(), "nodemedic", "kube-system", Some(&values)) else {
+        return;
+    };
+    assert!(
+        image(&helm, "DaemonSet", "nodemedic-detector").starts_with("REGISTRY/nodemedic/detector:"),
+        "{values}"
+    );
+    assert!(
+        image(&helm, "Deployment", "nodemedic-drainer").starts_with("REGISTRY/nodemedic/drainer:")
+    );
 }

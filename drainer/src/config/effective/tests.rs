@@ -174,3 +174,28 @@ fn defaults_are_read_as_help_states_them() {
     assert_eq!(default("x [default: never]"), Stated::Unset("never".into()));
     assert_eq!(default("Also evict pods."), Stated::None);
 }
+
+/// docs/reference/drainer-config.md is what the code generates, and names every field of a pod
+/// policy the file takes.
+#[test]
+fn the_committed_config_reference_is_what_the_code_generates() {
+    let generated = reference();
+    for field in [
+        "name",
+        "namespaces",
+        "selector",
+        "ownerKinds",
+        "priorityClasses",
+        "action",
+        "maxWait",
+        "after",
+    ] {
+        assert!(
+            generated.contains(&format!("| `{field}` |")),
+            "podPolicies {field}"
+        );
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    nodemedic_common::cli::check_reference(&root, "docs/reference/drainer-config.md", &generated)
+        .unwrap();
+}
