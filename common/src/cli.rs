@@ -115,15 +115,22 @@ mod tests {
 /// own text (`failed to read kubeconfig from '...': No such file or directory` and then the
 /// `io::Error` again), so a cause already contained in what was printed is left out.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
+    let mut out = String::new();
+    let mut cause = Some(e);
     while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.contains(&text) {
+        // A kube error is said in operator words with its own causes (`client::said`), never as
+        // kube's Debug dump of the API server's answer.
+        let (text, next) = match c.downcast_ref::<kube::Error>() {
+            Some(k) => (crate::client::said(k), None),
+            None => (c.to_string(), c.source()),
+        };
+        if out.is_empty() {
+            out = text;
+        } else if !out.contains(&text) {
             out.push_str(": ");
             out.push_str(&text);
         }
-        cause = c.source();
+        cause = next;
     }
     out
 }

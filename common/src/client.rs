@@ -4,6 +4,35 @@
 
 use kube::{Client, Config};
 
+/// A kube error as an operator reads it: the API server's own message with its reason and code
+/// (kube's `Display` of an error answer appends the whole `Status` in Rust's `Debug` form:
+/// `NotFound (Status { status: Some(Failure) ...`), else the error and its causes.
+pub fn said(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => {
+            let reason = if s.reason.is_empty() {
+                String::new()
+            } else {
+                format!("{}, ", s.reason)
+            };
+            format!("{} ({reason}HTTP {})", s.message, s.code)
+        }
+        other => {
+            let mut out = other.to_string();
+            let mut cause = std::error::Error::source(other);
+            while let Some(c) = cause {
+                let text = c.to_string();
+                if !out.contains(&text) {
+                    out.push_str(": ");
+                    out.push_str(&text);
+                }
+                cause = c.source();
+            }
+            out
+        }
+    }
+}
+
 /// Errors building a client.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -11,7 +40,7 @@ pub enum Error {
         "no Kubernetes configuration found (neither in-cluster service account nor KUBECONFIG): {0}"
     )]
     Infer(#[source] kube::config::InferConfigError),
-    #[error("cannot build a Kubernetes client: {0}")]
+    #[error("cannot build a Kubernetes client: {}", said(.0))]
     Build(#[source] kube::Error),
     #[error("kubeconfig {path}: {source}")]
     Kubeconfig {
@@ -39,6 +68,13 @@ pub enum Credential {
 
 /// [`infer`], saying which credential it found.
 pub async fn infer_with_credential(user_agent: &str) -> Result<(Client, Credential), Error> {
+    let (client, credential, _) = infer_with_server(user_agent).await?;
+    Ok((client, credential))
+}
+
+/// [`infer_with_credential`], and the API server's URL (for what a process says at start and when
+/// it cannot reach it).
+pub async fn infer_with_server(user_agent: &str) -> Result<(Client, Credential, String), Error> {
     let config = Config::infer().await.map_err(Error::Infer)?;
     // kube's in-cluster configuration reads the mounted token file; a kubeconfig names its own.
     let in_cluster = config.auth_info.token_file.as_deref()
@@ -48,7 +84,12 @@ pub async fn infer_with_credential(user_agent: &str) -> Result<(Client, Credenti
     } else {
         Credential::Kubeconfig
     };
-    Ok((from_config(config, user_agent)?, credential))
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    Ok((from_config(config, user_agent)?, credential, server))
 }
 
 /// A client as draino's `--kubeconfig` and `--master` say: the kubeconfig file when given (else as
@@ -80,6 +121,11 @@ pub async fn for_flags(
             reason: format!("{e}"),
         })?;
     }
+    // Said before any call, so a process that cannot reach its API server has said which.
+    tracing::info!(
+        api_server = %config.cluster_url.to_string().trim_end_matches('/'),
+        "using the API server"
+    );
     from_config(config, user_agent)
 }
 
@@ -132,5 +178,28 @@ mod tests {
             without_trust_store_for_http(with_ca).root_cert,
             Some(vec![vec![1, 2]])
         );
+    }
+}
+
+#[cfg(test)]
+mod said_tests {
+    #[test]
+    fn an_error_answer_is_the_servers_message_not_a_dump() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 404, "reason": "NotFound",
+            "message": "nodes \"n1\" not found", "metadata": {}
+        }))
+        .unwrap();
+        let e = kube::Error::Api(status.boxed());
+        assert_eq!(
+            super::said(&e),
+            "nodes \"n1\" not found (NotFound, HTTP 404)"
+        );
+        assert!(
+            e.to_string().contains("Status {"),
+            "kube's own words carry the dump"
+        );
+        let chained = crate::cli::error_chain(&e);
+        assert_eq!(chained, "nodes \"n1\" not found (NotFound, HTTP 404)");
     }
 }

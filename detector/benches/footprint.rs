@@ -23,9 +23,9 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(async {
-        let cluster = nodemedic_tests::cluster::Cluster::fake().await;
+        let mut cluster = nodemedic_tests::cluster::Cluster::fake().await;
         cluster.create_node("bench-node").await;
-        cluster.fake.expect("the test API server")
+        cluster.fake.take().expect("the test API server")
     });
     let kubeconfig = tmp.path().join("kubeconfig");
     std::fs::write(

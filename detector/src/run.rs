@@ -55,6 +55,8 @@ pub struct Options {
     /// Which credential it runs with; what that credential may write is found out at start and
     /// said in the log and `/healthz` ([`crate::report::confinement`]).
     pub credential: nodemedic_common::client::Credential,
+    /// The API server's URL, named when it cannot be reached.
+    pub api_server: String,
 }
 
 /// A started detector.
@@ -98,7 +100,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let reporter = KubeReporter::new(client, &opts.node_name);
-    let node = read_node_until_ok(&reporter, &opts.node_name, stop_rx.clone()).await?;
+    let node = read_node_until_ok(&reporter, &opts, stop_rx.clone()).await?;
     say_confinement(&reporter, opts.credential, &health).await;
     let owned = conditions::owned_types(&node);
     let restored = Condition::true_on(&node);
@@ -227,9 +229,10 @@ async fn watch_stalls(health: Health, metrics: Metrics, mut stop: watch::Receive
 
 async fn read_node_until_ok(
     reporter: &KubeReporter,
-    node: &str,
+    opts: &Options,
     mut stop: watch::Receiver<bool>,
 ) -> Result<k8s_openapi::api::core::v1::Node> {
+    let (node, api_server) = (&opts.node_name, &opts.api_server);
     let mut failures = 0;
     loop {
         match reporter.read_node().await {
@@ -237,7 +240,7 @@ async fn read_node_until_ok(
             Err(e) => {
                 failures += 1;
                 let wait = backoff(failures);
-                tracing::warn!(%node, error = %e, retry_in = ?wait, "cannot read this node from the API server");
+                tracing::warn!(%node, %api_server, error = %e, retry_in = %humantime::format_duration(wait), "cannot read this node from the API server");
                 tokio::select! {
                     _ = stop.changed() => return Err(Error::Stopped),
                     _ = tokio::time::sleep(wait) => {}

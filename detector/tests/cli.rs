@@ -453,3 +453,88 @@ fn check_over_a_file_with_no_line_of_its_format_is_an_error() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("1 malformed skipped"), "{stderr}");
 }
+
+/// A detector that cannot reach its API server says so, naming it (issue 42: a detector in an
+/// image once left an empty log). Its first line names the server before any call is made.
+#[test]
+fn a_detector_that_cannot_reach_its_api_server_says_which() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"http://127.0.0.1:{port}\"}}}}]\n\
+             users: [{{name: u, user: {{token: x}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
+        ),
+    )
+    .unwrap();
+    let mut child = detector()
+        .args([
+            "run",
+            "--node-name",
+            "n1",
+            "--listen",
+            "127.0.0.1:0",
+            "--rules",
+        ])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/rules"))
+        .arg("--state-file")
+        .arg(dir.path().join("state.json"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let server = format!("http://127.0.0.1:{port}");
+    let mut seen = Vec::new();
+    let said = loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(line) => {
+                let found = line.contains("cannot read this node from the API server");
+                seen.push(line);
+                if found {
+                    break seen.last().cloned().unwrap();
+                }
+            }
+            Err(_) => break String::new(),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        said.contains(&format!("api_server={server}")),
+        "the failure names the server: {seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("detector starting") && l.contains(&server)),
+        "the first line names the server: {seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|l| nodemedic_tests::debug_dump::find(l).is_none()),
+        "{seen:#?}"
+    );
+}

@@ -196,7 +196,8 @@ pub(crate) async fn run(
             Err(e) => {
                 let conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
                 if !conflict && let Some(quiet) = failing.allow(std::time::Instant::now()) {
-                    tracing::warn!(error = %e, earlier_failures_not_logged = quiet, "lease request failed; retrying (logged at most once a minute)");
+                    let error = nodemedic_common::client::said(&e);
+                    tracing::warn!(%error, earlier_failures_not_logged = quiet, "lease request failed; retrying (logged at most once a minute)");
                 }
                 // Keep leading only while the renew deadline has not passed.
                 !conflict
@@ -247,7 +248,8 @@ async fn release(api: &Api<Lease>, cfg: &LeaseConfig) {
     match api.replace(&cfg.name, &PostParams::default(), &lease).await {
         Ok(_) => tracing::info!(lease = %cfg.name, identity = %cfg.identity, "released the lease"),
         Err(e) => {
-            tracing::warn!(lease = %cfg.name, error = %e, "cannot release the lease; the next leader waits for it to expire")
+            let error = nodemedic_common::client::said(&e);
+            tracing::warn!(lease = %cfg.name, %error, "cannot release the lease; the next leader waits for it to expire")
         }
     }
 }

@@ -25,6 +25,16 @@ pub(crate) fn set_program(name: &'static str) {
     let _ = PROGRAM.set(name);
 }
 
+/// The API server the read-only tools talk to, for their errors (a connection error names it).
+static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `from URL`, the server the tools read, for error messages.
+fn server() -> String {
+    SERVER.get().map_or_else(String::new, |u| {
+        format!(" from {}", u.trim_end_matches('/'))
+    })
+}
+
 /// The name messages start with.
 pub(crate) fn program() -> &'static str {
     PROGRAM.get().copied().unwrap_or("drainer")
@@ -46,13 +56,13 @@ pub(crate) enum LiveError {
     Config(String),
     #[error(transparent)]
     Client(#[from] nodemedic_common::client::Error),
-    #[error("cannot read {what}: {source}")]
+    #[error("cannot read {what}{}: {}", server(), nodemedic_common::client::said(.source))]
     Get {
         what: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot list {what}: {source}")]
+    #[error("cannot list {what}{}: {}", server(), nodemedic_common::client::said(.source))]
     List {
         what: &'static str,
         #[source]
@@ -89,6 +99,7 @@ pub(crate) async fn client(
             .await
             .map_err(|e| LiveError::Config(e.to_string()))?,
     };
+    let _ = SERVER.set(config.cluster_url.to_string());
     Ok(nodemedic_common::client::from_config(
         config,
         nodemedic_common::keys::DRAINER_MANAGER,

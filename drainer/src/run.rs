@@ -304,7 +304,8 @@ async fn publish(
             failed = match write_settings(&api, &name, &p, &lease.identity).await {
                 Ok(()) => false,
                 Err(e) => {
-                    tracing::warn!(configmap = %format!("{}/{name}", lease.namespace), error = %e,
+                    let error = nodemedic_common::client::said(&e);
+                    tracing::warn!(configmap = %format!("{}/{name}", lease.namespace), %error,
                         "cannot publish the settings for kubectl nodemedic; trying again in a minute");
                     true
                 }

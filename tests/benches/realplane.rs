@@ -165,6 +165,7 @@ impl Detector {
             report_tick: Duration::from_millis(50),
             check_dirs: Vec::new(),
             credential: nodemedic_common::client::Credential::Kubeconfig,
+            api_server: "the real control plane".into(),
         };
         let running = nodemedic_detector::run::start(opts, cluster.client_for("detector"))
             .await

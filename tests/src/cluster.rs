@@ -40,6 +40,33 @@ pub struct Cluster {
     pub kubelet: Kubelet,
 }
 
+/// The Events a scenario left on its test API server must read as operators' words: one with a Rust
+/// `Debug` dump in its reason or message fails the scenario (`debug_dump`).
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let Some(fake) = &self.fake else { return };
+        if std::thread::panicking() {
+            return;
+        }
+        let mut dumps = Vec::new();
+        for api in ["v1", "events.k8s.io/v1"] {
+            for ev in fake.objects(api, "events") {
+                for field in ["reason", "message", "note"] {
+                    let text = ev[field].as_str().unwrap_or("");
+                    if let Some(d) = crate::debug_dump::find(text) {
+                        dumps.push(format!("`{d}` in the Event {field}: {text}"));
+                    }
+                }
+            }
+        }
+        assert!(
+            dumps.is_empty(),
+            "Events with Rust Debug dumps:\n{}",
+            dumps.join("\n")
+        );
+    }
+}
+
 impl Cluster {
     pub async fn new() -> Cluster {
         let n = RUN.fetch_add(1, Ordering::Relaxed);

@@ -15,6 +15,7 @@ pub mod admission;
 pub mod bench;
 pub mod bins;
 pub mod cluster;
+pub mod debug_dump;
 pub mod docs;
 pub mod envtest;
 pub mod fleet;

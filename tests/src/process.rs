@@ -89,17 +89,26 @@ pub fn status_mib(pid: u32, field: &str) -> f64 {
 /// A drainer (or detector) process started with `--listen=127.0.0.1:0`, its address read from its
 /// own log line (`serving /metrics ... addr=HOST:PORT`), so no other process can hold the port in
 /// between (a port picked beforehand can be taken by a test running beside: then the test read
-/// the other process's metrics). Its log lines stay readable; killed when dropped.
+/// the other process's metrics). Its log lines stay readable; killed when dropped, and then a line
+/// it logged at INFO or above with a Rust `Debug` dump in it fails the test (`debug_dump`).
 pub struct Logged {
     pub child: std::process::Child,
     pub addr: String,
     pub lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    dumps: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Logged {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let dumps = std::mem::take(&mut *self.dumps.lock().unwrap_or_else(|e| e.into_inner()));
+        if !dumps.is_empty() && !std::thread::panicking() {
+            panic!(
+                "the process logged Rust Debug dumps where operators read:\n{}",
+                dumps.join("\n")
+            );
+        }
     }
 }
 
@@ -114,15 +123,19 @@ impl Logged {
             .expect("start the process");
         let stderr = child.stderr.take().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        // Read on a thread of its own: a test's runtime may be serving the test API server.
+        let dumps = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let found = dumps.clone();
+        // Read on a thread of its own: a test's runtime may be serving the test API server. Every
+        // line is scanned, whether or not the test reads it.
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr)
                 .lines()
                 .map_while(Result::ok)
             {
-                if tx.send(line).is_err() {
-                    return;
-                }
+                let dump = crate::debug_dump::in_log([line.as_str()]);
+                found.lock().unwrap_or_else(|e| e.into_inner()).extend(dump);
+                // The test may stop reading; the scan goes on.
+                let _ = tx.send(line);
             }
         });
         let (early_tx, lines) = tokio::sync::mpsc::unbounded_channel();
@@ -156,7 +169,12 @@ impl Logged {
                 }
             }
         });
-        Logged { child, addr, lines }
+        Logged {
+            child,
+            addr,
+            lines,
+            dumps,
+        }
     }
 }
 

@@ -103,6 +103,7 @@ impl Harness {
             report_tick: Duration::from_millis(50),
             check_dirs: Vec::new(),
             credential: nodemedic_common::client::Credential::Kubeconfig,
+            api_server: "the test API server".into(),
         }
     }
 

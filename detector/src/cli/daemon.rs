@@ -96,10 +96,17 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
         .build()
         .expect("tokio runtime");
     let result: anyhow::Result<()> = rt.block_on(async move {
-        let (client, credential) = nodemedic_common::client::infer_with_credential(
+        let (client, credential, server) = nodemedic_common::client::infer_with_server(
             nodemedic_common::keys::DETECTOR_MANAGER,
         )
         .await?;
+        // Said before any call, so a detector that cannot reach its API server has said which.
+        tracing::info!(
+            node = %node_name,
+            api_server = %server,
+            version = env!("CARGO_PKG_VERSION"),
+            "detector starting"
+        );
         let opts = crate::run::Options {
             node_name,
             rules: args.rules,
@@ -117,6 +124,7 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
             report_tick: std::time::Duration::from_millis(250),
             check_dirs: args.check_dirs,
             credential,
+            api_server: server,
         };
         if args.stale_threshold.is_some() || args.evict_stale_pods {
             tracing::warn!(

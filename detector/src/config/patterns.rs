@@ -73,6 +73,29 @@ impl PatternBudget {
     }
 }
 
+/// What is wrong with regex `p`, and at which character (1-based), as the regex parser says it;
+/// `None` when it parses.
+fn regex_error(p: &str) -> Option<String> {
+    let ast = match regex_syntax::ast::parse::Parser::new().parse(p) {
+        Ok(ast) => ast,
+        Err(e) => {
+            return Some(format!(
+                "{} at character {}",
+                e.kind(),
+                e.span().start.column
+            ));
+        }
+    };
+    match regex_syntax::hir::translate::Translator::new().translate(p, &ast) {
+        Ok(_) => None,
+        Err(e) => Some(format!(
+            "{} at character {}",
+            e.kind(),
+            e.span().start.column
+        )),
+    }
+}
+
 /// Check a pattern's syntax in the form the matcher will compile (`anchor` wraps it: the end anchor
 /// is part of what must parse, e.g. a trailing `# comment` under `(?x)` would swallow it). Parsing
 /// only: the patterns are compiled once, together, by [`crate::matcher::Compiled`]. The pattern is
@@ -89,30 +112,23 @@ pub(super) fn check_pattern(
     if !budget.take(pattern, own, what, errors) {
         return None;
     }
-    let parse = |p: &str| {
-        regex_syntax::Parser::new()
-            .parse(p)
-            .map_err(|e| e.to_string())
-    };
-    match parse(&anchor(&pattern.value)) {
-        Ok(_) => Some(pattern.value.clone()),
-        Err(e) => {
-            // The regex error is multi-line (it draws a caret under the pattern); keep it readable on one
-            // log line by folding it.
-            let detail = e.lines().map(str::trim_end).collect::<Vec<_>>().join(" | ");
-            // A pattern that parses alone but not wrapped hides the wrapping's `)` (a `# comment` under
-            // `(?x)` runs to the end of the line): say so, since the error shows text nobody wrote.
-            let hint = if parse(&pattern.value).is_ok() {
-                format!(
-                    " (patterns are matched as {:?}: under (?x) end a # comment with a newline)",
-                    anchor("PATTERN")
-                )
-            } else {
-                String::new()
-            };
+    // The user's pattern alone first, so an error points into what they wrote; then as it is
+    // matched (anchored), whose own errors only a `# comment` under `(?x)` can cause.
+    let anchored = anchor(&pattern.value);
+    let found = regex_error(&pattern.value).or_else(|| {
+        regex_error(&anchored).map(|e| {
+            format!(
+                "{e} of {anchored:?} (patterns are matched as {:?}: under (?x) end a # comment with a newline)",
+                anchor("PATTERN")
+            )
+        })
+    });
+    match found {
+        None => Some(pattern.value.clone()),
+        Some(detail) => {
             errors.at(
                 &pattern.referenced,
-                format!("{what}: invalid regex {:?}: {detail}{hint}", pattern.value),
+                format!("{what}: invalid regex {:?}: {detail}", pattern.value),
             );
             None
         }

@@ -19,7 +19,7 @@ pub(crate) trait Reporter: Send + Sync + 'static {
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
-    #[error(transparent)]
+    #[error("{}", nodemedic_common::client::said(.0))]
     Api(#[from] kube::Error),
     #[error("API call timed out after {0:?}")]
     Timeout(Duration),

@@ -32,7 +32,7 @@ pub enum KeyError {
         "the drain record key Secret {namespace}/{name} does not exist; the shipped manifests create it empty (the drainer fills it): `kubectl -n {namespace} create secret generic {name}`"
     )]
     Missing { namespace: String, name: String },
-    #[error("cannot read or fill the drain record key Secret {namespace}/{name}: {source}")]
+    #[error("cannot read or fill the drain record key Secret {namespace}/{name}: {}", nodemedic_common::client::said(.source))]
     Api {
         namespace: String,
         name: String,

@@ -118,12 +118,10 @@ impl KubeCluster {
 }
 
 fn api_error(e: kube::Error) -> ApiError {
+    let text = nodemedic_common::client::said(&e);
     match &e {
-        kube::Error::Api(s) => ApiError::Status {
-            code: s.code,
-            text: e.to_string(),
-        },
-        _ => ApiError::Transport(e.to_string()),
+        kube::Error::Api(s) => ApiError::Status { code: s.code, text },
+        _ => ApiError::Transport(text),
     }
 }
 

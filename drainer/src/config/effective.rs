@@ -138,6 +138,19 @@ pub(crate) fn render(
     Ok(text)
 }
 
+/// The settings of a rendered file, `key: value` each (comments and where each comes from left
+/// out), in its order: what a reload compares to say what it changed.
+pub(crate) fn settings(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let l = l.rsplit_once("  # ").map_or(l, |(v, _)| v);
+            let (k, v) = l.split_once(": ")?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
 /// One key's line: its flag's value, else its file's, else its default, else a comment.
 fn line(
     key: &str,

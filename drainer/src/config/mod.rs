@@ -103,6 +103,9 @@ pub struct Config {
     /// Record the watched conditions' transitions the drainer observes here, as JSON lines, for
     /// backtests (`--history-file`; bounded, rotated).
     pub history_file: Option<std::path::PathBuf>,
+    /// The settings as the config file writes them (`key`, value), for what a reload changed
+    /// (`config::effective`; notification URLs are not among them).
+    pub said: Vec<(String, String)>,
 }
 
 /// Marks for a drained node (so an autoscaler, Karpenter or a machine controller replaces it),
@@ -176,13 +179,42 @@ impl Default for Config {
             watchdog: remedy::Watchdog::default(),
             history_file: None,
             pod_policies: Vec::new(),
+            said: Vec::new(),
         }
     }
 }
 
 impl Config {
-    /// The settings that differ from `self` in `new`, each as `name: old -> new` (what a config reload
-    /// logs). The owner is not a setting (it is the Lease name).
+    /// What a reload changed, in the config file's words: `key: old -> new` for each setting
+    /// whose value differs (notification URLs: "notifyUrls changed", never their tokens).
+    pub(crate) fn changes_said(&self, new: &Config) -> Vec<String> {
+        let mut out: Vec<String> = new
+            .said
+            .iter()
+            .filter_map(|(key, now)| {
+                let old = self.said.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                match old {
+                    Some(old) if old == now => None,
+                    Some(old) => Some(format!("{key}: {old} -> {now}")),
+                    None => Some(format!("{key}: {now}")),
+                }
+            })
+            .collect();
+        for (key, _) in &self.said {
+            if !new.said.iter().any(|(k, _)| k == key) {
+                out.push(format!("{key}: no longer set"));
+            }
+        }
+        if self.notify_urls != new.notify_urls {
+            out.push("notifyUrls changed".into());
+        }
+        out
+    }
+
+    /// The settings that differ from `self` in `new`, each as `name: old -> new`, compared as
+    /// built (the tests' check that two ways of giving settings build the same). The owner is not
+    /// a setting (it is the Lease name).
+    #[cfg(test)]
     pub(crate) fn changes(&self, new: &Config) -> Vec<String> {
         let mut out = Vec::new();
         macro_rules! compare {
@@ -249,6 +281,41 @@ pub(crate) fn protected_annotation(s: &str) -> Result<(String, Option<String>), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reload says what it changed as the config file writes it: keys and values an operator
+    /// wrote, never a Rust dump, never a notification URL's token.
+    #[test]
+    fn a_reload_says_what_changed_in_the_files_words() {
+        let args = crate::config::flags::PolicyArgs {
+            config: Some("drainer.yaml".into()),
+            ..Default::default()
+        };
+        let build = |text: &str| crate::config::build::build_with_text(&args, text, true).unwrap();
+        let old = build(
+            "conditions: [\"KernelDeadlock=True,10m\"]\nnodeLabelExpr: \"'pool' in metadata.labels\"\nnotifyUrls: [\"https://hooks.example/A-TOKEN\"]\n",
+        );
+        let new = build(
+            "conditions: [\"KernelDeadlock=True,2h\"]\ndrainBuffer: 20m\nnotifyUrls: [\"https://hooks.example/B-TOKEN\"]\n",
+        );
+        let said = old.changes_said(&new);
+        assert_eq!(
+            said,
+            [
+                "conditions: [\"KernelDeadlock=True,10m\"] -> [\"KernelDeadlock=True,2h\"]",
+                "drainBuffer: \"10m\" -> \"20m\"",
+                "nodeLabelExpr: no longer set",
+                "notifyUrls changed",
+            ]
+        );
+        for line in &said {
+            assert_eq!(nodemedic_tests::debug_dump::find(line), None, "{line}");
+            assert!(!line.contains("TOKEN"));
+        }
+        assert!(old.changes_said(&build(
+            "conditions: [\"KernelDeadlock=True,10m\"]\nnodeLabelExpr: \"'pool' in metadata.labels\"\nnotifyUrls: [\"https://hooks.example/A-TOKEN\"]\n"
+        ))
+        .is_empty());
+    }
 
     #[test]
     fn changes_name_each_setting_that_differs() {

@@ -313,7 +313,7 @@ impl<C: Cluster> Controller<C> {
     pub(crate) fn reconfigure(&mut self, mut new: Config) {
         new.owner = self.cfg.owner.clone();
         new.records = self.cfg.records.clone();
-        let changes = self.cfg.changes(&new);
+        let changes = self.cfg.changes_said(&new);
         if changes.is_empty() {
             tracing::info!("config file changed; the settings did not");
             return;

@@ -47,9 +47,23 @@ fn build_with(
     need_conditions: bool,
     text: Option<&str>,
 ) -> Result<Config, Vec<PolicyError>> {
+    let read;
+    let text = match (text, args.config.as_deref()) {
+        (Some(t), _) => Some(t),
+        (None, None) => None,
+        (None, Some(path)) => {
+            read = std::fs::read_to_string(path).map_err(|e| {
+                vec![PolicyError::Read {
+                    file: path.to_path_buf(),
+                    message: e.to_string(),
+                }]
+            })?;
+            Some(read.as_str())
+        }
+    };
     let (file, errors) = match text {
         Some(text) => parse_file(args.config.as_deref().unwrap_or(Path::new("config")), text)?,
-        None => read_file(args.config.as_deref())?,
+        None => (FileConfig::default(), Vec::new()),
     };
     let mut s = Sources {
         args,
@@ -98,26 +112,21 @@ fn build_with(
     // What flags and files build is read by `plan` and `explain` too, which hold no key: records
     // are taken as they are there (and said to be unverified). `run::start` seals with the key.
     cfg.records = crate::model::seal::RecordTrust::Unchecked;
+    // The settings as operators write them, for what a reload says it changed.
+    let name = args.config.as_ref().map(|p| p.display().to_string());
+    let shown = crate::config::effective::render(
+        args,
+        name.as_deref().zip(text),
+        crate::config::effective::Whose::Given,
+    );
+    cfg.said = shown
+        .map(|t| crate::config::effective::settings(&t))
+        .unwrap_or_default();
     if s.errors.is_empty() {
         Ok(cfg)
     } else {
         Err(s.errors)
     }
-}
-
-/// The file (or none): what parsed, and its parse errors. An unreadable file, or one that does
-/// not parse at all, is the only error.
-fn read_file(path: Option<&Path>) -> Result<(FileConfig, Vec<PolicyError>), Vec<PolicyError>> {
-    let Some(path) = path else {
-        return Ok((FileConfig::default(), Vec::new()));
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        vec![PolicyError::Read {
-            file: path.to_path_buf(),
-            message: e.to_string(),
-        }]
-    })?;
-    parse_file(path, &text)
 }
 
 type Parsed = Result<(FileConfig, Vec<PolicyError>), Vec<PolicyError>>;
