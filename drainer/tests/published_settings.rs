@@ -199,6 +199,31 @@ async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reloa
         "the printed file builds the same settings"
     );
 
+    // `kubectl nodemedic conditions` shows what the running drainer watches on every node: a node
+    // without the condition shows it absent (with the defaults it would not be shown at all).
+    let mut cmd = Command::new(&plugin);
+    cmd.arg("conditions")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg(&lease_flag);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let (text, said) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.starts_with("kubectl nodemedic: showing the running drainer's watched conditions"),
+        "{said}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(ours[1].as_str()))
+        .unwrap_or_else(|| panic!("no {} in\n{text}", ours[1]));
+    assert!(row.contains("KernelDeadlock=absent"), "{text}");
+
     // No drainer behind that Lease: said, and the flags decide (none given here: exit 2).
     let out = plan(&kubeconfig, &["--lease-name=no-such-drainer"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -171,7 +171,7 @@ pub(super) fn backtest(args: BacktestArgs) -> ExitCode {
     let (nodes, events) = match read {
         Err(code) => return code,
         Ok(Err(e)) => {
-            eprintln!("kubectl-nodemedic: {e}");
+            say!("{e}");
             return ExitCode::from(1);
         }
         Ok(Ok(x)) => x,

@@ -26,10 +26,19 @@ pub(crate) struct ConditionsArgs {
     /// text: for people; json: one JSON object per line, for scripts.
     #[arg(long, value_enum, default_value = "text")]
     pub(crate) output: Output,
+    /// The namespace of the running drainer's Lease, whose published settings (the conditions it
+    /// watches, its detector watchdog) are used unless --config or a watchdog flag is given.
+    #[arg(long = "lease-namespace", default_value = "kube-system")]
+    pub(crate) lease_namespace: String,
+    /// The name of the running drainer's Lease.
+    #[arg(long = "lease-name", default_value = "nodemedic-drainer")]
+    pub(crate) lease_name: String,
 }
 
-pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
-    use crate::live;
+/// The settings to show with: the flags' when any is given, else the running drainer's
+/// published ones (said on stderr), else the defaults (said too).
+fn settings(args: &ConditionsArgs) -> Result<crate::config::Config, ExitCode> {
+    use super::config::{Unread, read_published};
     let policy = crate::config::flags::PolicyArgs {
         config: args.config.clone(),
         detector_silent_after: args.detector_silent_after,
@@ -37,15 +46,61 @@ pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
         detector_conditions: args.detector_conditions.clone(),
         ..Default::default()
     };
-    // Only read: no problem condition is needed (one given in --config is shown on every node).
-    let cfg = match crate::config::build::build_for_reading(&policy) {
-        Ok(c) => c,
-        Err(errors) => {
-            for e in &errors {
-                eprintln!("kubectl-nodemedic: {e}");
+    let given = args.config.is_some()
+        || args.detector_silent_after.is_some()
+        || args.detector_daemonset.is_some()
+        || !args.detector_conditions.is_empty();
+    let published = if given {
+        None
+    } else {
+        match read_published(&args.cluster, &args.lease_namespace, &args.lease_name) {
+            Ok(read) => match read.settings.config() {
+                Ok(cfg) => {
+                    say!(
+                        "showing the running drainer's watched conditions and detector watchdog ({}, published by {} at {})",
+                        read.at,
+                        read.by,
+                        read.when
+                    );
+                    Some(cfg)
+                }
+                Err(_) => {
+                    say!(
+                        "the settings in {} cannot be used; showing the defaults",
+                        read.at
+                    );
+                    None
+                }
+            },
+            Err(Unread::Missing { at }) => {
+                say!(
+                    "no running drainer's settings in {at} (--lease-namespace, --lease-name): showing the defaults"
+                );
+                None
             }
-            return ExitCode::from(2);
+            Err(Unread::Cluster(e) | Unread::Bad { why: e, .. }) => {
+                say!("{e}; showing the defaults");
+                None
+            }
         }
+    };
+    if let Some(cfg) = published {
+        return Ok(cfg);
+    }
+    // Only read: no problem condition is needed (one given in --config is shown on every node).
+    crate::config::build::build_for_reading(&policy).map_err(|errors| {
+        for e in &errors {
+            say!("{e}");
+        }
+        ExitCode::from(2)
+    })
+}
+
+pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
+    use crate::live;
+    let cfg = match settings(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
     let read = block_on(async {
         let client = live::client(
@@ -66,7 +121,7 @@ pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
     let (nodes, placement) = match read {
         Err(code) => return code,
         Ok(Err(e)) => {
-            eprintln!("kubectl-nodemedic: {e}");
+            say!("{e}");
             return ExitCode::from(1);
         }
         Ok(Ok(x)) => x,
@@ -84,7 +139,7 @@ pub(super) fn conditions(args: ConditionsArgs) -> ExitCode {
     {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kubectl-nodemedic: writing failed: {e}");
+            say!("writing failed: {e}");
             ExitCode::from(1)
         }
     }
