@@ -113,7 +113,9 @@ impl Occurrence<'_> {
                 log,
             } => {
                 if let Some(quiet) = log {
-                    tracing::warn!(kind = kind.as_str(), %error, ?retry_in, earlier_failures_not_logged = quiet, "writing to the API server failed; will retry with the latest state (logged at most once a minute)");
+                    let retry_in = retry_in
+                        .map_or_else(String::new, |d| humantime::format_duration(d).to_string());
+                    tracing::warn!(kind = kind.as_str(), %error, %retry_in, earlier_failures_not_logged = quiet, "writing to the API server failed; will retry with the latest state (logged at most once a minute)");
                 }
                 m.report_error(*kind);
             }
@@ -175,7 +177,10 @@ fn check_ran(
         n => {
             // The first failure and every 10th of a streak are logged.
             if n == 1 || n % 10 == 0 {
-                tracing::warn!(%check, code = ?r.code, timed_out = r.timed_out, message = %r.message, stderr = %r.stderr, in_a_row = n, "check could not say (status Unknown)");
+                let code = r
+                    .code
+                    .map_or_else(|| "none (killed)".to_string(), |c| c.to_string());
+                tracing::warn!(%check, %code, timed_out = r.timed_out, message = %r.message, stderr = %r.stderr, in_a_row = n, "check could not say (status Unknown)");
             }
             if n >= CHECK_FAILING_AFTER {
                 let why = format!("could not say {n} times in a row: {}", r.message);

@@ -109,7 +109,15 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         .filter(|c| rules.condition_types().contains(&c.type_))
         .map(|c| c.type_.as_str())
         .collect();
-    tracing::info!(node = %opts.node_name, owned = ?owned, kept_true = ?kept, "read the node back");
+    let (owned_said, kept_said) = (
+        owned
+            .iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        kept.join(", "),
+    );
+    tracing::info!(node = %opts.node_name, owned = %owned_said, kept_true = %kept_said, "read the node back");
 
     let checkpoint = Checkpoint::load(&opts.state_file);
     let mut events = Aggregator::new(opts.events, &opts.node_name);

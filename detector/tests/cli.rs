@@ -528,9 +528,14 @@ fn a_detector_that_cannot_reach_its_api_server_says_which() {
         "the failure names the server: {seen:#?}"
     );
     assert!(
+        seen.first()
+            .is_some_and(|l| l.contains("detector starting")),
+        "a first line before anything else: {seen:#?}"
+    );
+    assert!(
         seen.iter()
-            .any(|l| l.contains("detector starting") && l.contains(&server)),
-        "the first line names the server: {seen:#?}"
+            .any(|l| l.contains("using the API server") && l.contains(&server)),
+        "the server is named before it is called: {seen:#?}"
     );
     assert!(
         seen.iter()

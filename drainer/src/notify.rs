@@ -207,7 +207,12 @@ async fn send_all(urls: Vec<NotifyUrl>, mut rx: mpsc::Receiver<Notification>, me
                 Ok(()) => metrics.notification(NotifyResult::Sent),
                 Err(e) => {
                     // `url` shows as scheme and host only: the rest may be a credential.
-                    tracing::warn!(%url, event = ?n.event, error = %e, "notification not delivered");
+                    // The event as the notification's JSON names it (`drain_started`).
+                    let event = serde_json::to_value(n.event)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default();
+                    tracing::warn!(%url, %event, error = %e, "notification not delivered");
                     metrics.notification(NotifyResult::Failed);
                 }
             }

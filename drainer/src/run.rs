@@ -236,7 +236,7 @@ async fn reload(
         };
         let kept = crate::decide::pods::projection(&cfg);
         if *keep.borrow() != kept {
-            tracing::info!(keep = ?kept, "what the pod cache keeps changed (protected annotations, pod policies): listing the pods again before applying");
+            tracing::info!(keep = %kept, "what the pod cache keeps changed (protected annotations, pod policies): listing the pods again before applying");
             keep.send_replace(kept.clone());
             while *relisted.borrow_and_update() != kept {
                 if relisted.changed().await.is_err() {

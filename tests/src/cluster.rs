@@ -44,10 +44,17 @@ pub struct Cluster {
 /// `Debug` dump in its reason or message fails the scenario (`debug_dump`).
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let Some(fake) = &self.fake else { return };
         if std::thread::panicking() {
             return;
         }
+        // What the code under test logged in this process (any scenario of this binary).
+        let logged = crate::debug_dump::take_found();
+        assert!(
+            logged.is_empty(),
+            "logged at INFO or above with Rust Debug dumps:\n{}",
+            logged.join("\n")
+        );
+        let Some(fake) = &self.fake else { return };
         let mut dumps = Vec::new();
         for api in ["v1", "events.k8s.io/v1"] {
             for ev in fake.objects(api, "events") {
@@ -69,6 +76,7 @@ impl Drop for Cluster {
 
 impl Cluster {
     pub async fn new() -> Cluster {
+        crate::debug_dump::watch_logs();
         let n = RUN.fetch_add(1, Ordering::Relaxed);
         let id = format!("{}-{n}", std::process::id());
         if let Some(plane) = envtest::shared() {
@@ -127,6 +135,7 @@ impl Cluster {
 
     /// On `server`, a test API server the scenario set up.
     pub fn fake_on(server: TestApiServer) -> Cluster {
+        crate::debug_dump::watch_logs();
         Cluster {
             client: server.client(),
             kubelet: Kubelet::idle(),

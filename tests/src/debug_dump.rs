@@ -1,8 +1,8 @@
 //! Operators read what nodemedic logs and writes, not Rust (issue 42, point 7): a `Debug` dump in
 //! an INFO line or an Event (`NotFound (Status { status: Some(Failure) ...`, a 1 KB
 //! `DaemonSet { ... }`) is a bug. Every scenario checks its processes' log lines
-//! (`process::Logged`) and the Events written to its test API server (`cluster::Cluster`, when it
-//! is dropped) with [`find`].
+//! (`process::Logged`), what the code it runs in its own process logs ([`watch_logs`]), and the
+//! Events written to its test API server (`cluster::Cluster`, when it is dropped) with [`find`].
 
 use std::sync::OnceLock;
 
@@ -17,6 +17,52 @@ pub fn find(text: &str) -> Option<&str> {
             .expect("a valid pattern")
     });
     re.find(text).map(|m| m.as_str())
+}
+
+/// INFO-and-above events of nodemedic's own code, in this process, that hold a dump.
+static FOUND: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Watch what nodemedic's code logs in this process (once; a subscriber set before stays): each
+/// event at INFO or above whose message or fields hold a `Debug` dump is kept for [`take_found`].
+pub fn watch_logs() {
+    use tracing_subscriber::layer::SubscriberExt;
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Scan));
+    });
+}
+
+/// What [`watch_logs`] found since it was last asked.
+pub fn take_found() -> Vec<String> {
+    std::mem::take(&mut *FOUND.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+struct Scan;
+
+/// An event's message and fields as the text formatter writes them.
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        let _ = write!(self.0, " {}={value:?}", field.name());
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Scan {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let meta = event.metadata();
+        // More verbose levels compare greater: DEBUG and TRACE are not read by default.
+        if *meta.level() > tracing::Level::INFO || !meta.target().starts_with("nodemedic") {
+            return;
+        }
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        if let Some(d) = find(&fields.0) {
+            let line = format!("`{d}` in {} {}:{}", meta.level(), meta.target(), fields.0);
+            FOUND.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+        }
+    }
 }
 
 /// Whether a process's log line is one an operator reads by default: INFO and above, in the

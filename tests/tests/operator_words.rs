@@ -58,3 +58,13 @@ async fn a_process_logging_a_debug_dump_fails_the_scenario() {
     assert!(line.contains("DaemonSet"));
     drop(logged);
 }
+
+#[tokio::test]
+#[should_panic(expected = "logged at INFO or above with Rust Debug dumps")]
+async fn code_in_this_process_logging_a_debug_dump_fails_the_scenario() {
+    let cluster = Cluster::new().await;
+    // As nodemedic's code would, at INFO, with a field formatted by Debug.
+    let error: Result<(), &str> = Err("refused");
+    tracing::info!(target: "nodemedic_drainer::controller", ?error, "a write failed");
+    drop(cluster);
+}

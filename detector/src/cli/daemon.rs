@@ -96,17 +96,14 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
         .build()
         .expect("tokio runtime");
     let result: anyhow::Result<()> = rt.block_on(async move {
+        // Said first, so even a detector that stops before reaching anything leaves a line.
+        tracing::info!(node = %node_name, version = env!("CARGO_PKG_VERSION"), "detector starting");
         let (client, credential, server) = nodemedic_common::client::infer_with_server(
             nodemedic_common::keys::DETECTOR_MANAGER,
         )
         .await?;
         // Said before any call, so a detector that cannot reach its API server has said which.
-        tracing::info!(
-            node = %node_name,
-            api_server = %server,
-            version = env!("CARGO_PKG_VERSION"),
-            "detector starting"
-        );
+        tracing::info!(api_server = %server, "using the API server");
         let opts = crate::run::Options {
             node_name,
             rules: args.rules,

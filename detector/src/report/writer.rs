@@ -135,14 +135,21 @@ impl<R: Reporter> Writer<R> {
             .filter_map(|s| s.name.strip_prefix("input:").map(String::from))
             .collect();
         if self.sync.set_stalled(&stalled, now) {
-            tracing::warn!(stalled = ?stalled, "inputs stalled or back: their monitors' healthy conditions are reported Unknown while stalled");
+            let stalled = listed(stalled.iter().map(String::as_str));
+            tracing::warn!(%stalled, "inputs stalled or back: their monitors' healthy conditions are reported Unknown while stalled");
         }
         if let Some(plan) = self.sync.plan(now) {
             match self.reporter.patch(&plan, now).await {
                 Ok(()) => {
                     tracing::debug!(set = plan.set.len(), removed = ?plan.remove, "node conditions written");
                     if !plan.remove.is_empty() {
-                        tracing::info!(removed = ?plan.remove, "removed conditions that no rule file declares any more");
+                        let removed = plan
+                            .remove
+                            .iter()
+                            .map(|c| c.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        tracing::info!(%removed, "removed conditions that no rule file declares any more");
                     }
                     self.sync.succeeded(&plan, now);
                     self.health.set_ready(true);
@@ -248,6 +255,16 @@ impl<R: Reporter> Writer<R> {
         if let Err(e) = cp.save(&self.state_file) {
             tracing::warn!(path = %self.state_file.display(), error = %e, "cannot write the state file");
         }
+    }
+}
+
+/// Names for a log line, as people list them: `a, b` (`none` for none).
+fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let all: Vec<&str> = names.collect();
+    if all.is_empty() {
+        "none".to_string()
+    } else {
+        all.join(", ")
     }
 }
 

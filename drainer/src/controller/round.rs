@@ -164,9 +164,9 @@ impl<C: Cluster> Controller<C> {
             return;
         }
         if fleet_wide {
-            tracing::debug!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
+            tracing::debug!(node = %d.node, action = %d.action, reason = %d.reason, "decision");
         } else {
-            tracing::info!(node = %d.node, action = ?d.action, reason = %d.reason, "decision");
+            tracing::info!(node = %d.node, action = %d.action, reason = %d.reason, "decision");
         }
     }
 

@@ -32,6 +32,23 @@ pub(crate) enum Action {
     Probation,
 }
 
+impl std::fmt::Display for Action {
+    /// As `drainer plan` writes it (`none`, `cordon`, ...).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Action::None => "none",
+            Action::Cordon => "cordon",
+            Action::Drain => "drain",
+            Action::Uncordon => "uncordon",
+            Action::Wait => "wait",
+            Action::Skip => "skip",
+            Action::Hold => "hold",
+            Action::Delete => "delete",
+            Action::Probation => "probation",
+        })
+    }
+}
+
 /// What the controller must write besides the action itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Effect {
@@ -477,6 +494,23 @@ impl DrainJob {
             },
             evict: Vec::new(),
             kept: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod action_words {
+    #[test]
+    fn an_action_is_said_as_the_plan_writes_it() {
+        use super::Action;
+        for a in [
+            Action::None,
+            Action::Cordon,
+            Action::Hold,
+            Action::Probation,
+        ] {
+            let json = serde_json::to_value(a).unwrap();
+            assert_eq!(json.as_str(), Some(a.to_string().as_str()));
         }
     }
 }

@@ -103,6 +103,27 @@ impl Toleration {
     }
 }
 
+impl std::fmt::Display for Projection {
+    /// In words, for the log: `annotations (all), labels, priority class`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = vec![match &self.annotations {
+            None => "annotations (all)".to_string(),
+            Some(keys) if keys.is_empty() => "no annotations".to_string(),
+            Some(keys) => format!("annotations {}", keys.join(", ")),
+        }];
+        for (kept, what) in [
+            (self.labels, "labels"),
+            (self.priority_class, "priority class"),
+            (self.tolerations, "tolerations"),
+        ] {
+            if kept {
+                parts.push(what.to_string());
+            }
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
 /// What of a Pod a [`PodInfo`] keeps beyond its fixed fields: what the running settings read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Projection {
