@@ -317,10 +317,10 @@ fn shown_types<'a>(
 pub(crate) fn summarise(
     node: &Node,
     cfg: &crate::config::Config,
-    placement: &crate::decide::watchdog::Placement,
+    placement: &crate::decide::silence::Placement,
     now: Timestamp,
 ) -> NodeSummary {
-    let silent_since = crate::decide::watchdog::silence(&NodeView::of(node), cfg, placement, now)
+    let silent_since = crate::decide::silence::silence(&NodeView::of(node), cfg, placement, now)
         .map(|s| s.last_heard);
     let annotations = node.metadata.annotations.as_ref();
     let conditions = node
@@ -449,7 +449,7 @@ pub(crate) fn print_summaries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::watchdog::Placement;
+    use crate::decide::silence::Placement;
 
     fn node(v: serde_json::Value) -> Node {
         serde_json::from_value(v).unwrap()

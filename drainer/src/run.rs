@@ -97,7 +97,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         observed.spawn_nodes(Api::all(client.clone())),
         watchdog(observed.clone(), &health),
     ];
-    let (keep_tx, keep_rx) = watch::channel(crate::decide::pods::projection(&opts.config));
+    let (keep_tx, keep_rx) = watch::channel(crate::decide::evictions::projection(&opts.config));
     let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
     tasks.push(observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx));
     let guard_addr = match opts.guard.clone() {
@@ -234,7 +234,7 @@ async fn reload(
                 continue;
             }
         };
-        let kept = crate::decide::pods::projection(&cfg);
+        let kept = crate::decide::evictions::projection(&cfg);
         if *keep.borrow() != kept {
             tracing::info!(keep = %kept, "what the pod cache keeps changed (protected annotations, pod policies): listing the pods again before applying");
             keep.send_replace(kept.clone());

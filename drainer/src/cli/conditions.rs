@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use super::shared::{ClusterArgs, Output, block_on};
-use crate::decide::watchdog::Placement;
+use crate::decide::silence::Placement;
 
 #[derive(clap::Args)]
 pub(crate) struct ConditionsArgs {

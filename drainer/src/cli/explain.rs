@@ -1,5 +1,5 @@
 //! `drainer explain NODE` and `kubectl nodemedic explain NODE`: the whole chain for one node, from
-//! files or the live cluster (read-only), as text or JSON. The shell around `plan::explain`.
+//! files or the live cluster (read-only), as text or JSON. The shell around `plan::chain`.
 
 use std::process::ExitCode;
 
@@ -48,9 +48,9 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
             .as_ref()
             .and_then(crate::decide::gates::pause::pause_of),
         flapping: crate::decide::gates::snapshot::flapping_from_events(&o.events, &cfg.safety, now),
-        placement: crate::decide::watchdog::placement_among(&o.daemonsets, &cfg.watchdog),
+        placement: crate::decide::silence::placement_among(&o.daemonsets, &cfg.watchdog),
     };
-    let snapshot = crate::plan::explain::Snapshot {
+    let snapshot = crate::plan::chain::Snapshot {
         views: &o.nodes,
         node: full,
         pods: &o.pods,
@@ -58,7 +58,7 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
         events: &o.events,
         recorded: &recorded,
     };
-    let Some(e) = crate::plan::explain::explain(&snapshot, &cfg, now) else {
+    let Some(e) = crate::plan::chain::explain(&snapshot, &cfg, now) else {
         say!("no node named {node:?}");
         return ExitCode::from(1);
     };
@@ -69,7 +69,7 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
             .map_err(std::io::Error::other)
             .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
     } else {
-        crate::plan::explain::print(&e, &mut out)
+        crate::plan::chain::print(&e, &mut out)
     };
     match written.and_then(|()| std::io::Write::flush(&mut out)) {
         Ok(()) => ExitCode::SUCCESS,

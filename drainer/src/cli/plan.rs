@@ -271,7 +271,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
             .as_ref()
             .and_then(crate::decide::gates::pause::pause_of),
         flapping: crate::decide::gates::snapshot::flapping_from_events(&events, &cfg.safety, now),
-        placement: crate::decide::watchdog::placement_among(&daemonsets, &cfg.watchdog),
+        placement: crate::decide::silence::placement_among(&daemonsets, &cfg.watchdog),
     };
     match crate::plan::run(
         &cfg,

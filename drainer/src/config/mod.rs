@@ -1,10 +1,11 @@
 //! The drainer's settings, frozen: what every layer above reads ([`Config`]), built from the raw
 //! flags (`flags`) and file (`file`) by `build`, with the values their parsers (`spec`, `select`,
-//! `window`, `draino`, `url`) check. Pure.
+//! `drain_window`, `draino`, `url`) check. Pure.
 
 pub mod budget;
 pub mod build;
 pub(crate) mod convert;
+pub mod drain_window;
 pub mod draino;
 pub(crate) mod effective;
 pub mod file;
@@ -18,7 +19,6 @@ pub mod select;
 pub mod spec;
 pub mod taint;
 pub mod url;
-pub mod window;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Drain policies per workload (`podPolicies` in `--config`): rules matched in order against each
 //! pod of a drain, by namespace, label selector, owner kind and priority class; the first that
 //! matches says what the drain does with the pod (built from the file's `RawPolicy` by
-//! `build::policy`, every error at its position). Pure.
+//! `build::pod_policies`, every error at its position). Pure.
 
 use std::time::Duration;
 

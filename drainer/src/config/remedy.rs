@@ -1,6 +1,6 @@
 //! How a problem node is held and let go, and how a silent detector is noticed: the settings of
 //! cordon and taints while a node has a problem, probation before it is uncordoned, and the
-//! detector watchdog (built and checked by `build::remedy`). Pure.
+//! detector watchdog (built and checked by `build::remedy_and_watchdog`). Pure.
 
 use std::time::Duration;
 

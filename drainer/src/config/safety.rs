@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::budget::Budget;
-use super::window::DrainWindow;
+use super::drain_window::DrainWindow;
 
 /// The settings of the fleet safety gates (`decide::safety`), pure data.
 #[derive(Debug, Clone, PartialEq)]

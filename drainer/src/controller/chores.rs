@@ -1,13 +1,13 @@
 //! The controller's chores besides decisions, I/O: one WaitingForBudget Event per wait (its count
 //! refreshed), stale pod readiness reported and, when configured, evicted, and the detector
 //! watchdog's placement read at each resync. When is decided by `decide::schedule` and
-//! `decide::watchdog` (pure); this reads and writes what they say.
+//! `decide::silence` (pure); this reads and writes what they say.
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
 use super::{Controller, RESYNC};
-use crate::decide::watchdog::Placement;
+use crate::decide::silence::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
 use crate::model::occurrence::{SOURCE, reason};
@@ -60,8 +60,8 @@ impl<C: Cluster> Controller<C> {
         if seen.is_empty() {
             return;
         }
-        let max = crate::record::history::MAX_SIZE;
-        match crate::record::history::append(&path, &seen, max) {
+        let max = crate::record::history_file::MAX_SIZE;
+        match crate::record::history_file::append(&path, &seen, max) {
             Ok(()) => self.history_failing = false,
             Err(e) if !self.history_failing => {
                 self.history_failing = true;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::rfc3339 as ts;
 
+use super::evictions::PodPlan;
 use super::facts::{Outage, Pause, Trip};
-use super::pods::PodPlan;
 use super::problem::fmt_d;
 use crate::config::policy::PolicyAction;
 use crate::model::intern::ArcStr;

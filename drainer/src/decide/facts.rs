@@ -88,7 +88,7 @@ pub struct Outage {
     pub(crate) unhealthy: usize,
     pub(crate) size: usize,
     pub(crate) percent: f64,
-    /// The common cause reported for the nodes failing now, if one was (`decide::cause`).
+    /// The common cause reported for the nodes failing now, if one was (`decide::common_cause`).
     pub(crate) cause: Option<String>,
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
-use super::pods::{self, PodAction};
+use super::evictions::{self, PodAction};
 use super::tests::{cfg, pod};
 use crate::config::Config;
 use crate::config::build::build;
@@ -31,8 +31,8 @@ fn policies(yaml: &str) -> Config {
     c
 }
 
-fn decide(p: &Pod, c: &Config) -> pods::PodPlan {
-    pods::decide(&PodInfo::project(p, &pods::projection(c)), c)
+fn decide(p: &Pod, c: &Config) -> evictions::PodPlan {
+    evictions::decide(&PodInfo::project(p, &evictions::projection(c)), c)
 }
 
 const POLICIES: &str = "
@@ -187,7 +187,7 @@ fn a_no_execute_taint_evicts_what_does_not_tolerate_it() {
         TaintEffect::NoExecute,
     )];
     let plain = PodInfo::from_pod(&pod("api", "n", json!({})), None);
-    let d = pods::under_no_execute(&plain, pods::decide(&plain, &c), &taints);
+    let d = evictions::under_no_execute(&plain, evictions::decide(&plain, &c), &taints);
     assert_eq!(d.action, PodAction::Evict);
     assert!(
         d.reason
@@ -197,9 +197,9 @@ fn a_no_execute_taint_evicts_what_does_not_tolerate_it() {
     );
     // A DaemonSet pod is left by a drain, not by the taint manager.
     let ds = PodInfo::from_pod(&pod("agent", "n", owned("DaemonSet")), None);
-    assert_eq!(pods::decide(&ds, &c).action, PodAction::Skip);
+    assert_eq!(evictions::decide(&ds, &c).action, PodAction::Skip);
     assert_eq!(
-        pods::under_no_execute(&ds, pods::decide(&ds, &c), &taints).action,
+        evictions::under_no_execute(&ds, evictions::decide(&ds, &c), &taints).action,
         PodAction::Evict
     );
     let tolerant = PodInfo::from_pod(
@@ -210,7 +210,7 @@ fn a_no_execute_taint_evicts_what_does_not_tolerate_it() {
         ),
         None,
     );
-    let d = pods::under_no_execute(&tolerant, pods::decide(&tolerant, &c), &taints);
+    let d = evictions::under_no_execute(&tolerant, evictions::decide(&tolerant, &c), &taints);
     assert!(
         d.reason.ends_with("tolerates the NoExecute taint"),
         "{}",
@@ -225,7 +225,7 @@ fn a_no_execute_taint_evicts_what_does_not_tolerate_it() {
         None,
     );
     assert!(
-        pods::under_no_execute(&keyed, pods::decide(&keyed, &c), &taints)
+        evictions::under_no_execute(&keyed, evictions::decide(&keyed, &c), &taints)
             .reason
             .contains("tolerates")
     );
@@ -238,7 +238,7 @@ fn a_no_execute_taint_evicts_what_does_not_tolerate_it() {
         None,
     );
     assert!(
-        pods::under_no_execute(&other, pods::decide(&other, &c), &taints)
+        evictions::under_no_execute(&other, evictions::decide(&other, &c), &taints)
             .reason
             .contains("does not tolerate")
     );

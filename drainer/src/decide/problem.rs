@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::watchdog::DETECTOR_SILENT;
+use super::silence::DETECTOR_SILENT;
 use crate::config::Config;
 use crate::model::node::{Condition, NodeView, Status};
 

@@ -129,8 +129,8 @@ pub(super) fn run(nodes: Vec<N>, pods: &[Pod], cfg: &Config) -> Vec<NodeDecision
 }
 
 fn decide_pod(p: &Pod, cfg: &Config) -> PodPlan {
-    pods::decide(
-        &PodInfo::from_pod(p, Some(&pods::kept_annotations(cfg))),
+    evictions::decide(
+        &PodInfo::from_pod(p, Some(&evictions::kept_annotations(cfg))),
         cfg,
     )
 }

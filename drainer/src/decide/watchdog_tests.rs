@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::fleet::{Fleet, FleetEvent};
 use super::problem::problem;
-use super::watchdog::{Placement, placement_among, silence};
+use super::silence::{Placement, placement_among, silence};
 use crate::config::Config;
 use crate::model::node::{Condition, NodeTaint, NodeView, Status, TaintEffect};
 

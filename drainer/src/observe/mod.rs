@@ -9,11 +9,11 @@
 //! them (`watches`) are the I/O.
 //!
 //! ```text
-//!  pods     the pod index (by name, by node, the stale ones)
+//!  pod_index  the pod index (by name, by node, the stale ones)
 //!  watches  the Node and Pod watches
 //! ```
 
-mod pods;
+mod pod_index;
 mod watches;
 
 use std::collections::{HashMap, HashSet};
@@ -28,7 +28,7 @@ use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 use crate::model::pod::Uid;
-use pods::Pods;
+use pod_index::Pods;
 
 /// Nodes by name. Every watch event looks its node up here, so the hasher is a fast one.
 pub type NodeMap = HashMap<ArcStr, Arc<NodeView>, foldhash::fast::RandomState>;

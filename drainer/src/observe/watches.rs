@@ -15,7 +15,7 @@ use nodemedic_common::throttle::Throttle;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::pods::Pods;
+use super::pod_index::Pods;
 use super::{NODES, NodeMap, Observed, PODS};
 use crate::metrics::ObjectKind;
 use crate::model::lite::NodeLite;

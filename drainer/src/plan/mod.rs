@@ -1,7 +1,7 @@
 //! `drainer plan`: the decision, offline, over `kubectl get -o json` files. Pure but for reading
 //! the files (`files`): the plan itself is `decide` run over them.
 
-pub mod explain;
+pub mod chain;
 pub mod files;
 
 pub use files::{Read, ReadError, Skipped, read_items, read_items_map};
@@ -101,7 +101,7 @@ pub fn run(
         .iter()
         .filter(|v| cfg.selector.matches(v).unwrap_or(false))
         .filter_map(|v| {
-            let s = decide::watchdog::silence(v, cfg, &recorded.placement, now)?;
+            let s = decide::silence::silence(v, cfg, &recorded.placement, now)?;
             Some((v.name.as_str(), s.last_heard))
         })
         .collect();

@@ -4,13 +4,13 @@
 //! gated [`Cluster`]: a follower logs and counts, and writes nothing.
 //!
 //! ```text
-//!  occurrence  the log line and metric of each node and pod occurrence
-//!  safety      a fleet-wide change as its reason, severity, text, metric and notification kind
+//!  log_lines     the log line and metric of each node and pod occurrence
+//!  fleet_change  a fleet-wide change as its reason, severity, text, metric and notification kind
 //! ```
 
-pub mod history;
-pub mod occurrence;
-pub mod safety;
+pub mod fleet_change;
+pub mod history_file;
+pub mod log_lines;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
@@ -25,7 +25,7 @@ use crate::model::cluster::{ApiError, Cluster, EventTarget, Gated};
 use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence, SOURCE, reason};
 use crate::notify::{ConditionNote, Notification, Notifier, NotifyKind};
 use crate::observe::Observed;
-use safety::SafetyOccurrence;
+use fleet_change::SafetyOccurrence;
 
 /// Logs, counts, notifies and writes Events. Cheap to clone.
 #[derive(Clone)]

@@ -22,7 +22,7 @@ use crate::model::cluster::Gated;
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 use crate::observe::Observed;
-use crate::plan::explain::{Next, Snapshot, explain};
+use crate::plan::chain::{Next, Snapshot, explain};
 use crate::record::Recorder;
 
 const SCENARIO: &str = r#"

@@ -4,20 +4,20 @@
 
 use std::path::Path;
 
-mod policy;
-mod remedy;
+mod pod_policies;
+mod remedy_and_watchdog;
 mod sources;
 
 pub use sources::PolicyError;
 use sources::Sources;
 
+use crate::config::drain_window::DrainWindow;
 use crate::config::file::FileConfig;
 use crate::config::flags::PolicyArgs;
 use crate::config::pair;
 use crate::config::safety::Safety;
 use crate::config::select::Selector;
 use crate::config::spec::ConditionSpec;
-use crate::config::window::DrainWindow;
 use crate::config::{Budget, Config, Taint, protected_annotation};
 
 /// Build the validated configuration. All errors are returned together.
@@ -107,8 +107,8 @@ fn build_with(
             )),
         }
     }
-    remedy::build(&mut s, &mut cfg);
-    policy::build(&mut s, &mut cfg.pod_policies);
+    remedy_and_watchdog::build(&mut s, &mut cfg);
+    pod_policies::build(&mut s, &mut cfg.pod_policies);
     // What flags and files build is read by `plan` and `explain` too, which hold no key: records
     // are taken as they are there (and said to be unverified). `run::start` seals with the key.
     cfg.records = crate::model::seal::RecordTrust::Unchecked;

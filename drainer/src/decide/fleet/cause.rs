@@ -6,7 +6,7 @@
 use k8s_openapi::jiff::Timestamp;
 
 use super::{Fleet, FleetEvent};
-use crate::decide::cause;
+use crate::decide::common_cause;
 use crate::model::node::NodeView;
 
 impl Fleet {
@@ -22,15 +22,15 @@ impl Fleet {
         let nodes = &self.nodes;
         let cfg = &self.cfg;
         // Selected nodes, and not a Kosmos leaf node's exempt conditions (their flaps are expected).
-        let counts = |g: &&cause::Gain| {
+        let counts = |g: &&common_cause::Gain| {
             nodes.get(&g.node).is_some_and(|e| {
                 let (k, v) = &cfg.kosmos_label;
                 let kosmos = e.view.label(k) == Some(v.as_str());
                 e.selected && !(kosmos && (*g.type_ == *"Ready" || !cfg.kosmos_other_conditions))
             })
         };
-        let selected: Vec<cause::Gain> = self.gains.iter().filter(counts).cloned().collect();
-        let groups = cause::groups(&selected, s.correlate_min, s.correlate_window, now);
+        let selected: Vec<common_cause::Gain> = self.gains.iter().filter(counts).cloned().collect();
+        let groups = common_cause::groups(&selected, s.correlate_min, s.correlate_window, now);
         self.causes.retain(|k, _| groups.contains_key(k));
         if self.causes.is_empty() {
             self.cause = None;
@@ -46,7 +46,7 @@ impl Fleet {
                 .filter(|e| e.selected)
                 .map(|e| &*e.view)
                 .collect();
-            let found = cause::cause(&group, &fleet);
+            let found = common_cause::cause(&group, &fleet);
             // Reported once per group; as it grows, what the holds name is brought up to date.
             self.cause = Some(found.to_string());
             if size.is_none() {

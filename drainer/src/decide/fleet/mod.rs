@@ -15,13 +15,13 @@
 //!
 //! ```text
 //!  totals    the per-node entries, the overlays, the running totals
-//!  round     a round: the due nodes, the gates, the decisions and what they mean for the next
+//!  due       a round: the due nodes, the gates, the decisions and what they mean for the next
 //!  watchdog  which selected nodes' detectors are silent, checked at each resync
 //!  cause     groups of nodes gaining one condition together, and what they share
 //! ```
 
 mod cause;
-mod round;
+mod due;
 pub mod seen;
 mod totals;
 mod watchdog;
@@ -72,7 +72,7 @@ pub(crate) enum FleetEvent {
     /// A selected node's detector fell silent (once per episode).
     DetectorSilent {
         node: String,
-        silence: crate::decide::watchdog::Silence,
+        silence: crate::decide::silence::Silence,
     },
     /// A silent node's detector was heard again.
     DetectorHeard {
@@ -80,7 +80,7 @@ pub(crate) enum FleetEvent {
         silent_for: Duration,
     },
     /// More than `--correlate-min` nodes gained one condition together: what they share.
-    CommonCause(crate::decide::cause::CommonCause),
+    CommonCause(crate::decide::common_cause::CommonCause),
 }
 
 pub struct Fleet {
@@ -107,11 +107,11 @@ pub struct Fleet {
     flapping: BTreeSet<ArcStr>,
     events: Vec<FleetEvent>,
     /// Where the detector DaemonSet places its pods, and the nodes whose detector is silent.
-    placement: crate::decide::watchdog::Placement,
-    silent: HashMap<ArcStr, crate::decide::watchdog::Silence>,
+    placement: crate::decide::silence::Placement,
+    silent: HashMap<ArcStr, crate::decide::silence::Silence>,
     /// Recent gains of watched conditions, the groups reported, and the latest cause reported
     /// while its group lasts (named by the breaker's and outages' reasons).
-    gains: Vec<crate::decide::cause::Gain>,
+    gains: Vec<crate::decide::common_cause::Gain>,
     causes: BTreeMap<(ArcStr, Option<ArcStr>), usize>,
     cause: Option<String>,
     /// Transitions of watched conditions seen since the controller last took them (only with
@@ -365,7 +365,7 @@ impl Fleet {
                 kept = Some(old.selected);
             }
             self.running.count(&old, &self.cfg.owner, false);
-            let gains = crate::decide::cause::gains(&old.view, &view, &self.cfg.conditions);
+            let gains = crate::decide::common_cause::gains(&old.view, &view, &self.cfg.conditions);
             self.gains.extend(gains);
             if self.cfg.history_file.is_some() {
                 let mut types: Vec<&str> = self

@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{Fleet, FleetEvent};
-use crate::decide::watchdog::{self, DETECTOR_SILENT, Placement, Silence};
+use crate::decide::silence::{self, DETECTOR_SILENT, Placement, Silence};
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 
@@ -54,7 +54,7 @@ impl Fleet {
             .filter(|(_, e)| e.selected)
             .filter_map(|(n, e)| {
                 let view = latest(n).unwrap_or_else(|| e.view.clone());
-                watchdog::silence(&view, &self.cfg, &self.placement, now).map(|s| (n.clone(), s))
+                silence::silence(&view, &self.cfg, &self.placement, now).map(|s| (n.clone(), s))
             })
             .collect();
         found.sort_by(|a, b| a.0.cmp(&b.0));
@@ -94,5 +94,5 @@ impl Fleet {
 
 /// How long a detector was silent, from when it was deemed so to `now`.
 fn silent_for(s: Silence, now: Timestamp) -> Duration {
-    watchdog::ago(s.declared, now)
+    silence::ago(s.declared, now)
 }

@@ -179,7 +179,7 @@ pub(crate) struct BreakerGate {
     pub(crate) trip: Trip,
     /// Counts back under the thresholds: it closes then (unless they rise again).
     pub(crate) closing_at: Option<Timestamp>,
-    /// The common cause reported for the nodes failing now, if one was (`decide::cause`).
+    /// The common cause reported for the nodes failing now, if one was (`decide::common_cause`).
     pub(crate) cause: Option<String>,
 }
 

@@ -23,7 +23,7 @@ pub struct Recorded {
     pub(crate) paused: Option<Pause>,
     pub(crate) flapping: std::collections::HashMap<String, Flapping>,
     /// Where the detector DaemonSet places its pods (the watchdog's exemptions).
-    pub(crate) placement: crate::decide::watchdog::Placement,
+    pub(crate) placement: crate::decide::silence::Placement,
 }
 
 /// Nodes flapping at `now` by the drainer's NodeFlapping Events: an episode reported within the

@@ -1,9 +1,9 @@
 //! Drain windows, pure: drains start only inside one of them (cordons happen at once). Settings:
-//! `config::window` (the windows, parsed). State: none, only the clock. Persists nothing.
+//! `config::drain_window` (the windows, parsed). State: none, only the clock. Persists nothing.
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::config::window::DrainWindow;
+use crate::config::drain_window::DrainWindow;
 
 /// Drains may start now (no windows, or inside one); otherwise when the next window opens.
 pub(crate) fn next_window(

@@ -121,7 +121,7 @@ impl SafetyOccurrence {
 }
 
 /// What a silent detector's Event says: since when, and what it means for the node's conditions.
-fn silent_message(s: &crate::decide::watchdog::Silence) -> String {
+fn silent_message(s: &crate::decide::silence::Silence) -> String {
     let when = nodemedic_common::time::rfc3339(s.last_heard);
     let what = if s.never {
         format!(

@@ -6,8 +6,8 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
 
-use super::budget::Budgets;
 use super::candidate::Candidate;
+use super::counts::Budgets;
 use super::decision::{Action, DrainJob, Effect, Why};
 use super::gates::Gates;
 use super::problem::Problem;

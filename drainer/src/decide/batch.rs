@@ -10,16 +10,16 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
 
-use super::budget::{Budgets, Totals};
 use super::candidate::Candidate;
+use super::counts::{Budgets, Totals};
 use super::decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
+use super::evictions::{self, PodAction, PodPlan};
 use super::gates::Gates;
 use super::gates::outage::domain_of;
 use super::gates::snapshot::{Recorded, gates_of_snapshot};
-use super::node::decide_node;
-use super::pods::{self, PodAction, PodPlan};
+use super::one_node::decide_node;
 use super::problem::{Problem, problem};
-use super::watchdog;
+use super::silence;
 use crate::config::Config;
 use crate::config::policy::PolicyAction;
 use crate::model::node::NodeView;
@@ -81,7 +81,7 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             pods: by_node.remove(v.name.as_str()).unwrap_or_default(),
             domain: d.as_deref(),
             flapping: recorded.flapping.get(v.name.as_str()).copied(),
-            silent: watchdog::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
+            silent: silence::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
             newest: None,
         })
         .collect();
@@ -189,10 +189,13 @@ fn decide_one(
             let taints = cfg.remedy.node_taints();
             node_pods
                 .iter()
-                .map(|p| pods::under_no_execute(p, pods::decide(p, cfg), &taints))
+                .map(|p| evictions::under_no_execute(p, evictions::decide(p, cfg), &taints))
                 .collect()
         }
-        Action::Cordon | Action::Drain => node_pods.iter().map(|p| pods::decide(p, cfg)).collect(),
+        Action::Cordon | Action::Drain => node_pods
+            .iter()
+            .map(|p| evictions::decide(p, cfg))
+            .collect(),
         _ => Vec::new(),
     };
     // The drain carries its record and the pods it evicts (same order as `pods`).

@@ -119,7 +119,7 @@ pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Expl
             .pods
             .iter()
             .filter(|p| p.node.as_deref() == Some(name))
-            .map(|p| decide::pods::decide(p, cfg))
+            .map(|p| decide::evictions::decide(p, cfg))
             .collect();
     }
     super::annotate_pdbs(std::slice::from_mut(&mut d), s.pods, s.pdbs);
