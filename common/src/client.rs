@@ -17,18 +17,13 @@ pub fn said(e: &kube::Error) -> String {
             };
             format!("{} ({reason}HTTP {})", s.message, s.code)
         }
+        // Its causes, said as every error chain is (`cli::error_chain`).
         other => {
-            let mut out = other.to_string();
-            let mut cause = std::error::Error::source(other);
-            while let Some(c) = cause {
-                let text = c.to_string();
-                if !out.contains(&text) {
-                    out.push_str(": ");
-                    out.push_str(&text);
-                }
-                cause = c.source();
+            let out = other.to_string();
+            match std::error::Error::source(other).map(crate::cli::error_chain) {
+                Some(rest) if !out.contains(&rest) => format!("{out}: {rest}"),
+                _ => out,
             }
-            out
         }
     }
 }

@@ -82,12 +82,15 @@ pub(super) fn read_published(
 
 /// `drainer config FLAGS`: what `drainer run FLAGS` would run with.
 pub(super) fn effective(args: &PolicyArgs) -> ExitCode {
-    if let Err(errors) = crate::config::build::build_for_reading(args) {
-        for e in &errors {
-            say!("{e}");
+    let cfg = match crate::config::build::build_for_reading(args) {
+        Ok(cfg) => cfg,
+        Err(errors) => {
+            for e in &errors {
+                say!("{e}");
+            }
+            return ExitCode::from(2);
         }
-        return ExitCode::from(2);
-    }
+    };
     let text = match &args.config {
         Some(path) => match std::fs::read_to_string(path) {
             Ok(t) => Some((path.display().to_string(), t)),
@@ -99,9 +102,7 @@ pub(super) fn effective(args: &PolicyArgs) -> ExitCode {
         None => None,
     };
     let file = text.as_ref().map(|(n, t)| (n.as_str(), t.as_str()));
-    let has_conditions = !args.conditions.is_empty()
-        || file.is_some_and(|(_, t)| t.lines().any(|l| l.starts_with("conditions:")));
-    if !has_conditions {
+    if cfg.conditions.is_empty() {
         say!(
             "no problem conditions given: `drainer run` with these settings would refuse to start"
         );

@@ -65,13 +65,10 @@ pub(crate) fn render(
         None => "# The drainer's settings in force: flags given, over the defaults.".to_string(),
     }];
     out.push("# Given back as --config, this file builds the same settings.".into());
-    let cmd = PolicyArgs::augment_args(clap::Command::new("drainer"));
-    // Grouped as --help groups the flags, the groups in the order they first appear.
-    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
-    for arg in cmd.get_arguments() {
+    let groups = by_heading(|arg| {
         let field = arg.get_id().as_str();
         if NOT_KEYS.contains(&field) {
-            continue;
+            return None;
         }
         let key = convert::key(field);
         let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
@@ -91,12 +88,8 @@ pub(crate) fn render(
             };
             l = format!("{key}: {}  # flag --node-label", Value::String(joined));
         }
-        let heading = arg.get_help_heading().unwrap_or("Conditions");
-        match groups.iter_mut().find(|(h, _)| *h == heading) {
-            Some((_, lines)) => lines.push(l),
-            None => groups.push((heading, vec![l])),
-        }
-    }
+        Some(l)
+    });
     for (heading, lines) in groups {
         out.push(String::new());
         out.push(format!("# {heading}"));
@@ -149,6 +142,22 @@ pub(crate) fn settings(text: &str) -> Vec<(String, String)> {
             Some((k.to_string(), v.to_string()))
         })
         .collect()
+}
+
+/// A line for each policy flag `each` takes (`None`: left out), grouped as `--help` groups the
+/// flags, the groups in the order they first appear (the positional conditions under Conditions).
+fn by_heading(mut each: impl FnMut(&clap::Arg) -> Option<String>) -> Vec<(String, Vec<String>)> {
+    let cmd = PolicyArgs::augment_args(clap::Command::new("drainer"));
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for arg in cmd.get_arguments() {
+        let Some(line) = each(arg) else { continue };
+        let heading = arg.get_help_heading().unwrap_or("Conditions");
+        match groups.iter_mut().find(|(h, _)| h == heading) {
+            Some((_, lines)) => lines.push(line),
+            None => groups.push((heading.to_string(), vec![line])),
+        }
+    }
+    groups
 }
 
 /// One key's line: its flag's value, else its file's, else its default, else a comment.
@@ -225,12 +234,10 @@ pub(crate) fn reference() -> String {
          `file:line:column` and the settings in force stay. `drainer config` prints the settings in force \
          in this form, each value with where it comes from.\n",
     );
-    let cmd = PolicyArgs::augment_args(clap::Command::new("drainer"));
-    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
-    for arg in cmd.get_arguments() {
+    let groups = by_heading(|arg| {
         let field = arg.get_id().as_str();
         if NOT_KEYS.contains(&field) && field != "notify_urls" {
-            continue;
+            return None;
         }
         let help = arg
             .get_long_help()
@@ -260,17 +267,12 @@ pub(crate) fn reference() -> String {
             Some(l) => format!("`--{l}`"),
             None => "positional".to_string(),
         };
-        let row = format!(
+        Some(format!(
             "| `{}` | {kind} | {flag} | {default} | {} |",
             convert::key(field),
             text.replace('\n', " ").replace('|', "\\|")
-        );
-        let heading = arg.get_help_heading().unwrap_or("Conditions");
-        match groups.iter_mut().find(|(h, _)| *h == heading) {
-            Some((_, rows)) => rows.push(row),
-            None => groups.push((heading, vec![row])),
-        }
-    }
+        ))
+    });
     for (heading, rows) in groups {
         out.push_str(&format!(
             "\n## {heading}\n\n| key | kind | flag | default | what it does |\n| --- | --- | --- | --- | --- |\n"
