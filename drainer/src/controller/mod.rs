@@ -40,7 +40,8 @@ use crate::model::record::DrainOutcome;
 use crate::observe::Observed;
 use crate::record::Recorder;
 
-/// Changes arriving within this time after the first are decided in one round.
+/// Rounds for changes start at least this far apart: a change after a quiet spell is decided at
+/// once, and changes arriving within this time of a round are decided together in the next.
 pub(crate) const DEBOUNCE: Duration = Duration::from_millis(5);
 /// Every node is decided again this often, changed or not.
 pub const RESYNC: Duration = Duration::from_secs(60);
@@ -117,6 +118,8 @@ pub(crate) struct Controller<C: Cluster> {
     /// The time each round decides at.
     clock: Clock,
     last_resync: Option<Timestamp>,
+    /// When the last round started ([`DEBOUNCE`]).
+    last_round: Option<tokio::time::Instant>,
     /// Validated settings from config reloads.
     configs: Option<mpsc::Receiver<Reloaded>>,
     /// The drainer's Lease as the election last read it (the pause, the breaker kept there).
@@ -170,6 +173,7 @@ impl<C: Cluster> Controller<C> {
             stale: StaleSchedule::default(),
             clock,
             last_resync: None,
+            last_round: None,
             configs: None,
             lease: None,
             breaker_out: None,
@@ -228,17 +232,20 @@ impl<C: Cluster> Controller<C> {
         }
     }
 
-    fn lease(&self) -> Option<Lease> {
-        self.lease.as_ref().and_then(|l| l.borrow().clone())
+    /// What `f` reads of the Lease as last seen, without copying it (it carries the record memory,
+    /// and a round reads it every time).
+    fn read_lease<T>(&self, f: impl FnOnce(&Lease) -> T) -> Option<T> {
+        self.lease.as_ref().and_then(|l| l.borrow().as_ref().map(f))
     }
 
     /// A new leadership continues the breaker the previous leader kept on the Lease.
     fn restore_breaker(&mut self) {
-        let raw = self.lease().and_then(|l| {
-            l.metadata
-                .annotations
-                .and_then(|a| a.get(breaker::BREAKER_ANNOTATION).cloned())
-        });
+        let raw = self
+            .read_lease(|l| {
+                let a = l.metadata.annotations.as_ref()?;
+                a.get(breaker::BREAKER_ANNOTATION).cloned()
+            })
+            .flatten();
         let breaker = match raw.as_deref().map(breaker::Breaker::from_annotation) {
             None => breaker::Breaker::default(),
             Some(Ok(b)) => b,
@@ -264,11 +271,12 @@ impl<C: Cluster> Controller<C> {
         if self.records_out.is_none() {
             return;
         }
-        let raw = self.lease().and_then(|l| {
-            l.metadata
-                .annotations
-                .and_then(|a| a.get(crate::model::keys::RECORDS_ANNOTATION).cloned())
-        });
+        let raw = self
+            .read_lease(|l| {
+                let a = l.metadata.annotations.as_ref()?;
+                a.get(crate::model::keys::RECORDS_ANNOTATION).cloned()
+            })
+            .flatten();
         let seen = match raw.as_deref().map(Seen::from_annotation) {
             None => Seen::default(),
             Some(Ok(s)) => s,
@@ -365,12 +373,12 @@ impl<C: Cluster> Controller<C> {
                 .unwrap_or(tick);
             tokio::select! {
                 _ = stop.changed() => return,
-                _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
+                _ = changed.notified() => self.settle().await,
                 _ = tokio::time::sleep(tick.min(until_wake)) => {}
                 Some(r) = next_config(&mut self.configs) => match r {
                     Reloaded::Config(cfg) => self.reconfigure(*cfg),
                     Reloaded::Refused(why) => {
-                        let lease = self.lease().as_ref().map(lease_reference);
+                        let lease = self.read_lease(lease_reference);
                         self.record.config_refused(&why, lease).await;
                     }
                 },
@@ -388,11 +396,23 @@ impl<C: Cluster> Controller<C> {
                 self.restore_breaker();
                 self.restore_records();
             }
+            self.last_round = Some(tokio::time::Instant::now());
             self.round().await;
             if self.summary_due {
                 self.summary_due = false;
                 self.say_summary();
             }
+        }
+    }
+
+    /// Wait before a round for a change: not at all after a quiet spell (an isolated change, what a
+    /// cluster mostly sends, costs one wake-up, not two), else until [`DEBOUNCE`] after the last
+    /// round, so a burst of changes is decided in a few rounds, not one each.
+    async fn settle(&self) {
+        if let Some(next) = self.last_round.map(|t| t + DEBOUNCE)
+            && next > tokio::time::Instant::now()
+        {
+            tokio::time::sleep_until(next).await;
         }
     }
 

@@ -50,17 +50,16 @@ impl<C: Cluster> Controller<C> {
         }
         self.drains.retain(|_, t| !t.is_finished());
         let now = self.clock.now();
-        let lease = self.lease();
         self.fleet
-            .set_pause(lease.as_ref().and_then(pause::pause_of));
+            .set_pause(self.read_lease(pause::pause_of).flatten());
         let relisted = self.catch_up(now).await;
         let decisions = self.decide(now).await;
         self.record_history();
         self.metrics.decided.inc_by(decisions.len() as u64);
         // The fleet-wide changes first (the breaker opening explains the holds that follow).
-        let regarding = lease.as_ref().map(lease_reference);
         for event in self.fleet.take_events() {
-            self.record.fleet(&event, regarding.clone()).await;
+            let regarding = self.read_lease(lease_reference);
+            self.record.fleet(&event, regarding).await;
             self.tap(Tap::Fleet { at: now, event });
         }
         for (node, why) in self.fleet.take_rejected() {

@@ -28,6 +28,8 @@ struct Rig {
     c: Controller<MemoryCluster>,
     cluster: MemoryCluster,
     leader: watch::Sender<bool>,
+    /// The controller's clock.
+    clock: Clock,
 }
 
 fn config(max_cordoned: usize) -> Config {
@@ -55,7 +57,12 @@ fn rig(cfg: Config, nodes: Vec<Node>, pods: Vec<Pod>) -> Rig {
     let record = Recorder::new(gated.clone(), metrics, observed.clone(), clock);
     let exec = Executor::new(gated, record, cfg.dry_run, clock);
     let c = Controller::new(cfg, observed, exec, Health::default(), leading, clock);
-    Rig { c, cluster, leader }
+    Rig {
+        c,
+        cluster,
+        leader,
+        clock,
+    }
 }
 
 /// Nodes cordoned by these writes.
@@ -298,4 +305,38 @@ async fn a_long_wait_refreshes_its_event_count_once_a_minute() {
             ("second".into(), "WaitingForBudget".into(), 2),
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_after_a_quiet_spell_is_decided_at_once_and_a_burst_a_debounce_apart() {
+    let r = rig(config(10), vec![node("a", false)], vec![]);
+    let clock = r.clock;
+    let (tx, mut taps) = tokio::sync::mpsc::unbounded_channel();
+    let (stop_tx, stop) = watch::channel(false);
+    let changed = Arc::new(Notify::new());
+    let c = r.c.with_tap(tx);
+    // No tick within the test: only changes start rounds.
+    let task = tokio::spawn(c.run(changed.clone(), Duration::from_secs(3600), stop));
+    let mut round_at = async || loop {
+        match taps.recv().await.expect("the controller runs") {
+            Tap::Round { at, .. } => return at,
+            _ => continue,
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let sent = clock.now();
+    changed.notify_one();
+    let first = round_at().await;
+    assert_eq!(first, sent, "an isolated change waits for nothing");
+    // A change right after that round: decided a debounce after the round started, with what
+    // else arrives meanwhile.
+    changed.notify_one();
+    let second = round_at().await;
+    assert_eq!(
+        second.duration_since(first).unsigned_abs(),
+        DEBOUNCE,
+        "a burst is decided a debounce apart"
+    );
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
 }

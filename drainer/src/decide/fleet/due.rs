@@ -167,7 +167,14 @@ impl Fleet {
         latest: &impl Fn(&str) -> Option<Arc<NodeView>>,
         now: Timestamp,
     ) {
-        if let Some(v) = latest(name) {
+        // A node the controller observed this round already holds the cache's view itself (the
+        // same `Arc`): observing it again would change nothing, so it is not.
+        if let Some(v) = latest(name)
+            && !self
+                .nodes
+                .get(name)
+                .is_some_and(|e| Arc::ptr_eq(&e.view, &v))
+        {
             self.observe(v, now);
         }
         self.dirty.remove(name);

@@ -83,11 +83,15 @@ pub(crate) enum FleetEvent {
     CommonCause(crate::decide::common_cause::CommonCause),
 }
 
+/// Per node, by name: every watch event and every decision looks nodes up here, so the hasher is a
+/// fast one (foldhash, seeded per process, as the caches' own maps).
+type ByNode<V> = HashMap<ArcStr, V, foldhash::fast::RandomState>;
+
 pub struct Fleet {
     cfg: Arc<Config>,
-    nodes: HashMap<ArcStr, Entry>,
+    nodes: ByNode<Entry>,
     running: Running,
-    overlays: HashMap<ArcStr, Overlay>,
+    overlays: ByNode<Overlay>,
     /// Decided at the next round.
     dirty: BTreeSet<ArcStr>,
     /// Clock wake-ups: (when, node).
@@ -102,13 +106,13 @@ pub struct Fleet {
     outages: BTreeSet<String>,
     paused: Option<Pause>,
     /// Recent condition changes of nodes that had any.
-    flaps: HashMap<ArcStr, Flaps>,
+    flaps: ByNode<Flaps>,
     /// Nodes flapping now whose episode was reported.
     flapping: BTreeSet<ArcStr>,
     events: Vec<FleetEvent>,
     /// Where the detector DaemonSet places its pods, and the nodes whose detector is silent.
     placement: crate::decide::silence::Placement,
-    silent: HashMap<ArcStr, crate::decide::silence::Silence>,
+    silent: ByNode<crate::decide::silence::Silence>,
     /// Recent gains of watched conditions, the groups reported, and the latest cause reported
     /// while its group lasts (named by the breaker's and outages' reasons).
     gains: Vec<crate::decide::common_cause::Gain>,
@@ -128,7 +132,7 @@ pub struct Fleet {
     seen_changed: bool,
     seen_pruned: Option<Timestamp>,
     /// Per node, a hash of the record text last refused (each refused record is reported once).
-    refused: HashMap<ArcStr, u64>,
+    refused: ByNode<u64>,
     /// Records refused since the controller last took them.
     rejected: Vec<(String, Rejection)>,
 }
@@ -149,9 +153,9 @@ impl Fleet {
     pub fn new(cfg: Arc<Config>) -> Fleet {
         Fleet {
             cfg,
-            nodes: HashMap::new(),
+            nodes: ByNode::default(),
             running: Running::default(),
-            overlays: HashMap::new(),
+            overlays: ByNode::default(),
             dirty: BTreeSet::new(),
             wakes: BTreeSet::new(),
             waiting: BTreeSet::new(),
@@ -160,12 +164,12 @@ impl Fleet {
             breaker: Breaker::default(),
             outages: BTreeSet::new(),
             paused: None,
-            flaps: HashMap::new(),
+            flaps: ByNode::default(),
             flapping: BTreeSet::new(),
             events: Vec::new(),
             newly_wake: None,
             placement: Default::default(),
-            silent: HashMap::new(),
+            silent: ByNode::default(),
             gains: Vec::new(),
             causes: BTreeMap::new(),
             cause: None,
@@ -173,7 +177,7 @@ impl Fleet {
             seen: seen::Seen::default(),
             seen_changed: false,
             seen_pruned: None,
-            refused: HashMap::new(),
+            refused: ByNode::default(),
             rejected: Vec::new(),
         }
     }
