@@ -134,7 +134,7 @@ pub fn heartbeat() -> Value {
 
 /// What an update sends, as clusters send them: a drainer's view of the node changes with a state
 /// change and not with a heartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Update {
     /// A kubelet's status heartbeat: new `lastHeartbeatTime`s only.
     Heartbeat,
@@ -156,10 +156,15 @@ impl Update {
         }
     }
 
-    /// The `round`-th update of a node (each round gives the changed value the other way, so every
-    /// state change changes something).
-    async fn send(self, nodes: &Api<Node>, node: &str, round: usize) -> bool {
-        let flip = if round.is_multiple_of(2) { "a" } else { "b" };
+    /// One update of `node`. A state change sets the changed value the other way from the last
+    /// one this process sent that node ([`flip`]), so every state change changes something, in
+    /// every window a bench measures (counting within one `churn` call gave every window the same
+    /// value, and from the second window on "state changes" were heartbeats).
+    async fn send(self, nodes: &Api<Node>, node: &str) -> bool {
+        let flip = match self {
+            Update::Heartbeat => "",
+            state_change => flip(state_change, node),
+        };
         match self {
             Update::Heartbeat => nodes
                 .patch_status(
@@ -189,6 +194,18 @@ impl Update {
     }
 }
 
+/// The value a state change of `kind` sets on `node` next: "a" and "b" in turn, per node and kind,
+/// for the whole process (a bench's windows follow one another).
+fn flip(kind: Update, node: &str) -> &'static str {
+    static SENT: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<(Update, String), usize>>,
+    > = std::sync::LazyLock::new(Default::default);
+    let mut sent = SENT.lock().unwrap();
+    let n = sent.entry((kind, node.to_string())).or_default();
+    *n += 1;
+    if n.is_multiple_of(2) { "b" } else { "a" }
+}
+
 /// Send `kind` updates to nodes `0..count` round-robin at `rate` per second (0: as fast as
 /// `workers` concurrent writers go) until `stop`; returns the number sent.
 pub async fn churn(
@@ -213,9 +230,8 @@ pub async fn churn(
                         tokio::time::sleep_until(due.into()).await;
                     }
                     let n = name(k % count);
-                    let round = k / count;
                     k += workers;
-                    if kind.send(&nodes, &n, round).await {
+                    if kind.send(&nodes, &n).await {
                         sent.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -340,4 +356,27 @@ pub async fn wait_ready(client: &kube::Client, listen: &str, timeout: Duration) 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_state_change_of_a_node_sets_the_other_value_whichever_call_sends_it() {
+        let sent: Vec<&str> = (0..4)
+            .map(|_| flip(Update::LabelChange, "flip-test-node"))
+            .collect();
+        assert_eq!(sent, ["a", "b", "a", "b"]);
+        assert_eq!(
+            flip(Update::ConditionChange, "flip-test-node"),
+            "a",
+            "per kind"
+        );
+        assert_eq!(
+            flip(Update::LabelChange, "flip-test-other"),
+            "a",
+            "per node"
+        );
+    }
 }
