@@ -40,8 +40,8 @@ use crate::model::record::DrainOutcome;
 use crate::observe::Observed;
 use crate::record::Recorder;
 
-/// Rounds for changes start at least this far apart: a change after a quiet spell is decided at
-/// once, and changes arriving within this time of a round are decided together in the next.
+/// Changes arriving within this time after the first are decided in one round: a burst (a zone's
+/// nodes going NotReady together) is seen whole by the gates, not a watch poll's worth at a time.
 pub(crate) const DEBOUNCE: Duration = Duration::from_millis(5);
 /// Every node is decided again this often, changed or not.
 pub const RESYNC: Duration = Duration::from_secs(60);
@@ -118,8 +118,6 @@ pub(crate) struct Controller<C: Cluster> {
     /// The time each round decides at.
     clock: Clock,
     last_resync: Option<Timestamp>,
-    /// When the last round started ([`DEBOUNCE`]).
-    last_round: Option<tokio::time::Instant>,
     /// Validated settings from config reloads.
     configs: Option<mpsc::Receiver<Reloaded>>,
     /// The drainer's Lease as the election last read it (the pause, the breaker kept there).
@@ -173,7 +171,6 @@ impl<C: Cluster> Controller<C> {
             stale: StaleSchedule::default(),
             clock,
             last_resync: None,
-            last_round: None,
             configs: None,
             lease: None,
             breaker_out: None,
@@ -373,7 +370,7 @@ impl<C: Cluster> Controller<C> {
                 .unwrap_or(tick);
             tokio::select! {
                 _ = stop.changed() => return,
-                _ = changed.notified() => self.settle().await,
+                _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
                 _ = tokio::time::sleep(tick.min(until_wake)) => {}
                 Some(r) = next_config(&mut self.configs) => match r {
                     Reloaded::Config(cfg) => self.reconfigure(*cfg),
@@ -396,23 +393,11 @@ impl<C: Cluster> Controller<C> {
                 self.restore_breaker();
                 self.restore_records();
             }
-            self.last_round = Some(tokio::time::Instant::now());
             self.round().await;
             if self.summary_due {
                 self.summary_due = false;
                 self.say_summary();
             }
-        }
-    }
-
-    /// Wait before a round for a change: not at all after a quiet spell (an isolated change, what a
-    /// cluster mostly sends, costs one wake-up, not two), else until [`DEBOUNCE`] after the last
-    /// round, so a burst of changes is decided in a few rounds, not one each.
-    async fn settle(&self) {
-        if let Some(next) = self.last_round.map(|t| t + DEBOUNCE)
-            && next > tokio::time::Instant::now()
-        {
-            tokio::time::sleep_until(next).await;
         }
     }
 
