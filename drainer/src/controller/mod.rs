@@ -235,14 +235,15 @@ impl<C: Cluster> Controller<C> {
         self.lease.as_ref().and_then(|l| l.borrow().as_ref().map(f))
     }
 
+    /// The annotation `key` of the Lease as last seen.
+    fn lease_annotation(&self, key: &str) -> Option<String> {
+        self.read_lease(|l| l.metadata.annotations.as_ref()?.get(key).cloned())
+            .flatten()
+    }
+
     /// A new leadership continues the breaker the previous leader kept on the Lease.
     fn restore_breaker(&mut self) {
-        let raw = self
-            .read_lease(|l| {
-                let a = l.metadata.annotations.as_ref()?;
-                a.get(breaker::BREAKER_ANNOTATION).cloned()
-            })
-            .flatten();
+        let raw = self.lease_annotation(breaker::BREAKER_ANNOTATION);
         let breaker = match raw.as_deref().map(breaker::Breaker::from_annotation) {
             None => breaker::Breaker::default(),
             Some(Ok(b)) => b,
@@ -268,12 +269,7 @@ impl<C: Cluster> Controller<C> {
         if self.records_out.is_none() {
             return;
         }
-        let raw = self
-            .read_lease(|l| {
-                let a = l.metadata.annotations.as_ref()?;
-                a.get(crate::model::keys::RECORDS_ANNOTATION).cloned()
-            })
-            .flatten();
+        let raw = self.lease_annotation(crate::model::keys::RECORDS_ANNOTATION);
         let seen = match raw.as_deref().map(Seen::from_annotation) {
             None => Seen::default(),
             Some(Ok(s)) => s,
