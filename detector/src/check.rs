@@ -95,6 +95,10 @@ pub fn check_with_progress(
                 stats.parsed += 1;
                 *at
             }
+            SourceEvent::Sample(sample) => {
+                stats.parsed += 1;
+                sample.at
+            }
             other => {
                 stats.malformed += 1;
                 tracing::debug!(line = record.line, event = ?other, "skipped");

@@ -215,6 +215,9 @@ impl<'a> Counted<'a> {
             SourceEvent::Line { .. } => {
                 self.counters.lines.inc();
             }
+            SourceEvent::Sample(_) => {
+                self.counters.lines.inc();
+            }
             SourceEvent::Malformed { why } => {
                 self.counters.parse_errors.inc();
                 tracing::debug!(monitor = %name, %why, "malformed record skipped");

@@ -142,6 +142,8 @@ pub struct MonitorState {
     /// When the last problem line for each condition was seen (for quiet-period recovery).
     last_problem: Vec<Option<Timestamp>>,
     hits: Vec<Hit>,
+    /// A resources monitor's gauges.
+    gauges: gauge::Gauges,
 }
 
 impl MonitorState {
@@ -167,12 +169,54 @@ impl MonitorState {
             .iter()
             .map(|c| (c.status == Status::True).then_some(now))
             .collect();
-        MonitorState {
+        let mut state = MonitorState {
             matcher: Matcher::new(monitor.compiled.clone()),
             monitor,
             conditions,
             last_problem,
             hits: Vec::new(),
+            gauges: gauge::Gauges::default(),
+        };
+        state.start_gauges();
+        state
+    }
+
+    /// The gauges as the conditions now stand (True ones keep theirs firing).
+    fn start_gauges(&mut self) {
+        let standing: Vec<gauge::Standing> = self
+            .conditions
+            .iter()
+            .map(|c| gauge::Standing {
+                problem: c.status == Status::True,
+                reason: &c.reason,
+                message: &c.message,
+            })
+            .collect();
+        self.gauges = gauge::Gauges::start(&self.monitor.gauges, &standing);
+    }
+
+    /// Fold a reading of the node's resources in: each condition set by gauges becomes what they
+    /// want (True with the first firing gauge's reason, or healthy). Reports go to `out`.
+    pub(crate) fn sample(
+        &mut self,
+        sample: &crate::parse::resources::Sample,
+        out: &mut Vec<Report>,
+    ) {
+        let monitor = self.monitor.clone();
+        self.gauges.sample(&monitor.gauges, sample);
+        for c in 0..self.conditions.len() {
+            match self.gauges.verdict(&monitor.gauges, c) {
+                None => {}
+                Some(gauge::Verdict::Clear) => self.recover(c, sample.at, out),
+                Some(gauge::Verdict::Firing { reason, message }) => {
+                    let current = &self.conditions[c];
+                    if current.status != Status::True || current.reason != reason {
+                        let (reason, message) = (reason.to_string(), message.to_string());
+                        self.last_problem[c] = Some(sample.at);
+                        self.set(c, Status::True, reason, message, sample.at, out);
+                    }
+                }
+            }
         }
     }
 
@@ -180,6 +224,8 @@ impl MonitorState {
     pub(crate) fn reconfigure(&mut self, monitor: Arc<Monitor>, now: Timestamp) {
         let old = std::mem::take(&mut self.conditions);
         let old_last = std::mem::take(&mut self.last_problem);
+        let same_gauges = self.monitor.gauges == monitor.gauges;
+        let old_gauges = std::mem::take(&mut self.gauges);
         let mut next = MonitorState::new(monitor, &[], now);
         for (i, c) in next.conditions.iter_mut().enumerate() {
             if let Some(j) = old.iter().position(|o| o.type_ == c.type_) {
@@ -194,6 +240,12 @@ impl MonitorState {
                 }
             }
         }
+        // Unchanged gauges keep their windows; changed ones start from the conditions kept.
+        if same_gauges {
+            next.gauges = old_gauges;
+        } else {
+            next.start_gauges();
+        }
         *self = next;
     }
 
@@ -205,7 +257,8 @@ impl MonitorState {
         &self.conditions
     }
 
-    /// Apply one input event: a line is matched at its time, a check's result folded in; a
+    /// Apply one input event: a line is matched at its time, a check's result or a resources
+    /// reading folded in; a
     /// malformed record or an overrun changes nothing (the shell counts them). Reports are appended
     /// to `out`. The daemon and `detector check` both feed their monitors through here.
     pub(crate) fn apply(&mut self, event: &SourceEvent, out: &mut Vec<Report>) {
@@ -214,6 +267,7 @@ impl MonitorState {
             SourceEvent::Check { result, .. } => {
                 self.check_result(result.check, result.exit, &result.message, result.at, out)
             }
+            SourceEvent::Sample(sample) => self.sample(sample, out),
             SourceEvent::Malformed { .. } | SourceEvent::Overrun => {}
         }
     }
@@ -316,6 +370,7 @@ fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
 }
 
 pub mod exec;
+pub(crate) mod gauge;
 
 #[cfg(test)]
 mod tests;

@@ -11,10 +11,12 @@ use clap::{Parser, Subcommand};
 mod convert;
 mod daemon;
 mod offline;
+mod sample;
 
 use convert::ConvertArgs;
 use daemon::RunArgs;
 use offline::CheckArgs;
+use sample::SampleArgs;
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +39,9 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run the rules over a file offline (no cluster) and print what would be reported.
     Check(CheckArgs),
+    /// Read the node's resources as a `resources` input does and print them as JSON lines (a
+    /// recording `check --input` replays).
+    Sample(SampleArgs),
     /// Run the node agent: follow the inputs and report to the API server (also with no subcommand).
     Run(Box<RunArgs>),
     /// Print node-problem-detector monitor files (JSON) as rule files (YAML), naming what does not
@@ -99,6 +104,7 @@ fn run_command(command: Command) -> ExitCode {
     match command {
         Command::Check(args) => offline::run_check(args),
         Command::Run(args) => daemon::run_daemon(*args),
+        Command::Sample(args) => sample::run_sample(args),
         Command::ConvertNpd(args) => convert::run_convert(args),
         Command::Probe(p) => {
             use crate::probe;

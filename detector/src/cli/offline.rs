@@ -63,7 +63,40 @@ pub(crate) fn run_check(args: CheckArgs) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Some(why) = mismatch(&rules, format) {
+        eprintln!("detector: {}: {why}", input.display());
+        return ExitCode::from(1);
+    }
     report(&args, &rules, &input, reader, format)
+}
+
+/// Why no rule can read `format` at all (readings of resources against log rules, or the other way
+/// round): "no problems found" would be a false all-clear.
+fn mismatch(rules: &config::RuleSet, format: InputFormat) -> Option<String> {
+    let resources = |m: &&config::Monitor| matches!(m.input, config::Input::Resources(_));
+    let names = |f: &dyn Fn(&&config::Monitor) -> bool| {
+        let n: Vec<&str> = rules
+            .monitors
+            .iter()
+            .filter(f)
+            .map(|m| m.name.as_str())
+            .collect();
+        n.join(", ")
+    };
+    let any_resources = rules.monitors.iter().any(|m| resources(&m));
+    let all_resources = rules.monitors.iter().all(|m| resources(&m));
+    match format {
+        InputFormat::Samples if !any_resources => Some(format!(
+            "readings of a node's resources, and none of the rules ({}) reads them; give a resources rule file (e.g. --rules config/rules-extra/resource-monitor.yaml)",
+            names(&|_| true)
+        )),
+        InputFormat::Samples => None,
+        _ if all_resources && !rules.monitors.is_empty() => Some(format!(
+            "a log, and the rules given ({}) read a node's resources, not lines (their input is what `detector sample` prints)",
+            names(&resources)
+        )),
+        _ => None,
+    }
 }
 
 /// The rules `check` runs: the files given, else the bundled ones. Errors are printed.

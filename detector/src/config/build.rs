@@ -6,10 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::errors::{Errors, parse_duration};
+use super::gauge;
 use super::input::{build_check, build_input};
 use super::model::{
-    Check, ConditionDef, DEFAULT_BUFFER_SIZE, ExecSettings, Input, MAX_BUFFER_SIZE, Monitor, Rule,
-    RuleKind,
+    Check, ConditionDef, DEFAULT_BUFFER_SIZE, ExecSettings, Input, MAX_BUFFER_SIZE, Monitor,
+    ResourceSettings, Rule, RuleKind,
 };
 use super::patterns::{PatternBudget, check_pattern};
 use super::raw::{RawCondition, RawMonitor, RawRule};
@@ -46,10 +47,30 @@ pub(crate) fn build(
     if exec.is_some() {
         exec_misuse(&raw, errors);
     }
+    let resources = (raw.input.kind.value == "resources").then(|| match &input {
+        Some(Input::Resources(settings)) => settings.clone(),
+        _ => ResourceSettings::default(),
+    });
+    if resources.is_some() {
+        gauge::resources_misuse(&raw, errors);
+    }
     let mut rules = Vec::new();
     let mut checks = Vec::new();
+    let mut gauges = Vec::new();
     for r in &raw.rules {
         let kind = rule_kind(r, &conditions, errors);
+        if let Some(settings) = &resources {
+            gauges.extend(gauge::build_gauge(r, kind, settings, errors));
+            continue;
+        }
+        for (field, at) in gauge::gauge_fields(r) {
+            errors.at(
+                &at,
+                format!(
+                    "{field}: only the rules of an `input: {{kind: resources}}` file read signals"
+                ),
+            );
+        }
         match build_rule(
             r,
             kind,
@@ -77,6 +98,7 @@ pub(crate) fn build(
         conditions,
         rules,
         checks,
+        gauges,
         compiled,
     })
 }

@@ -1,4 +1,5 @@
-//! An input as written, validated: `kmsg`, `journal`, `file` or `exec` with its settings and checks.
+//! An input as written, validated: `kmsg`, `journal`, `file` or `exec` with its settings and checks
+//! (`resources` is in `gauge`).
 //! Pure.
 
 use std::path::PathBuf;
@@ -78,10 +79,27 @@ pub(super) fn build_check(
 
 pub(super) fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<Input> {
     let path = raw.path.as_ref().map(|p| PathBuf::from(&p.value));
-    if raw.kind.value != "exec" {
-        let what = raw.kind.value.as_str();
+    let what = raw.kind.value.as_str();
+    if what != "resources" {
         for (field, loc) in [
-            ("interval", raw.interval.as_ref().map(|s| s.referenced)),
+            (
+                "filesystems",
+                raw.filesystems.as_ref().map(|s| s.referenced),
+            ),
+            ("procDir", raw.proc_dir.as_ref().map(|s| s.referenced)),
+        ] {
+            if let Some(loc) = loc {
+                errors.at(
+                    &loc,
+                    format!("input.{field}: only a resources input has it (this one is {what:?})"),
+                );
+            }
+        }
+    }
+    if what != "exec" {
+        let interval = raw.interval.as_ref().filter(|_| what != "resources");
+        for (field, loc) in [
+            ("interval", interval.map(|s| s.referenced)),
             ("timeout", raw.timeout.as_ref().map(|s| s.referenced)),
             (
                 "maxOutputLength",
@@ -102,6 +120,7 @@ pub(super) fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<In
     }
     match raw.kind.value.as_str() {
         "exec" => build_exec(raw, errors).map(Input::Exec),
+        "resources" => super::gauge::build_resources(raw, errors).map(Input::Resources),
         "kmsg" => Some(Input::Kmsg),
         "journal" => Some(Input::Journal {
             identifiers: raw.identifiers.clone(),
@@ -136,7 +155,7 @@ pub(super) fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<In
         other => {
             errors.at(
                 &raw.kind.referenced,
-                format!("input.kind {other:?}: expected `kmsg`, `journal`, `file` or `exec`"),
+                format!("input.kind {other:?}: expected `kmsg`, `journal`, `file`, `exec` or `resources`"),
             );
             None
         }

@@ -7,6 +7,7 @@
 
 mod build;
 mod errors;
+mod gauge;
 mod input;
 mod load;
 mod model;
@@ -17,8 +18,9 @@ mod raw;
 pub use errors::{ConfigError, ConfigErrors};
 pub use load::{bundled_defaults, convert_npd, load_paths, load_sources};
 pub use model::{
-    Check, ConditionDef, DEFAULT_BUFFER_SIZE, ExecSettings, Input, LineFormat, MAX_BUFFER_SIZE,
-    MAX_CONCURRENCY, Monitor, Rule, RuleKind, RuleSet, RunAs,
+    Check, ConditionDef, DEFAULT_BUFFER_SIZE, DEFAULT_SAMPLE_INTERVAL, ExecSettings, Gauge,
+    GaugeTest, Input, Level, LineFormat, MAX_BUFFER_SIZE, MAX_CONCURRENCY, Monitor,
+    ResourceSettings, Rule, RuleKind, RuleSet, RunAs,
 };
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub enum Input {
     },
     /// Checks run as programs (NPD's custom plugin monitor); the rules are in `Monitor::checks`.
     Exec(ExecSettings),
+    /// The node's resources sampled at an interval; the rules are in `Monitor::gauges`.
+    Resources(ResourceSettings),
 }
 
 impl Input {
@@ -40,6 +42,7 @@ impl Input {
             Input::Journal { .. } => "journal",
             Input::File { .. } => "file",
             Input::Exec(_) => "exec",
+            Input::Resources(_) => "resources",
         }
     }
 }
@@ -69,6 +72,74 @@ impl Default for ExecSettings {
             update_on_message_change: false,
         }
     }
+}
+
+/// A `resources` input's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceSettings {
+    /// How often the resources are read.
+    pub(crate) interval: Duration,
+    /// Filesystems by signal name (`nodefs`, `imagefs`, ...) and the path to `statvfs`, in the
+    /// order written.
+    pub(crate) filesystems: Vec<(String, PathBuf)>,
+    /// Where the kernel's files are (`pressure/`, `meminfo`, `loadavg`, `sys/kernel/`).
+    pub(crate) proc_dir: PathBuf,
+}
+
+/// How often a `resources` input reads by default.
+pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+
+impl Default for ResourceSettings {
+    /// Every 10s; the kubelet's filesystems where kubeadm and containerd put them.
+    fn default() -> Self {
+        ResourceSettings {
+            interval: DEFAULT_SAMPLE_INTERVAL,
+            filesystems: vec![
+                ("nodefs".into(), PathBuf::from("/var/lib/kubelet")),
+                ("imagefs".into(), PathBuf::from("/var/lib/containerd")),
+            ],
+            proc_dir: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// A rule of a `resources` input: a signal's value against a level, or its trend against a
+/// deadline, sets a condition while it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gauge {
+    /// The condition (index in `Monitor::conditions`) it sets.
+    pub(crate) condition: usize,
+    pub(crate) reason: String,
+    /// The signal it reads (`imagefs.available`, `psi.memory.some.avg10`, ...).
+    pub(crate) signal: String,
+    pub(crate) test: GaugeTest,
+    /// How long the test must hold before the condition is set, and its opposite before it clears.
+    pub(crate) sustain: Duration,
+}
+
+/// What a gauge tests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GaugeTest {
+    /// A problem below `at`; healthy again at or above `clear` (above `at`: the band between
+    /// them keeps the condition as it is).
+    Below { at: Level, clear: Level },
+    /// A problem above `at`; healthy again at or below `clear`.
+    Above { at: Level, clear: Level },
+    /// A problem when, at the rate of the last `trend`, the signal reaches `level` within
+    /// `within`; healthy again when that is more than 1.5 times `within` away (or it is not
+    /// falling).
+    Reaches {
+        level: Level,
+        within: Duration,
+        trend: Duration,
+    },
+}
+
+/// A level of a signal: a quantity in its unit, or a percentage of its capacity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Level {
+    Absolute(f64),
+    Percent(f64),
 }
 
 /// Most checks of one exec monitor that may run at once.
@@ -153,6 +224,8 @@ pub struct Monitor {
     pub rules: Vec<Rule>,
     /// An exec monitor's checks (its `rules` are empty).
     pub checks: Vec<Check>,
+    /// A resources monitor's gauges (its `rules` are empty).
+    pub gauges: Vec<Gauge>,
     /// The patterns, compiled once (shared by the matcher of every monitor task for this file).
     pub(crate) compiled: Arc<Compiled>,
 }
@@ -168,6 +241,12 @@ impl Monitor {
                     .iter()
                     .map(|c| (c.kind.clone(), c.reason.as_str())),
             )
+            .chain(self.gauges.iter().map(|g| {
+                let kind = RuleKind::Permanent {
+                    condition: g.condition,
+                };
+                (kind, g.reason.as_str())
+            }))
     }
 }
 

@@ -250,6 +250,8 @@ fn input(
         max_output_length: None,
         concurrency: None,
         update_on_message_change: None,
+        filesystems: None,
+        proc_dir: None,
     };
     match kind {
         "kmsg" => {
@@ -363,6 +365,14 @@ fn rule(r: NpdRule, errors: &mut Errors) -> RawRule {
         pattern: r.pattern,
         message,
         exec,
+        signal: None,
+        below: None,
+        above: None,
+        clear: None,
+        reaches: None,
+        within: None,
+        trend: None,
+        sustain: None,
     }
 }
 

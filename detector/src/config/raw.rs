@@ -30,7 +30,7 @@ pub(crate) struct RawMonitor {
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct RawInput {
-    /// `kmsg` | `journal` | `file` | `exec`.
+    /// `kmsg` | `journal` | `file` | `exec` | `resources`.
     pub(crate) kind: Spanned<String>,
     /// journal: keep entries whose SYSLOG_IDENTIFIER is one of these (any when both lists are empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -48,7 +48,8 @@ pub(crate) struct RawInput {
     /// file: `syslog` (RFC 3164 prefix stripped) or `plain` (the whole line). Default `plain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) format: Option<Spanned<String>>,
-    /// exec: how often each check runs (NPD's invoke_interval). Default 30s.
+    /// exec: how often each check runs (NPD's invoke_interval). Default 30s. resources: how often
+    /// the resources are read. Default 10s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) interval: Option<Spanned<String>>,
     /// exec: a check still running after this long is killed, with its process group (NPD's timeout).
@@ -65,6 +66,13 @@ pub(crate) struct RawInput {
     /// (NPD's enable_message_change_based_condition_update). Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) update_on_message_change: Option<bool>,
+    /// resources: filesystems to watch, by signal name (`nodefs: /host/var/lib/kubelet`). Default
+    /// `nodefs: /var/lib/kubelet, imagefs: /var/lib/containerd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) filesystems: Option<Spanned<std::collections::BTreeMap<String, String>>>,
+    /// resources: where the kernel's files are. Default `/proc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) proc_dir: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -112,6 +120,40 @@ pub(crate) struct RawRule {
     /// Message template: `$1`, `${name}` expand captures. Default: the matched line(s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) message: Option<String>,
+    /// resources: the signal the rule reads (`imagefs.available`, `psi.memory.some.avg10`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) signal: Option<Spanned<String>>,
+    /// resources: a problem below this level (`10Gi`, `15%` of the capacity, `1000`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) below: Option<Spanned<RawLevel>>,
+    /// resources: a problem above this level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) above: Option<Spanned<RawLevel>>,
+    /// resources: the level at which a `below`/`above` problem is over. Default: the threshold
+    /// moved a tenth of itself toward healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) clear: Option<Spanned<RawLevel>>,
+    /// resources: a problem when the signal, at its recent rate, reaches this level `within`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reaches: Option<Spanned<RawLevel>>,
+    /// resources: with `reaches`, how soon is a problem, e.g. `30m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) within: Option<Spanned<String>>,
+    /// resources: with `reaches`, how far back the rate is taken. Default 10m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) trend: Option<Spanned<String>>,
+    /// resources: how long the test must hold before the condition is set (and its opposite
+    /// before it clears). Default 0s: the first reading.
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub(crate) sustain: Option<Spanned<String>>,
+}
+
+/// A level as written: a number, or text with a unit (`10Gi`, `500M`) or a percent sign.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+pub(crate) enum RawLevel {
+    Number(f64),
+    Text(String),
 }
 
 #[derive(Debug, Deserialize, Serialize)]

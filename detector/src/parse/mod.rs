@@ -5,6 +5,7 @@
 
 pub mod journal;
 pub mod kmsg;
+pub mod resources;
 pub mod syslog;
 
 /// One log message ready for matching.

@@ -1,4 +1,4 @@
-//! What inputs produce ([`SourceEvent`], an exec check's [`CheckResult`]) and the timing they keep
+//! What inputs produce ([`SourceEvent`], an exec check's [`CheckResult`], a resources reading) and the timing they keep
 //! (idle polls, silence limits, default lookback). Pure data.
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ pub const IDLE_POLL: Duration = Duration::from_millis(250);
 pub const DEFAULT_LOOKBACK: Duration = Duration::from_secs(300);
 
 /// What an input produces.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
     /// A message to match, with its time and the position to checkpoint once it is reported.
     Line {
@@ -28,6 +28,8 @@ pub enum SourceEvent {
         result: CheckResult,
         position: Position,
     },
+    /// A reading of the node's resources (a `resources` input; no position: nothing to resume).
+    Sample(crate::parse::resources::Sample),
     /// A record that could not be parsed (counted, skipped).
     Malformed { why: String },
     /// Records lost before we could read them (kmsg ring buffer overrun: EPIPE).

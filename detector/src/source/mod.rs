@@ -1,4 +1,5 @@
-//! Inputs, behind one seam: [`spawn`] starts a monitor's input (kmsg, journal, file or exec checks)
+//! Inputs, behind one seam: [`spawn`] starts a monitor's input (kmsg, journal, file, exec checks or
+//! resources)
 //! and returns the stream of [`SourceEvent`]s it produces; [`once`] reads a file start to end into the
 //! same events for `detector check`. I/O: each input runs on its own (a thread for blocking
 //! device/file reads, a task for the journalctl child and for checks) and sends over a bounded
@@ -14,6 +15,7 @@ pub mod follow;
 pub mod journal;
 pub mod kmsg;
 pub mod once;
+pub mod resources;
 pub mod wake;
 
 use std::path::PathBuf;
@@ -115,6 +117,11 @@ pub(crate) fn spawn(
             };
             let checks = exec::start(monitor, settings, &ctx.health, &ctx.check_dirs, stop);
             tokio::spawn(exec::number(checks, runs, tx));
+        }
+        Input::Resources(settings) => {
+            let beat = beat(monitor, ctx);
+            let (name, settings) = (monitor.name.clone(), settings.clone());
+            tokio::spawn(resources::follow(name, settings, tx, beat, stop));
         }
     }
     Ok(rx)

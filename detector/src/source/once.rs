@@ -22,13 +22,17 @@ pub enum InputFormat {
     Plain,
     /// `journalctl -o json` output.
     JournalJson,
+    /// Readings of a node's resources, one JSON object per line (`detector sample`'s output).
+    Samples,
 }
 
 impl InputFormat {
     /// Guess from the first non-empty line.
     pub(crate) fn detect(first_line: &str) -> InputFormat {
         let l = first_line.trim_start();
-        if l.starts_with('{') {
+        if crate::parse::resources::looks_like_sample(l) {
+            InputFormat::Samples
+        } else if l.starts_with('{') {
             InputFormat::JournalJson
         } else if kmsg::parse(l.as_bytes()).is_ok() {
             InputFormat::Kmsg
@@ -46,7 +50,10 @@ impl InputFormat {
         match self {
             InputFormat::Kmsg => matches!(input, Input::Kmsg),
             InputFormat::JournalJson => matches!(input, Input::Journal { .. }),
-            InputFormat::Syslog | InputFormat::Plain => !matches!(input, Input::Exec(_)),
+            InputFormat::Samples => matches!(input, Input::Resources(_)),
+            InputFormat::Syslog | InputFormat::Plain => {
+                !matches!(input, Input::Exec(_) | Input::Resources(_))
+            }
         }
     }
 }
@@ -96,8 +103,8 @@ pub(crate) struct Record<'a> {
     pub(crate) read: u64,
     pub(crate) offset: u64,
     pub(crate) origin: Origin<'a>,
-    /// A [`SourceEvent::Line`] (at the record's own time, else the reader's `now`) or a
-    /// [`SourceEvent::Malformed`]. The position of a line is its end's byte offset in the input
+    /// A [`SourceEvent::Line`] (at the record's own time, else the reader's `now`), a
+    /// [`SourceEvent::Sample`] or a [`SourceEvent::Malformed`]. The position of a line is its end's byte offset in the input
     /// (`dev`/`ino` 0: the input may not be a file).
     pub(crate) event: &'a SourceEvent,
 }
@@ -194,7 +201,13 @@ impl<R: BufRead> Once<R> {
             let position = self.position();
             let line = self.line.trim_end_matches(['\n', '\r']);
             let origin = match self.format {
-                InputFormat::JournalJson if line.trim().is_empty() => continue,
+                InputFormat::JournalJson | InputFormat::Samples if line.trim().is_empty() => {
+                    continue;
+                }
+                InputFormat::Samples => {
+                    self.event = sample(line);
+                    Kind::Other
+                }
                 InputFormat::JournalJson => match journal::parse(line) {
                     Ok(entry) => {
                         let at = entry
@@ -307,6 +320,14 @@ fn set_line(event: &mut SourceEvent, text: &str, at: Timestamp, position: Positi
             at,
             position,
         };
+    }
+}
+
+/// A line of readings (`detector sample`'s output).
+fn sample(line: &str) -> SourceEvent {
+    match crate::parse::resources::Sample::from_json_line(line) {
+        Ok(sample) => SourceEvent::Sample(sample),
+        Err(e) => malformed(e.to_string()),
     }
 }
 

@@ -1,0 +1,189 @@
+//! What the `resources` input costs, with the binary `cargo build --release` gives (the bench
+//! profile is release): issue 41's budget is at most 1 ms of CPU per sample with everything on,
+//! and no measurable change to idle RSS.
+//! 1. `detector sample`: CPU per reading of every signal (three pressure files, meminfo, loadavg,
+//!    the two PID limits, two `statvfs`) and printing it, over 20,000 readings.
+//! 2. `detector run` against the test API server, idle: RSS after settling with the default rules,
+//!    and with the default rules and the shipped resource-monitor.
+//! 3. `detector run` with the shipped resource-monitor alone (its 13 rules, the trend windows),
+//!    reading every second, against the same reading every minute: the CPU the first spends more
+//!    over a window, per sample (reading, handing over, every rule). Everything else (the
+//!    writer's tick, the heartbeat) is the same in both, and no log input polls.
+//!
+//! Three runs of each; min / median / max. `cargo bench -p nodemedic-detector --bench resources`
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nodemedic_tests::process::{CpuMeter, cpu_seconds, status_mib};
+
+const READINGS: u32 = 20_000;
+const RUNS: usize = 3;
+const WINDOW: Duration = Duration::from_secs(20);
+
+/// The detector under test: `NODEMEDIC_DETECTOR_BIN` (a build with symbols, to profile), else
+/// the one cargo built for this bench.
+fn exe() -> String {
+    std::env::var("NODEMEDIC_DETECTOR_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_detector").into())
+}
+
+/// CPU microseconds per reading of `detector sample`.
+fn sample_cpu_us() -> f64 {
+    let mut child = Command::new(exe())
+        .args([
+            "sample",
+            "--interval",
+            "0s",
+            "--count",
+            &READINGS.to_string(),
+        ])
+        .args(["--filesystem", "nodefs=/", "--filesystem", "imagefs=/tmp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The process's own CPU, read just before it exits: wait4's rusage through /proc is gone
+    // after the wait, so poll until it is a zombie.
+    let pid = child.id();
+    let mut cpu = 0.0;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, r)| r.starts_with('Z'));
+        cpu = f64::max(cpu, cpu_seconds(pid));
+        if zombie {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.wait().unwrap();
+    cpu * 1e6 / f64::from(READINGS)
+}
+
+/// A rules directory: the default rules (`logs`) and the resource-monitor read every `every`.
+fn rules_dir(dir: &Path, name: &str, logs: bool, every: Option<&str>) -> std::path::PathBuf {
+    let rules = dir.join(name);
+    std::fs::create_dir_all(&rules).unwrap();
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/../config");
+    for f in std::fs::read_dir(format!("{shipped}/rules"))
+        .unwrap()
+        .filter(|_| logs)
+    {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, rules.join(f.file_name().unwrap())).unwrap();
+    }
+    if let Some(every) = every {
+        let text = std::fs::read_to_string(format!("{shipped}/rules-extra/resource-monitor.yaml"))
+            .unwrap()
+            .replace("interval: 10s", &format!("interval: {every}"))
+            .replace("nodefs: /var/lib/kubelet", "nodefs: /")
+            .replace("imagefs: /var/lib/containerd", "imagefs: /tmp");
+        std::fs::write(rules.join("resource-monitor.yaml"), text).unwrap();
+    }
+    rules
+}
+
+fn start(dir: &Path, rules: &Path, kubeconfig: &Path, node: &str) -> Child {
+    Command::new(exe())
+        .args([
+            "run",
+            "--node-name",
+            node,
+            "--listen",
+            "127.0.0.1:0",
+            "--rules",
+        ])
+        .arg(rules)
+        .arg("--kmsg-path")
+        .arg(dir.join("kmsg"))
+        .arg("--state-file")
+        .arg(dir.join(format!("{node}.json")))
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start detector")
+}
+
+/// RSS (MiB) after settling, and CPU seconds over [`WINDOW`], of `detector run` with `rules`.
+fn daemon(dir: &Path, rules: &Path, kubeconfig: &Path, node: &str) -> (f64, f64) {
+    let mut child = start(dir, rules, kubeconfig, node);
+    std::thread::sleep(Duration::from_secs(5));
+    let rss = status_mib(child.id(), "VmRSS:");
+    let meter = CpuMeter::start(child.id());
+    let (begin, started) = (meter.seconds(), Instant::now());
+    std::thread::sleep(WINDOW);
+    let cpu = (meter.seconds() - begin) * WINDOW.as_secs_f64() / started.elapsed().as_secs_f64();
+    let _ = child.kill();
+    let _ = child.wait();
+    (rss, cpu)
+}
+
+fn spread(mut v: Vec<f64>, digits: usize) -> String {
+    v.sort_by(f64::total_cmp);
+    format!(
+        "{:.d$} / {:.d$} / {:.d$}",
+        v[0],
+        v[v.len() / 2],
+        v[v.len() - 1],
+        d = digits
+    )
+}
+
+fn main() {
+    let per_reading: Vec<f64> = (0..RUNS).map(|_| sample_cpu_us()).collect();
+    println!(
+        "detector sample: CPU per reading of every signal, min / median / max of {RUNS} x {READINGS}: {} us",
+        spread(per_reading, 1)
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(async {
+        let mut cluster = nodemedic_tests::cluster::Cluster::fake().await;
+        cluster.create_node("bench-a").await;
+        cluster.create_node("bench-b").await;
+        cluster.fake.take().expect("the test API server")
+    });
+    let kubeconfig = tmp.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\nusers:\n- name: u\n  user:\n    token: bench\ncontexts:\n- name: c\n  context:\n    cluster: t\n    user: u\ncurrent-context: c\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(tmp.path().join("kmsg"), "6,1,1,-;boot\n").unwrap();
+    let dir = tmp.path();
+    let defaults = rules_dir(dir, "defaults", true, None);
+    let both = rules_dir(dir, "both", true, Some("10s"));
+    let (every_second, every_minute) = (
+        rules_dir(dir, "second", false, Some("1s")),
+        rules_dir(dir, "minute", false, Some("60s")),
+    );
+    let (mut rss_without, mut rss_with, mut per_sample) = (vec![], vec![], vec![]);
+    for _ in 0..RUNS {
+        rss_without.push(daemon(dir, &defaults, &kubeconfig, "bench-a").0);
+        rss_with.push(daemon(dir, &both, &kubeconfig, "bench-b").0);
+        let busy = daemon(dir, &every_second, &kubeconfig, "bench-a").1;
+        let quiet = daemon(dir, &every_minute, &kubeconfig, "bench-b").1;
+        // One sample a second against none in the window.
+        per_sample.push((busy - quiet) * 1e6 / WINDOW.as_secs_f64());
+    }
+    println!(
+        "detector run, idle RSS after 5 s, default rules: {} MiB; with the resource-monitor too: {} MiB",
+        spread(rss_without, 1),
+        spread(rss_with, 1)
+    );
+    println!(
+        "detector run: CPU per sample of the resource-monitor (a {} s window at 1 sample/s less one with none): {} us",
+        WINDOW.as_secs(),
+        spread(per_sample, 0)
+    );
+    drop(server);
+}
