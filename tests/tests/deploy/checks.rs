@@ -254,16 +254,23 @@ pub fn check_workloads(objects: &[Value]) {
 }
 
 pub fn check_configs(objects: &[Value]) {
-    // The detector's rules: identical to config/rules and valid.
+    // The detector's rules: identical to config/rules (or an opt-in file's) and valid.
     let rules = find(objects, "ConfigMap", "nodemedic-detector-rules");
     let mut sources = Vec::new();
-    let mut checks = 0;
+    // Files added to the shipped rules: exec checks and opt-in rule files.
+    let mut added = 0;
     for (name, text) in rules["data"].as_object().unwrap() {
         // A rule file, or an exec check the chart was asked to add (detector.checks).
-        let (dir, shipped) = match std::fs::read_to_string(repo().join("config/rules").join(name)) {
+        let read = |dir: &str| std::fs::read_to_string(repo().join("config").join(dir).join(name));
+        let (dir, shipped) = match read("rules") {
             Ok(t) => ("rules", t),
+            // An opt-in rule file (detector.earlyPressure, deploy/early-pressure).
+            Err(_) if read("rules-extra").is_ok() => {
+                added += 1;
+                ("rules-extra", read("rules-extra").unwrap())
+            }
             Err(_) => {
-                checks += 1;
+                added += 1;
                 let t = std::fs::read_to_string(repo().join("config/checks").join(name))
                     .unwrap_or_else(|e| {
                         panic!("{name}: neither in config/rules nor config/checks: {e}")
@@ -280,7 +287,7 @@ pub fn check_configs(objects: &[Value]) {
     }
     let rs = nodemedic_detector::config::load_sources(&sources).unwrap();
     assert_eq!(
-        rs.monitors.len() - checks,
+        rs.monitors.len() - added,
         std::fs::read_dir(repo().join("config/rules"))
             .unwrap()
             .count(),

@@ -12,6 +12,7 @@ mod image;
 mod images;
 mod monitoring;
 mod own_node;
+mod pressure;
 mod render;
 
 use serde_json::{Value, json};
