@@ -58,6 +58,11 @@ struct PolicyLabel {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ConditionLabel {
+    condition: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct KindLabel {
     kind: ObjectKind,
 }
@@ -106,6 +111,8 @@ pub struct Metrics {
     pub(crate) probations: Counter,
     /// Drain records found on nodes that this drainer did not write for them (ignored).
     pub(crate) records_rejected: Counter,
+    /// Nodes whose PodsNotStarting / PodsNotTerminating condition the drainer set True.
+    symptoms: Family<ConditionLabel, Gauge>,
     /// Guard requests shed because its bytes in flight were at their cap (admitted: fail open).
     pub(crate) guard_shed: Counter,
     /// Selected nodes whose detector is silent, as of the last resync.
@@ -154,6 +161,7 @@ impl Metrics {
             stale_evictions: Family::default(),
             probations: Counter::default(),
             records_rejected: Counter::default(),
+            symptoms: Family::default(),
             guard_shed: Counter::default(),
             silent_detectors: Gauge::default(),
             pod_policies: Family::default(),
@@ -272,6 +280,11 @@ impl Metrics {
             self.records_rejected.clone(),
         );
         registry.register(
+            "nodemedic_drainer_symptom_nodes",
+            "Nodes whose pods say they are broken: the PodsNotStarting or PodsNotTerminating condition the drainer set True (--pods-not-starting-after, --pods-not-terminating-after)",
+            self.symptoms.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_probations",
             "Probations started: recovered nodes kept until they stayed healthy --uncordon-after",
             self.probations.clone(),
@@ -375,6 +388,14 @@ impl Metrics {
             let _ = self.config_reloads.get_or_create(&ReloadLabel { result });
         }
     }
+    /// `n` nodes have the symptom `condition` True, as of the last pass.
+    pub(crate) fn symptom_nodes(&self, condition: &str, n: usize) {
+        let label = ConditionLabel {
+            condition: condition.to_string(),
+        };
+        self.symptoms.get_or_create(&label).set(n as i64);
+    }
+
     pub(crate) fn malformed_object(&self, kind: ObjectKind) {
         self.malformed.get_or_create(&KindLabel { kind }).inc();
     }

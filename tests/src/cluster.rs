@@ -203,8 +203,14 @@ impl Cluster {
         let name = self.name(hint);
         let api_version = if kind == "Job" { "batch/v1" } else { "apps/v1" };
         if !self.real() {
+            // No controller runs on the test API server: the owner is named, not made, with a uid
+            // of its own (pods of one owner share it, pods of two owners do not).
+            let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+            let uid = format!("00000000-0000-4000-8000-{:012x}", hash & 0xffff_ffff_ffff);
             return json!([{"apiVersion": api_version, "kind": kind, "name": name,
-                "uid": "00000000-0000-4000-8000-000000000001", "controller": true}]);
+                "uid": uid, "controller": true}]);
         }
         if kind == "Job" {
             let obj = json!({"apiVersion": "batch/v1", "kind": "Job",

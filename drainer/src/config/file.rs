@@ -34,6 +34,8 @@ pub(crate) struct FileConfig {
     pub(crate) dry_run: Option<bool>,
     pub(crate) stale_readiness_threshold: Option<Spanned<String>>,
     pub(crate) evict_stale_pods: Option<bool>,
+    pub(crate) pods_not_starting_after: Option<Spanned<String>>,
+    pub(crate) pods_not_terminating_after: Option<Spanned<String>>,
     pub(crate) max_unhealthy: Option<Spanned<String>>,
     pub(crate) breaker_new: Option<Spanned<String>>,
     pub(crate) breaker_window: Option<Spanned<String>>,

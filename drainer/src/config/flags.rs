@@ -130,6 +130,16 @@ pub struct PolicyArgs {
     /// Also evict stale pods (Eviction API, PodDisruptionBudgets honoured; exempt pods never).
     #[arg(help_heading = "Eviction", long = "evict-stale-pods")]
     pub evict_stale_pods: bool,
+    /// Set a node's PodsNotStarting condition when pods bound to it have waited this long to start
+    /// and no container started there meanwhile (pods of an owner waiting on other nodes too do not
+    /// count). Reported only, unless named among the conditions. "0s" turns it off. [default: 10m]
+    #[arg(help_heading = "Conditions", long = "pods-not-starting-after", value_parser = humantime::parse_duration)]
+    pub pods_not_starting_after: Option<Duration>,
+    /// Set a node's PodsNotTerminating condition when pods deleted there are still there this long
+    /// past their grace period. Reported only, unless named among the conditions. "0s" turns it
+    /// off. [default: 5m]
+    #[arg(help_heading = "Conditions", long = "pods-not-terminating-after", value_parser = humantime::parse_duration)]
+    pub pods_not_terminating_after: Option<Duration>,
     /// Circuit breaker: open when more than N or N% of the selected nodes are unhealthy. [default: 30%]
     #[arg(help_heading = "Safety gates", long = "max-unhealthy")]
     pub max_unhealthy: Option<String>,

@@ -86,6 +86,9 @@ pub struct Config {
     pub stale_readiness: Option<Duration>,
     /// Evict stale pods too.
     pub evict_stale_pods: bool,
+    /// When pods waiting to start or to go make their node's PodsNotStarting or PodsNotTerminating
+    /// condition True (written as reporting; acted on only when the conditions name them).
+    pub symptoms: crate::decide::symptoms::SymptomSettings,
     /// How often a waiting node's WaitingForBudget Event count is refreshed (default 1m).
     pub event_refresh: Duration,
     /// Fleet safety: the breaker, failure domains, flap damping, drain windows.
@@ -171,6 +174,10 @@ impl Default for Config {
             eviction_concurrency: 8,
             stale_readiness: Some(Duration::from_secs(120)),
             evict_stale_pods: false,
+            symptoms: crate::decide::symptoms::SymptomSettings {
+                not_starting_after: Some(Duration::from_secs(600)),
+                not_terminating_after: Some(Duration::from_secs(300)),
+            },
             event_refresh: Duration::from_secs(60),
             safety: Default::default(),
             after_drain: AfterDrain::default(),
@@ -251,6 +258,7 @@ impl Config {
             eviction_concurrency,
             stale_readiness,
             evict_stale_pods,
+            symptoms,
             event_refresh,
             safety,
             after_drain,

@@ -11,10 +11,12 @@
 //!  mod     the loop, settings, the breaker kept on the Lease
 //!  round   one round: catch up with the caches, decide, write, start and finish drains
 //!  chores  the waits' Events and stale pod readiness
+//!  symptoms  the PodsNotStarting and PodsNotTerminating conditions
 //! ```
 
 mod chores;
 mod round;
+mod symptoms;
 #[cfg(test)]
 mod tests;
 
@@ -137,6 +139,8 @@ pub(crate) struct Controller<C: Cluster> {
     placement_said: bool,
     /// When the watchdog last checked, and last read the detector DaemonSet.
     last_watchdog: Option<Timestamp>,
+    /// When the pods' symptoms were last assessed.
+    last_symptoms: Option<Timestamp>,
     last_placement: Option<Timestamp>,
     /// Writing `--history-file` fails (said once).
     history_failing: bool,
@@ -181,6 +185,7 @@ impl<C: Cluster> Controller<C> {
             summary_due: true,
             placement_said: false,
             last_watchdog: None,
+            last_symptoms: None,
             last_placement: None,
             history_failing: false,
             offload: true,

@@ -72,6 +72,7 @@ impl<C: Cluster> Controller<C> {
         self.publish_records(now);
         self.gauges();
         self.stale_readiness(now).await;
+        self.report_symptoms(now).await;
         let fleet = &self.fleet;
         self.waits.retain(|n| fleet.contains(n));
         let mut writes = Vec::new();

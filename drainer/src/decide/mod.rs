@@ -13,6 +13,7 @@
 //!  common_cause  what nodes gaining one condition together share
 //!  stale         stale pod readiness after a node flap
 //!  silence       whether a node's detector fell silent
+//!  symptoms      what pods waiting to start or to go say about their node
 //!  schedule  when to write the Events of waits and stale pods, and retry their evictions
 //! ```
 //!
@@ -33,6 +34,7 @@ pub mod schedule;
 pub mod silence;
 pub mod stale;
 pub mod summary;
+pub mod symptoms;
 
 pub use batch::{decide_nodes, decide_snapshot, decide_some, decide_views};
 pub(crate) use candidate::Candidate;
@@ -44,6 +46,8 @@ pub(crate) use evictions::{PodAction, PodPlan};
 mod policy_tests;
 #[cfg(test)]
 mod remedy_tests;
+#[cfg(test)]
+mod symptoms_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

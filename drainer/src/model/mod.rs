@@ -10,6 +10,8 @@ pub mod lite;
 pub mod node;
 pub mod occurrence;
 pub mod pod;
+pub(crate) mod progress;
 pub mod record;
 pub mod seal;
 pub mod transition;
+pub mod uid;

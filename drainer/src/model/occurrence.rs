@@ -46,6 +46,7 @@ pub mod reason {
     pub(crate) const COMMON_CAUSE: &str = "CommonCause";
     pub(crate) const RECORD_REJECTED: &str = "DrainRecordRejected";
     pub(crate) const CONFIG_REFUSED: &str = "ConfigReloadRefused";
+    pub(crate) const SYMPTOM_WRITE_FAILED: &str = "PodSymptomWriteFailed";
 }
 
 /// Something that happened to a node.
@@ -119,6 +120,23 @@ pub(crate) enum Occurrence {
     RecordRejected {
         why: String,
     },
+    /// The node's pods say it is broken (`decide::symptoms`): `condition` set True with `reason`.
+    Symptom {
+        condition: &'static str,
+        reason: &'static str,
+        message: String,
+    },
+    /// That symptom is gone: `condition` set False with `reason`.
+    SymptomCleared {
+        condition: &'static str,
+        reason: &'static str,
+        message: &'static str,
+    },
+    /// A symptom's condition could not be written (retried at the next pass).
+    SymptomWriteFailed {
+        condition: &'static str,
+        error: String,
+    },
 }
 
 impl Occurrence {
@@ -145,6 +163,8 @@ impl Occurrence {
             NodeDeleted => reason::NODE_DELETED,
             NodeDeleteFailed { .. } => reason::NODE_DELETE_FAILED,
             RecordRejected { .. } => reason::RECORD_REJECTED,
+            Symptom { reason, .. } | SymptomCleared { reason, .. } => reason,
+            SymptomWriteFailed { .. } => reason::SYMPTOM_WRITE_FAILED,
         }
     }
 
@@ -158,6 +178,8 @@ impl Occurrence {
             | MarkFailed { .. }
             | NodeDeleteFailed { .. }
             | RecordRejected { .. }
+            | Symptom { .. }
+            | SymptomWriteFailed { .. }
             | Relapsed { .. } => Severity::Warning,
             _ => Severity::Normal,
         }
@@ -217,6 +239,15 @@ impl Occurrence {
             RecordRejected { why } => format!(
                 "Ignored the drain record (nodemedic.io/drain) on this node: {why}. The node is decided from its conditions as if it had no record; no cordon or taint is lifted on its word"
             ),
+            Symptom {
+                condition, message, ..
+            } => format!("{condition}: {message}"),
+            SymptomCleared {
+                condition, message, ..
+            } => format!("{condition} cleared: {message}"),
+            SymptomWriteFailed { condition, error } => {
+                format!("Cannot write the {condition} condition: {error}")
+            }
         }
     }
 }

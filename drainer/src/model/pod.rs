@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use nodemedic_common::keys;
 
 use super::intern::{ArcStr, intern};
+pub(crate) use super::uid::Uid;
 
 /// What the drainer keeps of a Pod: the fields its rules and evictions read, about 100 bytes
 /// instead of the several kilobytes of a full `Pod`, so 650,000 of them fit in well under 256 MiB.
@@ -34,6 +35,8 @@ pub struct PodInfo {
     /// Running, containers ready, Ready=False, gates met: stale if its node has been Ready a while
     /// (see [`readiness_stale`]).
     pub(crate) readiness_stale: bool,
+    /// Waiting on its node to start, or deleted and not gone; boxed, absent for most pods.
+    pub(crate) progress: Option<Box<super::progress::Progress>>,
 }
 
 /// [`PodInfo::grace_period_seconds`] when the pod sets none (the API server rejects negative ones).
@@ -149,54 +152,6 @@ impl Projection {
     }
 }
 
-/// A pod's uid: 16 bytes when it is a UUID (as the API server makes them), else the text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Uid {
-    Uuid([u8; 16]),
-    Other(Box<str>),
-}
-
-impl Uid {
-    pub fn parse(s: &str) -> Uid {
-        let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
-        let canonical = s.len() == 36 && [8, 13, 18, 23].iter().all(|&i| s.as_bytes()[i] == b'-');
-        let mut out = [0u8; 16];
-        if canonical && hex.len() == 32 {
-            let ok = hex.chunks(2).zip(out.iter_mut()).all(|(pair, o)| {
-                let digits = std::str::from_utf8(pair).ok();
-                match digits.and_then(|d| u8::from_str_radix(d, 16).ok()) {
-                    Some(v) if pair.iter().all(|c| !c.is_ascii_uppercase()) => {
-                        *o = v;
-                        true
-                    }
-                    _ => false,
-                }
-            });
-            if ok {
-                return Uid::Uuid(out);
-            }
-        }
-        Uid::Other(s.into())
-    }
-}
-
-impl std::fmt::Display for Uid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Uid::Other(s) => f.write_str(s),
-            Uid::Uuid(b) => {
-                for (i, byte) in b.iter().enumerate() {
-                    if matches!(i, 4 | 6 | 8 | 10) {
-                        f.write_str("-")?;
-                    }
-                    write!(f, "{byte:02x}")?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
 /// Annotation keys the pod rules read, besides configured protected annotations.
 pub(crate) const RULE_ANNOTATIONS: &[&str] = &[
     keys::NOT_EVICTED_POD_ANNOTATION,
@@ -263,6 +218,7 @@ impl PodInfo {
                 .and_then(|s| s.termination_grace_period_seconds)
                 .unwrap_or(NO_GRACE),
             readiness_stale: readiness_stale(pod),
+            progress: super::progress::progress(pod),
             meta: meta(pod, keep),
         }
     }

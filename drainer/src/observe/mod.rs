@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
 
 use tokio::sync::{Notify, watch};
 
@@ -124,6 +125,29 @@ impl Observed {
     }
 
     /// Pods whose own readiness is stale, wherever they run.
+    /// The pods waiting on their node to start or deleted and not gone, and when a container last
+    /// started on each of their nodes.
+    pub(crate) fn troubled_pods(&self) -> (Vec<Arc<PodInfo>>, HashMap<ArcStr, Timestamp>) {
+        let pods = self.pods.read().unwrap();
+        let troubled: Vec<Arc<PodInfo>> = pods
+            .troubled
+            .iter()
+            .filter_map(|(ns, name)| pods.get(ns, name).cloned())
+            .collect();
+        let starts = troubled
+            .iter()
+            .filter_map(|p| p.node.as_ref())
+            .filter_map(|n| Some((n.clone(), *pods.last_start.get(n)?)))
+            .collect();
+        (troubled, starts)
+    }
+
+    /// A container started on `node` at `at` (from the pod watch: the time is not kept in
+    /// [`PodInfo`]).
+    pub(crate) fn pod_started(&self, node: &str, at: Timestamp) {
+        self.pods.write().unwrap().started(node, at);
+    }
+
     pub(crate) fn stale_pods(&self) -> Vec<Arc<PodInfo>> {
         let pods = self.pods.read().unwrap();
         pods.stale

@@ -1,8 +1,11 @@
 //! The pod index, pure data: every pod once, found by (namespace, name) without storing the key
-//! twice, by node, and the few whose own readiness is stale.
+//! twice, by node, the few whose own readiness is stale, the few waiting to start or to go
+//! (`model::progress`), and when a container last started on each node.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
 
 use crate::model::intern::ArcStr;
 use crate::model::pod::PodInfo;
@@ -69,6 +72,10 @@ pub(crate) struct Pods {
     pub(crate) by_node: HashMap<ArcStr, Vec<Arc<PodInfo>>>,
     /// Pods whose own readiness is stale (see `decide::stale`): usually none.
     pub(crate) stale: HashSet<PodKey>,
+    /// Pods waiting on their node to start, or deleted and not gone: usually few.
+    pub(crate) troubled: HashSet<PodKey>,
+    /// When a container last started on each node (as far as the pods seen say).
+    pub(crate) last_start: HashMap<ArcStr, Timestamp>,
 }
 
 impl Pods {
@@ -78,6 +85,11 @@ impl Pods {
 
     pub(crate) fn insert(&mut self, info: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
         let key = (info.namespace.clone(), info.name.clone());
+        if info.progress.is_some() {
+            self.troubled.insert(key.clone());
+        } else {
+            self.troubled.remove(&key);
+        }
         if info.readiness_stale {
             self.stale.insert(key);
         } else {
@@ -98,10 +110,22 @@ impl Pods {
 
     pub(crate) fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
         let old = self.all.take(&(namespace, name) as &dyn Key)?.0;
-        self.stale
-            .remove(&(old.namespace.clone(), old.name.clone()));
+        let key = (old.namespace.clone(), old.name.clone());
+        self.troubled.remove(&key);
+        self.stale.remove(&key);
         self.unindex(&old);
         Some(old)
+    }
+
+    /// A container started on `node` at `at`: kept if it is the latest.
+    pub(crate) fn started(&mut self, node: &str, at: Timestamp) {
+        match self.last_start.get_mut(node) {
+            Some(t) => *t = (*t).max(at),
+            None => {
+                self.last_start
+                    .insert(crate::model::intern::intern(node), at);
+            }
+        }
     }
 
     fn unindex(&mut self, old: &Arc<PodInfo>) {

@@ -103,6 +103,9 @@ impl Observed {
                     match ev {
                         Ok(watcher::Event::Apply(Lenient::Ok(p))) => {
                             malformed.fixed(&p.metadata);
+                            if let Some((node, at)) = started(&p) {
+                                cache.pod_started(node, at);
+                            }
                             cache.apply_pod(PodInfo::project(&p, &current))
                         }
                         Ok(watcher::Event::Apply(bad @ Lenient::Malformed { .. })) => {
@@ -118,9 +121,11 @@ impl Observed {
                         }
                         Ok(watcher::Event::Init) => relist = Some(Pods::default()),
                         Ok(watcher::Event::InitApply(Lenient::Ok(p))) => {
-                            relist
-                                .get_or_insert_with(Pods::default)
-                                .insert(Arc::new(PodInfo::project(&p, &current)));
+                            let pods = relist.get_or_insert_with(Pods::default);
+                            if let Some((node, at)) = started(&p) {
+                                pods.started(node, at);
+                            }
+                            pods.insert(Arc::new(PodInfo::project(&p, &current)));
                         }
                         Ok(watcher::Event::InitApply(bad)) => {
                             malformed.seen(&cache, ObjectKind::Pod, &bad)
@@ -226,4 +231,10 @@ fn watch_error(e: &kube::runtime::watcher::Error) -> String {
         ),
         other => other.to_string(),
     }
+}
+
+/// The pod's node and when its latest container started there, if one runs.
+fn started(pod: &Pod) -> Option<(&str, k8s_openapi::jiff::Timestamp)> {
+    let node = pod.spec.as_ref()?.node_name.as_deref()?;
+    Some((node, crate::model::progress::latest_start(pod)?))
 }

@@ -40,6 +40,15 @@ impl Occurrence {
             RecordRejected { why } => {
                 tracing::warn!(%node, %why, "drain record on the node is not ours: ignored")
             }
+            Symptom {
+                condition, message, ..
+            } => tracing::warn!(%node, %condition, %message, "the node's pods say it is broken"),
+            SymptomCleared { condition, .. } => {
+                tracing::info!(%node, %condition, "symptom cleared")
+            }
+            SymptomWriteFailed { condition, error } => {
+                tracing::warn!(%node, %condition, %error, "cannot write the symptom's condition")
+            }
             CordonStarting { .. }
             | DrainScheduled { .. }
             | DrainStarting { .. }
@@ -60,6 +69,8 @@ impl Occurrence {
             RecordRejected { .. } => {
                 m.records_rejected.inc();
             }
+            // Counted as nodes with the condition after each pass (`symptom_nodes`).
+            Symptom { .. } | SymptomCleared { .. } | SymptomWriteFailed { .. } => {}
             CordonFailed { .. } => m.cordoned(Outcome::Failed),
             DrainScheduled { .. } => m.drain_scheduled(Outcome::Succeeded),
             DrainSchedulingFailed { .. } => m.drain_scheduled(Outcome::Failed),

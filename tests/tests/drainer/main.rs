@@ -18,3 +18,4 @@ mod rbac;
 mod reload;
 mod remedies;
 mod safety;
+mod symptoms;

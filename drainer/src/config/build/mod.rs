@@ -283,6 +283,20 @@ fn timing(s: &mut Sources, cfg: &mut Config) {
         cfg.stale_readiness = (!d.is_zero()).then_some(d);
     }
     cfg.evict_stale_pods = args.evict_stale_pods || file.evict_stale_pods.unwrap_or(false);
+    if let Some(d) = s.duration(
+        args.pods_not_starting_after,
+        &file.pods_not_starting_after,
+        ("pods-not-starting-after", "podsNotStartingAfter"),
+    ) {
+        cfg.symptoms.not_starting_after = (!d.is_zero()).then_some(d);
+    }
+    if let Some(d) = s.duration(
+        args.pods_not_terminating_after,
+        &file.pods_not_terminating_after,
+        ("pods-not-terminating-after", "podsNotTerminatingAfter"),
+    ) {
+        cfg.symptoms.not_terminating_after = (!d.is_zero()).then_some(d);
+    }
     cfg.skip_drain = args.skip_drain || file.skip_drain.unwrap_or(false);
     cfg.dry_run = args.dry_run || file.dry_run.unwrap_or(false);
     cfg.kosmos_other_conditions =

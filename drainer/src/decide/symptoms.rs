@@ -1,0 +1,286 @@
+//! Ready but broken, seen from the cluster: what the pods bound to a node say about it when no log
+//! line on the node does. Pure: a function of the pods waiting or going, when a container last
+//! started on each node, and the clock.
+//!
+//! - **PodsNotStarting**: pods bound to the node have waited to start longer than
+//!   `--pods-not-starting-after` while no container started there in that time (a wedged runtime
+//!   or CNI: every sandbox fails). A pod whose owner has pods waiting on other nodes too is not
+//!   counted: an image that does not exist fails everywhere, and no node is to blame for it.
+//! - **PodsNotTerminating**: pods deleted on the node are still there
+//!   `--pods-not-terminating-after` past the end of their grace period.
+//!
+//! Only pods bound to a node count against it, and pods elsewhere can only excuse it: what one
+//! node's kubelet writes about its pods never sets a condition on another node.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::model::intern::ArcStr;
+use crate::model::node::{NodeView, Status};
+use crate::model::pod::{PodInfo, Uid};
+
+/// The conditions the drainer writes for these symptoms.
+pub(crate) const PODS_NOT_STARTING: &str = "PodsNotStarting";
+pub(crate) const PODS_NOT_TERMINATING: &str = "PodsNotTerminating";
+
+/// Each condition, its reason when True, and its reason and message when False.
+pub(crate) const CONDITIONS: [(&str, &str, &str, &str); 2] = [
+    (
+        PODS_NOT_STARTING,
+        "PodsWaitingToStart",
+        "PodsStart",
+        "pods bound to this node start",
+    ),
+    (
+        PODS_NOT_TERMINATING,
+        "PodsStuckTerminating",
+        "PodsTerminate",
+        "pods deleted on this node go",
+    ),
+];
+
+/// How long before a symptom counts (`None`: not looked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymptomSettings {
+    pub not_starting_after: Option<Duration>,
+    pub not_terminating_after: Option<Duration>,
+}
+
+/// A symptom on one node: its condition (one of [`CONDITIONS`]) and what the message says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Symptom {
+    pub(crate) condition: &'static str,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+/// What a pass writes to one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SymptomWrite {
+    /// Set the symptom's condition True.
+    Set(Symptom),
+    /// The symptom is gone: its condition False.
+    Clear {
+        condition: &'static str,
+        reason: &'static str,
+        message: &'static str,
+    },
+}
+
+/// Most condition writes one pass makes; the rest wait for the next pass (a burst never floods
+/// the API server).
+pub(crate) const MAX_WRITES: usize = 100;
+
+/// The writes that bring the nodes `views` (the selected ones) to the symptoms `found`: a symptom
+/// whose condition is not True with its reason yet is set; a condition True with our reason and
+/// no symptom any more is cleared. Nothing else is written: a node that never had a symptom gets
+/// no condition at all, and a Kosmos leaf node (`kosmos`: its label) none either (its pods run in
+/// a member cluster). At most [`MAX_WRITES`], by node name.
+pub(crate) fn writes<'a>(
+    found: &BTreeMap<ArcStr, Vec<Symptom>>,
+    views: impl IntoIterator<Item = &'a NodeView>,
+    kosmos: &(String, String),
+) -> Vec<(ArcStr, SymptomWrite)> {
+    let mut out = Vec::new();
+    let mut views: Vec<&NodeView> = views
+        .into_iter()
+        .filter(|v| v.label(&kosmos.0) != Some(kosmos.1.as_str()))
+        .collect();
+    views.sort_by(|a, b| a.name.cmp(&b.name));
+    for view in views {
+        for (condition, set_reason, clear_reason, clear_message) in CONDITIONS {
+            let now = view.conditions.iter().find(|c| &*c.type_ == condition);
+            let ours_true = now.is_some_and(|c| {
+                c.status == Status::True && c.reason.as_deref() == Some(set_reason)
+            });
+            let want = found
+                .get(&view.name)
+                .and_then(|s| s.iter().find(|s| s.condition == condition));
+            match want {
+                Some(s) if !ours_true => {
+                    out.push((view.name.clone(), SymptomWrite::Set(s.clone())))
+                }
+                None if ours_true => out.push((
+                    view.name.clone(),
+                    SymptomWrite::Clear {
+                        condition,
+                        reason: clear_reason,
+                        message: clear_message,
+                    },
+                )),
+                _ => {}
+            }
+            if out.len() >= MAX_WRITES {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// Examples named in a message.
+const EXAMPLES: usize = 3;
+
+/// The symptoms of every node that has one, as of `now`.
+pub(crate) fn assess(
+    now: Timestamp,
+    pods: &[Arc<PodInfo>],
+    last_start: &HashMap<ArcStr, Timestamp>,
+    s: &SymptomSettings,
+) -> BTreeMap<ArcStr, Vec<Symptom>> {
+    let mut out: BTreeMap<ArcStr, Vec<Symptom>> = BTreeMap::new();
+    if let Some(after) = s.not_starting_after {
+        for (node, symptom) in not_starting(now, pods, last_start, after) {
+            out.entry(node).or_default().push(symptom);
+        }
+    }
+    if let Some(after) = s.not_terminating_after {
+        for (node, symptom) in not_terminating(now, pods, after) {
+            out.entry(node).or_default().push(symptom);
+        }
+    }
+    out
+}
+
+/// How long from `since` to `now`, floored at zero.
+fn age(since: Timestamp, now: Timestamp) -> Duration {
+    Duration::from_secs((now.as_second() - since.as_second()).max(0) as u64)
+}
+
+fn not_starting(
+    now: Timestamp,
+    pods: &[Arc<PodInfo>],
+    last_start: &HashMap<ArcStr, Timestamp>,
+    after: Duration,
+) -> Vec<(ArcStr, Symptom)> {
+    // (node, pod, waited) of every pod waiting too long.
+    let waiting: Vec<(&ArcStr, &PodInfo, Duration)> = pods
+        .iter()
+        .filter_map(|p| {
+            let since = p.progress.as_ref()?.waiting_since?;
+            let waited = age(since, now);
+            (waited >= after).then_some((p.node.as_ref()?, &**p, waited))
+        })
+        .collect();
+    let mut owners: HashMap<&Uid, Vec<&ArcStr>> = HashMap::new();
+    for (node, p, _) in &waiting {
+        if let Some(o) = p.progress.as_ref().and_then(|x| x.owner.as_ref()) {
+            let nodes = owners.entry(o).or_default();
+            if !nodes.contains(node) {
+                nodes.push(node);
+            }
+        }
+    }
+    let elsewhere = |p: &PodInfo| {
+        let owner = p.progress.as_ref().and_then(|x| x.owner.as_ref());
+        owner.is_some_and(|o| owners.get(o).is_some_and(|nodes| nodes.len() > 1))
+    };
+    let mut by_node: BTreeMap<&ArcStr, Vec<(&PodInfo, Duration)>> = BTreeMap::new();
+    for (node, p, waited) in &waiting {
+        if !elsewhere(p) {
+            by_node.entry(node).or_default().push((p, *waited));
+        }
+    }
+    let window_start = now.as_second() - after.as_secs() as i64;
+    by_node
+        .into_iter()
+        .filter(|(node, _)| last_start.get(*node).is_none_or(|t| t.as_second() < window_start))
+        .map(|(node, mut stuck)| {
+            stuck.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| key(a.0).cmp(&key(b.0))));
+            let examples = stuck.iter().map(|(p, waited)| {
+                let why = p.progress.as_ref().and_then(|x| x.waiting_reason.as_deref());
+                format!("{} ({}, {})", key(p), why.unwrap_or("no status yet"), minutes(*waited))
+            });
+            let message = format!(
+                "{} bound here {} waited over {} to start and no container started here in that time: {}",
+                plural(stuck.len(), "pod"),
+                if stuck.len() == 1 { "has" } else { "have" },
+                minutes(after),
+                list(examples, stuck.len()),
+            );
+            (node.clone(), symptom(PODS_NOT_STARTING, message))
+        })
+        .collect()
+}
+
+fn not_terminating(
+    now: Timestamp,
+    pods: &[Arc<PodInfo>],
+    after: Duration,
+) -> Vec<(ArcStr, Symptom)> {
+    let mut by_node: BTreeMap<&ArcStr, Vec<(&PodInfo, Duration)>> = BTreeMap::new();
+    for p in pods {
+        let (Some(node), Some(end)) = (&p.node, p.progress.as_ref().and_then(|x| x.deleting_after))
+        else {
+            continue;
+        };
+        let over = age(end, now);
+        if over >= after {
+            by_node.entry(node).or_default().push((p, over));
+        }
+    }
+    by_node
+        .into_iter()
+        .map(|(node, mut stuck)| {
+            stuck.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| key(a.0).cmp(&key(b.0))));
+            let examples = stuck
+                .iter()
+                .map(|(p, over)| format!("{} ({} past its grace period)", key(p), minutes(*over)));
+            let message = format!(
+                "{} deleted here {} still there over {} past {} grace period: {}",
+                plural(stuck.len(), "pod"),
+                if stuck.len() == 1 { "is" } else { "are" },
+                minutes(after),
+                if stuck.len() == 1 { "its" } else { "their" },
+                list(examples, stuck.len()),
+            );
+            (node.clone(), symptom(PODS_NOT_TERMINATING, message))
+        })
+        .collect()
+}
+
+fn symptom(condition: &'static str, message: String) -> Symptom {
+    let reason = CONDITIONS
+        .iter()
+        .find(|c| c.0 == condition)
+        .map_or("", |c| c.1);
+    Symptom {
+        condition,
+        reason,
+        message,
+    }
+}
+
+fn key(p: &PodInfo) -> String {
+    format!("{}/{}", p.namespace, p.name)
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// `12m`, `1h5m`: whole minutes, at least one.
+fn minutes(d: Duration) -> String {
+    let m = (d.as_secs() / 60).max(1);
+    match (m / 60, m % 60) {
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h{m}m"),
+    }
+}
+
+/// The first [`EXAMPLES`] of `total`, and how many more.
+fn list(examples: impl Iterator<Item = String>, total: usize) -> String {
+    let mut s: Vec<String> = examples.take(EXAMPLES).collect();
+    if total > EXAMPLES {
+        s.push(format!("and {} more", total - EXAMPLES));
+    }
+    s.join(", ")
+}

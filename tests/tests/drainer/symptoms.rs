@@ -1,0 +1,106 @@
+//! Ready but broken, seen from the cluster (issue 41): a node whose pods never start while pods
+//! start elsewhere gets PodsNotStarting from the drainer, with counts and examples; an owner whose
+//! pods wait on several nodes (an image that does not exist) blames no node; the condition clears
+//! when a pod starts there; the drainer does not act on it unless its conditions name it.
+
+use std::time::Duration;
+
+use nodemedic_tests::cluster::{eventually, now_rfc3339};
+use serde_json::{Value, json};
+
+use crate::env::{Env, ago};
+
+/// Make `pod` look bound `minutes` ago and still waiting for `reason`.
+async fn waiting(env: &Env, pod: &str, minutes: i64, reason: &str) {
+    let status = json!({"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(minutes * 60)}],
+        "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"waiting": {"reason": reason}}}]});
+    env.cluster.set_pod_status("default", pod, status).await;
+}
+
+/// Make `pod` look started now.
+async fn started(env: &Env, pod: &str) {
+    let now = now_rfc3339();
+    let status = json!({"phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+        "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "imageID": "", "ready": true,
+            "restartCount": 0, "state": {"running": {"startedAt": now}}}]});
+    env.cluster.set_pod_status("default", pod, status).await;
+}
+
+async fn condition(env: &Env, node: &str) -> Option<Value> {
+    let n = env.get_node(node).await;
+    n["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodsNotStarting")
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_blames_no_node() {
+    let env = Env::new().await;
+    let broken = env.node("wedged", "False", 3600, json!({})).await;
+    let fine = env.node("fine", "False", 3600, json!({})).await;
+    let other = env.node("other", "False", 3600, json!({})).await;
+    // On the wedged node a pod has waited 20 minutes in ContainerCreating.
+    let stuck = env.pod("default", "stuck", &broken, json!({})).await;
+    waiting(&env, &stuck, 20, "ContainerCreating").await;
+    // A pod just started on the fine node.
+    let runs = env.pod("default", "runs", &fine, json!({})).await;
+    started(&env, &runs).await;
+    // One ReplicaSet whose image does not exist: its pods wait on two nodes, one where nothing
+    // else ever started.
+    let bad = env.cluster.owner("default", "bad-image").await;
+    let with_bad = json!({"metadata": {"ownerReferences": bad}});
+    let bad_a = env.pod("default", "bad-a", &fine, with_bad.clone()).await;
+    let bad_b = env.pod("default", "bad-b", &other, with_bad).await;
+    waiting(&env, &bad_a, 20, "ImagePullBackOff").await;
+    waiting(&env, &bad_b, 20, "ImagePullBackOff").await;
+
+    let running = env.start(env.config(Duration::from_secs(1)), "a").await;
+    let set = eventually(
+        "PodsNotStarting on the wedged node",
+        Duration::from_secs(60),
+        || async {
+            condition(&env, &broken)
+                .await
+                .filter(|c| c["status"] == "True")
+        },
+    )
+    .await;
+    assert_eq!(set["reason"], "PodsWaitingToStart");
+    let message = set["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("1 pod bound here has waited over 10m to start and no container started here in that time: ")
+            && message.contains(&format!("default/{stuck} (ContainerCreating, 20m)")),
+        "{message}"
+    );
+    // The pass that set it saw the other nodes too: neither is blamed for the bad image.
+    assert_eq!(condition(&env, &fine).await, None);
+    assert_eq!(condition(&env, &other).await, None);
+    assert!(
+        env.event_reasons(&broken)
+            .await
+            .contains(&"PodsWaitingToStart".to_string())
+    );
+    // Not among the drainer's conditions: reported, not acted on.
+    assert!(!env.cordoned(&broken).await);
+
+    // The runtime recovers: the pod starts, and the condition clears.
+    started(&env, &stuck).await;
+    let cleared = eventually(
+        "PodsNotStarting cleared",
+        Duration::from_secs(90),
+        || async {
+            condition(&env, &broken)
+                .await
+                .filter(|c| c["status"] == "False")
+        },
+    )
+    .await;
+    assert_eq!(cleared["reason"], "PodsStart");
+    running.shutdown().await;
+    env.cleanup().await;
+}
