@@ -367,6 +367,10 @@ impl Metrics {
         for &kind in ObjectKind::ALL {
             let _ = self.malformed.get_or_create(&KindLabel { kind });
         }
+        for (condition, ..) in crate::decide::symptoms::CONDITIONS {
+            let condition = condition.to_string();
+            let _ = self.symptoms.get_or_create(&ConditionLabel { condition });
+        }
         for &result in NotifyResult::ALL {
             let _ = self.notifications.get_or_create(&NotifyLabel { result });
         }
