@@ -226,3 +226,43 @@ fn the_shipped_scenarios_give_the_results_they_gave_before() {
         assert_eq!(now, before, "{name}: json");
     }
 }
+
+/// Seed 001's case (issue 41): the early condition drains the node gracefully, through evictions,
+/// and the not-evicted and critical pods stay; no other node is touched.
+#[test]
+fn an_early_disk_pressure_condition_drains_gracefully_sparing_not_evicted_and_critical_pods() {
+    let (status, reports, err) = simulate(&[scenario("early-disk-pressure")]);
+    assert!(status.success(), "{err}");
+    let happened: Vec<(String, String, String)> = reports[0]["happenings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let s = |k: &str| h[k].as_str().unwrap_or_default().to_string();
+            (s("what"), s("node"), s("detail"))
+        })
+        .collect();
+    let what: Vec<(&str, &str)> = happened
+        .iter()
+        .map(|(w, n, _)| (w.as_str(), n.as_str()))
+        .collect();
+    assert_eq!(
+        what,
+        [
+            ("cordon", "node-3"),
+            ("drain", "node-3"),
+            ("drained", "node-3")
+        ]
+    );
+    assert!(
+        happened[0]
+            .2
+            .starts_with("ImageFilesystemFillingUp=True for 1m"),
+        "{happened:?}"
+    );
+    // The web and batch pods were evicted; exactly the two kube-system pods that may never be stay.
+    assert_eq!(
+        happened[2].2,
+        "left running: 2 pods: kube-system/node-3-agent (critical pod (priority >= 2000000000)), kube-system/node-3-proxy (not-evicted pod (scheduler.alpha.kubernetes.io/not-evicted-pod))"
+    );
+}

@@ -188,14 +188,26 @@ async fn drive(plan: &mut Plan) -> Report {
     while let Ok(t) = taps.try_recv() {
         report.tally(t, plan);
     }
-    // What pod policies did shows in the drainer's Events (the taps are per node).
+    // What pod policies did, and which pods a drain left running, show in the drainer's Events
+    // (the taps are per node).
+    use crate::model::occurrence::reason;
     for w in cluster.take_writes() {
-        if let crate::act::memory::Write::Event { about, event, .. } = w
-            && event.reason == crate::model::occurrence::reason::POD_DELETED_BY_POLICY
-            && event.last_seen <= plan.end
-        {
+        let crate::act::memory::Write::Event { about, event, .. } = w else {
+            continue;
+        };
+        if event.last_seen > plan.end {
+            continue;
+        }
+        if event.reason == reason::POD_DELETED_BY_POLICY {
             let secs = plan.secs(event.last_seen);
             report.happened(secs, "pod deleted", Some(about), event.message);
+        } else if event.reason == reason::DRAIN_SUCCEEDED
+            && let Some(kept) = event.message.strip_prefix("Drained node; ")
+            && let Some(h) = report.happenings.iter_mut().rev().find(|h| {
+                h.what == "drained" && h.node.as_deref() == Some(&about) && h.detail.is_empty()
+            })
+        {
+            h.detail = kept.to_string();
         }
     }
     report.happenings.sort_by_key(|h| h.at_secs);

@@ -86,6 +86,13 @@ pub(crate) struct PodGroup {
     pub(crate) owner_kind: String,
     #[serde(default)]
     pub(crate) labels: BTreeMap<String, String>,
+    /// Its annotations (`scheduler.alpha.kubernetes.io/not-evicted-pod: ""` in kube-system: never
+    /// evicted).
+    #[serde(default)]
+    pub(crate) annotations: BTreeMap<String, String>,
+    /// `spec.priority` (2000000000 and above: a critical pod, never evicted).
+    #[serde(default)]
+    pub(crate) priority: Option<i32>,
     /// A PodDisruptionBudget refuses its eviction.
     #[serde(default)]
     pub(crate) protected: bool,
@@ -413,11 +420,11 @@ fn pods(file: &str, s: &Scenario, nodes: &[Node], start: Timestamp) -> Result<Po
                 let name = p.name.replace("{node}", node);
                 let pod = serde_json::json!({
                     "metadata": {"name": name, "namespace": p.namespace, "uid": format!("uid-{name}"),
-                        "labels": p.labels,
+                        "labels": p.labels, "annotations": p.annotations,
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": p.owner_kind,
                             "name": format!("{}-owner", p.name.replace("{node}", "")),
                             "uid": "uid-owner", "controller": true}]},
-                    "spec": {"nodeName": node, "containers": []},
+                    "spec": {"nodeName": node, "containers": [], "priority": p.priority},
                     "status": {"phase": "Running"},
                 });
                 let pod =
