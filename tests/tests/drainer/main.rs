@@ -9,6 +9,7 @@
 
 mod budget;
 mod drain;
+mod early_pressure;
 mod election;
 mod env;
 mod faults;

@@ -23,13 +23,13 @@ use serde_json::{Value, json};
 use crate::env::{Env, LABEL, WAIT};
 
 /// A process killed (SIGKILL) when dropped; its output goes to `log`, printed if a wait fails.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     log: PathBuf,
 }
 
 impl Proc {
-    fn spawn(bin: &Path, args: &[String], kubeconfig: &Path, log: PathBuf) -> Proc {
+    pub(crate) fn spawn(bin: &Path, args: &[String], kubeconfig: &Path, log: PathBuf) -> Proc {
         let out = std::fs::File::create(&log).unwrap();
         let child = Command::new(bin)
             .args(args)
@@ -49,7 +49,7 @@ impl Proc {
         let _ = self.child.wait();
     }
 
-    fn output(&self) -> String {
+    pub(crate) fn output(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -60,14 +60,14 @@ impl Drop for Proc {
     }
 }
 
-struct Scenario {
-    env: Env,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
+pub(crate) struct Scenario {
+    pub(crate) env: Env,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) kubeconfig: PathBuf,
 }
 
 impl Scenario {
-    async fn new() -> Scenario {
+    pub(crate) async fn new() -> Scenario {
         let env = Env::new().await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
@@ -91,7 +91,7 @@ impl Scenario {
     /// would trip them), with `args` (conditions and the controls under test); its metrics address,
     /// on a port of its own choosing read from its log (a port picked beforehand could be taken by
     /// a test running beside).
-    async fn drainer(&self, args: &[&str]) -> (Proc, String) {
+    pub(crate) async fn drainer(&self, args: &[&str]) -> (Proc, String) {
         let mut all: Vec<String> = [
             "run",
             "--namespace=kube-system",
@@ -160,7 +160,7 @@ impl Scenario {
     }
 
     /// Wait until `check` holds, printing the drainer's output if it never does.
-    async fn until<T, F, Fut>(&self, what: &str, proc: &Proc, check: F) -> T
+    pub(crate) async fn until<T, F, Fut>(&self, what: &str, proc: &Proc, check: F) -> T
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Option<T>>,

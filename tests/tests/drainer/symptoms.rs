@@ -104,3 +104,72 @@ async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_bl
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// The attack: a node's own credential (a kubelet's) reports every pod bound to it stuck, some of
+/// them of the same owner as a pod really stuck on another node. Only its own node gets the
+/// condition; the other node's own stuck pod is then excused (pods elsewhere can only excuse a
+/// node), and a healthy node is never named.
+#[tokio::test]
+async fn a_node_reporting_its_pods_stuck_names_only_itself() {
+    let env = Env::new().await;
+    let Some(server) = env
+        .cluster
+        .fake_or_skip("a_node_reporting_its_pods_stuck_names_only_itself")
+    else {
+        return;
+    };
+    let attacker = env.node("attacker", "False", 3600, json!({})).await;
+    let healthy = env.node("healthy", "False", 3600, json!({})).await;
+    let victim = env.node("victim", "False", 3600, json!({})).await;
+    let shared = env.cluster.owner("default", "shared").await;
+    let with_shared = json!({"metadata": {"ownerReferences": shared}});
+    let own = env.pod("default", "own", &attacker, json!({})).await;
+    let copy = env
+        .pod("default", "copy", &attacker, with_shared.clone())
+        .await;
+    let real = env.pod("default", "real", &victim, with_shared).await;
+    waiting(&env, &real, 20, "ContainerCreating").await;
+    let fine = env.pod("default", "fine", &healthy, json!({})).await;
+    started(&env, &fine).await;
+    // What a kubelet may write: the status of pods bound to its node, as itself.
+    let kubelet = server.client_as_node(&attacker);
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(kubelet, "default");
+    for pod in [&own, &copy] {
+        let status = json!({"status": {"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(3600)}],
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}}}]}});
+        pods.patch_status(
+            pod,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(status),
+        )
+        .await
+        .unwrap();
+    }
+    let running = env.start(env.config(Duration::from_secs(1)), "a").await;
+    let set = eventually(
+        "PodsNotStarting on the attacker's node",
+        Duration::from_secs(60),
+        || async {
+            condition(&env, &attacker)
+                .await
+                .filter(|c| c["status"] == "True")
+        },
+    )
+    .await;
+    assert!(
+        set["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("default/{own} ")),
+        "{set}"
+    );
+    // The same pass looked at every node: the healthy one is not named, and the victim's own
+    // stuck pod shares an owner with pods waiting elsewhere, so it is excused, not blamed.
+    assert_eq!(condition(&env, &healthy).await, None);
+    assert_eq!(condition(&env, &victim).await, None);
+    running.shutdown().await;
+    env.cleanup().await;
+}
