@@ -100,6 +100,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let (keep_tx, keep_rx) = watch::channel(crate::decide::evictions::projection(&opts.config));
     let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
     tasks.push(observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx));
+    tasks.push(observed.sandbox.spawn(Api::all(client.clone())));
     let guard_addr = match opts.guard.clone() {
         None => None,
         Some(g) => Some(

@@ -65,8 +65,9 @@ pub const PERMISSIONS: &[Permission] = &[
     Permission {
         group: "",
         resource: "events",
-        // patch: one Event per wait or per blocked node whose count grows
-        verbs: &["create", "patch"],
+        // patch: one Event per wait or per blocked node whose count grows; list and watch: the
+        // kubelets' FailedCreatePodSandBox Events (words for PodsNotStarting).
+        verbs: &["create", "patch", "list", "watch"],
         namespaced: false,
     },
     Permission {

@@ -26,9 +26,32 @@ impl<C: Cluster> Controller<C> {
         {
             return;
         }
+        // Not before the kubelets' sandbox Events are in: their words would be missing from a
+        // message that is not rewritten while its reason stays. (`drainer simulate` runs no such
+        // watch: nothing to wait for.)
+        if !self.observed.sandbox.settled() {
+            return;
+        }
         self.last_symptoms = Some(now);
-        let (pods, starts) = self.observed.troubled_pods();
-        let found = symptoms::assess(now, &pods, &starts, &self.cfg.symptoms);
+        let (pods, last_start) = self.observed.troubled_pods();
+        let sandbox = match self.cfg.symptoms.not_starting_after {
+            None => Default::default(),
+            Some(after) => {
+                let since = nodemedic_common::time::sub(now, after);
+                let nodes: std::collections::BTreeSet<_> =
+                    pods.iter().filter_map(|p| p.node.clone()).collect();
+                nodes
+                    .into_iter()
+                    .filter_map(|n| Some((n.clone(), self.observed.sandbox.since(&n, since)?)))
+                    .collect()
+            }
+        };
+        let evidence = symptoms::Evidence {
+            pods: &pods,
+            last_start: &last_start,
+            sandbox: &sandbox,
+        };
+        let found = symptoms::assess(now, &evidence, &self.cfg.symptoms);
         for (condition, ..) in CONDITIONS {
             let n = found
                 .values()

@@ -124,16 +124,28 @@ pub(crate) fn writes<'a>(
 /// Examples named in a message.
 const EXAMPLES: usize = 3;
 
+/// What the pods waiting or going say, and what else is known of their nodes.
+pub(crate) struct Evidence<'a> {
+    /// The pods waiting on their node to start, or deleted and not gone.
+    pub(crate) pods: &'a [Arc<PodInfo>],
+    /// When a container last started on each node.
+    pub(crate) last_start: &'a HashMap<ArcStr, Timestamp>,
+    /// Per node, how many sandbox failures its kubelet's Events counted within
+    /// `not_starting_after`, and the last one's time: words for the message only (anyone who may
+    /// write Events can write one naming any node).
+    pub(crate) sandbox: &'a HashMap<ArcStr, (u64, Timestamp)>,
+}
+
 /// The symptoms of every node that has one, as of `now`.
 pub(crate) fn assess(
     now: Timestamp,
-    pods: &[Arc<PodInfo>],
-    last_start: &HashMap<ArcStr, Timestamp>,
+    e: &Evidence,
     s: &SymptomSettings,
 ) -> BTreeMap<ArcStr, Vec<Symptom>> {
     let mut out: BTreeMap<ArcStr, Vec<Symptom>> = BTreeMap::new();
+    let pods = e.pods;
     if let Some(after) = s.not_starting_after {
-        for (node, symptom) in not_starting(now, pods, last_start, after) {
+        for (node, symptom) in not_starting(now, e, after) {
             out.entry(node).or_default().push(symptom);
         }
     }
@@ -150,12 +162,8 @@ fn age(since: Timestamp, now: Timestamp) -> Duration {
     Duration::from_secs((now.as_second() - since.as_second()).max(0) as u64)
 }
 
-fn not_starting(
-    now: Timestamp,
-    pods: &[Arc<PodInfo>],
-    last_start: &HashMap<ArcStr, Timestamp>,
-    after: Duration,
-) -> Vec<(ArcStr, Symptom)> {
+fn not_starting(now: Timestamp, e: &Evidence, after: Duration) -> Vec<(ArcStr, Symptom)> {
+    let (pods, last_start) = (e.pods, e.last_start);
     // (node, pod, waited) of every pod waiting too long.
     let waiting: Vec<(&ArcStr, &PodInfo, Duration)> = pods
         .iter()
@@ -194,13 +202,20 @@ fn not_starting(
                 let why = p.progress.as_ref().and_then(|x| x.waiting_reason.as_deref());
                 format!("{} ({}, {})", key(p), why.unwrap_or("no status yet"), minutes(*waited))
             });
-            let message = format!(
+            let mut message = format!(
                 "{} bound here {} waited over {} to start and no container started here in that time: {}",
                 plural(stuck.len(), "pod"),
                 if stuck.len() == 1 { "has" } else { "have" },
                 minutes(after),
                 list(examples, stuck.len()),
             );
+            if let Some((n, last)) = e.sandbox.get(node) {
+                let ago = minutes(age(*last, now));
+                message.push_str(&format!(
+                    "; its kubelet reported FailedCreatePodSandBox {n} {} in that time, last {ago} ago",
+                    if *n == 1 { "time" } else { "times" },
+                ));
+            }
             (node.clone(), symptom(PODS_NOT_STARTING, message))
         })
         .collect()

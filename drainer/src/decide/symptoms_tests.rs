@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use crate::decide::symptoms::{Symptom, SymptomSettings, assess};
+use crate::decide::symptoms::{Evidence, Symptom, SymptomSettings, assess};
 use crate::model::intern::{ArcStr, intern};
 use crate::model::pod::PodInfo;
 
@@ -56,11 +56,31 @@ const ON: SymptomSettings = SymptomSettings {
 };
 
 fn run(pods: &[Arc<PodInfo>], starts: &[(&str, i64)]) -> Vec<(String, Symptom)> {
+    run_with(pods, starts, &HashMap::new())
+}
+
+fn evidence<'a>(
+    pods: &'a [Arc<PodInfo>],
+    starts: &'a HashMap<ArcStr, Timestamp>,
+    sandbox: &'a HashMap<ArcStr, (u64, Timestamp)>,
+) -> Evidence<'a> {
+    Evidence {
+        pods,
+        last_start: starts,
+        sandbox,
+    }
+}
+
+fn run_with(
+    pods: &[Arc<PodInfo>],
+    starts: &[(&str, i64)],
+    sandbox: &HashMap<ArcStr, (u64, Timestamp)>,
+) -> Vec<(String, Symptom)> {
     let starts: HashMap<ArcStr, Timestamp> = starts
         .iter()
         .map(|(n, m)| (intern(n), ago(*m).parse().unwrap()))
         .collect();
-    assess(now(), pods, &starts, &ON)
+    assess(now(), &evidence(pods, &starts, sandbox), &ON)
         .into_iter()
         .flat_map(|(n, s)| s.into_iter().map(move |s| (n.to_string(), s)))
         .collect()
@@ -149,7 +169,8 @@ fn pods_past_their_grace_period_by_the_margin_are_stuck_terminating() {
         not_starting_after: None,
         not_terminating_after: None,
     };
-    assert!(assess(now(), &pods, &HashMap::new(), &off).is_empty());
+    let none = HashMap::new();
+    assert!(assess(now(), &evidence(&pods, &none, &HashMap::new()), &off).is_empty());
 }
 
 #[test]
@@ -190,7 +211,8 @@ fn only_changes_are_written_and_a_kosmos_leaf_gets_none() {
         waiting("b", "n3", 14, "api"),
         waiting("c", "leaf", 14, "db"),
     ];
-    let found = assess(now(), &pods, &HashMap::new(), &ON);
+    let none = HashMap::new();
+    let found = assess(now(), &evidence(&pods, &none, &HashMap::new()), &ON);
     let set =
         json!([{"type": "PodsNotStarting", "status": "True", "reason": "PodsWaitingToStart"}]);
     let views = [
@@ -231,5 +253,25 @@ fn only_changes_are_written_and_a_kosmos_leaf_gets_none() {
                 "clear PodsNotStarting (PodsStart)".to_string()
             ),
         ]
+    );
+}
+
+#[test]
+fn the_kubelets_sandbox_failures_add_words_but_never_a_symptom() {
+    let t: Timestamp = ago(2).parse().unwrap();
+    let sandbox: HashMap<ArcStr, (u64, Timestamp)> =
+        [(intern("n1"), (7, t)), (intern("n2"), (40, t))]
+            .into_iter()
+            .collect();
+    let pods = [waiting("a", "n1", 14, "web")];
+    let got = run_with(&pods, &[], &sandbox);
+    // n2 has failures and no pod waiting there: no symptom (an Event can name any node).
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].1.message.ends_with(
+            "; its kubelet reported FailedCreatePodSandBox 7 times in that time, last 2m ago"
+        ),
+        "{}",
+        got[0].1.message
     );
 }

@@ -9,11 +9,13 @@
 //! them (`watches`) are the I/O.
 //!
 //! ```text
-//!  pod_index  the pod index (by name, by node, the stale ones)
+//!  pod_index  the pod index (by name, by node, the stale ones, the waiting ones)
 //!  watches  the Node and Pod watches
+//!  sandbox  the kubelets' sandbox failure Events, by node
 //! ```
 
 mod pod_index;
+pub(crate) mod sandbox;
 mod watches;
 
 use std::collections::{HashMap, HashSet};
@@ -48,6 +50,8 @@ pub struct Changes {
 /// The drainer's caches, shared by the controller, the drains and the guard.
 #[derive(Clone, Default)]
 pub struct Observed {
+    /// The kubelets' sandbox failures by node (words for PodsNotStarting, never a trigger).
+    pub(crate) sandbox: sandbox::SandboxFailures,
     nodes: Arc<RwLock<NodeMap>>,
     pods: Arc<RwLock<Pods>>,
     changes: Arc<Mutex<Changes>>,

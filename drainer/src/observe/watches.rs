@@ -209,7 +209,7 @@ impl Malformed {
 
 /// A watch error, logged the first time and then at most once a minute while it keeps failing (the
 /// watcher retries with backoff; `/healthz` fails once it has been failing for 5 minutes).
-fn watch_failed(failing: &mut Throttle, what: &str, e: &kube::runtime::watcher::Error) {
+pub(super) fn watch_failed(failing: &mut Throttle, what: &str, e: &kube::runtime::watcher::Error) {
     if let Some(quiet) = failing.allow(std::time::Instant::now()) {
         let error = watch_error(e);
         tracing::warn!(watch = what, %error, earlier_errors_not_logged = quiet, "watch error; the watcher retries (logged at most once a minute)");

@@ -29,6 +29,27 @@ async fn started(env: &Env, pod: &str) {
     env.cluster.set_pod_status("default", pod, status).await;
 }
 
+/// The Event a kubelet writes when it cannot create `pod`'s sandbox, counted 5 times.
+async fn kubelet_event(env: &Env, node: &str, pod: &str) {
+    let name = env.name("sandbox");
+    let e: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": pod, "namespace": "default"},
+        "reason": "FailedCreatePodSandBox", "type": "Warning", "count": 5,
+        "message": "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox",
+        "firstTimestamp": ago(900), "lastTimestamp": ago(60),
+        "source": {"component": "kubelet", "host": node}
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(
+        env.cluster.client.clone(),
+        "default",
+    )
+    .create(&kube::api::PostParams::default(), &e)
+    .await
+    .unwrap();
+}
+
 async fn condition(env: &Env, node: &str) -> Option<Value> {
     let n = env.get_node(node).await;
     n["status"]["conditions"]
@@ -58,6 +79,8 @@ async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_bl
     let bad_b = env.pod("default", "bad-b", &other, with_bad).await;
     waiting(&env, &bad_a, 20, "ImagePullBackOff").await;
     waiting(&env, &bad_b, 20, "ImagePullBackOff").await;
+    // The wedged node's kubelet says why, as kubelets do (one Event, its count growing).
+    kubelet_event(&env, &broken, &stuck).await;
 
     let running = env.start(env.config(Duration::from_secs(1)), "a").await;
     let set = eventually(
@@ -74,7 +97,8 @@ async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_bl
     let message = set["message"].as_str().unwrap();
     assert!(
         message.starts_with("1 pod bound here has waited over 10m to start and no container started here in that time: ")
-            && message.contains(&format!("default/{stuck} (ContainerCreating, 20m)")),
+            && message.contains(&format!("default/{stuck} (ContainerCreating, 20m)"))
+            && message.ends_with("; its kubelet reported FailedCreatePodSandBox 5 times in that time, last 1m ago"),
         "{message}"
     );
     // The pass that set it saw the other nodes too: neither is blamed for the bad image.
