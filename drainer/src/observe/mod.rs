@@ -12,10 +12,12 @@
 //!  pod_index  the pod index (by name, by node, the stale ones, the waiting ones)
 //!  watches  the Node and Pod watches
 //!  sandbox  the kubelets' sandbox failure Events, by node
+//!  watch_errors  a failing watch, said in operator words at most once a minute
 //! ```
 
 mod pod_index;
 pub(crate) mod sandbox;
+mod watch_errors;
 mod watches;
 
 use std::collections::{HashMap, HashSet};

@@ -137,7 +137,11 @@ impl SandboxFailures {
                     Ok(watcher::Event::InitDone) => store.settle(),
                     Err(e) => {
                         store.settle();
-                        super::watches::watch_failed(&mut failing, "sandbox failure events", &e)
+                        super::watch_errors::watch_failed(
+                            &mut failing,
+                            "sandbox failure events",
+                            &e,
+                        )
                     }
                 }
             }
