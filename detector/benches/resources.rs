@@ -143,21 +143,14 @@ fn main() {
 
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
     let server = rt.block_on(async {
         let mut cluster = nodemedic_tests::cluster::Cluster::fake().await;
         cluster.create_node("bench-a").await;
         cluster.create_node("bench-b").await;
+        cluster.write_kubeconfig(&kubeconfig);
         cluster.fake.take().expect("the test API server")
     });
-    let kubeconfig = tmp.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\nusers:\n- name: u\n  user:\n    token: bench\ncontexts:\n- name: c\n  context:\n    cluster: t\n    user: u\ncurrent-context: c\n",
-            server.url()
-        ),
-    )
-    .unwrap();
     std::fs::write(tmp.path().join("kmsg"), "6,1,1,-;boot\n").unwrap();
     let dir = tmp.path();
     let defaults = rules_dir(dir, "defaults", true, None);

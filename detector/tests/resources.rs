@@ -5,10 +5,11 @@
 //! recording instead).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nodemedic_tests::cluster::{Cluster, eventually};
+use nodemedic_tests::tmpfs::{can_mount, filling_detector};
 
 fn detector() -> Command {
     Command::new(env!("CARGO_BIN_EXE_detector"))
@@ -123,27 +124,10 @@ fn readings_against_log_rules_and_a_log_against_resources_rules_are_errors() {
     assert!(err.contains("read a node's resources, not lines"), "{err}");
 }
 
-/// `unshare -rm sh -c SCRIPT`: a mount namespace of its own (as root of a user namespace, so no
-/// privilege is needed where the kernel allows user namespaces); `None` where it cannot mount.
-fn own_mounts() -> Option<()> {
-    let dir = tempfile::tempdir().ok()?;
-    let script = format!("mount -t tmpfs -o size=1m tmpfs {}", dir.path().display());
-    let ok = Command::new("unshare")
-        .args(["-rm", "sh", "-c", &script])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "this machine cannot mount a tmpfs in a namespace of its own (unshare -rm): the recording stands in"
-        );
-    }
-    ok.then_some(())
-}
-
 #[test]
 fn sample_reads_a_real_size_limited_filesystem() {
-    if own_mounts().is_none() {
+    if !can_mount() {
+        // The recording stands in.
         return the_shipped_rules_warn_of_a_filling_image_filesystem_half_an_hour_ahead_and_clear_after();
     }
     let dir = tempfile::tempdir().unwrap();
@@ -185,56 +169,26 @@ rules:
   - {type: permanent, condition: ImageFilesystemFillingUp, reason: ImageFilesystemFullSoon, signal: imagefs.available, reaches: 15%, within: 40s, trend: 8s}
 "#;
 
-fn start_filling(dir: &Path, node: &str, mnt: &Path) -> Child {
-    let rules = dir.join("rules");
-    std::fs::create_dir_all(&rules).unwrap();
-    let yaml = FILLING_RULES.replace("MOUNT", &mnt.display().to_string());
-    std::fs::write(rules.join("resource-monitor.yaml"), yaml).unwrap();
-    // 16 MiB, filled 128 KiB every 500 ms (16 MiB in about a minute); the detector runs in the
-    // same mount namespace, started once the tmpfs is there.
-    let script = format!(
-        "mount -t tmpfs -o size=16m tmpfs {mnt} || exit 3; \
-         \"$0\" run --node-name {node} --listen 127.0.0.1:0 --rules {rules} --kmsg-path /dev/null \
-           --state-file {state} & \
-         i=0; while [ $i -lt 120 ]; do head -c 131072 /dev/zero > {mnt}/f$i 2>/dev/null; i=$((i+1)); sleep 0.5; done; wait",
-        mnt = mnt.display(),
-        rules = rules.display(),
-        state = dir.join("state.json").display(),
-    );
-    let mut cmd = Command::new("unshare");
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    cmd.args(["-rm", "sh", "-c", &script, env!("CARGO_BIN_EXE_detector")])
-        .env("KUBECONFIG", dir.join("kubeconfig"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start unshare")
-}
-
-/// Stops the namespace's processes (the shell, the detector, the filler) with the test.
-struct Group(Child);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let pgid = rustix::process::Pid::from_child(&self.0);
-        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filling_filesystem_sets_the_early_condition_on_the_node_before_the_level() {
-    if own_mounts().is_none() {
+    if !can_mount() {
+        // The recording stands in.
         return the_shipped_rules_warn_of_a_filling_image_filesystem_half_an_hour_ahead_and_clear_after();
     }
     let cluster = Cluster::new().await;
     let node = cluster.create_node("filling").await;
     let dir = tempfile::tempdir().unwrap();
     cluster.write_kubeconfig(&dir.path().join("kubeconfig"));
-    let mnt = dir.path().join("imagefs");
-    std::fs::create_dir(&mnt).unwrap();
-    let _group = Group(start_filling(dir.path(), &node, &mnt));
+    let kubeconfig = dir.path().join("kubeconfig");
+    let detector = Path::new(env!("CARGO_BIN_EXE_detector"));
+    let _group = filling_detector(
+        detector,
+        dir.path(),
+        &node,
+        &kubeconfig,
+        FILLING_RULES,
+        Stdio::inherit(),
+    );
     let (status, reason, message) = eventually(
         "the early condition on the node",
         Duration::from_secs(90),

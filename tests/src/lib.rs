@@ -8,6 +8,7 @@
 //!   500s/429s, cut watches, exact request logs without audit plumbing. It answers like the exchanges
 //!   recorded under `shared/reference/apiserver/`, which `tests/recorded.rs` checks.
 //! - [`process`]: CPU time and memory of another process, for benchmarks.
+//! - [`tmpfs`]: a size-limited filesystem that really fills, with a detector watching it.
 //! - [`webhook`]: a certificate and a ValidatingWebhookConfiguration for serving the guard to a real
 //!   API server.
 
@@ -21,6 +22,7 @@ pub mod envtest;
 pub mod fleet;
 pub mod process;
 pub mod server;
+pub mod tmpfs;
 pub mod webhook;
 
 /// A plain HTTP GET over loopback (tests read /metrics and /healthz with it); returns the body.

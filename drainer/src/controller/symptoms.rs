@@ -62,6 +62,7 @@ impl<C: Cluster> Controller<C> {
         let selected = self.fleet.selections().filter(|(_, s)| *s).map(|(v, _)| v);
         let planned = symptoms::writes(&found, selected, &self.cfg.kosmos_label);
         for (node, write) in planned {
+            let condition = write.condition();
             let (patch, done) = match write {
                 SymptomWrite::Set(s) => (
                     ConditionPatch::Set {
@@ -95,11 +96,6 @@ impl<C: Cluster> Controller<C> {
                         message,
                     },
                 ),
-            };
-            let condition = match &done {
-                Occurrence::Symptom { condition, .. }
-                | Occurrence::SymptomCleared { condition, .. } => *condition,
-                _ => "",
             };
             let written = match self.cfg.dry_run {
                 true => Ok(()),

@@ -70,6 +70,16 @@ pub(crate) enum SymptomWrite {
     },
 }
 
+impl SymptomWrite {
+    /// The condition it writes.
+    pub(crate) fn condition(&self) -> &'static str {
+        match self {
+            SymptomWrite::Set(s) => s.condition,
+            SymptomWrite::Clear { condition, .. } => condition,
+        }
+    }
+}
+
 /// Most condition writes one pass makes; the rest wait for the next pass (a burst never floods
 /// the API server).
 pub(crate) const MAX_WRITES: usize = 100;

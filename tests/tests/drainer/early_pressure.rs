@@ -7,10 +7,8 @@
 //! kube-system pods running. Where the machine cannot mount a tmpfs, the test says so and stops
 //! (the shipped scenario `early-disk-pressure` covers the drainer's part).
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-
 use nodemedic_tests::bins::debug_bin;
+use nodemedic_tests::tmpfs::{can_mount, filling_detector};
 use serde_json::json;
 
 use crate::remedies::Scenario;
@@ -28,60 +26,6 @@ conditions:
 rules:
   - {type: permanent, condition: ImageFilesystemFillingUp, reason: ImageFilesystemFullSoon, signal: imagefs.available, reaches: 15%, within: 40s, trend: 8s}
 "#;
-
-/// The namespace's processes (the shell, the detector, the filler), killed with the test.
-struct Group(Child);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let pgid = rustix::process::Pid::from_child(&self.0);
-        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        let _ = self.0.wait();
-    }
-}
-
-fn can_mount() -> bool {
-    let dir = tempfile::tempdir().unwrap();
-    let script = format!("mount -t tmpfs -o size=1m tmpfs {}", dir.path().display());
-    Command::new("unshare")
-        .args(["-rm", "sh", "-c", &script])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// `detector run` for `node` in a mount namespace where `mnt` is a 16 MiB tmpfs filled 128 KiB
-/// every 500 ms.
-fn detector_on_filling_fs(dir: &Path, node: &str, kubeconfig: &Path) -> Group {
-    let mnt = dir.join("imagefs");
-    let rules = dir.join("rules");
-    std::fs::create_dir_all(&mnt).unwrap();
-    std::fs::create_dir_all(&rules).unwrap();
-    let yaml = RULES.replace("MOUNT", &mnt.display().to_string());
-    std::fs::write(rules.join("resource-monitor.yaml"), yaml).unwrap();
-    let script = format!(
-        "mount -t tmpfs -o size=16m tmpfs {mnt} || exit 3; \
-         \"$0\" run --node-name {node} --listen 127.0.0.1:0 --rules {rules} --kmsg-path /dev/null \
-           --state-file {state} & \
-         i=0; while [ $i -lt 120 ]; do head -c 131072 /dev/zero > {mnt}/f$i 2>/dev/null; i=$((i+1)); sleep 0.5; done; wait",
-        mnt = mnt.display(),
-        rules = rules.display(),
-        state = dir.join("detector-state.json").display(),
-    );
-    let mut cmd = Command::new("unshare");
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let log = std::fs::File::create(dir.join("detector.log")).unwrap();
-    let child = cmd
-        .args(["-rm", "sh", "-c", &script])
-        .arg(debug_bin("nodemedic-detector", "detector"))
-        .env("KUBECONFIG", kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start unshare");
-    Group(child)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filling_image_filesystem_is_drained_gracefully_before_the_kubelet_would_evict() {
@@ -103,7 +47,9 @@ async fn a_filling_image_filesystem_is_drained_gracefully_before_the_kubelet_wou
         json!({"spec": {"priorityClassName": "system-node-critical", "priority": 2000001000}});
     let agent = env.pod("kube-system", "agent", &node, critical).await;
 
-    let _detector = detector_on_filling_fs(s.dir.path(), &node, &s.kubeconfig);
+    let bin = debug_bin("nodemedic-detector", "detector");
+    let log = std::fs::File::create(s.dir.path().join("detector.log")).unwrap();
+    let _detector = filling_detector(&bin, s.dir.path(), &node, &s.kubeconfig, RULES, log.into());
     let (drainer, _) = s
         .drainer(&["ImageFilesystemFillingUp=True", "--drain-buffer=1s"])
         .await;
