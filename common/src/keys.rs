@@ -31,6 +31,10 @@ pub const DRAIN_RECORD_ANNOTATION: &str = "nodemedic.io/drain";
 pub const DRAINO_CONDITIONS_ANNOTATION: &str = "draino.planet.com/conditions";
 /// Opt-out label: `nodemedic.io/exclude=true` pauses every drainer action on the node.
 pub const EXCLUDE_LABEL: &str = "nodemedic.io/exclude";
+/// Annotation on a Node that vetoes its remediation past the drain (reboot, replace): the ladder
+/// stops where it is and the node waits for a person. Anyone who may annotate the Node may set it,
+/// the node itself included: a veto only ever makes the drainer do less.
+pub const DO_NOT_REMEDIATE_ANNOTATION: &str = "nodemedic.io/do-not-remediate";
 /// The drainer's node condition (draino's name).
 pub const DRAIN_SCHEDULED_CONDITION: &str = "DrainScheduled";
 /// Field manager / user agent of the drainer's writes.

@@ -36,6 +36,7 @@ pub mod labels;
 pub mod lenient;
 pub mod privs;
 pub mod rbac;
+pub mod reboot;
 pub mod runtime;
 pub mod serve;
 pub mod status;

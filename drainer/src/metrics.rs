@@ -30,6 +30,8 @@ label_value!(pub PolicyOutcome {
     Deleted => "deleted",
 });
 label_value!(pub ObjectKind { Pod => "pod" });
+label_value!(pub LadderStep { Reboot => "reboot", Replace => "replace", Person => "person" });
+label_value!(pub StepResult { Started => "started", Proven => "proven", Failed => "failed" });
 label_value!(pub GuardDecision {
     Allowed => "allowed",
     AllowedNotSynced => "allowed_not_synced",
@@ -55,6 +57,12 @@ struct SafetyLabel {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PolicyLabel {
     outcome: PolicyOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RemediationLabel {
+    step: LadderStep,
+    result: StepResult,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -118,6 +126,10 @@ pub struct Metrics {
     /// Selected nodes whose detector is silent, as of the last resync.
     pub(crate) silent_detectors: Gauge,
     pod_policies: Family<PolicyLabel, Counter>,
+    /// Remediation ladder steps past the drain: started, proven, failed (person: started only).
+    remediations: Family<RemediationLabel, Counter>,
+    /// Nodes whose ladder ended with a person, as of the last round that changed one.
+    pub(crate) needs_person: Gauge,
 }
 
 impl Metrics {
@@ -165,6 +177,8 @@ impl Metrics {
             guard_shed: Counter::default(),
             silent_detectors: Gauge::default(),
             pod_policies: Family::default(),
+            remediations: Family::default(),
+            needs_person: Gauge::default(),
         }
     }
 
@@ -285,6 +299,16 @@ impl Metrics {
             self.symptoms.clone(),
         );
         registry.register(
+            "nodemedic_drainer_remediations",
+            "Remediation ladder steps past the drain, by step (reboot, replace, person) and result (started; proven: a new bootID, Ready and the problem clear, or the Node gone; failed: no proof by the step's deadline)",
+            self.remediations.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_needs_person_nodes",
+            "Nodes whose remediation ladder ended: cordoned and drained, waiting for a person",
+            self.needs_person.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_probations",
             "Probations started: recovered nodes kept until they stayed healthy --uncordon-after",
             self.probations.clone(),
@@ -374,6 +398,14 @@ impl Metrics {
         for &result in NotifyResult::ALL {
             let _ = self.notifications.get_or_create(&NotifyLabel { result });
         }
+        for &step in LadderStep::ALL {
+            for &result in StepResult::ALL {
+                if step != LadderStep::Person || result == StepResult::Started {
+                    let label = RemediationLabel { step, result };
+                    let _ = self.remediations.get_or_create(&label);
+                }
+            }
+        }
         for &outcome in PolicyOutcome::ALL {
             let _ = self.pod_policies.get_or_create(&PolicyLabel { outcome });
         }
@@ -393,6 +425,13 @@ impl Metrics {
         }
     }
     /// `n` nodes have the symptom `condition` True, as of the last pass.
+    /// A ladder step started, was proven or failed.
+    pub(crate) fn remediation(&self, step: LadderStep, result: StepResult) {
+        self.remediations
+            .get_or_create(&RemediationLabel { step, result })
+            .inc();
+    }
+
     pub(crate) fn symptom_nodes(&self, condition: &str, n: usize) {
         let label = ConditionLabel {
             condition: condition.to_string(),

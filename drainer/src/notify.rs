@@ -53,6 +53,9 @@ pub(crate) enum NotifyKind {
     DetectorSilent,
     DetectorHeard,
     CommonCause,
+    RebootRequested,
+    Replacing,
+    NeedsPerson,
 }
 
 impl NotifyKind {
@@ -73,6 +76,9 @@ impl NotifyKind {
             DetectorSilent => "detector silent",
             DetectorHeard => "detector heard again",
             CommonCause => "common cause",
+            RebootRequested => "reboot requested",
+            Replacing => "replacing",
+            NeedsPerson => "needs a person",
         }
     }
 }

@@ -142,9 +142,11 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     config.owner = opts.lease.name.clone();
     config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
+    let reboots_tx = reboot_requests(&client, &opts.lease, &leader_rx, &mut tasks);
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
-        .with_records_on_lease(records_tx);
+        .with_records_on_lease(records_tx)
+        .with_reboot_requests(reboots_tx);
     let settings_tx = publisher(&client, &opts.lease, &leader_rx, opts.settings, &mut tasks);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
@@ -259,6 +261,25 @@ async fn reload(
             settings.send_replace(Some(Published::new(&args, text)));
         }
     }
+}
+
+/// Start keeping the reboot requests' ConfigMap while leading; the sender the controller hands
+/// them to.
+fn reboot_requests(
+    client: &kube::Client,
+    lease: &LeaseConfig,
+    leader: &watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> watch::Sender<nodemedic_common::reboot::Requests> {
+    let (tx, rx) = watch::channel(Default::default());
+    let at = (lease.namespace.as_str(), lease.name.as_str());
+    tasks.push(crate::act::reboots::spawn(
+        client.clone(),
+        at,
+        leader.clone(),
+        rx,
+    ));
+    tx
 }
 
 /// Start publishing `settings` (when given) while leading; the sender a reload updates them with.

@@ -12,7 +12,7 @@ use nodemedic_common::time::rfc3339 as ts;
 use super::hold::{Hold, TAINT_TRIES, edit_taints};
 use crate::config::Config;
 use crate::decide::Effect;
-use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch};
+use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch, NodeVersion};
 use crate::model::node::NodeView;
 use crate::model::occurrence::Occurrence;
 use crate::model::record::{Checked, Record};
@@ -75,6 +75,9 @@ impl<C: Cluster> Executor<C> {
             Effect::Probation(record) => self.probation(view, record, cfg).await,
             Effect::Relapse(record) => self.relapse(view, record, cfg).await,
             Effect::Forget => self.set_record(node, None, &cfg.records).await.is_ok(),
+            Effect::Reboot(record) => self.reboot(view, record, cfg).await,
+            Effect::Replace(record) => self.replace(view, record, cfg).await,
+            Effect::Escalate(record) => self.escalate(view, record, cfg).await,
             Effect::Nothing | Effect::Drain(_) => true,
         }
     }
@@ -251,7 +254,10 @@ impl<C: Cluster> Executor<C> {
         }
         let o = match self
             .cluster
-            .delete_node(name, &node.resource_version.to_string())
+            .delete_node(
+                name,
+                &NodeVersion::Version(node.resource_version.to_string()),
+            )
             .await
         {
             Ok(()) => Occurrence::NodeDeleted,
@@ -298,7 +304,7 @@ impl<C: Cluster> Executor<C> {
 
 /// The hold our record on `node` says we have: nothing unless the record is ours and authentic, so
 /// a cordon or taint is lifted only when we can prove we put it on.
-fn ours(node: &NodeView, cfg: &Config) -> Record {
+pub(super) fn ours(node: &NodeView, cfg: &Config) -> Record {
     match Record::check(node, &cfg.records, &cfg.owner) {
         Checked::Authentic(r) => r,
         _ => Record {
@@ -323,7 +329,7 @@ fn held(record: &Record) -> Occurrence {
 
 /// The write from the hold `held` records to the one `next` records: the cordon set or lifted,
 /// taints swapped, the record replaced.
-fn swap<'a>(
+pub(super) fn swap<'a>(
     held: &Record,
     next: &'a Record,
     seen: Option<&'a crate::model::node::Version>,

@@ -10,7 +10,9 @@ use nodemedic_common::rbac::Permission;
 use nodemedic_common::time::rfc3339;
 use serde_json::{Map, Value, json};
 
-use crate::model::cluster::{ApiError, Cluster, ConditionPatch, EventTarget, NodePatch};
+use crate::model::cluster::{
+    ApiError, Cluster, ConditionPatch, EventTarget, NodePatch, NodeVersion,
+};
 use crate::model::pod::Uid;
 use crate::observe::Observed;
 
@@ -213,11 +215,15 @@ impl Cluster for KubeCluster {
         Ok((taints, node.metadata.resource_version.unwrap_or_default()))
     }
 
-    async fn delete_node(&self, name: &str, resource_version: &str) -> Result<(), ApiError> {
+    async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {
+        let (resource_version, uid) = match only {
+            NodeVersion::Version(v) => (Some(v.clone()), None),
+            NodeVersion::Uid(u) => (None, Some(u.clone())),
+        };
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                resource_version: Some(resource_version.to_string()),
-                uid: None,
+                resource_version,
+                uid,
             }),
             ..Default::default()
         };

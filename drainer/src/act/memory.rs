@@ -15,7 +15,9 @@ use nodemedic_common::events::NodeEvent;
 use nodemedic_common::evict::Evicted;
 use nodemedic_common::status::Status;
 
-use crate::model::cluster::{ApiError, Cluster, ConditionPatch, EventTarget, NodePatch};
+use crate::model::cluster::{
+    ApiError, Cluster, ConditionPatch, EventTarget, NodePatch, NodeVersion,
+};
 use crate::model::pod::{PodInfo, Uid};
 use crate::observe::Observed;
 
@@ -395,11 +397,15 @@ impl Cluster for MemoryCluster {
         Ok((taints.unwrap_or_default(), version))
     }
 
-    async fn delete_node(&self, name: &str, resource_version: &str) -> Result<(), ApiError> {
+    async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {
         let mut s = self.state();
         s.writes.push(Write::DeleteNode { name: name.into() });
         let node = s.nodes.get(name).ok_or_else(|| node_missing(name))?;
-        if node.metadata.resource_version.as_deref() != Some(resource_version) {
+        let (held, wanted) = match only {
+            NodeVersion::Version(v) => (node.metadata.resource_version.as_deref(), v),
+            NodeVersion::Uid(u) => (node.metadata.uid.as_deref(), u),
+        };
+        if held != Some(wanted.as_str()) {
             return Err(modified("nodes", name));
         }
         s.nodes.remove(name);

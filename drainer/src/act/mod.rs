@@ -21,8 +21,10 @@ pub mod executor;
 pub mod hold;
 pub mod key;
 pub mod kube;
+pub(crate) mod ladder;
 pub mod marks;
 pub mod memory;
+pub(crate) mod reboots;
 
 pub(crate) use drain::{DrainRun, PDB_RETRY};
 pub(crate) use executor::Executor;

@@ -209,6 +209,24 @@ pub struct PolicyArgs {
     /// Delete the Node object this long after its drain succeeded (for clusters where that is the replacement signal). [default: never]
     #[arg(help_heading = "Holding and after the drain", long = "delete-drained-node-after", value_parser = humantime::parse_duration)]
     pub delete_drained_node_after: Option<Duration>,
+    /// A reboot (a ladder step: `COND: drain, reboot`) is proven when the node is back with a new bootID, Ready and the problem clear within this long; otherwise the ladder goes on. [default: 20m]
+    #[arg(help_heading = "Remediation ladder", long = "reboot-deadline", value_parser = humantime::parse_duration)]
+    pub reboot_deadline: Option<Duration>,
+    /// A replacement (`COND: drain, replace`) is proven when the Node is gone within this long; otherwise a person is needed. [default: 30m]
+    #[arg(help_heading = "Remediation ladder", long = "replace-deadline", value_parser = humantime::parse_duration)]
+    pub replace_deadline: Option<Duration>,
+    /// At most this many reboots of one node in 24 hours; past it the ladder goes on to its next step. [default: 1]
+    #[arg(
+        help_heading = "Remediation ladder",
+        long = "max-reboots-per-node-per-day"
+    )]
+    pub max_reboots_per_node_per_day: Option<u32>,
+    /// At most this many Nodes replaced in any hour, fleet-wide; the rest wait. [default: 2]
+    #[arg(
+        help_heading = "Remediation ladder",
+        long = "max-replacements-per-hour"
+    )]
+    pub max_replacements_per_hour: Option<u32>,
     /// POST a JSON notification (with a Slack-compatible `text`) here on cordons, drains, uncordons, breaker and outage changes (repeatable).
     #[arg(help_heading = "Notifications", long = "notify-url")]
     pub notify_urls: Vec<String>,

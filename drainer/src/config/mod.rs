@@ -11,6 +11,7 @@ pub(crate) mod effective;
 pub mod file;
 pub mod flags;
 pub mod kingpin;
+pub mod ladder;
 pub mod policy;
 pub mod published;
 pub mod remedy;
@@ -95,6 +96,8 @@ pub struct Config {
     pub safety: safety::Safety,
     /// What a drained node gets, and whether the Node object is deleted later.
     pub after_drain: AfterDrain,
+    /// The limits every remediation ladder runs within (the ladders are the conditions').
+    pub ladder: ladder::Limits,
     /// Where notifications go.
     pub notify_urls: Vec<url::NotifyUrl>,
     /// Cordon and/or taints while a node has a problem, probation before it is let go.
@@ -181,6 +184,7 @@ impl Default for Config {
             event_refresh: Duration::from_secs(60),
             safety: Default::default(),
             after_drain: AfterDrain::default(),
+            ladder: ladder::Limits::default(),
             notify_urls: Vec::new(),
             remedy: remedy::Remedy::default(),
             watchdog: remedy::Watchdog::default(),
@@ -262,6 +266,7 @@ impl Config {
             event_refresh,
             safety,
             after_drain,
+            ladder,
             notify_urls,
             remedy,
             watchdog,

@@ -1,15 +1,21 @@
 //! Problem conditions as draino takes them: `Type`, `Type=Status`, `Type=Status,MinDuration` (the
-//! duration the condition must have held, measured from its lastTransitionTime). Pure.
+//! duration the condition must have held, measured from its lastTransitionTime), and after a `:`
+//! the condition's remediation ladder (`KernelDeadlock=True,10m: drain, reboot, replace`,
+//! [`super::ladder`]). Pure.
 
 use std::time::Duration;
 
 use nodemedic_common::status::Status;
+
+use super::ladder::{Ladder, LadderError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConditionSpec {
     pub(crate) type_: String,
     pub(crate) status: Status,
     pub(crate) min_duration: Duration,
+    /// The steps after the drain (None: draino's form, cordon and drain, then wait).
+    pub(crate) ladder: Option<Ladder>,
 }
 
 /// A condition that is not one, with the text as given.
@@ -25,6 +31,8 @@ pub enum SpecError {
         duration: String,
         reason: String,
     },
+    #[error("condition {input:?}: {error}")]
+    Ladder { input: String, error: LadderError },
 }
 
 impl std::fmt::Display for ConditionSpec {
@@ -33,6 +41,9 @@ impl std::fmt::Display for ConditionSpec {
         if !self.min_duration.is_zero() {
             write!(f, ",{}", humantime::format_duration(self.min_duration))?;
         }
+        if let Some(l) = self.ladder {
+            write!(f, ": {l}")?;
+        }
         Ok(())
     }
 }
@@ -40,7 +51,18 @@ impl std::fmt::Display for ConditionSpec {
 impl std::str::FromStr for ConditionSpec {
     type Err = SpecError;
 
-    fn from_str(s: &str) -> Result<Self, SpecError> {
+    fn from_str(input: &str) -> Result<Self, SpecError> {
+        let (s, ladder) = match input.split_once(':') {
+            Some((c, l)) => (c, Some(l)),
+            None => (input, None),
+        };
+        let ladder = match ladder.map(str::parse::<Ladder>).transpose() {
+            Ok(l) => l,
+            Err(error) => {
+                let input = input.into();
+                return Err(SpecError::Ladder { input, error });
+            }
+        };
         let (cond, dur) = match s.split_once(',') {
             Some((c, d)) => (c, Some(d)),
             None => (s, None),
@@ -55,18 +77,18 @@ impl std::str::FromStr for ConditionSpec {
                 .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
         {
             return Err(SpecError::NotAType {
-                input: s.into(),
+                input: input.into(),
                 type_: type_.into(),
             });
         }
         let status = status.parse::<Status>().map_err(|_| SpecError::Status {
-            input: s.into(),
+            input: input.into(),
             status: status.into(),
         })?;
         let min_duration = match dur {
             None => Duration::ZERO,
             Some(d) => humantime::parse_duration(d.trim()).map_err(|e| SpecError::Duration {
-                input: s.into(),
+                input: input.into(),
                 duration: d.into(),
                 reason: e.to_string(),
             })?,
@@ -75,6 +97,7 @@ impl std::str::FromStr for ConditionSpec {
             type_: type_.into(),
             status,
             min_duration,
+            ladder,
         })
     }
 }
@@ -99,6 +122,25 @@ mod tests {
         for bad in ["", "=True", "Ready=Maybe", "Ready=True,soon", "Bad Type"] {
             assert!(bad.parse::<ConditionSpec>().is_err(), "{bad}");
         }
+        let c: ConditionSpec = "KernelDeadlock=True,10m: drain, reboot, replace"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            c.to_string(),
+            "KernelDeadlock=True,10m: drain, reboot, replace"
+        );
+        assert_eq!(c.min_duration, Duration::from_secs(600));
+        let l = c.ladder.unwrap();
+        assert!(l.reboot && l.replace);
+        let c: ConditionSpec = "KernelDeadlock:drain".parse().unwrap();
+        assert_eq!(c.to_string(), "KernelDeadlock=True: drain");
+        assert_eq!(
+            "KernelDeadlock=True: drain, rebot"
+                .parse::<ConditionSpec>()
+                .unwrap_err()
+                .to_string(),
+            "condition \"KernelDeadlock=True: drain, rebot\": \"rebot\" is not a step (the steps are drain, reboot and replace)"
+        );
         assert_eq!(
             "Ready=Maybe".parse::<ConditionSpec>(),
             Err(SpecError::Status {

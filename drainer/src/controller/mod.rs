@@ -95,7 +95,15 @@ pub(crate) enum Did {
     Probation,
     /// Held again after a relapse during probation.
     Relapse,
+    /// A ladder step: a reboot requested.
+    Reboot,
+    /// A ladder step: the Node deleted for its replacement.
+    Replace,
+    /// The ladder ended with a person.
+    Escalate,
 }
+
+use nodemedic_common::reboot::Requests as Reboots;
 
 pub(crate) struct Controller<C: Cluster> {
     cfg: Arc<Config>,
@@ -131,6 +139,9 @@ pub(crate) struct Controller<C: Cluster> {
     /// Where the record memory goes to be kept on the Lease, and what was last handed there.
     records_out: Option<watch::Sender<Option<Option<String>>>>,
     published_records: Option<String>,
+    /// Where the reboot requests go (`act::reboots` writes them to their ConfigMap while leading;
+    /// a simulation carries them out).
+    reboots_out: Option<watch::Sender<Reboots>>,
     /// Leading at the last loop turn (a new leadership reads the breaker back first).
     was_leading: bool,
     /// The settings' summary is to be logged after the next round (at start, after a reload).
@@ -181,6 +192,7 @@ impl<C: Cluster> Controller<C> {
             published_breaker: None,
             records_out: None,
             published_records: None,
+            reboots_out: None,
             was_leading: false,
             summary_due: true,
             placement_said: false,
@@ -202,6 +214,30 @@ impl<C: Cluster> Controller<C> {
         self.lease = Some(lease);
         self.breaker_out = Some(breaker_out);
         self
+    }
+
+    /// Hand the reboot requests the records stand for to `out` whenever they change.
+    pub(crate) fn with_reboot_requests(mut self, out: watch::Sender<Reboots>) -> Controller<C> {
+        self.reboots_out = Some(out);
+        self
+    }
+
+    /// Hand the reboot requests on when they changed.
+    pub(super) fn publish_reboots(&mut self) {
+        // A dry run writes nothing: the requests wait until it ends.
+        if self.cfg.dry_run {
+            return;
+        }
+        let Some(reboots) = self.fleet.reboots_changed() else {
+            return;
+        };
+        if let Some(tx) = &self.reboots_out {
+            tx.send_if_modified(|old| {
+                let changed = *old != reboots;
+                *old = reboots;
+                changed
+            });
+        }
     }
 
     /// Keep the record memory (`decide::fleet::seen`) on the Lease through `records_out`, and read

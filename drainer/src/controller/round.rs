@@ -56,20 +56,10 @@ impl<C: Cluster> Controller<C> {
         let decisions = self.decide(now).await;
         self.record_history();
         self.metrics.decided.inc_by(decisions.len() as u64);
-        // The fleet-wide changes first (the breaker opening explains the holds that follow).
-        for event in self.fleet.take_events() {
-            let regarding = self.read_lease(lease_reference);
-            self.record.fleet(&event, regarding).await;
-            self.tap(Tap::Fleet { at: now, event });
-        }
-        for (node, why) in self.fleet.take_rejected() {
-            let why = why.to_string();
-            self.record
-                .node(&node, Occurrence::RecordRejected { why })
-                .await;
-        }
+        self.report_fleet(now).await;
         self.publish_breaker();
         self.publish_records(now);
+        self.publish_reboots();
         self.gauges();
         self.stale_readiness(now).await;
         self.report_symptoms(now).await;
@@ -77,6 +67,7 @@ impl<C: Cluster> Controller<C> {
         self.waits.retain(|n| fleet.contains(n));
         let mut writes = Vec::new();
         let mut done = Vec::new();
+        let mut proven = Vec::new();
         let decided = match self.tap {
             Some(_) => held_by_gates(decisions.iter().map(|(d, _)| d)),
             None => Vec::new(),
@@ -89,6 +80,9 @@ impl<C: Cluster> Controller<C> {
                 _ => None,
             };
             self.budget_wait(&d.node, budget, now).await;
+            if let Why::Ladder(crate::decide::ladder::LadderWhy::RebootProven { .. }) = d.why {
+                proven.push(d.node.clone());
+            }
             match d.effect {
                 Effect::Nothing => {}
                 Effect::Drain(job) => {
@@ -114,6 +108,9 @@ impl<C: Cluster> Controller<C> {
             }
         }
         for (node, effect, ok, reason) in self.write_all(writes).await {
+            if ok && proven.contains(&node) {
+                self.record.node(&node, Occurrence::RebootProven).await;
+            }
             if let Some(did) = did(&effect) {
                 let node = node.to_string();
                 done.push(Done {
@@ -142,12 +139,29 @@ impl<C: Cluster> Controller<C> {
         }
     }
 
+    /// The fleet-wide changes first (the breaker opening explains the holds that follow), then
+    /// the records refused.
+    async fn report_fleet(&mut self, now: Timestamp) {
+        for event in self.fleet.take_events() {
+            let regarding = self.read_lease(lease_reference);
+            self.record.fleet(&event, regarding).await;
+            self.tap(Tap::Fleet { at: now, event });
+        }
+        for (node, why) in self.fleet.take_rejected() {
+            let why = why.to_string();
+            self.record
+                .node(&node, Occurrence::RecordRejected { why })
+                .await;
+        }
+    }
+
     fn gauges(&self) {
         let m = &self.metrics;
         m.breaker_open.set(self.fleet.breaker().is_open() as i64);
         m.domain_outages.set(self.fleet.outages().len() as i64);
         m.held.set(self.fleet.held() as i64);
         m.paused.set(self.fleet.paused().is_some() as i64);
+        m.needs_person.set(self.fleet.needs_person() as i64);
     }
 
     /// Log a decision when it changes (numbers and durations aside); a node that stays healthy is
@@ -300,7 +314,10 @@ impl<C: Cluster> Controller<C> {
             Effect::Cordon(record)
             | Effect::Release(record)
             | Effect::Probation(record)
-            | Effect::Relapse(record) => self.fleet.wrote(node, Some(&record), now),
+            | Effect::Relapse(record)
+            | Effect::Reboot(record)
+            | Effect::Replace(record)
+            | Effect::Escalate(record) => self.fleet.wrote(node, Some(&record), now),
             Effect::Uncordon(_) | Effect::Forget => self.fleet.wrote(node, None, now),
             Effect::Nothing | Effect::Drain(_) | Effect::DeleteNode => {}
         }
@@ -362,6 +379,9 @@ fn did(effect: &Effect) -> Option<Did> {
         Effect::Release(_) => Did::Release,
         Effect::Forget => Did::Forget,
         Effect::DeleteNode => Did::DeleteNode,
+        Effect::Reboot(_) => Did::Reboot,
+        Effect::Replace(_) => Did::Replace,
+        Effect::Escalate(_) => Did::Escalate,
         Effect::Nothing => return None,
     })
 }

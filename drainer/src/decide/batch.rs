@@ -83,6 +83,7 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             flapping: recorded.flapping.get(v.name.as_str()).copied(),
             silent: silence::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
             newest: None,
+            reboots_today: 0,
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {
@@ -124,6 +125,7 @@ pub fn decide_some(
             .iter()
             .map(|(d, t)| (d.clone(), t.cordoned))
             .collect(),
+        replaced: gates.replaced.clone(),
     };
     let problems: Vec<Problem> = candidates
         .iter()
@@ -268,6 +270,9 @@ fn bound(effect: Effect, c: &Candidate, record: Option<&Record>, now: Timestamp)
         Effect::Release(r) => Effect::Release(bind(r)),
         Effect::Probation(r) => Effect::Probation(bind(r)),
         Effect::Relapse(r) => Effect::Relapse(bind(r)),
+        Effect::Reboot(r) => Effect::Reboot(bind(r)),
+        Effect::Replace(r) => Effect::Replace(bind(r)),
+        Effect::Escalate(r) => Effect::Escalate(bind(r)),
         other => other,
     }
 }

@@ -47,6 +47,8 @@ pub(crate) struct Budgets {
     pub(crate) prior_drain_start: Option<Timestamp>,
     /// Cordoned by us, per domain (the per-domain budget).
     pub(crate) domain_cordoned: HashMap<String, usize>,
+    /// Nodes the ladder replaced (recently, and in this round): the replacement budget.
+    pub(crate) replaced: Vec<Timestamp>,
 }
 
 impl Budgets {

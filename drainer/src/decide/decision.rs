@@ -30,6 +30,12 @@ pub(crate) enum Action {
     Delete,
     /// Recovered: probation starts (`--uncordon-after`).
     Probation,
+    /// A ladder step: the node's detector reboots it.
+    Reboot,
+    /// A ladder step: the Node is deleted so the cluster replaces it.
+    Replace,
+    /// The ladder ended: a person is needed.
+    Escalate,
 }
 
 impl std::fmt::Display for Action {
@@ -45,6 +51,9 @@ impl std::fmt::Display for Action {
             Action::Hold => "hold",
             Action::Delete => "delete",
             Action::Probation => "probation",
+            Action::Reboot => "reboot",
+            Action::Replace => "replace",
+            Action::Escalate => "escalate",
         })
     }
 }
@@ -72,6 +81,13 @@ pub(crate) enum Effect {
     Forget,
     /// Delete the Node object (drained long enough ago).
     DeleteNode,
+    /// A ladder step: store this record (phase `rebooting`, with the fence taint); the reboot
+    /// request the node's detector reads follows from it.
+    Reboot(Record),
+    /// A ladder step: store this record (phase `replacing`), then delete the Node.
+    Replace(Record),
+    /// The ladder ended: store this record (phase `needsperson`) and tell people.
+    Escalate(Record),
 }
 
 /// Why the decision is what it is, with the facts behind it as values; `Display` gives the human text
@@ -208,6 +224,8 @@ pub enum Why {
         next: Option<Timestamp>,
         problem: String,
     },
+    /// Where the node is on its remediation ladder (`decide::ladder`).
+    Ladder(super::ladder::why::LadderWhy),
 }
 
 impl Why {
@@ -258,6 +276,7 @@ impl std::fmt::Display for Why {
             | Flapping { .. }
             | Paused { .. }
             | OutsideDrainWindow { .. } => self.fmt_held(f),
+            Ladder(w) => write!(f, "{w}"),
             _ => self.fmt_recorded(f),
         }
     }

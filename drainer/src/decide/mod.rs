@@ -28,6 +28,7 @@ pub mod evictions;
 pub mod facts;
 pub mod fleet;
 pub mod gates;
+pub mod ladder;
 pub mod one_node;
 pub mod problem;
 pub mod schedule;
@@ -42,6 +43,8 @@ pub(crate) use counts::Totals;
 pub(crate) use decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
 pub(crate) use evictions::{PodAction, PodPlan};
 
+#[cfg(test)]
+mod ladder_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]

@@ -10,6 +10,7 @@ use super::candidate::Candidate;
 use super::counts::Budgets;
 use super::decision::{Action, DrainJob, Effect, Why};
 use super::gates::Gates;
+use super::ladder::{self, LadderWhy};
 use super::problem::Problem;
 use crate::config::Config;
 use crate::model::record::{Phase, Record};
@@ -67,6 +68,28 @@ pub(super) fn decide_node(
         }
         let why = Why::ManualUncordon { what };
         return (Action::None, why, Effect::Release(released));
+    }
+    match r.phase {
+        Phase::Replacing => return ladder::replacing(r, now),
+        Phase::Rebooting => {
+            if let Some(d) = ladder::rebooting(c, r, p, gates, cfg, now, b) {
+                return d;
+            }
+            // Proven: what a recovery gets, said as the reboot's proof.
+            let (action, why, effect) = recovered(c, r, p, gates, cfg, now, b);
+            let until = match &effect {
+                Effect::Probation(next) => next.probation_until,
+                _ => None,
+            };
+            let why = match action {
+                Action::Probation | Action::Uncordon => Why::Ladder(LadderWhy::RebootProven {
+                    probation_until: until,
+                }),
+                _ => why,
+            };
+            return (action, why, effect);
+        }
+        _ => {}
     }
     if !bad {
         return recovered(c, r, p, gates, cfg, now, b);
@@ -145,6 +168,8 @@ fn start_probation(r: &Record, until: Timestamp, cfg: &Config) -> Record {
     let mut next = r.clone();
     next.phase = Phase::Probation;
     next.probation_until = Some(until);
+    next.step_until = None;
+    next.taints.retain(|t| t != ladder::FENCE_TAINT);
     if let Some(t) = &cfg.remedy.probation_taint {
         next.cordoned = false;
         next.taints = vec![t.to_string()];
@@ -154,6 +179,7 @@ fn start_probation(r: &Record, until: Timestamp, cfg: &Config) -> Record {
 
 /// The problem came back during probation: held again at once, with the problem's cordon and
 /// taints, and drained again without a new buffer (work may have come back during probation).
+/// A ladder goes on from the step it had reached: drained again, then its next step.
 fn relapse(r: &Record, p: &Problem, cfg: &Config, now: Timestamp) -> Decided {
     let problem = p.held.join(", ");
     let next = Record {
@@ -165,6 +191,9 @@ fn relapse(r: &Record, p: &Problem, cfg: &Config, now: Timestamp) -> Decided {
         drain_at: now,
         cordoned: cfg.remedy.cordon,
         taints: cfg.remedy.taints.iter().map(ToString::to_string).collect(),
+        ladder: r.ladder,
+        step: r.step,
+        step_at: r.step_at,
         ..Default::default()
     };
     (
@@ -185,7 +214,11 @@ fn by_phase(
     b: &mut Budgets,
 ) -> Decided {
     let problem = p.held.join(", ");
+    if r.phase == Phase::Drained && ladder::ladder_of(r, p).is_some() {
+        return ladder::drained(c, r, p, gates, cfg, now, b);
+    }
     match r.phase {
+        Phase::NeedsPerson => ladder::waiting(r),
         Phase::Draining => (
             Action::Drain,
             Why::Draining { problem },
@@ -216,7 +249,9 @@ fn by_phase(
             (Action::None, Why::SkipDrain { problem }, Effect::Nothing)
         }
         Phase::Cordoned | Phase::Failed => start_drain(c, r, problem, gates, cfg, now, b),
-        Phase::Released | Phase::Probation => unreachable!("handled by decide_node"),
+        Phase::Released | Phase::Probation | Phase::Rebooting | Phase::Replacing => {
+            unreachable!("handled by decide_node")
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::silence::DETECTOR_SILENT;
 use crate::config::Config;
+use crate::config::ladder::Ladder;
 use crate::model::node::{Condition, NodeView, Status};
 
 /// The state of the problem on a node.
@@ -23,6 +24,8 @@ pub(crate) struct Problem {
     pub(crate) exempted: Vec<String>,
     /// When conditions cleared recently: the longest remaining wait before recovery counts.
     pub(crate) recovering: Option<Duration>,
+    /// The remediation ladder of the first held condition that names one (config order).
+    pub(crate) ladder: Option<Ladder>,
 }
 
 /// How long from `since` to `now` (zero if `now` is earlier).
@@ -61,6 +64,7 @@ pub(crate) fn problem(
         since: None,
         exempted: vec![],
         recovering: None,
+        ladder: None,
     };
     let mut episode = Vec::new();
     for spec in &cfg.conditions {
@@ -94,6 +98,7 @@ pub(crate) fn problem(
                 format!("{desc} for {}", fmt_d(held_for))
             });
             episode.push(format!("{desc}@{}", transition.as_second()));
+            p.ladder = p.ladder.or(spec.ladder);
         } else {
             p.pending.push((
                 format!(

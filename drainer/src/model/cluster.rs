@@ -113,6 +113,16 @@ impl std::fmt::Display for EventTarget {
 
 /// The writes the drainer makes (and the one read a write needs), as a seam. Implemented over the
 /// Kubernetes client for `drainer run`, and in memory for `drainer simulate` and tests.
+/// Which Node a deletion may delete: the precondition it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NodeVersion {
+    /// Only at this resourceVersion (nothing changed since it was decided on).
+    Version(String),
+    /// Only this object (`metadata.uid`), whatever changed since: a Node of the same name created
+    /// meanwhile is never deleted.
+    Uid(String),
+}
+
 pub(crate) trait Cluster: Clone + Send + Sync + 'static {
     fn patch_node(
         &self,
@@ -129,11 +139,11 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         &self,
         name: &str,
     ) -> impl Future<Output = Result<(Vec<Taint>, String), ApiError>> + Send;
-    /// Delete a Node, only at `resource_version`.
+    /// Delete a Node, only as `only` says (that version of it, or that object).
     fn delete_node(
         &self,
         name: &str,
-        resource_version: &str,
+        only: &NodeVersion,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Evict a pod through the Eviction API (PodDisruptionBudgets honoured).
     fn evict(
@@ -218,9 +228,9 @@ impl<C: Cluster> Cluster for Gated<C> {
         self.gate()?;
         self.inner.node_taints(name).await
     }
-    async fn delete_node(&self, name: &str, resource_version: &str) -> Result<(), ApiError> {
+    async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {
         self.gate()?;
-        self.inner.delete_node(name, resource_version).await
+        self.inner.delete_node(name, only).await
     }
     async fn evict(
         &self,

@@ -36,6 +36,7 @@ pub struct NodeLite {
     pub(crate) conditions: Box<[Condition]>,
     pub(crate) taints: Box<[NodeTaint]>,
     pub(crate) info: Option<ArcStr>,
+    pub(crate) boot: super::node::Uid,
 }
 
 impl NodeView {
@@ -57,6 +58,7 @@ impl NodeView {
             conditions: node.conditions,
             taints: node.taints,
             info: node.info,
+            boot: node.boot,
         }
     }
 }
@@ -201,10 +203,13 @@ struct RawStatus {
     node_info: Option<Info>,
 }
 
-/// `status.nodeInfo`: the four parts the view keeps, the rest skipped, read without allocating
-/// but for one buffer. The same as the earlier view's (the usual case: a heartbeat) is that
-/// view's shared string, found without a lookup.
-struct Info(Option<ArcStr>);
+/// `status.nodeInfo`: the four parts the view keeps and the bootID, the rest skipped, read without
+/// allocating but for one buffer. The same as the earlier view's (the usual case: a heartbeat) is
+/// that view's shared string, found without a lookup.
+struct Info(Option<ArcStr>, super::node::Uid);
+
+/// The place [`InfoKey`] gives `bootID` (past those of [`NODE_INFO`](super::node::NODE_INFO)).
+const BOOT_ID: usize = super::node::NODE_INFO.len();
 
 thread_local! {
     static INFO_BUF: RefCell<String> = const { RefCell::new(String::new()) };
@@ -217,8 +222,19 @@ impl<'de> DeserializeSeed<'de> for InfoKey {
     type Value = Option<usize>;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
         d.deserialize_str(TextVisitor(|s: &str| {
-            super::node::NODE_INFO.iter().position(|(k, _)| *k == s)
+            let kept = super::node::NODE_INFO.iter().position(|(k, _)| *k == s);
+            kept.or((s == "bootID").then_some(BOOT_ID))
         }))
+    }
+}
+
+/// The bootID, read without keeping its text.
+struct BootId;
+
+impl<'de> DeserializeSeed<'de> for BootId {
+    type Value = super::node::Uid;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(TextVisitor(super::node::Uid::parse))
     }
 }
 
@@ -250,9 +266,13 @@ impl<'de> Deserialize<'de> for Info {
                 let mut buf = INFO_BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
                 buf.clear();
                 let mut at = [(0, 0); 4];
+                let mut boot = super::node::Uid::NONE;
                 let read = (|| {
                     while let Some(k) = m.next_key_seed(InfoKey)? {
                         match k {
+                            Some(BOOT_ID) => {
+                                boot = m.next_value_seed(BootId)?;
+                            }
                             Some(i) => at[i] = m.next_value_seed(Append(&mut buf))?,
                             None => {
                                 m.next_value::<serde::de::IgnoredAny>()?;
@@ -269,8 +289,8 @@ impl<'de> Deserialize<'de> for Info {
                         parts.iter().all(|p| kept.next() == Some(*p))
                     });
                     match same {
-                        Some(same) => Info(Some(same.clone())),
-                        None => Info(super::node::node_info(parts)),
+                        Some(same) => Info(Some(same.clone()), boot),
+                        None => Info(super::node::node_info(parts), boot),
                     }
                 });
                 INFO_BUF.with(|b| *b.borrow_mut() = buf);
@@ -390,6 +410,11 @@ impl From<Raw> for NodeLite {
                 .as_ref()
                 .and_then(|s| s.node_info.as_ref())
                 .and_then(|i| i.0.clone()),
+            boot: raw
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map_or(super::node::Uid::NONE, |i| i.1),
             conditions: raw
                 .status
                 .and_then(|s| s.conditions)

@@ -137,6 +137,8 @@ pub struct NodeView {
     /// What `status.nodeInfo` says the node runs ([`NodeInfo`]): kernel, OS image, container
     /// runtime, kubelet, shared by every node that runs the same (a fleet has a few such sets).
     pub(crate) info: Option<ArcStr>,
+    /// `status.nodeInfo.bootID`, which the kubelet sets anew at each boot: what proves a reboot.
+    pub(crate) boot: Uid,
 }
 
 /// A Node's `metadata.uid`, kept in 16 bytes without an allocation: the API server's UIDs are
@@ -302,8 +304,10 @@ impl NodeView {
                 &i.kubelet_version,
             ])
         });
+        let boot = node.status.as_ref().and_then(|s| s.node_info.as_ref());
         NodeView {
             info,
+            boot: Uid::parse(boot.map_or("", |i| i.boot_id.as_str())),
             name: intern(meta.name.as_deref().unwrap_or_default()),
             uid: Uid::parse(meta.uid.as_deref().unwrap_or_default()),
             resource_version: Version::parse(meta.resource_version.as_deref().unwrap_or_default()),
@@ -358,6 +362,7 @@ impl NodeView {
             && self.annotations == other.annotations
             && self.created == other.created
             && self.info == other.info
+            && self.boot == other.boot
     }
 
     /// A NoExecute taint of the node lifecycle controller's (see [`FLAP_TAINTS`]), while it is there.

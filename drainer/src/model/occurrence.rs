@@ -47,6 +47,12 @@ pub mod reason {
     pub(crate) const RECORD_REJECTED: &str = "DrainRecordRejected";
     pub(crate) const CONFIG_REFUSED: &str = "ConfigReloadRefused";
     pub(crate) const SYMPTOM_WRITE_FAILED: &str = "PodSymptomWriteFailed";
+    pub(crate) const REBOOT_REQUESTED: &str = "RebootRequested";
+    pub(crate) const REBOOT_PROVEN: &str = "RebootProven";
+    pub(crate) const REPLACING: &str = "ReplacingNode";
+    pub(crate) const REPLACE_FAILED: &str = "ReplaceNodeFailed";
+    pub(crate) const NEEDS_PERSON: &str = "NeedsPerson";
+    pub(crate) const LADDER_WRITE_FAILED: &str = "RemediationWriteFailed";
 }
 
 /// Something that happened to a node.
@@ -137,6 +143,33 @@ pub(crate) enum Occurrence {
         condition: &'static str,
         error: String,
     },
+    /// A ladder step: the node's detector is asked to reboot it (its bootID now `boot_id`); the
+    /// proof is due by `until`.
+    RebootRequested {
+        boot_id: String,
+        until: Timestamp,
+        problem: String,
+    },
+    /// Back with a new bootID, Ready and the problem clear.
+    RebootProven,
+    /// A ladder step: the Node is deleted so the cluster replaces it (gone by `until`).
+    Replacing {
+        until: Timestamp,
+        problem: String,
+    },
+    /// The Node could not be deleted for its replacement.
+    ReplaceFailed {
+        error: String,
+    },
+    /// The ladder ended: the node waits for a person.
+    NeedsPerson {
+        why: String,
+    },
+    /// A ladder step's record could not be written (tried again).
+    LadderWriteFailed {
+        step: &'static str,
+        error: String,
+    },
 }
 
 impl Occurrence {
@@ -165,6 +198,12 @@ impl Occurrence {
             RecordRejected { .. } => reason::RECORD_REJECTED,
             Symptom { reason, .. } | SymptomCleared { reason, .. } => reason,
             SymptomWriteFailed { .. } => reason::SYMPTOM_WRITE_FAILED,
+            RebootRequested { .. } => reason::REBOOT_REQUESTED,
+            RebootProven => reason::REBOOT_PROVEN,
+            Replacing { .. } => reason::REPLACING,
+            ReplaceFailed { .. } => reason::REPLACE_FAILED,
+            NeedsPerson { .. } => reason::NEEDS_PERSON,
+            LadderWriteFailed { .. } => reason::LADDER_WRITE_FAILED,
         }
     }
 
@@ -180,6 +219,9 @@ impl Occurrence {
             | RecordRejected { .. }
             | Symptom { .. }
             | SymptomWriteFailed { .. }
+            | ReplaceFailed { .. }
+            | NeedsPerson { .. }
+            | LadderWriteFailed { .. }
             | Relapsed { .. } => Severity::Warning,
             _ => Severity::Normal,
         }
@@ -247,6 +289,28 @@ impl Occurrence {
             } => format!("{condition} cleared: {message}"),
             SymptomWriteFailed { condition, error } => {
                 format!("Cannot write the {condition} condition: {error}")
+            }
+            RebootRequested {
+                boot_id,
+                until,
+                problem,
+            } => format!(
+                "Rebooting the drained node through its detector (remediation ladder): proven by a bootID other than {boot_id}, Ready and the problem clear by {} ({problem})",
+                rfc3339(*until)
+            ),
+            RebootProven => "Reboot proven: a new bootID, Ready and the problem clear".into(),
+            Replacing { until, problem } => format!(
+                "Deleting the drained Node so the cluster replaces it (remediation ladder); a person is needed if it is still here at {} ({problem})",
+                rfc3339(*until)
+            ),
+            ReplaceFailed { error } => {
+                format!("Cannot delete the Node for its replacement: {error}")
+            }
+            NeedsPerson { why } => format!(
+                "Needs a person: {why}. The node stays cordoned and drained; uncordon it when fixed (or delete it)"
+            ),
+            LadderWriteFailed { step, error } => {
+                format!("Cannot record the {step} step on the node: {error}")
             }
         }
     }

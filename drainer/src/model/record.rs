@@ -8,6 +8,7 @@ use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
 use super::node::{NodeTaint, NodeView};
 use super::seal::RecordTrust;
+use crate::config::ladder::{Ladder, Step};
 
 fn yes() -> bool {
     true
@@ -35,6 +36,14 @@ pub(crate) enum Phase {
     /// `probation_until` (`--uncordon-after`), meanwhile cordoned or, with `--probation-taint`,
     /// only carrying that taint.
     Probation,
+    /// Drained, and a reboot requested (a ladder step): proven when the node is back with a bootID
+    /// other than `boot_id`, Ready and the problem clear, by `step_until`.
+    Rebooting,
+    /// Drained, and the Node deleted so the cluster's node lifecycle replaces it (a ladder step):
+    /// proven when the Node is gone by `step_until`.
+    Replacing,
+    /// The ladder has ended: the node stays cordoned until a person acts (or the problem clears).
+    NeedsPerson,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -73,6 +82,26 @@ pub struct Record {
     /// In probation, uncordoned at this time if the node stays healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) probation_until: Option<Timestamp>,
+    /// The remediation ladder this episode climbs (the held condition's, taken when its first
+    /// step past the drain starts; None: draino's form, drain and wait).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "ladder_text")]
+    pub(crate) ladder: Option<Ladder>,
+    /// The last ladder step taken past the drain (kept through probation and a relapse, so a
+    /// problem that comes back goes on to the next step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) step: Option<Step>,
+    /// When that step started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) step_at: Option<Timestamp>,
+    /// Its proof is due by then; without it the ladder goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) step_until: Option<Timestamp>,
+    /// The node's `bootID` when its reboot was requested: the reboot is proven by another one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) boot_id: String,
+    /// Why the ladder ended with a person (phase `needsperson`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) escalated: String,
     /// The Node this record is for, by name and UID (sealed with it: a record copied to another
     /// node, or to a new Node object of the same name, fails the check).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -94,6 +123,29 @@ fn epoch() -> Timestamp {
 
 fn is_epoch(t: &Timestamp) -> bool {
     *t == Timestamp::UNIX_EPOCH
+}
+
+/// A ladder in a record as its conditions write it (`drain, reboot, replace`).
+mod ladder_text {
+    use crate::config::ladder::Ladder;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        l: &Option<Ladder>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match l {
+            Some(l) => s.serialize_str(&l.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Ladder>, D::Error> {
+        let text: Option<String> = serde::Deserialize::deserialize(d)?;
+        text.map(|t| t.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 /// What reading a node's record came to.
@@ -147,6 +199,12 @@ impl Default for Record {
             taints: Vec::new(),
             cordoned: true,
             probation_until: None,
+            ladder: None,
+            step: None,
+            step_at: None,
+            step_until: None,
+            boot_id: String::new(),
+            escalated: String::new(),
             node: String::new(),
             uid: String::new(),
             at: Timestamp::UNIX_EPOCH,

@@ -1,7 +1,7 @@
 //! The log line and the metric of each occurrence ([`crate::model::occurrence`]), one match per
 //! kind, used by the [`Recorder`](super::Recorder) only. I/O (logs, metrics).
 
-use crate::metrics::{Metrics, Outcome};
+use crate::metrics::{LadderStep, Metrics, Outcome, StepResult};
 use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence};
 
 impl Occurrence {
@@ -49,6 +49,20 @@ impl Occurrence {
             SymptomWriteFailed { condition, error } => {
                 tracing::warn!(%node, %condition, %error, "cannot write the symptom's condition")
             }
+            RebootRequested { boot_id, until, .. } => {
+                tracing::info!(%node, %boot_id, %until, "reboot requested (remediation ladder)")
+            }
+            RebootProven => tracing::info!(%node, "reboot proven"),
+            Replacing { until, .. } => {
+                tracing::info!(%node, %until, "deleting the Node for its replacement (remediation ladder)")
+            }
+            ReplaceFailed { error } => {
+                tracing::warn!(%node, %error, "cannot delete the Node for its replacement")
+            }
+            NeedsPerson { why } => tracing::warn!(%node, %why, "needs a person"),
+            LadderWriteFailed { step, error } => {
+                tracing::warn!(%node, %step, %error, "cannot record the ladder step; retrying")
+            }
             CordonStarting { .. }
             | DrainScheduled { .. }
             | DrainStarting { .. }
@@ -78,6 +92,12 @@ impl Occurrence {
             DrainFailed { .. } => m.drained(Outcome::Failed),
             Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
             UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
+            RebootRequested { .. } => m.remediation(LadderStep::Reboot, StepResult::Started),
+            RebootProven => m.remediation(LadderStep::Reboot, StepResult::Proven),
+            Replacing { .. } => m.remediation(LadderStep::Replace, StepResult::Started),
+            ReplaceFailed { .. } => m.remediation(LadderStep::Replace, StepResult::Failed),
+            NeedsPerson { .. } => m.remediation(LadderStep::Person, StepResult::Started),
+            LadderWriteFailed { .. } => {}
             CordonStarting { .. }
             | DrainStarting { .. }
             | UncordonStarting { .. }

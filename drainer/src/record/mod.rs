@@ -238,6 +238,9 @@ impl<C: Cluster> Recorder<C> {
             Occurrence::Drained { .. } => (NotifyKind::Drained, o.message()),
             Occurrence::DrainFailed { .. } => (NotifyKind::DrainFailed, o.message()),
             Occurrence::Uncordoned { why } => (NotifyKind::Uncordoned, why.clone()),
+            Occurrence::RebootRequested { .. } => (NotifyKind::RebootRequested, o.message()),
+            Occurrence::Replacing { .. } => (NotifyKind::Replacing, o.message()),
+            Occurrence::NeedsPerson { why } => (NotifyKind::NeedsPerson, why.clone()),
             _ => return,
         };
         let now = self.clock.now();

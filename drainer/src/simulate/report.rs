@@ -98,6 +98,9 @@ impl Report {
                         Did::DeleteNode => "delete",
                         Did::Probation => "probation",
                         Did::Relapse => "relapse",
+                        Did::Reboot => "reboot",
+                        Did::Replace => "replace",
+                        Did::Escalate => "needs a person",
                         Did::Release | Did::Forget => continue,
                     };
                     self.happened(secs, what, Some(d.node), d.reason);

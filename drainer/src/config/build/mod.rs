@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+mod ladder;
 mod pod_policies;
 mod remedy_and_watchdog;
 mod sources;
@@ -79,6 +80,7 @@ fn build_with(
     budgets(&mut s, &mut cfg);
     safety(&mut s, &mut cfg.safety);
     after_drain(&mut s, &mut cfg);
+    ladder::build(&mut s, &mut cfg);
     let allow_http = args
         .notify_allow_http
         .or(file.notify_allow_http)

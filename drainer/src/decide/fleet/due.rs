@@ -77,6 +77,7 @@ impl Fleet {
             outage: OutageGate { outages },
             domains,
             window: window::next_window(&s.drain_windows, now),
+            replaced: self.seen.replaced_within_the_hour(now),
         }
     }
 
@@ -130,6 +131,7 @@ impl Fleet {
                     flapping: self.flaps.get(n).and_then(|f| f.flapping(now, s)),
                     silent: self.silent.get(n).map(|s| s.declared),
                     newest: self.seen.nodes.get(n.as_str()).map(|n| n.at),
+                    reboots_today: self.seen.reboots_today(n, now),
                 }
             })
             .collect();

@@ -195,6 +195,23 @@ impl Fleet {
         std::mem::take(&mut self.seen_changed).then_some(&self.seen)
     }
 
+    /// The reboot requests our records stand for, by node name, when they may have changed since
+    /// the last call.
+    pub(crate) fn reboots_changed(
+        &mut self,
+    ) -> Option<BTreeMap<String, nodemedic_common::reboot::RebootRequest>> {
+        let changed = std::mem::take(&mut self.running.reboots_changed);
+        changed.then(|| {
+            let r = &self.running.reboots;
+            r.iter().map(|(n, q)| (n.to_string(), q.clone())).collect()
+        })
+    }
+
+    /// Nodes whose ladder ended with a person.
+    pub(crate) fn needs_person(&self) -> usize {
+        self.running.needs_person
+    }
+
     /// The record memory the previous leader kept (read back before the first round).
     pub(crate) fn restore_seen(&mut self, s: seen::Seen) {
         self.seen = s;
@@ -312,7 +329,14 @@ impl Fleet {
         match Record::check(view, &self.cfg.records, &self.cfg.owner) {
             // A replay the memory already knows raises nothing.
             Checked::Authentic(r) if self.seen.replayed(&view.name, r.at).is_none() => {
-                self.seen_changed |= self.seen.saw(&view.name, Some(r.at))
+                self.seen_changed |= self.seen.saw(&view.name, Some(r.at));
+                let started = matches!(
+                    r.phase,
+                    crate::model::record::Phase::Rebooting | crate::model::record::Phase::Replacing
+                );
+                if let (true, Some(step), Some(at)) = (started, r.step, r.step_at) {
+                    self.seen_changed |= self.seen.stepped(&view.name, step, at);
+                }
             }
             Checked::Absent => self.seen_changed |= self.seen.saw(&view.name, None),
             Checked::Authentic(_) | Checked::Foreign(_) | Checked::Rejected(_) => {}

@@ -7,23 +7,38 @@
 //! It stays small: removed records are forgotten after [`FORGET_AFTER`], and the newest time
 //! forgotten is kept instead (`forgotten_before`): a record that old on a node with no entry is a
 //! replay, since a current one would still have its entry.
+//!
+//! It also remembers the remediation ladder's steps the records showed, for its limits: each
+//! node's reboots of the last 24 hours (`--max-reboots-per-node-per-day`, which must hold across
+//! episodes, whose records are removed) and the fleet's replacements of the last hour
+//! (`--max-replacements-per-hour`, whose Nodes are gone).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::config::ladder::Step;
+
 /// How long a removed record's time is kept per node.
 pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The newest of our records seen on a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Newest {
     pub(crate) at: Timestamp,
     /// The watch has shown the node without it since.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) removed: bool,
+    /// When the ladder's reboots of this node started, the last 24 hours'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) reboots: Vec<Timestamp>,
 }
+
+/// How long a reboot counts against its node's limit.
+const DAY: Duration = Duration::from_secs(24 * 3600);
+/// How long a replacement counts against the fleet's.
+const HOUR: Duration = Duration::from_secs(3600);
 
 /// Every node's [`Newest`], and the newest time forgotten.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -33,6 +48,9 @@ pub(crate) struct Seen {
     pub(crate) nodes: BTreeMap<String, Newest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) forgotten_before: Option<Timestamp>,
+    /// When the ladder's replacements started, the last hour's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) replaced: Vec<Timestamp>,
 }
 
 /// What the Lease annotation holds that does not parse.
@@ -59,7 +77,17 @@ impl Seen {
             .filter(|(_, n)| n.removed && n.at < cutoff)
             .map(|(k, _)| k.clone())
             .collect();
-        let pruned = !old.is_empty();
+        let mut pruned = !old.is_empty();
+        let day_ago = nodemedic_common::time::sub(now, DAY);
+        for n in self.nodes.values_mut() {
+            let before = n.reboots.len();
+            n.reboots.retain(|t| *t > day_ago);
+            pruned |= n.reboots.len() != before;
+        }
+        let hour_ago = nodemedic_common::time::sub(now, HOUR);
+        let before = self.replaced.len();
+        self.replaced.retain(|t| *t > hour_ago);
+        pruned |= self.replaced.len() != before;
         for k in old {
             if let Some(n) = self.nodes.remove(&k) {
                 self.forgotten_before = Some(self.forgotten_before.map_or(n.at, |f| f.max(n.at)));
@@ -82,12 +110,17 @@ impl Seen {
     pub(crate) fn saw(&mut self, node: &str, at: Option<Timestamp>) -> bool {
         match (at, self.nodes.get_mut(node)) {
             (Some(at), Some(n)) if at > n.at => {
-                *n = Newest { at, removed: false };
+                n.at = at;
+                n.removed = false;
                 true
             }
             (Some(at), None) => {
-                self.nodes
-                    .insert(node.to_string(), Newest { at, removed: false });
+                let n = Newest {
+                    at,
+                    removed: false,
+                    reboots: Vec::new(),
+                };
+                self.nodes.insert(node.to_string(), n);
                 true
             }
             (None, Some(n)) if !n.removed => {
@@ -96,6 +129,43 @@ impl Seen {
             }
             _ => false,
         }
+    }
+}
+
+impl Seen {
+    /// A record of ours showed the ladder's `step` on `node`, started at `at`; whether that is new.
+    pub(crate) fn stepped(&mut self, node: &str, step: Step, at: Timestamp) -> bool {
+        let list = match step {
+            Step::Reboot => match self.nodes.get_mut(node) {
+                Some(n) => &mut n.reboots,
+                None => return false,
+            },
+            Step::Replace => &mut self.replaced,
+            Step::Drain => return false,
+        };
+        if list.contains(&at) {
+            return false;
+        }
+        list.push(at);
+        true
+    }
+
+    /// How many reboots of `node` started within the 24 hours before `now`.
+    pub(crate) fn reboots_today(&self, node: &str, now: Timestamp) -> u32 {
+        let from = nodemedic_common::time::sub(now, DAY);
+        self.nodes.get(node).map_or(0, |n| {
+            n.reboots.iter().filter(|t| **t > from).count() as u32
+        })
+    }
+
+    /// When the replacements of the hour before `now` started.
+    pub(crate) fn replaced_within_the_hour(&self, now: Timestamp) -> Vec<Timestamp> {
+        let from = nodemedic_common::time::sub(now, HOUR);
+        self.replaced
+            .iter()
+            .copied()
+            .filter(|t| *t > from)
+            .collect()
     }
 }
 

@@ -48,9 +48,13 @@ fn view(name: &str, pool: &str, bad_since: Option<i64>) -> NodeView {
 /// Apply what the controller would write for `d` to the fleet (as a write plus its watch event).
 fn act(f: &mut Fleet, d: &NodeDecision, now: Timestamp) {
     match &d.effect {
-        Effect::Cordon(r) | Effect::Release(r) | Effect::Probation(r) | Effect::Relapse(r) => {
-            f.wrote(&d.node, Some(r), now)
-        }
+        Effect::Cordon(r)
+        | Effect::Release(r)
+        | Effect::Probation(r)
+        | Effect::Relapse(r)
+        | Effect::Reboot(r)
+        | Effect::Replace(r)
+        | Effect::Escalate(r) => f.wrote(&d.node, Some(r), now),
         Effect::Uncordon(_) | Effect::Forget => f.wrote(&d.node, None, now),
         Effect::Drain(job) => {
             let r = job.record.draining(now);

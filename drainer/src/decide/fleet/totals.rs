@@ -14,6 +14,7 @@ use crate::decide::gates::outage::DomainTotals;
 use crate::model::intern::ArcStr;
 use crate::model::node::{NodeTaint, NodeView};
 use crate::model::record::{Phase, Record};
+use nodemedic_common::reboot::RebootRequest;
 
 /// A node as the fleet holds it.
 pub(super) struct Entry {
@@ -110,6 +111,33 @@ pub(super) struct Running {
     pub(super) unhealthy_since: BTreeMap<Timestamp, usize>,
     /// Selected nodes by failure domain.
     pub(super) domains: HashMap<ArcStr, DomainTotals>,
+    /// The reboot requests our records stand for (phase `rebooting`, not vetoed), by node: what
+    /// the requests ConfigMap must hold.
+    pub(super) reboots: BTreeMap<ArcStr, RebootRequest>,
+    /// `reboots` changed since it was last taken.
+    pub(super) reboots_changed: bool,
+    /// Nodes whose ladder ended with a person.
+    pub(super) needs_person: usize,
+}
+
+/// The reboot request a record of ours stands for, if it does.
+fn reboot_request(view: &NodeView, r: &Record) -> Option<RebootRequest> {
+    if r.phase != Phase::Rebooting
+        || view
+            .annotations
+            .get(nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION)
+            .is_some()
+    {
+        return None;
+    }
+    let time = |t: Option<Timestamp>| t.map(nodemedic_common::time::rfc3339).unwrap_or_default();
+    Some(RebootRequest {
+        node: view.name.to_string(),
+        uid: view.uid.to_string(),
+        boot_id: r.boot_id.clone(),
+        requested: time(r.step_at),
+        until: time(r.step_until),
+    })
 }
 
 fn multiset(m: &mut BTreeMap<Timestamp, usize>, t: Timestamp, add: bool) {
@@ -152,6 +180,15 @@ impl Running {
         };
         step(&mut self.cordoned, r.holds_cordon());
         step(&mut self.draining, r.phase == Phase::Draining);
+        step(&mut self.needs_person, r.phase == Phase::NeedsPerson);
+        if let Some(request) = reboot_request(&e.view, r) {
+            self.reboots_changed = true;
+            if add {
+                self.reboots.insert(e.view.name.clone(), request);
+            } else {
+                self.reboots.remove(&e.view.name);
+            }
+        }
         if let Some(t) = r.drain_started {
             multiset(&mut self.drain_starts, t, add);
         }

@@ -43,6 +43,9 @@ pub struct Gates {
     pub(crate) domains: BTreeMap<String, DomainTotals>,
     /// `Err(next)` outside the drain windows (drain starts wait; `None`: none opens within a week).
     pub(crate) window: Result<(), Option<Timestamp>>,
+    /// When the ladder replaced Nodes in the last hour (the replacement budget; the controller's
+    /// memory, none for a snapshot).
+    pub(crate) replaced: Vec<Timestamp>,
 }
 
 impl Gates {
@@ -57,6 +60,7 @@ impl Gates {
             breaker: None,
             domains: BTreeMap::new(),
             window: Ok(()),
+            replaced: Vec::new(),
         }
     }
 

@@ -98,6 +98,7 @@ pub(crate) fn gates_of_snapshot(
         },
         domains,
         window: next_window(&s.drain_windows, now),
+        replaced: Vec::new(),
     }
 }
 

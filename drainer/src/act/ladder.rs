@@ -1,0 +1,94 @@
+//! The remediation ladder's writes (`decide::ladder`): the record of each step, with the fence
+//! taint of a reboot; the Node's deletion for its replacement; the Event, log line, metric and
+//! notification of each through the [`Recorder`](crate::record::Recorder). The reboot request
+//! itself is not written here: the controller derives it from the records (`act::reboots`). I/O
+//! through the executor's gated cluster.
+
+use super::executor::{Executor, ours, swap};
+use crate::config::Config;
+use crate::metrics::{LadderStep, StepResult};
+use crate::model::cluster::{Cluster, NodeVersion};
+use crate::model::node::NodeView;
+use crate::model::occurrence::Occurrence;
+use crate::model::record::{Phase, Record};
+
+impl<C: Cluster> Executor<C> {
+    /// Store `next` (its cordon and taints swapped in as it says) for the step `step`; the
+    /// reboot a record in phase `rebooting` stands for fails when it is left for another step.
+    async fn step_record(
+        &self,
+        node: &NodeView,
+        next: &Record,
+        step: &'static str,
+        cfg: &Config,
+    ) -> bool {
+        let name = node.name.as_str();
+        if self.dry_run() {
+            tracing::info!(node = %name, %step, reason = %next.reason, "dry-run: would take the ladder step");
+            return false;
+        }
+        let held = ours(node, cfg);
+        let hold = swap(&held, next, Some(&node.resource_version));
+        if let Err(e) = self.hold(name, &hold, &cfg.records).await {
+            let error = e.to_string();
+            let o = Occurrence::LadderWriteFailed { step, error };
+            self.record.node(name, o).await;
+            return false;
+        }
+        if held.phase == Phase::Rebooting && next.phase != Phase::Rebooting {
+            self.record
+                .metrics()
+                .remediation(LadderStep::Reboot, StepResult::Failed);
+        }
+        true
+    }
+
+    /// A reboot: the record (phase `rebooting`, the fence taint on). True when written.
+    pub(super) async fn reboot(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
+        if !self.step_record(node, next, "reboot", cfg).await {
+            return false;
+        }
+        let o = Occurrence::RebootRequested {
+            boot_id: next.boot_id.clone(),
+            until: next.step_until.unwrap_or_default(),
+            problem: next.reason.clone(),
+        };
+        self.record.node(&node.name, o).await;
+        true
+    }
+
+    /// A replacement: the record (phase `replacing`), then the Node deleted as it was observed
+    /// (its resourceVersion moved on with our write: the delete carries the node's UID instead).
+    /// True when the record was written.
+    pub(super) async fn replace(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
+        if !self.step_record(node, next, "replace", cfg).await {
+            return false;
+        }
+        let name = node.name.as_str();
+        let o = Occurrence::Replacing {
+            until: next.step_until.unwrap_or_default(),
+            problem: next.reason.clone(),
+        };
+        self.record.node(name, o).await;
+        let only = NodeVersion::Uid(node.uid.to_string());
+        if let Err(e) = self.cluster.delete_node(name, &only).await {
+            let error = e.to_string();
+            self.record
+                .node(name, Occurrence::ReplaceFailed { error })
+                .await;
+        }
+        true
+    }
+
+    /// The end of the ladder: the record (phase `needsperson`), and people told.
+    pub(super) async fn escalate(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
+        if !self.step_record(node, next, "escalate", cfg).await {
+            return false;
+        }
+        let why = next.escalated.clone();
+        self.record
+            .node(&node.name, Occurrence::NeedsPerson { why })
+            .await;
+        true
+    }
+}

@@ -1,0 +1,95 @@
+//! The reboot requests' ConfigMap (`nodemedic_common::reboot`): while leading, kept equal to the
+//! requests the controller derives from its records, written only when it differs (no write that
+//! changes nothing), created on the first request. A failed write is tried again 10 seconds later.
+//! I/O.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::PostParams;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use nodemedic_common::reboot::Requests as Reboots;
+
+/// How long after a failed write it is tried again.
+const RETRY: Duration = Duration::from_secs(10);
+
+/// Keep the requests ConfigMap beside the Lease `namespace/lease` while leading.
+pub(crate) fn spawn(
+    client: kube::Client,
+    (namespace, lease): (&str, &str),
+    mut leader: watch::Receiver<bool>,
+    mut requests: watch::Receiver<Reboots>,
+) -> JoinHandle<()> {
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let name = nodemedic_common::reboot::configmap_name(lease);
+    let at = format!("{namespace}/{name}");
+    tokio::spawn(async move {
+        let mut failed = false;
+        loop {
+            let wanted = requests.borrow_and_update().clone();
+            if *leader.borrow_and_update() {
+                failed = match write(&api, &name, &wanted).await {
+                    Ok(()) => false,
+                    Err(e) => {
+                        let error = nodemedic_common::client::said(&e);
+                        tracing::warn!(configmap = %at, %error, requests = wanted.len(),
+                            "cannot write the reboot requests; trying again in 10s");
+                        true
+                    }
+                };
+            }
+            let retry = async {
+                if failed {
+                    tokio::time::sleep(RETRY).await
+                } else {
+                    std::future::pending().await
+                }
+            };
+            tokio::select! {
+                r = leader.changed() => if r.is_err() { return },
+                r = requests.changed() => if r.is_err() { return },
+                () = retry => {}
+            }
+        }
+    })
+}
+
+/// Make the ConfigMap hold `wanted` unless it already does.
+async fn write(api: &Api<ConfigMap>, name: &str, wanted: &Reboots) -> Result<(), kube::Error> {
+    let data = nodemedic_common::reboot::to_data(wanted);
+    match api.get_opt(name).await? {
+        Some(cm) if cm.data.clone().unwrap_or_default() == data => Ok(()),
+        Some(mut cm) => {
+            cm.data = Some(data);
+            api.replace(name, &PostParams::default(), &cm).await?;
+            tracing::info!(configmap = %name, requests = wanted.len(), "reboot requests written");
+            Ok(())
+        }
+        None if data.is_empty() => Ok(()),
+        None => {
+            let cm = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.to_string()),
+                    labels: Some(
+                        [
+                            ("app.kubernetes.io/name", "nodemedic"),
+                            ("app.kubernetes.io/component", "drainer"),
+                        ]
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    ),
+                    ..Default::default()
+                },
+                data: Some(data),
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &cm).await?;
+            tracing::info!(configmap = %name, requests = wanted.len(), "reboot requests written");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The remediation ladder past the drain (pure): a drained node whose condition names steps is
+//! rebooted, then replaced, then left to a person; each step has a proof and a deadline, and no
+//! proof by the deadline goes on to the next step. Every step is taken only inside the drain
+//! windows and the safety gates, never on a Kosmos leaf nor on a node that vetoes it
+//! (`nodemedic.io/do-not-remediate`), and within the limits of [`crate::config::ladder::Limits`].
+//!
+//! What a step writes is the node's sealed record ([`Record`]): its phase (`rebooting`,
+//! `replacing`, `needsperson`), the step, when it started and its deadline, and for a reboot the
+//! `bootID` it must change. The reboot request the node's detector carries out is derived from
+//! those records by the controller, never read back from anything a node can write.
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION;
+use nodemedic_common::time::{add, rfc3339 as ts};
+
+use super::candidate::Candidate;
+use super::counts::Budgets;
+use super::decision::{Action, Effect, Why};
+use super::gates::Gates;
+use super::problem::Problem;
+use crate::config::Config;
+use crate::config::ladder::{Ladder, Step};
+use crate::model::node::{Status, Uid};
+use crate::model::record::{Phase, Record};
+
+pub use why::LadderWhy;
+
+pub(crate) mod why;
+
+/// What a decision comes to.
+type Decided = (Action, Why, Effect);
+
+/// The taint a node carries from its reboot request until the reboot is proven (or the ladder goes
+/// on): nothing new is scheduled there meanwhile, and the node's detector reboots only a node that
+/// carries it.
+pub(crate) const FENCE_TAINT: &str = "nodemedic.io/remediation=reboot:NoSchedule";
+
+fn why(w: LadderWhy) -> Why {
+    Why::Ladder(w)
+}
+
+/// The ladder a held problem climbs: the record's once it started, else the first held
+/// condition's (in the order the conditions are configured).
+pub(super) fn ladder_of(r: &Record, p: &Problem) -> Option<Ladder> {
+    r.ladder.or(p.ladder)
+}
+
+/// A drained node with its problem still held, on a ladder: the next step, or why not yet.
+pub(super) fn drained(
+    c: &Candidate,
+    r: &Record,
+    p: &Problem,
+    gates: &Gates,
+    cfg: &Config,
+    now: Timestamp,
+    b: &mut Budgets,
+) -> Decided {
+    let Some(ladder) = ladder_of(r, p) else {
+        unreachable!("drained() is asked only on a ladder")
+    };
+    let problem = p.held.join(", ");
+    let last = r.step.unwrap_or(Step::Drain);
+    let mut reasons = Vec::new();
+    let mut next = ladder.after(last);
+    if next == Some(Step::Reboot) {
+        match reboot_refused(c, cfg) {
+            None => {}
+            Some(reason) => {
+                reasons.push(reason);
+                next = ladder.after(Step::Reboot);
+            }
+        }
+    }
+    let Some(step) = next else {
+        let end = if reasons.is_empty() {
+            format!("the ladder ({ladder}) has no step after {last}")
+        } else {
+            reasons.join("; ")
+        };
+        return escalate(r, format!("{end} ({problem})"), now);
+    };
+    if let Some(w) = stopped(c, cfg, step) {
+        return (Action::None, why(w), Effect::Nothing);
+    }
+    if let Some(w) = gates.hold(c) {
+        return (Action::Hold, w, Effect::Nothing);
+    }
+    if let Err(next) = gates.window {
+        return (
+            Action::Wait,
+            Why::OutsideDrainWindow { next, problem },
+            Effect::Nothing,
+        );
+    }
+    let mut next = r.clone();
+    next.ladder = Some(ladder);
+    next.step = Some(step);
+    next.step_at = Some(now);
+    match step {
+        Step::Reboot => {
+            let until = add(now, cfg.ladder.reboot_deadline);
+            next.phase = Phase::Rebooting;
+            next.step_until = Some(until);
+            next.boot_id = c.node.boot.to_string();
+            if !next.taints.iter().any(|t| t == FENCE_TAINT) {
+                next.taints.push(FENCE_TAINT.to_string());
+            }
+            let w = LadderWhy::Reboot { until, problem };
+            (Action::Reboot, why(w), Effect::Reboot(next))
+        }
+        Step::Replace => {
+            if let Some(w) = replace_budget(cfg, b, now) {
+                return (Action::Wait, why(w), Effect::Nothing);
+            }
+            b.replaced.push(now);
+            let until = add(now, cfg.ladder.replace_deadline);
+            next.phase = Phase::Replacing;
+            next.step_until = Some(until);
+            next.taints.retain(|t| t != FENCE_TAINT);
+            let w = LadderWhy::Replace { until, problem };
+            (Action::Replace, why(w), Effect::Replace(next))
+        }
+        Step::Drain => unreachable!("the drain is never after another step"),
+    }
+}
+
+/// Why this node may not be rebooted now, if it may not (the ladder then goes on).
+fn reboot_refused(c: &Candidate, cfg: &Config) -> Option<String> {
+    let max = cfg.ladder.max_reboots_per_day;
+    if c.reboots_today >= max {
+        return Some(format!(
+            "rebooted {} time(s) in the last 24h, the most --max-reboots-per-node-per-day allows ({max})",
+            c.reboots_today
+        ));
+    }
+    (c.node.boot == Uid::NONE).then(|| {
+        "the node reports no bootID (status.nodeInfo.bootID), so a reboot could not be proven"
+            .to_string()
+    })
+}
+
+/// A veto or a Kosmos leaf stops the ladder before `step`.
+fn stopped(c: &Candidate, cfg: &Config, step: Step) -> Option<LadderWhy> {
+    if c.node
+        .annotations
+        .get(DO_NOT_REMEDIATE_ANNOTATION)
+        .is_some()
+    {
+        return Some(LadderWhy::Vetoed { step });
+    }
+    let kosmos = c.node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
+    kosmos.then_some(LadderWhy::KosmosLeaf)
+}
+
+/// The replacement budget's hold, if it is used up.
+fn replace_budget(cfg: &Config, b: &Budgets, now: Timestamp) -> Option<LadderWhy> {
+    let from = nodemedic_common::time::sub(now, std::time::Duration::from_secs(3600));
+    let mut recent: Vec<Timestamp> = b.replaced.iter().copied().filter(|t| *t > from).collect();
+    recent.sort();
+    let limit = cfg.ladder.max_replacements_per_hour;
+    (recent.len() >= limit as usize).then(|| LadderWhy::ReplaceBudget {
+        used: recent.len(),
+        limit,
+        next: recent
+            .first()
+            .map(|t| add(*t, std::time::Duration::from_secs(3600))),
+    })
+}
+
+/// The ladder ends: the record says so, and a person is told.
+fn escalate(r: &Record, reason: String, now: Timestamp) -> Decided {
+    let mut next = r.clone();
+    next.phase = Phase::NeedsPerson;
+    next.step_at = Some(now);
+    next.step_until = None;
+    next.escalated = reason.clone();
+    next.taints.retain(|t| t != FENCE_TAINT);
+    let w = LadderWhy::NeedsPerson { why: reason };
+    (Action::Escalate, why(w), Effect::Escalate(next))
+}
+
+/// A node whose reboot was requested: proven (the caller goes on as for a recovery), still
+/// awaited, or past its deadline (the next step). `bad`: the problem is held.
+pub(super) fn rebooting(
+    c: &Candidate,
+    r: &Record,
+    p: &Problem,
+    gates: &Gates,
+    cfg: &Config,
+    now: Timestamp,
+    b: &mut Budgets,
+) -> Option<Decided> {
+    let booted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
+    let ready = c
+        .node
+        .conditions
+        .iter()
+        .any(|k| &*k.type_ == "Ready" && k.status == Status::True);
+    let clear = p.held.is_empty() && p.pending.is_empty();
+    if booted && ready && clear {
+        return None;
+    }
+    let until = r.step_until.unwrap_or(now);
+    if now < until {
+        let next = ladder_of(r, p).and_then(|l| l.after(Step::Reboot));
+        let w = LadderWhy::AwaitingReboot {
+            until,
+            booted,
+            next,
+        };
+        return Some((Action::Wait, why(w), Effect::Nothing));
+    }
+    let failed = if !booted {
+        "no new bootID by the reboot deadline"
+    } else if !ready {
+        "back with a new bootID but not Ready by the reboot deadline"
+    } else {
+        "the problem survived the reboot"
+    };
+    let mut after = r.clone();
+    after.phase = Phase::Drained;
+    after.taints.retain(|t| t != FENCE_TAINT);
+    after.reason = if p.held.is_empty() {
+        r.reason.clone()
+    } else {
+        p.held.join(", ")
+    };
+    let (action, w, effect) = drained(c, &after, p, gates, cfg, now, b);
+    // Say why the reboot did not do: in the escalation's words, or before the next step's.
+    Some(match (action, w, effect) {
+        (
+            Action::Escalate,
+            Why::Ladder(LadderWhy::NeedsPerson { why: w }),
+            Effect::Escalate(mut e),
+        ) => {
+            let reason = format!("{failed}; {w}");
+            e.escalated = reason.clone();
+            let w = LadderWhy::NeedsPerson { why: reason };
+            (Action::Escalate, why(w), Effect::Escalate(e))
+        }
+        other => other,
+    })
+}
+
+/// A node whose replacement was requested and that is still here: waiting, or past the deadline
+/// (a person).
+pub(super) fn replacing(r: &Record, now: Timestamp) -> Decided {
+    let until = r.step_until.unwrap_or(now);
+    if now < until {
+        let w = LadderWhy::AwaitingReplacement { until };
+        return (Action::Wait, why(w), Effect::Nothing);
+    }
+    escalate(
+        r,
+        format!(
+            "the Node was deleted for its replacement and is still here at {} (a finalizer, or the deletion failed)",
+            ts(until)
+        ),
+        now,
+    )
+}
+
+/// A node waiting for a person, its problem still held.
+pub(super) fn waiting(r: &Record) -> Decided {
+    let w = LadderWhy::WaitingForPerson {
+        why: r.escalated.clone(),
+        since: r.step_at,
+    };
+    (Action::None, why(w), Effect::Nothing)
+}

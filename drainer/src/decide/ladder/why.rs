@@ -1,0 +1,113 @@
+//! Why the remediation ladder is where it is, with the facts as values, and the words people read
+//! (`Display`). Pure.
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION;
+use nodemedic_common::time::rfc3339 as ts;
+
+use crate::config::ladder::Step;
+
+/// Why the ladder is where it is, with the facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LadderWhy {
+    /// Drained: reboot it now (the proof is due by `until`).
+    Reboot { until: Timestamp, problem: String },
+    /// Rebooting: waiting for the proof (`booted`: a new bootID is seen, Ready or the problem not
+    /// yet).
+    AwaitingReboot {
+        until: Timestamp,
+        booted: bool,
+        next: Option<Step>,
+    },
+    /// Back with a new bootID, Ready and the problem clear: probation until then (None:
+    /// uncordoned now).
+    RebootProven { probation_until: Option<Timestamp> },
+    /// Drained: delete the Node so the cluster replaces it.
+    Replace { until: Timestamp, problem: String },
+    /// Replacing: waiting for the Node to go.
+    AwaitingReplacement { until: Timestamp },
+    /// The replacement budget of the last hour is used up; the next one is possible at `next`.
+    ReplaceBudget {
+        used: usize,
+        limit: u32,
+        next: Option<Timestamp>,
+    },
+    /// The ladder ends here: a person is needed, for `why`.
+    NeedsPerson { why: String },
+    /// Waiting for a person since `since` (the node stays cordoned).
+    WaitingForPerson {
+        why: String,
+        since: Option<Timestamp>,
+    },
+    /// The node vetoes its remediation: the ladder stops before `step`.
+    Vetoed { step: Step },
+    /// A Kosmos leaf is never rebooted nor replaced.
+    KosmosLeaf,
+}
+
+impl std::fmt::Display for LadderWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LadderWhy::Reboot { until, problem } => write!(
+                f,
+                "drained; rebooting it: proven by a new bootID, Ready and the problem clear by {} ({problem})",
+                ts(*until)
+            ),
+            LadderWhy::AwaitingReboot {
+                until,
+                booted,
+                next,
+            } => {
+                let seen = if *booted {
+                    "back with a new bootID; waiting for Ready and the problem to clear"
+                } else {
+                    "reboot requested; waiting for a new bootID"
+                };
+                let then = next.map_or("a person is needed".to_string(), |s| format!("{s} then"));
+                write!(f, "{seen} until {}; {then}", ts(*until))
+            }
+            LadderWhy::RebootProven { probation_until } => {
+                f.write_str("reboot proven: a new bootID, Ready and the problem clear; ")?;
+                match probation_until {
+                    Some(t) => write!(f, "probation until {}", ts(*t)),
+                    None => f.write_str("uncordoning"),
+                }
+            }
+            LadderWhy::Replace { until, problem } => write!(
+                f,
+                "drained; deleting the Node so the cluster replaces it (gone by {}) ({problem})",
+                ts(*until)
+            ),
+            LadderWhy::AwaitingReplacement { until } => write!(
+                f,
+                "replacement requested: the Node is deleted; a person is needed if it is still here at {}",
+                ts(*until)
+            ),
+            LadderWhy::ReplaceBudget { used, limit, next } => {
+                write!(
+                    f,
+                    "replacement budget used: {used} of {limit} in the last hour"
+                )?;
+                match next {
+                    Some(at) => write!(f, "; next possible at {}", ts(*at)),
+                    None => Ok(()),
+                }
+            }
+            LadderWhy::NeedsPerson { why } => write!(f, "needs a person: {why}"),
+            LadderWhy::WaitingForPerson { why, since } => {
+                write!(f, "needs a person")?;
+                if let Some(t) = since {
+                    write!(f, " since {}", ts(*t))?;
+                }
+                write!(f, ": {why}; stays cordoned")
+            }
+            LadderWhy::Vetoed { step } => write!(
+                f,
+                "{DO_NOT_REMEDIATE_ANNOTATION} is set: no {step}; stays cordoned for a person"
+            ),
+            LadderWhy::KosmosLeaf => {
+                f.write_str("a Kosmos leaf node is never rebooted nor replaced; stays cordoned")
+            }
+        }
+    }
+}
