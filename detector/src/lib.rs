@@ -27,6 +27,7 @@ pub mod occurrence;
 pub mod parse;
 pub mod probe;
 pub mod problem;
+pub mod reboot;
 pub mod report;
 pub mod run;
 pub mod sample;

@@ -33,6 +33,18 @@ pub struct Condition {
 impl Condition {
     /// The True conditions on `node` as the API server has them: a restarted detector keeps the
     /// problems it reported (NPD would reset them to False). A missing transition time counts as now.
+    /// The conditions True on `node` that were set during this boot (`booted`: when the machine
+    /// booted, if known): a problem found before a reboot is about the kernel and processes that
+    /// reboot ended, so it starts again from the rules' default, as NPD starts every time.
+    pub(crate) fn true_this_boot(
+        node: &k8s_openapi::api::core::v1::Node,
+        booted: Option<Timestamp>,
+    ) -> (Vec<Condition>, Vec<Condition>) {
+        Condition::true_on(node)
+            .into_iter()
+            .partition(|c| booted.is_none_or(|b| c.transition >= b))
+    }
+
     pub(crate) fn true_on(node: &k8s_openapi::api::core::v1::Node) -> Vec<Condition> {
         node.status
             .as_ref()

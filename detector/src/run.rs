@@ -57,6 +57,8 @@ pub struct Options {
     pub credential: nodemedic_common::client::Credential,
     /// The API server's URL, named when it cannot be reached.
     pub api_server: String,
+    /// Carrying out the drainer's reboot requests (`--reboot-requests`; None: never).
+    pub reboot: Option<crate::reboot::Options>,
 }
 
 /// A started detector.
@@ -99,11 +101,17 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     let addr = serve(&opts, registry, health.clone(), snapshot.clone()).await?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let reporter = KubeReporter::new(client, &opts.node_name);
+    let reporter = KubeReporter::new(client.clone(), &opts.node_name);
     let node = read_node_until_ok(&reporter, &opts, stop_rx.clone()).await?;
     say_confinement(&reporter, opts.credential, &health).await;
     let owned = conditions::owned_types(&node);
-    let restored = Condition::true_on(&node);
+    let (restored, before_boot) =
+        Condition::true_this_boot(&node, crate::source::kmsg::booted_at());
+    let ours = rules.condition_types();
+    for c in before_boot.iter().filter(|c| ours.contains(&c.type_)) {
+        tracing::info!(condition = %c.type_, since = %c.transition,
+            "True since before this machine booted: starting again from the rules' default");
+    }
     let kept: Vec<&str> = restored
         .iter()
         .filter(|c| rules.condition_types().contains(&c.type_))
@@ -164,15 +172,21 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     // Loading the rules twice (checked in `main`, then here) and compiling them freed most of what
     // they took; it stays in the RSS for the detector's whole idle life unless given back.
     crate::supervise::give_back_memory("started");
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(watch_stalls(
             health.clone(),
             metrics.clone(),
             stop_rx.clone(),
         )),
         tokio::spawn(writer.run(out_rx, stop_rx.clone())),
-        tokio::spawn(supervisor.watch(opts.rules.clone(), stop_rx)),
+        tokio::spawn(supervisor.watch(opts.rules.clone(), stop_rx.clone())),
     ];
+    if let Some(reboot) = opts.reboot.clone() {
+        let node = opts.node_name.clone();
+        tasks.push(tokio::spawn(crate::reboot::run(
+            client, node, reboot, stop_rx,
+        )));
+    }
     Ok(Running {
         addr,
         health,

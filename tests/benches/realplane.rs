@@ -166,6 +166,7 @@ impl Detector {
             check_dirs: Vec::new(),
             credential: nodemedic_common::client::Credential::Kubeconfig,
             api_server: "the real control plane".into(),
+            reboot: None,
         };
         let running = nodemedic_detector::run::start(opts, cluster.client_for("detector"))
             .await

@@ -627,6 +627,16 @@ impl Kubelet {
     pub fn nodes(&self) -> Vec<String> {
         self.state.lock().unwrap().nodes.iter().cloned().collect()
     }
+
+    /// What a kubelet reports when its machine (re)booted as `boot_id`: `status.nodeInfo.bootID`,
+    /// and Ready (True since an hour, as [`Cluster::set_ready`] writes it).
+    pub async fn booted(client: &kube::Client, node: &str, boot_id: &str) {
+        let body = serde_json::json!({"status": {"nodeInfo": {"bootID": boot_id}}});
+        Api::<Node>::all(client.clone())
+            .patch_status(node, &PatchParams::default(), &Patch::Strategic(body))
+            .await
+            .expect("report the bootID");
+    }
 }
 
 impl Drop for Kubelet {

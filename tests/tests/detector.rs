@@ -104,6 +104,7 @@ impl Harness {
             check_dirs: Vec::new(),
             credential: nodemedic_common::client::Credential::Kubeconfig,
             api_server: "the test API server".into(),
+            reboot: None,
         }
     }
 

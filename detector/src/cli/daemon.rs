@@ -55,11 +55,47 @@ pub(crate) struct RunArgs {
     /// Moved to the drainer (`drainer run --evict-stale-pods`).
     #[arg(long = "evict-stale-pods", hide = true)]
     evict_stale_pods: bool,
+    /// The drainer's reboot requests, NAMESPACE/NAME of its ConfigMap (`<lease>-reboots`): this
+    /// node's request is carried out once it names this Node's UID and current bootID and the Node
+    /// carries the drainer's fence taint. Default: none (never reboots).
+    #[arg(long = "reboot-requests", value_name = "NAMESPACE/NAME", value_parser = namespaced)]
+    reboot_requests: Option<(String, String)>,
+    /// The command that reboots this machine, its words separated by spaces (from the DaemonSet:
+    /// the host's systemd through PID 1's namespaces, as kured does).
+    #[arg(
+        long = "reboot-command",
+        default_value = "nsenter --target 1 --mount --uts --ipc --net -- systemctl reboot"
+    )]
+    reboot_command: String,
+    /// Where the reboot requests carried out are remembered, so a restart never carries one out
+    /// twice.
+    #[arg(
+        long = "reboot-state",
+        default_value = "/var/lib/nodemedic/detector-reboots.json"
+    )]
+    reboot_state: PathBuf,
+    /// Where the kernel says which boot this is.
+    #[arg(
+        long = "boot-id-file",
+        default_value = "/proc/sys/kernel/random/boot_id",
+        hide = true
+    )]
+    boot_id_file: PathBuf,
     /// Log format.
     #[arg(long = "log-format", default_value = "text")]
     log_format: nodemedic_common::telemetry::LogFormat,
     #[command(flatten)]
     npd: crate::npd_flags::NpdFlags,
+}
+
+/// `NAMESPACE/NAME`.
+fn namespaced(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!("{s:?}: expected NAMESPACE/NAME")),
+    }
 }
 
 pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
@@ -122,6 +158,16 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
             check_dirs: args.check_dirs,
             credential,
             api_server: server,
+            reboot: args.reboot_requests.map(|requests| crate::reboot::Options {
+                requests,
+                command: args
+                    .reboot_command
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect(),
+                state: args.reboot_state,
+                boot_id_file: args.boot_id_file,
+            }),
         };
         if args.stale_threshold.is_some() || args.evict_stale_pods {
             tracing::warn!(

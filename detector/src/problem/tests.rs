@@ -283,3 +283,33 @@ fn input_events_are_applied_as_lines_while_bad_records_change_nothing() {
             if condition.type_ == "KernelDeadlock" && condition.status == Status::True
     ));
 }
+
+#[test]
+fn only_conditions_set_since_the_machine_booted_are_restored() {
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n"},
+        "status": {"conditions": [
+            {"type": "KernelDeadlock", "status": "True", "reason": "DockerHung",
+             "lastTransitionTime": "2026-11-27T09:00:00Z"},
+            {"type": "Flaky", "status": "True", "reason": "FlakyThing",
+             "lastTransitionTime": "2026-11-27T11:00:00Z"},
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-27T09:00:00Z"},
+        ]}
+    }))
+    .unwrap();
+    let booted: Timestamp = "2026-11-27T10:00:00Z".parse().unwrap();
+    let (kept, before) = Condition::true_this_boot(&node, Some(booted));
+    let names = |cs: &[Condition]| cs.iter().map(|c| c.type_.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&kept), ["Flaky"]);
+    assert_eq!(
+        names(&before),
+        ["KernelDeadlock"],
+        "found before the reboot"
+    );
+    let (kept, before) = Condition::true_this_boot(&node, None);
+    assert_eq!(
+        (names(&kept).len(), before.len()),
+        (2, 0),
+        "boot time unknown: kept, as before"
+    );
+}

@@ -55,6 +55,13 @@ pub(crate) fn boot_id() -> String {
         .unwrap_or_default()
 }
 
+/// When this machine booted (`btime` of `/proc/stat`), if the kernel says.
+pub(crate) fn booted_at() -> Option<Timestamp> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let secs = stat.lines().find_map(|l| l.strip_prefix("btime "))?;
+    Timestamp::from_second(secs.trim().parse().ok()?).ok()
+}
+
 /// Wall-clock time of a record with monotonic timestamp `ts_us`.
 fn wall_time(ts_us: u64) -> Timestamp {
     let now = Timestamp::now();

@@ -104,6 +104,10 @@ impl<C: Cluster> Controller<C> {
                         });
                     }
                 }
+                // A ladder step waits for the drain's own last write (its record): it would
+                // overwrite the step's.
+                Effect::Reboot(_) | Effect::Replace(_) | Effect::Escalate(_)
+                    if self.drains.contains_key(&*d.node) => {}
                 effect => writes.push((d.node, effect, view, d.reason)),
             }
         }

@@ -290,6 +290,7 @@ fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
         Why::Flapping { stable_at, .. } => Some(*stable_at),
         Why::OutsideDrainWindow { next, .. } => *next,
         Why::DeleteDrained { at, .. } if *at > now => Some(*at),
+        Why::Ladder(w) => w.wake(),
         _ => None,
     }
 }

@@ -15,6 +15,7 @@ mod env;
 mod faults;
 mod forged;
 mod isolation;
+mod ladder;
 mod rbac;
 mod reload;
 mod remedies;

@@ -83,7 +83,7 @@ impl Scenario {
         s
     }
 
-    fn lease(&self) -> String {
+    pub(crate) fn lease(&self) -> String {
         format!("nodemedic-drainer-test-{}", self.env.id)
     }
 

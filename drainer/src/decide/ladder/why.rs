@@ -45,6 +45,21 @@ pub enum LadderWhy {
     KosmosLeaf,
 }
 
+impl LadderWhy {
+    /// When the clock alone changes the decision: a step's deadline, the replacement budget's
+    /// next slot, a probation's end.
+    pub(crate) fn wake(&self) -> Option<Timestamp> {
+        match self {
+            LadderWhy::AwaitingReboot { until, .. } | LadderWhy::AwaitingReplacement { until } => {
+                Some(*until)
+            }
+            LadderWhy::ReplaceBudget { next, .. } => *next,
+            LadderWhy::RebootProven { probation_until } => *probation_until,
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for LadderWhy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

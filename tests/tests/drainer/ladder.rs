@@ -1,0 +1,349 @@
+//! The remediation ladder through the real binaries (issue 40): `drainer run` with a condition that
+//! names its steps and `detector run` carrying out the drainer's reboot requests. The test stands
+//! for the machine and its kubelet: the detector's reboot command is a script that only writes a
+//! line (the test counts its runs), and the test "boots" the machine by giving the detector's
+//! boot-id file and the Node's `status.nodeInfo.bootID` a new value and clearing the condition.
+//! - a reboot requested, carried out exactly once (also across a restart of the detector), proven
+//!   by the new bootID, then the uncordon;
+//! - no new bootID by the deadline: a person is needed;
+//! - the problem survives the reboot: the Node is deleted for its replacement;
+//! - what others write: a forged record through `nodes/status` requests nothing, a request on a
+//!   node without the fence taint is refused by the detector, and a veto stops the ladder.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodemedic_tests::bins::debug_bin;
+use nodemedic_tests::cluster::Kubelet;
+use serde_json::json;
+
+use crate::remedies::{Proc, Scenario};
+
+const BOOT_A: &str = "11111111-2222-4333-8444-555555555555";
+const BOOT_B: &str = "66666666-7777-4888-8999-aaaaaaaaaaaa";
+
+/// The detector's rules: a condition the test never sets (the test, not the detector, stands for
+/// whatever sets KernelDeadlock).
+const RULES: &str = r#"
+source: quiet
+input: {kind: kmsg}
+conditions:
+  - type: NodemedicLadderTest
+    reason: Fine
+    message: fine
+rules:
+  - {type: permanent, condition: NodemedicLadderTest, reason: Never, pattern: 'never matches this'}
+"#;
+
+/// A machine for one node: its boot-id file, and the reboot command's log of runs.
+struct Machine {
+    dir: PathBuf,
+}
+
+impl Machine {
+    fn new(s: &Scenario) -> Machine {
+        let dir = s.dir.path().join("machine");
+        std::fs::create_dir_all(dir.join("rules")).unwrap();
+        std::fs::write(dir.join("rules/quiet.yaml"), RULES).unwrap();
+        std::fs::write(dir.join("kmsg"), "").unwrap();
+        std::fs::write(dir.join("boot_id"), format!("{BOOT_A}\n")).unwrap();
+        let script = dir.join("reboot.sh");
+        let log = dir.join("reboots.log");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho reboot >> {}\n", log.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Machine { dir }
+    }
+
+    /// How many times the reboot command ran.
+    fn reboots(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("reboots.log"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
+    /// `detector run` for `node`, carrying out the requests of the scenario's drainer.
+    fn detector(&self, s: &Scenario, node: &str, log: &str) -> Proc {
+        let d = &self.dir;
+        let at = |p: &str| d.join(p).display().to_string();
+        let args: Vec<String> = vec![
+            "run".into(),
+            format!("--node-name={node}"),
+            format!("--rules={}", at("rules")),
+            format!("--kmsg-path={}", at("kmsg")),
+            format!("--state-file={}", at("state/detector.json")),
+            format!("--reboot-state={}", at("state/reboots.json")),
+            format!("--boot-id-file={}", at("boot_id")),
+            format!("--reboot-command={}", at("reboot.sh")),
+            format!(
+                "--reboot-requests=kube-system/{}",
+                nodemedic_common::reboot::configmap_name(&s.lease())
+            ),
+            "--listen=127.0.0.1:0".into(),
+        ];
+        let bin = debug_bin("nodemedic-detector", "detector");
+        Proc::spawn(&bin, &args, &s.kubeconfig, d.join(log))
+    }
+
+    /// The machine is back as boot `id`: the kernel's file and the kubelet's report.
+    async fn boot(&self, s: &Scenario, node: &str, id: &str) {
+        std::fs::write(self.dir.join("boot_id"), format!("{id}\n")).unwrap();
+        Kubelet::booted(&s.env.cluster.client, node, id).await;
+    }
+}
+
+/// A selected node with KernelDeadlock True for an hour, booted as A, with a pod to drain.
+async fn broken_node(s: &Scenario, hint: &str) -> String {
+    let node = s.env.node(hint, "True", 3600, json!({})).await;
+    Kubelet::booted(&s.env.cluster.client, &node, BOOT_A).await;
+    s.env.pod("default", "web", &node, json!({})).await;
+    node
+}
+
+/// The drainer's reboot requests as the ConfigMap holds them (none before its first).
+async fn requests(s: &Scenario) -> std::collections::BTreeMap<String, String> {
+    let api: Api<ConfigMap> = Api::namespaced(s.env.cluster.client.clone(), "kube-system");
+    let name = nodemedic_common::reboot::configmap_name(&s.lease());
+    api.get_opt(&name)
+        .await
+        .unwrap()
+        .and_then(|cm| cm.data)
+        .unwrap_or_default()
+}
+
+/// Delete the requests ConfigMap (the drainer keeps it for as long as it runs).
+async fn forget_requests(s: &Scenario) {
+    let api: Api<ConfigMap> = Api::namespaced(s.env.cluster.client.clone(), "kube-system");
+    let name = nodemedic_common::reboot::configmap_name(&s.lease());
+    let _ = api.delete(&name, &Default::default()).await;
+}
+
+async fn record(s: &Scenario, node: &str) -> Option<serde_json::Value> {
+    let n = s.env.get_node(node).await;
+    let text = n["metadata"]["annotations"]["nodemedic.io/drain"].as_str()?;
+    serde_json::from_str(text).ok()
+}
+
+async fn phase(s: &Scenario, node: &str) -> Option<String> {
+    record(s, node).await?["phase"].as_str().map(String::from)
+}
+
+async fn has_event(s: &Scenario, node: &str, reason: &str) -> bool {
+    s.env.event_reasons(node).await.iter().any(|r| r == reason)
+}
+
+fn wait_for_line(p: &Path, line: &str) -> bool {
+    std::fs::read_to_string(p).is_ok_and(|t| t.contains(line))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reboot_is_carried_out_once_even_across_a_detector_restart_and_proven_by_a_new_boot() {
+    let s = Scenario::new().await;
+    let m = Machine::new(&s);
+    let node = broken_node(&s, "reboot").await;
+    let det = m.detector(&s, &node, "detector-1.log");
+    let (drainer, _) = s
+        .drainer(&["KernelDeadlock=True: drain, reboot", "--drain-buffer=1s"])
+        .await;
+    s.until("the reboot command run", &drainer, || async {
+        (m.reboots() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(phase(&s, &node).await.as_deref(), Some("rebooting"));
+    let r = record(&s, &node).await.unwrap();
+    assert_eq!(r["bootId"], BOOT_A, "{r}");
+    let taints = s.env.get_node(&node).await["spec"]["taints"].to_string();
+    assert!(taints.contains("nodemedic.io/remediation"), "{taints}");
+    let asked = requests(&s).await;
+    assert!(asked[&node].contains(BOOT_A), "{asked:?}");
+    assert!(has_event(&s, &node, "RebootRequested").await);
+    // The detector restarts before the machine goes down: it knows the request was carried out.
+    drop(det);
+    let log = m.dir.join("detector-2.log");
+    let _det = m.detector(&s, &node, "detector-2.log");
+    s.until(
+        "the restarted detector's word on the request",
+        &drainer,
+        || async { wait_for_line(&log, "carried out already").then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        m.reboots(),
+        1,
+        "a restart never reboots twice for one request"
+    );
+    // The machine comes back with a new boot; the problem is gone with the old kernel.
+    m.boot(&s, &node, BOOT_B).await;
+    s.env
+        .set_condition(&node, "KernelDeadlock", "False", 0)
+        .await;
+    s.until("uncordoned after the proof", &drainer, || async {
+        (!s.env.cordoned(&node).await).then_some(())
+    })
+    .await;
+    assert!(has_event(&s, &node, "RebootProven").await);
+    assert_eq!(record(&s, &node).await, None);
+    let taints = s.env.get_node(&node).await["spec"]["taints"].to_string();
+    assert!(!taints.contains("nodemedic.io/remediation"), "{taints}");
+    s.until("the request withdrawn", &drainer, || async {
+        requests(&s).await.is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(m.reboots(), 1);
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reboot_that_never_comes_back_needs_a_person_and_one_the_problem_survives_replaces_the_node()
+ {
+    let s = Scenario::new().await;
+    let m = Machine::new(&s);
+    let lost = broken_node(&s, "lost").await;
+    let _det = m.detector(&s, &lost, "detector.log");
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, reboot",
+            "--drain-buffer=1s",
+            "--reboot-deadline=3s",
+        ])
+        .await;
+    s.until("the reboot command run", &drainer, || async {
+        (m.reboots() == 1).then_some(())
+    })
+    .await;
+    // No new bootID ever: past the deadline, a person.
+    s.until("needs a person", &drainer, || async {
+        (phase(&s, &lost).await.as_deref() == Some("needsperson")).then_some(())
+    })
+    .await;
+    assert!(has_event(&s, &lost, "NeedsPerson").await);
+    assert!(
+        s.env.cordoned(&lost).await,
+        "it stays cordoned for the person"
+    );
+    let r = record(&s, &lost).await.unwrap();
+    assert!(
+        r["escalated"].as_str().unwrap().contains("no new bootID"),
+        "{r}"
+    );
+    drop(drainer);
+
+    // Another node, on a ladder that replaces: back with a new boot, the problem still there.
+    let kept = broken_node(&s, "kept").await;
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, reboot, replace",
+            "--drain-buffer=1s",
+            "--reboot-deadline=3s",
+        ])
+        .await;
+    s.until("its reboot requested", &drainer, || async {
+        (phase(&s, &kept).await.as_deref() == Some("rebooting")).then_some(())
+    })
+    .await;
+    Kubelet::booted(&s.env.cluster.client, &kept, BOOT_B).await;
+    s.until("the Node deleted for its replacement", &drainer, || async {
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+        api.get_opt(&kept).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    s.env.cluster.kubelet.forget(&kept);
+    assert!(has_event(&s, &kept, "ReplacingNode").await);
+    assert_eq!(phase(&s, &lost).await.as_deref(), Some("needsperson"));
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_requests_and_a_veto_reboot_nothing() {
+    let s = Scenario::new().await;
+    let m = Machine::new(&s);
+    let node = broken_node(&s, "forged").await;
+    let det = m.detector(&s, &node, "detector.log");
+    // Through nodes/status (what the detector's and the node's credentials may write): a record
+    // saying the drainer requested a reboot, and the fence taint's look-alike annotation.
+    let forged = json!({"phase": "rebooting", "owner": s.lease(), "bootId": BOOT_A,
+        "step": "reboot", "episode": "x", "reason": "x", "cordonedAt": "2026-01-01T00:00:00Z",
+        "drainAt": "2026-01-01T00:00:00Z"});
+    let body = json!({"metadata": {"annotations": {"nodemedic.io/drain": forged.to_string(),
+        "nodemedic.io/reboot": "now"}}});
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+    nodes
+        .patch_status(&node, &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .unwrap();
+    // A veto, which a node may write on itself.
+    let veto = json!({"metadata": {"annotations": {"nodemedic.io/do-not-remediate": "true"}}});
+    nodes
+        .patch(&node, &PatchParams::default(), &Patch::Merge(veto))
+        .await
+        .unwrap();
+    let (drainer, _) = s
+        .drainer(&["KernelDeadlock=True: drain, reboot", "--drain-buffer=1s"])
+        .await;
+    s.until("the forged record refused", &drainer, || async {
+        has_event(&s, &node, "DrainRecordRejected")
+            .await
+            .then_some(())
+    })
+    .await;
+    s.until("drained, and the veto said", &drainer, || async {
+        drainer
+            .output()
+            .contains("nodemedic.io/do-not-remediate is set: no reboot")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(phase(&s, &node).await.as_deref(), Some("drained"));
+    assert!(requests(&s).await.is_empty(), "{:?}", requests(&s).await);
+    drop(drainer);
+    // A request for this node with no fence taint on it (as an admin could write by mistake):
+    // the detector refuses it.
+    let api: Api<ConfigMap> = Api::namespaced(s.env.cluster.client.clone(), "kube-system");
+    let uid = nodes.get(&node).await.unwrap().metadata.uid.unwrap();
+    let request = json!({"node": node, "uid": uid, "bootID": BOOT_A,
+        "requested": "2026-11-27T10:00:00Z", "until": "2026-11-27T10:20:00Z"});
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {
+        "name": nodemedic_common::reboot::configmap_name(&s.lease())},
+        "data": {node.clone(): request.to_string()}}))
+    .unwrap();
+    match api.create(&Default::default(), &cm).await {
+        Ok(_) => {}
+        Err(_) => {
+            let name = cm.metadata.name.clone().unwrap();
+            api.replace(&name, &Default::default(), &cm).await.unwrap();
+        }
+    }
+    s.until(
+        "the detector refuses the unfenced request",
+        &det,
+        || async {
+            has_detector_event(&s, &node, "RebootRequestRefused")
+                .await
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(m.reboots(), 0, "nothing rebooted");
+    drop(det);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+async fn has_detector_event(s: &Scenario, node: &str, reason: &str) -> bool {
+    s.env
+        .cluster
+        .node_events_from(node, &["nodemedic-detector"])
+        .await
+        .iter()
+        .any(|e| e.reason.as_deref() == Some(reason))
+}
