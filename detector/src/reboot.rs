@@ -19,6 +19,16 @@ use nodemedic_common::reboot::{
 };
 use tokio::sync::watch;
 
+/// What carrying out reboot requests adds to [`crate::report::kube::PERMISSIONS`]: reading the
+/// drainer's requests ConfigMap, in its namespace (the shipped Role names that one object).
+pub const REBOOT_PERMISSIONS: &[nodemedic_common::rbac::Permission] =
+    &[nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "configmaps",
+        verbs: &["get", "list", "watch"],
+        namespaced: true,
+    }];
+
 /// The Event source of what this module says.
 const SOURCE: &str = "nodemedic-detector";
 /// How often an entry for this node that is not (yet) ours to carry out is looked at again (the

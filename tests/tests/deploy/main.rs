@@ -280,6 +280,75 @@ fn deleting_drained_nodes_is_granted_only_where_configured_and_exactly() {
     assert_eq!(granted(&with, "nodemedic-drainer"), base_and_delete);
 }
 
+/// Rebooting (a ladder step) is the detector's to carry out: only where deploy/reboot or
+/// `detector.reboot.enabled` grant it, exactly the one ConfigMap read and the host's PID namespace.
+#[test]
+fn rebooting_is_granted_only_where_configured_and_exactly() {
+    use std::collections::BTreeSet;
+    let base: BTreeSet<_> = needed(nodemedic_detector::report::kube::PERMISSIONS);
+    let with_reboot: BTreeSet<_> = base
+        .union(&needed(nodemedic_detector::reboot::REBOOT_PERMISSIONS))
+        .cloned()
+        .collect();
+    let reads_requests = |objects: &[Value], name: &str| {
+        objects.iter().any(|o| {
+            o["kind"] == "Role"
+                && o["rules"][0]["resourceNames"] == json!([name])
+                && o["rules"][0]["resources"] == json!(["configmaps"])
+        })
+    };
+    let detector_args = |objects: &[Value]| -> (String, bool) {
+        let ds = objects
+            .iter()
+            .find(|o| o["kind"] == "DaemonSet")
+            .expect("the detector DaemonSet");
+        let spec = &ds["spec"]["template"]["spec"];
+        (
+            spec["containers"][0]["args"].to_string(),
+            spec["hostPID"] == json!(true),
+        )
+    };
+    if let Some(plain) = kustomize(&repo().join("deploy/base")) {
+        assert_eq!(granted(&plain, "nodemedic-detector"), base);
+        assert!(!detector_args(&plain).0.contains("--reboot-requests"));
+    }
+    if let Some(overlay) = kustomize(&repo().join("deploy/reboot")) {
+        check_types(&overlay);
+        check_labels(&overlay, false);
+        let text = serde_json::to_string(&overlay).unwrap();
+        assert!(!text.contains("\"verbs\":[\"*\"]"), "no wildcard");
+        assert_eq!(granted(&overlay, "nodemedic-detector"), with_reboot);
+        assert!(reads_requests(&overlay, "nodemedic-drainer-reboots"));
+        let (args, host_pid) = detector_args(&overlay);
+        assert!(
+            args.contains("--reboot-requests=kube-system/nodemedic-drainer-reboots"),
+            "{args}"
+        );
+        assert!(host_pid);
+        assert_eq!(
+            granted(&overlay, "nodemedic-drainer"),
+            needed(nodemedic_drainer::act::PERMISSIONS),
+            "the drainer's rights are the base's"
+        );
+    }
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    let Some(plain) = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)) else {
+        return;
+    };
+    assert_eq!(granted(&plain, "nodemedic-detector"), base);
+    v["detector"]["reboot"]["enabled"] = json!(true);
+    let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
+    check_types(&with);
+    assert_eq!(granted(&with, "nodemedic-detector"), with_reboot);
+    assert!(reads_requests(&with, "nodemedic-drainer-reboots"));
+    let (args, host_pid) = detector_args(&with);
+    assert!(
+        args.contains("--reboot-requests=kube-system/nodemedic-drainer-reboots"),
+        "{args}"
+    );
+    assert!(host_pid);
+}
+
 #[test]
 fn force_deleting_pods_is_granted_only_where_configured_and_exactly() {
     use std::collections::BTreeSet;
