@@ -386,10 +386,20 @@ pub(crate) fn describe(r: &Record) -> String {
         .ok()
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default();
+    use crate::model::record::Phase;
     let when = match (r.finished_at, r.drain_started, r.retry_at) {
-        (_, _, Some(retry)) if r.phase == crate::model::record::Phase::Failed => {
+        (_, _, Some(retry)) if r.phase == Phase::Failed => {
             format!(", retry at {retry}")
         }
+        _ if matches!(r.phase, Phase::Rebooting | Phase::Replacing) => {
+            let ladder = r.ladder.map(|l| format!(" of {l}")).unwrap_or_default();
+            let until = r
+                .step_until
+                .map(|t| format!(", proof due {t}"))
+                .unwrap_or_default();
+            format!(" (ladder step{ladder}){until}")
+        }
+        _ if r.phase == Phase::NeedsPerson => format!(" ({})", r.escalated),
         (Some(f), _, _) => format!(", finished {f}"),
         (None, Some(s), _) => format!(", draining since {s}"),
         _ => format!(", cordoned {}, drain at {}", r.cordoned_at, r.drain_at),

@@ -38,6 +38,9 @@ pub struct Explanation {
     pub(crate) history: Vec<HistoryLine>,
     pub(crate) decision: DecisionLine,
     pub(crate) pods: Vec<PodPlan>,
+    /// Its remediation ladder, if its problem or its record names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ladder: Option<super::ladder::LadderLine>,
     pub(crate) next: Next,
 }
 
@@ -124,13 +127,15 @@ pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Expl
     }
     super::annotate_pdbs(std::slice::from_mut(&mut d), s.pods, s.pdbs);
     let view = s.views.iter().find(|v| v.name.as_str() == name)?;
+    let record = Record::of(view, &cfg.records, &cfg.owner);
     Some(Explanation {
+        ladder: super::ladder::ladder(view, record.as_ref(), &d, cfg),
         node: name.to_string(),
         now,
         conditions: conditions(s.node, cfg, now),
         selection: selection(view, cfg),
         gates: gates(s, view, cfg, now),
-        record: Record::of(view, &cfg.records, &cfg.owner),
+        record,
         record_checked: cfg.records.is_checked(),
         history: history(s.events, name),
         next: next(&d, now),
@@ -381,6 +386,9 @@ pub(crate) fn next(d: &NodeDecision, now: Timestamp) -> Next {
         action,
         what,
     };
+    if let (Effect::Nothing, Some((at, action, what))) = (&d.effect, super::ladder::next(d)) {
+        return Next { at, action, what };
+    }
     if !matches!(d.effect, Effect::Nothing) {
         return Next {
             at: None,
@@ -526,6 +534,9 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
             out,
             "  (its seal is not checked here: only the running drainer holds the key, and it ignores a record it did not write)"
         )?;
+    }
+    if let Some(l) = &e.ladder {
+        super::ladder::print(l, out)?;
     }
     if !e.history.is_empty() {
         writeln!(out, "\nHistory (the drainer's Events):")?;

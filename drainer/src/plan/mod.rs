@@ -3,6 +3,7 @@
 
 pub mod chain;
 pub mod files;
+pub(crate) mod ladder;
 
 pub use files::{Read, ReadError, Skipped, read_items, read_items_map};
 
