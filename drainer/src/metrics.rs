@@ -22,6 +22,8 @@ label_value!(pub SafetyEvent {
     DetectorSilent => "detector_silent",
     DetectorHeard => "detector_heard",
     CommonCause => "common_cause",
+    SlowStartWidened => "slow_start_widened",
+    SlowStartNarrowed => "slow_start_narrowed",
 });
 label_value!(pub PolicyOutcome {
     Skipped => "skipped",

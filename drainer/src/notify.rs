@@ -56,6 +56,7 @@ pub(crate) enum NotifyKind {
     RebootRequested,
     Replacing,
     NeedsPerson,
+    SlowStart,
 }
 
 impl NotifyKind {
@@ -79,6 +80,7 @@ impl NotifyKind {
             RebootRequested => "reboot requested",
             Replacing => "replacing",
             NeedsPerson => "needs a person",
+            SlowStart => "slow start",
         }
     }
 }

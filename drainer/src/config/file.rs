@@ -62,6 +62,8 @@ pub(crate) struct FileConfig {
     pub(crate) replace_deadline: Option<Spanned<String>>,
     pub(crate) max_reboots_per_node_per_day: Option<u32>,
     pub(crate) max_replacements_per_hour: Option<u32>,
+    pub(crate) slow_start_dwell: Option<Spanned<String>>,
+    pub(crate) slow_start_cooldown: Option<Spanned<String>>,
     #[serde(default)]
     pub(crate) notify_urls: Vec<Spanned<String>>,
     pub(crate) notify_allow_http: Option<bool>,

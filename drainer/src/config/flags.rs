@@ -221,6 +221,12 @@ pub struct PolicyArgs {
         long = "max-reboots-per-node-per-day"
     )]
     pub max_reboots_per_node_per_day: Option<u32>,
+    /// Slow start: in each failure domain, reboots and replacements start one at a time, and the number allowed at once doubles each time a remediated node has stayed healthy this long after its proof. [default: 5m]
+    #[arg(help_heading = "Remediation ladder", long = "slow-start-dwell", value_parser = humantime::parse_duration)]
+    pub slow_start_dwell: Option<Duration>,
+    /// Slow start: the least time between two widenings of a domain; a failure or a problem back sets it to one at once. [default: 5m]
+    #[arg(help_heading = "Remediation ladder", long = "slow-start-cooldown", value_parser = humantime::parse_duration)]
+    pub slow_start_cooldown: Option<Duration>,
     /// At most this many Nodes replaced in any hour, fleet-wide; the rest wait. [default: 2]
     #[arg(
         help_heading = "Remediation ladder",

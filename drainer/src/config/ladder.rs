@@ -140,6 +140,26 @@ pub struct Limits {
     /// At most this many Nodes replaced in any hour, over the whole fleet
     /// (`--max-replacements-per-hour`, default 2, as draino's DataDog fork).
     pub(crate) max_replacements_per_hour: u32,
+    /// How each failure domain earns the width of its slow start (`decide::gates::slow_start`).
+    pub(crate) pacing: Pacing,
+}
+
+/// How a failure domain earns width: a remediated node must stay healthy `dwell` after its proof
+/// (`--slow-start-dwell`, default 5m), and widenings are `cooldown` apart (`--slow-start-cooldown`,
+/// default 5m).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    pub(crate) dwell: Duration,
+    pub(crate) cooldown: Duration,
+}
+
+impl Default for Pacing {
+    fn default() -> Pacing {
+        Pacing {
+            dwell: Duration::from_secs(300),
+            cooldown: Duration::from_secs(300),
+        }
+    }
 }
 
 impl Default for Limits {
@@ -149,6 +169,7 @@ impl Default for Limits {
             replace_deadline: Duration::from_secs(30 * 60),
             max_reboots_per_day: 1,
             max_replacements_per_hour: 2,
+            pacing: Pacing::default(),
         }
     }
 }

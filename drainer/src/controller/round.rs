@@ -80,8 +80,8 @@ impl<C: Cluster> Controller<C> {
                 _ => None,
             };
             self.budget_wait(&d.node, budget, now).await;
-            if let Why::Ladder(crate::decide::ladder::LadderWhy::RebootProven { .. }) = d.why {
-                proven.push(d.node.clone());
+            if let Some(note) = pace_note(&d, &view, &self.cfg) {
+                proven.push((d.node.clone(), note));
             }
             match d.effect {
                 Effect::Nothing => {}
@@ -112,8 +112,13 @@ impl<C: Cluster> Controller<C> {
             }
         }
         for (node, effect, ok, reason) in self.write_all(writes).await {
-            if ok && proven.contains(&node) {
-                self.record.node(&node, Occurrence::RebootProven).await;
+            match proven.iter().find(|(n, _)| *n == node).map(|(_, p)| p) {
+                Some(PaceNote::Proven) if ok => {
+                    self.fleet.step_proven(&node, now);
+                    self.record.node(&node, Occurrence::RebootProven).await;
+                }
+                Some(PaceNote::Failed(why)) if ok => self.fleet.step_failed(&node, why, now),
+                _ => {}
             }
             if let Some(did) = did(&effect) {
                 let node = node.to_string();
@@ -368,6 +373,35 @@ impl<C: Cluster> Controller<C> {
         let node = run.node.clone();
         let task = tokio::spawn(async move { exec.finish_drain(&run, &finished, &cfg).await });
         self.drains.insert(node, task);
+    }
+}
+
+/// What a ladder decision tells the slow start once written.
+enum PaceNote {
+    Proven,
+    Failed(String),
+}
+
+/// The slow start's news in `d` for the node as `view` shows it: a reboot proven, a step that
+/// failed (the ladder goes on from a reboot or a replacement), or a problem back after one.
+fn pace_note(d: &NodeDecision, view: &NodeView, cfg: &crate::config::Config) -> Option<PaceNote> {
+    use crate::decide::ladder::LadderWhy;
+    use crate::model::record::{Phase, Record};
+    if let Why::Ladder(LadderWhy::RebootProven { .. }) = d.why {
+        return Some(PaceNote::Proven);
+    }
+    let was = Record::of(view, &cfg.records, &cfg.owner)?;
+    match (&d.effect, was.phase) {
+        (Effect::Replace(_) | Effect::Escalate(_), Phase::Rebooting) => {
+            Some(PaceNote::Failed("its reboot was not proven".into()))
+        }
+        (Effect::Escalate(_), Phase::Replacing) => {
+            Some(PaceNote::Failed("its replacement did not happen".into()))
+        }
+        (Effect::Relapse(r), _) if r.step.is_some() => Some(PaceNote::Failed(
+            "its problem came back after its remediation".into(),
+        )),
+        _ => None,
     }
 }
 

@@ -126,6 +126,11 @@ pub fn decide_some(
             .map(|(d, t)| (d.clone(), t.cordoned))
             .collect(),
         replaced: gates.replaced.clone(),
+        remediating: gates
+            .remediating
+            .iter()
+            .map(|(d, n)| (d.clone(), *n))
+            .collect(),
     };
     let problems: Vec<Problem> = candidates
         .iter()

@@ -49,6 +49,8 @@ pub(crate) struct Budgets {
     pub(crate) domain_cordoned: HashMap<String, usize>,
     /// Nodes the ladder replaced (recently, and in this round): the replacement budget.
     pub(crate) replaced: Vec<Timestamp>,
+    /// Ladder steps under way by failure domain (the slow start's count).
+    pub(crate) remediating: HashMap<String, usize>,
 }
 
 impl Budgets {

@@ -377,3 +377,61 @@ fn a_problem_back_after_a_proven_reboot_is_drained_again_then_replaced() {
     let d = one(on_node(again, BOOT_B, true), &c);
     assert_eq!(d.action, Action::Replace, "{}", d.reason);
 }
+
+#[test]
+fn slow_start_lets_a_domain_remediate_as_many_at_once_as_it_has_earned() {
+    let c = ladder_cfg("drain, reboot, replace");
+    let a = drained(BOOT_A);
+    let mut b = booted(node("m"), BOOT_A)
+        .cond("KernelDeadlock", "True", 0)
+        .unschedulable()
+        .record(record(Phase::Drained));
+    b.0.metadata.name = Some("m".into());
+    let views: Vec<NodeView> = [&a, &b].iter().map(|n| NodeView::of(&n.0)).collect();
+    let records: Vec<_> = views
+        .iter()
+        .map(|v| Record::of(v, &c.records, &c.owner))
+        .collect();
+    let decide = |width: u32, under_way: usize| {
+        let candidates: Vec<Candidate> = views
+            .iter()
+            .zip(&records)
+            .map(|(v, r)| Candidate {
+                node: v,
+                selected: true,
+                record: r.as_ref(),
+                pods: Vec::new(),
+                domain: Some("zone-a"),
+                flapping: None,
+                silent: None,
+                newest: None,
+                reboots_today: 0,
+            })
+            .collect();
+        let mut gates = Gates::open(c.safety.flap_window);
+        gates.pace.insert("zone-a".into(), width);
+        gates.remediating.insert("zone-a".into(), under_way);
+        let totals = Totals {
+            selected: 2,
+            cordoned: 2,
+            ..Default::default()
+        };
+        batch::decide_some(&candidates, &totals, &gates, &c, t(NOW))
+            .into_iter()
+            .map(|d| (d.action, d.reason))
+            .collect::<Vec<_>>()
+    };
+    // Width one: one reboots, the other waits for it.
+    let d = decide(1, 0);
+    let actions: Vec<Action> = d.iter().map(|(a, _)| *a).collect();
+    assert_eq!(actions, [Action::Wait, Action::Reboot], "m comes first by name: {d:?}");
+    assert!(
+        d[0].1.starts_with("slow start: 1 of 1 remediation(s) under way in zone-a"),
+        "{}",
+        d[0].1
+    );
+    // One already under way: none starts.
+    assert!(decide(1, 1).iter().all(|(a, _)| *a == Action::Wait));
+    // Earned two: both.
+    assert!(decide(2, 0).iter().all(|(a, _)| *a == Action::Reboot));
+}

@@ -48,6 +48,8 @@ pub mod reason {
     pub(crate) const CONFIG_REFUSED: &str = "ConfigReloadRefused";
     pub(crate) const SYMPTOM_WRITE_FAILED: &str = "PodSymptomWriteFailed";
     pub(crate) const REBOOT_REQUESTED: &str = "RebootRequested";
+    pub(crate) const SLOW_START_WIDENED: &str = "SlowStartWidened";
+    pub(crate) const SLOW_START_NARROWED: &str = "SlowStartNarrowed";
     pub(crate) const REBOOT_PROVEN: &str = "RebootProven";
     pub(crate) const REPLACING: &str = "ReplacingNode";
     pub(crate) const REPLACE_FAILED: &str = "ReplaceNodeFailed";

@@ -6,6 +6,7 @@ use std::time::Duration;
 use nodemedic_common::events::Severity;
 
 use crate::decide::fleet::FleetEvent;
+use crate::decide::gates::slow_start::Change;
 use crate::model::occurrence::reason;
 use crate::notify::NotifyKind;
 
@@ -96,6 +97,30 @@ impl SafetyOccurrence {
                 None,
                 None,
             ),
+            SlowStart(Change::Widened { domain, width }) => (
+                reason::SLOW_START_WIDENED,
+                Severity::Normal,
+                format!(
+                    "Slow start: {} allows {width} remediations (reboots, replacements) at once, its last ones having stayed healthy",
+                    domain_words(domain)
+                ),
+                M::SlowStartWidened,
+                NotifyKind::SlowStart,
+                None,
+                Some(domain.clone()),
+            ),
+            SlowStart(Change::Narrowed { domain, from, why }) => (
+                reason::SLOW_START_NARROWED,
+                Severity::Warning,
+                format!(
+                    "Slow start: {} is back to one remediation at once (was {from}): {why}",
+                    domain_words(domain)
+                ),
+                M::SlowStartNarrowed,
+                NotifyKind::SlowStart,
+                None,
+                Some(domain.clone()),
+            ),
             Flapping { node, changes } => (
                 reason::NODE_FLAPPING,
                 Severity::Warning,
@@ -117,6 +142,15 @@ impl SafetyOccurrence {
             node,
             domain,
         }
+    }
+}
+
+/// A failure domain as people read it ("" is every node without one).
+fn domain_words(domain: &str) -> String {
+    if domain.is_empty() {
+        "the nodes without a failure domain".into()
+    } else {
+        format!("domain {domain}")
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::scenario::{Plan, Scenario, SimError, dur, picked};
 use crate::controller::{Did, Tap};
+use crate::decide::gates::slow_start::Change;
 use crate::decide::fleet::FleetEvent;
 use crate::model::record::DrainOutcome;
 
@@ -165,6 +166,13 @@ impl Report {
             }
             FleetEvent::OutageStarted(o) => ("outage started", o.to_string()),
             FleetEvent::OutageEnded { domain } => ("outage ended", domain),
+            FleetEvent::SlowStart(Change::Widened { domain, width }) => {
+                ("slow start widened", format!("{domain}: {width} at once"))
+            }
+            FleetEvent::SlowStart(Change::Narrowed { domain, why, .. }) => (
+                "slow start narrowed",
+                format!("{domain}: 1 at once ({why})"),
+            ),
             FleetEvent::Flapping { node, changes } => {
                 let detail = format!("{changes} changes");
                 return self.happened(secs, "flapping", Some(node), detail);

@@ -1,5 +1,6 @@
 //! The limits of the remediation ladders (`--reboot-deadline`, `--replace-deadline`,
-//! `--max-reboots-per-node-per-day`, `--max-replacements-per-hour`): flags over the file over the
+//! `--max-reboots-per-node-per-day`, `--max-replacements-per-hour`, the slow start's dwell and
+//! cooldown): flags over the file over the
 //! defaults, a zero deadline refused. The ladders themselves are the conditions'. Pure.
 
 use super::sources::Sources;
@@ -30,6 +31,21 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
             None => {}
         }
     }
+    if let Some(d) = s.duration(
+        args.slow_start_dwell,
+        &file.slow_start_dwell,
+        ("slow-start-dwell", "slowStartDwell"),
+    ) {
+        cfg.ladder.pacing.dwell = d;
+    }
+    if let Some(d) = s.duration(
+        args.slow_start_cooldown,
+        &file.slow_start_cooldown,
+        ("slow-start-cooldown", "slowStartCooldown"),
+    ) {
+        cfg.ladder.pacing.cooldown = d;
+    }
+    let limits = &mut cfg.ladder;
     if let Some(n) = args
         .max_reboots_per_node_per_day
         .or(file.max_reboots_per_node_per_day)

@@ -13,6 +13,7 @@ use crate::decide::gates::breaker::BreakerChange;
 use crate::decide::gates::flap::FlapGate;
 use crate::decide::gates::outage::{self, OutageGate};
 use crate::decide::gates::window;
+use crate::decide::ladder::why::LadderWhy;
 use crate::decide::{Action, Candidate, NodeDecision, Why, decide_some};
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
@@ -25,6 +26,7 @@ impl Fleet {
         let cfg = self.cfg.clone();
         let s = &cfg.safety;
         self.correlate(now);
+        self.pace(now);
         let health = self.running.health(s.breaker_window, now);
         match self.breaker.observe(&health, s, now) {
             Some(BreakerChange::Opened(trip)) => {
@@ -78,6 +80,19 @@ impl Fleet {
             domains,
             window: window::next_window(&s.drain_windows, now),
             replaced: self.seen.replaced_within_the_hour(now),
+            pace: self
+                .seen
+                .pace
+                .domains
+                .iter()
+                .map(|(d, p)| (d.clone(), p.width))
+                .collect(),
+            remediating: self
+                .running
+                .remediating
+                .iter()
+                .map(|(d, n)| (d.to_string(), *n))
+                .collect(),
         }
     }
 
@@ -219,7 +234,10 @@ impl Fleet {
     /// Keep what a decision says about the next rounds (a wait, a hold, a wake-up); with its view.
     fn track(&mut self, d: NodeDecision) -> (NodeDecision, Arc<NodeView>) {
         match &d.why {
-            Why::CordonBudget { .. } | Why::DrainBudget { .. } | Why::DomainBudget { .. } => {
+            Why::CordonBudget { .. }
+            | Why::DrainBudget { .. }
+            | Why::DomainBudget { .. }
+            | Why::Ladder(LadderWhy::SlowStart { .. } | LadderWhy::ReplaceBudget { .. }) => {
                 self.waiting.insert(d.node.clone());
             }
             _ if d.action == Action::Hold => {

@@ -22,6 +22,7 @@
 
 mod cause;
 mod due;
+mod pace;
 pub mod seen;
 mod totals;
 mod watchdog;
@@ -81,6 +82,8 @@ pub(crate) enum FleetEvent {
     },
     /// More than `--correlate-min` nodes gained one condition together: what they share.
     CommonCause(crate::decide::common_cause::CommonCause),
+    /// A failure domain's slow start widened or fell back to one.
+    SlowStart(crate::decide::gates::slow_start::Change),
 }
 
 /// Per node, by name: every watch event and every decision looks nodes up here, so the hasher is a
@@ -485,6 +488,8 @@ impl Fleet {
         self.flapping.remove(name);
         self.silent.remove(name);
         self.refused.remove(name);
+        // A node gone while it dwelt proves nothing about its domain.
+        self.seen.pace.forget_node(name);
         // Gone with its Node: forgotten a week on, as a removed record is.
         self.seen_changed |= self.seen.saw(name, None);
     }
@@ -538,7 +543,10 @@ impl Fleet {
     pub(crate) fn next_wake(&self) -> Option<Timestamp> {
         let node = self.wakes.first().map(|(t, _)| *t);
         let breaker = self.breaker.wake(&self.cfg.safety);
-        [node, breaker, self.newly_wake].into_iter().flatten().min()
+        [node, breaker, self.newly_wake, self.pace_wake()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// We wrote `record` (None: removed it) on the node, and the cordon and taints it says we hold

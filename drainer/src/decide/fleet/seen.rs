@@ -11,7 +11,8 @@
 //! It also remembers the remediation ladder's steps the records showed, for its limits: each
 //! node's reboots of the last 24 hours (`--max-reboots-per-node-per-day`, which must hold across
 //! episodes, whose records are removed) and the fleet's replacements of the last hour
-//! (`--max-replacements-per-hour`, whose Nodes are gone).
+//! (`--max-replacements-per-hour`, whose Nodes are gone), and each failure domain's slow start
+//! (`decide::gates::slow_start`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::ladder::Step;
+use crate::decide::gates::slow_start::SlowStart;
 
 /// How long a removed record's time is kept per node.
 pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -51,6 +53,13 @@ pub(crate) struct Seen {
     /// When the ladder's replacements started, the last hour's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) replaced: Vec<Timestamp>,
+    /// Each failure domain's slow start.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub(crate) pace: SlowStart,
+}
+
+fn is_default(s: &SlowStart) -> bool {
+    s.domains.is_empty()
 }
 
 /// What the Lease annotation holds that does not parse.

@@ -118,6 +118,8 @@ pub(super) struct Running {
     pub(super) reboots_changed: bool,
     /// Nodes whose ladder ended with a person.
     pub(super) needs_person: usize,
+    /// Ladder steps under way (reboots, replacements) by failure domain ("" for none).
+    pub(super) remediating: HashMap<ArcStr, usize>,
 }
 
 /// The reboot request a record of ours stands for, if it does.
@@ -181,6 +183,14 @@ impl Running {
         step(&mut self.cordoned, r.holds_cordon());
         step(&mut self.draining, r.phase == Phase::Draining);
         step(&mut self.needs_person, r.phase == Phase::NeedsPerson);
+        if matches!(r.phase, Phase::Rebooting | Phase::Replacing) {
+            let key = e.domain.clone().unwrap_or_default();
+            let n = self.remediating.entry(key.clone()).or_default();
+            step(n, true);
+            if *n == 0 {
+                self.remediating.remove(&key);
+            }
+        }
         if let Some(request) = reboot_request(&e.view, r) {
             self.reboots_changed = true;
             if add {

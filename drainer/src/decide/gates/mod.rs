@@ -16,6 +16,7 @@ pub mod flap;
 pub mod gate;
 pub mod outage;
 pub mod pause;
+pub mod slow_start;
 pub mod snapshot;
 pub mod window;
 
@@ -46,6 +47,10 @@ pub struct Gates {
     /// When the ladder replaced Nodes in the last hour (the replacement budget; the controller's
     /// memory, none for a snapshot).
     pub(crate) replaced: Vec<Timestamp>,
+    /// The slow start: each failure domain's width ("" for nodes without one; one when absent),
+    /// and its ladder steps under way.
+    pub(crate) pace: BTreeMap<String, u32>,
+    pub(crate) remediating: BTreeMap<String, usize>,
 }
 
 impl Gates {
@@ -61,6 +66,8 @@ impl Gates {
             domains: BTreeMap::new(),
             window: Ok(()),
             replaced: Vec::new(),
+            pace: BTreeMap::new(),
+            remediating: BTreeMap::new(),
         }
     }
 

@@ -99,6 +99,8 @@ pub(crate) fn gates_of_snapshot(
         domains,
         window: next_window(&s.drain_windows, now),
         replaced: Vec::new(),
+        pace: BTreeMap::new(),
+        remediating: BTreeMap::new(),
     }
 }
 

@@ -17,6 +17,7 @@ use super::candidate::Candidate;
 use super::counts::Budgets;
 use super::decision::{Action, Effect, Why};
 use super::gates::Gates;
+use super::gates::slow_start::NO_DOMAIN;
 use super::problem::Problem;
 use crate::config::Config;
 use crate::config::ladder::{Ladder, Step};
@@ -85,6 +86,19 @@ pub(super) fn drained(
     if let Some(w) = gates.hold(c) {
         return (Action::Hold, w, Effect::Nothing);
     }
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
+    let (used, width) = (
+        b.remediating.get(domain).copied().unwrap_or(0),
+        gates.pace.get(domain).copied().unwrap_or(1),
+    );
+    if used >= width as usize {
+        let w = LadderWhy::SlowStart {
+            domain: domain.to_string(),
+            used,
+            width,
+        };
+        return (Action::Wait, why(w), Effect::Nothing);
+    }
     if let Err(next) = gates.window {
         return (
             Action::Wait,
@@ -96,8 +110,10 @@ pub(super) fn drained(
     next.ladder = Some(ladder);
     next.step = Some(step);
     next.step_at = Some(now);
+    let counted = |b: &mut Budgets| *b.remediating.entry(domain.to_string()).or_default() += 1;
     match step {
         Step::Reboot => {
+            counted(b);
             let until = add(now, cfg.ladder.reboot_deadline);
             next.phase = Phase::Rebooting;
             next.step_until = Some(until);
@@ -113,6 +129,7 @@ pub(super) fn drained(
                 return (Action::Wait, why(w), Effect::Nothing);
             }
             b.replaced.push(now);
+            counted(b);
             let until = add(now, cfg.ladder.replace_deadline);
             next.phase = Phase::Replacing;
             next.step_until = Some(until);

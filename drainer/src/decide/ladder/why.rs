@@ -43,6 +43,13 @@ pub enum LadderWhy {
     Vetoed { step: Step },
     /// A Kosmos leaf is never rebooted nor replaced.
     KosmosLeaf,
+    /// The slow start of the node's failure domain ("" for none) allows `width` steps at once
+    /// and `used` are under way.
+    SlowStart {
+        domain: String,
+        used: usize,
+        width: u32,
+    },
 }
 
 impl LadderWhy {
@@ -122,6 +129,21 @@ impl std::fmt::Display for LadderWhy {
             ),
             LadderWhy::KosmosLeaf => {
                 f.write_str("a Kosmos leaf node is never rebooted nor replaced; stays cordoned")
+            }
+            LadderWhy::SlowStart {
+                domain,
+                used,
+                width,
+            } => {
+                let domain = if domain.is_empty() {
+                    "nodes without a failure domain"
+                } else {
+                    domain
+                };
+                write!(
+                    f,
+                    "slow start: {used} of {width} remediation(s) under way in {domain}; it widens as remediated nodes stay healthy"
+                )
             }
         }
     }
