@@ -68,6 +68,11 @@ struct RemediationLabel {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DomainLabel {
+    domain: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ConditionLabel {
     condition: String,
 }
@@ -132,6 +137,8 @@ pub struct Metrics {
     remediations: Family<RemediationLabel, Counter>,
     /// Nodes whose ladder ended with a person, as of the last round that changed one.
     pub(crate) needs_person: Gauge,
+    /// Each failure domain's slow-start width (remediations allowed at once).
+    slow_start: Family<DomainLabel, Gauge>,
 }
 
 impl Metrics {
@@ -181,6 +188,7 @@ impl Metrics {
             pod_policies: Family::default(),
             remediations: Family::default(),
             needs_person: Gauge::default(),
+            slow_start: Family::default(),
         }
     }
 
@@ -311,6 +319,11 @@ impl Metrics {
             self.needs_person.clone(),
         );
         registry.register(
+            "nodemedic_drainer_slow_start_width",
+            "Remediations (reboots, replacements) a failure domain may have under way at once: 1 at first and after a failure, doubling as remediated nodes stay healthy (domain \"\" is the nodes without one); only domains that have had one",
+            self.slow_start.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_probations",
             "Probations started: recovered nodes kept until they stayed healthy --uncordon-after",
             self.probations.clone(),
@@ -427,6 +440,14 @@ impl Metrics {
         }
     }
     /// `n` nodes have the symptom `condition` True, as of the last pass.
+    /// A failure domain's slow-start width.
+    pub(crate) fn slow_start_width(&self, domain: &str, width: u32) {
+        let label = DomainLabel {
+            domain: domain.to_string(),
+        };
+        self.slow_start.get_or_create(&label).set(i64::from(width));
+    }
+
     /// A ladder step started, was proven or failed.
     pub(crate) fn remediation(&self, step: LadderStep, result: StepResult) {
         self.remediations

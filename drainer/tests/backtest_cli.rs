@@ -144,3 +144,27 @@ fn backtest_is_one_command_under_both_names() {
     assert_eq!(run(&plugin, "backtest"), ours, "kubectl nodemedic backtest");
     assert_eq!(run(drainer, "simulate"), ours, "drainer simulate --history");
 }
+
+/// A policy with a ladder replays too: node-7's deadlock cleared within its reboot's deadline in
+/// the recorded history, so its reboot is proven; node-3's lasted past it, so it is replaced.
+#[test]
+fn a_policy_with_a_ladder_is_replayed_with_its_reboots_proven_by_the_history() {
+    let out = backtest(&["--policy", "tests/fixtures/backtest/ladder.yaml"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = |what: &str, node: &str| {
+        text.lines()
+            .any(|l| l.contains(&format!("  {what}")) && l.contains(&format!("{node}:")))
+    };
+    assert!(line("reboot ", "node-7"), "{text}");
+    assert!(line("uncordon", "node-7"), "{text}");
+    assert!(text.contains("reboot proven   node-7"), "{text}");
+    assert!(line("reboot ", "node-3"), "{text}");
+    assert!(line("replace", "node-3"), "{text}");
+    assert!(text.contains("the problem survived the reboot"), "{text}");
+    assert!(!line("uncordon", "node-3"), "replaced, never let go: {text}");
+}

@@ -198,6 +198,10 @@ fn the_shipped_scenarios_give_the_results_they_gave_before() {
         "pod-policies",
         "silent-detector",
         "bad-kernel-rollout",
+        "reboot-heals",
+        "reboot-survives",
+        "reboot-never-back",
+        "zone-slow-start",
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
             .args(["simulate", &scenario(name)])

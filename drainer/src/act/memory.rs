@@ -177,6 +177,21 @@ impl MemoryCluster {
         true
     }
 
+    /// The node is back from a reboot as boot `id` (`status.nodeInfo.bootID`), as its kubelet says.
+    pub(crate) fn set_boot_id(&self, node: &str, id: &str) {
+        let mut s = self.state();
+        let (version, lagging) = (s.bump(), s.lagging);
+        let Some(n) = s.nodes.get_mut(node) else {
+            return;
+        };
+        let status = n.status.get_or_insert_with(NodeStatus::default);
+        status.node_info.get_or_insert_with(Default::default).boot_id = id.into();
+        n.metadata.resource_version = Some(version);
+        if !lagging && self.observed.nodes_synced() {
+            self.observed.apply_node(n);
+        }
+    }
+
     /// The node's detector refreshes its conditions (those its ownership annotation names): their
     /// heartbeats become `at`, nothing else changes.
     pub(crate) fn heartbeat(&self, node: &str, at: Timestamp) {
@@ -401,11 +416,15 @@ impl Cluster for MemoryCluster {
         let mut s = self.state();
         s.writes.push(Write::DeleteNode { name: name.into() });
         let node = s.nodes.get(name).ok_or_else(|| node_missing(name))?;
-        let (held, wanted) = match only {
-            NodeVersion::Version(v) => (node.metadata.resource_version.as_deref(), v),
-            NodeVersion::Uid(u) => (node.metadata.uid.as_deref(), u),
+        let same = match only {
+            NodeVersion::Version(v) => node.metadata.resource_version.as_deref() == Some(v),
+            // As the drainer keeps UIDs (a file's non-UUID ones hashed): compared the same way.
+            NodeVersion::Uid(u) => {
+                let uid = node.metadata.uid.as_deref().unwrap_or_default();
+                crate::model::node::Uid::parse(uid) == crate::model::node::Uid::parse(u)
+            }
         };
-        if held != Some(wanted.as_str()) {
+        if !same {
             return Err(modified("nodes", name));
         }
         s.nodes.remove(name);

@@ -18,6 +18,7 @@ use nodemedic_common::clock::Clock;
 use nodemedic_common::events::{NodeEvent, Severity};
 use nodemedic_common::time::rfc3339;
 
+use crate::decide::gates::slow_start::Change;
 use crate::decide::fleet::FleetEvent;
 use crate::decide::stale::Stale;
 use crate::metrics::Metrics;
@@ -127,6 +128,15 @@ impl<C: Cluster> Recorder<C> {
         let s = SafetyOccurrence::of(ev);
         log_safety(&s);
         self.metrics.safety_event(s.metric);
+        match ev {
+            FleetEvent::SlowStart(Change::Widened { domain, width }) => {
+                self.metrics.slow_start_width(domain, *width)
+            }
+            FleetEvent::SlowStart(Change::Narrowed { domain, .. }) => {
+                self.metrics.slow_start_width(domain, 1)
+            }
+            _ => {}
+        }
         if !self.cluster.leading() {
             return;
         }

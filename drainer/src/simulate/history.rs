@@ -168,6 +168,7 @@ pub(crate) fn plan(
             status: Status::parse(&t.status),
         })
         .collect();
+    let fleet_len = fleet.len();
     Ok(Plan {
         cfg,
         start,
@@ -184,6 +185,11 @@ pub(crate) fn plan(
         pods: Vec::new(),
         protected: Vec::new(),
         finishing: Vec::new(),
+        // A replay cannot know what a reboot would have done: the machine comes back with a new
+        // bootID and the recorded history decides whether the problem cleared (and so whether the
+        // reboot is proven by its deadline).
+        reboots: vec![super::reboots::Outcome::Survives; fleet_len],
+        reboot_takes: Duration::from_secs(180),
     })
 }
 

@@ -31,6 +31,7 @@
 //! ```
 
 pub mod history;
+pub(crate) mod reboots;
 pub mod report;
 pub mod scenario;
 pub(crate) mod timeline;
@@ -135,6 +136,8 @@ async fn drive(plan: &mut Plan) -> Report {
     for node in &plan.nodes {
         cluster.put_pod(pod_of(node));
         cluster.put_node(node.clone());
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        cluster.set_boot_id(name, &reboots::first_boot(name));
     }
     for pod in &plan.pods {
         cluster.put_pod(pod.clone());
@@ -152,33 +155,57 @@ async fn drive(plan: &mut Plan) -> Report {
     let exec = Executor::new(gated, record, cfg.dry_run, clock);
     let (tap, mut taps) = mpsc::unbounded_channel();
     let health = Health::default();
+    let (requests, requested) = watch::channel(Default::default());
+    let mut reboots = reboots::Reboots::new(requested, plan, &cfg);
     let controller = Controller::new(cfg, observed.clone(), exec, health, leading, clock);
-    let controller = controller.with_tap(tap);
+    let controller = controller.with_tap(tap).with_reboot_requests(requests);
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(controller.run(observed.changed.clone(), plan.tick, stopped));
     let name = |i: usize| plan.nodes[i].metadata.name.clone().unwrap_or_default();
     let mut running = plan.detectors.clone();
-    for (t, what) in timeline(plan) {
-        tokio::time::sleep_until(at(t)).await;
-        match what {
-            Happens::Set(i) => {
-                let c = &plan.changes[i];
-                cluster.set_condition(&name(c.node), &c.type_, c.status, c.at);
+    let mut items = timeline(plan).into_iter().peekable();
+    let mut machines = Vec::new();
+    loop {
+        let next = [items.peek().map(|(t, _)| *t), reboots.next()]
+            .into_iter()
+            .flatten()
+            .min()
+            .filter(|t| *t <= plan.end);
+        // The round at the end itself is part of the run.
+        let until = next.map_or(at(plan.end) + DEBOUNCE * 2, at);
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {
+                let Some(t) = next else { break };
+                while let Some((_, what)) = items.next_if(|(at, _)| *at <= t) {
+                    match what {
+                        Happens::Set(i) => {
+                            let c = &plan.changes[i];
+                            cluster.set_condition(&name(c.node), &c.type_, c.status, c.at);
+                        }
+                        Happens::Detector(node, on) => running[node] = on,
+                        Happens::Finish(i) => {
+                            let (_, ns, pod) = &plan.finishing[i];
+                            cluster.set_pod_phase(ns, pod, "Succeeded");
+                        }
+                        Happens::Beat => {
+                            for (i, _) in running.iter().enumerate().filter(|(_, on)| **on) {
+                                cluster.heartbeat(&name(i), t);
+                            }
+                        }
+                    }
+                }
+                for (node, detail) in reboots.come_back(t, &cluster) {
+                    machines.push((t, node, "back", detail));
+                }
             }
-            Happens::Detector(node, on) => running[node] = on,
-            Happens::Finish(i) => {
-                let (_, ns, pod) = &plan.finishing[i];
-                cluster.set_pod_phase(ns, pod, "Succeeded");
-            }
-            Happens::Beat => {
-                for (i, _) in running.iter().enumerate().filter(|(_, on)| **on) {
-                    cluster.heartbeat(&name(i), t);
+            () = reboots.changed() => {
+                let now = clock.now();
+                for (node, detail) in reboots.take(now, plan.reboot_takes) {
+                    machines.push((now, node, "rebooted", detail));
                 }
             }
         }
     }
-    // The round at the end itself is part of the run.
-    tokio::time::sleep_until(at(plan.end) + DEBOUNCE * 2).await;
     let _ = stop.send(true);
     let _ = task.await;
     let mut report = Report {
@@ -187,6 +214,9 @@ async fn drive(plan: &mut Plan) -> Report {
     };
     while let Ok(t) = taps.try_recv() {
         report.tally(t, plan);
+    }
+    for (at, node, what, detail) in machines {
+        report.happened(plan.secs(at), what, Some(node), detail);
     }
     // What pod policies did, and which pods a drain left running, show in the drainer's Events
     // (the taps are per node).
@@ -201,6 +231,9 @@ async fn drive(plan: &mut Plan) -> Report {
         if event.reason == reason::POD_DELETED_BY_POLICY {
             let secs = plan.secs(event.last_seen);
             report.happened(secs, "pod deleted", Some(about), event.message);
+        } else if event.reason == reason::REBOOT_PROVEN {
+            let secs = plan.secs(event.last_seen);
+            report.happened(secs, "reboot proven", Some(about), String::new());
         } else if event.reason == reason::DRAIN_SUCCEEDED
             && let Some(kept) = event.message.strip_prefix("Drained node; ")
             && let Some(h) = report.happenings.iter_mut().rev().find(|h| {

@@ -303,6 +303,7 @@ pub(crate) fn check(file: &str, s: &Scenario, plan: &Plan, r: &mut Report) -> Re
             ));
         }
     }
+    super::reboots::check(&e.ladder, r, &mut failed);
     r.failed = failed;
     Ok(())
 }

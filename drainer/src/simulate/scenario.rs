@@ -41,6 +41,9 @@ pub struct Scenario {
     /// How often the nodes' detectors refresh their conditions (default 5m, the detector's).
     #[serde(default)]
     pub(crate) heartbeat: Option<String>,
+    /// How long a node takes to come back from a reboot the drainer asked for (default 3m).
+    #[serde(default)]
+    pub(crate) reboot_takes: Option<String>,
     #[serde(default)]
     pub(crate) steps: Vec<Step>,
     #[serde(default)]
@@ -71,6 +74,9 @@ pub(crate) struct NodeGroup {
     /// `kubeletVersion`, ...); values may use `{i}` and `{i%N}`.
     #[serde(default)]
     pub(crate) node_info: BTreeMap<String, String>,
+    /// What a reboot the drainer asks for does to these nodes (default: heals).
+    #[serde(default)]
+    pub(crate) reboot: super::reboots::Outcome,
 }
 
 /// A pod on each node of a group.
@@ -181,6 +187,9 @@ pub(crate) struct Expect {
     /// Nodes reported with a silent detector (DetectorSilent).
     #[serde(default)]
     pub(crate) silent: Vec<String>,
+    /// The remediation ladder's outcomes (`simulate::reboots::check`).
+    #[serde(flatten)]
+    pub(crate) ladder: super::reboots::Expect,
 }
 
 /// One condition change: at `at`, node `node` (an index into [`Plan::nodes`]) gets `type_=status`.
@@ -214,6 +223,9 @@ pub struct Plan {
     pub(crate) finishing: Vec<(Timestamp, String, String)>,
     pub(crate) first_step: Option<Timestamp>,
     pub(crate) last_step: Option<Timestamp>,
+    /// What a reboot does to each node, and how long it takes.
+    pub(crate) reboots: Vec<super::reboots::Outcome>,
+    pub(crate) reboot_takes: Duration,
 }
 
 pub(super) fn expand(template: &str, i: usize) -> String {
@@ -379,8 +391,10 @@ fn fleet(file: &str, s: &Scenario, start: Timestamp) -> Result<Vec<Node>, SimErr
                 .iter()
                 .map(|(k, v)| (k.clone(), expand(v, i)))
                 .collect();
+            // A UID as the API server gives one (a replacement deletes only that Node object).
+            let uid = format!("00000000-0000-4000-8000-{:012x}", nodes.len() + 1);
             let mut node = serde_json::json!({
-                "metadata": {"name": expand(&g.name, i), "labels": labels, "annotations": annotations},
+                "metadata": {"name": expand(&g.name, i), "uid": uid, "labels": labels, "annotations": annotations},
                 "spec": {"unschedulable": false},
                 "status": {"conditions": conditions},
             });
@@ -472,7 +486,12 @@ impl Plan {
             .flat_map(|g| std::iter::repeat_n(g.detector, g.count))
             .collect();
         let (pods, protected, finishing) = pods(file, scenario, &nodes, start)?;
+        let reboot_takes = scenario.reboot_takes.as_deref().unwrap_or("3m");
         let mut plan = Plan {
+            reboots: (scenario.nodes.iter())
+                .flat_map(|g| std::iter::repeat_n(g.reboot, g.count))
+                .collect(),
+            reboot_takes: dur(file, "rebootTakes", reboot_takes)?,
             pods,
             protected,
             finishing,

@@ -233,6 +233,9 @@ impl Fleet {
 
     /// Keep what a decision says about the next rounds (a wait, a hold, a wake-up); with its view.
     fn track(&mut self, d: NodeDecision) -> (NodeDecision, Arc<NodeView>) {
+        if let Why::Ladder(LadderWhy::SlowStart { domain, .. }) = &d.why {
+            self.seen_changed |= self.seen.pace.wanted(domain);
+        }
         match &d.why {
             Why::CordonBudget { .. }
             | Why::DrainBudget { .. }

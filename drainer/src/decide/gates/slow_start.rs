@@ -1,7 +1,8 @@
 //! Slow start per failure domain (pure): the remediation ladder's steps past the drain (reboots,
 //! replacements) start one at a time in each domain; the number allowed at once doubles each time
 //! a remediated node of the domain has stayed healthy for the dwell time after its proof, at most
-//! once a cooldown, and falls back to one when a step fails or the problem returns. The limit a
+//! once a cooldown and only while a step waits for the width (a domain widens when it needs to,
+//! not past what it ever used), and falls back to one when a step fails or the problem returns. The limit a
 //! step meets is the smallest of its domain's width, the budgets and the breaker: a ramp instead of
 //! the breaker's cliff. The state is kept on the drainer's Lease with the record memory
 //! (`decide::fleet::seen`), so a restart or a new leader keeps each domain's earned width.
@@ -30,6 +31,9 @@ pub(crate) struct Pace {
     /// Nodes whose dwell passed while the cooldown held the widening back.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) earned: u32,
+    /// A step waited for the width since it last changed: widening would be used.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) wanted: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -43,6 +47,7 @@ impl Default for Pace {
             changed_at: None,
             dwelling: BTreeMap::new(),
             earned: 0,
+            wanted: false,
         }
     }
 }
@@ -74,6 +79,12 @@ impl SlowStart {
         pace.dwelling.insert(node.to_string(), at);
     }
 
+    /// A step in `domain` waits for its width.
+    pub(crate) fn wanted(&mut self, domain: &str) -> bool {
+        let pace = self.domains.entry(domain.to_string()).or_default();
+        !std::mem::replace(&mut pace.wanted, true)
+    }
+
     /// A step on `node` in `domain` failed, or its problem came back (`why`): the domain falls
     /// back to one, and what it had earned is forgotten.
     pub(crate) fn failed(&mut self, domain: &str, node: &str, why: &str, at: Timestamp) -> Option<Change> {
@@ -81,6 +92,7 @@ impl SlowStart {
         let from = pace.width;
         pace.dwelling.clear();
         pace.earned = 0;
+        pace.wanted = false;
         pace.width = 1;
         pace.changed_at = Some(at);
         self.forget_idle();
@@ -107,8 +119,9 @@ impl SlowStart {
                 pace.earned += 1;
             }
             let cooled = pace.changed_at.is_none_or(|t| add(t, s.cooldown) <= now);
-            if pace.earned > 0 && cooled {
+            if pace.earned > 0 && cooled && pace.wanted {
                 pace.earned = 0;
+                pace.wanted = false;
                 pace.width = pace.width.saturating_mul(2);
                 pace.changed_at = Some(now);
                 changes.push(Change::Widened {
@@ -126,7 +139,7 @@ impl SlowStart {
             .values()
             .flat_map(|p| {
                 let dwell = p.dwelling.values().map(|at| add(*at, s.dwell)).min();
-                let cooldown = (p.earned > 0)
+                let cooldown = (p.earned > 0 && p.wanted)
                     .then(|| p.changed_at.map(|t| add(t, s.cooldown)))
                     .flatten();
                 [dwell, cooldown]
@@ -144,7 +157,7 @@ impl SlowStart {
 
     fn forget_idle(&mut self) {
         self.domains
-            .retain(|_, p| p.width > 1 || !p.dwelling.is_empty() || p.earned > 0);
+            .retain(|_, p| p.width > 1 || !p.dwelling.is_empty() || p.earned > 0 || p.wanted);
     }
 }
 
@@ -161,7 +174,13 @@ mod tests {
         let s = Settings::default();
         let mut p = SlowStart::default();
         assert_eq!(p.width("a"), 1);
+        p.proven("idle", "x", t(0));
+        assert!(p.tick(t(300), &s).is_empty(), "nothing waits for the width: no need to widen");
+        assert_eq!(p.width("idle"), 1);
+        p.domains.remove("idle");
         p.proven("a", "n1", t(0));
+        assert!(p.wanted("a"));
+        assert!(!p.wanted("a"), "said once");
         assert!(p.tick(t(299), &s).is_empty(), "still dwelling");
         assert_eq!(p.wake(&s), Some(t(300)));
         assert_eq!(
@@ -174,9 +193,11 @@ mod tests {
         // Two proven in the next wave: one widening, and the second waits for the cooldown.
         p.proven("a", "n2", t(310));
         p.proven("a", "n3", t(320));
+        p.wanted("a");
         assert_eq!(p.wake(&s), Some(t(610)));
         assert_eq!(p.tick(t(610), &s).len(), 1);
         assert_eq!(p.width("a"), 4);
+        p.wanted("a");
         assert!(p.tick(t(620), &s).is_empty(), "earned, but the cooldown since 610 holds it");
         assert_eq!(p.wake(&s), Some(t(910)));
         assert_eq!(p.tick(t(910), &s).len(), 1);

@@ -234,6 +234,11 @@ pub(super) fn rebooting(
     } else {
         "the problem survived the reboot"
     };
+    // Its reboot is over: it no longer counts against its domain's slow start.
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
+    if let Some(n) = b.remediating.get_mut(domain) {
+        *n = n.saturating_sub(1);
+    }
     let mut after = r.clone();
     after.phase = Phase::Drained;
     after.taints.retain(|t| t != FENCE_TAINT);
@@ -254,6 +259,11 @@ pub(super) fn rebooting(
             e.escalated = reason.clone();
             let w = LadderWhy::NeedsPerson { why: reason };
             (Action::Escalate, why(w), Effect::Escalate(e))
+        }
+        (Action::Replace, Why::Ladder(LadderWhy::Replace { until, problem }), e) => {
+            let problem = format!("{failed}: {problem}");
+            let w = LadderWhy::Replace { until, problem };
+            (Action::Replace, why(w), e)
         }
         other => other,
     })

@@ -1,0 +1,206 @@
+//! The simulated machines' side of the remediation ladder: a reboot the drainer asks for (its
+//! requests, as the detectors would read them) comes back after `rebootTakes` with a new bootID
+//! and, as the node's group says, its problem gone (`heals`), still there (`survives`), or never
+//! comes back (`never`). I/O-free: it changes the cluster in memory.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+use nodemedic_common::reboot::Requests;
+use nodemedic_common::status::Status;
+use serde::Deserialize;
+use tokio::sync::watch;
+
+use super::scenario::Plan;
+use crate::act::memory::MemoryCluster;
+
+/// What a reboot does to a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Outcome {
+    /// Back with a new bootID, its problem gone.
+    #[default]
+    Heals,
+    /// Back with a new bootID, its problem still there.
+    Survives,
+    /// It never comes back.
+    Never,
+}
+
+/// The bootID a simulated node starts with.
+pub(crate) fn first_boot(node: &str) -> String {
+    format!("{node}-boot-1")
+}
+
+/// The reboots asked for and when each machine comes back.
+pub(crate) struct Reboots {
+    requests: watch::Receiver<Requests>,
+    /// The requests seen (node and the bootID it was made for).
+    seen: BTreeSet<(String, String)>,
+    back: BTreeMap<Timestamp, Vec<(String, u32)>>,
+    /// Boots so far, by node.
+    boots: BTreeMap<String, u32>,
+    /// What a reboot does, by node.
+    outcomes: BTreeMap<String, Outcome>,
+    /// The problem conditions a healed node reports healthy: (type, healthy status).
+    healthy: Vec<(String, Status)>,
+}
+
+impl Reboots {
+    pub(crate) fn new(
+        requests: watch::Receiver<Requests>,
+        plan: &Plan,
+        cfg: &crate::config::Config,
+    ) -> Reboots {
+        let outcomes = plan
+            .nodes
+            .iter()
+            .zip(&plan.reboots)
+            .map(|(n, o)| (n.metadata.name.clone().unwrap_or_default(), *o))
+            .collect();
+        let healthy = (cfg.conditions.iter())
+            .filter(|c| c.type_ != "Ready")
+            .map(|c| {
+                let ok = match c.status {
+                    Status::True => Status::False,
+                    _ => Status::True,
+                };
+                (c.type_.clone(), ok)
+            })
+            .collect();
+        Reboots {
+            requests,
+            seen: BTreeSet::new(),
+            back: BTreeMap::new(),
+            boots: BTreeMap::new(),
+            outcomes,
+            healthy,
+        }
+    }
+
+    fn outcome(&self, node: &str) -> Outcome {
+        self.outcomes.get(node).copied().unwrap_or_default()
+    }
+
+    /// Until the requests change (or forever, once the controller is gone).
+    pub(crate) async fn changed(&mut self) {
+        if self.requests.changed().await.is_err() {
+            std::future::pending::<()>().await
+        }
+    }
+
+    /// The new requests at `now` are carried out: each machine comes back `plan.reboot_takes`
+    /// later, unless it never does. What happened, for the report.
+    pub(crate) fn take(&mut self, now: Timestamp, takes: std::time::Duration) -> Vec<(String, String)> {
+        let requests = self.requests.borrow_and_update().clone();
+        let mut said = Vec::new();
+        for (node, r) in requests {
+            if !self.seen.insert((node.clone(), r.boot_id.clone())) {
+                continue;
+            }
+            if self.outcome(&node) == Outcome::Never {
+                said.push((node, "rebooting; it never comes back".into()));
+                continue;
+            }
+            let boot = self.boots.entry(node.clone()).or_insert(1);
+            *boot += 1;
+            let at = nodemedic_common::time::add(now, takes);
+            self.back.entry(at).or_default().push((node.clone(), *boot));
+            let takes = humantime::format_duration(takes);
+            said.push((node, format!("rebooting; back in {takes}")));
+        }
+        said
+    }
+
+    /// When the next machine comes back.
+    pub(crate) fn next(&self) -> Option<Timestamp> {
+        self.back.keys().next().copied()
+    }
+
+    /// The machines due by `now` come back: a new bootID, Ready, and what their group says of
+    /// the problem. What happened, for the report.
+    pub(crate) fn come_back(&mut self, now: Timestamp, cluster: &MemoryCluster) -> Vec<(String, String)> {
+        let mut said = Vec::new();
+        while let Some(entry) = self.back.first_entry() {
+            if *entry.key() > now {
+                break;
+            }
+            for (node, boot) in entry.remove() {
+                cluster.set_boot_id(&node, &format!("{node}-boot-{boot}"));
+                cluster.set_condition(&node, "Ready", Status::True, now);
+                let detail = if self.outcome(&node) == Outcome::Heals {
+                    for (type_, ok) in &self.healthy {
+                        cluster.set_condition(&node, type_, *ok, now);
+                    }
+                    "back with a new bootID, its problem gone"
+                } else {
+                    "back with a new bootID, its problem still there"
+                };
+                said.push((node, detail.to_string()));
+            }
+        }
+        said
+    }
+}
+
+/// What a scenario expects of its ladders.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Expect {
+    /// Reboots proven (a new bootID, Ready and the problem clear), exactly.
+    #[serde(default)]
+    pub(crate) reboots_proven: Option<usize>,
+    /// The nodes whose ladder ends with a person, exactly.
+    #[serde(default)]
+    pub(crate) needs_person: Option<Vec<String>>,
+    /// The nodes replaced (their Node deleted), exactly.
+    #[serde(default)]
+    pub(crate) replaced: Option<Vec<String>>,
+    /// Every slow-start change, in order: the width it went to (1: fell back).
+    #[serde(default)]
+    pub(crate) slow_start_widths: Option<Vec<u32>>,
+}
+
+/// Check `e` against what happened in `r`; what failed goes to `failed`.
+pub(crate) fn check(e: &Expect, r: &super::Report, failed: &mut Vec<String>) {
+    let nodes = |what: &str| -> Vec<String> {
+        let mut v: Vec<String> = (r.happenings.iter())
+            .filter(|h| h.what == what)
+            .filter_map(|h| h.node.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if let Some(n) = e.reboots_proven {
+        let proven = r.happenings.iter().filter(|h| h.what == "reboot proven").count();
+        if proven != n {
+            failed.push(format!("{n} reboots proven: {proven}"));
+        }
+    }
+    for (what, want) in [("needs a person", &e.needs_person), ("replace", &e.replaced)] {
+        if let Some(want) = want {
+            let mut want = want.clone();
+            want.sort();
+            let got = nodes(what);
+            if got != want {
+                failed.push(format!("{what}: {want:?}; it was {got:?}"));
+            }
+        }
+    }
+    if let Some(want) = &e.slow_start_widths {
+        let got: Vec<u32> = (r.happenings.iter())
+            .filter_map(|h| match h.what.as_str() {
+                "slow start narrowed" => Some(1),
+                "slow start widened" => h
+                    .detail
+                    .rsplit_once(": ")
+                    .and_then(|(_, w)| w.split(' ').next()?.parse().ok()),
+                _ => None,
+            })
+            .collect();
+        if &got != want {
+            failed.push(format!("slow start widths {want:?}: {got:?}"));
+        }
+    }
+}
