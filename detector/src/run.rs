@@ -105,27 +105,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     let node = read_node_until_ok(&reporter, &opts, stop_rx.clone()).await?;
     say_confinement(&reporter, opts.credential, &health).await;
     let owned = conditions::owned_types(&node);
-    let (restored, before_boot) =
-        Condition::true_this_boot(&node, crate::source::kmsg::booted_at());
-    let ours = rules.condition_types();
-    for c in before_boot.iter().filter(|c| ours.contains(&c.type_)) {
-        tracing::info!(condition = %c.type_, since = %c.transition,
-            "True since before this machine booted: starting again from the rules' default");
-    }
-    let kept: Vec<&str> = restored
-        .iter()
-        .filter(|c| rules.condition_types().contains(&c.type_))
-        .map(|c| c.type_.as_str())
-        .collect();
-    let (owned_said, kept_said) = (
-        owned
-            .iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        kept.join(", "),
-    );
-    tracing::info!(node = %opts.node_name, owned = %owned_said, kept_true = %kept_said, "read the node back");
+    let restored = restored(&node, &rules, &owned);
 
     let checkpoint = Checkpoint::load(&opts.state_file);
     let mut events = Aggregator::new(opts.events, &opts.node_name);
@@ -194,6 +174,30 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         tasks,
         monitors,
     })
+}
+
+/// The conditions True on `node` the detector carries on with: those set during this boot (one
+/// found before a reboot is about what the reboot ended; said in the log when the rules own it).
+/// Says which types it owns (`owned`) and keeps True.
+fn restored(
+    node: &k8s_openapi::api::core::v1::Node,
+    rules: &config::RuleSet,
+    owned: &[String],
+) -> Vec<Condition> {
+    let (restored, before_boot) = Condition::true_this_boot(node, crate::source::kmsg::booted_at());
+    let ours = rules.condition_types();
+    for c in before_boot.iter().filter(|c| ours.contains(&c.type_)) {
+        tracing::info!(condition = %c.type_, since = %c.transition,
+            "True since before this machine booted: starting again from the rules' default");
+    }
+    let kept: Vec<&str> = (restored.iter())
+        .filter(|c| ours.contains(&c.type_))
+        .map(|c| c.type_.as_str())
+        .collect();
+    let owned: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    tracing::info!(node = %name, owned = %owned.join(", "), kept_true = %kept.join(", "), "read the node back");
+    restored
 }
 
 /// Serve /metrics, /healthz, /readyz and /conditions on `--listen` (and NPD's address, if given).

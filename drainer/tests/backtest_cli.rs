@@ -166,5 +166,8 @@ fn a_policy_with_a_ladder_is_replayed_with_its_reboots_proven_by_the_history() {
     assert!(line("reboot ", "node-3"), "{text}");
     assert!(line("replace", "node-3"), "{text}");
     assert!(text.contains("the problem survived the reboot"), "{text}");
-    assert!(!line("uncordon", "node-3"), "replaced, never let go: {text}");
+    assert!(
+        !line("uncordon", "node-3"),
+        "replaced, never let go: {text}"
+    );
 }

@@ -185,7 +185,10 @@ impl MemoryCluster {
             return;
         };
         let status = n.status.get_or_insert_with(NodeStatus::default);
-        status.node_info.get_or_insert_with(Default::default).boot_id = id.into();
+        status
+            .node_info
+            .get_or_insert_with(Default::default)
+            .boot_id = id.into();
         n.metadata.resource_version = Some(version);
         if !lagging && self.observed.nodes_synced() {
             self.observed.apply_node(n);

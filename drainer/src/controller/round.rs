@@ -35,6 +35,8 @@ fn held_by_gates<'a>(
 
 /// A failed write is tried again after this long.
 const WRITE_RETRY: Duration = Duration::from_secs(5);
+/// A ladder step decided while the drain's last write is under way is decided again this much later.
+const STEP_AFTER_DRAIN: Duration = Duration::from_millis(500);
 /// Nodes handled between two yields to the runtime (and the size from which a round is decided on
 /// the blocking pool).
 const YIELD_EVERY: usize = 256;
@@ -86,39 +88,29 @@ impl<C: Cluster> Controller<C> {
             match d.effect {
                 Effect::Nothing => {}
                 Effect::Drain(job) => {
-                    let ok = self.start_drain(&d.node, job, now);
-                    // Pods a policy keeps out of the drain are counted as it starts.
-                    let skipped = d.pods.iter().filter(|p| {
-                        p.policy.is_some() && p.action == crate::decide::PodAction::Skip
-                    });
-                    for _ in skipped.filter(|_| ok) {
-                        self.metrics
-                            .pod_policy(crate::metrics::PolicyOutcome::Skipped);
-                    }
-                    if ok {
-                        done.push(Done {
-                            node: d.node.to_string(),
-                            did: Did::Drain,
-                            reason: d.reason,
-                            ok,
-                        });
-                    }
+                    let started = self.drain_decided(&d.node, &d.pods, job, now);
+                    done.extend(started.then(|| Done {
+                        node: d.node.to_string(),
+                        did: Did::Drain,
+                        reason: d.reason,
+                        ok: true,
+                    }));
                 }
-                // A ladder step waits for the drain's own last write (its record): it would
-                // overwrite the step's.
+                // A ladder step waits for the drain's own last write (its record), which would
+                // overwrite the step's; decided again once it is done.
                 Effect::Reboot(_) | Effect::Replace(_) | Effect::Escalate(_)
-                    if self.drains.contains_key(&*d.node) => {}
+                    if self.drains.contains_key(&*d.node) =>
+                {
+                    let again = nodemedic_common::time::add(now, STEP_AFTER_DRAIN);
+                    self.fleet.wake_at(&d.node, again);
+                }
                 effect => writes.push((d.node, effect, view, d.reason)),
             }
         }
         for (node, effect, ok, reason) in self.write_all(writes).await {
-            match proven.iter().find(|(n, _)| *n == node).map(|(_, p)| p) {
-                Some(PaceNote::Proven) if ok => {
-                    self.fleet.step_proven(&node, now);
-                    self.record.node(&node, Occurrence::RebootProven).await;
-                }
-                Some(PaceNote::Failed(why)) if ok => self.fleet.step_failed(&node, why, now),
-                _ => {}
+            let note = proven.iter().find(|(n, _)| *n == node).map(|(_, p)| p);
+            if let (true, Some(note)) = (ok, note) {
+                self.paced(&node, note, now).await;
             }
             if let Some(did) = did(&effect) {
                 let node = node.to_string();
@@ -161,6 +153,36 @@ impl<C: Cluster> Controller<C> {
             self.record
                 .node(&node, Occurrence::RecordRejected { why })
                 .await;
+        }
+    }
+
+    /// Start the drain decided for `node` with `pods`; whether it started.
+    fn drain_decided(
+        &mut self,
+        node: &str,
+        pods: &[crate::decide::PodPlan],
+        job: DrainJob,
+        now: Timestamp,
+    ) -> bool {
+        let ok = self.start_drain(node, job, now);
+        // Pods a policy keeps out of the drain are counted as it starts.
+        let skipped = (pods.iter())
+            .filter(|p| p.policy.is_some() && p.action == crate::decide::PodAction::Skip);
+        for _ in skipped.filter(|_| ok) {
+            self.metrics
+                .pod_policy(crate::metrics::PolicyOutcome::Skipped);
+        }
+        ok
+    }
+
+    /// A written ladder decision moves its domain's slow start (and a proof is said).
+    async fn paced(&mut self, node: &str, note: &PaceNote, now: Timestamp) {
+        match note {
+            PaceNote::Proven => {
+                self.fleet.step_proven(node, now);
+                self.record.node(node, Occurrence::RebootProven).await;
+            }
+            PaceNote::Failed(why) => self.fleet.step_failed(node, why, now),
         }
     }
 

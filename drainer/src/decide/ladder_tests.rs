@@ -424,9 +424,14 @@ fn slow_start_lets_a_domain_remediate_as_many_at_once_as_it_has_earned() {
     // Width one: one reboots, the other waits for it.
     let d = decide(1, 0);
     let actions: Vec<Action> = d.iter().map(|(a, _)| *a).collect();
-    assert_eq!(actions, [Action::Wait, Action::Reboot], "m comes first by name: {d:?}");
+    assert_eq!(
+        actions,
+        [Action::Wait, Action::Reboot],
+        "m comes first by name: {d:?}"
+    );
     assert!(
-        d[0].1.starts_with("slow start: 1 of 1 remediation(s) under way in zone-a"),
+        d[0].1
+            .starts_with("slow start: 1 of 1 remediation(s) under way in zone-a"),
         "{}",
         d[0].1
     );

@@ -154,12 +154,23 @@ impl Uid {
         if s.is_empty() {
             return Uid::NONE;
         }
-        let hex: String = s.chars().filter(|c| *c != '-').collect();
-        if s.len() == 36
-            && hex.len() == 32
-            && let Ok(v) = u128::from_str_radix(&hex, 16)
-        {
-            return Uid(v);
+        // A UUID's 32 hex digits, read without a copy (each heartbeat reads a bootID).
+        if s.len() == 36 {
+            let mut v: u128 = 0;
+            let mut digits = 0;
+            for c in s.chars().filter(|c| *c != '-') {
+                match c.to_digit(16) {
+                    Some(d) => v = (v << 4) | u128::from(d),
+                    None => {
+                        digits = 0;
+                        break;
+                    }
+                }
+                digits += 1;
+            }
+            if digits == 32 {
+                return Uid(v);
+            }
         }
         // FNV-1a, 128-bit (offset basis and prime from the FNV specification).
         let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;

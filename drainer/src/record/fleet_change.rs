@@ -97,30 +97,7 @@ impl SafetyOccurrence {
                 None,
                 None,
             ),
-            SlowStart(Change::Widened { domain, width }) => (
-                reason::SLOW_START_WIDENED,
-                Severity::Normal,
-                format!(
-                    "Slow start: {} allows {width} remediations (reboots, replacements) at once, its last ones having stayed healthy",
-                    domain_words(domain)
-                ),
-                M::SlowStartWidened,
-                NotifyKind::SlowStart,
-                None,
-                Some(domain.clone()),
-            ),
-            SlowStart(Change::Narrowed { domain, from, why }) => (
-                reason::SLOW_START_NARROWED,
-                Severity::Warning,
-                format!(
-                    "Slow start: {} is back to one remediation at once (was {from}): {why}",
-                    domain_words(domain)
-                ),
-                M::SlowStartNarrowed,
-                NotifyKind::SlowStart,
-                None,
-                Some(domain.clone()),
-            ),
+            SlowStart(change) => return slow_start(change),
             Flapping { node, changes } => (
                 reason::NODE_FLAPPING,
                 Severity::Warning,
@@ -142,6 +119,42 @@ impl SafetyOccurrence {
             node,
             domain,
         }
+    }
+}
+
+/// A failure domain's slow start widened or fell back to one.
+fn slow_start(change: &Change) -> SafetyOccurrence {
+    use crate::metrics::SafetyEvent as M;
+    let (reason, severity, message, metric, domain) = match change {
+        Change::Widened { domain, width } => (
+            reason::SLOW_START_WIDENED,
+            Severity::Normal,
+            format!(
+                "Slow start: {} allows {width} remediations (reboots, replacements) at once, its last ones having stayed healthy",
+                domain_words(domain)
+            ),
+            M::SlowStartWidened,
+            domain,
+        ),
+        Change::Narrowed { domain, from, why } => (
+            reason::SLOW_START_NARROWED,
+            Severity::Warning,
+            format!(
+                "Slow start: {} is back to one remediation at once (was {from}): {why}",
+                domain_words(domain)
+            ),
+            M::SlowStartNarrowed,
+            domain,
+        ),
+    };
+    SafetyOccurrence {
+        reason,
+        severity,
+        message,
+        metric,
+        notify: NotifyKind::SlowStart,
+        node: None,
+        domain: Some(domain.clone()),
     }
 }
 

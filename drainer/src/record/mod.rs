@@ -18,8 +18,8 @@ use nodemedic_common::clock::Clock;
 use nodemedic_common::events::{NodeEvent, Severity};
 use nodemedic_common::time::rfc3339;
 
-use crate::decide::gates::slow_start::Change;
 use crate::decide::fleet::FleetEvent;
+use crate::decide::gates::slow_start::Change;
 use crate::decide::stale::Stale;
 use crate::metrics::Metrics;
 use crate::model::cluster::{ApiError, Cluster, EventTarget, Gated};

@@ -126,11 +126,8 @@ fn timeline(plan: &Plan) -> Vec<(Timestamp, Happens)> {
     out
 }
 
-/// The controller over the plan's fleet, its changes applied at their times; what it did.
-async fn drive(plan: &mut Plan) -> Report {
-    let clock = Clock::tokio_at(plan.start);
-    let began = tokio::time::Instant::now();
-    let at = |t: Timestamp| began + t.duration_since(plan.start).unsigned_abs();
+/// The plan's fleet in memory, each node with its app pod and first bootID, the caches synced.
+fn cluster_of(plan: &Plan) -> (Observed, MemoryCluster) {
     let observed = Observed::default();
     let cluster = MemoryCluster::new(observed.clone());
     for node in &plan.nodes {
@@ -147,6 +144,36 @@ async fn drive(plan: &mut Plan) -> Report {
     }
     cluster.set_termination(plan.drain_takes);
     cluster.sync();
+    (observed, cluster)
+}
+
+/// `what` happens at `t` (`running`: whose detector runs).
+fn happen(what: Happens, t: Timestamp, plan: &Plan, cluster: &MemoryCluster, running: &mut [bool]) {
+    let name = |i: usize| plan.nodes[i].metadata.name.clone().unwrap_or_default();
+    match what {
+        Happens::Set(i) => {
+            let c = &plan.changes[i];
+            cluster.set_condition(&name(c.node), &c.type_, c.status, c.at);
+        }
+        Happens::Detector(node, on) => running[node] = on,
+        Happens::Finish(i) => {
+            let (_, ns, pod) = &plan.finishing[i];
+            cluster.set_pod_phase(ns, pod, "Succeeded");
+        }
+        Happens::Beat => {
+            for (i, _) in running.iter().enumerate().filter(|(_, on)| **on) {
+                cluster.heartbeat(&name(i), t);
+            }
+        }
+    }
+}
+
+/// The controller over the plan's fleet, its changes applied at their times; what it did.
+async fn drive(plan: &mut Plan) -> Report {
+    let clock = Clock::tokio_at(plan.start);
+    let began = tokio::time::Instant::now();
+    let at = |t: Timestamp| began + t.duration_since(plan.start).unsigned_abs();
+    let (observed, cluster) = cluster_of(plan);
     let (_leader, leading) = watch::channel(true);
     let gated = Gated::new(cluster.clone(), leading.clone());
     let metrics = crate::metrics::Metrics::register(&mut Default::default());
@@ -156,12 +183,14 @@ async fn drive(plan: &mut Plan) -> Report {
     let (tap, mut taps) = mpsc::unbounded_channel();
     let health = Health::default();
     let (requests, requested) = watch::channel(Default::default());
-    let mut reboots = reboots::Reboots::new(requested, plan, &cfg);
+    let outcomes = (plan.nodes.iter().zip(&plan.reboots))
+        .map(|(n, o)| (n.metadata.name.clone().unwrap_or_default(), *o))
+        .collect();
+    let mut reboots = reboots::Reboots::new(requested, outcomes, &cfg);
     let controller = Controller::new(cfg, observed.clone(), exec, health, leading, clock);
     let controller = controller.with_tap(tap).with_reboot_requests(requests);
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(controller.run(observed.changed.clone(), plan.tick, stopped));
-    let name = |i: usize| plan.nodes[i].metadata.name.clone().unwrap_or_default();
     let mut running = plan.detectors.clone();
     let mut items = timeline(plan).into_iter().peekable();
     let mut machines = Vec::new();
@@ -177,22 +206,7 @@ async fn drive(plan: &mut Plan) -> Report {
             () = tokio::time::sleep_until(until) => {
                 let Some(t) = next else { break };
                 while let Some((_, what)) = items.next_if(|(at, _)| *at <= t) {
-                    match what {
-                        Happens::Set(i) => {
-                            let c = &plan.changes[i];
-                            cluster.set_condition(&name(c.node), &c.type_, c.status, c.at);
-                        }
-                        Happens::Detector(node, on) => running[node] = on,
-                        Happens::Finish(i) => {
-                            let (_, ns, pod) = &plan.finishing[i];
-                            cluster.set_pod_phase(ns, pod, "Succeeded");
-                        }
-                        Happens::Beat => {
-                            for (i, _) in running.iter().enumerate().filter(|(_, on)| **on) {
-                                cluster.heartbeat(&name(i), t);
-                            }
-                        }
-                    }
+                    happen(what, t, plan, &cluster, &mut running);
                 }
                 for (node, detail) in reboots.come_back(t, &cluster) {
                     machines.push((t, node, "back", detail));

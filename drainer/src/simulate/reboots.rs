@@ -11,7 +11,6 @@ use nodemedic_common::status::Status;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::scenario::Plan;
 use crate::act::memory::MemoryCluster;
 
 /// What a reboot does to a node.
@@ -47,17 +46,12 @@ pub(crate) struct Reboots {
 }
 
 impl Reboots {
+    /// Carrying out `requests`, with what a reboot does to each node (by name).
     pub(crate) fn new(
         requests: watch::Receiver<Requests>,
-        plan: &Plan,
+        outcomes: BTreeMap<String, Outcome>,
         cfg: &crate::config::Config,
     ) -> Reboots {
-        let outcomes = plan
-            .nodes
-            .iter()
-            .zip(&plan.reboots)
-            .map(|(n, o)| (n.metadata.name.clone().unwrap_or_default(), *o))
-            .collect();
         let healthy = (cfg.conditions.iter())
             .filter(|c| c.type_ != "Ready")
             .map(|c| {
@@ -91,7 +85,11 @@ impl Reboots {
 
     /// The new requests at `now` are carried out: each machine comes back `plan.reboot_takes`
     /// later, unless it never does. What happened, for the report.
-    pub(crate) fn take(&mut self, now: Timestamp, takes: std::time::Duration) -> Vec<(String, String)> {
+    pub(crate) fn take(
+        &mut self,
+        now: Timestamp,
+        takes: std::time::Duration,
+    ) -> Vec<(String, String)> {
         let requests = self.requests.borrow_and_update().clone();
         let mut said = Vec::new();
         for (node, r) in requests {
@@ -119,7 +117,11 @@ impl Reboots {
 
     /// The machines due by `now` come back: a new bootID, Ready, and what their group says of
     /// the problem. What happened, for the report.
-    pub(crate) fn come_back(&mut self, now: Timestamp, cluster: &MemoryCluster) -> Vec<(String, String)> {
+    pub(crate) fn come_back(
+        &mut self,
+        now: Timestamp,
+        cluster: &MemoryCluster,
+    ) -> Vec<(String, String)> {
         let mut said = Vec::new();
         while let Some(entry) = self.back.first_entry() {
             if *entry.key() > now {
@@ -159,48 +161,4 @@ pub(crate) struct Expect {
     /// Every slow-start change, in order: the width it went to (1: fell back).
     #[serde(default)]
     pub(crate) slow_start_widths: Option<Vec<u32>>,
-}
-
-/// Check `e` against what happened in `r`; what failed goes to `failed`.
-pub(crate) fn check(e: &Expect, r: &super::Report, failed: &mut Vec<String>) {
-    let nodes = |what: &str| -> Vec<String> {
-        let mut v: Vec<String> = (r.happenings.iter())
-            .filter(|h| h.what == what)
-            .filter_map(|h| h.node.clone())
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    };
-    if let Some(n) = e.reboots_proven {
-        let proven = r.happenings.iter().filter(|h| h.what == "reboot proven").count();
-        if proven != n {
-            failed.push(format!("{n} reboots proven: {proven}"));
-        }
-    }
-    for (what, want) in [("needs a person", &e.needs_person), ("replace", &e.replaced)] {
-        if let Some(want) = want {
-            let mut want = want.clone();
-            want.sort();
-            let got = nodes(what);
-            if got != want {
-                failed.push(format!("{what}: {want:?}; it was {got:?}"));
-            }
-        }
-    }
-    if let Some(want) = &e.slow_start_widths {
-        let got: Vec<u32> = (r.happenings.iter())
-            .filter_map(|h| match h.what.as_str() {
-                "slow start narrowed" => Some(1),
-                "slow start widened" => h
-                    .detail
-                    .rsplit_once(": ")
-                    .and_then(|(_, w)| w.split(' ').next()?.parse().ok()),
-                _ => None,
-            })
-            .collect();
-        if &got != want {
-            failed.push(format!("slow start widths {want:?}: {got:?}"));
-        }
-    }
 }

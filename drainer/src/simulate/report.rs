@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::scenario::{Plan, Scenario, SimError, dur, picked};
 use crate::controller::{Did, Tap};
-use crate::decide::gates::slow_start::Change;
 use crate::decide::fleet::FleetEvent;
+use crate::decide::gates::slow_start::Change;
 use crate::model::record::DrainOutcome;
 
 /// One thing that happened, at `at` (since the start).
@@ -303,9 +303,60 @@ pub(crate) fn check(file: &str, s: &Scenario, plan: &Plan, r: &mut Report) -> Re
             ));
         }
     }
-    super::reboots::check(&e.ladder, r, &mut failed);
+    check_ladders(&e.ladder, r, &mut failed);
     r.failed = failed;
     Ok(())
+}
+
+/// Check `e` against what happened in `r`; what failed goes to `failed`.
+fn check_ladders(e: &super::reboots::Expect, r: &Report, failed: &mut Vec<String>) {
+    let nodes = |what: &str| -> Vec<String> {
+        let mut v: Vec<String> = (r.happenings.iter())
+            .filter(|h| h.what == what)
+            .filter_map(|h| h.node.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if let Some(n) = e.reboots_proven {
+        let proven = r
+            .happenings
+            .iter()
+            .filter(|h| h.what == "reboot proven")
+            .count();
+        if proven != n {
+            failed.push(format!("{n} reboots proven: {proven}"));
+        }
+    }
+    for (what, want) in [
+        ("needs a person", &e.needs_person),
+        ("replace", &e.replaced),
+    ] {
+        if let Some(want) = want {
+            let mut want = want.clone();
+            want.sort();
+            let got = nodes(what);
+            if got != want {
+                failed.push(format!("{what}: {want:?}; it was {got:?}"));
+            }
+        }
+    }
+    if let Some(want) = &e.slow_start_widths {
+        let got: Vec<u32> = (r.happenings.iter())
+            .filter_map(|h| match h.what.as_str() {
+                "slow start narrowed" => Some(1),
+                "slow start widened" => h
+                    .detail
+                    .rsplit_once(": ")
+                    .and_then(|(_, w)| w.split(' ').next()?.parse().ok()),
+                _ => None,
+            })
+            .collect();
+        if &got != want {
+            failed.push(format!("slow start widths {want:?}: {got:?}"));
+        }
+    }
 }
 
 /// The report as text: one line per happening (`+MMmSSs what node: detail`), then the figures.

@@ -7,9 +7,9 @@
 //! the breaker's cliff. The state is kept on the drainer's Lease with the record memory
 //! (`decide::fleet::seen`), so a restart or a new leader keeps each domain's earned width.
 
-use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
+use std::collections::BTreeMap;
 
 use crate::config::ladder::Pacing as Settings;
 
@@ -55,8 +55,15 @@ impl Default for Pace {
 /// A domain's width changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change {
-    Widened { domain: String, width: u32 },
-    Narrowed { domain: String, from: u32, why: String },
+    Widened {
+        domain: String,
+        width: u32,
+    },
+    Narrowed {
+        domain: String,
+        from: u32,
+        why: String,
+    },
 }
 
 /// Every domain's pace (domains at width one with nothing dwelling are not kept).
@@ -87,7 +94,13 @@ impl SlowStart {
 
     /// A step on `node` in `domain` failed, or its problem came back (`why`): the domain falls
     /// back to one, and what it had earned is forgotten.
-    pub(crate) fn failed(&mut self, domain: &str, node: &str, why: &str, at: Timestamp) -> Option<Change> {
+    pub(crate) fn failed(
+        &mut self,
+        domain: &str,
+        node: &str,
+        why: &str,
+        at: Timestamp,
+    ) -> Option<Change> {
         let pace = self.domains.entry(domain.to_string()).or_default();
         let from = pace.width;
         pace.dwelling.clear();
@@ -175,7 +188,10 @@ mod tests {
         let mut p = SlowStart::default();
         assert_eq!(p.width("a"), 1);
         p.proven("idle", "x", t(0));
-        assert!(p.tick(t(300), &s).is_empty(), "nothing waits for the width: no need to widen");
+        assert!(
+            p.tick(t(300), &s).is_empty(),
+            "nothing waits for the width: no need to widen"
+        );
         assert_eq!(p.width("idle"), 1);
         p.domains.remove("idle");
         p.proven("a", "n1", t(0));
@@ -198,7 +214,10 @@ mod tests {
         assert_eq!(p.tick(t(610), &s).len(), 1);
         assert_eq!(p.width("a"), 4);
         p.wanted("a");
-        assert!(p.tick(t(620), &s).is_empty(), "earned, but the cooldown since 610 holds it");
+        assert!(
+            p.tick(t(620), &s).is_empty(),
+            "earned, but the cooldown since 610 holds it"
+        );
         assert_eq!(p.wake(&s), Some(t(910)));
         assert_eq!(p.tick(t(910), &s).len(), 1);
         assert_eq!(p.width("a"), 8);
