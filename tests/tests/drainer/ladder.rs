@@ -8,7 +8,9 @@
 //! - no new bootID by the deadline: a person is needed;
 //! - the problem survives the reboot: the Node is deleted for its replacement;
 //! - what others write: a forged record through `nodes/status` requests nothing, a request on a
-//!   node without the fence taint is refused by the detector, and a veto stops the ladder.
+//!   node without the fence taint is refused by the detector, and a veto stops the ladder;
+//! - slow start: two nodes of one zone reboot one at a time until the first one's proof has
+//!   dwelt, then the zone widens.
 
 use std::path::{Path, PathBuf};
 
@@ -149,7 +151,11 @@ async fn a_reboot_is_carried_out_once_even_across_a_detector_restart_and_proven_
     let node = broken_node(&s, "reboot").await;
     let det = m.detector(&s, &node, "detector-1.log");
     let (drainer, _) = s
-        .drainer(&["KernelDeadlock=True: drain, reboot", "--drain-buffer=1s"])
+        .drainer(&[
+            "KernelDeadlock=True: drain, reboot",
+            "--drain-buffer=1s",
+            "--uncordon-after=2s",
+        ])
         .await;
     s.until("the reboot command run", &drainer, || async {
         (m.reboots() == 1).then_some(())
@@ -183,11 +189,20 @@ async fn a_reboot_is_carried_out_once_even_across_a_detector_restart_and_proven_
     s.env
         .set_condition(&node, "KernelDeadlock", "False", 0)
         .await;
-    s.until("uncordoned after the proof", &drainer, || async {
-        (!s.env.cordoned(&node).await).then_some(())
+    s.until("probation after the proof", &drainer, || async {
+        (phase(&s, &node).await.as_deref() == Some("probation")).then_some(())
     })
     .await;
     assert!(has_event(&s, &node, "RebootProven").await);
+    let taints = s.env.get_node(&node).await["spec"]["taints"].to_string();
+    assert!(
+        !taints.contains("nodemedic.io/remediation"),
+        "the fence goes with the proof: {taints}"
+    );
+    s.until("uncordoned after the probation", &drainer, || async {
+        (!s.env.cordoned(&node).await).then_some(())
+    })
+    .await;
     assert_eq!(record(&s, &node).await, None);
     let taints = s.env.get_node(&node).await["spec"]["taints"].to_string();
     assert!(!taints.contains("nodemedic.io/remediation"), "{taints}");
@@ -346,4 +361,71 @@ async fn has_detector_event(s: &Scenario, node: &str, reason: &str) -> bool {
         .await
         .iter()
         .any(|e| e.reason.as_deref() == Some(reason))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy() {
+    let s = Scenario::new().await;
+    let zone = json!({"topology.kubernetes.io/zone": format!("zone-{}", s.env.id)});
+    let first = s.env.node("first", "True", 3600, zone.clone()).await;
+    let second = s.env.node("second", "True", 3500, zone).await;
+    for n in [&first, &second] {
+        Kubelet::booted(&s.env.cluster.client, n, BOOT_A).await;
+    }
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, reboot",
+            "--drain-buffer=1s",
+            "--max-drains-in-flight=2",
+            "--slow-start-dwell=2s",
+            "--slow-start-cooldown=1s",
+        ])
+        .await;
+    // The older problem first; the other waits for the zone's width.
+    s.until("the first node's reboot requested", &drainer, || async {
+        (phase(&s, &first).await.as_deref() == Some("rebooting")).then_some(())
+    })
+    .await;
+    s.until("the second held by the slow start", &drainer, || async {
+        drainer
+            .output()
+            .contains("slow start: 1 of 1 remediation(s) under way in zone-")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(phase(&s, &second).await.as_deref(), Some("drained"));
+    // The first comes back healed: proven, uncordoned; after its dwell the zone widens and the
+    // second reboots.
+    Kubelet::booted(&s.env.cluster.client, &first, BOOT_B).await;
+    s.env
+        .set_condition(&first, "KernelDeadlock", "False", 0)
+        .await;
+    s.until("the second node's reboot requested", &drainer, || async {
+        (phase(&s, &second).await.as_deref() == Some("rebooting")).then_some(())
+    })
+    .await;
+    assert!(!s.env.cordoned(&first).await, "the first was let go");
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(s.env.cluster.client.clone());
+    let lease = s.lease();
+    s.until(
+        "a SlowStartWidened Event on the drainer's Lease",
+        &drainer,
+        || async {
+            let list = events.list(&Default::default()).await.unwrap();
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("SlowStartWidened")
+                        && e.involved_object.name.as_deref() == Some(lease.as_str())
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("allows 2 remediations"))
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
 }
