@@ -7,7 +7,8 @@
 //! record) is ever taken as a request: those are what a node's own credentials can write.
 //!
 //! The detector carries a request out only when it names this node's name, its Node's UID and the
-//! bootID the machine runs now, and the Node carries the fence taint the drainer put on with it:
+//! bootID the machine runs now (one for an earlier boot is past: the reboot happened), and the Node
+//! carries the fence taint the drainer put on with it:
 //! so a request is carried out at most once per boot, never on another node, and never once the
 //! drainer has moved on. The detector also remembers (in its state file) the requests it carried
 //! out, so a detector restarting between the command and the reboot does not run it twice.
@@ -87,6 +88,9 @@ pub enum Verdict {
     Reboot(RebootRequest),
     /// Already carried out (this boot, this request).
     Done,
+    /// Made for an earlier boot: the machine has rebooted since, so there is nothing to do (the
+    /// drainer withdraws it once it sees the new bootID).
+    Past,
     /// Not for us to carry out, and why (logged once).
     Refused(String),
 }
@@ -112,10 +116,7 @@ pub fn verdict(text: Option<&str>, me: &Me, done: &[String]) -> Verdict {
             r.uid, me.uid
         )
     } else if r.boot_id != me.boot_id {
-        format!(
-            "it was made for boot {}, this machine runs boot {} (rebooted since)",
-            r.boot_id, me.boot_id
-        )
+        return Verdict::Past;
     } else if !me.fenced {
         format!(
             "the Node does not carry the fence taint {FENCE_TAINT_KEY}={FENCE_TAINT_VALUE}:{FENCE_TAINT_EFFECT} the drainer puts on with a request"
@@ -163,12 +164,14 @@ mod tests {
         };
         assert!(refused(Me { node: "n2", ..me() }).contains("not this one"));
         assert!(refused(Me { uid: "u2", ..me() }).contains("created since"));
-        assert!(
-            refused(Me {
-                boot_id: "b2",
-                ..me()
-            })
-            .contains("rebooted since")
+        let later = Me {
+            boot_id: "b2",
+            ..me()
+        };
+        assert_eq!(
+            verdict(Some(&text), &later, &[]),
+            Verdict::Past,
+            "rebooted since: nothing to do, nothing to refuse"
         );
         assert!(
             refused(Me {

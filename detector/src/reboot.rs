@@ -36,6 +36,8 @@ const SOURCE: &str = "nodemedic-detector";
 const RECHECK: Duration = Duration::from_secs(5);
 /// What `run` said last, when it was that the request was carried out already.
 const DONE: &str = "done";
+/// ... that it was for an earlier boot.
+const PAST: &str = "past";
 /// How many carried-out requests the state keeps.
 const KEPT: usize = 16;
 
@@ -65,13 +67,15 @@ pub(crate) async fn run(
     let mut stream = Box::pin(watcher(api, cfg));
     let mut mine: Option<String> = None;
     let mut said = String::new();
+    // Only a refused entry is looked at again by the clock (the fence may follow the request).
+    let mut recheck_due = false;
     tracing::info!(configmap = %format!("{namespace}/{name}"), command = %opts.command.join(" "),
         "carrying out the drainer's reboot requests for this node");
     loop {
         let recheck = async {
-            match mine {
-                Some(_) => tokio::time::sleep(RECHECK).await,
-                None => std::future::pending().await,
+            match (&mine, recheck_due) {
+                (Some(_), true) => tokio::time::sleep(RECHECK).await,
+                _ => std::future::pending().await,
             }
         };
         tokio::select! {
@@ -94,7 +98,15 @@ pub(crate) async fn run(
         let Some(text) = mine.as_deref() else {
             continue;
         };
-        match consider(&client, &node, text, &opts).await {
+        let verdict = consider(&client, &node, text, &opts).await;
+        recheck_due = matches!(verdict, Ok(Verdict::Refused(_)) | Err(_));
+        match verdict {
+            Ok(Verdict::Past) if said != PAST => {
+                tracing::info!(
+                    "this node's reboot request is for an earlier boot: it rebooted since"
+                );
+                said = PAST.into();
+            }
             Ok(Verdict::Refused(why)) if why != said => {
                 tracing::warn!(%why, "a reboot request for this node is not carried out");
                 event(

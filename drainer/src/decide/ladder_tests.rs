@@ -440,3 +440,41 @@ fn slow_start_lets_a_domain_remediate_as_many_at_once_as_it_has_earned() {
     // Earned two: both.
     assert!(decide(2, 0).iter().all(|(a, _)| *a == Action::Reboot));
 }
+
+#[test]
+fn a_veto_during_a_reboot_ends_the_ladder_with_a_person_at_its_deadline() {
+    let c = ladder_cfg("drain, reboot, replace");
+    let veto = |mut n: N| {
+        n.0.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(DO_NOT_REMEDIATE_ANNOTATION.into(), "true".into());
+        n
+    };
+    let d = one(
+        veto(on_node(
+            rebooting(NOW - 60, "drain, reboot, replace"),
+            BOOT_A,
+            true,
+        )),
+        &c,
+    );
+    assert_eq!(d.action, Action::Wait, "{}", d.reason);
+    let d = one(
+        veto(on_node(
+            rebooting(NOW - 1300, "drain, reboot, replace"),
+            BOOT_A,
+            true,
+        )),
+        &c,
+    );
+    assert_eq!(d.action, Action::Escalate, "not replaced: {}", d.reason);
+    let Effect::Escalate(r) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert!(r.escalated.contains("do-not-remediate"), "{}", r.escalated);
+    assert!(
+        !r.taints.contains(&FENCE_TAINT.to_string()),
+        "the fence goes"
+    );
+}

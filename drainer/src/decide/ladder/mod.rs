@@ -218,6 +218,11 @@ pub(super) fn rebooting(
         return None;
     }
     let until = r.step_until.unwrap_or(now);
+    let vetoed = c
+        .node
+        .annotations
+        .get(DO_NOT_REMEDIATE_ANNOTATION)
+        .is_some();
     if now < until {
         let next = ladder_of(r, p).and_then(|l| l.after(Step::Reboot));
         let w = LadderWhy::AwaitingReboot {
@@ -234,6 +239,12 @@ pub(super) fn rebooting(
     } else {
         "the problem survived the reboot"
     };
+    if vetoed {
+        // Its request was withdrawn with the veto: the ladder stops here, for a person (and the
+        // node no longer holds its domain's slow start).
+        let why = format!("{DO_NOT_REMEDIATE_ANNOTATION} was set during its reboot step");
+        return Some(escalate(r, why, now));
+    }
     // Its reboot is over: it no longer counts against its domain's slow start.
     let domain = c.domain.unwrap_or(NO_DOMAIN);
     if let Some(n) = b.remediating.get_mut(domain) {
