@@ -11,7 +11,8 @@ use nodemedic_common::time::rfc3339;
 use serde_json::{Map, Value, json};
 
 use crate::model::cluster::{
-    ApiError, Cluster, ConditionPatch, EventTarget, NodePatch, NodeVersion,
+    ApiError, Cluster, ConditionPatch, EventTarget, MachineMark, NodePatch, NodeVersion,
+    REMEDIATE_MACHINE_ANNOTATION,
 };
 use crate::model::pod::Uid;
 use crate::observe::Observed;
@@ -22,6 +23,16 @@ pub const DELETE_NODES_PERMISSIONS: &[Permission] = &[Permission {
     group: "",
     resource: "nodes",
     verbs: &["delete"],
+    namespaced: false,
+}];
+
+/// Granted only where Cluster API runs the nodes (its own ClusterRole: `deploy/cluster-api`, or the
+/// chart's `drainer.clusterAPI`): a replacement marks the node's Machine for its MachineHealthCheck
+/// instead of deleting the Node.
+pub const CLUSTER_API_PERMISSIONS: &[Permission] = &[Permission {
+    group: "cluster.x-k8s.io",
+    resource: "machines",
+    verbs: &["get", "patch"],
     namespaced: false,
 }];
 
@@ -213,6 +224,35 @@ impl Cluster for KubeCluster {
         let node = self.nodes.get(name).await.map_err(api_error)?;
         let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
         Ok((taints, node.metadata.resource_version.unwrap_or_default()))
+    }
+
+    async fn mark_machine(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        node_uid: &str,
+    ) -> Result<MachineMark, ApiError> {
+        use kube::api::{ApiResource, DynamicObject};
+        use kube::core::GroupVersionKind;
+        let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "machines");
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        let Some(machine) = api.get_opt(name).await.map_err(api_error)? else {
+            return Ok(MachineMark::Missing);
+        };
+        let node_ref = &machine.data["status"]["nodeRef"];
+        let named = node_ref["name"].as_str().unwrap_or_default();
+        let uid = node_ref["uid"].as_str().unwrap_or(node_uid);
+        if named != node || uid != node_uid {
+            return Ok(MachineMark::OtherNode(format!("{named} ({uid})")));
+        }
+        let patch = json!({"metadata": {"annotations": {REMEDIATE_MACHINE_ANNOTATION: ""}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(api_error)?;
+        Ok(MachineMark::Marked)
     }
 
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {

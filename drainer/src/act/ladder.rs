@@ -7,7 +7,9 @@
 use super::executor::{Executor, ours, swap};
 use crate::config::Config;
 use crate::metrics::{LadderStep, StepResult};
-use crate::model::cluster::{Cluster, NodeVersion};
+use crate::model::cluster::{
+    Cluster, MACHINE_ANNOTATION, MACHINE_NAMESPACE_ANNOTATION, MachineMark, NodeVersion,
+};
 use crate::model::node::NodeView;
 use crate::model::occurrence::Occurrence;
 use crate::model::record::{Phase, Record};
@@ -57,8 +59,9 @@ impl<C: Cluster> Executor<C> {
         true
     }
 
-    /// A replacement: the record (phase `replacing`), then the Node deleted as it was observed
-    /// (its resourceVersion moved on with our write: the delete carries the node's UID instead).
+    /// A replacement: the record (phase `replacing`), then, where Cluster API runs the node, its
+    /// Machine marked for its MachineHealthCheck, else the Node deleted as it was observed (its
+    /// resourceVersion moved on with our write: the delete carries the node's UID instead).
     /// True when the record was written.
     pub(super) async fn replace(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
         if !self.step_record(node, next, "replace", cfg).await {
@@ -70,6 +73,9 @@ impl<C: Cluster> Executor<C> {
             problem: next.reason.clone(),
         };
         self.record.node(name, o).await;
+        if self.machine_marked(node).await {
+            return true;
+        }
         let only = NodeVersion::Uid(node.uid.to_string());
         if let Err(e) = self.cluster.delete_node(name, &only).await {
             let error = e.to_string();
@@ -78,6 +84,47 @@ impl<C: Cluster> Executor<C> {
                 .await;
         }
         true
+    }
+
+    /// Where the Node names its Cluster API Machine, mark that Machine for remediation (only if
+    /// the Machine names this Node back: a node may write that annotation on itself); whether it
+    /// was marked. Otherwise the Node is deleted, as anywhere.
+    async fn machine_marked(&self, node: &NodeView) -> bool {
+        let Some(machine) = node.annotations.get(MACHINE_ANNOTATION) else {
+            return false;
+        };
+        let namespace = node
+            .annotations
+            .get(MACHINE_NAMESPACE_ANNOTATION)
+            .unwrap_or("default");
+        let name = node.name.as_str();
+        let uid = node.uid.to_string();
+        let at = format!("{namespace}/{machine}");
+        match self
+            .cluster
+            .mark_machine(namespace, machine, name, &uid)
+            .await
+        {
+            Ok(MachineMark::Marked) => {
+                let o = Occurrence::MachineMarked { machine: at };
+                self.record.node(name, o).await;
+                true
+            }
+            Ok(MachineMark::Missing) => {
+                tracing::info!(node = %name, machine = %at, "no such Machine: deleting the Node instead");
+                false
+            }
+            Ok(MachineMark::OtherNode(other)) => {
+                tracing::warn!(node = %name, machine = %at, names = %other,
+                    "the Machine the node's annotation names belongs to another Node: not marked; deleting this Node instead");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(node = %name, machine = %at, error = %e,
+                    "cannot mark the Machine for remediation: deleting the Node instead");
+                false
+            }
+        }
     }
 
     /// The end of the ladder: the record (phase `needsperson`), and people told.

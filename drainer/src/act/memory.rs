@@ -16,7 +16,7 @@ use nodemedic_common::evict::Evicted;
 use nodemedic_common::status::Status;
 
 use crate::model::cluster::{
-    ApiError, Cluster, ConditionPatch, EventTarget, NodePatch, NodeVersion,
+    ApiError, Cluster, ConditionPatch, EventTarget, MachineMark, NodePatch, NodeVersion,
 };
 use crate::model::pod::{PodInfo, Uid};
 use crate::observe::Observed;
@@ -413,6 +413,17 @@ impl Cluster for MemoryCluster {
         let taints = node.spec.as_ref().and_then(|s| s.taints.clone());
         let version = node.metadata.resource_version.clone().unwrap_or_default();
         Ok((taints.unwrap_or_default(), version))
+    }
+
+    async fn mark_machine(
+        &self,
+        _namespace: &str,
+        _name: &str,
+        _node: &str,
+        _node_uid: &str,
+    ) -> Result<MachineMark, ApiError> {
+        // No Cluster API in memory: a replacement deletes the Node.
+        Ok(MachineMark::Missing)
     }
 
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {

@@ -28,7 +28,10 @@ pub(crate) mod reboots;
 
 pub(crate) use drain::{DrainRun, PDB_RETRY};
 pub(crate) use executor::Executor;
-pub use kube::{DELETE_NODES_PERMISSIONS, FORCE_DELETE_PERMISSIONS, KubeCluster, PERMISSIONS};
+pub use kube::{
+    CLUSTER_API_PERMISSIONS, DELETE_NODES_PERMISSIONS, FORCE_DELETE_PERMISSIONS, KubeCluster,
+    PERMISSIONS,
+};
 
 #[cfg(test)]
 mod tests;

@@ -113,6 +113,23 @@ impl std::fmt::Display for EventTarget {
 
 /// The writes the drainer makes (and the one read a write needs), as a seam. Implemented over the
 /// Kubernetes client for `drainer run`, and in memory for `drainer simulate` and tests.
+/// What marking a Cluster API Machine for remediation came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MachineMark {
+    /// Annotated: its MachineHealthCheck remediates it.
+    Marked,
+    /// There is no such Machine (or no Cluster API here).
+    Missing,
+    /// Its `status.nodeRef` names another Node (this one): not marked.
+    OtherNode(String),
+}
+
+/// The annotation a MachineHealthCheck remediates a Machine for, whatever its checks say.
+pub(crate) const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machine";
+/// The annotations Cluster API puts on a Node: its Machine, and that Machine's namespace.
+pub(crate) const MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
+pub(crate) const MACHINE_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespace";
+
 /// Which Node a deletion may delete: the precondition it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NodeVersion {
@@ -139,6 +156,16 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         &self,
         name: &str,
     ) -> impl Future<Output = Result<(Vec<Taint>, String), ApiError>> + Send;
+    /// Mark the Cluster API Machine `namespace/name` for remediation (the annotation its
+    /// MachineHealthCheck honours), only if its `status.nodeRef` names `node` (and its UID, when it
+    /// says one): what came of it.
+    fn mark_machine(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        node_uid: &str,
+    ) -> impl Future<Output = Result<MachineMark, ApiError>> + Send;
     /// Delete a Node, only as `only` says (that version of it, or that object).
     fn delete_node(
         &self,
@@ -227,6 +254,18 @@ impl<C: Cluster> Cluster for Gated<C> {
     async fn node_taints(&self, name: &str) -> Result<(Vec<Taint>, String), ApiError> {
         self.gate()?;
         self.inner.node_taints(name).await
+    }
+    async fn mark_machine(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        node_uid: &str,
+    ) -> Result<MachineMark, ApiError> {
+        self.gate()?;
+        self.inner
+            .mark_machine(namespace, name, node, node_uid)
+            .await
     }
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {
         self.gate()?;

@@ -52,6 +52,7 @@ pub mod reason {
     pub(crate) const SLOW_START_NARROWED: &str = "SlowStartNarrowed";
     pub(crate) const REBOOT_PROVEN: &str = "RebootProven";
     pub(crate) const REPLACING: &str = "ReplacingNode";
+    pub(crate) const MACHINE_MARKED: &str = "MarkedMachineForRemediation";
     pub(crate) const REPLACE_FAILED: &str = "ReplaceNodeFailed";
     pub(crate) const NEEDS_PERSON: &str = "NeedsPerson";
     pub(crate) const LADDER_WRITE_FAILED: &str = "RemediationWriteFailed";
@@ -159,6 +160,10 @@ pub(crate) enum Occurrence {
         until: Timestamp,
         problem: String,
     },
+    /// The node's Cluster API Machine was marked for its MachineHealthCheck to remediate.
+    MachineMarked {
+        machine: String,
+    },
     /// The Node could not be deleted for its replacement.
     ReplaceFailed {
         error: String,
@@ -204,6 +209,7 @@ impl Occurrence {
             RebootProven => reason::REBOOT_PROVEN,
             Replacing { .. } => reason::REPLACING,
             ReplaceFailed { .. } => reason::REPLACE_FAILED,
+            MachineMarked { .. } => reason::MACHINE_MARKED,
             NeedsPerson { .. } => reason::NEEDS_PERSON,
             LadderWriteFailed { .. } => reason::LADDER_WRITE_FAILED,
         }
@@ -302,8 +308,11 @@ impl Occurrence {
             ),
             RebootProven => "Reboot proven: a new bootID, Ready and the problem clear".into(),
             Replacing { until, problem } => format!(
-                "Deleting the drained Node so the cluster replaces it (remediation ladder); a person is needed if it is still here at {} ({problem})",
+                "Replacing the drained node (remediation ladder): its Cluster API Machine marked for remediation, or else the Node deleted for the cluster to replace; a person is needed if it is still here at {} ({problem})",
                 rfc3339(*until)
+            ),
+            MachineMarked { machine } => format!(
+                "Marked Machine {machine} for remediation (cluster.x-k8s.io/remediate-machine): its MachineHealthCheck replaces it"
             ),
             ReplaceFailed { error } => {
                 format!("Cannot delete the Node for its replacement: {error}")

@@ -54,12 +54,15 @@ impl Occurrence {
             }
             RebootProven => tracing::info!(%node, "reboot proven"),
             Replacing { until, .. } => {
-                tracing::info!(%node, %until, "deleting the Node for its replacement (remediation ladder)")
+                tracing::info!(%node, %until, "replacing the node (remediation ladder)")
             }
             ReplaceFailed { error } => {
                 tracing::warn!(%node, %error, "cannot delete the Node for its replacement")
             }
             NeedsPerson { why } => tracing::warn!(%node, %why, "needs a person"),
+            MachineMarked { machine } => {
+                tracing::info!(%node, %machine, "marked the Machine for remediation")
+            }
             LadderWriteFailed { step, error } => {
                 tracing::warn!(%node, %step, %error, "cannot record the ladder step; retrying")
             }
@@ -97,7 +100,7 @@ impl Occurrence {
             Replacing { .. } => m.remediation(LadderStep::Replace, StepResult::Started),
             ReplaceFailed { .. } => m.remediation(LadderStep::Replace, StepResult::Failed),
             NeedsPerson { .. } => m.remediation(LadderStep::Person, StepResult::Started),
-            LadderWriteFailed { .. } => {}
+            LadderWriteFailed { .. } | MachineMarked { .. } => {}
             CordonStarting { .. }
             | DrainStarting { .. }
             | UncordonStarting { .. }

@@ -363,6 +363,39 @@ fn rebooting_is_granted_only_where_configured_and_exactly() {
     assert!(host_pid);
 }
 
+/// Marking Cluster API Machines (a ladder's replace step there) only where deploy/cluster-api or
+/// `drainer.clusterAPI` grant it, and exactly that.
+#[test]
+fn marking_machines_is_granted_only_where_configured_and_exactly() {
+    use std::collections::BTreeSet;
+    let base = needed(nodemedic_drainer::act::PERMISSIONS);
+    let with_machines: BTreeSet<_> = base
+        .union(&needed(nodemedic_drainer::act::CLUSTER_API_PERMISSIONS))
+        .cloned()
+        .collect();
+    let and_delete: BTreeSet<_> = with_machines
+        .union(&needed(nodemedic_drainer::act::DELETE_NODES_PERMISSIONS))
+        .cloned()
+        .collect();
+    if let Some(overlay) = kustomize(&repo().join("deploy/cluster-api")) {
+        check_types(&overlay);
+        assert_eq!(granted(&overlay, "nodemedic-drainer"), and_delete);
+        assert_eq!(
+            granted(&overlay, "nodemedic-detector"),
+            needed(nodemedic_detector::report::kube::PERMISSIONS)
+        );
+    }
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    let Some(plain) = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)) else {
+        return;
+    };
+    assert_eq!(granted(&plain, "nodemedic-drainer"), base);
+    v["drainer"]["clusterAPI"] = json!(true);
+    let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
+    check_types(&with);
+    assert_eq!(granted(&with, "nodemedic-drainer"), with_machines);
+}
+
 #[test]
 fn force_deleting_pods_is_granted_only_where_configured_and_exactly() {
     use std::collections::BTreeSet;

@@ -104,7 +104,9 @@ impl Machine {
 async fn broken_node(s: &Scenario, hint: &str) -> String {
     let node = s.env.node(hint, "True", 3600, json!({})).await;
     Kubelet::booted(&s.env.cluster.client, &node, BOOT_A).await;
-    s.env.pod("default", "web", &node, json!({})).await;
+    s.env
+        .pod("default", &format!("web-{hint}"), &node, json!({}))
+        .await;
     node
 }
 
@@ -426,6 +428,105 @@ async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy() 
     )
     .await;
     drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+/// A Cluster API Machine (`cluster.x-k8s.io/v1beta1`) in `default` whose `status.nodeRef` names
+/// `node` (None where Cluster API is not installed: a real control plane without its CRDs).
+async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::DynamicObject>> {
+    use kube::api::{ApiResource, DynamicObject, PostParams};
+    use kube::core::GroupVersionKind;
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "machines");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(s.env.cluster.client.clone(), "default", &resource);
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+    let uid = nodes
+        .get(node)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let mut m = DynamicObject::new(name, &resource);
+    m.data = json!({"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {}},
+        "status": {"nodeRef": {"kind": "Node", "name": node, "uid": uid}}});
+    match api.create(&PostParams::default(), &m).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return None,
+        Err(e) => panic!("create the Machine: {e}"),
+    }
+    // Where the status is a subresource, create drops it: written there too.
+    let status = json!({"status": m.data["status"].clone()});
+    let _ = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await;
+    Some(api)
+}
+
+/// Where Cluster API runs the nodes, a replacement marks the node's Machine for its
+/// MachineHealthCheck instead of deleting the Node; a node that names a Machine of another Node
+/// (it may write that annotation on itself) gets no Machine marked: its own Node is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_marks_the_cluster_api_machine_that_names_the_node_back() {
+    let s = Scenario::new().await;
+    let honest = broken_node(&s, "capi").await;
+    let liar = broken_node(&s, "liar").await;
+    let other = s.env.node("other", "False", 3600, json!({})).await;
+    let (m_honest, m_other) = (format!("m-{honest}"), format!("m-{other}"));
+    let Some(machines) = machine(&s, &m_honest, &honest).await else {
+        nodemedic_tests::envtest::say_skipped(
+            "a_replacement_marks_the_cluster_api_machine_that_names_the_node_back",
+            "Cluster API's Machine CRD",
+        );
+        return;
+    };
+    machine(&s, &m_other, &other).await.unwrap();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+    for (n, m) in [(&honest, &m_honest), (&liar, &m_other)] {
+        let claim = json!({"metadata": {"annotations": {"cluster.x-k8s.io/machine": m,
+            "cluster.x-k8s.io/cluster-namespace": "default"}}});
+        nodes
+            .patch(n, &PatchParams::default(), &Patch::Merge(claim))
+            .await
+            .unwrap();
+    }
+    let (drainer, _) = s
+        .drainer(&["KernelDeadlock=True: drain, replace", "--drain-buffer=1s"])
+        .await;
+    let marked = |m: kube::api::DynamicObject| {
+        m.metadata
+            .annotations
+            .is_some_and(|a| a.contains_key("cluster.x-k8s.io/remediate-machine"))
+    };
+    s.until("the honest node's Machine marked", &drainer, || async {
+        marked(machines.get(&m_honest).await.unwrap()).then_some(())
+    })
+    .await;
+    assert!(has_event(&s, &honest, "MarkedMachineForRemediation").await);
+    assert!(
+        nodes.get_opt(&honest).await.unwrap().is_some(),
+        "Cluster API deletes it, not the drainer"
+    );
+    // Its replacement holds the slow start of the nodes without a zone until the Node goes, as
+    // Cluster API deletes it now (the test stands for it).
+    nodes.delete(&honest, &Default::default()).await.unwrap();
+    s.env.cluster.kubelet.forget(&honest);
+    s.until("the liar's own Node deleted instead", &drainer, || async {
+        nodes.get_opt(&liar).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    s.env.cluster.kubelet.forget(&liar);
+    assert!(
+        !marked(machines.get(&m_other).await.unwrap()),
+        "another node's Machine is never marked on a node's word"
+    );
+    assert_eq!(phase(&s, &other).await, None, "the other node untouched");
+    drop(drainer);
+    for m in [&m_honest, &m_other] {
+        let _ = machines.delete(m, &Default::default()).await;
+    }
     forget_requests(&s).await;
     s.env.cleanup().await;
 }
