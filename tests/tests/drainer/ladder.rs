@@ -366,7 +366,8 @@ async fn has_detector_event(s: &Scenario, node: &str, reason: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy() {
+async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy_and_narrows_on_a_failure()
+ {
     let s = Scenario::new().await;
     let zone = json!({"topology.kubernetes.io/zone": format!("zone-{}", s.env.id)});
     let first = s.env.node("first", "True", 3600, zone.clone()).await;
@@ -381,6 +382,7 @@ async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy() 
             "--max-drains-in-flight=2",
             "--slow-start-dwell=2s",
             "--slow-start-cooldown=1s",
+            "--reboot-deadline=10s",
         ])
         .await;
     // The older problem first; the other waits for the zone's width.
@@ -409,21 +411,39 @@ async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy() 
     assert!(!s.env.cordoned(&first).await, "the first was let go");
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(s.env.cluster.client.clone());
     let lease = s.lease();
-    s.until(
-        "a SlowStartWidened Event on the drainer's Lease",
-        &drainer,
-        || async {
+    let on_lease = |reason: &'static str, words: &'static str| {
+        let (events, lease) = (&events, &lease);
+        async move {
             let list = events.list(&Default::default()).await.unwrap();
             list.items
                 .iter()
                 .any(|e| {
-                    e.reason.as_deref() == Some("SlowStartWidened")
+                    e.reason.as_deref() == Some(reason)
                         && e.involved_object.name.as_deref() == Some(lease.as_str())
-                        && e.message
-                            .as_deref()
-                            .is_some_and(|m| m.contains("allows 2 remediations"))
+                        && e.message.as_deref().is_some_and(|m| m.contains(words))
                 })
                 .then_some(())
+        }
+    };
+    s.until(
+        "a SlowStartWidened Event on the drainer's Lease",
+        &drainer,
+        || on_lease("SlowStartWidened", "allows 2 remediations"),
+    )
+    .await;
+    // The second never comes back: at its deadline a person, and the zone is back to one.
+    s.until("the second needs a person", &drainer, || async {
+        (phase(&s, &second).await.as_deref() == Some("needsperson")).then_some(())
+    })
+    .await;
+    s.until(
+        "a SlowStartNarrowed Event on the drainer's Lease",
+        &drainer,
+        || {
+            on_lease(
+                "SlowStartNarrowed",
+                "back to one remediation at once (was 2)",
+            )
         },
     )
     .await;
