@@ -44,14 +44,21 @@ pub(crate) enum State {
     Probation,
     Uncordoned,
     Deleted,
+    /// The remediation ladder's steps past the drain, and its end.
+    Rebooting,
+    Replacing,
+    NeedsPerson,
 }
 
 impl State {
-    pub(crate) const ALL: [State; 7] = [
+    pub(crate) const ALL: [State; 10] = [
         State::Held,
         State::Cordoned,
         State::Draining,
         State::Drained,
+        State::Rebooting,
+        State::Replacing,
+        State::NeedsPerson,
         State::Probation,
         State::Uncordoned,
         State::Deleted,
@@ -66,6 +73,9 @@ impl State {
             State::Probation => "probation",
             State::Uncordoned => "uncordoned",
             State::Deleted => "deleted",
+            State::Rebooting => "rebooting",
+            State::Replacing => "replacing",
+            State::NeedsPerson => "needs a person",
         }
     }
 
@@ -80,6 +90,9 @@ impl State {
             State::Probation => "#3d7ddb",
             State::Uncordoned => "#6abf69",
             State::Deleted => "#8a8a8a",
+            State::Rebooting => "#17a2b8",
+            State::Replacing => "#8c564b",
+            State::NeedsPerson => "#d63384",
         }
     }
 
@@ -92,6 +105,9 @@ impl State {
             "probation" => State::Probation,
             "uncordon" | "untaint" => State::Uncordoned,
             "delete" => State::Deleted,
+            "reboot" => State::Rebooting,
+            "replace" => State::Replacing,
+            "needs a person" => State::NeedsPerson,
             _ => return None,
         })
     }

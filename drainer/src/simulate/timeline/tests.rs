@@ -133,3 +133,33 @@ fn ticks_are_round_and_about_ten() {
     assert_eq!(tick_step(86400 * 3), 43200);
     assert!(86400 * 30 / tick_step(86400 * 30) <= 10);
 }
+
+#[test]
+fn a_ladder_draws_its_reboot_and_its_end_with_a_person() {
+    let r = Report {
+        happenings: vec![
+            h(60, "cordon", Some("n"), "KernelDeadlock=True"),
+            h(120, "drain", Some("n"), ""),
+            h(180, "drained", Some("n"), ""),
+            h(240, "reboot", Some("n"), "rebooting it"),
+            h(240, "rebooted", Some("n"), "the machine: back in 3m"),
+            h(1440, "needs a person", Some("n"), "no new bootID"),
+        ],
+        ..Default::default()
+    };
+    let lanes = lanes(&r, 2000);
+    let n: Vec<(State, u64, u64)> = lanes[0].1.iter().map(|s| (s.state, s.from, s.to)).collect();
+    assert_eq!(
+        n,
+        [
+            (State::Cordoned, 60, 120),
+            (State::Draining, 120, 180),
+            (State::Drained, 180, 240),
+            (State::Rebooting, 240, 1440),
+            (State::NeedsPerson, 1440, 2000),
+        ],
+        "the machine's own lines draw nothing"
+    );
+    let colours: std::collections::BTreeSet<&str> = State::ALL.iter().map(|s| s.colour()).collect();
+    assert_eq!(colours.len(), State::ALL.len(), "each state its own colour");
+}
