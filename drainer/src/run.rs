@@ -379,23 +379,7 @@ async fn write_settings(
                 .map(drop)
         }
         None => {
-            let cm = k8s_openapi::api::core::v1::ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(name.to_string()),
-                    labels: Some(
-                        [
-                            ("app.kubernetes.io/name", "nodemedic"),
-                            ("app.kubernetes.io/component", "drainer"),
-                        ]
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    ),
-                    ..Default::default()
-                },
-                data: Some(data),
-                ..Default::default()
-            };
+            let cm = crate::act::reboots::drainer_configmap(name, data);
             api.create(&PostParams::default(), &cm).await.map(drop)
         }
     }

@@ -70,26 +70,36 @@ async fn write(api: &Api<ConfigMap>, name: &str, wanted: &Reboots) -> Result<(),
         }
         None if data.is_empty() => Ok(()),
         None => {
-            let cm = ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(name.to_string()),
-                    labels: Some(
-                        [
-                            ("app.kubernetes.io/name", "nodemedic"),
-                            ("app.kubernetes.io/component", "drainer"),
-                        ]
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    ),
-                    ..Default::default()
-                },
-                data: Some(data),
-                ..Default::default()
-            };
+            let cm = drainer_configmap(name, data);
             api.create(&PostParams::default(), &cm).await?;
             tracing::info!(configmap = %name, requests = wanted.len(), "reboot requests written");
             Ok(())
         }
+    }
+}
+
+/// A ConfigMap of the drainer's own (its settings, its reboot requests): `name` with the drainer's
+/// labels and `data`.
+pub(crate) fn drainer_configmap(
+    name: &str,
+    data: std::collections::BTreeMap<String, String>,
+) -> ConfigMap {
+    let labels = [
+        ("app.kubernetes.io/name", "nodemedic"),
+        ("app.kubernetes.io/component", "drainer"),
+    ];
+    ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(
+                labels
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
     }
 }
