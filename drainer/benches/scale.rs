@@ -1,7 +1,9 @@
 //! The drainer at scale on a real control plane (etcd + kube-apiserver from `KUBEBUILDER_ASSETS`),
 //! or on the test API server when there is none (it says which: the CPU and memory figures are the
 //! drainer's own, so both give them), with kubelet-shaped Nodes and ReplicaSet-owned Pods (`../shared/reference/fixtures/`), run the
-//! way an operator runs draino: `--node-label-expr "metadata.labels['draino'] == 'node'"`.
+//! way an operator runs draino: `--node-label-expr "metadata.labels['draino'] == 'node' && ..."`
+//! (`fleet::SELECTOR`: it also names the label a label change flips, so that change is one the
+//! selector reads).
 //!
 //! Prints, beside draino's figures measured on this kind of machine (issue 13):
 //! - RSS of `drainer run` as its image ships it (`build/pgo-drainer.sh`: the `drainer` profile with

@@ -38,6 +38,7 @@ fn node(template: &Value, i: usize) -> Node {
     n["metadata"]["labels"]["kubernetes.io/hostname"] = json!(name);
     n["metadata"]["labels"]["topology.kubernetes.io/zone"] =
         json!(format!("region-1{}", ["a", "b", "c"][i % 3]));
+    n["metadata"]["labels"][FLIP_LABEL] = json!("a");
     n["spec"]["providerID"] = json!(format!("fake:///region-1/{name}"));
     n["spec"]["podCIDR"] = json!(format!("10.{}.{}.0/24", 64 + i / 256, i % 256));
     n["spec"]["podCIDRs"] = json!([format!("10.{}.{}.0/24", 64 + i / 256, i % 256)]);
@@ -141,8 +142,8 @@ pub enum Update {
     /// A heartbeat that also changes a condition's reason (`MemoryPressure`, still False): a
     /// state change that no label selector reads.
     ConditionChange,
-    /// A label's value changes (`bench.nodemedic.io/flip`): a state change a CEL selector over
-    /// `metadata.labels` reads.
+    /// A label's value changes ([`FLIP_LABEL`]): a state change the drainer's selector reads
+    /// ([`SELECTOR`] names that label).
     LabelChange,
 }
 
@@ -184,7 +185,7 @@ impl Update {
                     .is_ok()
             }
             Update::LabelChange => {
-                let patch = json!({"metadata": {"labels": {"bench.nodemedic.io/flip": flip}}});
+                let patch = json!({"metadata": {"labels": {FLIP_LABEL: flip}}});
                 nodes
                     .patch(node, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
@@ -297,6 +298,15 @@ pub async fn mark_bad(nodes: &Api<Node>, name: &str) {
         .expect("set the KernelDeadlock condition");
 }
 
+/// The label a [`Update::LabelChange`] flips between `a` and `b`.
+pub const FLIP_LABEL: &str = "bench.nodemedic.io/flip";
+
+/// The drainer's selector: draino's (`draino=node`), and the label the benches flip, so that a
+/// label change is one the selector reads (a label it does not name leaves its answer as it was
+/// and is not evaluated again: that costs what a condition's reason does).
+pub const SELECTOR: &str =
+    "metadata.labels['draino'] == 'node' && metadata.labels['bench.nodemedic.io/flip'] != 'off'";
+
 /// `drainer run` as an operator runs draino on this fleet: nodes labelled `draino=node` (CEL),
 /// KernelDeadlock=True, no drain buffer, budgets wide enough for the benches' bursts; its metrics
 /// and health on `listen`, the cluster in `kubeconfig`, one malloc arena as the image sets
@@ -304,7 +314,7 @@ pub async fn mark_bad(nodes: &Api<Node>, name: &str) {
 pub fn drainer_command(exe: &Path, kubeconfig: &Path, listen: &str) -> Command {
     let mut cmd = Command::new(exe);
     cmd.args(["run", "KernelDeadlock=True", "--listen", listen])
-        .args(["--node-label-expr", "metadata.labels['draino'] == 'node'"])
+        .args(["--node-label-expr", SELECTOR])
         .args(["--drain-buffer", "0s", "--max-cordoned", "100"])
         .args(["--max-drains-in-flight", "100"])
         .env("KUBECONFIG", kubeconfig)

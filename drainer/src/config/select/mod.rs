@@ -338,11 +338,11 @@ impl Selector {
 
     /// The fields of a node's view this selector reads: a change to any other leaves its answer
     /// as it was.
-    pub(crate) fn reads(&self) -> Fields {
+    pub(crate) fn reads(&self) -> &Fields {
         match self {
-            Selector::All => Fields::NONE,
-            Selector::Labels(_) => Fields::LABELS,
-            Selector::Cel { reads, .. } => *reads,
+            Selector::All => &fields::NONE,
+            Selector::Labels(_) => &fields::LABELS,
+            Selector::Cel { reads, .. } => reads,
         }
     }
 
@@ -396,8 +396,8 @@ impl Selector {
                 ..
             } => {
                 let mut ctx = cel::Context::with_env(Arc::clone(env));
-                for (name, value) in fields::variables(node, *reads) {
-                    ctx.add_variable_from_value(name, value);
+                for (name, value) in fields::variables(node, reads) {
+                    ctx.add_variable_as_val(name, value);
                 }
                 match program.execute(&ctx) {
                     Ok(cel::Value::Bool(b)) => Ok(yes(b)),
