@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
 
-use super::candidate::Candidate;
+use super::candidate::{Candidate, Context};
 use super::counts::{Budgets, Totals};
 use super::decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
 use super::evictions::{self, PodAction, PodPlan};
@@ -146,17 +146,10 @@ pub fn decide_some(
         };
         key(a).cmp(&key(b))
     });
+    let x = Context { gates, cfg, now };
     let mut out: Vec<Option<NodeDecision>> = vec![None; candidates.len()];
     for i in order {
-        let d = decide_one(
-            &candidates[i],
-            records[i],
-            &problems[i],
-            gates,
-            cfg,
-            now,
-            &mut budgets,
-        );
+        let d = decide_one(&candidates[i], records[i], &problems[i], &x, &mut budgets);
         out[i] = Some(d);
     }
     out.into_iter().flatten().collect()
@@ -168,11 +161,10 @@ fn decide_one(
     c: &Candidate,
     record: Option<&Record>,
     p: &Problem,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
+    x: &Context,
     budgets: &mut Budgets,
 ) -> NodeDecision {
+    let Context { cfg, now, .. } = *x;
     let node = c.node;
     let name = node.name.clone();
     let node_pods = &c.pods;
@@ -188,7 +180,7 @@ fn decide_one(
             Why::OwnedByOther(theirs.owner.clone()),
             Effect::Nothing,
         ),
-        _ => decide_node(c, record, p, gates, cfg, now, budgets),
+        _ => decide_node(c, record, p, x, budgets),
     };
     let pods: Vec<PodPlan> = match action {
         // A NoExecute problem taint evicts what does not tolerate it as soon as it is on.

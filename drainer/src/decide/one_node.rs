@@ -6,7 +6,7 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
 
-use super::candidate::Candidate;
+use super::candidate::{Candidate, Context};
 use super::counts::Budgets;
 use super::decision::{Action, DrainJob, Effect, Why};
 use super::gates::Gates;
@@ -22,11 +22,10 @@ pub(super) fn decide_node(
     c: &Candidate,
     record: Option<&Record>,
     p: &Problem,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
+    x: &Context,
     b: &mut Budgets,
 ) -> Decided {
+    let Context { gates, cfg, now } = *x;
     let (node, selected) = (c.node, c.selected);
     if node.label(&cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
         let label = format!("{}={}", cfg.exclude_label.0, cfg.exclude_label.1);
@@ -37,7 +36,7 @@ pub(super) fn decide_node(
     }
     let bad = !p.held.is_empty();
     let Some(r) = record else {
-        return decide_new(c, p, gates, cfg, now, b);
+        return decide_new(c, p, x, b);
     };
     if r.phase == Phase::Released {
         return if bad && p.episode == r.episode {
@@ -49,7 +48,7 @@ pub(super) fn decide_node(
             (Action::None, Why::ForgetReleased, Effect::Forget)
         } else {
             // A new episode: as if there were no record.
-            decide_new(c, p, gates, cfg, now, b)
+            decide_new(c, p, x, b)
         };
     }
     if let Some(what) = r.lifted(node) {
@@ -72,11 +71,11 @@ pub(super) fn decide_node(
     match r.phase {
         Phase::Replacing => return ladder::replacing(r, now),
         Phase::Rebooting => {
-            if let Some(d) = ladder::rebooting(c, r, p, gates, cfg, now, b) {
+            if let Some(d) = ladder::rebooting(c, r, p, x, b) {
                 return d;
             }
             // Proven: what a recovery gets, said as the reboot's proof.
-            let (action, why, effect) = recovered(c, r, p, gates, cfg, now, b);
+            let (action, why, effect) = recovered(c, r, p, x, b);
             let until = match &effect {
                 Effect::Probation(next) => next.probation_until,
                 _ => None,
@@ -92,12 +91,12 @@ pub(super) fn decide_node(
         _ => {}
     }
     if !bad {
-        return recovered(c, r, p, gates, cfg, now, b);
+        return recovered(c, r, p, x, b);
     }
     if r.phase == Phase::Probation {
         return relapse(r, p, cfg, now);
     }
-    by_phase(c, r, p, gates, cfg, now, b)
+    by_phase(c, r, p, x, b)
 }
 
 /// The hold of a pause on the drainer's Lease: nothing is written.
@@ -113,15 +112,8 @@ fn paused(gates: &Gates) -> Option<Decided> {
 
 /// A node we hold whose problem cleared: wait while it might come back, finish a drain in
 /// progress, then probation (`--uncordon-after`) and the uncordon.
-fn recovered(
-    c: &Candidate,
-    r: &Record,
-    p: &Problem,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
-    b: &mut Budgets,
-) -> Decided {
+fn recovered(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets) -> Decided {
+    let Context { gates, cfg, now } = *x;
     if !p.pending.is_empty() {
         let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
         return (Action::Wait, Why::ProblemBack { pending }, Effect::Nothing);
@@ -204,18 +196,11 @@ fn relapse(r: &Record, p: &Problem, cfg: &Config, now: Timestamp) -> Decided {
 }
 
 /// A problem node we cordoned: what its record's phase calls for now.
-fn by_phase(
-    c: &Candidate,
-    r: &Record,
-    p: &Problem,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
-    b: &mut Budgets,
-) -> Decided {
+fn by_phase(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets) -> Decided {
+    let Context { gates, cfg, now } = *x;
     let problem = p.held.join(", ");
     if r.phase == Phase::Drained && ladder::ladder_of(r, p).is_some() {
-        return ladder::drained(c, r, p, gates, cfg, now, b);
+        return ladder::drained(c, r, p, x, b);
     }
     match r.phase {
         Phase::NeedsPerson => ladder::waiting(r),
@@ -248,7 +233,7 @@ fn by_phase(
         Phase::Cordoned if cfg.skip_drain => {
             (Action::None, Why::SkipDrain { problem }, Effect::Nothing)
         }
-        Phase::Cordoned | Phase::Failed => start_drain(c, r, problem, gates, cfg, now, b),
+        Phase::Cordoned | Phase::Failed => start_drain(c, r, problem, x, b),
         Phase::Released | Phase::Probation | Phase::Rebooting | Phase::Replacing => {
             unreachable!("handled by decide_node")
         }
@@ -261,11 +246,10 @@ fn start_drain(
     c: &Candidate,
     r: &Record,
     problem: String,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
+    x: &Context,
     b: &mut Budgets,
 ) -> Decided {
+    let Context { gates, cfg, now } = *x;
     let failed = r.phase == Phase::Failed;
     let due = if failed {
         r.retry_at.unwrap_or(r.drain_at)
@@ -310,14 +294,8 @@ fn start_drain(
 }
 
 /// A node without a record of ours.
-fn decide_new(
-    c: &Candidate,
-    p: &Problem,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
-    b: &mut Budgets,
-) -> Decided {
+fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decided {
+    let Context { gates, cfg, now } = *x;
     if p.held.is_empty() {
         if !p.pending.is_empty() {
             let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();

@@ -320,7 +320,7 @@ fn a_silent_node_is_cordoned_when_detector_silent_is_a_configured_condition() {
     let mut f = fleet(c, &[node("quiet", Some(NOW - 3600))]);
     // Declared at NOW - 45m: held 45m > 30m.
     f.watch_detectors(|_| None, t(NOW));
-    let decisions = f.round(|_| None, |_| Vec::new(), t(NOW));
+    let decisions = f.round(|_| None, |_| Default::default(), t(NOW));
     let (d, _) = &decisions[0];
     assert_eq!(d.action, crate::decide::Action::Cordon, "{d:?}");
     assert!(d.reason.contains("DetectorSilent=True"), "{}", d.reason);

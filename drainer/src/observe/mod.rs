@@ -116,7 +116,7 @@ impl Observed {
         Arc::new(move |name: &str| nodes.read().unwrap().get(name).cloned())
     }
 
-    pub fn pods_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
+    pub fn pods_on(&self, node: &str) -> Arc<Vec<Arc<PodInfo>>> {
         self.pods
             .read()
             .unwrap()
@@ -130,7 +130,6 @@ impl Observed {
         self.pods.read().unwrap().get(namespace, name).cloned()
     }
 
-    /// Pods whose own readiness is stale, wherever they run.
     /// The pods waiting on their node to start or deleted and not gone, and when a container last
     /// started on each of their nodes.
     pub(crate) fn troubled_pods(&self) -> (Vec<Arc<PodInfo>>, HashMap<ArcStr, Timestamp>) {
@@ -154,6 +153,7 @@ impl Observed {
         self.pods.write().unwrap().started(node, at);
     }
 
+    /// Pods whose own readiness is stale, wherever they run.
     pub(crate) fn stale_pods(&self) -> Vec<Arc<PodInfo>> {
         let pods = self.pods.read().unwrap();
         pods.stale
@@ -350,8 +350,15 @@ mod tests {
         );
         assert!(o.pods_on("a").is_empty());
         assert_eq!(o.pods_on("b").len(), 1);
+        // A round's list stays as it was taken while the pods change under it.
+        let held = o.pods_on("b");
+        o.apply_pod(pod("p2", "b", "Running"));
+        assert_eq!(held.len(), 1, "the round's list");
+        assert_eq!(o.pods_on("b").len(), 2, "the index's");
         o.delete_pod("app", "p1");
+        o.delete_pod("app", "p2");
         assert!(o.pods_on("b").is_empty());
+        assert_eq!(held[0].name.as_str(), "p1");
         assert_eq!(o.pod_count(), 0);
     }
 

@@ -69,7 +69,10 @@ impl<'a> std::borrow::Borrow<dyn Key + 'a> for ByKey {
 #[derive(Default)]
 pub(crate) struct Pods {
     pub(crate) all: HashSet<ByKey>,
-    pub(crate) by_node: HashMap<ArcStr, Vec<Arc<PodInfo>>>,
+    /// Shared with the rounds that decide the node: a round takes a node's pods with one count
+    /// on the list, not one on each pod (ten counts on cold pods were 13 us of a state change's
+    /// round, issue 39); changed in place unless a round holds the list meanwhile.
+    pub(crate) by_node: HashMap<ArcStr, Arc<Vec<Arc<PodInfo>>>>,
     /// Pods whose own readiness is stale (see `decide::stale`): usually none.
     pub(crate) stale: HashSet<PodKey>,
     /// Pods waiting on their node to start, or deleted and not gone: usually few.
@@ -96,10 +99,7 @@ impl Pods {
             self.stale.remove(&key);
         }
         if let Some(n) = &info.node {
-            self.by_node
-                .entry(n.clone())
-                .or_default()
-                .push(info.clone());
+            Arc::make_mut(self.by_node.entry(n.clone()).or_default()).push(info.clone());
         }
         let old = self.all.replace(ByKey(info)).map(|e| e.0);
         if let Some(o) = &old {
@@ -131,7 +131,7 @@ impl Pods {
     fn unindex(&mut self, old: &Arc<PodInfo>) {
         let Some(n) = &old.node else { return };
         if let Some(v) = self.by_node.get_mut(n) {
-            v.retain(|p| !Arc::ptr_eq(p, old));
+            Arc::make_mut(v).retain(|p| !Arc::ptr_eq(p, old));
             if v.is_empty() {
                 self.by_node.remove(n);
             }

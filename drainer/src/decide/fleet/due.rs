@@ -106,7 +106,7 @@ impl Fleet {
     pub fn round(
         &mut self,
         latest: impl Fn(&str) -> Option<Arc<NodeView>>,
-        pods_of: impl Fn(&str) -> Vec<Arc<PodInfo>>,
+        pods_of: impl Fn(&str) -> Arc<Vec<Arc<PodInfo>>>,
         now: Timestamp,
     ) -> Vec<(NodeDecision, Arc<NodeView>)> {
         let mut names = self.due(now);
@@ -130,7 +130,7 @@ impl Fleet {
             }
             self.last_gates = Some(key);
         }
-        let pods: Vec<Vec<Arc<PodInfo>>> = names.iter().map(|n| pods_of(n)).collect();
+        let pods: Vec<Arc<Vec<Arc<PodInfo>>>> = names.iter().map(|n| pods_of(n)).collect();
         let s = &self.cfg.safety;
         let candidates: Vec<Candidate> = names
             .iter()

@@ -13,10 +13,9 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION;
 use nodemedic_common::time::{add, rfc3339 as ts};
 
-use super::candidate::Candidate;
+use super::candidate::{Candidate, Context};
 use super::counts::Budgets;
 use super::decision::{Action, Effect, Why};
-use super::gates::Gates;
 use super::gates::slow_start::NO_DOMAIN;
 use super::problem::Problem;
 use crate::config::Config;
@@ -51,11 +50,10 @@ pub(super) fn drained(
     c: &Candidate,
     r: &Record,
     p: &Problem,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
+    x: &Context,
     b: &mut Budgets,
 ) -> Decided {
+    let Context { gates, cfg, now } = *x;
     let Some(ladder) = ladder_of(r, p) else {
         unreachable!("drained() is asked only on a ladder")
     };
@@ -202,11 +200,10 @@ pub(super) fn rebooting(
     c: &Candidate,
     r: &Record,
     p: &Problem,
-    gates: &Gates,
-    cfg: &Config,
-    now: Timestamp,
+    x: &Context,
     b: &mut Budgets,
 ) -> Option<Decided> {
+    let Context { now, .. } = *x;
     let booted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
     let ready = c
         .node
@@ -258,7 +255,7 @@ pub(super) fn rebooting(
     } else {
         p.held.join(", ")
     };
-    let (action, w, effect) = drained(c, &after, p, gates, cfg, now, b);
+    let (action, w, effect) = drained(c, &after, p, x, b);
     // Say why the reboot did not do: in the escalation's words, or before the next step's.
     Some(match (action, w, effect) {
         (
