@@ -315,7 +315,7 @@ pub fn drainer_command(exe: &Path, kubeconfig: &Path, listen: &str) -> Command {
     let mut cmd = Command::new(exe);
     cmd.args(["run", "KernelDeadlock=True", "--listen", listen])
         .args(["--node-label-expr", SELECTOR])
-        .args(["--drain-buffer", "0s", "--max-cordoned", "100"])
+        .args(["--drain-buffer", "0s", "--max-cordoned", "1000"])
         .args(["--max-drains-in-flight", "100"])
         .env("KUBECONFIG", kubeconfig)
         .env(

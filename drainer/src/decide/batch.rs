@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
 
-use super::candidate::{Candidate, Context};
+use super::candidate::Candidate;
+use super::context::Context;
 use super::counts::{Budgets, Totals};
 use super::decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
 use super::evictions::{self, PodAction, PodPlan};

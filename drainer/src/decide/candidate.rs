@@ -1,6 +1,5 @@
 //! One node as a round decides it (pure): its view, whether it is selected, its record, its pods,
-//! its failure domain, and whether it is flapping; and the [`Context`] every decision of a call
-//! shares (gates, configuration, time).
+//! its failure domain, and whether it is flapping.
 
 use super::facts::Flapping;
 use crate::model::node::NodeView;
@@ -27,14 +26,4 @@ pub struct Candidate<'a> {
     pub(crate) newest: Option<k8s_openapi::jiff::Timestamp>,
     /// Its reboots by the remediation ladder in the last 24 hours (the controller's memory).
     pub(crate) reboots_today: u32,
-}
-
-/// What every decision of one call reads besides its node: the safety gates, the configuration
-/// and the time. One value, so a decision function takes the node (candidate, record, problem),
-/// this and the budgets.
-#[derive(Clone, Copy)]
-pub(crate) struct Context<'a> {
-    pub(crate) gates: &'a super::gates::Gates,
-    pub(crate) cfg: &'a crate::config::Config,
-    pub(crate) now: k8s_openapi::jiff::Timestamp,
 }

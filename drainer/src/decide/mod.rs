@@ -5,6 +5,7 @@
 //!  facts     what the safety gates found (breaker trip, outage, pause, flapping), as values
 //!  decision  Action, Why (with the facts), Effect (what to write), NodeDecision
 //!  candidate one node as a round sees it (view, selection, record, pods, domain, flapping)
+//!  context   what every decision of a call shares: the gates, the configuration, the time
 //!  gates/    the fleet safety gates, one module each behind one shape (`Gate`)
 //!  counts        the cordon and drain budgets a round counts against
 //!  one_node      one node's decision     evictions   which pods a drain evicts
@@ -21,6 +22,7 @@
 
 pub mod batch;
 pub mod candidate;
+mod context;
 pub mod common_cause;
 pub mod counts;
 pub mod decision;

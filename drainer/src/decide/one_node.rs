@@ -6,7 +6,8 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::time::add;
 
-use super::candidate::{Candidate, Context};
+use super::candidate::Candidate;
+use super::context::Context;
 use super::counts::Budgets;
 use super::decision::{Action, DrainJob, Effect, Why};
 use super::gates::Gates;

@@ -13,7 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION;
 use nodemedic_common::time::{add, rfc3339 as ts};
 
-use super::candidate::{Candidate, Context};
+use super::candidate::Candidate;
+use super::context::Context;
 use super::counts::Budgets;
 use super::decision::{Action, Effect, Why};
 use super::gates::slow_start::NO_DOMAIN;
