@@ -22,8 +22,8 @@
 
 pub mod batch;
 pub mod candidate;
-mod context;
 pub mod common_cause;
+mod context;
 pub mod counts;
 pub mod decision;
 pub mod evictions;
