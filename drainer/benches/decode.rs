@@ -7,6 +7,7 @@
 //!
 //! `cargo bench -p nodemedic-drainer --bench decode` (`NODES=15000`; default 5,000)
 
+use nodemedic_tests::bench::thread_cpu;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -85,25 +86,8 @@ fn take(observed: &Observed, earlier: &nodemedic_drainer::model::lite::Earlier, 
     }
 }
 
-fn thread_cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the thread's CPU time into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
 fn main() {
-    let nodes: usize = match std::env::var("NODES").ok().map(|s| s.parse()) {
-        None => DEFAULT_NODES,
-        Some(Ok(n)) if (1..=100_000).contains(&n) => n,
-        Some(_) => {
-            eprintln!("NODES must be a number from 1 to 100000");
-            std::process::exit(2);
-        }
-    };
+    let nodes = nodemedic_tests::bench::nodes_from_env(DEFAULT_NODES);
     let template: Value = serde_json::from_str(include_str!(
         "../../tests/fixtures/scale/kubelet-like-node.json"
     ))
@@ -147,9 +131,9 @@ fn main() {
     for _ in 0..ALONE {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let (i, b) = (k % nodes, (k / nodes) % 2);
-        let t0 = thread_cpu();
+        let t0 = thread_cpu().as_secs_f64();
         take(&observed, &earlier, black_box(&beats[i][b]));
-        alone.push((thread_cpu() - t0) * 1e6);
+        alone.push((thread_cpu().as_secs_f64() - t0) * 1e6);
         k += 1;
     }
     alone.sort_by(f64::total_cmp);

@@ -12,6 +12,7 @@
 //!
 //! `cargo bench -p nodemedic-drainer --bench round` (`NODES=15000`; default 2,000)
 
+use nodemedic_tests::bench::thread_cpu;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -77,17 +78,6 @@ fn node_json(template: &Value, i: usize, kind: Kind, flip: &str) -> String {
 fn view(text: &str) -> Arc<NodeView> {
     let lite: NodeLite = serde_json::from_str(text).unwrap_or_else(|e| panic!("node: {e}"));
     Arc::new(NodeView::from_lite(lite))
-}
-
-/// This thread's CPU time.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 struct Bench {
@@ -193,14 +183,7 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 }
 
 fn main() {
-    let nodes: usize = match std::env::var("NODES").ok().map(|s| s.parse()) {
-        None => DEFAULT_NODES,
-        Some(Ok(n)) if (1..=100_000).contains(&n) => n,
-        Some(_) => {
-            eprintln!("NODES must be a number from 1 to 100000");
-            std::process::exit(2);
-        }
-    };
+    let nodes = nodemedic_tests::bench::nodes_from_env(DEFAULT_NODES);
     if std::env::var_os("NODEMEDIC_ROUND_KIND").is_none() {
         print_header(nodes);
     }

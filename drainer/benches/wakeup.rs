@@ -7,22 +7,13 @@
 //!
 //! `cargo bench -p nodemedic-drainer --bench wakeup` (`WAKEUP_UPDATES`, default 400: 20 s a reader)
 
+use nodemedic_tests::bench::thread_cpu;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 const LINE: usize = 4540;
 const EVERY: Duration = Duration::from_millis(50);
-
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the thread's CPU time into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// A loopback connection whose far end writes `updates + 1` lines, one every 50 ms.
 fn feed(updates: usize) -> (TcpStream, std::thread::JoinHandle<()>) {

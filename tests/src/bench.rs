@@ -20,6 +20,31 @@ pub fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// This thread's CPU time, to the nanosecond (`CLOCK_THREAD_CPUTIME_ID`).
+#[allow(unsafe_code)]
+pub fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The fleet size in `NODES` (1 to 100,000), or `default`; anything else ends the bench with a
+/// message (exit 2).
+pub fn nodes_from_env(default: usize) -> usize {
+    match std::env::var("NODES").ok().map(|s| s.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if (1..=100_000).contains(&n) => n,
+        Some(_) => {
+            eprintln!("NODES must be a number from 1 to 100000");
+            std::process::exit(2);
+        }
+    }
+}
+
 /// Build the binaries of `packages` in release mode (cargo is what runs the bench) and return the
 /// folder they are in.
 pub fn release_bins(packages: &[&str]) -> PathBuf {
