@@ -109,14 +109,10 @@ impl Store {
             })
     }
 
+    /// Every object of a resource (in a namespace, when given), in key order: a range scan, so
+    /// each write's admission (which lists the policy bindings) does not cost the whole store.
     pub fn list(&self, api: &str, resource: &str, namespace: Option<&str>) -> Vec<Value> {
-        self.objects
-            .iter()
-            .filter(|(k, _)| {
-                k.api == api
-                    && k.resource == resource
-                    && namespace.is_none_or(|ns| k.namespace == ns)
-            })
+        self.iter(api, resource, namespace, None)
             .map(|(_, v)| v.clone())
             .collect()
     }
@@ -530,5 +526,36 @@ mod kind_tests {
         assert_eq!(kind_of("daemonsets"), "DaemonSet");
         assert_eq!(kind_of("nodes"), "Node");
         assert_eq!(kind_of("widgets"), "Widget");
+    }
+}
+
+#[cfg(test)]
+mod list_tests {
+    use super::{Key, Store};
+    use serde_json::json;
+
+    /// A list is a range over one resource's keys: its neighbours in key order (another resource
+    /// whose name starts the same, another API version, another namespace) are not in it.
+    #[test]
+    fn a_list_holds_its_resource_and_namespace_and_nothing_next_to_them() {
+        let mut s = Store::default();
+        let put = |s: &mut Store, api: &str, resource: &str, ns: Option<&str>, name: &str| {
+            let obj = json!({"metadata": {"name": name}});
+            s.put(&Key::new(api, resource, ns, name), obj);
+        };
+        put(&mut s, "v1", "pods", Some("a"), "p1");
+        put(&mut s, "v1", "pods", Some("b"), "p2");
+        put(&mut s, "v1", "podtemplates", Some("a"), "t1");
+        put(&mut s, "v1", "nodes", None, "n1");
+        put(&mut s, "v1beta1", "pods", Some("a"), "old");
+        let names = |v: Vec<serde_json::Value>| -> Vec<String> {
+            v.iter()
+                .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(names(s.list("v1", "pods", None)), ["p1", "p2"]);
+        assert_eq!(names(s.list("v1", "pods", Some("b"))), ["p2"]);
+        assert_eq!(names(s.list("v1", "nodes", None)), ["n1"]);
+        assert!(s.list("v1", "secrets", None).is_empty());
     }
 }
