@@ -143,10 +143,12 @@ fn main() {
     let mut fleet = Fleet::new(Arc::new(cfg));
     let now = k8s_openapi::jiff::Timestamp::now();
     for v in observed.nodes() {
+        let name = v.name.clone();
         fleet.observe(v, now);
+        fleet.pods(&name, observed.pods_on(&name));
     }
     fleet.touch_all();
-    let decided = fleet.round(|n| observed.node(n), |n| observed.pods_on(n), now);
+    let decided = fleet.round(now);
     assert_eq!(decided.len(), nodes, "every node is decided");
     for (d, _) in &decided {
         fleet.note(&d.node, d.why.kind());

@@ -1,8 +1,8 @@
 //! The drainer's own CPU to decide one node's state change, in process: the kubelet-shaped nodes
 //! and ReplicaSet pods of the scale bench in the caches, the controller's fleet over them, and for
 //! each change the view taken by the fleet (`Fleet::observe`: the selection kept or evaluated
-//! again, the running totals) and the round that decides it (`Fleet::round`: the gates, the node's
-//! pods, the decision). The views are decoded before the clock starts: the socket, the decode and the
+//! again, the running totals) and the round that decides it (`Fleet::round`: the gates, and the
+//! decision over the pods the fleet holds). The views are decoded before the clock starts: the socket, the decode and the
 //! runtime's wake-up are the scale bench's (and the `decode` bench's) to measure.
 //!
 //! Each kind of state change the scale bench sends, cycling over the nodes: a condition's reason
@@ -102,11 +102,7 @@ impl Bench {
         self.observed.apply_view(NodeView::clone(&v));
         let latest = self.observed.node(&v.name).expect("just applied");
         self.fleet.observe(latest, self.now);
-        let decided = self.fleet.round(
-            |n| self.observed.node(n),
-            |n| self.observed.pods_on(n),
-            self.now,
-        );
+        let decided = self.fleet.round(self.now);
         assert_eq!(decided.len(), 1, "the changed node alone is decided");
         std::hint::black_box(decided);
     }
@@ -149,10 +145,12 @@ fn setup(nodes: usize, template: &Value, kind: Kind) -> Bench {
     let mut fleet = Fleet::new(Arc::new(cfg));
     let now = Timestamp::now();
     for v in observed.nodes() {
+        let name = v.name.clone();
         fleet.observe(v, now);
+        fleet.pods(&name, observed.pods_on(&name));
     }
     fleet.touch_all();
-    let decided = fleet.round(|n| observed.node(n), |n| observed.pods_on(n), now);
+    let decided = fleet.round(now);
     assert_eq!(decided.len(), nodes, "every node is decided at first");
     for (d, _) in &decided {
         fleet.note(&d.node, d.why.kind());

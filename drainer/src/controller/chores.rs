@@ -44,7 +44,10 @@ impl<C: Cluster> Controller<C> {
             }
         }
         let observed = &self.observed;
-        self.fleet.watch_detectors(|n| observed.node(n), now);
+        let latest: Vec<_> = (self.fleet.selected_names())
+            .filter_map(|n| observed.node(n))
+            .collect();
+        self.fleet.watch_detectors(&latest, now);
         self.metrics
             .silent_detectors
             .set(self.fleet.silent_count() as i64);

@@ -104,7 +104,10 @@ impl<C: Cluster> Controller<C> {
                     let again = nodemedic_common::time::add(now, STEP_AFTER_DRAIN);
                     self.fleet.wake_at(&d.node, again);
                 }
-                effect => writes.push((d.node, effect, view, d.reason)),
+                effect => {
+                    let view = latest_to_write(view, self.observed.node(&d.node));
+                    writes.push((d.node, effect, view, d.reason))
+                }
             }
         }
         for (node, effect, ok, reason) in self.write_all(writes).await {
@@ -232,10 +235,16 @@ impl<C: Cluster> Controller<C> {
             .await
     }
 
-    fn observe(&mut self, view: Arc<NodeView>, now: Timestamp) {
+    /// Hand the fleet a node's view; and its pods, when the node is new to it or `with_pods`.
+    fn observe(&mut self, view: Arc<NodeView>, with_pods: bool, now: Timestamp) {
+        let name = view.name.clone();
+        let with_pods = with_pods || !self.fleet.contains(&name);
         if let Some((node, error)) = self.fleet.observe(view, now) {
             self.metrics.selector_errors.inc();
             tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
+        }
+        if with_pods {
+            self.fleet.pods(&name, self.observed.pods_on(&name));
         }
     }
 
@@ -254,13 +263,13 @@ impl<C: Cluster> Controller<C> {
         } else {
             for n in changes.nodes {
                 match self.observed.node(&n) {
-                    Some(v) => self.observe(v, now),
+                    Some(v) => self.observe(v, false, now),
                     None => self.forget(&n),
                 }
             }
         }
         for n in changes.pods_of {
-            self.fleet.touch(&n);
+            self.fleet.pods(&n, self.observed.pods_on(&n));
         }
         self.watch_detectors(now).await;
         changes.all || first
@@ -284,8 +293,9 @@ impl<C: Cluster> Controller<C> {
             self.forget(&n);
         }
         // The selector runs on each changed view: let the guard and the watches in between.
+        // After a relist every node's pods are handed over again (the pod index was replaced).
         for (i, v) in views.into_iter().enumerate() {
-            self.observe(v, now);
+            self.observe(v, all, now);
             if i % YIELD_EVERY == YIELD_EVERY - 1 {
                 tokio::task::yield_now().await;
             }
@@ -302,15 +312,12 @@ impl<C: Cluster> Controller<C> {
     /// Decide what is due. A large round (the resync, or many changes at once) runs on the blocking
     /// pool, so the runtime's one thread keeps serving the guard and the watches meanwhile.
     async fn decide(&mut self, now: Timestamp) -> Vec<(NodeDecision, Arc<NodeView>)> {
-        let observed = self.observed.clone();
         if !self.offload || self.fleet.pending() < YIELD_EVERY {
-            return self
-                .fleet
-                .round(|n| observed.node(n), |n| observed.pods_on(n), now);
+            return self.fleet.round(now);
         }
         let mut fleet = std::mem::replace(&mut self.fleet, Fleet::new(self.cfg.clone()));
         let task = tokio::task::spawn_blocking(move || {
-            let d = fleet.round(|n| observed.node(n), |n| observed.pods_on(n), now);
+            let d = fleet.round(now);
             (fleet, d)
         });
         match task.await {
@@ -395,6 +402,21 @@ impl<C: Cluster> Controller<C> {
         let node = run.node.clone();
         let task = tokio::spawn(async move { exec.finish_drain(&run, &finished, &cfg).await });
         self.drains.insert(node, task);
+    }
+}
+
+/// The view a decision made on `decided` is written against: the cache's `latest` when only a
+/// heartbeat lies between them (the same state, a newer resourceVersion: heartbeats do not reach the
+/// fleet, and a write against the older version would fail its precondition every time), else the
+/// decided one (a state change the next round decides; our own write not yet seen, whose
+/// precondition fails and is retried).
+pub(super) fn latest_to_write(
+    decided: Arc<NodeView>,
+    latest: Option<Arc<NodeView>>,
+) -> Arc<NodeView> {
+    match latest {
+        Some(l) if l.same_state(&decided) => l,
+        _ => decided,
     }
 }
 

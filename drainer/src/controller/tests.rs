@@ -234,6 +234,56 @@ async fn a_node_waiting_for_the_budget_gets_one_event_not_one_per_round() {
     assert_eq!(cordons(&w), vec!["first"]);
 }
 
+#[tokio::test]
+async fn a_node_decided_after_a_heartbeat_is_written_against_the_heartbeats_version() {
+    let mut r = rig(
+        config(1),
+        vec![node("first", true), node("second", true)],
+        vec![],
+    );
+    r.c.round().await;
+    r.c.round().await;
+    assert_eq!(cordons(&r.cluster.take_writes()), vec!["first"]);
+    // The kubelet heartbeats "second" (a new resourceVersion, the same state: the fleet does not
+    // see it), then "first" turns healthy, which frees the budget.
+    r.cluster.heartbeat("second", Timestamp::now());
+    r.cluster.put_node(node("first", false));
+    // "first" is released, then "second" cordoned.
+    for _ in 0..3 {
+        r.c.round().await;
+    }
+    let w = r.cluster.take_writes();
+    assert_eq!(cordons(&w), vec!["second"], "{w:?}");
+    let second = r.c.observed.node("second").unwrap();
+    assert!(
+        second.unschedulable,
+        "the cordon was made against the heartbeat's version, not refused as a conflict: {w:?}"
+    );
+}
+
+#[test]
+fn a_write_goes_against_the_cached_view_only_when_its_state_is_the_decided_one() {
+    use crate::model::node::NodeView;
+    let decided = Arc::new(NodeView {
+        name: "n".into(),
+        resource_version: "1".into(),
+        ..Default::default()
+    });
+    let beat = Arc::new(NodeView {
+        resource_version: "2".into(),
+        ..NodeView::clone(&decided)
+    });
+    let changed = Arc::new(NodeView {
+        unschedulable: true,
+        resource_version: "3".into(),
+        ..NodeView::clone(&decided)
+    });
+    let to_write = |latest| round::latest_to_write(decided.clone(), latest);
+    assert_eq!(to_write(Some(beat)).resource_version, "2");
+    assert_eq!(to_write(Some(changed)).resource_version, "1");
+    assert_eq!(to_write(None).resource_version, "1");
+}
+
 #[tokio::test(start_paused = true)]
 async fn nothing_is_written_while_not_leading() {
     let r = rig(config(10), vec![node("bad", true)], vec![]);

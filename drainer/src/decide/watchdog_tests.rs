@@ -264,6 +264,17 @@ fn fleet(c: Config, views: &[NodeView]) -> Fleet {
     f
 }
 
+/// The views the controller would hand over for the fleet's selected nodes: the fleet's own, but
+/// for those in `newer` (the cache's, which heartbeats the fleet never sees may have refreshed).
+fn latest(f: &Fleet, newer: &[NodeView]) -> Vec<Arc<NodeView>> {
+    f.selected_names()
+        .map(|n| match newer.iter().find(|v| v.name == *n) {
+            Some(v) => Arc::new(v.clone()),
+            None => f.view(n).unwrap().clone(),
+        })
+        .collect()
+}
+
 #[test]
 fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
     let mut c = cfg();
@@ -278,7 +289,7 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
             other,
         ],
     );
-    f.watch_detectors(|_| None, t(NOW));
+    f.watch_detectors(&latest(&f, &[]), t(NOW));
     let events = f.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(
@@ -286,11 +297,11 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
     );
     assert_eq!(f.silent_count(), 1);
     // Still silent a resync later: nothing new.
-    f.watch_detectors(|_| None, t(NOW + MIN));
+    f.watch_detectors(&latest(&f, &[]), t(NOW + MIN));
     assert_eq!(f.take_events(), vec![]);
-    // Heard again (a heartbeat refreshed at the next resync's view).
-    f.observe(Arc::new(node("quiet", Some(NOW + 90))), t(NOW + 2 * MIN));
-    f.watch_detectors(|_| None, t(NOW + 2 * MIN));
+    // Heard again: a heartbeat the cache holds and the fleet never saw.
+    let heard = node("quiet", Some(NOW + 90));
+    f.watch_detectors(&latest(&f, &[heard]), t(NOW + 2 * MIN));
     let events = f.take_events();
     assert!(
         matches!(&events[..], [FleetEvent::DetectorHeard { node, silent_for }]
@@ -300,7 +311,8 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
     assert_eq!(f.silent_count(), 0);
     assert_eq!(f.silence("quiet"), None);
     // Silent again: a new episode, reported again (and "fine", last heard at NOW - 10, by now too).
-    f.watch_detectors(|_| None, t(NOW + 90 + 16 * MIN));
+    f.observe(Arc::new(node("quiet", Some(NOW + 90))), t(NOW + 2 * MIN));
+    f.watch_detectors(&latest(&f, &[]), t(NOW + 90 + 16 * MIN));
     let silent: Vec<String> = f
         .take_events()
         .into_iter()
@@ -319,8 +331,8 @@ fn a_silent_node_is_cordoned_when_detector_silent_is_a_configured_condition() {
         .push("DetectorSilent=True,30m".parse().unwrap());
     let mut f = fleet(c, &[node("quiet", Some(NOW - 3600))]);
     // Declared at NOW - 45m: held 45m > 30m.
-    f.watch_detectors(|_| None, t(NOW));
-    let decisions = f.round(|_| None, |_| Default::default(), t(NOW));
+    f.watch_detectors(&latest(&f, &[]), t(NOW));
+    let decisions = f.round(t(NOW));
     let (d, _) = &decisions[0];
     assert_eq!(d.action, crate::decide::Action::Cordon, "{d:?}");
     assert!(d.reason.contains("DetectorSilent=True"), "{}", d.reason);

@@ -14,11 +14,11 @@ impl Fleet {
     pub(super) fn correlate(&mut self, now: Timestamp) {
         let s = &self.cfg.safety;
         if s.correlate_min == 0 {
-            self.gains.clear();
+            self.safety.gains.clear();
             return;
         }
         let since = nodemedic_common::time::sub(now, s.correlate_window);
-        self.gains.retain(|g| g.at >= since);
+        self.safety.gains.retain(|g| g.at >= since);
         let nodes = &self.nodes;
         let cfg = &self.cfg;
         // Selected nodes, and not a Kosmos leaf node's exempt conditions (their flaps are expected).
@@ -29,14 +29,15 @@ impl Fleet {
                 e.selected && !(kosmos && (*g.type_ == *"Ready" || !cfg.kosmos_other_conditions))
             })
         };
-        let selected: Vec<common_cause::Gain> = self.gains.iter().filter(counts).cloned().collect();
+        let selected: Vec<common_cause::Gain> =
+            self.safety.gains.iter().filter(counts).cloned().collect();
         let groups = common_cause::groups(&selected, s.correlate_min, s.correlate_window, now);
-        self.causes.retain(|k, _| groups.contains_key(k));
-        if self.causes.is_empty() {
-            self.cause = None;
+        self.safety.causes.retain(|k, _| groups.contains_key(k));
+        if self.safety.causes.is_empty() {
+            self.safety.cause = None;
         }
         for (key, group) in groups {
-            let size = self.causes.get(&key).copied();
+            let size = self.safety.causes.get(&key).copied();
             if size == Some(group.len()) {
                 continue;
             }
@@ -48,11 +49,11 @@ impl Fleet {
                 .collect();
             let found = common_cause::cause(&group, &fleet);
             // Reported once per group; as it grows, what the holds name is brought up to date.
-            self.cause = Some(found.to_string());
+            self.safety.cause = Some(found.to_string());
             if size.is_none() {
                 self.events.push(FleetEvent::CommonCause(found));
             }
-            self.causes.insert(key, group.len());
+            self.safety.causes.insert(key, group.len());
         }
     }
 }

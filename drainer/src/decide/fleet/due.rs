@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Fleet, FleetEvent, GatesKey};
+use super::queue::GatesKey;
+use super::{Fleet, FleetEvent};
 use crate::decide::gates::Gates;
 use crate::decide::gates::breaker::BreakerChange;
 use crate::decide::gates::flap::FlapGate;
@@ -17,7 +18,6 @@ use crate::decide::ladder::why::LadderWhy;
 use crate::decide::{Action, Candidate, NodeDecision, Why, decide_some};
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
-use crate::model::pod::PodInfo;
 
 impl Fleet {
     /// The gates at `now`: the breaker and the outages are brought up to date from the running
@@ -28,9 +28,9 @@ impl Fleet {
         self.correlate(now);
         self.pace(now);
         let health = self.running.health(s.breaker_window, now);
-        match self.breaker.observe(&health, s, now) {
+        match self.safety.breaker.observe(&health, s, now) {
             Some(BreakerChange::Opened(trip)) => {
-                let cause = self.cause.clone();
+                let cause = self.safety.cause.clone();
                 self.events.push(FleetEvent::BreakerOpened { trip, cause })
             }
             Some(BreakerChange::Closed { open_for }) => {
@@ -39,48 +39,49 @@ impl Fleet {
             None => {}
         }
         let window_start = nodemedic_common::time::sub(now, s.breaker_window);
-        self.newly_wake = self
+        self.safety.newly_wake = self
             .running
             .unhealthy_since
             .range(window_start..)
             .next()
             .map(|(t, _)| nodemedic_common::time::add(*t, s.breaker_window))
-            .filter(|at| *at > now && self.breaker.is_open());
+            .filter(|at| *at > now && self.safety.breaker.is_open());
         let mut domains = BTreeMap::new();
         let mut outages = BTreeMap::new();
         for (d, t) in &self.running.domains {
             domains.insert(d.to_string(), *t);
             if let Some(mut o) = outage::outage(d, t, s) {
-                o.cause = self.cause.clone();
+                o.cause = self.safety.cause.clone();
                 outages.insert(d.to_string(), o);
             }
         }
         for (d, o) in &outages {
-            if !self.outages.contains(d) {
+            if !self.safety.outages.contains(d) {
                 self.events.push(FleetEvent::OutageStarted(o.clone()));
             }
         }
-        for d in &self.outages {
+        for d in &self.safety.outages {
             if !outages.contains_key(d) {
                 self.events
                     .push(FleetEvent::OutageEnded { domain: d.clone() });
             }
         }
-        self.outages = outages.keys().cloned().collect();
+        self.safety.outages = outages.keys().cloned().collect();
         Gates {
-            pause: self.paused.clone(),
+            pause: self.safety.paused.clone(),
             flap: FlapGate {
                 window: s.flap_window,
             },
-            breaker: self.breaker.hold(s).map(|mut b| {
-                b.cause = self.cause.clone();
+            breaker: self.safety.breaker.hold(s).map(|mut b| {
+                b.cause = self.safety.cause.clone();
                 b
             }),
             outage: OutageGate { outages },
             domains,
             window: window::next_window(&s.drain_windows, now),
-            replaced: self.seen.replaced_within_the_hour(now),
+            replaced: self.records.seen.replaced_within_the_hour(now),
             pace: self
+                .records
                 .seen
                 .pace
                 .domains
@@ -96,23 +97,14 @@ impl Fleet {
         }
     }
 
-    /// Decide the nodes that changed, whose time came, or that wait for a budget; `latest` gives a
-    /// node's current view from the cache and `pods_of` its pods. Decisions come with the view they
-    /// were made on.
+    /// Decide the nodes that changed, whose time came, or that wait for a budget, from what the
+    /// fleet holds (views, pods, records); decisions come with the view they were made on.
     ///
-    /// Each node decided is brought up to date with `latest` first: heartbeats do not reach the
-    /// fleet, so a node woken by the clock would otherwise carry the resourceVersion of its last real
-    /// change, and a cordon made against it would fail its precondition (409) every time.
-    pub fn round(
-        &mut self,
-        latest: impl Fn(&str) -> Option<Arc<NodeView>>,
-        pods_of: impl Fn(&str) -> Arc<Vec<Arc<PodInfo>>>,
-        now: Timestamp,
-    ) -> Vec<(NodeDecision, Arc<NodeView>)> {
+    /// Kubelet heartbeats do not reach the fleet, so that view may carry the resourceVersion of the
+    /// node's last state change: the controller writes against the cache's newer one when its state
+    /// is the same (`controller::round::latest_to_write`).
+    pub fn round(&mut self, now: Timestamp) -> Vec<(NodeDecision, Arc<NodeView>)> {
         let mut names = self.due(now);
-        for n in &names {
-            self.refresh(n, &latest, now);
-        }
         let gates = self.gates(now);
         let key = GatesKey {
             paused: gates.pause.is_some(),
@@ -120,33 +112,30 @@ impl Fleet {
             outages: gates.outage.outages.keys().cloned().collect(),
             window: gates.window.is_ok(),
         };
-        if self.last_gates.as_ref() != Some(&key) {
+        if self.queue.last_gates.as_ref() != Some(&key) {
             // A gate opened or closed: what it held is decided again.
-            for n in std::mem::take(&mut self.held) {
-                if self.nodes.contains_key(&n) && !names.contains(&n) {
-                    self.refresh(&n, &latest, now);
+            for n in std::mem::take(&mut self.queue.held) {
+                if self.nodes.contains_key(&n) {
                     names.insert(n);
                 }
             }
-            self.last_gates = Some(key);
+            self.queue.last_gates = Some(key);
         }
-        let pods: Vec<Arc<Vec<Arc<PodInfo>>>> = names.iter().map(|n| pods_of(n)).collect();
         let s = &self.cfg.safety;
         let candidates: Vec<Candidate> = names
             .iter()
-            .zip(&pods)
-            .map(|(n, p)| {
+            .map(|n| {
                 let e = &self.nodes[n];
                 Candidate {
                     node: &e.view,
                     selected: e.selected,
                     record: e.record.as_deref(),
-                    pods: p.iter().map(|p| &**p).collect(),
+                    pods: e.pods.iter().flat_map(|p| p.iter()).map(|p| &**p).collect(),
                     domain: e.domain.as_deref(),
-                    flapping: self.flaps.get(n).and_then(|f| f.flapping(now, s)),
-                    silent: self.silent.get(n).map(|s| s.declared),
-                    newest: self.seen.nodes.get(n.as_str()).map(|n| n.at),
-                    reboots_today: self.seen.reboots_today(n, now),
+                    flapping: self.safety.flaps.get(n).and_then(|f| f.flapping(now, s)),
+                    silent: self.safety.silent.get(n).map(|s| s.declared),
+                    newest: self.records.seen.nodes.get(n.as_str()).map(|n| n.at),
+                    reboots_today: self.records.seen.reboots_today(n, now),
                 }
             })
             .collect();
@@ -159,42 +148,22 @@ impl Fleet {
 
     /// The nodes due this round: changed, woken by the clock, or waiting for a budget.
     fn due(&mut self, now: Timestamp) -> BTreeSet<ArcStr> {
-        while let Some((at, _)) = self.wakes.first()
+        while let Some((at, _)) = self.queue.wakes.first()
             && *at <= now
         {
-            let Some((_, name)) = self.wakes.pop_first() else {
+            let Some((_, name)) = self.queue.wakes.pop_first() else {
                 break;
             };
             if let Some(e) = self.nodes.get_mut(&name) {
                 e.wake = None;
             }
-            self.dirty.insert(name);
+            self.queue.dirty.insert(name);
         }
-        std::mem::take(&mut self.dirty)
+        std::mem::take(&mut self.queue.dirty)
             .into_iter()
-            .chain(std::mem::take(&mut self.waiting))
+            .chain(std::mem::take(&mut self.queue.waiting))
             .filter(|n| self.nodes.contains_key(n))
             .collect()
-    }
-
-    /// Bring `name` up to date with the cache before deciding it.
-    fn refresh(
-        &mut self,
-        name: &str,
-        latest: &impl Fn(&str) -> Option<Arc<NodeView>>,
-        now: Timestamp,
-    ) {
-        // A node the controller observed this round already holds the cache's view itself (the
-        // same `Arc`): observing it again would change nothing, so it is not.
-        if let Some(v) = latest(name)
-            && !self
-                .nodes
-                .get(name)
-                .is_some_and(|e| Arc::ptr_eq(&e.view, &v))
-        {
-            self.observe(v, now);
-        }
-        self.dirty.remove(name);
     }
 
     /// Whether each candidate flaps now, for the nodes this drainer selects or holds a record of
@@ -219,13 +188,13 @@ impl Fleet {
         for (node, flapping) in flaps {
             match flapping {
                 Some(changes) => {
-                    if self.flapping.insert(node.clone()) {
+                    if self.safety.flapping.insert(node.clone()) {
                         let node = node.to_string();
                         self.events.push(FleetEvent::Flapping { node, changes });
                     }
                 }
                 None => {
-                    self.flapping.remove(&node);
+                    self.safety.flapping.remove(&node);
                 }
             }
         }
@@ -234,17 +203,17 @@ impl Fleet {
     /// Keep what a decision says about the next rounds (a wait, a hold, a wake-up); with its view.
     fn track(&mut self, d: NodeDecision) -> (NodeDecision, Arc<NodeView>) {
         if let Why::Ladder(LadderWhy::SlowStart { domain, .. }) = &d.why {
-            self.seen_changed |= self.seen.pace.wanted(domain);
+            self.records.changed |= self.records.seen.pace.wanted(domain);
         }
         match &d.why {
             Why::CordonBudget { .. }
             | Why::DrainBudget { .. }
             | Why::DomainBudget { .. }
             | Why::Ladder(LadderWhy::SlowStart { .. } | LadderWhy::ReplaceBudget { .. }) => {
-                self.waiting.insert(d.node.clone());
+                self.queue.waiting.insert(d.node.clone());
             }
             _ if d.action == Action::Hold => {
-                self.held.insert(d.node.clone());
+                self.queue.held.insert(d.node.clone());
             }
             _ => {}
         }

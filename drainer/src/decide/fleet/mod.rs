@@ -1,5 +1,5 @@
 //! The controller's incremental state, pure: every node's view, whether the selector selects it,
-//! its record, and running totals of the budgets, updated as nodes change. A round decides only
+//! its record, its pods, and running totals of the budgets, updated as nodes change. A round decides only
 //! the nodes that changed, whose time came ([`NodeDecision::wake`](crate::decide::NodeDecision::wake)) or that wait for a budget, with
 //! [`decide_some`](crate::decide::decide_some) — the same code `drainer plan` runs over all nodes — so work per event follows
 //! what changed, not the size of the cluster.
@@ -15,6 +15,9 @@
 //!
 //! ```text
 //!  totals    the per-node entries, the overlays, the running totals
+//!  queue     which nodes the next rounds decide: changed, woken by the clock, waiting, held
+//!  safety    the fleet-wide safety states kept over time (breaker, outages, flaps, silences, causes)
+//!  seen      our records as the watch showed them (kept on the Lease), and the ones refused
 //!  due       a round: the due nodes, the gates, the decisions and what they mean for the next
 //!  watchdog  which selected nodes' detectors are silent, checked at each resync
 //!  cause     groups of nodes gaining one condition together, and what they share
@@ -23,6 +26,8 @@
 mod cause;
 mod due;
 mod pace;
+mod queue;
+mod safety;
 pub mod seen;
 mod totals;
 mod watchdog;
@@ -37,12 +42,16 @@ use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 use crate::config::Config;
 use crate::decide::facts::{Outage, Pause, Trip};
 use crate::decide::gates::breaker::Breaker;
-use crate::decide::gates::flap::{self, Flaps};
+use crate::decide::gates::flap;
 use crate::decide::gates::outage;
 use crate::decide::{Totals, Why};
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
+use crate::model::pod::PodInfo;
 use crate::model::record::{Checked, Record, Rejection};
+use queue::Queue;
+use safety::Safety;
+use seen::Records;
 use totals::{Entry, Overlay, Running};
 
 /// How long a write is laid over a node whose watch never shows it (a missed event; the full resync
@@ -95,58 +104,16 @@ pub struct Fleet {
     nodes: ByNode<Entry>,
     running: Running,
     overlays: ByNode<Overlay>,
-    /// Decided at the next round.
-    dirty: BTreeSet<ArcStr>,
-    /// Clock wake-ups: (when, node).
-    wakes: BTreeSet<(Timestamp, ArcStr)>,
-    /// Waiting for a cordon or drain budget: decided every round, as a freed slot may be theirs.
-    waiting: BTreeSet<ArcStr>,
-    /// Held by a safety gate: decided again when the gates change.
-    held: BTreeSet<ArcStr>,
-    /// The gates of the last round (what a change is detected against).
-    last_gates: Option<GatesKey>,
-    breaker: Breaker,
-    outages: BTreeSet<String>,
-    paused: Option<Pause>,
-    /// Recent condition changes of nodes that had any.
-    flaps: ByNode<Flaps>,
-    /// Nodes flapping now whose episode was reported.
-    flapping: BTreeSet<ArcStr>,
+    /// Which nodes the next rounds decide, and when.
+    queue: Queue,
+    /// The fleet-wide safety states kept over time (the gates are derived from them each round).
+    safety: Safety,
+    /// Our records as the watch showed them, and the ones refused.
+    records: Records,
     events: Vec<FleetEvent>,
-    /// Where the detector DaemonSet places its pods, and the nodes whose detector is silent.
-    placement: crate::decide::silence::Placement,
-    silent: ByNode<crate::decide::silence::Silence>,
-    /// Recent gains of watched conditions, the groups reported, and the latest cause reported
-    /// while its group lasts (named by the breaker's and outages' reasons).
-    gains: Vec<crate::decide::common_cause::Gain>,
-    causes: BTreeMap<(ArcStr, Option<ArcStr>), usize>,
-    cause: Option<String>,
     /// Transitions of watched conditions seen since the controller last took them (only with
     /// `--history-file`).
     transitions: Vec<crate::model::transition::Transition>,
-    /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
-    /// count drops then, which may let it calm down); never in the past.
-    newly_wake: Option<Timestamp>,
-    /// Per node, the newest of our records the watch showed (`Record::at`), and whether the watch
-    /// has since shown it removed: an older one seen later, or that one again once removed, was
-    /// written back by someone else (a replay) and is not ours to act on. Kept on the Lease.
-    seen: seen::Seen,
-    /// The memory changed since it was last handed out, and when it was last pruned.
-    seen_changed: bool,
-    seen_pruned: Option<Timestamp>,
-    /// Per node, a hash of the record text last refused (each refused record is reported once).
-    refused: ByNode<u64>,
-    /// Records refused since the controller last took them.
-    rejected: Vec<(String, Rejection)>,
-}
-
-/// What of the gates a held decision depends on.
-#[derive(Debug, Clone, PartialEq)]
-struct GatesKey {
-    paused: bool,
-    breaker: bool,
-    outages: BTreeSet<String>,
-    window: bool,
 }
 
 /// How a selector error is reported: once per node view, by the caller.
@@ -159,29 +126,11 @@ impl Fleet {
             nodes: ByNode::default(),
             running: Running::default(),
             overlays: ByNode::default(),
-            dirty: BTreeSet::new(),
-            wakes: BTreeSet::new(),
-            waiting: BTreeSet::new(),
-            held: BTreeSet::new(),
-            last_gates: None,
-            breaker: Breaker::default(),
-            outages: BTreeSet::new(),
-            paused: None,
-            flaps: ByNode::default(),
-            flapping: BTreeSet::new(),
+            queue: Queue::default(),
+            safety: Safety::default(),
+            records: Records::default(),
             events: Vec::new(),
-            newly_wake: None,
-            placement: Default::default(),
-            silent: ByNode::default(),
-            gains: Vec::new(),
-            causes: BTreeMap::new(),
-            cause: None,
             transitions: Vec::new(),
-            seen: seen::Seen::default(),
-            seen_changed: false,
-            seen_pruned: None,
-            refused: ByNode::default(),
-            rejected: Vec::new(),
         }
     }
 
@@ -189,13 +138,14 @@ impl Fleet {
     /// records a week old are forgotten at most once a minute, at `now`).
     pub(crate) fn seen_changed(&mut self, now: Timestamp) -> Option<&seen::Seen> {
         let due = self
-            .seen_pruned
+            .records
+            .pruned
             .is_none_or(|t| nodemedic_common::time::add(t, Duration::from_secs(60)) <= now);
         if due {
-            self.seen_pruned = Some(now);
-            self.seen_changed |= self.seen.prune(now);
+            self.records.pruned = Some(now);
+            self.records.changed |= self.records.seen.prune(now);
         }
-        std::mem::take(&mut self.seen_changed).then_some(&self.seen)
+        std::mem::take(&mut self.records.changed).then_some(&self.records.seen)
     }
 
     /// The reboot requests our records stand for, by node name, when they may have changed since
@@ -217,32 +167,32 @@ impl Fleet {
 
     /// The record memory the previous leader kept (read back before the first round).
     pub(crate) fn restore_seen(&mut self, s: seen::Seen) {
-        self.seen = s;
-        self.seen_changed = true;
+        self.records.seen = s;
+        self.records.changed = true;
     }
 
     /// Records on nodes refused since the last call (node, why): each is reported once.
     pub(crate) fn take_rejected(&mut self) -> Vec<(String, Rejection)> {
-        std::mem::take(&mut self.rejected)
+        std::mem::take(&mut self.records.rejected)
     }
 
     /// The breaker as kept on the Lease (a restart or a new leader continues it).
     pub(crate) fn restore_breaker(&mut self, b: Breaker) {
-        self.breaker = b;
+        self.safety.breaker = b;
     }
 
     pub(crate) fn breaker(&self) -> &Breaker {
-        &self.breaker
+        &self.safety.breaker
     }
 
     /// The pause read from the Lease (None: not paused).
     pub(crate) fn set_pause(&mut self, p: Option<Pause>) {
-        self.paused = p;
+        self.safety.paused = p;
     }
 
     /// The pause in force, if any.
     pub(crate) fn paused(&self) -> Option<&Pause> {
-        self.paused.as_ref()
+        self.safety.paused.as_ref()
     }
 
     /// The watched conditions' transitions seen since the last call (with `--history-file`).
@@ -257,12 +207,12 @@ impl Fleet {
 
     /// Domains in an outage now.
     pub(crate) fn outages(&self) -> &BTreeSet<String> {
-        &self.outages
+        &self.safety.outages
     }
 
     /// Nodes a safety gate holds now.
     pub(crate) fn held(&self) -> usize {
-        self.held.len()
+        self.queue.held.len()
     }
 
     pub fn len(&self) -> usize {
@@ -331,17 +281,17 @@ impl Fleet {
     fn confirm(&mut self, view: &NodeView) {
         match Record::check(view, &self.cfg.records, &self.cfg.owner) {
             // A replay the memory already knows raises nothing.
-            Checked::Authentic(r) if self.seen.replayed(&view.name, r.at).is_none() => {
-                self.seen_changed |= self.seen.saw(&view.name, Some(r.at));
+            Checked::Authentic(r) if self.records.seen.replayed(&view.name, r.at).is_none() => {
+                self.records.changed |= self.records.seen.saw(&view.name, Some(r.at));
                 let started = matches!(
                     r.phase,
                     crate::model::record::Phase::Rebooting | crate::model::record::Phase::Replacing
                 );
                 if let (true, Some(step), Some(at)) = (started, r.step, r.step_at) {
-                    self.seen_changed |= self.seen.stepped(&view.name, step, at);
+                    self.records.changed |= self.records.seen.stepped(&view.name, step, at);
                 }
             }
-            Checked::Absent => self.seen_changed |= self.seen.saw(&view.name, None),
+            Checked::Absent => self.records.changed |= self.records.seen.saw(&view.name, None),
             Checked::Authentic(_) | Checked::Foreign(_) | Checked::Rejected(_) => {}
         }
     }
@@ -352,7 +302,7 @@ impl Fleet {
         let verdict = match Record::check(view, &self.cfg.records, &self.cfg.owner) {
             Checked::Absent => Ok(None),
             Checked::Foreign(r) => Ok(Some(r)),
-            Checked::Authentic(r) => match self.seen.replayed(&view.name, r.at) {
+            Checked::Authentic(r) => match self.records.seen.replayed(&view.name, r.at) {
                 Some(newest) => Err(Rejection::Replayed { at: r.at, newest }),
                 None => Ok(Some(r)),
             },
@@ -360,7 +310,7 @@ impl Fleet {
         };
         match verdict {
             Ok(r) => {
-                self.refused.remove(&view.name);
+                self.records.refused.remove(&view.name);
                 r.map(Box::new)
             }
             Err(why) => {
@@ -368,8 +318,8 @@ impl Fleet {
                 let mut h = std::collections::hash_map::DefaultHasher::new();
                 view.annotations.get(DRAIN_RECORD_ANNOTATION).hash(&mut h);
                 let h = h.finish();
-                if self.refused.insert(view.name.clone(), h) != Some(h) {
-                    self.rejected.push((view.name.to_string(), why));
+                if self.records.refused.insert(view.name.clone(), h) != Some(h) {
+                    self.records.rejected.push((view.name.to_string(), why));
                 }
                 None
             }
@@ -386,18 +336,18 @@ impl Fleet {
             return None;
         }
         self.unwake(&name);
-        let mut last = None;
+        let (mut last, mut pods) = (None, None);
         // The selection holds while nothing the selector reads changed (a condition's change under
         // a label selector): evaluated again only when something it reads did.
         let mut kept = None;
         if let Some(old) = self.nodes.remove(&name) {
-            last = old.last;
+            (last, pods) = (old.last, old.pods.clone());
             if self.cfg.selector.reads().same(&old.view, &view) {
                 kept = Some(old.selected);
             }
             self.running.count(&old, &self.cfg.owner, false);
             let gains = crate::decide::common_cause::gains(&old.view, &view, &self.cfg.conditions);
-            self.gains.extend(gains);
+            self.safety.gains.extend(gains);
             if self.cfg.history_file.is_some() {
                 let mut types: Vec<&str> = self
                     .cfg
@@ -410,7 +360,8 @@ impl Fleet {
                 self.transitions.extend(seen);
             }
             for at in flap::changes(&old.view, &view, &self.cfg) {
-                self.flaps
+                self.safety
+                    .flaps
                     .entry(name.clone())
                     .or_default()
                     .record(at, &self.cfg.safety);
@@ -433,10 +384,11 @@ impl Fleet {
             wake: None,
             at_rest: false,
             last,
+            pods,
         };
         self.running.count(&entry, &self.cfg.owner, true);
         self.nodes.insert(name.clone(), entry);
-        self.dirty.insert(name);
+        self.queue.dirty.insert(name);
         error
     }
 
@@ -458,11 +410,7 @@ impl Fleet {
         let entries: Vec<_> = self.nodes.drain().map(|(_, e)| (e.view, e.last)).collect();
         self.cfg = cfg;
         self.running = Running::default();
-        self.wakes.clear();
-        self.waiting.clear();
-        self.held.clear();
-        self.dirty.clear();
-        self.last_gates = None;
+        self.queue.clear();
         let mut errors = Vec::new();
         for (view, last) in entries {
             let name = view.name.clone();
@@ -481,29 +429,28 @@ impl Fleet {
             self.running.count(&old, &self.cfg.owner, false);
         }
         self.overlays.remove(name);
-        self.dirty.remove(name);
-        self.waiting.remove(name);
-        self.held.remove(name);
-        self.flaps.remove(name);
-        self.flapping.remove(name);
-        self.silent.remove(name);
-        self.refused.remove(name);
+        self.queue.forget(name);
+        self.safety.forget(name);
+        self.records.refused.remove(name);
         // A node gone while it dwelt proves nothing about its domain.
-        self.seen.pace.forget_node(name);
+        self.records.seen.pace.forget_node(name);
         // Gone with its Node: forgotten a week on, as a removed record is.
-        self.seen_changed |= self.seen.saw(name, None);
+        self.records.changed |= self.records.seen.saw(name, None);
     }
 
-    /// Its pods changed: decide it again.
-    pub(crate) fn touch(&mut self, name: &str) {
-        if let Some(e) = self.nodes.get(name) {
-            self.dirty.insert(e.view.name.clone());
+    /// The node's pods, as the pod index holds them now (when they changed, and when the node is
+    /// new to the fleet): it is decided again. Ignored for a node the fleet does not hold (its pods
+    /// are handed over when it comes).
+    pub fn pods(&mut self, name: &str, pods: Arc<Vec<Arc<PodInfo>>>) {
+        if let Some(e) = self.nodes.get_mut(name) {
+            e.pods = Some(pods);
+            self.queue.dirty.insert(e.view.name.clone());
         }
     }
 
     /// Decide every node at the next round (a relist, or the periodic resync).
     pub fn touch_all(&mut self) {
-        self.dirty.extend(self.nodes.keys().cloned());
+        self.queue.dirty.extend(self.nodes.keys().cloned());
     }
 
     /// Decide again, at the next round, every node whose last decision left something to do or
@@ -511,7 +458,7 @@ impl Fleet {
     /// reports, so at 15,000 mostly healthy nodes the resync decides the few that are not.
     pub(crate) fn touch_restless(&mut self) {
         let restless = self.nodes.iter().filter(|(_, e)| !e.at_rest);
-        self.dirty.extend(restless.map(|(n, _)| n.clone()));
+        self.queue.dirty.extend(restless.map(|(n, _)| n.clone()));
     }
 
     /// Decide `name` again at `at` (e.g. to retry a failed write).
@@ -519,10 +466,10 @@ impl Fleet {
         if let Some(e) = self.nodes.get_mut(name) {
             let name = e.view.name.clone();
             if let Some(old) = e.wake.take() {
-                self.wakes.remove(&(old, name.clone()));
+                self.queue.wakes.remove(&(old, name.clone()));
             }
             e.wake = Some(at);
-            self.wakes.insert((at, name));
+            self.queue.wakes.insert((at, name));
         }
     }
 
@@ -530,20 +477,20 @@ impl Fleet {
         if let Some(e) = self.nodes.get_mut(name)
             && let Some(at) = e.wake.take()
         {
-            self.wakes.remove(&(at, e.view.name.clone()));
+            self.queue.wakes.remove(&(at, e.view.name.clone()));
         }
     }
 
     /// Nodes the next round will decide at least (changed or waiting; due wake-ups aside).
     pub(crate) fn pending(&self) -> usize {
-        self.dirty.len() + self.waiting.len()
+        self.queue.dirty.len() + self.queue.waiting.len()
     }
 
     /// The next clock wake-up.
     pub(crate) fn next_wake(&self) -> Option<Timestamp> {
-        let node = self.wakes.first().map(|(t, _)| *t);
-        let breaker = self.breaker.wake(&self.cfg.safety);
-        [node, breaker, self.newly_wake, self.pace_wake()]
+        let node = self.queue.wakes.first().map(|(t, _)| *t);
+        let breaker = self.safety.breaker.wake(&self.cfg.safety);
+        [node, breaker, self.safety.newly_wake, self.pace_wake()]
             .into_iter()
             .flatten()
             .min()

@@ -20,29 +20,29 @@ impl Fleet {
     /// A ladder step on `node` was proven at `now` (its dwell starts).
     pub(crate) fn step_proven(&mut self, node: &str, now: Timestamp) {
         let domain = self.pace_domain(node);
-        self.seen.pace.proven(&domain, node, now);
-        self.seen_changed = true;
+        self.records.seen.pace.proven(&domain, node, now);
+        self.records.changed = true;
     }
 
     /// A ladder step on `node` failed, or its problem came back after it (`why`).
     pub(crate) fn step_failed(&mut self, node: &str, why: &str, now: Timestamp) {
         let domain = self.pace_domain(node);
-        if let Some(change) = self.seen.pace.failed(&domain, node, why, now) {
+        if let Some(change) = self.records.seen.pace.failed(&domain, node, why, now) {
             self.events.push(FleetEvent::SlowStart(change));
         }
-        self.seen_changed = true;
+        self.records.changed = true;
     }
 
     /// Dwells that passed by `now` widen their domains.
     pub(super) fn pace(&mut self, now: Timestamp) {
-        let changes = self.seen.pace.tick(now, &self.cfg.ladder.pacing);
-        self.seen_changed |= !changes.is_empty();
+        let changes = self.records.seen.pace.tick(now, &self.cfg.ladder.pacing);
+        self.records.changed |= !changes.is_empty();
         self.events
             .extend(changes.into_iter().map(FleetEvent::SlowStart));
     }
 
     /// When the pace next moves by the clock.
     pub(super) fn pace_wake(&self) -> Option<Timestamp> {
-        self.seen.pace.wake(&self.cfg.ladder.pacing)
+        self.records.seen.pace.wake(&self.cfg.ladder.pacing)
     }
 }

@@ -62,6 +62,23 @@ fn is_default(s: &SlowStart) -> bool {
     s.domains.is_empty()
 }
 
+/// The fleet's memory of records: what the watch showed ([`Seen`]), whether it changed since it
+/// was last kept on the Lease, and the records refused (each reported once).
+#[derive(Default)]
+pub(crate) struct Records {
+    /// Per node, the newest of our records the watch showed (`Record::at`), and whether the watch
+    /// has since shown it removed: an older one seen later, or that one again once removed, was
+    /// written back by someone else (a replay) and is not ours to act on. Kept on the Lease.
+    pub(super) seen: Seen,
+    /// The memory changed since it was last handed out, and when it was last pruned.
+    pub(super) changed: bool,
+    pub(super) pruned: Option<Timestamp>,
+    /// Per node, a hash of the record text last refused (each refused record is reported once).
+    pub(super) refused: super::ByNode<u64>,
+    /// Records refused since the controller last took them.
+    pub(super) rejected: Vec<(String, crate::model::record::Rejection)>,
+}
+
 /// What the Lease annotation holds that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unreadable record memory on the Lease: {0}")]

@@ -131,7 +131,7 @@ fn incremental_rounds_agree_with_the_full_plan() {
         v.resource_version = format!("{step}").as_str().into();
         f.observe(Arc::new(v), now);
         let expected = full(&f, &c, now);
-        let decisions = f.round(|_| None, |_| Default::default(), now);
+        let decisions = f.round(now);
         decided += decisions.len();
         for (d, _) in &decisions {
             assert_eq!(
@@ -169,7 +169,7 @@ fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
     for (i, pool) in ["a", "a", "b", "b"].iter().enumerate() {
         f.observe(Arc::new(view(&format!("n{i}"), pool, Some(0))), now);
     }
-    let first = f.round(|_| None, |_| Default::default(), now);
+    let first = f.round(now);
     let cordoned: Vec<String> = first
         .iter()
         .filter(|(d, _)| matches!(d.effect, Effect::Cordon(_)))
@@ -193,7 +193,7 @@ fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
     assert!(f.reconfigure(new.clone()).is_empty());
     assert_eq!(f.pending(), 4, "every node is decided again");
     let expected = full(&f, &new, now);
-    let second = f.round(|_| None, |_| Default::default(), now);
+    let second = f.round(now);
     assert_eq!(second.len(), 4);
     for (d, _) in &second {
         assert_eq!(
@@ -264,7 +264,7 @@ fn the_next_wake_is_never_in_the_past_while_the_breaker_is_open() {
         let bad = (i < 4).then_some(0);
         f.observe(Arc::new(zoned(&format!("n{i}"), "z", bad)), now);
     }
-    f.round(|_| None, |_| Default::default(), now);
+    f.round(now);
     assert!(f.breaker().is_open());
     assert!(f.next_wake().is_none_or(|w| w > now), "{:?}", f.next_wake());
     // Starts within the window wake the fleet when they leave it.
@@ -273,7 +273,7 @@ fn the_next_wake_is_never_in_the_past_while_the_breaker_is_open() {
         let bad = (i < 4).then_some(99_900);
         g.observe(Arc::new(zoned(&format!("n{i}"), "z", bad)), now);
     }
-    g.round(|_| None, |_| Default::default(), now);
+    g.round(now);
     assert_eq!(g.next_wake(), Some(t(99_900 + 300)));
 }
 
@@ -293,7 +293,7 @@ fn a_pause_holds_everything_and_lifting_it_decides_the_held_nodes_again() {
         since: Some(t(9_000)),
         reason: "rollout".into(),
     }));
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     let held: Vec<_> = whys(&d)
         .into_iter()
         .filter(|w| w.1 == Action::Hold)
@@ -305,9 +305,9 @@ fn a_pause_holds_everything_and_lifting_it_decides_the_held_nodes_again() {
     );
     assert_eq!(f.held(), 1);
     // Nothing changed: the held node is not decided again.
-    assert!(f.round(|_| None, |_| Default::default(), now).is_empty());
+    assert!(f.round(now).is_empty());
     f.set_pause(None);
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(
         d.len(),
         1,
@@ -341,7 +341,7 @@ fn a_domain_budget_and_an_outage_act_per_domain() {
             );
         }
     }
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     let events = f.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(
@@ -374,7 +374,7 @@ fn a_domain_budget_and_an_outage_act_per_domain() {
         v.resource_version = format!("r{i}").as_str().into();
         f.observe(Arc::new(v), now);
     }
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(
         f.take_events(),
         vec![FleetEvent::OutageEnded {
@@ -399,7 +399,7 @@ fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next
     }));
     let now = t(0);
     f.observe(Arc::new(zoned("n1", "z", Some(-3600))), now);
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert!(
         matches!(d[0].0.effect, Effect::Cordon(_)),
         "cordons happen at once"
@@ -407,7 +407,7 @@ fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next
     for (d, _) in &d {
         act(&mut f, d, now);
     }
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(d[0].0.action, Action::Wait);
     assert!(
         d[0].0.reason.starts_with(
@@ -417,11 +417,7 @@ fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next
         d[0].0.reason
     );
     assert_eq!(d[0].0.wake, Some("2027-01-16T10:00:00Z".parse().unwrap()));
-    let d = f.round(
-        |_| None,
-        |_| Default::default(),
-        "2027-01-16T10:00:00Z".parse().unwrap(),
-    );
+    let d = f.round("2027-01-16T10:00:00Z".parse().unwrap());
     assert_eq!(d[0].0.action, Action::Drain, "inside the window");
 }
 
@@ -430,7 +426,7 @@ fn a_heartbeat_decides_nothing_and_a_late_event_does_not_undo_a_write() {
     let mut f = Fleet::new(cfg(1));
     let now = t(10_000);
     f.observe(Arc::new(view("n1", "a", Some(0))), now);
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(d[0].0.action, Action::Cordon);
     act(&mut f, &d[0].0, now);
     assert_eq!(f.totals().cordoned, 1, "counted before the watch shows it");
@@ -439,13 +435,13 @@ fn a_heartbeat_decides_nothing_and_a_late_event_does_not_undo_a_write() {
     late.resource_version = "2".into();
     f.observe(Arc::new(late), now);
     assert_eq!(f.totals().cordoned, 1);
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert!(d.iter().all(|(d, _)| d.action != Action::Cordon), "{d:?}");
     // Another node waits for the budget and is decided each round until a slot frees.
     f.observe(Arc::new(view("n2", "a", Some(0))), now);
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert!(matches!(d[0].0.why, Why::CordonBudget { .. }));
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(d.len(), 1, "the waiting node is decided again");
 }
 
@@ -454,18 +450,41 @@ fn a_pending_condition_wakes_its_node_when_the_min_duration_is_reached() {
     let mut f = Fleet::new(cfg(5));
     let start = t(0);
     f.observe(Arc::new(view("n1", "a", Some(0))), start);
-    let d = f.round(|_| None, |_| Default::default(), start);
+    let d = f.round(start);
     assert_eq!(d[0].0.action, Action::Wait);
     assert_eq!(f.next_wake(), Some(t(600)));
-    assert!(f.round(|_| None, |_| Default::default(), t(599)).is_empty());
-    // Meanwhile the kubelet heartbeated: the cache has a newer resourceVersion, and the cordon
-    // must be made against it.
-    let mut beat = view("n1", "a", Some(0));
-    beat.resource_version = "77".into();
-    let beat = Arc::new(beat);
-    let d = f.round(|_| Some(beat.clone()), |_| Default::default(), t(600));
+    assert!(f.round(t(599)).is_empty());
+    let d = f.round(t(600));
     assert_eq!(d[0].0.action, Action::Cordon);
-    assert_eq!(d[0].1.resource_version, "77");
+}
+
+#[test]
+fn a_round_decides_with_the_pods_last_handed_over_and_a_change_of_them_decides_again() {
+    let mut f = Fleet::new(cfg(5));
+    let now = t(10_000);
+    let pod = |name: &str| {
+        let p = crate::decide::tests::pod(name, "n1", serde_json::json!({}));
+        Arc::new(PodInfo::from_pod(&p, None))
+    };
+    f.observe(Arc::new(view("n1", "a", None)), now);
+    f.pods("n1", Arc::new(vec![pod("p1")]));
+    f.pods("gone", Arc::new(vec![pod("p9")]));
+    let d = f.round(now);
+    assert_eq!(
+        d.len(),
+        1,
+        "a node the fleet does not hold is not decided: {d:?}"
+    );
+    assert!(f.round(now).is_empty(), "nothing changed");
+    // The node's state changes: it is decided with the pods it has, not none.
+    f.observe(Arc::new(view("n1", "a", Some(0))), now);
+    f.pods("n1", Arc::new(vec![pod("p1"), pod("p2")]));
+    let d = f.round(nodemedic_common::time::add(now, Duration::from_secs(600)));
+    let planned: Vec<&str> = d[0].0.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(planned, ["p1", "p2"], "{:?}", d[0].0);
+    // Only its pods change: decided again.
+    f.pods("n1", Arc::new(vec![pod("p2")]));
+    assert_eq!(f.round(now).len(), 1);
 }
 
 #[test]
@@ -478,18 +497,18 @@ fn the_periodic_resync_decides_again_only_the_nodes_not_at_rest() {
     }
     f.observe(Arc::new(view("bad", "a", Some(0))), now);
     f.observe(Arc::new(view("new", "a", Some(9_900))), now);
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(d.len(), 12);
     for (d, _) in &d {
         act(&mut f, d, now);
     }
     // The cordon's overlay is a change: decided once more, then settled.
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(whys(&d).len(), 1, "{:?}", whys(&d));
-    assert!(f.round(|_| None, |_| Default::default(), now).is_empty());
+    assert!(f.round(now).is_empty());
 
     f.touch_restless();
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     let mut names: Vec<&str> = d.iter().map(|(d, _)| d.node.as_str()).collect();
     names.sort();
     assert_eq!(
@@ -499,13 +518,13 @@ fn the_periodic_resync_decides_again_only_the_nodes_not_at_rest() {
     );
     // A relist decides every node again.
     f.touch_all();
-    assert_eq!(f.round(|_| None, |_| Default::default(), now).len(), 12);
+    assert_eq!(f.round(now).len(), 12);
     // A node at rest whose view changes is decided at once, and leaves the rest.
     f.observe(Arc::new(view("n0", "a", Some(0))), now);
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert_eq!(d[0].0.node, "n0");
     f.touch_restless();
-    let d = f.round(|_| None, |_| Default::default(), now);
+    let d = f.round(now);
     assert!(d.iter().any(|(d, _)| d.node == "n0"), "{:?}", whys(&d));
 }
 

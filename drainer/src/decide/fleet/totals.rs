@@ -32,6 +32,8 @@ pub(super) struct Entry {
     pub(super) at_rest: bool,
     /// Its last decision without its facts (the controller logs a decision when this changes).
     pub(super) last: Option<std::mem::Discriminant<crate::decide::Why>>,
+    /// Its pods as the pod index last handed them over (shared with it; None: none yet).
+    pub(super) pods: Option<Arc<Vec<Arc<crate::model::pod::PodInfo>>>>,
 }
 
 /// A write of ours not yet seen by the watch.
