@@ -17,8 +17,9 @@
 //!   new resourceVersion and `managedFields` on either API server; and as fast as 4
 //!   writers go (where many updates share a round); the share of a core at 17 updates/s (what
 //!   5,000 kubelets send);
-//! - condition set -> cordon latency under that churn (median, max);
-//! - cordon -> drain done for a 10-pod node under that churn (median, max);
+//! - condition set -> cordon latency under 20 heartbeats/s (min, median, P99, max;
+//!   `NODEMEDIC_SCALE_SAMPLES` nodes one after another, default 21);
+//! - cordon -> drain done for a 10-pod node under the same (min, median, max);
 //! - API requests the drainer made per cordon + drain (from the API server's audit log);
 //! - a burst of 50 nodes turning bad at once (`NODEMEDIC_SCALE_BURST`): time until all are cordoned.
 //!
@@ -38,9 +39,17 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::watcher;
-use nodemedic_tests::envtest::{self, ControlPlane};
+use nodemedic_tests::bench::{Backend, KillOnDrop};
 use nodemedic_tests::fleet::{self, PODS_PER_NODE, Update};
-const SAMPLES: usize = 21;
+/// Nodes turned bad one at a time for the condition -> cordon and cordon -> drained figures:
+/// `NODEMEDIC_SCALE_SAMPLES` (default 21; 200 or more for a P99, at most a tenth of the fleet).
+fn samples_n(count: usize) -> usize {
+    std::env::var("NODEMEDIC_SCALE_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(21usize)
+        .clamp(1, (count / 10).max(1))
+}
 /// Nodes turning bad at once in the burst: `NODEMEDIC_SCALE_BURST` (default 50, at most the fleet;
 /// the drainer's cordon budget is 1,000). Hundreds at once on a small fleet open the breaker (more
 /// than 20% new within 5 minutes), which is what it is for: give a fleet they are a small share of.
@@ -86,57 +95,12 @@ fn repeats() -> usize {
         .max(1)
 }
 
-/// Where the bench runs: a real control plane, or the test API server.
-enum Backend {
-    Real(&'static ControlPlane),
-    Fake(nodemedic_tests::server::TestApiServer),
-}
-
-impl Backend {
-    fn client(&self) -> kube::Client {
-        match self {
-            Backend::Real(plane) => plane.client_with_agent("scale-bench"),
-            Backend::Fake(server) => server.client(),
-        }
-    }
-
-    fn write_kubeconfig(&self, path: &std::path::Path) {
-        match self {
-            Backend::Real(plane) => plane.write_kubeconfig(path),
-            Backend::Fake(server) => server.write_kubeconfig(path),
-        }
-    }
-
-    fn describe(&self) -> &'static str {
-        match self {
-            Backend::Real(_) => "real kube-apiserver v1.26",
-            Backend::Fake(_) => "the test API server (no real control plane here)",
-        }
-    }
-
-    /// The requests the drainer made (its user agent), Lease renewals aside: what a cordon and
-    /// drain cost.
-    fn drainer_requests(&self) -> usize {
-        let agent = nodemedic_common::keys::DRAINER_MANAGER;
-        match self {
-            Backend::Real(plane) => plane
-                .audit()
-                .iter()
-                .filter(|e| e.user_agent.starts_with(agent))
-                .filter(|e| e.resource != "leases")
-                .count(),
-            Backend::Fake(server) => server
-                .log()
-                .iter()
-                .filter(|e| {
-                    e.user_agent
-                        .as_deref()
-                        .is_some_and(|a| a.starts_with(agent))
-                })
-                .filter(|e| !e.path.contains("/leases"))
-                .count(),
-        }
-    }
+/// The 99th percentile, nearest rank (over fewer than 100 samples: the largest).
+fn p99(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = (v.len() * 99).div_ceil(100).max(1);
+    v.get(rank - 1).copied().unwrap_or(f64::NAN)
 }
 
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
@@ -146,15 +110,7 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 
 #[tokio::main]
 async fn main() {
-    let backend = match envtest::assets() {
-        Some(assets) => Backend::Real(Box::leak(Box::new(ControlPlane::start(&assets, None)))),
-        None => {
-            envtest::say(
-                "note: the scale bench runs on the test API server: no real control plane here (set KUBEBUILDER_ASSETS for one); the drainer's CPU and memory are its own either way",
-            );
-            Backend::Fake(nodemedic_tests::server::TestApiServer::start().await)
-        }
-    };
+    let backend = Backend::start("scale").await;
     let count: usize = std::env::var("NODEMEDIC_SCALE_NODES")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -163,12 +119,23 @@ async fn main() {
     let nodes: Api<Node> = Api::all(client.clone());
 
     // Which nodes are sampled (their pods go at once when evicted) and which burst.
-    let samples: Vec<usize> = (0..SAMPLES).map(|k| 7 + k * (count / SAMPLES)).collect();
+    let samples_n = samples_n(count);
+    let samples: Vec<usize> = (0..samples_n)
+        .map(|k| 7 + k * (count / samples_n))
+        .collect();
     let burst_n = burst_size(count);
+    let instant: HashSet<usize> = samples.iter().copied().collect();
+    // Not a sampled node (already bad by then): the next one along.
     let burst: Vec<usize> = (0..burst_n)
         .map(|k| (13 + k * (count / burst_n)) % count)
+        .map(|i| {
+            if instant.contains(&i) {
+                (i + 1) % count
+            } else {
+                i
+            }
+        })
         .collect();
-    let instant: HashSet<usize> = samples.iter().copied().collect();
 
     let t0 = Instant::now();
     fleet::create(&client, count, &instant).await;
@@ -194,14 +161,6 @@ async fn main() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    // Killed however the bench ends (a panic included): it would outlive its control plane.
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let child = KillOnDrop(child);
     assert!(
         fleet::wait_ready(&client, &listen, Duration::from_secs(600)).await,
@@ -286,10 +245,22 @@ async fn main() {
     ));
     tokio::time::sleep(Duration::from_secs(30)).await;
     let core_share = (meter.seconds() - cpu1) / t1.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let _ = kubelets.await;
 
-    // Condition -> cordon, cordon -> drained, under the churn; API requests per cordon + drain.
+    // Condition -> cordon, cordon -> drained, under 20 heartbeats/s (the latency target's churn);
+    // API requests per cordon + drain.
+    let stop = Arc::new(AtomicBool::new(false));
+    let kubelets = tokio::spawn(fleet::churn(
+        nodes.clone(),
+        count,
+        STEADY_RATE,
+        2,
+        stop.clone(),
+        Update::Heartbeat,
+    ));
     let audit_before = backend.drainer_requests();
-    let (mut to_cordon, mut to_drained) = (Vec::new(), Vec::new());
+    let (mut to_cordon, mut to_drained, mut missed) = (Vec::new(), Vec::new(), 0);
     for &i in &samples {
         let n = fleet::name(i);
         let cordoned = {
@@ -317,11 +288,14 @@ async fn main() {
                 to_cordon.push(c.duration_since(sent).as_secs_f64() * 1e3);
                 to_drained.push(d.duration_since(c).as_secs_f64() * 1e3);
             }
-            _ => println!("{n}: not cordoned and drained in time"),
+            _ => {
+                missed += 1;
+                println!("{n}: not cordoned and drained in time");
+            }
         }
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let per_drain = (backend.drainer_requests() - audit_before) as f64 / SAMPLES as f64;
+    let per_drain = (backend.drainer_requests() - audit_before) as f64 / samples_n as f64;
 
     // A burst: that many nodes bad at once; one watch over all nodes sees them cordoned.
     let burst_names: HashSet<String> = burst.iter().map(|&i| fleet::name(i)).collect();
@@ -376,6 +350,7 @@ async fn main() {
     );
     drop(child);
 
+    let cp99 = p99(&to_cordon);
     let (cmin, cmed, cmax) = stats(to_cordon);
     let (dmin, dmed, dmax) = stats(to_drained);
     println!(
@@ -417,10 +392,11 @@ async fn main() {
         core_share * 100.0
     );
     println!(
-        "| condition set -> cordon, under churn | 23 ms median | min {cmin:.0} / median {cmed:.0} / max {cmax:.0} ms ({SAMPLES} samples) |"
+        "| condition set -> cordon, under {STEADY_RATE} heartbeats/s | 23 ms median | min {cmin:.0} / median {cmed:.0} / P99 {cp99:.0} / max {cmax:.0} ms ({samples_n} samples, {} cordoned) |",
+        samples_n - missed
     );
     println!(
-        "| cordon -> drain done, 10 pods, under churn | 15.4 s | min {dmin:.0} / median {dmed:.0} / max {dmax:.0} ms |"
+        "| cordon -> drain done, 10 pods, under {STEADY_RATE} heartbeats/s | 15.4 s | min {dmin:.0} / median {dmed:.0} / max {dmax:.0} ms |"
     );
     println!(
         "| {burst_n} nodes bad at once | all 50, last after 84 s | {} |",

@@ -1,4 +1,5 @@
-//! What the process benches share: free ports, environment knobs, release binaries, metric sums.
+//! What the process benches share: where they run (a real control plane or the test API server),
+//! free ports, environment knobs, release binaries, metric sums.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -67,4 +68,85 @@ pub fn metric_sum(text: &str, name: &str) -> f64 {
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// Where a bench runs: a real control plane (etcd + kube-apiserver from `KUBEBUILDER_ASSETS`), or
+/// the test API server when there is none (said on stderr, and by [`Backend::describe`]).
+pub enum Backend {
+    Real(&'static crate::envtest::ControlPlane),
+    Fake(crate::server::TestApiServer),
+}
+
+impl Backend {
+    /// A real control plane if `KUBEBUILDER_ASSETS` names one, else the test API server.
+    pub async fn start(bench: &str) -> Backend {
+        match crate::envtest::assets() {
+            Some(assets) => {
+                let plane = crate::envtest::ControlPlane::start(&assets, None);
+                Backend::Real(Box::leak(Box::new(plane)))
+            }
+            None => {
+                crate::envtest::say(&format!(
+                    "note: the {bench} bench runs on the test API server: no real control plane here (set KUBEBUILDER_ASSETS for one); the drainer's CPU and memory are its own either way"
+                ));
+                Backend::Fake(crate::server::TestApiServer::start().await)
+            }
+        }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        match self {
+            Backend::Real(plane) => plane.client_with_agent("scale-bench"),
+            Backend::Fake(server) => server.client(),
+        }
+    }
+
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        match self {
+            Backend::Real(plane) => plane.write_kubeconfig(path),
+            Backend::Fake(server) => server.write_kubeconfig(path),
+        }
+    }
+
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Backend::Real(_) => "real kube-apiserver v1.26",
+            Backend::Fake(_) => "the test API server (no real control plane here)",
+        }
+    }
+
+    /// The requests the drainer made (its user agent), Lease renewals aside: what a cordon and
+    /// drain cost.
+    pub fn drainer_requests(&self) -> usize {
+        let agent = nodemedic_common::keys::DRAINER_MANAGER;
+        match self {
+            Backend::Real(plane) => plane
+                .audit()
+                .iter()
+                .filter(|e| e.user_agent.starts_with(agent))
+                .filter(|e| e.resource != "leases")
+                .count(),
+            Backend::Fake(server) => server
+                .log()
+                .iter()
+                .filter(|e| {
+                    e.user_agent
+                        .as_deref()
+                        .is_some_and(|a| a.starts_with(agent))
+                })
+                .filter(|e| !e.path.contains("/leases"))
+                .count(),
+        }
+    }
+}
+
+/// The child process, killed however the bench ends (a panic included): it would outlive its
+/// control plane.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
