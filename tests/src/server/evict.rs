@@ -28,7 +28,7 @@ pub(crate) fn evict(inner: &Arc<Mutex<Inner>>, hub: &Hub, t: &Target, body: &Val
     let ns = t.namespace.clone().unwrap_or_default();
     let pod_key = Key::new(&t.api, "pods", Some(&ns), &name);
     let mut guard = inner.lock().unwrap();
-    let Some(pod) = guard.store.get(&pod_key).cloned() else {
+    let Some(pod) = guard.store.get(&pod_key) else {
         return not_found(&Target {
             resource: "pods".into(),
             sub: None,

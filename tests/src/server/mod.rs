@@ -254,7 +254,6 @@ impl TestApiServer {
             .unwrap()
             .store
             .get(&Key::new(api, resource, namespace, name))
-            .cloned()
     }
 
     /// Store an object directly (as if a controller wrote it) and notify watchers.
@@ -271,7 +270,7 @@ impl TestApiServer {
             .to_string();
         let key = Key::new(api, resource, namespace, &name);
         let mut inner = self.inner.lock().unwrap();
-        let existed = inner.store.get(&key).is_some();
+        let existed = inner.store.contains(&key);
         let stored = inner.store.put(&key, obj);
         self.watches
             .publish(&key, if existed { "MODIFIED" } else { "ADDED" }, &stored);

@@ -74,7 +74,7 @@ pub(crate) fn handle(
     };
     let key = Key::of(t);
     let mut guard = inner.lock().unwrap();
-    let Some(old) = guard.store.get(&key).cloned() else {
+    let Some(old) = guard.store.get(&key) else {
         return not_found(t);
     };
     // A resourceVersion in the patch is a precondition (used to avoid acting on stale state).

@@ -46,7 +46,7 @@ pub(crate) fn grace_for(pod: &Value, requested: Option<i64>) -> i64 {
 /// Add the `DisruptionTarget` condition an eviction writes before it deletes (its own write, its
 /// own resourceVersion, as the real server does it).
 pub(crate) fn mark_disruption_target(inner: &mut Inner, hub: &Hub, key: &Key) {
-    let Some(mut pod) = inner.store.get(key).cloned() else {
+    let Some(mut pod) = inner.store.get(key) else {
         return;
     };
     let cond = json!({
@@ -78,7 +78,7 @@ pub(crate) fn delete_pod(
     grace: i64,
 ) -> Option<Value> {
     let mut inner = shared.lock().unwrap();
-    let mut pod = inner.store.get(key).cloned()?;
+    let mut pod = inner.store.get(key)?;
     if grace == 0 {
         let old = inner.store.remove(key)?;
         hub.publish(key, "DELETED", &old);

@@ -108,6 +108,7 @@ pub(crate) fn serve(
         .get("resourceVersion")
         .and_then(|s| s.parse().ok())
         .filter(|rv| *rv > 0);
+    let name_terms = terms.clone();
     let (api, resource, ns) = (t.api.clone(), t.resource.clone(), t.namespace.clone());
     let wanted = move |c: &Change| {
         c.key.api == api
@@ -126,10 +127,12 @@ pub(crate) fn serve(
         match from {
             None => {
                 // No resourceVersion: the current state as ADDED, then changes.
-                for o in guard
+                let objects = guard
                     .store
-                    .list(&t.api, &t.resource, t.namespace.as_deref())
-                {
+                    .iter(&t.api, &t.resource, t.namespace.as_deref(), None)
+                    .filter(|(k, _)| super::store::key_may_match(k, &name_terms))
+                    .map(|(_, o)| o.value());
+                for o in objects {
                     let ns = o["metadata"]["namespace"].as_str().map(String::from);
                     let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
                     let c = Change {
