@@ -143,6 +143,10 @@ impl Text {
     }
 }
 
+/// A map by node (or other object) name: every watch event and every decision looks nodes up in
+/// such maps, so the hasher is a fast one (foldhash, seeded per process, as the caches' own maps).
+pub(crate) type ByName<V> = std::collections::HashMap<ArcStr, V, foldhash::fast::RandomState>;
+
 /// A small string map kept as a sorted slice of shared pairs of shared strings: node labels and
 /// annotations (a dozen entries, mostly the same on every node) in a fraction of a
 /// `BTreeMap<String, String>`, 8 bytes an entry. The slice is behind one `Arc`: a heartbeat reuses

@@ -32,7 +32,7 @@ pub mod seen;
 mod totals;
 mod watchdog;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +46,7 @@ use crate::decide::gates::flap;
 use crate::decide::gates::outage;
 use crate::decide::{Totals, Why};
 use crate::model::intern::ArcStr;
+use crate::model::intern::ByName as ByNode;
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 use crate::model::record::{Checked, Record, Rejection};
@@ -94,10 +95,6 @@ pub(crate) enum FleetEvent {
     /// A failure domain's slow start widened or fell back to one.
     SlowStart(crate::decide::gates::slow_start::Change),
 }
-
-/// Per node, by name: every watch event and every decision looks nodes up here, so the hasher is a
-/// fast one (foldhash, seeded per process, as the caches' own maps).
-type ByNode<V> = HashMap<ArcStr, V, foldhash::fast::RandomState>;
 
 pub struct Fleet {
     cfg: Arc<Config>,
@@ -336,12 +333,16 @@ impl Fleet {
             return None;
         }
         self.unwake(&name);
-        let (mut last, mut pods) = (None, None);
+        let (mut last, mut pods, mut domain) = (None, None, None);
         // The selection holds while nothing the selector reads changed (a condition's change under
         // a label selector): evaluated again only when something it reads did.
         let mut kept = None;
         if let Some(old) = self.nodes.remove(&name) {
             (last, pods) = (old.last, old.pods.clone());
+            // The failure domain is read from the labels: kept while they stay as they were.
+            if old.view.labels == view.labels {
+                domain = Some(old.domain.clone());
+            }
             if self.cfg.selector.reads().same(&old.view, &view) {
                 kept = Some(old.selected);
             }
@@ -377,7 +378,9 @@ impl Fleet {
         let entry = Entry {
             record: self.checked(&view),
             // Interned: a zone's name is shared by all its nodes.
-            domain: outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d)),
+            domain: domain.unwrap_or_else(|| {
+                outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d))
+            }),
             unhealthy: outage::unhealthy_since(&view, &self.cfg),
             view,
             selected,
@@ -407,16 +410,18 @@ impl Fleet {
     /// watch stay laid over the views, so the reload repeats none of them. Returns the selector's
     /// errors, as [`Fleet::observe`] does.
     pub(crate) fn reconfigure(&mut self, cfg: Arc<Config>) -> Vec<SelectError> {
-        let entries: Vec<_> = self.nodes.drain().map(|(_, e)| (e.view, e.last)).collect();
+        let entries: Vec<_> = (self.nodes.drain())
+            .map(|(_, e)| (e.view, e.last, e.pods))
+            .collect();
         self.cfg = cfg;
         self.running = Running::default();
         self.queue.clear();
         let mut errors = Vec::new();
-        for (view, last) in entries {
+        for (view, last, pods) in entries {
             let name = view.name.clone();
             errors.extend(self.update(view));
-            if let (Some(e), Some(last)) = (self.nodes.get_mut(&name), last) {
-                e.last = Some(last);
+            if let Some(e) = self.nodes.get_mut(&name) {
+                (e.last, e.pods) = (last, pods);
             }
         }
         errors

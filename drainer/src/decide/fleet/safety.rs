@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::ByNode;
 use crate::decide::facts::Pause;
 use crate::decide::gates::breaker::Breaker;
 use crate::decide::gates::flap::Flaps;
 use crate::model::intern::ArcStr;
+use crate::model::intern::ByName as ByNode;
 
 #[derive(Default)]
 pub(super) struct Safety {

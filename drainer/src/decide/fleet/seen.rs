@@ -74,7 +74,7 @@ pub(crate) struct Records {
     pub(super) changed: bool,
     pub(super) pruned: Option<Timestamp>,
     /// Per node, a hash of the record text last refused (each refused record is reported once).
-    pub(super) refused: super::ByNode<u64>,
+    pub(super) refused: crate::model::intern::ByName<u64>,
     /// Records refused since the controller last took them.
     pub(super) rejected: Vec<(String, crate::model::record::Rejection)>,
 }

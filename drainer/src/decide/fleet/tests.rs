@@ -8,6 +8,7 @@ use crate::decide::{NodeDecision, Why};
 use crate::model::node::Condition;
 use crate::model::pod::PodInfo;
 use nodemedic_common::status::Status;
+use std::collections::HashMap;
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
@@ -485,6 +486,11 @@ fn a_round_decides_with_the_pods_last_handed_over_and_a_change_of_them_decides_a
     // Only its pods change: decided again.
     f.pods("n1", Arc::new(vec![pod("p2")]));
     assert_eq!(f.round(now).len(), 1);
+    // A reload decides every node again, with the pods they have.
+    f.reconfigure(cfg(5));
+    let d = f.round(nodemedic_common::time::add(now, Duration::from_secs(600)));
+    let planned: Vec<&str> = d[0].0.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(planned, ["p2"], "{:?}", d[0].0);
 }
 
 #[test]
@@ -695,4 +701,34 @@ fn a_kept_selection_is_the_evaluated_one() {
     }
     f.observe(Arc::new(view("b1", "a", Some(9))), now);
     assert!(f.nodes["b1"].selected, "relabelled into the pool");
+}
+
+#[test]
+fn the_failure_domain_follows_its_label_and_holds_over_other_changes() {
+    let mut f = Fleet::new(cfg(5));
+    let now = t(10_000);
+    let zone = |z: &str, bad: Option<i64>| {
+        let mut v = view("n1", "a", bad);
+        v.labels = [("pool", "a"), ("topology.kubernetes.io/zone", z)]
+            .into_iter()
+            .collect();
+        Arc::new(v)
+    };
+    let domain = |f: &Fleet| f.nodes["n1"].domain.as_ref().map(|d| d.to_string());
+    f.observe(zone("z1", None), now);
+    assert_eq!(domain(&f).as_deref(), Some("z1"));
+    // A condition changes (the labels as they were): the same domain.
+    f.observe(zone("z1", Some(0)), now);
+    assert_eq!(domain(&f).as_deref(), Some("z1"));
+    assert_eq!(
+        f.nodes["n1"].unhealthy,
+        Some(t(0)),
+        "unhealthy since follows the condition"
+    );
+    // The zone label changes: the domain with it.
+    f.observe(zone("z2", Some(0)), now);
+    assert_eq!(domain(&f).as_deref(), Some("z2"));
+    // Without the label: none.
+    f.observe(Arc::new(view("n1", "a", Some(0))), now);
+    assert_eq!(domain(&f), None);
 }
