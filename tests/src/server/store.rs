@@ -28,6 +28,17 @@ impl Key {
         }
     }
 
+    /// What a list counts it under: its API, resource and namespace.
+    fn scope(&self) -> (String, String, String) {
+        let Key {
+            api,
+            resource,
+            namespace,
+            ..
+        } = self;
+        (api.clone(), resource.clone(), namespace.clone())
+    }
+
     pub(crate) fn of(t: &Target) -> Key {
         Key::new(
             &t.api,
@@ -47,6 +58,9 @@ pub struct Store {
     objects: BTreeMap<Key, Stored>,
     rv: u64,
     uid: u64,
+    /// Objects per (api, resource, namespace): a page's `remainingItemCount` without counting the
+    /// rest of the list (at 650,000 pods in pages of 100, counting made listing quadratic).
+    counts: HashMap<(String, String, String), usize>,
 }
 
 /// One object's JSON text.
@@ -139,6 +153,17 @@ impl Store {
             .collect()
     }
 
+    /// How many objects a resource has (in a namespace, when given).
+    pub fn count(&self, api: &str, resource: &str, namespace: Option<&str>) -> usize {
+        self.counts
+            .iter()
+            .filter(|((a, r, ns), _)| {
+                a == api && r == resource && namespace.is_none_or(|n| n == ns)
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     pub fn resource_version(&self) -> u64 {
         self.rv
     }
@@ -162,13 +187,18 @@ impl Store {
         obj["kind"] = json!(kind_of(&k.resource));
         obj["apiVersion"] = json!(api_version(&k.api));
         drop_empty(&mut obj);
-        self.objects.insert(k.clone(), Stored::of(&obj));
+        if self.objects.insert(k.clone(), Stored::of(&obj)).is_none() {
+            *self.counts.entry(k.scope()).or_default() += 1;
+        }
         obj
     }
 
     pub fn remove(&mut self, k: &Key) -> Option<Value> {
         self.rv += 1;
         let mut v = self.objects.remove(k)?.value();
+        if let Some(n) = self.counts.get_mut(&k.scope()) {
+            *n -= 1;
+        }
         v["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         Some(v)
     }
@@ -308,10 +338,16 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
     // (`<rv>:<namespace>/<name>`; the real token is opaque too), resuming by a range scan, so a
     // page costs what it returns. Only the page's items are cloned.
     let rv = inner.store.resource_version().to_string();
-    let after = query
-        .get("continue")
-        .and_then(|c| c.split_once(':'))
-        .and_then(|(_, key)| key.split_once('/'));
+    // The token: `<rv>:<items listed before>:<namespace>/<name>`.
+    let token = query.get("continue").and_then(|c| {
+        let (_, rest) = c.split_once(':')?;
+        let (before, key) = rest.split_once(':')?;
+        Some((before.parse::<usize>().ok()?, key.split_once('/')?))
+    });
+    let (before, after) = match token {
+        Some((before, key)) => (before, Some(key)),
+        None => (0, None),
+    };
     let limit: usize = query
         .get("limit")
         .and_then(|l| l.parse().ok())
@@ -342,21 +378,23 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
         // `continue` only when there is more.
         let unselective = terms.is_empty() && labels.is_empty();
         let more = if unselective {
-            let remaining = inner
+            let next = inner.store.iter(
+                &t.api,
+                &t.resource,
+                t.namespace.as_deref(),
+                Some((&k.namespace, &k.name)),
+            );
+            let total = inner
                 .store
-                .iter(
-                    &t.api,
-                    &t.resource,
-                    t.namespace.as_deref(),
-                    Some((&k.namespace, &k.name)),
-                )
-                .count();
-            (remaining > 0).then_some(Some(remaining))
+                .count(&t.api, &t.resource, t.namespace.as_deref());
+            let listed = before + page.len();
+            (next.take(1).count() > 0).then(|| Some(total.saturating_sub(listed).max(1)))
         } else {
             selected.next().map(|_| None)
         };
         if let Some(remaining) = more {
-            metadata["continue"] = json!(format!("{rv}:{}/{}", k.namespace, k.name));
+            let listed = before + page.len();
+            metadata["continue"] = json!(format!("{rv}:{listed}:{}/{}", k.namespace, k.name));
             if let Some(n) = remaining {
                 metadata["remainingItemCount"] = json!(n);
             }
