@@ -32,6 +32,9 @@ const GIVE_UP: Duration = Duration::from_secs(600);
 #[derive(Default)]
 struct Seen {
     ready: Option<Duration>,
+    /// The drainer's own CPU time (user + system) when it was ready: what listing cost it, apart
+    /// from what the API server took to answer.
+    cpu_at_ready: Option<f64>,
     first_decision: Option<Duration>,
     all_decided: Option<Duration>,
     first_cordon: Option<Duration>,
@@ -104,6 +107,7 @@ async fn main() {
         let at = started.elapsed();
         if seen.ready.is_none() && fleet::readyz(&listen) {
             seen.ready = Some(at);
+            seen.cpu_at_ready = Some(nodemedic_tests::process::cpu_seconds(pid));
             hwm_at_ready = Some(nodemedic_tests::process::status_mib(pid, "VmHWM:"));
         }
         let metrics = nodemedic_tests::try_http_get(&format!("http://{listen}/metrics"))
@@ -135,6 +139,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss = nodemedic_tests::process::status_mib(pid, "VmRSS:");
     let hwm = nodemedic_tests::process::status_mib(pid, "VmHWM:");
+    let cpu = nodemedic_tests::process::cpu_seconds(pid);
 
     let goal = |d: Option<Duration>| match d {
         Some(d) if d <= GOAL_FIRST_DECISION => "met",
@@ -149,8 +154,11 @@ async fn main() {
     println!("| from the drainer's start | goal | nodemedic drainer |");
     println!("|---|---|---|");
     println!(
-        "| ready (caches synced, Lease held) | - | {} |",
-        secs(seen.ready)
+        "| ready (caches synced, Lease held) | - | {} (the drainer's CPU by then: {}) |",
+        secs(seen.ready),
+        seen.cpu_at_ready
+            .map(|c| format!("{c:.1} s"))
+            .unwrap_or_else(|| "-".into())
     );
     println!(
         "| first decision (the first round's decisions counted) | <= {} s ({}) | {} |",
@@ -158,7 +166,10 @@ async fn main() {
         goal(seen.first_decision),
         secs(seen.first_decision)
     );
-    println!("| every node decided | - | {} |", secs(seen.all_decided));
+    println!(
+        "| every node decided | - | {} (the drainer's CPU 2 s later: {cpu:.1} s) |",
+        secs(seen.all_decided)
+    );
     println!(
         "| {BAD} nodes bad before the start: first / last cordoned | - | {} / {} ({} not cordoned) |",
         secs(seen.first_cordon),

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::watch::Hub;
@@ -63,17 +63,33 @@ pub struct Store {
     counts: HashMap<(String, String, String), usize>,
 }
 
-/// One object's JSON text.
+/// One object's JSON text, as a list item: without its kind and apiVersion, in kube-apiserver's
+/// field order ([`super::order`]), so a list page is the items' texts put together.
 pub struct Stored(Box<str>);
 
 impl Stored {
-    fn of(v: &Value) -> Stored {
-        Stored(v.to_string().into_boxed_str())
+    fn of(obj: &Value) -> Stored {
+        let mut item = obj.clone();
+        if let Some(m) = item.as_object_mut() {
+            m.remove("kind");
+            m.remove("apiVersion");
+        }
+        Stored(super::order::to_string(&item).into_boxed_str())
     }
 
-    /// The object, read back from its text (written by [`Stored::of`], so it reads).
-    pub fn value(&self) -> Value {
-        serde_json::from_str(&self.0).expect("the store keeps only JSON it wrote")
+    /// The object stored under `k`, with its kind and apiVersion, read back from its text
+    /// (written by [`Stored::of`], so it reads).
+    pub fn value(&self, k: &Key) -> Value {
+        let mut v: Value =
+            serde_json::from_str(&self.0).expect("the store keeps only JSON it wrote");
+        v["kind"] = json!(kind_of(&k.resource));
+        v["apiVersion"] = json!(api_version(&k.api));
+        v
+    }
+
+    /// As a list item (no kind, no apiVersion).
+    pub(crate) fn item(&self) -> &str {
+        &self.0
     }
 }
 
@@ -114,7 +130,7 @@ pub(crate) fn api_version(api: &str) -> String {
 
 impl Store {
     pub fn get(&self, k: &Key) -> Option<Value> {
-        self.objects.get(k).map(Stored::value)
+        self.objects.get(k).map(|o| o.value(k))
     }
 
     pub fn contains(&self, k: &Key) -> bool {
@@ -149,7 +165,7 @@ impl Store {
     /// each write's admission (which lists the policy bindings) does not cost the whole store.
     pub fn list(&self, api: &str, resource: &str, namespace: Option<&str>) -> Vec<Value> {
         self.iter(api, resource, namespace, None)
-            .map(|(_, v)| v.value())
+            .map(|(k, v)| v.value(k))
             .collect()
     }
 
@@ -195,7 +211,7 @@ impl Store {
 
     pub fn remove(&mut self, k: &Key) -> Option<Value> {
         self.rv += 1;
-        let mut v = self.objects.remove(k)?.value();
+        let mut v = self.objects.remove(k)?.value(k);
         if let Some(n) = self.counts.get_mut(&k.scope()) {
             *n -= 1;
         }
@@ -353,21 +369,31 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
+    // Without selectors a page is the stored items' texts; with them each object is read to be
+    // matched, and written back as an item.
+    let unselective = terms.is_empty() && labels.is_empty();
     let mut selected = inner
         .store
         .iter(&t.api, &t.resource, t.namespace.as_deref(), after)
         .filter(|(k, _)| key_may_match(k, &terms))
-        .map(|(k, o)| (k, o.value()))
-        .filter(|(_, o)| matches_fields(o, &terms) && matches_labels(o, &labels));
+        .filter_map(|(k, o)| {
+            if unselective {
+                return Some((k, o.item().to_string()));
+            }
+            let mut v = o.value(k);
+            if !(matches_fields(&v, &terms) && matches_labels(&v, &labels)) {
+                return None;
+            }
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            Some((k, super::order::to_string(&v)))
+        });
     let mut page = Vec::new();
     let mut last = None;
-    for (k, mut o) in selected.by_ref().take(limit) {
-        // List items carry no kind/apiVersion, as in the recordings.
-        if let Some(m) = o.as_object_mut() {
-            m.remove("kind");
-            m.remove("apiVersion");
-        }
-        page.push(o);
+    for (k, item) in selected.by_ref().take(limit) {
+        page.push(item);
         last = Some(k);
     }
     let mut metadata = json!({"resourceVersion": rv});
@@ -376,7 +402,6 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
         // `remainingItemCount`: "if the list request contained label or field selectors, then the
         // number of remaining items is unknown and the field will be left unset"), and sets
         // `continue` only when there is more.
-        let unselective = terms.is_empty() && labels.is_empty();
         let more = if unselective {
             let next = inner.store.iter(
                 &t.api,
@@ -400,13 +425,21 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
             }
         }
     }
-    let body = json!({
-        "kind": format!("{}List", kind_of(&t.resource)),
-        "apiVersion": api_version(&t.api),
-        "metadata": metadata,
-        "items": page,
-    });
-    json_response(StatusCode::OK, &body)
+    // The list in kube-apiserver's order: kind, apiVersion, metadata, items.
+    let meta = super::order::to_string(&json!({ "metadata": metadata }));
+    let meta = &meta[r#"{"metadata":"#.len()..meta.len() - 1];
+    let body = format!(
+        r#"{{"kind":{},"apiVersion":{},"metadata":{meta},"items":[{}]}}"#,
+        json!(format!("{}List", kind_of(&t.resource))),
+        json!(api_version(&t.api)),
+        page.join(",")
+    );
+    (
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 pub(crate) fn get(inner: &Mutex<Inner>, t: &Target) -> Response {

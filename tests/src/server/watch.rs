@@ -131,7 +131,7 @@ pub(crate) fn serve(
                     .store
                     .iter(&t.api, &t.resource, t.namespace.as_deref(), None)
                     .filter(|(k, _)| super::store::key_may_match(k, &name_terms))
-                    .map(|(_, o)| o.value());
+                    .map(|(k, o)| o.value(k));
                 for o in objects {
                     let ns = o["metadata"]["namespace"].as_str().map(String::from);
                     let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
