@@ -1,6 +1,7 @@
 //! Watches: a history of changes with their resourceVersions and a broadcast of new ones. A watch from
 //! a resourceVersion older than the kept history gets, like the real server, a 200 with one ERROR line
-//! (code 410, reason Expired) and the stream closes.
+//! (code 410, reason Expired) and the stream closes. The history is kept per resource, as
+//! kube-apiserver's watch cache is: node heartbeats do not push the pods' changes out of it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -15,8 +16,25 @@ use tokio::sync::broadcast;
 use super::store::{Key, field_selector, matches_fields, matches_labels};
 use super::{Inner, Target, error, status_body};
 
-/// How many changes are kept for replay.
+/// How many changes of one resource are kept for replay.
 const HISTORY: usize = 10_000;
+
+/// One resource's kept changes, and the newest resourceVersion among those dropped or lost to a
+/// restart: a watch resuming from before it may have missed a change (410 Gone).
+#[derive(Default)]
+struct History {
+    changes: VecDeque<Change>,
+    lost_up_to: u64,
+}
+
+/// The kept changes by (API, resource), and the last resourceVersion published (what a restart
+/// loses up to).
+#[derive(Default)]
+struct Histories {
+    by_resource: HashMap<(String, String), History>,
+    last: u64,
+    restarted_at: u64,
+}
 /// Bookmarks are sent this often when asked for (the real server: about a minute; shorter here so
 /// tests exercise them).
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -31,7 +49,7 @@ pub(crate) struct Change {
 #[derive(Clone)]
 pub(crate) struct Hub {
     tx: broadcast::Sender<Change>,
-    history: Arc<Mutex<VecDeque<Change>>>,
+    history: Arc<Mutex<Histories>>,
     /// Bumped to cut every open watch mid-stream (the connection is aborted).
     cut: Arc<tokio::sync::watch::Sender<u64>>,
     /// Watches resuming from a resourceVersion that get 410 Gone next.
@@ -63,7 +81,10 @@ impl Hub {
     /// A restart: every watch cut and the change history lost, so resuming from any resourceVersion
     /// before now gets `410 Gone` and clients must list again.
     pub(crate) fn restart(&self) {
-        self.history.lock().unwrap().clear();
+        let mut h = self.history.lock().unwrap();
+        h.by_resource.clear();
+        h.restarted_at = h.last;
+        drop(h);
         self.cut_all();
     }
 
@@ -78,10 +99,16 @@ impl Hub {
             line: json!({"type": type_, "object": obj}),
         };
         let mut h = self.history.lock().unwrap();
-        if h.len() == HISTORY {
-            h.pop_front();
+        h.last = h.last.max(rv);
+        let scope = (key.api.clone(), key.resource.clone());
+        let kept = h.by_resource.entry(scope).or_default();
+        if kept.changes.len() == HISTORY
+            && let Some(dropped) = kept.changes.pop_front()
+        {
+            kept.lost_up_to = dropped.rv;
         }
-        h.push_back(change.clone());
+        kept.changes.push_back(change.clone());
+        drop(h);
         let _ = self.tx.send(change);
     }
 }
@@ -147,19 +174,21 @@ pub(crate) fn serve(
             }
             Some(rv) => {
                 let h = hub.history.lock().unwrap();
-                let oldest = h.front().map(|c| c.rv).unwrap_or(last_rv + 1);
+                let kept = h.by_resource.get(&(t.api.clone(), t.resource.clone()));
+                let lost_up_to = kept.map_or(0, |k| k.lost_up_to).max(h.restarted_at);
                 let forced = {
                     let mut g = hub.gone.lock().unwrap();
                     let hit = *g > 0;
                     *g = g.saturating_sub(1);
                     hit
                 };
-                if forced || (rv + 1 < oldest && rv < last_rv) {
-                    let line = json!({"type": "ERROR", "object": status_body(410, Some("Expired"), &format!("too old resource version: {rv} ({})", oldest.saturating_sub(1)), None)});
+                if forced || rv < lost_up_to {
+                    let line = json!({"type": "ERROR", "object": status_body(410, Some("Expired"), &format!("too old resource version: {rv} ({lost_up_to})"), None)});
                     return ndjson(Body::from(render(&line)));
                 }
                 initial.extend(
-                    h.iter()
+                    kept.into_iter()
+                        .flat_map(|k| &k.changes)
                         .filter(|c| c.rv > rv && wanted(c))
                         .map(|c| c.line.clone()),
                 );
@@ -259,4 +288,34 @@ fn async_stream(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod history_tests {
+    use super::{HISTORY, Hub};
+    use crate::server::store::Key;
+    use serde_json::json;
+
+    fn publish(hub: &Hub, resource: &str, name: &str, rv: u64) {
+        let key = Key::new("v1", resource, None, name);
+        let obj = json!({"metadata": {"name": name, "resourceVersion": rv.to_string()}});
+        hub.publish(&key, "MODIFIED", &obj);
+    }
+
+    /// As kube-apiserver's watch cache, per resource: a flood of node changes drops old node
+    /// changes only, and a pod watch resuming from before the flood misses nothing (no 410).
+    #[test]
+    fn one_resource_s_changes_do_not_push_another_s_out_of_the_history() {
+        let hub = Hub::default();
+        publish(&hub, "pods", "p", 1);
+        for rv in 2..(HISTORY as u64 + 3) {
+            publish(&hub, "nodes", "n", rv);
+        }
+        let h = hub.history.lock().unwrap();
+        let pods = &h.by_resource[&("v1".to_string(), "pods".to_string())];
+        let nodes = &h.by_resource[&("v1".to_string(), "nodes".to_string())];
+        assert_eq!((pods.changes.len(), pods.lost_up_to), (1, 0));
+        assert_eq!((nodes.changes.len(), nodes.lost_up_to), (HISTORY, 2));
+        assert_eq!(h.last, HISTORY as u64 + 2);
+    }
 }
