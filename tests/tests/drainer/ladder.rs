@@ -142,6 +142,16 @@ async fn has_event(s: &Scenario, node: &str, reason: &str) -> bool {
     s.env.event_reasons(node).await.iter().any(|r| r == reason)
 }
 
+/// Waits for the drainer's Event `reason` on `node`. The Event is written after the Node write it
+/// tells of, so a test that has just seen the write waits for it rather than reading once.
+async fn said(s: &Scenario, drainer: &Proc, node: &str, reason: &str) {
+    let what = format!("the {reason} Event on {node}");
+    s.until(&what, drainer, || async {
+        has_event(s, node, reason).await.then_some(())
+    })
+    .await;
+}
+
 fn wait_for_line(p: &Path, line: &str) -> bool {
     std::fs::read_to_string(p).is_ok_and(|t| t.contains(line))
 }
@@ -170,7 +180,7 @@ async fn a_reboot_is_carried_out_once_even_across_a_detector_restart_and_proven_
     assert!(taints.contains("nodemedic.io/remediation"), "{taints}");
     let asked = requests(&s).await;
     assert!(asked[&node].contains(BOOT_A), "{asked:?}");
-    assert!(has_event(&s, &node, "RebootRequested").await);
+    said(&s, &drainer, &node, "RebootRequested").await;
     // The detector restarts before the machine goes down: it knows the request was carried out.
     drop(det);
     let log = m.dir.join("detector-2.log");
@@ -195,7 +205,7 @@ async fn a_reboot_is_carried_out_once_even_across_a_detector_restart_and_proven_
         (phase(&s, &node).await.as_deref() == Some("probation")).then_some(())
     })
     .await;
-    assert!(has_event(&s, &node, "RebootProven").await);
+    said(&s, &drainer, &node, "RebootProven").await;
     let taints = s.env.get_node(&node).await["spec"]["taints"].to_string();
     assert!(
         !taints.contains("nodemedic.io/remediation"),
@@ -241,7 +251,7 @@ async fn a_reboot_that_never_comes_back_needs_a_person_and_one_the_problem_survi
         (phase(&s, &lost).await.as_deref() == Some("needsperson")).then_some(())
     })
     .await;
-    assert!(has_event(&s, &lost, "NeedsPerson").await);
+    said(&s, &drainer, &lost, "NeedsPerson").await;
     assert!(
         s.env.cordoned(&lost).await,
         "it stays cordoned for the person"
@@ -273,7 +283,7 @@ async fn a_reboot_that_never_comes_back_needs_a_person_and_one_the_problem_survi
     })
     .await;
     s.env.cluster.kubelet.forget(&kept);
-    assert!(has_event(&s, &kept, "ReplacingNode").await);
+    said(&s, &drainer, &kept, "ReplacingNode").await;
     assert_eq!(phase(&s, &lost).await.as_deref(), Some("needsperson"));
     drop(drainer);
     forget_requests(&s).await;
@@ -524,7 +534,7 @@ async fn a_replacement_marks_the_cluster_api_machine_that_names_the_node_back() 
         marked(machines.get(&m_honest).await.unwrap()).then_some(())
     })
     .await;
-    assert!(has_event(&s, &honest, "MarkedMachineForRemediation").await);
+    said(&s, &drainer, &honest, "MarkedMachineForRemediation").await;
     assert!(
         nodes.get_opt(&honest).await.unwrap().is_some(),
         "Cluster API deletes it, not the drainer"

@@ -351,11 +351,15 @@ async fn taint_only_remediation_taints_instead_of_cordoning_and_removes_only_its
     })
     .await;
     assert!(!s.env.cordoned(&node).await, "taint-only: not cordoned");
-    let reasons = s.env.event_reasons(&node).await;
-    assert!(
-        reasons.contains(&"TaintSucceeded".to_string()),
-        "{reasons:?}"
-    );
+    // The Event comes after the node write.
+    let reasons = s
+        .until("the TaintSucceeded Event", &drainer, || async {
+            let reasons = s.env.event_reasons(&node).await;
+            reasons
+                .contains(&"TaintSucceeded".to_string())
+                .then_some(reasons)
+        })
+        .await;
     assert!(
         !reasons.contains(&"CordonSucceeded".to_string()),
         "{reasons:?}"

@@ -104,11 +104,18 @@ async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_bl
     // The pass that set it saw the other nodes too: neither is blamed for the bad image.
     assert_eq!(condition(&env, &fine).await, None);
     assert_eq!(condition(&env, &other).await, None);
-    assert!(
-        env.event_reasons(&broken)
-            .await
-            .contains(&"PodsWaitingToStart".to_string())
-    );
+    // The Event comes after the condition is written.
+    eventually(
+        "the PodsWaitingToStart Event",
+        Duration::from_secs(60),
+        || async {
+            env.event_reasons(&broken)
+                .await
+                .contains(&"PodsWaitingToStart".to_string())
+                .then_some(())
+        },
+    )
+    .await;
     // Not among the drainer's conditions: reported, not acted on.
     assert!(!env.cordoned(&broken).await);
 
