@@ -325,6 +325,40 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
 }
 
 #[test]
+fn a_fleet_wide_silence_and_some_detectors_heard_again_report_exactly_those() {
+    // The DaemonSet down everywhere, then back on every third node: the ones heard again are
+    // reported once each, in name order, and the rest stay silent.
+    let names: Vec<String> = (0..3000).map(|i| format!("n-{i:05}")).collect();
+    let views: Vec<NodeView> = names.iter().map(|n| node(n, Some(NOW - 7200))).collect();
+    let mut f = fleet(cfg(), &views);
+    f.watch_detectors(&latest(&f, &[]), t(NOW));
+    assert_eq!(f.take_events().len(), 3000);
+    let back: Vec<NodeView> = names
+        .iter()
+        .step_by(3)
+        .map(|n| node(n, Some(NOW + 90)))
+        .collect();
+    let mut handed = latest(&f, &[]);
+    for v in &back {
+        let i = handed.iter().position(|h| h.name == v.name).unwrap();
+        handed[i] = Arc::new(v.clone());
+    }
+    f.watch_detectors(&handed, t(NOW + 2 * MIN));
+    let heard: Vec<String> = f
+        .take_events()
+        .into_iter()
+        .map(|e| match e {
+            FleetEvent::DetectorHeard { node, .. } => node,
+            other => panic!("only detectors heard again: {other:?}"),
+        })
+        .collect();
+    let expected: Vec<String> = names.iter().step_by(3).cloned().collect();
+    assert_eq!(heard, expected);
+    assert_eq!(f.silent_count(), 2000);
+    assert!(f.silence("n-00001").is_some() && f.silence("n-00000").is_none());
+}
+
+#[test]
 fn a_silent_node_is_cordoned_when_detector_silent_is_a_configured_condition() {
     let mut c = cfg();
     c.conditions

@@ -65,11 +65,13 @@ impl Fleet {
             })
             .collect();
         found.sort_by(|a, b| a.0.cmp(&b.0));
+        // Searched, not scanned: with the detector DaemonSet down fleet-wide both lists hold
+        // every selected node, and a scan per silent node is quadratic (50,000 x 50,000).
         let mut heard: Vec<(ArcStr, Silence)> = self
             .safety
             .silent
             .iter()
-            .filter(|(n, _)| !found.iter().any(|(f, _)| f == *n))
+            .filter(|(n, _)| found.binary_search_by(|(f, _)| f.cmp(n)).is_err())
             .map(|(n, s)| (n.clone(), *s))
             .collect();
         heard.sort_by(|a, b| a.0.cmp(&b.0));
