@@ -1,7 +1,7 @@
 //! Memory of the drainer's caches and its controller's per-node state, without a process around
 //! them: kubelet-shaped Nodes and ReplicaSet pods (the fixtures of the scale bench, 10 pods a node)
 //! decoded from their JSON exactly as the watches decode them (Nodes as `NodeLite`, Pods as
-//! `Lenient<Pod>` projected to `PodInfo`) and indexed as the watches index them, then the
+//! `Lenient<PodLite>` projected to `PodInfo`) and indexed as the watches index them, then the
 //! controller's fleet built from them and every node decided once (as at the first resync, with the
 //! scale bench's draino selector). The scale bench gives the whole process's RSS; this splits it into
 //! bytes per node and per pod, and checks the largest cluster Kubernetes supports (65,000 nodes,
@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use nodemedic_common::lenient::Lenient;
 use nodemedic_drainer::config::Config;
 use nodemedic_drainer::config::select::Selector;
@@ -19,6 +18,7 @@ use nodemedic_drainer::decide::fleet::Fleet;
 use nodemedic_drainer::model::lite::NodeLite;
 use nodemedic_drainer::model::node::NodeView;
 use nodemedic_drainer::model::pod::PodInfo;
+use nodemedic_drainer::model::pod_lite::PodLite;
 use nodemedic_drainer::observe::{NodeMap, Observed};
 use serde_json::{Value, json};
 
@@ -122,8 +122,8 @@ fn main() {
             .replace("@UID@", &format!("0f1e2d3c-4b5a-6978-8796-{k:012x}"))
             .replace("@RV@", &(2_000_000 + k).to_string())
             .replace("@NODE@", &format!("scale-{i:05}"));
-        match serde_json::from_str::<Lenient<Pod>>(&text) {
-            Ok(Lenient::Ok(p)) => PodInfo::from_pod(&p, Some(&keep)),
+        match serde_json::from_str::<Lenient<PodLite>>(&text) {
+            Ok(Lenient::Ok(p)) => PodInfo::from_lite(&p, Some(&keep)),
             Ok(Lenient::Malformed { error, .. }) => panic!("pod: {error}"),
             Err(e) => panic!("pod: {e}"),
         }

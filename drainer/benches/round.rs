@@ -16,7 +16,6 @@ use nodemedic_tests::bench::thread_cpu;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::lenient::Lenient;
 use nodemedic_drainer::config::Config;
@@ -25,6 +24,7 @@ use nodemedic_drainer::decide::fleet::Fleet;
 use nodemedic_drainer::model::lite::NodeLite;
 use nodemedic_drainer::model::node::NodeView;
 use nodemedic_drainer::model::pod::PodInfo;
+use nodemedic_drainer::model::pod_lite::PodLite;
 use nodemedic_drainer::observe::{NodeMap, Observed};
 use serde_json::{Value, json};
 
@@ -131,8 +131,8 @@ fn setup(nodes: usize, template: &Value, kind: Kind) -> Bench {
         pod["metadata"]["name"] = json!(format!("app-{i:05}-{j}"));
         pod["metadata"]["uid"] = json!(format!("0f1e2d3c-4b5a-6978-8796-{k:012x}"));
         pod["spec"]["nodeName"] = json!(format!("scale-{i:05}"));
-        match serde_json::from_value::<Lenient<Pod>>(pod.clone()) {
-            Ok(Lenient::Ok(p)) => PodInfo::from_pod(&p, Some(&keep)),
+        match serde_json::from_value::<Lenient<PodLite>>(pod.clone()) {
+            Ok(Lenient::Ok(p)) => PodInfo::from_lite(&p, Some(&keep)),
             _ => panic!("the pod fixture is a Pod"),
         }
     });

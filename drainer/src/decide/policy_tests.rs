@@ -32,7 +32,7 @@ fn policies(yaml: &str) -> Config {
 }
 
 fn decide(p: &Pod, c: &Config) -> evictions::PodPlan {
-    evictions::decide(&PodInfo::project(p, &evictions::projection(c)), c)
+    evictions::decide(&PodInfo::project(&p.into(), &evictions::projection(c)), c)
 }
 
 const POLICIES: &str = "

@@ -10,6 +10,7 @@ pub mod lite;
 pub mod node;
 pub mod occurrence;
 pub mod pod;
+pub mod pod_lite;
 pub(crate) mod progress;
 pub mod record;
 pub mod seal;

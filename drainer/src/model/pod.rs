@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use nodemedic_common::keys;
 
+use super::pod_lite::PodLite;
+
 use super::intern::{ArcStr, intern};
 pub(crate) use super::uid::Uid;
 
@@ -179,6 +181,11 @@ impl PodInfo {
     /// Project a Pod. `keep`: the annotation keys to keep, and nothing else of what
     /// [`Projection`] chooses (None: everything).
     pub fn from_pod(pod: &Pod, keep: Option<&[String]>) -> PodInfo {
+        PodInfo::from_lite(&PodLite::from(pod), keep)
+    }
+
+    /// Project a Pod as the watch decodes it ([`PodLite`]); `keep` as for [`PodInfo::from_pod`].
+    pub fn from_lite(pod: &PodLite, keep: Option<&[String]>) -> PodInfo {
         match keep {
             None => PodInfo::project(pod, &Projection::everything()),
             Some(keys) => PodInfo::project(
@@ -192,7 +199,7 @@ impl PodInfo {
     }
 
     /// Project a Pod, keeping what `keep` says.
-    pub(crate) fn project(pod: &Pod, keep: &Projection) -> PodInfo {
+    pub(crate) fn project(pod: &PodLite, keep: &Projection) -> PodInfo {
         let spec = pod.spec.as_ref();
         PodInfo {
             namespace: intern(pod.metadata.namespace.as_deref().unwrap_or_default()),
@@ -225,7 +232,7 @@ impl PodInfo {
 }
 
 /// What `keep` says to keep of `pod` beyond the fixed fields; None when that is nothing.
-fn meta(pod: &Pod, keep: &Projection) -> Option<Box<Meta>> {
+fn meta(pod: &PodLite, keep: &Projection) -> Option<Box<Meta>> {
     let spec = pod.spec.as_ref();
     let annotations = pod
         .metadata
@@ -288,7 +295,7 @@ impl PodInfo {
     }
 }
 
-fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
+fn condition<'a>(pod: &'a PodLite, type_: &str) -> Option<&'a str> {
     pod.status
         .as_ref()?
         .conditions
@@ -300,7 +307,7 @@ fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
 
 /// Is this pod's readiness stale, its node aside: Running, ContainersReady=True, Ready=False, every
 /// readiness gate met? (Computed once, when the pod is cached; `decide::stale` adds the node.)
-pub(crate) fn readiness_stale(pod: &Pod) -> bool {
+pub(crate) fn readiness_stale(pod: &PodLite) -> bool {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     let gates_met = pod
         .spec

@@ -3,10 +3,10 @@
 //! when the pod is cached, and absent (no allocation) for the pods that simply run or have finished.
 //! Also the latest time a pod's container started, which the pod index keeps per node. Pure.
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
 use super::intern::{ArcStr, intern};
+use super::pod_lite::PodLite;
 use super::uid::Uid;
 
 /// A pod's trouble starting or stopping.
@@ -26,7 +26,7 @@ pub(crate) struct Progress {
 }
 
 /// The pod's progress, when it is waiting on its node or being deleted; `None` otherwise.
-pub(crate) fn progress(pod: &Pod) -> Option<Box<Progress>> {
+pub(crate) fn progress(pod: &PodLite) -> Option<Box<Progress>> {
     let spec = pod.spec.as_ref()?;
     spec.node_name.as_ref()?;
     let status = pod.status.as_ref();
@@ -69,7 +69,7 @@ pub(crate) fn progress(pod: &Pod) -> Option<Box<Progress>> {
 }
 
 /// The latest time one of the pod's containers started running, if one runs.
-pub(crate) fn latest_start(pod: &Pod) -> Option<Timestamp> {
+pub(crate) fn latest_start(pod: &PodLite) -> Option<Timestamp> {
     let status = pod.status.as_ref()?;
     status
         .container_statuses
@@ -84,7 +84,8 @@ pub(crate) fn latest_start(pod: &Pod) -> Option<Timestamp> {
 mod tests {
     use super::*;
 
-    fn pod(json: serde_json::Value) -> Pod {
+    /// Decoded as the watch decodes pods.
+    fn pod(json: serde_json::Value) -> PodLite {
         serde_json::from_value(json).unwrap()
     }
 

@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::Resource;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -22,6 +21,7 @@ use crate::metrics::ObjectKind;
 use crate::model::lite::NodeLite;
 use crate::model::node::NodeView;
 use crate::model::pod::{PodInfo, Projection};
+use crate::model::pod_lite::PodLite;
 
 impl Observed {
     /// Watch all Nodes into the cache, decoded as [`NodeLite`]s: only what a view keeps, in one pass,
@@ -69,7 +69,7 @@ impl Observed {
     /// waits for that before deciding with the new settings.
     pub(crate) fn spawn_pods(
         &self,
-        api: Api<Lenient<Pod>>,
+        api: Api<Lenient<PodLite>>,
         mut keep: watch::Receiver<Projection>,
         relisted: watch::Sender<Projection>,
     ) -> JoinHandle<()> {
@@ -209,7 +209,7 @@ impl Malformed {
 }
 
 /// The pod's node and when its latest container started there, if one runs.
-fn started(pod: &Pod) -> Option<(&str, k8s_openapi::jiff::Timestamp)> {
+fn started(pod: &PodLite) -> Option<(&str, k8s_openapi::jiff::Timestamp)> {
     let node = pod.spec.as_ref()?.node_name.as_deref()?;
     Some((node, crate::model::progress::latest_start(pod)?))
 }
