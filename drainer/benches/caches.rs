@@ -11,16 +11,17 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::jiff::Timestamp;
+
 use nodemedic_common::lenient::Lenient;
-use nodemedic_drainer::config::Config;
-use nodemedic_drainer::config::select::Selector;
-use nodemedic_drainer::decide::fleet::Fleet;
 use nodemedic_drainer::model::lite::NodeLite;
 use nodemedic_drainer::model::node::NodeView;
 use nodemedic_drainer::model::pod::PodInfo;
 use nodemedic_drainer::model::pod_lite::PodLite;
 use nodemedic_drainer::observe::{NodeMap, Observed};
 use serde_json::{Value, json};
+
+mod common;
 
 /// Nodes in the fixture unless `NODES` says otherwise.
 const DEFAULT_NODES: usize = 5_000;
@@ -135,25 +136,11 @@ fn main() {
     assert_eq!(observed.nodes().len(), nodes, "every node is cached");
 
     // The controller's fleet, as its first resync builds it, and a round deciding every node.
-    let cfg = Config {
-        conditions: vec!["KernelDeadlock=True".parse().expect("a condition")],
-        selector: Selector::cel("metadata.labels['draino'] == 'node'").expect("a selector"),
-        ..Default::default()
-    };
-    let mut fleet = Fleet::new(Arc::new(cfg));
-    let now = k8s_openapi::jiff::Timestamp::now();
-    for v in observed.nodes() {
-        let name = v.name.clone();
-        fleet.observe(v, now);
-        fleet.pods(&name, observed.pods_on(&name));
-    }
-    fleet.touch_all();
-    let decided = fleet.round(now);
-    assert_eq!(decided.len(), nodes, "every node is decided");
-    for (d, _) in &decided {
-        fleet.note(&d.node, d.why.kind());
-    }
-    drop(decided);
+    let _fleet = common::decided_fleet(
+        &observed,
+        "metadata.labels['draino'] == 'node'",
+        Timestamp::now(),
+    );
     let after_fleet = rss_kib();
     let heap_fleet = heap_bytes();
 

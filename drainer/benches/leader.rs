@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use nodemedic_tests::bench::{Backend, KillOnDrop};
+use nodemedic_tests::bench::{Backend, Drainer};
 use nodemedic_tests::fleet::{self, PODS_PER_NODE};
 
 /// Nodes already bad when the drainer starts (spread over the fleet).
@@ -84,20 +84,8 @@ async fn main() {
         t0.elapsed()
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    backend.write_kubeconfig(&kubeconfig);
-    let listen = format!("127.0.0.1:{}", nodemedic_tests::bench::free_port());
-    let exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(nodemedic_tests::bins::shipped_drainer);
-    println!("drainer: {}", exe.display());
-    let started = Instant::now();
-    let child = fleet::drainer_command(&exe, &kubeconfig, &listen)
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let _child = KillOnDrop(child);
+    let drainer = Drainer::start(&backend);
+    let (listen, pid, started) = (&drainer.listen, drainer.pid, drainer.started);
 
     // Each 50 ms: readiness, the decisions counted, and which bad nodes are cordoned.
     let mut seen = Seen::default();
@@ -105,7 +93,7 @@ async fn main() {
     let mut hwm_at_ready = None;
     while !seen.done() && started.elapsed() < GIVE_UP {
         let at = started.elapsed();
-        if seen.ready.is_none() && fleet::readyz(&listen) {
+        if seen.ready.is_none() && fleet::readyz(listen) {
             seen.ready = Some(at);
             seen.cpu_at_ready = Some(nodemedic_tests::process::cpu_seconds(pid));
             hwm_at_ready = Some(nodemedic_tests::process::status_mib(pid, "VmHWM:"));

@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::lenient::Lenient;
-use nodemedic_drainer::config::Config;
-use nodemedic_drainer::config::select::Selector;
 use nodemedic_drainer::decide::fleet::Fleet;
 use nodemedic_drainer::model::lite::NodeLite;
 use nodemedic_drainer::model::node::NodeView;
@@ -27,6 +25,8 @@ use nodemedic_drainer::model::pod::PodInfo;
 use nodemedic_drainer::model::pod_lite::PodLite;
 use nodemedic_drainer::observe::{NodeMap, Observed};
 use serde_json::{Value, json};
+
+mod common;
 
 const DEFAULT_NODES: usize = 2_000;
 const PODS_PER_NODE: usize = 10;
@@ -137,24 +137,8 @@ fn setup(nodes: usize, template: &Value, kind: Kind) -> Bench {
         }
     });
     observed.replace_pods(pods);
-    let cfg = Config {
-        conditions: vec!["KernelDeadlock=True".parse().expect("a condition")],
-        selector: Selector::cel(SELECTOR).expect("the selector"),
-        ..Default::default()
-    };
-    let mut fleet = Fleet::new(Arc::new(cfg));
     let now = Timestamp::now();
-    for v in observed.nodes() {
-        let name = v.name.clone();
-        fleet.observe(v, now);
-        fleet.pods(&name, observed.pods_on(&name));
-    }
-    fleet.touch_all();
-    let decided = fleet.round(now);
-    assert_eq!(decided.len(), nodes, "every node is decided at first");
-    for (d, _) in &decided {
-        fleet.note(&d.node, d.why.kind());
-    }
+    let fleet = common::decided_fleet(&observed, SELECTOR, now);
     Bench {
         observed,
         fleet,

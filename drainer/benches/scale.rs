@@ -39,7 +39,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::watcher;
-use nodemedic_tests::bench::{Backend, KillOnDrop};
+use nodemedic_tests::bench::{Backend, Drainer};
 use nodemedic_tests::fleet::{self, PODS_PER_NODE, Update};
 /// Nodes turned bad one at a time for the condition -> cordon and cordon -> drained figures:
 /// `NODEMEDIC_SCALE_SAMPLES` (default 21; 200 or more for a P99, at most a tenth of the fleet).
@@ -146,22 +146,8 @@ async fn main() {
         t0.elapsed()
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    backend.write_kubeconfig(&kubeconfig);
-    let listen = format!("127.0.0.1:{}", nodemedic_tests::bench::free_port());
-    // NODEMEDIC_DRAINER_BIN: another build of the drainer (one with symbols, to profile it). Built
-    // (if need be) before the clock starts: "ready after" is the drainer's own start.
-    let exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(nodemedic_tests::bins::shipped_drainer);
-    println!("drainer: {}", exe.display());
-    let started = Instant::now();
-    let child = fleet::drainer_command(&exe, &kubeconfig, &listen)
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let child = KillOnDrop(child);
+    let drainer = Drainer::start(&backend);
+    let (listen, pid, started) = (drainer.listen.clone(), drainer.pid, drainer.started);
     assert!(
         fleet::wait_ready(&client, &listen, Duration::from_secs(600)).await,
         "the drainer was not ready in 10 minutes"
@@ -348,7 +334,7 @@ async fn main() {
         nodemedic_tests::process::status_mib(pid, "VmRSS:"),
         nodemedic_tests::process::status_mib(pid, "VmHWM:"),
     );
-    drop(child);
+    drop(drainer);
 
     let cp99 = p99(&to_cordon);
     let (cmin, cmed, cmax) = stats(to_cordon);

@@ -150,3 +150,55 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// The drainer a bench measures, started against `backend` with [`crate::fleet::drainer_command`]:
+/// `NODEMEDIC_DRAINER_BIN` names another build (one with symbols, to profile it), else the shipped
+/// build, built first if need be (before the clock starts: `started` is the drainer's own start).
+pub struct Drainer {
+    pub listen: String,
+    pub pid: u32,
+    pub started: std::time::Instant,
+    pub child: KillOnDrop,
+    /// Holds the kubeconfig for as long as the drainer runs.
+    _dir: tempfile::TempDir,
+}
+
+impl Drainer {
+    pub fn start(backend: &Backend) -> Drainer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        backend.write_kubeconfig(&kubeconfig);
+        let listen = format!("127.0.0.1:{}", free_port());
+        let exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(crate::bins::shipped_drainer);
+        println!("drainer: {}", exe.display());
+        let mut cmd = crate::fleet::drainer_command(&exe, &kubeconfig, &listen);
+        die_with_parent(&mut cmd);
+        let started = std::time::Instant::now();
+        let child = cmd.spawn().expect("the drainer starts");
+        Drainer {
+            listen,
+            pid: child.id(),
+            started,
+            child: KillOnDrop(child),
+            _dir: dir,
+        }
+    }
+}
+
+/// The child is killed when the thread that spawned it ends, so a bench stopped by a signal (whose
+/// [`KillOnDrop`] never runs) leaves no drainer behind writing into the next run. Benches spawn from
+/// their main thread.
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
