@@ -275,6 +275,25 @@ fn latest(f: &Fleet, newer: &[NodeView]) -> Vec<Arc<NodeView>> {
         .collect()
 }
 
+/// Which of the watchdog's reports a test expects.
+#[derive(Debug, PartialEq)]
+enum Said {
+    Silent,
+    Heard,
+}
+
+/// The nodes the fleet reported since the last take, all of them of the kind `said`.
+fn reported(f: &mut Fleet, said: Said) -> Vec<String> {
+    f.take_events()
+        .into_iter()
+        .map(|e| match e {
+            FleetEvent::DetectorSilent { node, .. } if said == Said::Silent => node,
+            FleetEvent::DetectorHeard { node, .. } if said == Said::Heard => node,
+            other => panic!("only {said:?} reports: {other:?}"),
+        })
+        .collect()
+}
+
 #[test]
 fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
     let mut c = cfg();
@@ -313,15 +332,7 @@ fn the_fleet_reports_each_silence_once_and_the_detector_heard_again() {
     // Silent again: a new episode, reported again (and "fine", last heard at NOW - 10, by now too).
     f.observe(Arc::new(node("quiet", Some(NOW + 90))), t(NOW + 2 * MIN));
     f.watch_detectors(&latest(&f, &[]), t(NOW + 90 + 16 * MIN));
-    let silent: Vec<String> = f
-        .take_events()
-        .into_iter()
-        .map(|e| match e {
-            FleetEvent::DetectorSilent { node, .. } => node,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(silent, ["fine", "quiet"]);
+    assert_eq!(reported(&mut f, Said::Silent), ["fine", "quiet"]);
 }
 
 #[test]
@@ -338,22 +349,9 @@ fn a_fleet_wide_silence_and_some_detectors_heard_again_report_exactly_those() {
         .step_by(3)
         .map(|n| node(n, Some(NOW + 90)))
         .collect();
-    let mut handed = latest(&f, &[]);
-    for v in &back {
-        let i = handed.iter().position(|h| h.name == v.name).unwrap();
-        handed[i] = Arc::new(v.clone());
-    }
-    f.watch_detectors(&handed, t(NOW + 2 * MIN));
-    let heard: Vec<String> = f
-        .take_events()
-        .into_iter()
-        .map(|e| match e {
-            FleetEvent::DetectorHeard { node, .. } => node,
-            other => panic!("only detectors heard again: {other:?}"),
-        })
-        .collect();
+    f.watch_detectors(&latest(&f, &back), t(NOW + 2 * MIN));
     let expected: Vec<String> = names.iter().step_by(3).cloned().collect();
-    assert_eq!(heard, expected);
+    assert_eq!(reported(&mut f, Said::Heard), expected);
     assert_eq!(f.silent_count(), 2000);
     assert!(f.silence("n-00001").is_some() && f.silence("n-00000").is_none());
 }
