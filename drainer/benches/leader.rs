@@ -10,8 +10,10 @@
 //! nodes' first and last cordon; RSS after that round (and its peak while listing). Goals (issue 39):
 //! the first decision within 15 s, RSS after sync at most 256 MiB.
 //!
-//! `cargo bench -p nodemedic-drainer --bench leader` (about 10 minutes to create the fixture on the
-//! test API server, which then holds some GiB).
+//! The pods run (`NODEMEDIC_BENCH_PODS=waiting`: all waiting to start, as in `scale`).
+//!
+//! `cargo bench -p nodemedic-drainer --bench leader` (about 27 minutes to create the fixture on this
+//! 2-core machine's test API server, half that with waiting pods, which then holds some GiB).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -73,13 +75,14 @@ async fn main() {
         .collect();
 
     let t0 = Instant::now();
-    fleet::create(&client, count, &HashSet::new()).await;
+    fleet::create(&client, count, &HashSet::new(), fleet::PodState::from_env()).await;
     for n in &bad {
         fleet::mark_bad(&nodes, n).await;
     }
     println!(
-        "fixture: {count} kubelet-shaped nodes ({BAD} of them bad) and {} ReplicaSet pods created on {} in {:.0?}",
+        "fixture: {count} kubelet-shaped nodes ({BAD} of them bad) and {} ReplicaSet pods ({:?}) created on {} in {:.0?}",
         count * PODS_PER_NODE,
+        fleet::PodState::from_env(),
         backend.describe(),
         t0.elapsed()
     );

@@ -28,7 +28,9 @@
 //! and the pods of the nodes it drains have a zero grace period, so an eviction deletes them at once.
 //!
 //! `KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest) cargo bench -p nodemedic-drainer --bench scale`
-//! (`NODEMEDIC_SCALE_NODES=15000` for the large fixture; 10 pods per node.)
+//! (`NODEMEDIC_SCALE_NODES=15000` for the large fixture; 10 pods per node, Running, or all waiting to
+//! start with `NODEMEDIC_BENCH_PODS=waiting`: a bad image on a Deployment as big as the fleet, every
+//! pod one the symptoms pass weighs.)
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -138,10 +140,11 @@ async fn main() {
         .collect();
 
     let t0 = Instant::now();
-    fleet::create(&client, count, &instant).await;
+    fleet::create(&client, count, &instant, fleet::PodState::from_env()).await;
     println!(
-        "fixture: {count} kubelet-shaped nodes and {} ReplicaSet pods created on {} in {:.0?}",
+        "fixture: {count} kubelet-shaped nodes and {} ReplicaSet pods ({:?}) created on {} in {:.0?}",
         count * PODS_PER_NODE,
+        fleet::PodState::from_env(),
         backend.describe(),
         t0.elapsed()
     );

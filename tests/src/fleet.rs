@@ -87,10 +87,35 @@ fn running(i: usize, j: usize) -> Value {
     }})
 }
 
+/// What the fixture's pods are doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodState {
+    /// Running and Ready, as their kubelets write it.
+    Running,
+    /// Bound and never started (no status: a bad image on a big Deployment, every pod a
+    /// symptom candidate).
+    Waiting,
+}
+
+impl PodState {
+    /// `NODEMEDIC_BENCH_PODS=waiting` for [`PodState::Waiting`]; running otherwise.
+    pub fn from_env() -> PodState {
+        match std::env::var("NODEMEDIC_BENCH_PODS").as_deref() {
+            Ok("waiting") => PodState::Waiting,
+            _ => PodState::Running,
+        }
+    }
+}
+
 /// Create `count` nodes and [`PODS_PER_NODE`] pods on each (owned by one ReplicaSet in
-/// [`NAMESPACE`]); the pods of the nodes in `instant` have a zero grace period, so an eviction
-/// deletes them at once.
-pub async fn create(client: &kube::Client, count: usize, instant: &HashSet<usize>) {
+/// [`NAMESPACE`]), in `state`; the pods of the nodes in `instant` have a zero grace period, so an
+/// eviction deletes them at once.
+pub async fn create(
+    client: &kube::Client,
+    count: usize,
+    instant: &HashSet<usize>,
+    state: PodState,
+) {
     // The default drainer's record key Secret, as the manifests ship it.
     crate::record_key_secret(client, "kube-system", "nodemedic-drainer", None).await;
     let nodes: Api<Node> = Api::all(client.clone());
@@ -141,9 +166,12 @@ pub async fn create(client: &kube::Client, count: usize, instant: &HashSet<usize
                 pods.create(&PostParams::default(), &p)
                     .await
                     .expect("create pod");
-                pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(running(i, j)))
-                    .await
-                    .expect("the pod's status, as its kubelet writes it");
+                if state == PodState::Running {
+                    let status = Patch::Merge(running(i, j));
+                    pods.patch_status(&name, &PatchParams::default(), &status)
+                        .await
+                        .expect("the pod's status, as its kubelet writes it");
+                }
             }
         })
         .buffer_unordered(32)

@@ -152,10 +152,13 @@ pub(crate) struct Controller<C: Cluster> {
     last_watchdog: Option<Timestamp>,
     /// When the pods' symptoms were last assessed.
     last_symptoms: Option<Timestamp>,
+    /// The assessment under way on the blocking pool.
+    symptoms: Option<tokio::task::JoinHandle<symptoms::Found>>,
     last_placement: Option<Timestamp>,
     /// Writing `--history-file` fails (said once).
     history_failing: bool,
-    /// Large rounds are decided on the blocking pool (off in simulations: paused time).
+    /// Large rounds and the symptoms are worked out on the blocking pool (off in simulations:
+    /// paused time).
     offload: bool,
     tap: Option<mpsc::UnboundedSender<Tap>>,
 }
@@ -198,6 +201,7 @@ impl<C: Cluster> Controller<C> {
             placement_said: false,
             last_watchdog: None,
             last_symptoms: None,
+            symptoms: None,
             last_placement: None,
             history_failing: false,
             offload: true,

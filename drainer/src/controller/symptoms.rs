@@ -1,8 +1,9 @@
 //! The PodsNotStarting and PodsNotTerminating conditions, I/O: every [`SYMPTOMS_EVERY`] the pods
-//! waiting to start or to go are assessed (`decide::symptoms`, pure) and the conditions that
-//! changed are written on the selected Nodes, each with its Event, log line and metric. Written even when
+//! waiting to start or to go are assessed (`decide::symptoms`, pure) off the loop's thread, and
+//! the conditions that changed are written on the selected Nodes, each with its Event, log line and metric. Written even when
 //! no decision reads them (reporting); the drainer acts on them only when its conditions name them.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -10,19 +11,59 @@ use nodemedic_common::status::Status;
 use nodemedic_common::time::add;
 
 use super::Controller;
-use crate::decide::symptoms::{self, CONDITIONS, SymptomWrite};
+use crate::decide::symptoms::{self, CONDITIONS, SymptomSettings, SymptomWrite};
 use crate::model::cluster::{Cluster, ConditionPatch};
+use crate::model::intern::ArcStr;
 use crate::model::occurrence::Occurrence;
+use crate::observe::Observed;
 
 /// How often the symptoms are assessed: minutes matter here, not milliseconds.
 pub(super) const SYMPTOMS_EVERY: Duration = Duration::from_secs(30);
 
+/// The symptoms found on each node.
+pub(super) type Found = std::collections::BTreeMap<ArcStr, Vec<symptoms::Symptom>>;
+
+/// Assess the symptoms as of `now` from the caches: gathering the pods and assessing them are
+/// a function of the caches' state, and may take a while with many pods stuck.
+fn assess(observed: &Observed, settings: &SymptomSettings, now: Timestamp) -> Found {
+    let (pods, last_start) = observed.troubled_pods();
+    let sandbox = match settings.not_starting_after {
+        None => Default::default(),
+        Some(after) => {
+            let since = nodemedic_common::time::sub(now, after);
+            let nodes: HashSet<&ArcStr> = pods.iter().filter_map(|p| p.node.as_ref()).collect();
+            nodes
+                .into_iter()
+                .filter_map(|n| Some((n.clone(), observed.sandbox.since(n, since)?)))
+                .collect()
+        }
+    };
+    let evidence = symptoms::Evidence {
+        pods: &pods,
+        last_start: &last_start,
+        sandbox: &sandbox,
+    };
+    symptoms::assess(now, &evidence, settings)
+}
+
 impl<C: Cluster> Controller<C> {
-    /// Assess the symptoms if it is time, and write what changed (not in a dry run: logged only).
+    /// Write what the last assessment found once it is done, and start the next when it is due.
+    /// The assessment runs on the blocking pool (inline in a simulation): with hundreds of
+    /// thousands of pods stuck (a bad image on a big Deployment) it takes hundreds of
+    /// milliseconds, which a cordon decided meanwhile must not wait for (issue 39). The pool's
+    /// thread wakes the loop when it is done; its result is written by the round after.
     pub(super) async fn report_symptoms(&mut self, now: Timestamp) {
-        if self
-            .last_symptoms
-            .is_some_and(|t| add(t, SYMPTOMS_EVERY) > now)
+        if self.symptoms.as_ref().is_some_and(|t| t.is_finished()) {
+            let task = self.symptoms.take().expect("checked above");
+            match task.await {
+                Ok(found) => self.write_symptoms(found, now).await,
+                Err(e) => tracing::error!("assessing the pods' symptoms failed: {e}"),
+            }
+        }
+        if self.symptoms.is_some()
+            || self
+                .last_symptoms
+                .is_some_and(|t| add(t, SYMPTOMS_EVERY) > now)
         {
             return;
         }
@@ -33,25 +74,20 @@ impl<C: Cluster> Controller<C> {
             return;
         }
         self.last_symptoms = Some(now);
-        let (pods, last_start) = self.observed.troubled_pods();
-        let sandbox = match self.cfg.symptoms.not_starting_after {
-            None => Default::default(),
-            Some(after) => {
-                let since = nodemedic_common::time::sub(now, after);
-                let nodes: std::collections::BTreeSet<_> =
-                    pods.iter().filter_map(|p| p.node.clone()).collect();
-                nodes
-                    .into_iter()
-                    .filter_map(|n| Some((n.clone(), self.observed.sandbox.since(&n, since)?)))
-                    .collect()
-            }
-        };
-        let evidence = symptoms::Evidence {
-            pods: &pods,
-            last_start: &last_start,
-            sandbox: &sandbox,
-        };
-        let found = symptoms::assess(now, &evidence, &self.cfg.symptoms);
+        let (observed, settings) = (self.observed.clone(), self.cfg.symptoms);
+        if !self.offload {
+            let found = assess(&observed, &settings, now);
+            return self.write_symptoms(found, now).await;
+        }
+        self.symptoms = Some(tokio::task::spawn_blocking(move || {
+            let found = assess(&observed, &settings, now);
+            observed.changed.notify_one();
+            found
+        }));
+    }
+
+    /// Write the conditions that `found` changes on the selected nodes, each with its Event.
+    async fn write_symptoms(&mut self, found: Found, now: Timestamp) {
         for (condition, ..) in CONDITIONS {
             let n = found
                 .values()

@@ -389,3 +389,67 @@ async fn nothing_is_decided_until_a_debounce_after_the_first_change() {
         "the first round starts a debounce after the first change, with all that came meanwhile (a zone's burst is seen whole by the gates)"
     );
 }
+
+/// A pod of no owner on `node`, bound an hour ago and never started.
+fn waiting_pod(name: &str, node: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "app", "uid": format!("uid-{name}"), "creationTimestamp": ago(3700)},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(3600)}],
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after() {
+    let cfg = Config {
+        symptoms: crate::decide::symptoms::SymptomSettings {
+            not_starting_after: Some(Duration::from_secs(600)),
+            not_terminating_after: None,
+        },
+        ..config(10)
+    };
+    let nodes = vec![node("stuck", false), node("fine", false)];
+    let mut r = rig(cfg, nodes, vec![waiting_pod("w", "stuck")]);
+    let status_writes = |w: &[Write]| -> Vec<(String, String)> {
+        w.iter()
+            .filter_map(|w| match w {
+                Write::Status {
+                    name,
+                    patch: crate::model::cluster::ConditionPatch::Set { type_, status, .. },
+                } => Some((name.clone(), format!("{type_}={status}"))),
+                _ => None,
+            })
+            .collect()
+    };
+    r.c.round().await;
+    assert_eq!(
+        status_writes(&r.cluster.take_writes()),
+        vec![],
+        "the round does not wait for the assessment"
+    );
+    // The assessment wakes the loop when it is done (other writes may wake it first).
+    let woken = r.c.observed.changed.clone();
+    while !r.c.symptoms.as_ref().is_some_and(|t| t.is_finished()) {
+        tokio::time::timeout(Duration::from_secs(60), woken.notified())
+            .await
+            .expect("the finished assessment wakes the loop");
+    }
+    r.c.round().await;
+    let w = r.cluster.take_writes();
+    assert_eq!(
+        status_writes(&w),
+        vec![("stuck".to_string(), "PodsNotStarting=True".to_string())],
+        "{w:?}"
+    );
+    assert!(
+        events(&w).iter().any(|(about, ..)| about == "stuck"),
+        "with its Event: {w:?}"
+    );
+    // Not assessed again before it is due.
+    r.c.round().await;
+    assert!(r.c.symptoms.is_none());
+}

@@ -134,16 +134,15 @@ impl Observed {
     /// started on each of their nodes.
     pub(crate) fn troubled_pods(&self) -> (Vec<Arc<PodInfo>>, HashMap<ArcStr, Timestamp>) {
         let pods = self.pods.read().unwrap();
-        let troubled: Vec<Arc<PodInfo>> = pods
-            .troubled
-            .iter()
-            .filter_map(|(ns, name)| pods.get(ns, name).cloned())
-            .collect();
-        let starts = troubled
-            .iter()
-            .filter_map(|p| p.node.as_ref())
-            .filter_map(|n| Some((n.clone(), *pods.last_start.get(n)?)))
-            .collect();
+        let troubled: Vec<Arc<PodInfo>> = pods.troubled().cloned().collect();
+        let mut starts = HashMap::new();
+        for n in troubled.iter().filter_map(|p| p.node.as_ref()) {
+            if !starts.contains_key(n)
+                && let Some(t) = pods.last_start.get(n)
+            {
+                starts.insert(n.clone(), *t);
+            }
+        }
         (troubled, starts)
     }
 
@@ -155,11 +154,7 @@ impl Observed {
 
     /// Pods whose own readiness is stale, wherever they run.
     pub(crate) fn stale_pods(&self) -> Vec<Arc<PodInfo>> {
-        let pods = self.pods.read().unwrap();
-        pods.stale
-            .iter()
-            .filter_map(|(ns, name)| pods.get(ns, name).cloned())
-            .collect()
+        self.pods.read().unwrap().stale().cloned().collect()
     }
 
     pub fn pod_count(&self) -> usize {

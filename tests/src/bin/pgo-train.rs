@@ -74,7 +74,7 @@ async fn train(exe: &Path, profiles: &Path) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let drained: Vec<usize> = (0..ONE_BY_ONE + AT_ONCE).map(|k| 1 + k * 3).collect();
     let instant: HashSet<usize> = drained.iter().copied().collect();
-    fleet::create(&client, count, &instant).await;
+    fleet::create(&client, count, &instant, fleet::PodState::Running).await;
     say(
         &format!(
             "{count} nodes and {} pods on the test API server",
