@@ -610,3 +610,44 @@ async fn writes_record_their_fields_in_managed_fields_as_recorded() {
     );
     assert_eq!(entries(&after, "recorder"), want);
 }
+
+/// A create's status is dropped (kube-apiserver's PrepareForCreate): recording 31's request with a
+/// kubelet's status added gets 31's answer, Pending and the QoS class only. The status a kubelet
+/// then writes through `pods/status` stays, beside what the server set, and leaves the spec as
+/// created. The benches' fixture and the scenarios' pods rely on both.
+#[tokio::test]
+async fn a_pod_create_drops_its_status_and_pods_status_sets_it() {
+    if !dir().exists() {
+        eprintln!("skipped: {} not found", dir().display());
+        return;
+    }
+    let server = TestApiServer::start().await;
+    server.stop_kubelets();
+    let client = server.client();
+    let rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join("31-pod-create-bound.json")).unwrap(),
+    )
+    .unwrap();
+    let req = &rec["request"];
+    let mut body = req["body"].clone();
+    body["status"] = serde_json::json!({"phase": "Running", "podIP": "10.0.0.9",
+        "conditions": [{"type": "Ready", "status": "True"}]});
+    let url = req["url"].as_str().unwrap();
+    let json = req["headers"]["Content-Type"].as_str();
+    let (status, created) = send(&client, "POST", url, json, &body).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["status"], rec["response"]["body"]["status"]);
+
+    let kubelet = serde_json::json!({"status": {"phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    let status_url = format!("{url}/ev-1/status");
+    let merge = Some("application/merge-patch+json");
+    let (status, patched) = send(&client, "PATCH", &status_url, merge, &kubelet).await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["status"]["phase"], "Running");
+    assert_eq!(patched["status"]["conditions"][0]["type"], "Ready");
+    assert_eq!(patched["status"]["qosClass"], "BestEffort", "kept beside");
+    assert_eq!(patched["spec"], created["spec"], "the spec as created");
+    let (_, read) = send(&client, "GET", &format!("{url}/ev-1"), None, &Value::Null).await;
+    assert_eq!(read["status"], patched["status"], "stored");
+}

@@ -153,7 +153,7 @@ pub(crate) struct Controller<C: Cluster> {
     /// When the pods' symptoms were last assessed.
     last_symptoms: Option<Timestamp>,
     /// The assessment under way on the blocking pool.
-    symptoms: Option<tokio::task::JoinHandle<symptoms::Found>>,
+    symptoms: Option<tokio::task::JoinHandle<crate::decide::symptoms::Found>>,
     last_placement: Option<Timestamp>,
     /// Writing `--history-file` fails (said once).
     history_failing: bool,

@@ -11,7 +11,7 @@ use nodemedic_common::status::Status;
 use nodemedic_common::time::add;
 
 use super::Controller;
-use crate::decide::symptoms::{self, CONDITIONS, SymptomSettings, SymptomWrite};
+use crate::decide::symptoms::{self, CONDITIONS, Found, SymptomSettings, SymptomWrite};
 use crate::model::cluster::{Cluster, ConditionPatch};
 use crate::model::intern::ArcStr;
 use crate::model::occurrence::Occurrence;
@@ -19,9 +19,6 @@ use crate::observe::Observed;
 
 /// How often the symptoms are assessed: minutes matter here, not milliseconds.
 pub(super) const SYMPTOMS_EVERY: Duration = Duration::from_secs(30);
-
-/// The symptoms found on each node.
-pub(super) type Found = std::collections::BTreeMap<ArcStr, Vec<symptoms::Symptom>>;
 
 /// Assess the symptoms as of `now` from the caches: gathering the pods and assessing them are
 /// a function of the caches' state, and may take a while with many pods stuck.

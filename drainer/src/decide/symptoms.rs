@@ -57,6 +57,9 @@ pub(crate) struct Symptom {
     pub(crate) message: String,
 }
 
+/// The symptoms of each node that has one.
+pub(crate) type Found = BTreeMap<ArcStr, Vec<Symptom>>;
+
 /// What a pass writes to one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SymptomWrite {
@@ -90,7 +93,7 @@ pub(crate) const MAX_WRITES: usize = 100;
 /// no condition at all, and a Kosmos leaf node (`kosmos`: its label) none either (its pods run in
 /// a member cluster). At most [`MAX_WRITES`], by node name.
 pub(crate) fn writes<'a>(
-    found: &BTreeMap<ArcStr, Vec<Symptom>>,
+    found: &Found,
     views: impl IntoIterator<Item = &'a NodeView>,
     kosmos: &(String, String),
 ) -> Vec<(ArcStr, SymptomWrite)> {
@@ -147,12 +150,8 @@ pub(crate) struct Evidence<'a> {
 }
 
 /// The symptoms of every node that has one, as of `now`.
-pub(crate) fn assess(
-    now: Timestamp,
-    e: &Evidence,
-    s: &SymptomSettings,
-) -> BTreeMap<ArcStr, Vec<Symptom>> {
-    let mut out: BTreeMap<ArcStr, Vec<Symptom>> = BTreeMap::new();
+pub(crate) fn assess(now: Timestamp, e: &Evidence, s: &SymptomSettings) -> Found {
+    let mut out = Found::new();
     let pods = e.pods;
     if let Some(after) = s.not_starting_after {
         for (node, symptom) in not_starting(now, e, after) {

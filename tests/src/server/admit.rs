@@ -1,7 +1,7 @@
 //! What kube-apiserver does to an object before it stores it, beyond storing it: decoding checks
 //! that answer 400 (MicroTime fields need exactly six fractional digits, recordings 26 and 44) and
 //! the defaults and admission plugins that fill a new Pod (recording 31: phase Pending, a QoS class,
-//! the grace period, the priority of its class, the not-ready/unreachable tolerations, ...).
+//! any status sent dropped, the grace period, the priority of its class, the not-ready/unreachable tolerations, ...).
 
 use serde_json::{Value, json};
 
@@ -141,20 +141,15 @@ pub(crate) fn default_pod(pod: &mut Value) -> Result<(), Response> {
                 .or_insert_with(|| json!(if latest { "Always" } else { "IfNotPresent" }));
         }
     }
-    let status = pod
-        .as_object_mut()
-        .map(|p| p.entry("status").or_insert_with(|| json!({})));
-    if let Some(Value::Object(status)) = status {
-        status.entry("phase").or_insert_with(|| json!("Pending"));
-        // Requests or limits make a pod Burstable at least; this server does not tell Guaranteed.
-        status.entry("qosClass").or_insert_with(|| {
-            json!(if any_resources {
-                "Burstable"
-            } else {
-                "BestEffort"
-            })
-        });
-    }
+    // The status a create sends is dropped (kube-apiserver's PrepareForCreate: a kubelet writes
+    // it through `pods/status` afterwards): phase Pending and the QoS class only. Requests or
+    // limits make a pod Burstable at least; this server does not tell Guaranteed.
+    let qos = if any_resources {
+        "Burstable"
+    } else {
+        "BestEffort"
+    };
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
     Ok(())
 }
 
