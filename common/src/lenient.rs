@@ -5,7 +5,9 @@
 //! [`Lenient::Malformed`] with what could still be read of its metadata and the decode error, so the
 //! caller skips that object only (and says so).
 
+use std::any::TypeId;
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -40,17 +42,57 @@ struct IdMeta {
     uid: Option<String>,
 }
 
-impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Lenient<K> {
+/// The object types whose lists are decoded in one pass for now ([`Lenient::optimistic`]).
+static OPTIMISTIC: std::sync::RwLock<Vec<TypeId>> = std::sync::RwLock::new(Vec::new());
+/// How many there are: the common case (none) costs one atomic read per object, not a lock.
+static OPTIMISTIC_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+impl<K: 'static> Lenient<K> {
+    /// Decode `K`s in one pass (`on`), or each on its own again. Taking each object's text before
+    /// decoding it is a second pass over every byte (a sixth of a new leader's CPU at 650,000
+    /// pods, issue 39): a watch turns this on for its first list, while nothing but that list is
+    /// waited for, and off when the list is in. The first object that does not decode turns it off
+    /// for good and fails its page; the watch lists again, object by object, and that object alone
+    /// is left out. Never on for watch events: one bad update must not fail the others.
+    pub fn optimistic(on: bool) {
+        let mut types = OPTIMISTIC.write().unwrap_or_else(|e| e.into_inner());
+        types.retain(|t| *t != TypeId::of::<K>());
+        if on {
+            types.push(TypeId::of::<K>());
+        }
+        OPTIMISTIC_COUNT.store(types.len(), Ordering::Release);
+    }
+
+    fn is_optimistic() -> bool {
+        OPTIMISTIC_COUNT.load(Ordering::Acquire) > 0
+            && OPTIMISTIC
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&TypeId::of::<K>())
+    }
+}
+
+impl<'de, K: DeserializeOwned + 'static> serde::Deserialize<'de> for Lenient<K> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // From serde_json itself (a list's items; a watch event whose "type" comes before its
         // "object", as kube-apiserver writes them) the object's own text is taken as it stands and
-        // decoded once: no more work than a typed decode. Borrowed when the whole text is in
-        // memory (kube decodes lists and watch lines from a `str`): copying each object's text
-        // first was a copy of every list's gigabytes at 650,000 pods (issue 39). From anything
-        // else (serde's buffered content: an event with "object" first) through a transient JSON
-        // tree.
+        // decoded on its own, unless the list is read in one pass (`optimistic`). Borrowed when
+        // the whole text is in memory (kube decodes lists and watch lines from a `str`): copying
+        // each object's text first was a copy of every list's gigabytes at 650,000 pods (issue
+        // 39). From anything else (serde's buffered content: an event with "object" first)
+        // through a transient JSON tree.
         let de = std::any::type_name::<D>();
         if de.contains("serde_json::de::Deserializer") {
+            if Self::is_optimistic() {
+                return K::deserialize(d).map(Lenient::Ok).inspect_err(|e| {
+                    Self::optimistic(false);
+                    tracing::info!(
+                        kind = std::any::type_name::<K>(),
+                        error = %e,
+                        "an object in the list does not decode; listing again, each object on its own"
+                    );
+                });
+            }
             if de.contains("StrRead") || de.contains("SliceRead") {
                 let raw = <&serde_json::value::RawValue>::deserialize(d)?;
                 return Ok(from_text(raw.get()));
@@ -262,6 +304,50 @@ mod tests {
         assert_eq!(from_slice, from_str);
         assert_eq!(from_reader, from_str);
         assert_eq!(from_tree, from_str);
+    }
+
+    /// A type of this test's own: the switch is per type, and other tests run beside this one.
+    #[derive(serde::Deserialize, Debug, Clone)]
+    struct Thing {
+        #[allow(dead_code)]
+        metadata: ObjectMeta,
+        #[allow(dead_code)]
+        count: u8,
+    }
+
+    #[test]
+    fn a_list_read_in_one_pass_fails_on_a_bad_object_then_is_read_object_by_object() {
+        #[derive(serde::Deserialize)]
+        struct List {
+            items: Vec<Lenient<Thing>>,
+        }
+        let good = r#"{"items": [{"metadata": {"name": "a"}, "count": 1},
+            {"metadata": {"name": "b"}, "count": 2}]}"#;
+        let bad = r#"{"items": [{"metadata": {"name": "a"}, "count": 1},
+            {"metadata": {"name": "b"}, "count": 300}]}"#;
+        Lenient::<Thing>::optimistic(true);
+        assert!(Lenient::<Thing>::is_optimistic());
+        assert!(!Lenient::<Node>::is_optimistic(), "only the type named");
+        let list: List = serde_json::from_str(good).unwrap();
+        assert_eq!(list.items.len(), 2);
+        assert!(
+            Lenient::<Thing>::is_optimistic(),
+            "still on after a good list"
+        );
+        // One object out of range fails the list read in one pass, and turns it off...
+        assert!(serde_json::from_str::<List>(bad).is_err());
+        assert!(!Lenient::<Thing>::is_optimistic());
+        // ... so the list read again keeps the good object and names the bad one.
+        let again: List = serde_json::from_str(bad).unwrap();
+        assert!(matches!(&again.items[0], Lenient::Ok(_)));
+        assert!(
+            matches!(&again.items[1], Lenient::Malformed { meta, .. } if meta.name.as_deref() == Some("b"))
+        );
+        // Turned off by the caller as well (the watch, once its list is in).
+        Lenient::<Thing>::optimistic(true);
+        Lenient::<Thing>::optimistic(false);
+        assert!(!Lenient::<Thing>::is_optimistic());
+        assert!(serde_json::from_str::<List>(bad).is_ok());
     }
 
     #[test]

@@ -222,7 +222,7 @@ async fn list_all<K>(
     what: &'static str,
 ) -> Result<Vec<K>, LiveError>
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + 'static,
 {
     use nodemedic_common::lenient::Lenient;
     let mut out = Vec::new();

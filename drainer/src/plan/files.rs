@@ -80,7 +80,7 @@ impl<U> Read<U> {
 }
 
 /// Read the `items` of a List file (`kubectl get nodes -o json`), or a single object; `-` is stdin.
-pub fn read_items<T: DeserializeOwned + kube::Resource + k8s_openapi::Resource>(
+pub fn read_items<T: DeserializeOwned + kube::Resource + 'static + k8s_openapi::Resource>(
     path: &Path,
 ) -> Result<Read<T>, ReadError> {
     read_items_map(path, |t: T| t)
@@ -91,7 +91,7 @@ pub fn read_items<T: DeserializeOwned + kube::Resource + k8s_openapi::Resource>(
 /// memory is what the kept values take. Each item is decoded on its own, as the watches do
 /// ([`Lenient`]): one that does not fit its type is skipped and named in [`Read::skipped`]; a file
 /// that is not JSON or YAML at all is an error with its position.
-pub fn read_items_map<T: DeserializeOwned + kube::Resource + k8s_openapi::Resource, U>(
+pub fn read_items_map<T: DeserializeOwned + kube::Resource + 'static + k8s_openapi::Resource, U>(
     path: &Path,
     mut f: impl FnMut(T) -> U,
 ) -> Result<Read<U>, ReadError> {
@@ -207,8 +207,8 @@ struct ListOrOne<'f, T, F> {
     _t: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
-    for ListOrOne<'_, T, F>
+impl<'de, T: DeserializeOwned + kube::Resource + 'static, U, F: FnMut(T) -> U>
+    serde::de::DeserializeSeed<'de> for ListOrOne<'_, T, F>
 {
     type Value = Vec<U>;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
@@ -216,8 +216,8 @@ impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::
     }
 }
 
-impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
-    for ListOrOne<'_, T, F>
+impl<'de, T: DeserializeOwned + kube::Resource + 'static, U, F: FnMut(T) -> U>
+    serde::de::Visitor<'de> for ListOrOne<'_, T, F>
 {
     type Value = Vec<U>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -253,8 +253,8 @@ struct Items<'f, T, F> {
     _t: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::DeserializeSeed<'de>
-    for Items<'_, T, F>
+impl<'de, T: DeserializeOwned + kube::Resource + 'static, U, F: FnMut(T) -> U>
+    serde::de::DeserializeSeed<'de> for Items<'_, T, F>
 {
     type Value = Vec<U>;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
@@ -262,8 +262,8 @@ impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::
     }
 }
 
-impl<'de, T: DeserializeOwned + kube::Resource, U, F: FnMut(T) -> U> serde::de::Visitor<'de>
-    for Items<'_, T, F>
+impl<'de, T: DeserializeOwned + kube::Resource + 'static, U, F: FnMut(T) -> U>
+    serde::de::Visitor<'de> for Items<'_, T, F>
 {
     type Value = Vec<U>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
