@@ -189,6 +189,43 @@ async fn a_leader_change_mid_drain_with_a_slow_api_evicts_each_pod_once() {
 }
 
 #[tokio::test]
+async fn a_pod_the_drainer_cannot_read_at_its_start_costs_only_itself() {
+    // The first list of pods is read in one pass: the odd pod (a time past what our types hold)
+    // fails that list, and the list read again object by object leaves it out and goes on. On the
+    // test API server: the drainer's reading is the point (faults below has the real server's).
+    let env = Env::on(Cluster::fake().await);
+    let fake = env.cluster.fake.clone().expect("the test API server");
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let web = env.pod("default", "web", &bad, json!({})).await;
+    let other = env.node("other", "False", 3600, json!({})).await;
+    let odd = env.pod("default", "odd", &other, json!({})).await;
+    let far = json!({"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "9999-12-31T23:59:59Z"}]});
+    env.cluster.set_pod_status("default", &odd, far).await;
+    let d = env
+        .start(env.config(Duration::from_secs(0)), "replica-a")
+        .await;
+    env.wait_drained(&bad).await;
+    assert_eq!(env.evictions(&web, Some(201)), 1, "web evicted once");
+    let metrics = nodemedic_tests::http_get(&format!("http://{}/metrics", d.addr)).await;
+    assert!(
+        metrics.contains("nodemedic_drainer_malformed_objects_total{kind=\"pod\"} 1"),
+        "the odd pod alone left out: {metrics}"
+    );
+    let pod_lists = fake
+        .log()
+        .iter()
+        .filter(|l| l.method == "GET" && l.path == "/api/v1/pods")
+        .count();
+    assert!(
+        pod_lists >= 3,
+        "the list read in one pass failed on the odd pod and was read again (then watched): {pod_lists} requests"
+    );
+    d.shutdown().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
 async fn a_node_dated_past_year_9999_spoils_only_itself() {
     // The odd node is in every scenario's node lists meanwhile: that is the point (each drainer
     // leaves it out and goes on); it carries no scenario's label, so none selects it.
