@@ -88,10 +88,11 @@ impl<C: Cluster> Executor<C> {
     async fn cordon(&self, node: &NodeView, record: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         let problem = record.reason.clone();
-        self.record
-            .node(name, Occurrence::CordonStarting { problem })
-            .await;
+        let starting = self
+            .record
+            .node(name, Occurrence::CordonStarting { problem });
         if self.dry_run() {
+            starting.await;
             tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
             return false;
         }
@@ -103,7 +104,9 @@ impl<C: Cluster> Executor<C> {
             seen: Some(&node.resource_version),
             ..Default::default()
         };
-        let o = match self.hold(name, &hold, &cfg.records).await {
+        // The Event goes out with the cordon, not before it: a burst's cordons wait for no Event.
+        let ((), written) = tokio::join!(starting, self.hold(name, &hold, &cfg.records));
+        let o = match written {
             Ok(()) => held(record),
             Err(e) => Occurrence::CordonFailed {
                 error: e.to_string(),

@@ -6,15 +6,21 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
+use futures::StreamExt;
+
 use super::{Controller, RESYNC};
 use crate::decide::silence::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
+use crate::model::intern::ArcStr;
 use crate::model::occurrence::{SOURCE, reason};
 use nodemedic_common::time::add;
 
 /// How often the watchdog checks: a third of `--detector-silent-after`, at most every resync period
 /// and at least every second (a silence is noticed within a third of its limit).
+/// A budget wait's Event to write: the node, the Event it updates (if any), the Event.
+pub(super) type WaitNote = (ArcStr, Option<String>, NodeEvent);
+
 pub(super) fn watchdog_every(silent_after: std::time::Duration) -> std::time::Duration {
     (silent_after / 3).clamp(std::time::Duration::from_secs(1), RESYNC)
 }
@@ -98,18 +104,21 @@ impl<C: Cluster> Controller<C> {
         placement
     }
 
-    /// Note a node's wait for a budget when [`BudgetWaits`](crate::decide::schedule::BudgetWaits)
-    /// says so (one Event per wait).
-    pub(super) async fn budget_wait(&mut self, node: &str, budget: Option<Budget>, now: Timestamp) {
+    /// A node's wait for a budget: counted, and the Event to write for it when
+    /// [`BudgetWaits`](crate::decide::schedule::BudgetWaits) says so (one Event per wait; written by
+    /// [`Controller::note_budget_waits`] after the round's own writes).
+    pub(super) fn budget_wait(
+        &mut self,
+        node: &ArcStr,
+        budget: Option<Budget>,
+        now: Timestamp,
+    ) -> Option<WaitNote> {
         if let Some(b) = budget {
             self.metrics.budget_wait(b);
         }
-        let Some(note) = self
+        let note = self
             .waits
-            .observe(node, budget, now, self.cfg.event_refresh)
-        else {
-            return;
-        };
+            .observe(node, budget, now, self.cfg.event_refresh)?;
         let ev = NodeEvent {
             source: SOURCE.into(),
             severity: Severity::Normal,
@@ -119,8 +128,24 @@ impl<C: Cluster> Controller<C> {
             first_seen: note.first_seen,
             last_seen: now,
         };
-        let written = self.record.episode(node, note.existing, &ev).await;
-        self.waits.noted(node, written);
+        Some((node.clone(), note.existing, ev))
+    }
+
+    /// Write the budget waits' Events together (a burst of bad nodes past the budget waited on
+    /// them one at a time, seconds before the round's cordons went out: issue 39).
+    pub(super) async fn note_budget_waits(&mut self, notes: Vec<WaitNote>) {
+        let record = &self.record;
+        let written: Vec<(ArcStr, Option<String>)> = futures::stream::iter(notes)
+            .map(|(node, existing, ev)| async move {
+                let name = record.episode(&node, existing, &ev).await;
+                (node, name)
+            })
+            .buffer_unordered(super::round::WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (node, name) in written {
+            self.waits.noted(&node, name);
+        }
     }
 
     /// Report pods whose readiness a node flap left stale, and evict them when configured, as

@@ -41,7 +41,7 @@ const STEP_AFTER_DRAIN: Duration = Duration::from_millis(500);
 /// the blocking pool).
 const YIELD_EVERY: usize = 256;
 /// Writes of one round in flight at once.
-const WRITE_CONCURRENCY: usize = 16;
+pub(super) const WRITE_CONCURRENCY: usize = 16;
 
 impl<C: Cluster> Controller<C> {
     pub(crate) async fn round(&mut self) {
@@ -70,6 +70,7 @@ impl<C: Cluster> Controller<C> {
         let mut writes = Vec::new();
         let mut done = Vec::new();
         let mut proven = Vec::new();
+        let mut waits = Vec::new();
         let decided = match self.tap {
             Some(_) => held_by_gates(decisions.iter().map(|(d, _)| d)),
             None => Vec::new(),
@@ -81,7 +82,7 @@ impl<C: Cluster> Controller<C> {
                 Why::DrainBudget { .. } => Some(Budget::Drains),
                 _ => None,
             };
-            self.budget_wait(&d.node, budget, now).await;
+            waits.extend(self.budget_wait(&d.node, budget, now));
             if let Some(note) = pace_note(&d, &view, &self.cfg) {
                 proven.push((d.node.clone(), note));
             }
@@ -126,6 +127,7 @@ impl<C: Cluster> Controller<C> {
             }
             self.written(&node, effect, ok, now);
         }
+        self.note_budget_waits(waits).await;
         self.tap(Tap::Round {
             at: now,
             done,

@@ -453,3 +453,24 @@ async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after()
     r.c.round().await;
     assert!(r.c.symptoms.is_none());
 }
+
+#[tokio::test]
+async fn a_burst_past_the_budget_cordons_first_and_writes_the_waits_after() {
+    // One cordon allowed, four bad: the waits' Events went out one at a time before the round's
+    // cordons (seconds at 500 nodes); now they follow them, written together.
+    let nodes = ["a", "b", "c", "d"].map(|n| node(n, true)).to_vec();
+    let mut r = rig(config(1), nodes, vec![]);
+    r.c.round().await;
+    let w = r.cluster.take_writes();
+    assert_eq!(cordons(&w).len(), 1, "{w:?}");
+    assert_eq!(waits(&w).len(), 3, "{w:?}");
+    let cordon_at = w
+        .iter()
+        .position(|w| matches!(w, Write::Node { patch, .. } if patch.unschedulable == Some(true)))
+        .unwrap();
+    let first_wait = w
+        .iter()
+        .position(|w| matches!(w, Write::Event { event, .. } if event.reason == "WaitingForBudget"))
+        .unwrap();
+    assert!(cordon_at < first_wait, "{w:?}");
+}
