@@ -80,7 +80,7 @@ impl Observed {
             Lenient::<PodLite>::optimistic(true);
             loop {
                 let current = keep.borrow_and_update().clone();
-                let stream = watcher(api.clone(), pods_list_config()).default_backoff();
+                let stream = watcher(api.clone(), list_config()).default_backoff();
                 futures::pin_mut!(stream);
                 // A relist fills a fresh index, swapped in when complete.
                 let mut relist: Option<Pods> = None;
@@ -170,16 +170,13 @@ fn answered<K>(ev: &Result<watcher::Event<K>, watcher::Error>) -> bool {
     matches!(ev, Ok(e) if !matches!(e, watcher::Event::Init))
 }
 
-/// Nodes are read 100 a page: a page of kubelet-shaped Nodes (their image lists) is about a MiB of
-/// JSON held at once while the sync projects them (kube's default is 500).
+/// Lists are read 100 objects a page: a page is a few hundred KiB of JSON and objects held at once
+/// while the sync projects them (kube's default is 500). 500 pods a page cost 2.7 MiB more RSS after
+/// sync at 5,000 nodes (scale bench, 2026-11-28) and more CPU, not less: a perf profile of a new
+/// leader showed kube gathering each larger body into one buffer (copies, and page faults on the
+/// fresh memory each time) eating what the one-pass decode saved.
 fn list_config() -> watcher::Config {
     watcher::Config::default().page_size(100)
-}
-
-/// Pods are read 500 a page (kube's default): decoded as [`PodLite`] a page is about 2 MiB of text
-/// and what is kept of it, and 650,000 pods are 1,300 requests rather than 6,500.
-fn pods_list_config() -> watcher::Config {
-    watcher::Config::default().page_size(500)
 }
 
 /// Objects the watch could not decode, by uid or name: each is logged when first seen (and counted
