@@ -133,8 +133,12 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         leader_rx.clone(),
     );
     let clock = nodemedic_common::clock::Clock::system();
+    // Events go behind the writes they tell of (aborted with the other tasks at shutdown).
+    let (events, t_events) = crate::record::event_queue::EventQueue::start(cluster.clone());
+    tasks.extend(t_events);
     let record = Recorder::new(cluster.clone(), metrics.clone(), observed.clone(), clock)
-        .with_notifier(notifier, &opts.lease.name);
+        .with_notifier(notifier, &opts.lease.name)
+        .with_event_queue(events);
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own, as
     // sealed with its key (see `model::seal`).

@@ -19,6 +19,12 @@ use crate::model::record::{Checked, Record};
 use crate::model::seal::RecordTrust;
 use crate::record::Recorder;
 
+/// What is left to write once an effect's hold is written ([`Executor::apply_first`]).
+pub(crate) enum FollowUp {
+    /// draino's DrainScheduled condition, and its Event, for the drain `Record` schedules.
+    ScheduleDrain(Record),
+}
+
 /// Performs the effects of decisions. Cheap to clone (drains run with clones).
 #[derive(Clone)]
 pub(crate) struct Executor<C> {
@@ -58,7 +64,9 @@ impl<C: Cluster> Executor<C> {
     }
 
     /// Carry out a write effect decided for `view` (`reason`: the decision's, for the uncordon's
-    /// Event). True when it was written. A drain is started by the controller, not here.
+    /// Event), its follow-up included. True when it was written. A drain is started by the
+    /// controller, not here; the controller writes a round's holds first, then their follow-ups.
+    #[cfg(test)]
     pub(crate) async fn apply(
         &self,
         view: &NodeView,
@@ -66,25 +74,55 @@ impl<C: Cluster> Executor<C> {
         reason: &str,
         cfg: &Config,
     ) -> bool {
+        let (ok, then) = self.apply_first(view, effect, reason, cfg).await;
+        if let Some(then) = then {
+            self.follow_up(&view.name, then).await;
+        }
+        ok
+    }
+
+    /// [`Executor::apply`] up to the write that holds or frees the node; what is left of it is
+    /// returned for [`Executor::follow_up`], which a burst's other holds need not wait for.
+    pub(crate) async fn apply_first(
+        &self,
+        view: &NodeView,
+        effect: &Effect,
+        reason: &str,
+        cfg: &Config,
+    ) -> (bool, Option<FollowUp>) {
         let node = view.name.as_str();
-        match effect {
+        let ok = match effect {
             Effect::Cordon(record) => self.cordon(view, record, cfg).await,
+            Effect::Relapse(record) => self.relapse(view, record, cfg).await,
             Effect::Uncordon(record) => self.uncordon(node, record, reason, cfg).await,
             Effect::DeleteNode => self.delete_node(view).await,
             Effect::Release(record) => self.release(view, record, cfg).await,
             Effect::Probation(record) => self.probation(view, record, cfg).await,
-            Effect::Relapse(record) => self.relapse(view, record, cfg).await,
             Effect::Forget => self.set_record(node, None, &cfg.records).await.is_ok(),
             Effect::Reboot(record) => self.reboot(view, record, cfg).await,
             Effect::Replace(record) => self.replace(view, record, cfg).await,
             Effect::Escalate(record) => self.escalate(view, record, cfg).await,
             Effect::Nothing | Effect::Drain(_) => true,
+        };
+        let then = match effect {
+            Effect::Cordon(record) | Effect::Relapse(record) if ok && !cfg.skip_drain => {
+                Some(FollowUp::ScheduleDrain(record.clone()))
+            }
+            _ => None,
+        };
+        (ok, then)
+    }
+
+    /// Write what is left of an effect once its hold is written.
+    pub(crate) async fn follow_up(&self, node: &str, then: FollowUp) {
+        match then {
+            FollowUp::ScheduleDrain(record) => self.schedule_drain(node, &record).await,
         }
     }
 
     /// Cordon (unless `--cordon=false`) and taint as `record` says, with the record, in one patch;
     /// the node's resourceVersion makes it fail (409) if it changed since it was observed, so we
-    /// never act on stale state. Then DrainScheduled, unless `skip_drain`. True when written.
+    /// never act on stale state. True when written (its follow-up: DrainScheduled).
     async fn cordon(&self, node: &NodeView, record: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         let problem = record.reason.clone();
@@ -114,11 +152,7 @@ impl<C: Cluster> Executor<C> {
         };
         let cordoned = !matches!(o, Occurrence::CordonFailed { .. });
         self.record.node(name, o).await;
-        if !cordoned || cfg.skip_drain {
-            return cordoned;
-        }
-        self.schedule_drain(name, record).await;
-        true
+        cordoned
     }
 
     /// Set DrainScheduled for `record`'s drain, and say so.
@@ -217,8 +251,8 @@ impl<C: Cluster> Executor<C> {
         true
     }
 
-    /// The problem came back during probation: held again as `next` says, and the drain
-    /// scheduled at once. True when written.
+    /// The problem came back during probation: held again as `next` says (its follow-up: the
+    /// drain scheduled at once). True when written.
     async fn relapse(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         if self.dry_run() {
@@ -238,9 +272,6 @@ impl<C: Cluster> Executor<C> {
         };
         let written = matches!(o, Occurrence::Relapsed { .. });
         self.record.node(name, o).await;
-        if written && !cfg.skip_drain {
-            self.schedule_drain(name, next).await;
-        }
         written
     }
 

@@ -63,6 +63,8 @@ struct State {
     /// How long an evicted pod takes to go.
     termination: Duration,
     events: u64,
+    /// How long each Event takes to write (an API server slow to answer).
+    event_delay: Duration,
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
     lagging: bool,
     daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
@@ -245,6 +247,12 @@ impl MemoryCluster {
     /// Evicted pods go this long after their eviction (0: at once).
     pub(crate) fn set_termination(&self, d: Duration) {
         self.state().termination = d;
+    }
+
+    /// Each Event write takes this long before it is made.
+    #[cfg(test)]
+    pub(crate) fn set_event_delay(&self, d: Duration) {
+        self.state().event_delay = d;
     }
 
     /// Every node and every pod, as they are now.
@@ -536,6 +544,10 @@ impl Cluster for MemoryCluster {
                 regarding.name.as_deref().unwrap_or_default()
             ),
         };
+        let delay = self.state().event_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut s = self.state();
         s.events += 1;
         let name = existing.map_or_else(|| format!("{about}.{}", s.events), String::from);

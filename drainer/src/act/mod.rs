@@ -27,7 +27,7 @@ pub mod memory;
 pub(crate) mod reboots;
 
 pub(crate) use drain::{DrainRun, PDB_RETRY};
-pub(crate) use executor::Executor;
+pub(crate) use executor::{Executor, FollowUp};
 pub use kube::{
     CLUSTER_API_PERMISSIONS, DELETE_NODES_PERMISSIONS, FORCE_DELETE_PERMISSIONS, KubeCluster,
     PERMISSIONS,

@@ -21,6 +21,7 @@ use crate::model::record::Record;
 use crate::model::record::{DrainOutcome, EvictError, Phase};
 use crate::observe::Observed;
 use crate::record::Recorder;
+use crate::record::event_queue::EventQueue;
 use nodemedic_common::clock::Clock;
 
 struct Rig {
@@ -31,6 +32,11 @@ struct Rig {
 }
 
 fn rig(dry_run: bool) -> Rig {
+    rig_with(dry_run, false)
+}
+
+/// A rig whose Events go through an [`EventQueue`] (`queued`), as `drainer run` writes them.
+fn rig_with(dry_run: bool, queued: bool) -> Rig {
     let observed = Observed::default();
     let cluster = MemoryCluster::new(observed.clone());
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
@@ -44,7 +50,10 @@ fn rig(dry_run: bool) -> Rig {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = crate::metrics::Metrics::register(&mut registry);
     let clock = Clock::tokio();
-    let record = Recorder::new(gated.clone(), metrics, observed.clone(), clock);
+    let mut record = Recorder::new(gated.clone(), metrics, observed.clone(), clock);
+    if queued {
+        record = record.with_event_queue(EventQueue::start(gated.clone()).0);
+    }
     Rig {
         exec: Executor::new(gated, record, dry_run, clock),
         cluster,
@@ -141,6 +150,41 @@ async fn a_cordon_writes_the_record_against_the_version_seen_then_drain_schedule
     );
     let node = r.cluster.node("n1").unwrap();
     assert_eq!(node.spec.unwrap().unschedulable, Some(true));
+}
+
+/// `drainer run` writes Events behind the writes they tell of: a cordon waits for none of them
+/// (however slow the API server is with Events), and they follow in the order they happened.
+#[tokio::test(start_paused = true)]
+async fn a_cordon_waits_for_no_event_and_its_events_follow_in_order() {
+    let r = rig_with(false, true);
+    r.cluster.set_event_delay(Duration::from_secs(10));
+    let started = tokio::time::Instant::now();
+    let cordon = Effect::Cordon(record(Phase::Cordoned));
+    assert!(r.exec.apply(&view(&r), &cordon, "bad", &cfg()).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited for an Event"
+    );
+    let node = r.cluster.node("n1").unwrap();
+    assert_eq!(node.spec.unwrap().unschedulable, Some(true));
+    let mut w = r.cluster.take_writes();
+    assert!(
+        w.iter().any(|w| matches!(w, Write::Status { .. })),
+        "DrainScheduled written: {w:?}"
+    );
+    // The three Events, each 10 s behind the one before, on the node's one lane.
+    tokio::time::timeout(Duration::from_secs(600), async {
+        while reasons(&w).len() < 3 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            w.extend(r.cluster.take_writes());
+        }
+    })
+    .await
+    .expect("the cordon's Events were written");
+    assert_eq!(
+        reasons(&w),
+        ["CordonStarting", "CordonSucceeded", "DrainScheduled"]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{Controller, Did, Done, RESYNC, Tap, lease_reference};
-use crate::act::DrainRun;
+use crate::act::{DrainRun, FollowUp};
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
 use crate::decide::{Action, DrainJob, Effect, NodeDecision, Why};
@@ -111,7 +111,9 @@ impl<C: Cluster> Controller<C> {
                 }
             }
         }
-        for (node, effect, ok, reason) in self.write_all(writes).await {
+        let mut then = Vec::new();
+        for (node, effect, ok, reason, follow_up) in self.write_all(writes).await {
+            then.extend(follow_up.map(|f| (node.clone(), f)));
             let note = proven.iter().find(|(n, _)| *n == node).map(|(_, p)| p);
             if let (true, Some(note)) = (ok, note) {
                 self.paced(&node, note, now).await;
@@ -127,6 +129,7 @@ impl<C: Cluster> Controller<C> {
             }
             self.written(&node, effect, ok, now);
         }
+        self.follow_up(then).await;
         self.note_budget_waits(waits).await;
         self.tap(Tap::Round {
             at: now,
@@ -221,19 +224,30 @@ impl<C: Cluster> Controller<C> {
     }
 
     /// Writes to different nodes go out together (a burst of bad nodes is one round trip, not one
-    /// per node); budgets were settled by the decision.
+    /// per node); budgets were settled by the decision. Each node's hold only: what follows it is
+    /// returned, written once every node of the round is held.
     async fn write_all(
         &self,
         writes: Vec<(ArcStr, Effect, Arc<NodeView>, String)>,
-    ) -> Vec<(ArcStr, Effect, bool, String)> {
+    ) -> Vec<(ArcStr, Effect, bool, String, Option<FollowUp>)> {
         let (exec, cfg) = (&self.exec, &self.cfg);
         futures::stream::iter(writes)
             .map(|(node, effect, view, reason)| async move {
-                let ok = exec.apply(&view, &effect, &reason, cfg).await;
-                (node, effect, ok, reason)
+                let (ok, then) = exec.apply_first(&view, &effect, &reason, cfg).await;
+                (node, effect, ok, reason, then)
             })
             .buffer_unordered(WRITE_CONCURRENCY)
             .collect()
+            .await
+    }
+
+    /// The writes that follow the round's holds (DrainScheduled), as many at once.
+    async fn follow_up(&self, then: Vec<(ArcStr, FollowUp)>) {
+        let exec = &self.exec;
+        futures::stream::iter(then)
+            .for_each_concurrent(WRITE_CONCURRENCY, |(node, f)| async move {
+                exec.follow_up(&node, f).await
+            })
             .await
     }
 

@@ -474,3 +474,24 @@ async fn a_burst_past_the_budget_cordons_first_and_writes_the_waits_after() {
         .unwrap();
     assert!(cordon_at < first_wait, "{w:?}");
 }
+
+#[tokio::test]
+async fn a_burst_holds_every_node_before_scheduling_any_drain() {
+    // Each cordon's DrainScheduled went out with it, holding a write slot; now the round's holds
+    // all go first, and the conditions after them.
+    let nodes = ["a", "b", "c", "d"].map(|n| node(n, true)).to_vec();
+    let mut r = rig(config(10), nodes, vec![]);
+    r.c.round().await;
+    let w = r.cluster.take_writes();
+    assert_eq!(cordons(&w).len(), 4, "{w:?}");
+    let last_hold = w
+        .iter()
+        .rposition(|w| matches!(w, Write::Node { patch, .. } if patch.unschedulable == Some(true)))
+        .unwrap();
+    let scheduled: Vec<usize> = (w.iter().enumerate())
+        .filter(|(_, w)| matches!(w, Write::Status { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(scheduled.len(), 4, "{w:?}");
+    assert!(scheduled.iter().all(|&i| i > last_hold), "{w:?}");
+}

@@ -4,10 +4,12 @@
 //! gated [`Cluster`]: a follower logs and counts, and writes nothing.
 //!
 //! ```text
+//!  event_queue   new Events written behind the decisions, in order per node
 //!  log_lines     the log line and metric of each node and pod occurrence
 //!  fleet_change  a fleet-wide change as its reason, severity, text, metric and notification kind
 //! ```
 
+pub(crate) mod event_queue;
 pub mod fleet_change;
 pub mod history_file;
 pub mod log_lines;
@@ -22,10 +24,11 @@ use crate::decide::fleet::FleetEvent;
 use crate::decide::gates::slow_start::Change;
 use crate::decide::stale::Stale;
 use crate::metrics::Metrics;
-use crate::model::cluster::{ApiError, Cluster, EventTarget, Gated};
+use crate::model::cluster::{Cluster, EventTarget, Gated};
 use crate::model::occurrence::{EvictionFor, Occurrence, PodOccurrence, SOURCE, reason};
 use crate::notify::{ConditionNote, Notification, Notifier, NotifyKind};
 use crate::observe::Observed;
+use event_queue::EventQueue;
 use fleet_change::SafetyOccurrence;
 
 /// Logs, counts, notifies and writes Events. Cheap to clone.
@@ -39,6 +42,8 @@ pub(crate) struct Recorder<C> {
     /// A node's conditions for its notifications, as the cache has them.
     observed: Observed,
     clock: Clock,
+    /// New Events' writer, when they go behind the decisions (`drainer run`).
+    queue: Option<EventQueue>,
 }
 
 impl<C: Cluster> Recorder<C> {
@@ -55,7 +60,14 @@ impl<C: Cluster> Recorder<C> {
             owner: crate::config::DEFAULT_OWNER.into(),
             observed,
             clock,
+            queue: None,
         }
+    }
+
+    /// Write new Events through `queue` rather than before going on.
+    pub(crate) fn with_event_queue(mut self, queue: EventQueue) -> Self {
+        self.queue = Some(queue);
+        self
     }
 
     /// Notify `notifier` of what happens, as `owner`.
@@ -77,7 +89,7 @@ impl<C: Cluster> Recorder<C> {
             self.notify(node, &o);
         }
         let target = EventTarget::Node(node.to_string());
-        self.write(&target, o.severity(), o.reason(), o.message())
+        self.write(target, o.severity(), o.reason(), o.message())
             .await;
     }
 
@@ -105,7 +117,7 @@ impl<C: Cluster> Recorder<C> {
             );
             let target = EventTarget::Node(node.to_string());
             let r = reason::POD_DELETED_BY_POLICY;
-            self.write(&target, Severity::Warning, r, message).await;
+            self.write(target, Severity::Warning, r, message).await;
         }
         if let (PodOccurrence::ForceDeleted, Some(node)) = (o, node) {
             let message = format!(
@@ -113,7 +125,7 @@ impl<C: Cluster> Recorder<C> {
             );
             let target = EventTarget::Node(node.to_string());
             self.write(
-                &target,
+                target,
                 Severity::Warning,
                 reason::POD_FORCE_DELETED,
                 message,
@@ -157,7 +169,7 @@ impl<C: Cluster> Recorder<C> {
             },
             (None, None) => return,
         };
-        self.write(&target, s.severity, s.reason, s.message).await;
+        self.write(target, s.severity, s.reason, s.message).await;
     }
 
     /// A wait's Event: `ev` written as the Event named `existing` (its count grown), or as a new
@@ -205,7 +217,7 @@ impl<C: Cluster> Recorder<C> {
             host: String::new(),
         };
         let r = crate::model::occurrence::reason::CONFIG_REFUSED;
-        self.write(&target, Severity::Warning, r, message).await;
+        self.write(target, Severity::Warning, r, message).await;
     }
 
     /// A stale pod: a warning and a Warning Event on the pod.
@@ -227,16 +239,16 @@ impl<C: Cluster> Recorder<C> {
             host: s.node.clone(),
         };
         let r = reason::POD_READINESS_STALE;
-        self.write(&target, Severity::Warning, r, message).await;
+        self.write(target, Severity::Warning, r, message).await;
     }
 
-    /// Write one new Event (count 1, now).
-    async fn write(&self, target: &EventTarget, severity: Severity, reason: &str, message: String) {
-        let now = self.clock.now();
-        let ev = event(severity, reason, message, now);
-        match self.cluster.event(target, &ev, None).await {
-            Ok(_) | Err(ApiError::NotLeading) => {}
-            Err(e) => tracing::warn!(%target, %reason, error = %e, "cannot write event"),
+    /// Write one new Event (count 1, now): queued behind the decisions when the drainer runs
+    /// with an [`EventQueue`], else at once.
+    async fn write(&self, target: EventTarget, severity: Severity, reason: &str, message: String) {
+        let ev = event(severity, reason, message, self.clock.now());
+        match &self.queue {
+            Some(queue) => queue.send(target, ev).await,
+            None => event_queue::write(&self.cluster, &target, &ev).await,
         }
     }
 

@@ -408,10 +408,13 @@ async fn allow_force_delete_deletes_what_eviction_cannot_move_but_never_around_a
         metrics.contains("nodemedic_drainer_evictions_total{result=\"force_deleted\"} 1"),
         "{metrics}"
     );
-    // A PDB's refusal is waited on, never deleted around: the drain fails, the pod stays.
-    let guarded = env.node("guarded", "True", 3600, json!({})).await;
+    // A PDB's refusal is waited on, never deleted around: the drain fails, the pod stays. The
+    // node turns bad only once its pod's budget is in place (else the drain may beat it).
+    let guarded = env.node("guarded", "False", 3600, json!({})).await;
     let api = env.pod("default", "api", &guarded, json!({})).await;
     env.blocking_pdb(&api).await;
+    env.set_condition(&guarded, "KernelDeadlock", "True", 3600)
+        .await;
     eventually("the drain of the guarded node failed", WAIT, || async {
         env.event_reasons(&guarded)
             .await
