@@ -124,21 +124,13 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         data,
     );
     let election = tokio::spawn(election);
-    let (notifier, t_notify) =
-        crate::notify::Notifier::start(opts.config.notify_urls.clone(), metrics.clone());
-    tasks.extend(t_notify);
     // One gate before every write: the Lease held now.
     let cluster = Gated::new(
         KubeCluster::new(client.clone(), observed.clone()),
         leader_rx.clone(),
     );
     let clock = nodemedic_common::clock::Clock::system();
-    // Events go behind the writes they tell of (aborted with the other tasks at shutdown).
-    let (events, t_events) = crate::record::event_queue::EventQueue::start(cluster.clone());
-    tasks.extend(t_events);
-    let record = Recorder::new(cluster.clone(), metrics.clone(), observed.clone(), clock)
-        .with_notifier(notifier, &opts.lease.name)
-        .with_event_queue(events);
+    let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own, as
     // sealed with its key (see `model::seal`).
@@ -176,6 +168,26 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         tasks,
         election,
     })
+}
+
+/// The recorder: notifications sent and Events written behind the writes they tell of, each by
+/// a task of its own (aborted with the other tasks at shutdown).
+fn recorder(
+    cluster: &Gated<KubeCluster>,
+    metrics: &Metrics,
+    observed: &Observed,
+    opts: &Options,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Recorder<KubeCluster> {
+    let (notifier, t_notify) =
+        crate::notify::Notifier::start(opts.config.notify_urls.clone(), metrics.clone());
+    tasks.extend(t_notify);
+    let (events, t_events) = crate::record::event_queue::EventQueue::start(cluster.clone());
+    tasks.extend(t_events);
+    let clock = nodemedic_common::clock::Clock::system();
+    Recorder::new(cluster.clone(), metrics.clone(), observed.clone(), clock)
+        .with_notifier(notifier, &opts.lease.name)
+        .with_event_queue(events)
 }
 
 /// /healthz fails once a watch has been failing for [`WATCH_UNHEALTHY`] (the API server unreachable

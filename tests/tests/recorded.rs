@@ -30,6 +30,22 @@ fn dir() -> PathBuf {
     ))
 }
 
+/// Whether the recordings are beside the repository; when not, says the test is skipped.
+fn recordings_here() -> bool {
+    let here = dir().exists();
+    if !here {
+        eprintln!("skipped: {} not found", dir().display());
+    }
+    here
+}
+
+/// The recording `name` (its file name without `.json`).
+fn recording(name: &str) -> Value {
+    let path = dir().join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 fn condition_types(body: &Value) -> Vec<String> {
     body.pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -43,41 +59,13 @@ fn condition_types(body: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn answers_like_the_recorded_kube_apiserver() {
-    if !dir().exists() {
-        eprintln!(
-            "skipped answers_like_the_recorded_kube_apiserver: {} not found",
-            dir().display()
-        );
+    if !recordings_here() {
         return;
     }
     let server = TestApiServer::start().await;
     let client = server.client();
     for name in REPLAYED {
-        let rec: Value = serde_json::from_str(
-            &std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap(),
-        )
-        .unwrap();
-        let req = &rec["request"];
-        let mut builder = axum::http::Request::builder()
-            .method(req["method"].as_str().unwrap())
-            .uri(req["url"].as_str().unwrap());
-        if let Some(ct) = req["headers"]["Content-Type"].as_str() {
-            builder = builder.header("Content-Type", ct);
-        }
-        let body = if req["body"].is_null() {
-            Vec::new()
-        } else {
-            serde_json::to_vec(&req["body"]).unwrap()
-        };
-        let resp = client
-            .send(builder.body(body).unwrap().map(Into::into))
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        let bytes = axum::body::to_bytes(axum::body::Body::new(resp.into_body()), usize::MAX)
-            .await
-            .unwrap();
-        let got: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let (status, got, rec) = replay(&client, name, None).await;
         let want = &rec["response"]["body"];
         assert_eq!(
             status,
@@ -126,14 +114,24 @@ async fn answers_like_the_recorded_kube_apiserver() {
 /// body is replaced with the one the test server gave the object (its counter is not the real
 /// server's). Returns the status and body the test server answered, and the recording.
 async fn replay(client: &kube::Client, name: &str, rv: Option<&str>) -> (u16, Value, Value) {
-    let rec: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap())
-            .unwrap();
+    replay_with(client, name, |body| {
+        if let Some(rv) = rv {
+            body["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        }
+    })
+    .await
+}
+
+/// One recorded exchange, sent again with its body as `edit` leaves it.
+async fn replay_with(
+    client: &kube::Client,
+    name: &str,
+    edit: impl FnOnce(&mut Value),
+) -> (u16, Value, Value) {
+    let rec = recording(name);
     let req = &rec["request"];
     let mut body = req["body"].clone();
-    if let Some(rv) = rv {
-        body["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-    }
+    edit(&mut body);
     let (status, got) = send(
         client,
         req["method"].as_str().unwrap(),
@@ -211,8 +209,7 @@ fn rv_of(obj: &Value) -> String {
 /// one, and an empty one is not printed at all (57, 58).
 #[tokio::test]
 async fn taint_lists_are_replaced_whole_as_recorded() {
-    if !dir().exists() {
-        eprintln!("skipped: {} not found", dir().display());
+    if !recordings_here() {
         return;
     }
     let server = TestApiServer::start().await;
@@ -221,10 +218,7 @@ async fn taint_lists_are_replaced_whole_as_recorded() {
         "57-node-smp-taints-empty-list",
         "58-node-smp-taints-shorter-list",
     ] {
-        let rec: Value = serde_json::from_str(
-            &std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap(),
-        )
-        .unwrap();
+        let rec = recording(name);
         // The node as it was before (two taints, put there by a PUT).
         let _ = server.put_object(
             "v1",
@@ -253,8 +247,7 @@ async fn taint_lists_are_replaced_whole_as_recorded() {
 /// deletion a kubelet finishes, as the scenarios see it.
 #[tokio::test]
 async fn evictions_answer_and_leave_pods_as_recorded() {
-    if !dir().exists() {
-        eprintln!("skipped: {} not found", dir().display());
+    if !recordings_here() {
         return;
     }
     let server = TestApiServer::start().await;
@@ -278,10 +271,7 @@ async fn evictions_answer_and_leave_pods_as_recorded() {
     let (status, got, rec) = replay(&client, "32-pdb-create", None).await;
     assert_answer("32", status, &got, &rec);
     // The disruption controller's part (33), which this server leaves to the tests.
-    let rec33: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir().join("33-pdb-get-after-controller.json")).unwrap(),
-    )
-    .unwrap();
+    let rec33 = recording("33-pdb-get-after-controller");
     let mut pdb = got.clone();
     pdb["status"] = rec33["response"]["body"]["status"].clone();
     server.put_object("policy/v1", "poddisruptionbudgets", Some("ev"), pdb);
@@ -368,8 +358,7 @@ async fn evictions_answer_and_leave_pods_as_recorded() {
 /// Lease is 404. And the core/v1 Event the binaries write (27).
 #[tokio::test]
 async fn leases_and_core_events_answer_as_recorded() {
-    if !dir().exists() {
-        eprintln!("skipped: {} not found", dir().display());
+    if !recordings_here() {
         return;
     }
     let server = TestApiServer::start().await;
@@ -416,21 +405,14 @@ async fn leases_and_core_events_answer_as_recorded() {
 /// own (61), but may annotate its own Node (62). The drainer's record seals rest on these.
 #[tokio::test]
 async fn status_patches_keep_metadata_and_node_identities_reach_only_their_own_node() {
-    if !dir().exists() {
-        eprintln!(
-            "skipped status_patches_keep_metadata_and_node_identities_reach_only_their_own_node: {} not found",
-            dir().display()
-        );
+    if !recordings_here() {
         return;
     }
     let server = TestApiServer::start().await;
     let admin = server.client();
-    let read = |name: &str| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap())
-            .unwrap()
-    };
     // The two nodes as 59 shows them before (labels, the admission taint).
-    let before = &read("59-node-status-smp-metadata-kept-spec-dropped")["before"];
+    let rec59 = recording("59-node-status-smp-metadata-kept-spec-dropped");
+    let before = &rec59["before"];
     for n in ["tn-a", "tn-b"] {
         let mut node = serde_json::json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}, "spec": before["spec"]});
@@ -552,10 +534,7 @@ async fn a_dry_run_answers_the_would_be_object_and_stores_nothing() {
 /// with every field it set. What a watch client decodes with every event of a real cluster.
 #[tokio::test]
 async fn writes_record_their_fields_in_managed_fields_as_recorded() {
-    if !dir().exists() {
-        eprintln!(
-            "skipped writes_record_their_fields_in_managed_fields_as_recorded: no recordings"
-        );
+    if !recordings_here() {
         return;
     }
     let server = TestApiServer::start().await;
@@ -569,10 +548,7 @@ async fn writes_record_their_fields_in_managed_fields_as_recorded() {
         assert_answer(name, status, &got, &rec);
     }
     let (_, got) = send(&client, "GET", "/api/v1/nodes/tn-1", None, &Value::Null).await;
-    let rec: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir().join("08-node-status-apply-condition.json")).unwrap(),
-    )
-    .unwrap();
+    let rec = recording("08-node-status-apply-condition");
     let entries = |v: &Value, manager: &str| -> Vec<(Value, Value, Value)> {
         v.pointer("/metadata/managedFields")
             .and_then(Value::as_array)
@@ -617,29 +593,23 @@ async fn writes_record_their_fields_in_managed_fields_as_recorded() {
 /// created. The benches' fixture and the scenarios' pods rely on both.
 #[tokio::test]
 async fn a_pod_create_drops_its_status_and_pods_status_sets_it() {
-    if !dir().exists() {
-        eprintln!("skipped: {} not found", dir().display());
+    if !recordings_here() {
         return;
     }
     let server = TestApiServer::start().await;
     server.stop_kubelets();
     let client = server.client();
-    let rec: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir().join("31-pod-create-bound.json")).unwrap(),
-    )
-    .unwrap();
-    let req = &rec["request"];
-    let mut body = req["body"].clone();
-    body["status"] = serde_json::json!({"phase": "Running", "podIP": "10.0.0.9",
-        "conditions": [{"type": "Ready", "status": "True"}]});
-    let url = req["url"].as_str().unwrap();
-    let json = req["headers"]["Content-Type"].as_str();
-    let (status, created) = send(&client, "POST", url, json, &body).await;
+    let (status, created, rec) = replay_with(&client, "31-pod-create-bound", |body| {
+        body["status"] = serde_json::json!({"phase": "Running", "podIP": "10.0.0.9",
+            "conditions": [{"type": "Ready", "status": "True"}]});
+    })
+    .await;
     assert_eq!(status, 201, "{created}");
     assert_eq!(created["status"], rec["response"]["body"]["status"]);
 
     let kubelet = serde_json::json!({"status": {"phase": "Running",
         "conditions": [{"type": "Ready", "status": "True"}]}});
+    let url = rec["request"]["url"].as_str().unwrap();
     let status_url = format!("{url}/ev-1/status");
     let merge = Some("application/merge-patch+json");
     let (status, patched) = send(&client, "PATCH", &status_url, merge, &kubelet).await;

@@ -63,8 +63,10 @@ struct State {
     /// How long an evicted pod takes to go.
     termination: Duration,
     events: u64,
-    /// How long each Event takes to write (an API server slow to answer).
+    /// How long each Event, and each patch that cordons, takes to write (an API server slow to
+    /// answer).
     event_delay: Duration,
+    cordon_delay: Duration,
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
     lagging: bool,
     daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
@@ -255,6 +257,12 @@ impl MemoryCluster {
         self.state().event_delay = d;
     }
 
+    /// Each patch that cordons takes this long before it is made.
+    #[cfg(test)]
+    pub(crate) fn set_cordon_delay(&self, d: Duration) {
+        self.state().cordon_delay = d;
+    }
+
     /// Every node and every pod, as they are now.
     #[cfg(test)]
     pub fn objects(&self) -> (Vec<Node>, Vec<Pod>) {
@@ -357,6 +365,10 @@ impl Cluster for MemoryCluster {
     }
 
     async fn patch_node(&self, name: &str, patch: &NodePatch) -> Result<(), ApiError> {
+        let delay = self.state().cordon_delay;
+        if patch.unschedulable == Some(true) && !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut s = self.state();
         s.writes.push(Write::Node {
             name: name.into(),

@@ -8,7 +8,7 @@ use nodemedic_common::events::{NodeEvent, Severity};
 
 use futures::StreamExt;
 
-use super::{Controller, RESYNC};
+use super::{Controller, RESYNC, WRITE_CONCURRENCY, WaitNote};
 use crate::decide::silence::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
@@ -18,9 +18,6 @@ use nodemedic_common::time::add;
 
 /// How often the watchdog checks: a third of `--detector-silent-after`, at most every resync period
 /// and at least every second (a silence is noticed within a third of its limit).
-/// A budget wait's Event to write: the node, the Event it updates (if any), the Event.
-pub(super) type WaitNote = (ArcStr, Option<String>, NodeEvent);
-
 pub(super) fn watchdog_every(silent_after: std::time::Duration) -> std::time::Duration {
     (silent_after / 3).clamp(std::time::Duration::from_secs(1), RESYNC)
 }
@@ -140,7 +137,7 @@ impl<C: Cluster> Controller<C> {
                 let name = record.episode(&node, existing, &ev).await;
                 (node, name)
             })
-            .buffer_unordered(super::round::WRITE_CONCURRENCY)
+            .buffer_unordered(WRITE_CONCURRENCY)
             .collect()
             .await;
         for (node, name) in written {

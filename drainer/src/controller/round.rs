@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Controller, Did, Done, RESYNC, Tap, lease_reference};
+use super::{Controller, Did, Done, RESYNC, Tap, WRITE_CONCURRENCY, WaitNote, lease_reference};
 use crate::act::{DrainRun, FollowUp};
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
@@ -40,8 +40,6 @@ const STEP_AFTER_DRAIN: Duration = Duration::from_millis(500);
 /// Nodes handled between two yields to the runtime (and the size from which a round is decided on
 /// the blocking pool).
 const YIELD_EVERY: usize = 256;
-/// Writes of one round in flight at once.
-pub(super) const WRITE_CONCURRENCY: usize = 16;
 
 impl<C: Cluster> Controller<C> {
     pub(crate) async fn round(&mut self) {
@@ -67,52 +65,18 @@ impl<C: Cluster> Controller<C> {
         self.report_symptoms(now).await;
         let fleet = &self.fleet;
         self.waits.retain(|n| fleet.contains(n));
-        let mut writes = Vec::new();
-        let mut done = Vec::new();
-        let mut proven = Vec::new();
-        let mut waits = Vec::new();
         let decided = match self.tap {
             Some(_) => held_by_gates(decisions.iter().map(|(d, _)| d)),
             None => Vec::new(),
         };
-        for (d, view) in decisions {
-            self.log_decision(&d);
-            let budget = match d.why {
-                Why::CordonBudget { .. } => Some(Budget::Cordons),
-                Why::DrainBudget { .. } => Some(Budget::Drains),
-                _ => None,
-            };
-            waits.extend(self.budget_wait(&d.node, budget, now));
-            if let Some(note) = pace_note(&d, &view, &self.cfg) {
-                proven.push((d.node.clone(), note));
-            }
-            match d.effect {
-                Effect::Nothing => {}
-                Effect::Drain(job) => {
-                    let started = self.drain_decided(&d.node, &d.pods, job, now);
-                    done.extend(started.then(|| Done {
-                        node: d.node.to_string(),
-                        did: Did::Drain,
-                        reason: d.reason,
-                        ok: true,
-                    }));
-                }
-                // A ladder step waits for the drain's own last write (its record), which would
-                // overwrite the step's; decided again once it is done.
-                Effect::Reboot(_) | Effect::Replace(_) | Effect::Escalate(_)
-                    if self.drains.contains_key(&*d.node) =>
-                {
-                    let again = nodemedic_common::time::add(now, STEP_AFTER_DRAIN);
-                    self.fleet.wake_at(&d.node, again);
-                }
-                effect => {
-                    let view = latest_to_write(view, self.observed.node(&d.node));
-                    writes.push((d.node, effect, view, d.reason))
-                }
-            }
-        }
+        let work = self.sort(decisions, now);
+        let written = self.write_all(work.writes).await;
+        // The drains start once the round's holds are written: a burst's cordons do not share the
+        // API server with a hundred drains' evictions (their Done first, as decided).
+        let mut done = self.start_drains(work.drains, now);
+        let proven = work.proven;
         let mut then = Vec::new();
-        for (node, effect, ok, reason, follow_up) in self.write_all(writes).await {
+        for (node, effect, ok, reason, follow_up) in written {
             then.extend(follow_up.map(|f| (node.clone(), f)));
             let note = proven.iter().find(|(n, _)| *n == node).map(|(_, p)| p);
             if let (true, Some(note)) = (ok, note) {
@@ -130,7 +94,7 @@ impl<C: Cluster> Controller<C> {
             self.written(&node, effect, ok, now);
         }
         self.follow_up(then).await;
-        self.note_budget_waits(waits).await;
+        self.note_budget_waits(work.waits).await;
         self.tap(Tap::Round {
             at: now,
             done,
@@ -146,6 +110,55 @@ impl<C: Cluster> Controller<C> {
                 );
             }
         }
+    }
+
+    /// Sort the round's decisions into what it writes, starts and says (each changed one logged).
+    fn sort(&mut self, decisions: Vec<(NodeDecision, Arc<NodeView>)>, now: Timestamp) -> Work {
+        let mut work = Work::default();
+        for (d, view) in decisions {
+            self.log_decision(&d);
+            let budget = match d.why {
+                Why::CordonBudget { .. } => Some(Budget::Cordons),
+                Why::DrainBudget { .. } => Some(Budget::Drains),
+                _ => None,
+            };
+            work.waits.extend(self.budget_wait(&d.node, budget, now));
+            if let Some(note) = pace_note(&d, &view, &self.cfg) {
+                work.proven.push((d.node.clone(), note));
+            }
+            match d.effect {
+                Effect::Nothing => {}
+                Effect::Drain(job) => work.drains.push((d.node, d.pods, job, d.reason)),
+                // A ladder step waits for the drain's own last write (its record), which would
+                // overwrite the step's; decided again once it is done.
+                Effect::Reboot(_) | Effect::Replace(_) | Effect::Escalate(_)
+                    if self.drains.contains_key(&*d.node) =>
+                {
+                    let again = nodemedic_common::time::add(now, STEP_AFTER_DRAIN);
+                    self.fleet.wake_at(&d.node, again);
+                }
+                effect => {
+                    let view = latest_to_write(view, self.observed.node(&d.node));
+                    work.writes.push((d.node, effect, view, d.reason))
+                }
+            }
+        }
+        work
+    }
+
+    /// Start the drains decided; what was started.
+    fn start_drains(&mut self, drains: Vec<DrainDecided>, now: Timestamp) -> Vec<Done> {
+        let mut done = Vec::new();
+        for (node, pods, job, reason) in drains {
+            let started = self.drain_decided(&node, &pods, job, now);
+            done.extend(started.then(|| Done {
+                node: node.to_string(),
+                did: Did::Drain,
+                reason,
+                ok: true,
+            }));
+        }
+        done
     }
 
     /// The fleet-wide changes first (the breaker opening explains the holds that follow), then
@@ -434,6 +447,19 @@ pub(super) fn latest_to_write(
         Some(l) if l.same_state(&decided) => l,
         _ => decided,
     }
+}
+
+/// A drain decided: the node, its pods' plans, the job, the decision's reason.
+type DrainDecided = (ArcStr, Vec<crate::decide::PodPlan>, DrainJob, String);
+
+/// A round's decisions sorted: the writes, the drains to start, the slow start's news, the budget
+/// waits to say.
+#[derive(Default)]
+struct Work {
+    writes: Vec<(ArcStr, Effect, Arc<NodeView>, String)>,
+    drains: Vec<DrainDecided>,
+    proven: Vec<(ArcStr, PaceNote)>,
+    waits: Vec<WaitNote>,
 }
 
 /// What a ladder decision tells the slow start once written.

@@ -495,3 +495,40 @@ async fn a_burst_holds_every_node_before_scheduling_any_drain() {
     assert_eq!(scheduled.len(), 4, "{w:?}");
     assert!(scheduled.iter().all(|&i| i > last_hold), "{w:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rounds_drains_start_once_its_cordons_are_written() {
+    // "a" was cordoned a round before "b" turned bad: the round that drains "a" cordons "b", and
+    // the API server is slow with cordons. The drain waits for the cordon (its evictions would
+    // otherwise share the server with a burst's cordons).
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "app", "uid": "00000000-0000-4000-8000-000000000001",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
+                "uid": "0b8f5f0e-5d41-4b5a-8a55-3c6c1a7e2d90", "controller": true}]},
+        "spec": {"nodeName": "a", "containers": []},
+        "status": {"phase": "Running"}}))
+    .unwrap();
+    let mut r = rig(
+        config(10),
+        vec![node("a", true), node("b", false)],
+        vec![pod],
+    );
+    r.c.round().await;
+    assert_eq!(cordons(&r.cluster.take_writes()), vec!["a"]);
+    r.cluster.set_cordon_delay(Duration::from_secs(1));
+    r.cluster.put_node(node("b", true));
+    r.c.round().await;
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+        .await
+        .expect("the drain of a ended")
+        .unwrap();
+    assert_eq!(run.outcome, crate::model::record::DrainOutcome::Drained);
+    let w = r.cluster.take_writes();
+    let cordon_b = (w.iter())
+        .position(|w| matches!(w, Write::Node { name, patch } if name == "b" && patch.unschedulable == Some(true)))
+        .unwrap_or_else(|| panic!("b cordoned: {w:?}"));
+    let evict = (w.iter())
+        .position(|w| matches!(w, Write::Evict { .. }))
+        .unwrap_or_else(|| panic!("a's pod evicted: {w:?}"));
+    assert!(cordon_b < evict, "{w:?}");
+}
