@@ -153,6 +153,9 @@ impl<C: Cluster> Controller<C> {
         let Some(threshold) = self.cfg.stale_readiness else {
             return;
         };
+        if !self.observed.synced() {
+            return;
+        }
         let candidates = self.observed.stale_pods();
         let fleet = &self.fleet;
         let stale = crate::decide::stale::stale_among(

@@ -155,6 +155,8 @@ pub(crate) struct Controller<C: Cluster> {
     was_leading: bool,
     /// The settings' summary is to be logged after the next round (at start, after a reload).
     summary_due: bool,
+    /// The nodes-listed-pods-coming line was logged.
+    said_nodes_only: bool,
     /// The detector placement's first reading was logged.
     placement_said: bool,
     /// When the watchdog last checked, and last read the detector DaemonSet.
@@ -208,6 +210,7 @@ impl<C: Cluster> Controller<C> {
             was_leading: false,
             summary_due: true,
             placement_said: false,
+            said_nodes_only: false,
             last_watchdog: None,
             last_symptoms: None,
             symptoms: None,
@@ -394,18 +397,16 @@ impl<C: Cluster> Controller<C> {
         mut stop: watch::Receiver<bool>,
     ) {
         let beat = self.health.register("controller", Duration::from_secs(60));
-        while !self.observed.synced() {
+        // Cordons need only the nodes (as draino's did): rounds start once they are listed, and
+        // hold what evicts until every pod is (a new leader at 650,000 pods lists them for tens
+        // of seconds).
+        while !self.observed.nodes_synced() {
             tokio::select! {
                 _ = stop.changed() => return,
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
-        self.health.set_ready(true);
-        tracing::info!(
-            nodes = self.observed.nodes().len(),
-            pods = self.observed.pod_count(),
-            "node and pod caches synced"
-        );
+        let mut ready = self.say_synced();
         loop {
             // Sleep until a change, the next clock wake-up, the tick (waits and stale pods), or a
             // drain's end.
@@ -432,6 +433,9 @@ impl<C: Cluster> Controller<C> {
                 Some(run) = self.ended.1.recv() => self.drain_ended(run),
             }
             beat.beat();
+            if !ready {
+                ready = self.say_synced();
+            }
             let leading = *self.leader.borrow();
             self.metrics.leader.set(leading as i64);
             let newly_leading = leading && !self.was_leading;
@@ -449,6 +453,25 @@ impl<C: Cluster> Controller<C> {
                 self.say_summary();
             }
         }
+    }
+
+    /// Say how far the caches are (the nodes listed; the pods too, or still coming) and tell the
+    /// fleet; ready (`/readyz`) once both are listed. Whether they are.
+    fn say_synced(&mut self) -> bool {
+        let (nodes, pods) = (self.observed.nodes().len(), self.observed.pod_count());
+        let synced = self.observed.synced();
+        self.fleet.set_pods_listed(synced);
+        if synced {
+            self.health.set_ready(true);
+            tracing::info!(nodes, pods, "node and pod caches synced");
+        } else if !self.said_nodes_only {
+            self.said_nodes_only = true;
+            tracing::info!(
+                nodes,
+                "nodes listed: cordons may start; drains wait until every pod is listed"
+            );
+        }
+        synced
     }
 
     /// Log what the settings watch and select, and what looks like a mistake in them.

@@ -70,6 +70,10 @@ impl<C: Cluster> Controller<C> {
         if !self.observed.sandbox.settled() {
             return;
         }
+        // Nor before every pod is listed: a node's waiting pods would look like none.
+        if !self.observed.synced() {
+            return;
+        }
         self.last_symptoms = Some(now);
         let (observed, settings) = (self.observed.clone(), self.cfg.symptoms);
         if !self.offload {

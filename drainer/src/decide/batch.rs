@@ -225,28 +225,7 @@ fn decide_one(
         (effect, _) => effect,
     };
     let effect = bound(effect, c, record, now);
-    // A drain blocked by protected pods does not start.
-    let (action, why, effect) =
-        if action == Action::Drain && pods.iter().any(|p| p.action == PodAction::Block) {
-            // Only a drain starting now took a slot this round; one already in flight (its
-            // record says draining) stays counted.
-            if matches!(why, Why::StartDrain { .. }) {
-                budgets.draining -= 1;
-                budgets.last_drain_start = budgets.prior_drain_start;
-            }
-            let blockers: Vec<String> = pods
-                .iter()
-                .filter(|p| p.action == PodAction::Block)
-                .map(|p| format!("{}/{}", p.namespace, p.name))
-                .collect();
-            (
-                Action::Wait,
-                Why::BlockedByPods { pods: blockers },
-                Effect::Nothing,
-            )
-        } else {
-            (action, why, effect)
-        };
+    let (action, why, effect) = held_back((action, why, effect), &pods, x, budgets);
     NodeDecision {
         node: name,
         action,
@@ -289,6 +268,48 @@ fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
         Why::OutsideDrainWindow { next, .. } => *next,
         Why::DeleteDrained { at, .. } if *at > now => Some(*at),
         Why::Ladder(w) => w.wake(),
+        _ => None,
+    }
+}
+
+/// A drain (or what else needs every pod known) held back: by protected pods, which block it, or
+/// by a pod list still coming. A drain start gives back the slot it took this round (one already
+/// in flight, its record saying draining, stays counted).
+fn held_back(
+    (action, why, effect): (Action, Why, Effect),
+    pods: &[PodPlan],
+    x: &Context,
+    budgets: &mut Budgets,
+) -> (Action, Why, Effect) {
+    let blockers: Vec<String> = pods
+        .iter()
+        .filter(|p| action == Action::Drain && p.action == PodAction::Block)
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect();
+    let held = if !blockers.is_empty() {
+        (Action::Wait, Why::BlockedByPods { pods: blockers })
+    } else {
+        match waits_for_pods(&effect, x.cfg) {
+            Some(what) if !x.gates.pods_listed => (Action::Hold, Why::PodsNotListed { what }),
+            _ => return (action, why, effect),
+        }
+    };
+    if matches!(why, Why::StartDrain { .. }) {
+        budgets.draining -= 1;
+        budgets.last_drain_start = budgets.prior_drain_start;
+    }
+    (held.0, held.1, Effect::Nothing)
+}
+
+/// What of `effect` needs every pod known (a new leader's pod list may still be coming): what
+/// evicts (a drain, a NoExecute taint) and the steps that end a node's workloads for good.
+fn waits_for_pods(effect: &Effect, cfg: &Config) -> Option<&'static str> {
+    match effect {
+        Effect::Drain(_) => Some("the drain"),
+        Effect::Cordon(_) if cfg.remedy.evicts() => Some("the NoExecute taint"),
+        Effect::Reboot(_) => Some("the reboot"),
+        Effect::Replace(_) => Some("the replacement"),
+        Effect::DeleteNode => Some("deleting the drained Node"),
         _ => None,
     }
 }

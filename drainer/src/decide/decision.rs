@@ -190,6 +190,11 @@ pub enum Why {
     BlockedByPods {
         pods: Vec<String>,
     },
+    /// A new leader's pod list is still coming: the drain (or the ladder step) waits for it, as
+    /// `what` says.
+    PodsNotListed {
+        what: &'static str,
+    },
     /// The circuit breaker is open: why, and when it closes if the counts stay under the
     /// thresholds.
     BreakerOpen {
@@ -243,6 +248,7 @@ impl Why {
                 | Why::DrainBudget { .. }
                 | Why::DrainSpacing { .. }
                 | Why::BlockedByPods { .. }
+                | Why::PodsNotListed { .. }
                 | Why::BreakerOpen { .. }
                 | Why::DomainOutage { .. }
                 | Why::DomainBudget { .. }
@@ -270,6 +276,7 @@ impl std::fmt::Display for Why {
             | DrainSpacing { .. }
             | StartDrain { .. }
             | BlockedByPods { .. }
+            | PodsNotListed { .. }
             | BreakerOpen { .. }
             | DomainOutage { .. }
             | DomainBudget { .. }
@@ -403,6 +410,12 @@ impl Why {
             Why::StartDrain { problem } => write!(f, "draining ({problem})"),
             Why::BlockedByPods { pods } => {
                 write!(f, "drain blocked by protected pods: {}", pods.join(", "))
+            }
+            Why::PodsNotListed { what } => {
+                write!(
+                    f,
+                    "{what} waits until every pod is listed (the drainer just started)"
+                )
             }
             Why::BreakerOpen {
                 trip,

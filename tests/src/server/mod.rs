@@ -53,6 +53,18 @@ pub enum FaultKind {
     Hang,
     /// Abort the connection without an answer.
     Drop,
+    /// Hold the request until the test lets it go ([`TestApiServer::hold_next`]; the number
+    /// names the hold), then serve it normally.
+    Held(usize),
+}
+
+/// A request held by [`TestApiServer::hold_next`]: served once this is released or dropped.
+pub struct Release(tokio::sync::watch::Sender<bool>);
+
+impl Release {
+    pub fn release(self) {
+        let _ = self.0.send(true);
+    }
 }
 
 /// A fault to inject: the next `times` requests whose method matches (any method for `None`) and
@@ -69,6 +81,8 @@ struct Fault {
 pub(crate) struct Inner {
     pub(crate) store: Store,
     faults: Vec<Fault>,
+    /// What each [`FaultKind::Held`] waits on.
+    holds: Vec<tokio::sync::watch::Receiver<bool>>,
     log: Vec<Logged>,
     /// Terminating pods stay until a test deletes them (see [`TestApiServer::stop_kubelets`]).
     pub(crate) no_kubelets: bool,
@@ -204,6 +218,20 @@ impl TestApiServer {
             kind,
             times,
         });
+    }
+
+    /// Hold the next request with `method` and a path containing `path_contains` until the
+    /// returned [`Release`] is released (or dropped): a slow answer the test ends when it has seen
+    /// what happens meanwhile.
+    pub fn hold_next(&self, method: &str, path_contains: &str) -> Release {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let n = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.holds.push(rx);
+            inner.holds.len() - 1
+        };
+        self.inject(method, path_contains, FaultKind::Held(n), 1);
+        Release(tx)
     }
 
     /// Stop standing in for kubelets: a pod deleted or evicted with a grace period stays terminating
@@ -479,12 +507,25 @@ async fn handle(
             f.times -= 1;
             f.kind
         })
+        .map(|kind| match kind {
+            FaultKind::Held(n) => (kind, inner.holds.get(n).cloned()),
+            _ => (kind, None),
+        })
+    };
+    let fault = match fault {
+        Some((FaultKind::Held(_), Some(mut released))) => {
+            // A dropped Release lets it go too (the error).
+            let _ = released.wait_for(|r| *r).await;
+            None
+        }
+        other => other.map(|(kind, _)| kind),
     };
     let fault = match fault {
         Some(FaultKind::Delay(d)) => {
             tokio::time::sleep(d).await;
             None
         }
+        Some(FaultKind::Held(_)) => None,
         Some(FaultKind::Hang) => {
             std::future::pending::<()>().await;
             None

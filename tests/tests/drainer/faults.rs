@@ -283,3 +283,35 @@ async fn a_node_dated_past_year_9999_spoils_only_itself() {
         .unwrap();
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_new_leader_cordons_before_its_pod_list_is_in_and_drains_only_after() {
+    // A new leader lists 650,000 pods for tens of seconds. A cordon needs only the nodes (as
+    // draino's did), so a bad node is held meanwhile; its drain waits for every pod to be known.
+    // On the test API server: only it holds a request until the test lets it go.
+    let env = Env::on(Cluster::fake().await);
+    let fake = env.cluster.fake.clone().expect("the test API server");
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    let web = env.pod("default", "web", &bad, json!({})).await;
+    let list = fake.hold_next("GET", "/api/v1/pods");
+    let running = env.start(env.config(Duration::from_secs(0)), "a").await;
+    eventually("the bad node cordoned", WAIT, || async {
+        env.cordoned(&bad).await.then_some(())
+    })
+    .await;
+    assert_eq!(
+        fake.count("GET", "/api/v1/pods"),
+        0,
+        "cordoned while the pod list was held"
+    );
+    assert_eq!(env.record_phase(&bad).await.as_deref(), Some("cordoned"));
+    assert_eq!(fake.count("POST", "/eviction"), 0, "nothing evicted");
+    list.release();
+    env.wait_drained(&bad).await;
+    assert!(
+        !env.pod_exists("default", &web).await,
+        "evicted once listed"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}

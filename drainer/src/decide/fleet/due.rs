@@ -94,6 +94,7 @@ impl Fleet {
                 .iter()
                 .map(|(d, n)| (d.to_string(), *n))
                 .collect(),
+            pods_listed: !self.safety.pods_pending,
         }
     }
 
@@ -111,6 +112,7 @@ impl Fleet {
             breaker: gates.breaker.is_some(),
             outages: gates.outage.outages.keys().cloned().collect(),
             window: gates.window.is_ok(),
+            pods_listed: gates.pods_listed,
         };
         if self.queue.last_gates.as_ref() != Some(&key) {
             // A gate opened or closed: what it held is decided again.

@@ -187,6 +187,11 @@ impl Fleet {
         self.safety.paused = p;
     }
 
+    /// Whether every pod is known: until then the rounds hold drains and the steps after them.
+    pub(crate) fn set_pods_listed(&mut self, listed: bool) {
+        self.safety.pods_pending = !listed;
+    }
+
     /// The pause in force, if any.
     pub(crate) fn paused(&self) -> Option<&Pause> {
         self.safety.paused.as_ref()

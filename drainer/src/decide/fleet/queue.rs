@@ -30,6 +30,7 @@ pub(super) struct GatesKey {
     pub(super) breaker: bool,
     pub(super) outages: BTreeSet<String>,
     pub(super) window: bool,
+    pub(super) pods_listed: bool,
 }
 
 impl Queue {

@@ -20,6 +20,9 @@ pub(super) struct Safety {
     /// Domains in an outage now.
     pub(super) outages: BTreeSet<String>,
     pub(super) paused: Option<Pause>,
+    /// While a new leader's pod list is still coming (see
+    /// [`crate::decide::gates::Gates::pods_listed`]).
+    pub(super) pods_pending: bool,
     /// While the breaker is open: when the oldest start within its window leaves it (the "newly"
     /// count drops then, which may let it calm down); never in the past.
     pub(super) newly_wake: Option<Timestamp>,

@@ -423,6 +423,47 @@ fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next
 }
 
 #[test]
+fn until_every_pod_is_listed_a_node_is_cordoned_and_its_drain_waits_without_a_slot() {
+    let mut f = Fleet::new(safe_cfg(|c| {
+        c.safety = crate::config::safety::Safety::off();
+        c.drain_buffer = Duration::ZERO;
+        c.max_drains_in_flight = 1;
+    }));
+    f.set_pods_listed(false);
+    let now = t(0);
+    f.observe(Arc::new(zoned("n1", "z", Some(-3600))), now);
+    f.observe(Arc::new(zoned("n2", "z", Some(-3600))), now);
+    let d = f.round(now);
+    assert!(
+        d.iter().all(|(d, _)| matches!(d.effect, Effect::Cordon(_))),
+        "cordons need no pods: {:?}",
+        whys(&d)
+    );
+    for (d, _) in &d {
+        act(&mut f, d, now);
+    }
+    let d = f.round(now);
+    for (d, _) in &d {
+        assert_eq!(d.action, Action::Hold, "{}", d.reason);
+        assert!(
+            matches!(d.why, Why::PodsNotListed { what: "the drain" }),
+            "{}",
+            d.reason
+        );
+        assert_eq!(
+            d.reason,
+            "the drain waits until every pod is listed (the drainer just started)"
+        );
+    }
+    // Listed: the held nodes are decided again, one drain (the budget) starts: the waits took no
+    // slot.
+    f.set_pods_listed(true);
+    let d = f.round(now);
+    let drains = d.iter().filter(|(d, _)| d.action == Action::Drain).count();
+    assert_eq!(drains, 1, "{:?}", whys(&d));
+}
+
+#[test]
 fn a_heartbeat_decides_nothing_and_a_late_event_does_not_undo_a_write() {
     let mut f = Fleet::new(cfg(1));
     let now = t(10_000);

@@ -51,6 +51,9 @@ pub struct Gates {
     /// and its ladder steps under way.
     pub(crate) pace: BTreeMap<String, u32>,
     pub(crate) remediating: BTreeMap<String, usize>,
+    /// Whether every pod is known: false while a new leader's pod list is still coming, when
+    /// only the holds that evict nothing go ahead (drains and the steps after them wait).
+    pub(crate) pods_listed: bool,
 }
 
 impl Gates {
@@ -68,6 +71,7 @@ impl Gates {
             replaced: Vec::new(),
             pace: BTreeMap::new(),
             remediating: BTreeMap::new(),
+            pods_listed: true,
         }
     }
 

@@ -101,6 +101,7 @@ pub(crate) fn gates_of_snapshot(
         replaced: Vec::new(),
         pace: BTreeMap::new(),
         remediating: BTreeMap::new(),
+        pods_listed: true,
     }
 }
 
