@@ -6,7 +6,7 @@
 //! first: "12 nodes set KernelDeadlock/DockerHung within 3m; all 12 run kernel 5.15.0-1031-aws (31
 //! of 200 others do); 11 in zone-b (60 of 200 others do)".
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -78,20 +78,6 @@ fn compared_label(key: &str) -> bool {
         || key.ends_with("nodegroup")
 }
 
-/// A node's value of one attribute [`attributes`] names.
-fn value_of<'a>(v: &'a NodeView, attribute: &str) -> Option<&'a str> {
-    if attribute == RULES {
-        v.annotations
-            .get(nodemedic_common::keys::RULES_REVISION_ANNOTATION)
-    } else if compared_label(attribute) {
-        v.labels.get(attribute)
-    } else {
-        v.software()
-            .find(|(name, _)| *name == attribute)
-            .map(|(_, val)| val)
-    }
-}
-
 /// What a node is compared by: `(attribute, value)`, borrowed from its view (a comparison runs
 /// over the whole selected fleet, in the round: nothing is allocated per node).
 pub(crate) fn attributes<'a>(v: &'a NodeView) -> impl Iterator<Item = (&'a str, &'a str)> {
@@ -157,11 +143,12 @@ const APART: f64 = 0.25;
 /// The attributes that set `group` apart from `others`, most telling first (at most three). An
 /// attribute's value may be a set of up to three values (three zones going dark together).
 ///
-/// `others` is the rest of the selected fleet (15,000 nodes in the scale bench), compared in the
-/// controller's round each time a group grows: one pass over them, looking up only the attributes
-/// most of the group shares, with nothing allocated per node.
-pub(crate) fn compare(group: &[&NodeView], others: &[&NodeView]) -> Vec<Shared> {
-    if others.is_empty() {
+/// The others are the rest of the selected fleet, read from `fleet` (the counts over all of it,
+/// the group included, kept as nodes come and go): the round compares a growing group without a
+/// pass over 50,000 nodes (it took 60 ms a round at that size).
+pub(crate) fn compare(group: &[&NodeView], fleet: &AttributeCounts) -> Vec<Shared> {
+    let others = fleet.nodes.saturating_sub(group.len());
+    if others == 0 {
         return Vec::new();
     }
     let mut in_group: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
@@ -192,24 +179,15 @@ pub(crate) fn compare(group: &[&NodeView], others: &[&NodeView]) -> Vec<Shared> 
         taken.sort_unstable();
         candidates.push((attribute, taken, count));
     }
-    let mut others_with = vec![0usize; candidates.len()];
-    for o in others {
-        for ((attribute, taken, _), with) in candidates.iter().zip(others_with.iter_mut()) {
-            if value_of(o, attribute).is_some_and(|v| taken.contains(&v)) {
-                *with += 1;
-            }
-        }
-    }
     let mut out: Vec<Shared> = candidates
         .into_iter()
-        .zip(others_with)
-        .map(|((attribute, taken, count), others_with)| Shared {
+        .map(|(attribute, taken, count)| Shared {
             attribute: attribute.to_string(),
             value: one_of(&taken),
             count,
             of: group.len(),
-            others_with,
-            others: others.len(),
+            others_with: fleet.with(attribute, &taken).saturating_sub(count),
+            others,
         })
         .filter(|s| s.share() >= MOST && s.share() - s.others_share() >= APART)
         .collect();
@@ -306,11 +284,68 @@ pub(crate) fn groups(
         .collect()
 }
 
-/// The common cause of `group` (gains of one condition) against the selected fleet `fleet`.
-pub(crate) fn cause(group: &[Gain], fleet: &[&NodeView]) -> CommonCause {
+/// How many selected nodes have each value of each attribute ([`attributes`]), and how many
+/// nodes were counted.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct AttributeCounts {
+    values: HashMap<String, HashMap<String, usize>>,
+    nodes: usize,
+}
+
+impl AttributeCounts {
+    /// Count `v` in (`add`) or out.
+    pub(crate) fn count(&mut self, v: &NodeView, add: bool) {
+        self.nodes = if add {
+            self.nodes + 1
+        } else {
+            self.nodes.saturating_sub(1)
+        };
+        for (k, val) in attributes(v) {
+            match (add, self.values.get_mut(k)) {
+                (true, Some(m)) => match m.get_mut(val) {
+                    Some(n) => *n += 1,
+                    None => {
+                        m.insert(val.to_string(), 1);
+                    }
+                },
+                (true, None) => {
+                    let m = HashMap::from([(val.to_string(), 1)]);
+                    self.values.insert(k.to_string(), m);
+                }
+                (false, Some(m)) => {
+                    if let Some(n) = m.get_mut(val) {
+                        *n -= 1;
+                        if *n == 0 {
+                            m.remove(val);
+                        }
+                    }
+                }
+                (false, None) => {}
+            }
+        }
+    }
+
+    /// Counts over `views`.
+    #[cfg(test)]
+    pub(crate) fn of<'a>(views: impl IntoIterator<Item = &'a NodeView>) -> AttributeCounts {
+        let mut c = AttributeCounts::default();
+        views.into_iter().for_each(|v| c.count(v, true));
+        c
+    }
+
+    /// Nodes with one of `values` of `attribute`.
+    fn with(&self, attribute: &str, values: &[&str]) -> usize {
+        let Some(m) = self.values.get(attribute) else {
+            return 0;
+        };
+        values.iter().filter_map(|v| m.get(*v)).sum()
+    }
+}
+
+/// The common cause of `group` (gains of one condition) against the selected fleet: its nodes'
+/// views `ins` (those of the group that are selected) and the `fleet`'s counts.
+pub(crate) fn cause(group: &[Gain], ins: &[&NodeView], fleet: &AttributeCounts) -> CommonCause {
     let names: std::collections::HashSet<&str> = group.iter().map(|g| g.node.as_str()).collect();
-    let (ins, outs): (Vec<&NodeView>, Vec<&NodeView>) =
-        fleet.iter().partition(|v| names.contains(v.name.as_str()));
     let first = group.iter().map(|g| g.at).min().unwrap_or_default();
     let last = group.iter().map(|g| g.at).max().unwrap_or_default();
     let mut nodes: Vec<String> = names.iter().map(|n| n.to_string()).collect();
@@ -328,8 +363,8 @@ pub(crate) fn cause(group: &[Gain], fleet: &[&NodeView]) -> CommonCause {
             .and_then(|g| g.reason.as_ref().map(|r| r.to_string())),
         nodes,
         within: crate::decide::problem::elapsed(first, last),
-        shared: compare(&ins, &outs),
-        others: outs.len(),
+        shared: compare(ins, fleet),
+        others: fleet.nodes.saturating_sub(ins.len()),
     }
 }
 
@@ -352,6 +387,14 @@ mod tests {
             info: node_info([kernel, "Ubuntu 22.04", "containerd://1.7", "v1.28.3"]),
             ..Default::default()
         }
+    }
+
+    /// The cause of `group` against the selected fleet `fleet` (the group's nodes among them).
+    fn cause_over(group: &[Gain], fleet: &[&NodeView]) -> CommonCause {
+        let ins: Vec<&NodeView> = (fleet.iter().copied())
+            .filter(|v| group.iter().any(|g| g.node == v.name))
+            .collect();
+        cause(group, &ins, &AttributeCounts::of(fleet.iter().copied()))
     }
 
     fn gain(node: &str, at: i64, reason: &str) -> Gain {
@@ -415,7 +458,7 @@ mod tests {
             .map(|i| gain(&format!("bad{i}"), i * 15, "DockerHung"))
             .collect();
         let views: Vec<&NodeView> = fleet.iter().collect();
-        let c = cause(&group, &views);
+        let c = cause_over(&group, &views);
         assert_eq!(
             c.to_string(),
             "12 nodes set KernelDeadlock/DockerHung within 2m 45s; all 12 run kernel 5.15.0-1031-aws \
@@ -453,7 +496,7 @@ mod tests {
             .map(|i| gain(&format!("bad{i}"), i, "DockerHung"))
             .collect();
         let views: Vec<&NodeView> = fleet.iter().collect();
-        let c = cause(&group, &views);
+        let c = cause_over(&group, &views);
         assert_eq!(
             c.to_string(),
             "8 nodes set KernelDeadlock/DockerHung within 7s; all 8 have example.com/nodepool=gpu \
@@ -479,7 +522,7 @@ mod tests {
             .collect();
         let views: Vec<&NodeView> = fleet.iter().collect();
         assert_eq!(
-            cause(&group, &views).to_string(),
+            cause_over(&group, &views).to_string(),
             "5 nodes set KernelDeadlock/DockerHung at once; all 5 were set by detector rules bbbbbbbbbbbb (0 of 20 others do)"
         );
     }
@@ -500,7 +543,7 @@ mod tests {
             .map(|i| gain(&format!("n{i}"), 0, "DockerHung"))
             .collect();
         let views: Vec<&NodeView> = fleet.iter().collect();
-        let c = cause(&group, &views);
+        let c = cause_over(&group, &views);
         assert_eq!(c.shared, vec![]);
         assert_eq!(
             c.to_string(),

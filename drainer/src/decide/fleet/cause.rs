@@ -41,13 +41,12 @@ impl Fleet {
             if size == Some(group.len()) {
                 continue;
             }
-            let fleet: Vec<&NodeView> = self
-                .nodes
-                .values()
+            let ins: Vec<&NodeView> = (group.iter())
+                .filter_map(|g| self.nodes.get(&g.node))
                 .filter(|e| e.selected)
                 .map(|e| &*e.view)
                 .collect();
-            let found = common_cause::cause(&group, &fleet);
+            let found = common_cause::cause(&group, &ins, &self.running.attributes);
             // Reported once per group; as it grows, what the holds name is brought up to date.
             self.safety.cause = Some(found.to_string());
             if size.is_none() {

@@ -773,3 +773,33 @@ fn the_failure_domain_follows_its_label_and_holds_over_other_changes() {
     f.observe(Arc::new(view("n1", "a", Some(0))), now);
     assert_eq!(domain(&f), None);
 }
+
+#[test]
+fn the_selected_nodes_attributes_are_counted_as_nodes_come_change_and_go() {
+    // The common-cause watch compares a group with these counts instead of a pass over the fleet:
+    // they must be what a pass would count.
+    let mut f = Fleet::new(cfg(10));
+    let now = t(0);
+    let with = |name: &str, pool: &str, zone: &str| {
+        let mut v = view(name, pool, None);
+        v.labels = [("pool", pool), ("topology.kubernetes.io/zone", zone)]
+            .into_iter()
+            .collect();
+        Arc::new(v)
+    };
+    f.observe(with("n1", "a", "z1"), now);
+    f.observe(with("n2", "a", "z2"), now);
+    f.observe(with("n3", "b", "z1"), now);
+    f.observe(with("n2", "a", "z1"), now); // a label it compares changed
+    f.observe(with("n3", "a", "z2"), now); // selected now
+    f.observe(with("n1", "b", "z1"), now); // no longer selected
+    f.remove("n2");
+    let selected: Vec<NodeView> = (f.nodes.values())
+        .filter(|e| e.selected)
+        .map(|e| (*e.view).clone())
+        .collect();
+    assert_eq!(selected.len(), 1);
+    let full = crate::decide::common_cause::AttributeCounts::of(selected.iter());
+    assert!(format!("{full:?}").contains("\"z2\": 1"), "{full:?}");
+    assert_eq!(f.running.attributes, full);
+}

@@ -122,6 +122,8 @@ pub(super) struct Running {
     pub(super) needs_person: usize,
     /// Ladder steps under way (reboots, replacements) by failure domain ("" for none).
     pub(super) remediating: HashMap<ArcStr, usize>,
+    /// What the selected nodes run and where (the common-cause watch compares a group with them).
+    pub(super) attributes: crate::decide::common_cause::AttributeCounts,
 }
 
 /// The reboot request a record of ours stands for, if it does.
@@ -165,6 +167,7 @@ impl Running {
         step(&mut self.selected, e.selected);
         let owned = e.record.as_ref().filter(|r| r.owned_by(owner, e.selected));
         if e.selected {
+            self.attributes.count(&e.view, add);
             step(&mut self.unhealthy, e.unhealthy.is_some());
             if let Some(t) = e.unhealthy {
                 multiset(&mut self.unhealthy_since, t, add);
