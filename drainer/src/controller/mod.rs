@@ -458,16 +458,18 @@ impl<C: Cluster> Controller<C> {
     /// Say how far the caches are (the nodes listed; the pods too, or still coming) and tell the
     /// fleet; ready (`/readyz`) once both are listed. Whether they are.
     fn say_synced(&mut self) -> bool {
-        let (nodes, pods) = (self.observed.nodes().len(), self.observed.pod_count());
+        // Called on every wake-up until the pods are listed: count only when there is something
+        // to say.
         let synced = self.observed.synced();
         self.fleet.set_pods_listed(synced);
         if synced {
             self.health.set_ready(true);
+            let (nodes, pods) = (self.observed.node_count(), self.observed.pod_count());
             tracing::info!(nodes, pods, "node and pod caches synced");
         } else if !self.said_nodes_only {
             self.said_nodes_only = true;
             tracing::info!(
-                nodes,
+                nodes = self.observed.node_count(),
                 "nodes listed: cordons may start; drains wait until every pod is listed"
             );
         }

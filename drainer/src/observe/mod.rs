@@ -157,6 +157,11 @@ impl Observed {
         self.pods.read().unwrap().stale().cloned().collect()
     }
 
+    /// How many Nodes are cached, without copying them.
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.read().unwrap().len()
+    }
+
     pub fn pod_count(&self) -> usize {
         self.pods.read().unwrap().all.len()
     }
