@@ -317,6 +317,8 @@ async fn main() {
         })
     };
     let _ = synced_rx.await;
+    // Said as it starts, so a profiler can be attached for the burst alone.
+    println!("burst: {burst_n} nodes turning bad at once");
     let sent = Instant::now();
     futures::stream::iter(burst_names.iter().cloned())
         .map(|n| {

@@ -72,7 +72,7 @@ pub(crate) fn evict(inner: &Arc<Mutex<Inner>>, hub: &Hub, t: &Target, body: &Val
         pdb["status"]["disruptionsAllowed"] = json!(allowed - 1);
         let k = Key::new("policy/v1", "poddisruptionbudgets", Some(&ns), &pdb_name);
         let stored = guard.store.put(&k, pdb);
-        hub.publish(&k, "MODIFIED", &stored);
+        hub.publish(&k, "MODIFIED", stored);
     }
     super::terminate::mark_disruption_target(&mut guard, hub, &pod_key);
     drop(guard);

@@ -117,20 +117,26 @@ fn changed_in(
     }
 }
 
+/// [`changed`] of the metadata: the fields a manager can own (not those the server sets, nor the
+/// name and namespace), compared in place: the managedFields are most of a Node's metadata, and
+/// copying them on each write to leave them out cost more than the comparison. An object's
+/// metadata exists whenever it does: no `.` for it.
 fn changed_metadata(old: Option<&Value>, new: &Value) -> Option<Map<String, Value>> {
-    let mut new = new.clone();
-    let mut old = old.cloned();
-    for m in std::iter::once(&mut new).chain(old.as_mut()) {
-        if let Some(o) = m.as_object_mut() {
-            for k in SERVER_SET {
-                o.remove(*k);
-            }
-            o.remove("name");
-            o.remove("namespace");
+    let Value::Object(fields) = new else {
+        return None;
+    };
+    let mut set = Map::new();
+    for (k, v) in fields {
+        let unowned = SERVER_SET.contains(&k.as_str()) || k == "name" || k == "namespace";
+        if v.is_null() || unowned {
+            continue;
+        }
+        let before = old.and_then(|o| o.get(k));
+        if let Some(inner) = changed_in(before, v, false, MAPS.contains(&k.as_str())) {
+            set.insert(format!("f:{k}"), Value::Object(inner));
         }
     }
-    // An object's metadata exists whenever it does: no `.` for it.
-    changed(Some(old.as_ref().unwrap_or(&json!({}))), &new, false)
+    (!set.is_empty()).then_some(set)
 }
 
 /// Merge FieldsV1 set `b` into `a`.

@@ -300,8 +300,11 @@ impl TestApiServer {
         let mut inner = self.inner.lock().unwrap();
         let existed = inner.store.contains(&key);
         let stored = inner.store.put(&key, obj);
-        self.watches
-            .publish(&key, if existed { "MODIFIED" } else { "ADDED" }, &stored);
+        self.watches.publish(
+            &key,
+            if existed { "MODIFIED" } else { "ADDED" },
+            stored.clone(),
+        );
         stored
     }
 
@@ -426,8 +429,9 @@ impl Caller {
             return json_response(status, &obj);
         }
         let stored = store.put(key, obj);
-        hub.publish(key, if created { "ADDED" } else { "MODIFIED" }, &stored);
-        json_response(status, &stored)
+        let answer = json_response(status, &stored);
+        hub.publish(key, if created { "ADDED" } else { "MODIFIED" }, stored);
+        answer
     }
 }
 

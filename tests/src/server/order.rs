@@ -96,41 +96,58 @@ fn is_map(parent: &str) -> bool {
 
 /// `v` as JSON text in kube-apiserver's field order.
 pub fn to_string(v: &Value) -> String {
-    let mut out = String::with_capacity(256);
-    write(&mut out, v, "");
-    out
+    let mut out = Vec::with_capacity(256);
+    write(&mut out, v, "", &[]);
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
-fn write(out: &mut String, v: &Value, parent: &str) {
+/// `v` as a list item: as [`to_string`] without its top-level `kind` and `apiVersion`.
+pub fn to_item_string(v: &Value) -> String {
+    let mut out = Vec::with_capacity(256);
+    write(&mut out, v, "", &["kind", "apiVersion"]);
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// Keys and scalars go through serde_json's writer straight into `out` (escaped as it escapes
+/// them, no string made for each): every write and watch line of the test server passes here.
+/// `skip`: keys of this object (not of those inside it) left out.
+fn write(out: &mut Vec<u8>, v: &Value, parent: &str, skip: &[&str]) {
     match v {
         Value::Object(m) => {
-            out.push('{');
+            out.push(b'{');
             let named: &[&str] = if is_map(parent) { &[] } else { order(parent) };
             let first = named.iter().filter_map(|k| m.get_key_value(*k));
             let rest = m.iter().filter(|(k, _)| !named.contains(&k.as_str()));
-            for (i, (k, v)) in first.chain(rest).enumerate() {
+            let kept = first
+                .chain(rest)
+                .filter(|(k, _)| !skip.contains(&k.as_str()));
+            for (i, (k, v)) in kept.enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write(out, v, k);
+                scalar(out, k);
+                out.push(b':');
+                write(out, v, k, &[]);
             }
-            out.push('}');
+            out.push(b'}');
         }
         // Elements of a list are found under the list's key.
         Value::Array(a) => {
-            out.push('[');
+            out.push(b'[');
             for (i, e) in a.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                write(out, e, parent);
+                write(out, e, parent, &[]);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        other => scalar(out, other),
     }
+}
+
+fn scalar(out: &mut Vec<u8>, v: &(impl serde::Serialize + ?Sized)) {
+    serde_json::to_writer(out, v).expect("a JSON key or scalar always serialises");
 }
 
 #[cfg(test)]
@@ -160,6 +177,14 @@ mod tests {
         assert!(text.contains(r#""status":{"capacity":{"cpu":"4"},"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"t","reason":"r","message":"m"}],"nodeInfo":{"kernelVersion":"6"}}"#), "{text}");
         let event = json!({"object": node, "type": "MODIFIED"});
         assert!(to_string(&event).starts_with(r#"{"type":"MODIFIED","object":{"kind":"Node""#));
+        // A list item: the same text without the top-level kind and apiVersion (an Event's
+        // own `type` stays first, and nested `kind`s stay).
+        let event = json!({"kind": "Event", "apiVersion": "v1", "type": "Normal",
+            "metadata": {"name": "e"}, "involvedObject": {"kind": "Node", "name": "n1"}});
+        assert_eq!(
+            to_item_string(&event),
+            r#"{"type":"Normal","metadata":{"name":"e"},"involvedObject":{"kind":"Node","name":"n1"}}"#
+        );
         let escaped = json!({"metadata": {"labels": {"a\"b": "\n"}}});
         assert_eq!(
             serde_json::from_str::<Value>(&to_string(&escaped)).unwrap(),

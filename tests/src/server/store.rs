@@ -69,12 +69,7 @@ pub struct Stored(Box<str>);
 
 impl Stored {
     fn of(obj: &Value) -> Stored {
-        let mut item = obj.clone();
-        if let Some(m) = item.as_object_mut() {
-            m.remove("kind");
-            m.remove("apiVersion");
-        }
-        Stored(super::order::to_string(&item).into_boxed_str())
+        Stored(super::order::to_item_string(obj).into_boxed_str())
     }
 
     /// The object stored under `k`, with its kind and apiVersion, read back from its text
@@ -380,15 +375,11 @@ pub(crate) fn list(inner: &Mutex<Inner>, t: &Target, query: &HashMap<String, Str
             if unselective {
                 return Some((k, o.item().to_string()));
             }
-            let mut v = o.value(k);
+            let v = o.value(k);
             if !(matches_fields(&v, &terms) && matches_labels(&v, &labels)) {
                 return None;
             }
-            if let Some(m) = v.as_object_mut() {
-                m.remove("kind");
-                m.remove("apiVersion");
-            }
-            Some((k, super::order::to_string(&v)))
+            Some((k, o.item().to_string()))
         });
     let mut page = Vec::new();
     let mut last = None;
@@ -610,7 +601,7 @@ pub(crate) fn delete(
         let mut guard = inner.lock().unwrap();
         let removed = guard.store.remove(&key);
         if let Some(o) = &removed {
-            hub.publish(&key, "DELETED", o);
+            hub.publish(&key, "DELETED", o.clone());
         }
         removed
     };

@@ -65,7 +65,7 @@ pub(crate) fn mark_disruption_target(inner: &mut Inner, hub: &Hub, key: &Key) {
     conds.push(cond);
     pod["status"]["conditions"] = Value::Array(conds);
     let stored = inner.store.put(key, pod);
-    hub.publish(key, "MODIFIED", &stored);
+    hub.publish(key, "MODIFIED", stored);
 }
 
 /// Begin deleting the pod under `key` with `grace` seconds: removed at once for 0, else marked
@@ -81,7 +81,7 @@ pub(crate) fn delete_pod(
     let mut pod = inner.store.get(key)?;
     if grace == 0 {
         let old = inner.store.remove(key)?;
-        hub.publish(key, "DELETED", &old);
+        hub.publish(key, "DELETED", old.clone());
         return Some(old);
     }
     let running = pod["metadata"]["deletionGracePeriodSeconds"].as_i64();
@@ -94,7 +94,7 @@ pub(crate) fn delete_pod(
     pod["metadata"]["deletionTimestamp"] = json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
     pod["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
     let stored = inner.store.put(key, pod);
-    hub.publish(key, "MODIFIED", &stored);
+    hub.publish(key, "MODIFIED", stored.clone());
     if !inner.no_kubelets {
         finish_later(
             shared.clone(),
@@ -116,7 +116,7 @@ fn finish_later(shared: Arc<Mutex<Inner>>, hub: Hub, key: Key, uid: Value) {
             p["metadata"]["uid"] == uid && !p["metadata"]["deletionTimestamp"].is_null()
         });
         if same && let Some(old) = inner.store.remove(&key) {
-            hub.publish(&key, "DELETED", &old);
+            hub.publish(&key, "DELETED", old);
         }
     });
 }

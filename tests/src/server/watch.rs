@@ -4,7 +4,7 @@
 //! kube-apiserver's watch cache is: node heartbeats do not push the pods' changes out of it.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -39,11 +39,43 @@ struct Histories {
 /// tests exercise them).
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
+/// One change as every watch sends it. Cheap to clone (each watcher's receiver clones it): the
+/// object is shared and its line rendered once, for the first watcher that sends it, as
+/// kube-apiserver's watch cache encodes an event once for all its watchers.
 #[derive(Clone)]
 pub(crate) struct Change {
     key: Key,
     rv: u64,
-    line: Value,
+    type_: &'static str,
+    object: Arc<Value>,
+    text: Arc<OnceLock<String>>,
+}
+
+impl Change {
+    fn new(key: Key, rv: u64, type_: &'static str, object: Value) -> Change {
+        Change {
+            key,
+            rv,
+            type_,
+            object: Arc::new(object),
+            text: Arc::default(),
+        }
+    }
+
+    /// The watch line: `type` before `object`, the object's fields in kube-apiserver's order
+    /// ([`super::order`]; clients read the object straight from the stream then, where the other
+    /// order makes serde buffer it first).
+    fn line(&self) -> String {
+        self.text
+            .get_or_init(|| {
+                format!(
+                    "{{\"type\":\"{}\",\"object\":{}}}\n",
+                    self.type_,
+                    super::order::to_string(&self.object)
+                )
+            })
+            .clone()
+    }
 }
 
 #[derive(Clone)]
@@ -88,16 +120,12 @@ impl Hub {
         self.cut_all();
     }
 
-    pub(crate) fn publish(&self, key: &Key, type_: &str, obj: &Value) {
+    pub(crate) fn publish(&self, key: &Key, type_: &'static str, obj: Value) {
         let rv = obj["metadata"]["resourceVersion"]
             .as_str()
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let change = Change {
-            key: key.clone(),
-            rv,
-            line: json!({"type": type_, "object": obj}),
-        };
+        let change = Change::new(key.clone(), rv, type_, obj);
         let mut h = self.history.lock().unwrap();
         h.last = h.last.max(rv);
         let scope = (key.api.clone(), key.resource.clone());
@@ -141,12 +169,12 @@ pub(crate) fn serve(
         c.key.api == api
             && c.key.resource == resource
             && ns.as_ref().is_none_or(|n| &c.key.namespace == n)
-            && matches_fields(&c.line["object"], &terms)
-            && matches_labels(&c.line["object"], &labels)
+            && matches_fields(&c.object, &terms)
+            && matches_labels(&c.object, &labels)
     };
     // Subscribe before reading history so nothing falls between the two.
     let rx = hub.tx.subscribe();
-    let mut initial: Vec<Value> = Vec::new();
+    let mut initial: Vec<Change> = Vec::new();
     let mut last_rv;
     {
         let guard = inner.lock().unwrap();
@@ -162,13 +190,10 @@ pub(crate) fn serve(
                 for o in objects {
                     let ns = o["metadata"]["namespace"].as_str().map(String::from);
                     let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                    let c = Change {
-                        key: Key::new(&t.api, &t.resource, ns.as_deref(), &name),
-                        rv: 0,
-                        line: json!({"type": "ADDED", "object": o}),
-                    };
+                    let key = Key::new(&t.api, &t.resource, ns.as_deref(), &name);
+                    let c = Change::new(key, 0, "ADDED", o);
                     if wanted(&c) {
-                        initial.push(c.line);
+                        initial.push(c);
                     }
                 }
             }
@@ -190,7 +215,7 @@ pub(crate) fn serve(
                     kept.into_iter()
                         .flat_map(|k| &k.changes)
                         .filter(|c| c.rv > rv && wanted(c))
-                        .map(|c| c.line.clone()),
+                        .cloned(),
                 );
                 last_rv = last_rv.max(rv);
             }
@@ -209,9 +234,7 @@ pub(crate) fn serve(
     )))
 }
 
-/// One watch event line, `type` before `object` and the object's fields in kube-apiserver's order
-/// ([`super::order`]; clients read the object straight from the stream then, where the other order
-/// makes serde buffer it first).
+/// A line of its own (an ERROR): rendered as [`Change::line`] renders changes.
 fn render(line: &Value) -> String {
     let mut text = super::order::to_string(line);
     text.push('\n');
@@ -230,7 +253,7 @@ fn ndjson(body: Body) -> Response {
 type Filter = Box<dyn Fn(&Change) -> bool + Send>;
 
 struct StreamState {
-    init: std::vec::IntoIter<Value>,
+    init: std::vec::IntoIter<Change>,
     rx: broadcast::Receiver<Change>,
     cut: tokio::sync::watch::Receiver<u64>,
     wanted: Filter,
@@ -242,7 +265,7 @@ struct StreamState {
 
 #[allow(clippy::too_many_arguments)]
 fn async_stream(
-    initial: Vec<Value>,
+    initial: Vec<Change>,
     last_rv: u64,
     rx: broadcast::Receiver<Change>,
     cut: tokio::sync::watch::Receiver<u64>,
@@ -263,7 +286,7 @@ fn async_stream(
     };
     futures::stream::unfold(st, |mut st| async move {
         if let Some(l) = st.init.next() {
-            return Some((Ok(render(&l)), st));
+            return Some((Ok(l.line()), st));
         }
         loop {
             tokio::select! {
@@ -280,7 +303,7 @@ fn async_stream(
                 c = st.rx.recv() => match c {
                     Ok(c) if c.rv > st.last_rv && (st.wanted)(&c) => {
                         st.last_rv = c.rv;
-                        return Some((Ok(render(&c.line)), st));
+                        return Some((Ok(c.line()), st));
                     }
                     Ok(c) => st.last_rv = st.last_rv.max(c.rv),
                     Err(_) => return None,
@@ -299,7 +322,7 @@ mod history_tests {
     fn publish(hub: &Hub, resource: &str, name: &str, rv: u64) {
         let key = Key::new("v1", resource, None, name);
         let obj = json!({"metadata": {"name": name, "resourceVersion": rv.to_string()}});
-        hub.publish(&key, "MODIFIED", &obj);
+        hub.publish(&key, "MODIFIED", obj);
     }
 
     /// As kube-apiserver's watch cache, per resource: a flood of node changes drops old node
