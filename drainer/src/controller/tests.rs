@@ -173,13 +173,7 @@ async fn the_loop_cordons_once_then_drains_once_the_record_is_seen() {
 
 #[tokio::test]
 async fn a_drain_that_ended_has_its_record_decided_here_and_written_once() {
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "app", "uid": "9f1d3c52-0a7e-4c1e-9d7a-2f5b8e6c4a10",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
-                "uid": "0b8f5f0e-5d41-4b5a-8a55-3c6c1a7e2d90", "controller": true}]},
-        "spec": {"nodeName": "bad", "containers": []},
-        "status": {"phase": "Running"}}))
-    .unwrap();
+    let pod = web_pod("9f1d3c52-0a7e-4c1e-9d7a-2f5b8e6c4a10", "bad");
     let mut r = rig(config(10), vec![node("bad", true)], vec![pod]);
     r.c.round().await; // cordon
     r.c.round().await; // the drain starts
@@ -390,6 +384,17 @@ async fn nothing_is_decided_until_a_debounce_after_the_first_change() {
     );
 }
 
+/// `app/web` with `uid`, Running on `node`, of a ReplicaSet (so a drain evicts it).
+fn web_pod(uid: &str, node: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "app", "uid": uid,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
+                "uid": "0b8f5f0e-5d41-4b5a-8a55-3c6c1a7e2d90", "controller": true}]},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Running"}}))
+    .unwrap()
+}
+
 /// A pod of no owner on `node`, bound an hour ago and never started.
 fn waiting_pod(name: &str, node: &str) -> Pod {
     serde_json::from_value(json!({
@@ -501,13 +506,7 @@ async fn a_rounds_drains_start_once_its_cordons_are_written() {
     // "a" was cordoned a round before "b" turned bad: the round that drains "a" cordons "b", and
     // the API server is slow with cordons. The drain waits for the cordon (its evictions would
     // otherwise share the server with a burst's cordons).
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "app", "uid": "00000000-0000-4000-8000-000000000001",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
-                "uid": "0b8f5f0e-5d41-4b5a-8a55-3c6c1a7e2d90", "controller": true}]},
-        "spec": {"nodeName": "a", "containers": []},
-        "status": {"phase": "Running"}}))
-    .unwrap();
+    let pod = web_pod("00000000-0000-4000-8000-000000000001", "a");
     let mut r = rig(
         config(10),
         vec![node("a", true), node("b", false)],
