@@ -9,7 +9,7 @@ use nodemedic_common::keys;
 use nodemedic_common::status::Status;
 use nodemedic_common::time::rfc3339 as ts;
 
-use super::hold::{Hold, TAINT_TRIES, edit_taints};
+use super::hold::{Hold, TAINT_TRIES, as_seen, edit_taints, taints_and_version};
 use crate::config::Config;
 use crate::decide::Effect;
 use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch, NodeVersion};
@@ -139,7 +139,7 @@ impl<C: Cluster> Executor<C> {
             taint: record.held_taints(),
             record: Some(Some(record)),
             draino: Some(Some(record.reason.clone())),
-            seen: Some(&node.resource_version),
+            seen: Some(node),
             ..Default::default()
         };
         // The Event goes out with the cordon, not before it: a burst's cordons wait for no Event.
@@ -236,7 +236,7 @@ impl<C: Cluster> Executor<C> {
             return false;
         }
         let held = ours(node, cfg);
-        let hold = swap(&held, next, Some(&node.resource_version));
+        let hold = swap(&held, next, Some(node));
         let o = match self.hold(name, &hold, &cfg.records).await {
             Ok(()) => Occurrence::ProbationStarted {
                 until: next.probation_until.unwrap_or_default(),
@@ -260,7 +260,7 @@ impl<C: Cluster> Executor<C> {
             return false;
         }
         let held = ours(node, cfg);
-        let mut hold = swap(&held, next, Some(&node.resource_version));
+        let mut hold = swap(&held, next, Some(node));
         hold.draino = Some(Some(next.reason.clone()));
         let o = match self.hold(name, &hold, &cfg.records).await {
             Ok(()) => Occurrence::Relapsed {
@@ -363,11 +363,7 @@ fn held(record: &Record) -> Occurrence {
 
 /// The write from the hold `held` records to the one `next` records: the cordon set or lifted,
 /// taints swapped, the record replaced.
-pub(super) fn swap<'a>(
-    held: &Record,
-    next: &'a Record,
-    seen: Option<&'a crate::model::node::Version>,
-) -> Hold<'a> {
+pub(super) fn swap<'a>(held: &Record, next: &'a Record, seen: Option<&'a NodeView>) -> Hold<'a> {
     let (was, will) = (held.held_taints(), next.held_taints());
     Hold {
         unschedulable: (held.cordoned != next.cordoned).then_some(next.cordoned),
@@ -381,9 +377,10 @@ pub(super) fn swap<'a>(
 
 impl<C: Cluster> Executor<C> {
     /// Write `h` in one patch. A node's taints are one list the API replaces whole, so when ours
-    /// change the list is read fresh and written back with its resourceVersion (retried on a
-    /// conflict unless the decision's version is a precondition); without taints to change nothing
-    /// is read.
+    /// change the list is read fresh and written back with its resourceVersion; without taints to
+    /// change nothing is read first. A conflict (409) reads the node and tries again, against the
+    /// decision's view only if the node's state is still that view's ([`as_seen`]): a heartbeat
+    /// between the decision and the write does not cost the node a retry seconds later.
     pub(super) async fn hold(
         &self,
         node: &str,
@@ -391,7 +388,7 @@ impl<C: Cluster> Executor<C> {
         trust: &RecordTrust,
     ) -> Result<(), ApiError> {
         let mut patch = NodePatch {
-            resource_version: h.seen.map(ToString::to_string),
+            resource_version: h.seen.map(|v| v.resource_version.to_string()),
             unschedulable: h.unschedulable,
             ..Default::default()
         };
@@ -402,28 +399,22 @@ impl<C: Cluster> Executor<C> {
         if let Some(d) = &h.draino {
             patch = patch.annotation(keys::DRAINO_CONDITIONS_ANNOTATION, d.clone());
         }
-        if h.taint.is_empty() && h.untaint.is_empty() {
-            return self.cluster.patch_node(node, &patch).await;
-        }
+        let taints = !(h.taint.is_empty() && h.untaint.is_empty());
         let mut attempt = 1;
         loop {
-            let (current, version) = self.cluster.node_taints(node).await?;
-            if let Some(seen) = h.seen
-                && *seen != *version.as_str()
-            {
-                return Err(ApiError::Status {
-                    code: 409,
-                    text: format!(
-                        "node {node} changed since it was decided on (resourceVersion {seen} -> {version})"
-                    ),
-                });
-            }
-            patch.resource_version = Some(version);
-            patch.taints = Some(edit_taints(current, &h.untaint, &h.taint));
-            match self.cluster.patch_node(node, &patch).await {
-                Err(e) if e.is_conflict() && h.seen.is_none() && attempt < TAINT_TRIES => {
-                    attempt += 1
+            if taints || attempt > 1 {
+                let now = self.cluster.read_node(node).await?;
+                if let Some(seen) = h.seen {
+                    as_seen(seen, &now)?;
                 }
+                let (current, version) = taints_and_version(now);
+                patch.resource_version = Some(version);
+                if taints {
+                    patch.taints = Some(edit_taints(current, &h.untaint, &h.taint));
+                }
+            }
+            match self.cluster.patch_node(node, &patch).await {
+                Err(e) if e.is_conflict() && attempt < TAINT_TRIES => attempt += 1,
                 other => return other,
             }
         }

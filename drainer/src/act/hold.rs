@@ -2,9 +2,10 @@
 //! record ([`Hold`]), which `Executor::hold` writes in one patch, and the edit of a taint list.
 //! Pure.
 
-use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::api::core::v1::{Node, Taint};
 
-use crate::model::node::{NodeTaint, Version};
+use crate::model::cluster::ApiError;
+use crate::model::node::{NodeTaint, NodeView};
 use crate::model::record::Record;
 
 /// Tries of the read-modify-write of the taint list when the node changes under it (409).
@@ -22,9 +23,33 @@ pub(super) struct Hold<'a> {
     pub(crate) record: Option<Option<&'a Record>>,
     /// draino's conditions annotation (None: left; `Some(None)`: removed).
     pub(crate) draino: Option<Option<String>>,
-    /// The node's version the decision was made on: the write is refused (409) if it changed. None:
-    /// whatever the node is now (the taints read fresh, retried on conflicts).
-    pub(crate) seen: Option<&'a Version>,
+    /// The node as the decision saw it: the write goes against its resourceVersion, and when the
+    /// node changed since, only if its state is still this one ([`as_seen`]). None: whatever the
+    /// node is now (the taints read fresh, retried on conflicts).
+    pub(crate) seen: Option<&'a NodeView>,
+}
+
+/// A Node's taints (as the API server has them) and its resourceVersion.
+pub(crate) fn taints_and_version(node: Node) -> (Vec<Taint>, String) {
+    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    (taints, node.metadata.resource_version.unwrap_or_default())
+}
+
+/// The resourceVersion to write `now` (the node read fresh) against, when nothing a decision reads
+/// changed since `seen` (a kubelet's or a detector's heartbeat came in between: the decision
+/// stands); a conflict (409) when something did, so nothing is written on stale state.
+pub(crate) fn as_seen(seen: &NodeView, now: &Node) -> Result<String, ApiError> {
+    let version = now.metadata.resource_version.clone().unwrap_or_default();
+    if seen.resource_version == *version.as_str() || NodeView::of(now).same_state(seen) {
+        return Ok(version);
+    }
+    Err(ApiError::Status {
+        code: 409,
+        text: format!(
+            "node {} changed since it was decided on (resourceVersion {} -> {version})",
+            seen.name, seen.resource_version
+        ),
+    })
 }
 
 /// `taints` (as the API server has them) without `remove` and then with `add` (each once; a

@@ -2,7 +2,7 @@
 //! patches, evictions through `policy/v1`, Events as core/v1 (`nodemedic_common::events`), and a
 //! pod's going read from the watch cache. The RBAC it needs is listed here, next to the calls.
 
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use nodemedic_common::events::{NodeEvent, NodeEvents};
 use nodemedic_common::evict::Evicted;
@@ -220,10 +220,8 @@ impl Cluster for KubeCluster {
         answer.map(|_| ()).map_err(api_error)
     }
 
-    async fn node_taints(&self, name: &str) -> Result<(Vec<Taint>, String), ApiError> {
-        let node = self.nodes.get(name).await.map_err(api_error)?;
-        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
-        Ok((taints, node.metadata.resource_version.unwrap_or_default()))
+    async fn read_node(&self, name: &str) -> Result<Node, ApiError> {
+        self.nodes.get(name).await.map_err(api_error)
     }
 
     async fn mark_machine(

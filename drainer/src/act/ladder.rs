@@ -30,7 +30,7 @@ impl<C: Cluster> Executor<C> {
             return false;
         }
         let held = ours(node, cfg);
-        let hold = swap(&held, next, Some(&node.resource_version));
+        let hold = swap(&held, next, Some(node));
         if let Err(e) = self.hold(name, &hold, &cfg.records).await {
             let error = e.to_string();
             let o = Occurrence::LadderWriteFailed { step, error };

@@ -8,7 +8,7 @@ use super::executor::Executor;
 use crate::config::AfterDrain;
 use crate::model::cluster::{ApiError, Cluster, NodePatch};
 
-use super::hold::TAINT_TRIES;
+use super::hold::{TAINT_TRIES, taints_and_version};
 
 impl<C: Cluster> Executor<C> {
     /// Add (`on`) or remove the after-drain marks. Taints are a list the API replaces whole, so
@@ -41,7 +41,7 @@ impl<C: Cluster> Executor<C> {
         }
         let mut attempt = 1;
         loop {
-            let (current, version) = self.cluster.node_taints(node).await?;
+            let (current, version) = taints_and_version(self.cluster.read_node(node).await?);
             let patch = NodePatch {
                 resource_version: Some(version),
                 taints: Some(with_marks(current, m, on)),

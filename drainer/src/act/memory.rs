@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::NodeEvent;
@@ -427,12 +427,9 @@ impl Cluster for MemoryCluster {
         Ok(())
     }
 
-    async fn node_taints(&self, name: &str) -> Result<(Vec<Taint>, String), ApiError> {
+    async fn read_node(&self, name: &str) -> Result<Node, ApiError> {
         let s = self.state();
-        let node = s.nodes.get(name).ok_or_else(|| node_missing(name))?;
-        let taints = node.spec.as_ref().and_then(|s| s.taints.clone());
-        let version = node.metadata.resource_version.clone().unwrap_or_default();
-        Ok((taints.unwrap_or_default(), version))
+        s.nodes.get(name).cloned().ok_or_else(|| node_missing(name))
     }
 
     async fn mark_machine(

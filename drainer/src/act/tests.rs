@@ -152,6 +152,62 @@ async fn a_cordon_writes_the_record_against_the_version_seen_then_drain_schedule
     assert_eq!(node.spec.unwrap().unschedulable, Some(true));
 }
 
+/// A heartbeat lands between the decision and its cordon (the burst of 500 lost a cordon to this
+/// for seconds): the conflict reads the node, finds its state the one decided on, and cordons
+/// against the heartbeat's version. A change of state in between is refused as before.
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_between_decision_and_cordon_costs_one_read_and_a_change_is_refused() {
+    let r = rig(false);
+    let decided = view(&r);
+    r.cluster.heartbeat("n1", Timestamp::now());
+    let beat = r.cluster.node("n1").unwrap().metadata.resource_version;
+    assert_ne!(
+        beat.as_deref(),
+        Some(&*decided.resource_version.to_string())
+    );
+    let cordon = Effect::Cordon(record(Phase::Cordoned));
+    assert!(r.exec.apply(&decided, &cordon, "bad", &cfg()).await);
+    let patches: Vec<_> = r
+        .cluster
+        .take_writes()
+        .into_iter()
+        .filter_map(|w| match w {
+            Write::Node { patch, .. } => Some(patch.resource_version),
+            _ => None,
+        })
+        .collect();
+    let decided_version = Some(decided.resource_version.to_string());
+    assert_eq!(patches, [decided_version, beat], "refused, then written");
+    assert_eq!(
+        r.cluster.node("n1").unwrap().spec.unwrap().unschedulable,
+        Some(true)
+    );
+
+    // The state changes after the decision: Ready turns False.
+    let r = rig(false);
+    let decided = view(&r);
+    let at = "2026-11-24T10:00:00Z".parse().unwrap();
+    r.cluster
+        .set_condition("n1", "Ready", nodemedic_common::status::Status::False, at);
+    assert!(!r.exec.apply(&decided, &cordon, "bad", &cfg()).await);
+    let unschedulable = r
+        .cluster
+        .node("n1")
+        .unwrap()
+        .spec
+        .and_then(|s| s.unschedulable);
+    assert_ne!(
+        unschedulable,
+        Some(true),
+        "nothing written on a changed node"
+    );
+    let w = r.cluster.take_writes();
+    assert!(
+        message(&w, "CordonFailed").contains("changed since it was decided on"),
+        "{w:?}"
+    );
+}
+
 /// `drainer run` writes Events behind the writes they tell of: a cordon waits for none of them
 /// (however slow the API server is with Events), and they follow in the order they happened.
 #[tokio::test(start_paused = true)]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Taint};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::NodeEvent;
 use nodemedic_common::evict::Evicted;
@@ -151,11 +151,9 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         name: &str,
         patch: &ConditionPatch,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// A Node's taints and its resourceVersion, read fresh (taints are written back whole).
-    fn node_taints(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = Result<(Vec<Taint>, String), ApiError>> + Send;
+    /// A Node read fresh from the API server: taints are written back whole, and a write refused
+    /// as a conflict is tried again only if the node's state is still the one decided on.
+    fn read_node(&self, name: &str) -> impl Future<Output = Result<Node, ApiError>> + Send;
     /// Mark the Cluster API Machine `namespace/name` for remediation (the annotation its
     /// MachineHealthCheck honours), only if its `status.nodeRef` names `node` (and its UID, when it
     /// says one): what came of it.
@@ -251,9 +249,9 @@ impl<C: Cluster> Cluster for Gated<C> {
         self.gate()?;
         self.inner.patch_node_status(name, patch).await
     }
-    async fn node_taints(&self, name: &str) -> Result<(Vec<Taint>, String), ApiError> {
+    async fn read_node(&self, name: &str) -> Result<Node, ApiError> {
         self.gate()?;
-        self.inner.node_taints(name).await
+        self.inner.read_node(name).await
     }
     async fn mark_machine(
         &self,
