@@ -67,6 +67,7 @@ struct State {
     /// answer).
     event_delay: Duration,
     cordon_delay: Duration,
+    status_delay: Duration,
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
     lagging: bool,
     daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
@@ -263,6 +264,12 @@ impl MemoryCluster {
         self.state().cordon_delay = d;
     }
 
+    /// Each patch of a node's status takes this long before it is made.
+    #[cfg(test)]
+    pub(crate) fn set_status_delay(&self, d: Duration) {
+        self.state().status_delay = d;
+    }
+
     /// Every node and every pod, as they are now.
     #[cfg(test)]
     pub fn objects(&self) -> (Vec<Node>, Vec<Pod>) {
@@ -392,6 +399,10 @@ impl Cluster for MemoryCluster {
     }
 
     async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
+        let delay = self.state().status_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut s = self.state();
         s.writes.push(Write::Status {
             name: name.into(),

@@ -6,9 +6,7 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
-use futures::StreamExt;
-
-use super::{Controller, RESYNC, WRITE_CONCURRENCY, WaitNote};
+use super::{Controller, RESYNC, WaitNote};
 use crate::decide::silence::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
@@ -103,7 +101,7 @@ impl<C: Cluster> Controller<C> {
 
     /// A node's wait for a budget: counted, and the Event to write for it when
     /// [`BudgetWaits`](crate::decide::schedule::BudgetWaits) says so (one Event per wait; written by
-    /// [`Controller::note_budget_waits`] after the round's own writes).
+    /// the round's tail, after its own writes).
     pub(super) fn budget_wait(
         &mut self,
         node: &ArcStr,
@@ -128,19 +126,10 @@ impl<C: Cluster> Controller<C> {
         Some((node.clone(), note.existing, ev))
     }
 
-    /// Write the budget waits' Events together (a burst of bad nodes past the budget waited on
-    /// them one at a time, seconds before the round's cordons went out: issue 39).
-    pub(super) async fn note_budget_waits(&mut self, notes: Vec<WaitNote>) {
-        let record = &self.record;
-        let written: Vec<(ArcStr, Option<String>)> = futures::stream::iter(notes)
-            .map(|(node, existing, ev)| async move {
-                let name = record.episode(&node, existing, &ev).await;
-                (node, name)
-            })
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
-        for (node, name) in written {
+    /// Take the names of the budget waits' Events written since the last round (by the rounds'
+    /// tails), so the next note of each wait updates its Event.
+    pub(super) fn take_noted(&mut self) {
+        while let Ok((node, name)) = self.noted.1.try_recv() {
             self.waits.noted(&node, name);
         }
     }

@@ -11,12 +11,14 @@
 //!  mod     the loop, settings, the breaker kept on the Lease
 //!  round   one round: catch up with the caches, decide, write, start and finish drains
 //!  chores  the waits' Events and stale pod readiness
+//!  tail    what a round writes after its holds, written while the next rounds go on
 //!  symptoms  the PodsNotStarting and PodsNotTerminating conditions
 //! ```
 
 mod chores;
 mod round;
 mod symptoms;
+mod tail;
 #[cfg(test)]
 mod tests;
 
@@ -132,6 +134,15 @@ pub(crate) struct Controller<C: Cluster> {
     ),
     /// Nodes waiting for a budget and their notes.
     waits: BudgetWaits,
+    /// The rounds' tails still being written, and where their budget notes' Event names come back.
+    tail: Option<tail::Tail>,
+    noted: (
+        mpsc::UnboundedSender<tail::Noted>,
+        mpsc::UnboundedReceiver<tail::Noted>,
+    ),
+    /// A round returns before its tail is written (`drainer run`); otherwise (a round called
+    /// alone, a simulation) it writes everything first.
+    detach_tail: bool,
     /// Stale pods' reports and eviction attempts.
     stale: StaleSchedule,
     /// The time each round decides at.
@@ -197,6 +208,9 @@ impl<C: Cluster> Controller<C> {
             drains: HashMap::new(),
             ended: mpsc::unbounded_channel(),
             waits: BudgetWaits::default(),
+            tail: None,
+            noted: mpsc::unbounded_channel(),
+            detach_tail: false,
             stale: StaleSchedule::default(),
             clock,
             last_resync: None,
@@ -397,6 +411,8 @@ impl<C: Cluster> Controller<C> {
         mut stop: watch::Receiver<bool>,
     ) {
         let beat = self.health.register("controller", Duration::from_secs(60));
+        // Simulations (on paused time, told each round) keep whole rounds.
+        self.detach_tail = self.offload;
         // Cordons need only the nodes (as draino's did): rounds start once they are listed, and
         // hold what evicts until every pod is (a new leader at 650,000 pods lists them for tens
         // of seconds).

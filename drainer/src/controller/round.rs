@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
+use super::tail::Tail;
 use super::{Controller, Did, Done, RESYNC, Tap, WRITE_CONCURRENCY, WaitNote, lease_reference};
 use crate::act::{DrainRun, FollowUp};
 use crate::decide::fleet::Fleet;
@@ -48,6 +49,7 @@ impl<C: Cluster> Controller<C> {
         while let Ok(run) = self.ended.1.try_recv() {
             self.drain_ended(run);
         }
+        self.take_noted();
         self.drains.retain(|_, t| !t.is_finished());
         let now = self.clock.now();
         self.fleet
@@ -93,8 +95,17 @@ impl<C: Cluster> Controller<C> {
             }
             self.written(&node, effect, ok, now);
         }
-        self.follow_up(then).await;
-        self.note_budget_waits(work.waits).await;
+        self.tail = Tail::start(
+            self.tail.take(),
+            self.exec.clone(),
+            self.record.clone(),
+            then,
+            work.waits,
+            self.noted.0.clone(),
+        );
+        if !self.detach_tail {
+            self.settle().await;
+        }
         self.tap(Tap::Round {
             at: now,
             done,
@@ -243,9 +254,17 @@ impl<C: Cluster> Controller<C> {
         &self,
         writes: Vec<(ArcStr, Effect, Arc<NodeView>, String)>,
     ) -> Vec<(ArcStr, Effect, bool, String, Option<FollowUp>)> {
-        let (exec, cfg) = (&self.exec, &self.cfg);
+        let (exec, cfg, tail) = (&self.exec, &self.cfg, &self.tail);
+        // The nodes an earlier round's tail still writes for go last: waiting, each would hold one
+        // of the places in flight that the others need.
+        let mut writes = writes;
+        writes.sort_by_key(|(node, ..)| tail.as_ref().is_some_and(|t| t.wait_for(node).is_some()));
         futures::stream::iter(writes)
             .map(|(node, effect, view, reason)| async move {
+                // After what an earlier round still writes for this node.
+                if let Some(earlier) = tail.as_ref().and_then(|t| t.wait_for(&node)) {
+                    earlier.await;
+                }
                 let (ok, then) = exec.apply_first(&view, &effect, &reason, cfg).await;
                 (node, effect, ok, reason, then)
             })
@@ -254,14 +273,12 @@ impl<C: Cluster> Controller<C> {
             .await
     }
 
-    /// The writes that follow the round's holds (DrainScheduled), as many at once.
-    async fn follow_up(&self, then: Vec<(ArcStr, FollowUp)>) {
-        let exec = &self.exec;
-        futures::stream::iter(then)
-            .for_each_concurrent(WRITE_CONCURRENCY, |(node, f)| async move {
-                exec.follow_up(&node, f).await
-            })
-            .await
+    /// Wait until every round's tail is written, and take its notes.
+    pub(super) async fn settle(&mut self) {
+        if let Some(tail) = self.tail.take() {
+            tail.finish().await;
+        }
+        self.take_noted();
     }
 
     /// Hand the fleet a node's view; and its pods, when the node is new to it or `with_pods`.
@@ -405,7 +422,12 @@ impl<C: Cluster> Controller<C> {
         }
         let (exec, cfg, name) = (self.exec.clone(), self.cfg.clone(), node.to_string());
         let ended = self.ended.0.clone();
+        let earlier = self.tail.as_ref().and_then(|t| t.wait_for(node));
         let task = tokio::spawn(async move {
+            // After its DrainScheduled, which an earlier round's tail may still be writing.
+            if let Some(earlier) = earlier {
+                earlier.await;
+            }
             if let Some(run) = exec.drain(&name, job, &cfg).await {
                 let _ = ended.send(run);
             }

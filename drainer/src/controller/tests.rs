@@ -531,3 +531,48 @@ async fn a_rounds_drains_start_once_its_cordons_are_written() {
         .unwrap_or_else(|| panic!("a's pod evicted: {w:?}"));
     assert!(cordon_b < evict, "{w:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rounds_tail_is_written_while_the_next_round_cordons_and_each_nodes_writes_keep_their_order()
+ {
+    // The API server takes 10 s for each DrainScheduled condition. "b" turns bad while "a"'s is
+    // being written: "b"'s cordon does not wait for it (in a burst of 500 the late nodes waited a
+    // second); "a"'s drain does.
+    let pod = web_pod("00000000-0000-4000-8000-000000000001", "a");
+    let mut r = rig(
+        config(10),
+        vec![node("a", true), node("b", false)],
+        vec![pod],
+    );
+    r.c.detach_tail = true;
+    r.cluster.set_status_delay(Duration::from_secs(10));
+    let started = tokio::time::Instant::now();
+    r.c.round().await;
+    r.cluster.put_node(node("b", true));
+    r.c.round().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a round waited for the one before it to write its DrainScheduled"
+    );
+    let w = r.cluster.take_writes();
+    assert_eq!(cordons(&w), vec!["a", "b"], "{w:?}");
+    assert!(
+        !w.iter()
+            .any(|w| matches!(w, Write::Status { .. } | Write::Evict { .. })),
+        "{w:?}"
+    );
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+        .await
+        .expect("the drain of a ended")
+        .unwrap();
+    assert_eq!(run.outcome, crate::model::record::DrainOutcome::Drained);
+    let w = r.cluster.take_writes();
+    let scheduled = (w.iter())
+        .position(|w| matches!(w, Write::Status { name, .. } if name == "a"))
+        .unwrap_or_else(|| panic!("a's DrainScheduled: {w:?}"));
+    let evict = (w.iter())
+        .position(|w| matches!(w, Write::Evict { .. }))
+        .unwrap_or_else(|| panic!("a's pod evicted: {w:?}"));
+    assert!(scheduled < evict, "{w:?}");
+    r.c.settle().await;
+}
