@@ -6,7 +6,8 @@
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
-use super::{Controller, RESYNC, WaitNote};
+use super::tail::WaitNote;
+use super::{Controller, RESYNC};
 use crate::decide::silence::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;

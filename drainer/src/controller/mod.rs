@@ -52,13 +52,6 @@ pub const RESYNC: Duration = Duration::from_secs(60);
 /// Writes of one round in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
 
-/// A budget wait's Event to write: the node, the Event to update (None: a new one), the Event.
-type WaitNote = (
-    crate::model::intern::ArcStr,
-    Option<String>,
-    nodemedic_common::events::NodeEvent,
-);
-
 /// What the controller did, for an observer ([`Controller::with_tap`]): `drainer simulate` builds
 /// its report from these.
 #[derive(Debug, Clone, PartialEq)]

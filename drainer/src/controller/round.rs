@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
-use super::tail::Tail;
-use super::{Controller, Did, Done, RESYNC, Tap, WRITE_CONCURRENCY, WaitNote, lease_reference};
+use super::tail::{Tail, WaitNote};
+use super::{Controller, Did, Done, RESYNC, Tap, WRITE_CONCURRENCY, lease_reference};
 use crate::act::{DrainRun, FollowUp};
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
@@ -102,6 +102,7 @@ impl<C: Cluster> Controller<C> {
             then,
             work.waits,
             self.noted.0.clone(),
+            WRITE_CONCURRENCY,
         );
         if !self.detach_tail {
             self.settle().await;

@@ -10,11 +10,14 @@ use futures::StreamExt;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::sync::mpsc;
 
-use super::{WRITE_CONCURRENCY, WaitNote};
 use crate::act::{Executor, FollowUp};
 use crate::model::cluster::Cluster;
 use crate::model::intern::ArcStr;
 use crate::record::Recorder;
+use nodemedic_common::events::NodeEvent;
+
+/// A budget wait's Event to write: the node, the Event to update (None: a new one), the Event.
+pub(super) type WaitNote = (ArcStr, Option<String>, NodeEvent);
 
 /// A budget wait's Event as written: its node and the Event's name (None: the write failed).
 pub(super) type Noted = (ArcStr, Option<String>);
@@ -39,6 +42,7 @@ impl Tail {
         then: Vec<(ArcStr, FollowUp)>,
         notes: Vec<WaitNote>,
         noted: mpsc::UnboundedSender<Noted>,
+        at_once: usize,
     ) -> Option<Tail> {
         let before = before.filter(|t| !t.is_done());
         if then.is_empty() && notes.is_empty() {
@@ -52,7 +56,7 @@ impl Tail {
             if let Some(before) = after {
                 before.await;
             }
-            write(&exec, &record, then, notes, &noted).await;
+            write(&exec, &record, then, notes, &noted, at_once).await;
         });
         let done = task.map(|_| ()).boxed().shared();
         Some(Tail { nodes, done })
@@ -73,22 +77,23 @@ impl Tail {
     }
 }
 
-/// The DrainScheduled conditions, then the budget waits' Events, as many at once as a round's
-/// writes.
+/// The DrainScheduled conditions, then the budget waits' Events, `at_once` at a time (as many as
+/// a round's writes).
 async fn write<C: Cluster>(
     exec: &Executor<C>,
     record: &Recorder<C>,
     then: Vec<(ArcStr, FollowUp)>,
     notes: Vec<WaitNote>,
     noted: &mpsc::UnboundedSender<Noted>,
+    at_once: usize,
 ) {
     futures::stream::iter(then)
-        .for_each_concurrent(WRITE_CONCURRENCY, |(node, f)| async move {
+        .for_each_concurrent(at_once, |(node, f)| async move {
             exec.follow_up(&node, f).await
         })
         .await;
     futures::stream::iter(notes)
-        .for_each_concurrent(WRITE_CONCURRENCY, |(node, existing, ev)| async move {
+        .for_each_concurrent(at_once, |(node, existing, ev)| async move {
             let name = record.episode(&node, existing, &ev).await;
             let _ = noted.send((node, name));
         })
