@@ -501,6 +501,16 @@ async fn a_burst_holds_every_node_before_scheduling_any_drain() {
     assert!(scheduled.iter().all(|&i| i > last_hold), "{w:?}");
 }
 
+/// Wait for the drain of "a" to end, drained; the writes so far.
+async fn drained_a(r: &mut Rig) -> Vec<Write> {
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+        .await
+        .expect("the drain of a ended")
+        .unwrap();
+    assert_eq!(run.outcome, crate::model::record::DrainOutcome::Drained);
+    r.cluster.take_writes()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_rounds_drains_start_once_its_cordons_are_written() {
     // "a" was cordoned a round before "b" turned bad: the round that drains "a" cordons "b", and
@@ -517,12 +527,7 @@ async fn a_rounds_drains_start_once_its_cordons_are_written() {
     r.cluster.set_cordon_delay(Duration::from_secs(1));
     r.cluster.put_node(node("b", true));
     r.c.round().await;
-    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
-        .await
-        .expect("the drain of a ended")
-        .unwrap();
-    assert_eq!(run.outcome, crate::model::record::DrainOutcome::Drained);
-    let w = r.cluster.take_writes();
+    let w = drained_a(&mut r).await;
     let cordon_b = (w.iter())
         .position(|w| matches!(w, Write::Node { name, patch } if name == "b" && patch.unschedulable == Some(true)))
         .unwrap_or_else(|| panic!("b cordoned: {w:?}"));
@@ -561,12 +566,7 @@ async fn a_rounds_tail_is_written_while_the_next_round_cordons_and_each_nodes_wr
             .any(|w| matches!(w, Write::Status { .. } | Write::Evict { .. })),
         "{w:?}"
     );
-    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
-        .await
-        .expect("the drain of a ended")
-        .unwrap();
-    assert_eq!(run.outcome, crate::model::record::DrainOutcome::Drained);
-    let w = r.cluster.take_writes();
+    let w = drained_a(&mut r).await;
     let scheduled = (w.iter())
         .position(|w| matches!(w, Write::Status { name, .. } if name == "a"))
         .unwrap_or_else(|| panic!("a's DrainScheduled: {w:?}"));
