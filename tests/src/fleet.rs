@@ -213,7 +213,9 @@ impl Update {
         }
     }
 
-    /// One update of `node`. A state change sets the changed value the other way from the last
+    /// One update of `node`; whether the API server wrote it (a write that changes nothing keeps
+    /// the resourceVersion and reaches no watch, as on kube-apiserver: a second heartbeat within
+    /// the same second is one). A state change sets the changed value the other way from the last
     /// one this process sent that node ([`flip`]), so every state change changes something, in
     /// every window a bench measures (counting within one `churn` call gave every window the same
     /// value, and from the second window on "state changes" were heartbeats).
@@ -222,15 +224,16 @@ impl Update {
             Update::Heartbeat => "",
             state_change => flip(state_change, node),
         };
-        match self {
-            Update::Heartbeat => nodes
-                .patch_status(
-                    node,
-                    &PatchParams::default(),
-                    &Patch::Strategic(heartbeat()),
-                )
-                .await
-                .is_ok(),
+        let written = match self {
+            Update::Heartbeat => {
+                nodes
+                    .patch_status(
+                        node,
+                        &PatchParams::default(),
+                        &Patch::Strategic(heartbeat()),
+                    )
+                    .await
+            }
             Update::ConditionChange => {
                 let mut patch = heartbeat();
                 patch["status"]["conditions"][0]["reason"] =
@@ -238,20 +241,28 @@ impl Update {
                 nodes
                     .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
-                    .is_ok()
             }
             Update::LabelChange => {
                 let patch = json!({"metadata": {"labels": {FLIP_LABEL: flip}}});
                 nodes
                     .patch(node, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
-                    .is_ok()
             }
-        }
+        };
+        written.is_ok_and(|n| new_version(node, n.metadata.resource_version))
     }
 }
 
-/// The value a state change of `kind` sets on `node` next: "a" and "b" in turn, per node and kind,
+/// Whether `rv` is a resourceVersion of `node` this process has not seen answered before.
+fn new_version(node: &str, rv: Option<String>) -> bool {
+    static SEEN: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, String>>> =
+        std::sync::LazyLock::new(Default::default);
+    let Some(rv) = rv else { return false };
+    let mut seen = SEEN.lock().unwrap();
+    seen.insert(node.to_string(), rv.clone()).as_ref() != Some(&rv)
+}
+
+/// The value a state change of `kind` sets on `node` next: "b" and "a" in turn, per node and kind,
 /// for the whole process (a bench's windows follow one another).
 fn flip(kind: Update, node: &str) -> &'static str {
     static SENT: std::sync::LazyLock<
@@ -260,11 +271,13 @@ fn flip(kind: Update, node: &str) -> &'static str {
     let mut sent = SENT.lock().unwrap();
     let n = sent.entry((kind, node.to_string())).or_default();
     *n += 1;
-    if n.is_multiple_of(2) { "b" } else { "a" }
+    // The fixture's nodes start at "a" (and the reason without a suffix): the first change sets "b".
+    if n.is_multiple_of(2) { "a" } else { "b" }
 }
 
 /// Send `kind` updates to nodes `0..count` round-robin at `rate` per second (0: as fast as
-/// `workers` concurrent writers go) until `stop`; returns the number sent.
+/// `workers` concurrent writers go) until `stop`; returns the number the API server wrote (those
+/// that changed nothing are left out: no watch hears of them).
 pub async fn churn(
     nodes: Api<Node>,
     count: usize,
@@ -430,18 +443,23 @@ mod tests {
 
     #[test]
     fn each_state_change_of_a_node_sets_the_other_value_whichever_call_sends_it() {
+        // The first change of a fixture node moves its label off the value it was created with
+        // (setting "a" again was no change at all: the first window measured nothing).
+        let template: Value = serde_json::from_str(NODE_FIXTURE).unwrap();
+        let created = node(&template, 0).metadata.labels.unwrap()[FLIP_LABEL].clone();
         let sent: Vec<&str> = (0..4)
             .map(|_| flip(Update::LabelChange, "flip-test-node"))
             .collect();
-        assert_eq!(sent, ["a", "b", "a", "b"]);
+        assert_ne!(sent[0], created);
+        assert_eq!(sent, ["b", "a", "b", "a"]);
         assert_eq!(
             flip(Update::ConditionChange, "flip-test-node"),
-            "a",
+            "b",
             "per kind"
         );
         assert_eq!(
             flip(Update::LabelChange, "flip-test-other"),
-            "a",
+            "b",
             "per node"
         );
     }

@@ -401,6 +401,7 @@ impl Caller {
         mut obj: Value,
     ) -> Response {
         let created = old.is_none();
+        patch::normalise_condition_times(&mut obj, &t.resource);
         managed::track(
             old,
             &mut obj,
@@ -428,9 +429,14 @@ impl Caller {
         if self.dry_run {
             return json_response(status, &obj);
         }
-        let stored = store.put(key, obj);
+        let (stored, written) = match old {
+            Some(old) => store.update(key, old, obj),
+            None => (store.put(key, obj), true),
+        };
         let answer = json_response(status, &stored);
-        hub.publish(key, if created { "ADDED" } else { "MODIFIED" }, stored);
+        if written {
+            hub.publish(key, if created { "ADDED" } else { "MODIFIED" }, stored);
+        }
         answer
     }
 }

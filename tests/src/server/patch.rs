@@ -103,18 +103,26 @@ pub(crate) fn handle(
         return r;
     }
     keep_other_half(t, &old, &mut merged);
-    normalise_condition_times(&mut merged);
     merged["metadata"]["uid"] = old["metadata"]["uid"].clone();
     caller.commit(&mut guard.store, hub, t, &key, Some(&old), merged)
 }
 
-/// metav1.Time drops fractions and rewrites offsets to Z (recording 06).
-fn normalise_condition_times(obj: &mut Value) {
+/// metav1.Time drops fractions and rewrites offsets to Z (recording 06), and a time the object's
+/// type has but the write left out is written as `null` (Go's encoding of a zero metav1.Time):
+/// a node's conditions have a heartbeat time and no `lastProbeTime` (recording 03), a pod's a
+/// probe time (recording 37), and every kind of condition a transition time. On every write, as kube-apiserver decodes each into its
+/// Go type: a create and a later write of the same object then store the same text.
+pub(crate) fn normalise_condition_times(obj: &mut Value, resource: &str) {
     let Some(conds) = obj
         .pointer_mut("/status/conditions")
         .and_then(Value::as_array_mut)
     else {
         return;
+    };
+    let fields: &[&str] = match resource {
+        "nodes" => &["lastHeartbeatTime", "lastTransitionTime"],
+        "pods" => &["lastProbeTime", "lastTransitionTime"],
+        _ => &["lastTransitionTime"],
     };
     for c in conds {
         for f in ["lastHeartbeatTime", "lastTransitionTime", "lastProbeTime"] {
@@ -122,7 +130,7 @@ fn normalise_condition_times(obj: &mut Value) {
                 if let Ok(ts) = s.parse::<k8s_openapi::jiff::Timestamp>() {
                     c[f] = Value::String(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
                 }
-            } else if c.get(f).is_none() && c.is_object() {
+            } else if c.get(f).is_none() && c.is_object() && fields.contains(&f) {
                 c[f] = Value::Null;
             }
         }

@@ -182,12 +182,22 @@ impl Store {
     /// Store `obj` under `k` with a new resourceVersion; returns the stored object.
     pub fn put(&mut self, k: &Key, mut obj: Value) -> Value {
         self.rv += 1;
+        let rv = self.rv;
+        self.shape(k, &mut obj, rv);
+        if self.objects.insert(k.clone(), Stored::of(&obj)).is_none() {
+            *self.counts.entry(k.scope()).or_default() += 1;
+        }
+        obj
+    }
+
+    /// `obj` as `put` would store it, at resourceVersion `rv`.
+    fn shape(&mut self, k: &Key, obj: &mut Value, rv: u64) {
         let meta = obj
             .as_object_mut()
             .unwrap()
             .entry("metadata")
             .or_insert_with(|| json!({}));
-        meta["resourceVersion"] = json!(self.rv.to_string());
+        meta["resourceVersion"] = json!(rv.to_string());
         if meta.get("uid").is_none() {
             self.uid += 1;
             meta["uid"] = json!(format!("00000000-0000-4000-8000-{:012x}", self.uid));
@@ -197,11 +207,26 @@ impl Store {
         }
         obj["kind"] = json!(kind_of(&k.resource));
         obj["apiVersion"] = json!(api_version(&k.api));
-        drop_empty(&mut obj);
-        if self.objects.insert(k.clone(), Stored::of(&obj)).is_none() {
-            *self.counts.entry(k.scope()).or_default() += 1;
+        drop_empty(obj);
+    }
+
+    /// Store `obj` over `old` (as stored) unless it would store the same object: kube-apiserver
+    /// writes nothing then (etcd3 storage's `GuaranteedUpdate` compares the encoded object with
+    /// the stored one and returns the stored one, after the field manager put back the
+    /// managedFields times of a write that changed nothing: `IgnoreManagedFieldsTimestampsTransformer`),
+    /// so the resourceVersion stays and no watch hears of it. The stored object, and whether it
+    /// was written.
+    pub fn update(&mut self, k: &Key, old: &Value, mut obj: Value) -> (Value, bool) {
+        let old_rv = old["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse().ok());
+        if let Some(rv) = old_rv {
+            self.shape(k, &mut obj, rv);
+            if obj == *old {
+                return (obj, false);
+            }
         }
-        obj
+        (self.put(k, obj), true)
     }
 
     pub fn remove(&mut self, k: &Key) -> Option<Value> {
