@@ -436,13 +436,17 @@ async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after()
         vec![],
         "the round does not wait for the assessment"
     );
-    // The assessment wakes the loop when it is done (other writes may wake it first).
+    // The assessment wakes the loop when it is done (its task ends just after: wait for that too).
     let woken = r.c.observed.changed.clone();
-    while !r.c.symptoms.as_ref().is_some_and(|t| t.is_finished()) {
-        tokio::time::timeout(Duration::from_secs(60), woken.notified())
-            .await
-            .expect("the finished assessment wakes the loop");
-    }
+    let symptoms = r.c.symptoms.as_ref().expect("the assessment runs");
+    tokio::time::timeout(Duration::from_secs(60), async {
+        woken.notified().await;
+        while !symptoms.is_finished() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the finished assessment wakes the loop");
     r.c.round().await;
     let w = r.cluster.take_writes();
     assert_eq!(

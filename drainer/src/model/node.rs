@@ -36,6 +36,27 @@ impl Condition {
     }
 }
 
+/// The condition types some decision reads: a change of a node's other conditions alone (a
+/// kubelet's MemoryPressure reason, a detector condition no rule names) changes nothing the
+/// drainer does, so it need not wake the controller ([`NodeView::same_watched_state`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum Watched {
+    /// Every type (a selector that reads the conditions, or before the configuration is known).
+    #[default]
+    All,
+    /// These types only.
+    Types(Vec<String>),
+}
+
+impl Watched {
+    pub(crate) fn reads(&self, type_: &str) -> bool {
+        match self {
+            Watched::All => true,
+            Watched::Types(types) => types.iter().any(|t| t == type_),
+        }
+    }
+}
+
 /// The effect of a node taint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum TaintEffect {
@@ -359,16 +380,40 @@ impl NodeView {
     /// Everything but the resourceVersion and the conditions' heartbeats is equal: nothing a
     /// decision reads changed.
     pub(crate) fn same_state(&self, other: &NodeView) -> bool {
-        self.name == other.name
-            && self.uid == other.uid
-            && self.unschedulable == other.unschedulable
-            && self.taints == other.taints
+        self.same_but_conditions(other)
             && self.conditions.len() == other.conditions.len()
             && self
                 .conditions
                 .iter()
                 .zip(&*other.conditions)
                 .all(|(a, b)| a.same_state(b))
+    }
+
+    /// As [`NodeView::same_state`], but of the conditions only those of a type in `watched`
+    /// count: a change of the others alone changes no decision.
+    pub(crate) fn same_watched_state(&self, other: &NodeView, watched: &Watched) -> bool {
+        if !self.same_but_conditions(other) {
+            return false;
+        }
+        if *watched == Watched::All {
+            return self.same_state(other);
+        }
+        let mut a = (self.conditions.iter()).filter(|c| watched.reads(&c.type_));
+        let mut b = (other.conditions.iter()).filter(|c| watched.reads(&c.type_));
+        loop {
+            match (a.next(), b.next()) {
+                (None, None) => return true,
+                (Some(x), Some(y)) if x.same_state(y) => {}
+                _ => return false,
+            }
+        }
+    }
+
+    fn same_but_conditions(&self, other: &NodeView) -> bool {
+        self.name == other.name
+            && self.uid == other.uid
+            && self.unschedulable == other.unschedulable
+            && self.taints == other.taints
             && self.labels == other.labels
             && self.annotations == other.annotations
             && self.created == other.created
@@ -460,6 +505,52 @@ mod tests {
         let mut d = b.clone();
         d.labels = d.labels.with("draino", Some("node"));
         assert!(!a.same_state(&d));
+    }
+
+    #[test]
+    fn a_change_of_conditions_no_decision_reads_is_no_news_to_the_watched_ones() {
+        let with = |memory_reason: &str, extra: bool| {
+            let mut n = serde_json::to_value(kubelet_node("01")).unwrap();
+            let conds = n["status"]["conditions"].as_array_mut().unwrap();
+            conds.push(
+                serde_json::json!({"type": "MemoryPressure", "status": "False",
+                "reason": memory_reason, "lastTransitionTime": "2026-11-23T09:00:00Z"}),
+            );
+            if extra {
+                conds.push(
+                    serde_json::json!({"type": "FrequentDockerRestart", "status": "False",
+                    "lastTransitionTime": "2026-11-23T09:00:00Z"}),
+                );
+            }
+            NodeView::of(&serde_json::from_value(n).unwrap())
+        };
+        let watched = Watched::Types(vec!["Ready".into(), "KernelDeadlock".into()]);
+        let a = with("KubeletHasSufficientMemory", false);
+        // Another reason, a condition that appears: state changes, of types nothing reads.
+        for b in [
+            with("Other", false),
+            with("KubeletHasSufficientMemory", true),
+        ] {
+            assert!(!a.same_state(&b));
+            assert!(a.same_watched_state(&b, &watched));
+            assert!(!a.same_watched_state(&b, &Watched::All), "all types count");
+        }
+        // A watched condition's change, and a label's, are news whatever the types; so is a
+        // watched change sent along with unwatched ones (a node writing its own conditions cannot
+        // hide one that way).
+        let mut c = a.clone();
+        c.conditions[0].status = Status::False;
+        assert!(!a.same_watched_state(&c, &watched));
+        let mut mixed = with("Other", true);
+        mixed.conditions[0].status = Status::False;
+        assert!(!a.same_watched_state(&mixed, &watched));
+        let mut d = a.clone();
+        d.labels = d.labels.with("draino", Some("node"));
+        assert!(!a.same_watched_state(&d, &Watched::Types(Vec::new())));
+        // A watched condition that goes is news.
+        let mut e = a.clone();
+        e.conditions = e.conditions[1..].into();
+        assert!(!a.same_watched_state(&e, &watched));
     }
 
     #[test]

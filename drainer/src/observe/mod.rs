@@ -3,7 +3,8 @@
 //! Two watchers (kube's `watcher`, retried with backoff) feed one [`Observed`]: nodes as
 //! [`NodeView`]s by name, pods as [`PodInfo`]s by (namespace, name) and by node. Full objects are
 //! dropped as soon as they are projected. Each change that a decision could see marks its node dirty
-//! and wakes the controller; a kubelet heartbeat (a Node whose view is unchanged) or a pod update
+//! and wakes the controller (a change of conditions no decision reads only marks it, for the next
+//! round); a kubelet heartbeat (a Node whose view is unchanged) or a pod update
 //! that leaves its `PodInfo` equal marks nothing, so the controller's work follows what changed, not
 //! how often the API server writes. The caches are plain data behind locks; the watches that fill
 //! them (`watches`) are the I/O.
@@ -30,7 +31,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{Notify, watch};
 
 use crate::model::intern::ArcStr;
-use crate::model::node::NodeView;
+use crate::model::node::{NodeView, Watched};
 use crate::model::pod::PodInfo;
 use crate::model::pod::Uid;
 use pod_index::Pods;
@@ -67,6 +68,10 @@ pub struct Observed {
     pub(crate) changed: Arc<Notify>,
     /// Where malformed objects are counted (set by `run`).
     metrics: Arc<std::sync::OnceLock<crate::metrics::Metrics>>,
+    /// The condition types decisions read (set by the controller from its configuration; all
+    /// until then): a change of a node's other conditions alone is taken at the next round
+    /// without waking the controller.
+    watched: Arc<RwLock<Watched>>,
 }
 
 const NODES: usize = 0;
@@ -206,30 +211,42 @@ impl Observed {
         self.apply_view(NodeView::of(node))
     }
 
+    /// Which condition types decisions read, from now on.
+    pub(crate) fn set_watched(&self, watched: Watched) {
+        *self.watched.write().unwrap() = watched;
+    }
+
     /// A heartbeat (the steady traffic) replaces the view in place: no key is copied and the
-    /// controller is not woken.
+    /// controller is not woken. A change of conditions no decision reads is noted for the next
+    /// round (at most a tick away) without waking the controller for it.
     pub fn apply_view(&self, view: NodeView) {
         let mut nodes = self.nodes.write().unwrap();
-        let news = match nodes.get_mut(view.name.as_str()) {
+        let (news, wake) = match nodes.get_mut(view.name.as_str()) {
             Some(old) if old.same_state(&view) => {
                 *old = Arc::new(view);
                 return;
             }
             Some(old) => {
+                let wake = !old.same_watched_state(&view, &self.watched.read().unwrap());
                 let name = view.name.clone();
                 *old = Arc::new(view);
-                name
+                (name, wake)
             }
             None => {
                 let name = view.name.clone();
                 nodes.insert(name.clone(), Arc::new(view));
-                name
+                (name, true)
             }
         };
         drop(nodes);
-        self.mark(|c| {
+        let note = |c: &mut Changes| {
             c.nodes.insert(news);
-        });
+        };
+        if wake {
+            self.mark(note);
+        } else {
+            note(&mut self.changes.lock().unwrap());
+        }
     }
 
     pub(crate) fn delete_node(&self, name: &str) {
@@ -360,6 +377,45 @@ mod tests {
         assert!(o.pods_on("b").is_empty());
         assert_eq!(held[0].name.as_str(), "p1");
         assert_eq!(o.pod_count(), 0);
+    }
+
+    #[test]
+    fn a_change_of_conditions_no_decision_reads_waits_for_the_next_round_without_a_wake() {
+        use futures::FutureExt;
+        let o = Observed::default();
+        let woken = |o: &Observed| o.changed.notified().now_or_never().is_some();
+        let with_memory = |rv: &str, reason: &str| -> Node {
+            let mut n =
+                serde_json::to_value(node("a", rv, "True", "2026-11-23T10:00:00Z")).unwrap();
+            n["status"]["conditions"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({
+                "type": "MemoryPressure", "status": "False", "reason": reason,
+                "lastTransitionTime": "2026-11-23T00:00:00Z"}));
+            serde_json::from_value(n).unwrap()
+        };
+        o.apply_node(&with_memory("1", "KubeletHasSufficientMemory"));
+        o.take_changes();
+        assert!(woken(&o), "a new node wakes the controller");
+        // Until the controller says what it reads, every condition is news.
+        o.apply_node(&with_memory("2", "A"));
+        assert!(woken(&o));
+        assert_eq!(o.take_changes().nodes.len(), 1);
+        o.set_watched(Watched::Types(vec!["Ready".into()]));
+        o.apply_node(&with_memory("3", "B"));
+        assert!(!woken(&o), "MemoryPressure's reason changes no decision");
+        assert_eq!(
+            o.take_changes().nodes,
+            HashSet::from([ArcStr::from("a")]),
+            "but the next round takes the new view"
+        );
+        assert_eq!(o.node("a").unwrap().resource_version, "3");
+        let mut not_ready = serde_json::to_value(with_memory("4", "B")).unwrap();
+        not_ready["status"]["conditions"][0]["status"] = json!("False");
+        o.apply_node(&serde_json::from_value(not_ready).unwrap());
+        assert!(woken(&o), "Ready is read");
+        assert_eq!(o.take_changes().nodes.len(), 1);
     }
 
     #[tokio::test]
