@@ -16,6 +16,14 @@ fn rv(n: &Node) -> String {
     n.metadata.resource_version.clone().unwrap()
 }
 
+/// Set the node's `pool` label (a strategic merge patch).
+async fn set_pool(api: &Api<Node>, pool: &str) -> Node {
+    let patch = json!({"metadata": {"labels": {"pool": pool}}});
+    api.patch("noop-1", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn an_update_that_changes_nothing_keeps_the_version_and_reaches_no_watch() {
     let server = TestApiServer::start().await;
@@ -41,11 +49,7 @@ async fn an_update_that_changes_nothing_keeps_the_version_and_reaches_no_watch()
     let pp = PatchParams::default();
     // A label set to the value it has; the same status again (same heartbeat second); a PUT of the
     // object as read.
-    let same_label = json!({"metadata": {"labels": {"pool": "a"}}});
-    let a = api
-        .patch("noop-1", &pp, &Patch::Strategic(&same_label))
-        .await
-        .unwrap();
+    let a = set_pool(&api, "a").await;
     assert_eq!(rv(&a), before, "a label set to its value is not a write");
     let status = json!({"status": {"conditions": [{"type": "Ready",
         "lastHeartbeatTime": "2026-11-28T08:00:00Z"}]}});
@@ -62,11 +66,7 @@ async fn an_update_that_changes_nothing_keeps_the_version_and_reaches_no_watch()
     assert_eq!(c.metadata.managed_fields, created.metadata.managed_fields);
 
     // A real change is written, and it is the first thing the watch hears.
-    let changed = json!({"metadata": {"labels": {"pool": "b"}}});
-    let d = api
-        .patch("noop-1", &pp, &Patch::Strategic(&changed))
-        .await
-        .unwrap();
+    let d = set_pool(&api, "b").await;
     assert_ne!(rv(&d), before, "a change is written");
     let first = tokio::time::timeout(std::time::Duration::from_secs(30), watch.next())
         .await
