@@ -40,38 +40,14 @@ use crate::decide::gates::breaker;
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
 use crate::metrics::Metrics;
 use crate::model::cluster::Cluster;
-use crate::model::node::Watched;
 use crate::model::record::DrainOutcome;
 use crate::observe::Observed;
+use crate::observe::interest::Interest;
 use crate::record::Recorder;
 
 /// Changes arriving within this time after the first are decided in one round: a burst (a zone's
 /// nodes going NotReady together) is seen whole by the gates, not a watch poll's worth at a time.
 pub(crate) const DEBOUNCE: Duration = Duration::from_millis(5);
-/// The condition types decisions read ([`Observed::set_watched`]): the rules' conditions, Ready
-/// (readiness, a reboot's proof, the outage gate), those the drainer writes itself (DrainScheduled,
-/// the symptoms', DetectorSilent); every type when the selector reads the conditions. A change of a node's other
-/// conditions alone waits for the next round (a tick at most) instead of waking the controller.
-fn watched(cfg: &Config) -> Watched {
-    if cfg.selector.reads().conditions {
-        return Watched::All;
-    }
-    let ours = [
-        "Ready",
-        nodemedic_common::keys::DRAIN_SCHEDULED_CONDITION,
-        crate::decide::symptoms::PODS_NOT_STARTING,
-        crate::decide::symptoms::PODS_NOT_TERMINATING,
-        crate::decide::silence::DETECTOR_SILENT,
-    ];
-    let mut types: Vec<String> = (cfg.conditions.iter())
-        .map(|c| c.type_.to_string())
-        .chain(ours.map(String::from))
-        .collect();
-    types.sort();
-    types.dedup();
-    Watched::Types(types)
-}
-
 /// Every node is decided again this often, changed or not.
 pub const RESYNC: Duration = Duration::from_secs(60);
 /// Writes of one round in flight at once.
@@ -214,7 +190,7 @@ impl<C: Cluster> Controller<C> {
     ) -> Controller<C> {
         let cfg = Arc::new(cfg);
         let record = exec.recorder().clone();
-        observed.set_watched(watched(&cfg));
+        observed.set_interest(Interest::of(&cfg));
         Controller {
             fleet: Fleet::new(cfg.clone()),
             cfg,
@@ -414,7 +390,7 @@ impl<C: Cluster> Controller<C> {
             self.exec.set_dry_run(new.dry_run);
         }
         let cfg = Arc::new(new);
-        self.observed.set_watched(watched(&cfg));
+        self.observed.set_interest(Interest::of(&cfg));
         self.cfg = cfg.clone();
         self.summary_due = true;
         for (node, error) in self.fleet.reconfigure(cfg) {

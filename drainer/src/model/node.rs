@@ -389,15 +389,9 @@ impl NodeView {
                 .all(|(a, b)| a.same_state(b))
     }
 
-    /// As [`NodeView::same_state`], but of the conditions only those of a type in `watched`
-    /// count: a change of the others alone changes no decision.
-    pub(crate) fn same_watched_state(&self, other: &NodeView, watched: &Watched) -> bool {
-        if !self.same_but_conditions(other) {
-            return false;
-        }
-        if *watched == Watched::All {
-            return self.same_state(other);
-        }
+    /// Of the conditions only those of a type in `watched` count: equal in state (heartbeats
+    /// aside), in the same order. A change of the others alone changes no decision.
+    pub(crate) fn same_watched_conditions(&self, other: &NodeView, watched: &Watched) -> bool {
         let mut a = (self.conditions.iter()).filter(|c| watched.reads(&c.type_));
         let mut b = (other.conditions.iter()).filter(|c| watched.reads(&c.type_));
         loop {
@@ -410,11 +404,15 @@ impl NodeView {
     }
 
     fn same_but_conditions(&self, other: &NodeView) -> bool {
+        self.same_but_labels_and_conditions(other) && self.labels == other.labels
+    }
+
+    /// Everything but the labels, the conditions, the resourceVersion is equal.
+    pub(crate) fn same_but_labels_and_conditions(&self, other: &NodeView) -> bool {
         self.name == other.name
             && self.uid == other.uid
             && self.unschedulable == other.unschedulable
             && self.taints == other.taints
-            && self.labels == other.labels
             && self.annotations == other.annotations
             && self.created == other.created
             && self.info == other.info
@@ -532,25 +530,36 @@ mod tests {
             with("KubeletHasSufficientMemory", true),
         ] {
             assert!(!a.same_state(&b));
-            assert!(a.same_watched_state(&b, &watched));
-            assert!(!a.same_watched_state(&b, &Watched::All), "all types count");
+            assert!(a.same_watched_conditions(&b, &watched));
+            assert!(
+                !a.same_watched_conditions(&b, &Watched::All),
+                "all types count"
+            );
         }
-        // A watched condition's change, and a label's, are news whatever the types; so is a
-        // watched change sent along with unwatched ones (a node writing its own conditions cannot
-        // hide one that way).
+        // A watched condition's change is news; so is a watched change sent along with unwatched
+        // ones (a node writing its own conditions cannot hide one that way).
         let mut c = a.clone();
         c.conditions[0].status = Status::False;
-        assert!(!a.same_watched_state(&c, &watched));
+        assert!(!a.same_watched_conditions(&c, &watched));
         let mut mixed = with("Other", true);
         mixed.conditions[0].status = Status::False;
-        assert!(!a.same_watched_state(&mixed, &watched));
-        let mut d = a.clone();
-        d.labels = d.labels.with("draino", Some("node"));
-        assert!(!a.same_watched_state(&d, &Watched::Types(Vec::new())));
+        assert!(!a.same_watched_conditions(&mixed, &watched));
         // A watched condition that goes is news.
         let mut e = a.clone();
         e.conditions = e.conditions[1..].into();
-        assert!(!a.same_watched_state(&e, &watched));
+        assert!(!a.same_watched_conditions(&e, &watched));
+        // The labels are left to whoever knows which ones are read (`observe::interest`); an
+        // annotation, a taint, cordoning are compared here.
+        let mut d = a.clone();
+        d.labels = d.labels.with("draino", Some("node"));
+        assert!(a.same_but_labels_and_conditions(&d));
+        assert!(!a.same_state(&d));
+        let mut f = a.clone();
+        f.annotations = f.annotations.with("nodemedic.io/x", Some("1"));
+        assert!(!a.same_but_labels_and_conditions(&f));
+        let mut g = a.clone();
+        g.unschedulable = true;
+        assert!(!a.same_but_labels_and_conditions(&g));
     }
 
     #[test]

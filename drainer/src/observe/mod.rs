@@ -3,19 +3,21 @@
 //! Two watchers (kube's `watcher`, retried with backoff) feed one [`Observed`]: nodes as
 //! [`NodeView`]s by name, pods as [`PodInfo`]s by (namespace, name) and by node. Full objects are
 //! dropped as soon as they are projected. Each change that a decision could see marks its node dirty
-//! and wakes the controller (a change of conditions no decision reads only marks it, for the next
+//! and wakes the controller (a change of nothing decisions read only marks it, for the next
 //! round); a kubelet heartbeat (a Node whose view is unchanged) or a pod update
 //! that leaves its `PodInfo` equal marks nothing, so the controller's work follows what changed, not
 //! how often the API server writes. The caches are plain data behind locks; the watches that fill
 //! them (`watches`) are the I/O.
 //!
 //! ```text
+//!  interest  what of a node decisions read (a change of anything else wakes nothing)
 //!  pod_index  the pod index (by name, by node, the stale ones, the waiting ones)
 //!  watches  the Node and Pod watches
 //!  sandbox  the kubelets' sandbox failure Events, by node
 //!  watch_errors  a failing watch, said in operator words at most once a minute
 //! ```
 
+pub(crate) mod interest;
 mod pod_index;
 pub(crate) mod sandbox;
 mod watch_errors;
@@ -31,9 +33,10 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{Notify, watch};
 
 use crate::model::intern::ArcStr;
-use crate::model::node::{NodeView, Watched};
+use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
 use crate::model::pod::Uid;
+use interest::Interest;
 use pod_index::Pods;
 
 /// Nodes by name. Every watch event looks its node up here, so the hasher is a fast one.
@@ -68,10 +71,10 @@ pub struct Observed {
     pub(crate) changed: Arc<Notify>,
     /// Where malformed objects are counted (set by `run`).
     metrics: Arc<std::sync::OnceLock<crate::metrics::Metrics>>,
-    /// The condition types decisions read (set by the controller from its configuration; all
-    /// until then): a change of a node's other conditions alone is taken at the next round
-    /// without waking the controller.
-    watched: Arc<RwLock<Watched>>,
+    /// What decisions read of a node (set by the controller from its configuration; everything
+    /// until then): a change of anything else is taken at the next round without waking the
+    /// controller.
+    interest: Arc<RwLock<Interest>>,
 }
 
 const NODES: usize = 0;
@@ -211,36 +214,37 @@ impl Observed {
         self.apply_view(NodeView::of(node))
     }
 
-    /// Which condition types decisions read, from now on.
-    pub(crate) fn set_watched(&self, watched: Watched) {
-        *self.watched.write().unwrap() = watched;
+    /// What decisions read of a node, from now on.
+    pub(crate) fn set_interest(&self, interest: Interest) {
+        *self.interest.write().unwrap() = interest;
     }
 
     /// A heartbeat (the steady traffic) replaces the view in place: no key is copied and the
-    /// controller is not woken. A change of conditions no decision reads is noted for the next
-    /// round (at most a tick away) without waking the controller for it.
+    /// controller is not woken. A change of nothing decisions read ([`Interest`]) is noted for the
+    /// next round (at most a tick away) without waking the controller for it.
     pub fn apply_view(&self, view: NodeView) {
         let mut nodes = self.nodes.write().unwrap();
-        let (news, wake) = match nodes.get_mut(view.name.as_str()) {
+        let (new, old) = match nodes.get_mut(view.name.as_str()) {
             Some(old) if old.same_state(&view) => {
                 *old = Arc::new(view);
                 return;
             }
             Some(old) => {
-                let wake = !old.same_watched_state(&view, &self.watched.read().unwrap());
-                let name = view.name.clone();
-                *old = Arc::new(view);
-                (name, wake)
+                let new = Arc::new(view);
+                let old = std::mem::replace(old, new.clone());
+                (new, Some(old))
             }
             None => {
-                let name = view.name.clone();
-                nodes.insert(name.clone(), Arc::new(view));
-                (name, true)
+                let new = Arc::new(view);
+                nodes.insert(new.name.clone(), new.clone());
+                (new, None)
             }
         };
         drop(nodes);
+        // Outside the cache's lock: a selector may be evaluated.
+        let wake = old.is_none_or(|old| self.interest.read().unwrap().news(&old, &new));
         let note = |c: &mut Changes| {
-            c.nodes.insert(news);
+            c.nodes.insert(new.name.clone());
         };
         if wake {
             self.mark(note);
@@ -402,7 +406,7 @@ mod tests {
         o.apply_node(&with_memory("2", "A"));
         assert!(woken(&o));
         assert_eq!(o.take_changes().nodes.len(), 1);
-        o.set_watched(Watched::Types(vec!["Ready".into()]));
+        o.set_interest(Interest::of(&Arc::new(crate::config::Config::default())));
         o.apply_node(&with_memory("3", "B"));
         assert!(!woken(&o), "MemoryPressure's reason changes no decision");
         assert_eq!(
