@@ -13,7 +13,8 @@
 //!   them, for 60 s; an idle baseline measured as long right before and subtracted; 3 times,
 //!   min/median/max; CPU read to the nanosecond from each thread's run time), for each kind of
 //!   update a cluster sends ([`Update`]): heartbeats, and state changes (a condition's reason, which
-//!   the selector does not read; a label, which it does), every write answered and watched with a
+//!   no decision reads; a label the selector reads, its answer the same; Ready's reason, which
+//!   decisions read, so the node is decided again), every write answered and watched with a
 //!   new resourceVersion and `managedFields` on either API server; and as fast as 4
 //!   writers go (where many updates share a round); the share of a core at 17 updates/s (what
 //!   5,000 kubelets send);
@@ -80,12 +81,14 @@ struct Steady {
     idle_ms_per_s: f64,
 }
 
-/// What the steady rate is measured with, each kind in its own window: heartbeats, and the two
-/// kinds of state change (one a label selector does not read, one it does).
-const KINDS: [Update; 3] = [
+/// What the steady rate is measured with, each kind in its own window: heartbeats, and three kinds
+/// of state change (a condition no decision reads; a label the selector reads, its answer the
+/// same; Ready's reason, which every decision reads: the one that wakes a round).
+const KINDS: [Update; 4] = [
     Update::Heartbeat,
     Update::ConditionChange,
     Update::LabelChange,
+    Update::ReadyChange,
 ];
 
 /// Idle + steady measurements in turn: `NODEMEDIC_SCALE_REPEATS` (default 3, at least 1).

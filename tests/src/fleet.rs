@@ -199,8 +199,11 @@ pub enum Update {
     /// state change that no label selector reads.
     ConditionChange,
     /// A label's value changes ([`FLIP_LABEL`]): a state change the drainer's selector reads
-    /// ([`SELECTOR`] names that label).
+    /// ([`SELECTOR`] names that label), its answer the same (the node stays selected).
     LabelChange,
+    /// A heartbeat that also changes Ready's reason (still True): a state change of a condition
+    /// every decision reads, so the drainer decides the node again (it stays healthy).
+    ReadyChange,
 }
 
 impl Update {
@@ -210,6 +213,7 @@ impl Update {
             Update::Heartbeat => "heartbeats",
             Update::ConditionChange => "state changes: a condition's reason",
             Update::LabelChange => "state changes: a label the selector reads",
+            Update::ReadyChange => "state changes: Ready's reason",
         }
     }
 
@@ -238,6 +242,14 @@ impl Update {
                 let mut patch = heartbeat();
                 patch["status"]["conditions"][0]["reason"] =
                     json!(format!("KubeletHasSufficientMemory{}", flip.to_uppercase()));
+                nodes
+                    .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+            }
+            Update::ReadyChange => {
+                let mut patch = heartbeat();
+                patch["status"]["conditions"][3]["reason"] =
+                    json!(format!("KubeletReady{}", flip.to_uppercase()));
                 nodes
                     .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
