@@ -40,6 +40,7 @@ use crate::decide::gates::breaker;
 use crate::decide::schedule::{BudgetWaits, StaleSchedule};
 use crate::metrics::Metrics;
 use crate::model::cluster::Cluster;
+use crate::model::intern::ArcStr;
 use crate::model::record::DrainOutcome;
 use crate::observe::Observed;
 use crate::observe::interest::Interest;
@@ -142,6 +143,11 @@ pub(crate) struct Controller<C: Cluster> {
     /// The time each round decides at.
     clock: Clock,
     last_resync: Option<Timestamp>,
+    /// The nodes the periodic resync has yet to take again (it gives way to changes).
+    resync_left: Vec<ArcStr>,
+    /// Whether a resync stops for changes that come in meanwhile (`drainer run`; a simulation
+    /// keeps whole rounds).
+    resync_gives_way: bool,
     /// Validated settings from config reloads.
     configs: Option<mpsc::Receiver<Reloaded>>,
     /// The drainer's Lease as the election last read it (the pause, the breaker kept there).
@@ -209,6 +215,8 @@ impl<C: Cluster> Controller<C> {
             stale: StaleSchedule::default(),
             clock,
             last_resync: None,
+            resync_left: Vec::new(),
+            resync_gives_way: false,
             configs: None,
             lease: None,
             breaker_out: None,
@@ -409,6 +417,7 @@ impl<C: Cluster> Controller<C> {
         let beat = self.health.register("controller", Duration::from_secs(60));
         // Simulations (on paused time, told each round) keep whole rounds.
         self.detach_tail = self.offload;
+        self.resync_gives_way = self.offload;
         // Cordons need only the nodes (as draino's did): rounds start once they are listed, and
         // hold what evicts until every pod is (a new leader at 650,000 pods lists them for tens
         // of seconds).

@@ -40,7 +40,7 @@ const WRITE_RETRY: Duration = Duration::from_secs(5);
 const STEP_AFTER_DRAIN: Duration = Duration::from_millis(500);
 /// Nodes handled between two yields to the runtime (and the size from which a round is decided on
 /// the blocking pool).
-const YIELD_EVERY: usize = 256;
+pub(super) const YIELD_EVERY: usize = 256;
 
 impl<C: Cluster> Controller<C> {
     pub(crate) async fn round(&mut self) {
@@ -299,20 +299,26 @@ impl<C: Cluster> Controller<C> {
     /// and at every resync. True after a relist (or the first list): every node is decided.
     async fn catch_up(&mut self, now: Timestamp) -> bool {
         let changes = self.observed.take_changes();
-        let resync = self.fleet.is_empty()
-            || self
-                .last_resync
-                .is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
         let first = self.last_resync.is_none();
-        if changes.all || resync {
+        if changes.all || self.fleet.is_empty() {
             self.last_resync = Some(now);
-            self.resync(now, changes.all || self.fleet.is_empty()).await;
+            self.resync_left = Vec::new();
+            self.resync(now).await;
         } else {
             for n in changes.nodes {
                 match self.observed.node(&n) {
                     Some(v) => self.observe(v, false, now),
                     None => self.forget(&n),
                 }
+            }
+            let due =
+                (self.last_resync).is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
+            if due && self.resync_left.is_empty() {
+                self.last_resync = Some(now);
+                self.resync_left = self.resync_begin();
+            }
+            if !self.resync_left.is_empty() {
+                self.resync_some(now).await;
             }
         }
         for n in changes.pods_of {
@@ -322,36 +328,64 @@ impl<C: Cluster> Controller<C> {
         changes.all || first
     }
 
-    /// Every node again from the caches; after a relist (`all`) every node is decided again, at the
-    /// periodic resync only those not at rest (a node at rest changes only with its view, and a
-    /// changed view is decided anyway).
-    async fn resync(&mut self, now: Timestamp, all: bool) {
-        let views = self.observed.nodes();
-        let present: std::collections::HashSet<&str> =
-            views.iter().map(|v| v.name.as_str()).collect();
-        // The fleet is what budgets count: a node it holds that the cache lost goes, decided or not.
-        let gone: Vec<String> = self
-            .fleet
-            .names()
+    /// The periodic resync begins: the nodes the cache lost go from the fleet, decided or not (the
+    /// fleet is what budgets count); the names of the others, to be taken again.
+    fn resync_begin(&mut self) -> Vec<ArcStr> {
+        let names = self.observed.names();
+        let present: std::collections::HashSet<&str> = names.iter().map(ArcStr::as_str).collect();
+        let gone: Vec<String> = (self.fleet.names())
             .filter(|n| !present.contains(n))
             .map(String::from)
             .collect();
         for n in gone {
             self.forget(&n);
         }
-        // The selector runs on each changed view: let the guard and the watches in between.
-        // After a relist every node's pods are handed over again (the pod index was replaced).
-        for (i, v) in views.into_iter().enumerate() {
-            self.observe(v, all, now);
+        names
+    }
+
+    /// Take again, from the cache as it is now, the views the periodic resync has left; then decide
+    /// the nodes not at rest again (a node at rest changes only with its view, and a changed view
+    /// is decided anyway). In `drainer run` the resync gives way: when a change comes in meanwhile
+    /// it stops (after [`YIELD_EVERY`] nodes at least) so the change is decided at the next round,
+    /// not after every node of the cluster (at 50,000 nodes a whole resync held a new condition's
+    /// cordon up to 100 ms), and goes on at the rounds after.
+    async fn resync_some(&mut self, now: Timestamp) {
+        while let Some(n) = self.resync_left.pop() {
+            match self.observed.node(&n) {
+                Some(v) => self.observe(v, false, now),
+                None => self.forget(&n),
+            }
+            let left = self.resync_left.len();
+            if left > 0 && left.is_multiple_of(YIELD_EVERY) {
+                tokio::task::yield_now().await;
+                if self.resync_gives_way && self.observed.has_changes() {
+                    // The next round (after the debounce) takes the change, then goes on.
+                    self.observed.changed.notify_one();
+                    return;
+                }
+            }
+        }
+        self.resync_left = Vec::new();
+        self.fleet.touch_restless();
+        // Strings of nodes and pods gone since the last resync.
+        crate::model::intern::purge();
+    }
+
+    /// Every node again from the caches, each decided again, with its pods (after a relist, or
+    /// the first list).
+    async fn resync(&mut self, now: Timestamp) {
+        // The selector runs on each view: let the guard and the watches in between. The pods of
+        // every node are handed over again (the pod index was replaced).
+        for (i, n) in self.resync_begin().iter().enumerate() {
+            match self.observed.node(n) {
+                Some(v) => self.observe(v, true, now),
+                None => self.forget(n),
+            }
             if i % YIELD_EVERY == YIELD_EVERY - 1 {
                 tokio::task::yield_now().await;
             }
         }
-        if all {
-            self.fleet.touch_all();
-        } else {
-            self.fleet.touch_restless();
-        }
+        self.fleet.touch_all();
         // Strings of nodes and pods gone since the last resync.
         crate::model::intern::purge();
     }

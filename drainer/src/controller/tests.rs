@@ -580,3 +580,44 @@ async fn a_rounds_tail_is_written_while_the_next_round_cordons_and_each_nodes_wr
     assert!(scheduled < evict, "{w:?}");
     r.c.settle().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_periodic_resync_gives_way_to_a_change_and_goes_on_at_the_next_round() {
+    // More nodes than a resync takes between two looks at the changes.
+    let n = 3 * round::YIELD_EVERY;
+    let name = |i: usize| format!("n{i:04}");
+    for gives_way in [true, false] {
+        let nodes = (0..n).map(|i| node(&name(i), false)).collect();
+        let mut r = rig(config(10), nodes, vec![]);
+        r.c.resync_gives_way = gives_way;
+        r.c.round().await; // the first list: every node, whole
+        assert!(r.c.resync_left.is_empty());
+        r.cluster.take_writes();
+        tokio::time::advance(RESYNC).await;
+        // A node goes bad while the periodic resync runs: its change comes in at the resync's
+        // first yield to the runtime.
+        let cluster = r.cluster.clone();
+        let bad = name(n - 1);
+        let b = bad.clone();
+        let change = tokio::spawn(async move { cluster.put_node(node(&b, true)) });
+        r.c.round().await;
+        assert!(change.is_finished(), "the change came in during the round");
+        let left = r.c.resync_left.len();
+        if gives_way {
+            assert!(
+                left > 0 && left < n,
+                "the resync stopped part way for the change: {left} of {n} left"
+            );
+        } else {
+            assert_eq!(left, 0, "a simulation keeps whole rounds");
+        }
+        // The next round decides the change (unless the resync took the new view already: it
+        // reads each view from the cache as it goes), and the resync goes on to its end.
+        let mut cordoned = cordons(&r.cluster.take_writes());
+        r.c.round().await;
+        cordoned.extend(cordons(&r.cluster.take_writes()));
+        assert_eq!(cordoned, vec![bad]);
+        assert!(r.c.resync_left.is_empty(), "{gives_way}");
+        assert!(r.c.fleet.contains(&name(0)) && r.c.fleet.contains(&name(n - 1)));
+    }
+}

@@ -113,6 +113,11 @@ impl Observed {
         self.nodes.read().unwrap().get(name).cloned()
     }
 
+    /// The names of the nodes in the cache.
+    pub(crate) fn names(&self) -> Vec<ArcStr> {
+        self.nodes.read().unwrap().keys().cloned().collect()
+    }
+
     pub fn nodes(&self) -> Vec<Arc<NodeView>> {
         self.nodes.read().unwrap().values().cloned().collect()
     }
@@ -175,6 +180,11 @@ impl Observed {
     }
 
     /// Take what changed since the last call.
+    /// Whether anything changed since the controller last took the changes.
+    pub(crate) fn has_changes(&self) -> bool {
+        *self.changes.lock().unwrap() != Changes::default()
+    }
+
     pub fn take_changes(&self) -> Changes {
         std::mem::take(&mut *self.changes.lock().unwrap())
     }
