@@ -238,18 +238,15 @@ impl Update {
                     )
                     .await
             }
-            Update::ConditionChange => {
+            Update::ConditionChange | Update::ReadyChange => {
+                // A reason the condition's kubelet could write (MemoryPressure is first, Ready last).
+                let (at, reason) = match self {
+                    Update::ConditionChange => (0, "KubeletHasSufficientMemory"),
+                    _ => (3, "KubeletReady"),
+                };
                 let mut patch = heartbeat();
-                patch["status"]["conditions"][0]["reason"] =
-                    json!(format!("KubeletHasSufficientMemory{}", flip.to_uppercase()));
-                nodes
-                    .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
-                    .await
-            }
-            Update::ReadyChange => {
-                let mut patch = heartbeat();
-                patch["status"]["conditions"][3]["reason"] =
-                    json!(format!("KubeletReady{}", flip.to_uppercase()));
+                patch["status"]["conditions"][at]["reason"] =
+                    json!(format!("{reason}{}", flip.to_uppercase()));
                 nodes
                     .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
