@@ -19,7 +19,8 @@
 //!   writers go (where many updates share a round); the share of a core at 17 updates/s (what
 //!   5,000 kubelets send);
 //! - condition set -> cordon latency under 20 heartbeats/s (min, median, P99, max;
-//!   `NODEMEDIC_SCALE_SAMPLES` nodes one after another, default 21);
+//!   `NODEMEDIC_SCALE_SAMPLES` nodes one after another, default 21), and the five slowest with their node
+//!   and when their condition was sent (UTC), to line them up with the drainer's log;
 //! - cordon -> drain done for a 10-pod node under the same (min, median, max);
 //! - API requests the drainer made per cordon + drain (from the API server's audit log);
 //! - a burst of 50 nodes turning bad at once (`NODEMEDIC_SCALE_BURST`): time until all are cordoned.
@@ -253,6 +254,9 @@ async fn main() {
     ));
     let audit_before = backend.drainer_requests();
     let (mut to_cordon, mut to_drained, mut missed) = (Vec::new(), Vec::new(), 0);
+    // Each sample's latency with its node and when its condition was sent (UTC), to line the
+    // slowest up with the drainer's log.
+    let mut timed: Vec<(f64, String, k8s_openapi::jiff::Timestamp)> = Vec::new();
     for &i in &samples {
         let n = fleet::name(i);
         let cordoned = {
@@ -271,13 +275,18 @@ async fn main() {
             })
         };
         tokio::time::sleep(Duration::from_millis(300)).await; // both watches established
-        let sent = Instant::now();
+        let (sent, sent_utc) = (Instant::now(), k8s_openapi::jiff::Timestamp::now());
         fleet::mark_bad(&nodes, &n).await;
         let c = cordoned.await.unwrap();
         let d = drained.await.unwrap();
         match (c, d) {
             (Some(c), Some(d)) => {
                 to_cordon.push(c.duration_since(sent).as_secs_f64() * 1e3);
+                timed.push((
+                    c.duration_since(sent).as_secs_f64() * 1e3,
+                    n.clone(),
+                    sent_utc,
+                ));
                 to_drained.push(d.duration_since(c).as_secs_f64() * 1e3);
             }
             _ => {
@@ -391,6 +400,14 @@ async fn main() {
     );
     println!(
         "| cordon -> drain done, 10 pods, under {STEADY_RATE} heartbeats/s | 15.4 s | min {dmin:.0} / median {dmed:.0} / max {dmax:.0} ms |"
+    );
+    timed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let slowest: Vec<String> = (timed.iter().take(5))
+        .map(|(ms, n, at)| format!("{ms:.0} ms {n} sent {}", at.strftime("%H:%M:%S%.3fZ")))
+        .collect();
+    println!(
+        "| the slowest condition -> cordon samples | - | {} |",
+        slowest.join("; ")
     );
     println!(
         "| {burst_n} nodes bad at once | all 50, last after 84 s | {} |",
