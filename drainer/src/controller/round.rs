@@ -295,6 +295,15 @@ impl<C: Cluster> Controller<C> {
         }
     }
 
+    /// Hand the fleet the node `name` as the cache holds it now (and its pods with `with_pods`), or
+    /// drop it when the cache no longer has it.
+    fn take_node(&mut self, name: &str, with_pods: bool, now: Timestamp) {
+        match self.observed.node(name) {
+            Some(v) => self.observe(v, with_pods, now),
+            None => self.forget(name),
+        }
+    }
+
     /// Bring the fleet up to date with the caches: the changed nodes, or all of them after a relist
     /// and at every resync. True after a relist (or the first list): every node is decided.
     async fn catch_up(&mut self, now: Timestamp) -> bool {
@@ -306,10 +315,7 @@ impl<C: Cluster> Controller<C> {
             self.resync(now).await;
         } else {
             for n in changes.nodes {
-                match self.observed.node(&n) {
-                    Some(v) => self.observe(v, false, now),
-                    None => self.forget(&n),
-                }
+                self.take_node(&n, false, now);
             }
             let due =
                 (self.last_resync).is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
@@ -351,10 +357,7 @@ impl<C: Cluster> Controller<C> {
     /// cordon up to 100 ms), and goes on at the rounds after.
     async fn resync_some(&mut self, now: Timestamp) {
         while let Some(n) = self.resync_left.pop() {
-            match self.observed.node(&n) {
-                Some(v) => self.observe(v, false, now),
-                None => self.forget(&n),
-            }
+            self.take_node(&n, false, now);
             let left = self.resync_left.len();
             if left > 0 && left.is_multiple_of(YIELD_EVERY) {
                 tokio::task::yield_now().await;
@@ -377,10 +380,7 @@ impl<C: Cluster> Controller<C> {
         // The selector runs on each view: let the guard and the watches in between. The pods of
         // every node are handed over again (the pod index was replaced).
         for (i, n) in self.resync_begin().iter().enumerate() {
-            match self.observed.node(n) {
-                Some(v) => self.observe(v, true, now),
-                None => self.forget(n),
-            }
+            self.take_node(n, true, now);
             if i % YIELD_EVERY == YIELD_EVERY - 1 {
                 tokio::task::yield_now().await;
             }

@@ -179,12 +179,12 @@ impl Observed {
         self.pods.read().unwrap().all.len()
     }
 
-    /// Take what changed since the last call.
     /// Whether anything changed since the controller last took the changes.
     pub(crate) fn has_changes(&self) -> bool {
         *self.changes.lock().unwrap() != Changes::default()
     }
 
+    /// Take what changed since the last call.
     pub fn take_changes(&self) -> Changes {
         std::mem::take(&mut *self.changes.lock().unwrap())
     }
