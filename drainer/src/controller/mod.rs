@@ -11,11 +11,13 @@
 //!  mod     the loop, settings, the breaker kept on the Lease
 //!  round   one round: catch up with the caches, decide, write, start and finish drains
 //!  chores  the waits' Events and stale pod readiness
+//!  laps    how long a round's parts took: a slow one says so
 //!  tail    what a round writes after its holds, written while the next rounds go on
 //!  symptoms  the PodsNotStarting and PodsNotTerminating conditions
 //! ```
 
 mod chores;
+mod laps;
 mod round;
 mod symptoms;
 mod tail;
@@ -442,7 +444,11 @@ impl<C: Cluster> Controller<C> {
                 .unwrap_or(tick);
             tokio::select! {
                 _ = stop.changed() => return,
-                _ = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
+                _ = changed.notified() => {
+                    let asked = std::time::Instant::now();
+                    tokio::time::sleep(DEBOUNCE).await;
+                    laps::late_wake(DEBOUNCE, asked.elapsed());
+                }
                 _ = tokio::time::sleep(tick.min(until_wake)) => {}
                 Some(r) = next_config(&mut self.configs) => match r {
                     Reloaded::Config(cfg) => self.reconfigure(*cfg),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
+use super::laps::{Laps, Part};
 use super::tail::{Tail, WaitNote};
 use super::{Controller, Did, Done, RESYNC, Tap, WRITE_CONCURRENCY, lease_reference};
 use crate::act::{DrainRun, FollowUp};
@@ -52,10 +53,15 @@ impl<C: Cluster> Controller<C> {
         self.take_noted();
         self.drains.retain(|_, t| !t.is_finished());
         let now = self.clock.now();
+        let mut laps = Laps::start();
         self.fleet
             .set_pause(self.read_lease(pause::pause_of).flatten());
         let relisted = self.catch_up(now).await;
+        let pending = self.fleet.pending();
+        laps.end(Part::CatchUp);
         let decisions = self.decide(now).await;
+        laps.end(Part::Decide);
+        let decided_n = decisions.len();
         self.record_history();
         self.metrics.decided.inc_by(decisions.len() as u64);
         self.report_fleet(now).await;
@@ -65,6 +71,7 @@ impl<C: Cluster> Controller<C> {
         self.gauges();
         self.stale_readiness(now).await;
         self.report_symptoms(now).await;
+        laps.end(Part::Report);
         let fleet = &self.fleet;
         self.waits.retain(|n| fleet.contains(n));
         let decided = match self.tap {
@@ -72,10 +79,12 @@ impl<C: Cluster> Controller<C> {
             None => Vec::new(),
         };
         let work = self.sort(decisions, now);
+        let writes_n = work.writes.len();
         let written = self.write_all(work.writes).await;
         // The drains start once the round's holds are written: a burst's cordons do not share the
         // API server with a hundred drains' evictions (their Done first, as decided).
         let mut done = self.start_drains(work.drains, now);
+        laps.end(Part::Write);
         let proven = work.proven;
         let mut then = Vec::new();
         for (node, effect, ok, reason, follow_up) in written {
@@ -112,6 +121,8 @@ impl<C: Cluster> Controller<C> {
             done,
             decided,
         });
+        laps.end(Part::Rest);
+        laps.report(pending, decided_n, writes_n, relisted);
         if relisted {
             // The first list (or a relist) and the round over every node freed the pages of the
             // watches' lists and the round's own decisions; they would stay in the RSS for good.
