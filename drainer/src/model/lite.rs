@@ -59,6 +59,7 @@ impl NodeView {
             taints: node.taints,
             info: node.info,
             boot: node.boot,
+            selection: Default::default(),
         }
     }
 }

@@ -14,5 +14,6 @@ pub mod pod_lite;
 pub(crate) mod progress;
 pub mod record;
 pub mod seal;
+pub(crate) mod selection;
 pub mod transition;
 pub mod uid;

@@ -160,6 +160,8 @@ pub struct NodeView {
     pub(crate) info: Option<ArcStr>,
     /// `status.nodeInfo.bootID`, which the kubelet sets anew at each boot: what proves a reboot.
     pub(crate) boot: Uid,
+    /// The CEL selector's answer for this view once asked: one evaluation per view.
+    pub(crate) selection: super::selection::Selection,
 }
 
 /// A Node's `metadata.uid`, kept in 16 bytes without an allocation: the API server's UIDs are
@@ -340,6 +342,7 @@ impl NodeView {
         NodeView {
             info,
             boot: Uid::parse(boot.map_or("", |i| i.boot_id.as_str())),
+            selection: Default::default(),
             name: intern(meta.name.as_deref().unwrap_or_default()),
             uid: Uid::parse(meta.uid.as_deref().unwrap_or_default()),
             resource_version: Version::parse(meta.resource_version.as_deref().unwrap_or_default()),

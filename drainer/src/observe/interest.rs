@@ -74,6 +74,16 @@ impl Interest {
             && self.same_read_labels(old, new))
     }
 
+    /// The selector's answer for `old` kept with `new` when nothing it reads changed
+    /// ([`crate::config::select::Selector::carry`]): a heartbeat's view inherits it, so the next
+    /// label change is evaluated once, on its new view (the old one's answer at hand, and the
+    /// fleet taking the new one's).
+    pub(crate) fn carry(&self, old: &NodeView, new: &NodeView) {
+        if let Some(l) = &self.labels {
+            l.cfg.selector.carry(old, new);
+        }
+    }
+
     fn same_read_labels(&self, old: &NodeView, new: &NodeView) -> bool {
         if old.labels == new.labels {
             return true;
@@ -88,9 +98,9 @@ impl Interest {
         if selector.reads().same(old, new) {
             return true;
         }
-        // Evaluated twice: the old view's answer is not kept anywhere the watch can read, and a
-        // label the selector reads changes rarely. An evaluation error is news (the fleet says
-        // it).
+        // The old view's answer is kept with it (carried from the view the fleet or the watch
+        // evaluated last); the new one's is kept for the fleet. An evaluation error is news (the
+        // fleet says it).
         match (selector.matches(old), selector.matches(new)) {
             (Ok(a), Ok(b)) => a == b,
             _ => false,

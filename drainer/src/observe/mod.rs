@@ -236,6 +236,7 @@ impl Observed {
         let mut nodes = self.nodes.write().unwrap();
         let (new, old) = match nodes.get_mut(view.name.as_str()) {
             Some(old) if old.same_state(&view) => {
+                self.interest.read().unwrap().carry(old, &view);
                 *old = Arc::new(view);
                 return;
             }
@@ -252,7 +253,11 @@ impl Observed {
         };
         drop(nodes);
         // Outside the cache's lock: a selector may be evaluated.
-        let wake = old.is_none_or(|old| self.interest.read().unwrap().news(&old, &new));
+        let wake = old.is_none_or(|old| {
+            let interest = self.interest.read().unwrap();
+            interest.carry(&old, &new);
+            interest.news(&old, &new)
+        });
         let note = |c: &mut Changes| {
             c.nodes.insert(new.name.clone());
         };
@@ -430,6 +435,56 @@ mod tests {
         o.apply_node(&serde_json::from_value(not_ready).unwrap());
         assert!(woken(&o), "Ready is read");
         assert_eq!(o.take_changes().nodes.len(), 1);
+    }
+
+    /// A quiet label change (one the CEL selector reads, its answer the same) costs one evaluation
+    /// between the watch and the fleet's next round: the old view's answer came with the
+    /// heartbeats' views, and the fleet takes the new view's answer from the watch.
+    #[test]
+    fn a_label_change_the_selector_reads_is_evaluated_once_between_the_watch_and_the_fleet() {
+        use crate::config::select::CEL_EVALUATIONS;
+        use futures::FutureExt;
+        let cfg = Arc::new(crate::config::Config {
+            selector: crate::config::select::Selector::cel(
+                "metadata.labels['draino'] == 'node' && metadata.labels['flip'] != 'off'",
+            )
+            .unwrap(),
+            ..Default::default()
+        });
+        let o = Observed::default();
+        o.set_interest(Interest::of(&cfg));
+        let mut fleet = crate::decide::fleet::Fleet::new(cfg);
+        let now = "2026-11-28T10:00:00Z".parse().unwrap();
+        let woken = |o: &Observed| o.changed.notified().now_or_never().is_some();
+        let evaluations = || CEL_EVALUATIONS.with(|n| n.replace(0));
+        evaluations(); // building the selector tried it on two sample nodes
+        let flip = |rv: &str, flip: &str, beat: &str| -> Node {
+            let mut n = serde_json::to_value(node("a", rv, "True", beat)).unwrap();
+            n["metadata"]["labels"] = json!({"draino": "node", "flip": flip});
+            serde_json::from_value(n).unwrap()
+        };
+        o.apply_node(&flip("1", "a", "2026-11-28T09:00:00Z"));
+        fleet.observe(o.node("a").unwrap(), now);
+        assert_eq!(evaluations(), 1, "the fleet evaluates a node it sees first");
+        // Heartbeats: nothing evaluated, the answer carried to each new view.
+        for (rv, beat) in [("2", "2026-11-28T09:00:10Z"), ("3", "2026-11-28T09:00:20Z")] {
+            o.apply_node(&flip(rv, "a", beat));
+        }
+        assert_eq!(evaluations(), 0);
+        o.take_changes();
+        woken(&o);
+
+        o.apply_node(&flip("4", "b", "2026-11-28T09:00:30Z"));
+        assert!(!woken(&o), "the answer is the same: no wake-up");
+        fleet.observe(o.node("a").unwrap(), now);
+        assert_eq!(evaluations(), 1, "the new view, once: at the watch");
+        assert!(fleet.selected("a"));
+
+        o.apply_node(&flip("5", "off", "2026-11-28T09:00:40Z"));
+        assert!(woken(&o), "the node leaves the selection");
+        fleet.observe(o.node("a").unwrap(), now);
+        assert_eq!(evaluations(), 1);
+        assert!(!fleet.selected("a"), "the fleet took the watch's answer");
     }
 
     #[tokio::test]

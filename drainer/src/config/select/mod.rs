@@ -152,6 +152,16 @@ enum Outcome {
     MissingKey(String),
 }
 
+/// The number the next CEL selector built takes (one per configuration loaded; a drainer does not
+/// build 2^32 of them).
+static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+#[cfg(test)]
+thread_local! {
+    /// CEL evaluations on this thread, for the tests that count them.
+    pub(crate) static CEL_EVALUATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 pub enum Selector {
     All,
     Cel {
@@ -162,6 +172,9 @@ pub enum Selector {
         env: Arc<cel::Env>,
         /// What the expression reads of a node.
         reads: Fields,
+        /// This selector's number: its answers are kept with the views it was given
+        /// ([`crate::model::selection`]), one evaluation per view.
+        id: u32,
     },
     Labels(kube::core::Selector),
 }
@@ -231,6 +244,7 @@ impl Selector {
         match cel::Program::compile(expr) {
             Ok(program) => {
                 let selector = Selector::Cel {
+                    id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                     source: expr.to_string(),
                     reads: Fields::read_by(program.expression()),
                     program,
@@ -348,8 +362,33 @@ impl Selector {
 
     /// Does `node` match? A CEL evaluation error (e.g. a missing key) counts as no match and is returned
     /// as the reason.
+    /// A CEL selector asks once per view: the answer is kept with it (an error is not, and is
+    /// returned again).
     pub fn matches(&self, node: &NodeView) -> Result<bool, SelectError> {
-        self.evaluate(node).map(|o| o == Outcome::Selected)
+        let id = match self {
+            Selector::Cel { id, .. } => Some(*id),
+            _ => None,
+        };
+        if let Some(answer) = id.and_then(|id| node.selection.get(id)) {
+            return Ok(answer);
+        }
+        let answer = self.evaluate(node).map(|o| o == Outcome::Selected);
+        if let (Some(id), Ok(a)) = (id, &answer) {
+            node.selection.set(id, *a);
+        }
+        answer
+    }
+
+    /// Keep this selector's answer for `from` with `to` when `to` differs from it in nothing the
+    /// selector reads (a heartbeat, a change of something else): the next change of a field it
+    /// reads is then evaluated on the new view only.
+    pub(crate) fn carry(&self, from: &NodeView, to: &NodeView) {
+        if let Selector::Cel { id, reads, .. } = self
+            && let Some(answer) = from.selection.get(*id)
+            && reads.same(from, to)
+        {
+            to.selection.set(*id, answer);
+        }
     }
 
     /// The key a CEL selector looked for on `node` and did not find (the node is then not
@@ -395,6 +434,8 @@ impl Selector {
                 reads,
                 ..
             } => {
+                #[cfg(test)]
+                CEL_EVALUATIONS.with(|n| n.set(n.get() + 1));
                 let mut ctx = cel::Context::with_env(Arc::clone(env));
                 for (name, value) in fields::variables(node, reads) {
                     ctx.add_variable_as_val(name, value);
@@ -500,6 +541,37 @@ mod tests {
             labels: labels.iter().copied().collect(),
             ..Default::default()
         }
+    }
+
+    /// A view's kept answer is its own selector's, and goes only to a view the selector reads the
+    /// same: a node whose label changed is asked again, and another configuration's selector asks
+    /// for itself.
+    #[test]
+    fn a_kept_answer_is_the_selectors_own_and_is_carried_only_where_it_holds() {
+        let count = || CEL_EVALUATIONS.with(|n| n.replace(0));
+        let s = Selector::cel("metadata.labels['pool'] == 'a'").unwrap();
+        let a = node(&[("pool", "a")]);
+        count();
+        assert!(s.matches(&a).unwrap());
+        assert!(s.matches(&a).unwrap());
+        assert_eq!(count(), 1, "asked once for one view");
+        let zoned = node(&[("pool", "a"), ("zone", "1")]);
+        s.carry(&a, &zoned);
+        assert!(s.matches(&zoned).unwrap());
+        assert_eq!(count(), 0, "a label it does not read: carried");
+        let moved = node(&[("pool", "b")]);
+        s.carry(&a, &moved);
+        assert!(!s.matches(&moved).unwrap(), "a label it reads: asked again");
+        assert_eq!(count(), 1);
+        let other = Selector::cel("metadata.labels['pool'] == 'b'").unwrap();
+        assert!(
+            !other.matches(&a).unwrap(),
+            "another selector asks for itself"
+        );
+        let copy = a.clone();
+        count();
+        assert!(s.matches(&copy).unwrap());
+        assert_eq!(count(), 1, "a copy of a view may be changed: asked again");
     }
 
     #[test]
