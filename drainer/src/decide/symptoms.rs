@@ -87,6 +87,22 @@ impl SymptomWrite {
 /// the API server).
 pub(crate) const MAX_WRITES: usize = 100;
 
+/// Is `condition` True on `view` with the reason we set it with?
+fn ours_true(view: &NodeView, condition: &str, set_reason: &str) -> bool {
+    let now = view.conditions.iter().find(|c| &*c.type_ == condition);
+    now.is_some_and(|c| c.status == Status::True && c.reason.as_deref() == Some(set_reason))
+}
+
+/// Does `view` carry a symptom condition we set (True with our reason)? Such a node may need it
+/// cleared; one that does not needs a write only for a symptom found on it. The fleet keeps the
+/// selected nodes that do, so the writes are looked for among them and the nodes with symptoms,
+/// not among every node.
+pub(crate) fn marked(view: &NodeView) -> bool {
+    CONDITIONS
+        .iter()
+        .any(|(condition, set_reason, ..)| ours_true(view, condition, set_reason))
+}
+
 /// The writes that bring the nodes `views` (the selected ones) to the symptoms `found`: a symptom
 /// whose condition is not True with its reason yet is set; a condition True with our reason and
 /// no symptom any more is cleared. Nothing else is written: a node that never had a symptom gets
@@ -105,10 +121,7 @@ pub(crate) fn writes<'a>(
     views.sort_by(|a, b| a.name.cmp(&b.name));
     for view in views {
         for (condition, set_reason, clear_reason, clear_message) in CONDITIONS {
-            let now = view.conditions.iter().find(|c| &*c.type_ == condition);
-            let ours_true = now.is_some_and(|c| {
-                c.status == Status::True && c.reason.as_deref() == Some(set_reason)
-            });
+            let ours_true = ours_true(view, condition, set_reason);
             let want = found
                 .get(&view.name)
                 .and_then(|s| s.iter().find(|s| s.condition == condition));

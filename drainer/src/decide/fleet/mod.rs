@@ -242,6 +242,12 @@ impl Fleet {
         self.nodes.values().map(|e| (&*e.view, e.selected))
     }
 
+    /// The selected nodes carrying a symptom condition we set (to be cleared when the symptom is
+    /// gone).
+    pub(crate) fn symptomatic(&self) -> impl Iterator<Item = &ArcStr> {
+        self.running.symptomatic.iter()
+    }
+
     pub(crate) fn selected(&self, name: &str) -> bool {
         self.nodes.get(name).is_some_and(|e| e.selected)
     }

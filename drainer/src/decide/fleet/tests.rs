@@ -803,3 +803,47 @@ fn the_selected_nodes_attributes_are_counted_as_nodes_come_change_and_go() {
     assert!(format!("{full:?}").contains("\"z2\": 1"), "{full:?}");
     assert_eq!(f.running.attributes, full);
 }
+
+/// The selected nodes carrying a symptom condition we set are kept as views come and go: the
+/// symptoms' writes look for clears among them, not among every node.
+#[test]
+fn the_nodes_carrying_our_symptom_conditions_are_kept_as_their_views_change() {
+    let mut f = Fleet::new(cfg(1));
+    let now = t(0);
+    let symptom = |name: &str, pool: &str, status: Status, reason: &str| {
+        let mut v = view(name, pool, None);
+        let mut conditions = v.conditions.to_vec();
+        conditions.push(Condition {
+            type_: crate::decide::symptoms::PODS_NOT_STARTING.into(),
+            status,
+            reason: Some(reason.into()),
+            since: t(0),
+            heartbeat: 0,
+        });
+        v.conditions = conditions.into();
+        Arc::new(v)
+    };
+    let marked = |f: &Fleet| {
+        let mut names: Vec<String> = f.symptomatic().map(|n| n.to_string()).collect();
+        names.sort();
+        names
+    };
+    f.observe(symptom("n1", "a", Status::True, "PodsWaitingToStart"), now);
+    f.observe(symptom("n2", "a", Status::False, "PodsStart"), now);
+    f.observe(symptom("n3", "b", Status::True, "PodsWaitingToStart"), now);
+    f.observe(symptom("n4", "a", Status::True, "SomeoneElses"), now);
+    f.observe(Arc::new(view("n5", "a", None)), now);
+    assert_eq!(
+        marked(&f),
+        ["n1"],
+        "True with our reason, on a selected node"
+    );
+    f.observe(symptom("n2", "a", Status::True, "PodsWaitingToStart"), now);
+    f.observe(symptom("n1", "a", Status::False, "PodsStart"), now);
+    assert_eq!(marked(&f), ["n2"], "set on one, cleared on the other");
+    f.observe(symptom("n2", "b", Status::True, "PodsWaitingToStart"), now);
+    assert!(marked(&f).is_empty(), "a node leaving the selection leaves");
+    f.observe(symptom("n4", "a", Status::True, "PodsWaitingToStart"), now);
+    f.remove("n4");
+    assert!(marked(&f).is_empty(), "a node gone leaves");
+}

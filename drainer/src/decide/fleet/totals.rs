@@ -124,6 +124,9 @@ pub(super) struct Running {
     pub(super) remediating: HashMap<ArcStr, usize>,
     /// What the selected nodes run and where (the common-cause watch compares a group with them).
     pub(super) attributes: crate::decide::common_cause::AttributeCounts,
+    /// Selected nodes carrying a symptom condition we set ([`crate::decide::symptoms::marked`]):
+    /// with the nodes a symptom is found on, the only ones the symptoms' writes can concern.
+    pub(super) symptomatic: std::collections::HashSet<ArcStr>,
 }
 
 /// The reboot request a record of ours stands for, if it does.
@@ -168,6 +171,13 @@ impl Running {
         let owned = e.record.as_ref().filter(|r| r.owned_by(owner, e.selected));
         if e.selected {
             self.attributes.count(&e.view, add);
+            if crate::decide::symptoms::marked(&e.view) {
+                if add {
+                    self.symptomatic.insert(e.view.name.clone());
+                } else {
+                    self.symptomatic.remove(&e.view.name);
+                }
+            }
             step(&mut self.unhealthy, e.unhealthy.is_some());
             if let Some(t) = e.unhealthy {
                 multiset(&mut self.unhealthy_since, t, add);
