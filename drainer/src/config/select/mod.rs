@@ -362,6 +362,7 @@ impl Selector {
 
     /// Does `node` match? A CEL evaluation error (e.g. a missing key) counts as no match and is returned
     /// as the reason.
+    ///
     /// A CEL selector asks once per view: the answer is kept with it (an error is not, and is
     /// returned again).
     pub fn matches(&self, node: &NodeView) -> Result<bool, SelectError> {
