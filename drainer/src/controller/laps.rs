@@ -1,4 +1,4 @@
-//! How long a round's parts took, wall time, so that a slow round says at debug level where its time
+//! How long a round's parts took, I/O (the wall clock, a log line): wall time, so that a slow round says at debug level where its time
 //! went: a stall of condition -> cordon at 50,000 nodes is then found in the drainer's log, not by
 //! lining the log up with a benchmark's samples by hand. Reading the clock costs nanoseconds; only a
 //! round slower than [`SLOW_ROUND`] is logged.

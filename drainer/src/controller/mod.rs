@@ -10,8 +10,9 @@
 //! ```text
 //!  mod     the loop, settings, the breaker kept on the Lease
 //!  round   one round: catch up with the caches, decide, write, start and finish drains
-//!  chores  the waits' Events and stale pod readiness
+//!  chores  the waits' Events, stale pod readiness, the watchdog, which rounds do the periodic chores
 //!  laps    how long a round's parts took: a slow one says so
+//!  walk    the watchdog's walk over the nodes, kept between rounds
 //!  tail    what a round writes after its holds, written while the next rounds go on
 //!  symptoms  the PodsNotStarting and PodsNotTerminating conditions
 //! ```
@@ -23,6 +24,7 @@ mod symptoms;
 mod tail;
 #[cfg(test)]
 mod tests;
+mod walk;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +53,9 @@ use crate::record::Recorder;
 /// Changes arriving within this time after the first are decided in one round: a burst (a zone's
 /// nodes going NotReady together) is seen whole by the gates, not a watch poll's worth at a time.
 pub(crate) const DEBOUNCE: Duration = Duration::from_millis(5);
+/// Nodes handled between two yields to the runtime by the resync and the watchdog's walk (and the
+/// size from which a round is decided on the blocking pool).
+pub(super) const YIELD_EVERY: usize = 256;
 /// Every node is decided again this often, changed or not.
 pub const RESYNC: Duration = Duration::from_secs(60);
 /// Writes of one round in flight at once.
@@ -174,6 +179,11 @@ pub(crate) struct Controller<C: Cluster> {
     placement_said: bool,
     /// When the watchdog last checked, and last read the detector DaemonSet.
     last_watchdog: Option<Timestamp>,
+    /// The watchdog's walk under way (it gives way to changes, as the resync does).
+    watchdog_walk: Option<walk::Walk>,
+    /// Since when rounds with changes have left the periodic chores (the resync, the watchdog's
+    /// walk) to the next round.
+    chores_waiting: Option<Timestamp>,
     /// When the pods' symptoms were last assessed.
     last_symptoms: Option<Timestamp>,
     /// The assessment under way on the blocking pool.
@@ -231,6 +241,8 @@ impl<C: Cluster> Controller<C> {
             placement_said: false,
             said_nodes_only: false,
             last_watchdog: None,
+            watchdog_walk: None,
+            chores_waiting: None,
             last_symptoms: None,
             symptoms: None,
             last_placement: None,

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::laps::{Laps, Part};
 use super::tail::{Tail, WaitNote};
-use super::{Controller, Did, Done, RESYNC, Tap, WRITE_CONCURRENCY, lease_reference};
+use super::{Controller, Did, Done, Tap, WRITE_CONCURRENCY, YIELD_EVERY, lease_reference};
 use crate::act::{DrainRun, FollowUp};
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
@@ -39,9 +39,6 @@ fn held_by_gates<'a>(
 const WRITE_RETRY: Duration = Duration::from_secs(5);
 /// A ladder step decided while the drain's last write is under way is decided again this much later.
 const STEP_AFTER_DRAIN: Duration = Duration::from_millis(500);
-/// Nodes handled between two yields to the runtime (and the size from which a round is decided on
-/// the blocking pool).
-pub(super) const YIELD_EVERY: usize = 256;
 
 impl<C: Cluster> Controller<C> {
     pub(crate) async fn round(&mut self) {
@@ -320,28 +317,32 @@ impl<C: Cluster> Controller<C> {
     async fn catch_up(&mut self, now: Timestamp) -> bool {
         let changes = self.observed.take_changes();
         let first = self.last_resync.is_none();
-        if changes.all || self.fleet.is_empty() {
+        let chores = if changes.all || self.fleet.is_empty() {
             self.last_resync = Some(now);
             self.resync_left = Vec::new();
             self.resync(now).await;
+            true
         } else {
+            let changed = !changes.nodes.is_empty();
             for n in changes.nodes {
                 self.take_node(&n, false, now);
             }
-            let due =
-                (self.last_resync).is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now);
-            if due && self.resync_left.is_empty() {
+            let chores = self.chores_now(changed, now);
+            if chores && self.resync_due(now) && self.resync_left.is_empty() {
                 self.last_resync = Some(now);
                 self.resync_left = self.resync_begin();
             }
-            if !self.resync_left.is_empty() {
+            if chores && !self.resync_left.is_empty() {
                 self.resync_some(now).await;
             }
-        }
+            chores
+        };
         for n in changes.pods_of {
             self.fleet.pods(&n, self.observed.pods_on(&n));
         }
-        self.watch_detectors(now).await;
+        if chores {
+            self.watch_detectors(now).await;
+        }
         changes.all || first
     }
 
@@ -369,20 +370,30 @@ impl<C: Cluster> Controller<C> {
     async fn resync_some(&mut self, now: Timestamp) {
         while let Some(n) = self.resync_left.pop() {
             self.take_node(&n, false, now);
-            let left = self.resync_left.len();
-            if left > 0 && left.is_multiple_of(YIELD_EVERY) {
-                tokio::task::yield_now().await;
-                if self.resync_gives_way && self.observed.has_changes() {
-                    // The next round (after the debounce) takes the change, then goes on.
-                    self.observed.changed.notify_one();
-                    return;
-                }
+            if self.give_way(self.resync_left.len()).await {
+                return;
             }
         }
         self.resync_left = Vec::new();
         self.fleet.touch_restless();
         // Strings of nodes and pods gone since the last resync.
         crate::model::intern::purge();
+    }
+
+    /// In a walk over the nodes (the periodic resync, the watchdog's), `left` to go: every
+    /// [`YIELD_EVERY`] nodes the runtime serves the watches and the guard; true when a change came
+    /// in meanwhile and the walk is to stop (in `drainer run`): the next round, woken now, takes
+    /// the change, and the walk goes on after it.
+    pub(super) async fn give_way(&self, left: usize) -> bool {
+        if left == 0 || !left.is_multiple_of(YIELD_EVERY) {
+            return false;
+        }
+        tokio::task::yield_now().await;
+        if self.resync_gives_way && self.observed.has_changes() {
+            self.observed.changed.notify_one();
+            return true;
+        }
+        false
     }
 
     /// Every node again from the caches, each decided again, with its pods (after a relist, or

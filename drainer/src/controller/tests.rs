@@ -581,10 +581,36 @@ async fn a_rounds_tail_is_written_while_the_next_round_cordons_and_each_nodes_wr
     r.c.settle().await;
 }
 
+/// A round during which node `bad` goes bad: its change comes in at the round's first yield to the
+/// runtime.
+async fn round_with_a_change_meanwhile(r: &mut Rig, bad: &str) {
+    let (cluster, b) = (r.cluster.clone(), bad.to_string());
+    let change = tokio::spawn(async move { cluster.put_node(node(&b, true)) });
+    r.c.round().await;
+    assert!(change.is_finished(), "the change came in during the round");
+}
+
+/// Rounds (ten at most, no time passing) until `done` holds and a cordon was written: the
+/// cordons written, after those `cordoned` already.
+async fn rounds_until(
+    r: &mut Rig,
+    mut cordoned: Vec<String>,
+    done: impl Fn(&Controller<MemoryCluster>) -> bool,
+) -> Vec<String> {
+    for _ in 0..10 {
+        if done(&r.c) && !cordoned.is_empty() {
+            break;
+        }
+        r.c.round().await;
+        cordoned.extend(cordons(&r.cluster.take_writes()));
+    }
+    cordoned
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_periodic_resync_gives_way_to_a_change_and_goes_on_at_the_next_round() {
     // More nodes than a resync takes between two looks at the changes.
-    let n = 3 * round::YIELD_EVERY;
+    let n = 3 * YIELD_EVERY;
     let name = |i: usize| format!("n{i:04}");
     for gives_way in [true, false] {
         let nodes = (0..n).map(|i| node(&name(i), false)).collect();
@@ -596,12 +622,8 @@ async fn a_periodic_resync_gives_way_to_a_change_and_goes_on_at_the_next_round()
         tokio::time::advance(RESYNC).await;
         // A node goes bad while the periodic resync runs: its change comes in at the resync's
         // first yield to the runtime.
-        let cluster = r.cluster.clone();
         let bad = name(n - 1);
-        let b = bad.clone();
-        let change = tokio::spawn(async move { cluster.put_node(node(&b, true)) });
-        r.c.round().await;
-        assert!(change.is_finished(), "the change came in during the round");
+        round_with_a_change_meanwhile(&mut r, &bad).await;
         let left = r.c.resync_left.len();
         if gives_way {
             assert!(
@@ -612,12 +634,94 @@ async fn a_periodic_resync_gives_way_to_a_change_and_goes_on_at_the_next_round()
             assert_eq!(left, 0, "a simulation keeps whole rounds");
         }
         // The next round decides the change (unless the resync took the new view already: it
-        // reads each view from the cache as it goes), and the resync goes on to its end.
-        let mut cordoned = cordons(&r.cluster.take_writes());
-        r.c.round().await;
-        cordoned.extend(cordons(&r.cluster.take_writes()));
+        // reads each view from the cache as it goes), and once the rounds have no changes (our
+        // own writes come back as changes first: a few rounds, no time passing) the resync goes
+        // on to its end.
+        let first = cordons(&r.cluster.take_writes());
+        let cordoned = rounds_until(&mut r, first, |c| c.resync_left.is_empty()).await;
         assert_eq!(cordoned, vec![bad]);
         assert!(r.c.resync_left.is_empty(), "{gives_way}");
         assert!(r.c.fleet.contains(&name(0)) && r.c.fleet.contains(&name(n - 1)));
     }
+}
+
+/// The watchdog's walk over the selected nodes gives way to a change as the resync does: it
+/// stops part way, the next round decides the change and the walk goes on to its end.
+#[tokio::test(start_paused = true)]
+async fn the_watchdogs_walk_gives_way_to_a_change_and_goes_on_at_the_next_round() {
+    let n = 3 * YIELD_EVERY;
+    let name = |i: usize| format!("n{i:04}");
+    let mut cfg = config(10);
+    // A walk every 10 s, well within a resync period.
+    cfg.watchdog.silent_after = Some(Duration::from_secs(30));
+    let nodes = (0..n).map(|i| node(&name(i), false)).collect();
+    let mut r = rig(cfg, nodes, vec![]);
+    r.c.resync_gives_way = true;
+    r.c.round().await; // the first list, and a first walk: nothing came in meanwhile
+    assert!(r.c.watchdog_walk.is_none());
+    r.cluster.take_writes();
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let bad = name(n - 1);
+    round_with_a_change_meanwhile(&mut r, &bad).await;
+    let left = r.c.watchdog_walk.as_ref().map_or(0, |w| w.left.len());
+    assert!(
+        left > 0 && left < n,
+        "the walk stopped part way for the change: {left} of {n} left"
+    );
+    // The next round decides the change; once the rounds have no changes (our own writes come
+    // back as changes first: a few rounds, no time passing) the walk goes on to its end.
+    let cordoned = rounds_until(&mut r, Vec::new(), |c| c.watchdog_walk.is_none()).await;
+    assert_eq!(cordoned, vec![bad]);
+    assert!(r.c.watchdog_walk.is_none(), "and went on to its end");
+}
+
+/// A round with changes decides them and leaves a due resync (and watchdog walk) to the next
+/// round, which it wakes; under changes in every round the chores wait 5 s at most.
+#[tokio::test(start_paused = true)]
+async fn a_round_with_changes_leaves_the_due_chores_to_the_next_round_for_five_seconds_at_most() {
+    use futures::FutureExt;
+    let labelled = |name: &str, bad: bool, k: usize| -> Node {
+        let mut n = serde_json::to_value(node(name, bad)).unwrap();
+        n["metadata"]["labels"] = json!({"k": k.to_string()});
+        serde_json::from_value(n).unwrap()
+    };
+    let nodes = (0..8)
+        .map(|i| labelled(&format!("n{i}"), false, 0))
+        .collect();
+    let mut r = rig(config(10), nodes, vec![]);
+    r.c.resync_gives_way = true;
+    r.c.round().await;
+    r.cluster.take_writes();
+    let woken = |c: &Controller<MemoryCluster>| c.observed.changed.notified().now_or_never();
+    woken(&r.c);
+    tokio::time::advance(RESYNC).await;
+    let before = r.c.last_resync;
+    r.cluster.put_node(labelled("n0", true, 0));
+    r.c.round().await;
+    assert_eq!(cordons(&r.cluster.take_writes()), vec!["n0"]);
+    assert_eq!(r.c.last_resync, before, "the due resync waits");
+    assert!(woken(&r.c).is_some(), "for the next round, woken at once");
+    // Our cordon comes back as a change: the round after that one does it, no time passing.
+    for _ in 0..2 {
+        r.c.round().await;
+    }
+    assert!(
+        r.c.last_resync > before,
+        "the next round without changes does it"
+    );
+
+    tokio::time::advance(RESYNC).await;
+    let before = r.c.last_resync;
+    let mut rounds = 0;
+    while r.c.last_resync == before {
+        rounds += 1;
+        assert!(rounds <= 7, "the chores waited more than 5 s");
+        r.cluster.put_node(labelled("n1", false, rounds));
+        r.c.round().await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        rounds, 6,
+        "a change every second: the sixth round, 5 s on, does them"
+    );
 }

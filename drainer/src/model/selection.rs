@@ -1,4 +1,4 @@
-//! A selector's answer kept with the node's view it was given for, so that one view is evaluated
+//! A selector's answer kept with the node's view it was given for, pure data: so that one view is evaluated
 //! once: the watch asks whether a label change moved the selection (the old view and the new), and
 //! the fleet takes the new view's selection at the next round; without the memo a quiet label
 //! change evaluated the CEL expression three times (issue 39).
