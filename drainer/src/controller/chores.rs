@@ -17,8 +17,19 @@ use crate::model::occurrence::{SOURCE, reason};
 use nodemedic_common::time::add;
 use std::time::Duration;
 
-/// Rounds with changes leave the periodic chores to the next round for this long at most.
+/// A periodic chore pending this long is done whole in the next round.
 const CHORES_WAIT: Duration = Duration::from_secs(5);
+
+/// What a round does with the periodic chores ([`Controller::chores_now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Chores {
+    /// Not this round: it decides its changes first.
+    Later,
+    /// Stopping for a change that comes in meanwhile (and going on at the next round).
+    GivingWay,
+    /// To the end, whatever comes in.
+    Whole,
+}
 
 /// How often the watchdog checks: a third of `--detector-silent-after`, at most every resync period
 /// and at least every second (a silence is noticed within a third of its limit).
@@ -31,23 +42,31 @@ impl<C: Cluster> Controller<C> {
         (self.last_resync).is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now)
     }
 
-    /// Whether this round does the periodic chores (the resync, the watchdog's walk). A round
-    /// with changes decides them first and leaves a chore that is due to the next round, woken at
-    /// once, for [`CHORES_WAIT`] at most: at 50,000 nodes a resync begun in such a round held its
-    /// changes' cordons up to 100 ms. A simulation keeps whole rounds.
-    pub(super) fn chores_now(&mut self, changed: bool, now: Timestamp) -> bool {
+    /// What this round does with the periodic chores (the resync, the watchdog's walk), one of
+    /// which is due or under way. A round taking a change that woke the controller decides it first
+    /// and leaves them to the next round, woken at once: at 50,000 nodes a resync begun in such a
+    /// round held its change's cordon up to 100 ms. Otherwise they give way to such a change that
+    /// comes in meanwhile. A chore pending for [`CHORES_WAIT`] is done whole, whatever comes in, so
+    /// changes in every round cannot hold it off. A simulation does them whole.
+    pub(super) fn chores_now(&mut self, urgent: bool, now: Timestamp) -> Chores {
+        if !self.resync_gives_way {
+            return Chores::Whole;
+        }
         let due = self.resync_due(now) || !self.resync_left.is_empty() || self.watchdog_due(now);
-        if !(changed && due && self.resync_gives_way) {
+        if !due {
             self.chores_waiting = None;
-            return true;
+            return Chores::GivingWay;
         }
         let since = *self.chores_waiting.get_or_insert(now);
-        if nodemedic_common::time::add(since, CHORES_WAIT) <= now {
+        if add(since, CHORES_WAIT) <= now {
             self.chores_waiting = None;
-            return true;
+            return Chores::Whole;
         }
-        self.observed.changed.notify_one();
-        false
+        if urgent {
+            self.observed.changed.notify_one();
+            return Chores::Later;
+        }
+        Chores::GivingWay
     }
 
     /// The watchdog's walk is under way, or due to begin.
@@ -67,7 +86,7 @@ impl<C: Cluster> Controller<C> {
     /// the next round): at 50,000 nodes the whole walk held the loop's thread 45-100 ms once a
     /// minute, and a cordon decided in that time waited for it. The silences are judged as of
     /// when the walk began.
-    pub(super) async fn watch_detectors(&mut self, now: Timestamp) {
+    pub(super) async fn watch_detectors(&mut self, now: Timestamp, chores: Chores) {
         let Some(after) = self.cfg.watchdog.silent_after else {
             self.watchdog_walk = None; // turned off by a reload
             return;
@@ -101,7 +120,7 @@ impl<C: Cluster> Controller<C> {
         };
         while let Some(n) = walk.left.pop() {
             walk.latest.extend(self.observed.node(&n));
-            if self.give_way(walk.left.len()).await {
+            if self.give_way(walk.left.len(), chores).await {
                 self.watchdog_walk = Some(walk);
                 return;
             }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
+use super::chores::Chores;
 use super::laps::{Laps, Part};
 use super::tail::{Tail, WaitNote};
 use super::{Controller, Did, Done, Tap, WRITE_CONCURRENCY, YIELD_EVERY, lease_reference};
@@ -321,27 +322,29 @@ impl<C: Cluster> Controller<C> {
             self.last_resync = Some(now);
             self.resync_left = Vec::new();
             self.resync(now).await;
-            true
+            Chores::Whole
         } else {
-            let changed = !changes.nodes.is_empty();
             for n in changes.nodes {
                 self.take_node(&n, false, now);
             }
-            let chores = self.chores_now(changed, now);
-            if chores && self.resync_due(now) && self.resync_left.is_empty() {
+            let chores = self.chores_now(changes.urgent, now);
+            if chores != Chores::Later && self.resync_due(now) && self.resync_left.is_empty() {
                 self.last_resync = Some(now);
                 self.resync_left = self.resync_begin();
             }
-            if chores && !self.resync_left.is_empty() {
-                self.resync_some(now).await;
+            if chores != Chores::Later && !self.resync_left.is_empty() {
+                self.resync_some(now, chores).await;
             }
             chores
         };
         for n in changes.pods_of {
             self.fleet.pods(&n, self.observed.pods_on(&n));
         }
-        if chores {
-            self.watch_detectors(now).await;
+        if chores != Chores::Later {
+            self.watch_detectors(now, chores).await;
+            if self.resync_left.is_empty() && self.watchdog_walk.is_none() {
+                self.chores_waiting = None; // none pending any more
+            }
         }
         changes.all || first
     }
@@ -367,10 +370,10 @@ impl<C: Cluster> Controller<C> {
     /// it stops (after [`YIELD_EVERY`] nodes at least) so the change is decided at the next round,
     /// not after every node of the cluster (at 50,000 nodes a whole resync held a new condition's
     /// cordon up to 100 ms), and goes on at the rounds after.
-    async fn resync_some(&mut self, now: Timestamp) {
+    async fn resync_some(&mut self, now: Timestamp, chores: Chores) {
         while let Some(n) = self.resync_left.pop() {
             self.take_node(&n, false, now);
-            if self.give_way(self.resync_left.len()).await {
+            if self.give_way(self.resync_left.len(), chores).await {
                 return;
             }
         }
@@ -381,15 +384,15 @@ impl<C: Cluster> Controller<C> {
     }
 
     /// In a walk over the nodes (the periodic resync, the watchdog's), `left` to go: every
-    /// [`YIELD_EVERY`] nodes the runtime serves the watches and the guard; true when a change came
-    /// in meanwhile and the walk is to stop (in `drainer run`): the next round, woken now, takes
-    /// the change, and the walk goes on after it.
-    pub(super) async fn give_way(&self, left: usize) -> bool {
+    /// [`YIELD_EVERY`] nodes the runtime serves the watches and the guard; true when the walk
+    /// gives way (`chores`) and a change that woke the controller came in meanwhile: the walk is to
+    /// stop, the next round, woken now, takes the change, and the walk goes on after it.
+    pub(super) async fn give_way(&self, left: usize, chores: Chores) -> bool {
         if left == 0 || !left.is_multiple_of(YIELD_EVERY) {
             return false;
         }
         tokio::task::yield_now().await;
-        if self.resync_gives_way && self.observed.has_changes() {
+        if chores == Chores::GivingWay && self.observed.has_urgent_changes() {
             self.observed.changed.notify_one();
             return true;
         }

@@ -675,53 +675,82 @@ async fn the_watchdogs_walk_gives_way_to_a_change_and_goes_on_at_the_next_round(
     assert!(r.c.watchdog_walk.is_none(), "and went on to its end");
 }
 
-/// A round with changes decides them and leaves a due resync (and watchdog walk) to the next
-/// round, which it wakes; under changes in every round the chores wait 5 s at most.
+/// A round taking a change that woke the controller decides it and leaves a due resync to the
+/// next round, which it wakes; a change of nothing decisions read does not; under such changes in
+/// every round the resync waits 5 s at most, and is then done whole.
 #[tokio::test(start_paused = true)]
-async fn a_round_with_changes_leaves_the_due_chores_to_the_next_round_for_five_seconds_at_most() {
+async fn a_round_with_an_urgent_change_leaves_the_due_chores_to_the_next_round_for_five_seconds_at_most()
+ {
     use futures::FutureExt;
-    let labelled = |name: &str, bad: bool, k: usize| -> Node {
-        let mut n = serde_json::to_value(node(name, bad)).unwrap();
-        n["metadata"]["labels"] = json!({"k": k.to_string()});
-        serde_json::from_value(n).unwrap()
+    let n = 3 * YIELD_EVERY;
+    let name = |i: usize| format!("n{i:04}");
+    let with = |name: &str, bad: bool, label: usize, note: usize| -> Node {
+        let mut v = serde_json::to_value(node(name, bad)).unwrap();
+        v["metadata"]["labels"] = json!({"k": label.to_string()});
+        v["metadata"]["annotations"] = json!({"note": note.to_string()});
+        // Fixed times: `node` reads the wall clock, whose second may turn between two puts (a
+        // change of a condition's time would wake the controller).
+        for c in v["status"]["conditions"].as_array_mut().unwrap() {
+            c["lastTransitionTime"] = json!("2026-11-01T00:00:00Z");
+        }
+        serde_json::from_value(v).unwrap()
     };
-    let nodes = (0..8)
-        .map(|i| labelled(&format!("n{i}"), false, 0))
-        .collect();
+    let nodes = (0..n).map(|i| with(&name(i), false, 0, 0)).collect();
     let mut r = rig(config(10), nodes, vec![]);
     r.c.resync_gives_way = true;
     r.c.round().await;
     r.cluster.take_writes();
-    let woken = |c: &Controller<MemoryCluster>| c.observed.changed.notified().now_or_never();
-    woken(&r.c);
+    let woken =
+        |c: &Controller<MemoryCluster>| c.observed.changed.notified().now_or_never().is_some();
+    tokio::time::advance(RESYNC).await;
+    woken(&r.c); // whatever the first round's own writes woke
+    let before = r.c.last_resync;
+    r.cluster.put_node(with(&name(1), false, 1, 0));
+    assert!(!woken(&r.c), "a label nothing reads wakes nothing");
+    r.c.round().await;
+    assert!(
+        r.c.last_resync > before && r.c.resync_left.is_empty(),
+        "and the round that takes it does the due resync"
+    );
+
     tokio::time::advance(RESYNC).await;
     let before = r.c.last_resync;
-    r.cluster.put_node(labelled("n0", true, 0));
+    r.cluster.put_node(with(&name(0), true, 0, 0));
     r.c.round().await;
-    assert_eq!(cordons(&r.cluster.take_writes()), vec!["n0"]);
+    assert_eq!(cordons(&r.cluster.take_writes()), vec![name(0)]);
     assert_eq!(r.c.last_resync, before, "the due resync waits");
-    assert!(woken(&r.c).is_some(), "for the next round, woken at once");
-    // Our cordon comes back as a change: the round after that one does it, no time passing.
-    for _ in 0..2 {
-        r.c.round().await;
-    }
+    assert!(woken(&r.c), "for the next round, woken at once");
+    // Our cordon comes back as a change first: a few rounds, no time passing.
+    let cordoned = rounds_until(&mut r, vec![name(0)], |c| c.last_resync > before).await;
+    assert_eq!(cordoned, vec![name(0)]);
     assert!(
         r.c.last_resync > before,
-        "the next round without changes does it"
+        "a round without such a change begins it"
     );
+    // (It gives way to our DrainScheduled coming back; rounds without changes end it.)
+    let _ = rounds_until(&mut r, vec![name(0)], |c| c.resync_left.is_empty()).await;
+    assert!(r.c.resync_left.is_empty());
 
     tokio::time::advance(RESYNC).await;
     let before = r.c.last_resync;
     let mut rounds = 0;
     while r.c.last_resync == before {
         rounds += 1;
-        assert!(rounds <= 7, "the chores waited more than 5 s");
-        r.cluster.put_node(labelled("n1", false, rounds));
-        r.c.round().await;
+        assert!(rounds <= 7, "the resync waited more than 5 s");
+        r.cluster.put_node(with(&name(2), false, 0, rounds));
+        if rounds == 6 {
+            round_with_a_change_meanwhile(&mut r, &name(n - 1)).await;
+        } else {
+            r.c.round().await;
+        }
         tokio::time::advance(Duration::from_secs(1)).await;
     }
     assert_eq!(
         rounds, 6,
-        "a change every second: the sixth round, 5 s on, does them"
+        "an annotation every second: the round 5 s on does it"
+    );
+    assert!(
+        r.c.resync_left.is_empty(),
+        "whole, though a change came in meanwhile"
     );
 }

@@ -51,6 +51,9 @@ pub struct Changes {
     pub(crate) nodes: HashSet<ArcStr>,
     /// Nodes whose pods changed.
     pub(crate) pods_of: HashSet<ArcStr>,
+    /// Among them a change that woke the controller (not only changes of nothing decisions read,
+    /// which wait for the next round).
+    pub(crate) urgent: bool,
 }
 
 /// The drainer's caches, shared by the controller, the drains and the guard.
@@ -179,9 +182,9 @@ impl Observed {
         self.pods.read().unwrap().all.len()
     }
 
-    /// Whether anything changed since the controller last took the changes.
-    pub(crate) fn has_changes(&self) -> bool {
-        *self.changes.lock().unwrap() != Changes::default()
+    /// Whether a change that woke the controller came in since it last took the changes.
+    pub(crate) fn has_urgent_changes(&self) -> bool {
+        self.changes.lock().unwrap().urgent
     }
 
     /// Take what changed since the last call.
@@ -215,7 +218,10 @@ impl Observed {
     }
 
     fn mark(&self, f: impl FnOnce(&mut Changes)) {
-        f(&mut self.changes.lock().unwrap());
+        let mut changes = self.changes.lock().unwrap();
+        f(&mut changes);
+        changes.urgent = true;
+        drop(changes);
         self.changed.notify_one();
     }
 
