@@ -1,8 +1,8 @@
 //! The controller's chores besides decisions, I/O: one WaitingForBudget Event per wait (its count
 //! refreshed), stale pod readiness reported and, when configured, evicted, the detector
 //! watchdog's walk over the selected nodes (its placement read at each resync), and which rounds
-//! do the periodic chores: one with changes decides them first. When is decided by `decide::schedule` and
-//! `decide::silence` (pure); this reads and writes what they say.
+//! do the periodic chores: one taking a change that woke the controller decides it first. When is
+//! decided by `decide::schedule` and `decide::silence` (pure); this reads and writes what they say.
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
@@ -39,7 +39,7 @@ pub(super) fn watchdog_every(silent_after: std::time::Duration) -> std::time::Du
 
 impl<C: Cluster> Controller<C> {
     pub(super) fn resync_due(&self, now: Timestamp) -> bool {
-        (self.last_resync).is_none_or(|t| nodemedic_common::time::add(t, RESYNC) <= now)
+        (self.last_resync).is_none_or(|t| add(t, RESYNC) <= now)
     }
 
     /// What this round does with the periodic chores (the resync, the watchdog's walk), one of
@@ -87,18 +87,17 @@ impl<C: Cluster> Controller<C> {
     /// minute, and a cordon decided in that time waited for it. The silences are judged as of
     /// when the walk began.
     pub(super) async fn watch_detectors(&mut self, now: Timestamp, chores: Chores) {
-        let Some(after) = self.cfg.watchdog.silent_after else {
+        if self.cfg.watchdog.silent_after.is_none() {
             self.watchdog_walk = None; // turned off by a reload
             return;
-        };
-        let every = watchdog_every(after);
+        }
         // A walk begun a resync period ago (leadership was lost meanwhile) would judge old
         // views: it begins anew. (A walk that gives way still takes 256 nodes a round.)
         if (self.watchdog_walk.as_ref()).is_some_and(|w| add(w.at, RESYNC) <= now) {
             self.watchdog_walk = None;
         }
         if self.watchdog_walk.is_none() {
-            if self.last_watchdog.is_some_and(|t| add(t, every) > now) {
+            if !self.watchdog_due(now) {
                 return;
             }
             self.last_watchdog = Some(now);

@@ -61,7 +61,7 @@ impl<C: Cluster> Controller<C> {
         laps.end(Part::Decide);
         let decided_n = decisions.len();
         self.record_history();
-        self.metrics.decided.inc_by(decisions.len() as u64);
+        self.metrics.decided.inc_by(decided_n as u64);
         self.report_fleet(now).await;
         self.publish_breaker();
         self.publish_records(now);
