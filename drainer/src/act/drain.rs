@@ -1,5 +1,5 @@
 //! A drain's evictions and writing how it ended, I/O. [`Executor::drain`] evicts the job's pods (in
-//! parallel, bounded) and waits until they are gone; the controller works out the record from the
+//! parallel, bounded per drain and, with every drain's other requests, across drains) and waits until they are gone; the controller works out the record from the
 //! [`DrainRun`] it returns, and [`Executor::finish_drain`] writes that record, DrainScheduled's
 //! outcome, the Event and the after-drain marks.
 
@@ -49,6 +49,7 @@ impl<C: Cluster> Executor<C> {
                 .map(|p| format!("{}/{}", p.pod.namespace, p.pod.name))
                 .collect(),
         };
+        let slot = self.drain_slot().await;
         self.record.node(node, starting).await;
         if self.dry_run() {
             tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
@@ -58,6 +59,7 @@ impl<C: Cluster> Executor<C> {
             tracing::warn!(%node, error = %e, "cannot record the drain start; not draining now");
             return None;
         }
+        drop(slot);
         // A wait policy counts from the drain's first start (a retry does not wait again).
         let first_start = record.drain_started.unwrap_or(started);
         let results: Vec<Result<(), EvictError>> = futures::stream::iter(pods)
@@ -215,9 +217,11 @@ impl<C: Cluster> Executor<C> {
             if !self.cluster.leading() {
                 return Err(EvictError::LeadershipLost { pod: id });
             }
+            let slot = self.drain_slot().await;
             let answer = self.cluster.evict(ns, name, Some(grace)).await;
             let o = PodOccurrence::of(&answer);
             self.record.pod(&id, node, &o, EvictionFor::Drain).await;
+            drop(slot);
             let refused = matches!(answer, Ok(Evicted::Refused(_)));
             match answer {
                 Ok(Evicted::Accepted) => break,
@@ -270,6 +274,7 @@ impl<C: Cluster> Executor<C> {
         after: Duration,
         deadline: tokio::time::Instant,
     ) -> Result<(), EvictError> {
+        let slot = self.drain_slot().await;
         let answer = self
             .cluster
             .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref(), grace)
@@ -289,6 +294,7 @@ impl<C: Cluster> Executor<C> {
         self.record
             .pod(&id, pod.node.as_deref(), &o, EvictionFor::Drain)
             .await;
+        drop(slot);
         let (ns, name) = (&*pod.namespace, &*pod.name);
         if self
             .cluster
@@ -307,6 +313,7 @@ impl<C: Cluster> Executor<C> {
         if !self.cluster.leading() {
             return Err(EvictError::LeadershipLost { pod: id });
         }
+        let _slot = self.drain_slot().await;
         let answer = self
             .cluster
             .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref(), 0)

@@ -68,6 +68,10 @@ struct State {
     event_delay: Duration,
     cordon_delay: Duration,
     status_delay: Duration,
+    /// How long each eviction takes to answer, and the evictions under way: now, and at most.
+    evict_delay: Duration,
+    evicting: usize,
+    most_evicting: usize,
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
     lagging: bool,
     daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
@@ -256,6 +260,18 @@ impl MemoryCluster {
     #[cfg(test)]
     pub(crate) fn set_event_delay(&self, d: Duration) {
         self.state().event_delay = d;
+    }
+
+    /// Each eviction takes this long before it is made.
+    #[cfg(test)]
+    pub(crate) fn set_evict_delay(&self, d: Duration) {
+        self.state().evict_delay = d;
+    }
+
+    /// The most evictions that were under way at once (with [`Self::set_evict_delay`]).
+    #[cfg(test)]
+    pub(crate) fn most_evictions_at_once(&self) -> usize {
+        self.state().most_evicting
     }
 
     /// Each patch that cordons takes this long before it is made.
@@ -481,6 +497,16 @@ impl Cluster for MemoryCluster {
         grace_seconds: Option<i64>,
     ) -> Result<Evicted, ApiError> {
         let key: PodKey = (namespace.into(), name.into());
+        let delay = {
+            let mut s = self.state();
+            s.evicting += 1;
+            s.most_evicting = s.most_evicting.max(s.evicting);
+            s.evict_delay
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        self.state().evicting -= 1;
         let termination = {
             let mut s = self.state();
             let pod = format!("{namespace}/{name}");

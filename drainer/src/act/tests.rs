@@ -339,6 +339,63 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
     assert!(!r.cluster.has_pod("app", "web") && !r.cluster.has_pod("app", "db"));
 }
 
+/// Six drains of ten pods at once could send 48 evictions together (eight each); every drain's
+/// requests share [`DRAIN_REQUESTS_IN_FLIGHT`] places, so a round's cordons are not sent behind
+/// hundreds of them. Each drain still evicts all its pods.
+#[tokio::test(start_paused = true)]
+async fn drains_under_way_together_send_at_most_their_shared_number_of_requests_at_once() {
+    let r = rig(false);
+    r.cluster.set_evict_delay(Duration::from_millis(100));
+    let nodes: Vec<String> = (0..6).map(|i| format!("m{i}")).collect();
+    let mut jobs = Vec::new();
+    for node in &nodes {
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": node}})).unwrap();
+        r.cluster.put_node(n);
+        let mut evict = Vec::new();
+        for i in 0..10 {
+            let mut p = pod(&format!("{node}-p{i}"));
+            p.spec.as_mut().unwrap().node_name = Some(node.clone());
+            p.metadata.uid = Some(format!("00000000-0000-4000-8000-0000000{i}{}", &node[1..]));
+            r.cluster.put_pod(p.clone());
+            evict.push(ToEvict::plain(PodInfo::from_pod(&p, None)));
+        }
+        let mut rec = record(Phase::Draining);
+        rec.node = node.clone();
+        jobs.push((
+            node.clone(),
+            DrainJob {
+                kept: Vec::new(),
+                record: rec,
+                evict,
+            },
+        ));
+    }
+    r.cluster.sync();
+    let (cfg, exec) = (&cfg(), &r.exec);
+    assert_eq!(cfg.eviction_concurrency, 8);
+    let runs = futures::future::join_all(
+        jobs.into_iter()
+            .map(|(node, job)| async move { exec.drain(&node, job, cfg).await }),
+    )
+    .await;
+    for run in &runs {
+        let run = run.as_ref().expect("each drain ran");
+        assert_eq!(run.outcome, DrainOutcome::Drained, "{}", run.node);
+    }
+    let evictions = r
+        .cluster
+        .take_writes()
+        .iter()
+        .filter(|w| matches!(w, Write::Evict { .. }))
+        .count();
+    assert_eq!(evictions, 60, "every pod of every drain was evicted");
+    assert_eq!(
+        r.cluster.most_evictions_at_once(),
+        super::executor::DRAIN_REQUESTS_IN_FLIGHT,
+        "the drains filled their shared places, and no more"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_budget_refusal_is_retried_until_the_deadline_and_never_forced() {
     let r = rig(false);
