@@ -49,7 +49,7 @@ impl<C: Cluster> Executor<C> {
                 .map(|p| format!("{}/{}", p.pod.namespace, p.pod.name))
                 .collect(),
         };
-        let slot = self.drain_slot().await;
+        let slot = self.turns.drain_request().await;
         self.record.node(node, starting).await;
         if self.dry_run() {
             tracing::info!(%node, pods = pods.len(), "dry-run: would drain");
@@ -217,7 +217,7 @@ impl<C: Cluster> Executor<C> {
             if !self.cluster.leading() {
                 return Err(EvictError::LeadershipLost { pod: id });
             }
-            let slot = self.drain_slot().await;
+            let slot = self.turns.drain_request().await;
             let answer = self.cluster.evict(ns, name, Some(grace)).await;
             let o = PodOccurrence::of(&answer);
             self.record.pod(&id, node, &o, EvictionFor::Drain).await;
@@ -274,7 +274,7 @@ impl<C: Cluster> Executor<C> {
         after: Duration,
         deadline: tokio::time::Instant,
     ) -> Result<(), EvictError> {
-        let slot = self.drain_slot().await;
+        let slot = self.turns.drain_request().await;
         let answer = self
             .cluster
             .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref(), grace)
@@ -313,7 +313,7 @@ impl<C: Cluster> Executor<C> {
         if !self.cluster.leading() {
             return Err(EvictError::LeadershipLost { pod: id });
         }
-        let _slot = self.drain_slot().await;
+        let _slot = self.turns.drain_request().await;
         let answer = self
             .cluster
             .delete_pod(&pod.namespace, &pod.name, pod.uid.as_ref(), 0)

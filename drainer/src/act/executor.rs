@@ -10,6 +10,7 @@ use nodemedic_common::status::Status;
 use nodemedic_common::time::rfc3339 as ts;
 
 use super::hold::{Hold, TAINT_TRIES, as_seen, edit_taints, taints_and_version};
+use super::turns::Turns;
 use crate::config::Config;
 use crate::decide::Effect;
 use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch, NodeVersion};
@@ -33,17 +34,9 @@ pub(crate) struct Executor<C> {
     /// Shared by the clones drains run with; a config reload can turn it on or off.
     dry_run: Arc<AtomicBool>,
     pub(super) clock: Clock,
-    /// The drains' requests in flight, shared by every drain ([`DRAIN_REQUESTS_IN_FLIGHT`]).
-    pub(super) drain_slots: Arc<tokio::sync::Semaphore>,
+    /// Whose requests go first: the round's holds, then the drains' (shared by every clone).
+    pub(crate) turns: Turns,
 }
-
-/// A drain's requests (its start, each eviction or delete with its Event) in flight at once,
-/// across every drain. The round's cordons go out beside them, and an API server answers what
-/// it was sent more or less in turn: with `--max-drains-in-flight 100` a burst's first drains
-/// sent 800 evictions and their Events at once, and the next round's cordons waited behind them
-/// (5,000 nodes, 500 turning bad at once: all cordoned in 2.16 s; 0.47 s with one drain in
-/// flight). Waiting for a pod to go holds no slot.
-pub(crate) const DRAIN_REQUESTS_IN_FLIGHT: usize = 32;
 
 impl<C: Cluster> Executor<C> {
     /// The cluster, for the reads the controller makes itself (the detector DaemonSet).
@@ -57,14 +50,8 @@ impl<C: Cluster> Executor<C> {
             record,
             dry_run: Arc::new(AtomicBool::new(dry_run)),
             clock,
-            drain_slots: Arc::new(tokio::sync::Semaphore::new(DRAIN_REQUESTS_IN_FLIGHT)),
+            turns: Turns::default(),
         }
-    }
-
-    /// A place for one of a drain's requests ([`DRAIN_REQUESTS_IN_FLIGHT`]), held until dropped.
-    /// (`None` only if the semaphore were closed, which nothing does.)
-    pub(super) async fn drain_slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        self.drain_slots.acquire().await.ok()
     }
 
     /// Turn dry-run mode on or off (a config reload changed it).

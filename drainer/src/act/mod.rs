@@ -12,6 +12,7 @@
 //!  key       the record key, from the drainer's Secret
 //!  drain     a drain's evictions, and writing how it ended
 //!  marks     the after-drain labels, annotations and taints
+//!  turns     whose requests go first: a round's holds, then the drains' (32 at once)
 //!  kube      the Cluster over the Kubernetes API (what `drainer run` writes with; its RBAC)
 //!  memory    the Cluster in memory (`drainer simulate`, tests)
 //! ```
@@ -25,6 +26,7 @@ pub(crate) mod ladder;
 pub mod marks;
 pub mod memory;
 pub(crate) mod reboots;
+pub(crate) mod turns;
 
 pub(crate) use drain::{DrainRun, PDB_RETRY};
 pub(crate) use executor::{Executor, FollowUp};

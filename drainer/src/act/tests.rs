@@ -340,7 +340,7 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
 }
 
 /// Six drains of ten pods at once could send 48 evictions together (eight each); every drain's
-/// requests share [`DRAIN_REQUESTS_IN_FLIGHT`] places, so a round's cordons are not sent behind
+/// requests share [`turns::DRAIN_REQUESTS_IN_FLIGHT`] places, so a round's cordons are not sent behind
 /// hundreds of them. Each drain still evicts all its pods.
 #[tokio::test(start_paused = true)]
 async fn drains_under_way_together_send_at_most_their_shared_number_of_requests_at_once() {
@@ -391,7 +391,7 @@ async fn drains_under_way_together_send_at_most_their_shared_number_of_requests_
     assert_eq!(evictions, 60, "every pod of every drain was evicted");
     assert_eq!(
         r.cluster.most_evictions_at_once(),
-        super::executor::DRAIN_REQUESTS_IN_FLIGHT,
+        super::turns::DRAIN_REQUESTS_IN_FLIGHT,
         "the drains filled their shared places, and no more"
     );
 }

@@ -269,6 +269,8 @@ impl<C: Cluster> Controller<C> {
         // of the places in flight that the others need.
         let mut writes = writes;
         writes.sort_by_key(|(node, ..)| tail.as_ref().is_some_and(|t| t.wait_for(node).is_some()));
+        // The drains under way send nothing new until these are written (`act::turns`).
+        let _first = (!writes.is_empty()).then(|| exec.turns.holding());
         futures::stream::iter(writes)
             .map(|(node, effect, view, reason)| async move {
                 // After what an earlier round still writes for this node.
