@@ -542,6 +542,40 @@ async fn a_rounds_drains_start_once_its_cordons_are_written() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_drain_under_way_sends_no_new_eviction_while_a_later_round_writes_its_cordons() {
+    // "a" drains 24 pods, 8 at a time, each eviction answered in 1 s. Half a second in, "b"
+    // turns bad and its cordon takes the API server 3 s: the 8 evictions in flight finish, and
+    // the next begin only once the cordon is written (without the turn, 24 were made by then).
+    let pods = (0..24)
+        .map(|i| {
+            let mut p = web_pod(&format!("00000000-0000-4000-8000-0000000000{i:02}"), "a");
+            p.metadata.name = Some(format!("web-{i}"));
+            p
+        })
+        .collect();
+    let mut r = rig(config(10), vec![node("a", true), node("b", false)], pods);
+    r.c.round().await;
+    assert_eq!(cordons(&r.cluster.take_writes()), vec!["a"]);
+    r.cluster.set_evict_delay(Duration::from_secs(1));
+    r.c.round().await; // starts a's drain
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    r.cluster.set_cordon_delay(Duration::from_secs(3));
+    r.cluster.put_node(node("b", true));
+    r.c.round().await;
+    let w = drained_a(&mut r).await;
+    let cordon_b = (w.iter())
+        .position(|w| matches!(w, Write::Node { name, patch } if name == "b" && patch.unschedulable == Some(true)))
+        .unwrap_or_else(|| panic!("b cordoned: {w:?}"));
+    let evictions = |ws: &[Write]| {
+        ws.iter()
+            .filter(|w| matches!(w, Write::Evict { .. }))
+            .count()
+    };
+    assert_eq!(evictions(&w[..cordon_b]), 8, "only those in flight: {w:?}");
+    assert_eq!(evictions(&w), 24, "the drain went on after it");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_rounds_tail_is_written_while_the_next_round_cordons_and_each_nodes_writes_keep_their_order()
  {
     // The API server takes 10 s for each DrainScheduled condition. "b" turns bad while "a"'s is
