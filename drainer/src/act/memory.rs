@@ -52,6 +52,16 @@ pub(crate) enum Write {
 
 type PodKey = (String, String);
 
+/// The writes a test can make slow ([`MemoryCluster::set_delay`]): Events, evictions, patches
+/// that cordon, patches of a node's status.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Slow {
+    Events,
+    Evictions,
+    Cordons,
+    Status,
+}
+
 #[derive(Default)]
 struct State {
     nodes: BTreeMap<String, Node>,
@@ -63,15 +73,10 @@ struct State {
     /// How long an evicted pod takes to go.
     termination: Duration,
     events: u64,
-    /// How long each Event, and each patch that cordons, takes to write (an API server slow to
-    /// answer).
-    event_delay: Duration,
-    cordon_delay: Duration,
-    status_delay: Duration,
-    /// How long each eviction takes to answer, and the evictions under way: now, and at most.
-    evict_delay: Duration,
-    evicting: usize,
-    most_evicting: usize,
+    /// How long each kind of write takes ([`Slow`]; an API server slow to answer).
+    delays: [Duration; 4],
+    /// The evictions under way: now, and at most.
+    evicting: (usize, usize),
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
     lagging: bool,
     daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
@@ -256,34 +261,16 @@ impl MemoryCluster {
         self.state().termination = d;
     }
 
-    /// Each Event write takes this long before it is made.
+    /// Each write of this kind takes `d` before it is made (an API server slow to answer).
     #[cfg(test)]
-    pub(crate) fn set_event_delay(&self, d: Duration) {
-        self.state().event_delay = d;
+    pub(crate) fn set_delay(&self, what: Slow, d: Duration) {
+        self.state().delays[what as usize] = d;
     }
 
-    /// Each eviction takes this long before it is made.
-    #[cfg(test)]
-    pub(crate) fn set_evict_delay(&self, d: Duration) {
-        self.state().evict_delay = d;
-    }
-
-    /// The most evictions that were under way at once (with [`Self::set_evict_delay`]).
+    /// The most evictions that were under way at once (with [`Slow::Evictions`]).
     #[cfg(test)]
     pub(crate) fn most_evictions_at_once(&self) -> usize {
-        self.state().most_evicting
-    }
-
-    /// Each patch that cordons takes this long before it is made.
-    #[cfg(test)]
-    pub(crate) fn set_cordon_delay(&self, d: Duration) {
-        self.state().cordon_delay = d;
-    }
-
-    /// Each patch of a node's status takes this long before it is made.
-    #[cfg(test)]
-    pub(crate) fn set_status_delay(&self, d: Duration) {
-        self.state().status_delay = d;
+        self.state().evicting.1
     }
 
     /// Every node and every pod, as they are now.
@@ -388,7 +375,7 @@ impl Cluster for MemoryCluster {
     }
 
     async fn patch_node(&self, name: &str, patch: &NodePatch) -> Result<(), ApiError> {
-        let delay = self.state().cordon_delay;
+        let delay = self.state().delays[Slow::Cordons as usize];
         if patch.unschedulable == Some(true) && !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
@@ -415,7 +402,7 @@ impl Cluster for MemoryCluster {
     }
 
     async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
-        let delay = self.state().status_delay;
+        let delay = self.state().delays[Slow::Status as usize];
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
@@ -499,14 +486,14 @@ impl Cluster for MemoryCluster {
         let key: PodKey = (namespace.into(), name.into());
         let delay = {
             let mut s = self.state();
-            s.evicting += 1;
-            s.most_evicting = s.most_evicting.max(s.evicting);
-            s.evict_delay
+            s.evicting.0 += 1;
+            s.evicting.1 = s.evicting.1.max(s.evicting.0);
+            s.delays[Slow::Evictions as usize]
         };
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        self.state().evicting -= 1;
+        self.state().evicting.0 -= 1;
         let termination = {
             let mut s = self.state();
             let pod = format!("{namespace}/{name}");
@@ -590,7 +577,7 @@ impl Cluster for MemoryCluster {
                 regarding.name.as_deref().unwrap_or_default()
             ),
         };
-        let delay = self.state().event_delay;
+        let delay = self.state().delays[Slow::Events as usize];
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }

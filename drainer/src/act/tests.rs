@@ -9,7 +9,7 @@ use nodemedic_common::keys;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::memory::{MemoryCluster, Write};
+use super::memory::{MemoryCluster, Slow, Write};
 use super::*;
 use crate::config::Config;
 use crate::decide::Effect;
@@ -213,7 +213,7 @@ async fn a_heartbeat_between_decision_and_cordon_costs_one_read_and_a_change_is_
 #[tokio::test(start_paused = true)]
 async fn a_cordon_waits_for_no_event_and_its_events_follow_in_order() {
     let r = rig_with(false, true);
-    r.cluster.set_event_delay(Duration::from_secs(10));
+    r.cluster.set_delay(Slow::Events, Duration::from_secs(10));
     let started = tokio::time::Instant::now();
     let cordon = Effect::Cordon(record(Phase::Cordoned));
     assert!(r.exec.apply(&view(&r), &cordon, "bad", &cfg()).await);
@@ -345,7 +345,8 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
 #[tokio::test(start_paused = true)]
 async fn drains_under_way_together_send_at_most_their_shared_number_of_requests_at_once() {
     let r = rig(false);
-    r.cluster.set_evict_delay(Duration::from_millis(100));
+    r.cluster
+        .set_delay(Slow::Evictions, Duration::from_millis(100));
     let nodes: Vec<String> = (0..6).map(|i| format!("m{i}")).collect();
     let mut jobs = Vec::new();
     for node in &nodes {

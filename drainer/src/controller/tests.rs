@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio::sync::{Notify, watch};
 
 use super::*;
-use crate::act::memory::{MemoryCluster, Write};
+use crate::act::memory::{MemoryCluster, Slow, Write};
 use crate::model::cluster::Gated;
 use crate::model::record::{Phase, Record};
 
@@ -505,6 +505,13 @@ async fn a_burst_holds_every_node_before_scheduling_any_drain() {
     assert!(scheduled.iter().all(|&i| i > last_hold), "{w:?}");
 }
 
+/// Where among `writes` `node` is cordoned.
+fn cordoned_at(writes: &[Write], node: &str) -> usize {
+    (writes.iter())
+        .position(|w| matches!(w, Write::Node { name, patch } if name == node && patch.unschedulable == Some(true)))
+        .unwrap_or_else(|| panic!("{node} cordoned: {writes:?}"))
+}
+
 /// Wait for the drain of "a" to end, drained; the writes so far.
 async fn drained_a(r: &mut Rig) -> Vec<Write> {
     let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
@@ -528,13 +535,11 @@ async fn a_rounds_drains_start_once_its_cordons_are_written() {
     );
     r.c.round().await;
     assert_eq!(cordons(&r.cluster.take_writes()), vec!["a"]);
-    r.cluster.set_cordon_delay(Duration::from_secs(1));
+    r.cluster.set_delay(Slow::Cordons, Duration::from_secs(1));
     r.cluster.put_node(node("b", true));
     r.c.round().await;
     let w = drained_a(&mut r).await;
-    let cordon_b = (w.iter())
-        .position(|w| matches!(w, Write::Node { name, patch } if name == "b" && patch.unschedulable == Some(true)))
-        .unwrap_or_else(|| panic!("b cordoned: {w:?}"));
+    let cordon_b = cordoned_at(&w, "b");
     let evict = (w.iter())
         .position(|w| matches!(w, Write::Evict { .. }))
         .unwrap_or_else(|| panic!("a's pod evicted: {w:?}"));
@@ -556,16 +561,14 @@ async fn a_drain_under_way_sends_no_new_eviction_while_a_later_round_writes_its_
     let mut r = rig(config(10), vec![node("a", true), node("b", false)], pods);
     r.c.round().await;
     assert_eq!(cordons(&r.cluster.take_writes()), vec!["a"]);
-    r.cluster.set_evict_delay(Duration::from_secs(1));
+    r.cluster.set_delay(Slow::Evictions, Duration::from_secs(1));
     r.c.round().await; // starts a's drain
     tokio::time::sleep(Duration::from_millis(500)).await;
-    r.cluster.set_cordon_delay(Duration::from_secs(3));
+    r.cluster.set_delay(Slow::Cordons, Duration::from_secs(3));
     r.cluster.put_node(node("b", true));
     r.c.round().await;
     let w = drained_a(&mut r).await;
-    let cordon_b = (w.iter())
-        .position(|w| matches!(w, Write::Node { name, patch } if name == "b" && patch.unschedulable == Some(true)))
-        .unwrap_or_else(|| panic!("b cordoned: {w:?}"));
+    let cordon_b = cordoned_at(&w, "b");
     let evictions = |ws: &[Write]| {
         ws.iter()
             .filter(|w| matches!(w, Write::Evict { .. }))
@@ -588,7 +591,7 @@ async fn a_rounds_tail_is_written_while_the_next_round_cordons_and_each_nodes_wr
         vec![pod],
     );
     r.c.detach_tail = true;
-    r.cluster.set_status_delay(Duration::from_secs(10));
+    r.cluster.set_delay(Slow::Status, Duration::from_secs(10));
     let started = tokio::time::Instant::now();
     r.c.round().await;
     r.cluster.put_node(node("b", true));
