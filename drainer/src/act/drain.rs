@@ -1,5 +1,6 @@
 //! A drain's evictions and writing how it ended, I/O. [`Executor::drain`] evicts the job's pods (in
-//! parallel, bounded per drain and, with every drain's other requests, across drains) and waits until they are gone; the controller works out the record from the
+//! parallel, bounded per drain and, with every drain's other requests, across drains:
+//! [`super::turns`]) and waits until they are gone; the controller works out the record from the
 //! [`DrainRun`] it returns, and [`Executor::finish_drain`] writes that record, DrainScheduled's
 //! outcome, the Event and the after-drain marks.
 
