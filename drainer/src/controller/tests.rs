@@ -737,6 +737,12 @@ async fn a_round_with_an_urgent_change_leaves_the_due_chores_to_the_next_round_f
     r.c.resync_gives_way = true;
     r.c.round().await;
     r.cluster.take_writes();
+    // The first round assesses the pods' symptoms on a blocking thread, which wakes the controller
+    // when it is done: that wake-up comes when the thread gets there (late on a busy machine, and
+    // then it was taken for the label's below). Waited for, and taken with the rest.
+    while (r.c.symptoms.as_ref()).is_some_and(|t| !t.is_finished()) {
+        tokio::task::yield_now().await;
+    }
     let woken =
         |c: &Controller<MemoryCluster>| c.observed.changed.notified().now_or_never().is_some();
     tokio::time::advance(RESYNC).await;
