@@ -104,11 +104,11 @@ impl<C: Cluster> Controller<C> {
         }
         self.tail = Tail::start(
             self.tail.take(),
-            self.exec.clone(),
-            self.record.clone(),
+            &self.exec,
+            &self.record,
             then,
             work.waits,
-            self.noted.0.clone(),
+            &self.noted.0,
             WRITE_CONCURRENCY,
         );
         if !self.detach_tail {

@@ -35,19 +35,23 @@ pub(super) struct Tail {
 impl Tail {
     /// Start writing `then` and `notes` once `before` (a tail still being written) is done; the
     /// notes' Event names are sent to `noted`. None when there is nothing to write or wait for.
+    /// The writers are cloned only when there is something to write: most rounds (a node decided
+    /// again, nothing to write) have nothing, and each clone of them is a few dozen small
+    /// allocations (the API handles' paths, the notifier's settings) freed again at once.
     pub(super) fn start<C: Cluster>(
         before: Option<Tail>,
-        exec: Executor<C>,
-        record: Recorder<C>,
+        exec: &Executor<C>,
+        record: &Recorder<C>,
         then: Vec<(ArcStr, FollowUp)>,
         notes: Vec<WaitNote>,
-        noted: mpsc::UnboundedSender<Noted>,
+        noted: &mpsc::UnboundedSender<Noted>,
         at_once: usize,
     ) -> Option<Tail> {
         let before = before.filter(|t| !t.is_done());
         if then.is_empty() && notes.is_empty() {
             return before;
         }
+        let (exec, record, noted) = (exec.clone(), record.clone(), noted.clone());
         let mut nodes = before.as_ref().map(|t| t.nodes.clone()).unwrap_or_default();
         nodes.extend(then.iter().map(|(n, _)| n.clone()));
         nodes.extend(notes.iter().map(|(n, _, _)| n.clone()));

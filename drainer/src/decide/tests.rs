@@ -800,3 +800,24 @@ fn times_near_the_end_of_time_in_api_objects_do_not_panic() {
         next.why
     );
 }
+
+#[test]
+fn a_round_of_one_node_gives_back_exactly_one_decision_without_room_for_more() {
+    // A round that decides one changed node is the steady case (one update at a time). The
+    // decisions' vector is made to size: collected from `flatten` it started at four (a decision is
+    // hundreds of bytes, four past glibc's small sizes), and each such request made malloc first
+    // consolidate every small block freed since.
+    for n in [1, 3] {
+        let nodes = (0..n)
+            .map(|i| node(&format!("n{i}")).cond("Ready", "True", 0))
+            .collect();
+        let d = run(nodes, &[], &cfg());
+        assert_eq!(d.len(), n);
+        assert_eq!(
+            d.capacity(),
+            n,
+            "{n} decisions in a vector made for {}",
+            d.capacity()
+        );
+    }
+}
