@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::model::intern::ArcStr;
 use crate::model::record::{Phase, Record};
 
 /// The cluster-wide quantities budgets are counted from, over the records this drainer owns: kept as
@@ -46,7 +47,7 @@ pub(crate) struct Budgets {
     /// `last_drain_start` before this round's latest start (restored when that start is blocked).
     pub(crate) prior_drain_start: Option<Timestamp>,
     /// Cordoned by us, per domain (the per-domain budget).
-    pub(crate) domain_cordoned: HashMap<String, usize>,
+    pub(crate) domain_cordoned: HashMap<ArcStr, usize>,
     /// Nodes the ladder replaced (recently, and in this round): the replacement budget.
     pub(crate) replaced: Vec<Timestamp>,
     /// Ladder steps under way by failure domain (the slow start's count).

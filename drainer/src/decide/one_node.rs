@@ -14,6 +14,7 @@ use super::gates::Gates;
 use super::ladder::{self, LadderWhy};
 use super::problem::Problem;
 use crate::config::Config;
+use crate::model::intern::ArcStr;
 use crate::model::record::{Phase, Record};
 
 /// What a decision comes to.
@@ -331,7 +332,12 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
     }
     b.cordoned += 1;
     if let Some(d) = c.domain {
-        *b.domain_cordoned.entry(d.to_string()).or_default() += 1;
+        match b.domain_cordoned.get_mut(d) {
+            Some(n) => *n += 1,
+            None => {
+                b.domain_cordoned.insert(ArcStr::from(d), 1);
+            }
+        }
     }
     let record = Record {
         owner: cfg.owner.clone(),

@@ -285,7 +285,7 @@ fn gates(s: &Snapshot, view: &NodeView, cfg: &Config, now: Timestamp) -> Vec<Gat
         ),
     });
     if let Some(d) = outage::domain_of(view, cfg) {
-        let t = domains.get(&d).cloned().unwrap_or_default();
+        let t = domains.get(d.as_str()).cloned().unwrap_or_default();
         let o = outage::outage(&d, &t, sf);
         let share = if t.size == 0 {
             0.0

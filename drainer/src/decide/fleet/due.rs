@@ -49,7 +49,7 @@ impl Fleet {
         let mut domains = BTreeMap::new();
         let mut outages = BTreeMap::new();
         for (d, t) in &self.running.domains {
-            domains.insert(d.to_string(), *t);
+            domains.insert(d.clone(), *t);
             if let Some(mut o) = outage::outage(d, t, s) {
                 o.cause = self.safety.cause.clone();
                 outages.insert(d.to_string(), o);

@@ -27,6 +27,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::decide::candidate::Candidate;
 use crate::decide::decision::Why;
 use crate::decide::facts::Pause;
+use crate::model::intern::ArcStr;
 use breaker::BreakerGate;
 use flap::FlapGate;
 use gate::Gate;
@@ -40,8 +41,9 @@ pub struct Gates {
     pub(crate) outage: OutageGate,
     /// The breaker while it is open.
     pub(crate) breaker: Option<BreakerGate>,
-    /// Per-domain totals (for the per-domain cordon budget).
-    pub(crate) domains: BTreeMap<String, DomainTotals>,
+    /// Per-domain totals (for the per-domain cordon budget), by the fleet's shared names: a round
+    /// copies no name.
+    pub(crate) domains: BTreeMap<ArcStr, DomainTotals>,
     /// `Err(next)` outside the drain windows (drain starts wait; `None`: none opens within a week).
     pub(crate) window: Result<(), Option<Timestamp>>,
     /// When the ladder replaced Nodes in the last hour (the replacement budget; the controller's

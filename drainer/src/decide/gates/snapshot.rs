@@ -14,6 +14,7 @@ use super::window::next_window;
 use crate::config::Config;
 use crate::config::safety::Safety;
 use crate::decide::facts::{Flapping, Pause};
+use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 
 /// What a snapshot of the objects cannot show but the cluster recorded: a pause on the drainer's
@@ -93,7 +94,7 @@ pub(crate) fn gates_of_snapshot(
         outage: OutageGate {
             outages: domains
                 .iter()
-                .filter_map(|(d, t)| outage(d, t, s).map(|o| (d.clone(), o)))
+                .filter_map(|(d, t)| outage(d, t, s).map(|o| (d.to_string(), o)))
                 .collect(),
         },
         domains,
@@ -111,10 +112,10 @@ pub(crate) fn fleet_health(
     views: &[(&NodeView, bool)],
     cfg: &Config,
     now: Timestamp,
-) -> (Health, BTreeMap<String, DomainTotals>) {
+) -> (Health, BTreeMap<ArcStr, DomainTotals>) {
     let s = &cfg.safety;
     let mut health = Health::default();
-    let mut domains: BTreeMap<String, DomainTotals> = BTreeMap::new();
+    let mut domains: BTreeMap<ArcStr, DomainTotals> = BTreeMap::new();
     let window_start = nodemedic_common::time::sub(now, s.breaker_window);
     for (v, selected) in views {
         if !*selected {
@@ -125,7 +126,7 @@ pub(crate) fn fleet_health(
         health.unhealthy += since.is_some() as usize;
         health.newly += since.is_some_and(|t| t >= window_start) as usize;
         if let Some(d) = domain_of(v, cfg) {
-            let t = domains.entry(d).or_default();
+            let t = domains.entry(ArcStr::from(d)).or_default();
             t.size += 1;
             t.unhealthy += since.is_some() as usize;
             t.cordoned += crate::model::record::Record::of(v, &cfg.records, &cfg.owner)
