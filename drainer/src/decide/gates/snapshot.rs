@@ -14,7 +14,7 @@ use super::window::next_window;
 use crate::config::Config;
 use crate::config::safety::Safety;
 use crate::decide::facts::{Flapping, Pause};
-use crate::model::intern::ArcStr;
+use crate::model::intern::{ArcStr, intern};
 use crate::model::node::NodeView;
 
 /// What a snapshot of the objects cannot show but the cluster recorded: a pause on the drainer's
@@ -126,7 +126,8 @@ pub(crate) fn fleet_health(
         health.unhealthy += since.is_some() as usize;
         health.newly += since.is_some_and(|t| t >= window_start) as usize;
         if let Some(d) = domain_of(v, cfg) {
-            let t = domains.entry(ArcStr::from(d)).or_default();
+            // Shared: a zone's name is one string for all its nodes, as in the fleet.
+            let t = domains.entry(intern(&d)).or_default();
             t.size += 1;
             t.unhealthy += since.is_some() as usize;
             t.cordoned += crate::model::record::Record::of(v, &cfg.records, &cfg.owner)
