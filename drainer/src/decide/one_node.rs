@@ -332,12 +332,7 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
     }
     b.cordoned += 1;
     if let Some(d) = c.domain {
-        match b.domain_cordoned.get_mut(d) {
-            Some(n) => *n += 1,
-            None => {
-                b.domain_cordoned.insert(ArcStr::from(d), 1);
-            }
-        }
+        *b.domain_cordoned.entry(ArcStr::from(d)).or_default() += 1;
     }
     let record = Record {
         owner: cfg.owner.clone(),
