@@ -91,6 +91,15 @@ pub(crate) fn attributes<'a>(v: &'a NodeView) -> impl Iterator<Item = (&'a str, 
         .chain(v.labels.iter().filter(|(k, _)| compared_label(k)))
 }
 
+/// Whether `a` and `b` are compared by the same attributes ([`attributes`]): the same software,
+/// rules revision and labels. Labels decoded unchanged are the same map, so this is cheap where it
+/// matters (a condition's change); labels that changed count as different even when no compared
+/// one did.
+pub(crate) fn same_attributes(a: &NodeView, b: &NodeView) -> bool {
+    let key = nodemedic_common::keys::RULES_REVISION_ANNOTATION;
+    a.info == b.info && a.labels == b.labels && a.annotations.get(key) == b.annotations.get(key)
+}
+
 /// One attribute a group shares: `count` of its `of` nodes have it, and `others_with` of the
 /// `others`.
 #[derive(Debug, Clone, PartialEq)]

@@ -348,7 +348,8 @@ impl Fleet {
         // The selection holds while nothing the selector reads changed (a condition's change under
         // a label selector): evaluated again only when something it reads did.
         let mut kept = None;
-        if let Some(old) = self.nodes.remove(&name) {
+        let old = self.nodes.remove(&name);
+        if let Some(old) = &old {
             (last, pods) = (old.last, old.pods.clone());
             // The failure domain is read from the labels: kept while they stay as they were.
             if old.view.labels == view.labels {
@@ -357,7 +358,6 @@ impl Fleet {
             if self.cfg.selector.reads().same(&old.view, &view) {
                 kept = Some(old.selected);
             }
-            self.running.count(&old, &self.cfg.owner, false);
             let gains = crate::decide::common_cause::gains(&old.view, &view, &self.cfg.conditions);
             self.safety.gains.extend(gains);
             if self.cfg.history_file.is_some() {
@@ -400,7 +400,7 @@ impl Fleet {
             last,
             pods,
         };
-        self.running.count(&entry, &self.cfg.owner, true);
+        self.running.replace(old.as_ref(), &entry, &self.cfg.owner);
         self.nodes.insert(name.clone(), entry);
         self.queue.dirty.insert(name);
         error

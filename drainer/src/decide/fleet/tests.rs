@@ -847,3 +847,48 @@ fn the_nodes_carrying_our_symptom_conditions_are_kept_as_their_views_change() {
     f.remove("n4");
     assert!(marked(&f).is_empty(), "a node gone leaves");
 }
+
+/// A change that leaves what the common-cause watch compares as it was (a condition, with the
+/// labels decoded unchanged and so shared) keeps the counts without counting again; one of the
+/// software alone, with the same labels, is counted again: the counts stay those of a full pass.
+#[test]
+fn the_attribute_counts_follow_a_change_of_software_alone_and_stay_over_a_condition_change() {
+    use crate::decide::common_cause::AttributeCounts;
+    use crate::model::node::node_info;
+    let mut f = Fleet::new(cfg(10));
+    let now = t(0);
+    let software = |kernel: &str| node_info([kernel, "Ubuntu 24.04", "containerd://2.0", "v1.31"]);
+    let mut n1 = view("n1", "a", None);
+    n1.info = software("6.8.0-1");
+    let mut n2 = view("n2", "a", None);
+    n2.info = software("6.8.0-1");
+    f.observe(Arc::new(n1.clone()), now);
+    f.observe(Arc::new(n2), now);
+    let full = |f: &Fleet| {
+        let selected: Vec<NodeView> = (f.nodes.values())
+            .filter(|e| e.selected)
+            .map(|e| (*e.view).clone())
+            .collect();
+        AttributeCounts::of(selected.iter())
+    };
+    assert!(format!("{:?}", f.running.attributes).contains("\"6.8.0-1\": 2"));
+
+    // The condition turns bad: the labels are the same map, the software the same.
+    let mut bad = view("n1", "a", Some(0));
+    bad.labels = n1.labels.clone();
+    bad.info = n1.info.clone();
+    assert!(bad.labels.shares(&n1.labels));
+    f.observe(Arc::new(bad.clone()), now);
+    assert_eq!(f.running.attributes, full(&f));
+
+    // The kernel changes on the same labels (a reboot into a new one): counted again.
+    let mut rebooted = bad.clone();
+    rebooted.info = software("6.8.0-2");
+    f.observe(Arc::new(rebooted), now);
+    let counts = format!("{:?}", f.running.attributes);
+    assert!(
+        counts.contains("\"6.8.0-1\": 1") && counts.contains("\"6.8.0-2\": 1"),
+        "{counts}"
+    );
+    assert_eq!(f.running.attributes, full(&f));
+}

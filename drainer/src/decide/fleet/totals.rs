@@ -162,6 +162,26 @@ fn multiset(m: &mut BTreeMap<Timestamp, usize>, t: Timestamp, add: bool) {
 
 impl Running {
     pub(super) fn count(&mut self, e: &Entry, owner: &str, add: bool) {
+        self.count_parts(e, owner, add, true);
+    }
+
+    /// `old` (if the node was held) counted out and `new` in. What the common-cause watch
+    /// compares is left as counted when both are selected and agree on it: most changes (a
+    /// condition, an annotation) leave a node's software and labels as they were, and that count
+    /// is the costliest part (a map lookup per label the node has).
+    pub(super) fn replace(&mut self, old: Option<&Entry>, new: &Entry, owner: &str) {
+        let attributes = !old.is_some_and(|o| {
+            o.selected
+                && new.selected
+                && crate::decide::common_cause::same_attributes(&o.view, &new.view)
+        });
+        if let Some(o) = old {
+            self.count_parts(o, owner, false, attributes);
+        }
+        self.count_parts(new, owner, true, attributes);
+    }
+
+    fn count_parts(&mut self, e: &Entry, owner: &str, add: bool, attributes: bool) {
         let step = |n: &mut usize, yes: bool| {
             if yes {
                 *n = if add { *n + 1 } else { n.saturating_sub(1) };
@@ -170,7 +190,9 @@ impl Running {
         step(&mut self.selected, e.selected);
         let owned = e.record.as_ref().filter(|r| r.owned_by(owner, e.selected));
         if e.selected {
-            self.attributes.count(&e.view, add);
+            if attributes {
+                self.attributes.count(&e.view, add);
+            }
             if crate::decide::symptoms::marked(&e.view) {
                 if add {
                     self.symptomatic.insert(e.view.name.clone());
