@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::model::node::NodeView;
 
+mod answers;
 mod fields;
 pub(crate) use fields::Fields;
 
@@ -175,6 +176,9 @@ pub enum Selector {
         /// This selector's number: its answers are kept with the views it was given
         /// ([`crate::model::selection`]), one evaluation per view.
         id: u32,
+        /// Its answers by the values it reads, when it reads few ([`answers`]): a new view
+        /// showing values already seen is not evaluated again.
+        answers: Option<Box<answers::Answers>>,
     },
     Labels(kube::core::Selector),
 }
@@ -243,10 +247,12 @@ impl Selector {
         }
         match cel::Program::compile(expr) {
             Ok(program) => {
+                let reads = Fields::read_by(program.expression());
                 let selector = Selector::Cel {
                     id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                     source: expr.to_string(),
-                    reads: Fields::read_by(program.expression()),
+                    answers: answers::kept_for(&reads).then(Box::default),
+                    reads,
                     program,
                     env: Arc::new(cel::Env::stdlib()),
                 };
@@ -366,18 +372,28 @@ impl Selector {
     /// A CEL selector asks once per view: the answer is kept with it (an error is not, and is
     /// returned again).
     pub fn matches(&self, node: &NodeView) -> Result<bool, SelectError> {
-        let id = match self {
-            Selector::Cel { id, .. } => Some(*id),
-            _ => None,
+        let Selector::Cel {
+            id, answers, reads, ..
+        } = self
+        else {
+            return self.evaluate(node).map(|o| o == Outcome::Selected);
         };
-        if let Some(answer) = id.and_then(|id| node.selection.get(id)) {
+        if let Some(answer) = node.selection.get(*id) {
             return Ok(answer);
         }
-        let answer = self.evaluate(node).map(|o| o == Outcome::Selected);
-        if let (Some(id), Ok(a)) = (id, &answer) {
-            node.selection.set(id, *a);
-        }
-        answer
+        let kept = answers.as_ref().and_then(|a| a.get(reads, node));
+        let answer = match kept {
+            Some(a) => a,
+            None => {
+                let a = self.evaluate(node)? == Outcome::Selected;
+                if let Some(answers) = answers {
+                    answers.put(reads, node, a);
+                }
+                a
+            }
+        };
+        node.selection.set(*id, answer);
+        Ok(answer)
     }
 
     /// Keep this selector's answer for `from` with `to` when `to` differs from it in nothing the
@@ -549,30 +565,141 @@ mod tests {
     /// for itself.
     #[test]
     fn a_kept_answer_is_the_selectors_own_and_is_carried_only_where_it_holds() {
-        let count = || CEL_EVALUATIONS.with(|n| n.replace(0));
-        let s = Selector::cel("metadata.labels['pool'] == 'a'").unwrap();
-        let a = node(&[("pool", "a")]);
+        let s = Selector::cel("metadata.labels['pool'] == 'blue'").unwrap();
+        let a = node(&[("pool", "blue")]);
         count();
         assert!(s.matches(&a).unwrap());
         assert!(s.matches(&a).unwrap());
         assert_eq!(count(), 1, "asked once for one view");
-        let zoned = node(&[("pool", "a"), ("zone", "1")]);
+        let zoned = node(&[("pool", "blue"), ("zone", "1")]);
         s.carry(&a, &zoned);
         assert!(s.matches(&zoned).unwrap());
         assert_eq!(count(), 0, "a label it does not read: carried");
-        let moved = node(&[("pool", "b")]);
+        let moved = node(&[("pool", "green")]);
         s.carry(&a, &moved);
         assert!(!s.matches(&moved).unwrap(), "a label it reads: asked again");
         assert_eq!(count(), 1);
-        let other = Selector::cel("metadata.labels['pool'] == 'b'").unwrap();
+        let other = Selector::cel("metadata.labels['pool'] == 'green'").unwrap();
         assert!(
             !other.matches(&a).unwrap(),
             "another selector asks for itself"
         );
-        let copy = a.clone();
+        let mut copy = a.clone();
+        copy.labels = [("pool", "c")].into_iter().collect();
         count();
-        assert!(s.matches(&copy).unwrap());
-        assert_eq!(count(), 1, "a copy of a view may be changed: asked again");
+        assert!(
+            !s.matches(&copy).unwrap(),
+            "a copy of a view may be changed: its own answer"
+        );
+        assert_eq!(count(), 1);
+    }
+
+    fn count() -> usize {
+        CEL_EVALUATIONS.with(|n| n.replace(0))
+    }
+
+    fn view(name: &str, pool: Option<&str>, skip: bool, unschedulable: bool) -> NodeView {
+        let mut v = NodeView {
+            name: name.into(),
+            unschedulable,
+            ..Default::default()
+        };
+        v.labels = (pool.map(|p| ("pool", p)).into_iter())
+            .chain([("kubernetes.io/hostname", name)])
+            .collect();
+        if skip {
+            v.annotations = [("skip", "yes")].into_iter().collect();
+        }
+        v
+    }
+
+    /// Views that show a selector the same values share its answer: one evaluation for a pool's
+    /// nodes, one for each other combination of what it reads, and each answer the expression's.
+    #[test]
+    fn views_that_show_a_selector_the_same_values_are_answered_by_one_evaluation() {
+        let s = Selector::cel(
+            "metadata.labels['pool'] == 'gpu' && !has(metadata.annotations.skip) && !spec.unschedulable",
+        )
+        .unwrap();
+        count();
+        for i in 0..100 {
+            let v = view(&format!("n{i}"), Some("gpu"), false, false);
+            assert!(s.matches(&v).unwrap());
+        }
+        assert_eq!(count(), 1, "one pool's nodes: one evaluation");
+        assert!(!s.matches(&view("x1", Some("cpu"), false, false)).unwrap());
+        assert!(
+            !s.matches(&view("x2", None, false, false)).unwrap(),
+            "no pool label"
+        );
+        assert!(
+            !s.matches(&view("x3", Some("gpu"), true, false)).unwrap(),
+            "an annotation it reads"
+        );
+        assert!(
+            !s.matches(&view("x4", Some("gpu"), false, true)).unwrap(),
+            "cordoned"
+        );
+        // x2 shows what the bare node checked at load showed: answered already.
+        assert_eq!(count(), 3, "each other combination once");
+        assert!(!s.matches(&view("y1", Some("gpu"), false, true)).unwrap());
+        assert!(!s.matches(&view("y2", None, false, false)).unwrap());
+        assert!(s.matches(&view("y3", Some("gpu"), false, false)).unwrap());
+        assert_eq!(count(), 0, "combinations seen before");
+    }
+
+    /// What is unique per node (its name, its conditions' times) or unbounded (every label) is not
+    /// kept: such a selector is asked for each view.
+    #[test]
+    fn a_selector_reading_the_name_the_conditions_or_every_label_is_asked_for_each_view() {
+        for expr in [
+            "metadata.name.startsWith('n')",
+            "status.conditions.exists(c, c.type == 'Ready')",
+            "size(metadata.labels) > 1",
+            "metadata.labels.exists(k, k == 'pool')",
+        ] {
+            let s = Selector::cel(expr).unwrap();
+            count();
+            for i in 0..3 {
+                s.matches(&view(&format!("n{i}"), Some("a"), false, false))
+                    .unwrap();
+            }
+            assert_eq!(count(), 3, "{expr}");
+        }
+    }
+
+    /// Past its room (a selector reading a label with a value per node) every new view is asked,
+    /// and the answers kept before still answer.
+    #[test]
+    fn past_its_room_a_selector_asks_each_new_view_and_keeps_what_it_kept() {
+        let s = Selector::cel("metadata.labels['pool'] == 'p7'").unwrap();
+        let Selector::Cel {
+            answers: Some(kept),
+            ..
+        } = &s
+        else {
+            panic!("a selector reading one label keeps its answers");
+        };
+        let before = kept.len(); // the sample nodes' answers, from the checks at load
+        count();
+        let n = answers::MAX + 20;
+        for i in 0..n {
+            let v = view("n", Some(&format!("p{i}")), false, false);
+            assert_eq!(s.matches(&v).unwrap(), i == 7, "p{i}");
+        }
+        assert_eq!(count(), n);
+        assert_eq!(kept.len(), answers::MAX);
+        let first = answers::MAX - before - 1;
+        assert_eq!(
+            s.matches(&view("n", Some(&format!("p{first}")), false, false)),
+            Ok(false)
+        );
+        assert_eq!(count(), 0, "kept");
+        assert_eq!(
+            s.matches(&view("n", Some(&format!("p{}", first + 1)), false, false)),
+            Ok(false)
+        );
+        assert_eq!(count(), 1, "past the room: asked");
     }
 
     #[test]
