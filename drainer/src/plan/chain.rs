@@ -190,8 +190,8 @@ fn selection(view: &NodeView, cfg: &Config) -> Selection {
             };
             how.push(format!("--node-label-expr {source:?} is {r}"));
         }
-        Selector::Labels(sel) => {
-            let text = sel.to_string();
+        Selector::Labels { selector, .. } => {
+            let text = selector.to_string();
             for term in crate::config::select::split_terms(&text) {
                 let ok = Selector::labels(term)
                     .ok()

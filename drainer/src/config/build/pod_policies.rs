@@ -21,9 +21,9 @@ pub(super) fn build(s: &mut Sources, out: &mut Vec<PodPolicy>) {
             .selector
             .as_ref()
             .and_then(|sel| match Selector::labels(&sel.value) {
-                Ok(Selector::Labels(l)) => Some(PodSelector {
+                Ok(Selector::Labels { selector, .. }) => Some(PodSelector {
                     text: sel.value.clone(),
-                    selector: l,
+                    selector,
                 }),
                 Ok(_) => None,
                 Err(e) => {

@@ -80,11 +80,6 @@ pub struct Fields {
 
 /// What a selector that reads nothing reads (`Selector::All`).
 pub(crate) static NONE: Fields = Fields::NONE;
-/// What a label selector reads: every label.
-pub(crate) static LABELS: Fields = Fields {
-    labels: Keys::All,
-    ..Fields::NONE
-};
 
 impl Fields {
     pub(crate) const NONE: Fields = Fields {
@@ -94,6 +89,15 @@ impl Fields {
         unschedulable: false,
         conditions: false,
     };
+
+    /// What a label selector whose terms name `keys` reads: those labels.
+    pub(crate) fn labels<'a>(keys: impl IntoIterator<Item = &'a str>) -> Fields {
+        let mut f = Fields::NONE;
+        for k in keys {
+            f.labels.add(k);
+        }
+        f
+    }
 
     /// The fields `expr` reads.
     pub(crate) fn read_by(expr: &IdedExpr) -> Fields {
@@ -312,6 +316,12 @@ mod tests {
             ..Fields::NONE
         }
     }
+
+    /// Every label.
+    const LABELS: Fields = Fields {
+        labels: Keys::All,
+        ..Fields::NONE
+    };
 
     #[test]
     fn the_walk_names_each_part_and_key_an_expression_reaches() {

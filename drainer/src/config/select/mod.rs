@@ -180,7 +180,11 @@ pub enum Selector {
         /// showing values already seen is not evaluated again.
         answers: Option<Box<answers::Answers>>,
     },
-    Labels(kube::core::Selector),
+    Labels {
+        selector: kube::core::Selector,
+        /// The labels its terms name.
+        reads: Fields,
+    },
 }
 
 impl std::fmt::Debug for Selector {
@@ -188,7 +192,7 @@ impl std::fmt::Debug for Selector {
         match self {
             Selector::All => write!(f, "All"),
             Selector::Cel { source, .. } => write!(f, "Cel({source:?})"),
-            Selector::Labels(l) => write!(f, "Labels({l:?})"),
+            Selector::Labels { selector, .. } => write!(f, "Labels({selector:?})"),
         }
     }
 }
@@ -353,7 +357,18 @@ impl Selector {
             };
             exprs.push(e);
         }
-        Ok(Selector::Labels(KubeSelector::from_iter(exprs)))
+        let keys = exprs.iter().map(|e| match e {
+            Expression::In(k, _)
+            | Expression::NotIn(k, _)
+            | Expression::Equal(k, _)
+            | Expression::NotEqual(k, _)
+            | Expression::Exists(k)
+            | Expression::DoesNotExist(k) => k.as_str(),
+        });
+        Ok(Selector::Labels {
+            reads: Fields::labels(keys),
+            selector: KubeSelector::from_iter(exprs),
+        })
     }
 
     /// The fields of a node's view this selector reads: a change to any other leaves its answer
@@ -361,7 +376,7 @@ impl Selector {
     pub(crate) fn reads(&self) -> &Fields {
         match self {
             Selector::All => &fields::NONE,
-            Selector::Labels(_) => &fields::LABELS,
+            Selector::Labels { reads, .. } => reads,
             Selector::Cel { reads, .. } => reads,
         }
     }
@@ -422,7 +437,9 @@ impl Selector {
         match self {
             Selector::All => "every node (no --node-label-expr or --node-selector)".into(),
             Selector::Cel { source, .. } => format!("--node-label-expr {source:?}"),
-            Selector::Labels(l) => format!("--node-selector {:?}", l.to_string()),
+            Selector::Labels { selector, .. } => {
+                format!("--node-selector {:?}", selector.to_string())
+            }
         }
     }
 
@@ -436,14 +453,17 @@ impl Selector {
         };
         match self {
             Selector::All => Ok(Outcome::Selected),
-            Selector::Labels(sel) => {
+            Selector::Labels { selector, reads } => {
                 use kube::core::SelectorExt;
-                let labels: std::collections::BTreeMap<String, String> = node
-                    .labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                Ok(yes(sel.matches(&labels)))
+                // The labels its terms name, and only those: a node's other labels cannot change
+                // its answer, and copying them all was the evaluation's cost.
+                let labels: std::collections::BTreeMap<String, String> = match &reads.labels {
+                    fields::Keys::Some(keys) => (keys.iter())
+                        .filter_map(|k| node.labels.get(k).map(|v| (k.clone(), v.to_string())))
+                        .collect(),
+                    _ => std::collections::BTreeMap::new(),
+                };
+                Ok(yes(selector.matches(&labels)))
             }
             Selector::Cel {
                 program,
@@ -761,5 +781,37 @@ mod tests {
         );
         assert!(!s.matches(&node(&[("pool", "red"), ("zone", "a")])).unwrap());
         assert!(Selector::labels("bad key=x").is_err());
+    }
+
+    /// A label selector reads the labels its terms name and no other: a change of another label
+    /// leaves its answer (the fleet and the watch then skip it), and its answer on a node with many
+    /// labels is the one kubectl's rules give.
+    #[test]
+    fn a_label_selector_reads_the_labels_its_terms_name_and_no_other() {
+        let s = Selector::labels("pool=blue, zone in (a, b), !gpu, tier!=db, ssd").unwrap();
+        let sorted = ["gpu", "pool", "ssd", "tier", "zone"].map(String::from);
+        assert_eq!(s.reads().labels, fields::Keys::Some(sorted.to_vec()));
+        let many = |extra: &str, zone: &str| {
+            node(&[
+                ("pool", "blue"),
+                ("zone", zone),
+                ("ssd", ""),
+                ("tier", "web"),
+                ("kubernetes.io/hostname", extra),
+                ("node.kubernetes.io/instance-type", "m5.large"),
+            ])
+        };
+        let (a, b) = (many("n1", "a"), many("n2", "a"));
+        assert!(s.reads().same(&a, &b), "only the hostname differs");
+        assert!(s.matches(&a).unwrap() && s.matches(&b).unwrap());
+        let c = many("n1", "c");
+        assert!(!s.reads().same(&a, &c), "the zone is read");
+        assert!(!s.matches(&c).unwrap(), "zone c is not in (a, b)");
+        let mut gpu = many("n1", "b");
+        gpu.labels = gpu.labels.with("gpu", Some("t4"));
+        assert!(!s.reads().same(&many("n1", "b"), &gpu));
+        assert!(!s.matches(&gpu).unwrap(), "!gpu");
+        let everything = Selector::labels("").unwrap();
+        assert!(everything.reads().same(&a, &c) && everything.matches(&c).unwrap());
     }
 }
