@@ -688,6 +688,44 @@ mod tests {
         }
     }
 
+    /// A node's kubelet may write its own labels and cordon itself: one node cycling through every
+    /// value it likes fills the selector's room, and every other node still gets the answer the
+    /// expression gives it, as a selector that never kept one does.
+    #[test]
+    fn a_node_writing_its_own_labels_cannot_change_another_nodes_answer() {
+        let expr = "metadata.labels['pool'] == 'gpu' && !has(metadata.annotations.skip) && !spec.unschedulable";
+        let s = Selector::cel(expr).unwrap();
+        // First what the others show, with the other answer where it can (cordoned, skipped),
+        // then values of its own until the room is full and past it.
+        for cordoned in [true, false] {
+            for skip in [true, false] {
+                for pool in [Some("gpu"), Some("cpu"), None] {
+                    s.matches(&view("attacker", pool, skip, cordoned)).unwrap();
+                }
+            }
+        }
+        for i in 0..(2 * answers::MAX) {
+            let pool = format!("gpu{i}");
+            s.matches(&view("attacker", Some(&pool), i % 2 == 0, i % 3 == 0))
+                .unwrap();
+        }
+        for (pool, skip, cordoned) in [
+            (Some("gpu"), false, false),
+            (Some("gpu"), true, false),
+            (Some("gpu"), false, true),
+            (Some("cpu"), false, false),
+            (None, false, false),
+        ] {
+            let victim = view("victim", pool, skip, cordoned);
+            let fresh = Selector::cel(expr).unwrap().evaluate(&victim).unwrap();
+            assert_eq!(
+                s.matches(&victim).unwrap(),
+                fresh == Outcome::Selected,
+                "{pool:?} skip={skip} cordoned={cordoned}"
+            );
+        }
+    }
+
     /// Past its room (a selector reading a label with a value per node) every new view is asked,
     /// and the answers kept before still answer.
     #[test]
