@@ -50,16 +50,20 @@ pub(crate) enum Write {
     },
 }
 
+#[cfg(test)]
+mod knobs;
+
 type PodKey = (String, String);
 
-/// The writes a test can make slow ([`MemoryCluster::set_delay`]): Events, evictions, patches
-/// that cordon, patches of a node's status.
+/// The requests a test can make slow ([`MemoryCluster::set_delay`]): Events, evictions, patches
+/// that cordon, patches of a node's status, reads of a DaemonSet.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Slow {
     Events,
     Evictions,
     Cordons,
     Status,
+    DaemonSets,
 }
 
 #[derive(Default)]
@@ -73,8 +77,8 @@ struct State {
     /// How long an evicted pod takes to go.
     termination: Duration,
     events: u64,
-    /// How long each kind of write takes ([`Slow`]; an API server slow to answer).
-    delays: [Duration; 4],
+    /// How long each kind of request takes ([`Slow`]; an API server slow to answer).
+    delays: [Duration; 5],
     /// The evictions under way: now, and at most.
     evicting: (usize, usize),
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
@@ -261,58 +265,9 @@ impl MemoryCluster {
         self.state().termination = d;
     }
 
-    /// Each write of this kind takes `d` before it is made (an API server slow to answer).
-    #[cfg(test)]
-    pub(crate) fn set_delay(&self, what: Slow, d: Duration) {
-        self.state().delays[what as usize] = d;
-    }
-
-    /// The most evictions that were under way at once (with [`Slow::Evictions`]).
-    #[cfg(test)]
-    pub(crate) fn most_evictions_at_once(&self) -> usize {
-        self.state().evicting.1
-    }
-
-    /// Every node and every pod, as they are now.
-    #[cfg(test)]
-    pub fn objects(&self) -> (Vec<Node>, Vec<Pod>) {
-        let s = self.state();
-        (
-            s.nodes.values().cloned().collect(),
-            s.pods.values().cloned().collect(),
-        )
-    }
-
-    #[cfg(test)]
-    pub fn node(&self, name: &str) -> Option<Node> {
-        self.state().nodes.get(name).cloned()
-    }
-
-    #[cfg(test)]
-    pub fn has_pod(&self, namespace: &str, name: &str) -> bool {
-        self.state()
-            .pods
-            .contains_key(&(namespace.into(), name.into()))
-    }
-
     /// The calls so far, taken (the next call starts a new list).
     pub(crate) fn take_writes(&self) -> Vec<Write> {
         std::mem::take(&mut self.state().writes)
-    }
-
-    /// Hold changes back from the caches (`on`), as a watch running late, until [`Self::deliver`].
-    #[cfg(test)]
-    pub fn lag(&self, on: bool) {
-        self.state().lagging = on;
-    }
-
-    /// Show the caches every node as it is now (the late watch catches up).
-    #[cfg(test)]
-    pub fn deliver(&self) {
-        let s = self.state();
-        for node in s.nodes.values() {
-            self.observed.apply_node(node);
-        }
     }
 
     fn remove_pod(&self, key: &PodKey) {
@@ -370,6 +325,10 @@ impl Cluster for MemoryCluster {
         namespace: &str,
         name: &str,
     ) -> Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, ApiError> {
+        let delay = self.state().delays[Slow::DaemonSets as usize];
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let key = (namespace.to_string(), name.to_string());
         Ok(self.state().daemon_sets.get(&key).cloned())
     }

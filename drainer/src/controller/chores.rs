@@ -1,6 +1,6 @@
 //! The controller's chores besides decisions, I/O: one WaitingForBudget Event per wait (its count
 //! refreshed), stale pod readiness reported and, when configured, evicted, the detector
-//! watchdog's walk over the selected nodes (its placement read at each resync), and which rounds
+//! watchdog's walk over the selected nodes (its placement read at each resync, off the loop), and which rounds
 //! do the periodic chores: one taking a change that woke the controller decides it first. When is
 //! decided by `decide::schedule` and `decide::silence` (pure); this reads and writes what they say.
 
@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
 use super::tail::WaitNote;
-use super::{Controller, RESYNC};
+use super::{Controller, PlacementRead, RESYNC};
 use crate::decide::silence::Placement;
 use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
@@ -97,17 +97,10 @@ impl<C: Cluster> Controller<C> {
             self.watchdog_walk = None;
         }
         if self.watchdog_walk.is_none() {
-            if !self.watchdog_due(now) {
+            if !self.watchdog_due(now) || !self.placement_read(now).await {
                 return;
             }
             self.last_watchdog = Some(now);
-            if self.last_placement.is_none_or(|t| add(t, RESYNC) <= now) {
-                self.last_placement = Some(now);
-                let placement = self.read_placement().await;
-                if self.fleet.set_placement(placement) {
-                    tracing::info!(placement = %self.fleet.placement(), "detector placement read");
-                }
-            }
             self.watchdog_walk = Some(super::walk::Walk {
                 at: now,
                 left: self.fleet.selected_names().cloned().collect(),
@@ -151,28 +144,77 @@ impl<C: Cluster> Controller<C> {
         }
     }
 
-    async fn read_placement(&mut self) -> Placement {
-        let w = &self.cfg.watchdog;
-        let placement = match &w.daemonset {
-            None => Placement::Everywhere,
-            Some((ns, name)) => match self.exec.cluster().daemon_set(ns, name).await {
-                Ok(Some(ds)) => Placement::of(&ds),
-                Ok(None) => {
-                    if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
-                        tracing::warn!(daemonset = %format!("{ns}/{name}"), "the detector DaemonSet does not exist: only nodes whose detector reported before are watched for silence (set --detector-daemonset)");
-                    }
-                    Placement::Unknown
-                }
-                Err(e) => {
-                    if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
-                        tracing::warn!(daemonset = %format!("{ns}/{name}"), error = %e, "cannot read the detector DaemonSet: only nodes whose detector reported before are watched for silence");
-                    }
-                    Placement::Unknown
-                }
-            },
+    /// Whether where the detector DaemonSet runs is read, for a walk to begin: read at most once
+    /// a resync period, off the loop (inline in a simulation), like the symptoms. A read under way
+    /// holds the walk back, never the round: a cordon decided meanwhile does not wait for an API
+    /// server slow to answer it. The read wakes the loop when it is done.
+    async fn placement_read(&mut self, now: Timestamp) -> bool {
+        if let Some(task) = self.placement_task.take_if(|t| t.is_finished()) {
+            match task.await {
+                Ok((daemonset, read)) => self.take_placement(&daemonset, read),
+                Err(e) => tracing::error!("reading the detector DaemonSet failed: {e}"),
+            }
+            // Fresh, however long the read took (the next is due a resync period after this
+            // one began).
+            return true;
+        }
+        if self.placement_task.is_some() {
+            return false;
+        }
+        if self.last_placement.is_some_and(|t| add(t, RESYNC) > now) {
+            return true;
+        }
+        self.last_placement = Some(now);
+        let Some(daemonset) = self.cfg.watchdog.daemonset.clone() else {
+            self.placed(Placement::Everywhere);
+            return true;
         };
+        let cluster = self.exec.cluster().clone();
+        let read = async move {
+            let read = cluster.daemon_set(&daemonset.0, &daemonset.1).await;
+            (daemonset, read)
+        };
+        if !self.offload {
+            let (daemonset, read) = read.await;
+            self.take_placement(&daemonset, read);
+            return true;
+        }
+        let observed = self.observed.clone();
+        self.placement_task = Some(tokio::spawn(async move {
+            let done = read.await;
+            observed.changed.notify_one();
+            done
+        }));
+        false
+    }
+
+    /// Take what reading the DaemonSet `namespace/name` gave: a DaemonSet missing or unreadable
+    /// leaves only the nodes whose detector reported before watched, said once while it lasts.
+    fn take_placement(&mut self, daemonset: &(String, String), read: PlacementRead) {
+        let (ns, name) = daemonset;
+        let placement = match read {
+            Ok(Some(ds)) => Placement::of(&ds),
+            Ok(None) => {
+                if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
+                    tracing::warn!(daemonset = %format!("{ns}/{name}"), "the detector DaemonSet does not exist: only nodes whose detector reported before are watched for silence (set --detector-daemonset)");
+                }
+                Placement::Unknown
+            }
+            Err(e) => {
+                if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
+                    tracing::warn!(daemonset = %format!("{ns}/{name}"), error = %e, "cannot read the detector DaemonSet: only nodes whose detector reported before are watched for silence");
+                }
+                Placement::Unknown
+            }
+        };
+        self.placed(placement);
+    }
+
+    fn placed(&mut self, placement: Placement) {
         self.placement_said = true;
-        placement
+        if self.fleet.set_placement(placement) {
+            tracing::info!(placement = %self.fleet.placement(), "detector placement read");
+        }
     }
 
     /// A node's wait for a budget: counted, and the Event to write for it when

@@ -61,6 +61,10 @@ pub const RESYNC: Duration = Duration::from_secs(60);
 /// Writes of one round in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
 
+/// What reading the detector DaemonSet gave ([`Controller::watch_detectors`]).
+type PlacementRead =
+    Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, crate::model::cluster::ApiError>;
+
 /// What the controller did, for an observer ([`Controller::with_tap`]): `drainer simulate` builds
 /// its report from these.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,6 +193,8 @@ pub(crate) struct Controller<C: Cluster> {
     /// The assessment under way on the blocking pool.
     symptoms: Option<tokio::task::JoinHandle<crate::decide::symptoms::Found>>,
     last_placement: Option<Timestamp>,
+    /// The read of the detector DaemonSet under way, and which it is.
+    placement_task: Option<tokio::task::JoinHandle<((String, String), PlacementRead)>>,
     /// Writing `--history-file` fails (said once).
     history_failing: bool,
     /// Large rounds and the symptoms are worked out on the blocking pool (off in simulations:
@@ -246,6 +252,7 @@ impl<C: Cluster> Controller<C> {
             last_symptoms: None,
             symptoms: None,
             last_placement: None,
+            placement_task: None,
             history_failing: false,
             offload: true,
             tap: None,

@@ -797,3 +797,53 @@ async fn a_round_with_an_urgent_change_leaves_the_due_chores_to_the_next_round_f
         "whole, though a change came in meanwhile"
     );
 }
+
+/// The detector DaemonSet is read off the loop: a round does not wait for an API server slow to
+/// answer that read (a cordon decided meanwhile is written at once); the watchdog's walk does, and
+/// begins once the read is in, with the placement it gave. The read wakes the loop when done.
+#[tokio::test(start_paused = true)]
+async fn a_slow_read_of_the_detector_daemonset_holds_the_watchdogs_walk_not_the_round() {
+    use crate::decide::silence::Placement;
+    let mut cfg = config(10);
+    cfg.watchdog.silent_after = Some(Duration::from_secs(30));
+    let (ns, name) = cfg
+        .watchdog
+        .daemonset
+        .clone()
+        .expect("the default DaemonSet");
+    let mut r = rig(cfg, vec![node("good", false), node("bad", true)], vec![]);
+    let ds: k8s_openapi::api::apps::v1::DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"selector": {}, "template": {"spec": {
+            "nodeSelector": {"pool": "a"}, "containers": []}}}}))
+    .unwrap();
+    r.cluster.put_daemon_set(ds.clone());
+    let slow = Duration::from_secs(3600);
+    r.cluster.set_delay(Slow::DaemonSets, slow);
+    let start = tokio::time::Instant::now();
+    r.c.round().await;
+    assert!(
+        start.elapsed() < slow,
+        "the round waited {:?} for the read",
+        start.elapsed()
+    );
+    assert_eq!(cordons(&r.cluster.take_writes()), vec!["bad".to_string()]);
+    assert!(
+        r.c.last_watchdog.is_none() && r.c.watchdog_walk.is_none(),
+        "the walk waits for the read"
+    );
+    assert_ne!(r.c.fleet.placement(), &Placement::of(&ds));
+    // Rounds meanwhile do not start another read, nor the walk.
+    r.c.round().await;
+    assert!(r.c.last_watchdog.is_none() && r.c.placement_task.is_some());
+    // The read is answered and wakes the loop (the rounds' own writes may have woken it first);
+    // the round after takes its placement and walks.
+    while !r.c.placement_task.as_ref().unwrap().is_finished() {
+        tokio::time::timeout(slow * 2, r.c.observed.changed.notified())
+            .await
+            .expect("the read wakes the loop once done");
+    }
+    r.c.round().await;
+    assert_eq!(r.c.fleet.placement(), &Placement::of(&ds));
+    assert!(r.c.last_watchdog.is_some() && r.c.placement_task.is_none());
+}
