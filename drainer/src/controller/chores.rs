@@ -151,12 +151,16 @@ impl<C: Cluster> Controller<C> {
     async fn placement_read(&mut self, now: Timestamp) -> bool {
         if let Some(task) = self.placement_task.take_if(|t| t.is_finished()) {
             match task.await {
-                Ok((daemonset, read)) => self.take_placement(&daemonset, read),
+                // Fresh however long the read took (the next is due a resync period after this
+                // one began), but not one that ended a resync period ago and was left (the
+                // watchdog turned off meanwhile, or leadership lost): read again.
+                Ok((_, _, ended)) if ended.elapsed() >= RESYNC => self.last_placement = None,
+                Ok((daemonset, read, _)) => {
+                    self.take_placement(&daemonset, read);
+                    return true;
+                }
                 Err(e) => tracing::error!("reading the detector DaemonSet failed: {e}"),
             }
-            // Fresh, however long the read took (the next is due a resync period after this
-            // one began).
-            return true;
         }
         if self.placement_task.is_some() {
             return false;
@@ -181,9 +185,9 @@ impl<C: Cluster> Controller<C> {
         }
         let observed = self.observed.clone();
         self.placement_task = Some(tokio::spawn(async move {
-            let done = read.await;
+            let (daemonset, read) = read.await;
             observed.changed.notify_one();
-            done
+            (daemonset, read, tokio::time::Instant::now())
         }));
         false
     }

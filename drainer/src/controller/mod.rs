@@ -64,6 +64,8 @@ const WRITE_CONCURRENCY: usize = 16;
 /// What reading the detector DaemonSet gave ([`Controller::watch_detectors`]).
 type PlacementRead =
     Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, crate::model::cluster::ApiError>;
+type PlacementTask =
+    tokio::task::JoinHandle<((String, String), PlacementRead, tokio::time::Instant)>;
 
 /// What the controller did, for an observer ([`Controller::with_tap`]): `drainer simulate` builds
 /// its report from these.
@@ -193,8 +195,8 @@ pub(crate) struct Controller<C: Cluster> {
     /// The assessment under way on the blocking pool.
     symptoms: Option<tokio::task::JoinHandle<crate::decide::symptoms::Found>>,
     last_placement: Option<Timestamp>,
-    /// The read of the detector DaemonSet under way, and which it is.
-    placement_task: Option<tokio::task::JoinHandle<((String, String), PlacementRead)>>,
+    /// The read of the detector DaemonSet under way: which it is, what it gave, when it ended.
+    placement_task: Option<PlacementTask>,
     /// Writing `--history-file` fails (said once).
     history_failing: bool,
     /// Large rounds and the symptoms are worked out on the blocking pool (off in simulations:

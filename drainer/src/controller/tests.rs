@@ -798,25 +798,34 @@ async fn a_round_with_an_urgent_change_leaves_the_due_chores_to_the_next_round_f
     );
 }
 
+/// Settings with the detector watchdog on (a walk every 10 s), and the detector DaemonSet they
+/// name as placing its pods on the nodes of a pool.
+fn watched_by_the_watchdog() -> (
+    Config,
+    impl Fn(&str) -> k8s_openapi::api::apps::v1::DaemonSet,
+) {
+    let mut cfg = config(10);
+    cfg.watchdog.silent_after = Some(Duration::from_secs(30));
+    let (ns, name) = (cfg.watchdog.daemonset.clone()).expect("the default DaemonSet");
+    let ds = move |pool: &str| {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {}, "template": {"spec": {
+                "nodeSelector": {"pool": pool}, "containers": []}}}}))
+        .unwrap()
+    };
+    (cfg, ds)
+}
+
 /// The detector DaemonSet is read off the loop: a round does not wait for an API server slow to
 /// answer that read (a cordon decided meanwhile is written at once); the watchdog's walk does, and
 /// begins once the read is in, with the placement it gave. The read wakes the loop when done.
 #[tokio::test(start_paused = true)]
 async fn a_slow_read_of_the_detector_daemonset_holds_the_watchdogs_walk_not_the_round() {
     use crate::decide::silence::Placement;
-    let mut cfg = config(10);
-    cfg.watchdog.silent_after = Some(Duration::from_secs(30));
-    let (ns, name) = cfg
-        .watchdog
-        .daemonset
-        .clone()
-        .expect("the default DaemonSet");
+    let (cfg, ds) = watched_by_the_watchdog();
+    let ds = ds("a");
     let mut r = rig(cfg, vec![node("good", false), node("bad", true)], vec![]);
-    let ds: k8s_openapi::api::apps::v1::DaemonSet = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"selector": {}, "template": {"spec": {
-            "nodeSelector": {"pool": "a"}, "containers": []}}}}))
-    .unwrap();
     r.cluster.put_daemon_set(ds.clone());
     let slow = Duration::from_secs(3600);
     r.cluster.set_delay(Slow::DaemonSets, slow);
@@ -846,4 +855,41 @@ async fn a_slow_read_of_the_detector_daemonset_holds_the_watchdogs_walk_not_the_
     r.c.round().await;
     assert_eq!(r.c.fleet.placement(), &Placement::of(&ds));
     assert!(r.c.last_watchdog.is_some() && r.c.placement_task.is_none());
+}
+
+/// A DaemonSet read that ended a resync period before a round takes it (the watchdog turned off
+/// meanwhile, leadership lost) is not walked with: it is read again, and the walk waits for that.
+#[tokio::test(start_paused = true)]
+async fn a_daemonset_read_left_for_a_resync_period_is_read_again_before_the_walk() {
+    use crate::decide::silence::Placement;
+    let (cfg, ds) = watched_by_the_watchdog();
+    let mut r = rig(cfg, vec![node("good", false)], vec![]);
+    r.cluster.put_daemon_set(ds("a"));
+    r.cluster
+        .set_delay(Slow::DaemonSets, Duration::from_secs(10));
+    r.c.round().await;
+    let task = r.c.placement_task.as_ref().expect("a read under way");
+    while !task.is_finished() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // Left for a resync period, while the DaemonSet moved to another pool.
+    tokio::time::advance(RESYNC).await;
+    r.cluster.put_daemon_set(ds("b"));
+    r.c.round().await;
+    assert_ne!(
+        r.c.fleet.placement(),
+        &Placement::of(&ds("a")),
+        "not walked with"
+    );
+    assert!(
+        r.c.last_watchdog.is_none(),
+        "the walk waits for the new read"
+    );
+    let task = r.c.placement_task.as_ref().expect("read again");
+    while !task.is_finished() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    r.c.round().await;
+    assert_eq!(r.c.fleet.placement(), &Placement::of(&ds("b")));
+    assert!(r.c.last_watchdog.is_some());
 }
