@@ -1,8 +1,9 @@
 //! The controller's chores besides decisions, I/O: one WaitingForBudget Event per wait (its count
 //! refreshed), stale pod readiness reported and, when configured, evicted, the detector
-//! watchdog's walk over the selected nodes (its placement read at each resync, off the loop), and which rounds
-//! do the periodic chores: one taking a change that woke the controller decides it first. When is
-//! decided by `decide::schedule` and `decide::silence` (pure); this reads and writes what they say.
+//! watchdog's walk over the selected nodes (its placement read at each resync, off the loop), and
+//! which rounds do the periodic chores: one taking a change that woke the controller decides it
+//! first. When is decided by `decide::schedule` and `decide::silence` (pure); this reads and writes
+//! what they say.
 
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
