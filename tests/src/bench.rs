@@ -190,7 +190,7 @@ impl Drainer {
 /// The child is killed when the thread that spawned it ends, so a bench stopped by a signal (whose
 /// [`KillOnDrop`] never runs) leaves no drainer behind writing into the next run. Benches spawn from
 /// their main thread.
-fn die_with_parent(cmd: &mut Command) {
+pub fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {

@@ -23,30 +23,57 @@ pub fn shipped_drainer() -> PathBuf {
             let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
             let mut cmd = Command::new("sh");
             cmd.arg("build/pgo-drainer.sh").current_dir(&root);
-            // What cargo sets for the bench that calls this (its package's variables, OUT_DIR,
-            // the library path) would reach build scripts that watch such variables, and cargo
-            // would rebuild part of the drainer's tree, so retrain it, for every bench run.
-            for (key, _) in std::env::vars_os() {
-                let k = key.to_string_lossy();
-                if k.starts_with("CARGO_PKG_")
-                    || k.starts_with("CARGO_MANIFEST_")
-                    || k.starts_with("CARGO_BIN_EXE_")
-                    || [
-                        "OUT_DIR",
-                        "LD_LIBRARY_PATH",
-                        "CARGO_CRATE_NAME",
-                        "CARGO_PRIMARY_PACKAGE",
-                    ]
-                    .contains(&&*k)
-                {
-                    cmd.env_remove(&key);
-                }
-            }
+            without_bench_env(&mut cmd);
             let status = cmd.status().expect("running build/pgo-drainer.sh");
             assert!(status.success(), "build/pgo-drainer.sh failed");
             target_dir(&root).join("shipped/drainer")
         })
         .clone()
+}
+
+/// Example `name` of the drainer's package built with the drainer's own cargo profile (as
+/// the image's build, without profile-guided optimisation), in `target/drainer/examples/`: for the
+/// benches that measure what any process built like the drainer pays.
+pub fn drainer_example(name: &str) -> PathBuf {
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--profile",
+        "drainer",
+        "-p",
+        "nodemedic-drainer",
+        "--example",
+        name,
+    ])
+    .current_dir(&root);
+    without_bench_env(&mut cmd);
+    let status = cmd.status().expect("cargo build");
+    assert!(status.success(), "cargo build of example {name} failed");
+    target_dir(&root).join("drainer/examples").join(name)
+}
+
+/// What cargo sets for the bench that builds something (its package's variables, OUT_DIR, the
+/// library path) would reach build scripts that watch such variables, and cargo would rebuild
+/// part of the drainer's tree (and `build/pgo-drainer.sh` retrain it) for every bench run.
+fn without_bench_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_MANIFEST_")
+            || k.starts_with("CARGO_BIN_EXE_")
+            || [
+                "OUT_DIR",
+                "LD_LIBRARY_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&&*k)
+        {
+            cmd.env_remove(&key);
+        }
+    }
 }
 
 fn target_dir(root: &std::path::Path) -> PathBuf {

@@ -118,21 +118,7 @@ pub async fn create(
 ) {
     // The default drainer's record key Secret, as the manifests ship it.
     crate::record_key_secret(client, "kube-system", "nodemedic-drainer", None).await;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node_template: Value = serde_json::from_str(NODE_FIXTURE).expect("node fixture");
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let (nodes, n) = (nodes.clone(), node(&node_template, i));
-            async move {
-                nodes
-                    .create(&PostParams::default(), &n)
-                    .await
-                    .expect("create node")
-            }
-        })
-        .buffer_unordered(32)
-        .for_each(|_| async {})
-        .await;
+    create_nodes(client, count).await;
     let ns: Api<Namespace> = Api::all(client.clone());
     let namespace = json!({"metadata": {"name": NAMESPACE}});
     ns.create(
@@ -172,6 +158,25 @@ pub async fn create(
                         .await
                         .expect("the pod's status, as its kubelet writes it");
                 }
+            }
+        })
+        .buffer_unordered(32)
+        .for_each(|_| async {})
+        .await;
+}
+
+/// Create nodes `0..count` only ([`create`] without the pods).
+pub async fn create_nodes(client: &kube::Client, count: usize) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node_template: Value = serde_json::from_str(NODE_FIXTURE).expect("node fixture");
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let (nodes, n) = (nodes.clone(), node(&node_template, i));
+            async move {
+                nodes
+                    .create(&PostParams::default(), &n)
+                    .await
+                    .expect("create node")
             }
         })
         .buffer_unordered(32)

@@ -1,0 +1,149 @@
+//! The floor under the scale bench's steady figure, measured the way that figure is: CPU per node
+//! update of a process that watches every Node as the drainer does and does nothing with an event
+//! but read its name and resourceVersion (`examples/watch_floor.rs`: the drainer's client, kube's
+//! `watcher`, a current-thread runtime, built with the drainer's own cargo profile, no PGO). Each
+//! update alone, one every 50 ms, on the same fleet and API server as the scale bench; an idle
+//! baseline right before each window subtracted; 3 runs, min/median/max.
+//!
+//! What the drainer costs per update above this figure is its own work (decoding into its view,
+//! the cache, the round); the figure itself is what the machine, HTTP and kube's watch stream take.
+//! The `wakeup` bench is the floor under this one: being woken and reading the bytes, nothing more.
+//!
+//! `cargo bench -p nodemedic-drainer --bench watch_floor` (`NODEMEDIC_SCALE_NODES`, default 2,000;
+//! `NODEMEDIC_SCALE_REPEATS`, default 3; `KUBEBUILDER_ASSETS` for a real control plane).
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use nodemedic_tests::bench::{Backend, KillOnDrop, die_with_parent};
+use nodemedic_tests::fleet::{self, Update};
+use tokio::io::AsyncBufReadExt;
+
+/// One update every 50 ms, as the scale bench's steady phase.
+const STEADY_RATE: f64 = 20.0;
+/// Each idle and steady window (the watcher has no periodic work to average out).
+const MEASURE: Duration = Duration::from_secs(30);
+/// The kinds measured: to a process that decodes nothing, a state change is a heartbeat.
+const KINDS: [Update; 2] = [Update::Heartbeat, Update::ReadyChange];
+
+fn env_count(name: &str, default: usize, max: usize) -> usize {
+    match std::env::var(name).ok().map(|s| s.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if (1..=max).contains(&n) => n,
+        Some(_) => {
+            eprintln!("{name} must be a number from 1 to {max}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+#[tokio::main]
+async fn main() {
+    let count = env_count("NODEMEDIC_SCALE_NODES", 2_000, 100_000);
+    let repeats = env_count("NODEMEDIC_SCALE_REPEATS", 3, 20);
+    let exe = match std::env::var_os("NODEMEDIC_FLOOR_BIN") {
+        Some(p) => p.into(),
+        None => nodemedic_tests::bins::drainer_example("watch_floor"),
+    };
+    let backend = Backend::start("watch_floor").await;
+    let client = backend.client();
+    let t0 = Instant::now();
+    fleet::create_nodes(&client, count).await;
+    println!(
+        "fixture: {count} kubelet-shaped nodes on {} in {:.0?}",
+        backend.describe(),
+        t0.elapsed()
+    );
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    backend.write_kubeconfig(&kubeconfig);
+    let mut cmd = Command::new(&exe);
+    cmd.env("KUBECONFIG", &kubeconfig)
+        .env("MALLOC_ARENA_MAX", "1")
+        .stdout(Stdio::piped());
+    die_with_parent(&mut cmd);
+    let mut child = KillOnDrop(cmd.spawn().expect("the watcher starts"));
+    let pid = child.0.id();
+    let stdout = child.0.stdout.take().expect("its stdout");
+    let stdout = tokio::process::ChildStdout::from_std(stdout).expect("a pipe tokio can read");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let synced = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Ok(Some(l)) = lines.next_line().await {
+            if l.starts_with("synced") {
+                return Some(l);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .expect("the watcher listed the nodes within 10 minutes");
+    println!("watcher {} (pid {pid}): {synced}", exe.display());
+    // Its later lines are drained so a full pipe never blocks it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let meter = nodemedic_tests::process::CpuMeter::start(pid);
+    let mut runs: Vec<(Update, f64, usize, f64)> = Vec::new();
+    for _ in 0..repeats {
+        let idle0 = meter.seconds();
+        let t_idle = Instant::now();
+        tokio::time::sleep(MEASURE).await;
+        let idle_per_s = (meter.seconds() - idle0) / t_idle.elapsed().as_secs_f64();
+        for kind in KINDS {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (cpu0, t) = (meter.seconds(), Instant::now());
+            let task = tokio::spawn(fleet::churn(
+                nodes.clone(),
+                count,
+                STEADY_RATE,
+                1,
+                stop.clone(),
+                kind,
+            ));
+            tokio::time::sleep(MEASURE).await;
+            stop.store(true, Ordering::Relaxed);
+            let updates = task.await.expect("the churn");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let cpu = meter.seconds() - cpu0 - idle_per_s * t.elapsed().as_secs_f64();
+            let us = cpu.max(0.0) / updates.max(1) as f64 * 1e6;
+            runs.push((kind, us, updates, idle_per_s * 1e3));
+        }
+    }
+    drop(child);
+
+    println!(
+        "\n{count} nodes, {}, this machine; a Node watch that reads each event's name and resourceVersion only ({}, MALLOC_ARENA_MAX=1)",
+        backend.describe(),
+        exe.display()
+    );
+    println!(
+        "| CPU per node update, steady {STEADY_RATE}/s, each alone, idle subtracted | the floor |"
+    );
+    println!("|---|---|");
+    for kind in KINDS {
+        let mine: Vec<_> = runs.iter().filter(|r| r.0 == kind).collect();
+        let (min, med, max) = stats(mine.iter().map(|r| r.1).collect());
+        let each: Vec<String> = (mine.iter())
+            .map(|r| format!("{:.0} us: {} updates, idle {:.2} ms CPU/s", r.1, r.2, r.3))
+            .collect();
+        println!(
+            "| {} | min {min:.0} / median {med:.0} / max {max:.0} us ({} runs: {}) |",
+            kind.describe(),
+            mine.len(),
+            each.join("; ")
+        );
+    }
+}
