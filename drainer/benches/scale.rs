@@ -174,31 +174,21 @@ async fn main() {
     let meter = nodemedic_tests::process::CpuMeter::start(pid);
     let mut steady = Vec::new();
     for _ in 0..repeats() {
-        let cpu_idle0 = meter.seconds();
-        let t_idle = Instant::now();
-        tokio::time::sleep(MEASURE).await;
-        let idle_per_s = (meter.seconds() - cpu_idle0) / t_idle.elapsed().as_secs_f64();
+        let idle_per_s = fleet::idle_cpu(&meter, MEASURE).await;
         for kind in KINDS {
-            let stop = Arc::new(AtomicBool::new(false));
-            let cpu_steady0 = meter.seconds();
-            let t_steady = Instant::now();
-            let task = tokio::spawn(fleet::churn(
-                nodes.clone(),
+            let (per_update_us, updates, secs) = fleet::steady_cpu(
+                &nodes,
                 count,
                 STEADY_RATE,
-                1,
-                stop.clone(),
                 kind,
-            ));
-            tokio::time::sleep(MEASURE).await;
-            stop.store(true, Ordering::Relaxed);
-            let updates = task.await.unwrap();
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let secs = t_steady.elapsed().as_secs_f64();
-            let cpu = meter.seconds() - cpu_steady0;
+                &meter,
+                idle_per_s,
+                MEASURE,
+            )
+            .await;
             steady.push(Steady {
                 kind,
-                per_update_us: (cpu - idle_per_s * secs).max(0.0) / updates.max(1) as f64 * 1e6,
+                per_update_us,
                 updates,
                 secs,
                 idle_ms_per_s: idle_per_s * 1e3,

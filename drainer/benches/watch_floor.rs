@@ -13,8 +13,6 @@
 //! `NODEMEDIC_SCALE_REPEATS`, default 3; `KUBEBUILDER_ASSETS` for a real control plane).
 
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
@@ -98,27 +96,18 @@ async fn main() {
     let meter = nodemedic_tests::process::CpuMeter::start(pid);
     let mut runs: Vec<(Update, f64, usize, f64)> = Vec::new();
     for _ in 0..repeats {
-        let idle0 = meter.seconds();
-        let t_idle = Instant::now();
-        tokio::time::sleep(MEASURE).await;
-        let idle_per_s = (meter.seconds() - idle0) / t_idle.elapsed().as_secs_f64();
+        let idle_per_s = fleet::idle_cpu(&meter, MEASURE).await;
         for kind in KINDS {
-            let stop = Arc::new(AtomicBool::new(false));
-            let (cpu0, t) = (meter.seconds(), Instant::now());
-            let task = tokio::spawn(fleet::churn(
-                nodes.clone(),
+            let (us, updates, _) = fleet::steady_cpu(
+                &nodes,
                 count,
                 STEADY_RATE,
-                1,
-                stop.clone(),
                 kind,
-            ));
-            tokio::time::sleep(MEASURE).await;
-            stop.store(true, Ordering::Relaxed);
-            let updates = task.await.expect("the churn");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let cpu = meter.seconds() - cpu0 - idle_per_s * t.elapsed().as_secs_f64();
-            let us = cpu.max(0.0) / updates.max(1) as f64 * 1e6;
+                &meter,
+                idle_per_s,
+                MEASURE,
+            )
+            .await;
             runs.push((kind, us, updates, idle_per_s * 1e3));
         }
     }

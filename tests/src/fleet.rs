@@ -328,6 +328,38 @@ pub async fn churn(
     sent.load(Ordering::Relaxed)
 }
 
+/// CPU per update of the process `meter` measures, `kind` updates going out at `rate` from one
+/// writer (each alone) for `window`, with `idle_per_s` (its CPU seconds a second at rest) taken
+/// off: microseconds per update, the updates written, and the seconds measured.
+pub async fn steady_cpu(
+    nodes: &Api<Node>,
+    count: usize,
+    rate: f64,
+    kind: Update,
+    meter: &crate::process::CpuMeter,
+    idle_per_s: f64,
+    window: Duration,
+) -> (f64, usize, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (cpu0, t) = (meter.seconds(), Instant::now());
+    let task = tokio::spawn(churn(nodes.clone(), count, rate, 1, stop.clone(), kind));
+    tokio::time::sleep(window).await;
+    stop.store(true, Ordering::Relaxed);
+    let updates = task.await.expect("the churn");
+    // The last update's event reaches the process.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = meter.seconds() - cpu0 - idle_per_s * secs;
+    (cpu.max(0.0) / updates.max(1) as f64 * 1e6, updates, secs)
+}
+
+/// The CPU seconds a second the process `meter` measures uses at rest, over `window`.
+pub async fn idle_cpu(meter: &crate::process::CpuMeter, window: Duration) -> f64 {
+    let (cpu0, t) = (meter.seconds(), Instant::now());
+    tokio::time::sleep(window).await;
+    (meter.seconds() - cpu0) / t.elapsed().as_secs_f64()
+}
+
 /// Wait until `node` satisfies `check`, watching it; returns when it did (None: not in time).
 pub async fn watch_until(
     nodes: &Api<Node>,
