@@ -73,15 +73,6 @@ const STEADY_RATE: f64 = 20.0;
 /// the other moved the figure by up to 40 us at 15,000 nodes.
 const MEASURE: Duration = nodemedic_drainer::controller::RESYNC;
 
-/// One steady-rate measurement.
-struct Steady {
-    kind: Update,
-    per_update_us: f64,
-    updates: usize,
-    secs: f64,
-    idle_ms_per_s: f64,
-}
-
 /// What the steady rate is measured with, each kind in its own window: heartbeats, and three kinds
 /// of state change (a condition no decision reads; a label the selector reads, its answer the
 /// same; Ready's reason, which every decision reads: the one that wakes a round).
@@ -169,32 +160,18 @@ async fn main() {
     let hwm_synced = nodemedic_tests::process::status_mib(pid, "VmHWM:");
 
     // The idle baseline, then CPU per node update at a steady rate: each update alone. Measured
-    // REPEATS times in turn (each idle window right before its steady one), exact to the
-    // nanosecond: a few milliseconds per second in whole 10 ms ticks would be mostly rounding.
+    // REPEATS times in turn (each idle window right before its steady one).
     let meter = nodemedic_tests::process::CpuMeter::start(pid);
-    let mut steady = Vec::new();
-    for _ in 0..repeats() {
-        let idle_per_s = fleet::idle_cpu(&meter, MEASURE).await;
-        for kind in KINDS {
-            let (per_update_us, updates, secs) = fleet::steady_cpu(
-                &nodes,
-                count,
-                STEADY_RATE,
-                kind,
-                &meter,
-                idle_per_s,
-                MEASURE,
-            )
-            .await;
-            steady.push(Steady {
-                kind,
-                per_update_us,
-                updates,
-                secs,
-                idle_ms_per_s: idle_per_s * 1e3,
-            });
-        }
-    }
+    let steady = fleet::steady_cpu(
+        &nodes,
+        count,
+        STEADY_RATE,
+        &KINDS,
+        &meter,
+        MEASURE,
+        repeats(),
+    )
+    .await;
 
     // CPU per node update: as fast as 4 writers go, for 20 s.
     let stop = Arc::new(AtomicBool::new(false));
@@ -359,7 +336,7 @@ async fn main() {
         hwm_synced / rss_synced.max(0.1)
     );
     for kind in KINDS {
-        let runs: Vec<&Steady> = steady.iter().filter(|s| s.kind == kind).collect();
+        let runs: Vec<&fleet::Steady> = steady.iter().filter(|s| s.kind == kind).collect();
         let (smin, smed, smax) = stats(runs.iter().map(|s| s.per_update_us).collect());
         let each: Vec<String> = runs
             .iter()

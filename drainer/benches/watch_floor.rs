@@ -94,23 +94,8 @@ async fn main() {
 
     let nodes: Api<Node> = Api::all(client.clone());
     let meter = nodemedic_tests::process::CpuMeter::start(pid);
-    let mut runs: Vec<(Update, f64, usize, f64)> = Vec::new();
-    for _ in 0..repeats {
-        let idle_per_s = fleet::idle_cpu(&meter, MEASURE).await;
-        for kind in KINDS {
-            let (us, updates, _) = fleet::steady_cpu(
-                &nodes,
-                count,
-                STEADY_RATE,
-                kind,
-                &meter,
-                idle_per_s,
-                MEASURE,
-            )
-            .await;
-            runs.push((kind, us, updates, idle_per_s * 1e3));
-        }
-    }
+    let runs =
+        fleet::steady_cpu(&nodes, count, STEADY_RATE, &KINDS, &meter, MEASURE, repeats).await;
     drop(child);
 
     println!(
@@ -123,10 +108,15 @@ async fn main() {
     );
     println!("|---|---|");
     for kind in KINDS {
-        let mine: Vec<_> = runs.iter().filter(|r| r.0 == kind).collect();
-        let (min, med, max) = stats(mine.iter().map(|r| r.1).collect());
+        let mine: Vec<_> = runs.iter().filter(|r| r.kind == kind).collect();
+        let (min, med, max) = stats(mine.iter().map(|r| r.per_update_us).collect());
         let each: Vec<String> = (mine.iter())
-            .map(|r| format!("{:.0} us: {} updates, idle {:.2} ms CPU/s", r.1, r.2, r.3))
+            .map(|r| {
+                format!(
+                    "{:.0} us: {} updates, idle {:.2} ms CPU/s",
+                    r.per_update_us, r.updates, r.idle_ms_per_s
+                )
+            })
             .collect();
         println!(
             "| {} | min {min:.0} / median {med:.0} / max {max:.0} us ({} runs: {}) |",
