@@ -156,6 +156,12 @@ impl<C: Cluster> Controller<C> {
                 // one began), but not one that ended a resync period ago and was left (the
                 // watchdog turned off meanwhile, or leadership lost): read again.
                 Ok((_, _, ended)) if ended.elapsed() >= RESYNC => self.last_placement = None,
+                // A reload named another DaemonSet while this one was read.
+                Ok((daemonset, _, _))
+                    if self.cfg.watchdog.daemonset.as_ref() != Some(&daemonset) =>
+                {
+                    self.last_placement = None
+                }
                 Ok((daemonset, read, _)) => {
                     self.take_placement(&daemonset, read);
                     return true;

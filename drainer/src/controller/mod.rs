@@ -420,6 +420,11 @@ impl<C: Cluster> Controller<C> {
         if new.dry_run != self.cfg.dry_run {
             self.exec.set_dry_run(new.dry_run);
         }
+        if new.watchdog.daemonset != self.cfg.watchdog.daemonset {
+            // The next walk begins with where the DaemonSet now named runs, not with the old
+            // one's placement (read up to a resync period ago).
+            self.last_placement = None;
+        }
         let cfg = Arc::new(new);
         self.observed.set_interest(Interest::of(&cfg));
         self.cfg = cfg.clone();

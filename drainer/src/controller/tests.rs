@@ -893,3 +893,93 @@ async fn a_daemonset_read_left_for_a_resync_period_is_read_again_before_the_walk
     assert_eq!(r.c.fleet.placement(), &Placement::of(&ds("b")));
     assert!(r.c.last_watchdog.is_some());
 }
+
+/// A reload naming another detector DaemonSet: the next walk begins with where that one runs, not
+/// with the old one's placement, read up to a resync period before (its nodes would be judged
+/// silent, and the new one's not watched, until the next read).
+#[tokio::test(start_paused = true)]
+async fn a_reload_naming_another_detector_daemonset_reads_it_before_the_next_walk() {
+    use crate::decide::silence::Placement;
+    let (cfg, ds) = watched_by_the_watchdog();
+    let mut r = rig(cfg, vec![node("good", false)], vec![]);
+    r.cluster.put_daemon_set(ds("a"));
+    let read = |r: &Rig| {
+        let task = r.c.placement_task.as_ref().expect("a read under way");
+        task.is_finished()
+    };
+    r.c.round().await;
+    while !read(&r) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    r.c.round().await;
+    assert_eq!(r.c.fleet.placement(), &Placement::of(&ds("a")));
+    let first_walk = r.c.last_watchdog.expect("walked");
+
+    // Another DaemonSet, on another pool, named by a reload.
+    let mut next = ds("b");
+    next.metadata.name = Some("detector-next".into());
+    r.cluster.put_daemon_set(next.clone());
+    let (mut reloaded, _) = watched_by_the_watchdog();
+    let ns = next.metadata.namespace.clone().expect("a namespace");
+    // As a reload from the file says it (what `reconfigure` compares).
+    (reloaded.said).push(("detectorDaemonSet".into(), format!("{ns}/detector-next")));
+    reloaded.watchdog.daemonset = Some((ns, "detector-next".into()));
+    r.c.reconfigure(reloaded);
+    tokio::time::advance(super::chores::watchdog_every(Duration::from_secs(30))).await;
+    r.c.round().await;
+    assert_eq!(
+        r.c.last_watchdog,
+        Some(first_walk),
+        "no walk with the old DaemonSet's placement"
+    );
+    while !read(&r) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    r.c.round().await;
+    assert_eq!(r.c.fleet.placement(), &Placement::of(&next));
+    assert_ne!(
+        r.c.last_watchdog,
+        Some(first_walk),
+        "walked with the new one's"
+    );
+}
+
+/// The same reload while the old DaemonSet's read is under way: what that read gives is dropped,
+/// and the one now named read before the walk.
+#[tokio::test(start_paused = true)]
+async fn a_read_of_the_daemonset_a_reload_replaced_is_not_walked_with() {
+    use crate::decide::silence::Placement;
+    let (cfg, ds) = watched_by_the_watchdog();
+    let mut r = rig(cfg, vec![node("good", false)], vec![]);
+    r.cluster.put_daemon_set(ds("a"));
+    let mut next = ds("b");
+    next.metadata.name = Some("detector-next".into());
+    r.cluster.put_daemon_set(next.clone());
+    r.cluster
+        .set_delay(Slow::DaemonSets, Duration::from_secs(10));
+    let read = |r: &Rig| {
+        let task = r.c.placement_task.as_ref().expect("a read under way");
+        task.is_finished()
+    };
+    r.c.round().await;
+    let (mut reloaded, _) = watched_by_the_watchdog();
+    let ns = next.metadata.namespace.clone().expect("a namespace");
+    (reloaded.said).push(("detectorDaemonSet".into(), format!("{ns}/detector-next")));
+    reloaded.watchdog.daemonset = Some((ns, "detector-next".into()));
+    r.c.reconfigure(reloaded);
+    while !read(&r) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    r.c.round().await;
+    assert_ne!(r.c.fleet.placement(), &Placement::of(&ds("a")), "dropped");
+    assert!(
+        r.c.last_watchdog.is_none(),
+        "the walk waits for the new read"
+    );
+    while !read(&r) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    r.c.round().await;
+    assert_eq!(r.c.fleet.placement(), &Placement::of(&next));
+    assert!(r.c.last_watchdog.is_some());
+}
