@@ -1,7 +1,8 @@
 //! A fleet of kubelet-shaped Nodes and ReplicaSet-owned Pods (`tests/fixtures/scale/`), the kubelets'
-//! status updates, and the drainer run on it the way an operator runs draino. Shared by the `scale`
-//! bench (which measures the drainer there) and `pgo-train` (which runs the drainer there so that its
-//! image is built with the profile of that work: `build/pgo-drainer.sh`).
+//! status updates, CPU per update measured in steady windows, and the drainer run on it the way an
+//! operator runs draino. Shared by the benches that measure the drainer there (`scale`, `leader`), the
+//! one that measures a bare watch the same way (`watch_floor`), and `pgo-train` (which runs the drainer
+//! there so that its image is built with the profile of that work: `build/pgo-drainer.sh`).
 
 use std::collections::HashSet;
 use std::path::Path;
