@@ -51,7 +51,7 @@ async fn main() {
     let cert = params.self_signed(&key).unwrap();
     std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
     std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
-    nodemedic_tests::record_key_secret(&server.client(), "kube-system", "bench", None).await;
+    nodemedic_tests::drainer_objects(&server.client(), "kube-system", "bench", None).await;
     let running = run::start(
         Options {
             config: Config {

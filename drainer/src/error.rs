@@ -22,6 +22,8 @@ pub enum Error {
     GuardListen(SocketAddr),
     #[error(transparent)]
     RecordKey(#[from] crate::act::key::KeyError),
+    #[error(transparent)]
+    Object(#[from] crate::act::objects::ObjectError),
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

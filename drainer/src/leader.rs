@@ -105,7 +105,8 @@ pub(crate) struct LeaseData {
     /// leaves the annotation as it is (a new leader has not read it back yet), `Some(None)` removes
     /// it, `Some(Some(state))` sets it.
     pub(crate) breaker: watch::Receiver<Option<Option<String>>>,
-    /// The record memory to keep in [`RECORDS_ANNOTATION`], the same way.
+    /// The record memory earlier releases kept in [`RECORDS_ANNOTATION`] (it now lives in
+    /// ConfigMaps of its own, `act::recall`): `Some(None)` removes it, once it was read back.
     pub(crate) records: watch::Receiver<Option<Option<String>>>,
 }
 
@@ -148,7 +149,9 @@ pub(crate) async fn run(
             data.read.send_replace(current.clone());
             let breaker = data.breaker.borrow().clone();
             let records = data.records.borrow().clone();
-            let step = next_step(current.as_ref().and_then(|l| l.spec.as_ref()), &cfg.identity, now, cfg.duration);
+            // A Lease the manifests ship has no holder (nor perhaps a spec): it is taken, not made.
+            let held = current.as_ref().map(|l| l.spec.clone().unwrap_or_default());
+            let step = next_step(held.as_ref(), &cfg.identity, now, cfg.duration);
             match (step, current) {
                 (Step::Create, _) => {
                     let mut lease = Lease {
@@ -173,7 +176,11 @@ pub(crate) async fn run(
                 }
                 (Step::TakeOver, Some(mut lease)) => {
                     let old = lease.spec.clone().unwrap_or_default();
-                    lease.spec = Some(spec(&cfg, now, None, old.lease_transitions.unwrap_or(0) + 1));
+                    // A Lease the manifests ship, never held, changes no hands when first taken.
+                    let never_held = old.holder_identity.as_deref().unwrap_or_default().is_empty()
+                        && old.acquire_time.is_none();
+                    let transitions = old.lease_transitions.unwrap_or(0) + i32::from(!never_held);
+                    lease.spec = Some(spec(&cfg, now, None, transitions));
                     let taken = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(taken));
                     tracing::info!(lease = %cfg.name, identity = %cfg.identity, previous = old.holder_identity.as_deref().unwrap_or(""), "took over an expired lease: leading");
@@ -289,6 +296,11 @@ mod tests {
             next_step(Some(&lease("", 0)), "a", t(1), d),
             Step::TakeOver,
             "released"
+        );
+        assert_eq!(
+            next_step(Some(&LeaseSpec::default()), "a", t(1), d),
+            Step::TakeOver,
+            "as the manifests ship it"
         );
         // A renewTime near the end of time (the API server accepts it) is followed, not a panic.
         let far = LeaseSpec {

@@ -86,7 +86,10 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
 
-    // The record key first: without it no record can be trusted, so nothing starts.
+    // The objects it keeps in its namespace, then the record key: without it no record can be
+    // trusted, so nothing starts.
+    let owned = crate::act::objects::owned(&opts.lease.name, opts.settings.is_some());
+    crate::act::objects::ensure(&client, &opts.lease.namespace, &owned).await?;
     let secret = crate::act::key::default_secret(&opts.lease.name);
     let key = crate::act::key::load(client.clone(), &opts.lease.namespace, &secret).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -139,9 +142,12 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
     let reboots_tx = reboot_requests(&client, &opts.lease, &leader_rx, &mut tasks);
+    let at = (opts.lease.namespace.as_str(), opts.lease.name.as_str());
+    let (memory, recall) = crate::act::recall::spawn(client.clone(), at, leader_rx.clone());
+    tasks.push(recall);
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
-        .with_records_on_lease(records_tx)
+        .with_record_memory(memory, records_tx)
         .with_reboot_requests(reboots_tx);
     let settings_tx = publisher(&client, &opts.lease, &leader_rx, opts.settings, &mut tasks);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {

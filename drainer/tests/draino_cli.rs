@@ -50,7 +50,7 @@ async fn drainer(
     lease: &str,
     env: &[(&str, &str)],
 ) -> Killed {
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", lease, None).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", lease, None).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
     cmd.args(args)
         // What the Deployment gets from its environment: a cluster, a port, its own lock.

@@ -77,7 +77,7 @@ async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reloa
     };
     std::fs::write(&config, settings("10m")).unwrap();
     let lease = format!("nodemedic-published-{}", std::process::id());
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, None).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
     cmd.arg("run")
         .arg("--kubeconfig")
@@ -270,7 +270,7 @@ async fn forged_published_settings_change_nothing_the_drainer_does() {
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig);
     let lease = format!("nodemedic-forged-{}", std::process::id());
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, None).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
     cmd.arg("run")
         .arg("--kubeconfig")

@@ -95,8 +95,7 @@ async fn a_drainer_says_nothing_about_nodes_it_does_not_select() {
     // only from B; B acts on pool b with it on.
     for pool in ["a", "b"] {
         let lease = format!("nodemedic-drainer-{pool}-{}", std::process::id());
-        nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, Some(&run))
-            .await;
+        nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, Some(&run)).await;
     }
     let a = drainer(&kubeconfig, &run, "a", &["--flap-threshold=0"]);
     let mut b = drainer(&kubeconfig, &run, "b", &["--flap-threshold=2"]);

@@ -29,7 +29,7 @@ async fn a_typo_in_a_condition_and_a_selector_that_selects_nothing_are_said_at_s
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig);
     let lease = format!("nodemedic-summary-{}", std::process::id());
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, None).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
     cmd.arg("run")
         .arg("--kubeconfig")

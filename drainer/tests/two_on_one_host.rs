@@ -54,7 +54,7 @@ async fn two_drainers_on_one_host_never_lead_together() {
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig);
     let lease = format!("nodemedic-drainer-host-{}", std::process::id());
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, None).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, None).await;
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "kube-system");
     let holder = || async {
         leases

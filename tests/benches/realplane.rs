@@ -275,7 +275,7 @@ async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
         .create(&PostParams::default(), &pod)
         .await
         .unwrap();
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", "bench-guard", None).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", "bench-guard", None).await;
     let drainer = nodemedic_drainer::run::start(
         nodemedic_drainer::run::Options {
             config: nodemedic_drainer::config::Config {

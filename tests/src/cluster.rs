@@ -517,6 +517,16 @@ impl Cluster {
             let _ = secrets
                 .delete_collection(&DeleteParams::default(), &sel)
                 .await;
+            let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(self.client.clone(), ns);
+            let _ = configmaps
+                .delete_collection(&DeleteParams::default(), &sel)
+                .await;
+            let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+                Api::namespaced(self.client.clone(), ns);
+            let _ = leases
+                .delete_collection(&DeleteParams::default(), &sel)
+                .await;
         }
         for n in self.kubelet.nodes() {
             self.delete_node(&n).await;

@@ -118,7 +118,7 @@ pub async fn create(
     state: PodState,
 ) {
     // The default drainer's record key Secret, as the manifests ship it.
-    crate::record_key_secret(client, "kube-system", "nodemedic-drainer", None).await;
+    crate::drainer_objects(client, "kube-system", "nodemedic-drainer", None).await;
     create_nodes(client, count).await;
     let ns: Api<Namespace> = Api::all(client.clone());
     let namespace = json!({"metadata": {"name": NAMESPACE}});

@@ -51,29 +51,74 @@ pub async fn try_http_get(url: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// The drainer's record key Secret for Lease `lease` in `namespace`, made empty as the shipped
-/// manifests make it (the drainer fills it at its first start); one that exists already is kept.
-/// `run`: the scenario's `nodemedic.test/run` label, so its cleanup removes it.
-pub async fn record_key_secret(
+/// The objects the drainer with Lease `lease` keeps in `namespace` (`act::objects`: its Lease, record
+/// key Secret, and ConfigMaps), made empty as the shipped manifests make them (the drainer never
+/// creates them under its shipped Role); one that exists already is kept. `run`: the scenario's
+/// `nodemedic.test/run` label, so its cleanup removes them.
+pub async fn drainer_objects(
     client: &kube::Client,
     namespace: &str,
     lease: &str,
     run: Option<&str>,
 ) {
-    use k8s_openapi::api::core::v1::Secret;
-    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
     let labels = match run {
         Some(run) => serde_json::json!({"nodemedic.test/run": run}),
         None => serde_json::json!({}),
     };
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("{lease}-record-key"), "namespace": namespace, "labels": labels},
-        "type": "Opaque"
-    }))
-    .unwrap();
-    match api.create(&Default::default(), &secret).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("cannot make the record key Secret for {lease}: {e}"),
+    for (kind, name) in drainer_object_names(lease) {
+        let meta = serde_json::json!({"name": name, "namespace": namespace, "labels": labels});
+        let made = match kind {
+            "Lease" => {
+                let v = serde_json::json!({"metadata": meta, "spec": {}});
+                create::<k8s_openapi::api::coordination::v1::Lease>(client, namespace, v).await
+            }
+            "Secret" => {
+                let v = serde_json::json!({"metadata": meta, "type": "Opaque"});
+                create::<k8s_openapi::api::core::v1::Secret>(client, namespace, v).await
+            }
+            _ => {
+                let v = serde_json::json!({"metadata": meta});
+                create::<k8s_openapi::api::core::v1::ConfigMap>(client, namespace, v).await
+            }
+        };
+        if let Err(e) = made {
+            panic!("cannot make {kind} {name} for the drainer {lease}: {e}");
+        }
+    }
+}
+
+/// The kinds and names of what the drainer with Lease `lease` keeps, as `act::objects::owned` lists
+/// them (this crate cannot depend on the drainer's: `drainer_objects_are_those_the_drainer_keeps`
+/// checks they agree).
+pub fn drainer_object_names(lease: &str) -> Vec<(&'static str, String)> {
+    let mut all = vec![
+        ("Lease", lease.to_string()),
+        ("Secret", format!("{lease}-record-key")),
+        ("ConfigMap", format!("{lease}-reboots")),
+        ("ConfigMap", format!("{lease}-settings")),
+    ];
+    all.extend((0..32).map(|i| ("ConfigMap", format!("{lease}-records-{i:02}"))));
+    all
+}
+
+/// Create the object `v` in `namespace` unless it exists.
+async fn create<K>(
+    client: &kube::Client,
+    namespace: &str,
+    v: serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: kube::Api<K> = kube::Api::namespaced(client.clone(), namespace);
+    let obj: K = serde_json::from_value(v).expect("a valid object");
+    match api.create(&Default::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
     }
 }

@@ -173,7 +173,7 @@ async fn start(cluster: &Cluster, dir: &Path) -> Running {
 async fn start_with(cluster: &Cluster, dir: &Path, config: GuardConfig) -> Running {
     let lease = cluster.name("guard-test");
     let run = cluster.id_label();
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, Some(&run)).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, Some(&run)).await;
     let opts = Options {
         config: Config {
             selector: Selector::labels("nodemedic.test/none=x").unwrap(),

@@ -207,7 +207,7 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
     let ca = write_cert(dir.path(), "guard");
     let lease = cluster.name("guard");
     let run = cluster.id_label();
-    nodemedic_tests::record_key_secret(&cluster.client, "kube-system", &lease, Some(&run)).await;
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, Some(&run)).await;
     let drainer = nodemedic_drainer::run::start(
         nodemedic_drainer::run::Options {
             // Selects the scenario's nodes: no condition of theirs is a problem, but it reports

@@ -116,8 +116,7 @@ impl Env {
         };
         let run = self.cluster.id_label();
         let client = &self.cluster.client;
-        nodemedic_tests::record_key_secret(client, "kube-system", &opts.lease.name, Some(&run))
-            .await;
+        nodemedic_tests::drainer_objects(client, "kube-system", &opts.lease.name, Some(&run)).await;
         run::start(opts, self.cluster.client_for("drainer"))
             .await
             .unwrap()

@@ -25,7 +25,9 @@ pub mod kube;
 pub(crate) mod ladder;
 pub mod marks;
 pub mod memory;
+pub mod objects;
 pub(crate) mod reboots;
+pub mod recall;
 pub(crate) mod turns;
 
 pub(crate) use drain::{DrainRun, PDB_RETRY};

@@ -19,6 +19,7 @@
 
 mod chores;
 mod laps;
+mod memory;
 mod round;
 mod symptoms;
 mod tail;
@@ -169,9 +170,8 @@ pub(crate) struct Controller<C: Cluster> {
     breaker_out: Option<watch::Sender<Option<Option<String>>>>,
     /// What was last handed to `breaker_out`.
     published_breaker: Option<Option<String>>,
-    /// Where the record memory goes to be kept on the Lease, and what was last handed there.
-    records_out: Option<watch::Sender<Option<Option<String>>>>,
-    published_records: Option<String>,
+    /// The record memory's ConfigMaps (`memory`): read back when leadership begins, then kept.
+    memory: Option<memory::Memory>,
     /// Where the reboot requests go (`act::reboots` writes them to their ConfigMap while leading;
     /// a simulation carries them out).
     reboots_out: Option<watch::Sender<Reboots>>,
@@ -241,8 +241,7 @@ impl<C: Cluster> Controller<C> {
             lease: None,
             breaker_out: None,
             published_breaker: None,
-            records_out: None,
-            published_records: None,
+            memory: None,
             reboots_out: None,
             was_leading: false,
             summary_due: true,
@@ -296,16 +295,6 @@ impl<C: Cluster> Controller<C> {
         }
     }
 
-    /// Keep the record memory (`decide::fleet::seen`) on the Lease through `records_out`, and read
-    /// it back from the Lease when leadership begins.
-    pub(crate) fn with_records_on_lease(
-        mut self,
-        records_out: watch::Sender<Option<Option<String>>>,
-    ) -> Controller<C> {
-        self.records_out = Some(records_out);
-        self
-    }
-
     /// Take new settings from `configs` (validated by the reloader) between rounds.
     pub(crate) fn with_reloads(mut self, configs: mpsc::Receiver<Reloaded>) -> Controller<C> {
         self.configs = Some(configs);
@@ -357,41 +346,6 @@ impl<C: Cluster> Controller<C> {
         self.fleet.restore_breaker(breaker);
         self.published_breaker = None;
         self.publish_breaker();
-    }
-
-    /// A new leadership continues the record memory the previous leader kept on the Lease (before
-    /// its first round decides anything).
-    fn restore_records(&mut self) {
-        use crate::decide::fleet::seen::Seen;
-        if self.records_out.is_none() {
-            return;
-        }
-        let raw = self.lease_annotation(crate::model::keys::RECORDS_ANNOTATION);
-        let seen = match raw.as_deref().map(Seen::from_annotation) {
-            None => Seen::default(),
-            Some(Ok(s)) => s,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "starting without the record memory: an older record written back before now is taken once");
-                Seen::default()
-            }
-        };
-        self.fleet.restore_seen(seen);
-        self.published_records = None;
-    }
-
-    /// Hand the record memory to the Lease when it changed.
-    pub(super) fn publish_records(&mut self, now: Timestamp) {
-        let Some(tx) = &self.records_out else {
-            return;
-        };
-        let Some(seen) = self.fleet.seen_changed(now) else {
-            return;
-        };
-        let text = seen.to_annotation();
-        if self.published_records.as_ref() != Some(&text) {
-            tx.send_replace(Some(Some(text.clone())));
-            self.published_records = Some(text);
-        }
     }
 
     fn publish_breaker(&mut self) {
@@ -484,6 +438,7 @@ impl<C: Cluster> Controller<C> {
                     }
                 },
                 Some(run) = self.ended.1.recv() => self.drain_ended(run),
+                () = memory::answer(&mut self.memory) => self.memory_answered(),
             }
             beat.beat();
             if !ready {
@@ -498,7 +453,10 @@ impl<C: Cluster> Controller<C> {
             }
             if newly_leading {
                 self.restore_breaker();
-                self.restore_records();
+                self.ask_memory();
+            }
+            if self.waiting_for_memory() {
+                continue;
             }
             self.round().await;
             if self.summary_due {

@@ -6,6 +6,6 @@
 pub const PAUSE_ANNOTATION: &str = "nodemedic.io/pause";
 /// The annotation where the leader keeps the breaker's state across restarts and leader changes.
 pub const BREAKER_ANNOTATION: &str = "nodemedic.io/breaker";
-/// The annotation where the leader keeps the newest drain record it saw on each node, so that an
-/// older one written back is refused across restarts and leader changes (`decide::fleet::seen`).
+/// The annotation where earlier releases kept the record memory (`decide::fleet::seen`), which now
+/// lives in ConfigMaps of its own (`act::recall`): read back once, then removed.
 pub(crate) const RECORDS_ANNOTATION: &str = "nodemedic.io/records";

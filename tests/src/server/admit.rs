@@ -52,6 +52,52 @@ pub(crate) fn decode(resource: &str, kind: &str, obj: &Value) -> Result<(), Resp
     Ok(())
 }
 
+/// kube-apiserver's size limits on what it stores, each counted as the lengths of keys and values:
+/// all annotations of one object together at most 256 KiB (apimachinery's `ValidateAnnotationsSize`,
+/// `TotalAnnotationSizeLimitB`), and a ConfigMap's `data` and `binaryData` together at most 1 MiB
+/// (`ValidateConfigMap`, `MaxSecretSize`). Past either, 422 Invalid, worded as the real server words it
+/// (`../shared/reference/limits-and-trust.md`).
+// The refusal is the handler's answer as it is sent: boxing it would only move the size.
+#[allow(clippy::result_large_err)]
+pub(crate) fn validate(api: &str, resource: &str, obj: &Value) -> Result<(), Response> {
+    const ANNOTATIONS: usize = 256 * 1024;
+    const CONFIGMAP: usize = 1024 * 1024;
+    fn size(m: Option<&Value>) -> usize {
+        m.and_then(Value::as_object).map_or(0, |m| {
+            m.iter()
+                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+                .sum()
+        })
+    }
+    let kind = super::store::kind_of(resource);
+    // `v1` for the core group, `GROUP/VERSION` for the others: the kind is qualified by its group.
+    let kind = match api.split_once('/') {
+        Some((group, _)) => format!("{kind}.{group}"),
+        None => kind,
+    };
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let invalid = |field: &str, limit: usize| {
+        error(
+            422,
+            Some("Invalid"),
+            &format!(
+                "{kind} \"{name}\" is invalid: {field}: Too long: must have at most {limit} bytes"
+            ),
+            Some(
+                json!({"name": name, "kind": super::store::kind_of(resource),
+                "causes": [{"reason": "FieldValueTooLong", "message": format!("Too long: must have at most {limit} bytes"), "field": field}]}),
+            ),
+        )
+    };
+    if size(obj.pointer("/metadata/annotations")) > ANNOTATIONS {
+        return Err(invalid("metadata.annotations", ANNOTATIONS));
+    }
+    if resource == "configmaps" && size(obj.get("data")) + size(obj.get("binaryData")) > CONFIGMAP {
+        return Err(invalid("[]", CONFIGMAP));
+    }
+    Ok(())
+}
+
 /// Priorities of the built-in classes (the Priority admission plugin); any other class is 0 here.
 fn priority_of(class: &str) -> i64 {
     match class {
@@ -156,6 +202,27 @@ pub(crate) fn default_pod(pod: &mut Value) -> Result<(), Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn annotations_past_256_kib_and_configmaps_past_1_mib_are_invalid() {
+        let lease = |bytes: usize| json!({"metadata": {"name": "l", "annotations": {"a": "x".repeat(bytes)}}});
+        let api = "coordination.k8s.io/v1";
+        assert!(
+            validate(api, "leases", &lease(256 * 1024 - 1)).is_ok(),
+            "the key counts too: at the limit"
+        );
+        let refused = validate(api, "leases", &lease(256 * 1024)).unwrap_err();
+        assert_eq!(refused.status(), 422);
+        let cm =
+            |bytes: usize| json!({"metadata": {"name": "c"}, "data": {"k": "x".repeat(bytes)}});
+        assert!(validate("v1", "configmaps", &cm(1024 * 1024 - 1)).is_ok());
+        assert_eq!(
+            validate("v1", "configmaps", &cm(1024 * 1024))
+                .unwrap_err()
+                .status(),
+            422
+        );
+    }
 
     #[test]
     fn micro_time_needs_six_fractional_digits() {

@@ -418,6 +418,9 @@ impl Caller {
             new: &obj,
             dry_run: self.dry_run,
         };
+        if let Err(invalid) = admit::validate(&t.api, &t.resource, &obj) {
+            return invalid;
+        }
         if let Err(refused) = policy::admit(store, &write) {
             return refused;
         }

@@ -137,7 +137,7 @@ impl Env {
             settings: None,
         };
         let run = self.cluster.id_label();
-        nodemedic_tests::record_key_secret(&self.cluster.client, "kube-system", lease, Some(&run))
+        nodemedic_tests::drainer_objects(&self.cluster.client, "kube-system", lease, Some(&run))
             .await;
         run::start(opts, self.cluster.client_for(lease))
             .await

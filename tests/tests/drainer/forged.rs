@@ -183,20 +183,42 @@ async fn a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on(
         .then_some(())
     })
     .await;
-    // The leader keeps what it saw on its Lease; then it stops (a rollout, say).
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+    // The leader keeps what it saw in its memory's ConfigMaps (never on the Lease); then it
+    // stops (a rollout, say).
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(env.cluster.client.clone(), "kube-system");
     eventually(
-        "the removed record remembered on the Lease",
+        "the removed record remembered in the memory's ConfigMaps",
         WAIT,
         || async {
-            let l = leases.get(&lease).await.ok()?;
-            let memory = l.metadata.annotations?.get("nodemedic.io/records")?.clone();
-            let v: Value = serde_json::from_str(&memory).ok()?;
-            (v["nodes"][&node]["removed"] == json!(true)).then_some(())
+            for i in 0..nodemedic_drainer::decide::fleet::seen::SHARDS {
+                let name = nodemedic_drainer::act::recall::configmap_name(&lease, i);
+                let Ok(cm) = configmaps.get(&name).await else {
+                    continue;
+                };
+                let Some(memory) = cm.data.and_then(|mut d| d.remove("memory")) else {
+                    continue;
+                };
+                let v: Value = serde_json::from_str(&memory).ok()?;
+                if v["nodes"][&node]["removed"] == json!(true) {
+                    return Some(());
+                }
+            }
+            None
         },
     )
     .await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.cluster.client.clone(), "kube-system");
+    let held = leases.get(&lease).await.unwrap();
+    assert!(
+        !held
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("nodemedic.io/records"),
+        "the Lease carries no memory"
+    );
     running.shutdown().await;
     // While no drainer runs, a person cordons both nodes for maintenance; then the old genuine
     // record ("drained, ours, cordoned") is written back on the node, and copied onto its

@@ -16,6 +16,7 @@ mod faults;
 mod forged;
 mod isolation;
 mod ladder;
+mod memory;
 mod rbac;
 mod reload;
 mod remedies;

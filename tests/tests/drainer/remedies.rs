@@ -79,7 +79,7 @@ impl Scenario {
         };
         let run = s.env.cluster.id_label();
         let client = &s.env.cluster.client;
-        nodemedic_tests::record_key_secret(client, "kube-system", &s.lease(), Some(&run)).await;
+        nodemedic_tests::drainer_objects(client, "kube-system", &s.lease(), Some(&run)).await;
         s
     }
 

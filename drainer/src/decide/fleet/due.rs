@@ -205,7 +205,8 @@ impl Fleet {
     /// Keep what a decision says about the next rounds (a wait, a hold, a wake-up); with its view.
     fn track(&mut self, d: NodeDecision) -> (NodeDecision, Arc<NodeView>) {
         if let Why::Ladder(LadderWhy::SlowStart { domain, .. }) = &d.why {
-            self.records.changed |= self.records.seen.pace.wanted(domain);
+            let changed = self.records.seen.pace.wanted(domain);
+            self.records.fleet_changed(changed);
         }
         match &d.why {
             Why::CordonBudget { .. }

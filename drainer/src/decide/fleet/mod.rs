@@ -131,18 +131,19 @@ impl Fleet {
         }
     }
 
-    /// The record memory to keep on the Lease, when it changed since the last call (removed
-    /// records a week old are forgotten at most once a minute, at `now`).
-    pub(crate) fn seen_changed(&mut self, now: Timestamp) -> Option<&seen::Seen> {
+    /// The record memory to keep, with the shards that changed since the last call, when any did
+    /// (removed records a week old are forgotten at most once a minute, at `now`).
+    pub(crate) fn memory_changed(&mut self, now: Timestamp) -> Option<(seen::Dirty, &seen::Seen)> {
         let due = self
             .records
             .pruned
             .is_none_or(|t| nodemedic_common::time::add(t, Duration::from_secs(60)) <= now);
         if due {
             self.records.pruned = Some(now);
-            self.records.changed |= self.records.seen.prune(now);
+            self.records.dirty |= self.records.seen.prune(now);
         }
-        std::mem::take(&mut self.records.changed).then_some(&self.records.seen)
+        let dirty = std::mem::take(&mut self.records.dirty);
+        (dirty != 0).then_some((dirty, &self.records.seen))
     }
 
     /// The reboot requests our records stand for, by node name, when they may have changed since
@@ -165,7 +166,7 @@ impl Fleet {
     /// The record memory the previous leader kept (read back before the first round).
     pub(crate) fn restore_seen(&mut self, s: seen::Seen) {
         self.records.seen = s;
-        self.records.changed = true;
+        self.records.dirty = seen::ALL_SHARDS;
     }
 
     /// Records on nodes refused since the last call (node, why): each is reported once.
@@ -290,16 +291,22 @@ impl Fleet {
         match Record::check(view, &self.cfg.records, &self.cfg.owner) {
             // A replay the memory already knows raises nothing.
             Checked::Authentic(r) if self.records.seen.replayed(&view.name, r.at).is_none() => {
-                self.records.changed |= self.records.seen.saw(&view.name, Some(r.at));
+                let changed = self.records.seen.saw(&view.name, Some(r.at));
+                self.records.node_changed(&view.name, changed);
                 let started = matches!(
                     r.phase,
                     crate::model::record::Phase::Rebooting | crate::model::record::Phase::Replacing
                 );
                 if let (true, Some(step), Some(at)) = (started, r.step, r.step_at) {
-                    self.records.changed |= self.records.seen.stepped(&view.name, step, at);
+                    let changed = self.records.seen.stepped(&view.name, step, at);
+                    self.records.node_changed(&view.name, changed);
+                    self.records.fleet_changed(changed);
                 }
             }
-            Checked::Absent => self.records.changed |= self.records.seen.saw(&view.name, None),
+            Checked::Absent => {
+                let changed = self.records.seen.saw(&view.name, None);
+                self.records.node_changed(&view.name, changed);
+            }
             Checked::Authentic(_) | Checked::Foreign(_) | Checked::Rejected(_) => {}
         }
     }
@@ -451,7 +458,9 @@ impl Fleet {
         // A node gone while it dwelt proves nothing about its domain.
         self.records.seen.pace.forget_node(name);
         // Gone with its Node: forgotten a week on, as a removed record is.
-        self.records.changed |= self.records.seen.saw(name, None);
+        let changed = self.records.seen.saw(name, None);
+        self.records.node_changed(name, changed);
+        self.records.fleet_changed(true);
     }
 
     /// The node's pods, as the pod index holds them now (when they changed, and when the node is

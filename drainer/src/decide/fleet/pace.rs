@@ -21,7 +21,7 @@ impl Fleet {
     pub(crate) fn step_proven(&mut self, node: &str, now: Timestamp) {
         let domain = self.pace_domain(node);
         self.records.seen.pace.proven(&domain, node, now);
-        self.records.changed = true;
+        self.records.fleet_changed(true);
     }
 
     /// A ladder step on `node` failed, or its problem came back after it (`why`).
@@ -30,13 +30,13 @@ impl Fleet {
         if let Some(change) = self.records.seen.pace.failed(&domain, node, why, now) {
             self.events.push(FleetEvent::SlowStart(change));
         }
-        self.records.changed = true;
+        self.records.fleet_changed(true);
     }
 
     /// Dwells that passed by `now` widen their domains.
     pub(super) fn pace(&mut self, now: Timestamp) {
         let changes = self.records.seen.pace.tick(now, &self.cfg.ladder.pacing);
-        self.records.changed |= !changes.is_empty();
+        self.records.fleet_changed(!changes.is_empty());
         self.events
             .extend(changes.into_iter().map(FleetEvent::SlowStart));
     }

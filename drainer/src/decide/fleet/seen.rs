@@ -1,8 +1,13 @@
 //! What the fleet remembers of the records it has seen, so that an older record written back on a
 //! node (a replay) is told from the current one across restarts and leader changes: per node, the
 //! newest record of ours the watch showed and whether it has been removed since. The leader keeps it
-//! on its Lease (`nodemedic.io/records`, which only the drainer may write); a new leader reads it
-//! back before it decides. Pure.
+//! in [`SHARDS`] ConfigMaps of its own (`act::recall`), each node's entry in the one its name hashes
+//! to; a new leader reads them back before it decides. Pure.
+//!
+//! Never on the Lease: the API server refuses an object whose annotations pass 256 KiB, and a
+//! renewal carrying the memory of 3,300 nodes with records was refused, so leadership ended for
+//! good. Kept apart, a write of the memory that fails is tried again and leadership never waits
+//! on it.
 //!
 //! It stays small: removed records are forgotten after [`FORGET_AFTER`], and the newest time
 //! forgotten is kept instead (`forgotten_before`): a record that old on a node with no entry is a
@@ -21,6 +26,23 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::config::ladder::Step;
 use crate::decide::gates::slow_start::SlowStart;
+
+/// How many ConfigMaps the memory is kept in. Sized for 65,000 nodes with records: at the longest
+/// node names (253 characters) and the default reboot limit a shard holds about 640 KiB of the
+/// 1 MiB a ConfigMap may (`a_shard_stays_within_a_configmap_at_65000_nodes_with_records`).
+pub const SHARDS: usize = 32;
+
+/// Which shard holds `node`'s entry: a hash that stays the same across releases.
+pub(crate) fn shard_of(node: &str) -> usize {
+    crc32fast::hash(node.as_bytes()) as usize % SHARDS
+}
+
+/// A bit per shard: those whose text may have changed.
+pub(crate) type Dirty = u32;
+/// Every shard.
+pub(crate) const ALL_SHARDS: Dirty = Dirty::MAX;
+/// The shard that holds the fleet's part (the newest time forgotten, replacements, slow start).
+const FLEET_SHARD: usize = 0;
 
 /// How long a removed record's time is kept per node.
 pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -70,8 +92,8 @@ pub(crate) struct Records {
     /// has since shown it removed: an older one seen later, or that one again once removed, was
     /// written back by someone else (a replay) and is not ours to act on. Kept on the Lease.
     pub(super) seen: Seen,
-    /// The memory changed since it was last handed out, and when it was last pruned.
-    pub(super) changed: bool,
+    /// The shards that changed since they were last handed out, and when it was last pruned.
+    pub(super) dirty: Dirty,
     pub(super) pruned: Option<Timestamp>,
     /// Per node, a hash of the record text last refused (each refused record is reported once).
     pub(super) refused: crate::model::intern::ByName<u64>,
@@ -79,23 +101,110 @@ pub(crate) struct Records {
     pub(super) rejected: Vec<(String, crate::model::record::Rejection)>,
 }
 
-/// What the Lease annotation holds that does not parse.
+impl Records {
+    /// `node`'s entry changed (when `changed`).
+    pub(super) fn node_changed(&mut self, node: &str, changed: bool) {
+        if changed {
+            self.dirty |= 1 << shard_of(node);
+        }
+    }
+
+    /// The fleet's part changed (when `changed`).
+    pub(super) fn fleet_changed(&mut self, changed: bool) {
+        if changed {
+            self.dirty |= 1 << FLEET_SHARD;
+        }
+    }
+}
+
+/// Memory text that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unreadable record memory on the Lease: {0}")]
+#[error("unreadable record memory: {0}")]
 pub(crate) struct Unreadable(String);
+
+/// One shard's part of the memory, as written: borrowed from the whole, never copied.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Part<'a> {
+    nodes: BTreeMap<&'a str, &'a Newest>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forgotten_before: Option<Timestamp>,
+    #[serde(skip_serializing_if = "<[Timestamp]>::is_empty")]
+    replaced: &'a [Timestamp],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pace: Option<&'a SlowStart>,
+}
 
 impl Seen {
     pub(crate) fn from_annotation(s: &str) -> Result<Seen, Unreadable> {
         serde_json::from_str(s).map_err(|e| Unreadable(e.to_string()))
     }
 
+    /// Shard `i`'s text: the entries of the nodes it holds, and in the first the fleet's part.
+    pub(crate) fn shard_text(&self, i: usize) -> String {
+        let fleet = i == FLEET_SHARD;
+        let part = Part {
+            nodes: (self.nodes.iter())
+                .filter(|(n, _)| shard_of(n) == i)
+                .map(|(n, e)| (n.as_str(), e))
+                .collect(),
+            forgotten_before: self.forgotten_before.filter(|_| fleet),
+            replaced: if fleet { &self.replaced } else { &[] },
+            pace: (fleet && !is_default(&self.pace)).then_some(&self.pace),
+        };
+        serde_json::to_string(&part).expect("plain data serialises")
+    }
+
+    /// The memory from its shards' texts (one missing counts as empty); a shard that does not
+    /// parse counts as empty too, and is named in the second half.
+    pub(crate) fn from_shards<'a>(
+        texts: impl IntoIterator<Item = (usize, Option<&'a str>)>,
+    ) -> (Seen, Vec<(usize, Unreadable)>) {
+        let mut whole = Seen::default();
+        let mut bad = Vec::new();
+        for (i, text) in texts {
+            let part = match text.map(Seen::from_annotation) {
+                None => continue,
+                Some(Ok(p)) => p,
+                Some(Err(e)) => {
+                    bad.push((i, e));
+                    continue;
+                }
+            };
+            whole.absorb(part);
+        }
+        (whole, bad)
+    }
+
+    /// Take in `other`'s entries, keeping the newer of each node's and the later forgotten time.
+    pub(crate) fn absorb(&mut self, other: Seen) {
+        for (node, e) in other.nodes {
+            match self.nodes.get(&node) {
+                Some(mine) if mine.at >= e.at => {}
+                _ => {
+                    self.nodes.insert(node, e);
+                }
+            }
+        }
+        self.forgotten_before = self.forgotten_before.max(other.forgotten_before);
+        self.replaced.extend(other.replaced);
+        self.replaced.sort();
+        self.replaced.dedup();
+        for (domain, pace) in other.pace.domains {
+            self.pace.domains.entry(domain).or_insert(pace);
+        }
+    }
+
+    /// The whole memory as one text (the Lease annotation earlier releases kept it in).
+    #[cfg(test)]
     pub(crate) fn to_annotation(&self) -> String {
         serde_json::to_string(self).expect("plain data serialises")
     }
 
     /// Forget removed records older than [`FORGET_AFTER`] at `now`, keeping the newest such time;
-    /// whether any was.
-    pub(crate) fn prune(&mut self, now: Timestamp) -> bool {
+    /// the shards that changed.
+    pub(crate) fn prune(&mut self, now: Timestamp) -> Dirty {
+        let mut dirty: Dirty = 0;
         let cutoff = nodemedic_common::time::sub(now, FORGET_AFTER);
         let old: Vec<String> = self
             .nodes
@@ -103,23 +212,27 @@ impl Seen {
             .filter(|(_, n)| n.removed && n.at < cutoff)
             .map(|(k, _)| k.clone())
             .collect();
-        let mut pruned = !old.is_empty();
         let day_ago = nodemedic_common::time::sub(now, DAY);
-        for n in self.nodes.values_mut() {
+        for (name, n) in self.nodes.iter_mut() {
             let before = n.reboots.len();
             n.reboots.retain(|t| *t > day_ago);
-            pruned |= n.reboots.len() != before;
+            if n.reboots.len() != before {
+                dirty |= 1 << shard_of(name);
+            }
         }
         let hour_ago = nodemedic_common::time::sub(now, HOUR);
         let before = self.replaced.len();
         self.replaced.retain(|t| *t > hour_ago);
-        pruned |= self.replaced.len() != before;
+        if self.replaced.len() != before {
+            dirty |= 1 << FLEET_SHARD;
+        }
         for k in old {
             if let Some(n) = self.nodes.remove(&k) {
                 self.forgotten_before = Some(self.forgotten_before.map_or(n.at, |f| f.max(n.at)));
+                dirty |= 1 << shard_of(&k) | 1 << FLEET_SHARD;
             }
         }
-        pruned
+        dirty
     }
 
     /// Whether a record of ours written at `at` on `node` is an older one written back.
@@ -234,5 +347,69 @@ mod tests {
         assert_eq!(s.forgotten_before, Some(t(0)));
         assert_eq!(s.replayed("gone", t(0)), Some(t(0)));
         assert_eq!(s.replayed("new", t(week)), None, "a record written since");
+    }
+
+    #[test]
+    fn the_memory_comes_back_whole_from_its_shards_and_a_change_marks_its_own_shard() {
+        let mut s = Seen::default();
+        for i in 0..200 {
+            s.saw(&format!("node-{i}"), Some(t(i)));
+        }
+        s.saw("node-7", None);
+        s.stepped("node-9", Step::Reboot, t(50));
+        s.stepped("node-9", Step::Replace, t(60));
+        s.forgotten_before = Some(t(-5));
+        let texts: Vec<String> = (0..SHARDS).map(|i| s.shard_text(i)).collect();
+        assert!(
+            texts.iter().filter(|t| t.contains("node-")).count() > SHARDS / 2,
+            "the nodes spread over the shards"
+        );
+        let (back, bad) =
+            Seen::from_shards(texts.iter().enumerate().map(|(i, t)| (i, Some(t.as_str()))));
+        assert!(bad.is_empty());
+        assert_eq!(back, s);
+        // A shard lost or unreadable loses its own nodes only, and is named.
+        let (part, bad) = Seen::from_shards(
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (i, Some(if i == 3 { "{nope" } else { t.as_str() }))),
+        );
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].0, 3);
+        let lost = s.nodes.keys().filter(|n| shard_of(n) == 3).count();
+        assert_eq!(part.nodes.len(), s.nodes.len() - lost);
+        // Pruning marks the shards it changed, and the fleet's.
+        let week = FORGET_AFTER.as_secs() as i64;
+        let dirty = s.prune(t(week + 100));
+        assert_eq!(
+            dirty,
+            1 << shard_of("node-7") | 1 << shard_of("node-9") | 1 << FLEET_SHARD
+        );
+    }
+
+    /// Every object the memory is kept in stays within what a ConfigMap may hold with 65,000 nodes
+    /// each with a record, at the longest names a Node may have, each node at its reboot limit.
+    #[test]
+    fn a_shard_stays_within_a_configmap_at_65000_nodes_with_records() {
+        let mut s = Seen::default();
+        for i in 0..65_000 {
+            let name = format!("{i:06}-{}", "n".repeat(246));
+            assert_eq!(name.len(), 253);
+            s.saw(&name, Some(t(i)));
+            s.stepped(&name, Step::Reboot, t(i + 1));
+        }
+        for i in 0..60 {
+            s.stepped("x", Step::Replace, t(i));
+        }
+        let largest = (0..SHARDS).map(|i| s.shard_text(i).len()).max().unwrap();
+        // A ConfigMap holds 1 MiB of keys and values; the key is a few bytes.
+        assert!(largest < 800 * 1024, "the largest shard is {largest} bytes");
+        eprintln!("the largest of {SHARDS} shards at 65,000 nodes with records: {largest} bytes");
+        let smallest = (0..SHARDS).map(|i| s.shard_text(i).len()).min().unwrap();
+        assert!(
+            smallest > largest / 2,
+            "shards are even: {smallest} against {largest}"
+        );
     }
 }

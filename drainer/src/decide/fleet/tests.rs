@@ -656,14 +656,19 @@ fn a_new_leader_with_the_memory_refuses_a_replay_written_while_none_ran() {
     let v2 = v1.draining(t(200));
     f.observe(with_record(&base, &v1, &c), t(100));
     f.observe(with_record(&base, &v2, &c), t(200));
-    let kept = f.seen_changed(t(300)).unwrap().to_annotation();
+    let (dirty, memory) = f.memory_changed(t(300)).unwrap();
+    assert_eq!(dirty, 1 << seen::shard_of("n"), "the node's shard alone");
+    let kept: Vec<String> = (0..seen::SHARDS).map(|i| memory.shard_text(i)).collect();
     assert!(
-        f.seen_changed(t(301)).is_none(),
+        f.memory_changed(t(301)).is_none(),
         "handed out once until it changes"
     );
     // A new leader's fleet, which first sees the node with v1 written back.
     let mut next = Fleet::new(c.clone());
-    next.restore_seen(seen::Seen::from_annotation(&kept).unwrap());
+    let (back, bad) =
+        seen::Seen::from_shards(kept.iter().enumerate().map(|(i, t)| (i, Some(t.as_str()))));
+    assert!(bad.is_empty());
+    next.restore_seen(back);
     next.observe(with_record(&base, &v1, &c), t(400));
     assert_eq!(next.nodes["n"].record, None);
     assert!(matches!(

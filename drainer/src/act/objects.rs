@@ -1,0 +1,195 @@
+//! The objects the drainer keeps in its namespace: its Lease, its record key Secret, the ConfigMaps
+//! of its record memory, its reboot requests and its published settings. I/O, once at start.
+//!
+//! The manifests ship each of them, and the drainer's Role grants `get` and `update` on those names
+//! only, never `create`: RBAC cannot name what a create makes, so a create grant in `kube-system`
+//! would let the drainer's token make any ConfigMap or Lease there, including ones other components
+//! trust (EKS's `aws-auth`, AKS's `coredns-custom`). Where one is missing, a drainer whose credential
+//! may create it (a cluster-admin kubeconfig, a draino Deployment's broad role) makes it and says
+//! so; otherwise it stops, naming the object and the manifest that ships it.
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+
+/// A kind of object the drainer keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Lease,
+    Secret,
+    ConfigMap,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Lease => "Lease",
+            Kind::Secret => "Secret",
+            Kind::ConfigMap => "ConfigMap",
+        }
+    }
+}
+
+/// One object the drainer keeps: its kind, name, and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub kind: Kind,
+    pub name: String,
+    pub holds: &'static str,
+}
+
+/// Every object the drainer with Lease `lease` keeps; the settings' ConfigMap when `publishing`.
+pub fn owned(lease: &str, publishing: bool) -> Vec<Owned> {
+    let mut all = vec![
+        Owned {
+            kind: Kind::Lease,
+            name: lease.to_string(),
+            holds: "its leader election",
+        },
+        Owned {
+            kind: Kind::Secret,
+            name: crate::act::key::default_secret(lease),
+            holds: "its drain record key",
+        },
+        Owned {
+            kind: Kind::ConfigMap,
+            name: nodemedic_common::reboot::configmap_name(lease),
+            holds: "its reboot requests",
+        },
+    ];
+    if publishing {
+        all.push(Owned {
+            kind: Kind::ConfigMap,
+            name: crate::config::published::configmap_name(lease),
+            holds: "its settings for kubectl nodemedic",
+        });
+    }
+    all.extend((0..crate::decide::fleet::seen::SHARDS).map(|i| Owned {
+        kind: Kind::ConfigMap,
+        name: crate::act::recall::configmap_name(lease, i),
+        holds: "its record memory",
+    }));
+    all
+}
+
+/// An object the drainer needs that is missing and that it may not make.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error(
+        "the {} {namespace}/{name} ({holds}) does not exist, and this drainer's credential may not create it ({said}); the shipped manifests create it (deploy/base/drainer-objects.yaml, or the Helm chart): apply them, or create it by hand",
+        kind.word()
+    )]
+    Missing {
+        kind: Kind,
+        namespace: String,
+        name: String,
+        holds: &'static str,
+        said: String,
+    },
+    #[error("cannot read the {} {namespace}/{name} ({holds}): {said}", kind.word())]
+    Api {
+        kind: Kind,
+        namespace: String,
+        name: String,
+        holds: &'static str,
+        said: String,
+    },
+}
+
+/// Make sure every object in `objects` exists in `namespace`, creating (empty, as the manifests
+/// ship them) those missing where the credential allows.
+pub async fn ensure(
+    client: &kube::Client,
+    namespace: &str,
+    objects: &[Owned],
+) -> Result<(), ObjectError> {
+    let mut made = Vec::new();
+    for o in objects {
+        let meta = ObjectMeta {
+            name: Some(o.name.clone()),
+            labels: Some(
+                [
+                    ("app.kubernetes.io/name", "nodemedic"),
+                    ("app.kubernetes.io/component", "drainer"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ),
+            ..Default::default()
+        };
+        let outcome = match o.kind {
+            Kind::Lease => {
+                let empty = Lease {
+                    metadata: meta,
+                    spec: Some(LeaseSpec::default()),
+                };
+                one(Api::namespaced(client.clone(), namespace), &o.name, empty).await
+            }
+            Kind::Secret => {
+                let empty = Secret {
+                    metadata: meta,
+                    type_: Some("Opaque".into()),
+                    ..Default::default()
+                };
+                one(Api::namespaced(client.clone(), namespace), &o.name, empty).await
+            }
+            Kind::ConfigMap => {
+                let empty = ConfigMap {
+                    metadata: meta,
+                    ..Default::default()
+                };
+                one(Api::namespaced(client.clone(), namespace), &o.name, empty).await
+            }
+        };
+        match outcome {
+            Ok(false) => {}
+            Ok(true) => made.push(format!("{} {}", o.kind.word(), o.name)),
+            Err(Failed::Create(e)) => {
+                return Err(ObjectError::Missing {
+                    kind: o.kind,
+                    namespace: namespace.into(),
+                    name: o.name.clone(),
+                    holds: o.holds,
+                    said: nodemedic_common::client::said(&e),
+                });
+            }
+            Err(Failed::Read(e)) => {
+                return Err(ObjectError::Api {
+                    kind: o.kind,
+                    namespace: namespace.into(),
+                    name: o.name.clone(),
+                    holds: o.holds,
+                    said: nodemedic_common::client::said(&e),
+                });
+            }
+        }
+    }
+    if !made.is_empty() {
+        tracing::warn!(%namespace, made = %made.join(", "),
+            "created the drainer's missing objects (its credential may create them; the shipped manifests make them and grant no create)");
+    }
+    Ok(())
+}
+
+enum Failed {
+    Read(kube::Error),
+    Create(kube::Error),
+}
+
+/// Whether `name` had to be created (as `empty`).
+async fn one<K>(api: Api<K>, name: &str, empty: K) -> Result<bool, Failed>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    if api.get_opt(name).await.map_err(Failed::Read)?.is_some() {
+        return Ok(false);
+    }
+    match api.create(&PostParams::default(), &empty).await {
+        Ok(_) => Ok(true),
+        // Another replica made it first.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(Failed::Create(e)),
+    }
+}

@@ -1,0 +1,251 @@
+//! The record memory's ConfigMaps (`decide::fleet::seen`): `<lease>-records-00` to `-31`, shipped
+//! empty by the manifests, each holding the entries of the nodes its name hashes to under
+//! [`DATA_KEY`]. I/O.
+//!
+//! A new leadership asks for the memory (a number that grows with each ask); this task reads every
+//! shard and answers with the memory and that number, and only then writes: the shards the
+//! controller hands it for that same ask, each only when its text differs from what was read or
+//! last written (no write that changes nothing), and only while leading. A read or write that fails
+//! is tried again [`RETRY`] later; leadership never waits on it (the Lease carries none of this).
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::PostParams;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::decide::fleet::seen::{SHARDS, Seen};
+
+/// The ConfigMap key that holds a shard's text.
+pub(crate) const DATA_KEY: &str = "memory";
+
+/// How long after a failed read or write it is tried again.
+const RETRY: Duration = Duration::from_secs(10);
+
+/// Shard `i`'s ConfigMap for the drainer with Lease `lease`.
+pub fn configmap_name(lease: &str, i: usize) -> String {
+    format!("{lease}-records-{i:02}")
+}
+
+/// The memory as read for an ask.
+#[derive(Debug)]
+pub(crate) struct Recalled {
+    pub(crate) ask: u64,
+    pub(crate) memory: Seen,
+}
+
+/// A shard's text to keep, for the ask whose answer it continues.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    pub(crate) ask: u64,
+    pub(crate) shard: usize,
+    pub(crate) text: Arc<str>,
+}
+
+/// The controller's ends of the task: where it asks, hears back, and hands shards.
+pub(crate) struct Link {
+    pub(crate) asks: watch::Sender<u64>,
+    pub(crate) answers: watch::Receiver<Option<Arc<Recalled>>>,
+    pub(crate) kept: mpsc::UnboundedSender<Kept>,
+}
+
+/// Keep the memory's ConfigMaps beside the Lease `namespace/lease` while leading.
+pub(crate) fn spawn(
+    client: kube::Client,
+    (namespace, lease): (&str, &str),
+    leader: watch::Receiver<bool>,
+) -> (Link, JoinHandle<()>) {
+    let (asks_tx, asks) = watch::channel(0);
+    let (answers_tx, answers_rx) = watch::channel(None);
+    let (kept_tx, kept) = mpsc::unbounded_channel();
+    let task = Task {
+        api: Api::namespaced(client, namespace),
+        names: (0..SHARDS).map(|i| configmap_name(lease, i)).collect(),
+        namespace: namespace.to_string(),
+        leader,
+        asks,
+        answers: answers_tx,
+        kept,
+        answered: 0,
+        written: vec![None; SHARDS],
+        pending: BTreeMap::new(),
+    };
+    let link = Link {
+        asks: asks_tx,
+        answers: answers_rx,
+        kept: kept_tx,
+    };
+    (link, tokio::spawn(task.run()))
+}
+
+struct Task {
+    api: Api<ConfigMap>,
+    names: Vec<String>,
+    namespace: String,
+    leader: watch::Receiver<bool>,
+    asks: watch::Receiver<u64>,
+    answers: watch::Sender<Option<Arc<Recalled>>>,
+    kept: mpsc::UnboundedReceiver<Kept>,
+    /// The last ask answered: shards handed for it are written, any other dropped.
+    answered: u64,
+    /// Per shard, a hash of the text as last read or written.
+    written: Vec<Option<u64>>,
+    /// Shards to write, newest text each.
+    pending: BTreeMap<usize, Arc<str>>,
+}
+
+fn hash(text: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+impl Task {
+    async fn run(mut self) {
+        let mut failing = nodemedic_common::throttle::Throttle::default();
+        loop {
+            let leading = *self.leader.borrow_and_update();
+            let ask = *self.asks.borrow_and_update();
+            let mut failed = false;
+            if leading && ask > self.answered {
+                match self.read().await {
+                    Ok(memory) => {
+                        self.answered = ask;
+                        self.pending.clear();
+                        let recalled = Recalled { ask, memory };
+                        self.answers.send_replace(Some(Arc::new(recalled)));
+                    }
+                    Err((name, e)) => {
+                        failed = true;
+                        if let Some(quiet) = failing.allow(std::time::Instant::now()) {
+                            let error = nodemedic_common::client::said(&e);
+                            tracing::warn!(configmap = %format!("{}/{name}", self.namespace), %error,
+                                earlier_failures_not_logged = quiet,
+                                "cannot read the record memory; deciding nothing until it is read (trying again in 10s)");
+                        }
+                    }
+                }
+            }
+            if leading && ask == self.answered && !self.pending.is_empty() {
+                failed |= !self.write_pending(&mut failing).await;
+            }
+            let retry = async {
+                if failed {
+                    tokio::time::sleep(RETRY).await
+                } else {
+                    std::future::pending().await
+                }
+            };
+            tokio::select! {
+                r = self.leader.changed() => if r.is_err() { return },
+                r = self.asks.changed() => if r.is_err() { return },
+                k = self.kept.recv() => match k {
+                    None => return,
+                    Some(k) => {
+                        self.take(k);
+                        while let Ok(k) = self.kept.try_recv() {
+                            self.take(k);
+                        }
+                    }
+                },
+                () = retry => {}
+            }
+        }
+    }
+
+    fn take(&mut self, k: Kept) {
+        if k.ask == self.answered && k.shard < SHARDS {
+            self.pending.insert(k.shard, k.text);
+        }
+    }
+
+    /// Every shard, read now (a missing one, or one without the key, holds nothing: as shipped).
+    async fn read(&mut self) -> Result<Seen, (String, kube::Error)> {
+        let mut texts = Vec::with_capacity(SHARDS);
+        let empty = Seen::default();
+        for (i, name) in self.names.iter().enumerate() {
+            let cm = self
+                .api
+                .get_opt(name)
+                .await
+                .map_err(|e| (name.clone(), e))?;
+            let text = cm.and_then(|c| c.data?.remove(DATA_KEY));
+            let as_written = text.clone().unwrap_or_else(|| empty.shard_text(i));
+            self.written[i] = Some(hash(&as_written));
+            texts.push(text);
+        }
+        let (memory, unreadable) =
+            Seen::from_shards(texts.iter().enumerate().map(|(i, t)| (i, t.as_deref())));
+        for (i, e) in unreadable {
+            tracing::warn!(configmap = %format!("{}/{}", self.namespace, self.names[i]), error = %e,
+                "part of the record memory is unreadable: its nodes' older records written back before now are taken once");
+        }
+        Ok(memory)
+    }
+
+    /// Write the pending shards that differ from what the API server holds; whether all went.
+    async fn write_pending(&mut self, failing: &mut nodemedic_common::throttle::Throttle) -> bool {
+        let pending = std::mem::take(&mut self.pending);
+        let mut all = true;
+        for (i, text) in pending {
+            let h = hash(&text);
+            if self.written[i] == Some(h) {
+                continue;
+            }
+            if !*self.leader.borrow() {
+                self.pending.insert(i, text);
+                all = false;
+                continue;
+            }
+            match write(&self.api, &self.names[i], &text).await {
+                Ok(()) => self.written[i] = Some(h),
+                Err(e) => {
+                    all = false;
+                    if let Some(quiet) = failing.allow(std::time::Instant::now()) {
+                        let error = nodemedic_common::client::said(&e);
+                        tracing::warn!(configmap = %format!("{}/{}", self.namespace, self.names[i]), %error,
+                            earlier_failures_not_logged = quiet, bytes = text.len(),
+                            "cannot write the record memory; trying again in 10s (leadership goes on)");
+                    }
+                    self.pending.insert(i, text);
+                }
+            }
+        }
+        all
+    }
+}
+
+/// Make ConfigMap `name` hold `text` unless it already does (created when missing, where the
+/// drainer's credential may create it).
+async fn write(api: &Api<ConfigMap>, name: &str, text: &str) -> Result<(), kube::Error> {
+    match api.get_opt(name).await? {
+        Some(cm)
+            if cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get(DATA_KEY))
+                .map(String::as_str)
+                == Some(text) =>
+        {
+            Ok(())
+        }
+        Some(mut cm) => {
+            cm.data
+                .get_or_insert_with(Default::default)
+                .insert(DATA_KEY.to_string(), text.to_string());
+            api.replace(name, &PostParams::default(), &cm)
+                .await
+                .map(drop)
+        }
+        None => {
+            let data = BTreeMap::from([(DATA_KEY.to_string(), text.to_string())]);
+            let cm = crate::act::reboots::drainer_configmap(name, data);
+            api.create(&PostParams::default(), &cm).await.map(drop)
+        }
+    }
+}
