@@ -86,12 +86,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
 
-    // The objects it keeps in its namespace, then the record key: without it no record can be
-    // trusted, so nothing starts.
-    let owned = crate::act::objects::owned(&opts.lease.name, opts.settings.is_some());
-    crate::act::objects::ensure(&client, &opts.lease.namespace, &owned).await?;
-    let secret = crate::act::key::default_secret(&opts.lease.name);
-    let key = crate::act::key::load(client.clone(), &opts.lease.namespace, &secret).await?;
+    let key = own_objects(&client, &opts).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
     let observed = Observed::default();
@@ -135,6 +130,8 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let clock = nodemedic_common::clock::Clock::system();
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
+    // What a reload may not loosen: the limits in force now.
+    let ceilings = crate::config::ceilings::Ceilings::of(&opts.config);
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own, as
     // sealed with its key (see `model::seal`).
     let mut config = opts.config;
@@ -142,9 +139,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
     let reboots_tx = reboot_requests(&client, &opts.lease, &leader_rx, &mut tasks);
-    let at = (opts.lease.namespace.as_str(), opts.lease.name.as_str());
-    let (memory, recall) = crate::act::recall::spawn(client.clone(), at, leader_rx.clone());
-    tasks.push(recall);
+    let memory = record_memory(&client, &opts.lease, &leader_rx, &mut tasks);
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
         .with_record_memory(memory, records_tx)
@@ -156,6 +151,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
             let (tx, rx) = mpsc::channel(1);
             tasks.push(tokio::spawn(reload(
                 args,
+                ceilings,
                 keep_tx,
                 relisted_rx,
                 tx,
@@ -174,6 +170,19 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         tasks,
         election,
     })
+}
+
+/// The objects it keeps in its namespace (made where missing and allowed), then the record key:
+/// without it no record can be trusted, so nothing starts.
+async fn own_objects(
+    client: &kube::Client,
+    opts: &Options,
+) -> crate::error::Result<crate::model::seal::SealKey> {
+    let (namespace, lease) = (&opts.lease.namespace, &opts.lease.name);
+    let owned = crate::act::objects::owned(lease, opts.settings.is_some());
+    crate::act::objects::ensure(client, namespace, &owned).await?;
+    let secret = crate::act::key::default_secret(lease);
+    Ok(crate::act::key::load(client.clone(), namespace, &secret).await?)
 }
 
 /// The recorder: notifications sent and Events written behind the writes they tell of, each by
@@ -219,6 +228,7 @@ fn watchdog(observed: Observed, health: &Health) -> JoinHandle<()> {
 /// them before the controller gets the settings, so it never decides on pods missing them.
 async fn reload(
     args: PolicyArgs,
+    ceilings: crate::config::ceilings::Ceilings,
     keep: watch::Sender<crate::model::pod::Projection>,
     mut relisted: watch::Receiver<crate::model::pod::Projection>,
     to_controller: mpsc::Sender<crate::controller::Reloaded>,
@@ -259,6 +269,18 @@ async fn reload(
                 continue;
             }
         };
+        let loosened = ceilings.loosened_by(&cfg);
+        if !loosened.is_empty() {
+            for why in &loosened {
+                tracing::error!(error = %why, "config edit rejected: the running settings stay");
+            }
+            metrics.config_reload(crate::metrics::Reload::Failure);
+            let refused = crate::controller::Reloaded::Refused(loosened);
+            if to_controller.send(refused).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let kept = crate::decide::evictions::projection(&cfg);
         if *keep.borrow() != kept {
             tracing::info!(keep = %kept, "what the pod cache keeps changed (protected annotations, pod policies): listing the pods again before applying");
@@ -302,6 +324,19 @@ fn reboot_requests(
         rx,
     ));
     tx
+}
+
+/// Start keeping the record memory's ConfigMaps while leading; the controller's end.
+fn record_memory(
+    client: &kube::Client,
+    lease: &LeaseConfig,
+    leader: &watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> crate::act::recall::Link {
+    let at = (lease.namespace.as_str(), lease.name.as_str());
+    let (link, task) = crate::act::recall::spawn(client.clone(), at, leader.clone());
+    tasks.push(task);
+    link
 }
 
 /// Start publishing `settings` (when given) while leading; the sender a reload updates them with.

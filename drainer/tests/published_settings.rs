@@ -293,7 +293,9 @@ async fn forged_published_settings_change_nothing_the_drainer_does() {
     let configmaps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "kube-system");
     let published = format!("{lease}-settings");
     let mut cm = eventually("the settings published", WAIT, || async {
-        configmaps.get_opt(&published).await.ok().flatten()
+        // Shipped empty: published once it holds the settings.
+        let cm = configmaps.get_opt(&published).await.ok().flatten()?;
+        cm.data.as_ref()?.contains_key("args.json").then_some(cm)
     })
     .await;
     // The forgery: no selector (every node), under the drainer's identity.

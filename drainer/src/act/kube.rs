@@ -83,10 +83,11 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["create", "patch", "list", "watch"],
         namespaced: false,
     },
+    // Its Lease, by name: the manifests make it (`act::objects`), so no create.
     Permission {
         group: "coordination.k8s.io",
         resource: "leases",
-        verbs: &["get", "create", "update"],
+        verbs: &["get", "update"],
         namespaced: true,
     },
     // The record key (`act::key`): its one Secret, shipped empty, filled at the first start.
@@ -104,11 +105,13 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["get"],
         namespaced: true,
     },
-    // Its settings, published for `kubectl nodemedic` (`config::published`).
+    // Its settings, published for `kubectl nodemedic` (`config::published`), its reboot requests
+    // and its record memory (`act::recall`), by name: the manifests make them (`act::objects`), so
+    // no create (it would be any ConfigMap in the namespace).
     Permission {
         group: "",
         resource: "configmaps",
-        verbs: &["get", "create", "update"],
+        verbs: &["get", "update"],
         namespaced: true,
     },
 ];

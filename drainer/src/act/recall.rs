@@ -54,6 +54,40 @@ pub(crate) struct Link {
     pub(crate) kept: mpsc::UnboundedSender<Kept>,
 }
 
+/// The controller's side of the memory's ConfigMaps.
+pub(crate) struct Memory {
+    pub(crate) link: Link,
+    /// The ask this leadership still waits on (None: answered, or not asked).
+    pub(crate) waiting: Option<u64>,
+    /// The last ask: the shards handed on continue its answer.
+    pub(crate) ask: u64,
+    /// Where the Lease's annotation of earlier releases is removed (see `leader::LeaseData`).
+    pub(crate) lease_out: watch::Sender<Option<Option<String>>>,
+}
+
+impl Memory {
+    pub(crate) fn new(link: Link, lease_out: watch::Sender<Option<Option<String>>>) -> Memory {
+        Memory {
+            link,
+            waiting: None,
+            ask: 0,
+            lease_out,
+        }
+    }
+}
+
+/// The next answer to an ask (never, without a memory or once its task is gone).
+pub(crate) async fn answer(memory: &mut Option<Memory>) {
+    match memory {
+        Some(m) => {
+            if m.link.answers.changed().await.is_err() {
+                std::future::pending::<()>().await
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// Keep the memory's ConfigMaps beside the Lease `namespace/lease` while leading.
 pub(crate) fn spawn(
     client: kube::Client,

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod build;
+pub mod ceilings;
 pub(crate) mod convert;
 pub mod drain_window;
 pub mod draino;

@@ -4,7 +4,8 @@
 //! the shards that changed.
 //!
 //! An earlier release kept the memory on the Lease (`nodemedic.io/records`): read back once, when
-//! the ConfigMaps hold nothing yet, and then removed from the Lease by the next renewal.
+//! the ConfigMaps hold nothing yet, and then removed from the Lease by the next renewal. The shell:
+//! channels to `act::recall`, no decisions.
 
 use std::sync::Arc;
 
@@ -12,43 +13,9 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
 use super::Controller;
-use crate::act::recall::{Kept, Link, Recalled};
+use crate::act::recall::{Kept, Link, Memory, Recalled};
 use crate::decide::fleet::seen::{SHARDS, Seen};
 use crate::model::cluster::Cluster;
-
-/// The controller's side of the memory's ConfigMaps.
-pub(crate) struct Memory {
-    link: Link,
-    /// The ask this leadership still waits on (None: answered, or not asked).
-    waiting: Option<u64>,
-    /// The last ask: the shards handed on continue its answer.
-    ask: u64,
-    /// Where the Lease's annotation of earlier releases is removed (see `leader::LeaseData`).
-    lease_out: watch::Sender<Option<Option<String>>>,
-}
-
-impl Memory {
-    pub(crate) fn new(link: Link, lease_out: watch::Sender<Option<Option<String>>>) -> Memory {
-        Memory {
-            link,
-            waiting: None,
-            ask: 0,
-            lease_out,
-        }
-    }
-}
-
-/// The next answer to an ask (never, without a memory or once its task is gone).
-pub(super) async fn answer(memory: &mut Option<Memory>) {
-    match memory {
-        Some(m) => {
-            if m.link.answers.changed().await.is_err() {
-                std::future::pending::<()>().await
-            }
-        }
-        None => std::future::pending().await,
-    }
-}
 
 impl<C: Cluster> Controller<C> {
     /// Keep the record memory in its ConfigMaps through `link`; `lease_out` removes what an

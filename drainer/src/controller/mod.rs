@@ -171,7 +171,7 @@ pub(crate) struct Controller<C: Cluster> {
     /// What was last handed to `breaker_out`.
     published_breaker: Option<Option<String>>,
     /// The record memory's ConfigMaps (`memory`): read back when leadership begins, then kept.
-    memory: Option<memory::Memory>,
+    memory: Option<crate::act::recall::Memory>,
     /// Where the reboot requests go (`act::reboots` writes them to their ConfigMap while leading;
     /// a simulation carries them out).
     reboots_out: Option<watch::Sender<Reboots>>,
@@ -438,7 +438,7 @@ impl<C: Cluster> Controller<C> {
                     }
                 },
                 Some(run) = self.ended.1.recv() => self.drain_ended(run),
-                () = memory::answer(&mut self.memory) => self.memory_answered(),
+                () = crate::act::recall::answer(&mut self.memory) => self.memory_answered(),
             }
             beat.beat();
             if !ready {

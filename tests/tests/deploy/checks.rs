@@ -19,6 +19,15 @@ pub fn check_types(objects: &[Value]) {
             "DaemonSet" => drop(typed::<DaemonSet>(o)),
             "Deployment" => drop(typed::<Deployment>(o)),
             "ConfigMap" => drop(typed::<ConfigMap>(o)),
+            // The drainer's Lease, shipped without a holder (it takes it).
+            "Lease" => {
+                let lease = typed::<k8s_openapi::api::coordination::v1::Lease>(o);
+                let holder = lease
+                    .spec
+                    .and_then(|s| s.holder_identity)
+                    .unwrap_or_default();
+                assert!(holder.is_empty(), "a Lease shipped with a holder: {o}");
+            }
             // The drainer's record key, shipped empty (the drainer fills it): never a key in a
             // manifest, which would let anyone who read it forge records.
             "Secret" => {
@@ -142,6 +151,66 @@ pub fn check_rbac(objects: &[Value]) {
         needed(nodemedic_drainer::act::PERMISSIONS),
         "drainer RBAC vs the calls it makes"
     );
+    check_drainer_names(objects);
+}
+
+/// The drainer's namespaced rules on Leases, ConfigMaps and Secrets name their objects and never
+/// grant create (RBAC cannot name what a create makes: issue 64, point 4), and every object the
+/// drainer keeps (`act::objects::owned`) is shipped, each one its Role names.
+fn check_drainer_names(objects: &[Value]) {
+    let role = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "Role"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("drainer-lease"))
+        })
+        .expect("the drainer's Role");
+    let mut named = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let resources: Vec<&str> = rule["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        if !resources
+            .iter()
+            .any(|r| ["leases", "configmaps", "secrets"].contains(r))
+        {
+            continue;
+        }
+        let verbs = serde_json::to_string(&rule["verbs"]).unwrap();
+        assert!(!verbs.contains("create"), "an unnamed create: {rule}");
+        let names = rule["resourceNames"]
+            .as_array()
+            .unwrap_or_else(|| panic!("unnamed: {rule}"));
+        for (r, n) in resources
+            .iter()
+            .flat_map(|r| names.iter().map(move |n| (r, n)))
+        {
+            named.insert((r.to_string(), n.as_str().unwrap().to_string()));
+        }
+    }
+    let lease = named
+        .iter()
+        .find(|(r, _)| r == "leases")
+        .map(|(_, n)| n.clone())
+        .expect("the Lease named");
+    for o in nodemedic_drainer::act::objects::owned(&lease, true) {
+        let (kind, resource) = match o.kind {
+            nodemedic_drainer::act::objects::Kind::Lease => ("Lease", "leases"),
+            nodemedic_drainer::act::objects::Kind::Secret => ("Secret", "secrets"),
+            nodemedic_drainer::act::objects::Kind::ConfigMap => ("ConfigMap", "configmaps"),
+        };
+        find(objects, kind, &o.name);
+        assert!(
+            named.contains(&(resource.to_string(), o.name.clone())),
+            "{kind} {} not named by the Role",
+            o.name
+        );
+    }
 }
 
 pub fn pod_spec(o: &Value) -> &Value {

@@ -17,13 +17,18 @@ const LEASE: &str = "nodemedic-drainer";
 
 /// Apply the shipped drainer RBAC (deploy/base/drainer-rbac.yaml) to the control plane.
 async fn apply_shipped_rbac(client: &kube::Client) {
-    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/base/drainer-rbac.yaml"
-    ))
-    .unwrap();
+    // The RBAC and the objects the drainer keeps, which its Role names and never creates.
+    let text = ["drainer-rbac.yaml", "drainer-objects.yaml"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(format!("{}/../deploy/base/{f}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap()
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n");
     async fn create<K>(client: &kube::Client, ns: Option<&str>, v: Value)
     where
         K: kube::Resource<DynamicType = ()>,
@@ -47,6 +52,8 @@ async fn apply_shipped_rbac(client: &kube::Client) {
             "ServiceAccount" => create::<ServiceAccount>(client, Some("kube-system"), v).await,
             // The record key, shipped empty: the drainer fills it at its first start.
             "Secret" => create::<Secret>(client, Some("kube-system"), v).await,
+            "Lease" => create::<Lease>(client, Some("kube-system"), v).await,
+            "ConfigMap" => create::<ConfigMap>(client, Some("kube-system"), v).await,
             "ClusterRole" => create::<ClusterRole>(client, None, v).await,
             "ClusterRoleBinding" => create::<ClusterRoleBinding>(client, None, v).await,
             "Role" => create::<Role>(client, Some("kube-system"), v).await,
@@ -156,7 +163,7 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
                 None,
             )),
         },
-        client,
+        client.clone(),
     )
     .await
     .unwrap();
@@ -168,10 +175,32 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
             .find(|e| e.reason.as_deref() == Some("WaitingForBudget") && e.count >= Some(2))
     })
     .await;
+    // With the drainer's token, no ConfigMap or Lease others trust can be made (issue 64, point 4:
+    // `aws-auth` maps cloud roles to cluster-admin on EKS, `coredns-custom` steers DNS on AKS).
+    for (name, made) in [
+        ("aws-auth", make_configmap(&client, "aws-auth").await),
+        (
+            "coredns-custom",
+            make_configmap(&client, "coredns-custom").await,
+        ),
+        (
+            "a Lease",
+            make_lease(&client, "kube-controller-manager-forged").await,
+        ),
+    ] {
+        assert!(
+            matches!(made, Err(kube::Error::Api(ref e)) if e.code == 403),
+            "{name}: {made:?}"
+        );
+    }
     let forbidden: Vec<String> = plane
         .audit()
         .iter()
         .filter(|e| e.user == SA && e.code == 403)
+        // The attempts above, refused as they must be.
+        .filter(|e| {
+            !(e.verb == "create" && ["configmaps", "leases"].contains(&e.resource.as_str()))
+        })
         .map(|e| format!("{} {}/{}", e.verb, e.resource, e.subresource))
         .collect();
     assert!(
@@ -180,4 +209,19 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
     );
     running.shutdown().await;
     env.cleanup().await;
+}
+
+async fn make_configmap(client: &kube::Client, name: &str) -> Result<(), kube::Error> {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "kube-system");
+    let cm =
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.map(drop)
+}
+
+async fn make_lease(client: &kube::Client, name: &str) -> Result<(), kube::Error> {
+    let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let lease = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {}})).unwrap();
+    api.create(&PostParams::default(), &lease).await.map(drop)
 }

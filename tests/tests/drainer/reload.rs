@@ -3,6 +3,7 @@
 //! an invalid one is rejected, counted, and the running settings stay.
 
 use std::path::Path;
+use std::time::Duration;
 
 use nodemedic_drainer::config::flags::PolicyArgs;
 use nodemedic_tests::cluster::eventually;
@@ -181,6 +182,81 @@ async fn a_config_edit_cannot_loosen_a_limit_the_command_line_set() {
             .await
             .contains(&"WaitingForBudget".to_string())
     );
+    assert_eq!(reloads(running.addr, "success").await, 0);
+    running.shutdown().await;
+    env.cleanup().await;
+}
+
+/// Issue 64, point 3: with the shipped manifests (their `drainer.yaml`, and a command line whose one
+/// ceiling is `--min-ready-duration`), an edit of the ConfigMap to 100% budgets, the breaker off and
+/// `MemoryPressure=False,0s` cordoned every node. The values in force at start are the ceilings: the
+/// edit is refused whole, with the Event saying why, and no node is touched.
+#[tokio::test]
+async fn an_edit_of_the_shipped_config_cannot_loosen_what_the_drainer_started_with() {
+    let env = Env::new().await;
+    let mut nodes = Vec::new();
+    for i in 0..10 {
+        let n = env
+            .node(&format!("shipped-{i}"), "False", 3600, json!({}))
+            .await;
+        env.set_condition(&n, "MemoryPressure", "False", 3600).await;
+        nodes.push(n);
+    }
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/base/drainer.yaml"
+    ))
+    .unwrap();
+    // Confined to this test's nodes, as every scenario is; otherwise as shipped.
+    let selector = format!("nodeSelector: {LABEL}={}\n", env.id);
+    let dir = tempfile::tempdir().unwrap();
+    publish(dir.path(), 1, &format!("{shipped}\n{selector}"));
+    let running = env
+        .start_reloading(PolicyArgs {
+            config: Some(dir.path().join("drainer.yaml")),
+            min_ready_duration: Some(Duration::from_secs(300)),
+            ..Default::default()
+        })
+        .await;
+    // Running, its file watched, and deciding with the shipped settings.
+    env.barrier("KernelDeadlock", json!({})).await;
+    let loosened = format!(
+        "conditions: ['MemoryPressure=False,0s']\nmaxCordoned: '100%'\nmaxDrainsInFlight: 10\n\
+         maxUnhealthy: '100%'\nbreakerNew: '100%'\ndomainOutage: '100%'\n{selector}"
+    );
+    publish(dir.path(), 2, &loosened);
+    eventually("the loosening edit refused", WAIT, || async {
+        (reloads(running.addr, "failure").await == 1).then_some(())
+    })
+    .await;
+    let lease = format!("nodemedic-drainer-test-{}", env.id);
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
+    let said = eventually("a ConfigReloadRefused Event on the Lease", WAIT, || async {
+        let list = events
+            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("ConfigReloadRefused"))
+    })
+    .await;
+    let message = said.message.unwrap_or_default();
+    assert!(
+        message.contains("maxCordoned 100% is not comparable (a count and a percentage) with")
+            || message.contains("maxCordoned 100% is looser than 10%"),
+        "{message}"
+    );
+    assert!(
+        message.contains("in force since the drainer started"),
+        "{message}"
+    );
+    // The running settings decide: a deadlocked barrier is cordoned, and not one healthy node.
+    env.barrier("KernelDeadlock", json!({})).await;
+    for n in &nodes {
+        assert!(!env.cordoned(n).await, "{n} cordoned by the refused edit");
+    }
     assert_eq!(reloads(running.addr, "success").await, 0);
     running.shutdown().await;
     env.cleanup().await;
