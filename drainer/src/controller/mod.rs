@@ -315,8 +315,7 @@ impl<C: Cluster> Controller<C> {
         }
     }
 
-    /// What `f` reads of the Lease as last seen, without copying it (it carries the record memory,
-    /// and a round reads it every time).
+    /// What `f` reads of the Lease as last seen, without copying it (a round reads it every time).
     fn read_lease<T>(&self, f: impl FnOnce(&Lease) -> T) -> Option<T> {
         self.lease.as_ref().and_then(|l| l.borrow().as_ref().map(f))
     }

@@ -396,9 +396,11 @@ fn web_pod(uid: &str, node: &str) -> Pod {
 }
 
 /// A pod of no owner on `node`, bound an hour ago and never started.
+/// A pod on `node` in namespace `name` (one namespace each: `decide::symptoms` counts no single
+/// tenant's pods alone) waiting for its sandbox.
 fn waiting_pod(name: &str, node: &str) -> Pod {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "app", "uid": format!("uid-{name}"), "creationTimestamp": ago(3700)},
+        "metadata": {"name": name, "namespace": name, "uid": format!("uid-{name}"), "creationTimestamp": ago(3700)},
         "spec": {"nodeName": node, "containers": []},
         "status": {"phase": "Pending",
             "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(3600)}],
@@ -418,7 +420,8 @@ async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after()
         ..config(10)
     };
     let nodes = vec![node("stuck", false), node("fine", false)];
-    let mut r = rig(cfg, nodes, vec![waiting_pod("w", "stuck")]);
+    let pods = vec![waiting_pod("w", "stuck"), waiting_pod("v", "stuck")];
+    let mut r = rig(cfg, nodes, pods);
     let status_writes = |w: &[Write]| -> Vec<(String, String)> {
         w.iter()
             .filter_map(|w| match w {

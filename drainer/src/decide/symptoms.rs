@@ -6,8 +6,22 @@
 //!   `--pods-not-starting-after` while no container started there in that time (a wedged runtime
 //!   or CNI: every sandbox fails). A pod whose owner has pods waiting on other nodes too is not
 //!   counted: an image that does not exist fails everywhere, and no node is to blame for it.
-//! - **PodsNotTerminating**: pods deleted on the node are still there
-//!   `--pods-not-terminating-after` past the end of their grace period.
+//! - **PodsNotTerminating**: pods deleted on the node still have a container running
+//!   `--pods-not-terminating-after` past the end of their grace period (the kubelet did not stop
+//!   them).
+//!
+//! Only evidence a tenant cannot aim at a node it picks counts. Anyone who may create pods may bind
+//! one to any node (`spec.nodeName`), with any image, volume or finalizer, and delete it: so
+//! - a pod waiting for a reason its own spec causes never counts: only a pod the kubelet has said
+//!   nothing about yet, or one waiting in `ContainerCreating` or `PodInitializing` (the sandbox,
+//!   the network, the volumes) does ([`COUNTED_WAITS`]); an image that cannot be pulled, a bad
+//!   config, a crash loop are the pod's own;
+//! - a deleted pod counts only while a container of it still runs (the kubelet did not stop it); a
+//!   finalizer holds a stopped pod anywhere, and that is its owner's doing;
+//! - and what is left counts against a node only when it comes from pods of two namespaces or
+//!   more, or from a DaemonSet's pod in `kube-system` (the cluster operators' node agents, which
+//!   tenants cannot create): one tenant's namespace alone never sets a symptom. A wedged runtime
+//!   stalls every pod of the node, its DaemonSets' pods first, so a real one is still seen.
 //!
 //! Only pods bound to a node count against it, and pods elsewhere can only excuse it: what one
 //! node's kubelet writes about its pods never sets a condition on another node.
@@ -147,6 +161,43 @@ pub(crate) fn writes<'a>(
     out
 }
 
+/// The waiting reasons that may say something about the node (besides no status at all): the
+/// kubelet is still making the pod's sandbox, network or volumes. Every other reason the kubelet
+/// gives (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`, `CreateContainerConfigError`,
+/// `CrashLoopBackOff`, ...) comes from the pod's own spec.
+pub(crate) const COUNTED_WAITS: [&str; 2] = ["ContainerCreating", "PodInitializing"];
+
+/// The namespace whose DaemonSet pods count alone: the cluster operators' node agents.
+pub(crate) const OPERATORS_NAMESPACE: &str = "kube-system";
+
+/// Whether a pod's waiting reason may be the node's doing (none yet, or one of [`COUNTED_WAITS`]).
+fn counted_wait(p: &PodInfo) -> bool {
+    let reason = p
+        .progress
+        .as_ref()
+        .and_then(|x| x.waiting_reason.as_deref());
+    reason.is_none_or(|r| COUNTED_WAITS.contains(&r))
+}
+
+/// Whether the pods against one node are evidence no single tenant can aim: two namespaces or
+/// more, or a DaemonSet's pod in [`OPERATORS_NAMESPACE`].
+fn corroborated<'a>(pods: impl IntoIterator<Item = &'a PodInfo>) -> bool {
+    let mut first: Option<&str> = None;
+    for p in pods {
+        let operators =
+            &*p.namespace == OPERATORS_NAMESPACE && p.owner_kind.as_deref() == Some("DaemonSet");
+        if operators {
+            return true;
+        }
+        match first {
+            None => first = Some(&p.namespace),
+            Some(ns) if ns != &*p.namespace => return true,
+            Some(_) => {}
+        }
+    }
+    false
+}
+
 /// Examples named in a message.
 const EXAMPLES: usize = 3;
 
@@ -189,6 +240,7 @@ fn not_starting(now: Timestamp, e: &Evidence, after: Duration) -> Vec<(ArcStr, S
     // (node, pod, waited) of every pod waiting too long.
     let waiting: Vec<(&ArcStr, &PodInfo, Duration)> = pods
         .iter()
+        .filter(|p| counted_wait(p))
         .filter_map(|p| {
             let since = p.progress.as_ref()?.waiting_since?;
             let waited = age(since, now);
@@ -225,6 +277,7 @@ fn not_starting(now: Timestamp, e: &Evidence, after: Duration) -> Vec<(ArcStr, S
     by_node
         .into_iter()
         .filter(|(node, _)| last_start.get(*node).is_none_or(|t| t.as_second() < window_start))
+        .filter(|(_, stuck)| corroborated(stuck.iter().map(|(p, _)| *p)))
         .map(|(node, mut stuck)| {
             stuck.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| key(a.0).cmp(&key(b.0))));
             let examples = stuck.iter().map(|(p, waited)| {
@@ -257,8 +310,10 @@ fn not_terminating(
 ) -> Vec<(ArcStr, Symptom)> {
     let mut by_node: BTreeMap<&ArcStr, Vec<(&PodInfo, Duration)>> = BTreeMap::new();
     for p in pods {
-        let (Some(node), Some(end)) = (&p.node, p.progress.as_ref().and_then(|x| x.deleting_after))
-        else {
+        let Some(progress) = p.progress.as_ref().filter(|x| x.still_running) else {
+            continue;
+        };
+        let (Some(node), Some(end)) = (&p.node, progress.deleting_after) else {
             continue;
         };
         let over = age(end, now);
@@ -268,13 +323,14 @@ fn not_terminating(
     }
     by_node
         .into_iter()
+        .filter(|(_, stuck)| corroborated(stuck.iter().map(|(p, _)| *p)))
         .map(|(node, mut stuck)| {
             stuck.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| key(a.0).cmp(&key(b.0))));
             let examples = stuck
                 .iter()
                 .map(|(p, over)| format!("{} ({} past its grace period)", key(p), minutes(*over)));
             let message = format!(
-                "{} deleted here {} still there over {} past {} grace period: {}",
+                "{} deleted here {} still running over {} past {} grace period: {}",
                 plural(stuck.len(), "pod"),
                 if stuck.len() == 1 { "is" } else { "are" },
                 minutes(after),

@@ -23,16 +23,42 @@ fn ago(minutes: i64) -> String {
         .to_string()
 }
 
-/// A pod on `node`, bound `minutes` ago and not started, of owner `owner`.
+/// A pod on `node`, bound `minutes` ago and not started, of owner `owner`, in namespace `app`.
 fn waiting(name: &str, node: &str, minutes: i64, owner: &str) -> Arc<PodInfo> {
+    waiting_in(
+        "app",
+        name,
+        node,
+        minutes,
+        ("ReplicaSet", owner),
+        Some("ContainerCreating"),
+    )
+}
+
+/// A pod in `ns` on `node`, bound `minutes` ago and not started, of owner `(kind, name)`, its
+/// container waiting for `reason` (None: the kubelet has said nothing yet).
+fn waiting_in(
+    ns: &str,
+    name: &str,
+    node: &str,
+    minutes: i64,
+    (kind, owner): (&str, &str),
+    reason: Option<&str>,
+) -> Arc<PodInfo> {
+    let statuses = match reason {
+        Some(r) => {
+            json!([{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": r}}}])
+        }
+        None => json!([]),
+    };
     let p = json!({
-        "metadata": {"name": name, "namespace": "app", "creationTimestamp": ago(minutes + 1),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": format!("uid-{owner}"), "controller": true}]},
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": ago(minutes + 1),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": format!("uid-{ns}-{owner}"), "controller": true}]},
         "spec": {"nodeName": node, "containers": []},
         "status": {"phase": "Pending",
             "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(minutes)}],
-            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-                "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+            "containerStatuses": statuses}
     });
     Arc::new(PodInfo::from_pod(
         &serde_json::from_value(p).unwrap(),
@@ -40,10 +66,32 @@ fn waiting(name: &str, node: &str, minutes: i64, owner: &str) -> Arc<PodInfo> {
     ))
 }
 
-/// A pod on `node` deleted with its grace period ending `minutes` ago.
-fn deleting(name: &str, node: &str, minutes: i64) -> Arc<PodInfo> {
-    let p = json!({"metadata": {"name": name, "namespace": "app", "deletionTimestamp": ago(minutes)},
-        "spec": {"nodeName": node, "containers": []}, "status": {"phase": "Running"}});
+/// The cluster operators' node agent on `node` (a DaemonSet's pod in kube-system), waiting.
+fn agent(node: &str, minutes: i64) -> Arc<PodInfo> {
+    // One DaemonSet's pods wait on several nodes when its own spec is wrong (and then blame no
+    // node): here each waits alone, as on a node whose runtime is wedged.
+    let name = format!("agent-{node}");
+    waiting_in(
+        "kube-system",
+        &name,
+        node,
+        minutes,
+        ("DaemonSet", &name),
+        Some("ContainerCreating"),
+    )
+}
+
+/// A pod in `ns` on `node` deleted with its grace period ending `minutes` ago, its container still
+/// running when `running` (else stopped: a finalizer holds it).
+fn deleting_in(ns: &str, name: &str, node: &str, minutes: i64, running: bool) -> Arc<PodInfo> {
+    let state = if running {
+        json!({"running": {"startedAt": ago(600)}})
+    } else {
+        json!({"terminated": {"exitCode": 0}})
+    };
+    let p = json!({"metadata": {"name": name, "namespace": ns, "deletionTimestamp": ago(minutes), "finalizers": ["example.com/hold"]},
+        "spec": {"nodeName": node, "containers": []}, "status": {"phase": "Running",
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": state}]}});
     Arc::new(PodInfo::from_pod(
         &serde_json::from_value(p).unwrap(),
         Some(&[]),
@@ -90,7 +138,14 @@ fn run_with(
 fn pods_waiting_on_a_node_where_nothing_starts_are_its_symptom() {
     let pods = [
         waiting("a", "n1", 14, "web"),
-        waiting("b", "n1", 12, "api"),
+        waiting_in(
+            "shop",
+            "b",
+            "n1",
+            12,
+            ("ReplicaSet", "api"),
+            Some("ContainerCreating"),
+        ),
         waiting("c", "n1", 3, "db"),
     ];
     let got = run(&pods, &[("n1", 30)]);
@@ -100,13 +155,13 @@ fn pods_waiting_on_a_node_where_nothing_starts_are_its_symptom() {
     assert_eq!(got[0].1.reason, "PodsWaitingToStart");
     assert_eq!(
         got[0].1.message,
-        "2 pods bound here have waited over 10m to start and no container started here in that time: app/a (ContainerCreating, 14m), app/b (ContainerCreating, 12m)"
+        "2 pods bound here have waited over 10m to start and no container started here in that time: app/a (ContainerCreating, 14m), shop/b (ContainerCreating, 12m)"
     );
 }
 
 #[test]
 fn a_container_started_on_the_node_in_the_window_clears_it() {
-    let pods = [waiting("a", "n1", 14, "web")];
+    let pods = [waiting("a", "n1", 14, "web"), agent("n1", 14)];
     assert!(run(&pods, &[("n1", 5)]).is_empty());
     // Nothing ever started there (a new node): a symptom.
     assert_eq!(run(&pods, &[]).len(), 1);
@@ -122,12 +177,16 @@ fn an_owner_whose_pods_wait_on_several_nodes_blames_no_node() {
         waiting("a", "n1", 20, "bad"),
         waiting("b", "n2", 20, "bad"),
         waiting("c", "n1", 15, "web"),
+        agent("n1", 16),
     ];
     let got = run(&pods, &[]);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, "n1");
     assert!(
-        got[0].1.message.starts_with("1 pod bound here has waited"),
+        got[0]
+            .1
+            .message
+            .starts_with("2 pods bound here have waited"),
         "{}",
         got[0].1.message
     );
@@ -141,9 +200,11 @@ fn an_owner_whose_pods_wait_on_several_nodes_blames_no_node() {
 #[test]
 fn pods_past_their_grace_period_by_the_margin_are_stuck_terminating() {
     let pods = [
-        deleting("a", "n1", 7),
-        deleting("b", "n1", 2),
-        deleting("c", "n2", 61),
+        deleting_in("app", "a", "n1", 7, true),
+        deleting_in("shop", "b", "n1", 6, true),
+        deleting_in("app", "late", "n1", 2, true),
+        deleting_in("app", "c", "n2", 61, true),
+        deleting_in("web", "d", "n2", 62, true),
     ];
     let got = run(&pods, &[]);
     let by: Vec<(&str, &str, &str)> = got
@@ -156,12 +217,12 @@ fn pods_past_their_grace_period_by_the_margin_are_stuck_terminating() {
             (
                 "n1",
                 "PodsNotTerminating",
-                "1 pod deleted here is still there over 5m past its grace period: app/a (7m past its grace period)"
+                "2 pods deleted here are still running over 5m past their grace period: app/a (7m past its grace period), shop/b (6m past its grace period)"
             ),
             (
                 "n2",
                 "PodsNotTerminating",
-                "1 pod deleted here is still there over 5m past its grace period: app/c (1h1m past its grace period)"
+                "2 pods deleted here are still running over 5m past their grace period: web/d (1h2m past its grace period), app/c (1h1m past its grace period)"
             ),
         ]
     );
@@ -176,7 +237,17 @@ fn pods_past_their_grace_period_by_the_margin_are_stuck_terminating() {
 #[test]
 fn a_message_names_at_most_three_pods_and_counts_the_rest() {
     let pods: Vec<_> = (0..5)
-        .map(|i| waiting(&format!("p{i}"), "n1", 20 + i, &format!("o{i}")))
+        .map(|i| {
+            let (ns, owner) = (format!("ns{}", i % 2), format!("o{i}"));
+            waiting_in(
+                &ns,
+                &format!("p{i}"),
+                "n1",
+                20 + i,
+                ("ReplicaSet", &owner),
+                Some("ContainerCreating"),
+            )
+        })
         .collect();
     let got = run(&pods, &[]);
     assert!(
@@ -186,7 +257,7 @@ fn a_message_names_at_most_three_pods_and_counts_the_rest() {
             .starts_with("5 pods bound here have waited")
     );
     assert!(
-        got[0].1.message.ends_with("app/p4 (ContainerCreating, 24m), app/p3 (ContainerCreating, 23m), app/p2 (ContainerCreating, 22m), and 2 more"),
+        got[0].1.message.ends_with("ns0/p4 (ContainerCreating, 24m), ns1/p3 (ContainerCreating, 23m), ns0/p2 (ContainerCreating, 22m), and 2 more"),
         "{}",
         got[0].1.message
     );
@@ -208,8 +279,11 @@ fn only_changes_are_written_and_a_kosmos_leaf_gets_none() {
     use crate::decide::symptoms::{SymptomWrite, writes};
     let pods = [
         waiting("a", "n1", 14, "web"),
+        agent("n1", 14),
         waiting("b", "n3", 14, "api"),
+        agent("n3", 14),
         waiting("c", "leaf", 14, "db"),
+        agent("leaf", 14),
     ];
     let none = HashMap::new();
     let found = assess(now(), &evidence(&pods, &none, &HashMap::new()), &ON);
@@ -263,7 +337,7 @@ fn the_kubelets_sandbox_failures_add_words_but_never_a_symptom() {
         [(intern("n1"), (7, t)), (intern("n2"), (40, t))]
             .into_iter()
             .collect();
-    let pods = [waiting("a", "n1", 14, "web")];
+    let pods = [waiting("a", "n1", 14, "web"), agent("n1", 13)];
     let got = run_with(&pods, &[], &sandbox);
     // n2 has failures and no pod waiting there: no symptom (an Event can name any node).
     assert_eq!(got.len(), 1, "{got:?}");
@@ -274,4 +348,114 @@ fn the_kubelets_sandbox_failures_add_words_but_never_a_symptom() {
         "{}",
         got[0].1.message
     );
+}
+
+/// Issue 64, point 1: a tenant who may create pods only in its own namespace binds them to nodes
+/// of its choice (`spec.nodeName`) with an image that cannot be pulled, a missing volume, a crash
+/// loop, a finalizer, and deletes them. None of it sets a symptom on any node.
+#[test]
+fn one_tenants_pods_never_set_a_symptom_on_a_node_it_picks() {
+    let mut pods = Vec::new();
+    for (i, reason) in [
+        Some("ErrImagePull"),
+        Some("ImagePullBackOff"),
+        Some("InvalidImageName"),
+        Some("CreateContainerConfigError"),
+        Some("CrashLoopBackOff"),
+        // A volume that does not exist keeps a pod here; so does a pod the kubelet never took.
+        Some("ContainerCreating"),
+        None,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Each its own owner, so none is excused as "waiting on several nodes".
+        let owner = format!("o{i}");
+        pods.push(waiting_in(
+            "tenant",
+            &format!("p{i}"),
+            "n3",
+            30,
+            ("ReplicaSet", &owner),
+            reason,
+        ));
+    }
+    pods.push(deleting_in("tenant", "held", "n5", 60, false));
+    pods.push(deleting_in("tenant", "held-running", "n5", 60, true));
+    assert!(run(&pods, &[]).is_empty(), "{:?}", run(&pods, &[]));
+}
+
+/// What still counts: pods of two namespaces, or the operators' DaemonSet pod, waiting for the
+/// node itself; reasons a pod's own spec causes never do, from however many namespaces.
+#[test]
+fn a_wedged_runtime_is_still_seen_through_pods_no_single_tenant_owns() {
+    let two = [
+        waiting_in(
+            "a",
+            "x",
+            "n1",
+            30,
+            ("ReplicaSet", "x"),
+            Some("ContainerCreating"),
+        ),
+        waiting_in("b", "y", "n1", 30, ("ReplicaSet", "y"), None),
+    ];
+    assert_eq!(run(&two, &[]).len(), 1, "two namespaces");
+    assert_eq!(
+        run(&[agent("n1", 30)], &[]).len(),
+        1,
+        "the operators' node agent"
+    );
+    // A DaemonSet a tenant made in its own namespace is one tenant still.
+    let theirs = [waiting_in(
+        "tenant",
+        "ds",
+        "n1",
+        30,
+        ("DaemonSet", "theirs"),
+        None,
+    )];
+    assert!(run(&theirs, &[]).is_empty());
+    let pulled = [
+        waiting_in(
+            "a",
+            "x",
+            "n1",
+            30,
+            ("ReplicaSet", "x"),
+            Some("ImagePullBackOff"),
+        ),
+        waiting_in(
+            "b",
+            "y",
+            "n1",
+            30,
+            ("ReplicaSet", "y"),
+            Some("CrashLoopBackOff"),
+        ),
+        agent_with("n1", "ErrImagePull"),
+    ];
+    assert!(run(&pulled, &[]).is_empty(), "the pods' own doing");
+    // Deleted pods from two namespaces whose containers the kubelet did not stop: the node.
+    let stuck = [
+        deleting_in("a", "x", "n2", 10, true),
+        deleting_in("b", "y", "n2", 10, true),
+    ];
+    assert_eq!(run(&stuck, &[]).len(), 1);
+    let held = [
+        deleting_in("a", "x", "n2", 10, false),
+        deleting_in("b", "y", "n2", 10, false),
+    ];
+    assert!(run(&held, &[]).is_empty(), "held by finalizers only");
+}
+
+fn agent_with(node: &str, reason: &str) -> Arc<PodInfo> {
+    waiting_in(
+        "kube-system",
+        "agent",
+        node,
+        30,
+        ("DaemonSet", "agent"),
+        Some(reason),
+    )
 }

@@ -20,6 +20,10 @@ pub(crate) struct Progress {
     pub(crate) waiting_reason: Option<ArcStr>,
     /// Deleted and still there: when its grace period ended (`deletionTimestamp`).
     pub(crate) deleting_after: Option<Timestamp>,
+    /// Deleted and a container of it still reported running: the kubelet has not stopped it. A
+    /// deleted pod whose containers stopped is held by a finalizer, its owner's doing, not the
+    /// node's.
+    pub(crate) still_running: bool,
     /// Its controlling owner: an owner whose pods wait on several nodes is the owner's problem (an
     /// image that does not exist), not a node's.
     pub(crate) owner: Option<Uid>,
@@ -54,6 +58,14 @@ pub(crate) fn progress(pod: &PodLite) -> Option<Box<Progress>> {
                 .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.as_deref())
         })
         .map(intern);
+    let still_running = deleting_after.is_some()
+        && status.is_some_and(|s| {
+            s.init_container_statuses
+                .iter()
+                .chain(&s.container_statuses)
+                .flatten()
+                .any(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
+        });
     let owner = pod
         .metadata
         .owner_references
@@ -64,6 +76,7 @@ pub(crate) fn progress(pod: &PodLite) -> Option<Box<Progress>> {
         waiting_since: if waiting { bound } else { None },
         waiting_reason: waiting.then_some(waiting_reason).flatten(),
         deleting_after,
+        still_running,
         owner,
     }))
 }
@@ -142,5 +155,16 @@ mod tests {
             (got.waiting_since, got.deleting_after),
             (None, Some("2026-11-27T09:10:00Z".parse().unwrap()))
         );
+        assert!(
+            !got.still_running,
+            "no container reported running: a finalizer holds it"
+        );
+        let running_on = pod(serde_json::json!({
+            "metadata": {"name": "a", "deletionTimestamp": "2026-11-27T09:10:00Z"},
+            "spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Running",
+                "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-11-27T09:05:00Z"}}}]}
+        }));
+        assert!(progress(&running_on).unwrap().still_running);
     }
 }

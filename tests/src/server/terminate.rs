@@ -7,6 +7,10 @@
 //! `EvictionByEvictionAPI`). A pod no node runs, one already Succeeded or Failed, or a grace period of
 //! 0 is removed at once.
 //!
+//! A pod with `metadata.finalizers` is not removed when its deletion ends: it stays, with its
+//! `deletionTimestamp` and a grace of 0, until a write empties the list (kube-apiserver's graceful
+//! deletion keeps any object whose finalizers are not done; a tenant can so hold a pod on any node).
+//!
 //! This server has no kubelets, so it stands in for them as the scenarios' stand-in kubelet does on a
 //! real control plane (`crate::cluster::Kubelet`): a terminating pod is removed [`FINISH_AFTER`] after
 //! its deletion began. [`super::TestApiServer::stop_kubelets`] turns that off (the recordings were
@@ -80,9 +84,7 @@ pub(crate) fn delete_pod(
     let mut inner = shared.lock().unwrap();
     let mut pod = inner.store.get(key)?;
     if grace == 0 {
-        let old = inner.store.remove(key)?;
-        hub.publish(key, "DELETED", old.clone());
-        return Some(old);
+        return remove_unless_held(&mut inner, hub, key);
     }
     let running = pod["metadata"]["deletionGracePeriodSeconds"].as_i64();
     if running.is_some_and(|r| r <= grace) {
@@ -115,10 +117,34 @@ fn finish_later(shared: Arc<Mutex<Inner>>, hub: Hub, key: Key, uid: Value) {
         let same = inner.store.get(&key).is_some_and(|p| {
             p["metadata"]["uid"] == uid && !p["metadata"]["deletionTimestamp"].is_null()
         });
-        if same && let Some(old) = inner.store.remove(&key) {
-            hub.publish(&key, "DELETED", old);
+        if same {
+            remove_unless_held(&mut inner, &hub, &key);
         }
     });
+}
+
+/// The end of a pod's deletion: removed, unless finalizers hold it (then it stays, terminating,
+/// with a grace of 0). The pod as it is after.
+fn remove_unless_held(inner: &mut Inner, hub: &Hub, key: &Key) -> Option<Value> {
+    let mut pod = inner.store.get(key)?;
+    let held = pod["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty());
+    if !held {
+        let old = inner.store.remove(key)?;
+        hub.publish(key, "DELETED", old.clone());
+        return Some(old);
+    }
+    if pod["metadata"]["deletionTimestamp"].is_null() {
+        pod["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+    }
+    if pod["metadata"]["deletionGracePeriodSeconds"] == json!(0) {
+        return Some(pod);
+    }
+    pod["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    let stored = inner.store.put(key, pod);
+    hub.publish(key, "MODIFIED", stored.clone());
+    Some(stored)
 }
 
 #[cfg(test)]

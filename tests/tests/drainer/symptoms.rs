@@ -10,23 +10,50 @@ use serde_json::{Value, json};
 
 use crate::env::{Env, ago};
 
-/// Make `pod` look bound `minutes` ago and still waiting for `reason`.
+/// Make `pod` (in `default`) look bound `minutes` ago and still waiting for `reason`.
 async fn waiting(env: &Env, pod: &str, minutes: i64, reason: &str) {
+    waiting_in(env, "default", pod, minutes, reason).await;
+}
+
+async fn waiting_in(env: &Env, ns: &str, pod: &str, minutes: i64, reason: &str) {
     let status = json!({"phase": "Pending",
         "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(minutes * 60)}],
         "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "imageID": "", "ready": false,
             "restartCount": 0, "state": {"waiting": {"reason": reason}}}]});
-    env.cluster.set_pod_status("default", pod, status).await;
+    env.cluster.set_pod_status(ns, pod, status).await;
+}
+
+/// The cluster operators' node agent on `node`: a DaemonSet's pod in kube-system, waiting for its
+/// sandbox `minutes`.
+async fn agent(env: &Env, node: &str, minutes: i64) -> String {
+    let ds = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", &format!("agent-{node}"))
+        .await;
+    let pod = env
+        .pod(
+            "kube-system",
+            "agent",
+            node,
+            json!({"metadata": {"ownerReferences": ds}}),
+        )
+        .await;
+    waiting_in(env, "kube-system", &pod, minutes, "ContainerCreating").await;
+    pod
 }
 
 /// Make `pod` look started now.
 async fn started(env: &Env, pod: &str) {
+    started_in(env, "default", pod).await;
+}
+
+async fn started_in(env: &Env, ns: &str, pod: &str) {
     let now = now_rfc3339();
     let status = json!({"phase": "Running",
         "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
         "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "imageID": "", "ready": true,
             "restartCount": 0, "state": {"running": {"startedAt": now}}}]});
-    env.cluster.set_pod_status("default", pod, status).await;
+    env.cluster.set_pod_status(ns, pod, status).await;
 }
 
 /// The Event a kubelet writes when it cannot create `pod`'s sandbox, counted 5 times.
@@ -65,9 +92,11 @@ async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_bl
     let broken = env.node("wedged", "False", 3600, json!({})).await;
     let fine = env.node("fine", "False", 3600, json!({})).await;
     let other = env.node("other", "False", 3600, json!({})).await;
-    // On the wedged node a pod has waited 20 minutes in ContainerCreating.
+    // On the wedged node a pod has waited 20 minutes in ContainerCreating, and so has the node
+    // agent the cluster's operators run there (no single tenant owns both).
     let stuck = env.pod("default", "stuck", &broken, json!({})).await;
     waiting(&env, &stuck, 20, "ContainerCreating").await;
+    let node_agent = agent(&env, &broken, 19).await;
     // A pod just started on the fine node.
     let runs = env.pod("default", "runs", &fine, json!({})).await;
     started(&env, &runs).await;
@@ -96,7 +125,7 @@ async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_bl
     assert_eq!(set["reason"], "PodsWaitingToStart");
     let message = set["message"].as_str().unwrap();
     assert!(
-        message.starts_with("1 pod bound here has waited over 10m to start and no container started here in that time: ")
+        message.starts_with("2 pods bound here have waited over 10m to start and no container started here in that time: ")
             && message.contains(&format!("default/{stuck} (ContainerCreating, 20m)"))
             && message.ends_with("; its kubelet reported FailedCreatePodSandBox 5 times in that time, last 1m ago"),
         "{message}"
@@ -119,8 +148,9 @@ async fn a_node_whose_pods_never_start_gets_pods_not_starting_and_a_bad_image_bl
     // Not among the drainer's conditions: reported, not acted on.
     assert!(!env.cordoned(&broken).await);
 
-    // The runtime recovers: the pod starts, and the condition clears.
+    // The runtime recovers: the pods start, and the condition clears.
     started(&env, &stuck).await;
+    started_in(&env, "kube-system", &node_agent).await;
     let cleared = eventually(
         "PodsNotStarting cleared",
         Duration::from_secs(90),
@@ -155,6 +185,19 @@ async fn a_node_reporting_its_pods_stuck_names_only_itself() {
     let shared = env.cluster.owner("default", "shared").await;
     let with_shared = json!({"metadata": {"ownerReferences": shared}});
     let own = env.pod("default", "own", &attacker, json!({})).await;
+    // Its node agent too: a kubelet writes the status of every pod bound to its node.
+    let ds = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", "attacker-agent")
+        .await;
+    let own_agent = env
+        .pod(
+            "kube-system",
+            "agent",
+            &attacker,
+            json!({"metadata": {"ownerReferences": ds}}),
+        )
+        .await;
     let copy = env
         .pod("default", "copy", &attacker, with_shared.clone())
         .await;
@@ -164,9 +207,13 @@ async fn a_node_reporting_its_pods_stuck_names_only_itself() {
     started(&env, &fine).await;
     // What a kubelet may write: the status of pods bound to its node, as itself.
     let kubelet = server.client_as_node(&attacker);
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-        kube::Api::namespaced(kubelet, "default");
-    for pod in [&own, &copy] {
+    for (ns, pod) in [
+        ("default", &own),
+        ("default", &copy),
+        ("kube-system", &own_agent),
+    ] {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(kubelet.clone(), ns);
         let status = json!({"status": {"phase": "Pending",
             "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(3600)}],
             "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
@@ -202,5 +249,115 @@ async fn a_node_reporting_its_pods_stuck_names_only_itself() {
     assert_eq!(condition(&env, &healthy).await, None);
     assert_eq!(condition(&env, &victim).await, None);
     running.shutdown().await;
+    env.cleanup().await;
+}
+
+/// Issue 64, point 1: a tenant who may create pods in its own namespace only binds them to nodes of
+/// its choice: on n3 pods with an image that cannot be pulled, a crash loop, a volume that does not
+/// exist (ContainerCreating for good), each of its own owner; on n5 pods held by a finalizer and
+/// deleted. With both symptoms named among the drainer's conditions, as the operator guide
+/// suggests, neither node gets a symptom or a cordon; a node whose runtime is wedged still does.
+#[tokio::test]
+async fn a_tenants_pods_never_choose_a_node_to_drain() {
+    let env = Env::new().await;
+    let n3 = env.node("tenant-n3", "False", 3600, json!({})).await;
+    let n5 = env.node("tenant-n5", "False", 3600, json!({})).await;
+    let wedged = env.node("tenant-wedged", "False", 3600, json!({})).await;
+    for (i, reason) in [
+        "ImagePullBackOff",
+        "CrashLoopBackOff",
+        "InvalidImageName",
+        "ContainerCreating",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let owner = env.cluster.owner("default", &format!("tenant-{i}")).await;
+        let pod = env
+            .pod(
+                "default",
+                &format!("t{i}"),
+                &n3,
+                json!({"metadata": {"ownerReferences": owner}}),
+            )
+            .await;
+        waiting(&env, &pod, 30, reason).await;
+    }
+    let held = env
+        .pod(
+            "default",
+            "held",
+            &n5,
+            json!({"metadata": {"finalizers": ["tenant.example/hold"]},
+            "spec": {"terminationGracePeriodSeconds": 0}}),
+        )
+        .await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(env.cluster.client.clone(), "default");
+    pods.delete(&held, &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    // Its grace period over a while: it counts from the first pass on, if it counts at all.
+    let deleted = pods
+        .get(&held)
+        .await
+        .unwrap()
+        .metadata
+        .deletion_timestamp
+        .unwrap()
+        .0;
+    eventually(
+        "the held pod 2s past its grace period",
+        Duration::from_secs(60),
+        || async {
+            (k8s_openapi::jiff::Timestamp::now() > deleted + Duration::from_secs(2)).then_some(())
+        },
+    )
+    .await;
+    // The control: a wedged node, where a pod and the node agent both wait for their sandboxes.
+    let stuck = env.pod("default", "stuck", &wedged, json!({})).await;
+    waiting(&env, &stuck, 30, "ContainerCreating").await;
+    agent(&env, &wedged, 30).await;
+
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.conditions = vec![
+        "KernelDeadlock=True,10m".parse().unwrap(),
+        "PodsNotStarting=True,0s".parse().unwrap(),
+        "PodsNotTerminating=True,0s".parse().unwrap(),
+    ];
+    cfg.symptoms.not_terminating_after = Some(Duration::from_secs(1));
+    let running = env.start(cfg, "a").await;
+    eventually(
+        "the wedged node cordoned for PodsNotStarting",
+        Duration::from_secs(60),
+        || async { env.cordoned(&wedged).await.then_some(()) },
+    )
+    .await;
+    // The pass that set the control saw every node; the barrier, that the drainer decided since.
+    env.barrier("KernelDeadlock", json!({})).await;
+    for n in [&n3, &n5] {
+        let node = env.get_node(n).await;
+        let named: Vec<&Value> = node["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["type"] == "PodsNotStarting" || c["type"] == "PodsNotTerminating")
+            .collect();
+        assert!(named.is_empty(), "{n}: {named:?}");
+        assert!(!env.cordoned(n).await, "{n} cordoned");
+    }
+    let still_held = pods.get(&held).await.unwrap();
+    assert!(
+        still_held.metadata.deletion_timestamp.is_some(),
+        "the finalizer holds it"
+    );
+    running.shutdown().await;
+    let _ = pods
+        .patch(
+            &held,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
     env.cleanup().await;
 }

@@ -4,7 +4,7 @@
 //! once a cooldown and only while a step waits for the width (a domain widens when it needs to,
 //! not past what it ever used), and falls back to one when a step fails or the problem returns. The limit a
 //! step meets is the smallest of its domain's width, the budgets and the breaker: a ramp instead of
-//! the breaker's cliff. The state is kept on the drainer's Lease with the record memory
+//! the breaker's cliff. The state is kept with the record memory in its ConfigMaps
 //! (`decide::fleet::seen`), so a restart or a new leader keeps each domain's earned width.
 
 use k8s_openapi::jiff::Timestamp;
