@@ -478,3 +478,49 @@ fn a_veto_during_a_reboot_ends_the_ladder_with_a_person_at_its_deadline() {
         "the fence goes"
     );
 }
+
+/// Issue 64, point 6: with `protectedPods: leave` a drain leaves StatefulSet, unreplicated and
+/// annotated pods on the node; deleting the Node would have the pod garbage collector force-delete
+/// them while the machine may still run them. Replace (and `--delete-drained-node-after`) delete
+/// only a node where nothing but DaemonSet, mirror and finished pods is left; otherwise a person.
+#[test]
+fn a_node_is_replaced_or_deleted_only_when_nothing_but_daemonset_and_mirror_pods_is_left() {
+    use super::tests::{pod, run};
+    let owned = |kind: &str| {
+        serde_json::json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": kind,
+            "name": "o", "uid": "u", "controller": true}]}})
+    };
+    let empty = [
+        pod("agent", "n", owned("DaemonSet")),
+        pod("static", "n", owned("Node")),
+        pod(
+            "done",
+            "n",
+            serde_json::json!({"status": {"phase": "Succeeded"}}),
+        ),
+    ];
+    let c = ladder_cfg("drain, replace");
+    let d = run(vec![drained(BOOT_A)], &empty, &c).remove(0);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    let mut left = empty.to_vec();
+    left.push(pod("db-0", "n", owned("StatefulSet")));
+    let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
+    let Effect::Escalate(r) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert!(
+        r.escalated.starts_with(
+            "1 pod(s) besides DaemonSet and mirror pods are still on it (default/db-0): deleting the Node"
+        ),
+        "{}",
+        r.escalated
+    );
+    // draino's --delete-drained-node-after, no ladder: the same.
+    let mut c = cfg();
+    c.after_drain.delete_after = Some(std::time::Duration::from_secs(60));
+    let d = run(vec![drained(BOOT_A)], &empty, &c).remove(0);
+    assert_eq!(d.effect, Effect::DeleteNode, "{}", d.reason);
+    let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
+}

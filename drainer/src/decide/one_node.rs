@@ -221,6 +221,9 @@ fn by_phase(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets
                         Effect::Nothing,
                     );
                 }
+                if let Some(left) = ladder::pods_left(c) {
+                    return ladder::escalate(r, format!("{left} ({problem})"), now);
+                }
                 if let Some(why) = gates.hold(c) {
                     return (Action::Hold, why, Effect::Nothing);
                 }

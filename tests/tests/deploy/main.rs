@@ -274,21 +274,19 @@ fn deleting_drained_nodes_is_granted_only_where_configured_and_exactly() {
             .any(|(_, r, verb, _)| r == "nodes" && verb == "delete"),
         "no delete without deleteDrainedNodeAfter"
     );
-    // A ladder that only reboots deletes nothing; one that replaces needs the delete.
-    v["drainer"]["config"]["conditions"] = json!(["KernelDeadlock=True,10m: drain, reboot"]);
-    let reboots = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
-    assert!(
-        !granted(&reboots, "nodemedic-drainer")
+    // Issue 64, point 6: a ladder that replaces, or deleteDrainedNodeAfter, implies no delete; only
+    // drainer.deleteNodes, by name, grants it.
+    let no_delete = |objects: &[Value]| {
+        !granted(objects, "nodemedic-drainer")
             .iter()
-            .any(|(_, r, verb, _)| r == "nodes" && verb == "delete"),
-        "no delete for a ladder without replace"
-    );
+            .any(|(_, r, verb, _)| r == "nodes" && verb == "delete")
+    };
     v["drainer"]["config"]["conditions"] =
         json!(["KernelDeadlock=True,10m: drain, reboot, replace"]);
-    let replaces = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
-    assert_eq!(granted(&replaces, "nodemedic-drainer"), base_and_delete);
-    v["drainer"]["config"]["conditions"] = json!(["KernelDeadlock=True,10m"]);
     v["drainer"]["config"]["deleteDrainedNodeAfter"] = json!("30m");
+    let implied = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
+    assert!(no_delete(&implied), "a replace ladder implies no delete");
+    v["drainer"]["deleteNodes"] = json!(true);
     let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
     check_types(&with);
     assert_eq!(granted(&with, "nodemedic-drainer"), base_and_delete);

@@ -427,3 +427,52 @@ async fn allow_force_delete_deletes_what_eviction_cannot_move_but_never_around_a
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// Issue 64, point 6: with `protectedPods: leave`, an unreplicated pod stays on the drained node;
+/// a ladder that replaces would delete the Node, and the pod garbage collector would then
+/// force-delete the pod while the machine may still run it. The Node stays, the pod too, and the
+/// node waits for a person, told why.
+#[tokio::test]
+async fn a_node_with_pods_the_drain_left_is_never_deleted_for_its_replacement() {
+    let env = Env::new().await;
+    let bad = env.node("left-pods", "True", 3600, json!({})).await;
+    // No owner: nothing would bring it back elsewhere, so the drain leaves it.
+    let lone = env
+        .pod(
+            "default",
+            "lone",
+            &bad,
+            json!({"metadata": {"ownerReferences": null}}),
+        )
+        .await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.conditions = vec!["KernelDeadlock=True,10m: drain, replace".parse().unwrap()];
+    let running = env.start(cfg, "a").await;
+    eventually("the node handed to a person", WAIT, || async {
+        (env.record_phase(&bad).await.as_deref() == Some("needsperson")).then_some(())
+    })
+    .await;
+    let node = env.get_node(&bad).await;
+    assert_eq!(
+        node["metadata"]["name"],
+        json!(bad),
+        "the Node is still there"
+    );
+    assert!(
+        env.pod_exists("default", &lone).await,
+        "the pod the drain left is still there"
+    );
+    let record: Value = serde_json::from_str(
+        node["metadata"]["annotations"][nodemedic_common::keys::DRAIN_RECORD_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let why = record["escalated"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("(default/{lone})")) && why.contains("force-deleted"),
+        "{record}"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}

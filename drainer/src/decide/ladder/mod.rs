@@ -124,6 +124,9 @@ pub(super) fn drained(
             (Action::Reboot, why(w), Effect::Reboot(next))
         }
         Step::Replace => {
+            if let Some(left) = pods_left(c) {
+                return escalate(r, format!("{left} ({problem})"), now);
+            }
             if let Some(w) = replace_budget(cfg, b, now) {
                 return (Action::Wait, why(w), Effect::Nothing);
             }
@@ -184,7 +187,30 @@ fn replace_budget(cfg: &Config, b: &Budgets, now: Timestamp) -> Option<LadderWhy
 }
 
 /// The ladder ends: the record says so, and a person is told.
-fn escalate(r: &Record, reason: String, now: Timestamp) -> Decided {
+/// Why the Node may not be deleted, when pods other than DaemonSet and mirror pods are still on
+/// it (those the drain left: `protectedPods: leave` keeps StatefulSet, unreplicated and annotated
+/// pods there). Deleting the Node lets the pod garbage collector force-delete them while the
+/// machine may still run them, past every PodDisruptionBudget: a StatefulSet's pod could then run
+/// twice. Such a node needs a person.
+pub(crate) fn pods_left(c: &Candidate) -> Option<String> {
+    let left: Vec<String> = c
+        .pods
+        .iter()
+        .filter(|p| !matches!(p.owner_kind.as_deref(), Some("DaemonSet" | "Node")))
+        .filter(|p| !p.phase.is_some_and(|ph| ph.finished()))
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect();
+    let (n, first) = (left.len(), left.iter().take(3).cloned().collect::<Vec<_>>());
+    (n > 0).then(|| {
+        let more = if n > 3 { format!(" and {} more", n - 3) } else { String::new() };
+        format!(
+            "{n} pod(s) besides DaemonSet and mirror pods are still on it ({}{more}): deleting the Node would have them force-deleted while the machine may still run them",
+            first.join(", ")
+        )
+    })
+}
+
+pub(crate) fn escalate(r: &Record, reason: String, now: Timestamp) -> Decided {
     let mut next = r.clone();
     next.phase = Phase::NeedsPerson;
     next.step_at = Some(now);
