@@ -12,6 +12,15 @@
 //! so a request is carried out at most once per boot, never on another node, and never once the
 //! drainer has moved on. The detector also remembers (in its state file) the requests it carried
 //! out, so a detector restarting between the command and the reboot does not run it twice.
+//!
+//! A token is not enough: whoever holds the drainer's ServiceAccount token can write that
+//! ConfigMap, the fence taint and the cordon, and read every name, UID and bootID. So each request
+//! is signed (Ed25519) with a key that reaches the drainer only as a file its pod mounts from a
+//! Secret (the kubelet reads it; the drainer's token cannot), and the detector verifies it with the
+//! public half it is given ([`verify`]). And the detector refuses on its own what no request may
+//! ask ([`Guard`]): a node that is not cordoned, that still runs pods other than DaemonSet, mirror
+//! and not-evicted ones, that has a control-plane role (unless its DaemonSet says otherwise), or
+//! that it rebooted more often than its own daily limit.
 
 use std::collections::BTreeMap;
 
@@ -44,15 +53,153 @@ pub struct RebootRequest {
     pub requested: String,
     /// When the drainer stops waiting for its proof (RFC 3339).
     pub until: String,
+    /// The drainer's Ed25519 signature over [`RebootRequest::signed_text`], base64 (empty:
+    /// unsigned, which a detector given a public key refuses).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
 }
 
 impl RebootRequest {
+    /// What the signature covers: every field, each on its line, after a version tag.
+    pub fn signed_text(&self) -> String {
+        format!(
+            "nodemedic-reboot-request-v1\n{}\n{}\n{}\n{}\n{}\n",
+            self.node, self.uid, self.boot_id, self.requested, self.until
+        )
+    }
+
+    /// This request signed with `key`.
+    pub fn signed(mut self, key: &SigningKey) -> RebootRequest {
+        use base64::Engine;
+        let sig = key.0.sign(self.signed_text().as_bytes());
+        self.signature = base64::engine::general_purpose::STANDARD.encode(sig.as_ref());
+        self
+    }
+
     /// What identifies it (in the detector's memory of requests carried out).
     pub fn id(&self) -> String {
         format!(
             "{}/{}/{}@{}",
             self.node, self.uid, self.boot_id, self.requested
         )
+    }
+}
+
+/// The drainer's private key, from a PEM file as `openssl genpkey -algorithm ed25519` writes it.
+pub struct SigningKey(ring::signature::Ed25519KeyPair);
+
+/// The public half the detectors verify with, from `openssl pkey -pubout`'s PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyingKey(Vec<u8>);
+
+/// A key file that is not one.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: not an Ed25519 {what} in PEM (make one with `openssl genpkey -algorithm ed25519 -out key.pem` and its public half with `openssl pkey -in key.pem -pubout -out public.pem`)"
+    )]
+    Malformed { path: String, what: &'static str },
+}
+
+/// The DER inside the first PEM block labelled `label` (`-----BEGIN {label}-----`).
+// PEM is base64 between two marker lines (RFC 7468): a few lines, where a crate would add a
+// dependency for one call.
+fn pem(text: &str, label: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let body = text.split_once(&begin)?.1.split_once(&end)?.0;
+    let b64: String = body.split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+/// The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410): the 32 key bytes follow.
+const ED25519_SPKI_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
+
+impl SigningKey {
+    pub fn from_pem(text: &str, path: &str) -> Result<SigningKey, KeyError> {
+        let malformed = || KeyError::Malformed {
+            path: path.into(),
+            what: "private key (PKCS#8, \"PRIVATE KEY\")",
+        };
+        let der = pem(text, "PRIVATE KEY").ok_or_else(malformed)?;
+        ring::signature::Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der)
+            .map(SigningKey)
+            .map_err(|_| malformed())
+    }
+
+    pub fn read(path: &std::path::Path) -> Result<SigningKey, KeyError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        SigningKey::from_pem(&text, &p)
+    }
+
+    /// Its public half.
+    pub fn verifying_key(&self) -> VerifyingKey {
+        use ring::signature::KeyPair;
+        VerifyingKey(self.0.public_key().as_ref().to_vec())
+    }
+
+    /// A new key, as PKCS#8 PEM (tests; operators use openssl).
+    pub fn generate_pem() -> String {
+        use base64::Engine;
+        let rng = ring::rand::SystemRandom::new();
+        let der = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
+            .expect("the system's random source");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+        format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n")
+    }
+}
+
+impl VerifyingKey {
+    pub fn from_pem(text: &str, path: &str) -> Result<VerifyingKey, KeyError> {
+        let der =
+            pem(text, "PUBLIC KEY").filter(|d| d.len() == 44 && d[..12] == ED25519_SPKI_PREFIX);
+        der.map(|d| VerifyingKey(d[12..].to_vec()))
+            .ok_or(KeyError::Malformed {
+                path: path.into(),
+                what: "public key (\"PUBLIC KEY\")",
+            })
+    }
+
+    pub fn read(path: &std::path::Path) -> Result<VerifyingKey, KeyError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        VerifyingKey::from_pem(&text, &p)
+    }
+
+    /// As `openssl pkey -pubout` writes it.
+    pub fn to_pem(&self) -> String {
+        use base64::Engine;
+        let mut der = ED25519_SPKI_PREFIX.to_vec();
+        der.extend_from_slice(&self.0);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        format!("-----BEGIN PUBLIC KEY-----\n{b64}\n-----END PUBLIC KEY-----\n")
+    }
+
+    /// Whether `r` carries a signature of this key's private half over its fields.
+    pub fn verify(&self, r: &RebootRequest) -> bool {
+        use base64::Engine;
+        let Ok(sig) = base64::engine::general_purpose::STANDARD.decode(&r.signature) else {
+            return false;
+        };
+        ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &self.0)
+            .verify(r.signed_text().as_bytes(), &sig)
+            .is_ok()
     }
 }
 
@@ -79,6 +226,52 @@ pub struct Me<'a> {
     pub fenced: bool,
 }
 
+/// What the detector checks on its own before any reboot, whatever the request says: things a
+/// holder of the drainer's token could otherwise get past.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard<'a> {
+    /// Its Node is cordoned (`spec.unschedulable`).
+    pub cordoned: bool,
+    /// The pods still running on it other than DaemonSet, mirror and not-evicted ones, as
+    /// `namespace/name`.
+    pub pods: &'a [String],
+    /// Its Node's control-plane role label, if it has one (`node-role.kubernetes.io/control-plane`
+    /// or `.../master`).
+    pub control_plane: Option<&'a str>,
+    /// Whether this detector may reboot a control-plane node (its `--reboot-control-plane`).
+    pub control_plane_allowed: bool,
+    /// The reboots it carried out in the last 24 hours, and its limit (`--reboot-max-per-day`).
+    pub today: (u32, u32),
+}
+
+impl Guard<'_> {
+    /// Why this node may not be rebooted now, if it may not.
+    pub fn refused(&self) -> Option<String> {
+        if !self.cordoned {
+            return Some("the Node is not cordoned".into());
+        }
+        if !self.pods.is_empty() {
+            let first: Vec<&str> = self.pods.iter().take(3).map(String::as_str).collect();
+            return Some(format!(
+                "{} pod(s) besides DaemonSet, mirror and not-evicted ones still run on it ({})",
+                self.pods.len(),
+                first.join(", ")
+            ));
+        }
+        if let (Some(role), false) = (self.control_plane, self.control_plane_allowed) {
+            return Some(format!(
+                "it is a control-plane node ({role}); this detector reboots one only with --reboot-control-plane"
+            ));
+        }
+        let (done, max) = self.today;
+        (done >= max).then(|| {
+            format!(
+                "this detector rebooted it {done} time(s) in the last 24h, the most its --reboot-max-per-day allows ({max})"
+            )
+        })
+    }
+}
+
 /// What the detector does with the ConfigMap's entry for its node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -96,8 +289,15 @@ pub enum Verdict {
 }
 
 /// The verdict on the entry `text` (the ConfigMap's value under this node's name) for `me`,
-/// `done` being the ids of the requests this detector carried out.
-pub fn verdict(text: Option<&str>, me: &Me, done: &[String]) -> Verdict {
+/// `done` being the ids of the requests this detector carried out, `key` the drainer's public key
+/// it verifies with and `guard` what it checks on its own.
+pub fn verdict(
+    text: Option<&str>,
+    me: &Me,
+    done: &[String],
+    key: &VerifyingKey,
+    guard: &Guard,
+) -> Verdict {
     let Some(text) = text else {
         return Verdict::None;
     };
@@ -105,6 +305,13 @@ pub fn verdict(text: Option<&str>, me: &Me, done: &[String]) -> Verdict {
         Ok(r) => r,
         Err(e) => return Verdict::Refused(format!("the request does not parse ({e})")),
     };
+    if !key.verify(&r) {
+        return Verdict::Refused(if r.signature.is_empty() {
+            "it is not signed (the drainer signs its requests with --reboot-signing-key)".into()
+        } else {
+            "its signature does not verify with this detector's --reboot-public-key: not the drainer's".into()
+        });
+    }
     if done.contains(&r.id()) {
         return Verdict::Done;
     }
@@ -121,6 +328,8 @@ pub fn verdict(text: Option<&str>, me: &Me, done: &[String]) -> Verdict {
         format!(
             "the Node does not carry the fence taint {FENCE_TAINT_KEY}={FENCE_TAINT_VALUE}:{FENCE_TAINT_EFFECT} the drainer puts on with a request"
         )
+    } else if let Some(why) = guard.refused() {
+        why
     } else {
         return Verdict::Reboot(r);
     };
@@ -138,6 +347,7 @@ mod tests {
             boot_id: "b1".into(),
             requested: "2026-11-27T10:00:00Z".into(),
             until: "2026-11-27T10:20:00Z".into(),
+            signature: String::new(),
         }
     }
 
@@ -150,15 +360,33 @@ mod tests {
         }
     }
 
+    fn guard() -> Guard<'static> {
+        Guard {
+            cordoned: true,
+            pods: &[],
+            control_plane: None,
+            control_plane_allowed: false,
+            today: (0, 3),
+        }
+    }
+
+    fn key() -> SigningKey {
+        SigningKey::from_pem(&SigningKey::generate_pem(), "key.pem").unwrap()
+    }
+
     #[test]
     fn a_request_is_carried_out_only_for_this_node_object_and_boot_once() {
-        let r = request();
+        let k = key();
+        let public = k.verifying_key();
+        let r = request().signed(&k);
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"bootID\":\"b1\""), "{text}");
-        assert_eq!(verdict(None, &me(), &[]), Verdict::None);
-        assert_eq!(verdict(Some(&text), &me(), &[]), Verdict::Reboot(r.clone()));
-        assert_eq!(verdict(Some(&text), &me(), &[r.id()]), Verdict::Done);
-        let refused = |m: Me| match verdict(Some(&text), &m, &[]) {
+        let v =
+            |text: Option<&str>, m: &Me, done: &[String]| verdict(text, m, done, &public, &guard());
+        assert_eq!(v(None, &me(), &[]), Verdict::None);
+        assert_eq!(v(Some(&text), &me(), &[]), Verdict::Reboot(r.clone()));
+        assert_eq!(v(Some(&text), &me(), &[r.id()]), Verdict::Done);
+        let refused = |m: Me| match v(Some(&text), &m, &[]) {
             Verdict::Refused(why) => why,
             other => panic!("{other:?}"),
         };
@@ -169,7 +397,7 @@ mod tests {
             ..me()
         };
         assert_eq!(
-            verdict(Some(&text), &later, &[]),
+            v(Some(&text), &later, &[]),
             Verdict::Past,
             "rebooted since: nothing to do, nothing to refuse"
         );
@@ -180,10 +408,102 @@ mod tests {
             })
             .contains("fence taint")
         );
+        assert!(matches!(v(Some("{"), &me(), &[]), Verdict::Refused(_)));
+    }
+
+    /// Issue 64, point 5: the drainer's token can write the requests, the fence and the cordon, and
+    /// read every name, UID and bootID; without the private key its requests reboot nothing.
+    #[test]
+    fn a_request_the_token_alone_writes_is_refused_and_so_is_any_change_to_a_signed_one() {
+        let (ours, theirs) = (key(), key());
+        let public = ours.verifying_key();
+        let refused = |r: &RebootRequest| match verdict(
+            Some(&serde_json::to_string(r).unwrap()),
+            &me(),
+            &[],
+            &public,
+            &guard(),
+        ) {
+            Verdict::Refused(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(&request()).contains("not signed"));
+        assert!(refused(&request().signed(&theirs)).contains("does not verify"));
+        // A genuine request for another node, its fields rewritten for this one.
+        let mut moved = RebootRequest {
+            node: "n9".into(),
+            ..request()
+        }
+        .signed(&ours);
+        moved.node = "n1".into();
+        assert!(refused(&moved).contains("does not verify"));
+        let mut later = request().signed(&ours);
+        later.until = "2026-11-28T10:00:00Z".into();
+        assert!(refused(&later).contains("does not verify"));
+        // The keys as openssl writes and reads them.
+        let back = VerifyingKey::from_pem(&public.to_pem(), "p.pem").unwrap();
+        assert!(back.verify(&request().signed(&ours)));
+        assert!(
+            VerifyingKey::from_pem(
+                "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+                "p"
+            )
+            .is_err()
+        );
+        assert!(SigningKey::from_pem("not a key", "k").is_err());
+    }
+
+    /// Even a genuine request is refused for a node that is not cordoned, still runs pods, is a
+    /// control-plane node (unless allowed), or was rebooted to the detector's own daily limit.
+    #[test]
+    fn a_genuine_request_is_refused_where_the_detector_itself_says_no() {
+        let k = key();
+        let public = k.verifying_key();
+        let text = serde_json::to_string(&request().signed(&k)).unwrap();
+        let why = |g: Guard| match verdict(Some(&text), &me(), &[], &public, &g) {
+            Verdict::Refused(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            why(Guard {
+                cordoned: false,
+                ..guard()
+            }),
+            "the Node is not cordoned"
+        );
+        let pods = ["shop/db-0".to_string()];
+        assert!(
+            why(Guard {
+                pods: &pods,
+                ..guard()
+            })
+            .starts_with("1 pod(s) besides DaemonSet")
+        );
+        let cp = Guard {
+            control_plane: Some("node-role.kubernetes.io/control-plane"),
+            ..guard()
+        };
+        assert!(why(cp.clone()).contains("--reboot-control-plane"));
         assert!(matches!(
-            verdict(Some("{"), &me(), &[]),
-            Verdict::Refused(_)
+            verdict(
+                Some(&text),
+                &me(),
+                &[],
+                &public,
+                &Guard {
+                    control_plane_allowed: true,
+                    ..cp
+                }
+            ),
+            Verdict::Reboot(_)
         ));
+        assert!(
+            why(Guard {
+                today: (3, 3),
+                ..guard()
+            })
+            .contains("--reboot-max-per-day")
+        );
     }
 
     #[test]

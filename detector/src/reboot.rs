@@ -1,33 +1,55 @@
 //! Carrying out the drainer's reboot request for this node (`--reboot-requests`): a watch of the
-//! drainer's requests ConfigMap, the checks of `nodemedic_common::reboot::verdict` (this Node's
-//! name, UID and current bootID, the fence taint), then the reboot command, at most once per
-//! request: the request's id is written to `--reboot-state` before the command runs, so a detector
-//! restarting between the command and the reboot never runs it twice. Every request carried out
-//! or refused gets a log line and an Event on the Node. I/O.
+//! drainer's requests ConfigMap, the checks of `nodemedic_common::reboot::verdict` (the drainer's
+//! signature, verified with `--reboot-public-key`; this Node's name, UID and current bootID, the
+//! fence taint; and the detector's own: cordoned, no pods left but DaemonSet, mirror and
+//! not-evicted ones, no control-plane role unless `--reboot-control-plane`, under
+//! `--reboot-max-per-day`), then the reboot command, at most once per request: the request's id is
+//! written to `--reboot-state` before the command runs, so a detector restarting between the
+//! command and the reboot never runs it twice. Every request carried out or refused gets a log
+//! line and an Event on the Node. I/O.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::watcher;
 use nodemedic_common::events::{NodeEvent, NodeEvents, Severity};
 use nodemedic_common::reboot::{
-    FENCE_TAINT_EFFECT, FENCE_TAINT_KEY, FENCE_TAINT_VALUE, Me, RebootRequest, Verdict,
+    FENCE_TAINT_EFFECT, FENCE_TAINT_KEY, FENCE_TAINT_VALUE, Guard, Me, RebootRequest, Verdict,
+    VerifyingKey,
 };
 use tokio::sync::watch;
 
 /// What carrying out reboot requests adds to [`crate::report::kube::PERMISSIONS`]: reading the
-/// drainer's requests ConfigMap, in its namespace (the shipped Role names that one object).
-pub const REBOOT_PERMISSIONS: &[nodemedic_common::rbac::Permission] =
-    &[nodemedic_common::rbac::Permission {
+/// drainer's requests ConfigMap, in its namespace (the shipped Role names that one object), and
+/// listing the pods bound to its node (`spec.nodeName`: RBAC cannot narrow a list to a field, so
+/// the ClusterRole reads pods cluster-wide), to refuse a reboot while any but DaemonSet, mirror and
+/// not-evicted pods still run there.
+pub const REBOOT_PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
+    nodemedic_common::rbac::Permission {
         group: "",
         resource: "configmaps",
         verbs: &["get", "list", "watch"],
         namespaced: true,
-    }];
+    },
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "pods",
+        verbs: &["list"],
+        namespaced: false,
+    },
+];
+
+/// The labels that give a Node a control-plane role.
+const CONTROL_PLANE_LABELS: [&str; 2] = [
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+];
+/// A day: how long a reboot counts against `--reboot-max-per-day`.
+const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// The Event source of what this module says.
 const SOURCE: &str = "nodemedic-detector";
@@ -52,6 +74,12 @@ pub struct Options {
     pub state: PathBuf,
     /// Where the kernel says which boot this is.
     pub boot_id_file: PathBuf,
+    /// The drainer's public key (`--reboot-public-key`): only requests it signed are carried out.
+    pub public_key: VerifyingKey,
+    /// Whether a control-plane node may be rebooted (`--reboot-control-plane`).
+    pub control_plane: bool,
+    /// At most this many reboots in 24 hours (`--reboot-max-per-day`).
+    pub max_per_day: u32,
 }
 
 /// Watch the requests and carry out this node's, until `stop`.
@@ -135,7 +163,7 @@ pub(crate) async fn run(
     }
 }
 
-/// The verdict on this node's entry `text`, from its Node, its bootID and the state.
+/// The verdict on this node's entry `text`, from its Node, its pods, its bootID and the state.
 async fn consider(
     client: &kube::Client,
     node: &str,
@@ -143,17 +171,17 @@ async fn consider(
     opts: &Options,
 ) -> Result<Verdict, kube::Error> {
     let n = Api::<Node>::all(client.clone()).get(node).await?;
-    let fenced = n
-        .spec
-        .and_then(|s| s.taints)
-        .unwrap_or_default()
-        .iter()
-        .any(|t| {
-            t.key == FENCE_TAINT_KEY
-                && t.value.as_deref() == Some(FENCE_TAINT_VALUE)
-                && t.effect == FENCE_TAINT_EFFECT
-        });
-    let uid = n.metadata.uid.unwrap_or_default();
+    let spec = n.spec.clone().unwrap_or_default();
+    let fenced = spec.taints.unwrap_or_default().iter().any(|t| {
+        t.key == FENCE_TAINT_KEY
+            && t.value.as_deref() == Some(FENCE_TAINT_VALUE)
+            && t.effect == FENCE_TAINT_EFFECT
+    });
+    let labels = n.metadata.labels.clone().unwrap_or_default();
+    let control_plane = CONTROL_PLANE_LABELS
+        .into_iter()
+        .find(|l| labels.contains_key(*l));
+    let uid = n.metadata.uid.clone().unwrap_or_default();
     let boot = std::fs::read_to_string(&opts.boot_id_file).unwrap_or_default();
     let me = Me {
         node,
@@ -161,18 +189,77 @@ async fn consider(
         boot_id: boot.trim(),
         fenced,
     };
-    Ok(match done(&opts.state) {
-        Ok(done) => nodemedic_common::reboot::verdict(Some(text), &me, &done),
-        Err(e) => Verdict::Refused(format!(
-            "cannot read which requests were carried out from {} ({e}), so a reboot could be repeated",
-            opts.state.display()
-        )),
-    })
+    let state = match State::read(&opts.state) {
+        Ok(s) => s,
+        Err(e) => {
+            return Ok(Verdict::Refused(format!(
+                "cannot read which requests were carried out from {} ({e}), so a reboot could be repeated",
+                opts.state.display()
+            )));
+        }
+    };
+    let pods = left_running(client, node).await?;
+    let guard = Guard {
+        cordoned: spec.unschedulable == Some(true),
+        pods: &pods,
+        control_plane,
+        control_plane_allowed: opts.control_plane,
+        today: (state.today(Timestamp::now()), opts.max_per_day),
+    };
+    Ok(nodemedic_common::reboot::verdict(
+        Some(text),
+        &me,
+        &state.done,
+        &opts.public_key,
+        &guard,
+    ))
+}
+
+/// The pods bound to `node` that still run, other than DaemonSet, mirror and not-evicted ones.
+async fn left_running(client: &kube::Client, node: &str) -> Result<Vec<String>, kube::Error> {
+    let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let pods = Api::<Pod>::all(client.clone()).list(&lp).await?;
+    Ok(pods
+        .items
+        .iter()
+        .filter(|p| stays(p))
+        .map(|p| {
+            let m = &p.metadata;
+            format!(
+                "{}/{}",
+                m.namespace.as_deref().unwrap_or_default(),
+                m.name.as_deref().unwrap_or_default()
+            )
+        })
+        .collect())
+}
+
+/// Whether `p` keeps its node from being rebooted: it runs (not finished), and is neither a
+/// DaemonSet's pod nor a mirror, not-evicted or critical one.
+fn stays(p: &Pod) -> bool {
+    let finished = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+    let daemonset = p
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+    let exempt = nodemedic_common::exempt::never_evicted(
+        p.metadata.namespace.as_deref().unwrap_or_default(),
+        &p.metadata.annotations.clone().unwrap_or_default(),
+        p.spec.as_ref().and_then(|s| s.priority),
+    )
+    .is_some();
+    !finished && !daemonset && !exempt
 }
 
 /// Remember `request` as carried out, say so, and run the command.
 async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts: &Options) {
-    if let Err(e) = remember(&opts.state, &request.id()) {
+    if let Err(e) = remember(&opts.state, &request.id(), Timestamp::now()) {
         // Without the memory a restart could reboot twice: not carried out.
         let why = format!(
             "cannot record the request in {} before rebooting ({e}); not rebooting",
@@ -210,32 +297,59 @@ async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts
     event(client, node, Severity::Warning, "RebootFailed", &failed).await;
 }
 
-/// The ids of the requests carried out (none before the first); an unreadable file is an error,
-/// never an empty memory.
-fn done(state: &Path) -> std::io::Result<Vec<String>> {
-    match std::fs::read_to_string(state) {
-        Ok(t) => serde_json::from_str(&t).map_err(std::io::Error::other),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e),
+/// What `--reboot-state` keeps: the ids of the requests carried out, and when the reboots of the
+/// last day began. Earlier releases kept the ids alone (a JSON list): read as such.
+#[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct State {
+    done: Vec<String>,
+    #[serde(default)]
+    rebooted: Vec<Timestamp>,
+}
+
+impl State {
+    /// None before the first reboot; an unreadable file is an error, never an empty memory.
+    fn read(path: &Path) -> std::io::Result<State> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
+            Err(e) => return Err(e),
+        };
+        if let Ok(done) = serde_json::from_str::<Vec<String>>(&text) {
+            return Ok(State {
+                done,
+                rebooted: Vec::new(),
+            });
+        }
+        serde_json::from_str(&text).map_err(std::io::Error::other)
+    }
+
+    /// The reboots begun within the day before `now`.
+    fn today(&self, now: Timestamp) -> u32 {
+        let from = nodemedic_common::time::sub(now, DAY);
+        self.rebooted.iter().filter(|t| **t > from).count() as u32
     }
 }
 
-/// Add `id` to the ids carried out, written to a new file and renamed over the old one, synced:
-/// on the disk before the command runs.
-fn remember(state: &Path, id: &str) -> std::io::Result<()> {
+/// Add `id` to the ids carried out and `at` to the reboots, written to a new file and renamed
+/// over the old one, synced: on the disk before the command runs.
+fn remember(state: &Path, id: &str, at: Timestamp) -> std::io::Result<()> {
     use std::io::Write;
-    let mut ids = done(state)?;
-    ids.push(id.to_string());
-    let drop_first = ids.len().saturating_sub(KEPT);
-    ids.drain(..drop_first);
+    let mut s = State::read(state)?;
+    s.done.push(id.to_string());
+    let drop_first = s.done.len().saturating_sub(KEPT);
+    s.done.drain(..drop_first);
+    let from = nodemedic_common::time::sub(at, DAY);
+    s.rebooted.retain(|t| *t > from);
+    s.rebooted.push(at);
     if let Some(dir) = state.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = state.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(
-        serde_json::to_string(&ids)
-            .expect("strings serialise")
+        serde_json::to_string(&s)
+            .expect("plain data serialises")
             .as_bytes(),
     )?;
     f.sync_all()?;
@@ -266,18 +380,63 @@ mod tests {
     fn the_memory_of_requests_carried_out_survives_and_stays_small() {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("sub/reboots.json");
-        assert!(done(&state).unwrap().is_empty());
-        remember(&state, "a").unwrap();
-        remember(&state, "b").unwrap();
-        assert_eq!(done(&state).unwrap(), ["a", "b"]);
+        let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        assert_eq!(State::read(&state).unwrap(), State::default());
+        remember(&state, "a", t(0)).unwrap();
+        remember(&state, "b", t(10)).unwrap();
+        let s = State::read(&state).unwrap();
+        assert_eq!(s.done, ["a", "b"]);
+        assert_eq!(s.today(t(20)), 2);
+        assert_eq!(
+            s.today(t(24 * 3600 + 5)),
+            1,
+            "a day on, the first no longer counts"
+        );
         for i in 0..40 {
-            remember(&state, &i.to_string()).unwrap();
+            remember(&state, &i.to_string(), t(100 + i)).unwrap();
         }
-        let ids = done(&state).unwrap();
-        assert_eq!(ids.len(), KEPT);
-        assert_eq!(ids.last().map(String::as_str), Some("39"));
+        let s = State::read(&state).unwrap();
+        assert_eq!(s.done.len(), KEPT);
+        assert_eq!(s.done.last().map(String::as_str), Some("39"));
+        // What earlier releases wrote: the ids alone.
+        std::fs::write(&state, r#"["old"]"#).unwrap();
+        assert_eq!(State::read(&state).unwrap().done, ["old"]);
         std::fs::write(&state, "not json").unwrap();
-        assert!(done(&state).is_err(), "unreadable is no memory: refused");
-        assert!(remember(&state, "c").is_err(), "and nothing carried out");
+        assert!(
+            State::read(&state).is_err(),
+            "unreadable is no memory: refused"
+        );
+        assert!(
+            remember(&state, "c", t(0)).is_err(),
+            "and nothing carried out"
+        );
+    }
+
+    #[test]
+    fn daemonset_mirror_not_evicted_and_finished_pods_never_keep_a_node_from_its_reboot() {
+        let pod = |v: serde_json::Value| -> Pod { serde_json::from_value(v).unwrap() };
+        let ds = pod(
+            serde_json::json!({"metadata": {"name": "a", "namespace": "kube-system",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": true}]}}),
+        );
+        let mirror = pod(
+            serde_json::json!({"metadata": {"name": "m", "namespace": "kube-system",
+            "annotations": {"kubernetes.io/config.mirror": "x"}}}),
+        );
+        let not_evicted = pod(
+            serde_json::json!({"metadata": {"name": "n", "namespace": "kube-system",
+            "annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}}),
+        );
+        let done = pod(
+            serde_json::json!({"metadata": {"name": "j", "namespace": "app"}, "status": {"phase": "Succeeded"}}),
+        );
+        let app = pod(
+            serde_json::json!({"metadata": {"name": "web", "namespace": "app",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u", "controller": true}]}}),
+        );
+        for p in [&ds, &mirror, &not_evicted, &done] {
+            assert!(!stays(p), "{:?}", p.metadata.name);
+        }
+        assert!(stays(&app));
     }
 }

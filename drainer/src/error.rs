@@ -24,6 +24,8 @@ pub enum Error {
     RecordKey(#[from] crate::act::key::KeyError),
     #[error(transparent)]
     Object(#[from] crate::act::objects::ObjectError),
+    #[error("--reboot-signing-key {0}")]
+    RebootKey(#[from] nodemedic_common::reboot::KeyError),
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

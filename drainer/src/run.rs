@@ -42,6 +42,9 @@ pub struct Options {
     /// The settings to publish for `kubectl nodemedic` while leading (`config::published`); a
     /// reload publishes the file it accepted. None: nothing published.
     pub settings: Option<Published>,
+    /// The key reboot requests are signed with (`--reboot-signing-key`); None: unsigned, and
+    /// every detector refuses them.
+    pub reboot_signing_key: Option<std::path::PathBuf>,
 }
 
 pub struct Running {
@@ -87,6 +90,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
 
     let key = own_objects(&client, &opts).await?;
+    let signing = signing_key(&opts)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
     let observed = Observed::default();
@@ -138,7 +142,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     config.owner = opts.lease.name.clone();
     config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
-    let reboots_tx = reboot_requests(&client, &opts.lease, &leader_rx, &mut tasks);
+    let reboots_tx = reboot_requests(&client, &opts.lease, &leader_rx, signing, &mut tasks);
     let memory = record_memory(&client, &opts.lease, &leader_rx, &mut tasks);
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
@@ -313,6 +317,7 @@ fn reboot_requests(
     client: &kube::Client,
     lease: &LeaseConfig,
     leader: &watch::Receiver<bool>,
+    signing: Option<nodemedic_common::reboot::SigningKey>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> watch::Sender<nodemedic_common::reboot::Requests> {
     let (tx, rx) = watch::channel(Default::default());
@@ -322,8 +327,27 @@ fn reboot_requests(
         at,
         leader.clone(),
         rx,
+        signing,
     ));
     tx
+}
+
+/// The reboot requests' signing key, read at start (a file that is not one stops the drainer);
+/// without one, a ladder that reboots is said to go unheard.
+fn signing_key(
+    opts: &Options,
+) -> crate::error::Result<Option<nodemedic_common::reboot::SigningKey>> {
+    let Some(path) = &opts.reboot_signing_key else {
+        if opts.config.ladder_reboots() {
+            tracing::warn!(
+                "a remediation ladder reboots but no --reboot-signing-key is given: its reboot requests go unsigned and every detector refuses them (the ladder then goes on to its next step at the reboot deadline)"
+            );
+        }
+        return Ok(None);
+    };
+    let key = nodemedic_common::reboot::SigningKey::read(path)?;
+    tracing::info!(key = %path.display(), "reboot requests are signed");
+    Ok(Some(key))
 }
 
 /// Start keeping the record memory's ConfigMaps while leading; the controller's end.

@@ -111,6 +111,7 @@ impl Env {
             },
             tick: Duration::from_millis(200),
             reload: None,
+            reboot_signing_key: None,
             settings: None,
             guard: None,
         };

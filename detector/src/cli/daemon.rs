@@ -56,10 +56,24 @@ pub(crate) struct RunArgs {
     #[arg(long = "evict-stale-pods", hide = true)]
     evict_stale_pods: bool,
     /// The drainer's reboot requests, NAMESPACE/NAME of its ConfigMap (`<lease>-reboots`): this
-    /// node's request is carried out once it names this Node's UID and current bootID and the Node
-    /// carries the drainer's fence taint. Default: none (never reboots).
-    #[arg(long = "reboot-requests", value_name = "NAMESPACE/NAME", value_parser = namespaced)]
+    /// node's request is carried out once the drainer's signature verifies with
+    /// --reboot-public-key, it names this Node's UID and current bootID, the Node carries the
+    /// drainer's fence taint, is cordoned and runs no pods but DaemonSet, mirror and not-evicted
+    /// ones. Default: none (never reboots).
+    #[arg(long = "reboot-requests", value_name = "NAMESPACE/NAME", value_parser = namespaced, requires = "reboot_public_key")]
     reboot_requests: Option<(String, String)>,
+    /// The public half (PEM, `openssl pkey -pubout`) of the drainer's --reboot-signing-key: only
+    /// requests it signed are carried out.
+    #[arg(long = "reboot-public-key", value_name = "FILE")]
+    reboot_public_key: Option<PathBuf>,
+    /// Carry out reboot requests on a control-plane node too (`node-role.kubernetes.io/control-plane`
+    /// or `master`). Default: never reboot one.
+    #[arg(long = "reboot-control-plane")]
+    reboot_control_plane: bool,
+    /// At most this many reboots of this node in 24 hours, whatever the drainer asks (counted in
+    /// --reboot-state).
+    #[arg(long = "reboot-max-per-day", default_value_t = 3)]
+    reboot_max_per_day: u32,
     /// The command that reboots this machine, its words separated by spaces (from the DaemonSet:
     /// the host's systemd through PID 1's namespaces, as kured does).
     #[arg(
@@ -120,6 +134,18 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     if let Err(code) = check_rules(&mut args.rules) {
         return code;
     }
+    let public_key = match args
+        .reboot_public_key
+        .as_deref()
+        .map(nodemedic_common::reboot::VerifyingKey::read)
+    {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(e)) => {
+            eprintln!("detector: --reboot-public-key {e}");
+            return ExitCode::from(2);
+        }
+    };
     let node_name = args
         .node_name
         .clone()
@@ -158,8 +184,11 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
             check_dirs: args.check_dirs,
             credential,
             api_server: server,
-            reboot: args.reboot_requests.map(|requests| crate::reboot::Options {
+            reboot: args.reboot_requests.zip(public_key).map(|(requests, public_key)| crate::reboot::Options {
                 requests,
+                public_key,
+                control_plane: args.reboot_control_plane,
+                max_per_day: args.reboot_max_per_day,
                 command: args
                     .reboot_command
                     .split_whitespace()

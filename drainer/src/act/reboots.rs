@@ -1,5 +1,5 @@
 //! The reboot requests' ConfigMap (`nodemedic_common::reboot`): while leading, kept equal to the
-//! requests the controller derives from its records, written only when it differs (no write that
+//! requests the controller derives from its records, each signed with `--reboot-signing-key`, written only when it differs (no write that
 //! changes nothing), created on the first request. A failed write is tried again 10 seconds later.
 //! I/O.
 
@@ -22,6 +22,7 @@ pub(crate) fn spawn(
     (namespace, lease): (&str, &str),
     mut leader: watch::Receiver<bool>,
     mut requests: watch::Receiver<Reboots>,
+    signing: Option<nodemedic_common::reboot::SigningKey>,
 ) -> JoinHandle<()> {
     let api: Api<ConfigMap> = Api::namespaced(client, namespace);
     let name = nodemedic_common::reboot::configmap_name(lease);
@@ -29,7 +30,7 @@ pub(crate) fn spawn(
     tokio::spawn(async move {
         let mut failed = false;
         loop {
-            let wanted = requests.borrow_and_update().clone();
+            let wanted = signed(requests.borrow_and_update().clone(), signing.as_ref());
             if *leader.borrow_and_update() {
                 failed = match write(&api, &name, &wanted).await {
                     Ok(()) => false,
@@ -55,6 +56,18 @@ pub(crate) fn spawn(
             }
         }
     })
+}
+
+/// The requests, each signed with `key` (Ed25519 is deterministic: the same request, the same
+/// signature, so an unchanged request writes nothing).
+fn signed(requests: Reboots, key: Option<&nodemedic_common::reboot::SigningKey>) -> Reboots {
+    let Some(key) = key else {
+        return requests;
+    };
+    requests
+        .into_iter()
+        .map(|(n, r)| (n, r.signed(key)))
+        .collect()
 }
 
 /// Make the ConfigMap hold `wanted` unless it already does.

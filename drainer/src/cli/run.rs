@@ -71,6 +71,16 @@ pub(crate) struct RunArgs {
     /// The label (KEY=VALUE) of Kosmos leaf nodes.
     #[arg(help_heading = "Kosmos eviction guard", long = "guard-node-label", default_value = "kosmos.io/node=true", value_parser = crate::config::pair)]
     pub(crate) guard_node_label: (String, String),
+    /// The Ed25519 private key (PEM, as `openssl genpkey -algorithm ed25519` writes it) the reboot
+    /// requests of remediation ladders are signed with: a file the drainer's pod mounts from a
+    /// Secret, which its ServiceAccount token cannot read. Detectors verify with the public half
+    /// and refuse unsigned requests. [default: none: requests go unsigned and are refused]
+    #[arg(
+        help_heading = "Remediation",
+        long = "reboot-signing-key",
+        value_name = "FILE"
+    )]
+    pub(crate) reboot_signing_key: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) draino: crate::config::draino::DrainoFlags,
 }
@@ -183,5 +193,6 @@ fn options(args: RunArgs, config: crate::config::Config) -> crate::run::Options 
         )),
         reload: Some(args.policy.clone()),
         guard,
+        reboot_signing_key: args.reboot_signing_key,
     }
 }

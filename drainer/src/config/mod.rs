@@ -197,6 +197,14 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Whether a condition's remediation ladder reboots.
+    pub(crate) fn ladder_reboots(&self) -> bool {
+        self.conditions.iter().any(|c| {
+            c.ladder
+                .is_some_and(|l| l.steps().any(|s| s == ladder::Step::Reboot))
+        })
+    }
+
     /// What a reload changed, in the config file's words: `key: old -> new` for each setting
     /// whose value differs (notification URLs: "notifyUrls changed", never their tokens).
     pub(crate) fn changes_said(&self, new: &Config) -> Vec<String> {

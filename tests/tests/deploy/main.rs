@@ -337,10 +337,35 @@ fn rebooting_is_granted_only_where_configured_and_exactly() {
             "{args}"
         );
         assert!(host_pid);
+        assert!(args.contains("--reboot-public-key="), "{args}");
         assert_eq!(
             granted(&overlay, "nodemedic-drainer"),
             needed(nodemedic_drainer::act::PERMISSIONS),
             "the drainer's rights are the base's"
+        );
+        // The drainer signs with the key its pod mounts from a Secret its token cannot read.
+        let drainer = find(&overlay, "Deployment", "nodemedic-drainer");
+        let spec = pod_spec(drainer);
+        assert!(
+            spec["containers"][0]["args"]
+                .to_string()
+                .contains("--reboot-signing-key=")
+        );
+        assert!(
+            spec["volumes"]
+                .to_string()
+                .contains("nodemedic-drainer-reboot-key")
+        );
+        let roles = serde_json::to_string(
+            &overlay
+                .iter()
+                .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert!(
+            !roles.contains("nodemedic-drainer-reboot-key"),
+            "no role lets a token read the signing key"
         );
     }
     let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
@@ -349,6 +374,14 @@ fn rebooting_is_granted_only_where_configured_and_exactly() {
     };
     assert_eq!(granted(&plain, "nodemedic-detector"), base);
     v["detector"]["reboot"]["enabled"] = json!(true);
+    let public = nodemedic_common::reboot::SigningKey::from_pem(
+        &nodemedic_common::reboot::SigningKey::generate_pem(),
+        "key.pem",
+    )
+    .unwrap()
+    .verifying_key()
+    .to_pem();
+    v["detector"]["reboot"]["publicKey"] = json!(public);
     let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
     check_types(&with);
     assert_eq!(granted(&with, "nodemedic-detector"), with_reboot);
@@ -358,7 +391,16 @@ fn rebooting_is_granted_only_where_configured_and_exactly() {
         args.contains("--reboot-requests=kube-system/nodemedic-drainer-reboots"),
         "{args}"
     );
+    assert!(args.contains("--reboot-public-key="), "{args}");
     assert!(host_pid);
+    let key = find(&with, "ConfigMap", "nodemedic-reboot-public-key");
+    assert_eq!(key["data"]["public.pem"], json!(public));
+    let spec = pod_spec(find(&with, "Deployment", "nodemedic-drainer"));
+    assert!(
+        spec["containers"][0]["args"]
+            .to_string()
+            .contains("--reboot-signing-key=")
+    );
 }
 
 /// Marking Cluster API Machines (a ladder's replace step there) only where deploy/cluster-api or

@@ -134,6 +134,7 @@ impl Env {
             tick: Duration::from_millis(200),
             guard: None,
             reload,
+            reboot_signing_key: None,
             settings: None,
         };
         let run = self.cluster.id_label();

@@ -202,6 +202,7 @@ fn options(env: &Env, lease: &str) -> Options {
         tick: Duration::from_millis(200),
         guard: None,
         reload: None,
+        reboot_signing_key: None,
         settings: Some(nodemedic_drainer::config::published::Published::new(
             &Default::default(),
             None,

@@ -158,6 +158,7 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
             guard: None,
             reload: None,
             // Published under the shipped Role too (its ConfigMap by name).
+            reboot_signing_key: None,
             settings: Some(nodemedic_drainer::config::published::Published::new(
                 &Default::default(),
                 None,

@@ -80,7 +80,22 @@ impl Scenario {
         let run = s.env.cluster.id_label();
         let client = &s.env.cluster.client;
         nodemedic_tests::drainer_objects(client, "kube-system", &s.lease(), Some(&run)).await;
+        // The reboot requests' signing key (as the operator makes it with openssl) and its public
+        // half, which the detectors verify with.
+        let pem = nodemedic_common::reboot::SigningKey::generate_pem();
+        let key = nodemedic_common::reboot::SigningKey::from_pem(&pem, "key.pem").unwrap();
+        std::fs::write(s.dir.path().join("key.pem"), pem).unwrap();
+        std::fs::write(
+            s.dir.path().join("public.pem"),
+            key.verifying_key().to_pem(),
+        )
+        .unwrap();
         s
+    }
+
+    /// The public half of the drainer's reboot signing key, for `--reboot-public-key`.
+    pub(crate) fn public_key(&self) -> PathBuf {
+        self.dir.path().join("public.pem")
     }
 
     pub(crate) fn lease(&self) -> String {
@@ -109,6 +124,8 @@ impl Scenario {
         .map(|s| s.to_string())
         .collect();
         all.push(format!("--lease-name={}", self.lease()));
+        let key = self.dir.path().join("key.pem");
+        all.push(format!("--reboot-signing-key={}", key.display()));
         all.push("--listen=127.0.0.1:0".into());
         all.push(format!("--node-selector={LABEL}={}", self.env.id));
         all.extend(args.iter().map(|s| s.to_string()));

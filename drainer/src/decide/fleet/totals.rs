@@ -146,6 +146,7 @@ fn reboot_request(view: &NodeView, r: &Record) -> Option<RebootRequest> {
         boot_id: r.boot_id.clone(),
         requested: time(r.step_at),
         until: time(r.step_until),
+        signature: String::new(),
     })
 }
 
