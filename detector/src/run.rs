@@ -52,6 +52,8 @@ pub struct Options {
     pub report_tick: Duration,
     /// More directories exec checks may run from (`--check-dir`).
     pub check_dirs: Vec<PathBuf>,
+    /// Checks that ask for root may have it (`--allow-root-checks`).
+    pub allow_root_checks: bool,
     /// Which credential it runs with; what that credential may write is found out at start and
     /// said in the log and `/healthz` ([`crate::report::confinement`]).
     pub credential: nodemedic_common::client::Credential,
@@ -117,7 +119,8 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
             journal_dir: opts.journal_dir.clone(),
             boot_id: crate::source::kmsg::boot_id(),
             health: health.clone(),
-            check_dirs: check_dirs(&opts.rules, &opts.check_dirs),
+            check_dirs: check_dirs(&opts.rules, &opts.check_dirs)
+                .allowing_root(opts.allow_root_checks),
         },
         metrics: metrics.clone(),
         clock: nodemedic_common::clock::Clock::system(),

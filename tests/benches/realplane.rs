@@ -164,6 +164,7 @@ impl Detector {
             events: Limits::default(),
             report_tick: Duration::from_millis(50),
             check_dirs: Vec::new(),
+            allow_root_checks: false,
             credential: nodemedic_common::client::Credential::Kubeconfig,
             api_server: "the real control plane".into(),
             reboot: None,

@@ -165,6 +165,11 @@ pub struct Drainer {
 
 impl Drainer {
     pub fn start(backend: &Backend) -> Drainer {
+        Drainer::start_with(backend, None)
+    }
+
+    /// [`Drainer::start`] with `args` in place of the benches' budgets (`fleet::drainer_command_with`).
+    pub fn start_with(backend: &Backend, args: Option<&[&str]>) -> Drainer {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let kubeconfig = dir.path().join("kubeconfig");
         backend.write_kubeconfig(&kubeconfig);
@@ -173,7 +178,10 @@ impl Drainer {
             .map(PathBuf::from)
             .unwrap_or_else(crate::bins::shipped_drainer);
         println!("drainer: {}", exe.display());
-        let mut cmd = crate::fleet::drainer_command(&exe, &kubeconfig, &listen);
+        let mut cmd = match args {
+            None => crate::fleet::drainer_command(&exe, &kubeconfig, &listen),
+            Some(a) => crate::fleet::drainer_command_with(&exe, &kubeconfig, &listen, a),
+        };
         die_with_parent(&mut cmd);
         let started = std::time::Instant::now();
         let child = cmd.spawn().expect("the drainer starts");

@@ -450,11 +450,18 @@ pub const SELECTOR: &str =
 /// and health on `listen`, the cluster in `kubeconfig`, one malloc arena as the image sets
 /// (`MALLOC_ARENA_MAX` overrides), warnings on stderr (`NODEMEDIC_BENCH_LOG` overrides).
 pub fn drainer_command(exe: &Path, kubeconfig: &Path, listen: &str) -> Command {
+    let budgets = ["--drain-buffer", "0s", "--max-cordoned", "1000"];
+    let mut cmd = drainer_command_with(exe, kubeconfig, listen, &budgets);
+    cmd.args(["--max-drains-in-flight", "100"]);
+    cmd
+}
+
+/// [`drainer_command`] with `args` in place of its budgets.
+pub fn drainer_command_with(exe: &Path, kubeconfig: &Path, listen: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(exe);
     cmd.args(["run", "KernelDeadlock=True", "--listen", listen])
         .args(["--node-label-expr", SELECTOR])
-        .args(["--drain-buffer", "0s", "--max-cordoned", "1000"])
-        .args(["--max-drains-in-flight", "100"])
+        .args(args)
         .env("KUBECONFIG", kubeconfig)
         .env(
             "MALLOC_ARENA_MAX",

@@ -102,6 +102,7 @@ impl Harness {
             },
             report_tick: Duration::from_millis(50),
             check_dirs: Vec::new(),
+            allow_root_checks: false,
             credential: nodemedic_common::client::Credential::Kubeconfig,
             api_server: "the test API server".into(),
             reboot: None,

@@ -174,6 +174,7 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
         events: Limits::default(),
         report_tick: Duration::from_millis(50),
         check_dirs: Vec::new(),
+        allow_root_checks: false,
         credential: nodemedic_common::client::Credential::Kubeconfig,
         api_server: "the test API server".into(),
         reboot: None,

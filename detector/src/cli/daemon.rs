@@ -23,6 +23,12 @@ pub(crate) struct RunArgs {
     /// directories, /usr/lib/nodemedic/checks and /etc/nodemedic/checks (NPD's plugin directory, say).
     #[arg(long = "check-dir")]
     check_dirs: Vec<PathBuf>,
+    /// Run the exec checks that ask for root (`runAs: root`, NPD custom plugin files) as root.
+    /// Without it they are not run: whoever may edit the rules ConfigMap would otherwise be root on
+    /// every node. NPD's --config.custom-plugin-monitor on the command line allows it too (NPD runs
+    /// the plugins it names as root). Default: every check runs as nobody.
+    #[arg(long = "allow-root-checks")]
+    allow_root_checks: bool,
     /// The kernel log device, or a regular file in kmsg format (followed like tail -f).
     #[arg(long = "kmsg-path", default_value = "/dev/kmsg")]
     kmsg_path: PathBuf,
@@ -112,6 +118,32 @@ fn namespaced(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// What `--reboot-*` say (None: this detector never reboots); a public key file that is not one is
+/// an error (exit 2).
+fn reboot_options(args: &RunArgs) -> Result<Option<crate::reboot::Options>, ExitCode> {
+    let (Some(requests), Some(path)) = (args.reboot_requests.clone(), &args.reboot_public_key)
+    else {
+        return Ok(None);
+    };
+    let public_key = nodemedic_common::reboot::VerifyingKey::read(path).map_err(|e| {
+        eprintln!("detector: --reboot-public-key {e}");
+        ExitCode::from(2)
+    })?;
+    Ok(Some(crate::reboot::Options {
+        requests,
+        public_key,
+        control_plane: args.reboot_control_plane,
+        max_per_day: args.reboot_max_per_day,
+        command: args
+            .reboot_command
+            .split_whitespace()
+            .map(String::from)
+            .collect(),
+        state: args.reboot_state.clone(),
+        boot_id_file: args.boot_id_file.clone(),
+    }))
+}
+
 pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     let npd = match crate::npd_flags::resolve(&args.npd, args.listen) {
         Ok(m) => m,
@@ -134,17 +166,11 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     if let Err(code) = check_rules(&mut args.rules) {
         return code;
     }
-    let public_key = match args
-        .reboot_public_key
-        .as_deref()
-        .map(nodemedic_common::reboot::VerifyingKey::read)
-    {
-        None => None,
-        Some(Ok(k)) => Some(k),
-        Some(Err(e)) => {
-            eprintln!("detector: --reboot-public-key {e}");
-            return ExitCode::from(2);
-        }
+    let npd_plugins =
+        !args.npd.custom_plugin_monitor.is_empty() || !args.npd.custom_plugin_monitors.is_empty();
+    let reboot = match reboot_options(&args) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     let node_name = args
         .node_name
@@ -182,21 +208,12 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
             },
             report_tick: std::time::Duration::from_millis(250),
             check_dirs: args.check_dirs,
+            // NPD's --config.custom-plugin-monitor on the DaemonSet names its plugins, which NPD
+            // runs as root: that flag is the DaemonSet's allowance too.
+            allow_root_checks: args.allow_root_checks || npd_plugins,
             credential,
             api_server: server,
-            reboot: args.reboot_requests.zip(public_key).map(|(requests, public_key)| crate::reboot::Options {
-                requests,
-                public_key,
-                control_plane: args.reboot_control_plane,
-                max_per_day: args.reboot_max_per_day,
-                command: args
-                    .reboot_command
-                    .split_whitespace()
-                    .map(String::from)
-                    .collect(),
-                state: args.reboot_state,
-                boot_id_file: args.boot_id_file,
-            }),
+            reboot,
         };
         if args.stale_threshold.is_some() || args.evict_stale_pods {
             tracing::warn!(

@@ -55,6 +55,10 @@ const CHECK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 pub struct CheckDirs {
     dirs: Arc<[std::path::PathBuf]>,
     own: Option<std::path::PathBuf>,
+    /// Checks that ask for root (`runAs: root`, NPD custom plugins) may have it: the detector's
+    /// own `--allow-root-checks`, on its DaemonSet. Never the rules' say alone: whoever edits the
+    /// rules ConfigMap would otherwise be root on every node.
+    allow_root: bool,
 }
 
 /// Where shipped checks live (the image's `config/checks`, and packages' checks).
@@ -74,7 +78,14 @@ impl CheckDirs {
         CheckDirs {
             dirs: dirs.into(),
             own,
+            allow_root: false,
         }
+    }
+
+    /// These directories, with checks that ask for root allowed it when `allow`.
+    pub fn allowing_root(mut self, allow: bool) -> CheckDirs {
+        self.allow_root = allow;
+        self
     }
 
     /// Whether `program` (relative: to the working directory, as in NPD) may run; the path it
@@ -133,7 +144,11 @@ pub(crate) fn start(
     // A check may wait for a slot behind the others of its monitor, each up to its timeout.
     let rounds = monitor.checks.len().div_ceil(settings.concurrency.max(1)) as u32;
     for c in monitor.checks.iter().filter(|c| c.run_as == RunAs::Root) {
-        tracing::warn!(monitor = %monitor.name, reason = %c.reason, program = %c.program.display(), "this check runs as root (runAs: root, or an NPD custom plugin file)");
+        if dirs.allow_root {
+            tracing::warn!(monitor = %monitor.name, reason = %c.reason, program = %c.program.display(), "this check runs as root (runAs: root, or an NPD custom plugin file; --allow-root-checks)");
+        } else {
+            tracing::warn!(monitor = %monitor.name, reason = %c.reason, program = %c.program.display(), "this check asks for root (runAs: root, or an NPD custom plugin file) and is not run: the DaemonSet does not pass --allow-root-checks");
+        }
     }
     for ((index, check), name) in monitor.checks.iter().enumerate().zip(health_names(monitor)) {
         let max_silence = check
@@ -226,11 +241,20 @@ pub async fn run_once(
     dirs: &CheckDirs,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<CheckResult> {
-    let spawned = dirs.permits(&check.program).and_then(|program| {
-        command(&program, check)
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", check.program.display()))
+    let root_refused = (check.run_as == RunAs::Root && !dirs.allow_root).then(|| {
+        format!(
+            "not run: {} asks for root (runAs: root, or an NPD custom plugin file), which this detector allows only with --allow-root-checks on its DaemonSet",
+            check.program.display()
+        )
     });
+    let spawned = root_refused
+        .map_or(Ok(()), Err)
+        .and_then(|()| dirs.permits(&check.program))
+        .and_then(|program| {
+            command(&program, check)
+                .spawn()
+                .map_err(|e| format!("cannot run {}: {e}", check.program.display()))
+        });
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -409,9 +433,10 @@ mod tests {
         }
     }
 
-    /// Where the tests' programs are (the shell, its utilities).
+    /// Where the tests' programs are (the shell, its utilities); the tests that run a check as
+    /// root for what it can do there are allowed to.
     fn dirs() -> CheckDirs {
-        CheckDirs::new(["/bin".into(), "/usr/bin".into()])
+        CheckDirs::new(["/bin".into(), "/usr/bin".into()]).allowing_root(true)
     }
 
     async fn run(check: &Check, max_output: usize) -> CheckResult {
@@ -532,12 +557,22 @@ mod tests {
             out.trim_end().ends_with("\n0") || out.trim_end().ends_with(" 0"),
             "the detector's environment leaked: {out}"
         );
-        // A rule that says `runAs: root` keeps root (and still no new privileges).
+        // A rule that says `runAs: root` is not run on the rules' say alone (whoever edits the
+        // rules ConfigMap would be root on every node); with the DaemonSet's --allow-root-checks
+        // it keeps root (and still no new privileges).
         let root = Check {
             run_as: RunAs::Root,
             ..sh(&format!("cat {}; echo; id -u", token.display()), 10_000)
         };
         let r = run_once(0, &root, 1024, &dirs, &mut stop).await.unwrap();
+        assert_eq!(r.exit, Exit::Unknown);
+        assert!(
+            r.message.starts_with("not run: ") && r.message.contains("--allow-root-checks"),
+            "{}",
+            r.message
+        );
+        let allowed = dirs.clone().allowing_root(true);
+        let r = run_once(0, &root, 1024, &allowed, &mut stop).await.unwrap();
         assert!(
             r.message.contains("secret-token-value") && r.message.ends_with('0'),
             "{}",

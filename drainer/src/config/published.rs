@@ -93,30 +93,47 @@ impl Published {
     }
 }
 
-/// `text` without its top-level `notifyUrls` key (and the lines of its value): what is published
-/// must not carry the tokens those URLs hold.
+/// The settings of the file `text` as the parser reads them, without `notifyUrls`, written again
+/// (JSON, which YAML reads): what is published must not carry the tokens those URLs hold, and a
+/// filter over the text misses them in a one-line JSON file or a YAML flow mapping. A text that
+/// does not parse (the drainer accepted it, so it does) publishes nothing of the file.
 fn without_notify_urls(text: &str) -> String {
-    let mut out = Vec::new();
-    let mut skipping = false;
-    for line in text.lines() {
-        let top_level = !line.starts_with([' ', '\t', '-']) && !line.trim().is_empty();
-        if top_level {
-            skipping = line.starts_with("notifyUrls:") || line.starts_with("\"notifyUrls\":");
-        }
-        if !skipping {
-            out.push(line);
-        }
+    let Ok(mut v) = serde_saphyr::from_str::<serde_json::Value>(text) else {
+        return String::new();
+    };
+    if let Some(m) = v.as_object_mut() {
+        m.remove("notifyUrls");
     }
-    let mut s = out.join("\n");
-    if text.ends_with('\n') {
-        s.push('\n');
-    }
-    s
+    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 64, point 7: a config file written as one-line JSON (or a YAML flow mapping) kept its
+    /// notification URLs past a filter over the text; the published settings come from what the
+    /// parser reads, and build the same settings.
+    #[test]
+    fn notification_urls_never_reach_the_published_settings_whatever_the_files_form() {
+        for text in [
+            r#"{"conditions": ["KernelDeadlock=True,10m"], "notifyUrls": ["https://hooks.example/T0KEN"], "maxCordoned": "2"}"#,
+            "{conditions: ['KernelDeadlock=True,10m'], notifyUrls: [https://hooks.example/T0KEN], maxCordoned: '2'}\n",
+            "conditions: ['KernelDeadlock=True,10m']\nnotifyUrls:\n  - https://hooks.example/T0KEN\nmaxCordoned: '2'\n",
+        ] {
+            let p = Published::new(&PolicyArgs::default(), Some(text.to_string()));
+            let published = p.file.clone().unwrap();
+            assert!(!published.contains("T0KEN"), "{published}");
+            let back = Published::from_data(&p.to_data("me", "now")).unwrap();
+            let cfg = back.config().unwrap();
+            assert_eq!(
+                cfg.max_cordoned,
+                crate::config::Budget::Count(2),
+                "{published}"
+            );
+            assert_eq!(cfg.conditions.len(), 1);
+        }
+    }
 
     use crate::config::flags::parsed as args;
 
@@ -145,7 +162,10 @@ mod tests {
             !all.contains("SECRET") && !all.contains("T0KEN"),
             "no notification URL is published: {all}"
         );
-        assert!(data[FILE_KEY].contains("breakerWindow: 7m"), "{data:?}");
+        assert!(
+            data[FILE_KEY].contains("\"breakerWindow\": \"7m\""),
+            "{data:?}"
+        );
         let read = Published::from_data(&data).unwrap().config().unwrap();
         // The same settings, but the notification URLs the reader does not need.
         let mut expected = running;

@@ -2,6 +2,12 @@
 //! watch of those Events only, into a small store. They add words to a PodsNotStarting message
 //! (how often the node's kubelet said it could not create a sandbox) and never set it: anyone who
 //! may write Events can write one naming any node.
+//!
+//! So the store holds only what such a writer cannot grow: an Event counts only when the kubelet
+//! reported it (`source.component` or `reportingController`) about a host whose name could be a
+//! Node's (a DNS subdomain, at most 253 characters), at most [`PER_NODE`] a node and [`NODES`] nodes,
+//! each gone an hour after its last Event, and a node's entry goes with its last Event. (150 Events
+//! of 512 KiB naming made-up hosts once grew the drainer from 14 to 92 MiB, for good.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,8 +20,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use nodemedic_common::throttle::Throttle;
 use tokio::task::JoinHandle;
 
-use crate::model::intern::{ArcStr, intern};
-
 /// The kubelet's Event reason when it cannot create a pod's sandbox (a wedged runtime or CNI).
 pub(crate) const REASON: &str = "FailedCreatePodSandBox";
 
@@ -26,13 +30,20 @@ const PER_NODE: usize = 32;
 /// How long an Event is kept after it was last seen.
 const KEEP_SECS: i64 = 3600;
 
+/// Nodes whose Events are kept at most (Kubernetes supports 5,000 to 65,000 nodes a cluster): past
+/// it, the Event of the node least recently heard from goes.
+const NODES: usize = 100_000;
+
+/// The longest name a Node may have (a DNS subdomain).
+const MAX_NAME: usize = 253;
+
 /// One node's Events (namespace/name): how many failures each counts and when it was last seen.
 type NodeEvents = HashMap<String, (u64, Timestamp)>;
 
 /// The sandbox failure Events by node.
 #[derive(Clone, Default)]
 pub(crate) struct SandboxFailures {
-    events: Arc<Mutex<HashMap<ArcStr, NodeEvents>>>,
+    events: Arc<Mutex<HashMap<String, NodeEvents>>>,
     /// The watch started and its first list is not in yet (nor failed).
     pending: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -40,11 +51,13 @@ pub(crate) struct SandboxFailures {
 /// An Event's node (the kubelet's `source.host`, or its reporting instance), key, count and last
 /// time.
 fn read(e: &Event) -> Option<(&str, String, u64, Timestamp)> {
-    let node = e
-        .source
-        .as_ref()
+    let source = e.source.as_ref();
+    let kubelet = source.and_then(|s| s.component.as_deref()) == Some("kubelet")
+        || e.reporting_component.as_deref() == Some("kubelet");
+    let node = source
         .and_then(|s| s.host.as_deref())
-        .or(e.reporting_instance.as_deref())?;
+        .or(e.reporting_instance.as_deref())
+        .filter(|n| kubelet && could_be_node(n))?;
     let key = format!(
         "{}/{}",
         e.metadata.namespace.as_deref().unwrap_or_default(),
@@ -63,13 +76,32 @@ fn read(e: &Event) -> Option<(&str, String, u64, Timestamp)> {
     Some((node, key, count, last))
 }
 
+/// Whether `name` could be a Node's: a DNS subdomain (lowercase letters, digits, `-` and `.`) of
+/// at most [`MAX_NAME`] characters.
+fn could_be_node(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
 impl SandboxFailures {
     pub(crate) fn apply(&self, e: &Event) {
         let Some((node, key, count, last)) = read(e) else {
             return;
         };
         let mut all = self.events.lock().unwrap();
-        let events = all.entry(intern(node)).or_default();
+        if !all.contains_key(node) && all.len() >= NODES {
+            let quietest = all
+                .iter()
+                .min_by_key(|(_, ev)| ev.values().map(|(_, t)| *t).max())
+                .map(|(n, _)| n.clone());
+            if let Some(n) = quietest {
+                all.remove(&n);
+            }
+        }
+        let events = all.entry(node.to_string()).or_default();
         events.insert(key, (count, last));
         let oldest = last.as_second() - KEEP_SECS;
         events.retain(|_, (_, t)| t.as_second() >= oldest);
@@ -86,11 +118,22 @@ impl SandboxFailures {
     }
 
     pub(crate) fn delete(&self, e: &Event) {
-        if let Some((node, key, ..)) = read(e)
-            && let Some(events) = self.events.lock().unwrap().get_mut(node)
-        {
+        let Some((node, key, ..)) = read(e) else {
+            return;
+        };
+        let mut all = self.events.lock().unwrap();
+        if let Some(events) = all.get_mut(node) {
             events.remove(&key);
+            if events.is_empty() {
+                all.remove(node);
+            }
         }
+    }
+
+    /// How many nodes the store holds Events of.
+    #[cfg(test)]
+    fn nodes(&self) -> usize {
+        self.events.lock().unwrap().len()
     }
 
     /// Whether the first list of these Events is in (or failed): a message written before would
@@ -187,5 +230,34 @@ mod tests {
             s.since("n1", t("2026-11-27T09:55:00Z")),
             Some((2, t("2026-11-27T10:05:00Z")))
         );
+        s.delete(&event("b", "n1", 2, "2026-11-27T10:05:00Z"));
+        s.delete(&event("c", "n2", 9, "2026-11-27T09:00:00Z"));
+        assert_eq!(s.nodes(), 0, "a node's entry goes with its last Event");
+    }
+
+    /// Issue 64, point 7: anyone who may create Events may name any host, as long as they like,
+    /// as any component. Only the kubelet's, about a host that could be a Node, are kept.
+    #[test]
+    fn events_a_writer_makes_up_cannot_grow_the_store() {
+        let s = SandboxFailures::default();
+        let huge = "n".repeat(512 * 1024);
+        for (i, host) in [huge.as_str(), "Not_A_Node", ""].iter().enumerate() {
+            s.apply(&event(&format!("e{i}"), host, 1, "2026-11-27T10:00:00Z"));
+        }
+        let mut theirs = event("x", "n1", 1, "2026-11-27T10:00:00Z");
+        theirs.source.as_mut().unwrap().component = Some("tenant-app".into());
+        s.apply(&theirs);
+        assert_eq!(s.nodes(), 0);
+        // One real node, then more made-up ones than the store keeps: it stays bounded.
+        s.apply(&event("real", "n1", 3, "2026-11-27T10:00:00Z"));
+        for i in 0..NODES + 10 {
+            s.apply(&event(
+                &format!("f{i}"),
+                &format!("made-up-{i}"),
+                1,
+                "2026-11-27T11:00:00Z",
+            ));
+        }
+        assert_eq!(s.nodes(), NODES);
     }
 }

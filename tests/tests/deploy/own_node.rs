@@ -66,7 +66,8 @@ fn helm_renders_the_bases_own_node_policy_on_1_30_and_names_cluster_wide_mode_ot
             "{overlay} changes nothing else's count"
         );
     }
-    // The user the policy matches is the release's detector ServiceAccount, in any namespace.
+    // The user the policy matches is the release's detector ServiceAccount (or one a namePrefix
+    // renamed), in any namespace.
     v["detector"]["ownNodeOnly"] = json!(true);
     let other = helm_template(&chart, "edge", "monitoring", Some(&v)).unwrap();
     let p = find(
@@ -78,7 +79,7 @@ fn helm_renders_the_bases_own_node_policy_on_1_30_and_names_cluster_wide_mode_ot
         .as_str()
         .unwrap();
     assert!(
-        expr.contains("endsWith(':edge-nodemedic-detector')"),
+        expr.contains("endsWith('edge-nodemedic-detector')"),
         "{expr}"
     );
     find(&other, "ServiceAccount", "edge-nodemedic-detector");
@@ -480,6 +481,38 @@ async fn the_shipped_policy_refuses_each_write_a_detector_does_not_make() {
         .map(drop);
     assert!(
         refused(&r, "Events only about the node it runs on"),
+        "{r:?}"
+    );
+    // Issue 64, point 7: an Event about another node, rewritten by the detector's token into one
+    // about its own node (an update checked on the new Event alone passed).
+    Api::<Event>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &event("theirs.1", &other))
+        .await
+        .unwrap();
+    let mut rewritten = event("theirs.1", &own);
+    rewritten.metadata.resource_version = Api::<Event>::namespaced(admin.clone(), "default")
+        .get("theirs.1")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    let r = events(Some(&own))
+        .replace("theirs.1", &PostParams::default(), &rewritten)
+        .await
+        .map(drop);
+    assert!(
+        refused(&r, "Events only about the node it runs on"),
+        "{r:?}"
+    );
+    // A kustomize namePrefix renames the ServiceAccount: still confined.
+    let prefixed = Api::<Node>::all(server.client_as(User::service_account(
+        "kube-system",
+        "team-nodemedic-detector",
+        Some(&own),
+    )));
+    let r = patch(prefixed, other.clone(), condition_patch(), pp.clone()).await;
+    assert!(
+        refused(&r, "only the status of the node it runs on"),
         "{r:?}"
     );
 }
