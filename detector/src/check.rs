@@ -210,11 +210,11 @@ mod tests {
     #[test]
     fn journal_json_goes_through_the_identifier_filter() {
         // The third claims to be containerd but journald saw `logger` write it (`logger -t`).
-        let input = r#"{"SYSLOG_IDENTIFIER":"systemd","_COMM":"systemd","MESSAGE":"Started Kubernetes kubelet."}
+        let input = r#"{"SYSLOG_IDENTIFIER":"systemd","_COMM":"systemd","_SYSTEMD_UNIT":"init.scope","_EXE":"/usr/lib/systemd/systemd","_UID":"0","MESSAGE":"Started Kubernetes kubelet."}
 {"SYSLOG_IDENTIFIER":"bash","_COMM":"bash","MESSAGE":"Started Kubernetes kubelet."}
 not json
 {"SYSLOG_IDENTIFIER":"containerd","_COMM":"logger","MESSAGE":"RunPodSandbox for &PodSandboxMetadata{Name:y} failed, error=\"no IP\""}
-{"SYSLOG_IDENTIFIER":"containerd","_COMM":"containerd","MESSAGE":"RunPodSandbox for &PodSandboxMetadata{Name:x} failed, error=\"no IP\""}
+{"SYSLOG_IDENTIFIER":"containerd","_COMM":"containerd","_EXE":"/usr/bin/containerd","_UID":"0","MESSAGE":"RunPodSandbox for &PodSandboxMetadata{Name:x} failed, error=\"no IP\""}
 "#;
         let (f, stats) = run(input, InputFormat::JournalJson);
         assert_eq!(stats.malformed, 1);

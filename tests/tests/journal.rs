@@ -29,8 +29,8 @@ fn available(test: &str) -> bool {
 }
 
 /// Append entries (identifier, message) to DIR/test.journal in journal export format, each with
-/// the process name journald records (`_COMM`): the identifier's, or after a `/` another one
-/// (`dockerd/logger`: what `logger -t dockerd` writes).
+/// the process name and executable journald records (`_COMM`, `_EXE`, run by root): the
+/// identifier's, or after a `/` another one (`dockerd/logger`: what `logger -t dockerd` writes).
 fn append(dir: &Path, entries: &[(&str, &str)]) {
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -40,7 +40,7 @@ fn append(dir: &Path, entries: &[(&str, &str)]) {
     for (i, (id, msg)) in entries.iter().enumerate() {
         let (id, comm) = id.split_once('/').unwrap_or((id, id));
         export.push_str(&format!(
-            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n_BOOT_ID=7386a4788f4349e39ff7840b081b1d20\nSYSLOG_IDENTIFIER={id}\n_COMM={comm}\nMESSAGE={msg}\n\n",
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n_BOOT_ID=7386a4788f4349e39ff7840b081b1d20\nSYSLOG_IDENTIFIER={id}\n_COMM={comm}\n_EXE=/usr/bin/{comm}\n_UID=0\nMESSAGE={msg}\n\n",
             now_us + i as u128,
             now_us + i as u128
         ));

@@ -270,7 +270,7 @@ fn input(
                 notes.at(
                     &source.referenced,
                     format!(
-                        "pluginConfig.source {:?} matches SYSLOG_IDENTIFIER as NPD does, which any process on the node can claim (`logger -t {}`); in nodemedic's YAML rules, `identifiers` also need journald's own _COMM or _SYSTEMD_UNIT to agree",
+                        "pluginConfig.source {:?} matches SYSLOG_IDENTIFIER as NPD does, which any process on the node can claim (`logger -t {}`); in nodemedic's YAML rules, `identifiers` also need journald's own _SYSTEMD_UNIT, or _EXE run as root, to agree",
                         source.value, source.value
                     ),
                 );

@@ -12,10 +12,12 @@ pub struct Entry {
     pub(crate) cursor: Option<String>,
     /// `SYSLOG_IDENTIFIER`: what the writing process says it is (any process may say anything).
     pub(crate) identifier: Option<String>,
-    /// `_SYSTEMD_UNIT`, `_COMM` and `_TRANSPORT`: what journald itself recorded about the writer
-    /// (fields starting with `_` cannot be set by a client).
+    /// `_SYSTEMD_UNIT`, `_EXE`, `_UID` and `_TRANSPORT`: what journald itself recorded about the
+    /// writer (fields starting with `_` cannot be set by a client). Not `_COMM`: any process may
+    /// rename itself (`prctl(PR_SET_NAME)`, `exec -a`) to what it likes.
     pub(crate) unit: Option<String>,
-    pub(crate) comm: Option<String>,
+    pub(crate) exe: Option<String>,
+    pub(crate) uid: Option<String>,
     pub(crate) transport: Option<String>,
     pub line: Line,
 }
@@ -23,9 +25,10 @@ pub struct Entry {
 /// How a journal monitor's `identifiers` are matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdentifierMatch {
-    /// `SYSLOG_IDENTIFIER` equal, and backed by what journald recorded: the process name (`_COMM`),
-    /// its unit (`ID.service`), or the kernel transport for `kernel`. `logger -t dockerd` does not
-    /// pass for dockerd. nodemedic's own rules.
+    /// `SYSLOG_IDENTIFIER` equal, and backed by what journald recorded: its unit (`ID` or
+    /// `ID.service`), an executable named `ID` run by root (`_EXE`, `_UID=0`), or the kernel
+    /// transport for `kernel`. `logger -t dockerd` does not pass for dockerd, nor a user's process
+    /// renamed `dockerd`. nodemedic's own rules.
     Backed,
     /// `SYSLOG_IDENTIFIER` equal, nothing more: NPD's meaning, kept for NPD's JSON configs, which
     /// any process on the node can satisfy.
@@ -57,27 +60,22 @@ pub fn parse(line: &str) -> Result<Entry, Malformed> {
         cursor: obj.get("__CURSOR").and_then(field),
         identifier: obj.get("SYSLOG_IDENTIFIER").and_then(field),
         unit: obj.get("_SYSTEMD_UNIT").and_then(field),
-        comm: obj.get("_COMM").and_then(field),
+        exe: obj.get("_EXE").and_then(field),
+        uid: obj.get("_UID").and_then(field),
         transport: obj.get("_TRANSPORT").and_then(field),
         line: Line { text, realtime_us },
     })
 }
 
-/// Whether journald's own fields agree that `id` wrote the entry.
+/// Whether journald's own fields agree that `id` wrote the entry: its unit, a root process whose
+/// executable is named `id`, or the kernel.
 fn backed(entry: &Entry, id: &str) -> bool {
-    // The kernel keeps 15 bytes of a process name (TASK_COMM_LEN less its NUL).
-    let comm = |c: &String| {
-        let mut end = id.len().min(15);
-        while !id.is_char_boundary(end) {
-            end -= 1;
-        }
-        *c == id[..end]
-    };
-    entry.comm.as_ref().is_some_and(comm)
-        || entry
-            .unit
-            .as_ref()
-            .is_some_and(|u| u == id || u.strip_suffix(".service") == Some(id))
+    let exe_named = |e: &String| e.rsplit('/').next() == Some(id);
+    entry
+        .unit
+        .as_ref()
+        .is_some_and(|u| u == id || u.strip_suffix(".service") == Some(id))
+        || (entry.uid.as_deref() == Some("0") && entry.exe.as_ref().is_some_and(exe_named))
         || (id == "kernel" && entry.transport.as_deref() == Some("kernel"))
 }
 
@@ -171,13 +169,19 @@ mod tests {
             accepts(&spoofed, &ids, &[], IdentifierMatch::SyslogIdentifier),
             "NPD's meaning"
         );
-        // The daemon itself: by its process name, or by its unit.
-        let real = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"dockerd","_COMM":"dockerd","_TRANSPORT":"stdout"}"#).unwrap();
+        // The daemon itself: by its executable run as root, or by its unit.
+        let real = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"dockerd","_COMM":"dockerd","_EXE":"/usr/bin/dockerd","_UID":"0","_TRANSPORT":"stdout"}"#).unwrap();
         assert!(accepts(&real, &ids, &[], IdentifierMatch::Backed));
         let by_unit = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"dockerd","_COMM":"docker-init","_SYSTEMD_UNIT":"dockerd.service"}"#).unwrap();
         assert!(accepts(&by_unit, &ids, &[], IdentifierMatch::Backed));
-        // A process name the kernel cut at 15 bytes; the kernel's own lines.
-        let long = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"containerd-shim-runc","_COMM":"containerd-shim"}"#).unwrap();
+        // Issue 64, point 7: a user's process renamed dockerd (`_COMM`), or a copy of a binary
+        // named dockerd run by a user, is not dockerd.
+        let renamed = parse(r#"{"MESSAGE":"task docker:1 blocked","SYSLOG_IDENTIFIER":"dockerd","_COMM":"dockerd","_EXE":"/usr/bin/python3","_UID":"1000","_SYSTEMD_UNIT":"user@1000.service"}"#).unwrap();
+        assert!(!accepts(&renamed, &ids, &[], IdentifierMatch::Backed));
+        let copied = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"dockerd","_COMM":"dockerd","_EXE":"/tmp/dockerd","_UID":"1000"}"#).unwrap();
+        assert!(!accepts(&copied, &ids, &[], IdentifierMatch::Backed));
+        // A process name the kernel cut at 15 bytes: its executable says the whole name.
+        let long = parse(r#"{"MESSAGE":"m","SYSLOG_IDENTIFIER":"containerd-shim-runc","_COMM":"containerd-shim","_EXE":"/usr/bin/containerd-shim-runc","_UID":"0"}"#).unwrap();
         assert!(accepts(
             &long,
             &["containerd-shim-runc".into()],
