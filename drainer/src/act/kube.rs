@@ -33,7 +33,9 @@ pub const CLUSTER_API_PERMISSIONS: &[Permission] = &[Permission {
     group: "cluster.x-k8s.io",
     resource: "machines",
     verbs: &["get", "patch"],
-    namespaced: false,
+    // In the namespaces of this cluster's Machines only (a Role in each): a node names its
+    // Machine's namespace itself.
+    namespaced: true,
 }];
 
 /// Granted only with `--allow-force-delete` (its own ClusterRole: `deploy/allow-force-delete`, or the
