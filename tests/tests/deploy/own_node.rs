@@ -83,6 +83,29 @@ fn helm_renders_the_bases_own_node_policy_on_1_30_and_names_cluster_wide_mode_ot
         "{expr}"
     );
     find(&other, "ServiceAccount", "edge-nodemedic-detector");
+    // Issue 64, point 7: before 1.30 ("auto" there, or "kubelet" anywhere) the detector runs with
+    // its node's own credential, as deploy/kubelet-credential: no ServiceAccount token at all.
+    v["detector"]["ownNodeOnly"] = json!("kubelet");
+    let kubelet = helm_template(&chart, "nodemedic", "kube-system", Some(&v)).unwrap();
+    check_types(&kubelet);
+    assert!(vap(&kubelet).is_empty());
+    let overlay = kustomize(&repo().join("deploy/kubelet-credential")).unwrap();
+    let spec = |objs: &[Value]| pod_spec(find(objs, "DaemonSet", "nodemedic-detector")).clone();
+    let (h, k) = (spec(&kubelet), spec(&overlay));
+    let mounts = |s: &Value| {
+        let mut m: Vec<String> = s["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["mountPath"].as_str().unwrap().to_string())
+            .collect();
+        m.sort();
+        m
+    };
+    assert_eq!(mounts(&h), mounts(&k), "the same mounts as deploy/kubelet-credential");
+    assert!(!mounts(&h).iter().any(|m| m.contains("serviceaccount")), "no token");
+    let env = h["containers"][0]["env"].to_string();
+    assert!(env.contains("/etc/kubernetes/kubelet.conf"), "{env}");
 }
 
 #[test]

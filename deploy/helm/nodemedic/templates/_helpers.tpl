@@ -61,3 +61,14 @@ Kubernetes 1.30+, where ValidatingAdmissionPolicy is GA and tokens carry the nod
 {{- $v := toString .Values.detector.ownNodeOnly }}
 {{- if or (eq $v "true") (and (eq $v "auto") (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version)) }}true{{ end }}
 {{- end }}
+
+{{/*
+"true" when the detector runs with its node's own credential (the kubelet's kubeconfig), as
+deploy/kubelet-credential: detector.ownNodeOnly "kubelet", or "auto" (the default) before
+Kubernetes 1.30, where the own-node policy cannot apply. Node authorization and NodeRestriction then
+confine each detector to its own Node; cluster-wide mode is only ever an explicit false.
+*/}}
+{{- define "nodemedic.kubeletCredential" -}}
+{{- $v := toString .Values.detector.ownNodeOnly }}
+{{- if or (eq $v "kubelet") (and (eq $v "auto") (not (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version))) }}true{{ end }}
+{{- end }}
