@@ -102,8 +102,15 @@ fn helm_renders_the_bases_own_node_policy_on_1_30_and_names_cluster_wide_mode_ot
         m.sort();
         m
     };
-    assert_eq!(mounts(&h), mounts(&k), "the same mounts as deploy/kubelet-credential");
-    assert!(!mounts(&h).iter().any(|m| m.contains("serviceaccount")), "no token");
+    assert_eq!(
+        mounts(&h),
+        mounts(&k),
+        "the same mounts as deploy/kubelet-credential"
+    );
+    assert!(
+        !mounts(&h).iter().any(|m| m.contains("serviceaccount")),
+        "no token"
+    );
     let env = h["containers"][0]["env"].to_string();
     assert!(env.contains("/etc/kubernetes/kubelet.conf"), "{env}");
 }

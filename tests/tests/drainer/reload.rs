@@ -40,6 +40,27 @@ async fn reloads(addr: std::net::SocketAddr, result: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {line} in\n{body}"))
 }
 
+/// Once an edit was refused (counted), the `ConfigReloadRefused` Event on the scenario's Lease.
+async fn refused(env: &Env, addr: std::net::SocketAddr) -> k8s_openapi::api::core::v1::Event {
+    eventually("the loosening edit refused", WAIT, || async {
+        (reloads(addr, "failure").await == 1).then_some(())
+    })
+    .await;
+    let lease = format!("nodemedic-drainer-test-{}", env.id);
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
+    eventually("a ConfigReloadRefused Event on the Lease", WAIT, || async {
+        let list = events
+            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("ConfigReloadRefused"))
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_config_edit_takes_effect_without_a_restart_and_a_bad_one_is_kept_out() {
     let env = Env::new().await;
@@ -148,23 +169,7 @@ async fn a_config_edit_cannot_loosen_a_limit_the_command_line_set() {
     .await;
     // The ConfigMap's editor raises the budget past the command line's.
     publish(dir.path(), 2, &limited(5));
-    eventually("the loosening edit refused", WAIT, || async {
-        (reloads(running.addr, "failure").await == 1).then_some(())
-    })
-    .await;
-    let lease = format!("nodemedic-drainer-test-{}", env.id);
-    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
-    let said = eventually("a ConfigReloadRefused Event on the Lease", WAIT, || async {
-        let list = events
-            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
-            .await
-            .ok()?;
-        list.items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("ConfigReloadRefused"))
-    })
-    .await;
+    let said = refused(&env, running.addr).await;
     assert_eq!(said.type_.as_deref(), Some("Warning"));
     let message = said.message.unwrap_or_default();
     assert!(
@@ -225,23 +230,7 @@ async fn an_edit_of_the_shipped_config_cannot_loosen_what_the_drainer_started_wi
          maxUnhealthy: '100%'\nbreakerNew: '100%'\ndomainOutage: '100%'\n{selector}"
     );
     publish(dir.path(), 2, &loosened);
-    eventually("the loosening edit refused", WAIT, || async {
-        (reloads(running.addr, "failure").await == 1).then_some(())
-    })
-    .await;
-    let lease = format!("nodemedic-drainer-test-{}", env.id);
-    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
-    let said = eventually("a ConfigReloadRefused Event on the Lease", WAIT, || async {
-        let list = events
-            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
-            .await
-            .ok()?;
-        list.items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("ConfigReloadRefused"))
-    })
-    .await;
+    let said = refused(&env, running.addr).await;
     let message = said.message.unwrap_or_default();
     assert!(
         message.contains("maxCordoned 100% is not comparable (a count and a percentage) with")
