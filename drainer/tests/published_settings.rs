@@ -331,3 +331,30 @@ async fn forged_published_settings_change_nothing_the_drainer_does() {
         cluster.delete_node(n).await;
     }
 }
+
+/// The manifests ship the settings ConfigMap empty (the drainer's Role may not create it): before
+/// any drainer has led, `plan --live` finds nothing published there and decides with its flags, as
+/// when the ConfigMap did not exist.
+#[tokio::test]
+async fn an_empty_shipped_settings_configmap_is_nothing_published() {
+    let cluster = Cluster::new().await;
+    let node = cluster.create_node("shipped-empty").await;
+    deadlock(&cluster, &node).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig);
+    let lease = format!("nodemedic-shipped-{}", std::process::id());
+    nodemedic_tests::drainer_objects(&cluster.client, "kube-system", &lease, None).await;
+    let lease_flag = format!("--lease-name={lease}");
+    let out = plan(&kubeconfig, &[&lease_flag]).await;
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success() || out.status.code() == Some(2),
+        "{said}"
+    );
+    assert!(
+        said.contains("no running drainer's settings in ConfigMap"),
+        "{said}"
+    );
+    assert!(!said.contains("cannot be used"), "{said}");
+}

@@ -33,7 +33,7 @@ pub(super) struct Read {
 
 /// Why published settings could not be used.
 pub(super) enum Unread {
-    /// None are published there (no drainer leads, or another Lease).
+    /// None are published there (no drainer leads, or has led yet, or another Lease).
     Missing { at: String },
     /// The cluster could not be reached or read.
     Cluster(String),
@@ -62,6 +62,10 @@ pub(super) fn read_published(
             })
     });
     let data = match read {
+        // Shipped empty by the manifests: nothing published until a drainer leads.
+        Ok(Ok(Some(cm))) if cm.data.as_ref().is_none_or(|d| d.is_empty()) => {
+            return Err(Unread::Missing { at });
+        }
         Ok(Ok(Some(cm))) => cm.data.unwrap_or_default(),
         Ok(Ok(None)) => return Err(Unread::Missing { at }),
         Ok(Err(e)) => return Err(Unread::Cluster(e.to_string())),
