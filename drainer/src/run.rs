@@ -134,8 +134,9 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let clock = nodemedic_common::clock::Clock::system();
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
-    // What a reload may not loosen: the limits in force now.
+    // What a reload may not loosen (the limits in force now) and what it compares with.
     let ceilings = crate::config::ceilings::Ceilings::of(&opts.config);
+    let (said, notify_urls) = (opts.config.said.clone(), opts.config.notify_urls.clone());
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own, as
     // sealed with its key (see `model::seal`).
     let mut config = opts.config;
@@ -153,9 +154,14 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         None => controller,
         Some(args) => {
             let (tx, rx) = mpsc::channel(1);
+            let started = Started {
+                ceilings,
+                said,
+                notify_urls,
+            };
             tasks.push(tokio::spawn(reload(
                 args,
-                ceilings,
+                started,
                 keep_tx,
                 relisted_rx,
                 tx,
@@ -230,9 +236,17 @@ fn watchdog(observed: Observed, health: &Health) -> JoinHandle<()> {
 /// controller; an invalid one is logged with its position and counted, and the running settings
 /// stay. When the edit names other protected pod annotations, the pod cache is listed again with
 /// them before the controller gets the settings, so it never decides on pods missing them.
+/// What a reload compares with: the limits it may not loosen, and the settings the drainer started
+/// with (an edit made before the file was first watched is one to take).
+struct Started {
+    ceilings: crate::config::ceilings::Ceilings,
+    said: Vec<(String, String)>,
+    notify_urls: Vec<crate::config::url::NotifyUrl>,
+}
+
 async fn reload(
     args: PolicyArgs,
-    ceilings: crate::config::ceilings::Ceilings,
+    started: Started,
     keep: watch::Sender<crate::model::pod::Projection>,
     mut relisted: watch::Receiver<crate::model::pod::Projection>,
     to_controller: mpsc::Sender<crate::controller::Reloaded>,
@@ -257,7 +271,14 @@ async fn reload(
             return;
         }
     };
-    while watch.changed().await.is_some() {
+    // The file as it is now may already differ from what the drainer started with (edited between
+    // the start's read and this watch's first look, which it takes as the file's first content).
+    let mut missed = match policy::build(&args) {
+        Ok(cfg) => cfg.said != started.said || cfg.notify_urls != started.notify_urls,
+        Err(_) => true,
+    };
+    let ceilings = started.ceilings;
+    while std::mem::take(&mut missed) || watch.changed().await.is_some() {
         let cfg = match policy::build(&args) {
             Ok(cfg) => cfg,
             Err(errors) => {

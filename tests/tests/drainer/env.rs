@@ -113,6 +113,16 @@ impl Env {
         self.start_opts(cfg, "a", &lease, Some(args)).await
     }
 
+    /// [`Env::start_reloading`] started with `cfg`, as built from the file before it changed.
+    pub async fn start_reloading_from(
+        &self,
+        cfg: Config,
+        args: nodemedic_drainer::config::flags::PolicyArgs,
+    ) -> Running {
+        let lease = format!("nodemedic-drainer-test-{}", self.id);
+        self.start_opts(cfg, "a", &lease, Some(args)).await
+    }
+
     async fn start_opts(
         &self,
         cfg: Config,

@@ -250,3 +250,36 @@ async fn an_edit_of_the_shipped_config_cannot_loosen_what_the_drainer_started_wi
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// An edit made after the drainer read its config file and before it first watched it (a ConfigMap
+/// updated while the pod starts) was taken as the file's first content and never applied. It is
+/// applied: here the drainer starts with the settings of the file's first version while the file
+/// already holds the second, which watches another condition.
+#[tokio::test]
+async fn an_edit_made_while_the_drainer_starts_is_applied() {
+    let env = Env::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let watching = |condition: &str| {
+        format!(
+            "conditions: ['{condition}']\nnodeSelector: {LABEL}={}\ndrainBuffer: 1h\nmaxUnhealthy: 100%\nbreakerNew: 100%\ndomainOutage: 100%\nflapThreshold: 0\n",
+            env.id
+        )
+    };
+    publish(dir.path(), 1, &watching("KernelDeadlock=True,10m"));
+    let args = PolicyArgs {
+        config: Some(dir.path().join("drainer.yaml")),
+        ..Default::default()
+    };
+    let first = nodemedic_drainer::config::build::build(&args).unwrap();
+    publish(dir.path(), 2, &watching("ReadonlyFilesystem=True,10m"));
+    let running = env.start_reloading_from(first, args).await;
+    eventually("the edit applied", WAIT, || async {
+        (reloads(running.addr, "success").await == 1).then_some(())
+    })
+    .await;
+    // The second version decides: a ReadonlyFilesystem node is acted on (under the first, nothing
+    // would be said about it and the barrier would wait in vain).
+    env.barrier("ReadonlyFilesystem", json!({})).await;
+    running.shutdown().await;
+    env.cleanup().await;
+}
