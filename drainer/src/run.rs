@@ -135,8 +135,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // What a reload may not loosen (the limits in force now) and what it compares with.
-    let ceilings = crate::config::ceilings::Ceilings::of(&opts.config);
-    let (said, notify_urls) = (opts.config.said.clone(), opts.config.notify_urls.clone());
+    let started = Started::of(&opts.config);
     // A drainer is known by its Lease name: its records carry it, and it acts only on its own, as
     // sealed with its key (see `model::seal`).
     let mut config = opts.config;
@@ -154,11 +153,6 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         None => controller,
         Some(args) => {
             let (tx, rx) = mpsc::channel(1);
-            let started = Started {
-                ceilings,
-                said,
-                notify_urls,
-            };
             tasks.push(tokio::spawn(reload(
                 args,
                 started,
@@ -242,6 +236,16 @@ struct Started {
     ceilings: crate::config::ceilings::Ceilings,
     said: Vec<(String, String)>,
     notify_urls: Vec<crate::config::url::NotifyUrl>,
+}
+
+impl Started {
+    fn of(cfg: &Config) -> Started {
+        Started {
+            ceilings: crate::config::ceilings::Ceilings::of(cfg),
+            said: cfg.said.clone(),
+            notify_urls: cfg.notify_urls.clone(),
+        }
+    }
 }
 
 async fn reload(
