@@ -50,7 +50,8 @@ pub(crate) struct Kept {
 /// The controller's ends of the task: where it asks, hears back, and hands shards.
 pub(crate) struct Link {
     pub(crate) asks: watch::Sender<u64>,
-    pub(crate) answers: watch::Receiver<Option<Arc<Recalled>>>,
+    /// Moved, not shared: the controller keeps the only copy of the memory.
+    pub(crate) answers: mpsc::UnboundedReceiver<Recalled>,
     pub(crate) kept: mpsc::UnboundedSender<Kept>,
 }
 
@@ -77,13 +78,12 @@ impl Memory {
 }
 
 /// The next answer to an ask (never, without a memory or once its task is gone).
-pub(crate) async fn answer(memory: &mut Option<Memory>) {
+pub(crate) async fn answer(memory: &mut Option<Memory>) -> Recalled {
     match memory {
-        Some(m) => {
-            if m.link.answers.changed().await.is_err() {
-                std::future::pending::<()>().await
-            }
-        }
+        Some(m) => match m.link.answers.recv().await {
+            Some(r) => r,
+            None => std::future::pending().await,
+        },
         None => std::future::pending().await,
     }
 }
@@ -95,7 +95,7 @@ pub(crate) fn spawn(
     leader: watch::Receiver<bool>,
 ) -> (Link, JoinHandle<()>) {
     let (asks_tx, asks) = watch::channel(0);
-    let (answers_tx, answers_rx) = watch::channel(None);
+    let (answers_tx, answers_rx) = mpsc::unbounded_channel();
     let (kept_tx, kept) = mpsc::unbounded_channel();
     let task = Task {
         api: Api::namespaced(client, namespace),
@@ -123,7 +123,7 @@ struct Task {
     namespace: String,
     leader: watch::Receiver<bool>,
     asks: watch::Receiver<u64>,
-    answers: watch::Sender<Option<Arc<Recalled>>>,
+    answers: mpsc::UnboundedSender<Recalled>,
     kept: mpsc::UnboundedReceiver<Kept>,
     /// The last ask answered: shards handed for it are written, any other dropped.
     answered: u64,
@@ -151,8 +151,9 @@ impl Task {
                     Ok(memory) => {
                         self.answered = ask;
                         self.pending.clear();
-                        let recalled = Recalled { ask, memory };
-                        self.answers.send_replace(Some(Arc::new(recalled)));
+                        if self.answers.send(Recalled { ask, memory }).is_err() {
+                            return;
+                        }
                     }
                     Err((name, e)) => {
                         failed = true;

@@ -7,8 +7,6 @@
 //! the ConfigMaps hold nothing yet, and then removed from the Lease by the next renewal. The shell:
 //! channels to `act::recall`, no decisions.
 
-use std::sync::Arc;
-
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
@@ -43,17 +41,17 @@ impl<C: Cluster> Controller<C> {
         self.memory.as_ref().is_some_and(|m| m.waiting.is_some())
     }
 
-    /// The memory came back: the fleet continues it when it answers the ask this leadership made.
-    pub(super) fn memory_answered(&mut self) {
+    /// The memory came back: the fleet continues it when it answers the ask this leadership made
+    /// (an answer to an earlier one is dropped).
+    pub(super) fn memory_answered(&mut self, answer: Recalled) {
         let Some(m) = &mut self.memory else {
             return;
         };
-        let answer: Option<Arc<Recalled>> = m.link.answers.borrow_and_update().clone();
-        let Some(answer) = answer.filter(|a| Some(a.ask) == m.waiting) else {
+        if Some(answer.ask) != m.waiting {
             return;
-        };
+        }
         m.waiting = None;
-        let mut seen = answer.memory.clone();
+        let mut seen = answer.memory;
         let key = crate::model::keys::RECORDS_ANNOTATION;
         if let Some(raw) = self.lease_annotation(key) {
             if seen == Seen::default() {

@@ -437,7 +437,7 @@ impl<C: Cluster> Controller<C> {
                     }
                 },
                 Some(run) = self.ended.1.recv() => self.drain_ended(run),
-                () = crate::act::recall::answer(&mut self.memory) => self.memory_answered(),
+                r = crate::act::recall::answer(&mut self.memory) => self.memory_answered(r),
             }
             beat.beat();
             if !ready {
