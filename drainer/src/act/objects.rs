@@ -11,7 +11,7 @@
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::PostParams;
 
 /// A kind of object the drainer keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,19 +106,7 @@ pub async fn ensure(
 ) -> Result<(), ObjectError> {
     let mut made = Vec::new();
     for o in objects {
-        let meta = ObjectMeta {
-            name: Some(o.name.clone()),
-            labels: Some(
-                [
-                    ("app.kubernetes.io/name", "nodemedic"),
-                    ("app.kubernetes.io/component", "drainer"),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ),
-            ..Default::default()
-        };
+        let meta = crate::act::reboots::drainer_meta(&o.name);
         let outcome = match o.kind {
             Kind::Lease => {
                 let empty = Lease {

@@ -97,22 +97,27 @@ pub(crate) fn drainer_configmap(
     name: &str,
     data: std::collections::BTreeMap<String, String>,
 ) -> ConfigMap {
+    ConfigMap {
+        metadata: drainer_meta(name),
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+/// The metadata of an object of the drainer's own: `name` with the drainer's labels.
+pub(crate) fn drainer_meta(name: &str) -> kube::api::ObjectMeta {
     let labels = [
         ("app.kubernetes.io/name", "nodemedic"),
         ("app.kubernetes.io/component", "drainer"),
     ];
-    ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.to_string()),
-            labels: Some(
-                labels
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..Default::default()
-        },
-        data: Some(data),
+    kube::api::ObjectMeta {
+        name: Some(name.to_string()),
+        labels: Some(
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
         ..Default::default()
     }
 }
