@@ -24,6 +24,7 @@ label_value!(pub SafetyEvent {
     CommonCause => "common_cause",
     SlowStartWidened => "slow_start_widened",
     SlowStartNarrowed => "slow_start_narrowed",
+    DomainKept => "failure_domain_kept",
 });
 label_value!(pub PolicyOutcome {
     Skipped => "skipped",

@@ -57,6 +57,7 @@ pub(crate) enum NotifyKind {
     Replacing,
     NeedsPerson,
     SlowStart,
+    DomainKept,
 }
 
 impl NotifyKind {
@@ -81,6 +82,7 @@ impl NotifyKind {
             Replacing => "replacing",
             NeedsPerson => "needs a person",
             SlowStart => "slow start",
+            DomainKept => "failure domain kept",
         }
     }
 }

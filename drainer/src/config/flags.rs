@@ -157,7 +157,8 @@ pub struct PolicyArgs {
     /// may edit that ConfigMap cannot make a network blip drain nodes. [default: no floor]
     #[arg(help_heading = "Conditions", long = "min-ready-duration", value_parser = humantime::parse_duration)]
     pub min_ready_duration: Option<Duration>,
-    /// Node label naming a node's failure domain (Kosmos leaf nodes are their own). [default: topology.kubernetes.io/zone]
+    /// Node label naming a node's failure domain (Kosmos leaf nodes are their own); a node keeps
+    /// the domain it had when first seen (a kubelet may set its own zone). [default: topology.kubernetes.io/zone]
     #[arg(help_heading = "Safety gates", long = "failure-domain")]
     pub failure_domain: Option<String>,
     /// The label of a Kosmos leaf node naming its member cluster, its failure domain; without it

@@ -50,6 +50,7 @@ pub mod reason {
     pub(crate) const REBOOT_REQUESTED: &str = "RebootRequested";
     pub(crate) const SLOW_START_WIDENED: &str = "SlowStartWidened";
     pub(crate) const SLOW_START_NARROWED: &str = "SlowStartNarrowed";
+    pub(crate) const DOMAIN_KEPT: &str = "FailureDomainKept";
     pub(crate) const REBOOT_PROVEN: &str = "RebootProven";
     pub(crate) const REPLACING: &str = "ReplacingNode";
     pub(crate) const MACHINE_MARKED: &str = "MarkedMachineForRemediation";

@@ -98,6 +98,23 @@ impl SafetyOccurrence {
                 None,
             ),
             SlowStart(change) => return slow_start(change),
+            DomainKept {
+                node,
+                kept,
+                labels_say,
+            } => (
+                reason::DOMAIN_KEPT,
+                Severity::Warning,
+                format!(
+                    "The node's labels now put it in {}, but it stays in {} for outages and slow start: a node may set its own zone label, so a node's domain is the one it had when the drainer first saw it (a restart of the drainer, or the Node made again, reads it afresh)",
+                    one_domain(labels_say.as_deref()),
+                    one_domain(kept.as_deref())
+                ),
+                M::DomainKept,
+                NotifyKind::DomainKept,
+                Some(node.clone()),
+                kept.clone(),
+            ),
             Flapping { node, changes } => (
                 reason::NODE_FLAPPING,
                 Severity::Warning,
@@ -165,6 +182,11 @@ fn domain_words(domain: &str) -> String {
     } else {
         format!("domain {domain}")
     }
+}
+
+/// One node's failure domain as people read it.
+fn one_domain(domain: Option<&str>) -> String {
+    domain.map_or_else(|| "no failure domain".into(), |d| format!("domain {d}"))
 }
 
 /// What a silent detector's Event says: since when, and what it means for the node's conditions.

@@ -184,6 +184,12 @@ impl Report {
                 );
                 return self.happened(secs, "detector silent", Some(node), detail);
             }
+            FleetEvent::DomainKept {
+                node, labels_say, ..
+            } => {
+                let detail = format!("labels say {}", labels_say.unwrap_or_default());
+                return self.happened(secs, "domain kept", Some(node), detail);
+            }
             FleetEvent::DetectorHeard { node, silent_for } => {
                 let d = humantime::format_duration(Duration::from_secs(silent_for.as_secs()));
                 return self.happened(secs, "detector heard", Some(node), format!("after {d}"));

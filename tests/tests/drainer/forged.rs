@@ -291,3 +291,68 @@ async fn a_nodes_own_credential_cannot_steer_the_drainer() {
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// A node may set its own `topology.kubernetes.io/zone` (NodeRestriction allows it): healthy
+/// nodes moving themselves into a partitioned domain would bring its unhealthy share under the
+/// outage threshold, and the partitioned nodes would be drained. Each node stays in the domain
+/// it had when the drainer first saw it, and the move is reported on the node.
+#[tokio::test]
+async fn nodes_relabelling_their_own_zone_do_not_end_an_outage() {
+    let env = Env::new().await;
+    let Some(server) = env
+        .cluster
+        .fake_or_skip("nodes_relabelling_their_own_zone_do_not_end_an_outage")
+    else {
+        return;
+    };
+    let zone = |z: &str| format!("zone-{z}-{}", env.id);
+    let label = "topology.kubernetes.io/zone";
+    let mut partitioned = Vec::new();
+    for i in 0..4 {
+        let status = if i < 3 { "True" } else { "False" };
+        let n = env
+            .node(&format!("z0-{i}"), status, 3600, json!({label: zone("a")}))
+            .await;
+        partitioned.push(n);
+    }
+    let mut movers = Vec::new();
+    for i in 0..6 {
+        movers.push(
+            env.node(&format!("z1-{i}"), "False", 3600, json!({label: zone("b")}))
+                .await,
+        );
+    }
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.safety.domain_outage_percent = 50.0;
+    let running = env.start(cfg, "zone-1").await;
+    // A barrier in a third, one-node domain (too small for an outage) is cordoned.
+    env.barrier("KernelDeadlock", json!({label: zone("c")}))
+        .await;
+    for n in &movers {
+        let body = json!({"metadata": {"labels": {label: zone("a")}}});
+        Api::<Node>::all(server.client_as_node(n))
+            .patch(n, &PatchParams::default(), &Patch::Strategic(body))
+            .await
+            .expect("NodeRestriction lets a node set its own zone");
+    }
+    env.barrier("KernelDeadlock", json!({label: zone("c")}))
+        .await;
+    for n in &partitioned {
+        assert!(
+            !env.cordoned(n).await,
+            "{n} cordoned: the outage was ended from outside"
+        );
+    }
+    for n in &movers {
+        eventually(&format!("{n}: FailureDomainKept"), WAIT, || async {
+            let events = env.drainer_events(n).await;
+            events
+                .iter()
+                .find(|e| e.reason.as_deref() == Some("FailureDomainKept"))
+                .and_then(|e| e.message.clone())
+        })
+        .await;
+    }
+    running.shutdown().await;
+    env.cleanup().await;
+}

@@ -94,6 +94,13 @@ pub(crate) enum FleetEvent {
     CommonCause(crate::decide::common_cause::CommonCause),
     /// A failure domain's slow start widened or fell back to one.
     SlowStart(crate::decide::gates::slow_start::Change),
+    /// A known node's labels now name another failure domain: it is kept in the one it had when
+    /// first seen (until the drainer restarts or the Node is made again).
+    DomainKept {
+        node: String,
+        kept: Option<String>,
+        labels_say: Option<String>,
+    },
 }
 
 pub struct Fleet {
@@ -341,6 +348,19 @@ impl Fleet {
         }
     }
 
+    /// The labels of a node already known now name another failure domain than the one it is
+    /// kept in: said once per change.
+    fn domain_moved(&mut self, view: &NodeView, kept: Option<&ArcStr>) {
+        let now = outage::domain_of(view, &self.cfg);
+        if now.as_deref() != kept.map(|k| k.as_str()) {
+            self.events.push(FleetEvent::DomainKept {
+                node: view.name.to_string(),
+                kept: kept.map(|k| k.to_string()),
+                labels_say: now,
+            });
+        }
+    }
+
     /// Take `view` as the node's state (overlays already laid).
     fn update(&mut self, view: Arc<NodeView>) -> Option<SelectError> {
         let name = view.name.clone();
@@ -358,8 +378,14 @@ impl Fleet {
         let old = self.nodes.remove(&name);
         if let Some(old) = &old {
             (last, pods) = (old.last, old.pods.clone());
-            // The failure domain is read from the labels: kept while they stay as they were.
-            if old.view.labels == view.labels {
+            // The failure domain is the one the Node had when first seen: a kubelet may set its
+            // own zone label, and a node moving between domains could hide an outage (more
+            // healthy nodes in it) or take another domain's pace. A new Node (a new UID) is
+            // read afresh; a relabelled one is told of once and kept where it was.
+            if old.view.uid == view.uid {
+                if old.view.labels != view.labels {
+                    self.domain_moved(&view, old.domain.as_ref());
+                }
                 domain = Some(old.domain.clone());
             }
             if self.cfg.selector.reads().same(&old.view, &view) {

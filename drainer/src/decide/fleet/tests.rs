@@ -750,33 +750,101 @@ fn a_kept_selection_is_the_evaluated_one() {
 }
 
 #[test]
-fn the_failure_domain_follows_its_label_and_holds_over_other_changes() {
+fn a_nodes_failure_domain_is_the_one_it_had_when_first_seen() {
+    use crate::model::node::Uid;
     let mut f = Fleet::new(cfg(5));
     let now = t(10_000);
-    let zone = |z: &str, bad: Option<i64>| {
+    let zone = |z: Option<&str>, bad: Option<i64>, uid: &str| {
         let mut v = view("n1", "a", bad);
-        v.labels = [("pool", "a"), ("topology.kubernetes.io/zone", z)]
-            .into_iter()
-            .collect();
+        v.uid = Uid::parse(uid);
+        v.labels = [("pool", "a")].into_iter().collect();
+        if let Some(z) = z {
+            v.labels = [("pool", "a"), ("topology.kubernetes.io/zone", z)]
+                .into_iter()
+                .collect();
+        }
         Arc::new(v)
     };
+    let (first, again) = (
+        "00000000-0000-0000-0000-000000000001",
+        "00000000-0000-0000-0000-000000000002",
+    );
     let domain = |f: &Fleet| f.nodes["n1"].domain.as_ref().map(|d| d.to_string());
-    f.observe(zone("z1", None), now);
+    f.observe(zone(Some("z1"), None, first), now);
     assert_eq!(domain(&f).as_deref(), Some("z1"));
-    // A condition changes (the labels as they were): the same domain.
-    f.observe(zone("z1", Some(0)), now);
+    // A condition changes (the labels as they were): the same domain, nothing said.
+    f.observe(zone(Some("z1"), Some(0), first), now);
+    assert_eq!(domain(&f).as_deref(), Some("z1"));
+    assert_eq!(f.nodes["n1"].unhealthy, Some(t(0)), "follows the condition");
+    assert!(f.take_events().is_empty());
+    // The node sets another zone on itself: kept in z1, and said once.
+    f.observe(zone(Some("z2"), Some(0), first), now);
     assert_eq!(domain(&f).as_deref(), Some("z1"));
     assert_eq!(
-        f.nodes["n1"].unhealthy,
-        Some(t(0)),
-        "unhealthy since follows the condition"
+        f.take_events(),
+        vec![FleetEvent::DomainKept {
+            node: "n1".into(),
+            kept: Some("z1".into()),
+            labels_say: Some("z2".into()),
+        }]
     );
-    // The zone label changes: the domain with it.
-    f.observe(zone("z2", Some(0)), now);
-    assert_eq!(domain(&f).as_deref(), Some("z2"));
-    // Without the label: none.
-    f.observe(Arc::new(view("n1", "a", Some(0))), now);
-    assert_eq!(domain(&f), None);
+    f.observe(zone(Some("z2"), None, first), now);
+    assert!(f.take_events().is_empty(), "said once per change");
+    // Dropping the label moves it nowhere either.
+    f.observe(zone(None, None, first), now);
+    assert_eq!(domain(&f).as_deref(), Some("z1"));
+    assert_eq!(f.take_events().len(), 1);
+    // A Node made again (a new UID) is read afresh.
+    f.observe(zone(Some("z3"), None, again), now);
+    assert_eq!(domain(&f).as_deref(), Some("z3"));
+    assert!(f.take_events().is_empty());
+}
+
+#[test]
+fn healthy_nodes_relabelling_themselves_into_an_outage_do_not_end_it() {
+    // The attack: z0 is partitioned (3 of 4 unhealthy, an outage: nothing in it drained). Nodes
+    // that may set their own zone label move into z0 to bring its unhealthy share under the
+    // threshold, so that the partitioned nodes are drained. They stay in their own domain.
+    use crate::model::node::Uid;
+    let mut f = Fleet::new(safe_cfg(|c| {
+        c.safety = crate::config::safety::Safety::off();
+        c.safety.domain_outage_percent = 50.0;
+    }));
+    let now = t(10_000);
+    let node = |name: &str, zone: &str, bad: bool, i: u32| {
+        let mut v = zoned(name, zone, bad.then_some(0));
+        v.uid = Uid::parse(&format!("00000000-0000-0000-0000-{i:012}"));
+        Arc::new(v)
+    };
+    for i in 0..4 {
+        f.observe(node(&format!("z0-n{i}"), "z0", i < 3, i), now);
+    }
+    for i in 0..6 {
+        f.observe(node(&format!("z1-n{i}"), "z1", false, 10 + i), now);
+    }
+    f.round(now);
+    assert!(matches!(&f.take_events()[..], [FleetEvent::OutageStarted(o)] if o.domain == "z0"));
+    for i in 0..6 {
+        let mut v = (*node(&format!("z1-n{i}"), "z0", false, 10 + i)).clone();
+        v.resource_version = "moved".into();
+        f.observe(Arc::new(v), now);
+    }
+    let d = f.round(now);
+    let events = f.take_events();
+    assert_eq!(events.len(), 6, "each move said: {events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, FleetEvent::DomainKept { .. }))
+    );
+    for (dec, _) in d.iter().filter(|(d, _)| d.node.starts_with("z0-")) {
+        assert_eq!(dec.action, Action::Hold, "{dec:?}");
+    }
+    assert!(
+        !d.iter().any(|(d, _)| d.action == Action::Cordon),
+        "nothing in the partitioned domain cordoned: {:?}",
+        whys(&d)
+    );
 }
 
 #[test]
