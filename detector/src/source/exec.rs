@@ -16,7 +16,10 @@
 //! [`PASSED_ENV`] only, under `no_new_privs` (no setuid program or file capability raises it), and
 //! unless its rule says `runAs: root`, as uid and gid 65534 with no supplementary groups, which
 //! leaves it no capabilities either; it cannot read what only root may, the detector's credential
-//! among it. Only programs in the allowed directories ([`CheckDirs`]) or the detector itself run.
+//! among it. Each check runs in a Landlock domain of its own where the kernel has Landlock
+//! (`nodemedic_common::privs`): one check cannot follow another's `/proc/PID/root`, open its
+//! memory or signal it, though all run as one uid under `hostPID`. Only programs in the allowed
+//! directories ([`CheckDirs`]) or the detector itself run.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -143,6 +146,9 @@ pub(crate) fn start(
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
     // A check may wait for a slot behind the others of its monitor, each up to its timeout.
     let rounds = monitor.checks.len().div_ceil(settings.concurrency.max(1)) as u32;
+    if !monitor.checks.is_empty() {
+        say_isolation();
+    }
     for c in monitor.checks.iter().filter(|c| c.run_as == RunAs::Root) {
         if dirs.allow_root {
             tracing::warn!(monitor = %monitor.name, reason = %c.reason, program = %c.program.display(), "this check runs as root (runAs: root, or an NPD custom plugin file; --allow-root-checks)");
@@ -185,6 +191,15 @@ pub(crate) fn start(
         });
     }
     rx
+}
+
+/// How checks are kept from one another, said once per process (at the first monitor with checks).
+fn say_isolation() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| match nodemedic_common::privs::isolation() {
+        i @ nodemedic_common::privs::Isolation::Landlock { .. } => tracing::info!("{i}"),
+        i => tracing::warn!("{i}"),
+    });
 }
 
 /// Number the results of `checks` from `runs` (the runs counted before a restart) and pass them on
@@ -594,6 +609,47 @@ mod tests {
             "{}",
             r.message
         );
+    }
+
+    /// Two checks, both as nobody: the second cannot follow the first's root or working
+    /// directory through /proc, open its memory, or kill it (run as root, the detector's user).
+    #[tokio::test]
+    async fn one_check_cannot_reach_another() {
+        use std::os::unix::fs::PermissionsExt;
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: dropping privileges needs the test to run as root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let pid_file = dir.path().join("victim.pid");
+        let victim = sh(
+            &format!("echo $$ > {}; exec sleep 60", pid_file.display()),
+            60_000,
+        );
+        let (stop_tx, mut stop) = watch::channel(false);
+        let running = tokio::spawn(async move {
+            run_once(0, &victim, 100, &dirs(), &mut stop).await;
+        });
+        let pid = loop {
+            match std::fs::read_to_string(&pid_file) {
+                Ok(p) if p.ends_with('\n') => break p.trim().to_string(),
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        let spy = sh(
+            &format!(
+                "for l in root cwd; do readlink /proc/{pid}/$l >/dev/null 2>&1 && echo $l; done; \
+                 (exec 3</proc/{pid}/mem) 2>/dev/null && echo mem; \
+                 kill -9 {pid} 2>/dev/null && echo killed; echo uid=$(id -u)"
+            ),
+            10_000,
+        );
+        let r = run(&spy, 200).await;
+        assert_eq!(r.message, "uid=65534", "one check reached another");
+        assert!(!gone(&pid), "the victim was killed");
+        stop_tx.send(true).unwrap();
+        running.await.unwrap();
     }
 
     #[tokio::test]
