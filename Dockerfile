@@ -8,8 +8,8 @@
 #   drainer binary 16.7 MB (the `drainer` profile, before PGO), image 42.4 MB (its distroless/cc-style base 25.7 MB:
 #   glibc, libgcc, libstdc++, OpenSSL, CA certificates, tzdata).
 #   detector binary 6.5 MB, image 106 MB: debian-slim (77.6 MB) plus systemd for journalctl (~22 MB),
-#   which the journal input runs (it reads every journal file version the host writes, and needs no
-#   libsystemd in our binary). A detector without journal rules could use the drainer's base.
+#   which the journal input runs. Since 2026-12-02 the detector's image is the drainer's base (no
+#   shell) plus journalctl and its libraries: the image test prints its size.
 # The registry's own bases differ by a few MB (gcr.io's distroless/cc ~22 MB, debian:bookworm-slim ~75 MB).
 
 FROM rust:1-bookworm AS build
@@ -58,13 +58,30 @@ USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/drainer"]
 CMD ["run"]
 
-FROM debian:bookworm-slim AS detector
+# journalctl and the libraries it links, for the detector's journal input (it reads every journal
+# file version the host writes, and needs no libsystemd in our binary); nothing else of systemd.
+# Each library under its own name, in its directory with symbolic links resolved (/lib is /usr/lib
+# in both images: a copied /lib would replace the base's link).
+FROM debian:bookworm-slim AS journalctl
 RUN apt-get update \
  && apt-get install -y --no-install-recommends systemd \
- && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man
+ && mkdir -p /out \
+ && for f in /usr/bin/journalctl $(ldd /usr/bin/journalctl | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do \
+      cp -L --parents "$(readlink -f "$(dirname "$f")")/$(basename "$f")" /out; \
+    done
+
+# No shell, no package manager: every shipped check is built into the detector (`detector probe`),
+# so nothing in the image can run a script (an NPD custom plugin that is a shell script needs a
+# shell added: docs/migrating-from-npd.md).
+FROM gcr.io/distroless/cc-debian12:nonroot AS detector
+COPY --from=journalctl /out/ /
 COPY --from=build /src/dist/detector /usr/local/bin/detector
 COPY config/rules /etc/nodemedic/rules
 # Exec checks, off by default (config/README.md says what each needs).
 COPY config/checks /etc/nodemedic/checks
+# Root: /dev/kmsg, the host's journal and the checkpoint under /var/lib/nodemedic are root's; the
+# checks drop to nobody (source::exec).
+USER 0:0
+WORKDIR /
 ENTRYPOINT ["/usr/local/bin/detector"]
 CMD ["run"]

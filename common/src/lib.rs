@@ -15,10 +15,13 @@
 //!   health      liveness beats: /healthz fails when a registered loop stops beating
 //!   serve       one HTTP listener: /metrics /healthz /readyz (+ extra routes)
 //!   status      a condition status: True, False, Unknown
+//!   sysclock    the kernel's clock discipline (adjtimex), for the clock probe
+//!   privs       children without new privileges, each in a Landlock domain of its own
 //!   telemetry   tracing subscriber, text or JSON
 //!   time        RFC 3339 times as the API server stores them
 //! ```
-// One exception, `alloc::trim` (a libc call with no pointers), allowed where it is.
+// Exceptions, each allowed where it is: `alloc::trim`, `privs` (prctl and Landlock before exec),
+// `sysclock::read` (adjtimex).
 #![deny(unsafe_code)]
 
 pub mod alloc;
@@ -40,6 +43,7 @@ pub mod reboot;
 pub mod runtime;
 pub mod serve;
 pub mod status;
+pub mod sysclock;
 pub mod telemetry;
 pub mod throttle;
 pub mod time;

@@ -82,6 +82,19 @@ pub(crate) enum Probe {
         #[arg(long, default_value = "/proc/sys/net/netfilter")]
         netfilter: PathBuf,
     },
+    /// Whether the kernel's clock is synchronised (as timedatectl's NTPSynchronized: its maximum
+    /// error under 16s), whichever NTP daemon keeps it. Needs nothing mounted.
+    Clock,
+    /// The container runtime's own status over its CRI socket (as `crictl info`): healthy when it
+    /// reports RuntimeReady. The socket must be mounted; it is root's (the check runs as root).
+    ContainerRuntime {
+        /// The runtime's CRI endpoint.
+        #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT", default_value = crate::probe::cri::DEFAULT_ENDPOINT)]
+        endpoint: String,
+        /// A problem when it has not answered after this long (a wedged runtime).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Whether the root filesystem is mounted read-only.
     ReadonlyRoot {
         /// A mounts file: /proc/1/mounts is the host's with hostPID: true.
@@ -115,6 +128,10 @@ fn run_command(command: Command) -> ExitCode {
                     netfilter,
                 } => probe::conntrack(&netfilter, threshold),
                 Probe::ReadonlyRoot { mounts } => probe::readonly_root(&mounts),
+                Probe::Clock => probe::clock::probe(),
+                Probe::ContainerRuntime { endpoint, timeout } => {
+                    probe::cri::probe(&endpoint, timeout)
+                }
             };
             println!("{}", found.message);
             ExitCode::from(found.code)

@@ -102,30 +102,8 @@ impl SafetyOccurrence {
                 node,
                 kept,
                 labels_say,
-            } => (
-                reason::DOMAIN_KEPT,
-                Severity::Warning,
-                format!(
-                    "The node's labels now put it in {}, but it stays in {} for outages and slow start: a node may set its own zone label, so a node's domain is the one it had when the drainer first saw it (a restart of the drainer, or the Node made again, reads it afresh)",
-                    one_domain(labels_say.as_deref()),
-                    one_domain(kept.as_deref())
-                ),
-                M::DomainKept,
-                NotifyKind::DomainKept,
-                Some(node.clone()),
-                kept.clone(),
-            ),
-            Flapping { node, changes } => (
-                reason::NODE_FLAPPING,
-                Severity::Warning,
-                format!(
-                    "Node conditions changed {changes} times in a short while: not cordoned or drained until stable"
-                ),
-                M::NodeFlapping,
-                NotifyKind::NodeFlapping,
-                Some(node.clone()),
-                None,
-            ),
+            } => return domain_kept(node, kept.as_deref(), labels_say.as_deref()),
+            Flapping { node, changes } => return flapping(node, *changes),
         };
         SafetyOccurrence {
             reason,
@@ -181,6 +159,38 @@ fn domain_words(domain: &str) -> String {
         "the nodes without a failure domain".into()
     } else {
         format!("domain {domain}")
+    }
+}
+
+/// A node started flapping.
+fn flapping(node: &str, changes: usize) -> SafetyOccurrence {
+    SafetyOccurrence {
+        reason: reason::NODE_FLAPPING,
+        severity: Severity::Warning,
+        message: format!(
+            "Node conditions changed {changes} times in a short while: not cordoned or drained until stable"
+        ),
+        metric: crate::metrics::SafetyEvent::NodeFlapping,
+        notify: NotifyKind::NodeFlapping,
+        node: Some(node.to_string()),
+        domain: None,
+    }
+}
+
+/// A known node's labels name another failure domain than the one it is kept in.
+fn domain_kept(node: &str, kept: Option<&str>, labels_say: Option<&str>) -> SafetyOccurrence {
+    SafetyOccurrence {
+        reason: reason::DOMAIN_KEPT,
+        severity: Severity::Warning,
+        message: format!(
+            "The node's labels now put it in {}, but it stays in {} for outages and slow start: a node may set its own zone label, so a node's domain is the one it had when the drainer first saw it (a restart of the drainer, or the Node made again, reads it afresh)",
+            one_domain(labels_say),
+            one_domain(kept)
+        ),
+        metric: crate::metrics::SafetyEvent::DomainKept,
+        notify: NotifyKind::DomainKept,
+        node: Some(node.to_string()),
+        domain: kept.map(String::from),
     }
 }
 

@@ -358,10 +358,44 @@ async fn both_images_build_from_the_dockerfile_and_run() {
             "{bin} in {image} is not stripped: {left:?}"
         );
     }
+    // No shell in the detector's image (every shipped check is built in): nothing in it runs a
+    // script a rules ConfigMap points at.
+    let shells = in_image(DETECTOR, "/", |root| {
+        ["sh", "bash", "dash", "busybox", "ash"]
+            .into_iter()
+            .flat_map(|s| [format!("bin/{s}"), format!("usr/bin/{s}")])
+            .filter(|p| root.join(p).symlink_metadata().is_ok())
+            .collect::<Vec<_>>()
+    });
+    assert!(
+        shells.is_empty(),
+        "the detector image has a shell: {shells:?}"
+    );
     let ctrd = Containerd::start();
     ctrd.import(DRAINER);
     ctrd.import(DETECTOR);
     let id = |what: &str| format!("{what}-{}", std::process::id());
+    // journalctl, which the journal input runs, and a built-in probe run there without a shell.
+    let out = ok(&mut ctrd.run(
+        &[],
+        DETECTOR,
+        &id("journalctl"),
+        &["/usr/bin/journalctl", "--version"],
+    ));
+    assert!(text(&out).starts_with("systemd "), "{}", text(&out));
+    let out = ctrd
+        .run(
+            &[],
+            DETECTOR,
+            &id("clock"),
+            &["/usr/local/bin/detector", "probe", "clock"],
+        )
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)) && text(&out).starts_with("clock "),
+        "{out:?}"
+    );
     let samples = repo().join("config/samples");
     let mount = bind(&samples, "/samples", true);
 

@@ -13,6 +13,7 @@ mod images;
 mod monitoring;
 mod own_node;
 mod pressure;
+mod probes;
 mod render;
 
 use serde_json::{Value, json};

@@ -10,6 +10,13 @@
 //!   `hostNetwork: true`).
 //! - `readonly-root`: whether `/` is mounted read-only, from a mounts file (`/proc/1/mounts` is the
 //!   host's with `hostPID: true`).
+//! - `clock`: whether the kernel's clock is synchronised ([`clock`]).
+//! - `container-runtime`: the CRI runtime's own status over its socket ([`cri`]).
+//!
+//! With these, no shipped check needs a shell or a host tool, and the detector's image has none.
+
+pub(crate) mod clock;
+pub(crate) mod cri;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -23,19 +30,19 @@ pub(crate) struct Found {
     pub(crate) message: String,
 }
 
-fn healthy(m: impl Into<String>) -> Found {
+pub(crate) fn healthy(m: impl Into<String>) -> Found {
     Found {
         code: 0,
         message: m.into(),
     }
 }
-fn problem(m: impl Into<String>) -> Found {
+pub(crate) fn problem(m: impl Into<String>) -> Found {
     Found {
         code: 1,
         message: m.into(),
     }
 }
-fn unknown(m: impl Into<String>) -> Found {
+pub(crate) fn unknown(m: impl Into<String>) -> Found {
     Found {
         code: 2,
         message: m.into(),
