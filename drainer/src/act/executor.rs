@@ -67,8 +67,8 @@ impl<C: Cluster> Executor<C> {
         &self.record
     }
 
-    /// Carry out a write effect decided for `view` (`reason`: the decision's, for the uncordon's
-    /// Event), its follow-up included. True when it was written. A drain is started by the
+    /// Carry out a write effect decided for `view` (`reason`: the decision's, for the Events that
+    /// say it: an uncordon, a replacement), its follow-up included. True when it was written. A drain is started by the
     /// controller, not here; the controller writes a round's holds first, then their follow-ups.
     #[cfg(test)]
     pub(crate) async fn apply(
@@ -104,7 +104,7 @@ impl<C: Cluster> Executor<C> {
             Effect::Probation(record) => self.probation(view, record, cfg).await,
             Effect::Forget => self.set_record(node, None, &cfg.records).await.is_ok(),
             Effect::Reboot(record) => self.reboot(view, record, cfg).await,
-            Effect::Replace(record) => self.replace(view, record, cfg).await,
+            Effect::Replace(record) => self.replace(view, record, reason, cfg).await,
             Effect::Escalate(record) => self.escalate(view, record, cfg).await,
             Effect::Nothing | Effect::Drain(_) => true,
         };

@@ -63,14 +63,20 @@ impl<C: Cluster> Executor<C> {
     /// Machine marked for its MachineHealthCheck, else the Node deleted as it was observed (its
     /// resourceVersion moved on with our write: the delete carries the node's UID instead).
     /// True when the record was written.
-    pub(super) async fn replace(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
+    pub(super) async fn replace(
+        &self,
+        node: &NodeView,
+        next: &Record,
+        why: &str,
+        cfg: &Config,
+    ) -> bool {
         if !self.step_record(node, next, "replace", cfg).await {
             return false;
         }
         let name = node.name.as_str();
         let o = Occurrence::Replacing {
             until: next.step_until.unwrap_or_default(),
-            problem: next.reason.clone(),
+            why: why.to_string(),
         };
         self.record.node(name, o).await;
         if self.machine_marked(node).await {

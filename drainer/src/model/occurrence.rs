@@ -156,10 +156,11 @@ pub(crate) enum Occurrence {
     },
     /// Back with a new bootID, Ready and the problem clear.
     RebootProven,
-    /// A ladder step: the Node is deleted so the cluster replaces it (gone by `until`).
+    /// A ladder step: the Node is deleted so the cluster replaces it (gone by `until`); `why`: the
+    /// decision in its words (a reboot passed over says why there).
     Replacing {
         until: Timestamp,
-        problem: String,
+        why: String,
     },
     /// The node's Cluster API Machine was marked for its MachineHealthCheck to remediate.
     MachineMarked {
@@ -308,8 +309,8 @@ impl Occurrence {
                 rfc3339(*until)
             ),
             RebootProven => "Reboot proven: a new bootID, Ready and the problem clear".into(),
-            Replacing { until, problem } => format!(
-                "Replacing the drained node (remediation ladder): its Cluster API Machine marked for remediation, or else the Node deleted for the cluster to replace; a person is needed if it is still here at {} ({problem})",
+            Replacing { until, why } => format!(
+                "Replacing the node (remediation ladder): {why}. Where it names its Cluster API Machine, that Machine is marked for remediation instead; a person is needed if the Node is still here at {}",
                 rfc3339(*until)
             ),
             MachineMarked { machine } => format!(

@@ -129,7 +129,9 @@ pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Expl
     let view = s.views.iter().find(|v| v.name.as_str() == name)?;
     let record = Record::of(view, &cfg.records, &cfg.owner);
     Some(Explanation {
-        ladder: super::ladder::ladder(view, record.as_ref(), &d, cfg),
+        // Offline, the reboots of the last day are not known (the memory is the live drainer's):
+        // counted as none, as `decide_views` counts them.
+        ladder: super::ladder::ladder(view, record.as_ref(), &d, 0, cfg),
         node: name.to_string(),
         now,
         conditions: conditions(s.node, cfg, now),

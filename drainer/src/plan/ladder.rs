@@ -28,13 +28,18 @@ pub(crate) struct StepLine {
     pub(crate) step: String,
     /// `done`, `now`, `next` or `later` (`skipped`: passed over, e.g. past the day's reboots).
     pub(crate) state: &'static str,
+    /// Why it is passed over (the words the live drainer's decision uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) why: Option<String>,
 }
 
-/// The ladder of the node `view` (its record's, else its held condition's), if it has one.
+/// The ladder of the node `view` (its record's, else its held condition's), if it has one;
+/// `reboots_today`: the node's reboots in the last 24 hours, as far as the caller knows them.
 pub(crate) fn ladder(
     view: &NodeView,
     record: Option<&Record>,
     d: &NodeDecision,
+    reboots_today: u32,
     cfg: &Config,
 ) -> Option<LadderLine> {
     let ladder: Ladder = record
@@ -64,10 +69,16 @@ pub(crate) fn ladder(
             Step::Drain => drained,
             _ => s <= taken,
         };
+        // A reboot still to come that the live drainer would pass over (as decide::ladder asks).
+        let skipped = (s == Step::Reboot && !done && Some(s) != now_step)
+            .then(|| crate::decide::ladder::reboot_refused(view, reboots_today, cfg))
+            .flatten();
         let state = if Some(s) == now_step {
             "now"
         } else if done {
             "done"
+        } else if skipped.is_some() {
+            "skipped"
         } else if !next_said {
             next_said = true;
             "next"
@@ -77,6 +88,7 @@ pub(crate) fn ladder(
         steps.push(StepLine {
             step: s.to_string(),
             state,
+            why: skipped,
         });
     }
     let person = if phase == Some(Phase::NeedsPerson) {
@@ -89,6 +101,7 @@ pub(crate) fn ladder(
     steps.push(StepLine {
         step: "a person".into(),
         state: person,
+        why: None,
     });
     Some(LadderLine {
         ladder: ladder.to_string(),
@@ -182,9 +195,10 @@ pub(crate) fn print(l: &LadderLine, out: &mut impl std::io::Write) -> std::io::R
     let steps: Vec<String> = l
         .steps
         .iter()
-        .map(|s| match s.state {
-            "now" => format!("[{}: now]", s.step),
-            state => format!("{} ({state})", s.step),
+        .map(|s| match (s.state, &s.why) {
+            ("now", _) => format!("[{}: now]", s.step),
+            (state, Some(why)) => format!("{} ({state}: {why})", s.step),
+            (state, None) => format!("{} ({state})", s.step),
         })
         .collect();
     writeln!(out, "\nRemediation ladder ({}):", l.ladder)?;

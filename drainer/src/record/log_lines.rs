@@ -53,8 +53,8 @@ impl Occurrence {
                 tracing::info!(%node, %boot_id, %until, "reboot requested (remediation ladder)")
             }
             RebootProven => tracing::info!(%node, "reboot proven"),
-            Replacing { until, .. } => {
-                tracing::info!(%node, %until, "replacing the node (remediation ladder)")
+            Replacing { until, why } => {
+                tracing::info!(%node, %until, %why, "replacing the node (remediation ladder)")
             }
             ReplaceFailed { error } => {
                 tracing::warn!(%node, %error, "cannot delete the Node for its replacement")

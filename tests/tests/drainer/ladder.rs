@@ -571,3 +571,68 @@ async fn a_replacement_marks_the_cluster_api_machine_that_names_the_node_back() 
     forget_requests(&s).await;
     s.env.cleanup().await;
 }
+
+/// A node that reports no bootID cannot have a reboot proven: the ladder passes the reboot over
+/// and replaces it. Every form says so in the same words: `explain` beforehand (the reboot
+/// skipped, the replacement next), then the live drainer's log line and its ReplacingNode Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_a_boot_id_is_replaced_and_every_form_says_why() {
+    let s = Scenario::new().await;
+    let node = s.env.node("noboot", "True", 3600, json!({})).await;
+    s.env.pod("default", "web-noboot", &node, json!({})).await;
+    let ladder = "KernelDeadlock=True: drain, reboot, replace";
+    let why =
+        "the node reports no bootID (status.nodeInfo.bootID), so a reboot could not be proven";
+    let explained = std::process::Command::new(debug_bin("nodemedic-drainer", "drainer"))
+        .env("KUBECONFIG", &s.kubeconfig)
+        .args([
+            "explain",
+            &node,
+            "--live",
+            "--lease-name",
+            &s.lease(),
+            ladder,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        text.contains(&format!(
+            "[drain: now] -> reboot (skipped: {why}) -> replace (next) -> a person (later)"
+        )),
+        "explain should promise the replacement, the reboot skipped:\n{text}\n{}",
+        String::from_utf8_lossy(&explained.stderr)
+    );
+    let (drainer, _) = s.drainer(&[ladder, "--drain-buffer=1s"]).await;
+    s.until("the Node deleted for its replacement", &drainer, || async {
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+        api.get_opt(&node).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    s.env.cluster.kubelet.forget(&node);
+    said(&s, &drainer, &node, "ReplacingNode").await;
+    let events = s.env.drainer_events(&node).await;
+    let replacing = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ReplacingNode"))
+        .and_then(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(
+        replacing.contains(&format!("no reboot: {why}")),
+        "the Event says why: {replacing}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RebootRequested")),
+        "no reboot was asked for"
+    );
+    let log = drainer.output();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("replacing the node") && l.contains(&format!("no reboot: {why}"))),
+        "the log line says why:\n{log}"
+    );
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}

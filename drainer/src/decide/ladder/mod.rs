@@ -21,7 +21,7 @@ use super::gates::slow_start::NO_DOMAIN;
 use super::problem::Problem;
 use crate::config::Config;
 use crate::config::ladder::{Ladder, Step};
-use crate::model::node::{Status, Uid};
+use crate::model::node::{NodeView, Status, Uid};
 use crate::model::record::{Phase, Record};
 
 pub use why::LadderWhy;
@@ -63,7 +63,7 @@ pub(super) fn drained(
     let mut reasons = Vec::new();
     let mut next = ladder.after(last);
     if next == Some(Step::Reboot) {
-        match reboot_refused(c, cfg) {
+        match reboot_refused(&c.node, c.reboots_today, cfg) {
             None => {}
             Some(reason) => {
                 reasons.push(reason);
@@ -136,23 +136,28 @@ pub(super) fn drained(
             next.phase = Phase::Replacing;
             next.step_until = Some(until);
             next.taints.retain(|t| t != FENCE_TAINT);
-            let w = LadderWhy::Replace { until, problem };
+            let skipped = (!reasons.is_empty()).then(|| reasons.join("; "));
+            let w = LadderWhy::Replace {
+                until,
+                problem,
+                skipped,
+            };
             (Action::Replace, why(w), Effect::Replace(next))
         }
         Step::Drain => unreachable!("the drain is never after another step"),
     }
 }
 
-/// Why this node may not be rebooted now, if it may not (the ladder then goes on).
-fn reboot_refused(c: &Candidate, cfg: &Config) -> Option<String> {
+/// Why `node`, rebooted `reboots_today` times in the last 24 hours, may not be rebooted now, if it
+/// may not (the ladder then goes on): the live drainer, `plan` and `explain` all ask this.
+pub(crate) fn reboot_refused(node: &NodeView, reboots_today: u32, cfg: &Config) -> Option<String> {
     let max = cfg.ladder.max_reboots_per_day;
-    if c.reboots_today >= max {
+    if reboots_today >= max {
         return Some(format!(
-            "rebooted {} time(s) in the last 24h, the most --max-reboots-per-node-per-day allows ({max})",
-            c.reboots_today
+            "rebooted {reboots_today} time(s) in the last 24h, the most --max-reboots-per-node-per-day allows ({max})"
         ));
     }
-    (c.node.boot == Uid::NONE).then(|| {
+    (node.boot == Uid::NONE).then(|| {
         "the node reports no bootID (status.nodeInfo.bootID), so a reboot could not be proven"
             .to_string()
     })
@@ -295,9 +300,21 @@ pub(super) fn rebooting(
             let w = LadderWhy::NeedsPerson { why: reason };
             (Action::Escalate, why(w), Effect::Escalate(e))
         }
-        (Action::Replace, Why::Ladder(LadderWhy::Replace { until, problem }), e) => {
+        (
+            Action::Replace,
+            Why::Ladder(LadderWhy::Replace {
+                until,
+                problem,
+                skipped,
+            }),
+            e,
+        ) => {
             let problem = format!("{failed}: {problem}");
-            let w = LadderWhy::Replace { until, problem };
+            let w = LadderWhy::Replace {
+                until,
+                problem,
+                skipped,
+            };
             (Action::Replace, why(w), e)
         }
         other => other,

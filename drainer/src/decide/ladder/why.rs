@@ -22,8 +22,13 @@ pub enum LadderWhy {
     /// Back with a new bootID, Ready and the problem clear: probation until then (None:
     /// uncordoned now).
     RebootProven { probation_until: Option<Timestamp> },
-    /// Drained: delete the Node so the cluster replaces it.
-    Replace { until: Timestamp, problem: String },
+    /// Drained: delete the Node so the cluster replaces it; `skipped`: why a reboot the ladder
+    /// names before it was passed over.
+    Replace {
+        until: Timestamp,
+        problem: String,
+        skipped: Option<String>,
+    },
     /// Replacing: waiting for the Node to go.
     AwaitingReplacement { until: Timestamp },
     /// The replacement budget of the last hour is used up; the next one is possible at `next`.
@@ -95,11 +100,21 @@ impl std::fmt::Display for LadderWhy {
                     None => f.write_str("uncordoning"),
                 }
             }
-            LadderWhy::Replace { until, problem } => write!(
-                f,
-                "drained; deleting the Node so the cluster replaces it (gone by {}) ({problem})",
-                ts(*until)
-            ),
+            LadderWhy::Replace {
+                until,
+                problem,
+                skipped,
+            } => {
+                f.write_str("drained; ")?;
+                if let Some(s) = skipped {
+                    write!(f, "no reboot: {s}; ")?;
+                }
+                write!(
+                    f,
+                    "deleting the Node so the cluster replaces it (gone by {}) ({problem})",
+                    ts(*until)
+                )
+            }
             LadderWhy::AwaitingReplacement { until } => write!(
                 f,
                 "replacement requested: the Node is deleted; a person is needed if it is still here at {}",
