@@ -130,9 +130,13 @@ impl<C: Cluster> Executor<C> {
     async fn cordon(&self, node: &NodeView, record: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         let problem = record.reason.clone();
-        let starting = self
-            .record
-            .node(name, Occurrence::CordonStarting { problem });
+        let starting = self.record.node(
+            name,
+            Occurrence::CordonStarting {
+                problem,
+                dry_run: self.dry_run(),
+            },
+        );
         if self.dry_run() {
             starting.await;
             tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
@@ -177,7 +181,10 @@ impl<C: Cluster> Executor<C> {
     /// annotation, DrainScheduled and the after-drain `marks`. True when written.
     async fn uncordon(&self, node: &str, record: &Record, why: &str, cfg: &Config) -> bool {
         let marks = &cfg.after_drain;
-        let starting = Occurrence::UncordonStarting { why: why.into() };
+        let starting = Occurrence::UncordonStarting {
+            why: why.into(),
+            dry_run: self.dry_run(),
+        };
         self.record.node(node, starting).await;
         if self.dry_run() {
             tracing::info!(%node, %why, "dry-run: would uncordon");

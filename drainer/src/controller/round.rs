@@ -250,10 +250,11 @@ impl<C: Cluster> Controller<C> {
         {
             return;
         }
+        let action = d.action.said(self.cfg.dry_run);
         if fleet_wide {
-            tracing::debug!(node = %d.node, action = %d.action, reason = %d.reason, "decision");
+            tracing::debug!(node = %d.node, %action, reason = %d.reason, "decision");
         } else {
-            tracing::info!(node = %d.node, action = %d.action, reason = %d.reason, "decision");
+            tracing::info!(node = %d.node, %action, reason = %d.reason, "decision");
         }
     }
 

@@ -38,6 +38,26 @@ pub(crate) enum Action {
     Escalate,
 }
 
+impl Action {
+    /// Whether carrying it out writes to the cluster (a dry run then only says it would).
+    pub(crate) fn writes(self) -> bool {
+        !matches!(
+            self,
+            Action::None | Action::Wait | Action::Skip | Action::Hold
+        )
+    }
+
+    /// The action as every place that shows a decision says it: `cordon`, or under a dry run
+    /// `would cordon` (the log, `plan`, `explain` and the Events say it the same way).
+    pub(crate) fn said(self, dry_run: bool) -> String {
+        if dry_run && self.writes() {
+            format!("would {self}")
+        } else {
+            self.to_string()
+        }
+    }
+}
+
 impl std::fmt::Display for Action {
     /// As `drainer plan` writes it (`none`, `cordon`, ...).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -59,11 +59,16 @@ pub mod reason {
     pub(crate) const LADDER_WRITE_FAILED: &str = "RemediationWriteFailed";
 }
 
+/// How an Event of a dry run begins (`--dry-run`: nothing was changed).
+pub(crate) const DRY_RUN: &str = "Dry run (nothing changed):";
+
 /// Something that happened to a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Occurrence {
+    /// `dry_run`: nothing is written; the Event says the drainer would.
     CordonStarting {
         problem: String,
+        dry_run: bool,
     },
     Cordoned {
         problem: String,
@@ -98,6 +103,7 @@ pub(crate) enum Occurrence {
     },
     UncordonStarting {
         why: String,
+        dry_run: bool,
     },
     Uncordoned {
         why: String,
@@ -241,7 +247,13 @@ impl Occurrence {
     pub(crate) fn message(&self) -> String {
         use Occurrence::*;
         match self {
-            CordonStarting { problem } => format!("Cordoning node: {problem}"),
+            CordonStarting {
+                problem,
+                dry_run: false,
+            } => format!("Cordoning node: {problem}"),
+            CordonStarting { problem, .. } => {
+                format!("{DRY_RUN} would cordon node: {problem}")
+            }
             Cordoned { .. } => "Cordoned node".into(),
             Tainted {
                 taints,
@@ -281,7 +293,11 @@ impl Occurrence {
                 humantime::format_duration(*retry_in),
                 failures.join("; ")
             ),
-            UncordonStarting { why } => format!("Uncordoning node: {why}"),
+            UncordonStarting {
+                why,
+                dry_run: false,
+            } => format!("Uncordoning node: {why}"),
+            UncordonStarting { why, .. } => format!("{DRY_RUN} would uncordon node: {why}"),
             Uncordoned { .. } => "Uncordoned node".into(),
             UncordonFailed { error } => format!("Uncordoning failed: {error}"),
             Marked { marks } => format!("Marked the drained node for replacement: {marks}"),

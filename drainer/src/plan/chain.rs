@@ -85,6 +85,9 @@ pub(crate) struct HistoryLine {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct DecisionLine {
     pub(crate) action: Action,
+    /// Under a dry run: the action is what the drainer would do, and does not.
+    #[serde(rename = "dryRun", skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) dry_run: bool,
     pub(crate) reason: String,
 }
 
@@ -140,9 +143,10 @@ pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Expl
         record,
         record_checked: cfg.records.is_checked(),
         history: history(s.events, name),
-        next: next(&d, now),
+        next: next(&d, cfg.dry_run, now),
         decision: DecisionLine {
             action: d.action,
+            dry_run: cfg.dry_run,
             reason: d.reason.clone(),
         },
         pods: d.pods,
@@ -382,7 +386,7 @@ fn history(events: &[Event], node: &str) -> Vec<HistoryLine> {
 
 /// What happens next, from the decision: now when it writes something, else when the clock
 /// changes it (and to what), else nothing until the node changes.
-pub(crate) fn next(d: &NodeDecision, now: Timestamp) -> Next {
+pub(crate) fn next(d: &NodeDecision, dry_run: bool, now: Timestamp) -> Next {
     let at_wake = |what: String, action: Option<Action>| Next {
         at: d.wake,
         action,
@@ -395,7 +399,7 @@ pub(crate) fn next(d: &NodeDecision, now: Timestamp) -> Next {
         return Next {
             at: None,
             action: Some(d.action),
-            what: format!("now: {} ({})", action_word(d.action), d.reason),
+            what: format!("now: {} ({})", d.action.said(dry_run), d.reason),
         };
     }
     match &d.why {
@@ -481,13 +485,6 @@ fn when(t: Option<Timestamp>) -> String {
     t.map_or_else(|| "once held long enough".to_string(), |t| t.to_string())
 }
 
-fn action_word(a: Action) -> String {
-    serde_json::to_value(a)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
-}
-
 /// The explanation for people.
 pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<()> {
     writeln!(out, "Node {} at {}", e.node, e.now)?;
@@ -556,7 +553,7 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
     writeln!(
         out,
         "\nDecision: {} — {}",
-        action_word(e.decision.action),
+        e.decision.action.said(e.decision.dry_run),
         e.decision.reason
     )?;
     if !e.pods.is_empty() {

@@ -50,6 +50,14 @@ pub(crate) fn annotate_pdbs(
             else {
                 continue;
             };
+            // Already deleted (evicted, or by someone): it is going, and no budget is asked again.
+            if let Some(at) = pod.progress.as_ref().and_then(|p| p.deleting_after) {
+                p.reason = format!(
+                    "evicted or deleted: terminating (grace period ends {}); the drain waits for it to go",
+                    nodemedic_common::time::rfc3339(at)
+                );
+                continue;
+            }
             let blocking: Vec<String> = budgets
                 .iter()
                 .filter(|(b, _)| b.metadata.namespace.as_deref() == Some(&*pod.namespace))
@@ -75,6 +83,9 @@ pub(crate) fn annotate_pdbs(
 struct JsonPlan<'a> {
     node: &'a str,
     action: decide::Action,
+    /// Set under a dry run (`--dry-run`): the action is what the drainer would do, and does not.
+    #[serde(rename = "dryRun", skip_serializing_if = "std::ops::Not::not")]
+    dry_run: bool,
     reason: &'a str,
     /// The node's detector has not been heard from since then (the watchdog: silent).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,6 +124,7 @@ pub fn run(
                 &JsonPlan {
                     node: &p.node,
                     action: p.action,
+                    dry_run: cfg.dry_run,
                     reason: &p.reason,
                     silent_since: silent.get(p.node.as_str()).copied(),
                     pods: &p.pods,
@@ -122,16 +134,11 @@ pub fn run(
         }
     } else {
         let w = plans.iter().map(|p| p.node.len()).max().unwrap_or(4).max(4);
-        writeln!(out, "{:<w$}  {:<8}  REASON", "NODE", "ACTION")?;
-        for p in &plans {
-            let action = serde_json::to_value(p.action).unwrap();
-            writeln!(
-                out,
-                "{:<w$}  {:<8}  {}",
-                p.node,
-                action.as_str().unwrap_or(""),
-                p.reason
-            )?;
+        let said: Vec<String> = plans.iter().map(|p| p.action.said(cfg.dry_run)).collect();
+        let a = said.iter().map(String::len).max().unwrap_or(0).max(8);
+        writeln!(out, "{:<w$}  {:<a$}  REASON", "NODE", "ACTION")?;
+        for (p, action) in plans.iter().zip(&said) {
+            writeln!(out, "{:<w$}  {:<a$}  {}", p.node, action, p.reason)?;
             if p.action == decide::Action::Cordon && !cfg.remedy.taints.is_empty() {
                 let taints: Vec<String> = cfg.remedy.taints.iter().map(|t| t.to_string()).collect();
                 let how = if cfg.remedy.cordon {

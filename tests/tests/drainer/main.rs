@@ -14,6 +14,7 @@ mod election;
 mod env;
 mod faults;
 mod forged;
+mod forms;
 mod isolation;
 mod ladder;
 mod memory;
