@@ -147,9 +147,13 @@ impl<C: Cluster> Controller<C> {
             if let Some(note) = pace_note(&d, &view, &self.cfg) {
                 work.proven.push((d.node.clone(), note));
             }
+            // The reason in words only for what is written (`NodeDecision::reason`, from `why`).
             match d.effect {
                 Effect::Nothing => {}
-                Effect::Drain(job) => work.drains.push((d.node, d.pods, job, d.reason)),
+                Effect::Drain(job) => {
+                    let reason = d.why.to_string();
+                    work.drains.push((d.node, d.pods, job, reason))
+                }
                 // A ladder step waits for the drain's own last write (its record), which would
                 // overwrite the step's; decided again once it is done.
                 Effect::Reboot(_) | Effect::Replace(_) | Effect::Escalate(_)
@@ -160,7 +164,8 @@ impl<C: Cluster> Controller<C> {
                 }
                 effect => {
                     let view = latest_to_write(view, self.observed.node(&d.node));
-                    work.writes.push((d.node, effect, view, d.reason))
+                    let reason = d.why.to_string();
+                    work.writes.push((d.node, effect, view, reason))
                 }
             }
         }
@@ -250,11 +255,12 @@ impl<C: Cluster> Controller<C> {
         {
             return;
         }
-        let action = d.action.said(self.cfg.dry_run);
+        let said = d.said(self.cfg.dry_run);
+        let (action, reason) = (said.action, said.reason);
         if fleet_wide {
-            tracing::debug!(node = %d.node, %action, reason = %d.reason, "decision");
+            tracing::debug!(node = %d.node, %action, %reason, "decision");
         } else {
-            tracing::info!(node = %d.node, %action, reason = %d.reason, "decision");
+            tracing::info!(node = %d.node, %action, %reason, "decision");
         }
     }
 

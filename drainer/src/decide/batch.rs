@@ -234,7 +234,6 @@ fn decide_one(
     NodeDecision {
         node: name,
         action,
-        reason: why.to_string(),
         wake: wake(&why, p, now),
         why,
         effect,

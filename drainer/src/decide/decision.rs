@@ -528,12 +528,35 @@ pub struct NodeDecision {
     pub node: ArcStr,
     pub(crate) action: Action,
     pub why: Why,
-    pub(crate) reason: String,
     pub(crate) effect: Effect,
     /// For cordon and drain: what would happen to each pod.
     pub(crate) pods: Vec<PodPlan>,
     /// When the clock alone changes this decision (a min duration or drain time reached).
     pub(crate) wake: Option<Timestamp>,
+}
+
+impl NodeDecision {
+    /// Why, in the words every form shows (the log line, `plan`, `explain`, the Events that say
+    /// the decision): derived from [`Why`], never stored beside it.
+    pub(crate) fn reason(&self) -> String {
+        self.why.to_string()
+    }
+
+    /// The action and the reason as every form shows them: under a dry run, "would" before an
+    /// action that writes.
+    pub(crate) fn said(&self, dry_run: bool) -> Said {
+        Said {
+            action: self.action.said(dry_run),
+            reason: self.reason(),
+        }
+    }
+}
+
+/// A decision as shown: [`NodeDecision::said`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Said {
+    pub(crate) action: String,
+    pub(crate) reason: String,
 }
 
 impl DrainJob {

@@ -93,7 +93,7 @@ fn on_node(r: Record, boot: &str, held: bool) -> N {
 fn ladder_why(d: &NodeDecision) -> &LadderWhy {
     match &d.why {
         Why::Ladder(w) => w,
-        other => panic!("not a ladder decision: {other:?} ({})", d.reason),
+        other => panic!("not a ladder decision: {other:?} ({})", d.reason()),
     }
 }
 
@@ -109,7 +109,7 @@ fn the_fence_taint_is_the_one_the_detector_checks() {
 #[test]
 fn a_drained_node_on_a_ladder_is_rebooted_with_the_fence_and_its_boot_recorded() {
     let d = one(drained(BOOT_A), &ladder_cfg("drain, reboot, replace"));
-    assert_eq!(d.action, Action::Reboot, "{}", d.reason);
+    assert_eq!(d.action, Action::Reboot, "{}", d.reason());
     let Effect::Reboot(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -120,10 +120,10 @@ fn a_drained_node_on_a_ladder_is_rebooted_with_the_fence_and_its_boot_recorded()
     assert_eq!(r.step_until, Some(t(NOW + 1200)), "--reboot-deadline 20m");
     assert_eq!(r.ladder.unwrap().to_string(), "drain, reboot, replace");
     assert!(r.taints.contains(&FENCE_TAINT.to_string()));
-    assert!(d.reason.contains("rebooting it"), "{}", d.reason);
+    assert!(d.reason().contains("rebooting it"), "{}", d.reason());
     // draino's form: drained, then it waits.
     let d = one(drained(BOOT_A), &cfg());
-    assert!(matches!(d.why, Why::Drained { .. }), "{}", d.reason);
+    assert!(matches!(d.why, Why::Drained { .. }), "{}", d.reason());
     assert_eq!(d.effect, Effect::Nothing);
 }
 
@@ -144,7 +144,7 @@ fn a_reboot_is_awaited_then_proven_by_a_new_boot_ready_and_the_problem_clear() {
     ));
     // The problem cleared, but the same boot: no proof, still awaited.
     let d = one(on_node(r.clone(), BOOT_A, false), &c);
-    assert_eq!(d.action, Action::Wait, "{}", d.reason);
+    assert_eq!(d.action, Action::Wait, "{}", d.reason());
     // Back with a new boot, the problem still held: awaited until the deadline.
     let d = one(on_node(r.clone(), BOOT_B, true), &c);
     assert!(matches!(
@@ -153,7 +153,7 @@ fn a_reboot_is_awaited_then_proven_by_a_new_boot_ready_and_the_problem_clear() {
     ));
     // Proven: uncordoned (no probation configured), the fence going with our hold.
     let d = one(on_node(r.clone(), BOOT_B, false), &c);
-    assert_eq!(d.action, Action::Uncordon, "{}", d.reason);
+    assert_eq!(d.action, Action::Uncordon, "{}", d.reason());
     assert_eq!(
         ladder_why(&d),
         &LadderWhy::RebootProven {
@@ -186,7 +186,7 @@ fn no_proof_by_the_deadline_goes_on_to_replace_or_to_a_person() {
         on_node(rebooting(late, "drain, reboot, replace"), BOOT_A, true),
         &c,
     );
-    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason());
     let Effect::Replace(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -197,11 +197,11 @@ fn no_proof_by_the_deadline_goes_on_to_replace_or_to_a_person() {
         on_node(rebooting(late, "drain, reboot, replace"), BOOT_B, true),
         &c,
     );
-    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason());
     // A ladder that ends with the reboot: a person, told why.
     let c = ladder_cfg("drain, reboot");
     let d = one(on_node(rebooting(late, "drain, reboot"), BOOT_A, true), &c);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
     let Effect::Escalate(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -217,17 +217,21 @@ fn no_proof_by_the_deadline_goes_on_to_replace_or_to_a_person() {
         on_node(rebooting(late, "drain, reboot"), BOOT_A, true),
         &ladder_cfg("drain, reboot, replace"),
     );
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
     // Waiting for the person then: nothing written.
     let mut waiting = record(Phase::NeedsPerson);
     waiting.escalated = "no new bootID by the reboot deadline".into();
     waiting.step_at = Some(t(NOW - 60));
     let d = one(on_node(waiting.clone(), BOOT_A, true), &c);
     assert_eq!((d.action, &d.effect), (Action::None, &Effect::Nothing));
-    assert!(d.reason.starts_with("needs a person since"), "{}", d.reason);
+    assert!(
+        d.reason().starts_with("needs a person since"),
+        "{}",
+        d.reason()
+    );
     // The problem cleared while waiting: recovered as any node.
     let d = one(on_node(waiting, BOOT_A, false), &c);
-    assert_eq!(d.action, Action::Uncordon, "{}", d.reason);
+    assert_eq!(d.action, Action::Uncordon, "{}", d.reason());
 }
 
 #[test]
@@ -238,7 +242,7 @@ fn a_replacement_still_here_at_its_deadline_needs_a_person() {
         d.action,
         Action::Replace,
         "a ladder without reboot replaces at once: {}",
-        d.reason
+        d.reason()
     );
     let mut r = record(Phase::Replacing);
     r.step = Some(Step::Replace);
@@ -257,11 +261,11 @@ fn a_replacement_still_here_at_its_deadline_needs_a_person() {
     ));
     r.step_until = Some(t(NOW - 1));
     let d = one(on_node(r, BOOT_A, true), &c);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
     // Just drain: a person right after the drain.
     let d = one(drained(BOOT_A), &ladder_cfg("drain"));
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
-    assert!(d.reason.contains("no step after drain"), "{}", d.reason);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
+    assert!(d.reason().contains("no step after drain"), "{}", d.reason());
 }
 
 #[test]
@@ -293,7 +297,7 @@ fn a_veto_a_kosmos_leaf_a_gate_or_a_window_stops_the_next_step() {
     assert!(
         matches!(d.why, Why::OutsideDrainWindow { .. }),
         "{}",
-        d.reason
+        d.reason()
     );
     assert_eq!(d.effect, Effect::Nothing);
 }
@@ -328,11 +332,11 @@ fn with_memory(n: N, cfg: &Config, reboots_today: u32, replaced: &[i64]) -> Node
 fn past_its_reboots_of_the_day_a_node_goes_on_and_replacements_wait_for_their_budget() {
     let c = ladder_cfg("drain, reboot, replace");
     let d = with_memory(drained(BOOT_A), &c, 0, &[]);
-    assert_eq!(d.action, Action::Reboot, "{}", d.reason);
+    assert_eq!(d.action, Action::Reboot, "{}", d.reason());
     let d = with_memory(drained(BOOT_A), &c, 1, &[]);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason());
     let d = with_memory(drained(BOOT_A), &c, 1, &[NOW - 3000, NOW - 600]);
-    assert_eq!(d.action, Action::Wait, "{}", d.reason);
+    assert_eq!(d.action, Action::Wait, "{}", d.reason());
     assert_eq!(
         ladder_why(&d),
         &LadderWhy::ReplaceBudget {
@@ -343,18 +347,18 @@ fn past_its_reboots_of_the_day_a_node_goes_on_and_replacements_wait_for_their_bu
     );
     // An hour-old replacement no longer counts.
     let d = with_memory(drained(BOOT_A), &c, 1, &[NOW - 3700, NOW - 600]);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason());
     // Past the reboots with no step after: a person, told why.
     let d = with_memory(drained(BOOT_A), &ladder_cfg("drain, reboot"), 1, &[]);
     assert_eq!(d.action, Action::Escalate);
     assert!(
-        d.reason.contains("--max-reboots-per-node-per-day"),
+        d.reason().contains("--max-reboots-per-node-per-day"),
         "{}",
-        d.reason
+        d.reason()
     );
     // A node that reports no bootID is not rebooted: its reboot could not be proven.
     let d = one(drained(""), &c);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason());
 }
 
 #[test]
@@ -365,7 +369,7 @@ fn a_problem_back_after_a_proven_reboot_is_drained_again_then_replaced() {
     p.taints.clear();
     p.probation_until = Some(t(NOW + 600));
     let d = one(on_node(p, BOOT_B, true), &c);
-    assert_eq!(d.action, Action::Cordon, "{}", d.reason);
+    assert_eq!(d.action, Action::Cordon, "{}", d.reason());
     let Effect::Relapse(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -375,7 +379,7 @@ fn a_problem_back_after_a_proven_reboot_is_drained_again_then_replaced() {
     again.phase = Phase::Drained;
     again.finished_at = Some(t(NOW));
     let d = one(on_node(again, BOOT_B, true), &c);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason());
 }
 
 #[test]
@@ -418,7 +422,7 @@ fn slow_start_lets_a_domain_remediate_as_many_at_once_as_it_has_earned() {
         };
         batch::decide_some(&candidates, &totals, &gates, &c, t(NOW))
             .into_iter()
-            .map(|d| (d.action, d.reason))
+            .map(|d| (d.action, d.reason()))
             .collect::<Vec<_>>()
     };
     // Width one: one reboots, the other waits for it.
@@ -459,7 +463,7 @@ fn a_veto_during_a_reboot_ends_the_ladder_with_a_person_at_its_deadline() {
         )),
         &c,
     );
-    assert_eq!(d.action, Action::Wait, "{}", d.reason);
+    assert_eq!(d.action, Action::Wait, "{}", d.reason());
     let d = one(
         veto(on_node(
             rebooting(NOW - 1300, "drain, reboot, replace"),
@@ -468,7 +472,7 @@ fn a_veto_during_a_reboot_ends_the_ladder_with_a_person_at_its_deadline() {
         )),
         &c,
     );
-    assert_eq!(d.action, Action::Escalate, "not replaced: {}", d.reason);
+    assert_eq!(d.action, Action::Escalate, "not replaced: {}", d.reason());
     let Effect::Escalate(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -501,11 +505,11 @@ fn a_node_is_replaced_or_deleted_only_when_nothing_but_daemonset_and_mirror_pods
     ];
     let c = ladder_cfg("drain, replace");
     let d = run(vec![drained(BOOT_A)], &empty, &c).remove(0);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason);
+    assert_eq!(d.action, Action::Replace, "{}", d.reason());
     let mut left = empty.to_vec();
     left.push(pod("db-0", "n", owned("StatefulSet")));
     let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
     let Effect::Escalate(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -520,7 +524,7 @@ fn a_node_is_replaced_or_deleted_only_when_nothing_but_daemonset_and_mirror_pods
     let mut c = cfg();
     c.after_drain.delete_after = Some(std::time::Duration::from_secs(60));
     let d = run(vec![drained(BOOT_A)], &empty, &c).remove(0);
-    assert_eq!(d.effect, Effect::DeleteNode, "{}", d.reason);
+    assert_eq!(d.effect, Effect::DeleteNode, "{}", d.reason());
     let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason);
+    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
 }

@@ -82,12 +82,12 @@ fn a_problem_node_is_tainted_with_the_cordon_or_instead_of_it() {
     }
     // Taint-only: a node someone else cordoned is still ours to taint (its schedulability is theirs).
     let d = one(bad().unschedulable(), &tainting(false));
-    assert_eq!(d.action, Action::Cordon, "{}", d.reason);
+    assert_eq!(d.action, Action::Cordon, "{}", d.reason());
     let d = one(bad().unschedulable(), &tainting(true));
     assert!(
         matches!(d.why, Why::CordonedBySomeoneElse { .. }),
         "{}",
-        d.reason
+        d.reason()
     );
 }
 
@@ -98,7 +98,7 @@ fn a_person_lifting_our_taint_or_cordon_releases_the_node() {
     let r = record(Phase::Cordoned, true, &[PROBLEM_TAINT]);
     // In place: the drain is due.
     let d = one(bad(held("n", r.clone())), &c);
-    assert_eq!(d.action, Action::Drain, "{}", d.reason);
+    assert_eq!(d.action, Action::Drain, "{}", d.reason());
     // The taint removed, the cordon still there.
     let n = bad(node("n").unschedulable().record(r.clone()));
     let d = one(n, &c);
@@ -128,7 +128,7 @@ fn a_person_lifting_our_taint_or_cordon_releases_the_node() {
     // Taint-only: the node is not ours to cordon, so schedulable is how it should be.
     let r = record(Phase::Cordoned, false, &[PROBLEM_TAINT]);
     let d = one(bad(held("n", r)), &tainting(false));
-    assert_eq!(d.action, Action::Drain, "{}", d.reason);
+    assert_eq!(d.action, Action::Drain, "{}", d.reason());
 }
 
 #[test]
@@ -160,7 +160,7 @@ fn a_recovered_node_goes_through_probation_before_it_is_let_go() {
         p.taints,
         vec!["nodemedic.io/probation:PreferNoSchedule".to_string()]
     );
-    assert!(d.reason.contains("probation until"), "{}", d.reason);
+    assert!(d.reason().contains("probation until"), "{}", d.reason());
     // During probation: the node, no longer cordoned by us, is waited on until its time.
     let mut during = p.clone();
     during.probation_until = Some(t(NOW + 60));
@@ -204,8 +204,8 @@ fn a_relapse_during_probation_holds_again_and_drains_without_a_new_buffer() {
     during.finished_at = Some(t(NOW - 2000));
     let n = held("n", during).cond("KernelDeadlock", "True", NOW - 900);
     let d = one(n, &probation(true));
-    assert_eq!(d.action, Action::Cordon, "{}", d.reason);
-    assert!(matches!(d.why, Why::Relapse { .. }), "{}", d.reason);
+    assert_eq!(d.action, Action::Cordon, "{}", d.reason());
+    assert!(matches!(d.why, Why::Relapse { .. }), "{}", d.reason());
     let Effect::Relapse(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -224,5 +224,5 @@ fn a_relapse_during_probation_holds_again_and_drains_without_a_new_buffer() {
     // Held again, the drain is due at once.
     let again = held("n", r.clone()).cond("KernelDeadlock", "True", NOW - 900);
     let d = one(again, &probation(true));
-    assert_eq!(d.action, Action::Drain, "{}", d.reason);
+    assert_eq!(d.action, Action::Drain, "{}", d.reason());
 }

@@ -151,7 +151,7 @@ fn healthy_node_needs_nothing() {
         (p.action, &p.why, &p.effect),
         (Action::None, &Why::Healthy, &Effect::Nothing)
     );
-    assert_eq!(p.reason, "healthy");
+    assert_eq!(p.reason(), "healthy");
 }
 
 #[test]
@@ -175,7 +175,8 @@ fn condition_held_long_enough_is_cordoned_with_a_record() {
         }
     );
     assert_eq!(
-        p.reason, "KernelDeadlock=True for 11m 40s; drain at 2027-01-15T10:56:40Z",
+        p.reason(),
+        "KernelDeadlock=True for 11m 40s; drain at 2027-01-15T10:56:40Z",
         "the human text is the decision's Display"
     );
 }
@@ -660,7 +661,7 @@ fn protected_pods_block_the_drain_when_configured() {
             pods: vec!["default/crit".into()]
         }
     );
-    assert_eq!(p.reason, "drain blocked by protected pods: default/crit");
+    assert_eq!(p.reason(), "drain blocked by protected pods: default/crit");
     assert_eq!(p.effect, Effect::Nothing);
     let _ = Duration::ZERO;
 }
@@ -758,7 +759,7 @@ fn a_waiting_nodes_decision_is_stable_while_its_reason_text_ages() {
             .unwrap()
     };
     let (a, b) = (at(NOW), at(NOW + 61));
-    assert_ne!(a.reason, b.reason, "the text ages");
+    assert_ne!(a.reason(), b.reason(), "the text ages");
     assert!(matches!(
         a.why,
         Why::CordonBudget {

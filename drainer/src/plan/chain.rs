@@ -91,6 +91,16 @@ pub(crate) struct DecisionLine {
     pub(crate) reason: String,
 }
 
+impl DecisionLine {
+    pub(crate) fn of(d: &NodeDecision, dry_run: bool) -> DecisionLine {
+        DecisionLine {
+            action: d.action,
+            dry_run,
+            reason: d.reason(),
+        }
+    }
+}
+
 /// The next thing that will happen to the node: `at` None is now (or never, for `what` that says
 /// nothing will).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -144,11 +154,7 @@ pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Expl
         record_checked: cfg.records.is_checked(),
         history: history(s.events, name),
         next: next(&d, cfg.dry_run, now),
-        decision: DecisionLine {
-            action: d.action,
-            dry_run: cfg.dry_run,
-            reason: d.reason.clone(),
-        },
+        decision: DecisionLine::of(&d, cfg.dry_run),
         pods: d.pods,
     })
 }
@@ -399,7 +405,10 @@ pub(crate) fn next(d: &NodeDecision, dry_run: bool, now: Timestamp) -> Next {
         return Next {
             at: None,
             action: Some(d.action),
-            what: format!("now: {} ({})", d.action.said(dry_run), d.reason),
+            what: {
+                let said = d.said(dry_run);
+                format!("now: {} ({})", said.action, said.reason)
+            },
         };
     }
     match &d.why {
@@ -470,12 +479,12 @@ pub(crate) fn next(d: &NodeDecision, dry_run: bool, now: Timestamp) -> Next {
             Some(t) => Next {
                 at: Some(t),
                 action: None,
-                what: format!("decided again at {t}: {}", d.reason),
+                what: format!("decided again at {t}: {}", d.reason()),
             },
             None => Next {
                 at: None,
                 action: None,
-                what: format!("nothing until the node changes: {}", d.reason),
+                what: format!("nothing until the node changes: {}", d.reason()),
             },
         },
     }
@@ -483,6 +492,11 @@ pub(crate) fn next(d: &NodeDecision, dry_run: bool, now: Timestamp) -> Next {
 
 fn when(t: Option<Timestamp>) -> String {
     t.map_or_else(|| "once held long enough".to_string(), |t| t.to_string())
+}
+
+/// `explain`'s decision line.
+pub(crate) fn decision_text(d: &DecisionLine) -> String {
+    format!("Decision: {} — {}", d.action.said(d.dry_run), d.reason)
 }
 
 /// The explanation for people.
@@ -550,12 +564,7 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
             writeln!(out, "  {at}  {}{count}: {}", p(&h.reason), p(&h.message))?;
         }
     }
-    writeln!(
-        out,
-        "\nDecision: {} — {}",
-        e.decision.action.said(e.decision.dry_run),
-        e.decision.reason
-    )?;
+    writeln!(out, "\n{}", decision_text(&e.decision))?;
     if !e.pods.is_empty() {
         writeln!(out, "\nPods (as a drain would treat them):")?;
         for p in &e.pods {

@@ -4,6 +4,8 @@
 pub mod chain;
 pub mod files;
 pub(crate) mod ladder;
+#[cfg(test)]
+mod said_tests;
 
 pub use files::{Read, ReadError, Skipped, read_items, read_items_map};
 
@@ -93,6 +95,12 @@ struct JsonPlan<'a> {
     pods: &'a [decide::PodPlan],
 }
 
+/// A decision's row of `drainer plan`'s table (`widths`: of the node and action columns).
+pub(crate) fn table_row(d: &NodeDecision, dry_run: bool, (w, a): (usize, usize)) -> String {
+    let said = d.said(dry_run);
+    format!("{:<w$}  {:<a$}  {}", d.node, said.action, said.reason)
+}
+
 /// Run the decision over the objects and print it; `recorded` is what the cluster recorded besides
 /// them (a pause on the drainer's Lease, nodes reported flapping).
 #[allow(clippy::too_many_arguments)]
@@ -125,7 +133,7 @@ pub fn run(
                     node: &p.node,
                     action: p.action,
                     dry_run: cfg.dry_run,
-                    reason: &p.reason,
+                    reason: &p.reason(),
                     silent_since: silent.get(p.node.as_str()).copied(),
                     pods: &p.pods,
                 },
@@ -134,11 +142,15 @@ pub fn run(
         }
     } else {
         let w = plans.iter().map(|p| p.node.len()).max().unwrap_or(4).max(4);
-        let said: Vec<String> = plans.iter().map(|p| p.action.said(cfg.dry_run)).collect();
-        let a = said.iter().map(String::len).max().unwrap_or(0).max(8);
+        let a = plans
+            .iter()
+            .map(|p| p.action.said(cfg.dry_run).len())
+            .max()
+            .unwrap_or(0)
+            .max(8);
         writeln!(out, "{:<w$}  {:<a$}  REASON", "NODE", "ACTION")?;
-        for (p, action) in plans.iter().zip(&said) {
-            writeln!(out, "{:<w$}  {:<a$}  {}", p.node, action, p.reason)?;
+        for p in &plans {
+            writeln!(out, "{}", table_row(p, cfg.dry_run, (w, a)))?;
             if p.action == decide::Action::Cordon && !cfg.remedy.taints.is_empty() {
                 let taints: Vec<String> = cfg.remedy.taints.iter().map(|t| t.to_string()).collect();
                 let how = if cfg.remedy.cordon {
@@ -297,7 +309,6 @@ mod tests {
                 node: "n1".into(),
                 action: crate::decide::Action::Cordon,
                 why: crate::decide::Why::Healthy,
-                reason: String::new(),
                 effect: crate::decide::Effect::Nothing,
                 pods: vec![PodPlan {
                     namespace: "default".into(),

@@ -100,7 +100,7 @@ fn full(f: &Fleet, cfg: &Config, now: Timestamp) -> HashMap<String, (Action, Str
         .collect();
     decide_nodes(&nodes, &[] as &[PodInfo], cfg, now)
         .into_iter()
-        .map(|d| (d.node.to_string(), (d.action, d.reason)))
+        .map(|d| (d.node.to_string(), (d.action, d.reason())))
         .collect()
 }
 
@@ -136,7 +136,7 @@ fn incremental_rounds_agree_with_the_full_plan() {
         decided += decisions.len();
         for (d, _) in &decisions {
             assert_eq!(
-                (d.action, d.reason.clone()),
+                (d.action, d.reason()),
                 expected[d.node.as_str()],
                 "step {step}: {}",
                 d.node
@@ -198,7 +198,7 @@ fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
     assert_eq!(second.len(), 4);
     for (d, _) in &second {
         assert_eq!(
-            (d.action, d.reason.clone()),
+            (d.action, d.reason()),
             expected[d.node.as_str()],
             "{}",
             d.node
@@ -249,7 +249,7 @@ fn safe_cfg(edit: impl FnOnce(&mut Config)) -> Arc<Config> {
 fn whys(d: &[(NodeDecision, Arc<NodeView>)]) -> Vec<(String, Action, String)> {
     let mut out: Vec<(String, Action, String)> = d
         .iter()
-        .map(|(d, _)| (d.node.to_string(), d.action, d.reason.clone()))
+        .map(|(d, _)| (d.node.to_string(), d.action, d.reason()))
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -411,11 +411,11 @@ fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next
     let d = f.round(now);
     assert_eq!(d[0].0.action, Action::Wait);
     assert!(
-        d[0].0.reason.starts_with(
+        d[0].0.reason().starts_with(
             "cordoned; drains start inside the drain windows, next at 2027-01-16T10:00:00Z"
         ),
         "{}",
-        d[0].0.reason
+        d[0].0.reason()
     );
     assert_eq!(d[0].0.wake, Some("2027-01-16T10:00:00Z".parse().unwrap()));
     let d = f.round("2027-01-16T10:00:00Z".parse().unwrap());
@@ -444,14 +444,14 @@ fn until_every_pod_is_listed_a_node_is_cordoned_and_its_drain_waits_without_a_sl
     }
     let d = f.round(now);
     for (d, _) in &d {
-        assert_eq!(d.action, Action::Hold, "{}", d.reason);
+        assert_eq!(d.action, Action::Hold, "{}", d.reason());
         assert!(
             matches!(d.why, Why::PodsNotListed { what: "the drain" }),
             "{}",
-            d.reason
+            d.reason()
         );
         assert_eq!(
-            d.reason,
+            d.reason(),
             "the drain waits until every pod is listed (the drainer just started)"
         );
     }
