@@ -128,11 +128,13 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let election = tokio::spawn(election);
     // One gate before every write: the Lease held now.
     let cluster = Gated::new(
-        KubeCluster::new(client.clone(), observed.clone()),
+        KubeCluster::new(client.clone(), observed.clone(), &opts.lease.namespace),
         leader_rx.clone(),
     );
     let clock = nodemedic_common::clock::Clock::system();
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
+    // The tasks that keep the drainer's own ConfigMaps write through the same gate.
+    let writer = cluster.clone();
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // What a reload may not loosen (the limits in force now) and what it compares with.
     let started = Started::of(&opts.config);
@@ -142,13 +144,13 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     config.owner = opts.lease.name.clone();
     config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
-    let reboots_tx = reboot_requests(&client, &opts.lease, &leader_rx, signing, &mut tasks);
-    let memory = record_memory(&client, &opts.lease, &leader_rx, &mut tasks);
+    let reboots_tx = reboot_requests(&writer, &opts.lease, signing, &mut tasks);
+    let memory = record_memory(&writer, &opts.lease, &mut tasks);
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
         .with_record_memory(memory, records_tx)
         .with_reboot_requests(reboots_tx);
-    let settings_tx = publisher(&client, &opts.lease, &leader_rx, opts.settings, &mut tasks);
+    let settings_tx = publisher(&writer, &opts.lease, opts.settings, &mut tasks);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {
@@ -339,21 +341,14 @@ async fn reload(
 /// Start keeping the reboot requests' ConfigMap while leading; the sender the controller hands
 /// them to.
 fn reboot_requests(
-    client: &kube::Client,
+    cluster: &Gated<KubeCluster>,
     lease: &LeaseConfig,
-    leader: &watch::Receiver<bool>,
     signing: Option<nodemedic_common::reboot::SigningKey>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> watch::Sender<nodemedic_common::reboot::Requests> {
     let (tx, rx) = watch::channel(Default::default());
-    let at = (lease.namespace.as_str(), lease.name.as_str());
-    tasks.push(crate::act::reboots::spawn(
-        client.clone(),
-        at,
-        leader.clone(),
-        rx,
-        signing,
-    ));
+    let task = crate::act::reboots::spawn(cluster.clone(), &lease.name, rx, signing);
+    tasks.push(task);
     tx
 }
 
@@ -377,49 +372,43 @@ fn signing_key(
 
 /// Start keeping the record memory's ConfigMaps while leading; the controller's end.
 fn record_memory(
-    client: &kube::Client,
+    cluster: &Gated<KubeCluster>,
     lease: &LeaseConfig,
-    leader: &watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> crate::act::recall::Link {
     let at = (lease.namespace.as_str(), lease.name.as_str());
-    let (link, task) = crate::act::recall::spawn(client.clone(), at, leader.clone());
+    let (link, task) = crate::act::recall::spawn(cluster.clone(), at);
     tasks.push(task);
     link
 }
 
 /// Start publishing `settings` (when given) while leading; the sender a reload updates them with.
 fn publisher(
-    client: &kube::Client,
+    cluster: &Gated<KubeCluster>,
     lease: &LeaseConfig,
-    leader: &watch::Receiver<bool>,
     settings: Option<Published>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> watch::Sender<Option<Published>> {
     let publishing = settings.is_some();
     let (tx, rx) = watch::channel(settings);
     if publishing {
-        tasks.push(tokio::spawn(publish(
-            client.clone(),
-            lease.clone(),
-            leader.clone(),
-            rx,
-        )));
+        tasks.push(tokio::spawn(publish(cluster.clone(), lease.clone(), rx)));
     }
     tx
 }
 
 /// While leading, keep the settings ConfigMap (`config::published`) equal to what this drainer
-/// decides with: written when leadership is taken or the settings change, and only when it differs
-/// (no write that changes nothing); a failed write is tried again a minute later.
+/// decides with, through the cluster seam's one ConfigMap writer behind the leadership gate:
+/// written when leadership is taken or the settings change, and only when it differs (its
+/// publisher and time aside); a failed write is tried again a minute later.
 async fn publish(
-    client: kube::Client,
+    cluster: Gated<KubeCluster>,
     lease: LeaseConfig,
-    mut leader: watch::Receiver<bool>,
     mut settings: watch::Receiver<Option<Published>>,
 ) {
-    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client, &lease.namespace);
+    use crate::model::cluster::Cluster;
     let name = published::configmap_name(&lease.name);
+    let mut leader = cluster.leader();
     let mut failed = false;
     // Without a config file nothing changes the settings: their sender is gone, and only
     // leadership changes call for a write.
@@ -429,11 +418,12 @@ async fn publish(
         if *leader.borrow_and_update()
             && let Some(p) = current
         {
-            failed = match write_settings(&api, &name, &p, &lease.identity).await {
-                Ok(()) => false,
+            let now = nodemedic_common::time::rfc3339(k8s_openapi::jiff::Timestamp::now());
+            let data = p.to_data(&lease.identity, &now);
+            failed = match cluster.keep_configmap(&name, &data, published::same).await {
+                Ok(_) => false,
                 Err(e) => {
-                    let error = nodemedic_common::client::said(&e);
-                    tracing::warn!(configmap = %format!("{}/{name}", lease.namespace), %error,
+                    tracing::warn!(configmap = %format!("{}/{name}", lease.namespace), error = %e,
                         "cannot publish the settings for kubectl nodemedic; trying again in a minute");
                     true
                 }
@@ -450,43 +440,6 @@ async fn publish(
             r = leader.changed() => if r.is_err() { return },
             r = settings.changed(), if !fixed => fixed = r.is_err(),
             () = retry => {}
-        }
-    }
-}
-
-/// Create or replace the settings ConfigMap unless it already holds `p` (its publisher and time
-/// aside).
-async fn write_settings(
-    api: &Api<k8s_openapi::api::core::v1::ConfigMap>,
-    name: &str,
-    p: &Published,
-    identity: &str,
-) -> Result<(), kube::Error> {
-    use kube::api::PostParams;
-    let data = p.to_data(
-        identity,
-        &nodemedic_common::time::rfc3339(k8s_openapi::jiff::Timestamp::now()),
-    );
-    let same = |old: &std::collections::BTreeMap<String, String>| {
-        let strip = |m: &std::collections::BTreeMap<String, String>| {
-            let mut m = m.clone();
-            m.remove(published::AT_KEY);
-            m.remove(published::IDENTITY_KEY);
-            m
-        };
-        strip(old) == strip(&data)
-    };
-    match api.get_opt(name).await? {
-        Some(cm) if cm.data.as_ref().is_some_and(same) => Ok(()),
-        Some(mut cm) => {
-            cm.data = Some(data);
-            api.replace(name, &PostParams::default(), &cm)
-                .await
-                .map(drop)
-        }
-        None => {
-            let cm = crate::act::reboots::drainer_configmap(name, data);
-            api.create(&PostParams::default(), &cm).await.map(drop)
         }
     }
 }

@@ -11,8 +11,8 @@ use nodemedic_common::time::rfc3339;
 use serde_json::{Map, Value, json};
 
 use crate::model::cluster::{
-    ApiError, Cluster, ConditionPatch, EventTarget, MachineMark, NodePatch, NodeVersion,
-    REMEDIATE_MACHINE_ANNOTATION,
+    ApiError, Cluster, ConditionPatch, Data, EventTarget, Kept, MachineMark, NodePatch,
+    NodeVersion, REMEDIATE_MACHINE_ANNOTATION,
 };
 use crate::model::pod::Uid;
 use crate::observe::Observed;
@@ -123,13 +123,17 @@ pub const PERMISSIONS: &[Permission] = &[
 pub struct KubeCluster {
     client: kube::Client,
     nodes: Api<Node>,
+    /// The drainer's own ConfigMaps, in its Lease's namespace.
+    configmaps: Api<k8s_openapi::api::core::v1::ConfigMap>,
     observed: Observed,
 }
 
 impl KubeCluster {
-    pub(crate) fn new(client: kube::Client, observed: Observed) -> KubeCluster {
+    /// `namespace`: the Lease's, where the drainer's own ConfigMaps are.
+    pub(crate) fn new(client: kube::Client, observed: Observed, namespace: &str) -> KubeCluster {
         KubeCluster {
             nodes: Api::all(client.clone()),
+            configmaps: Api::namespaced(client.clone(), namespace),
             client,
             observed,
         }
@@ -200,6 +204,43 @@ pub(crate) fn condition_patch_body(patch: &ConditionPatch) -> Value {
 }
 
 impl Cluster for KubeCluster {
+    async fn read_configmap(&self, name: &str) -> Result<Option<Data>, ApiError> {
+        let cm = self.configmaps.get_opt(name).await.map_err(api_error)?;
+        Ok(cm.map(|c| c.data.unwrap_or_default()))
+    }
+
+    async fn keep_configmap(
+        &self,
+        name: &str,
+        wanted: &Data,
+        same: fn(&Data, &Data) -> bool,
+    ) -> Result<Kept, ApiError> {
+        use kube::api::PostParams;
+        let held = self.configmaps.get_opt(name).await.map_err(api_error)?;
+        match held {
+            Some(cm) if same(cm.data.as_ref().unwrap_or(&Data::new()), wanted) => {
+                Ok(Kept::Unchanged)
+            }
+            // Replaced as read (its resourceVersion): a write made meanwhile is a conflict.
+            Some(mut cm) => {
+                cm.data = Some(wanted.clone());
+                let pp = PostParams::default();
+                self.configmaps
+                    .replace(name, &pp, &cm)
+                    .await
+                    .map_err(api_error)?;
+                Ok(Kept::Written)
+            }
+            None if wanted.is_empty() => Ok(Kept::Unchanged),
+            None => {
+                let cm = crate::act::reboots::drainer_configmap(name, wanted.clone());
+                let pp = PostParams::default();
+                self.configmaps.create(&pp, &cm).await.map_err(api_error)?;
+                Ok(Kept::Written)
+            }
+        }
+    }
+
     async fn daemon_set(
         &self,
         namespace: &str,

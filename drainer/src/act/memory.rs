@@ -16,7 +16,7 @@ use nodemedic_common::evict::Evicted;
 use nodemedic_common::status::Status;
 
 use crate::model::cluster::{
-    ApiError, Cluster, ConditionPatch, EventTarget, MachineMark, NodePatch, NodeVersion,
+    ApiError, Cluster, ConditionPatch, Data, EventTarget, Kept, MachineMark, NodePatch, NodeVersion,
 };
 use crate::model::pod::{PodInfo, Uid};
 use crate::observe::Observed;
@@ -24,6 +24,10 @@ use crate::observe::Observed;
 /// One call that reached the cluster, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Write {
+    /// One of the drainer's own ConfigMaps written.
+    ConfigMap {
+        name: String,
+    },
     Node {
         name: String,
         patch: NodePatch,
@@ -84,6 +88,8 @@ struct State {
     /// Changes are kept from the caches until [`MemoryCluster::deliver`] (a watch running late).
     lagging: bool,
     daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
+    /// The drainer's own ConfigMaps, by name: their data.
+    configmaps: BTreeMap<String, Data>,
 }
 
 impl State {
@@ -320,6 +326,30 @@ fn apply(node: &mut Node, patch: &NodePatch) {
 }
 
 impl Cluster for MemoryCluster {
+    async fn read_configmap(&self, name: &str) -> Result<Option<Data>, ApiError> {
+        Ok(self.state().configmaps.get(name).cloned())
+    }
+
+    async fn keep_configmap(
+        &self,
+        name: &str,
+        wanted: &Data,
+        same: fn(&Data, &Data) -> bool,
+    ) -> Result<Kept, ApiError> {
+        let mut s = self.state();
+        match s.configmaps.get(name) {
+            Some(held) if same(held, wanted) => Ok(Kept::Unchanged),
+            None if wanted.is_empty() => Ok(Kept::Unchanged),
+            _ => {
+                s.configmaps.insert(name.to_string(), wanted.clone());
+                s.writes.push(Write::ConfigMap {
+                    name: name.to_string(),
+                });
+                Ok(Kept::Written)
+            }
+        }
+    }
+
     async fn daemon_set(
         &self,
         namespace: &str,

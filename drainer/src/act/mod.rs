@@ -12,10 +12,20 @@
 //!  key       the record key, from the drainer's Secret
 //!  drain     a drain's evictions, and writing how it ended
 //!  marks     the after-drain labels, annotations and taints
+//!  ladder    a remediation step's record, the Node's deletion for its replacement
+//!  symptoms  the PodsNotStarting / PodsNotTerminating conditions
+//!  reboots   the reboot requests' ConfigMap, signed
+//!  recall    the record memory's ConfigMaps, read at leadership and kept
+//!  objects   the drainer's own objects, made at start where missing and allowed
 //!  turns     whose requests go first: a round's holds, then the drains' (32 at once)
 //!  kube      the Cluster over the Kubernetes API (what `drainer run` writes with; its RBAC)
 //!  memory    the Cluster in memory (`drainer simulate`, tests)
 //! ```
+//!
+//! Every write goes through the seam's gate: the Executor's, and the drainer's own ConfigMaps
+//! (settings, reboot requests, record memory) through `Cluster::keep_configmap`, the one way they
+//! are written. What is left outside: the record key Secret and the objects made at start, before
+//! any leadership (`key`, `objects`), and the Lease itself (`leader`).
 
 pub mod drain;
 pub mod executor;
@@ -28,6 +38,7 @@ pub mod memory;
 pub mod objects;
 pub(crate) mod reboots;
 pub mod recall;
+pub(crate) mod symptoms;
 pub(crate) mod turns;
 
 pub(crate) use drain::{DrainRun, PDB_RETRY};

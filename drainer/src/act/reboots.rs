@@ -1,42 +1,46 @@
 //! The reboot requests' ConfigMap (`nodemedic_common::reboot`): while leading, kept equal to the
-//! requests the controller derives from its records, each signed with `--reboot-signing-key`, written only when it differs (no write that
-//! changes nothing), created on the first request. A failed write is tried again 10 seconds later.
-//! I/O.
+//! requests the controller derives from its records, each signed with `--reboot-signing-key`,
+//! through the cluster seam's one ConfigMap writer (`Cluster::keep_configmap`, behind the
+//! leadership gate): written only when it differs, created on the first request. A failed write is
+//! tried again 10 seconds later. I/O.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::api::PostParams;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use nodemedic_common::reboot::Requests as Reboots;
 
+use crate::model::cluster::{Cluster, Data, Gated, Kept};
+
 /// How long after a failed write it is tried again.
 const RETRY: Duration = Duration::from_secs(10);
 
-/// Keep the requests ConfigMap beside the Lease `namespace/lease` while leading.
-pub(crate) fn spawn(
-    client: kube::Client,
-    (namespace, lease): (&str, &str),
-    mut leader: watch::Receiver<bool>,
+/// Keep the requests ConfigMap beside the Lease `lease` while leading, through the leadership
+/// gate in front of the cluster (`model::cluster::Gated`).
+pub(crate) fn spawn<C: Cluster>(
+    cluster: Gated<C>,
+    lease: &str,
     mut requests: watch::Receiver<Reboots>,
     signing: Option<nodemedic_common::reboot::SigningKey>,
 ) -> JoinHandle<()> {
-    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
     let name = nodemedic_common::reboot::configmap_name(lease);
-    let at = format!("{namespace}/{name}");
+    let mut leader = cluster.leader();
     tokio::spawn(async move {
         let mut failed = false;
         loop {
             let wanted = signed(requests.borrow_and_update().clone(), signing.as_ref());
             if *leader.borrow_and_update() {
-                failed = match write(&api, &name, &wanted).await {
-                    Ok(()) => false,
+                let data = nodemedic_common::reboot::to_data(&wanted);
+                failed = match cluster.keep_configmap(&name, &data, Data::eq).await {
+                    Ok(Kept::Written) => {
+                        tracing::info!(configmap = %name, requests = wanted.len(), "reboot requests written");
+                        false
+                    }
+                    Ok(Kept::Unchanged) => false,
                     Err(e) => {
-                        let error = nodemedic_common::client::said(&e);
-                        tracing::warn!(configmap = %at, %error, requests = wanted.len(),
+                        tracing::warn!(configmap = %name, error = %e, requests = wanted.len(),
                             "cannot write the reboot requests; trying again in 10s");
                         true
                     }
@@ -68,27 +72,6 @@ fn signed(requests: Reboots, key: Option<&nodemedic_common::reboot::SigningKey>)
         .into_iter()
         .map(|(n, r)| (n, r.signed(key)))
         .collect()
-}
-
-/// Make the ConfigMap hold `wanted` unless it already does.
-async fn write(api: &Api<ConfigMap>, name: &str, wanted: &Reboots) -> Result<(), kube::Error> {
-    let data = nodemedic_common::reboot::to_data(wanted);
-    match api.get_opt(name).await? {
-        Some(cm) if cm.data.clone().unwrap_or_default() == data => Ok(()),
-        Some(mut cm) => {
-            cm.data = Some(data);
-            api.replace(name, &PostParams::default(), &cm).await?;
-            tracing::info!(configmap = %name, requests = wanted.len(), "reboot requests written");
-            Ok(())
-        }
-        None if data.is_empty() => Ok(()),
-        None => {
-            let cm = drainer_configmap(name, data);
-            api.create(&PostParams::default(), &cm).await?;
-            tracing::info!(configmap = %name, requests = wanted.len(), "reboot requests written");
-            Ok(())
-        }
-    }
 }
 
 /// A ConfigMap of the drainer's own (its settings, its reboot requests): `name` with the drainer's

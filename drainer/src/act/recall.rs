@@ -13,13 +13,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::api::PostParams;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::decide::fleet::seen::{SHARDS, Seen};
+use crate::model::cluster::{ApiError, Cluster, Data, Gated};
 
 /// The ConfigMap key that holds a shard's text.
 pub(crate) const DATA_KEY: &str = "memory";
@@ -88,17 +86,18 @@ pub(crate) async fn answer(memory: &mut Option<Memory>) -> Recalled {
     }
 }
 
-/// Keep the memory's ConfigMaps beside the Lease `namespace/lease` while leading.
-pub(crate) fn spawn(
-    client: kube::Client,
+/// Keep the memory's ConfigMaps beside the Lease `namespace/lease` while leading, through the
+/// cluster seam's one ConfigMap writer behind the leadership gate.
+pub(crate) fn spawn<C: Cluster>(
+    cluster: Gated<C>,
     (namespace, lease): (&str, &str),
-    leader: watch::Receiver<bool>,
 ) -> (Link, JoinHandle<()>) {
+    let leader = cluster.leader();
     let (asks_tx, asks) = watch::channel(0);
     let (answers_tx, answers_rx) = mpsc::unbounded_channel();
     let (kept_tx, kept) = mpsc::unbounded_channel();
     let task = Task {
-        api: Api::namespaced(client, namespace),
+        cluster,
         names: (0..SHARDS).map(|i| configmap_name(lease, i)).collect(),
         namespace: namespace.to_string(),
         leader,
@@ -117,8 +116,8 @@ pub(crate) fn spawn(
     (link, tokio::spawn(task.run()))
 }
 
-struct Task {
-    api: Api<ConfigMap>,
+struct Task<C> {
+    cluster: Gated<C>,
     names: Vec<String>,
     namespace: String,
     leader: watch::Receiver<bool>,
@@ -139,7 +138,7 @@ fn hash(text: &str) -> u64 {
     h.finish()
 }
 
-impl Task {
+impl<C: Cluster> Task<C> {
     async fn run(mut self) {
         let mut failing = nodemedic_common::throttle::Throttle::default();
         loop {
@@ -158,8 +157,7 @@ impl Task {
                     Err((name, e)) => {
                         failed = true;
                         if let Some(quiet) = failing.allow(std::time::Instant::now()) {
-                            let error = nodemedic_common::client::said(&e);
-                            tracing::warn!(configmap = %format!("{}/{name}", self.namespace), %error,
+                            tracing::warn!(configmap = %format!("{}/{name}", self.namespace), error = %e,
                                 earlier_failures_not_logged = quiet,
                                 "cannot read the record memory; deciding nothing until it is read (trying again in 10s)");
                         }
@@ -200,16 +198,16 @@ impl Task {
     }
 
     /// Every shard, read now (a missing one, or one without the key, holds nothing: as shipped).
-    async fn read(&mut self) -> Result<Seen, (String, kube::Error)> {
+    async fn read(&mut self) -> Result<Seen, (String, ApiError)> {
         let mut texts = Vec::with_capacity(SHARDS);
         let empty = Seen::default();
         for (i, name) in self.names.iter().enumerate() {
-            let cm = self
-                .api
-                .get_opt(name)
+            let data = self
+                .cluster
+                .read_configmap(name)
                 .await
                 .map_err(|e| (name.clone(), e))?;
-            let text = cm.and_then(|c| c.data?.remove(DATA_KEY));
+            let text = data.and_then(|mut d| d.remove(DATA_KEY));
             let as_written = text.clone().unwrap_or_else(|| empty.shard_text(i));
             self.written[i] = Some(hash(&as_written));
             texts.push(text);
@@ -237,13 +235,17 @@ impl Task {
                 all = false;
                 continue;
             }
-            match write(&self.api, &self.names[i], &text).await {
-                Ok(()) => self.written[i] = Some(h),
+            let data = Data::from([(DATA_KEY.to_string(), text.to_string())]);
+            match self
+                .cluster
+                .keep_configmap(&self.names[i], &data, same_text)
+                .await
+            {
+                Ok(_) => self.written[i] = Some(h),
                 Err(e) => {
                     all = false;
                     if let Some(quiet) = failing.allow(std::time::Instant::now()) {
-                        let error = nodemedic_common::client::said(&e);
-                        tracing::warn!(configmap = %format!("{}/{}", self.namespace, self.names[i]), %error,
+                        tracing::warn!(configmap = %format!("{}/{}", self.namespace, self.names[i]), error = %e,
                             earlier_failures_not_logged = quiet, bytes = text.len(),
                             "cannot write the record memory; trying again in 10s (leadership goes on)");
                     }
@@ -255,32 +257,7 @@ impl Task {
     }
 }
 
-/// Make ConfigMap `name` hold `text` unless it already does (created when missing, where the
-/// drainer's credential may create it).
-async fn write(api: &Api<ConfigMap>, name: &str, text: &str) -> Result<(), kube::Error> {
-    match api.get_opt(name).await? {
-        Some(cm)
-            if cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get(DATA_KEY))
-                .map(String::as_str)
-                == Some(text) =>
-        {
-            Ok(())
-        }
-        Some(mut cm) => {
-            cm.data
-                .get_or_insert_with(Default::default)
-                .insert(DATA_KEY.to_string(), text.to_string());
-            api.replace(name, &PostParams::default(), &cm)
-                .await
-                .map(drop)
-        }
-        None => {
-            let data = BTreeMap::from([(DATA_KEY.to_string(), text.to_string())]);
-            let cm = crate::act::reboots::drainer_configmap(name, data);
-            api.create(&PostParams::default(), &cm).await.map(drop)
-        }
-    }
+/// Whether two shards' data hold the same text (anything else in them aside).
+fn same_text(a: &Data, b: &Data) -> bool {
+    a.get(DATA_KEY) == b.get(DATA_KEY)
 }

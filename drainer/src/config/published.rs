@@ -107,6 +107,18 @@ fn without_notify_urls(text: &str) -> String {
     serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
 }
 
+/// Whether two data of the settings ConfigMap say the same settings (who published them and when
+/// aside): publishing again what is there writes nothing.
+pub(crate) fn same(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> bool {
+    let settings = |m: &BTreeMap<String, String>| {
+        m.iter()
+            .filter(|(k, _)| k.as_str() != AT_KEY && k.as_str() != IDENTITY_KEY)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    settings(a) == settings(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

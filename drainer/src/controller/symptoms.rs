@@ -1,20 +1,19 @@
 //! The PodsNotStarting and PodsNotTerminating conditions, I/O: every [`SYMPTOMS_EVERY`] the pods
 //! waiting to start or to go are assessed (`decide::symptoms`, pure) off the loop's thread, and
-//! the conditions that changed are written on the selected Nodes, each with its Event, log line and metric. Written even when
+//! the Executor writes the conditions that changed on the selected Nodes (`act::symptoms`), each
+//! with its Event, log line and metric. Written even when
 //! no decision reads them (reporting); the drainer acts on them only when its conditions name them.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use nodemedic_common::status::Status;
 use nodemedic_common::time::add;
 
 use super::Controller;
-use crate::decide::symptoms::{self, CONDITIONS, Found, SymptomSettings, SymptomWrite};
-use crate::model::cluster::{Cluster, ConditionPatch};
+use crate::decide::symptoms::{self, CONDITIONS, Found, SymptomSettings};
+use crate::model::cluster::Cluster;
 use crate::model::intern::ArcStr;
-use crate::model::occurrence::Occurrence;
 use crate::observe::Observed;
 
 /// How often the symptoms are assessed: minutes matter here, not milliseconds.
@@ -107,53 +106,7 @@ impl<C: Cluster> Controller<C> {
             .filter_map(|n| fleet.view(n).map(|v| &**v));
         let planned = symptoms::writes(&found, selected, &self.cfg.kosmos_label);
         for (node, write) in planned {
-            let condition = write.condition();
-            let (patch, done) = match write {
-                SymptomWrite::Set(s) => (
-                    ConditionPatch::Set {
-                        type_: s.condition.into(),
-                        status: Status::True,
-                        reason: s.reason.into(),
-                        message: s.message.clone(),
-                        at: now,
-                    },
-                    Occurrence::Symptom {
-                        condition: s.condition,
-                        reason: s.reason,
-                        message: s.message,
-                    },
-                ),
-                SymptomWrite::Clear {
-                    condition,
-                    reason,
-                    message,
-                } => (
-                    ConditionPatch::Set {
-                        type_: condition.into(),
-                        status: Status::False,
-                        reason: reason.into(),
-                        message: message.into(),
-                        at: now,
-                    },
-                    Occurrence::SymptomCleared {
-                        condition,
-                        reason,
-                        message,
-                    },
-                ),
-            };
-            let written = match self.cfg.dry_run {
-                true => Ok(()),
-                false => self.exec.cluster().patch_node_status(&node, &patch).await,
-            };
-            let o = match written {
-                Ok(()) => done,
-                Err(e) => Occurrence::SymptomWriteFailed {
-                    condition,
-                    error: e.to_string(),
-                },
-            };
-            self.record.node(&node, o).await;
+            self.exec.symptom(&node, write, now).await;
         }
     }
 }

@@ -130,6 +130,17 @@ pub(crate) const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediat
 pub(crate) const MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
 pub(crate) const MACHINE_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespace";
 
+/// A ConfigMap's data.
+pub(crate) type Data = BTreeMap<String, String>;
+
+/// What keeping a ConfigMap did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// It already held what was wanted (or it is missing and nothing is wanted): no write.
+    Unchanged,
+    Written,
+}
+
 /// Which Node a deletion may delete: the precondition it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NodeVersion {
@@ -203,6 +214,22 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         ev: &NodeEvent,
         existing: Option<&str>,
     ) -> impl Future<Output = Result<String, ApiError>> + Send;
+    /// The data of the drainer's own ConfigMap `name` (in its Lease's namespace), None when it
+    /// does not exist. A read.
+    fn read_configmap(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Data>, ApiError>> + Send;
+    /// Make the drainer's own ConfigMap `name` hold `wanted`, unless `same(held, wanted)` says it
+    /// does already (no write that changes nothing); made with the drainer's labels when missing,
+    /// unless nothing is wanted. The one way the drainer writes its ConfigMaps (its settings, its
+    /// reboot requests, its record memory).
+    fn keep_configmap(
+        &self,
+        name: &str,
+        wanted: &Data,
+        same: fn(&Data, &Data) -> bool,
+    ) -> impl Future<Output = Result<Kept, ApiError>> + Send;
     /// The DaemonSet `namespace/name`, if it exists (a read: where the detector runs, for the
     /// watchdog).
     fn daemon_set(
@@ -223,6 +250,11 @@ pub(crate) struct Gated<C> {
 impl<C: Cluster> Gated<C> {
     pub(crate) fn new(inner: C, leader: watch::Receiver<bool>) -> Gated<C> {
         Gated { inner, leader }
+    }
+
+    /// Leadership as it changes (for a task that writes only while leading).
+    pub(crate) fn leader(&self) -> watch::Receiver<bool> {
+        self.leader.clone()
     }
 
     /// Whether we hold the Lease now.
@@ -317,5 +349,17 @@ impl<C: Cluster> Cluster for Gated<C> {
         name: &str,
     ) -> Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, ApiError> {
         self.inner.daemon_set(namespace, name).await
+    }
+    async fn read_configmap(&self, name: &str) -> Result<Option<Data>, ApiError> {
+        self.inner.read_configmap(name).await
+    }
+    async fn keep_configmap(
+        &self,
+        name: &str,
+        wanted: &Data,
+        same: fn(&Data, &Data) -> bool,
+    ) -> Result<Kept, ApiError> {
+        self.gate()?;
+        self.inner.keep_configmap(name, wanted, same).await
     }
 }
