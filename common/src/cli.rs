@@ -111,29 +111,8 @@ mod tests {
     }
 }
 
-/// An error and its causes on one line, each said once: kube's errors repeat their source in their
-/// own text (`failed to read kubeconfig from '...': No such file or directory` and then the
-/// `io::Error` again), so a cause already contained in what was printed is left out.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = String::new();
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        // A kube error is said in operator words with its own causes (`client::said`), never as
-        // kube's Debug dump of the API server's answer.
-        let (text, next) = match c.downcast_ref::<kube::Error>() {
-            Some(k) => (crate::client::said(k), None),
-            None => (c.to_string(), c.source()),
-        };
-        if out.is_empty() {
-            out = text;
-        } else if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = next;
-    }
-    out
-}
+/// An error and its causes on one line (kept here, where the binaries' mains look for it).
+pub use crate::client::error_chain;
 
 #[cfg(test)]
 mod chain_tests {

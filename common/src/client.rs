@@ -17,10 +17,10 @@ pub fn said(e: &kube::Error) -> String {
             };
             format!("{} ({reason}HTTP {})", s.message, s.code)
         }
-        // Its causes, said as every error chain is (`cli::error_chain`).
+        // Its causes, said as every error chain is (`error_chain`).
         other => {
             let out = other.to_string();
-            match std::error::Error::source(other).map(crate::cli::error_chain) {
+            match std::error::Error::source(other).map(error_chain) {
                 Some(rest) if !out.contains(&rest) => format!("{out}: {rest}"),
                 _ => out,
             }
@@ -157,6 +157,30 @@ fn http_user_agent() -> axum::http::HeaderName {
     axum::http::header::USER_AGENT
 }
 
+/// An error and its causes on one line, each said once: kube's errors repeat their source in their
+/// own text (`failed to read kubeconfig from '...': No such file or directory` and then the
+/// `io::Error` again), so a cause already contained in what was printed is left out.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        // A kube error is said in operator words with its own causes (`client::said`), never as
+        // kube's Debug dump of the API server's answer.
+        let (text, next) = match c.downcast_ref::<kube::Error>() {
+            Some(k) => (said(k), None),
+            None => (c.to_string(), c.source()),
+        };
+        if out.is_empty() {
+            out = text;
+        } else if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = next;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,7 +218,7 @@ mod said_tests {
             e.to_string().contains("Status {"),
             "kube's own words carry the dump"
         );
-        let chained = crate::cli::error_chain(&e);
+        let chained = super::error_chain(&e);
         assert_eq!(chained, "nodes \"n1\" not found (NotFound, HTTP 404)");
     }
 }

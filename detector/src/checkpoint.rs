@@ -10,6 +10,18 @@ use std::path::Path;
 /// Format version written by this build.
 pub(crate) const VERSION: u32 = 1;
 
+/// An aggregated Event as the checkpoint stores it (`report::aggregate` keeps them): its name,
+/// whether it was created, its count as written and as far as the checkpointed positions go.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Saved {
+    pub(crate) name: String,
+    pub(crate) created: bool,
+    pub(crate) written: i32,
+    /// The count as far as the checkpointed positions go.
+    pub(crate) event: nodemedic_common::events::NodeEvent,
+    pub(crate) last_write: Option<k8s_openapi::jiff::Timestamp>,
+}
+
 /// A position in one input.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "input", rename_all = "lowercase")]
@@ -31,7 +43,7 @@ pub struct Checkpoint {
     pub monitors: BTreeMap<String, Position>,
     /// Event counts as far as these positions go (added in place in format 1: older files have none).
     #[serde(default)]
-    pub(crate) events: Vec<crate::report::aggregate::Saved>,
+    pub(crate) events: Vec<Saved>,
 }
 
 impl Checkpoint {
@@ -143,7 +155,7 @@ mod tests {
             },
         );
         let at = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
-        c.events.push(crate::report::aggregate::Saved {
+        c.events.push(Saved {
             name: "node-1.18e".into(),
             created: true,
             written: 7,

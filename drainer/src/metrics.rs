@@ -407,7 +407,7 @@ impl Metrics {
         for &kind in ObjectKind::ALL {
             let _ = self.malformed.get_or_create(&KindLabel { kind });
         }
-        for (condition, ..) in crate::decide::symptoms::CONDITIONS {
+        for (condition, ..) in crate::model::symptom::CONDITIONS {
             let condition = condition.to_string();
             let _ = self.symptoms.get_or_create(&ConditionLabel { condition });
         }

@@ -88,7 +88,6 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
             source,
         })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
-
     let key = own_objects(&client, &opts).await?;
     let signing = signing_key(&opts)?;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -133,8 +132,8 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     );
     let clock = nodemedic_common::clock::Clock::system();
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
-    // The tasks that keep the drainer's own ConfigMaps write through the same gate.
-    let writer = cluster.clone();
+    let writer = cluster.clone(); // its own ConfigMaps' tasks write through the same gate
+
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // What a reload may not loosen (the limits in force now) and what it compares with.
     let started = Started::of(&opts.config);

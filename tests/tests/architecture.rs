@@ -1,5 +1,6 @@
 //! The shape of the code, checked: imports point one way (no cycle among the modules of
-//! `drainer/src` or `detector/src`, tests excluded), files stay readable in one sitting (at most 600
+//! `drainer/src`, `detector/src` or `common/src`, tests excluded; no import up a crate's floors,
+//! [`FLOORS`]), files stay readable in one sitting (at most 600
 //! lines outside tests), functions at most 100 lines outside tests, and every module says in its first
 //! doc line what it holds and whether it is pure.
 //!
@@ -376,12 +377,154 @@ fn import_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn no_import_cycle_among_the_modules() {
     let mut report = Vec::new();
-    for krate in ["drainer", "detector"] {
+    for krate in ["drainer", "detector", "common"] {
         for c in cycles(&import_graph(krate)) {
             report.push(format!("{krate}: {}", c.join(", ")));
         }
     }
     assert!(report.is_empty(), "import cycles:\n{}", report.join("\n"));
+}
+
+/// Each crate's floors, lowest first: a top-level module (a folder or a file under `src/`) may
+/// import from its own floor and those below it, never from one above; and no two top-level
+/// modules import each other. A module not placed here fails the test until it is placed.
+/// The drainer's are its data path (`model -> config -> decide -> {observe, act, record} ->
+/// controller -> cli`), with the tools above the controller.
+const FLOORS: &[(&str, &[&[&str]])] = &[
+    (
+        "drainer",
+        &[
+            &["model", "metrics"],
+            &["config"],
+            &["decide"],
+            &["observe", "act", "record", "notify", "live", "leader"],
+            &["controller", "error"],
+            &["plan", "guard", "run"],
+            &["simulate", "cli", "main"],
+        ],
+    ),
+    (
+        "detector",
+        &[
+            &["parse", "matcher", "probe", "sample"],
+            &["config"],
+            &["metrics", "checkpoint", "npd_flags", "error", "reboot"],
+            &["source"],
+            &["problem"],
+            &["occurrence", "check"],
+            &["monitor"],
+            &["report"],
+            &["supervise"],
+            &["run"],
+            &["cli", "main"],
+        ],
+    ),
+    (
+        "common",
+        &[
+            &[
+                "alloc",
+                "clock",
+                "events",
+                "evict",
+                "filewatch",
+                "health",
+                "keys",
+                "labels",
+                "lenient",
+                "privs",
+                "rbac",
+                "reboot",
+                "runtime",
+                "status",
+                "sysclock",
+                "telemetry",
+                "throttle",
+                "time",
+                "yaml",
+                "chain",
+            ],
+            &["conditions", "exempt", "serve", "client"],
+            &["cli"],
+        ],
+    ),
+];
+
+/// The top-level module of `m` (`a::b` is `a`; the crate root is none).
+fn top(m: &str) -> Option<&str> {
+    m.split("::").next().filter(|t| !t.is_empty())
+}
+
+/// Every import between top-level modules that goes up a floor, every pair that import each other,
+/// and every top-level module without a floor, in `krate` with `floors`.
+fn floor_violations(
+    krate: &str,
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    floors: &[&[&str]],
+) -> Vec<String> {
+    let floor = |t: &str| floors.iter().position(|f| f.contains(&t));
+    let mut out = BTreeSet::new();
+    let mut folders: BTreeSet<(String, String)> = BTreeSet::new();
+    for (from, tos) in graph {
+        let Some(a) = top(from) else { continue };
+        if floor(a).is_none() {
+            out.insert(format!("{krate}: {a} has no floor (place it in FLOORS)"));
+        }
+        for to in tos {
+            let Some(b) = top(to) else { continue };
+            if a == b {
+                continue;
+            }
+            folders.insert((a.to_string(), b.to_string()));
+            if let (Some(fa), Some(fb)) = (floor(a), floor(b))
+                && fb > fa
+            {
+                out.insert(format!(
+                    "{krate}: {from} imports {to}, a floor up ({a} -> {b})"
+                ));
+            }
+        }
+    }
+    for (a, b) in &folders {
+        if a < b && folders.contains(&(b.clone(), a.clone())) {
+            out.insert(format!("{krate}: {a} and {b} import each other"));
+        }
+    }
+    out.into_iter().collect()
+}
+
+#[test]
+fn imports_point_down_the_floors_in_every_crate() {
+    let mut report = Vec::new();
+    for (krate, floors) in FLOORS {
+        report.extend(floor_violations(krate, &import_graph(krate), floors));
+    }
+    assert!(
+        report.is_empty(),
+        "imports up the floors:\n{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn the_floor_check_finds_an_upward_import_a_pair_and_an_unplaced_module() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("low::x", vec!["high::y"]),
+        ("high::y", vec!["low::x"]),
+        ("stray", vec![]),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b.into_iter().map(String::from).collect()))
+    .collect();
+    let found = floor_violations("k", &graph, &[&["low"], &["high"]]);
+    assert_eq!(
+        found,
+        [
+            "k: high and low import each other",
+            "k: low::x imports high::y, a floor up (low -> high)",
+            "k: stray has no floor (place it in FLOORS)",
+        ]
+    );
 }
 
 /// Lines of each function outside tests that is longer than `max` (signature to closing brace).

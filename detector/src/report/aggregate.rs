@@ -79,16 +79,8 @@ pub(crate) struct Write {
     pub(crate) event: NodeEvent,
 }
 
-/// A key as the checkpoint stores it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Saved {
-    pub(crate) name: String,
-    pub(crate) created: bool,
-    pub(crate) written: i32,
-    /// The count as far as the checkpointed positions go.
-    pub(crate) event: NodeEvent,
-    pub(crate) last_write: Option<Timestamp>,
-}
+/// A key as the checkpoint stores it (the checkpoint owns its format).
+pub(crate) use crate::checkpoint::Saved;
 
 /// What became of a failed write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

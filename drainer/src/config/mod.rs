@@ -90,7 +90,7 @@ pub struct Config {
     pub evict_stale_pods: bool,
     /// When pods waiting to start or to go make their node's PodsNotStarting or PodsNotTerminating
     /// condition True (written as reporting; acted on only when the conditions name them).
-    pub symptoms: crate::decide::symptoms::SymptomSettings,
+    pub symptoms: SymptomSettings,
     /// How often a waiting node's WaitingForBudget Event count is refreshed (default 1m).
     pub event_refresh: Duration,
     /// Fleet safety: the breaker, failure domains, flap damping, drain windows.
@@ -178,7 +178,7 @@ impl Default for Config {
             eviction_concurrency: 8,
             stale_readiness: Some(Duration::from_secs(120)),
             evict_stale_pods: false,
-            symptoms: crate::decide::symptoms::SymptomSettings {
+            symptoms: SymptomSettings {
                 not_starting_after: Some(Duration::from_secs(600)),
                 not_terminating_after: Some(Duration::from_secs(300)),
             },
@@ -234,6 +234,7 @@ impl Config {
     /// The settings that differ from `self` in `new`, each as `name: old -> new`, compared as
     /// built (the tests' check that two ways of giving settings build the same). The owner is not
     /// a setting (it is the Lease name).
+
     #[cfg(test)]
     pub(crate) fn changes(&self, new: &Config) -> Vec<String> {
         let mut out = Vec::new();
@@ -373,4 +374,11 @@ mod tests {
             assert!(bad.parse::<Budget>().is_err(), "{bad}");
         }
     }
+}
+
+/// How long before a symptom counts (`None`: not looked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymptomSettings {
+    pub not_starting_after: Option<Duration>,
+    pub not_terminating_after: Option<Duration>,
 }

@@ -13,6 +13,7 @@ use super::laps::{Laps, Part};
 use super::tail::{Tail, WaitNote};
 use super::{Controller, Did, Done, Tap, WRITE_CONCURRENCY, YIELD_EVERY, lease_reference};
 use crate::act::{DrainRun, FollowUp};
+use crate::decide::decision::Said;
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
 use crate::decide::{Action, DrainJob, Effect, NodeDecision, Why};
@@ -150,10 +151,7 @@ impl<C: Cluster> Controller<C> {
             // The reason in words only for what is written (`NodeDecision::reason`, from `why`).
             match d.effect {
                 Effect::Nothing => {}
-                Effect::Drain(job) => {
-                    let reason = d.why.to_string();
-                    work.drains.push((d.node, d.pods, job, reason))
-                }
+                Effect::Drain(job) => work.drains.push((d.node, d.pods, job, d.why.to_string())),
                 // A ladder step waits for the drain's own last write (its record), which would
                 // overwrite the step's; decided again once it is done.
                 Effect::Reboot(_) | Effect::Replace(_) | Effect::Escalate(_)
@@ -255,8 +253,7 @@ impl<C: Cluster> Controller<C> {
         {
             return;
         }
-        let said = d.said(self.cfg.dry_run);
-        let (action, reason) = (said.action, said.reason);
+        let Said { action, reason } = d.said(self.cfg.dry_run);
         if fleet_wide {
             tracing::debug!(node = %d.node, %action, %reason, "decision");
         } else {

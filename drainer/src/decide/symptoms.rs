@@ -36,32 +36,8 @@ use crate::model::intern::ArcStr;
 use crate::model::node::{NodeView, Status};
 use crate::model::pod::{PodInfo, Uid};
 
-/// The conditions the drainer writes for these symptoms.
-pub(crate) const PODS_NOT_STARTING: &str = "PodsNotStarting";
-pub(crate) const PODS_NOT_TERMINATING: &str = "PodsNotTerminating";
-
-/// Each condition, its reason when True, and its reason and message when False.
-pub(crate) const CONDITIONS: [(&str, &str, &str, &str); 2] = [
-    (
-        PODS_NOT_STARTING,
-        "PodsWaitingToStart",
-        "PodsStart",
-        "pods bound to this node start",
-    ),
-    (
-        PODS_NOT_TERMINATING,
-        "PodsStuckTerminating",
-        "PodsTerminate",
-        "pods deleted on this node go",
-    ),
-];
-
-/// How long before a symptom counts (`None`: not looked for).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SymptomSettings {
-    pub not_starting_after: Option<Duration>,
-    pub not_terminating_after: Option<Duration>,
-}
+pub(crate) use crate::config::SymptomSettings;
+pub(crate) use crate::model::symptom::{CONDITIONS, PODS_NOT_STARTING, PODS_NOT_TERMINATING};
 
 /// A symptom on one node: its condition (one of [`CONDITIONS`]) and what the message says.
 #[derive(Debug, Clone, PartialEq, Eq)]

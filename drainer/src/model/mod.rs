@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod intern;
 pub mod keys;
+pub mod ladder;
 pub mod lite;
 pub mod node;
 pub mod occurrence;
@@ -15,5 +16,6 @@ pub(crate) mod progress;
 pub mod record;
 pub mod seal;
 pub(crate) mod selection;
+pub(crate) mod symptom;
 pub mod transition;
 pub mod uid;

@@ -8,7 +8,7 @@ use nodemedic_common::keys::DRAIN_RECORD_ANNOTATION;
 
 use super::node::{NodeTaint, NodeView};
 use super::seal::RecordTrust;
-use crate::config::ladder::{Ladder, Step};
+use crate::model::ladder::{Ladder, Step};
 
 fn yes() -> bool {
     true
@@ -127,7 +127,7 @@ fn is_epoch(t: &Timestamp) -> bool {
 
 /// A ladder in a record as its conditions write it (`drain, reboot, replace`).
 mod ladder_text {
-    use crate::config::ladder::Ladder;
+    use crate::model::ladder::Ladder;
 
     pub(super) fn serialize<S: serde::Serializer>(
         l: &Option<Ladder>,

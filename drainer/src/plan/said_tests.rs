@@ -1,7 +1,7 @@
 //! Every `Why` says the same words wherever a decision is shown: the live drainer's log line (its
 //! fields, from [`NodeDecision::said`]), `plan`'s row and `explain`'s decision and next step, with
 //! and without a dry run. The table holds one value of each variant; the match below fails to
-//! compile when a variant is added without one.
+//! compile when a variant is added without one. Pure.
 
 use std::time::Duration;
 
@@ -19,10 +19,21 @@ fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
 }
 
+fn p() -> String {
+    "KernelDeadlock".to_string()
+}
+
 /// One value of each `Why` (and of each ladder `Why`), with the action it goes with.
 fn table() -> Vec<(Action, Why)> {
-    let p = || "KernelDeadlock".to_string();
-    let ladder = |w| Why::Ladder(w);
+    let mut rows = unrecorded();
+    rows.extend(recorded());
+    rows.extend(held());
+    rows.extend(laddered());
+    rows
+}
+
+/// Nodes without a record of ours.
+fn unrecorded() -> Vec<(Action, Why)> {
     vec![
         (
             Action::Skip,
@@ -61,6 +72,12 @@ fn table() -> Vec<(Action, Why)> {
                 drain_at: Some(t(60)),
             },
         ),
+    ]
+}
+
+/// Nodes with a record of ours.
+fn recorded() -> Vec<(Action, Why)> {
+    vec![
         (Action::None, Why::ReleasedEpisode),
         (Action::None, Why::ForgetReleased),
         (
@@ -121,6 +138,12 @@ fn table() -> Vec<(Action, Why)> {
             },
         ),
         (Action::Wait, Why::PodsNotListed { what: "the drain" }),
+    ]
+}
+
+/// Held back by a gate.
+fn held() -> Vec<(Action, Why)> {
+    vec![
         (
             Action::Hold,
             Why::BreakerOpen {
@@ -179,6 +202,13 @@ fn table() -> Vec<(Action, Why)> {
                 problem: p(),
             },
         ),
+    ]
+}
+
+/// On a remediation ladder.
+fn laddered() -> Vec<(Action, Why)> {
+    let ladder = Why::Ladder;
+    vec![
         (
             Action::Reboot,
             ladder(LadderWhy::Reboot {

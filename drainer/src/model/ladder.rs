@@ -1,0 +1,174 @@
+//! A remediation ladder as data (`KernelDeadlock=True,10m: drain, reboot, replace`): its steps,
+//! in one order, each stronger than the one before, and how it is written and read. Pure. Here on
+//! the ground floor because a node's drain record names its ladder and step (`model::record`);
+//! the limits every ladder runs within are settings (`config::ladder`).
+
+/// One step of a ladder.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Step {
+    Drain,
+    Reboot,
+    Replace,
+}
+
+impl Step {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Step::Drain => "drain",
+            Step::Reboot => "reboot",
+            Step::Replace => "replace",
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The steps of a condition's ladder past the drain (which every ladder starts with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Ladder {
+    pub(crate) reboot: bool,
+    pub(crate) replace: bool,
+}
+
+/// A ladder that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LadderError {
+    #[error("{step:?} is not a step (the steps are drain, reboot and replace)")]
+    Unknown { step: String },
+    #[error("no steps after ':' (write the steps, e.g. \"drain, reboot\", or leave the ':' out)")]
+    Empty,
+    #[error(
+        "a ladder starts with drain (nothing is rebooted or replaced with work on it): \"drain, {first}\""
+    )]
+    NoDrainFirst { first: Step },
+    #[error("{step} comes twice")]
+    Twice { step: Step },
+    #[error(
+        "{later} comes after {earlier}: the steps go drain, reboot, replace, each stronger than the last"
+    )]
+    OutOfOrder { earlier: Step, later: Step },
+}
+
+impl Ladder {
+    /// The steps in order, the drain first.
+    pub(crate) fn steps(self) -> impl Iterator<Item = Step> {
+        [
+            Some(Step::Drain),
+            self.reboot.then_some(Step::Reboot),
+            self.replace.then_some(Step::Replace),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// The step after `step` on this ladder (None: the end, a person).
+    pub(crate) fn after(self, step: Step) -> Option<Step> {
+        self.steps().find(|s| *s > step)
+    }
+}
+
+impl std::fmt::Display for Ladder {
+    /// As written after the condition's ':' (`drain, reboot, replace`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let steps: Vec<&str> = self.steps().map(Step::as_str).collect();
+        f.write_str(&steps.join(", "))
+    }
+}
+
+impl std::str::FromStr for Ladder {
+    type Err = LadderError;
+
+    /// `drain, reboot, replace` (commas, spaces or both between steps).
+    fn from_str(s: &str) -> Result<Ladder, LadderError> {
+        let mut steps = Vec::new();
+        for word in s.split([',', ' ']).filter(|w| !w.is_empty()) {
+            let step = match word.to_ascii_lowercase().as_str() {
+                "drain" => Step::Drain,
+                "reboot" => Step::Reboot,
+                "replace" => Step::Replace,
+                _ => return Err(LadderError::Unknown { step: word.into() }),
+            };
+            if steps.contains(&step) {
+                return Err(LadderError::Twice { step });
+            }
+            if let Some(&earlier) = steps.last()
+                && earlier > step
+            {
+                return Err(LadderError::OutOfOrder {
+                    earlier,
+                    later: step,
+                });
+            }
+            steps.push(step);
+        }
+        match steps.first() {
+            None => Err(LadderError::Empty),
+            Some(&first) if first != Step::Drain => Err(LadderError::NoDrainFirst { first }),
+            Some(_) => Ok(Ladder {
+                reboot: steps.contains(&Step::Reboot),
+                replace: steps.contains(&Step::Replace),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_parse_in_order_from_the_drain() {
+        let l: Ladder = "drain, reboot, replace".parse().unwrap();
+        assert_eq!(
+            l,
+            Ladder {
+                reboot: true,
+                replace: true
+            }
+        );
+        assert_eq!(l.to_string(), "drain, reboot, replace");
+        assert_eq!(
+            "drain,replace".parse::<Ladder>().unwrap().to_string(),
+            "drain, replace"
+        );
+        assert_eq!(
+            "Drain Reboot".parse::<Ladder>().unwrap().to_string(),
+            "drain, reboot"
+        );
+        assert_eq!("drain".parse::<Ladder>().unwrap(), Ladder::default());
+        assert_eq!(l.after(Step::Drain), Some(Step::Reboot));
+        assert_eq!(l.after(Step::Reboot), Some(Step::Replace));
+        assert_eq!(l.after(Step::Replace), None);
+        let skip: Ladder = "drain, replace".parse().unwrap();
+        assert_eq!(skip.after(Step::Drain), Some(Step::Replace));
+        assert_eq!(
+            skip.after(Step::Reboot),
+            Some(Step::Replace),
+            "a reboot past its limit goes on"
+        );
+    }
+
+    #[test]
+    fn a_ladder_that_is_not_one_says_why() {
+        let err = |s: &str| s.parse::<Ladder>().unwrap_err().to_string();
+        assert_eq!(
+            err("drain, rebot"),
+            "\"rebot\" is not a step (the steps are drain, reboot and replace)"
+        );
+        assert!(err(" ").starts_with("no steps after ':'"));
+        assert!(
+            err("reboot").starts_with("a ladder starts with drain"),
+            "{}",
+            err("reboot")
+        );
+        assert_eq!(err("drain, reboot, reboot"), "reboot comes twice");
+        assert!(err("drain, replace, reboot").starts_with("reboot comes after replace"));
+    }
+}
