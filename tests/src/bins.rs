@@ -54,6 +54,22 @@ pub fn drainer_example(name: &str) -> PathBuf {
     target_dir(&root).join("drainer/examples").join(name)
 }
 
+/// The drainer built with its own cargo profile (`drainer`, as the image's build) without
+/// profile-guided optimisation, in `target/drainer/`: for the benches that compare it with a
+/// process built the same way ([`drainer_example`]).
+pub fn drainer_unprofiled() -> PathBuf {
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--profile", "drainer", "-p", "nodemedic-drainer"])
+        .args(["--bin", "drainer"])
+        .current_dir(&root);
+    without_bench_env(&mut cmd);
+    let status = cmd.status().expect("cargo build");
+    assert!(status.success(), "cargo build of the drainer failed");
+    target_dir(&root).join("drainer/drainer")
+}
+
 /// What cargo sets for the bench that builds something (its package's variables, OUT_DIR, the
 /// library path) would reach build scripts that watch such variables, and cargo would rebuild
 /// part of the drainer's tree (and `build/pgo-drainer.sh` retrain it) for every bench run.

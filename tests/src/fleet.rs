@@ -210,6 +210,9 @@ pub enum Update {
     /// A heartbeat that also changes Ready's reason (still True): a state change of a condition
     /// every decision reads, so the drainer decides the node again (it stays healthy).
     ReadyChange,
+    /// A label's value changes ([`OTHER_LABEL`]) that the selector does not name: a state change
+    /// nothing the drainer decides with reads.
+    UnreadLabelChange,
 }
 
 impl Update {
@@ -220,6 +223,7 @@ impl Update {
             Update::ConditionChange => "state changes: a condition's reason",
             Update::LabelChange => "state changes: a label the selector reads",
             Update::ReadyChange => "state changes: Ready's reason",
+            Update::UnreadLabelChange => "state changes: a label the selector does not read",
         }
     }
 
@@ -257,8 +261,12 @@ impl Update {
                     .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
             }
-            Update::LabelChange => {
-                let patch = json!({"metadata": {"labels": {FLIP_LABEL: flip}}});
+            Update::LabelChange | Update::UnreadLabelChange => {
+                let label = match self {
+                    Update::LabelChange => FLIP_LABEL,
+                    _ => OTHER_LABEL,
+                };
+                let patch = json!({"metadata": {"labels": {label: flip}}});
                 nodes
                     .patch(node, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
@@ -355,29 +363,50 @@ pub async fn steady_cpu(
     window: Duration,
     repeats: usize,
 ) -> Vec<Steady> {
-    let mut runs = Vec::new();
+    let mut each = side_by_side(nodes, count, rate, kinds, &[meter], window, repeats).await;
+    each.pop().unwrap_or_default()
+}
+
+/// [`steady_cpu`] of several processes at once, in the same windows, receiving the same updates
+/// (each meter's runs, in the order of `meters`): what one costs beside another is then a ratio
+/// of one run, which this machine's drift between runs does not move.
+pub async fn side_by_side(
+    nodes: &Api<Node>,
+    count: usize,
+    rate: f64,
+    kinds: &[Update],
+    meters: &[&crate::process::CpuMeter],
+    window: Duration,
+    repeats: usize,
+) -> Vec<Vec<Steady>> {
+    let mut runs: Vec<Vec<Steady>> = meters.iter().map(|_| Vec::new()).collect();
+    let cpu = || meters.iter().map(|m| m.seconds()).collect::<Vec<f64>>();
     for _ in 0..repeats {
-        let (cpu0, t) = (meter.seconds(), Instant::now());
+        let (cpu0, t) = (cpu(), Instant::now());
         tokio::time::sleep(window).await;
-        let idle_per_s = (meter.seconds() - cpu0) / t.elapsed().as_secs_f64();
+        let idle: Vec<f64> = (cpu().iter().zip(&cpu0))
+            .map(|(c, c0)| (c - c0) / t.elapsed().as_secs_f64())
+            .collect();
         for &kind in kinds {
             let stop = Arc::new(AtomicBool::new(false));
-            let (cpu0, t) = (meter.seconds(), Instant::now());
+            let (cpu0, t) = (cpu(), Instant::now());
             let task = tokio::spawn(churn(nodes.clone(), count, rate, 1, stop.clone(), kind));
             tokio::time::sleep(window).await;
             stop.store(true, Ordering::Relaxed);
             let updates = task.await.expect("the churn");
-            // The last update's event reaches the process.
+            // The last update's event reaches the processes.
             tokio::time::sleep(Duration::from_millis(500)).await;
             let secs = t.elapsed().as_secs_f64();
-            let cpu = meter.seconds() - cpu0 - idle_per_s * secs;
-            runs.push(Steady {
-                kind,
-                per_update_us: cpu.max(0.0) / updates.max(1) as f64 * 1e6,
-                updates,
-                secs,
-                idle_ms_per_s: idle_per_s * 1e3,
-            });
+            for (i, c) in cpu().iter().enumerate() {
+                let used = c - cpu0[i] - idle[i] * secs;
+                runs[i].push(Steady {
+                    kind,
+                    per_update_us: used.max(0.0) / updates.max(1) as f64 * 1e6,
+                    updates,
+                    secs,
+                    idle_ms_per_s: idle[i] * 1e3,
+                });
+            }
         }
     }
     runs
@@ -438,6 +467,8 @@ pub async fn mark_bad(nodes: &Api<Node>, name: &str) {
 
 /// The label a [`Update::LabelChange`] flips between `a` and `b`.
 pub const FLIP_LABEL: &str = "bench.nodemedic.io/flip";
+/// The label an [`Update::UnreadLabelChange`] flips: the drainer's selector does not name it.
+pub const OTHER_LABEL: &str = "bench.nodemedic.io/other";
 
 /// The drainer's selector: draino's (`draino=node`), and the label the benches flip, so that a
 /// label change is one the selector reads (a label it does not name leaves its answer as it was

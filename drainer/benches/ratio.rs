@@ -1,0 +1,170 @@
+//! What the drainer costs per node update beside a bare Node watch, measured in one run: the
+//! drainer (`drainer run` as the benches run it: CEL selection, KernelDeadlock) and the floor
+//! (`examples/watch_floor.rs`: the drainer's client and kube's watcher reading each event's name and
+//! resourceVersion, nothing more), both built with the drainer's cargo profile without PGO, both
+//! watching one API server at once and so receiving the same updates, one every 50 ms, each kind
+//! in 30 s windows with an idle baseline before them subtracted; CPU from each thread's schedstat.
+//! The figure is the ratio of the two in the same window (this machine moves an absolute figure by
+//! 2x between runs, a ratio of one run much less): heartbeats, a label the selector does not read,
+//! Ready's reason. Targets (issue 65): at most 1.3x, 1.3x and 1.6x, medians of 3 windows.
+//!
+//! `cargo bench -p nodemedic-drainer --bench ratio` (`NODEMEDIC_SCALE_NODES`, default 2,000;
+//! `NODEMEDIC_SCALE_REPEATS`, default 3; `NODEMEDIC_DRAINER_BIN` for another drainer build;
+//! `KUBEBUILDER_ASSETS` for a real control plane).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use nodemedic_tests::bench::{Backend, KillOnDrop, die_with_parent, free_port};
+use nodemedic_tests::fleet::{self, Steady, Update};
+use tokio::io::AsyncBufReadExt;
+
+/// One update every 50 ms, as the scale bench's steady phase.
+const RATE: f64 = 20.0;
+const WINDOW: Duration = Duration::from_secs(30);
+/// Each kind measured, with its target ratio.
+const KINDS: [(Update, f64); 3] = [
+    (Update::Heartbeat, 1.3),
+    (Update::UnreadLabelChange, 1.3),
+    (Update::ReadyChange, 1.6),
+];
+
+fn env_count(name: &str, default: usize, max: usize) -> usize {
+    match std::env::var(name).ok().map(|s| s.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if (1..=max).contains(&n) => n,
+        Some(_) => {
+            eprintln!("{name} must be a number from 1 to {max}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The floor's process, once it has listed every Node.
+async fn start_floor(exe: &std::path::Path, kubeconfig: &std::path::Path) -> KillOnDrop {
+    let mut cmd = Command::new(exe);
+    cmd.env("KUBECONFIG", kubeconfig)
+        .env("MALLOC_ARENA_MAX", "1")
+        .stdout(Stdio::piped());
+    die_with_parent(&mut cmd);
+    let mut child = KillOnDrop(cmd.spawn().expect("the watcher starts"));
+    let stdout = child.0.stdout.take().expect("its stdout");
+    let stdout = tokio::process::ChildStdout::from_std(stdout).expect("a pipe tokio can read");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let synced = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Ok(Some(l)) = lines.next_line().await {
+            if l.starts_with("synced") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        synced == Ok(true),
+        "the watcher listed the nodes within 10 minutes"
+    );
+    // Its later lines are drained so a full pipe never blocks it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
+}
+
+#[tokio::main]
+async fn main() {
+    let count = env_count("NODEMEDIC_SCALE_NODES", 2_000, 100_000);
+    let repeats = env_count("NODEMEDIC_SCALE_REPEATS", 3, 20);
+    let floor_exe = nodemedic_tests::bins::drainer_example("watch_floor");
+    let drainer_exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(nodemedic_tests::bins::drainer_unprofiled);
+    let backend = Backend::start("ratio").await;
+    let client = backend.client();
+    let t0 = Instant::now();
+    fleet::create_nodes(&client, count).await;
+    println!(
+        "fixture: {count} kubelet-shaped nodes on {} in {:.0?}",
+        backend.describe(),
+        t0.elapsed()
+    );
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    backend.write_kubeconfig(&kubeconfig);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut cmd = fleet::drainer_command(&drainer_exe, &kubeconfig, &listen);
+    die_with_parent(&mut cmd);
+    let drainer = KillOnDrop(cmd.spawn().expect("the drainer starts"));
+    assert!(
+        fleet::wait_ready(&client, &listen, Duration::from_secs(600)).await,
+        "the drainer was not ready in 10 minutes"
+    );
+    let floor = start_floor(&floor_exe, &kubeconfig).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let meters = [
+        nodemedic_tests::process::CpuMeter::start(drainer.0.id()),
+        nodemedic_tests::process::CpuMeter::start(floor.0.id()),
+    ];
+    let nodes: Api<Node> = Api::all(client.clone());
+    let kinds: Vec<Update> = KINDS.iter().map(|(k, _)| *k).collect();
+    let runs = fleet::side_by_side(
+        &nodes,
+        count,
+        RATE,
+        &kinds,
+        &[&meters[0], &meters[1]],
+        WINDOW,
+        repeats,
+    )
+    .await;
+    drop((drainer, floor));
+    report(
+        count,
+        &backend,
+        (&drainer_exe, &floor_exe),
+        &runs[0],
+        &runs[1],
+    );
+}
+
+fn report(
+    count: usize,
+    backend: &Backend,
+    (drainer, floor): (&std::path::Path, &std::path::Path),
+    mine: &[Steady],
+    bare: &[Steady],
+) {
+    println!(
+        "\n{count} nodes, {}, this machine; drainer {} beside the bare watch {} (both the `drainer` profile, no PGO, MALLOC_ARENA_MAX=1), receiving the same updates at {RATE}/s",
+        backend.describe(),
+        drainer.display(),
+        floor.display()
+    );
+    println!(
+        "| kind | drainer / bare watch, each window | median (target) | drainer; bare watch, medians |"
+    );
+    println!("|---|---|---|---|");
+    for (kind, target) in KINDS {
+        let pairs: Vec<(f64, f64)> = (mine.iter().zip(bare))
+            .filter(|(m, _)| m.kind == kind)
+            .map(|(m, b)| (m.per_update_us, b.per_update_us))
+            .collect();
+        let ratios: Vec<f64> = pairs.iter().map(|(m, b)| m / b.max(1e-9)).collect();
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}x")).collect();
+        let r = median(ratios.clone());
+        let met = if r <= target { "met" } else { "NOT met" };
+        println!(
+            "| {} | {} | **{r:.2}x** ({target}x: {met}) | {:.0} us; {:.0} us |",
+            kind.describe(),
+            each.join(" / "),
+            median(pairs.iter().map(|p| p.0).collect()),
+            median(pairs.iter().map(|p| p.1).collect()),
+        );
+    }
+}
