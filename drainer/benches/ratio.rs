@@ -12,14 +12,14 @@
 //! `NODEMEDIC_SCALE_REPEATS`, default 3; `NODEMEDIC_DRAINER_BIN` for another drainer build;
 //! `KUBEBUILDER_ASSETS` for a real control plane).
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use nodemedic_tests::bench::{Backend, KillOnDrop, die_with_parent, free_port};
+use nodemedic_tests::bench::{
+    Backend, KillOnDrop, count_from_env, die_with_parent, free_port, start_watch_floor,
+};
 use nodemedic_tests::fleet::{self, Steady, Update};
-use tokio::io::AsyncBufReadExt;
 
 /// One update every 50 ms, as the scale bench's steady phase.
 const RATE: f64 = 20.0;
@@ -31,55 +31,15 @@ const KINDS: [(Update, f64); 3] = [
     (Update::ReadyChange, 1.6),
 ];
 
-fn env_count(name: &str, default: usize, max: usize) -> usize {
-    match std::env::var(name).ok().map(|s| s.parse::<usize>()) {
-        None => default,
-        Some(Ok(n)) if (1..=max).contains(&n) => n,
-        Some(_) => {
-            eprintln!("{name} must be a number from 1 to {max}");
-            std::process::exit(2);
-        }
-    }
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-/// The floor's process, once it has listed every Node.
-async fn start_floor(exe: &std::path::Path, kubeconfig: &std::path::Path) -> KillOnDrop {
-    let mut cmd = Command::new(exe);
-    cmd.env("KUBECONFIG", kubeconfig)
-        .env("MALLOC_ARENA_MAX", "1")
-        .stdout(Stdio::piped());
-    die_with_parent(&mut cmd);
-    let mut child = KillOnDrop(cmd.spawn().expect("the watcher starts"));
-    let stdout = child.0.stdout.take().expect("its stdout");
-    let stdout = tokio::process::ChildStdout::from_std(stdout).expect("a pipe tokio can read");
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let synced = tokio::time::timeout(Duration::from_secs(600), async {
-        while let Ok(Some(l)) = lines.next_line().await {
-            if l.starts_with("synced") {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert!(
-        synced == Ok(true),
-        "the watcher listed the nodes within 10 minutes"
-    );
-    // Its later lines are drained so a full pipe never blocks it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    child
-}
-
 #[tokio::main]
 async fn main() {
-    let count = env_count("NODEMEDIC_SCALE_NODES", 2_000, 100_000);
-    let repeats = env_count("NODEMEDIC_SCALE_REPEATS", 3, 20);
+    let count = count_from_env("NODEMEDIC_SCALE_NODES", 2_000, 100_000);
+    let repeats = count_from_env("NODEMEDIC_SCALE_REPEATS", 3, 20);
     let floor_exe = nodemedic_tests::bins::drainer_example("watch_floor");
     let drainer_exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
         .map(std::path::PathBuf::from)
@@ -105,7 +65,7 @@ async fn main() {
         fleet::wait_ready(&client, &listen, Duration::from_secs(600)).await,
         "the drainer was not ready in 10 minutes"
     );
-    let floor = start_floor(&floor_exe, &kubeconfig).await;
+    let (floor, _) = start_watch_floor(&floor_exe, &kubeconfig).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let meters = [
         nodemedic_tests::process::CpuMeter::start(drainer.0.id()),

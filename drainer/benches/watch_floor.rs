@@ -12,14 +12,12 @@
 //! `cargo bench -p nodemedic-drainer --bench watch_floor` (`NODEMEDIC_SCALE_NODES`, default 2,000;
 //! `NODEMEDIC_SCALE_REPEATS`, default 3; `KUBEBUILDER_ASSETS` for a real control plane).
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use nodemedic_tests::bench::{Backend, KillOnDrop, die_with_parent};
+use nodemedic_tests::bench::{Backend, count_from_env, start_watch_floor};
 use nodemedic_tests::fleet::{self, Update};
-use tokio::io::AsyncBufReadExt;
 
 /// One update every 50 ms, as the scale bench's steady phase.
 const STEADY_RATE: f64 = 20.0;
@@ -28,17 +26,6 @@ const MEASURE: Duration = Duration::from_secs(30);
 /// The kinds measured: to a process that decodes nothing, a state change is a heartbeat.
 const KINDS: [Update; 2] = [Update::Heartbeat, Update::ReadyChange];
 
-fn env_count(name: &str, default: usize, max: usize) -> usize {
-    match std::env::var(name).ok().map(|s| s.parse::<usize>()) {
-        None => default,
-        Some(Ok(n)) if (1..=max).contains(&n) => n,
-        Some(_) => {
-            eprintln!("{name} must be a number from 1 to {max}");
-            std::process::exit(2);
-        }
-    }
-}
-
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[0], v[v.len() / 2], v[v.len() - 1])
@@ -46,8 +33,8 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 
 #[tokio::main]
 async fn main() {
-    let count = env_count("NODEMEDIC_SCALE_NODES", 2_000, 100_000);
-    let repeats = env_count("NODEMEDIC_SCALE_REPEATS", 3, 20);
+    let count = count_from_env("NODEMEDIC_SCALE_NODES", 2_000, 100_000);
+    let repeats = count_from_env("NODEMEDIC_SCALE_REPEATS", 3, 20);
     let exe = match std::env::var_os("NODEMEDIC_FLOOR_BIN") {
         Some(p) => p.into(),
         None => nodemedic_tests::bins::drainer_example("watch_floor"),
@@ -65,31 +52,9 @@ async fn main() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let kubeconfig = dir.path().join("kubeconfig");
     backend.write_kubeconfig(&kubeconfig);
-    let mut cmd = Command::new(&exe);
-    cmd.env("KUBECONFIG", &kubeconfig)
-        .env("MALLOC_ARENA_MAX", "1")
-        .stdout(Stdio::piped());
-    die_with_parent(&mut cmd);
-    let mut child = KillOnDrop(cmd.spawn().expect("the watcher starts"));
+    let (child, synced) = start_watch_floor(&exe, &kubeconfig).await;
     let pid = child.0.id();
-    let stdout = child.0.stdout.take().expect("its stdout");
-    let stdout = tokio::process::ChildStdout::from_std(stdout).expect("a pipe tokio can read");
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let synced = tokio::time::timeout(Duration::from_secs(600), async {
-        while let Ok(Some(l)) = lines.next_line().await {
-            if l.starts_with("synced") {
-                return Some(l);
-            }
-        }
-        None
-    })
-    .await
-    .ok()
-    .flatten()
-    .expect("the watcher listed the nodes within 10 minutes");
     println!("watcher {} (pid {pid}): {synced}", exe.display());
-    // Its later lines are drained so a full pipe never blocks it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let nodes: Api<Node> = Api::all(client.clone());

@@ -210,3 +210,49 @@ pub fn die_with_parent(cmd: &mut Command) {
         });
     }
 }
+
+/// The number in environment variable `name` (1 to `max`), or `default`; anything else ends the
+/// bench with a message (exit 2).
+pub fn count_from_env(name: &str, default: usize, max: usize) -> usize {
+    match std::env::var(name).ok().map(|s| s.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if (1..=max).contains(&n) => n,
+        Some(_) => {
+            eprintln!("{name} must be a number from 1 to {max}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The bare Node watch (`drainer/examples/watch_floor.rs` at `exe`) against the cluster in
+/// `kubeconfig`, once it has listed every Node (its `synced` line, returned); its later output is
+/// drained so a full pipe never blocks it.
+pub async fn start_watch_floor(
+    exe: &std::path::Path,
+    kubeconfig: &std::path::Path,
+) -> (KillOnDrop, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut cmd = Command::new(exe);
+    cmd.env("KUBECONFIG", kubeconfig)
+        .env("MALLOC_ARENA_MAX", "1")
+        .stdout(std::process::Stdio::piped());
+    die_with_parent(&mut cmd);
+    let mut child = KillOnDrop(cmd.spawn().expect("the watcher starts"));
+    let stdout = child.0.stdout.take().expect("its stdout");
+    let stdout = tokio::process::ChildStdout::from_std(stdout).expect("a pipe tokio can read");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let synced = tokio::time::timeout(std::time::Duration::from_secs(600), async {
+        while let Ok(Some(l)) = lines.next_line().await {
+            if l.starts_with("synced") {
+                return Some(l);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .expect("the watcher listed the nodes within 10 minutes");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, synced)
+}
