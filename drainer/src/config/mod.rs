@@ -234,7 +234,6 @@ impl Config {
     /// The settings that differ from `self` in `new`, each as `name: old -> new`, compared as
     /// built (the tests' check that two ways of giving settings build the same). The owner is not
     /// a setting (it is the Lease name).
-
     #[cfg(test)]
     pub(crate) fn changes(&self, new: &Config) -> Vec<String> {
         let mut out = Vec::new();
@@ -299,6 +298,13 @@ pub(crate) fn protected_annotation(s: &str) -> Result<(String, Option<String>), 
         None if !s.is_empty() => Ok((s.to_string(), None)),
         _ => Err(AnnotationError(s.into())),
     }
+}
+
+/// How long before a symptom counts (`None`: not looked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymptomSettings {
+    pub not_starting_after: Option<Duration>,
+    pub not_terminating_after: Option<Duration>,
 }
 
 #[cfg(test)]
@@ -374,11 +380,4 @@ mod tests {
             assert!(bad.parse::<Budget>().is_err(), "{bad}");
         }
     }
-}
-
-/// How long before a symptom counts (`None`: not looked for).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SymptomSettings {
-    pub not_starting_after: Option<Duration>,
-    pub not_terminating_after: Option<Duration>,
 }

@@ -63,7 +63,7 @@ pub(super) fn drained(
     let mut reasons = Vec::new();
     let mut next = ladder.after(last);
     if next == Some(Step::Reboot) {
-        match reboot_refused(&c.node, c.reboots_today, cfg) {
+        match reboot_refused(c.node, c.reboots_today, cfg) {
             None => {}
             Some(reason) => {
                 reasons.push(reason);
