@@ -572,3 +572,42 @@ fn swapped_input_files_are_an_error_naming_the_file() {
     );
     assert!(out.stdout.is_empty(), "no plan printed");
 }
+
+/// A condition type with a case typo (nodes report `KernelDeadlock`) plans every node healthy: the
+/// plan says why on stderr in the live drainer's words, as `explain` does; draino's obsolete
+/// `OutOfDisk` is named too.
+#[test]
+fn a_typo_or_an_obsolete_condition_is_warned_about_offline_as_live() {
+    for command in ["plan", "explain"] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_drainer"));
+        cmd.arg(command);
+        if command == "explain" {
+            cmd.arg("node-c");
+        }
+        let out = cmd
+            .args([
+                "KernelDeadLock=True,10m",
+                "OutOfDisk=True",
+                "--now",
+                "2026-11-22T10:00:00Z",
+            ])
+            .arg("--nodes")
+            .arg(format!("{SAMPLES}/nodes.json"))
+            .arg("--pods")
+            .arg(format!("{SAMPLES}/pods.json"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command}: {err}");
+        assert!(
+            err.contains(
+                "warning: no node reports a condition of type \"KernelDeadLock\", but nodes report \"KernelDeadlock\""
+            ),
+            "{command}: {err}"
+        );
+        assert!(
+            err.contains("warning: no node reports \"OutOfDisk\""),
+            "{command}: {err}"
+        );
+    }
+}

@@ -72,7 +72,10 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
         crate::plan::chain::print(&e, &mut out)
     };
     match written.and_then(|()| std::io::Write::flush(&mut out)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            super::plan::say_settings_warnings(&cfg, &o.nodes);
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             say!("writing the explanation failed: {e}");
             ExitCode::from(1)

@@ -291,6 +291,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
                 plans.len(),
                 pods.len()
             );
+            say_settings_warnings(&cfg, &nodes);
             say_records_unchecked(&nodes);
             ExitCode::SUCCESS
         }
@@ -298,6 +299,21 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
             say!("writing the plan failed: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// The mistakes the live drainer warns of when its caches have synced (`decide::summary`): a
+/// watched condition no node reports when one a typo away is, an obsolete one, a selector that
+/// selects nothing. The same words, on stderr.
+pub(super) fn say_settings_warnings(
+    cfg: &crate::config::Config,
+    nodes: &[crate::model::node::NodeView],
+) {
+    let selected = nodes
+        .iter()
+        .map(|v| (v, cfg.selector.matches(v).unwrap_or(false)));
+    for w in crate::decide::summary::summarize(cfg, selected).warnings {
+        say!("warning: {w}");
     }
 }
 

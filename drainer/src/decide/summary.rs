@@ -28,6 +28,10 @@ pub(crate) enum Warning {
         "no node reports a condition of type {watched:?}, but nodes report {close:?}: condition types are case-sensitive (a typo watches nothing)"
     )]
     UnseenCondition { watched: String, close: String },
+    #[error(
+        "no node reports {watched:?}: kubelets have not reported it since Kubernetes 1.13 and the type is gone since 1.16 (draino's examples still name it); watch DiskPressure instead"
+    )]
+    ObsoleteCondition { watched: String },
     #[error("the selector ({selector}) selects none of the {nodes} nodes: nothing will be drained")]
     SelectsNothing { selector: String, nodes: usize },
     #[error(
@@ -40,6 +44,10 @@ pub(crate) enum Warning {
         example: String,
     },
 }
+
+/// Condition types no kubelet reports any more (`OutOfDisk`: not since Kubernetes 1.13), which
+/// draino's example configurations still watch.
+const OBSOLETE: [&str; 1] = ["OutOfDisk"];
 
 /// Two condition types a typo apart: equal but for case, or at most two edits apart (and long
 /// enough that two edits are a typo, not another word).
@@ -78,6 +86,9 @@ pub(crate) fn summarize<'a>(
                 watched: w.to_string(),
                 close: c.to_string(),
             });
+        } else if OBSOLETE.contains(&w) {
+            let watched = w.to_string();
+            warnings.push(Warning::ObsoleteCondition { watched });
         }
     }
     if total > 0 && selected == 0 {
@@ -174,6 +185,26 @@ mod tests {
         // Correct spelling: no warning.
         let c = cfg(&["KernelDeadlock=True"], Selector::All);
         assert!(summary(&c, &nodes).warnings.is_empty());
+    }
+
+    #[test]
+    fn draino_s_obsolete_out_of_disk_is_named_unless_a_node_still_reports_it() {
+        let nodes = [node("a", &[], &["Ready", "DiskPressure"])];
+        let c = cfg(&["OutOfDisk=True", "KernelDeadlock=True"], Selector::All);
+        let s = summary(&c, &nodes);
+        assert_eq!(
+            s.warnings,
+            vec![Warning::ObsoleteCondition {
+                watched: "OutOfDisk".into()
+            }]
+        );
+        assert!(
+            s.warnings[0]
+                .to_string()
+                .contains("watch DiskPressure instead")
+        );
+        let old = [node("a", &[], &["Ready", "OutOfDisk"])];
+        assert!(summary(&c, &old).warnings.is_empty());
     }
 
     #[test]
