@@ -131,6 +131,17 @@ fn annotate(lease: &mut Lease, key: &str, value: Option<Option<String>>) {
     }
 }
 
+/// Whether a failed Lease request lost a race (409); any other failure is logged, at most once a
+/// minute.
+fn conflicted(e: &kube::Error, failing: &mut nodemedic_common::throttle::Throttle) -> bool {
+    let conflict = matches!(e, kube::Error::Api(s) if s.code == 409);
+    if !conflict && let Some(quiet) = failing.allow(std::time::Instant::now()) {
+        let error = nodemedic_common::client::said(e);
+        tracing::warn!(%error, earlier_failures_not_logged = quiet, "lease request failed; retrying (logged at most once a minute)");
+    }
+    conflict
+}
+
 /// Run the election until `stop`; `leader` says whether we lead.
 pub(crate) async fn run(
     client: kube::Client,
@@ -141,10 +152,13 @@ pub(crate) async fn run(
 ) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let mut last_renew: Option<tokio::time::Instant> = None;
+    // The holder last said to lead while we follow (said again only when it changes).
+    let mut followed: Option<String> = None;
     let mut failing = nodemedic_common::throttle::Throttle::default();
     loop {
         let now = Timestamp::now();
-        let outcome: Result<bool, kube::Error> = async {
+        // Ok(None): leading; Ok(Some(holder)): another replica holds the Lease.
+        let outcome: Result<Option<String>, kube::Error> = async {
             let current = api.get_opt(&cfg.name).await?;
             data.read.send_replace(current.clone());
             let breaker = data.breaker.borrow().clone();
@@ -163,7 +177,7 @@ pub(crate) async fn run(
                     let created = api.create(&PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(created));
                     tracing::info!(lease = %cfg.name, identity = %cfg.identity, "created the lease: leading");
-                    Ok(true)
+                    Ok(None)
                 }
                 (Step::Renew, Some(mut lease)) => {
                     let old = lease.spec.clone().unwrap_or_default();
@@ -172,7 +186,7 @@ pub(crate) async fn run(
                     annotate(&mut lease, RECORDS_ANNOTATION, records);
                     let renewed = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(renewed));
-                    Ok(true)
+                    Ok(None)
                 }
                 (Step::TakeOver, Some(mut lease)) => {
                     let old = lease.spec.clone().unwrap_or_default();
@@ -184,30 +198,30 @@ pub(crate) async fn run(
                     let taken = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(taken));
                     tracing::info!(lease = %cfg.name, identity = %cfg.identity, previous = old.holder_identity.as_deref().unwrap_or(""), "took over an expired lease: leading");
-                    Ok(true)
+                    Ok(None)
                 }
-                (Step::Follow { .. }, _) | (_, None) => Ok(false),
+                (Step::Follow { holder }, _) => Ok(Some(holder)),
+                (_, None) => Ok(Some(String::new())),
             }
         }
         .await;
         let leading = match outcome {
-            Ok(true) => {
-                last_renew = Some(tokio::time::Instant::now());
+            Ok(None) => {
+                (last_renew, followed) = (Some(tokio::time::Instant::now()), None);
                 failing.reset();
                 true
             }
-            Ok(false) => {
+            Ok(Some(holder)) => {
                 failing.reset();
+                if followed.as_ref() != Some(&holder) {
+                    tracing::info!(lease = %cfg.name, %holder, "another replica leads: following (this one takes over if that one stops renewing)");
+                    followed = Some(holder);
+                }
                 false
             }
+            // Keep leading only while the renew deadline has not passed.
             Err(e) => {
-                let conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
-                if !conflict && let Some(quiet) = failing.allow(std::time::Instant::now()) {
-                    let error = nodemedic_common::client::said(&e);
-                    tracing::warn!(%error, earlier_failures_not_logged = quiet, "lease request failed; retrying (logged at most once a minute)");
-                }
-                // Keep leading only while the renew deadline has not passed.
-                !conflict
+                !conflicted(&e, &mut failing)
                     && *leader.borrow()
                     && last_renew.is_some_and(|t| t.elapsed() < cfg.renew_deadline)
             }

@@ -1,7 +1,7 @@
 //! Two drainer processes on one host, with the same Lease and no identity given (no `POD_NAME`):
 //! each takes an identity of its own (the host's name and a random suffix), so only one leads; when
 //! the leader stops, the other takes the Lease over under its own identity. With the host's name
-//! alone, both took themselves for the holder and led together.
+//! alone, both took themselves for the holder and led together. The follower says who leads.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -77,8 +77,21 @@ async fn two_drainers_on_one_host_never_lead_together() {
         "the identity is the host's name and a suffix: {first}"
     );
     // The second on the same host: it follows while the first leads...
-    let b = drainer(&kubeconfig, &lease).await;
+    let mut b = drainer(&kubeconfig, &lease).await;
     let pb = b.addr.clone();
+    // It says who leads (a follower that said nothing after "caches synced" left its operator
+    // guessing).
+    let said = tokio::time::timeout(WAIT, async {
+        while let Some(line) = b.lines.recv().await {
+            if line.contains("another replica leads: following") {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("the follower says who leads");
+    assert!(said.contains(&format!("holder={first}")), "{said}");
     let b_leads = eventually("the second drainer's metrics", WAIT, || async {
         leading(&pb).await
     })
