@@ -12,12 +12,12 @@
 //! `NODEMEDIC_SCALE_REPEATS`, default 3; `NODEMEDIC_DRAINER_BIN` for another drainer build;
 //! `KUBEBUILDER_ASSETS` for a real control plane).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use nodemedic_tests::bench::{
-    Backend, KillOnDrop, count_from_env, die_with_parent, free_port, start_watch_floor,
+    Backend, KillOnDrop, count_from_env, die_with_parent, free_port, node_fleet, start_watch_floor,
 };
 use nodemedic_tests::fleet::{self, Steady, Update};
 
@@ -44,19 +44,8 @@ async fn main() {
     let drainer_exe = std::env::var_os("NODEMEDIC_DRAINER_BIN")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(nodemedic_tests::bins::drainer_unprofiled);
-    let backend = Backend::start("ratio").await;
+    let (backend, _dir, kubeconfig) = node_fleet("ratio", count).await;
     let client = backend.client();
-    let t0 = Instant::now();
-    fleet::create_nodes(&client, count).await;
-    println!(
-        "fixture: {count} kubelet-shaped nodes on {} in {:.0?}",
-        backend.describe(),
-        t0.elapsed()
-    );
-
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let kubeconfig = dir.path().join("kubeconfig");
-    backend.write_kubeconfig(&kubeconfig);
     let listen = format!("127.0.0.1:{}", free_port());
     let mut cmd = fleet::drainer_command(&drainer_exe, &kubeconfig, &listen);
     die_with_parent(&mut cmd);

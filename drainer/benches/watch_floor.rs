@@ -12,11 +12,11 @@
 //! `cargo bench -p nodemedic-drainer --bench watch_floor` (`NODEMEDIC_SCALE_NODES`, default 2,000;
 //! `NODEMEDIC_SCALE_REPEATS`, default 3; `KUBEBUILDER_ASSETS` for a real control plane).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use nodemedic_tests::bench::{Backend, count_from_env, start_watch_floor};
+use nodemedic_tests::bench::{count_from_env, node_fleet, start_watch_floor};
 use nodemedic_tests::fleet::{self, Update};
 
 /// One update every 50 ms, as the scale bench's steady phase.
@@ -39,19 +39,8 @@ async fn main() {
         Some(p) => p.into(),
         None => nodemedic_tests::bins::drainer_example("watch_floor"),
     };
-    let backend = Backend::start("watch_floor").await;
+    let (backend, _dir, kubeconfig) = node_fleet("watch_floor", count).await;
     let client = backend.client();
-    let t0 = Instant::now();
-    fleet::create_nodes(&client, count).await;
-    println!(
-        "fixture: {count} kubelet-shaped nodes on {} in {:.0?}",
-        backend.describe(),
-        t0.elapsed()
-    );
-
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let kubeconfig = dir.path().join("kubeconfig");
-    backend.write_kubeconfig(&kubeconfig);
     let (child, synced) = start_watch_floor(&exe, &kubeconfig).await;
     let pid = child.0.id();
     println!("watcher {} (pid {pid}): {synced}", exe.display());

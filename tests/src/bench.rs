@@ -256,3 +256,23 @@ pub async fn start_watch_floor(
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, synced)
 }
+
+/// A bench's fleet of `count` kubelet-shaped nodes (no pods) on a control plane named `name`
+/// (printed with how long it took), and a kubeconfig for it in a temporary directory (kept with it).
+pub async fn node_fleet(
+    name: &str,
+    count: usize,
+) -> (Backend, tempfile::TempDir, std::path::PathBuf) {
+    let backend = Backend::start(name).await;
+    let t0 = std::time::Instant::now();
+    crate::fleet::create_nodes(&backend.client(), count).await;
+    println!(
+        "fixture: {count} kubelet-shaped nodes on {} in {:.0?}",
+        backend.describe(),
+        t0.elapsed()
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    backend.write_kubeconfig(&kubeconfig);
+    (backend, dir, kubeconfig)
+}
