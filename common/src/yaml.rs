@@ -92,10 +92,33 @@ pub fn message(e: &serde_saphyr::Error) -> String {
             m = after;
         }
     }
-    match m.rfind(" at line ") {
-        Some(i) => m[..i].to_string(),
-        None => m.to_string(),
-    }
+    let m = match m.rfind(" at line ") {
+        Some(i) => &m[..i],
+        None => m,
+    };
+    did_you_mean(m).unwrap_or_else(|| m.to_string())
+}
+
+/// serde's "unknown field `x`, expected one of a, b, ..." as "unknown field `x`: did you mean
+/// `y`?" when one of the expected keys is a typo away (a case slip, or at most two edits in a key
+/// long enough for that to be a typo), instead of listing every key a file may have.
+fn did_you_mean(m: &str) -> Option<String> {
+    let rest = m.strip_prefix("unknown field `")?;
+    let (field, expected) = rest.split_once("`, expected one of ")?;
+    let keys = expected
+        .split(", ")
+        .map(|k| k.trim_matches('`'))
+        .filter(|k| !k.is_empty());
+    let (best, distance) = keys
+        .map(|k| {
+            (
+                k,
+                strsim::levenshtein(&field.to_ascii_lowercase(), &k.to_ascii_lowercase()),
+            )
+        })
+        .min_by_key(|(_, d)| *d)?;
+    let close = distance == 0 || (distance <= 2 && field.len().min(best.len()) >= 5);
+    close.then(|| format!("unknown field `{field}`: did you mean `{best}`?"))
 }
 
 fn indent(line: &str) -> usize {
@@ -168,6 +191,38 @@ fn blank(lines: &mut [String], line: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_misspelt_key_is_named_with_the_key_meant_not_every_key() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        #[allow(dead_code)]
+        struct Settings {
+            max_cordoned: Option<u32>,
+            drain_buffer: Option<String>,
+            conditions: Option<Vec<String>>,
+        }
+        let errors =
+            super::parse_all::<Settings>("drainBuffer: 1m\nmaxCordonned: 3\n").unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(
+            (errors[0].line, errors[0].message.as_str()),
+            (
+                2,
+                "unknown field `maxCordonned`: did you mean `maxCordoned`?"
+            )
+        );
+        // Nothing close: every key is listed, as before.
+        let errors = super::parse_all::<Settings>("frobnicate: 3\n").unwrap_err();
+        assert!(
+            errors[0]
+                .message
+                .starts_with("unknown field `frobnicate`, expected one of"),
+            "{errors:?}"
+        );
+        assert!(errors[0].message.contains("maxCordoned"), "{errors:?}");
+    }
+
     use super::*;
 
     #[derive(Debug, serde::Deserialize)]
