@@ -12,7 +12,7 @@ use crate::model::cluster::{Cluster, ConditionPatch};
 use crate::model::occurrence::Occurrence;
 
 impl<C: Cluster> Executor<C> {
-    /// Write `write` on `node` as of `now` (a dry run writes nothing and says what it would).
+    /// Write `write` on `node` as of `now` (a dry run writes nothing, its Event and log line go out).
     pub(crate) async fn symptom(&self, node: &str, write: SymptomWrite, now: Timestamp) {
         let condition = write.condition();
         let (patch, done) = match write {
@@ -49,11 +49,12 @@ impl<C: Cluster> Executor<C> {
                 },
             ),
         };
-        if self.dry_run() {
-            tracing::info!(%node, %condition, "dry-run: would write the symptom's condition");
-            return;
-        }
-        let o = match self.cluster().patch_node_status(node, &patch).await {
+        // A dry run writes no condition and says what it found, as it always has (its Events).
+        let written = match self.dry_run() {
+            true => Ok(()),
+            false => self.cluster().patch_node_status(node, &patch).await,
+        };
+        let o = match written {
             Ok(()) => done,
             Err(e) => Occurrence::SymptomWriteFailed {
                 condition,
