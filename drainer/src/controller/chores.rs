@@ -9,9 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::{NodeEvent, Severity};
 
 use super::tail::WaitNote;
-use super::{Controller, PlacementRead, RESYNC};
+use super::{Controller, RESYNC};
 use crate::decide::silence::Placement;
-use crate::metrics::Budget;
 use crate::model::cluster::Cluster;
 use crate::model::intern::ArcStr;
 use crate::model::occurrence::{SOURCE, reason};
@@ -40,7 +39,7 @@ pub(super) fn watchdog_every(silent_after: std::time::Duration) -> std::time::Du
 
 impl<C: Cluster> Controller<C> {
     pub(super) fn resync_due(&self, now: Timestamp) -> bool {
-        (self.last_resync).is_none_or(|t| add(t, RESYNC) <= now)
+        (self.chores.last_resync).is_none_or(|t| add(t, RESYNC) <= now)
     }
 
     /// What this round does with the periodic chores (the resync, the watchdog's walk), one of
@@ -50,17 +49,18 @@ impl<C: Cluster> Controller<C> {
     /// comes in meanwhile. A chore pending for [`CHORES_WAIT`] is done whole, whatever comes in, so
     /// changes in every round cannot hold it off. A simulation does them whole.
     pub(super) fn chores_now(&mut self, urgent: bool, now: Timestamp) -> Chores {
-        if !self.resync_gives_way {
+        if !self.mode.resync_gives_way {
             return Chores::Whole;
         }
-        let due = self.resync_due(now) || !self.resync_left.is_empty() || self.watchdog_due(now);
+        let due =
+            self.resync_due(now) || !self.chores.resync_left.is_empty() || self.watchdog_due(now);
         if !due {
-            self.chores_waiting = None;
+            self.chores.chores_waiting = None;
             return Chores::GivingWay;
         }
-        let since = *self.chores_waiting.get_or_insert(now);
+        let since = *self.chores.chores_waiting.get_or_insert(now);
         if add(since, CHORES_WAIT) <= now {
-            self.chores_waiting = None;
+            self.chores.chores_waiting = None;
             return Chores::Whole;
         }
         if urgent {
@@ -73,8 +73,8 @@ impl<C: Cluster> Controller<C> {
     /// The watchdog's walk is under way, or due to begin.
     pub(super) fn watchdog_due(&self, now: Timestamp) -> bool {
         let every = self.cfg.watchdog.silent_after.map(watchdog_every);
-        self.watchdog_walk.is_some()
-            || every.is_some_and(|e| self.last_watchdog.is_none_or(|t| add(t, e) <= now))
+        self.chores.watchdog_walk.is_some()
+            || every.is_some_and(|e| self.chores.last_watchdog.is_none_or(|t| add(t, e) <= now))
     }
 
     /// Every [`watchdog_every`] check every selected node's detector against the latest views
@@ -89,37 +89,38 @@ impl<C: Cluster> Controller<C> {
     /// when the walk began.
     pub(super) async fn watch_detectors(&mut self, now: Timestamp, chores: Chores) {
         if self.cfg.watchdog.silent_after.is_none() {
-            self.watchdog_walk = None; // turned off by a reload
+            self.chores.watchdog_walk = None; // turned off by a reload
             return;
         }
         // A walk begun a resync period ago (leadership was lost meanwhile) would judge old
         // views: it begins anew. (A walk that gives way still takes 256 nodes a round.)
-        if (self.watchdog_walk.as_ref()).is_some_and(|w| add(w.at, RESYNC) <= now) {
-            self.watchdog_walk = None;
+        if (self.chores.watchdog_walk.as_ref()).is_some_and(|w| add(w.at, RESYNC) <= now) {
+            self.chores.watchdog_walk = None;
         }
-        if self.watchdog_walk.is_none() {
+        if self.chores.watchdog_walk.is_none() {
             if !self.watchdog_due(now) || !self.placement_read(now).await {
                 return;
             }
-            self.last_watchdog = Some(now);
-            self.watchdog_walk = Some(super::walk::Walk {
+            self.chores.last_watchdog = Some(now);
+            self.chores.watchdog_walk = Some(super::state::Walk {
                 at: now,
                 left: self.fleet.selected_names().cloned().collect(),
                 latest: Vec::new(),
             });
         }
-        let Some(mut walk) = self.watchdog_walk.take() else {
+        let Some(mut walk) = self.chores.watchdog_walk.take() else {
             return;
         };
         while let Some(n) = walk.left.pop() {
             walk.latest.extend(self.observed.node(&n));
             if self.give_way(walk.left.len(), chores).await {
-                self.watchdog_walk = Some(walk);
+                self.chores.watchdog_walk = Some(walk);
                 return;
             }
         }
         self.fleet.watch_detectors(&walk.latest, walk.at);
-        self.metrics
+        self.record
+            .metrics()
             .silent_detectors
             .set(self.fleet.silent_count() as i64);
     }
@@ -136,9 +137,9 @@ impl<C: Cluster> Controller<C> {
         }
         let max = crate::record::history_file::MAX_SIZE;
         match crate::record::history_file::append(&path, &seen, max) {
-            Ok(()) => self.history_failing = false,
-            Err(e) if !self.history_failing => {
-                self.history_failing = true;
+            Ok(()) => self.chores.history_failing = false,
+            Err(e) if !self.chores.history_failing => {
+                self.chores.history_failing = true;
                 tracing::warn!(file = %path.display(), error = %e, "cannot record the conditions' history");
             }
             Err(_) => {}
@@ -150,17 +151,17 @@ impl<C: Cluster> Controller<C> {
     /// holds the walk back, never the round: a cordon decided meanwhile does not wait for an API
     /// server slow to answer it. The read wakes the loop when it is done.
     async fn placement_read(&mut self, now: Timestamp) -> bool {
-        if let Some(task) = self.placement_task.take_if(|t| t.is_finished()) {
+        if let Some(task) = self.chores.placement_task.take_if(|t| t.is_finished()) {
             match task.await {
                 // Fresh however long the read took (the next is due a resync period after this
                 // one began), but not one that ended a resync period ago and was left (the
                 // watchdog turned off meanwhile, or leadership lost): read again.
-                Ok((_, _, ended)) if ended.elapsed() >= RESYNC => self.last_placement = None,
+                Ok((_, _, ended)) if ended.elapsed() >= RESYNC => self.chores.last_placement = None,
                 // A reload named another DaemonSet while this one was read.
                 Ok((daemonset, _, _))
                     if self.cfg.watchdog.daemonset.as_ref() != Some(&daemonset) =>
                 {
-                    self.last_placement = None
+                    self.chores.last_placement = None
                 }
                 Ok((daemonset, read, _)) => {
                     self.take_placement(&daemonset, read);
@@ -169,13 +170,17 @@ impl<C: Cluster> Controller<C> {
                 Err(e) => tracing::error!("reading the detector DaemonSet failed: {e}"),
             }
         }
-        if self.placement_task.is_some() {
+        if self.chores.placement_task.is_some() {
             return false;
         }
-        if self.last_placement.is_some_and(|t| add(t, RESYNC) > now) {
+        if self
+            .chores
+            .last_placement
+            .is_some_and(|t| add(t, RESYNC) > now)
+        {
             return true;
         }
-        self.last_placement = Some(now);
+        self.chores.last_placement = Some(now);
         let Some(daemonset) = self.cfg.watchdog.daemonset.clone() else {
             self.placed(Placement::Everywhere);
             return true;
@@ -185,13 +190,13 @@ impl<C: Cluster> Controller<C> {
             let read = cluster.daemon_set(&daemonset.0, &daemonset.1).await;
             (daemonset, read)
         };
-        if !self.offload {
+        if !self.mode.offload {
             let (daemonset, read) = read.await;
             self.take_placement(&daemonset, read);
             return true;
         }
         let observed = self.observed.clone();
-        self.placement_task = Some(tokio::spawn(async move {
+        self.chores.placement_task = Some(tokio::spawn(async move {
             let (daemonset, read) = read.await;
             observed.changed.notify_one();
             (daemonset, read, tokio::time::Instant::now())
@@ -201,18 +206,18 @@ impl<C: Cluster> Controller<C> {
 
     /// Take what reading the DaemonSet `namespace/name` gave: a DaemonSet missing or unreadable
     /// leaves only the nodes whose detector reported before watched, said once while it lasts.
-    fn take_placement(&mut self, daemonset: &(String, String), read: PlacementRead) {
+    fn take_placement(&mut self, daemonset: &(String, String), read: super::state::PlacementRead) {
         let (ns, name) = daemonset;
         let placement = match read {
             Ok(Some(ds)) => Placement::of(&ds),
             Ok(None) => {
-                if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
+                if self.fleet.placement() != &Placement::Unknown || !self.chores.placement_said {
                     tracing::warn!(daemonset = %format!("{ns}/{name}"), "the detector DaemonSet does not exist: only nodes whose detector reported before are watched for silence (set --detector-daemonset)");
                 }
                 Placement::Unknown
             }
             Err(e) => {
-                if self.fleet.placement() != &Placement::Unknown || !self.placement_said {
+                if self.fleet.placement() != &Placement::Unknown || !self.chores.placement_said {
                     tracing::warn!(daemonset = %format!("{ns}/{name}"), error = %e, "cannot read the detector DaemonSet: only nodes whose detector reported before are watched for silence");
                 }
                 Placement::Unknown
@@ -222,44 +227,36 @@ impl<C: Cluster> Controller<C> {
     }
 
     fn placed(&mut self, placement: Placement) {
-        self.placement_said = true;
+        self.chores.placement_said = true;
         if self.fleet.set_placement(placement) {
             tracing::info!(placement = %self.fleet.placement(), "detector placement read");
         }
     }
 
-    /// A node's wait for a budget: counted, and the Event to write for it when
-    /// [`BudgetWaits`](crate::decide::schedule::BudgetWaits) says so (one Event per wait; written by
-    /// the round's tail, after its own writes).
-    pub(super) fn budget_wait(
-        &mut self,
-        node: &ArcStr,
-        budget: Option<Budget>,
-        now: Timestamp,
-    ) -> Option<WaitNote> {
-        if let Some(b) = budget {
-            self.metrics.budget_wait(b);
-        }
-        let note = self
-            .waits
-            .observe(node, budget, now, self.cfg.event_refresh)?;
-        let ev = NodeEvent {
-            source: SOURCE.into(),
-            severity: Severity::Normal,
-            reason: reason::WAITING_FOR_BUDGET.into(),
-            message: note.message().into(),
-            count: note.count,
-            first_seen: note.first_seen,
-            last_seen: now,
+    /// The WaitingForBudget Events the round's waits call for (written by the round's tail, after
+    /// its own writes).
+    pub(super) fn wait_notes(&mut self, now: Timestamp) -> Vec<WaitNote> {
+        let notes = self.fleet.take_wait_notes();
+        let note = |(node, note): (ArcStr, crate::decide::schedule::Note)| {
+            let ev = NodeEvent {
+                source: SOURCE.into(),
+                severity: Severity::Normal,
+                reason: reason::WAITING_FOR_BUDGET.into(),
+                message: note.message().into(),
+                count: note.count,
+                first_seen: note.first_seen,
+                last_seen: now,
+            };
+            (node, note.existing, ev)
         };
-        Some((node.clone(), note.existing, ev))
+        notes.into_iter().map(note).collect()
     }
 
     /// Take the names of the budget waits' Events written since the last round (by the rounds'
     /// tails), so the next note of each wait updates its Event.
     pub(super) fn take_noted(&mut self) {
-        while let Ok((node, name)) = self.noted.1.try_recv() {
-            self.waits.noted(&node, name);
+        while let Ok((node, name)) = self.tails.noted.1.try_recv() {
+            self.fleet.wait_noted(&node, name);
         }
     }
 
@@ -287,9 +284,12 @@ impl<C: Cluster> Controller<C> {
             threshold,
             now,
         );
-        self.metrics.stale_pods.set(stale.len() as i64);
+        self.record.metrics().stale_pods.set(stale.len() as i64);
         let evict = self.cfg.evict_stale_pods;
-        let due = self.stale.plan(stale, now, evict, crate::act::PDB_RETRY);
+        let due = self
+            .chores
+            .stale
+            .plan(stale, now, evict, crate::act::PDB_RETRY);
         for d in due {
             if d.evict {
                 self.exec.evict_stale(&d.stale).await;
@@ -297,7 +297,7 @@ impl<C: Cluster> Controller<C> {
             if !d.report {
                 continue;
             }
-            self.metrics.stale_reported.inc();
+            self.record.metrics().stale_reported.inc();
             let action = match (&d.stale.exempt, evict) {
                 (Some(why), _) => format!("never evicted ({why})"),
                 (None, true) => "evicting it so its controller recreates it".to_string(),

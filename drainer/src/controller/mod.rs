@@ -8,26 +8,32 @@
 //! runs it against the API server, `drainer simulate` against a cluster in memory.
 //!
 //! ```text
-//!  mod     the loop, settings, the breaker kept on the Lease
-//!  round   one round: catch up with the caches, decide, write, start and finish drains
-//!  chores  the waits' Events, stale pod readiness, the watchdog, which rounds do the periodic chores
-//!  laps    how long a round's parts took: a slow one says so
-//!  walk    the watchdog's walk over the nodes, kept between rounds
-//!  tail    what a round writes after its holds, written while the next rounds go on
+//!  mod       the loop, its state, settings
+//!  round     one round: catch up, decide, report, write, start drains
+//!  catch_up  the fleet brought up to date with the caches; the periodic resync
+//!  drains    the drains running, and their records decided when they end
+//!  report    what a round saw, told: Events, gauges, stale pods, symptoms, decisions logged
+//!  publish   the breaker, the record memory, the reboot requests handed on to their writers
+//!  chores    the waits' Events, stale pod readiness, the watchdog, when the periodic chores run
+//!  laps      how long a round's parts took: a slow one says so
+//!  state     the loop's state besides the fleet's (pure data)
+//!  tail      what a round writes after its holds, written while the next rounds go on
 //!  symptoms  the PodsNotStarting and PodsNotTerminating conditions
 //! ```
 
+mod catch_up;
 mod chores;
+mod drains;
 mod laps;
-mod memory;
+mod publish;
+mod report;
 mod round;
+mod state;
 mod symptoms;
 mod tail;
 #[cfg(test)]
 mod tests;
-mod walk;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,16 +42,11 @@ use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::clock::Clock;
 use nodemedic_common::health::Health;
 use tokio::sync::{Notify, mpsc, watch};
-use tokio::task::JoinHandle;
 
-use crate::act::{DrainRun, Executor};
+use crate::act::Executor;
 use crate::config::Config;
 use crate::decide::fleet::{Fleet, FleetEvent};
-use crate::decide::gates::breaker;
-use crate::decide::schedule::{BudgetWaits, StaleSchedule};
-use crate::metrics::Metrics;
 use crate::model::cluster::Cluster;
-use crate::model::intern::ArcStr;
 use crate::model::record::DrainOutcome;
 use crate::observe::Observed;
 use crate::observe::interest::Interest;
@@ -61,12 +62,6 @@ pub(super) const YIELD_EVERY: usize = 256;
 pub const RESYNC: Duration = Duration::from_secs(60);
 /// Writes of one round in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
-
-/// What reading the detector DaemonSet gave ([`Controller::watch_detectors`]).
-type PlacementRead =
-    Result<Option<k8s_openapi::api::apps::v1::DaemonSet>, crate::model::cluster::ApiError>;
-type PlacementTask =
-    tokio::task::JoinHandle<((String, String), PlacementRead, tokio::time::Instant)>;
 
 /// What the controller did, for an observer ([`Controller::with_tap`]): `drainer simulate` builds
 /// its report from these.
@@ -123,86 +118,69 @@ pub(crate) enum Did {
     Escalate,
 }
 
-use nodemedic_common::reboot::Requests as Reboots;
+impl Did {
+    /// What carrying out `effect` did (`None`: nothing).
+    pub(crate) fn of(effect: &crate::decide::Effect) -> Option<Did> {
+        use crate::decide::Effect;
+        Some(match effect {
+            Effect::Cordon(r) if !r.cordoned => Did::Taint,
+            Effect::Cordon(_) => Did::Cordon,
+            Effect::Drain(_) => Did::Drain,
+            Effect::Uncordon(r) if !r.cordoned => Did::Untaint,
+            Effect::Uncordon(_) => Did::Uncordon,
+            Effect::Probation(_) => Did::Probation,
+            Effect::Relapse(_) => Did::Relapse,
+            Effect::Release(_) => Did::Release,
+            Effect::Forget => Did::Forget,
+            Effect::DeleteNode => Did::DeleteNode,
+            Effect::Reboot(_) => Did::Reboot,
+            Effect::Replace(_) => Did::Replace,
+            Effect::Escalate(_) => Did::Escalate,
+            Effect::Nothing => return None,
+        })
+    }
+}
 
+/// The loop's state, each part with one owner: the decisions' state is the [`Fleet`]'s, the
+/// periodic chores' [`state::Periodic`], what is kept on the Lease and in the drainer's own
+/// ConfigMaps the [`state::Publisher`]'s, the drains running [`state::Drains`]'.
 pub(crate) struct Controller<C: Cluster> {
     cfg: Arc<Config>,
     observed: Observed,
     fleet: Fleet,
+    /// The only writer.
     exec: Executor<C>,
     record: Recorder<C>,
-    metrics: Metrics,
     health: Health,
-    leader: watch::Receiver<bool>,
-    /// Drains (and the writing of how they ended) running in this process, by node.
-    drains: HashMap<String, JoinHandle<()>>,
-    /// Drains whose evictions ended, for their records to be decided here.
-    ended: (
-        mpsc::UnboundedSender<DrainRun>,
-        mpsc::UnboundedReceiver<DrainRun>,
-    ),
-    /// Nodes waiting for a budget and their notes.
-    waits: BudgetWaits,
-    /// The rounds' tails still being written, and where their budget notes' Event names come back.
-    tail: Option<tail::Tail>,
-    noted: (
-        mpsc::UnboundedSender<tail::Noted>,
-        mpsc::UnboundedReceiver<tail::Noted>,
-    ),
-    /// A round returns before its tail is written (`drainer run`); otherwise (a round called
-    /// alone, a simulation) it writes everything first.
-    detach_tail: bool,
-    /// Stale pods' reports and eviction attempts.
-    stale: StaleSchedule,
+    leading: Leading,
+    drains: state::Drains,
+    tails: tail::Tails,
+    chores: state::Periodic,
     /// The time each round decides at.
     clock: Clock,
-    last_resync: Option<Timestamp>,
-    /// The nodes the periodic resync has yet to take again (it gives way to changes).
-    resync_left: Vec<ArcStr>,
-    /// Whether a resync stops for changes that come in meanwhile (`drainer run`; a simulation
-    /// keeps whole rounds).
-    resync_gives_way: bool,
     /// Validated settings from config reloads.
     configs: Option<mpsc::Receiver<Reloaded>>,
-    /// The drainer's Lease as the election last read it (the pause, the breaker kept there).
-    lease: Option<watch::Receiver<Option<Lease>>>,
-    /// The breaker state for the election to keep on the Lease (see `leader::LeaseData`).
-    breaker_out: Option<watch::Sender<Option<Option<String>>>>,
-    /// What was last handed to `breaker_out`.
-    published_breaker: Option<Option<String>>,
-    /// The record memory's ConfigMaps (`memory`): read back when leadership begins, then kept.
-    memory: Option<crate::act::recall::Memory>,
-    /// Where the reboot requests go (`act::reboots` writes them to their ConfigMap while leading;
-    /// a simulation carries them out).
-    reboots_out: Option<watch::Sender<Reboots>>,
-    /// Leading at the last loop turn (a new leadership reads the breaker back first).
-    was_leading: bool,
-    /// The settings' summary is to be logged after the next round (at start, after a reload).
-    summary_due: bool,
-    /// The nodes-listed-pods-coming line was logged.
-    said_nodes_only: bool,
-    /// The detector placement's first reading was logged.
-    placement_said: bool,
-    /// When the watchdog last checked, and last read the detector DaemonSet.
-    last_watchdog: Option<Timestamp>,
-    /// The watchdog's walk under way (it gives way to changes, as the resync does).
-    watchdog_walk: Option<walk::Walk>,
-    /// Since when rounds with changes have left the periodic chores (the resync, the watchdog's
-    /// walk) to the next round.
-    chores_waiting: Option<Timestamp>,
-    /// When the pods' symptoms were last assessed.
-    last_symptoms: Option<Timestamp>,
-    /// The assessment under way on the blocking pool.
-    symptoms: Option<tokio::task::JoinHandle<crate::decide::symptoms::Found>>,
-    last_placement: Option<Timestamp>,
-    /// The read of the detector DaemonSet under way: which it is, what it gave, when it ended.
-    placement_task: Option<PlacementTask>,
-    /// Writing `--history-file` fails (said once).
-    history_failing: bool,
-    /// Large rounds and the symptoms are worked out on the blocking pool (off in simulations:
-    /// paused time).
-    offload: bool,
+    publish: state::Publisher,
+    mode: Mode,
     tap: Option<mpsc::UnboundedSender<Tap>>,
+}
+
+/// Leadership as the election says it, and whether this replica led at the last loop turn (a new
+/// leadership reads the breaker and the memory back first).
+struct Leading {
+    rx: watch::Receiver<bool>,
+    was_leading: bool,
+}
+
+/// How the loop runs: `drainer run` offloads large work and detaches and gives way; a simulation
+/// (paused time, told each round) keeps whole rounds on the runtime's thread.
+struct Mode {
+    /// Large rounds and the symptoms are worked out on the blocking pool.
+    offload: bool,
+    /// A round returns before its tail is written; otherwise it writes everything first.
+    detach_tail: bool,
+    /// A resync stops for changes that come in meanwhile.
+    resync_gives_way: bool,
 }
 
 impl<C: Cluster> Controller<C> {
@@ -221,77 +199,28 @@ impl<C: Cluster> Controller<C> {
             fleet: Fleet::new(cfg.clone()),
             cfg,
             observed,
-            metrics: record.metrics().clone(),
             record,
             exec,
             health,
-            leader,
-            drains: HashMap::new(),
-            ended: mpsc::unbounded_channel(),
-            waits: BudgetWaits::default(),
-            tail: None,
-            noted: mpsc::unbounded_channel(),
-            detach_tail: false,
-            stale: StaleSchedule::default(),
+            leading: Leading {
+                rx: leader,
+                was_leading: false,
+            },
+            drains: state::Drains::default(),
+            tails: tail::Tails::default(),
+            chores: state::Periodic {
+                summary_due: true,
+                ..Default::default()
+            },
             clock,
-            last_resync: None,
-            resync_left: Vec::new(),
-            resync_gives_way: false,
             configs: None,
-            lease: None,
-            breaker_out: None,
-            published_breaker: None,
-            memory: None,
-            reboots_out: None,
-            was_leading: false,
-            summary_due: true,
-            placement_said: false,
-            said_nodes_only: false,
-            last_watchdog: None,
-            watchdog_walk: None,
-            chores_waiting: None,
-            last_symptoms: None,
-            symptoms: None,
-            last_placement: None,
-            placement_task: None,
-            history_failing: false,
-            offload: true,
+            publish: state::Publisher::default(),
+            mode: Mode {
+                offload: true,
+                detach_tail: false,
+                resync_gives_way: false,
+            },
             tap: None,
-        }
-    }
-
-    /// Read the pause and the breaker from the Lease, and keep the breaker's state there.
-    pub(crate) fn with_lease(
-        mut self,
-        lease: watch::Receiver<Option<Lease>>,
-        breaker_out: watch::Sender<Option<Option<String>>>,
-    ) -> Controller<C> {
-        self.lease = Some(lease);
-        self.breaker_out = Some(breaker_out);
-        self
-    }
-
-    /// Hand the reboot requests the records stand for to `out` whenever they change.
-    pub(crate) fn with_reboot_requests(mut self, out: watch::Sender<Reboots>) -> Controller<C> {
-        self.reboots_out = Some(out);
-        self
-    }
-
-    /// Hand the reboot requests on when they changed.
-    pub(super) fn publish_reboots(&mut self) {
-        // A dry run writes nothing: the requests wait until it ends.
-        if self.cfg.dry_run {
-            return;
-        }
-        let Some(reboots) = self.fleet.reboots_changed() else {
-            return;
-        };
-        if let Some(tx) = &self.reboots_out {
-            tx.send_if_modified(|old| {
-                let changed = *old != reboots;
-                *old = reboots;
-                changed
-            });
         }
     }
 
@@ -305,56 +234,13 @@ impl<C: Cluster> Controller<C> {
     /// paused time has no blocking pool to wait for).
     pub(crate) fn with_tap(mut self, tap: mpsc::UnboundedSender<Tap>) -> Controller<C> {
         self.tap = Some(tap);
-        self.offload = false;
+        self.mode.offload = false;
         self
     }
 
     fn tap(&self, t: Tap) {
         if let Some(tx) = &self.tap {
             let _ = tx.send(t);
-        }
-    }
-
-    /// What `f` reads of the Lease as last seen, without copying it (a round reads it every time).
-    fn read_lease<T>(&self, f: impl FnOnce(&Lease) -> T) -> Option<T> {
-        self.lease.as_ref().and_then(|l| l.borrow().as_ref().map(f))
-    }
-
-    /// The annotation `key` of the Lease as last seen.
-    fn lease_annotation(&self, key: &str) -> Option<String> {
-        self.read_lease(|l| l.metadata.annotations.as_ref()?.get(key).cloned())
-            .flatten()
-    }
-
-    /// A new leadership continues the breaker the previous leader kept on the Lease.
-    fn restore_breaker(&mut self) {
-        let raw = self.lease_annotation(breaker::BREAKER_ANNOTATION);
-        let breaker = match raw.as_deref().map(breaker::Breaker::from_annotation) {
-            None => breaker::Breaker::default(),
-            Some(Ok(b)) => b,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "unreadable breaker state on the Lease; starting closed");
-                breaker::Breaker::default()
-            }
-        };
-        if breaker.is_open() {
-            let reason = breaker.trip.as_ref().map(ToString::to_string);
-            let reason = reason.unwrap_or_default();
-            tracing::warn!(%reason, "the circuit breaker was open: it stays open");
-        }
-        self.fleet.restore_breaker(breaker);
-        self.published_breaker = None;
-        self.publish_breaker();
-    }
-
-    fn publish_breaker(&mut self) {
-        let b = self.fleet.breaker();
-        let state = b.is_open().then(|| b.to_annotation());
-        if self.published_breaker.as_ref() != Some(&state) {
-            if let Some(tx) = &self.breaker_out {
-                tx.send_replace(Some(state.clone()));
-            }
-            self.published_breaker = Some(state);
         }
     }
 
@@ -376,14 +262,14 @@ impl<C: Cluster> Controller<C> {
         if new.watchdog.daemonset != self.cfg.watchdog.daemonset {
             // The next walk begins with where the DaemonSet now named runs, not with the old
             // one's placement (read up to a resync period ago).
-            self.last_placement = None;
+            self.chores.last_placement = None;
         }
         let cfg = Arc::new(new);
         self.observed.set_interest(Interest::of(&cfg));
         self.cfg = cfg.clone();
-        self.summary_due = true;
+        self.chores.summary_due = true;
         for (node, error) in self.fleet.reconfigure(cfg) {
-            self.metrics.selector_errors.inc();
+            self.record.metrics().selector_errors.inc();
             tracing::warn!(%node, %error, "the node selector failed on this node; not selected");
         }
     }
@@ -397,8 +283,8 @@ impl<C: Cluster> Controller<C> {
     ) {
         let beat = self.health.register("controller", Duration::from_secs(60));
         // Simulations (on paused time, told each round) keep whole rounds.
-        self.detach_tail = self.offload;
-        self.resync_gives_way = self.offload;
+        self.mode.detach_tail = self.mode.offload;
+        self.mode.resync_gives_way = self.mode.offload;
         // Cordons need only the nodes (as draino's did): rounds start once they are listed, and
         // hold what evicts until every pod is (a new leader at 650,000 pods lists them for tens
         // of seconds).
@@ -436,17 +322,17 @@ impl<C: Cluster> Controller<C> {
                         self.record.config_refused(&why, lease).await;
                     }
                 },
-                Some(run) = self.ended.1.recv() => self.drain_ended(run),
-                r = crate::act::recall::answer(&mut self.memory) => self.memory_answered(r),
+                Some(run) = self.drains.ended.1.recv() => self.drain_ended(run),
+                r = crate::act::recall::answer(&mut self.publish.memory) => self.memory_answered(r),
             }
             beat.beat();
             if !ready {
                 ready = self.say_synced();
             }
-            let leading = *self.leader.borrow();
-            self.metrics.leader.set(leading as i64);
-            let newly_leading = leading && !self.was_leading;
-            self.was_leading = leading;
+            let leading = *self.leading.rx.borrow();
+            self.record.metrics().leader.set(leading as i64);
+            let newly_leading = leading && !self.leading.was_leading;
+            self.leading.was_leading = leading;
             if !leading {
                 continue;
             }
@@ -458,8 +344,8 @@ impl<C: Cluster> Controller<C> {
                 continue;
             }
             self.round().await;
-            if self.summary_due {
-                self.summary_due = false;
+            if self.chores.summary_due {
+                self.chores.summary_due = false;
                 self.say_summary();
             }
         }
@@ -476,8 +362,8 @@ impl<C: Cluster> Controller<C> {
             self.health.set_ready(true);
             let (nodes, pods) = (self.observed.node_count(), self.observed.pod_count());
             tracing::info!(nodes, pods, "node and pod caches synced");
-        } else if !self.said_nodes_only {
-            self.said_nodes_only = true;
+        } else if !self.chores.said_nodes_only {
+            self.chores.said_nodes_only = true;
             tracing::info!(
                 nodes = self.observed.node_count(),
                 "nodes listed: cordons may start; drains wait until every pod is listed"

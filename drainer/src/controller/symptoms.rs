@@ -49,15 +49,21 @@ impl<C: Cluster> Controller<C> {
     /// milliseconds, which a cordon decided meanwhile must not wait for (issue 39). The pool's
     /// thread wakes the loop when it is done; its result is written by the round after.
     pub(super) async fn report_symptoms(&mut self, now: Timestamp) {
-        if self.symptoms.as_ref().is_some_and(|t| t.is_finished()) {
-            let task = self.symptoms.take().expect("checked above");
+        if self
+            .chores
+            .symptoms
+            .as_ref()
+            .is_some_and(|t| t.is_finished())
+        {
+            let task = self.chores.symptoms.take().expect("checked above");
             match task.await {
                 Ok(found) => self.write_symptoms(found, now).await,
                 Err(e) => tracing::error!("assessing the pods' symptoms failed: {e}"),
             }
         }
-        if self.symptoms.is_some()
+        if self.chores.symptoms.is_some()
             || self
+                .chores
                 .last_symptoms
                 .is_some_and(|t| add(t, SYMPTOMS_EVERY) > now)
         {
@@ -73,13 +79,13 @@ impl<C: Cluster> Controller<C> {
         if !self.observed.synced() {
             return;
         }
-        self.last_symptoms = Some(now);
+        self.chores.last_symptoms = Some(now);
         let (observed, settings) = (self.observed.clone(), self.cfg.symptoms);
-        if !self.offload {
+        if !self.mode.offload {
             let found = assess(&observed, &settings, now);
             return self.write_symptoms(found, now).await;
         }
-        self.symptoms = Some(tokio::task::spawn_blocking(move || {
+        self.chores.symptoms = Some(tokio::task::spawn_blocking(move || {
             let found = assess(&observed, &settings, now);
             observed.changed.notify_one();
             found
@@ -93,7 +99,7 @@ impl<C: Cluster> Controller<C> {
                 .values()
                 .filter(|s| s.iter().any(|s| s.condition == condition))
                 .count();
-            self.metrics.symptom_nodes(condition, n);
+            self.record.metrics().symptom_nodes(condition, n);
         }
         // Only the nodes a symptom was found on and those carrying one we set can need a write:
         // walking (and sorting) every selected node here held the loop's thread for tens of

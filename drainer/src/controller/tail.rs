@@ -25,6 +25,28 @@ pub(super) type Noted = (ArcStr, Option<String>);
 /// Done when every write of the tail (and of the tails before it) is.
 pub(super) type Written = Shared<BoxFuture<'static, ()>>;
 
+/// The tails still being written, and where their budget notes' Event names come back.
+pub(super) struct Tails {
+    pub(super) current: Option<Tail>,
+    pub(super) noted: (mpsc::UnboundedSender<Noted>, mpsc::UnboundedReceiver<Noted>),
+}
+
+impl Default for Tails {
+    fn default() -> Tails {
+        Tails {
+            current: None,
+            noted: mpsc::unbounded_channel(),
+        }
+    }
+}
+
+impl Tails {
+    /// What a write for `node` waits for first, if a tail has one for it.
+    pub(super) fn wait_for(&self, node: &str) -> Option<Written> {
+        self.current.as_ref().and_then(|t| t.wait_for(node))
+    }
+}
+
 /// The tails being written, as one: each waits for the one before it.
 pub(super) struct Tail {
     /// Nodes with a write in it.

@@ -9,6 +9,7 @@ use tokio::sync::{Notify, watch};
 
 use super::*;
 use crate::act::memory::{MemoryCluster, Slow, Write};
+use crate::metrics::Metrics;
 use crate::model::cluster::Gated;
 use crate::model::record::{Phase, Record};
 
@@ -125,7 +126,7 @@ async fn a_selector_that_fails_on_a_node_counts_once_per_view_and_selects_nothin
     r.c.round().await;
     r.c.round().await;
     assert_eq!(
-        r.c.metrics.selector_errors.get(),
+        r.c.record.metrics().selector_errors.get(),
         1,
         "once for the view, not per round"
     );
@@ -155,7 +156,7 @@ async fn the_loop_cordons_once_then_drains_once_the_record_is_seen() {
     r.cluster.deliver();
     r.c.round().await;
     // The drain runs as a task, and comes back to the loop when its evictions end.
-    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.drains.ended.1.recv())
         .await
         .unwrap()
         .unwrap();
@@ -177,13 +178,13 @@ async fn a_drain_that_ended_has_its_record_decided_here_and_written_once() {
     let mut r = rig(config(10), vec![node("bad", true)], vec![pod]);
     r.c.round().await; // cordon
     r.c.round().await; // the drain starts
-    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.drains.ended.1.recv())
         .await
         .unwrap()
         .unwrap();
     assert!(!r.cluster.has_pod("app", "web"), "evicted");
     r.c.drain_ended(run);
-    let task = r.c.drains.remove("bad").unwrap();
+    let task = r.c.drains.running.remove("bad").unwrap();
     task.await.unwrap();
     let w = r.cluster.take_writes();
     let phases: Vec<Option<Phase>> = records(&w).into_iter().map(|(_, p)| p).collect();
@@ -441,7 +442,7 @@ async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after()
     );
     // The assessment wakes the loop when it is done (its task ends just after: wait for that too).
     let woken = r.c.observed.changed.clone();
-    let symptoms = r.c.symptoms.as_ref().expect("the assessment runs");
+    let symptoms = r.c.chores.symptoms.as_ref().expect("the assessment runs");
     tokio::time::timeout(Duration::from_secs(60), async {
         woken.notified().await;
         while !symptoms.is_finished() {
@@ -463,7 +464,7 @@ async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after()
     );
     // Not assessed again before it is due.
     r.c.round().await;
-    assert!(r.c.symptoms.is_none());
+    assert!(r.c.chores.symptoms.is_none());
 }
 
 #[tokio::test]
@@ -517,7 +518,7 @@ fn cordoned_at(writes: &[Write], node: &str) -> usize {
 
 /// Wait for the drain of "a" to end, drained; the writes so far.
 async fn drained_a(r: &mut Rig) -> Vec<Write> {
-    let run = tokio::time::timeout(Duration::from_secs(60), r.c.ended.1.recv())
+    let run = tokio::time::timeout(Duration::from_secs(60), r.c.drains.ended.1.recv())
         .await
         .expect("the drain of a ended")
         .unwrap();
@@ -593,7 +594,7 @@ async fn a_rounds_tail_is_written_while_the_next_round_cordons_and_each_nodes_wr
         vec![node("a", true), node("b", false)],
         vec![pod],
     );
-    r.c.detach_tail = true;
+    r.c.mode.detach_tail = true;
     r.cluster.set_delay(Slow::Status, Duration::from_secs(10));
     let started = tokio::time::Instant::now();
     r.c.round().await;
@@ -655,16 +656,16 @@ async fn a_periodic_resync_gives_way_to_a_change_and_goes_on_at_the_next_round()
     for gives_way in [true, false] {
         let nodes = (0..n).map(|i| node(&name(i), false)).collect();
         let mut r = rig(config(10), nodes, vec![]);
-        r.c.resync_gives_way = gives_way;
+        r.c.mode.resync_gives_way = gives_way;
         r.c.round().await; // the first list: every node, whole
-        assert!(r.c.resync_left.is_empty());
+        assert!(r.c.chores.resync_left.is_empty());
         r.cluster.take_writes();
         tokio::time::advance(RESYNC).await;
         // A node goes bad while the periodic resync runs: its change comes in at the resync's
         // first yield to the runtime.
         let bad = name(n - 1);
         round_with_a_change_meanwhile(&mut r, &bad).await;
-        let left = r.c.resync_left.len();
+        let left = r.c.chores.resync_left.len();
         if gives_way {
             assert!(
                 left > 0 && left < n,
@@ -678,9 +679,9 @@ async fn a_periodic_resync_gives_way_to_a_change_and_goes_on_at_the_next_round()
         // own writes come back as changes first: a few rounds, no time passing) the resync goes
         // on to its end.
         let first = cordons(&r.cluster.take_writes());
-        let cordoned = rounds_until(&mut r, first, |c| c.resync_left.is_empty()).await;
+        let cordoned = rounds_until(&mut r, first, |c| c.chores.resync_left.is_empty()).await;
         assert_eq!(cordoned, vec![bad]);
-        assert!(r.c.resync_left.is_empty(), "{gives_way}");
+        assert!(r.c.chores.resync_left.is_empty(), "{gives_way}");
         assert!(r.c.fleet.contains(&name(0)) && r.c.fleet.contains(&name(n - 1)));
     }
 }
@@ -696,23 +697,27 @@ async fn the_watchdogs_walk_gives_way_to_a_change_and_goes_on_at_the_next_round(
     cfg.watchdog.silent_after = Some(Duration::from_secs(30));
     let nodes = (0..n).map(|i| node(&name(i), false)).collect();
     let mut r = rig(cfg, nodes, vec![]);
-    r.c.resync_gives_way = true;
+    r.c.mode.resync_gives_way = true;
     r.c.round().await; // the first list, and a first walk: nothing came in meanwhile
-    assert!(r.c.watchdog_walk.is_none());
+    assert!(r.c.chores.watchdog_walk.is_none());
     r.cluster.take_writes();
     tokio::time::advance(Duration::from_secs(10)).await;
     let bad = name(n - 1);
     round_with_a_change_meanwhile(&mut r, &bad).await;
-    let left = r.c.watchdog_walk.as_ref().map_or(0, |w| w.left.len());
+    let left =
+        r.c.chores
+            .watchdog_walk
+            .as_ref()
+            .map_or(0, |w| w.left.len());
     assert!(
         left > 0 && left < n,
         "the walk stopped part way for the change: {left} of {n} left"
     );
     // The next round decides the change; once the rounds have no changes (our own writes come
     // back as changes first: a few rounds, no time passing) the walk goes on to its end.
-    let cordoned = rounds_until(&mut r, Vec::new(), |c| c.watchdog_walk.is_none()).await;
+    let cordoned = rounds_until(&mut r, Vec::new(), |c| c.chores.watchdog_walk.is_none()).await;
     assert_eq!(cordoned, vec![bad]);
-    assert!(r.c.watchdog_walk.is_none(), "and went on to its end");
+    assert!(r.c.chores.watchdog_walk.is_none(), "and went on to its end");
 }
 
 /// A round taking a change that woke the controller decides it and leaves a due resync to the
@@ -737,50 +742,50 @@ async fn a_round_with_an_urgent_change_leaves_the_due_chores_to_the_next_round_f
     };
     let nodes = (0..n).map(|i| with(&name(i), false, 0, 0)).collect();
     let mut r = rig(config(10), nodes, vec![]);
-    r.c.resync_gives_way = true;
+    r.c.mode.resync_gives_way = true;
     r.c.round().await;
     r.cluster.take_writes();
     // The first round assesses the pods' symptoms on a blocking thread, which wakes the controller
     // when it is done: that wake-up comes when the thread gets there (late on a busy machine, and
     // then it was taken for the label's below). Waited for, and taken with the rest.
-    while (r.c.symptoms.as_ref()).is_some_and(|t| !t.is_finished()) {
+    while (r.c.chores.symptoms.as_ref()).is_some_and(|t| !t.is_finished()) {
         tokio::task::yield_now().await;
     }
     let woken =
         |c: &Controller<MemoryCluster>| c.observed.changed.notified().now_or_never().is_some();
     tokio::time::advance(RESYNC).await;
     woken(&r.c); // whatever the first round's own writes woke
-    let before = r.c.last_resync;
+    let before = r.c.chores.last_resync;
     r.cluster.put_node(with(&name(1), false, 1, 0));
     assert!(!woken(&r.c), "a label nothing reads wakes nothing");
     r.c.round().await;
     assert!(
-        r.c.last_resync > before && r.c.resync_left.is_empty(),
+        r.c.chores.last_resync > before && r.c.chores.resync_left.is_empty(),
         "and the round that takes it does the due resync"
     );
 
     tokio::time::advance(RESYNC).await;
-    let before = r.c.last_resync;
+    let before = r.c.chores.last_resync;
     r.cluster.put_node(with(&name(0), true, 0, 0));
     r.c.round().await;
     assert_eq!(cordons(&r.cluster.take_writes()), vec![name(0)]);
-    assert_eq!(r.c.last_resync, before, "the due resync waits");
+    assert_eq!(r.c.chores.last_resync, before, "the due resync waits");
     assert!(woken(&r.c), "for the next round, woken at once");
     // Our cordon comes back as a change first: a few rounds, no time passing.
-    let cordoned = rounds_until(&mut r, vec![name(0)], |c| c.last_resync > before).await;
+    let cordoned = rounds_until(&mut r, vec![name(0)], |c| c.chores.last_resync > before).await;
     assert_eq!(cordoned, vec![name(0)]);
     assert!(
-        r.c.last_resync > before,
+        r.c.chores.last_resync > before,
         "a round without such a change begins it"
     );
     // (It gives way to our DrainScheduled coming back; rounds without changes end it.)
-    let _ = rounds_until(&mut r, vec![name(0)], |c| c.resync_left.is_empty()).await;
-    assert!(r.c.resync_left.is_empty());
+    let _ = rounds_until(&mut r, vec![name(0)], |c| c.chores.resync_left.is_empty()).await;
+    assert!(r.c.chores.resync_left.is_empty());
 
     tokio::time::advance(RESYNC).await;
-    let before = r.c.last_resync;
+    let before = r.c.chores.last_resync;
     let mut rounds = 0;
-    while r.c.last_resync == before {
+    while r.c.chores.last_resync == before {
         rounds += 1;
         assert!(rounds <= 7, "the resync waited more than 5 s");
         r.cluster.put_node(with(&name(2), false, 0, rounds));
@@ -796,7 +801,7 @@ async fn a_round_with_an_urgent_change_leaves_the_due_chores_to_the_next_round_f
         "an annotation every second: the round 5 s on does it"
     );
     assert!(
-        r.c.resync_left.is_empty(),
+        r.c.chores.resync_left.is_empty(),
         "whole, though a change came in meanwhile"
     );
 }
@@ -841,23 +846,23 @@ async fn a_slow_read_of_the_detector_daemonset_holds_the_watchdogs_walk_not_the_
     );
     assert_eq!(cordons(&r.cluster.take_writes()), vec!["bad".to_string()]);
     assert!(
-        r.c.last_watchdog.is_none() && r.c.watchdog_walk.is_none(),
+        r.c.chores.last_watchdog.is_none() && r.c.chores.watchdog_walk.is_none(),
         "the walk waits for the read"
     );
     assert_ne!(r.c.fleet.placement(), &Placement::of(&ds));
     // Rounds meanwhile do not start another read, nor the walk.
     r.c.round().await;
-    assert!(r.c.last_watchdog.is_none() && r.c.placement_task.is_some());
+    assert!(r.c.chores.last_watchdog.is_none() && r.c.chores.placement_task.is_some());
     // The read is answered and wakes the loop (the rounds' own writes may have woken it first);
     // the round after takes its placement and walks.
-    while !r.c.placement_task.as_ref().unwrap().is_finished() {
+    while !r.c.chores.placement_task.as_ref().unwrap().is_finished() {
         tokio::time::timeout(slow * 2, r.c.observed.changed.notified())
             .await
             .expect("the read wakes the loop once done");
     }
     r.c.round().await;
     assert_eq!(r.c.fleet.placement(), &Placement::of(&ds));
-    assert!(r.c.last_watchdog.is_some() && r.c.placement_task.is_none());
+    assert!(r.c.chores.last_watchdog.is_some() && r.c.chores.placement_task.is_none());
 }
 
 /// A DaemonSet read that ended a resync period before a round takes it (the watchdog turned off
@@ -871,7 +876,11 @@ async fn a_daemonset_read_left_for_a_resync_period_is_read_again_before_the_walk
     r.cluster
         .set_delay(Slow::DaemonSets, Duration::from_secs(10));
     r.c.round().await;
-    let task = r.c.placement_task.as_ref().expect("a read under way");
+    let task =
+        r.c.chores
+            .placement_task
+            .as_ref()
+            .expect("a read under way");
     while !task.is_finished() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -885,16 +894,16 @@ async fn a_daemonset_read_left_for_a_resync_period_is_read_again_before_the_walk
         "not walked with"
     );
     assert!(
-        r.c.last_watchdog.is_none(),
+        r.c.chores.last_watchdog.is_none(),
         "the walk waits for the new read"
     );
-    let task = r.c.placement_task.as_ref().expect("read again");
+    let task = r.c.chores.placement_task.as_ref().expect("read again");
     while !task.is_finished() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     r.c.round().await;
     assert_eq!(r.c.fleet.placement(), &Placement::of(&ds("b")));
-    assert!(r.c.last_watchdog.is_some());
+    assert!(r.c.chores.last_watchdog.is_some());
 }
 
 /// A reload naming another detector DaemonSet: the next walk begins with where that one runs, not
@@ -907,7 +916,11 @@ async fn a_reload_naming_another_detector_daemonset_reads_it_before_the_next_wal
     let mut r = rig(cfg, vec![node("good", false)], vec![]);
     r.cluster.put_daemon_set(ds("a"));
     let read = |r: &Rig| {
-        let task = r.c.placement_task.as_ref().expect("a read under way");
+        let task =
+            r.c.chores
+                .placement_task
+                .as_ref()
+                .expect("a read under way");
         task.is_finished()
     };
     r.c.round().await;
@@ -916,7 +929,7 @@ async fn a_reload_naming_another_detector_daemonset_reads_it_before_the_next_wal
     }
     r.c.round().await;
     assert_eq!(r.c.fleet.placement(), &Placement::of(&ds("a")));
-    let first_walk = r.c.last_watchdog.expect("walked");
+    let first_walk = r.c.chores.last_watchdog.expect("walked");
 
     // Another DaemonSet, on another pool, named by a reload.
     let mut next = ds("b");
@@ -931,7 +944,7 @@ async fn a_reload_naming_another_detector_daemonset_reads_it_before_the_next_wal
     tokio::time::advance(super::chores::watchdog_every(Duration::from_secs(30))).await;
     r.c.round().await;
     assert_eq!(
-        r.c.last_watchdog,
+        r.c.chores.last_watchdog,
         Some(first_walk),
         "no walk with the old DaemonSet's placement"
     );
@@ -941,7 +954,7 @@ async fn a_reload_naming_another_detector_daemonset_reads_it_before_the_next_wal
     r.c.round().await;
     assert_eq!(r.c.fleet.placement(), &Placement::of(&next));
     assert_ne!(
-        r.c.last_watchdog,
+        r.c.chores.last_watchdog,
         Some(first_walk),
         "walked with the new one's"
     );
@@ -961,7 +974,11 @@ async fn a_read_of_the_daemonset_a_reload_replaced_is_not_walked_with() {
     r.cluster
         .set_delay(Slow::DaemonSets, Duration::from_secs(10));
     let read = |r: &Rig| {
-        let task = r.c.placement_task.as_ref().expect("a read under way");
+        let task =
+            r.c.chores
+                .placement_task
+                .as_ref()
+                .expect("a read under way");
         task.is_finished()
     };
     r.c.round().await;
@@ -976,7 +993,7 @@ async fn a_read_of_the_daemonset_a_reload_replaced_is_not_walked_with() {
     r.c.round().await;
     assert_ne!(r.c.fleet.placement(), &Placement::of(&ds("a")), "dropped");
     assert!(
-        r.c.last_watchdog.is_none(),
+        r.c.chores.last_watchdog.is_none(),
         "the walk waits for the new read"
     );
     while !read(&r) {
@@ -984,5 +1001,5 @@ async fn a_read_of_the_daemonset_a_reload_replaced_is_not_walked_with() {
     }
     r.c.round().await;
     assert_eq!(r.c.fleet.placement(), &Placement::of(&next));
-    assert!(r.c.last_watchdog.is_some());
+    assert!(r.c.chores.last_watchdog.is_some());
 }

@@ -3,13 +3,14 @@
 //! at most every `STALE_REPORT_EVERY`) and eviction retries (every `retry`). The controller executes
 //! what these return.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
 use super::stale::Stale;
 use crate::metrics::Budget;
+use crate::model::intern::ArcStr;
 
 /// Report one stale pod again only after this long (one Event per episode, not per round).
 pub(crate) const STALE_REPORT_EVERY: Duration = Duration::from_secs(600);
@@ -41,60 +42,73 @@ impl Note {
 
 #[derive(Debug)]
 struct Wait {
-    budget: Budget,
+    /// The budget its Event names (`None`: a wait without one: a domain's budget, the slow start,
+    /// the replacement budget).
+    budget: Option<Budget>,
     event: Option<String>,
     count: i32,
     first_seen: Timestamp,
     noted_at: Timestamp,
 }
 
-/// The nodes waiting for a budget, by name.
+/// The nodes waiting for a budget, by name (decided every round, as a freed slot may be theirs),
+/// each with its WaitingForBudget Event so far, and the notes due since they were last taken. The
+/// fleet's queue owns it: the one place a wait is kept.
 #[derive(Debug, Default)]
 pub(crate) struct BudgetWaits {
-    waits: HashMap<String, Wait>,
+    waits: BTreeMap<ArcStr, Wait>,
+    notes: Vec<(ArcStr, Note)>,
 }
 
 impl BudgetWaits {
-    /// `node` waits for `budget` (or for none) at `now`: the note due, if any.
-    pub(crate) fn observe(
+    /// `node` waits at `now`, for `budget` (`None`: for one no Event names): a note is due when the
+    /// wait begins and then at most every `refresh`.
+    pub(crate) fn wait(
         &mut self,
-        node: &str,
+        node: &ArcStr,
         budget: Option<Budget>,
         now: Timestamp,
         refresh: Duration,
-    ) -> Option<Note> {
-        let Some(budget) = budget else {
-            self.waits.remove(node);
-            return None;
-        };
+    ) {
         match self.waits.get_mut(node) {
             Some(w) if w.budget == budget => {
                 if since(now, w.noted_at) < refresh {
-                    return None;
+                    return;
                 }
                 w.count += 1;
                 w.noted_at = now;
             }
             _ => {
-                self.waits.insert(
-                    node.to_string(),
-                    Wait {
-                        budget,
-                        event: None,
-                        count: 1,
-                        first_seen: now,
-                        noted_at: now,
-                    },
-                );
+                let w = Wait {
+                    budget,
+                    event: None,
+                    count: 1,
+                    first_seen: now,
+                    noted_at: now,
+                };
+                self.waits.insert(node.clone(), w);
             }
         }
         let w = &self.waits[node];
-        Some(Note {
-            budget,
-            count: w.count,
-            first_seen: w.first_seen,
-            existing: w.event.clone(),
-        })
+        if let Some(budget) = w.budget {
+            let note = Note {
+                budget,
+                count: w.count,
+                first_seen: w.first_seen,
+                existing: w.event.clone(),
+            };
+            self.notes.push((node.clone(), note));
+        }
+    }
+
+    /// `node` waits no more (decided otherwise, or gone).
+    pub(crate) fn end(&mut self, node: &str) {
+        self.waits.remove(node);
+    }
+
+    /// The notes due since the last call.
+    pub(crate) fn take_notes(&mut self) -> Vec<(ArcStr, Note)> {
+        std::mem::take(&mut self.notes)
     }
 
     /// The note of `node` was written as `event` (`None`: the write failed; the next creates one).
@@ -104,9 +118,13 @@ impl BudgetWaits {
         }
     }
 
-    /// Forget nodes that are gone.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
-        self.waits.retain(|n, _| keep(n));
+    /// The waiting nodes.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &ArcStr> {
+        self.waits.keys()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.waits.len()
     }
 }
 
@@ -179,23 +197,43 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
+    /// The note `w.wait` made due, if any.
+    fn wait(w: &mut BudgetWaits, budget: Option<Budget>, at: Timestamp) -> Option<Note> {
+        w.wait(&"n".into(), budget, at, Duration::from_secs(60));
+        let mut notes = w.take_notes();
+        assert!(notes.len() <= 1);
+        notes.pop().map(|(n, note)| {
+            assert_eq!(n.as_str(), "n");
+            note
+        })
+    }
+
     #[test]
     fn a_wait_is_one_note_refreshed_at_most_every_refresh() {
         let mut w = BudgetWaits::default();
-        let m = Duration::from_secs(60);
-        let first = w.observe("n", Some(Budget::Cordons), t(0), m).unwrap();
+        let first = wait(&mut w, Some(Budget::Cordons), t(0)).unwrap();
         assert_eq!((first.count, first.existing.clone()), (1, None));
         w.noted("n", Some("n.ev".into()));
-        assert_eq!(w.observe("n", Some(Budget::Cordons), t(30), m), None);
-        let again = w.observe("n", Some(Budget::Cordons), t(61), m).unwrap();
+        assert_eq!(wait(&mut w, Some(Budget::Cordons), t(30)), None);
+        let again = wait(&mut w, Some(Budget::Cordons), t(61)).unwrap();
         assert_eq!(
             (again.count, again.first_seen, again.existing.as_deref()),
             (2, t(0), Some("n.ev"))
         );
-        // the wait ends; a new one is a new Event
-        assert_eq!(w.observe("n", None, t(70), m), None);
-        let new = w.observe("n", Some(Budget::Drains), t(80), m).unwrap();
+        // a wait no Event names: still waiting (decided every round), no note
+        assert_eq!(wait(&mut w, None, t(70)), None);
+        assert_eq!(w.names().count(), 1);
+        // a wait for another budget is a new Event
+        let new = wait(&mut w, Some(Budget::Drains), t(80)).unwrap();
         assert_eq!((new.count, new.existing), (1, None));
+        w.end("n");
+        assert_eq!(w.len(), 0);
+        let after = wait(&mut w, Some(Budget::Drains), t(90)).unwrap();
+        assert_eq!(
+            (after.count, after.first_seen),
+            (1, t(90)),
+            "a wait that ended is forgotten"
+        );
     }
 
     fn stale(name: &str, exempt: bool) -> Stale {

@@ -16,6 +16,7 @@ use crate::decide::gates::outage::{self, OutageGate};
 use crate::decide::gates::window;
 use crate::decide::ladder::why::LadderWhy;
 use crate::decide::{Action, Candidate, NodeDecision, Why, decide_some};
+use crate::metrics::Budget;
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 
@@ -145,7 +146,7 @@ impl Fleet {
         let flaps = self.visible_flaps(&candidates);
         drop(candidates);
         self.report_flaps(flaps);
-        decisions.into_iter().map(|d| self.track(d)).collect()
+        decisions.into_iter().map(|d| self.track(d, now)).collect()
     }
 
     /// The nodes due this round: changed, woken by the clock, or waiting for a budget.
@@ -163,7 +164,7 @@ impl Fleet {
         }
         std::mem::take(&mut self.queue.dirty)
             .into_iter()
-            .chain(std::mem::take(&mut self.queue.waiting))
+            .chain(self.queue.waiting.names().cloned())
             .filter(|n| self.nodes.contains_key(n))
             .collect()
     }
@@ -203,7 +204,7 @@ impl Fleet {
     }
 
     /// Keep what a decision says about the next rounds (a wait, a hold, a wake-up); with its view.
-    fn track(&mut self, d: NodeDecision) -> (NodeDecision, Arc<NodeView>) {
+    fn track(&mut self, d: NodeDecision, now: Timestamp) -> (NodeDecision, Arc<NodeView>) {
         if let Why::Ladder(LadderWhy::SlowStart { domain, .. }) = &d.why {
             let changed = self.records.seen.pace.wanted(domain);
             self.records.fleet_changed(changed);
@@ -213,12 +214,20 @@ impl Fleet {
             | Why::DrainBudget { .. }
             | Why::DomainBudget { .. }
             | Why::Ladder(LadderWhy::SlowStart { .. } | LadderWhy::ReplaceBudget { .. }) => {
-                self.queue.waiting.insert(d.node.clone());
+                let budget = match d.why {
+                    Why::CordonBudget { .. } => Some(Budget::Cordons),
+                    Why::DrainBudget { .. } => Some(Budget::Drains),
+                    _ => None,
+                };
+                let refresh = self.cfg.event_refresh;
+                self.queue.waiting.wait(&d.node, budget, now, refresh);
             }
-            _ if d.action == Action::Hold => {
-                self.queue.held.insert(d.node.clone());
+            _ => {
+                self.queue.waiting.end(&d.node);
+                if d.action == Action::Hold {
+                    self.queue.held.insert(d.node.clone());
+                }
             }
-            _ => {}
         }
         match d.wake {
             Some(at) => self.wake_at(&d.node, at),

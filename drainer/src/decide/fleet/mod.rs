@@ -215,6 +215,17 @@ impl Fleet {
         std::mem::take(&mut self.events)
     }
 
+    /// The WaitingForBudget notes due since the last call (one Event per wait, its count
+    /// refreshed at most every `--event-refresh`).
+    pub(crate) fn take_wait_notes(&mut self) -> Vec<(ArcStr, crate::decide::schedule::Note)> {
+        self.queue.waiting.take_notes()
+    }
+
+    /// The wait note of `node` was written as `event` (`None`: the write failed).
+    pub(crate) fn wait_noted(&mut self, node: &str, event: Option<String>) {
+        self.queue.waiting.noted(node, event);
+    }
+
     /// Domains in an outage now.
     pub(crate) fn outages(&self) -> &BTreeSet<String> {
         &self.safety.outages
@@ -534,7 +545,9 @@ impl Fleet {
 
     /// Nodes the next round will decide at least (changed or waiting; due wake-ups aside).
     pub(crate) fn pending(&self) -> usize {
-        self.queue.dirty.len() + self.queue.waiting.len()
+        let q = &self.queue;
+        let waiting = q.waiting.names().filter(|n| !q.dirty.contains(*n)).count();
+        q.dirty.len() + waiting
     }
 
     /// The next clock wake-up.

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::decide::schedule::BudgetWaits;
 use crate::model::intern::ArcStr;
 
 #[derive(Default)]
@@ -15,8 +16,9 @@ pub(super) struct Queue {
     pub(super) dirty: BTreeSet<ArcStr>,
     /// Clock wake-ups: (when, node).
     pub(super) wakes: BTreeSet<(Timestamp, ArcStr)>,
-    /// Waiting for a cordon or drain budget: decided every round, as a freed slot may be theirs.
-    pub(super) waiting: BTreeSet<ArcStr>,
+    /// Waiting for a budget, with their WaitingForBudget notes: decided every round, as a freed
+    /// slot may be theirs.
+    pub(super) waiting: BudgetWaits,
     /// Held by a safety gate: decided again when the gates change.
     pub(super) held: BTreeSet<ArcStr>,
     /// The gates of the last round (what a change is detected against).
@@ -34,16 +36,21 @@ pub(super) struct GatesKey {
 }
 
 impl Queue {
-    /// Forget everything queued (a reload decides every node again).
+    /// Forget everything queued (a reload decides every node again) but the waits, whose Events
+    /// go on.
     pub(super) fn clear(&mut self) {
-        *self = Queue::default();
+        let waiting = std::mem::take(&mut self.waiting);
+        *self = Queue {
+            waiting,
+            ..Queue::default()
+        };
     }
 
     /// The node is gone: nothing of it is due any more (its wake-up is taken off by the fleet,
     /// which knows when it was).
     pub(super) fn forget(&mut self, name: &str) {
         self.dirty.remove(name);
-        self.waiting.remove(name);
+        self.waiting.end(name);
         self.held.remove(name);
     }
 }

@@ -347,3 +347,34 @@ pub(super) fn waiting(r: &Record) -> Decided {
     };
     (Action::None, why(w), Effect::Nothing)
 }
+
+/// What a ladder decision tells the slow start once written.
+pub(crate) enum PaceNote {
+    Proven,
+    Failed(String),
+}
+
+/// The slow start's news in `d` for the node as `view` shows it: a reboot proven, a step that
+/// failed (the ladder goes on from a reboot or a replacement), or a problem back after one.
+pub(crate) fn pace_note(
+    d: &super::decision::NodeDecision,
+    view: &NodeView,
+    cfg: &Config,
+) -> Option<PaceNote> {
+    if let Why::Ladder(LadderWhy::RebootProven { .. }) = d.why {
+        return Some(PaceNote::Proven);
+    }
+    let was = Record::of(view, &cfg.records, &cfg.owner)?;
+    match (&d.effect, was.phase) {
+        (Effect::Replace(_) | Effect::Escalate(_), Phase::Rebooting) => {
+            Some(PaceNote::Failed("its reboot was not proven".into()))
+        }
+        (Effect::Escalate(_), Phase::Replacing) => {
+            Some(PaceNote::Failed("its replacement did not happen".into()))
+        }
+        (Effect::Relapse(r), _) if r.step.is_some() => Some(PaceNote::Failed(
+            "its problem came back after its remediation".into(),
+        )),
+        _ => None,
+    }
+}
