@@ -12,11 +12,11 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::act::{Executor, KubeCluster};
+use crate::act::{Executor, KubeCluster, publisher};
 use crate::config::Config;
 use crate::config::build as policy;
 use crate::config::flags::PolicyArgs;
-use crate::config::published::{self, Published};
+use crate::config::published::Published;
 use crate::controller::Controller;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
@@ -132,8 +132,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     );
     let clock = nodemedic_common::clock::Clock::system();
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
-    let writer = cluster.clone(); // its own ConfigMaps' tasks write through the same gate
-
+    let writer = cluster.clone(); // its own ConfigMaps' publisher writes through the same gate
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // What a reload may not loosen (the limits in force now) and what it compares with.
     let started = Started::of(&opts.config);
@@ -143,13 +142,14 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     config.owner = opts.lease.name.clone();
     config.records = RecordTrust::Sealed(Arc::new(key));
     let changed = observed.changed.clone();
-    let reboots_tx = reboot_requests(&writer, &opts.lease, signing, &mut tasks);
-    let memory = record_memory(&writer, &opts.lease, &mut tasks);
+    // One publisher keeps the drainer's own ConfigMaps while leading (`act::publisher`).
+    let (outbox, task) = publisher::spawn(writer, owner(&opts.lease), signing, opts.settings);
+    tasks.push(task);
+    let settings_tx = outbox.settings;
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
-        .with_record_memory(memory, records_tx)
-        .with_reboot_requests(reboots_tx);
-    let settings_tx = publisher(&writer, &opts.lease, opts.settings, &mut tasks);
+        .with_record_memory(outbox.memory, records_tx)
+        .with_reboot_requests(outbox.reboots);
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {
@@ -337,18 +337,13 @@ async fn reload(
     }
 }
 
-/// Start keeping the reboot requests' ConfigMap while leading; the sender the controller hands
-/// them to.
-fn reboot_requests(
-    cluster: &Gated<KubeCluster>,
-    lease: &LeaseConfig,
-    signing: Option<nodemedic_common::reboot::SigningKey>,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> watch::Sender<nodemedic_common::reboot::Requests> {
-    let (tx, rx) = watch::channel(Default::default());
-    let task = crate::act::reboots::spawn(cluster.clone(), &lease.name, rx, signing);
-    tasks.push(task);
-    tx
+/// Whose the drainer's own ConfigMaps are.
+fn owner(lease: &LeaseConfig) -> publisher::Owner {
+    publisher::Owner {
+        namespace: lease.namespace.clone(),
+        lease: lease.name.clone(),
+        identity: lease.identity.clone(),
+    }
 }
 
 /// The reboot requests' signing key, read at start (a file that is not one stops the drainer);
@@ -367,78 +362,4 @@ fn signing_key(
     let key = nodemedic_common::reboot::SigningKey::read(path)?;
     tracing::info!(key = %path.display(), "reboot requests are signed");
     Ok(Some(key))
-}
-
-/// Start keeping the record memory's ConfigMaps while leading; the controller's end.
-fn record_memory(
-    cluster: &Gated<KubeCluster>,
-    lease: &LeaseConfig,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> crate::act::recall::Link {
-    let at = (lease.namespace.as_str(), lease.name.as_str());
-    let (link, task) = crate::act::recall::spawn(cluster.clone(), at);
-    tasks.push(task);
-    link
-}
-
-/// Start publishing `settings` (when given) while leading; the sender a reload updates them with.
-fn publisher(
-    cluster: &Gated<KubeCluster>,
-    lease: &LeaseConfig,
-    settings: Option<Published>,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> watch::Sender<Option<Published>> {
-    let publishing = settings.is_some();
-    let (tx, rx) = watch::channel(settings);
-    if publishing {
-        tasks.push(tokio::spawn(publish(cluster.clone(), lease.clone(), rx)));
-    }
-    tx
-}
-
-/// While leading, keep the settings ConfigMap (`config::published`) equal to what this drainer
-/// decides with, through the cluster seam's one ConfigMap writer behind the leadership gate:
-/// written when leadership is taken or the settings change, and only when it differs (its
-/// publisher and time aside); a failed write is tried again a minute later.
-async fn publish(
-    cluster: Gated<KubeCluster>,
-    lease: LeaseConfig,
-    mut settings: watch::Receiver<Option<Published>>,
-) {
-    use crate::model::cluster::Cluster;
-    let name = published::configmap_name(&lease.name);
-    let mut leader = cluster.leader();
-    let mut failed = false;
-    // Without a config file nothing changes the settings: their sender is gone, and only
-    // leadership changes call for a write.
-    let mut fixed = false;
-    loop {
-        let current = settings.borrow_and_update().clone();
-        if *leader.borrow_and_update()
-            && let Some(p) = current
-        {
-            let now = nodemedic_common::time::rfc3339(k8s_openapi::jiff::Timestamp::now());
-            let data = p.to_data(&lease.identity, &now);
-            failed = match cluster.keep_configmap(&name, &data, published::same).await {
-                Ok(_) => false,
-                Err(e) => {
-                    tracing::warn!(configmap = %format!("{}/{name}", lease.namespace), error = %e,
-                        "cannot publish the settings for kubectl nodemedic; trying again in a minute");
-                    true
-                }
-            };
-        }
-        let retry = async {
-            if failed {
-                tokio::time::sleep(Duration::from_secs(60)).await
-            } else {
-                std::future::pending().await
-            }
-        };
-        tokio::select! {
-            r = leader.changed() => if r.is_err() { return },
-            r = settings.changed(), if !fixed => fixed = r.is_err(),
-            () = retry => {}
-        }
-    }
 }

@@ -233,7 +233,7 @@ impl Cluster for KubeCluster {
             }
             None if wanted.is_empty() => Ok(Kept::Unchanged),
             None => {
-                let cm = crate::act::reboots::drainer_configmap(name, wanted.clone());
+                let cm = crate::act::objects::drainer_configmap(name, wanted.clone());
                 let pp = PostParams::default();
                 self.configmaps.create(&pp, &cm).await.map_err(api_error)?;
                 Ok(Kept::Written)

@@ -1,7 +1,7 @@
 //! The remediation ladder's writes (`decide::ladder`): the record of each step, with the fence
 //! taint of a reboot; the Node's deletion for its replacement; the Event, log line, metric and
 //! notification of each through the [`Recorder`](crate::record::Recorder). The reboot request
-//! itself is not written here: the controller derives it from the records (`act::reboots`). I/O
+//! itself is not written here: the controller derives it from the records (`act::publisher`). I/O
 //! through the executor's gated cluster.
 
 use super::executor::{Executor, ours, swap};

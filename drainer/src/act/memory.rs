@@ -104,6 +104,9 @@ impl State {
 pub(crate) struct MemoryCluster {
     state: Arc<Mutex<State>>,
     observed: Observed,
+    /// Counts the writes of the drainer's own ConfigMaps (what reads them, as a detector reads
+    /// its reboot requests, waits on it).
+    configmap_writes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 fn status(code: u16, text: String) -> ApiError {
@@ -127,7 +130,18 @@ impl MemoryCluster {
         MemoryCluster {
             state: Arc::default(),
             observed,
+            configmap_writes: Arc::new(tokio::sync::watch::channel(0).0),
         }
+    }
+
+    /// One of the drainer's own ConfigMaps as it holds it: its data.
+    pub(crate) fn configmap(&self, name: &str) -> Option<Data> {
+        self.state().configmaps.get(name).cloned()
+    }
+
+    /// Changes with every write of the drainer's own ConfigMaps.
+    pub(crate) fn configmap_writes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.configmap_writes.subscribe()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -345,6 +359,8 @@ impl Cluster for MemoryCluster {
                 s.writes.push(Write::ConfigMap {
                     name: name.to_string(),
                 });
+                drop(s);
+                self.configmap_writes.send_modify(|n| *n += 1);
                 Ok(Kept::Written)
             }
         }

@@ -14,8 +14,8 @@
 //!  marks     the after-drain labels, annotations and taints
 //!  ladder    a remediation step's record, the Node's deletion for its replacement
 //!  symptoms  the PodsNotStarting / PodsNotTerminating conditions
-//!  reboots   the reboot requests' ConfigMap, signed
-//!  recall    the record memory's ConfigMaps, read at leadership and kept
+//!  publisher the one task that keeps the drainer's own ConfigMaps: reboot requests, settings, memory
+//!  recall    the record memory's ConfigMaps, read at leadership and kept (by the publisher)
 //!  objects   the drainer's own objects, made at start where missing and allowed
 //!  turns     whose requests go first: a round's holds, then the drains' (32 at once)
 //!  kube      the Cluster over the Kubernetes API (what `drainer run` writes with; its RBAC)
@@ -36,7 +36,7 @@ pub(crate) mod ladder;
 pub mod marks;
 pub mod memory;
 pub mod objects;
-pub(crate) mod reboots;
+pub(crate) mod publisher;
 pub mod recall;
 pub(crate) mod symptoms;
 pub(crate) mod turns;

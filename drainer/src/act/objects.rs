@@ -106,7 +106,7 @@ pub async fn ensure(
 ) -> Result<(), ObjectError> {
     let mut made = Vec::new();
     for o in objects {
-        let meta = crate::act::reboots::drainer_meta(&o.name);
+        let meta = drainer_meta(&o.name);
         let outcome = match o.kind {
             Kind::Lease => {
                 let empty = Lease {
@@ -179,5 +179,36 @@ where
         // Another replica made it first.
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(Failed::Create(e)),
+    }
+}
+
+/// A ConfigMap of the drainer's own (its settings, its reboot requests): `name` with the drainer's
+/// labels and `data`.
+pub(crate) fn drainer_configmap(
+    name: &str,
+    data: std::collections::BTreeMap<String, String>,
+) -> ConfigMap {
+    ConfigMap {
+        metadata: drainer_meta(name),
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+/// The metadata of an object of the drainer's own: `name` with the drainer's labels.
+pub(crate) fn drainer_meta(name: &str) -> kube::api::ObjectMeta {
+    let labels = [
+        ("app.kubernetes.io/name", "nodemedic"),
+        ("app.kubernetes.io/component", "drainer"),
+    ];
+    kube::api::ObjectMeta {
+        name: Some(name.to_string()),
+        labels: Some(
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
     }
 }

@@ -2,28 +2,25 @@
 //! empty by the manifests, each holding the entries of the nodes its name hashes to under
 //! [`DATA_KEY`]. I/O.
 //!
-//! A new leadership asks for the memory (a number that grows with each ask); this task reads every
-//! shard and answers with the memory and that number, and only then writes: the shards the
-//! controller hands it for that same ask, each only when its text differs from what was read or
-//! last written (no write that changes nothing), and only while leading. A read or write that fails
-//! is tried again [`RETRY`] later; leadership never waits on it (the Lease carries none of this).
+//! A new leadership asks for the memory (a number that grows with each ask); the publisher
+//! (`act::publisher`) reads every shard and answers with the memory and that number, and only then
+//! writes: the shards the controller hands it for that same ask, each only when its text differs
+//! from what was read or last written (no write that changes nothing), and only while leading. A
+//! read or write that fails is tried again later; leadership never waits on it (the Lease carries
+//! none of this).
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
+use nodemedic_common::throttle::Throttle;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use crate::decide::fleet::seen::{SHARDS, Seen};
 use crate::model::cluster::{ApiError, Cluster, Data, Gated};
 
 /// The ConfigMap key that holds a shard's text.
 pub(crate) const DATA_KEY: &str = "memory";
-
-/// How long after a failed read or write it is tried again.
-const RETRY: Duration = Duration::from_secs(10);
 
 /// Shard `i`'s ConfigMap for the drainer with Lease `lease`.
 pub fn configmap_name(lease: &str, i: usize) -> String {
@@ -86,21 +83,15 @@ pub(crate) async fn answer(memory: &mut Option<Memory>) -> Recalled {
     }
 }
 
-/// Keep the memory's ConfigMaps beside the Lease `namespace/lease` while leading, through the
-/// cluster seam's one ConfigMap writer behind the leadership gate.
-pub(crate) fn spawn<C: Cluster>(
-    cluster: Gated<C>,
-    (namespace, lease): (&str, &str),
-) -> (Link, JoinHandle<()>) {
-    let leader = cluster.leader();
+/// The controller's end and the publisher's of the memory of the drainer with Lease
+/// `namespace/lease`.
+pub(crate) fn shards(namespace: &str, lease: &str) -> (Link, Shards) {
     let (asks_tx, asks) = watch::channel(0);
     let (answers_tx, answers_rx) = mpsc::unbounded_channel();
     let (kept_tx, kept) = mpsc::unbounded_channel();
-    let task = Task {
-        cluster,
+    let shards = Shards {
         names: (0..SHARDS).map(|i| configmap_name(lease, i)).collect(),
         namespace: namespace.to_string(),
-        leader,
         asks,
         answers: answers_tx,
         kept,
@@ -113,14 +104,18 @@ pub(crate) fn spawn<C: Cluster>(
         answers: answers_rx,
         kept: kept_tx,
     };
-    (link, tokio::spawn(task.run()))
+    (link, shards)
 }
 
-struct Task<C> {
-    cluster: Gated<C>,
+/// The controller is gone: nothing more to keep.
+#[derive(Debug)]
+pub(crate) struct Gone;
+
+/// The publisher's side of the memory: the asks and shards the controller sends, what was read
+/// and written.
+pub(crate) struct Shards {
     names: Vec<String>,
     namespace: String,
-    leader: watch::Receiver<bool>,
     asks: watch::Receiver<u64>,
     answers: mpsc::UnboundedSender<Recalled>,
     kept: mpsc::UnboundedReceiver<Kept>,
@@ -138,55 +133,52 @@ fn hash(text: &str) -> u64 {
     h.finish()
 }
 
-impl<C: Cluster> Task<C> {
-    async fn run(mut self) {
-        let mut failing = nodemedic_common::throttle::Throttle::default();
-        loop {
-            let leading = *self.leader.borrow_and_update();
-            let ask = *self.asks.borrow_and_update();
-            let mut failed = false;
-            if leading && ask > self.answered {
-                match self.read().await {
-                    Ok(memory) => {
-                        self.answered = ask;
-                        self.pending.clear();
-                        if self.answers.send(Recalled { ask, memory }).is_err() {
-                            return;
-                        }
-                    }
-                    Err((name, e)) => {
-                        failed = true;
-                        if let Some(quiet) = failing.allow(std::time::Instant::now()) {
-                            tracing::warn!(configmap = %format!("{}/{name}", self.namespace), error = %e,
-                                earlier_failures_not_logged = quiet,
-                                "cannot read the record memory; deciding nothing until it is read (trying again in 10s)");
-                        }
+impl Shards {
+    /// While leading: answer a new ask (every shard read), then write the shards handed for it;
+    /// whether everything went.
+    pub(crate) async fn keep<C: Cluster>(
+        &mut self,
+        cluster: &Gated<C>,
+        leader: &watch::Receiver<bool>,
+        failing: &mut Throttle,
+    ) -> Result<bool, Gone> {
+        let ask = *self.asks.borrow_and_update();
+        let mut ok = true;
+        if ask > self.answered {
+            match self.read(cluster).await {
+                Ok(memory) => {
+                    self.answered = ask;
+                    self.pending.clear();
+                    self.answers
+                        .send(Recalled { ask, memory })
+                        .map_err(|_| Gone)?;
+                }
+                Err((name, e)) => {
+                    ok = false;
+                    if let Some(quiet) = failing.allow(std::time::Instant::now()) {
+                        tracing::warn!(configmap = %format!("{}/{name}", self.namespace), error = %e,
+                            earlier_failures_not_logged = quiet,
+                            "cannot read the record memory; deciding nothing until it is read (trying again in 10s)");
                     }
                 }
             }
-            if leading && ask == self.answered && !self.pending.is_empty() {
-                failed |= !self.write_pending(&mut failing).await;
-            }
-            let retry = async {
-                if failed {
-                    tokio::time::sleep(RETRY).await
-                } else {
-                    std::future::pending().await
+        }
+        if ask == self.answered && !self.pending.is_empty() {
+            ok &= self.write_pending(cluster, leader, failing).await;
+        }
+        Ok(ok)
+    }
+
+    /// Until the controller asks again or hands on shards (taken).
+    pub(crate) async fn next(&mut self) -> Result<(), Gone> {
+        tokio::select! {
+            r = self.asks.changed() => r.map_err(|_| Gone),
+            k = self.kept.recv() => {
+                self.take(k.ok_or(Gone)?);
+                while let Ok(k) = self.kept.try_recv() {
+                    self.take(k);
                 }
-            };
-            tokio::select! {
-                r = self.leader.changed() => if r.is_err() { return },
-                r = self.asks.changed() => if r.is_err() { return },
-                k = self.kept.recv() => match k {
-                    None => return,
-                    Some(k) => {
-                        self.take(k);
-                        while let Ok(k) = self.kept.try_recv() {
-                            self.take(k);
-                        }
-                    }
-                },
-                () = retry => {}
+                Ok(())
             }
         }
     }
@@ -198,12 +190,11 @@ impl<C: Cluster> Task<C> {
     }
 
     /// Every shard, read now (a missing one, or one without the key, holds nothing: as shipped).
-    async fn read(&mut self) -> Result<Seen, (String, ApiError)> {
+    async fn read<C: Cluster>(&mut self, cluster: &Gated<C>) -> Result<Seen, (String, ApiError)> {
         let mut texts = Vec::with_capacity(SHARDS);
         let empty = Seen::default();
         for (i, name) in self.names.iter().enumerate() {
-            let data = self
-                .cluster
+            let data = cluster
                 .read_configmap(name)
                 .await
                 .map_err(|e| (name.clone(), e))?;
@@ -222,7 +213,12 @@ impl<C: Cluster> Task<C> {
     }
 
     /// Write the pending shards that differ from what the API server holds; whether all went.
-    async fn write_pending(&mut self, failing: &mut nodemedic_common::throttle::Throttle) -> bool {
+    async fn write_pending<C: Cluster>(
+        &mut self,
+        cluster: &Gated<C>,
+        leader: &watch::Receiver<bool>,
+        failing: &mut Throttle,
+    ) -> bool {
         let pending = std::mem::take(&mut self.pending);
         let mut all = true;
         for (i, text) in pending {
@@ -230,14 +226,13 @@ impl<C: Cluster> Task<C> {
             if self.written[i] == Some(h) {
                 continue;
             }
-            if !*self.leader.borrow() {
+            if !*leader.borrow() {
                 self.pending.insert(i, text);
                 all = false;
                 continue;
             }
             let data = Data::from([(DATA_KEY.to_string(), text.to_string())]);
-            match self
-                .cluster
+            match cluster
                 .keep_configmap(&self.names[i], &data, same_text)
                 .await
             {

@@ -1,7 +1,8 @@
 //! What the controller keeps outside itself, the shell: the breaker on the Lease (through the
-//! election, which writes the Lease), the record memory in its ConfigMaps (`act::recall`) and the
-//! reboot requests in theirs (`act::reboots`), each handed on only when it changed; and what a new
-//! leadership reads back first. Channels to the tasks that write, no decisions.
+//! election, which writes the Lease), the record memory and the reboot requests in the drainer's
+//! own ConfigMaps (through the one publisher, `act::publisher`), each handed on only when it
+//! changed; and what a new leadership reads back first. Channels to the tasks that write, no
+//! decisions.
 //!
 //! The record memory's round trip (`decide::fleet::seen`): a new leadership asks for it and decides
 //! nothing until the answer is in, so a record written back while no replica led is refused from the

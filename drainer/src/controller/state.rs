@@ -95,6 +95,6 @@ pub(super) struct Publisher {
     pub(super) published_breaker: Option<Option<String>>,
     /// The record memory's ConfigMaps: read back when leadership begins, then kept.
     pub(super) memory: Option<Memory>,
-    /// Where the reboot requests go (`act::reboots` writes them to their ConfigMap while leading).
+    /// Where the reboot requests go (`act::publisher` writes them to their ConfigMap while leading).
     pub(super) reboots_out: Option<watch::Sender<Reboots>>,
 }

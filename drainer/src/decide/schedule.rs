@@ -122,10 +122,6 @@ impl BudgetWaits {
     pub(crate) fn names(&self) -> impl Iterator<Item = &ArcStr> {
         self.waits.keys()
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.waits.len()
-    }
 }
 
 /// What to do about one stale pod this round.
@@ -227,7 +223,7 @@ mod tests {
         let new = wait(&mut w, Some(Budget::Drains), t(80)).unwrap();
         assert_eq!((new.count, new.existing), (1, None));
         w.end("n");
-        assert_eq!(w.len(), 0);
+        assert_eq!(w.names().count(), 0);
         let after = wait(&mut w, Some(Budget::Drains), t(90)).unwrap();
         assert_eq!(
             (after.count, after.first_seen),

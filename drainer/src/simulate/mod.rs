@@ -168,6 +168,18 @@ fn happen(what: Happens, t: Timestamp, plan: &Plan, cluster: &MemoryCluster, run
     }
 }
 
+/// The Lease name a simulated drainer's own ConfigMaps are named after.
+const LEASE: &str = "nodemedic-drainer";
+
+/// Whose a simulated drainer's own ConfigMaps are.
+fn owner() -> crate::act::publisher::Owner {
+    crate::act::publisher::Owner {
+        namespace: "kube-system".into(),
+        lease: LEASE.into(),
+        identity: "simulate".into(),
+    }
+}
+
 /// The controller over the plan's fleet, its changes applied at their times; what it did.
 async fn drive(plan: &mut Plan) -> Report {
     let clock = Clock::tokio_at(plan.start);
@@ -179,16 +191,21 @@ async fn drive(plan: &mut Plan) -> Report {
     let metrics = crate::metrics::Metrics::register(&mut Default::default());
     let record = Recorder::new(gated.clone(), metrics, observed.clone(), clock);
     let cfg = std::mem::take(&mut plan.cfg);
-    let exec = Executor::new(gated, record, cfg.dry_run, clock);
+    let exec = Executor::new(gated.clone(), record, cfg.dry_run, clock);
     let (tap, mut taps) = mpsc::unbounded_channel();
     let health = Health::default();
-    let (requests, requested) = watch::channel(Default::default());
     let outcomes = (plan.nodes.iter().zip(&plan.reboots))
         .map(|(n, o)| (n.metadata.name.clone().unwrap_or_default(), *o))
         .collect();
-    let mut reboots = reboots::Reboots::new(requested, outcomes, &cfg);
-    let controller = Controller::new(cfg, observed.clone(), exec, health, leading, clock);
-    let controller = controller.with_tap(tap).with_reboot_requests(requests);
+    let mut reboots = reboots::Reboots::new(&cluster, LEASE, outcomes, &cfg);
+    // The drainer's own publisher keeps the requests' ConfigMap and the record memory's, as in
+    // `drainer run`.
+    let (outbox, publisher) = crate::act::publisher::spawn(gated, owner(), None, None);
+    let (lease_out, _) = watch::channel(None);
+    let controller = Controller::new(cfg, observed.clone(), exec, health, leading, clock)
+        .with_tap(tap)
+        .with_reboot_requests(outbox.reboots)
+        .with_record_memory(outbox.memory, lease_out);
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(controller.run(observed.changed.clone(), plan.tick, stopped));
     let mut running = plan.detectors.clone();
@@ -214,7 +231,7 @@ async fn drive(plan: &mut Plan) -> Report {
             }
             () = reboots.changed() => {
                 let now = clock.now();
-                for (node, detail) in reboots.take(now, plan.reboot_takes) {
+                for (node, detail) in reboots.take(&cluster, now, plan.reboot_takes) {
                     machines.push((now, node, "rebooted", detail));
                 }
             }
@@ -222,6 +239,7 @@ async fn drive(plan: &mut Plan) -> Report {
     }
     let _ = stop.send(true);
     let _ = task.await;
+    publisher.abort();
     let mut report = Report {
         nodes: plan.nodes.len(),
         ..Default::default()

@@ -1,5 +1,6 @@
 //! The simulated machines' side of the remediation ladder: a reboot the drainer asks for (its
-//! requests, as the detectors would read them) comes back after `rebootTakes` with a new bootID
+//! requests, read from their ConfigMap as the detectors read them, written by the drainer's own
+//! publisher) comes back after `rebootTakes` with a new bootID
 //! and, as the node's group says, its problem gone (`heals`), still there (`survives`), or never
 //! comes back (`never`). I/O-free: it changes the cluster in memory.
 
@@ -33,7 +34,10 @@ pub(crate) fn first_boot(node: &str) -> String {
 
 /// The reboots asked for and when each machine comes back.
 pub(crate) struct Reboots {
-    requests: watch::Receiver<Requests>,
+    /// Changes with each write of the drainer's ConfigMaps.
+    writes: watch::Receiver<u64>,
+    /// The requests' ConfigMap.
+    configmap: String,
     /// The requests seen (node and the bootID it was made for).
     seen: BTreeSet<(String, String)>,
     back: BTreeMap<Timestamp, Vec<(String, u32)>>,
@@ -46,9 +50,11 @@ pub(crate) struct Reboots {
 }
 
 impl Reboots {
-    /// Carrying out `requests`, with what a reboot does to each node (by name).
+    /// Carrying out the requests the drainer with Lease `lease` writes in `cluster`, with what a
+    /// reboot does to each node (by name).
     pub(crate) fn new(
-        requests: watch::Receiver<Requests>,
+        cluster: &MemoryCluster,
+        lease: &str,
         outcomes: BTreeMap<String, Outcome>,
         cfg: &crate::config::Config,
     ) -> Reboots {
@@ -63,7 +69,8 @@ impl Reboots {
             })
             .collect();
         Reboots {
-            requests,
+            writes: cluster.configmap_writes(),
+            configmap: nodemedic_common::reboot::configmap_name(lease),
             seen: BTreeSet::new(),
             back: BTreeMap::new(),
             boots: BTreeMap::new(),
@@ -76,9 +83,9 @@ impl Reboots {
         self.outcomes.get(node).copied().unwrap_or_default()
     }
 
-    /// Until the requests change (or forever, once the controller is gone).
+    /// Until the drainer writes its ConfigMaps (or forever, once the cluster is gone).
     pub(crate) async fn changed(&mut self) {
-        if self.requests.changed().await.is_err() {
+        if self.writes.changed().await.is_err() {
             std::future::pending::<()>().await
         }
     }
@@ -87,10 +94,12 @@ impl Reboots {
     /// later, unless it never does. What happened, for the report.
     pub(crate) fn take(
         &mut self,
+        cluster: &MemoryCluster,
         now: Timestamp,
         takes: std::time::Duration,
     ) -> Vec<(String, String)> {
-        let requests = self.requests.borrow_and_update().clone();
+        self.writes.borrow_and_update();
+        let requests = self.requests(cluster);
         let mut said = Vec::new();
         for (node, r) in requests {
             if !self.seen.insert((node.clone(), r.boot_id.clone())) {
@@ -108,6 +117,15 @@ impl Reboots {
             said.push((node, format!("rebooting; back in {takes}")));
         }
         said
+    }
+
+    /// The requests in their ConfigMap, as a detector reads its own entry (one that does not
+    /// parse is no request).
+    fn requests(&self, cluster: &MemoryCluster) -> Requests {
+        let data = cluster.configmap(&self.configmap).unwrap_or_default();
+        (data.into_iter())
+            .filter_map(|(node, text)| Some((node, serde_json::from_str(&text).ok()?)))
+            .collect()
     }
 
     /// When the next machine comes back.

@@ -1,0 +1,330 @@
+//! The drainer's one publisher, I/O: while leading, it keeps the drainer's own ConfigMaps equal
+//! to what it is handed: the reboot requests the controller derives from its records (each signed
+//! with `--reboot-signing-key`), the settings `kubectl nodemedic` reads (from the reloader), and
+//! the record memory's shards (read back first for each new leadership's ask: `act::recall`). One
+//! task, behind the leadership gate (`model::cluster::Gated`), through the cluster seam's one
+//! ConfigMap writer (`Cluster::keep_configmap`): each written only when it differs, when it changes
+//! or leadership is taken; a failed read or write is tried again [`RETRY`] later, and leadership
+//! never waits on any of it. `drainer run` and `drainer simulate` run this same task.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use nodemedic_common::reboot::{Requests as Reboots, SigningKey};
+use nodemedic_common::throttle::Throttle;
+
+use crate::act::recall::{self, Link, Shards};
+use crate::config::published::{self, Published};
+use crate::model::cluster::{Cluster, Data, Gated, Kept};
+
+/// How long after a failed read or write it is tried again.
+pub(crate) const RETRY: Duration = Duration::from_secs(10);
+
+/// Whose ConfigMaps these are: the drainer's Lease and this replica.
+#[derive(Debug, Clone)]
+pub(crate) struct Owner {
+    pub(crate) namespace: String,
+    pub(crate) lease: String,
+    pub(crate) identity: String,
+}
+
+/// The ends the controller and the reloader hand things to.
+pub(crate) struct Outbox {
+    pub(crate) reboots: watch::Sender<Reboots>,
+    /// `None` inside: nothing published (no settings given).
+    pub(crate) settings: watch::Sender<Option<Published>>,
+    pub(crate) memory: Link,
+}
+
+/// Start the publisher for `owner`, publishing `settings` when given.
+pub(crate) fn spawn<C: Cluster>(
+    cluster: Gated<C>,
+    owner: Owner,
+    signing: Option<SigningKey>,
+    settings: Option<Published>,
+) -> (Outbox, JoinHandle<()>) {
+    let (reboots_tx, reboots) = watch::channel(Reboots::default());
+    let (settings_tx, settings) = watch::channel(settings);
+    let (link, shards) = recall::shards(&owner.namespace, &owner.lease);
+    let task = Task {
+        leader: cluster.leader(),
+        cluster,
+        reboots: RebootsOut {
+            rx: reboots,
+            name: nodemedic_common::reboot::configmap_name(&owner.lease),
+            signing,
+            due: true,
+        },
+        settings: SettingsOut {
+            rx: settings,
+            name: published::configmap_name(&owner.lease),
+            due: true,
+            fixed: false,
+        },
+        shards,
+        owner,
+        failing: Throttle::default(),
+    };
+    let outbox = Outbox {
+        reboots: reboots_tx,
+        settings: settings_tx,
+        memory: link,
+    };
+    (outbox, tokio::spawn(task.run()))
+}
+
+struct Task<C> {
+    cluster: Gated<C>,
+    leader: watch::Receiver<bool>,
+    owner: Owner,
+    reboots: RebootsOut,
+    settings: SettingsOut,
+    shards: Shards,
+    /// Failures said at most so often.
+    failing: Throttle,
+}
+
+/// The reboot requests: the latest handed on, and whether they are to be kept again.
+struct RebootsOut {
+    rx: watch::Receiver<Reboots>,
+    name: String,
+    signing: Option<SigningKey>,
+    due: bool,
+}
+
+/// The published settings.
+struct SettingsOut {
+    rx: watch::Receiver<Option<Published>>,
+    name: String,
+    due: bool,
+    /// Their sender is gone (no config file: nothing changes them but leadership).
+    fixed: bool,
+}
+
+impl<C: Cluster> Task<C> {
+    async fn run(mut self) {
+        let mut was_leading = false;
+        loop {
+            let leading = *self.leader.borrow_and_update();
+            if leading && !was_leading {
+                // A new leadership checks each against the API server once.
+                self.reboots.due = true;
+                self.settings.due = true;
+            }
+            was_leading = leading;
+            let mut failed = false;
+            if leading {
+                match self
+                    .shards
+                    .keep(&self.cluster, &self.leader, &mut self.failing)
+                    .await
+                {
+                    Err(recall::Gone) => return,
+                    Ok(all) => failed |= !all,
+                }
+                failed |= !self.keep_reboots().await;
+                failed |= !self.keep_settings().await;
+            }
+            let retry = async {
+                if failed {
+                    tokio::time::sleep(RETRY).await
+                } else {
+                    std::future::pending().await
+                }
+            };
+            tokio::select! {
+                r = self.leader.changed() => if r.is_err() { return },
+                r = self.reboots.rx.changed() => match r {
+                    Ok(()) => self.reboots.due = true,
+                    Err(_) => return,
+                },
+                r = self.settings.rx.changed(), if !self.settings.fixed => match r {
+                    Ok(()) => self.settings.due = true,
+                    Err(_) => self.settings.fixed = true,
+                },
+                r = self.shards.next() => if r.is_err() { return },
+                () = retry => {}
+            }
+        }
+    }
+
+    /// Keep the reboot requests' ConfigMap when due; whether it is kept.
+    async fn keep_reboots(&mut self) -> bool {
+        if !self.reboots.due {
+            return true;
+        }
+        let wanted = signed(
+            self.reboots.rx.borrow_and_update().clone(),
+            self.reboots.signing.as_ref(),
+        );
+        let data = nodemedic_common::reboot::to_data(&wanted);
+        let name = &self.reboots.name;
+        match self.cluster.keep_configmap(name, &data, Data::eq).await {
+            Ok(Kept::Written) => {
+                tracing::info!(configmap = %name, requests = wanted.len(), "reboot requests written");
+            }
+            Ok(Kept::Unchanged) => {}
+            Err(e) => {
+                if let Some(quiet) = self.failing.allow(std::time::Instant::now()) {
+                    tracing::warn!(configmap = %name, error = %e, requests = wanted.len(),
+                        earlier_failures_not_logged = quiet,
+                        "cannot write the reboot requests; trying again in 10s");
+                }
+                return false;
+            }
+        }
+        self.reboots.due = false;
+        true
+    }
+
+    /// Keep the settings ConfigMap when due (and settings are given); whether it is kept.
+    async fn keep_settings(&mut self) -> bool {
+        if !self.settings.due {
+            return true;
+        }
+        let Some(p) = self.settings.rx.borrow_and_update().clone() else {
+            self.settings.due = false;
+            return true;
+        };
+        let now = nodemedic_common::time::rfc3339(k8s_openapi::jiff::Timestamp::now());
+        let data = p.to_data(&self.owner.identity, &now);
+        let name = &self.settings.name;
+        if let Err(e) = self
+            .cluster
+            .keep_configmap(name, &data, published::same)
+            .await
+        {
+            if let Some(quiet) = self.failing.allow(std::time::Instant::now()) {
+                tracing::warn!(configmap = %format!("{}/{name}", self.owner.namespace), error = %e,
+                    earlier_failures_not_logged = quiet,
+                    "cannot publish the settings for kubectl nodemedic; trying again in 10s");
+            }
+            return false;
+        }
+        self.settings.due = false;
+        true
+    }
+}
+
+/// The requests, each signed with `key` (Ed25519 is deterministic: the same request, the same
+/// signature, so an unchanged request writes nothing).
+fn signed(requests: Reboots, key: Option<&SigningKey>) -> Reboots {
+    let Some(key) = key else {
+        return requests;
+    };
+    requests
+        .into_iter()
+        .map(|(n, r)| (n, r.signed(key)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use nodemedic_common::reboot::RebootRequest;
+
+    use super::*;
+    use crate::act::memory::{MemoryCluster, Write};
+    use crate::act::recall::{self, Kept as Shard};
+    use crate::config::flags::PolicyArgs;
+    use crate::observe::Observed;
+
+    const LEASE: &str = "nodemedic-drainer";
+
+    fn request(node: &str) -> RebootRequest {
+        RebootRequest {
+            node: node.into(),
+            uid: format!("{node}-uid"),
+            boot_id: format!("{node}-boot-1"),
+            requested: "2026-12-02T00:00:00Z".into(),
+            until: "2026-12-02T00:10:00Z".into(),
+            signature: String::new(),
+        }
+    }
+
+    fn configmap_writes(cluster: &MemoryCluster) -> Vec<String> {
+        (cluster.take_writes().into_iter())
+            .filter_map(|w| match w {
+                Write::ConfigMap { name } => Some(name),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Until the publisher has taken everything sent to it (paused time moves on only when every
+    /// task waits).
+    async fn settled() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_task_writes_all_three_only_while_leading_and_only_what_changed() {
+        let cluster = MemoryCluster::new(Observed::default());
+        let (lead, leader) = watch::channel(false);
+        let owner = Owner {
+            namespace: "kube-system".into(),
+            lease: LEASE.into(),
+            identity: "replica-a".into(),
+        };
+        let settings = Published::new(&PolicyArgs::default(), Some("maxDrains: 1\n".into()));
+        let gated = Gated::new(cluster.clone(), leader);
+        let (mut out, task) = spawn(gated, owner, None, Some(settings));
+        // A follower is handed requests, shards and an ask: it writes and reads nothing.
+        out.reboots
+            .send_replace(BTreeMap::from([("n1".to_string(), request("n1"))]));
+        out.memory.asks.send_replace(1);
+        settled().await;
+        assert_eq!(configmap_writes(&cluster), Vec::<String>::new());
+        assert!(
+            out.memory.answers.try_recv().is_err(),
+            "no answer while following"
+        );
+
+        // Leading: the memory is read back (answered), the requests and settings written once each.
+        lead.send_replace(true);
+        settled().await;
+        let answer = out.memory.answers.try_recv().expect("the ask is answered");
+        assert_eq!(answer.ask, 1);
+        let mut written = configmap_writes(&cluster);
+        written.sort();
+        let requests = nodemedic_common::reboot::configmap_name(LEASE);
+        let published = published::configmap_name(LEASE);
+        assert_eq!(written, vec![requests.clone(), published.clone()]);
+        let held = cluster
+            .configmap(&requests)
+            .expect("the requests are written");
+        assert!(held["n1"].contains("n1-boot-1"), "{held:?}");
+
+        // A shard handed on for that ask is written; the same requests again write nothing.
+        let text: Arc<str> = Arc::from("n1 2026-12-02T00:00:00Z\n");
+        let shard = Shard {
+            ask: 1,
+            shard: 3,
+            text,
+        };
+        out.memory.kept.send(shard).unwrap();
+        out.reboots.send_modify(|_| {});
+        settled().await;
+        assert_eq!(
+            configmap_writes(&cluster),
+            vec![recall::configmap_name(LEASE, 3)]
+        );
+
+        // Leadership lost: a new request waits for the next leadership.
+        lead.send_replace(false);
+        out.reboots.send_modify(|r| {
+            r.insert("n2".into(), request("n2"));
+        });
+        settled().await;
+        assert_eq!(configmap_writes(&cluster), Vec::<String>::new());
+        lead.send_replace(true);
+        settled().await;
+        assert_eq!(configmap_writes(&cluster), vec![requests.clone()]);
+        assert!(cluster.configmap(&requests).unwrap().contains_key("n2"));
+        task.abort();
+    }
+}
