@@ -59,7 +59,9 @@ impl<C: Cluster> Controller<C> {
             d.why,
             Why::BreakerOpen { .. } | Why::DomainOutage { .. } | Why::Paused { .. }
         );
-        if !changed || (d.action == Action::None && previous.is_none()) || d.why == Why::NotSelected
+        if !changed
+            || (d.action() == Action::None && previous.is_none())
+            || d.why == Why::NotSelected
         {
             return;
         }

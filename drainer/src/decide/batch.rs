@@ -174,21 +174,17 @@ fn decide_one(
     let node = c.node;
     let name = node.name.clone();
     let node_pods = &c.pods;
-    let (action, why, effect) = match (c.record, record) {
+    let (why, effect) = match (c.record, record) {
         // A node outside our selection is invisible to us, whoever acts on it (with two
         // drainers on disjoint pools, each would otherwise log the other's every move); an
         // ownerless legacy record is named as before.
         (Some(theirs), None) if !c.selected && !theirs.owner.is_empty() => {
-            (Action::Skip, Why::NotSelected, Effect::Nothing)
+            (Why::NotSelected, Effect::Nothing)
         }
-        (Some(theirs), None) => (
-            Action::Skip,
-            Why::OwnedByOther(theirs.owner.clone()),
-            Effect::Nothing,
-        ),
+        (Some(theirs), None) => (Why::OwnedByOther(theirs.owner.clone()), Effect::Nothing),
         _ => decide_node(c, record, p, x, budgets),
     };
-    let pods: Vec<PodPlan> = match action {
+    let pods: Vec<PodPlan> = match Action::of(&why, &effect) {
         // A NoExecute problem taint evicts what does not tolerate it as soon as it is on.
         Action::Cordon if cfg.remedy.evicts() => {
             let taints = cfg.remedy.node_taints();
@@ -230,10 +226,9 @@ fn decide_one(
         (effect, _) => effect,
     };
     let effect = bound(effect, c, record, now);
-    let (action, why, effect) = held_back((action, why, effect), &pods, x, budgets);
+    let (why, effect) = held_back((why, effect), &pods, x, budgets);
     NodeDecision {
         node: name,
-        action,
         wake: wake(&why, p, now),
         why,
         effect,
@@ -280,29 +275,30 @@ fn wake(why: &Why, p: &Problem, now: Timestamp) -> Option<Timestamp> {
 /// by a pod list still coming. A drain start gives back the slot it took this round (one already
 /// in flight, its record saying draining, stays counted).
 fn held_back(
-    (action, why, effect): (Action, Why, Effect),
+    (why, effect): (Why, Effect),
     pods: &[PodPlan],
     x: &Context,
     budgets: &mut Budgets,
-) -> (Action, Why, Effect) {
+) -> (Why, Effect) {
+    let action = Action::of(&why, &effect);
     let blockers: Vec<String> = pods
         .iter()
         .filter(|p| action == Action::Drain && p.action == PodAction::Block)
         .map(|p| format!("{}/{}", p.namespace, p.name))
         .collect();
     let held = if !blockers.is_empty() {
-        (Action::Wait, Why::BlockedByPods { pods: blockers })
+        Why::BlockedByPods { pods: blockers }
     } else {
         match waits_for_pods(&effect, x.cfg) {
-            Some(what) if !x.gates.pods_listed => (Action::Hold, Why::PodsNotListed { what }),
-            _ => return (action, why, effect),
+            Some(what) if !x.gates.pods_listed => Why::PodsNotListed { what },
+            _ => return (why, effect),
         }
     };
     if matches!(why, Why::StartDrain { .. }) {
         budgets.draining -= 1;
         budgets.last_drain_start = budgets.prior_drain_start;
     }
-    (held.0, held.1, Effect::Nothing)
+    (held, Effect::Nothing)
 }
 
 /// What of `effect` needs every pod known (a new leader's pod list may still be coming): what

@@ -39,6 +39,24 @@ pub(crate) enum Action {
 }
 
 impl Action {
+    /// The action a decision takes: what its effect does, or, when it does nothing, what its
+    /// reason says the node is doing (skipped, waiting, held, or nothing to do). Derived, never
+    /// stored beside the decision.
+    pub(crate) fn of(why: &Why, effect: &Effect) -> Action {
+        match effect {
+            Effect::Cordon(_) | Effect::Relapse(_) => Action::Cordon,
+            Effect::Drain(_) => Action::Drain,
+            Effect::Uncordon(_) => Action::Uncordon,
+            Effect::Probation(_) => Action::Probation,
+            Effect::DeleteNode => Action::Delete,
+            Effect::Reboot(_) => Action::Reboot,
+            Effect::Replace(_) => Action::Replace,
+            Effect::Escalate(_) => Action::Escalate,
+            Effect::Release(_) | Effect::Forget => Action::None,
+            Effect::Nothing => why.at_rest(),
+        }
+    }
+
     /// Whether carrying it out writes to the cluster (a dry run then only says it would).
     pub(crate) fn writes(self) -> bool {
         !matches!(
@@ -261,6 +279,41 @@ impl Why {
 
     /// Whether a gate holds the node back from what it would otherwise get (a budget, the
     /// breaker, an outage, flapping, a pause, a window, pods that block its drain).
+    /// The action of a decision for this reason that does nothing this round.
+    fn at_rest(&self) -> Action {
+        use super::ladder::why::LadderWhy as L;
+        match self {
+            Why::Excluded { .. }
+            | Why::NotSelected
+            | Why::OwnedByOther(_)
+            | Why::KosmosExempt { .. } => Action::Skip,
+            Why::PodsNotListed { .. }
+            | Why::BreakerOpen { .. }
+            | Why::DomainOutage { .. }
+            | Why::Flapping { .. }
+            | Why::Paused { .. } => Action::Hold,
+            Why::NotHeldLongEnough { .. }
+            | Why::CordonBudget { .. }
+            | Why::DomainBudget { .. }
+            | Why::ProblemBack { .. }
+            | Why::Recovering { .. }
+            | Why::Probation { .. }
+            | Why::DrainScheduled { .. }
+            | Why::RetryScheduled { .. }
+            | Why::DrainBudget { .. }
+            | Why::DrainSpacing { .. }
+            | Why::BlockedByPods { .. }
+            | Why::OutsideDrainWindow { .. }
+            | Why::Ladder(
+                L::AwaitingReboot { .. }
+                | L::AwaitingReplacement { .. }
+                | L::ReplaceBudget { .. }
+                | L::SlowStart { .. },
+            ) => Action::Wait,
+            _ => Action::None,
+        }
+    }
+
     pub(crate) fn is_gate(&self) -> bool {
         matches!(
             self,
@@ -526,7 +579,6 @@ impl ToEvict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeDecision {
     pub node: ArcStr,
-    pub(crate) action: Action,
     pub why: Why,
     pub(crate) effect: Effect,
     /// For cordon and drain: what would happen to each pod.
@@ -536,6 +588,11 @@ pub struct NodeDecision {
 }
 
 impl NodeDecision {
+    /// What it does ([`Action::of`] its reason and effect).
+    pub(crate) fn action(&self) -> Action {
+        Action::of(&self.why, &self.effect)
+    }
+
     /// Why, in the words every form shows (the log line, `plan`, `explain`, the Events that say
     /// the decision): derived from [`Why`], never stored beside it.
     pub(crate) fn reason(&self) -> String {
@@ -546,7 +603,7 @@ impl NodeDecision {
     /// action that writes.
     pub(crate) fn said(&self, dry_run: bool) -> Said {
         Said {
-            action: self.action.said(dry_run),
+            action: self.action().said(dry_run),
             reason: self.reason(),
         }
     }

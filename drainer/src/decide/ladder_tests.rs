@@ -109,7 +109,7 @@ fn the_fence_taint_is_the_one_the_detector_checks() {
 #[test]
 fn a_drained_node_on_a_ladder_is_rebooted_with_the_fence_and_its_boot_recorded() {
     let d = one(drained(BOOT_A), &ladder_cfg("drain, reboot, replace"));
-    assert_eq!(d.action, Action::Reboot, "{}", d.reason());
+    assert_eq!(d.action(), Action::Reboot, "{}", d.reason());
     let Effect::Reboot(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -133,7 +133,7 @@ fn a_reboot_is_awaited_then_proven_by_a_new_boot_ready_and_the_problem_clear() {
     let r = rebooting(NOW - 60, "drain, reboot, replace");
     // Not back yet.
     let d = one(on_node(r.clone(), BOOT_A, true), &c);
-    assert_eq!(d.action, Action::Wait);
+    assert_eq!(d.action(), Action::Wait);
     assert!(matches!(
         ladder_why(&d),
         LadderWhy::AwaitingReboot {
@@ -144,7 +144,7 @@ fn a_reboot_is_awaited_then_proven_by_a_new_boot_ready_and_the_problem_clear() {
     ));
     // The problem cleared, but the same boot: no proof, still awaited.
     let d = one(on_node(r.clone(), BOOT_A, false), &c);
-    assert_eq!(d.action, Action::Wait, "{}", d.reason());
+    assert_eq!(d.action(), Action::Wait, "{}", d.reason());
     // Back with a new boot, the problem still held: awaited until the deadline.
     let d = one(on_node(r.clone(), BOOT_B, true), &c);
     assert!(matches!(
@@ -153,7 +153,7 @@ fn a_reboot_is_awaited_then_proven_by_a_new_boot_ready_and_the_problem_clear() {
     ));
     // Proven: uncordoned (no probation configured), the fence going with our hold.
     let d = one(on_node(r.clone(), BOOT_B, false), &c);
-    assert_eq!(d.action, Action::Uncordon, "{}", d.reason());
+    assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
     assert_eq!(
         ladder_why(&d),
         &LadderWhy::RebootProven {
@@ -186,7 +186,7 @@ fn no_proof_by_the_deadline_goes_on_to_replace_or_to_a_person() {
         on_node(rebooting(late, "drain, reboot, replace"), BOOT_A, true),
         &c,
     );
-    assert_eq!(d.action, Action::Replace, "{}", d.reason());
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
     let Effect::Replace(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -197,11 +197,11 @@ fn no_proof_by_the_deadline_goes_on_to_replace_or_to_a_person() {
         on_node(rebooting(late, "drain, reboot, replace"), BOOT_B, true),
         &c,
     );
-    assert_eq!(d.action, Action::Replace, "{}", d.reason());
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
     // A ladder that ends with the reboot: a person, told why.
     let c = ladder_cfg("drain, reboot");
     let d = one(on_node(rebooting(late, "drain, reboot"), BOOT_A, true), &c);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
+    assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
     let Effect::Escalate(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -217,13 +217,13 @@ fn no_proof_by_the_deadline_goes_on_to_replace_or_to_a_person() {
         on_node(rebooting(late, "drain, reboot"), BOOT_A, true),
         &ladder_cfg("drain, reboot, replace"),
     );
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
+    assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
     // Waiting for the person then: nothing written.
     let mut waiting = record(Phase::NeedsPerson);
     waiting.escalated = "no new bootID by the reboot deadline".into();
     waiting.step_at = Some(t(NOW - 60));
     let d = one(on_node(waiting.clone(), BOOT_A, true), &c);
-    assert_eq!((d.action, &d.effect), (Action::None, &Effect::Nothing));
+    assert_eq!((d.action(), &d.effect), (Action::None, &Effect::Nothing));
     assert!(
         d.reason().starts_with("needs a person since"),
         "{}",
@@ -231,7 +231,7 @@ fn no_proof_by_the_deadline_goes_on_to_replace_or_to_a_person() {
     );
     // The problem cleared while waiting: recovered as any node.
     let d = one(on_node(waiting, BOOT_A, false), &c);
-    assert_eq!(d.action, Action::Uncordon, "{}", d.reason());
+    assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
 }
 
 #[test]
@@ -239,7 +239,7 @@ fn a_replacement_still_here_at_its_deadline_needs_a_person() {
     let c = ladder_cfg("drain, replace");
     let d = one(drained(BOOT_A), &c);
     assert_eq!(
-        d.action,
+        d.action(),
         Action::Replace,
         "a ladder without reboot replaces at once: {}",
         d.reason()
@@ -261,10 +261,10 @@ fn a_replacement_still_here_at_its_deadline_needs_a_person() {
     ));
     r.step_until = Some(t(NOW - 1));
     let d = one(on_node(r, BOOT_A, true), &c);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
+    assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
     // Just drain: a person right after the drain.
     let d = one(drained(BOOT_A), &ladder_cfg("drain"));
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
+    assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
     assert!(d.reason().contains("no step after drain"), "{}", d.reason());
 }
 
@@ -278,7 +278,7 @@ fn a_veto_a_kosmos_leaf_a_gate_or_a_window_stops_the_next_step() {
         .insert(DO_NOT_REMEDIATE_ANNOTATION.into(), "true".into());
     let d = one(n, &c);
     assert_eq!(
-        (d.action, ladder_why(&d), &d.effect),
+        (d.action(), ladder_why(&d), &d.effect),
         (
             Action::None,
             &LadderWhy::Vetoed { step: Step::Reboot },
@@ -332,11 +332,11 @@ fn with_memory(n: N, cfg: &Config, reboots_today: u32, replaced: &[i64]) -> Node
 fn past_its_reboots_of_the_day_a_node_goes_on_and_replacements_wait_for_their_budget() {
     let c = ladder_cfg("drain, reboot, replace");
     let d = with_memory(drained(BOOT_A), &c, 0, &[]);
-    assert_eq!(d.action, Action::Reboot, "{}", d.reason());
+    assert_eq!(d.action(), Action::Reboot, "{}", d.reason());
     let d = with_memory(drained(BOOT_A), &c, 1, &[]);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason());
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
     let d = with_memory(drained(BOOT_A), &c, 1, &[NOW - 3000, NOW - 600]);
-    assert_eq!(d.action, Action::Wait, "{}", d.reason());
+    assert_eq!(d.action(), Action::Wait, "{}", d.reason());
     assert_eq!(
         ladder_why(&d),
         &LadderWhy::ReplaceBudget {
@@ -347,10 +347,10 @@ fn past_its_reboots_of_the_day_a_node_goes_on_and_replacements_wait_for_their_bu
     );
     // An hour-old replacement no longer counts.
     let d = with_memory(drained(BOOT_A), &c, 1, &[NOW - 3700, NOW - 600]);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason());
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
     // Past the reboots with no step after: a person, told why.
     let d = with_memory(drained(BOOT_A), &ladder_cfg("drain, reboot"), 1, &[]);
-    assert_eq!(d.action, Action::Escalate);
+    assert_eq!(d.action(), Action::Escalate);
     assert!(
         d.reason().contains("--max-reboots-per-node-per-day"),
         "{}",
@@ -358,7 +358,7 @@ fn past_its_reboots_of_the_day_a_node_goes_on_and_replacements_wait_for_their_bu
     );
     // A node that reports no bootID is not rebooted: its reboot could not be proven.
     let d = one(drained(""), &c);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason());
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
 }
 
 #[test]
@@ -369,7 +369,7 @@ fn a_problem_back_after_a_proven_reboot_is_drained_again_then_replaced() {
     p.taints.clear();
     p.probation_until = Some(t(NOW + 600));
     let d = one(on_node(p, BOOT_B, true), &c);
-    assert_eq!(d.action, Action::Cordon, "{}", d.reason());
+    assert_eq!(d.action(), Action::Cordon, "{}", d.reason());
     let Effect::Relapse(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -379,7 +379,7 @@ fn a_problem_back_after_a_proven_reboot_is_drained_again_then_replaced() {
     again.phase = Phase::Drained;
     again.finished_at = Some(t(NOW));
     let d = one(on_node(again, BOOT_B, true), &c);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason());
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
 }
 
 #[test]
@@ -422,7 +422,7 @@ fn slow_start_lets_a_domain_remediate_as_many_at_once_as_it_has_earned() {
         };
         batch::decide_some(&candidates, &totals, &gates, &c, t(NOW))
             .into_iter()
-            .map(|d| (d.action, d.reason()))
+            .map(|d| (d.action(), d.reason()))
             .collect::<Vec<_>>()
     };
     // Width one: one reboots, the other waits for it.
@@ -463,7 +463,7 @@ fn a_veto_during_a_reboot_ends_the_ladder_with_a_person_at_its_deadline() {
         )),
         &c,
     );
-    assert_eq!(d.action, Action::Wait, "{}", d.reason());
+    assert_eq!(d.action(), Action::Wait, "{}", d.reason());
     let d = one(
         veto(on_node(
             rebooting(NOW - 1300, "drain, reboot, replace"),
@@ -472,7 +472,7 @@ fn a_veto_during_a_reboot_ends_the_ladder_with_a_person_at_its_deadline() {
         )),
         &c,
     );
-    assert_eq!(d.action, Action::Escalate, "not replaced: {}", d.reason());
+    assert_eq!(d.action(), Action::Escalate, "not replaced: {}", d.reason());
     let Effect::Escalate(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -505,11 +505,11 @@ fn a_node_is_replaced_or_deleted_only_when_nothing_but_daemonset_and_mirror_pods
     ];
     let c = ladder_cfg("drain, replace");
     let d = run(vec![drained(BOOT_A)], &empty, &c).remove(0);
-    assert_eq!(d.action, Action::Replace, "{}", d.reason());
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
     let mut left = empty.to_vec();
     left.push(pod("db-0", "n", owned("StatefulSet")));
     let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
+    assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
     let Effect::Escalate(r) = &d.effect else {
         panic!("{d:?}")
     };
@@ -526,5 +526,5 @@ fn a_node_is_replaced_or_deleted_only_when_nothing_but_daemonset_and_mirror_pods
     let d = run(vec![drained(BOOT_A)], &empty, &c).remove(0);
     assert_eq!(d.effect, Effect::DeleteNode, "{}", d.reason());
     let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
-    assert_eq!(d.action, Action::Escalate, "{}", d.reason());
+    assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
 }

@@ -9,7 +9,7 @@ use nodemedic_common::time::add;
 use super::candidate::Candidate;
 use super::context::Context;
 use super::counts::Budgets;
-use super::decision::{Action, DrainJob, Effect, Why};
+use super::decision::{DrainJob, Effect, Why};
 use super::gates::Gates;
 use super::ladder::{self, LadderWhy};
 use super::problem::Problem;
@@ -18,7 +18,7 @@ use crate::model::intern::ArcStr;
 use crate::model::record::{Phase, Record};
 
 /// What a decision comes to.
-type Decided = (Action, Why, Effect);
+type Decided = (Why, Effect);
 
 pub(super) fn decide_node(
     c: &Candidate,
@@ -31,10 +31,10 @@ pub(super) fn decide_node(
     let (node, selected) = (c.node, c.selected);
     if node.label(&cfg.exclude_label.0) == Some(cfg.exclude_label.1.as_str()) {
         let label = format!("{}={}", cfg.exclude_label.0, cfg.exclude_label.1);
-        return (Action::Skip, Why::Excluded { label }, Effect::Nothing);
+        return (Why::Excluded { label }, Effect::Nothing);
     }
     if !selected && record.is_none() {
-        return (Action::Skip, Why::NotSelected, Effect::Nothing);
+        return (Why::NotSelected, Effect::Nothing);
     }
     let bad = !p.held.is_empty();
     let Some(r) = record else {
@@ -42,12 +42,12 @@ pub(super) fn decide_node(
     };
     if r.phase == Phase::Released {
         return if bad && p.episode == r.episode {
-            (Action::None, Why::ReleasedEpisode, Effect::Nothing)
+            (Why::ReleasedEpisode, Effect::Nothing)
         } else if !bad && p.pending.is_empty() {
             if let Some(h) = paused(gates) {
                 return h;
             }
-            (Action::None, Why::ForgetReleased, Effect::Forget)
+            (Why::ForgetReleased, Effect::Forget)
         } else {
             // A new episode: as if there were no record.
             decide_new(c, p, x, b)
@@ -68,7 +68,7 @@ pub(super) fn decide_node(
             b.draining -= 1;
         }
         let why = Why::ManualUncordon { what };
-        return (Action::None, why, Effect::Release(released));
+        return (why, Effect::Release(released));
     }
     match r.phase {
         Phase::Replacing => return ladder::replacing(r, now),
@@ -77,18 +77,17 @@ pub(super) fn decide_node(
                 return d;
             }
             // Proven: what a recovery gets, said as the reboot's proof.
-            let (action, why, effect) = recovered(c, r, p, x, b);
-            let until = match &effect {
-                Effect::Probation(next) => next.probation_until,
-                _ => None,
-            };
-            let why = match action {
-                Action::Probation | Action::Uncordon => Why::Ladder(LadderWhy::RebootProven {
-                    probation_until: until,
+            let (why, effect) = recovered(c, r, p, x, b);
+            let why = match &effect {
+                Effect::Probation(next) => Why::Ladder(LadderWhy::RebootProven {
+                    probation_until: next.probation_until,
+                }),
+                Effect::Uncordon(_) => Why::Ladder(LadderWhy::RebootProven {
+                    probation_until: None,
                 }),
                 _ => why,
             };
-            return (action, why, effect);
+            return (why, effect);
         }
         _ => {}
     }
@@ -103,13 +102,10 @@ pub(super) fn decide_node(
 
 /// The hold of a pause on the drainer's Lease: nothing is written.
 fn paused(gates: &Gates) -> Option<Decided> {
-    gates.pause.as_ref().map(|p| {
-        (
-            Action::Hold,
-            Why::Paused { pause: p.clone() },
-            Effect::Nothing,
-        )
-    })
+    gates
+        .pause
+        .as_ref()
+        .map(|p| (Why::Paused { pause: p.clone() }, Effect::Nothing))
 }
 
 /// A node we hold whose problem cleared: wait while it might come back, finish a drain in
@@ -118,15 +114,15 @@ fn recovered(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budget
     let Context { gates, cfg, now } = *x;
     if !p.pending.is_empty() {
         let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
-        return (Action::Wait, Why::ProblemBack { pending }, Effect::Nothing);
+        return (Why::ProblemBack { pending }, Effect::Nothing);
     }
     if let Some(left) = p.recovering {
-        return (Action::Wait, Why::Recovering { left }, Effect::Nothing);
+        return (Why::Recovering { left }, Effect::Nothing);
     }
     if r.phase == Phase::Draining {
         // Finish what was started: evictions already went out.
         let job = Effect::Drain(DrainJob::pending());
-        return (Action::Drain, Why::FinishingDrain, job);
+        return (Why::FinishingDrain, job);
     }
     if let Some(h) = paused(gates) {
         return h;
@@ -134,12 +130,11 @@ fn recovered(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budget
     let probation = cfg.remedy.uncordon_after;
     match r.probation_until {
         Some(until) if until > now => {
-            return (Action::Wait, Why::Probation { until }, Effect::Nothing);
+            return (Why::Probation { until }, Effect::Nothing);
         }
         None if !probation.is_zero() => {
             let until = add(now, probation);
             return (
-                Action::Probation,
                 Why::StartProbation { until },
                 Effect::Probation(start_probation(r, until, cfg)),
             );
@@ -153,7 +148,7 @@ fn recovered(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budget
             during_buffer: phase == Phase::Cordoned,
         },
     };
-    (Action::Uncordon, why, Effect::Uncordon(r.clone()))
+    (why, Effect::Uncordon(r.clone()))
 }
 
 /// The record of a probation until `until`: with `--probation-taint`, the cordon and the problem
@@ -190,11 +185,7 @@ fn relapse(r: &Record, p: &Problem, cfg: &Config, now: Timestamp) -> Decided {
         step_at: r.step_at,
         ..Default::default()
     };
-    (
-        Action::Cordon,
-        Why::Relapse { problem },
-        Effect::Relapse(next),
-    )
+    (Why::Relapse { problem }, Effect::Relapse(next))
 }
 
 /// A problem node we cordoned: what its record's phase calls for now.
@@ -207,7 +198,6 @@ fn by_phase(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets
     match r.phase {
         Phase::NeedsPerson => ladder::waiting(r),
         Phase::Draining => (
-            Action::Drain,
             Why::Draining { problem },
             Effect::Drain(DrainJob::pending()),
         ),
@@ -215,29 +205,19 @@ fn by_phase(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets
             (Some(after), Some(finished)) => {
                 let at = add(finished, after);
                 if at > now {
-                    return (
-                        Action::None,
-                        Why::DeleteDrained { at, problem },
-                        Effect::Nothing,
-                    );
+                    return (Why::DeleteDrained { at, problem }, Effect::Nothing);
                 }
                 if let Some(left) = ladder::pods_left(c) {
                     return ladder::escalate(r, format!("{left} ({problem})"), now);
                 }
                 if let Some(why) = gates.hold(c) {
-                    return (Action::Hold, why, Effect::Nothing);
+                    return (why, Effect::Nothing);
                 }
-                (
-                    Action::Delete,
-                    Why::DeleteDrained { at, problem },
-                    Effect::DeleteNode,
-                )
+                (Why::DeleteDrained { at, problem }, Effect::DeleteNode)
             }
-            _ => (Action::None, Why::Drained { problem }, Effect::Nothing),
+            _ => (Why::Drained { problem }, Effect::Nothing),
         },
-        Phase::Cordoned if cfg.skip_drain => {
-            (Action::None, Why::SkipDrain { problem }, Effect::Nothing)
-        }
+        Phase::Cordoned if cfg.skip_drain => (Why::SkipDrain { problem }, Effect::Nothing),
         Phase::Cordoned | Phase::Failed => start_drain(c, r, problem, x, b),
         Phase::Released | Phase::Probation | Phase::Rebooting | Phase::Replacing => {
             unreachable!("handled by decide_node")
@@ -267,32 +247,31 @@ fn start_drain(
         } else {
             Why::DrainScheduled { at: due, problem }
         };
-        return (Action::Wait, why, Effect::Nothing);
+        return (why, Effect::Nothing);
     }
     if let Some(why) = gates.hold(c) {
-        return (Action::Hold, why, Effect::Nothing);
+        return (why, Effect::Nothing);
     }
     if let Err(next) = gates.window {
         let why = Why::OutsideDrainWindow { next, problem };
-        return (Action::Wait, why, Effect::Nothing);
+        return (why, Effect::Nothing);
     }
     if b.draining >= cfg.max_drains_in_flight {
         let why = Why::DrainBudget {
             used: b.draining,
             limit: cfg.max_drains_in_flight,
         };
-        return (Action::Wait, why, Effect::Nothing);
+        return (why, Effect::Nothing);
     }
     if let Some(next) = b.last_drain_start.map(|last| add(last, cfg.drain_buffer))
         && next > now
     {
-        return (Action::Wait, Why::DrainSpacing { next }, Effect::Nothing);
+        return (Why::DrainSpacing { next }, Effect::Nothing);
     }
     b.draining += 1;
     b.prior_drain_start = b.last_drain_start;
     b.last_drain_start = Some(now);
     (
-        Action::Drain,
         Why::StartDrain { problem },
         Effect::Drain(DrainJob::pending()),
     )
@@ -304,34 +283,26 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
     if p.held.is_empty() {
         if !p.pending.is_empty() {
             let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
-            return (
-                Action::Wait,
-                Why::NotHeldLongEnough { pending },
-                Effect::Nothing,
-            );
+            return (Why::NotHeldLongEnough { pending }, Effect::Nothing);
         }
         if !p.exempted.is_empty() {
             let why = Why::KosmosExempt {
                 conditions: p.exempted.clone(),
             };
-            return (Action::Skip, why, Effect::Nothing);
+            return (why, Effect::Nothing);
         }
-        return (Action::None, Why::Healthy, Effect::Nothing);
+        return (Why::Healthy, Effect::Nothing);
     }
     let problem = p.held.join(", ");
     // Someone else's cordon is theirs (in taint-only mode the node's schedulability is not ours).
     if c.node.unschedulable && cfg.remedy.cordon {
-        return (
-            Action::None,
-            Why::CordonedBySomeoneElse { problem },
-            Effect::Nothing,
-        );
+        return (Why::CordonedBySomeoneElse { problem }, Effect::Nothing);
     }
     if let Some(why) = gates.hold(c) {
-        return (Action::Hold, why, Effect::Nothing);
+        return (why, Effect::Nothing);
     }
     if let Some(why) = over_budget(c, gates, cfg, b, &problem) {
-        return (Action::Wait, why, Effect::Nothing);
+        return (why, Effect::Nothing);
     }
     b.cordoned += 1;
     if let Some(d) = c.domain {
@@ -349,11 +320,7 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
         ..Default::default()
     };
     let drain_at = (!cfg.skip_drain).then_some(record.drain_at);
-    (
-        Action::Cordon,
-        Why::Cordon { problem, drain_at },
-        Effect::Cordon(record),
-    )
+    (Why::Cordon { problem, drain_at }, Effect::Cordon(record))
 }
 
 /// Why a new cordon must wait for the domain's or the fleet's cordon budget, if it must.

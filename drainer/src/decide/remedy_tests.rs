@@ -76,13 +76,13 @@ fn a_problem_node_is_tainted_with_the_cordon_or_instead_of_it() {
         let Effect::Cordon(r) = &d.effect else {
             panic!("{d:?}")
         };
-        assert_eq!(d.action, Action::Cordon);
+        assert_eq!(d.action(), Action::Cordon);
         assert_eq!(r.taints, vec![PROBLEM_TAINT.to_string()]);
         assert_eq!(r.cordoned, cordon);
     }
     // Taint-only: a node someone else cordoned is still ours to taint (its schedulability is theirs).
     let d = one(bad().unschedulable(), &tainting(false));
-    assert_eq!(d.action, Action::Cordon, "{}", d.reason());
+    assert_eq!(d.action(), Action::Cordon, "{}", d.reason());
     let d = one(bad().unschedulable(), &tainting(true));
     assert!(
         matches!(d.why, Why::CordonedBySomeoneElse { .. }),
@@ -98,7 +98,7 @@ fn a_person_lifting_our_taint_or_cordon_releases_the_node() {
     let r = record(Phase::Cordoned, true, &[PROBLEM_TAINT]);
     // In place: the drain is due.
     let d = one(bad(held("n", r.clone())), &c);
-    assert_eq!(d.action, Action::Drain, "{}", d.reason());
+    assert_eq!(d.action(), Action::Drain, "{}", d.reason());
     // The taint removed, the cordon still there.
     let n = bad(node("n").unschedulable().record(r.clone()));
     let d = one(n, &c);
@@ -128,7 +128,7 @@ fn a_person_lifting_our_taint_or_cordon_releases_the_node() {
     // Taint-only: the node is not ours to cordon, so schedulable is how it should be.
     let r = record(Phase::Cordoned, false, &[PROBLEM_TAINT]);
     let d = one(bad(held("n", r)), &tainting(false));
-    assert_eq!(d.action, Action::Drain, "{}", d.reason());
+    assert_eq!(d.action(), Action::Drain, "{}", d.reason());
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn a_recovered_node_goes_through_probation_before_it_is_let_go() {
     let d = one(healthy(held("n", r.clone())), &probation(false));
     let until = t(NOW + 1800);
     assert_eq!(
-        (d.action, &d.why),
+        (d.action(), &d.why),
         (Action::Probation, &Why::StartProbation { until })
     );
     let Effect::Probation(p) = &d.effect else {
@@ -166,7 +166,7 @@ fn a_recovered_node_goes_through_probation_before_it_is_let_go() {
     during.probation_until = Some(t(NOW + 60));
     let d = one(healthy(held("n", during.clone())), &probation(true));
     assert_eq!(
-        (d.action, &d.why, d.wake),
+        (d.action(), &d.why, d.wake),
         (
             Action::Wait,
             &Why::Probation { until: t(NOW + 60) },
@@ -177,7 +177,7 @@ fn a_recovered_node_goes_through_probation_before_it_is_let_go() {
     during.probation_until = Some(t(NOW));
     let d = one(healthy(held("n", during.clone())), &probation(true));
     assert_eq!(
-        (d.action, &d.why),
+        (d.action(), &d.why),
         (Action::Uncordon, &Why::ProbationPassed)
     );
     assert!(
@@ -204,7 +204,7 @@ fn a_relapse_during_probation_holds_again_and_drains_without_a_new_buffer() {
     during.finished_at = Some(t(NOW - 2000));
     let n = held("n", during).cond("KernelDeadlock", "True", NOW - 900);
     let d = one(n, &probation(true));
-    assert_eq!(d.action, Action::Cordon, "{}", d.reason());
+    assert_eq!(d.action(), Action::Cordon, "{}", d.reason());
     assert!(matches!(d.why, Why::Relapse { .. }), "{}", d.reason());
     let Effect::Relapse(r) = &d.effect else {
         panic!("{d:?}")
@@ -224,5 +224,5 @@ fn a_relapse_during_probation_holds_again_and_drains_without_a_new_buffer() {
     // Held again, the drain is due at once.
     let again = held("n", r.clone()).cond("KernelDeadlock", "True", NOW - 900);
     let d = one(again, &probation(true));
-    assert_eq!(d.action, Action::Drain, "{}", d.reason());
+    assert_eq!(d.action(), Action::Drain, "{}", d.reason());
 }

@@ -148,7 +148,7 @@ fn healthy_node_needs_nothing() {
         &cfg(),
     );
     assert_eq!(
-        (p.action, &p.why, &p.effect),
+        (p.action(), &p.why, &p.effect),
         (Action::None, &Why::Healthy, &Effect::Nothing)
     );
     assert_eq!(p.reason(), "healthy");
@@ -157,7 +157,7 @@ fn healthy_node_needs_nothing() {
 #[test]
 fn condition_held_long_enough_is_cordoned_with_a_record() {
     let p = one(node("n").cond("KernelDeadlock", "True", NOW - 700), &cfg());
-    assert_eq!(p.action, Action::Cordon);
+    assert_eq!(p.action(), Action::Cordon);
     let Effect::Cordon(r) = &p.effect else {
         panic!("{p:?}")
     };
@@ -184,7 +184,7 @@ fn condition_held_long_enough_is_cordoned_with_a_record() {
 #[test]
 fn condition_not_held_long_enough_waits_and_a_flap_does_nothing() {
     let p = one(node("n").cond("KernelDeadlock", "True", NOW - 60), &cfg());
-    assert_eq!(p.action, Action::Wait);
+    assert_eq!(p.action(), Action::Wait);
     assert_eq!(
         p.why,
         Why::NotHeldLongEnough {
@@ -198,7 +198,7 @@ fn condition_not_held_long_enough_waits_and_a_flap_does_nothing() {
 fn kosmos_leaf_nodes_are_never_acted_on_for_ready() {
     let kosmos = || node("kosmos-leaf").label("kosmos.io/node", "true");
     let p = one(kosmos().cond("Ready", "False", 0), &cfg());
-    assert_eq!(p.action, Action::Skip);
+    assert_eq!(p.action(), Action::Skip);
     assert_eq!(
         p.why,
         Why::KosmosExempt {
@@ -207,19 +207,19 @@ fn kosmos_leaf_nodes_are_never_acted_on_for_ready() {
     );
     // other conditions: off by default, on with the setting; Ready never
     let p = one(kosmos().cond("KernelDeadlock", "True", 0), &cfg());
-    assert_eq!(p.action, Action::Skip);
+    assert_eq!(p.action(), Action::Skip);
     let mut c = cfg();
     c.kosmos_other_conditions = true;
     assert_eq!(
-        one(kosmos().cond("KernelDeadlock", "True", 0), &c).action,
+        one(kosmos().cond("KernelDeadlock", "True", 0), &c).action(),
         Action::Cordon
     );
     assert_eq!(
-        one(kosmos().cond("Ready", "False", 0), &c).action,
+        one(kosmos().cond("Ready", "False", 0), &c).action(),
         Action::Skip
     );
     assert_eq!(
-        one(node("ordinary").cond("Ready", "False", 0), &cfg()).action,
+        one(node("ordinary").cond("Ready", "False", 0), &cfg()).action(),
         Action::Cordon
     );
 }
@@ -232,12 +232,12 @@ fn opt_out_label_and_selector() {
             .cond("KernelDeadlock", "True", 0),
         &cfg(),
     );
-    assert_eq!(p.action, Action::Skip);
+    assert_eq!(p.action(), Action::Skip);
     let mut c = cfg();
     c.selector =
         crate::config::select::Selector::cel("metadata.labels['draino'] in ['node']").unwrap();
     assert_eq!(
-        one(node("n").cond("KernelDeadlock", "True", 0), &c).action,
+        one(node("n").cond("KernelDeadlock", "True", 0), &c).action(),
         Action::Skip
     );
     assert_eq!(
@@ -247,7 +247,7 @@ fn opt_out_label_and_selector() {
                 .cond("KernelDeadlock", "True", 0),
             &c
         )
-        .action,
+        .action(),
         Action::Cordon
     );
 }
@@ -258,7 +258,7 @@ fn a_node_cordoned_by_someone_else_is_not_touched() {
         node("n").unschedulable().cond("KernelDeadlock", "True", 0),
         &cfg(),
     );
-    assert_eq!(p.action, Action::None);
+    assert_eq!(p.action(), Action::None);
     assert!(
         matches!(p.why, Why::CordonedBySomeoneElse { .. }),
         "{:?}",
@@ -266,7 +266,7 @@ fn a_node_cordoned_by_someone_else_is_not_touched() {
     );
     // and it is not uncordoned when healthy either
     let p = one(node("n").unschedulable(), &cfg());
-    assert_eq!(p.action, Action::None);
+    assert_eq!(p.action(), Action::None);
 }
 
 #[test]
@@ -278,7 +278,7 @@ fn drain_waits_for_the_buffer_then_drains_with_pod_plans() {
             .ours(Phase::Cordoned, 0, cordoned),
         &cfg(),
     );
-    assert_eq!(p.action, Action::Wait);
+    assert_eq!(p.action(), Action::Wait);
     assert!(
         matches!(p.why, Why::DrainScheduled { at, .. } if at == t(cordoned + 600)),
         "{:?}",
@@ -295,7 +295,7 @@ fn drain_waits_for_the_buffer_then_drains_with_pod_plans() {
         pod("other-node", "m", json!({})),
     ];
     let p = run(nodes, &pods, &cfg()).remove(0);
-    assert_eq!(p.action, Action::Drain);
+    assert_eq!(p.action(), Action::Drain);
     let Effect::Drain(job) = &p.effect else {
         panic!("{:?}", p.effect)
     };
@@ -317,7 +317,7 @@ fn recovery_during_the_buffer_cancels_and_uncordons() {
             .ours(Phase::Cordoned, 0, NOW - 100),
         &cfg(),
     );
-    assert_eq!(p.action, Action::Uncordon);
+    assert_eq!(p.action(), Action::Uncordon);
     assert!(
         matches!(&p.effect, Effect::Uncordon(r) if r.phase == Phase::Cordoned),
         "{:?}",
@@ -336,7 +336,7 @@ fn recovery_during_the_buffer_cancels_and_uncordons() {
             .ours(Phase::Drained, 0, NOW - 5000),
         &cfg(),
     );
-    assert_eq!(p.action, Action::Wait);
+    assert_eq!(p.action(), Action::Wait);
     assert_eq!(
         p.why,
         Why::Recovering {
@@ -345,7 +345,7 @@ fn recovery_during_the_buffer_cancels_and_uncordons() {
     );
     let p = one(node("n").ours(Phase::Drained, 0, NOW - 5000), &cfg());
     assert_eq!(
-        p.action,
+        p.action(),
         Action::Uncordon,
         "an absent condition counts as cleared"
     );
@@ -368,12 +368,12 @@ fn manual_uncordon_releases_the_node_for_the_episode() {
         .cond("KernelDeadlock", "True", 0)
         .record(r.clone());
     let p = one(released, &cfg());
-    assert_eq!((p.action, &p.effect), (Action::None, &Effect::Nothing));
+    assert_eq!((p.action(), &p.effect), (Action::None, &Effect::Nothing));
     // a new episode (new transition time) is cordoned again
     let again = node("n")
         .cond("KernelDeadlock", "True", NOW - 700)
         .record(r.clone());
-    assert_eq!(one(again, &cfg()).action, Action::Cordon);
+    assert_eq!(one(again, &cfg()).action(), Action::Cordon);
     // cleared: the record is forgotten
     let cleared = node("n")
         .cond("KernelDeadlock", "False", NOW - 700)
@@ -389,7 +389,10 @@ fn budget_of_one_drain_and_spacing_of_drain_starts() {
             .ours(Phase::Cordoned, since, NOW - 1000)
     };
     let plans = run(vec![bad("b", 5), bad("a", 1), bad("c", 9)], &[], &cfg());
-    let actions: Vec<(&str, Action)> = plans.iter().map(|p| (p.node.as_str(), p.action)).collect();
+    let actions: Vec<(&str, Action)> = plans
+        .iter()
+        .map(|p| (p.node.as_str(), p.action()))
+        .collect();
     assert_eq!(
         actions,
         vec![
@@ -422,7 +425,7 @@ fn budget_of_one_drain_and_spacing_of_drain_starts() {
     );
     let plans = run(vec![N(done), bad("e", 1)], &[], &cfg());
     let e = plans.iter().find(|p| p.node == "e").unwrap();
-    assert_eq!(e.action, Action::Wait);
+    assert_eq!(e.action(), Action::Wait);
     assert!(matches!(e.why, Why::DrainSpacing { .. }), "{:?}", e.why);
 }
 
@@ -443,8 +446,8 @@ fn cordon_budget_counts_nodes_already_cordoned_by_us() {
         &c,
     );
     let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
-    assert_eq!(get("x").action, Action::Cordon);
-    assert_eq!(get("y").action, Action::Wait);
+    assert_eq!(get("x").action(), Action::Cordon);
+    assert_eq!(get("y").action(), Action::Wait);
     assert!(
         matches!(
             get("y").why,
@@ -477,14 +480,14 @@ fn failed_drains_are_retried_after_their_backoff() {
         r.to_annotation(&cfg().records),
     );
     let p = one(N(n.clone()), &cfg());
-    assert_eq!(p.action, Action::Wait);
+    assert_eq!(p.action(), Action::Wait);
     assert!(matches!(p.why, Why::RetryScheduled { .. }), "{:?}", p.why);
     r.retry_at = Some(t(NOW - 1));
     n.metadata.annotations.as_mut().unwrap().insert(
         keys::DRAIN_RECORD_ANNOTATION.into(),
         r.to_annotation(&cfg().records),
     );
-    assert_eq!(one(N(n), &cfg()).action, Action::Drain);
+    assert_eq!(one(N(n), &cfg()).action(), Action::Drain);
 }
 
 #[test]
@@ -497,7 +500,7 @@ fn skip_drain_cordons_only() {
             .ours(Phase::Cordoned, 0, NOW - 5000),
         &c,
     );
-    assert_eq!(p.action, Action::None);
+    assert_eq!(p.action(), Action::None);
     assert!(matches!(p.why, Why::SkipDrain { .. }), "{:?}", p.why);
 }
 
@@ -654,7 +657,7 @@ fn protected_pods_block_the_drain_when_configured() {
         pod("crit", "n", json!({"spec": {"priority": 2000001000}})),
     ];
     let p = run(nodes, &pods, &c).remove(0);
-    assert_eq!(p.action, Action::Wait);
+    assert_eq!(p.action(), Action::Wait);
     assert_eq!(
         p.why,
         Why::BlockedByPods {
@@ -686,7 +689,7 @@ fn records_of_another_drainer_are_neither_touched_nor_counted() {
         &c,
     );
     let get = |n: &str| plans.iter().find(|p| p.node == n).unwrap();
-    assert_eq!(get("theirs").action, Action::Skip);
+    assert_eq!(get("theirs").action(), Action::Skip);
     assert_eq!(get("theirs").why, Why::OwnedByOther("drainer-b".into()));
     assert_eq!(get("theirs").effect, Effect::Nothing);
     // The same record on a node we do not select: not ours to speak of at all (the shell logs no
@@ -706,7 +709,7 @@ fn records_of_another_drainer_are_neither_touched_nor_counted() {
     );
     assert_eq!(plans[0].why, Why::NotSelected);
     assert_eq!(
-        get("mine").action,
+        get("mine").action(),
         Action::Cordon,
         "the other drainer's cordon does not use our budget of one"
     );

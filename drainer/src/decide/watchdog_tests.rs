@@ -366,6 +366,6 @@ fn a_silent_node_is_cordoned_when_detector_silent_is_a_configured_condition() {
     f.watch_detectors(&latest(&f, &[]), t(NOW));
     let decisions = f.round(t(NOW));
     let (d, _) = &decisions[0];
-    assert_eq!(d.action, crate::decide::Action::Cordon, "{d:?}");
+    assert_eq!(d.action(), crate::decide::Action::Cordon, "{d:?}");
     assert!(d.reason().contains("DetectorSilent=True"), "{}", d.reason());
 }

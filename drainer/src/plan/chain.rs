@@ -94,7 +94,7 @@ pub(crate) struct DecisionLine {
 impl DecisionLine {
     pub(crate) fn of(d: &NodeDecision, dry_run: bool) -> DecisionLine {
         DecisionLine {
-            action: d.action,
+            action: d.action(),
             dry_run,
             reason: d.reason(),
         }
@@ -404,7 +404,7 @@ pub(crate) fn next(d: &NodeDecision, dry_run: bool, now: Timestamp) -> Next {
     if !matches!(d.effect, Effect::Nothing) {
         return Next {
             at: None,
-            action: Some(d.action),
+            action: Some(d.action()),
             what: {
                 let said = d.said(dry_run);
                 format!("now: {} ({})", said.action, said.reason)

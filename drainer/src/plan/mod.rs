@@ -131,7 +131,7 @@ pub fn run(
                 &mut *out,
                 &JsonPlan {
                     node: &p.node,
-                    action: p.action,
+                    action: p.action(),
                     dry_run: cfg.dry_run,
                     reason: &p.reason(),
                     silent_since: silent.get(p.node.as_str()).copied(),
@@ -144,14 +144,14 @@ pub fn run(
         let w = plans.iter().map(|p| p.node.len()).max().unwrap_or(4).max(4);
         let a = plans
             .iter()
-            .map(|p| p.action.said(cfg.dry_run).len())
+            .map(|p| p.action().said(cfg.dry_run).len())
             .max()
             .unwrap_or(0)
             .max(8);
         writeln!(out, "{:<w$}  {:<a$}  REASON", "NODE", "ACTION")?;
         for p in &plans {
             writeln!(out, "{}", table_row(p, cfg.dry_run, (w, a)))?;
-            if p.action == decide::Action::Cordon && !cfg.remedy.taints.is_empty() {
+            if p.action() == decide::Action::Cordon && !cfg.remedy.taints.is_empty() {
                 let taints: Vec<String> = cfg.remedy.taints.iter().map(|t| t.to_string()).collect();
                 let how = if cfg.remedy.cordon {
                     "cordon and taint"
@@ -307,9 +307,8 @@ mod tests {
         let plan = |pdbs: &[PodDisruptionBudget]| {
             let mut d = vec![NodeDecision {
                 node: "n1".into(),
-                action: crate::decide::Action::Cordon,
                 why: crate::decide::Why::Healthy,
-                effect: crate::decide::Effect::Nothing,
+                effect: crate::decide::Effect::Cordon(Default::default()),
                 pods: vec![PodPlan {
                     namespace: "default".into(),
                     name: "api-1".into(),

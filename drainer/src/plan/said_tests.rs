@@ -41,11 +41,11 @@ fn unrecorded() -> Vec<(Action, Why)> {
                 label: "nodemedic.io/exclude=true".into(),
             },
         ),
-        (Action::None, Why::NotSelected),
-        (Action::None, Why::OwnedByOther("other".into())),
+        (Action::Skip, Why::NotSelected),
+        (Action::Skip, Why::OwnedByOther("other".into())),
         (Action::None, Why::Healthy),
         (
-            Action::None,
+            Action::Skip,
             Why::KosmosExempt {
                 conditions: vec!["Ready".into()],
             },
@@ -56,7 +56,7 @@ fn unrecorded() -> Vec<(Action, Why)> {
                 pending: vec!["KernelDeadlock for 1m of 10m".into()],
             },
         ),
-        (Action::Skip, Why::CordonedBySomeoneElse { problem: p() }),
+        (Action::None, Why::CordonedBySomeoneElse { problem: p() }),
         (
             Action::Wait,
             Why::CordonBudget {
@@ -93,7 +93,7 @@ fn recorded() -> Vec<(Action, Why)> {
                 left: Duration::from_secs(30),
             },
         ),
-        (Action::Wait, Why::FinishingDrain),
+        (Action::Drain, Why::FinishingDrain),
         (
             Action::Uncordon,
             Why::Uncordon {
@@ -104,7 +104,7 @@ fn recorded() -> Vec<(Action, Why)> {
         (Action::Wait, Why::Probation { until: t(600) }),
         (Action::Uncordon, Why::ProbationPassed),
         (Action::Cordon, Why::Relapse { problem: p() }),
-        (Action::Wait, Why::Draining { problem: p() }),
+        (Action::Drain, Why::Draining { problem: p() }),
         (Action::None, Why::Drained { problem: p() }),
         (
             Action::Delete,
@@ -137,7 +137,7 @@ fn recorded() -> Vec<(Action, Why)> {
                 pods: vec!["default/db-0 (StatefulSet)".into()],
             },
         ),
-        (Action::Wait, Why::PodsNotListed { what: "the drain" }),
+        (Action::Hold, Why::PodsNotListed { what: "the drain" }),
     ]
 }
 
@@ -340,21 +340,32 @@ fn variant(w: &Why) -> usize {
 
 const VARIANTS: usize = 37 + 11;
 
+/// A decision doing `action` for `why`: an effect of the kind that action writes (the action is
+/// derived from it, or from `why` when it writes nothing).
 fn decision(action: Action, why: Why) -> NodeDecision {
-    // The effect only says whether something is written now: a stand-in of the right kind.
-    let effect = if action.writes() {
-        Effect::Forget
-    } else {
-        Effect::Nothing
+    use crate::decide::DrainJob;
+    use crate::model::record::Record;
+    let r = Record::default;
+    let effect = match action {
+        Action::Cordon => Effect::Cordon(r()),
+        Action::Drain => Effect::Drain(DrainJob::pending()),
+        Action::Uncordon => Effect::Uncordon(r()),
+        Action::Probation => Effect::Probation(r()),
+        Action::Delete => Effect::DeleteNode,
+        Action::Reboot => Effect::Reboot(r()),
+        Action::Replace => Effect::Replace(r()),
+        Action::Escalate => Effect::Escalate(r()),
+        Action::None | Action::Wait | Action::Skip | Action::Hold => Effect::Nothing,
     };
-    NodeDecision {
+    let d = NodeDecision {
         node: "node-a".into(),
-        action,
         why,
         effect,
         pods: Vec::new(),
         wake: None,
-    }
+    };
+    assert_eq!(d.action(), action, "{:?}", d.why);
+    d
 }
 
 #[test]

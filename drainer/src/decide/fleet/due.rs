@@ -224,7 +224,7 @@ impl Fleet {
             }
             _ => {
                 self.queue.waiting.end(&d.node);
-                if d.action == Action::Hold {
+                if d.action() == Action::Hold {
                     self.queue.held.insert(d.node.clone());
                 }
             }
@@ -233,7 +233,7 @@ impl Fleet {
             Some(at) => self.wake_at(&d.node, at),
             None => self.unwake(&d.node),
         }
-        let at_rest = matches!(d.action, Action::None | Action::Skip)
+        let at_rest = matches!(d.action(), Action::None | Action::Skip)
             && d.wake.is_none()
             && matches!(
                 d.why,

@@ -100,7 +100,7 @@ fn full(f: &Fleet, cfg: &Config, now: Timestamp) -> HashMap<String, (Action, Str
         .collect();
     decide_nodes(&nodes, &[] as &[PodInfo], cfg, now)
         .into_iter()
-        .map(|d| (d.node.to_string(), (d.action, d.reason())))
+        .map(|d| (d.node.to_string(), (d.action(), d.reason())))
         .collect()
 }
 
@@ -136,7 +136,7 @@ fn incremental_rounds_agree_with_the_full_plan() {
         decided += decisions.len();
         for (d, _) in &decisions {
             assert_eq!(
-                (d.action, d.reason()),
+                (d.action(), d.reason()),
                 expected[d.node.as_str()],
                 "step {step}: {}",
                 d.node
@@ -198,7 +198,7 @@ fn a_reconfigured_fleet_decides_every_node_again_with_the_new_settings() {
     assert_eq!(second.len(), 4);
     for (d, _) in &second {
         assert_eq!(
-            (d.action, d.reason()),
+            (d.action(), d.reason()),
             expected[d.node.as_str()],
             "{}",
             d.node
@@ -249,7 +249,7 @@ fn safe_cfg(edit: impl FnOnce(&mut Config)) -> Arc<Config> {
 fn whys(d: &[(NodeDecision, Arc<NodeView>)]) -> Vec<(String, Action, String)> {
     let mut out: Vec<(String, Action, String)> = d
         .iter()
-        .map(|(d, _)| (d.node.to_string(), d.action, d.reason()))
+        .map(|(d, _)| (d.node.to_string(), d.action(), d.reason()))
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -409,7 +409,7 @@ fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next
         act(&mut f, d, now);
     }
     let d = f.round(now);
-    assert_eq!(d[0].0.action, Action::Wait);
+    assert_eq!(d[0].0.action(), Action::Wait);
     assert!(
         d[0].0.reason().starts_with(
             "cordoned; drains start inside the drain windows, next at 2027-01-16T10:00:00Z"
@@ -419,7 +419,7 @@ fn outside_the_drain_windows_a_node_is_cordoned_and_its_drain_waits_for_the_next
     );
     assert_eq!(d[0].0.wake, Some("2027-01-16T10:00:00Z".parse().unwrap()));
     let d = f.round("2027-01-16T10:00:00Z".parse().unwrap());
-    assert_eq!(d[0].0.action, Action::Drain, "inside the window");
+    assert_eq!(d[0].0.action(), Action::Drain, "inside the window");
 }
 
 #[test]
@@ -444,7 +444,7 @@ fn until_every_pod_is_listed_a_node_is_cordoned_and_its_drain_waits_without_a_sl
     }
     let d = f.round(now);
     for (d, _) in &d {
-        assert_eq!(d.action, Action::Hold, "{}", d.reason());
+        assert_eq!(d.action(), Action::Hold, "{}", d.reason());
         assert!(
             matches!(d.why, Why::PodsNotListed { what: "the drain" }),
             "{}",
@@ -459,7 +459,10 @@ fn until_every_pod_is_listed_a_node_is_cordoned_and_its_drain_waits_without_a_sl
     // slot.
     f.set_pods_listed(true);
     let d = f.round(now);
-    let drains = d.iter().filter(|(d, _)| d.action == Action::Drain).count();
+    let drains = d
+        .iter()
+        .filter(|(d, _)| d.action() == Action::Drain)
+        .count();
     assert_eq!(drains, 1, "{:?}", whys(&d));
 }
 
@@ -469,7 +472,7 @@ fn a_heartbeat_decides_nothing_and_a_late_event_does_not_undo_a_write() {
     let now = t(10_000);
     f.observe(Arc::new(view("n1", "a", Some(0))), now);
     let d = f.round(now);
-    assert_eq!(d[0].0.action, Action::Cordon);
+    assert_eq!(d[0].0.action(), Action::Cordon);
     act(&mut f, &d[0].0, now);
     assert_eq!(f.totals().cordoned, 1, "counted before the watch shows it");
     // A heartbeat that predates our write arrives: still cordoned for us, nothing to decide.
@@ -478,7 +481,7 @@ fn a_heartbeat_decides_nothing_and_a_late_event_does_not_undo_a_write() {
     f.observe(Arc::new(late), now);
     assert_eq!(f.totals().cordoned, 1);
     let d = f.round(now);
-    assert!(d.iter().all(|(d, _)| d.action != Action::Cordon), "{d:?}");
+    assert!(d.iter().all(|(d, _)| d.action() != Action::Cordon), "{d:?}");
     // Another node waits for the budget and is decided each round until a slot frees.
     f.observe(Arc::new(view("n2", "a", Some(0))), now);
     let d = f.round(now);
@@ -493,11 +496,11 @@ fn a_pending_condition_wakes_its_node_when_the_min_duration_is_reached() {
     let start = t(0);
     f.observe(Arc::new(view("n1", "a", Some(0))), start);
     let d = f.round(start);
-    assert_eq!(d[0].0.action, Action::Wait);
+    assert_eq!(d[0].0.action(), Action::Wait);
     assert_eq!(f.next_wake(), Some(t(600)));
     assert!(f.round(t(599)).is_empty());
     let d = f.round(t(600));
-    assert_eq!(d[0].0.action, Action::Cordon);
+    assert_eq!(d[0].0.action(), Action::Cordon);
 }
 
 #[test]
@@ -838,10 +841,10 @@ fn healthy_nodes_relabelling_themselves_into_an_outage_do_not_end_it() {
             .all(|e| matches!(e, FleetEvent::DomainKept { .. }))
     );
     for (dec, _) in d.iter().filter(|(d, _)| d.node.starts_with("z0-")) {
-        assert_eq!(dec.action, Action::Hold, "{dec:?}");
+        assert_eq!(dec.action(), Action::Hold, "{dec:?}");
     }
     assert!(
-        !d.iter().any(|(d, _)| d.action == Action::Cordon),
+        !d.iter().any(|(d, _)| d.action() == Action::Cordon),
         "nothing in the partitioned domain cordoned: {:?}",
         whys(&d)
     );

@@ -16,7 +16,7 @@ use nodemedic_common::time::{add, rfc3339 as ts};
 use super::candidate::Candidate;
 use super::context::Context;
 use super::counts::Budgets;
-use super::decision::{Action, Effect, Why};
+use super::decision::{Effect, Why};
 use super::gates::slow_start::NO_DOMAIN;
 use super::problem::Problem;
 use crate::config::Config;
@@ -29,7 +29,7 @@ pub use why::LadderWhy;
 pub(crate) mod why;
 
 /// What a decision comes to.
-type Decided = (Action, Why, Effect);
+type Decided = (Why, Effect);
 
 /// The taint a node carries from its reboot request until the reboot is proven (or the ladder goes
 /// on): nothing new is scheduled there meanwhile, and the node's detector reboots only a node that
@@ -80,10 +80,10 @@ pub(super) fn drained(
         return escalate(r, format!("{end} ({problem})"), now);
     };
     if let Some(w) = stopped(c, cfg, step) {
-        return (Action::None, why(w), Effect::Nothing);
+        return (why(w), Effect::Nothing);
     }
     if let Some(w) = gates.hold(c) {
-        return (Action::Hold, w, Effect::Nothing);
+        return (w, Effect::Nothing);
     }
     let domain = c.domain.unwrap_or(NO_DOMAIN);
     let (used, width) = (
@@ -96,14 +96,10 @@ pub(super) fn drained(
             used,
             width,
         };
-        return (Action::Wait, why(w), Effect::Nothing);
+        return (why(w), Effect::Nothing);
     }
     if let Err(next) = gates.window {
-        return (
-            Action::Wait,
-            Why::OutsideDrainWindow { next, problem },
-            Effect::Nothing,
-        );
+        return (Why::OutsideDrainWindow { next, problem }, Effect::Nothing);
     }
     let mut next = r.clone();
     next.ladder = Some(ladder);
@@ -121,14 +117,14 @@ pub(super) fn drained(
                 next.taints.push(FENCE_TAINT.to_string());
             }
             let w = LadderWhy::Reboot { until, problem };
-            (Action::Reboot, why(w), Effect::Reboot(next))
+            (why(w), Effect::Reboot(next))
         }
         Step::Replace => {
             if let Some(left) = pods_left(c) {
                 return escalate(r, format!("{left} ({problem})"), now);
             }
             if let Some(w) = replace_budget(cfg, b, now) {
-                return (Action::Wait, why(w), Effect::Nothing);
+                return (why(w), Effect::Nothing);
             }
             b.replaced.push(now);
             counted(b);
@@ -142,7 +138,7 @@ pub(super) fn drained(
                 problem,
                 skipped,
             };
-            (Action::Replace, why(w), Effect::Replace(next))
+            (why(w), Effect::Replace(next))
         }
         Step::Drain => unreachable!("the drain is never after another step"),
     }
@@ -223,7 +219,7 @@ pub(crate) fn escalate(r: &Record, reason: String, now: Timestamp) -> Decided {
     next.escalated = reason.clone();
     next.taints.retain(|t| t != FENCE_TAINT);
     let w = LadderWhy::NeedsPerson { why: reason };
-    (Action::Escalate, why(w), Effect::Escalate(next))
+    (why(w), Effect::Escalate(next))
 }
 
 /// A node whose reboot was requested: proven (the caller goes on as for a recovery), still
@@ -259,7 +255,7 @@ pub(super) fn rebooting(
             booted,
             next,
         };
-        return Some((Action::Wait, why(w), Effect::Nothing));
+        return Some((why(w), Effect::Nothing));
     }
     let failed = if !booted {
         "no new bootID by the reboot deadline"
@@ -287,21 +283,16 @@ pub(super) fn rebooting(
     } else {
         p.held.join(", ")
     };
-    let (action, w, effect) = drained(c, &after, p, x, b);
+    let (w, effect) = drained(c, &after, p, x, b);
     // Say why the reboot did not do: in the escalation's words, or before the next step's.
-    Some(match (action, w, effect) {
-        (
-            Action::Escalate,
-            Why::Ladder(LadderWhy::NeedsPerson { why: w }),
-            Effect::Escalate(mut e),
-        ) => {
+    Some(match (w, effect) {
+        (Why::Ladder(LadderWhy::NeedsPerson { why: w }), Effect::Escalate(mut e)) => {
             let reason = format!("{failed}; {w}");
             e.escalated = reason.clone();
             let w = LadderWhy::NeedsPerson { why: reason };
-            (Action::Escalate, why(w), Effect::Escalate(e))
+            (why(w), Effect::Escalate(e))
         }
         (
-            Action::Replace,
             Why::Ladder(LadderWhy::Replace {
                 until,
                 problem,
@@ -315,7 +306,7 @@ pub(super) fn rebooting(
                 problem,
                 skipped,
             };
-            (Action::Replace, why(w), e)
+            (why(w), e)
         }
         other => other,
     })
@@ -327,7 +318,7 @@ pub(super) fn replacing(r: &Record, now: Timestamp) -> Decided {
     let until = r.step_until.unwrap_or(now);
     if now < until {
         let w = LadderWhy::AwaitingReplacement { until };
-        return (Action::Wait, why(w), Effect::Nothing);
+        return (why(w), Effect::Nothing);
     }
     escalate(
         r,
@@ -345,7 +336,7 @@ pub(super) fn waiting(r: &Record) -> Decided {
         why: r.escalated.clone(),
         since: r.step_at,
     };
-    (Action::None, why(w), Effect::Nothing)
+    (why(w), Effect::Nothing)
 }
 
 /// What a ladder decision tells the slow start once written.
