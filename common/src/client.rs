@@ -28,6 +28,17 @@ pub fn said(e: &kube::Error) -> String {
     }
 }
 
+/// Whether `e` says the API server could not be reached or is not serving yet (no connection, a
+/// connection cut, a timeout, HTTP 5xx or 429): worth waiting for with backoff, unlike a refusal
+/// (401, 403, 404, 409, 422), which waiting does not change.
+pub fn unreachable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code >= 500 || s.code == 429,
+        kube::Error::Service(_) | kube::Error::HyperError(_) => true,
+        _ => false,
+    }
+}
+
 /// Errors building a client.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -28,4 +28,15 @@ pub enum Error {
     RebootKey(#[from] nodemedic_common::reboot::KeyError),
 }
 
+impl Error {
+    /// The API server could not be reached or was not serving: worth waiting for at start.
+    pub fn unreachable(&self) -> bool {
+        match self {
+            Error::RecordKey(e) => e.unreachable(),
+            Error::Object(e) => e.unreachable(),
+            _ => false,
+        }
+    }
+}
+
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

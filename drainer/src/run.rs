@@ -88,7 +88,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
             source,
         })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
-    let key = own_objects(&client, &opts).await?;
+    let key = own_objects_waiting(&client, &opts).await?;
     let signing = signing_key(&opts)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -175,6 +175,33 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         tasks,
         election,
     })
+}
+
+/// The first wait for an API server that cannot be reached at start; doubled after each failure.
+const START_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait between two tries at start.
+const START_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// [`own_objects`], waiting with backoff while the API server cannot be reached or is not serving
+/// yet (a drainer started with its control plane, or during an outage): not ready meanwhile, each
+/// failed try said. A refusal (a 403, an object missing that it may not make) stops it at once.
+async fn own_objects_waiting(
+    client: &kube::Client,
+    opts: &Options,
+) -> crate::error::Result<crate::model::seal::SealKey> {
+    let mut wait = START_RETRY;
+    loop {
+        match own_objects(client, opts).await {
+            Err(e) if e.unreachable() => {
+                let error = nodemedic_common::cli::error_chain(&e);
+                let retry_in = humantime::format_duration(wait).to_string();
+                tracing::warn!(%error, %retry_in, "cannot reach the API server (named above) at start: waiting for it, not ready meanwhile");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(START_RETRY_MAX);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The objects it keeps in its namespace (made where missing and allowed), then the record key:

@@ -52,6 +52,13 @@ pub enum KeyError {
     Contended { namespace: String, name: String },
 }
 
+impl KeyError {
+    /// The API server could not be reached or was not serving (worth waiting for).
+    pub fn unreachable(&self) -> bool {
+        matches!(self, KeyError::Api { source, .. } if nodemedic_common::client::unreachable(source))
+    }
+}
+
 /// The record key from Secret `namespace/name`, filled with a new random key if it holds none.
 pub(crate) async fn load(
     client: kube::Client,

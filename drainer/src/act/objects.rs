@@ -77,24 +77,46 @@ pub fn owned(lease: &str, publishing: bool) -> Vec<Owned> {
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
     #[error(
-        "the {} {namespace}/{name} ({holds}) does not exist, and this drainer's credential may not create it ({said}); the shipped manifests create it (deploy/base/drainer-objects.yaml, or the Helm chart): apply them, or create it by hand",
-        kind.word()
+        "the {} {namespace}/{name} ({holds}) does not exist, and this drainer's credential may not create it ({}); the shipped manifests create it (deploy/base/drainer-objects.yaml, or the Helm chart): apply them, or create it by hand",
+        kind.word(), nodemedic_common::client::said(.source)
     )]
     Missing {
         kind: Kind,
         namespace: String,
         name: String,
         holds: &'static str,
-        said: String,
+        #[source]
+        source: kube::Error,
     },
-    #[error("cannot read the {} {namespace}/{name} ({holds}): {said}", kind.word())]
+    #[error("cannot read the {} {namespace}/{name} ({holds}): {}{}", kind.word(),
+        nodemedic_common::client::said(.source), rbac_hint(.source))]
     Api {
         kind: Kind,
         namespace: String,
         name: String,
         holds: &'static str,
-        said: String,
+        #[source]
+        source: kube::Error,
     },
+}
+
+impl ObjectError {
+    /// The API server could not be reached or was not serving (worth waiting for).
+    pub fn unreachable(&self) -> bool {
+        let (ObjectError::Missing { source, .. } | ObjectError::Api { source, .. }) = self;
+        nodemedic_common::client::unreachable(source)
+    }
+}
+
+/// For a refusal to read (403), where the grant is shipped: a credential made for draino (its
+/// ClusterRole reads no Lease, Secret or ConfigMap) needs the drainer's Role beside it.
+fn rbac_hint(e: &kube::Error) -> &'static str {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => {
+            "; the drainer's Role grants it by name (deploy/base/drainer-rbac.yaml, or the Helm chart): a credential made for draino lacks it"
+        }
+        _ => "",
+    }
 }
 
 /// Make sure every object in `objects` exists in `namespace`, creating (empty, as the manifests
@@ -134,22 +156,22 @@ pub async fn ensure(
         match outcome {
             Ok(false) => {}
             Ok(true) => made.push(format!("{} {}", o.kind.word(), o.name)),
-            Err(Failed::Create(e)) => {
+            Err(Failed::Create(source)) => {
                 return Err(ObjectError::Missing {
                     kind: o.kind,
                     namespace: namespace.into(),
                     name: o.name.clone(),
                     holds: o.holds,
-                    said: nodemedic_common::client::said(&e),
+                    source,
                 });
             }
-            Err(Failed::Read(e)) => {
+            Err(Failed::Read(source)) => {
                 return Err(ObjectError::Api {
                     kind: o.kind,
                     namespace: namespace.into(),
                     name: o.name.clone(),
                     holds: o.holds,
-                    said: nodemedic_common::client::said(&e),
+                    source,
                 });
             }
         }
@@ -210,5 +232,58 @@ pub(crate) fn drainer_meta(name: &str) -> kube::api::ObjectMeta {
                 .collect(),
         ),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16, message: &str, reason: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    fn lease_unread(source: kube::Error) -> ObjectError {
+        ObjectError::Api {
+            kind: Kind::Lease,
+            namespace: "kube-system".into(),
+            name: "draino".into(),
+            holds: "its leader election",
+            source,
+        }
+    }
+
+    #[test]
+    fn a_refusal_to_read_names_the_api_servers_words_and_the_role_that_grants_it() {
+        // kube-apiserver's own 403 names the user, verb, resource and namespace.
+        let e = lease_unread(refused(
+            403,
+            "leases.coordination.k8s.io \"draino\" is forbidden: User \"system:serviceaccount:kube-system:draino\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-system\"",
+            "Forbidden",
+        ));
+        let said = e.to_string();
+        assert!(said.starts_with("cannot read the Lease kube-system/draino (its leader election): leases.coordination.k8s.io \"draino\" is forbidden: User \"system:serviceaccount:kube-system:draino\" cannot get resource \"leases\""), "{said}");
+        assert!(said.contains("(Forbidden, HTTP 403)"), "{said}");
+        assert!(said.contains("deploy/base/drainer-rbac.yaml"), "{said}");
+        assert!(!e.unreachable(), "a refusal is not waited for");
+    }
+
+    #[test]
+    fn an_api_server_not_serving_is_waited_for_and_says_no_rbac_hint() {
+        for code in [500, 503, 429] {
+            let e = lease_unread(refused(code, "etcdserver: leader changed", "InternalError"));
+            assert!(e.unreachable(), "{code}");
+            assert!(!e.to_string().contains("drainer-rbac"), "{code}");
+        }
+        for code in [401, 404, 409, 422] {
+            assert!(
+                !lease_unread(refused(code, "m", "r")).unreachable(),
+                "{code}"
+            );
+        }
     }
 }

@@ -4,6 +4,7 @@
 //!  problem   which configured conditions a node has, held long enough or not
 //!  facts     what the safety gates found (breaker trip, outage, pause, flapping), as values
 //!  decision  Action, Why (with the facts), Effect (what to write), NodeDecision
+//!  why_words the words people read for each Why
 //!  candidate one node as a round sees it (view, selection, record, pods, domain, flapping)
 //!  context   what every decision of a call shares: the gates, the configuration, the time
 //!  gates/    the fleet safety gates, one module each behind one shape (`Gate`)
@@ -38,6 +39,7 @@ pub mod silence;
 pub mod stale;
 pub mod summary;
 pub mod symptoms;
+mod why_words;
 
 pub use batch::{decide_nodes, decide_snapshot, decide_some, decide_views};
 pub(crate) use candidate::Candidate;

@@ -22,4 +22,5 @@ mod rbac;
 mod reload;
 mod remedies;
 mod safety;
+mod start;
 mod symptoms;
