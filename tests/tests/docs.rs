@@ -306,3 +306,65 @@ fn wildcards_match_any_lines_and_nothing_else() {
     );
     assert_eq!(as_run("target/release/drainer plan"), "drainer plan");
 }
+
+/// `docs/benchmarks.md` is read at a glance: one row per figure, each cell short, each row naming a
+/// bench its command list runs, and every bench in the repository listed there.
+#[test]
+fn the_benchmarks_page_is_one_short_row_per_figure_and_names_every_bench() {
+    let text = std::fs::read_to_string(root().join("docs/benchmarks.md")).unwrap();
+    let commands: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("cargo bench ") || l.starts_with("NPD_BIN=") || l.starts_with("fuzz/run")
+        })
+        .collect();
+    let listed = |name: &str| {
+        commands.iter().any(|c| {
+            c.split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w == ["--bench", name])
+                || (name == "fuzz/run" && c.starts_with("fuzz/run"))
+        })
+    };
+    let mut problems = Vec::new();
+    let mut rows = 0;
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| figure") && !l.starts_with("| ---"))
+    {
+        rows += 1;
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        if cells.len() != 5 {
+            problems.push(format!("not five cells: {line}"));
+            continue;
+        }
+        for c in &cells {
+            if c.len() > 240 {
+                problems.push(format!("a cell of {} characters: {c}", c.len()));
+            }
+        }
+        let bench = cells[4].trim_matches('`');
+        if !listed(bench) {
+            problems.push(format!("{bench}: not in the command list"));
+        }
+    }
+    assert!(rows >= 30, "{rows} rows");
+    for dir in ["detector/benches", "drainer/benches", "tests/benches"] {
+        for e in std::fs::read_dir(root().join(dir)).unwrap().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "rs") {
+                let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+                if !listed(&name) {
+                    problems.push(format!("{dir}/{name}.rs: no command in docs/benchmarks.md"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
