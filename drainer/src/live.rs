@@ -40,6 +40,43 @@ pub(crate) fn program() -> &'static str {
     PROGRAM.get().copied().unwrap_or("drainer")
 }
 
+/// What the read-only tools (`kubectl nodemedic`, `drainer plan --live`, `explain`, `backtest`,
+/// `config --live`) read, and nothing else: `deploy/kubectl-plugin` grants exactly this (a test
+/// checks it), the namespaced part by name in the drainer's namespace.
+pub const PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
+    grant("", "nodes", &["list"], false),
+    grant("", "pods", &["list"], false),
+    grant("", "events", &["list"], false),
+    grant("policy", "poddisruptionbudgets", &["list"], false),
+    grant("coordination.k8s.io", "leases", &["get"], true),
+    grant("", "configmaps", &["get"], true),
+    grant("apps", "daemonsets", &["get"], true),
+];
+
+const fn grant(
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+    namespaced: bool,
+) -> nodemedic_common::rbac::Permission {
+    nodemedic_common::rbac::Permission {
+        group,
+        resource,
+        verbs,
+        namespaced,
+    }
+}
+
+/// Where a refusal (403) sends the reader: the roles that grant the tools' reads.
+fn refused_hint(e: &kube::Error) -> &'static str {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => {
+            "; kubectl nodemedic needs read access: `kubectl apply -k deploy/kubectl-plugin` ships it as two roles named nodemedic-plugin-reader for you to be bound to (docs/install.md)"
+        }
+        _ => "",
+    }
+}
+
 /// Objects listed per request (a 5,000-node cluster's pods arrive in pages, not one response).
 const PAGE: u32 = 500;
 
@@ -56,13 +93,13 @@ pub(crate) enum LiveError {
     Config(String),
     #[error(transparent)]
     Client(#[from] nodemedic_common::client::Error),
-    #[error("cannot read {what}{}: {}", server(), nodemedic_common::client::said(.source))]
+    #[error("cannot read {what}{}: {}{}", server(), nodemedic_common::client::said(.source), refused_hint(.source))]
     Get {
         what: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot list {what}{}: {}", server(), nodemedic_common::client::said(.source))]
+    #[error("cannot list {what}{}: {}{}", server(), nodemedic_common::client::said(.source), refused_hint(.source))]
     List {
         what: &'static str,
         #[source]
@@ -460,6 +497,35 @@ pub(crate) fn print_summaries(
 mod tests {
     use super::*;
     use crate::decide::silence::Placement;
+
+    #[test]
+    fn a_refusal_says_the_api_servers_words_and_where_the_read_is_granted() {
+        let forbidden = "configmaps \"nodemedic-drainer-settings\" is forbidden: User \"alice\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"kube-system\"";
+        let e = LiveError::Get {
+            what: "ConfigMap kube-system/nodemedic-drainer-settings".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure(forbidden, "Forbidden")
+                    .with_code(403)
+                    .boxed(),
+            ),
+        };
+        let said = e.to_string();
+        assert!(said.contains(forbidden), "{said}");
+        assert!(said.contains("(Forbidden, HTTP 403)"), "{said}");
+        assert!(
+            said.contains("kubectl apply -k deploy/kubectl-plugin"),
+            "{said}"
+        );
+        let e = LiveError::List {
+            what: "nodes",
+            source: kube::Error::Api(
+                kube::core::Status::failure("etcd down", "InternalError")
+                    .with_code(500)
+                    .boxed(),
+            ),
+        };
+        assert!(!e.to_string().contains("deploy/kubectl-plugin"), "{e}");
+    }
 
     fn node(v: serde_json::Value) -> Node {
         serde_json::from_value(v).unwrap()

@@ -358,3 +358,34 @@ async fn an_empty_shipped_settings_configmap_is_nothing_published() {
     );
     assert!(!said.contains("cannot be used"), "{said}");
 }
+
+/// Without conditions or `--config`, the running drainer's settings are all a plan has to decide
+/// with: one it cannot read stops the plan with why (here no API server; a 403 the same way, with
+/// the roles that grant the read), not "no problem conditions given" after it.
+#[tokio::test]
+async fn a_plan_that_cannot_read_the_running_drainers_settings_says_why_and_stops() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let out = plan(&kubeconfig, &[]).await;
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("cannot read ConfigMap kube-system/nodemedic-drainer-settings"),
+        "{said}"
+    );
+    assert!(said.contains("give conditions or --config"), "{said}");
+    assert!(!said.contains("no problem conditions given"), "{said}");
+}

@@ -169,6 +169,40 @@ fn a_scenario_that_cannot_be_read_is_exit_2_with_the_file() {
     );
 }
 
+/// A scenario's mistakes are said as a config file's are: each `file:line:column: message`, a
+/// misspelt key with the key meant, every one of them.
+#[test]
+fn a_scenarios_mistakes_are_each_said_with_their_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("typo.yaml");
+    std::fs::write(
+        &f,
+        "description: typos\nnodes:\n  - count: 3\n    zone: a\n    labbels: {pool: x}\nduraton: 10m\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .arg("simulate")
+        .arg(&f)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    let file = f.display().to_string();
+    assert!(
+        said.contains(&format!(
+            "{file}:5:5: unknown field `labbels`: did you mean `labels`?"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "{file}:6:1: unknown field `duraton`: did you mean `duration`?"
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("error: line"), "{said}");
+}
+
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/simulate");
 
 /// The text without what depends on the machine or the loop (time taken, round count).

@@ -204,9 +204,13 @@ pub(super) fn settings(args: &PlanArgs) -> Result<crate::config::Config, ExitCod
             );
             return config_or_exit(&args.policy);
         }
+        // Without conditions or a config file, the running drainer's settings are all there is to
+        // decide with: going on with the flags alone would only end in "no problem conditions".
         Err(Unread::Cluster(e)) => {
-            say!("{e}; deciding with the flags given");
-            return config_or_exit(&args.policy);
+            say!(
+                "{e}\n(given no conditions and no --config, plan and explain decide with the running drainer's settings; give conditions or --config to decide without them)"
+            );
+            return Err(ExitCode::from(1));
         }
         Err(Unread::Bad { at, why }) => {
             say!("the settings in {at} cannot be used: {why}");

@@ -12,7 +12,7 @@ use super::ProtectedPods;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct FileConfig {
     #[serde(default)]
-    pub(crate) conditions: Vec<Spanned<String>>,
+    pub(crate) conditions: Vec<Spanned<ConditionText>>,
     pub(crate) node_label_expr: Option<Spanned<String>>,
     pub(crate) node_selector: Option<Spanned<String>>,
     pub(crate) drain_buffer: Option<Spanned<String>>,
@@ -98,4 +98,77 @@ pub(crate) struct RawPolicy {
     pub(crate) action: Spanned<String>,
     pub(crate) max_wait: Option<Spanned<String>>,
     pub(crate) after: Option<Spanned<String>>,
+}
+
+/// A condition as the file gives it: the text `drainer run` takes (`KernelDeadlock=True,10m: drain,
+/// reboot`), or the same with its ladder left unquoted, which YAML reads as a mapping of one entry
+/// (`KernelDeadlock=True,10m` to `drain, reboot`, or to a list of steps): taken as that text. Any
+/// other shape is refused saying what a condition looks like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConditionText(pub(crate) String);
+
+impl<'de> Deserialize<'de> for ConditionText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ConditionText, D::Error> {
+        d.deserialize_any(ConditionVisitor)
+    }
+}
+
+const CONDITION_SHAPE: &str = "a condition: `Type`, `Type=Status,MinDuration`, or with its ladder `Type=Status,MinDuration: drain, reboot` (quote it, or YAML reads it as a mapping)";
+
+struct ConditionVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ConditionVisitor {
+    type Value = ConditionText;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(CONDITION_SHAPE)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ConditionText, E> {
+        Ok(ConditionText(v.to_string()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<ConditionText, A::Error> {
+        let Some((condition, steps)) = map.next_entry::<String, Steps>()? else {
+            return Err(serde::de::Error::custom(CONDITION_SHAPE));
+        };
+        if map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            return Err(serde::de::Error::custom(
+                "one condition per list item: `- KernelDeadlock=True,10m: drain, reboot`",
+            ));
+        }
+        Ok(ConditionText(format!("{condition}: {}", steps.0)))
+    }
+}
+
+/// A ladder's steps as YAML may give them unquoted: `drain, reboot` or `[drain, reboot]`.
+struct Steps(String);
+
+impl<'de> Deserialize<'de> for Steps {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Steps, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Steps;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a ladder's steps: `drain, reboot, replace`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Steps, E> {
+                Ok(Steps(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Steps, A::Error> {
+                let mut steps = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    steps.push(s);
+                }
+                Ok(Steps(steps.join(", ")))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }

@@ -19,6 +19,12 @@ use crate::model::node::NodeView;
 pub enum SimError {
     #[error("{file}: {message}")]
     Scenario { file: String, message: String },
+    /// The file's YAML: every error found, each `file:line:column: message` on a line of its own.
+    #[error("{}", yaml_errors(file, errors))]
+    Yaml {
+        file: String,
+        errors: Vec<nodemedic_common::yaml::YamlError>,
+    },
     #[error("{file}: args: {message}")]
     Args { file: String, message: String },
     #[error("cannot start the simulation's runtime: {0}")]
@@ -312,14 +318,21 @@ fn relative_to(file: &str, args: &[String]) -> Vec<String> {
     out
 }
 
-/// Parse a scenario (errors name the file, and for YAML the line and column).
+/// Parse a scenario: every error of the file, each with its line and column (and "did you mean"
+/// for a misspelt key), as the config and rule files say theirs.
 pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
-    serde_saphyr::from_str(text).map_err(|e| {
-        error(
-            file,
-            e.to_string().lines().next().unwrap_or_default().into(),
-        )
+    nodemedic_common::yaml::parse_all(text).map_err(|errors| SimError::Yaml {
+        file: file.into(),
+        errors,
     })
+}
+
+fn yaml_errors(file: &str, errors: &[nodemedic_common::yaml::YamlError]) -> String {
+    let one = |e: &nodemedic_common::yaml::YamlError| match (e.line, e.column) {
+        (0, _) => format!("{file}: {}", e.message),
+        (l, c) => format!("{file}:{l}:{c}: {}", e.message),
+    };
+    errors.iter().map(one).collect::<Vec<_>>().join("\n")
 }
 
 /// The nodes `pick` names, by index into `nodes`.

@@ -704,3 +704,67 @@ fn the_readmes_overlay_and_helm_values_point_both_workloads_at_your_images() {
         image(&helm, "Deployment", "nodemedic-drainer").starts_with("REGISTRY/nodemedic/drainer:")
     );
 }
+
+/// The rules of the role named `name` of `kind` in `objects`, as (group, resource, verb,
+/// namespaced) like `needed` gives them, and the names each namespaced rule is limited to.
+fn role_rules(
+    objects: &[Value],
+    kind: &str,
+    name: &str,
+) -> (
+    std::collections::BTreeSet<(String, String, String, bool)>,
+    Vec<Value>,
+) {
+    let role = find(objects, kind, name);
+    let mut out = std::collections::BTreeSet::new();
+    let mut names = Vec::new();
+    for rule in role["rules"].as_array().unwrap() {
+        names.push(rule["resourceNames"].clone());
+        for g in rule["apiGroups"].as_array().unwrap() {
+            for r in rule["resources"].as_array().unwrap() {
+                for v in rule["verbs"].as_array().unwrap() {
+                    out.insert((
+                        g.as_str().unwrap().into(),
+                        r.as_str().unwrap().into(),
+                        v.as_str().unwrap().into(),
+                        kind == "Role",
+                    ));
+                }
+            }
+        }
+    }
+    (out, names)
+}
+
+#[test]
+fn the_plugins_roles_grant_exactly_what_it_reads_by_name_and_bind_nobody() {
+    let Some(objects) = kustomize(&repo().join("deploy/kubectl-plugin")) else {
+        return;
+    };
+    check_types(&objects);
+    check_labels(&objects, false);
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 2, "two roles and no binding: {kinds:?}");
+    let (cluster, _) = role_rules(&objects, "ClusterRole", "nodemedic-plugin-reader");
+    let (namespaced, names) = role_rules(&objects, "Role", "nodemedic-plugin-reader");
+    let granted: std::collections::BTreeSet<_> = cluster.union(&namespaced).cloned().collect();
+    assert_eq!(granted, needed(nodemedic_drainer::live::PERMISSIONS));
+    assert!(
+        granted
+            .iter()
+            .all(|(_, _, verb, _)| ["get", "list"].contains(&verb.as_str())),
+        "read only: {granted:?}"
+    );
+    // In the drainer's namespace, only the objects it names.
+    assert!(
+        names
+            .iter()
+            .all(|n| n.as_array().is_some_and(|a| !a.is_empty())),
+        "{names:?}"
+    );
+    let role = find(&objects, "Role", "nodemedic-plugin-reader");
+    assert_eq!(role["metadata"]["namespace"], "kube-system");
+}

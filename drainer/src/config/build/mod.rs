@@ -173,7 +173,7 @@ fn conditions(s: &mut Sources, cfg: &mut Config, needed: bool) {
     };
     if args.conditions.is_empty() {
         for c in &file.conditions {
-            let e = match c.value.parse::<ConditionSpec>() {
+            let e = match c.value.0.parse::<ConditionSpec>() {
                 Ok(spec) => match too_soon(&spec) {
                     None => {
                         cfg.conditions.push(spec);
@@ -592,6 +592,38 @@ mod tests {
             errors[1].contains(":3:17: maxGracePeriod: invalid duration"),
             "{errors:#?}"
         );
+    }
+
+    #[test]
+    fn a_ladder_left_unquoted_in_the_file_is_the_ladder_meant() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        let from = |text: &str| {
+            std::fs::write(&f, text).unwrap();
+            build(&PolicyArgs {
+                config: Some(f.clone()),
+                ..Default::default()
+            })
+        };
+        let quoted = from("conditions:\n  - \"KernelDeadlock=True,10m: drain, reboot\"\n").unwrap();
+        // YAML reads these as a mapping of one entry: taken as the text written.
+        for text in [
+            "conditions:\n  - KernelDeadlock=True,10m: drain, reboot\n",
+            "conditions:\n  - KernelDeadlock=True,10m: [drain, reboot]\n",
+        ] {
+            let c = from(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert_eq!(c.conditions, quoted.conditions, "{text}");
+        }
+        assert_eq!(
+            quoted.conditions[0].to_string(),
+            "KernelDeadlock=True,10m: drain, reboot"
+        );
+        // Two conditions run together in one item: said, with the line.
+        let e =
+            from("conditions:\n  - {KernelDeadlock: drain, Ready=Unknown: drain}\n").unwrap_err();
+        let said = e[0].to_string();
+        assert!(said.contains(":2:"), "{said}");
+        assert!(said.contains("one condition per list item"), "{said}");
     }
 
     #[test]
