@@ -611,3 +611,24 @@ fn a_typo_or_an_obsolete_condition_is_warned_about_offline_as_live() {
         );
     }
 }
+
+/// `drainer config` (and `kubectl nodemedic config`'s offline form) warns of what `drainer run`
+/// warns of at start about the settings alone, in the same words: draino's obsolete `OutOfDisk`,
+/// DaemonSet pods evicted.
+#[test]
+fn config_offline_warns_of_what_the_live_drainer_warns_of_at_start() {
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args(["config", "OutOfDisk=True", "--evict-daemonset-pods"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: no node reports \"OutOfDisk\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: --evict-daemonset-pods: DaemonSet pods are evicted in drains"),
+        "{err}"
+    );
+}

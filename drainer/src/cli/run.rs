@@ -108,10 +108,8 @@ pub(super) fn run(mut args: RunArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if config.evict_daemonset_pods {
-        tracing::warn!(
-            "--evict-daemonset-pods: DaemonSet pods are evicted in drains, as draino did; their DaemonSet recreates them on the cordoned node at once (they tolerate unschedulable), so they keep running there"
-        );
+    for w in config.start_warnings() {
+        tracing::warn!("{w}");
     }
     // One thread: the controller's work per event is small, drains are I/O, and with every
     // allocation in one arena the memory freed after the initial sync is reused instead of

@@ -197,6 +197,18 @@ impl Default for Config {
 }
 
 impl Config {
+    /// What `drainer run` warns of at start about these settings alone (no cluster needed), in the
+    /// words it logs them; `config`, `plan` and `explain` say the same offline.
+    pub(crate) fn start_warnings(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.evict_daemonset_pods {
+            out.push(
+                "--evict-daemonset-pods: DaemonSet pods are evicted in drains, as draino did; their DaemonSet recreates them on the cordoned node at once (they tolerate unschedulable), so they keep running there",
+            );
+        }
+        out
+    }
+
     /// Whether a condition's remediation ladder reboots.
     pub(crate) fn ladder_reboots(&self) -> bool {
         self.conditions.iter().any(|c| {

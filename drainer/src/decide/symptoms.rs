@@ -344,7 +344,11 @@ fn plural(n: usize, what: &str) -> String {
 
 /// `12m`, `1h5m`: whole minutes, at least one.
 fn minutes(d: Duration) -> String {
-    let m = (d.as_secs() / 60).max(1);
+    // Under a minute, in seconds: a 30 s limit is not "over 1m".
+    if d.as_secs() < 60 {
+        return format!("{}s", d.as_secs());
+    }
+    let m = d.as_secs() / 60;
     match (m / 60, m % 60) {
         (0, m) => format!("{m}m"),
         (h, 0) => format!("{h}h"),

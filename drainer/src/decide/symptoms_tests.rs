@@ -159,6 +159,37 @@ fn pods_waiting_on_a_node_where_nothing_starts_are_its_symptom() {
     );
 }
 
+/// A limit under a minute is said as it is: pods that waited over 30 s, not "over 1m".
+#[test]
+fn a_limit_under_a_minute_is_said_in_seconds() {
+    let pods = [
+        waiting("a", "n1", 2, "web"),
+        waiting_in(
+            "shop",
+            "b",
+            "n1",
+            2,
+            ("ReplicaSet", "api"),
+            Some("ContainerCreating"),
+        ),
+    ];
+    let starts: HashMap<ArcStr, Timestamp> = [(intern("n1"), ago(30).parse().unwrap())].into();
+    let settings = SymptomSettings {
+        not_starting_after: Some(Duration::from_secs(30)),
+        not_terminating_after: None,
+    };
+    let got = assess(now(), &evidence(&pods, &starts, &HashMap::new()), &settings);
+    let message = &got[&intern("n1")][0].message;
+    assert!(
+        message.starts_with("2 pods bound here have waited over 30s to start"),
+        "{message}"
+    );
+    assert!(
+        message.contains("app/a (ContainerCreating, 2m)"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_container_started_on_the_node_in_the_window_clears_it() {
     let pods = [waiting("a", "n1", 14, "web"), agent("n1", 14)];

@@ -42,6 +42,9 @@ impl Why {
         match self {
             Why::Excluded { label } => write!(f, "excluded by label {label}"),
             Why::NotSelected => f.write_str("not selected by the node selector"),
+            Why::OwnedByOther(owner) if owner.is_empty() => f.write_str(
+                "its drain record names no drainer (written by an earlier release, or by hand); not touched",
+            ),
             Why::OwnedByOther(owner) => {
                 write!(f, "handled by another drainer ({owner}); not touched")
             }
@@ -222,5 +225,21 @@ impl Why {
             ),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_that_names_no_drainer_is_said_so_not_as_an_empty_name() {
+        let said = Why::OwnedByOther(String::new()).to_string();
+        assert!(!said.contains("()"), "{said}");
+        assert!(said.contains("names no drainer"), "{said}");
+        assert_eq!(
+            Why::OwnedByOther("edge".into()).to_string(),
+            "handled by another drainer (edge); not touched"
+        );
     }
 }

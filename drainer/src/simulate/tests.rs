@@ -58,7 +58,8 @@ expect:
 fn bad_scenarios_are_clear_errors() {
     let e = parse("s.yaml", "nodes: []\nduration: 1m\nsteps: []\nnope: 1\n").unwrap_err();
     assert!(
-        e.to_string().starts_with("s.yaml:4:1: unknown field `nope`"),
+        e.to_string()
+            .starts_with("s.yaml:4:1: unknown field `nope`"),
         "{e}"
     );
     let s = parse(
