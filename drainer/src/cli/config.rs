@@ -111,7 +111,7 @@ pub(super) fn effective(args: &PolicyArgs) -> ExitCode {
             "no problem conditions given: `drainer run` with these settings would refuse to start"
         );
     }
-    super::plan::say_settings_warnings(&cfg, &[]);
+    super::shared::say_settings_warnings(&cfg, &[]);
     print_or_exit(args, file, Whose::Given)
 }
 

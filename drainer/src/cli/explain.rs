@@ -73,7 +73,7 @@ pub(super) fn explain(args: ExplainArgs) -> ExitCode {
     };
     match written.and_then(|()| std::io::Write::flush(&mut out)) {
         Ok(()) => {
-            super::plan::say_settings_warnings(&cfg, &o.nodes);
+            super::shared::say_settings_warnings(&cfg, &o.nodes);
             ExitCode::SUCCESS
         }
         Err(e) => {

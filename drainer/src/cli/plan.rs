@@ -295,7 +295,7 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
                 plans.len(),
                 pods.len()
             );
-            say_settings_warnings(&cfg, &nodes);
+            super::shared::say_settings_warnings(&cfg, &nodes);
             say_records_unchecked(&nodes);
             ExitCode::SUCCESS
         }
@@ -303,25 +303,6 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
             say!("writing the plan failed: {e}");
             ExitCode::from(1)
         }
-    }
-}
-
-/// The mistakes the live drainer warns of at start ([`crate::config::Config::start_warnings`]) and
-/// when its caches have synced (`decide::summary`): a watched condition no node reports when one a
-/// typo away is, an obsolete one, a selector that selects nothing. The same words, on stderr
-/// (`config`, with no nodes, says those that need none).
-pub(super) fn say_settings_warnings(
-    cfg: &crate::config::Config,
-    nodes: &[crate::model::node::NodeView],
-) {
-    for w in cfg.start_warnings() {
-        say!("warning: {w}");
-    }
-    let selected = nodes
-        .iter()
-        .map(|v| (v, cfg.selector.matches(v).unwrap_or(false)));
-    for w in crate::decide::summary::summarize(cfg, selected).warnings {
-        say!("warning: {w}");
     }
 }
 

@@ -60,3 +60,22 @@ pub(crate) fn config_or_exit(
         ExitCode::from(2)
     })
 }
+
+/// The mistakes the live drainer warns of at start ([`crate::config::Config::start_warnings`]) and
+/// when its caches have synced (`decide::summary`): a watched condition no node reports when one a
+/// typo away is, an obsolete one, a selector that selects nothing. The same words, on stderr
+/// (`config`, with no nodes, says those that need none).
+pub(super) fn say_settings_warnings(
+    cfg: &crate::config::Config,
+    nodes: &[crate::model::node::NodeView],
+) {
+    for w in cfg.start_warnings() {
+        say!("warning: {w}");
+    }
+    let selected = nodes
+        .iter()
+        .map(|v| (v, cfg.selector.matches(v).unwrap_or(false)));
+    for w in crate::decide::summary::summarize(cfg, selected).warnings {
+        say!("warning: {w}");
+    }
+}
