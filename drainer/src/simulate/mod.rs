@@ -30,6 +30,8 @@
 //!  report    the controller's taps tallied, the expectations checked, the text printed
 //! ```
 
+#[cfg(test)]
+mod format;
 pub mod history;
 pub(crate) mod reboots;
 pub mod report;
