@@ -301,10 +301,17 @@ async fn say_confinement(
     credential: nodemedic_common::client::Credential,
     health: &Health,
 ) {
-    use crate::report::confinement::Confinement;
-    let confinement = Confinement::of(credential, &reporter.probe_confinement().await);
+    use crate::report::confinement::{Confinement, ProbeAnswer};
+    let own = reporter.probe_confinement().await;
+    let other = match (&own, credential) {
+        (ProbeAnswer::Accepted, nodemedic_common::client::Credential::Kubeconfig) => {
+            reporter.probe_other_node().await
+        }
+        _ => None,
+    };
+    let confinement = Confinement::of(credential, &own, other.as_ref());
     let said = confinement.describe();
-    if confinement == Confinement::ClusterWide {
+    if confinement.writes_other_nodes() {
         tracing::warn!(credential = %said, "the detector's credential may write other Nodes");
     } else if confinement.is_warning() {
         tracing::warn!(credential = %said, "what the detector's credential may write is not known");

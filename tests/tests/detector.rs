@@ -1153,31 +1153,43 @@ async fn healthz_names_what_the_credential_may_write_and_the_detector_works_unde
         unreachable!("Harness::fake runs on the test API server");
     };
     let sa = User::service_account("kube-system", "nodemedic-detector", Some(&h.node));
+    // A kubeconfig is tried on another Node too: a kubelet's is refused there, an administrator's
+    // is not (it used to be called a kubelet's either way).
+    let _other = h.cluster.create_node("credential-other").await;
     let cases = [
         (
             "unconfined",
             Credential::ServiceAccount,
             "ServiceAccount, cluster-wide",
+            sa.clone(),
         ),
         (
             "kubeconfig",
             Credential::Kubeconfig,
-            "credential: kubeconfig",
+            "credential: kubeconfig, any node: its user may write every Node",
+            User::admin(),
+        ),
+        (
+            "kubelet",
+            Credential::Kubeconfig,
+            "credential: kubeconfig, own node only",
+            User::node(&h.node),
         ),
         (
             "policy",
             Credential::ServiceAccount,
             "ServiceAccount, own node only",
+            sa.clone(),
         ),
     ];
-    for (case, credential, said) in cases {
+    for (case, credential, said, user) in cases {
         if case == "policy" {
             nodemedic_tests::admission::install_own_node_policy(&h.cluster.client).await;
         }
         let mut opts = h.options();
         opts.credential = credential;
         opts.state_file = h.dir.path().join(format!("state-{case}/detector.json"));
-        let running = run::start(opts, server.client_as(sa.clone()))
+        let running = run::start(opts, server.client_as(user))
             .await
             .expect("detector starts");
         let body = nodemedic_tests::http_get(&format!("http://{}/healthz", running.addr)).await;

@@ -30,21 +30,35 @@ pub(crate) enum Confinement {
     OwnNode,
     /// The ServiceAccount, unconfined: it may patch every Node's status and metadata.
     ClusterWide,
-    /// A kubeconfig's user: as confined as that user is (a kubelet's by Node authorization and
-    /// NodeRestriction, deploy/kubelet-credential).
+    /// A kubeconfig's user refused on another Node: its own Node only (a kubelet's, by Node
+    /// authorization and NodeRestriction, deploy/kubelet-credential).
+    KubeconfigOwnNode,
+    /// A kubeconfig's user that may write another Node's status too (an administrator's).
+    KubeconfigAnyNode,
+    /// A kubeconfig's user, with no other Node to try it on: as confined as that user is.
     Kubeconfig,
     /// The probe told nothing; why.
     Unknown(String),
 }
 
 impl Confinement {
-    pub(crate) fn of(credential: Credential, answer: &ProbeAnswer) -> Confinement {
+    /// From the answer on its own Node and, for a kubeconfig that passed it, on another Node
+    /// (`None`: no other Node could be tried).
+    pub(crate) fn of(
+        credential: Credential,
+        answer: &ProbeAnswer,
+        other: Option<&ProbeAnswer>,
+    ) -> Confinement {
         match (answer, credential) {
             (ProbeAnswer::Refused(403, m), _) if m.contains("ValidatingAdmissionPolicy") => {
                 Confinement::OwnNode
             }
             (ProbeAnswer::Accepted, Credential::ServiceAccount) => Confinement::ClusterWide,
-            (ProbeAnswer::Accepted, Credential::Kubeconfig) => Confinement::Kubeconfig,
+            (ProbeAnswer::Accepted, Credential::Kubeconfig) => match other {
+                Some(ProbeAnswer::Refused(403, _)) => Confinement::KubeconfigOwnNode,
+                Some(ProbeAnswer::Accepted) => Confinement::KubeconfigAnyNode,
+                _ => Confinement::Kubeconfig,
+            },
             (ProbeAnswer::Refused(code, m), _) => Confinement::Unknown(format!(
                 "the API server refused a dry-run status patch of this Node ({code}: {m})"
             )),
@@ -64,8 +78,14 @@ impl Confinement {
                  policy confines it (the base's own-node policy, Kubernetes 1.30+, or \
                  deploy/kubelet-credential would)"
                 .into(),
-            Confinement::Kubeconfig => "kubeconfig: as confined as its user (a kubelet's credential: its own Node, by \
-                 Node authorization and NodeRestriction)"
+            Confinement::KubeconfigOwnNode => "kubeconfig, own node only: another Node's status was refused it, as a \
+                 kubelet's credential is by Node authorization and NodeRestriction"
+                .into(),
+            Confinement::KubeconfigAnyNode => "kubeconfig, any node: its user may write every Node's status, not only \
+                 this one's (not a kubelet's credential; deploy/kubelet-credential gives the detector its node's own)"
+                .into(),
+            Confinement::Kubeconfig => "kubeconfig: as confined as its user (no other Node to try it on: a \
+                 kubelet's credential would be refused there)"
                 .into(),
             Confinement::Unknown(why) => format!("not known: {why}"),
         }
@@ -73,7 +93,15 @@ impl Confinement {
 
     /// Whether operators should hear about it at warning level.
     pub(crate) fn is_warning(&self) -> bool {
-        matches!(self, Confinement::ClusterWide | Confinement::Unknown(_))
+        self.writes_other_nodes() || matches!(self, Confinement::Unknown(_))
+    }
+
+    /// Whether it may write Nodes other than its own.
+    pub(crate) fn writes_other_nodes(&self) -> bool {
+        matches!(
+            self,
+            Confinement::ClusterWide | Confinement::KubeconfigAnyNode
+        )
     }
 }
 
@@ -89,7 +117,7 @@ mod tests {
     fn a_policy_denial_is_own_node_whatever_the_credential() {
         for c in [Credential::ServiceAccount, Credential::Kubeconfig] {
             assert_eq!(
-                Confinement::of(c, &ProbeAnswer::Refused(403, DENIED.into())),
+                Confinement::of(c, &ProbeAnswer::Refused(403, DENIED.into()), None),
                 Confinement::OwnNode
             );
         }
@@ -97,13 +125,51 @@ mod tests {
 
     #[test]
     fn an_accepted_label_is_cluster_wide_for_the_service_account_only() {
-        let sa = Confinement::of(Credential::ServiceAccount, &ProbeAnswer::Accepted);
+        let sa = Confinement::of(Credential::ServiceAccount, &ProbeAnswer::Accepted, None);
         assert_eq!(sa, Confinement::ClusterWide);
         assert!(sa.is_warning());
         assert!(sa.describe().contains("cluster-wide"), "{}", sa.describe());
-        let kc = Confinement::of(Credential::Kubeconfig, &ProbeAnswer::Accepted);
+        let kc = Confinement::of(Credential::Kubeconfig, &ProbeAnswer::Accepted, None);
         assert_eq!(kc, Confinement::Kubeconfig);
         assert!(!kc.is_warning());
+        assert!(kc.describe().contains("no other Node"), "{}", kc.describe());
+    }
+
+    /// A kubeconfig is tried on another Node too: a kubelet's credential is refused there
+    /// (NodeRestriction), an administrator's is not, and only then is it said to be a kubelet's.
+    #[test]
+    fn a_kubeconfig_is_own_node_only_when_another_node_refuses_it() {
+        let restricted =
+            "nodes \"other\" is forbidden: node \"n1\" is not allowed to modify node \"other\"";
+        let kubelet = Confinement::of(
+            Credential::Kubeconfig,
+            &ProbeAnswer::Accepted,
+            Some(&ProbeAnswer::Refused(403, restricted.into())),
+        );
+        assert_eq!(kubelet, Confinement::KubeconfigOwnNode);
+        assert!(!kubelet.is_warning());
+        assert!(
+            kubelet.describe().contains("own node only"),
+            "{}",
+            kubelet.describe()
+        );
+        let admin = Confinement::of(
+            Credential::Kubeconfig,
+            &ProbeAnswer::Accepted,
+            Some(&ProbeAnswer::Accepted),
+        );
+        assert_eq!(admin, Confinement::KubeconfigAnyNode);
+        assert!(admin.writes_other_nodes() && admin.is_warning());
+        assert!(
+            !admin.describe().contains("own node"),
+            "{}",
+            admin.describe()
+        );
+        assert!(
+            admin.describe().contains("every Node"),
+            "{}",
+            admin.describe()
+        );
     }
 
     #[test]
@@ -114,6 +180,7 @@ mod tests {
         let c = Confinement::of(
             Credential::ServiceAccount,
             &ProbeAnswer::Refused(403, rbac.into()),
+            None,
         );
         assert!(
             matches!(&c, Confinement::Unknown(w) if w.contains("403") && w.contains("cannot patch")),
@@ -123,6 +190,7 @@ mod tests {
         let c = Confinement::of(
             Credential::ServiceAccount,
             &ProbeAnswer::Failed("timed out".into()),
+            None,
         );
         assert!(c.describe().contains("timed out"), "{}", c.describe());
     }

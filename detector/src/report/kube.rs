@@ -85,6 +85,22 @@ impl KubeReporter {
     /// Ask, with a dry run that is never stored, whether a label on this Node may be set through
     /// its status (see [`super::confinement`]).
     pub(crate) async fn probe_confinement(&self) -> ProbeAnswer {
+        self.probe_node(&self.node).await
+    }
+
+    /// The same dry run on another Node, the first other one listed (for a kubeconfig whose
+    /// own-Node probe passed: a kubelet's credential is refused there, an administrator's is
+    /// not); `None` when there is no other Node to try, or the list is not allowed.
+    pub(crate) async fn probe_other_node(&self) -> Option<ProbeAnswer> {
+        let params = kube::api::ListParams::default().limit(2);
+        let nodes = bounded(self.nodes.list_metadata(&params)).await.ok()?;
+        let other = (nodes.items.iter())
+            .filter_map(|n| n.metadata.name.clone())
+            .find(|n| *n != self.node)?;
+        Some(self.probe_node(&other).await)
+    }
+
+    async fn probe_node(&self, node: &str) -> ProbeAnswer {
         let body = serde_json::json!({"metadata": {"labels": {PROBE_LABEL: "dry-run"}}});
         let params = PatchParams {
             dry_run: true,
@@ -92,7 +108,7 @@ impl KubeReporter {
         };
         match bounded(
             self.nodes
-                .patch_status(&self.node, &params, &Patch::Strategic(body)),
+                .patch_status(node, &params, &Patch::Strategic(body)),
         )
         .await
         {
