@@ -73,6 +73,27 @@ pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{kind}/{name} missing"))
 }
 
+/// (group, resource, verb, namespaced) each rule of `role` (a Role or ClusterRole) grants.
+pub fn rules_of(role: &Value) -> BTreeSet<(String, String, String, bool)> {
+    let namespaced = role["kind"] == "Role";
+    let mut out = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        for g in rule["apiGroups"].as_array().unwrap() {
+            for r in rule["resources"].as_array().unwrap() {
+                for v in rule["verbs"].as_array().unwrap() {
+                    out.insert((
+                        g.as_str().unwrap().into(),
+                        r.as_str().unwrap().into(),
+                        v.as_str().unwrap().into(),
+                        namespaced,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// (group, resource, verb, namespaced) granted to a service account by the bindings in `objects`.
 pub fn granted(objects: &[Value], sa: &str) -> BTreeSet<(String, String, String, bool)> {
     let mut out = BTreeSet::new();
@@ -93,21 +114,7 @@ pub fn granted(objects: &[Value], sa: &str) -> BTreeSet<(String, String, String,
             b["roleRef"]["kind"].as_str().unwrap(),
             b["roleRef"]["name"].as_str().unwrap(),
         );
-        let namespaced = role["kind"] == "Role";
-        for rule in role["rules"].as_array().unwrap() {
-            for g in rule["apiGroups"].as_array().unwrap() {
-                for r in rule["resources"].as_array().unwrap() {
-                    for v in rule["verbs"].as_array().unwrap() {
-                        out.insert((
-                            g.as_str().unwrap().into(),
-                            r.as_str().unwrap().into(),
-                            v.as_str().unwrap().into(),
-                            namespaced,
-                        ));
-                    }
-                }
-            }
-        }
+        out.extend(rules_of(role));
     }
     out
 }

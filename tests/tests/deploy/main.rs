@@ -705,37 +705,6 @@ fn the_readmes_overlay_and_helm_values_point_both_workloads_at_your_images() {
     );
 }
 
-/// The rules of the role named `name` of `kind` in `objects`, as (group, resource, verb,
-/// namespaced) like `needed` gives them, and the names each namespaced rule is limited to.
-fn role_rules(
-    objects: &[Value],
-    kind: &str,
-    name: &str,
-) -> (
-    std::collections::BTreeSet<(String, String, String, bool)>,
-    Vec<Value>,
-) {
-    let role = find(objects, kind, name);
-    let mut out = std::collections::BTreeSet::new();
-    let mut names = Vec::new();
-    for rule in role["rules"].as_array().unwrap() {
-        names.push(rule["resourceNames"].clone());
-        for g in rule["apiGroups"].as_array().unwrap() {
-            for r in rule["resources"].as_array().unwrap() {
-                for v in rule["verbs"].as_array().unwrap() {
-                    out.insert((
-                        g.as_str().unwrap().into(),
-                        r.as_str().unwrap().into(),
-                        v.as_str().unwrap().into(),
-                        kind == "Role",
-                    ));
-                }
-            }
-        }
-    }
-    (out, names)
-}
-
 #[test]
 fn the_plugins_roles_grant_exactly_what_it_reads_by_name_and_bind_nobody() {
     let Some(objects) = kustomize(&repo().join("deploy/kubectl-plugin")) else {
@@ -748,8 +717,12 @@ fn the_plugins_roles_grant_exactly_what_it_reads_by_name_and_bind_nobody() {
         .map(|o| o["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds.len(), 2, "two roles and no binding: {kinds:?}");
-    let (cluster, _) = role_rules(&objects, "ClusterRole", "nodemedic-plugin-reader");
-    let (namespaced, names) = role_rules(&objects, "Role", "nodemedic-plugin-reader");
+    let cluster = rules_of(find(&objects, "ClusterRole", "nodemedic-plugin-reader"));
+    let role = find(&objects, "Role", "nodemedic-plugin-reader");
+    let namespaced = rules_of(role);
+    let names: Vec<&Value> = (role["rules"].as_array().unwrap().iter())
+        .map(|r| &r["resourceNames"])
+        .collect();
     let granted: std::collections::BTreeSet<_> = cluster.union(&namespaced).cloned().collect();
     assert_eq!(granted, needed(nodemedic_drainer::live::PERMISSIONS));
     assert!(

@@ -355,6 +355,17 @@ pub(crate) fn pace_note(
     if let Why::Ladder(LadderWhy::RebootProven { .. }) = d.why {
         return Some(PaceNote::Proven);
     }
+    match &d.effect {
+        Effect::Relapse(r) if r.step.is_some() => {
+            return Some(PaceNote::Failed(
+                "its problem came back after its remediation".into(),
+            ));
+        }
+        // Only a step's end reads what the node's record was (a seal check: not one for every
+        // decision of every round).
+        Effect::Replace(_) | Effect::Escalate(_) => {}
+        _ => return None,
+    }
     let was = Record::of(view, &cfg.records, &cfg.owner)?;
     match (&d.effect, was.phase) {
         (Effect::Replace(_) | Effect::Escalate(_), Phase::Rebooting) => {
@@ -363,9 +374,6 @@ pub(crate) fn pace_note(
         (Effect::Escalate(_), Phase::Replacing) => {
             Some(PaceNote::Failed("its replacement did not happen".into()))
         }
-        (Effect::Relapse(r), _) if r.step.is_some() => Some(PaceNote::Failed(
-            "its problem came back after its remediation".into(),
-        )),
         _ => None,
     }
 }
