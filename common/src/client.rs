@@ -141,6 +141,16 @@ pub async fn for_flags(
 /// 1000 s, which would hide a PodDisruptionBudget's 429 from the drainer's own deadline and stall a
 /// detector status write for minutes. Both binaries retry with their own, bounded policies.
 pub fn from_config(config: Config, user_agent: &str) -> Result<Client, Error> {
+    if config.accept_invalid_certs {
+        // Said here once, not by kube at every TLS handshake (`telemetry::filter`).
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                api_server = %config.cluster_url.to_string().trim_end_matches('/'),
+                "the kubeconfig turns TLS verification off (insecure-skip-tls-verify): the API server's certificate is not checked"
+            )
+        });
+    }
     let mut config = without_trust_store_for_http(config);
     config.default_retry = false;
     config.headers.push((
