@@ -444,6 +444,33 @@ pub(crate) fn describe(r: &Record) -> String {
     format!("{phase}{owner}{when}: {}", r.reason)
 }
 
+/// One node's row of the table.
+fn cells_of(r: &NodeSummary) -> [String; 6] {
+    let conditions = if r.conditions.is_empty() {
+        "-".to_string()
+    } else {
+        r.conditions
+            .iter()
+            .map(|c| match c.status.as_str() {
+                "False" => format!("{}=False", c.type_),
+                _ if c.reason.is_empty() => format!("{}={}", c.type_, c.status),
+                _ => format!("{}={} ({})", c.type_, c.status, c.reason),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    [
+        r.node.clone(),
+        r.ready.to_string(),
+        if r.schedulable { "yes" } else { "cordoned" }.to_string(),
+        conditions,
+        r.silent_since
+            .map(nodemedic_common::time::rfc3339)
+            .unwrap_or_else(|| "-".into()),
+        r.drain.clone().unwrap_or_else(|| "-".into()),
+    ]
+}
+
 /// Print the summaries as a table (text) or one JSON object per line.
 pub(crate) fn print_summaries(
     rows: &[NodeSummary],
@@ -457,38 +484,33 @@ pub(crate) fn print_summaries(
         }
         return Ok(());
     }
-    let w = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
-    writeln!(
-        out,
-        "{:<w$}  {:<7}  {:<11}  {:<40}  {:<20}  DRAIN",
-        "NODE", "READY", "SCHEDULABLE", "CONDITIONS", "SILENT SINCE"
-    )?;
-    for r in rows {
-        let conditions = if r.conditions.is_empty() {
-            "-".to_string()
-        } else {
-            r.conditions
-                .iter()
-                .map(|c| match c.status.as_str() {
-                    "False" => format!("{}=False", c.type_),
-                    _ if c.reason.is_empty() => format!("{}={}", c.type_, c.status),
-                    _ => format!("{}={} ({})", c.type_, c.status, c.reason),
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        writeln!(
-            out,
-            "{:<w$}  {:<7}  {:<11}  {:<40}  {:<20}  {}",
-            r.node,
-            r.ready,
-            if r.schedulable { "yes" } else { "cordoned" },
-            conditions,
-            r.silent_since
-                .map(nodemedic_common::time::rfc3339)
-                .unwrap_or_else(|| "-".into()),
-            r.drain.as_deref().unwrap_or("-")
-        )?;
+    // Each column as wide as its widest cell: long condition lists kept the next columns apart.
+    let cells: Vec<[String; 6]> = rows.iter().map(cells_of).collect();
+    let header = [
+        "NODE",
+        "READY",
+        "SCHEDULABLE",
+        "CONDITIONS",
+        "SILENT SINCE",
+        "DRAIN",
+    ]
+    .map(String::from);
+    let mut widths = [0usize; 6];
+    for row in std::iter::once(&header).chain(&cells) {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&cells) {
+        let mut line = String::new();
+        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
+            if i == 5 {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
 }
@@ -529,6 +551,56 @@ mod tests {
 
     fn node(v: serde_json::Value) -> Node {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// A row whose conditions run long keeps every later column in line with the header's.
+    #[test]
+    fn the_conditions_table_keeps_its_columns_in_line_however_long_a_cell() {
+        let condition = |t: &str, reason: &str| ConditionSummary {
+            type_: t.into(),
+            status: "True".into(),
+            reason: reason.into(),
+            since: None,
+        };
+        let row =
+            |node: &str, conditions: Vec<ConditionSummary>, drain: Option<&str>| NodeSummary {
+                node: node.into(),
+                ready: "True".into(),
+                schedulable: drain.is_none(),
+                conditions,
+                drain: drain.map(String::from),
+                silent_since: None,
+            };
+        let rows = [
+            row("a", vec![], None),
+            row(
+                "node-with-a-longer-name",
+                vec![
+                    condition("KernelDeadlock", "DockerHung"),
+                    condition("ReadonlyFilesystem", "FilesystemIsReadOnly"),
+                    condition("FrequentContainerdRestart", "ContainerdRestarted"),
+                ],
+                Some("draining"),
+            ),
+        ];
+        let mut out = Vec::new();
+        print_summaries(&rows, false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = |line: &str, what: &str| {
+            line.find(what)
+                .unwrap_or_else(|| panic!("{what} in {line}"))
+        };
+        let silent = at(lines[0], "SILENT SINCE");
+        let drain = at(lines[0], "DRAIN");
+        assert!(silent > at(lines[2], "ContainerdRestarted"), "{text}");
+        for line in &lines[1..] {
+            assert_eq!(line[silent..].chars().next(), Some('-'), "{text}");
+        }
+        assert_eq!(at(lines[2], "draining"), drain, "{text}");
+        let schedulable = at(lines[0], "SCHEDULABLE");
+        assert_eq!(at(lines[1], "yes"), schedulable, "{text}");
+        assert_eq!(at(lines[2], "cordoned"), schedulable, "{text}");
     }
 
     fn summarise(n: &Node) -> NodeSummary {
