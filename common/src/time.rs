@@ -18,8 +18,67 @@ pub fn sub(t: Timestamp, d: std::time::Duration) -> Timestamp {
     t.checked_sub(d).unwrap_or(Timestamp::MIN)
 }
 
+/// A duration as the flags and files take them (`30s`, `10m`, `1h30m`; humantime's grammar), its
+/// errors said in the same notation (humantime's own suggest `10sec or 10ms`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
+    humantime::parse_duration(s.trim()).map_err(DurationError)
+}
+
+/// A duration that does not parse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationError(humantime::DurationError);
+
+impl std::fmt::Display for DurationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use humantime::DurationError as E;
+        match &self.0 {
+            E::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+                write!(
+                    f,
+                    "a unit is needed after {value}: {value}s, {value}m or {value}h"
+                )
+            }
+            E::UnknownUnit { unit, .. } => write!(
+                f,
+                "unknown unit {unit:?}: s, m, h or d (ms for milliseconds), e.g. 30s, 10m or 1h30m"
+            ),
+            E::InvalidCharacter(at) | E::NumberExpected(at) => write!(
+                f,
+                "not a duration (at character {}): a number and a unit, e.g. 30s, 10m or 1h30m",
+                at + 1
+            ),
+            E::NumberOverflow => f.write_str("too long a duration"),
+            E::Empty => f.write_str("empty: a number and a unit, e.g. 10m"),
+        }
+    }
+}
+
+impl std::error::Error for DurationError {}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_as_the_flags_write_them_and_errors_say_so_in_that_notation() {
+        assert_eq!(parse_duration(" 1h30m ").unwrap().as_secs(), 5400);
+        assert_eq!(parse_duration("30s").unwrap().as_secs(), 30);
+        let said = |s: &str| parse_duration(s).unwrap_err().to_string();
+        assert_eq!(said("10"), "a unit is needed after 10: 10s, 10m or 10h");
+        assert!(!said("10").contains("sec or"), "humantime's own words");
+        assert!(
+            said("10x").starts_with("unknown unit \"x\""),
+            "{}",
+            said("10x")
+        );
+        assert!(
+            said("m10").contains("a number and a unit"),
+            "{}",
+            said("m10")
+        );
+        assert!(said("").starts_with("empty"), "{}", said(""));
+    }
+
     #[test]
     fn whole_seconds_in_utc() {
         let t: k8s_openapi::jiff::Timestamp = "2026-11-22T10:00:00.75+02:00".parse().unwrap();

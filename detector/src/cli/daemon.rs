@@ -49,10 +49,10 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value = "127.0.0.1:20257", value_parser = nodemedic_common::serve::listen_addr)]
     listen: std::net::SocketAddr,
     /// Refresh of lastHeartbeatTime on our conditions.
-    #[arg(long = "heartbeat-period", default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long = "heartbeat-period", default_value = "5m", value_parser = nodemedic_common::time::parse_duration)]
     heartbeat: std::time::Duration,
     /// Minimum time between two updates of the same aggregated Event.
-    #[arg(long = "event-interval", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long = "event-interval", default_value = "10s", value_parser = nodemedic_common::time::parse_duration)]
     event_interval: std::time::Duration,
     /// Moved to the drainer (`drainer run --stale-readiness-threshold`); accepted here so an
     /// existing DaemonSet still starts, with a warning.

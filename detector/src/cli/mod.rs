@@ -70,7 +70,7 @@ pub(crate) enum Probe {
         /// The URL to GET.
         url: String,
         /// Give up (a problem) after this long.
-        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        #[arg(long, default_value = "5s", value_parser = nodemedic_common::time::parse_duration)]
         timeout: std::time::Duration,
     },
     /// The conntrack table's fill (the node's with hostNetwork: true).
@@ -92,7 +92,7 @@ pub(crate) enum Probe {
         #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT", default_value = crate::probe::cri::DEFAULT_ENDPOINT)]
         endpoint: String,
         /// A problem when it has not answered after this long (a wedged runtime).
-        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        #[arg(long, default_value = "10s", value_parser = nodemedic_common::time::parse_duration)]
         timeout: std::time::Duration,
     },
     /// Whether the root filesystem is mounted read-only.

@@ -24,7 +24,7 @@ pub(crate) struct SampleArgs {
     #[arg(long, default_value_t = 1)]
     count: u64,
     /// Time between readings.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = nodemedic_common::time::parse_duration)]
     interval: Duration,
 }
 

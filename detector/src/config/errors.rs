@@ -66,7 +66,7 @@ pub(super) fn parse_duration(
     what: &str,
     errors: &mut Errors,
 ) -> Option<Duration> {
-    match humantime::parse_duration(s.value.trim()) {
+    match nodemedic_common::time::parse_duration(s.value.trim()) {
         Ok(d) => Some(d),
         Err(e) => {
             errors.at(

@@ -141,7 +141,7 @@ pub(crate) struct BacktestArgs {
     #[arg(long = "policy", required = true)]
     pub(crate) policies: Vec<std::path::PathBuf>,
     /// How long past the last recorded transition to keep replaying.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = nodemedic_common::time::parse_duration)]
     pub(crate) after: std::time::Duration,
     /// How to write what each policy would have done.
     #[arg(long, value_enum, default_value = "text")]

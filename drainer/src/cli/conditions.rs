@@ -15,7 +15,7 @@ pub(crate) struct ConditionsArgs {
     pub(crate) config: Option<std::path::PathBuf>,
     /// As the drainer's: a node whose detector has not refreshed its conditions this long is shown
     /// silent (default 15m; 0s: never).
-    #[arg(long = "detector-silent-after", value_parser = humantime::parse_duration)]
+    #[arg(long = "detector-silent-after", value_parser = nodemedic_common::time::parse_duration)]
     pub(crate) detector_silent_after: Option<std::time::Duration>,
     /// As the drainer's: the detector DaemonSet, NAMESPACE/NAME (default kube-system/nodemedic-detector).
     #[arg(long = "detector-daemonset")]

@@ -36,13 +36,13 @@ pub(crate) struct RunArgs {
     #[arg(help_heading = "Leader election", long)]
     pub(crate) identity: Option<String>,
     /// How long a Lease holds without renewal before another replica may take it.
-    #[arg(help_heading = "Leader election", long = "leader-election-lease-duration", default_value = "15s", env = "DRAINO_LEADER_ELECTION_LEASE_DURATION", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Leader election", long = "leader-election-lease-duration", default_value = "15s", env = "DRAINO_LEADER_ELECTION_LEASE_DURATION", value_parser = nodemedic_common::time::parse_duration)]
     pub(crate) lease_duration: std::time::Duration,
     /// A leader that cannot renew within this long stops acting.
-    #[arg(help_heading = "Leader election", long = "leader-election-renew-deadline", default_value = "10s", env = "DRAINO_LEADER_ELECTION_RENEW_DEADLINE", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Leader election", long = "leader-election-renew-deadline", default_value = "10s", env = "DRAINO_LEADER_ELECTION_RENEW_DEADLINE", value_parser = nodemedic_common::time::parse_duration)]
     pub(crate) renew_deadline: std::time::Duration,
     /// Time between two tries to take or renew the Lease.
-    #[arg(help_heading = "Leader election", long = "leader-election-retry-period", default_value = "2s", env = "DRAINO_LEADER_ELECTION_RETRY_PERIOD", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Leader election", long = "leader-election-retry-period", default_value = "2s", env = "DRAINO_LEADER_ELECTION_RETRY_PERIOD", value_parser = nodemedic_common::time::parse_duration)]
     pub(crate) retry_period: std::time::Duration,
     /// Log format: text for people, json for log pipelines.
     #[arg(

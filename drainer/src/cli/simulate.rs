@@ -25,7 +25,7 @@ pub(crate) struct SimulateArgs {
     #[arg(long = "policy", requires = "history")]
     pub(crate) policies: Vec<PathBuf>,
     /// With --history: how long past the last recorded transition to keep replaying.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = nodemedic_common::time::parse_duration)]
     pub(crate) after: std::time::Duration,
     /// How to write what happened.
     #[arg(long, value_enum, default_value = "text")]

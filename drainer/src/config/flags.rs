@@ -36,13 +36,13 @@ pub struct PolicyArgs {
     )]
     pub node_labels: Vec<String>,
     /// Time between cordon and drain; also the spacing between drain starts. [default: 10m]
-    #[arg(help_heading = "Budgets", long = "drain-buffer", env = "DRAINO_DRAIN_BUFFER", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Budgets", long = "drain-buffer", env = "DRAINO_DRAIN_BUFFER", value_parser = nodemedic_common::time::parse_duration)]
     pub drain_buffer: Option<Duration>,
     /// Longest grace period given to an evicted pod. [default: 8m]
-    #[arg(help_heading = "Eviction", long = "max-grace-period", env = "DRAINO_MAX_GRACE_PERIOD", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Eviction", long = "max-grace-period", env = "DRAINO_MAX_GRACE_PERIOD", value_parser = nodemedic_common::time::parse_duration)]
     pub max_grace_period: Option<Duration>,
     /// Extra time after max-grace-period before a drain is declared failed. [default: 30s]
-    #[arg(help_heading = "Eviction", long = "eviction-headroom", env = "DRAINO_EVICTION_HEADROOM", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Eviction", long = "eviction-headroom", env = "DRAINO_EVICTION_HEADROOM", value_parser = nodemedic_common::time::parse_duration)]
     pub eviction_headroom: Option<Duration>,
     /// Cordon only; never drain.
     #[arg(
@@ -125,7 +125,7 @@ pub struct PolicyArgs {
     pub dry_run: bool,
     /// Report pods whose readiness is stale once their node has been Ready this long (a node flap
     /// left them Ready=False with every container ready). "0s" turns it off. [default: 2m]
-    #[arg(help_heading = "Eviction", long = "stale-readiness-threshold", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Eviction", long = "stale-readiness-threshold", value_parser = nodemedic_common::time::parse_duration)]
     pub stale_readiness_threshold: Option<Duration>,
     /// Also evict stale pods (Eviction API, PodDisruptionBudgets honoured; exempt pods never).
     #[arg(help_heading = "Eviction", long = "evict-stale-pods")]
@@ -133,12 +133,12 @@ pub struct PolicyArgs {
     /// Set a node's PodsNotStarting condition when pods bound to it have waited this long to start
     /// and no container started there meanwhile (pods of an owner waiting on other nodes too do not
     /// count). Reported only, unless named among the conditions. "0s" turns it off. [default: 10m]
-    #[arg(help_heading = "Conditions", long = "pods-not-starting-after", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Conditions", long = "pods-not-starting-after", value_parser = nodemedic_common::time::parse_duration)]
     pub pods_not_starting_after: Option<Duration>,
     /// Set a node's PodsNotTerminating condition when pods deleted there are still there this long
     /// past their grace period. Reported only, unless named among the conditions. "0s" turns it
     /// off. [default: 5m]
-    #[arg(help_heading = "Conditions", long = "pods-not-terminating-after", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Conditions", long = "pods-not-terminating-after", value_parser = nodemedic_common::time::parse_duration)]
     pub pods_not_terminating_after: Option<Duration>,
     /// Circuit breaker: open when more than N or N% of the selected nodes are unhealthy. [default: 30%]
     #[arg(help_heading = "Safety gates", long = "max-unhealthy")]
@@ -147,15 +147,15 @@ pub struct PolicyArgs {
     #[arg(help_heading = "Safety gates", long = "breaker-new")]
     pub breaker_new: Option<String>,
     /// The window of --breaker-new. [default: 5m]
-    #[arg(help_heading = "Safety gates", long = "breaker-window", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Safety gates", long = "breaker-window", value_parser = nodemedic_common::time::parse_duration)]
     pub breaker_window: Option<Duration>,
     /// The breaker closes after the counts stayed under the thresholds this long. [default: 10m]
-    #[arg(help_heading = "Safety gates", long = "breaker-cooldown", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Safety gates", long = "breaker-cooldown", value_parser = nodemedic_common::time::parse_duration)]
     pub breaker_cooldown: Option<Duration>,
     /// The shortest min duration a watched `Ready` condition may have (`Ready=Unknown,5m`): a
     /// config file (an edit of its ConfigMap included) with a shorter one is refused, so whoever
     /// may edit that ConfigMap cannot make a network blip drain nodes. [default: no floor]
-    #[arg(help_heading = "Conditions", long = "min-ready-duration", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Conditions", long = "min-ready-duration", value_parser = nodemedic_common::time::parse_duration)]
     pub min_ready_duration: Option<Duration>,
     /// Node label naming a node's failure domain (Kosmos leaf nodes are their own); a node keeps
     /// the domain it had when first seen (a kubelet may set its own zone). [default: topology.kubernetes.io/zone]
@@ -178,13 +178,13 @@ pub struct PolicyArgs {
     #[arg(help_heading = "Safety gates", long = "flap-threshold")]
     pub flap_threshold: Option<usize>,
     /// The flapping window; a flapping node is acted on once stable this long. [default: 10m]
-    #[arg(help_heading = "Safety gates", long = "flap-window", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Safety gates", long = "flap-window", value_parser = nodemedic_common::time::parse_duration)]
     pub flap_window: Option<Duration>,
     /// Common cause: when more than N nodes gain the same condition type and reason within --correlate-window, report what they share. [default: 3]
     #[arg(help_heading = "Safety gates", long = "correlate-min")]
     pub correlate_min: Option<usize>,
     /// The common-cause window. [default: 10m]
-    #[arg(help_heading = "Safety gates", long = "correlate-window", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Safety gates", long = "correlate-window", value_parser = nodemedic_common::time::parse_duration)]
     pub correlate_window: Option<Duration>,
     /// Drains start only inside these windows, e.g. "Mon-Fri 09:00-17:00 Europe/Berlin" (repeatable; cordons happen at once).
     #[arg(help_heading = "Safety gates", long = "drain-window")]
@@ -208,13 +208,13 @@ pub struct PolicyArgs {
     )]
     pub after_drain_taints: Vec<String>,
     /// Delete the Node object this long after its drain succeeded (for clusters where that is the replacement signal). [default: never]
-    #[arg(help_heading = "Holding and after the drain", long = "delete-drained-node-after", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Holding and after the drain", long = "delete-drained-node-after", value_parser = nodemedic_common::time::parse_duration)]
     pub delete_drained_node_after: Option<Duration>,
     /// A reboot (a ladder step: `COND: drain, reboot`) is proven when the node is back with a new bootID, Ready and the problem clear within this long; otherwise the ladder goes on. [default: 20m]
-    #[arg(help_heading = "Remediation ladder", long = "reboot-deadline", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Remediation ladder", long = "reboot-deadline", value_parser = nodemedic_common::time::parse_duration)]
     pub reboot_deadline: Option<Duration>,
     /// A replacement (`COND: drain, replace`) is proven when the Node is gone within this long; otherwise a person is needed. [default: 30m]
-    #[arg(help_heading = "Remediation ladder", long = "replace-deadline", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Remediation ladder", long = "replace-deadline", value_parser = nodemedic_common::time::parse_duration)]
     pub replace_deadline: Option<Duration>,
     /// At most this many reboots of one node in 24 hours; past it the ladder goes on to its next step. [default: 1]
     #[arg(
@@ -223,10 +223,10 @@ pub struct PolicyArgs {
     )]
     pub max_reboots_per_node_per_day: Option<u32>,
     /// Slow start: in each failure domain, reboots and replacements start one at a time, and the number allowed at once doubles each time a remediated node has stayed healthy this long after its proof. [default: 5m]
-    #[arg(help_heading = "Remediation ladder", long = "slow-start-dwell", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Remediation ladder", long = "slow-start-dwell", value_parser = nodemedic_common::time::parse_duration)]
     pub slow_start_dwell: Option<Duration>,
     /// Slow start: the least time between two widenings of a domain; a failure or a problem back sets it to one at once. [default: 5m]
-    #[arg(help_heading = "Remediation ladder", long = "slow-start-cooldown", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Remediation ladder", long = "slow-start-cooldown", value_parser = nodemedic_common::time::parse_duration)]
     pub slow_start_cooldown: Option<Duration>,
     /// At most this many Nodes replaced in any hour, fleet-wide; the rest wait. [default: 2]
     #[arg(
@@ -250,13 +250,13 @@ pub struct PolicyArgs {
     #[arg(help_heading = "Holding and after the drain", long = "problem-taint")]
     pub problem_taints: Vec<String>,
     /// Uncordon a recovered node only once it has stayed healthy this long (probation); 0s: at once. [default: 0s]
-    #[arg(help_heading = "Holding and after the drain", long = "uncordon-after", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Holding and after the drain", long = "uncordon-after", value_parser = nodemedic_common::time::parse_duration)]
     pub uncordon_after: Option<Duration>,
     /// During probation, lift the cordon and taint the node KEY[=VALUE][:PreferNoSchedule] instead, so it takes work back gradually.
     #[arg(help_heading = "Holding and after the drain", long = "probation-taint")]
     pub probation_taint: Option<String>,
     /// A selected node whose detector has not refreshed its conditions this long is reported silent (the default is three heartbeat periods); 0s turns the watchdog off. [default: 15m]
-    #[arg(help_heading = "Detector watchdog", long = "detector-silent-after", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Detector watchdog", long = "detector-silent-after", value_parser = nodemedic_common::time::parse_duration)]
     pub detector_silent_after: Option<Duration>,
     /// The detector DaemonSet, NAMESPACE/NAME: nodes it places no pod on are not watched; "" watches every selected node but Kosmos leaf nodes. [default: kube-system/nodemedic-detector]
     #[arg(help_heading = "Detector watchdog", long = "detector-daemonset")]

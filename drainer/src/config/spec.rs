@@ -87,10 +87,12 @@ impl std::str::FromStr for ConditionSpec {
         })?;
         let min_duration = match dur {
             None => Duration::ZERO,
-            Some(d) => humantime::parse_duration(d.trim()).map_err(|e| SpecError::Duration {
-                input: input.into(),
-                duration: d.into(),
-                reason: e.to_string(),
+            Some(d) => nodemedic_common::time::parse_duration(d.trim()).map_err(|e| {
+                SpecError::Duration {
+                    input: input.into(),
+                    duration: d.into(),
+                    reason: e.to_string(),
+                }
             })?,
         };
         Ok(ConditionSpec {

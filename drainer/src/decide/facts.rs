@@ -71,7 +71,7 @@ impl FromStr for Trip {
             count,
             of: of.parse().map_err(|_| bad())?,
             limit,
-            window: humantime::parse_duration(window).map_err(|_| bad())?,
+            window: nodemedic_common::time::parse_duration(window).map_err(|_| bad())?,
         })
     }
 }

@@ -254,7 +254,7 @@ fn error(file: &str, message: String) -> SimError {
 }
 
 pub(super) fn dur(file: &str, what: &str, s: &str) -> Result<Duration, SimError> {
-    humantime::parse_duration(s.trim())
+    nodemedic_common::time::parse_duration(s.trim())
         .map_err(|e| error(file, format!("{what}: invalid duration {s:?}: {e}")))
 }
 

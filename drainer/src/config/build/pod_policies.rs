@@ -9,7 +9,8 @@ use crate::config::policy::{PodPolicy, PodSelector, PolicyAction};
 use crate::config::select::Selector;
 
 fn duration(v: &str) -> Result<Duration, String> {
-    humantime::parse_duration(v.trim()).map_err(|e| format!("invalid duration {v:?}: {e}"))
+    nodemedic_common::time::parse_duration(v.trim())
+        .map_err(|e| format!("invalid duration {v:?}: {e}"))
 }
 
 /// The file's policies, built; each error at its position.

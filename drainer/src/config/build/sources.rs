@@ -146,11 +146,11 @@ impl Sources<'_> {
 #[error("invalid duration {text:?}: {source}")]
 pub(crate) struct DurationError {
     text: String,
-    source: humantime::DurationError,
+    source: nodemedic_common::time::DurationError,
 }
 
 pub(super) fn parse_duration(v: &str) -> Result<Duration, DurationError> {
-    humantime::parse_duration(v.trim()).map_err(|source| DurationError {
+    nodemedic_common::time::parse_duration(v.trim()).map_err(|source| DurationError {
         text: v.to_string(),
         source,
     })
