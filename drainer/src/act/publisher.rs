@@ -56,12 +56,14 @@ pub(crate) fn spawn<C: Cluster>(
             name: nodemedic_common::reboot::configmap_name(&owner.lease),
             signing,
             due: true,
+            failing: Throttle::default(),
         },
         settings: SettingsOut {
             rx: settings,
             name: published::configmap_name(&owner.lease),
             due: true,
             fixed: false,
+            failing: Throttle::default(),
         },
         shards,
         owner,
@@ -82,7 +84,8 @@ struct Task<C> {
     reboots: RebootsOut,
     settings: SettingsOut,
     shards: Shards,
-    /// Failures said at most so often.
+    /// The memory's failures said at most so often (each kind has its own: one failing does not
+    /// quiet another).
     failing: Throttle,
 }
 
@@ -92,6 +95,7 @@ struct RebootsOut {
     name: String,
     signing: Option<SigningKey>,
     due: bool,
+    failing: Throttle,
 }
 
 /// The published settings.
@@ -101,6 +105,7 @@ struct SettingsOut {
     due: bool,
     /// Their sender is gone (no config file: nothing changes them but leadership).
     fixed: bool,
+    failing: Throttle,
 }
 
 impl<C: Cluster> Task<C> {
@@ -167,7 +172,7 @@ impl<C: Cluster> Task<C> {
             }
             Ok(Kept::Unchanged) => {}
             Err(e) => {
-                if let Some(quiet) = self.failing.allow(std::time::Instant::now()) {
+                if let Some(quiet) = self.reboots.failing.allow(std::time::Instant::now()) {
                     tracing::warn!(configmap = %name, error = %e, requests = wanted.len(),
                         earlier_failures_not_logged = quiet,
                         "cannot write the reboot requests; trying again in 10s");
@@ -196,7 +201,7 @@ impl<C: Cluster> Task<C> {
             .keep_configmap(name, &data, published::same)
             .await
         {
-            if let Some(quiet) = self.failing.allow(std::time::Instant::now()) {
+            if let Some(quiet) = self.settings.failing.allow(std::time::Instant::now()) {
                 tracing::warn!(configmap = %format!("{}/{name}", self.owner.namespace), error = %e,
                     earlier_failures_not_logged = quiet,
                     "cannot publish the settings for kubectl nodemedic; trying again in 10s");

@@ -16,8 +16,7 @@ use crate::act::FollowUp;
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
 use crate::decide::ladder::{PaceNote, pace_note};
-use crate::decide::{Effect, NodeDecision, Why};
-use crate::metrics::Budget;
+use crate::decide::{Effect, NodeDecision};
 use crate::model::cluster::Cluster;
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
@@ -139,12 +138,7 @@ impl<C: Cluster> Controller<C> {
         let mut work = Work::default();
         for (d, view) in decisions {
             self.log_decision(&d);
-            let budget = match d.why {
-                Why::CordonBudget { .. } => Some(Budget::Cordons),
-                Why::DrainBudget { .. } => Some(Budget::Drains),
-                _ => None,
-            };
-            if let Some(b) = budget {
+            if let Some(b) = d.why.budget() {
                 self.record.metrics().budget_wait(b);
             }
             if let Some(note) = pace_note(&d, &view, &self.cfg) {

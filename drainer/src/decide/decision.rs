@@ -312,6 +312,16 @@ impl Why {
         }
     }
 
+    /// The budget a node waits for that its WaitingForBudget Event and metric name (`None`: none,
+    /// or a wait without one: a domain's budget, the slow start).
+    pub(crate) fn budget(&self) -> Option<crate::metrics::Budget> {
+        match self {
+            Why::CordonBudget { .. } => Some(crate::metrics::Budget::Cordons),
+            Why::DrainBudget { .. } => Some(crate::metrics::Budget::Drains),
+            _ => None,
+        }
+    }
+
     pub(crate) fn is_gate(&self) -> bool {
         matches!(
             self,

@@ -16,7 +16,6 @@ use crate::decide::gates::outage::{self, OutageGate};
 use crate::decide::gates::window;
 use crate::decide::ladder::why::LadderWhy;
 use crate::decide::{Action, Candidate, NodeDecision, Why, decide_some};
-use crate::metrics::Budget;
 use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 
@@ -214,13 +213,10 @@ impl Fleet {
             | Why::DrainBudget { .. }
             | Why::DomainBudget { .. }
             | Why::Ladder(LadderWhy::SlowStart { .. } | LadderWhy::ReplaceBudget { .. }) => {
-                let budget = match d.why {
-                    Why::CordonBudget { .. } => Some(Budget::Cordons),
-                    Why::DrainBudget { .. } => Some(Budget::Drains),
-                    _ => None,
-                };
                 let refresh = self.cfg.event_refresh;
-                self.queue.waiting.wait(&d.node, budget, now, refresh);
+                self.queue
+                    .waiting
+                    .wait(&d.node, d.why.budget(), now, refresh);
             }
             _ => {
                 self.queue.waiting.end(&d.node);
