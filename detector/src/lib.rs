@@ -32,4 +32,5 @@ pub mod report;
 pub mod run;
 pub mod sample;
 pub mod source;
+pub mod stats;
 pub mod supervise;

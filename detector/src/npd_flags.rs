@@ -41,9 +41,14 @@ pub(crate) struct NpdFlags {
         value_name = "FILES"
     )]
     pub(crate) custom_plugin_monitors: Vec<PathBuf>,
-    /// Refused: nodemedic has no system stats monitor.
-    #[arg(long = "config.system-stats-monitor", value_name = "FILES")]
-    pub(crate) system_stats_monitor: Option<String>,
+    /// NPD system stats monitor files (JSON; comma separated): host metrics on /metrics under
+    /// NPD's names.
+    #[arg(
+        long = "config.system-stats-monitor",
+        value_delimiter = ',',
+        value_name = "FILES"
+    )]
+    pub(crate) system_stats_monitor: Vec<PathBuf>,
     /// NPD's /healthz and /conditions server address (with --port: served there too).
     #[arg(long = "address", value_name = "IP")]
     pub(crate) address: Option<IpAddr>,
@@ -105,6 +110,8 @@ pub(crate) struct NpdFlags {
 pub(crate) struct Mapped {
     /// Rule files to load in addition to `--rules`.
     pub(crate) rules: Vec<PathBuf>,
+    /// System stats monitor files.
+    pub(crate) stats: Vec<PathBuf>,
     /// `--listen` with NPD's Prometheus address and port applied.
     pub(crate) listen: SocketAddr,
     /// NPD's own server (`--address`/`--port`), when it names another port.
@@ -121,6 +128,7 @@ pub(crate) fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<St
     let mut refused = Vec::new();
     let mut m = Mapped {
         rules: Vec::new(),
+        stats: Vec::new(),
         listen,
         extra_listen: None,
         heartbeat: None,
@@ -132,9 +140,8 @@ pub(crate) fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<St
     m.rules.extend(f.custom_plugin_monitor.iter().cloned());
     m.rules.extend(f.custom_plugin_monitors.iter().cloned());
     m.rules.retain(|p| !p.as_os_str().is_empty());
-    if f.system_stats_monitor.is_some() {
-        refused.push("--config.system-stats-monitor: nodemedic has no system stats monitor; node-exporter exposes CPU, memory, disk and network figures. Remove the flag.".to_string());
-    }
+    m.stats.extend(f.system_stats_monitor.iter().cloned());
+    m.stats.retain(|p| !p.as_os_str().is_empty());
     if let Some(ip) = f.prometheus_address {
         m.listen.set_ip(ip);
     }
@@ -302,6 +309,7 @@ mod tests {
             "--logtostderr",
             "--config.system-log-monitor=/config/kernel-monitor.json,/config/readonly-monitor.json",
             "--config.custom-plugin-monitor=/config/health-checker-kubelet.json",
+            "-config.system-stats-monitor=/config/system-stats-monitor.json,/config/net-cgroup-system-stats-monitor.json",
             "-v=4",
             "--prometheus-address=0.0.0.0",
             "--prometheus-port=20258",
@@ -314,6 +322,14 @@ mod tests {
                 "/config/kernel-monitor.json",
                 "/config/readonly-monitor.json",
                 "/config/health-checker-kubelet.json"
+            ]
+            .map(PathBuf::from)
+        );
+        assert_eq!(
+            m.stats,
+            [
+                "/config/system-stats-monitor.json",
+                "/config/net-cgroup-system-stats-monitor.json"
             ]
             .map(PathBuf::from)
         );
@@ -338,12 +354,10 @@ mod tests {
             "--enable-k8s-exporter=false",
             "--apiserver-override=https://10.0.0.1",
             "--prometheus-port=0",
-            "--config.system-stats-monitor=/config/system-stats-monitor.json",
             "--event-namespace=npd",
         ]);
         let refused = resolve(&f, LISTEN.parse().unwrap()).unwrap_err();
-        assert_eq!(refused.len(), 5, "{refused:#?}");
-        assert!(refused[0].contains("node-exporter"), "{}", refused[0]);
+        assert_eq!(refused.len(), 4, "{refused:#?}");
         assert!(refused.iter().any(|r| r.contains("detector check")));
         assert!(refused.iter().any(|r| r.contains("KUBECONFIG")));
     }

@@ -61,6 +61,8 @@ pub struct Options {
     pub api_server: String,
     /// Carrying out the drainer's reboot requests (`--reboot-requests`; None: never).
     pub reboot: Option<crate::reboot::Options>,
+    /// NPD system stats monitor files (`--config.system-stats-monitor`), read and checked.
+    pub stats: Vec<crate::stats::StatsSettings>,
 }
 
 /// A started detector.
@@ -98,6 +100,10 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
 
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
+    let stats = crate::stats::Exposition::new(opts.stats.len());
+    if !opts.stats.is_empty() {
+        registry.register_collector(Box::new(stats.clone()));
+    }
     let health = Health::default();
     let snapshot: Snapshot = Arc::default();
     let addr = serve(&opts, registry, health.clone(), snapshot.clone()).await?;
@@ -164,6 +170,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         tokio::spawn(writer.run(out_rx, stop_rx.clone())),
         tokio::spawn(supervisor.watch(opts.rules.clone(), stop_rx.clone())),
     ];
+    tasks.extend(spawn_stats(&opts.stats, &stats, &stop_rx));
     if let Some(reboot) = opts.reboot.clone() {
         let node = opts.node_name.clone();
         tasks.push(tokio::spawn(crate::reboot::run(
@@ -177,6 +184,17 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         tasks,
         monitors,
     })
+}
+
+/// One collection task per system stats monitor file, each into its slot of `exposition`.
+fn spawn_stats(
+    files: &[crate::stats::StatsSettings],
+    exposition: &crate::stats::Exposition,
+    stop: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    (files.iter().cloned().enumerate())
+        .map(|(slot, s)| tokio::spawn(crate::stats::run(s, slot, exposition.clone(), stop.clone())))
+        .collect()
 }
 
 /// The conditions True on `node` the detector carries on with: those set during this boot (one

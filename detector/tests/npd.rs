@@ -2,7 +2,9 @@
 //! - every shipped monitor file loads as it is and through `detector convert-npd` into the same monitor;
 //! - the log monitors report the same problems on the same sample logs either way;
 //! - NPD's two DaemonSet command lines run the detector against the real control plane
-//!   (KUBEBUILDER_ASSETS) or the test API server, custom plugin monitors included.
+//!   (KUBEBUILDER_ASSETS) or the test API server, custom plugin monitors included;
+//! - the GKE-style command line with the system stats monitor runs unchanged and shows NPD's host
+//!   metrics under NPD's names.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,8 +24,8 @@ fn npd(name: &str) -> PathBuf {
     Path::new(NPD).join(name)
 }
 
-/// Every monitor file NPD ships that nodemedic reads (system-stats and exporter files have no
-/// equivalent and are refused, which `config::tests` covers).
+/// Every monitor file NPD ships that nodemedic reads as a rule file (system stats monitor files
+/// are read by `stats::settings`, exporter files have no equivalent).
 const SHIPPED: &[&str] = &[
     "kernel-monitor.json",
     "readonly-monitor.json",
@@ -223,6 +225,12 @@ fn config_volume(dir: &Path) -> PathBuf {
             std::fs::copy(entry.path(), config.join(entry.file_name())).unwrap();
         }
     }
+    std::fs::create_dir_all(config.join("guestosconfig")).unwrap();
+    std::fs::copy(
+        npd("guestosconfig/known-modules.json"),
+        config.join("guestosconfig/known-modules.json"),
+    )
+    .unwrap();
     for script in ["check_ntp.sh", "network_problem.sh"] {
         let to = config.join("plugin").join(script);
         std::fs::copy(npd(&format!("plugin/{script}")), &to).unwrap();
@@ -381,6 +389,124 @@ async fn npd_daemonset_command_lines_run_unchanged() {
         drop(child);
         cluster.delete_node(&node).await;
     }
+}
+
+/// The metrics NPD's own end-to-end test (`test/e2e/metriconly/metrics_test.go`) expects of the
+/// system stats monitor's shipped file, by the names it scrapes.
+const NPD_E2E_METRICS: &[&str] = &[
+    "cpu_runnable_task_count",
+    "cpu_usage_time",
+    "cpu_load_1m",
+    "cpu_load_5m",
+    "cpu_load_15m",
+    "disk_operation_count",
+    "disk_merged_operation_count",
+    "disk_operation_bytes_count",
+    "disk_operation_time",
+    "disk_bytes_used",
+    "disk_percent_used",
+    "disk_io_time",
+    "disk_weighted_io",
+    "memory_bytes_used",
+    "memory_anonymous_used",
+    "memory_page_cache_used",
+    "memory_unevictable_used",
+    "memory_dirty_used",
+    "memory_percent_used",
+    "host_uptime",
+    "system_os_feature",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npd_gke_command_line_with_the_system_stats_monitor_runs_unchanged() {
+    let cluster = Cluster::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_volume(dir.path());
+    cluster.write_kubeconfig(&dir.path().join("kubeconfig"));
+    let node = cluster.create_node("npd-gke").await;
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(&kmsg, "").unwrap();
+    let args: Vec<String> = daemonset_args("node-problem-detector-gke.yaml")
+        .into_iter()
+        .map(|a| a.replace("/config/", &format!("{}/", config.display())))
+        .collect();
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("--config.system-stats-monitor="))
+    );
+    let mut cmd = detector();
+    cmd.args(&args)
+        .arg("--kmsg-path")
+        .arg(&kmsg)
+        .arg("--state-file")
+        .arg(dir.path().join("state"))
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env("NODE_NAME", &node)
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null());
+    let running = nodemedic_tests::process::Logged::spawn(cmd, Duration::from_secs(60)).await;
+    let url = format!("http://{}/metrics", running.addr);
+    // The first collection is made at start; the average queue length needs a second (60 s).
+    let text = eventually("NPD's host metrics", Duration::from_secs(60), || async {
+        let t = nodemedic_tests::try_http_get(&url).await.ok()?;
+        t.contains("\nhost_uptime{").then_some(t)
+    })
+    .await;
+    let names: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    for name in NPD_E2E_METRICS {
+        assert!(names.contains(name), "{name} missing from:\n{text}");
+    }
+    for label in [
+        "cpu_usage_time{state=\"idle\"}",
+        "memory_bytes_used{state=\"used\"}",
+        "net_rx_bytes{interface_name=\"lo\"}",
+        "system_os_feature{os_feature=\"KTD\",value=\"\"}",
+    ] {
+        assert!(text.contains(label), "{label} missing from:\n{text}");
+    }
+    // The log monitors ran as before: their conditions are on the Node, NPD's problem metrics on
+    // the same page.
+    eventually("KernelDeadlock False", Duration::from_secs(60), || async {
+        cluster
+            .condition(&node, "KernelDeadlock")
+            .await
+            .filter(|(s, _, _)| s == "False")
+    })
+    .await;
+    assert!(text.contains("problem_gauge{"), "{text}");
+    drop(running);
+    cluster.delete_node(&node).await;
+}
+
+#[test]
+fn a_broken_system_stats_file_stops_the_detector_at_start_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("system-stats-monitor.json");
+    std::fs::write(&bad, "{\n  \"invokeInterval\": \"60s\",\n  \"cpu\": }\n").unwrap();
+    let out = detector()
+        .arg(format!(
+            "--config.system-log-monitor={}",
+            npd("kernel-monitor.json").display()
+        ))
+        .arg(format!("--config.system-stats-monitor={}", bad.display()))
+        .env("NODE_NAME", "n")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "--config.system-stats-monitor: {}:3:10: expected value",
+            bad.display()
+        )),
+        "{err}"
+    );
 }
 
 /// A detector process, killed when the test ends, failed or not.

@@ -168,6 +168,7 @@ impl Detector {
             credential: nodemedic_common::client::Credential::Kubeconfig,
             api_server: "the real control plane".into(),
             reboot: None,
+            stats: Vec::new(),
         };
         let running = nodemedic_detector::run::start(opts, cluster.client_for("detector"))
             .await

@@ -410,7 +410,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             &["config"],
             &["metrics", "checkpoint", "npd_flags", "error", "reboot"],
             &["source"],
-            &["problem"],
+            &["problem", "stats"],
             &["occurrence", "check"],
             &["monitor"],
             &["report"],

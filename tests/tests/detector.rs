@@ -106,6 +106,7 @@ impl Harness {
             credential: nodemedic_common::client::Credential::Kubeconfig,
             api_server: "the test API server".into(),
             reboot: None,
+            stats: Vec::new(),
         }
     }
 

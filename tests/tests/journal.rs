@@ -178,6 +178,7 @@ async fn a_dockerd_journal_line_becomes_a_condition_on_the_node() {
         credential: nodemedic_common::client::Credential::Kubeconfig,
         api_server: "the test API server".into(),
         reboot: None,
+        stats: Vec::new(),
     };
     let running = run::start(opts, cluster.client.clone()).await.unwrap();
     eventually("healthy default", Duration::from_secs(60), || async {

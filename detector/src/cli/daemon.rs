@@ -163,9 +163,10 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     if let Some(h) = npd.heartbeat {
         args.heartbeat = h;
     }
-    if let Err(code) = check_rules(&mut args.rules) {
-        return code;
-    }
+    let stats = match check_rules(&mut args.rules).and_then(|()| load_stats(&npd.stats)) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let npd_plugins =
         !args.npd.custom_plugin_monitor.is_empty() || !args.npd.custom_plugin_monitors.is_empty();
     let reboot = match reboot_options(&args) {
@@ -214,6 +215,7 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
             credential,
             api_server: server,
             reboot,
+            stats,
         };
         if args.stale_threshold.is_some() || args.evict_stale_pods {
             tracing::warn!(
@@ -243,6 +245,15 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
 
 /// The rule files (the default directory when none are named), checked before anything talks to a
 /// cluster: a bad file is the error shown. Errors are printed.
+/// The system stats monitor files, read and checked before anything starts (exit 2 naming the
+/// file, line and column otherwise).
+fn load_stats(files: &[PathBuf]) -> Result<Vec<crate::stats::StatsSettings>, ExitCode> {
+    crate::stats::load(files).map_err(|e| {
+        eprintln!("detector: --config.system-stats-monitor: {e}");
+        ExitCode::from(2)
+    })
+}
+
 fn check_rules(rules: &mut Vec<PathBuf>) -> Result<(), ExitCode> {
     if rules.is_empty() {
         if !std::path::Path::new(DEFAULT_RULES).exists() {

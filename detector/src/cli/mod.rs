@@ -12,11 +12,13 @@ mod convert;
 mod daemon;
 mod offline;
 mod sample;
+mod stats;
 
 use convert::ConvertArgs;
 use daemon::RunArgs;
 use offline::CheckArgs;
 use sample::SampleArgs;
+use stats::StatsArgs;
 
 #[derive(Parser)]
 #[command(
@@ -42,6 +44,9 @@ pub(crate) enum Command {
     /// Read the node's resources as a `resources` input does and print them as JSON lines (a
     /// recording `check --input` replays).
     Sample(SampleArgs),
+    /// Collect node-problem-detector system-stats-monitor files' host metrics and print them as
+    /// /metrics shows them (NPD's names and labels).
+    Stats(StatsArgs),
     /// Run the node agent: follow the inputs and report to the API server (also with no subcommand).
     Run(Box<RunArgs>),
     /// Print node-problem-detector monitor files (JSON) as rule files (YAML), naming what does not
@@ -118,6 +123,7 @@ fn run_command(command: Command) -> ExitCode {
         Command::Check(args) => offline::run_check(args),
         Command::Run(args) => daemon::run_daemon(*args),
         Command::Sample(args) => sample::run_sample(args),
+        Command::Stats(args) => stats::run_stats(args),
         Command::ConvertNpd(args) => convert::run_convert(args),
         Command::Probe(p) => {
             use crate::probe;

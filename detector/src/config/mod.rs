@@ -12,7 +12,7 @@ mod input;
 mod load;
 mod model;
 pub mod npd;
-mod patterns;
+pub(crate) mod patterns;
 mod raw;
 
 pub use errors::{ConfigError, ConfigErrors};

@@ -132,7 +132,7 @@ pub(crate) fn to_rule_file(
     let Some(plugin) = npd.plugin.take() else {
         errors.at(
             &Location::UNKNOWN,
-            "plugin: missing. nodemedic reads NPD's system-log-monitor files (plugin kmsg, journald or filelog) and custom-plugin-monitor files (plugin custom); system-stats and other monitors have no equivalent (node-exporter covers system stats)",
+            "plugin: missing, so not a log or custom plugin monitor file. A system stats monitor file (cpu, disk, memory, net sections) is given with --config.system-stats-monitor, not as a rule file; log monitors have plugin kmsg, journald or filelog, custom plugin monitors plugin custom",
         );
         return None;
     };

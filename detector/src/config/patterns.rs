@@ -75,7 +75,7 @@ impl PatternBudget {
 
 /// What is wrong with regex `p`, and at which character (1-based), as the regex parser says it;
 /// `None` when it parses.
-fn regex_error(p: &str) -> Option<String> {
+pub(crate) fn regex_error(p: &str) -> Option<String> {
     let ast = match regex_syntax::ast::parse::Parser::new().parse(p) {
         Ok(ast) => ast,
         Err(e) => {

@@ -507,7 +507,7 @@ fn npd_files_load_with_errors_at_their_json_positions() {
         r#"{"cpu": {"metricsConfigs": {}}}"#,
     )]);
     assert!(
-        stats[0].contains("plugin: missing") && stats[0].contains("node-exporter"),
+        stats[0].contains("plugin: missing") && stats[0].contains("--config.system-stats-monitor"),
         "{stats:#?}"
     );
     let other = errors(&[("abrt.json", r#"{"plugin": "abrt", "source": "x"}"#)]);

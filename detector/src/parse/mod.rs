@@ -3,6 +3,7 @@
 //! one reader here, [`read_line`], reads from whatever `BufRead` the caller holds (the sources and
 //! [`kmsg::RecordReader`] share it); it opens nothing.
 
+pub mod host;
 pub mod journal;
 pub mod kmsg;
 pub mod resources;

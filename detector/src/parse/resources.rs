@@ -164,26 +164,17 @@ pub(crate) fn pressure(
 }
 
 /// `MemAvailable` and `MemTotal` of `/proc/meminfo`, in bytes, as `memory.available` and
-/// `memory.capacity` (either absent when the file lacks it).
+/// `memory.capacity` (either absent when the file lacks it); read by [`super::host::meminfo`], as
+/// the system stats monitor reads it.
 pub(crate) fn meminfo(text: &str, out: &mut BTreeMap<String, f64>) {
-    for line in text.lines() {
-        let Some((key, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let signal = match key {
-            "MemAvailable" => "memory.available",
-            "MemTotal" => "memory.capacity",
-            _ => continue,
-        };
-        let mut words = rest.split_ascii_whitespace();
-        let (Some(n), unit) = (
-            words.next().and_then(|n| n.parse::<f64>().ok()),
-            words.next(),
-        ) else {
-            continue;
-        };
-        let scale = if unit == Some("kB") { 1024.0 } else { 1.0 };
-        out.insert(signal.into(), n * scale);
+    let m = super::host::meminfo(text);
+    for (key, signal) in [
+        ("MemAvailable", "memory.available"),
+        ("MemTotal", "memory.capacity"),
+    ] {
+        if let Some(v) = m.get(key) {
+            out.insert(signal.into(), *v as f64);
+        }
     }
 }
 

@@ -203,12 +203,21 @@ pub async fn follow(
                 }
             }
         }
-        let status = child.wait().await;
-        tracing::warn!(?status, "journalctl exited; restarting");
+        let status = exit_words(child.wait().await);
+        let again = format!("{}s", backoff.as_secs());
+        tracing::warn!(%status, restarting_in = %again, "journalctl exited; restarting");
         if wait_or_stop(&mut stop, &beat, backoff).await {
             return;
         }
         backoff = (backoff * 2).min(Duration::from_secs(60));
+    }
+}
+
+/// "exit status: 1", "signal: 9 (SIGKILL)": how a child ended, in words (not a Debug dump).
+fn exit_words(status: std::io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(s) => s.to_string(),
+        Err(e) => format!("not known ({e})"),
     }
 }
 

@@ -12,6 +12,7 @@ mod event;
 pub mod exec;
 pub mod file;
 pub mod follow;
+pub mod host;
 pub mod journal;
 pub mod kmsg;
 pub mod once;

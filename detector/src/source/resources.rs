@@ -1,13 +1,13 @@
 //! The `resources` input: every `interval`, one [`Sample`] of the node's pressure stall averages,
 //! available memory, filesystems (`statvfs`) and tasks against the kernel's limits. I/O: a handful
-//! of small reads of `/proc` and one `statvfs` per filesystem, on tokio's blocking pool (a hung
+//! of small reads of `/proc` and one `statvfs` per filesystem, through the host reader the system
+//! stats monitor uses too (`super::host`), on tokio's blocking pool (a hung
 //! network filesystem stalls only this input, and /healthz then names it).
 //!
 //! What the node does not have is left out of the sample, and said once in the log: a kernel
 //! without PSI, a filesystem path that does not exist in the detector's mount namespace.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -15,35 +15,31 @@ use nodemedic_common::health::Beater;
 use tokio::sync::{mpsc, watch};
 
 use super::event::SourceEvent;
+use super::host::{ProcFiles, statvfs};
 use crate::config::ResourceSettings;
 use crate::parse::resources::{self, PSI_RESOURCES, Sample};
 
 /// One reading, now. `missing` collects what could not be read, with why.
 pub fn read(settings: &ResourceSettings, missing: &mut BTreeMap<String, String>) -> Sample {
     let mut values = BTreeMap::new();
-    let proc = settings.proc_dir.as_path();
-    let text = |rel: &str, missing: &mut BTreeMap<String, String>| {
-        let path = proc.join(rel);
-        std::fs::read_to_string(&path)
-            .map_err(|e| {
-                missing.insert(path.display().to_string(), e.to_string());
-            })
-            .ok()
+    let mut files = ProcFiles {
+        dir: settings.proc_dir.as_path(),
+        missing,
     };
     for r in PSI_RESOURCES {
-        if let Some(t) = text(&format!("pressure/{r}"), missing)
+        if let Some(t) = files.text(&format!("pressure/{r}"))
             && let Err(e) = resources::pressure(r, &t, &mut values)
         {
-            missing.insert(format!("pressure/{r}"), e.to_string());
+            files.missing.insert(format!("pressure/{r}"), e.to_string());
         }
     }
-    if let Some(t) = text("meminfo", missing) {
+    if let Some(t) = files.text("meminfo") {
         resources::meminfo(&t, &mut values);
     }
     let number = |t: Option<String>| t.and_then(|t| t.trim().parse::<f64>().ok());
-    let tasks = text("loadavg", missing).and_then(|t| resources::tasks(&t));
-    let pid_max = number(text("sys/kernel/pid_max", missing));
-    let threads_max = number(text("sys/kernel/threads-max", missing));
+    let tasks = files.text("loadavg").and_then(|t| resources::tasks(&t));
+    let pid_max = number(files.text("sys/kernel/pid_max"));
+    let threads_max = number(files.text("sys/kernel/threads-max"));
     if let Some((available, capacity)) =
         tasks.and_then(|n| resources::pids(n, pid_max, threads_max))
     {
@@ -53,15 +49,17 @@ pub fn read(settings: &ResourceSettings, missing: &mut BTreeMap<String, String>)
     for (name, path) in &settings.filesystems {
         match statvfs(path) {
             Ok(fs) => {
-                values.insert(format!("{name}.available"), fs.available);
-                values.insert(format!("{name}.capacity"), fs.capacity);
-                if fs.inodes > 0.0 {
-                    values.insert(format!("{name}.inodesFree"), fs.inodes_free);
-                    values.insert(format!("{name}.inodes"), fs.inodes);
+                values.insert(format!("{name}.available"), fs.available as f64);
+                values.insert(format!("{name}.capacity"), fs.total as f64);
+                if fs.inodes > 0 {
+                    values.insert(format!("{name}.inodesFree"), fs.inodes_free as f64);
+                    values.insert(format!("{name}.inodes"), fs.inodes as f64);
                 }
             }
             Err(e) => {
-                missing.insert(format!("{name} ({})", path.display()), e.to_string());
+                files
+                    .missing
+                    .insert(format!("{name} ({})", path.display()), e.to_string());
             }
         }
     }
@@ -69,26 +67,6 @@ pub fn read(settings: &ResourceSettings, missing: &mut BTreeMap<String, String>)
         at: Timestamp::now(),
         values,
     }
-}
-
-struct Fs {
-    available: f64,
-    capacity: f64,
-    inodes_free: f64,
-    inodes: f64,
-}
-
-/// The kubelet's numbers for a filesystem: blocks available to unprivileged users, all blocks,
-/// free and all inodes (a filesystem without inode counts, such as btrfs, reports 0 inodes).
-fn statvfs(path: &Path) -> std::io::Result<Fs> {
-    let s = rustix::fs::statvfs(path)?;
-    let block = s.f_frsize as f64;
-    Ok(Fs {
-        available: s.f_bavail as f64 * block,
-        capacity: s.f_blocks as f64 * block,
-        inodes_free: s.f_ffree as f64,
-        inodes: s.f_files as f64,
-    })
 }
 
 /// Read every `settings.interval` until `stop` turns true or the receiver is gone, beating `beat`
@@ -176,7 +154,7 @@ mod tests {
         assert!(s.values["memory.available"] > 0.0);
         assert!(missing.contains_key("gone (/nonexistent/x)"), "{missing:?}");
         assert!(!s.values.contains_key("gone.available"));
-        if Path::new("/proc/pressure/io").exists() {
+        if std::path::Path::new("/proc/pressure/io").exists() {
             assert!(
                 s.values.contains_key("psi.io.some.avg60"),
                 "{:?}",
