@@ -10,6 +10,13 @@
 //!    over a window, per sample (reading, handing over, every rule). Everything else (the
 //!    writer's tick, the heartbeat) is the same in both, and no log input polls.
 //!
+//! 4. NPD's system stats monitor (issue 66), its two shipped files: `detector stats`' CPU per
+//!    collection of both over 2,000 collections; `detector run`'s idle RSS with the default rules
+//!    and the two files at NPD's intervals against the default rules alone; and the CPU a
+//!    collection costs the daemon (both files every second against every minute, as in 3). With
+//!    `NPD_BIN` set, node-problem-detector runs the same two files beside it (every second, then
+//!    idle RSS at NPD's intervals), read the same way.
+//!
 //! Three runs of each; min / median / max. `cargo bench -p nodemedic-detector --bench resources`
 
 use std::path::Path;
@@ -19,6 +26,7 @@ use std::time::{Duration, Instant};
 use nodemedic_tests::process::{CpuMeter, cpu_seconds, status_mib};
 
 const READINGS: u32 = 20_000;
+const COLLECTIONS: u32 = 2_000;
 const RUNS: usize = 3;
 const WINDOW: Duration = Duration::from_secs(20);
 
@@ -31,15 +39,29 @@ fn exe() -> String {
 
 /// CPU microseconds per reading of `detector sample`.
 fn sample_cpu_us() -> f64 {
-    let mut child = Command::new(exe())
-        .args([
-            "sample",
-            "--interval",
-            "0s",
-            "--count",
-            &READINGS.to_string(),
-        ])
-        .args(["--filesystem", "nodefs=/", "--filesystem", "imagefs=/tmp"])
+    let mut cmd = Command::new(exe());
+    cmd.args([
+        "sample",
+        "--interval",
+        "0s",
+        "--count",
+        &READINGS.to_string(),
+    ])
+    .args(["--filesystem", "nodefs=/", "--filesystem", "imagefs=/tmp"]);
+    cpu_until_exit(cmd) * 1e6 / f64::from(READINGS)
+}
+
+/// CPU microseconds per collection of NPD's two system stats files by `detector stats`.
+fn stats_cpu_us(files: &str) -> f64 {
+    let mut cmd = Command::new(exe());
+    cmd.args(["stats", files, "--interval", "0s", "--count"])
+        .arg(COLLECTIONS.to_string());
+    cpu_until_exit(cmd) * 1e6 / f64::from(COLLECTIONS)
+}
+
+/// The CPU seconds `cmd` spends from start to exit.
+fn cpu_until_exit(mut cmd: Command) -> f64 {
+    let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -60,7 +82,34 @@ fn sample_cpu_us() -> f64 {
         std::thread::sleep(Duration::from_millis(1));
     }
     child.wait().unwrap();
-    cpu * 1e6 / f64::from(READINGS)
+    cpu
+}
+
+/// NPD's two system stats monitor files in `dir/name`, collected `every` (None: NPD's own 60 s
+/// and 120 s), comma separated as the flag takes them.
+fn stats_files(dir: &Path, name: &str, every: Option<&str>) -> String {
+    let to = dir.join(name);
+    std::fs::create_dir_all(to.join("guestosconfig")).unwrap();
+    let npd = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/npd");
+    std::fs::copy(
+        format!("{npd}/guestosconfig/known-modules.json"),
+        to.join("guestosconfig/known-modules.json"),
+    )
+    .unwrap();
+    let mut files = Vec::new();
+    for (file, own) in [
+        ("system-stats-monitor.json", "60s"),
+        ("net-cgroup-system-stats-monitor.json", "120s"),
+    ] {
+        let text = std::fs::read_to_string(format!("{npd}/{file}")).unwrap();
+        let text = text.replace(
+            &format!("\"invokeInterval\": \"{own}\""),
+            &format!("\"invokeInterval\": \"{}\"", every.unwrap_or(own)),
+        );
+        std::fs::write(to.join(file), text).unwrap();
+        files.push(to.join(file).display().to_string());
+    }
+    files.join(",")
 }
 
 /// A rules directory: the default rules (`logs`) and the resource-monitor read every `every`.
@@ -86,7 +135,7 @@ fn rules_dir(dir: &Path, name: &str, logs: bool, every: Option<&str>) -> std::pa
     rules
 }
 
-fn start(dir: &Path, rules: &Path, kubeconfig: &Path, node: &str) -> Child {
+fn start(dir: &Path, rules: &Path, kubeconfig: &Path, node: &str, stats: Option<&str>) -> Child {
     Command::new(exe())
         .args([
             "run",
@@ -101,6 +150,7 @@ fn start(dir: &Path, rules: &Path, kubeconfig: &Path, node: &str) -> Child {
         .arg(dir.join("kmsg"))
         .arg("--state-file")
         .arg(dir.join(format!("{node}.json")))
+        .args(stats.map(|f| format!("--config.system-stats-monitor={f}")))
         .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -109,9 +159,20 @@ fn start(dir: &Path, rules: &Path, kubeconfig: &Path, node: &str) -> Child {
         .expect("start detector")
 }
 
-/// RSS (MiB) after settling, and CPU seconds over [`WINDOW`], of `detector run` with `rules`.
-fn daemon(dir: &Path, rules: &Path, kubeconfig: &Path, node: &str) -> (f64, f64) {
-    let mut child = start(dir, rules, kubeconfig, node);
+/// RSS (MiB) after settling, and CPU seconds over [`WINDOW`], of `detector run` with `rules` (and
+/// the system stats files `stats`).
+fn daemon(
+    dir: &Path,
+    rules: &Path,
+    kubeconfig: &Path,
+    node: &str,
+    stats: Option<&str>,
+) -> (f64, f64) {
+    measure(start(dir, rules, kubeconfig, node, stats))
+}
+
+/// RSS (MiB) after 5 s, and CPU seconds over [`WINDOW`], of a started daemon; killed after.
+fn measure(mut child: Child) -> (f64, f64) {
     std::thread::sleep(Duration::from_secs(5));
     let rss = status_mib(child.id(), "VmRSS:");
     let meter = CpuMeter::start(child.id());
@@ -161,10 +222,10 @@ fn main() {
     );
     let (mut rss_without, mut rss_with, mut per_sample) = (vec![], vec![], vec![]);
     for _ in 0..RUNS {
-        rss_without.push(daemon(dir, &defaults, &kubeconfig, "bench-a").0);
-        rss_with.push(daemon(dir, &both, &kubeconfig, "bench-b").0);
-        let busy = daemon(dir, &every_second, &kubeconfig, "bench-a").1;
-        let quiet = daemon(dir, &every_minute, &kubeconfig, "bench-b").1;
+        rss_without.push(daemon(dir, &defaults, &kubeconfig, "bench-a", None).0);
+        rss_with.push(daemon(dir, &both, &kubeconfig, "bench-b", None).0);
+        let busy = daemon(dir, &every_second, &kubeconfig, "bench-a", None).1;
+        let quiet = daemon(dir, &every_minute, &kubeconfig, "bench-b", None).1;
         // One sample a second against none in the window.
         per_sample.push((busy - quiet) * 1e6 / WINDOW.as_secs_f64());
     }
@@ -178,5 +239,70 @@ fn main() {
         WINDOW.as_secs(),
         spread(per_sample, 0)
     );
+    system_stats(dir, &defaults, &kubeconfig);
     drop(server);
+}
+
+/// Part 4: NPD's system stats monitor, ours and, with `NPD_BIN`, NPD's.
+fn system_stats(dir: &Path, defaults: &Path, kubeconfig: &Path) {
+    let (npds, second) = (
+        stats_files(dir, "stats-npd", None),
+        stats_files(dir, "stats-second", Some("1s")),
+    );
+    let minute = stats_files(dir, "stats-minute", Some("60s"));
+    let per_collection: Vec<f64> = (0..RUNS).map(|_| stats_cpu_us(&npds)).collect();
+    let (mut rss, mut busy_quiet) = (vec![], vec![]);
+    for _ in 0..RUNS {
+        rss.push(daemon(dir, defaults, kubeconfig, "bench-a", Some(&npds)).0);
+        let busy = daemon(dir, defaults, kubeconfig, "bench-a", Some(&second)).1;
+        let quiet = daemon(dir, defaults, kubeconfig, "bench-b", Some(&minute)).1;
+        busy_quiet.push((busy - quiet) * 1e6 / WINDOW.as_secs_f64());
+    }
+    println!(
+        "detector stats: CPU per collection of NPD's two system stats files, {RUNS} x {COLLECTIONS}: {} us",
+        spread(per_collection, 0)
+    );
+    println!(
+        "detector run, idle RSS after 5 s, default rules and NPD's two system stats files: {} MiB",
+        spread(rss, 1)
+    );
+    println!(
+        "detector run: CPU per collection of both files (every second less every minute, {} s): {} us",
+        WINDOW.as_secs(),
+        spread(busy_quiet, 0)
+    );
+    let Some(npd) = std::env::var_os("NPD_BIN") else {
+        println!(
+            "node-problem-detector beside it: skipped (set NPD_BIN to a node-problem-detector binary)"
+        );
+        return;
+    };
+    let run_npd = |files: &str| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        Command::new(&npd)
+            .args([
+                "--enable-k8s-exporter=false",
+                "--prometheus-address=127.0.0.1",
+            ])
+            .arg(format!("--prometheus-port={port}"))
+            .arg(format!("--config.system-stats-monitor={files}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start node-problem-detector")
+    };
+    let (mut rss, mut per) = (vec![], vec![]);
+    for _ in 0..RUNS {
+        rss.push(measure(run_npd(&npds)).0);
+        // NPD's idle cost without collections is not separable here: every second, all of it.
+        per.push(measure(run_npd(&second)).1 * 1e6 / WINDOW.as_secs_f64());
+    }
+    println!(
+        "node-problem-detector, the same two files: idle RSS after 5 s {} MiB; CPU per collection (every second, all of its CPU) {} us",
+        spread(rss, 1),
+        spread(per, 0)
+    );
 }

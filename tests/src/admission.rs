@@ -1,4 +1,4 @@
-//! The shipped own-node ValidatingAdmissionPolicy (deploy/own-node-policy/policy.yaml), put on
+//! The shipped own-node ValidatingAdmissionPolicy (deploy/components/own-node-policy/policy.yaml), put on
 //! an API server for scenarios that run the detector under it or attack it.
 
 use kube::Api;
@@ -7,7 +7,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 
 /// The policy file, from the repository's root.
-pub const OWN_NODE_POLICY: &str = "deploy/own-node-policy/policy.yaml";
+pub const OWN_NODE_POLICY: &str = "deploy/components/own-node-policy/policy.yaml";
 
 /// The shipped policy and its binding, as JSON documents.
 pub fn own_node_policy_docs() -> Vec<serde_json::Value> {

@@ -1,7 +1,7 @@
 //! What the detector's credential may write beyond its own Node's conditions, found out at start
 //! and said in the log and `/healthz`.
 //!
-//! The shipped own-node policy (deploy/own-node-policy/policy.yaml) refuses any change of a
+//! The shipped own-node policy (deploy/components/own-node-policy/policy.yaml) refuses any change of a
 //! Node's labels by the detector. So the detector asks the API server, with a dry run (admitted,
 //! never stored), to put a label on its own Node through `nodes/status`: refused by a
 //! ValidatingAdmissionPolicy means the policy is in force for this credential; accepted means

@@ -3,6 +3,9 @@
 //! kubectl asks for aggregated discovery first (`Accept: ...;as=APIGroupDiscoveryList`) and reads
 //! the legacy lists when the answer is plain `application/json`, as kube-apiserver before 1.26
 //! answers; names, kinds, scopes and short names are kube-apiserver's (`kubectl api-resources`).
+//! It answers as v1.30 unless told to answer as an older minor release
+//! ([`super::TestApiServer::pretend_minor`]): then the kinds that release did not serve are absent
+//! (ValidatingAdmissionPolicy v1 came in 1.30), as `kubectl apply` then finds them.
 
 use serde_json::{Value, json};
 
@@ -75,6 +78,54 @@ const RESOURCES: &[Row] = &[
     ("coordination.k8s.io/v1", "leases", "Lease", true, &[], &[]),
     ("events.k8s.io/v1", "events", "Event", true, &["ev"], &[]),
     (
+        "rbac.authorization.k8s.io/v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        &[],
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        &[],
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "roles",
+        "Role",
+        true,
+        &[],
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        &[],
+        &[],
+    ),
+    (
+        "networking.k8s.io/v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+        &["netpol"],
+        &[],
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+        &[],
+        &[],
+    ),
+    (
         "admissionregistration.k8s.io/v1",
         "validatingadmissionpolicies",
         "ValidatingAdmissionPolicy",
@@ -103,10 +154,23 @@ const VERBS: &[&str] = &[
     "watch",
 ];
 
+/// The minor release each kind came in at its group version, where it is after 1.26.
+fn since(kind: &str) -> u32 {
+    match kind {
+        "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => 30,
+        _ => 0,
+    }
+}
+
+/// The kinds a server of `minor` serves.
+fn served(minor: u32) -> impl Iterator<Item = &'static Row> {
+    RESOURCES.iter().filter(move |r| since(r.2) <= minor)
+}
+
 /// The group versions served, in order, without duplicates.
-fn group_versions() -> Vec<&'static str> {
+fn group_versions(minor: u32) -> Vec<&'static str> {
     let mut out: Vec<&str> = Vec::new();
-    for r in RESOURCES {
+    for r in served(minor) {
         if r.0 != "v1" && !out.contains(&r.0) {
             out.push(r.0);
         }
@@ -114,9 +178,9 @@ fn group_versions() -> Vec<&'static str> {
     out
 }
 
-fn resource_list(gv: &str) -> Option<Value> {
+fn resource_list(gv: &str, minor: u32) -> Option<Value> {
     let mut resources = Vec::new();
-    for &(_, name, kind, namespaced, short, subs) in RESOURCES.iter().filter(|r| r.0 == gv) {
+    for &(_, name, kind, namespaced, short, subs) in served(minor).filter(|r| r.0 == gv) {
         let singular = kind.to_lowercase();
         let mut r = json!({"name": name, "singularName": singular, "namespaced": namespaced,
             "kind": kind, "verbs": VERBS});
@@ -143,16 +207,18 @@ fn resource_list(gv: &str) -> Option<Value> {
     })
 }
 
-/// The answer to a GET of `path`, if it is a discovery path.
-pub(crate) fn answer(path: &str, addr: &str) -> Option<Value> {
+/// The answer to a GET of `path`, if it is a discovery path, from a server of release 1.`minor`.
+pub(crate) fn answer(path: &str, addr: &str, minor: u32) -> Option<Value> {
     match path.trim_end_matches('/') {
-        "/version" => Some(json!({"major": "1", "minor": "30", "gitVersion": "v1.30.0",
+        "/version" => Some(
+            json!({"major": "1", "minor": minor.to_string(), "gitVersion": format!("v1.{minor}.0"),
             "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
-            "goVersion": "go1.22", "compiler": "gc", "platform": "linux/amd64"})),
+            "goVersion": "go1.22", "compiler": "gc", "platform": "linux/amd64"}),
+        ),
         "/api" => Some(json!({"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]})),
         "/apis" => {
-            let groups: Vec<Value> = group_versions()
+            let groups: Vec<Value> = group_versions(minor)
                 .into_iter()
                 .map(|gv| {
                     let (group, version) = gv.split_once('/').unwrap();
@@ -162,11 +228,11 @@ pub(crate) fn answer(path: &str, addr: &str) -> Option<Value> {
                 .collect();
             Some(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
         }
-        "/api/v1" => resource_list("v1"),
+        "/api/v1" => resource_list("v1", minor),
         p => {
             let gv = p.strip_prefix("/apis/")?;
             (gv.matches('/').count() == 1)
-                .then(|| resource_list(gv))
+                .then(|| resource_list(gv, minor))
                 .flatten()
         }
     }
@@ -178,7 +244,7 @@ mod tests {
 
     #[test]
     fn groups_and_resources_are_listed_as_kube_apiserver_lists_them() {
-        let apis = answer("/apis", "127.0.0.1:1").unwrap();
+        let apis = answer("/apis", "127.0.0.1:1", 30).unwrap();
         let names: Vec<&str> = apis["groups"]
             .as_array()
             .unwrap()
@@ -186,7 +252,7 @@ mod tests {
             .map(|g| g["name"].as_str().unwrap())
             .collect();
         assert!(names.contains(&"policy") && names.contains(&"coordination.k8s.io"));
-        let core = answer("/api/v1", "x").unwrap();
+        let core = answer("/api/v1", "x", 30).unwrap();
         let nodes = core["resources"]
             .as_array()
             .unwrap()
@@ -196,7 +262,8 @@ mod tests {
         assert_eq!(nodes["namespaced"], false);
         assert_eq!(nodes["shortNames"], json!(["no"]));
         assert!(
-            answer("/apis/policy/v1", "x").unwrap()["resources"][0]["shortNames"] == json!(["pdb"])
+            answer("/apis/policy/v1", "x", 30).unwrap()["resources"][0]["shortNames"]
+                == json!(["pdb"])
         );
         assert!(answer("/apis/nothing.example/v1", "x").is_none());
         assert!(

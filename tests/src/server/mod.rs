@@ -88,6 +88,8 @@ pub(crate) struct Inner {
     pub(crate) no_kubelets: bool,
     /// Bearer tokens of other identities than the administrator ([`TestApiServer::client_as`]).
     pub(crate) users: std::collections::HashMap<String, identity::User>,
+    /// The minor release discovery answers as (None: 1.30).
+    minor: Option<u32>,
 }
 
 /// A running test API server.
@@ -125,6 +127,12 @@ impl TestApiServer {
             inner,
             watches,
         }
+    }
+
+    /// Answer discovery as Kubernetes 1.`minor` does: its version, and only the kinds it served
+    /// (before 1.30, no ValidatingAdmissionPolicy v1).
+    pub fn pretend_minor(&self, minor: u32) {
+        self.inner.lock().unwrap().minor = Some(minor);
     }
 
     /// A real kube::Client talking HTTP to this server.
@@ -591,6 +599,7 @@ async fn handle(
                 .get(header::HOST)
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or(""),
+            app.inner.lock().unwrap().minor.unwrap_or(30),
         )
     {
         json_response(StatusCode::OK, &found)

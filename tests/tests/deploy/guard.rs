@@ -10,7 +10,7 @@ fn guard_overlay_webhook_and_kyverno_alternative() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use k8s_openapi::api::core::v1::Service;
     let dir = repo().join("deploy/guard");
-    let objects = docs(&dir.join("guard.yaml"));
+    let objects = docs(&repo().join("deploy/components/guard/guard.yaml"));
     let svc = find(&objects, "Service", "nodemedic-guard");
     let _: Service = typed(svc);
     let vwc = find(
@@ -62,13 +62,21 @@ fn guard_overlay_webhook_and_kyverno_alternative() {
     assert_eq!(w["clientConfig"]["service"]["path"], "/validate");
 
     // The patch: flags point into the mounted Secret, the Service targets its port by name.
-    let patch = docs(&dir.join("drainer-guard-patch.yaml")).remove(0);
+    let component = repo().join("deploy/components/guard");
+    let patch = docs(&component.join("drainer-guard-patch.yaml")).remove(0);
     let c = &patch["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .unwrap()
+    // The flags are appended (JSON patch), so other components' flags combine with them.
+    let ops = docs(&component.join("drainer-guard-args.yaml"));
+    let ops = ops[0].as_array().expect("a JSON patch");
+    let args: Vec<&str> = ops
         .iter()
-        .map(|a| a.as_str().unwrap())
+        .inspect(|op| {
+            assert_eq!(
+                (op["op"].as_str(), op["path"].as_str()),
+                (Some("add"), Some("/spec/template/spec/containers/0/args/-"))
+            )
+        })
+        .map(|op| op["value"].as_str().unwrap())
         .collect();
     let mount = c["volumeMounts"][0]["mountPath"].as_str().unwrap();
     for flag in ["--guard-tls-cert=", "--guard-tls-key="] {
@@ -88,12 +96,16 @@ fn guard_overlay_webhook_and_kyverno_alternative() {
     };
     let base_args =
         &pod_spec(find(&base, "Deployment", "nodemedic-drainer"))["containers"][0]["args"];
-    for a in base_args.as_array().unwrap() {
-        assert!(
-            args.contains(&a.as_str().unwrap()),
-            "the patch keeps the base argument {a}"
-        );
-    }
+    let overlay = kustomize(&dir).unwrap();
+    let rendered_args =
+        &pod_spec(find(&overlay, "Deployment", "nodemedic-drainer"))["containers"][0]["args"];
+    let mut expected = base_args.as_array().unwrap().clone();
+    expected.extend(args.iter().map(|a| Value::from(*a)));
+    assert_eq!(
+        rendered_args.as_array().unwrap(),
+        &expected,
+        "the base's arguments, then the guard's"
+    );
     {
         let rendered = kustomize(&dir).unwrap();
         check_labels(&rendered, false);

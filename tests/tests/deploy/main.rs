@@ -10,6 +10,7 @@ mod checks;
 mod guard;
 mod image;
 mod images;
+mod install;
 mod monitoring;
 mod own_node;
 mod pressure;

@@ -78,7 +78,7 @@ fn alert_names() -> Vec<String> {
 
 #[test]
 fn the_kustomize_prometheus_rule_carries_the_same_rules() {
-    let rule = docs(&repo().join("deploy/monitoring/prometheusrule.yaml")).remove(0);
+    let rule = docs(&repo().join("deploy/components/monitoring/prometheusrule.yaml")).remove(0);
     assert_eq!(rule["spec"], docs(&alerts_file()).remove(0));
 }
 

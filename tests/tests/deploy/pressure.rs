@@ -40,13 +40,15 @@ fn shipped() -> Vec<(String, String, String)> {
 
 #[test]
 fn the_early_pressure_overlay_adds_the_rule_file_and_its_filesystems_to_the_base() {
-    let copy = std::fs::read_to_string(repo().join("deploy/early-pressure/resource-monitor.yaml"))
-        .unwrap();
+    let copy = std::fs::read_to_string(
+        repo().join("deploy/components/early-pressure/resource-monitor.yaml"),
+    )
+    .unwrap();
     let original =
         std::fs::read_to_string(repo().join("config/rules-extra/resource-monitor.yaml")).unwrap();
     assert_eq!(
         copy, original,
-        "deploy/early-pressure/resource-monitor.yaml differs from config/rules-extra"
+        "deploy/components/early-pressure/resource-monitor.yaml differs from config/rules-extra"
     );
     let Some(overlay) = kustomize(&repo().join("deploy/early-pressure")) else {
         return;
