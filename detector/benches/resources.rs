@@ -102,10 +102,14 @@ fn stats_files(dir: &Path, name: &str, every: Option<&str>) -> String {
         ("net-cgroup-system-stats-monitor.json", "120s"),
     ] {
         let text = std::fs::read_to_string(format!("{npd}/{file}")).unwrap();
-        let text = text.replace(
-            &format!("\"invokeInterval\": \"{own}\""),
-            &format!("\"invokeInterval\": \"{}\"", every.unwrap_or(own)),
-        );
+        let every = every.unwrap_or(own);
+        // NPD's own rule, kept: the lsblk timeout may not be longer than the interval.
+        let text = text
+            .replace(
+                &format!("\"invokeInterval\": \"{own}\""),
+                &format!("\"invokeInterval\": \"{every}\""),
+            )
+            .replace("\"lsblkTimeout\": \"5s\"", "\"lsblkTimeout\": \"1s\"");
         std::fs::write(to.join(file), text).unwrap();
         files.push(to.join(file).display().to_string());
     }

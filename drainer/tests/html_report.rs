@@ -166,6 +166,7 @@ fn simulate_draws_each_nodes_states_the_breaker_and_the_count_in_a_real_browser(
         .collect();
     let mut expected: BTreeSet<(String, String)> = BTreeSet::new();
     let mut held_while = Vec::new();
+    let mut quiet = BTreeSet::new();
     for r in &reports {
         for h in r["happenings"].as_array().unwrap() {
             if let (Some(node), Some(state)) =
@@ -185,7 +186,15 @@ fn simulate_draws_each_nodes_states_the_breaker_and_the_count_in_a_real_browser(
                 .filter(|x| x["node"] == node && x["at_secs"].as_u64() <= h["at_secs"].as_u64())
                 .filter_map(|x| state_of(x["what"].as_str().unwrap()))
                 .next_back();
-            if h["what"] == "held" && before.is_none_or(|s| s == "uncordoned") {
+            let acted_on = r["happenings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["node"] == node && state_of(x["what"].as_str().unwrap()).is_some());
+            if h["what"] == "held" && !acted_on {
+                // Only ever held: folded into the quiet lane, counted there.
+                quiet.insert(node.to_string());
+            } else if h["what"] == "held" && before.is_none_or(|s| s == "uncordoned") {
                 expected.insert((node.to_string(), "held by a gate".into()));
             } else if h["what"] == "held" {
                 held_while.push(node.to_string());
@@ -207,6 +216,16 @@ fn simulate_draws_each_nodes_states_the_breaker_and_the_count_in_a_real_browser(
     assert!(
         missing.is_empty(),
         "no bar for {missing:?}; drawn: {drawn:?}"
+    );
+    let folded: usize = dom
+        .split("class=\"quiet\" data-count=\"")
+        .skip(1)
+        .map(|t| t[..t.find('"').unwrap()].parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(
+        folded,
+        quiet.len(),
+        "the nodes only held are counted in the quiet lanes"
     );
     for node in &held_while {
         assert!(
@@ -258,6 +277,173 @@ fn simulate_draws_each_nodes_states_the_breaker_and_the_count_in_a_real_browser(
             "{name} ({colour}) is not on the screen: {pixels} pixels of {wanted:?}"
         );
     }
+}
+
+/// The `what`s of a JSON report's happenings.
+fn whats(r: &Value) -> Vec<(u64, String, Option<String>, String)> {
+    r["happenings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["at_secs"].as_u64().unwrap(),
+                h["what"].as_str().unwrap().to_string(),
+                h["node"].as_str().map(String::from),
+                h["detail"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_big_outage_reads_top_down_in_a_real_browser() {
+    let scenarios = [
+        "config/scenarios/zone-outage.yaml",
+        "config/scenarios/zone-slow-start.yaml",
+        "config/scenarios/probation.yaml",
+        "config/scenarios/reboot-survives.yaml",
+        "config/scenarios/bad-kernel-rollout.yaml",
+    ];
+    let html = drainer(&[&["simulate", "--output", "html"][..], &scenarios[..]].concat());
+    assert!(html.status.success());
+    let html = String::from_utf8(html.stdout).unwrap();
+    let json = drainer(&[&["simulate", "--output", "json"][..], &scenarios[..]].concat());
+    let reports: Vec<Value> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, &html).unwrap();
+    let dom = headless(browser, dir.path(), &page, &["--dump-dom"]);
+    let sections: Vec<&str> = dom.split("<section>").skip(1).collect();
+    assert_eq!(sections.len(), 5);
+
+    // Every run: the nodes acted on, in the order they were, the rest folded into a count.
+    let mut lanes_seen = 0;
+    for (section, report) in sections.iter().zip(&reports) {
+        let mut first_act: Vec<(u64, String)> = Vec::new();
+        for (at, what, node, _) in whats(report) {
+            if let Some(node) = node.filter(|_| state_of(&what).is_some())
+                && !first_act.iter().any(|(_, n)| *n == node)
+            {
+                first_act.push((at, node));
+            }
+        }
+        let mut lanes: Vec<String> = Vec::new();
+        for (node, _) in bars(section) {
+            if !lanes.contains(&node) {
+                lanes.push(node);
+            }
+        }
+        let order: Vec<u64> = (lanes.iter())
+            .map(|n| {
+                first_act
+                    .iter()
+                    .find(|(_, m)| m == n)
+                    .map(|(at, _)| *at)
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] <= w[1]),
+            "lanes by first action: {order:?}"
+        );
+        lanes_seen += lanes.len();
+    }
+    assert!(lanes_seen > 10, "{lanes_seen}");
+    let only_held = |report: &Value| {
+        let acted: BTreeSet<&str> = (report["happenings"].as_array().unwrap().iter())
+            .filter(|h| state_of(h["what"].as_str().unwrap()).is_some())
+            .filter_map(|h| h["node"].as_str())
+            .collect();
+        (report["held"].as_array().unwrap().iter())
+            .filter_map(|h| h["node"].as_str())
+            .filter(|n| !acted.contains(n))
+            .collect::<BTreeSet<&str>>()
+            .len()
+    };
+    let folded = |section: &str| {
+        section
+            .split("class=\"quiet\" data-count=\"")
+            .nth(1)
+            .map(|t| t[..t.find('"').unwrap()].parse::<usize>().unwrap())
+    };
+    for (section, report) in sections.iter().zip(&reports) {
+        assert_eq!(folded(section), Some(only_held(report)).filter(|n| *n > 0));
+    }
+    // The outage held all 1,500 nodes and acted on none: one lane says so, under the breaker's band.
+    let outage = sections[0];
+    assert_eq!(only_held(&reports[0]), 1500);
+    assert_eq!(folded(outage), Some(1500));
+    let band = outage
+        .find("class=\"breaker-band\"")
+        .expect("the breaker's band");
+    assert!(
+        band < outage.find("class=\"quiet\"").unwrap(),
+        "the band is above the lanes"
+    );
+
+    // The slow start's widths as it changed them.
+    let widths: Vec<String> = whats(&reports[1])
+        .into_iter()
+        .filter(|(_, what, _, _)| what.starts_with("slow start "))
+        .map(|(_, _, _, detail)| {
+            detail
+                .rsplit_once(": ")
+                .unwrap()
+                .1
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let drawn: Vec<String> = sections[1]
+        .split("class=\"slow-start\" data-width=\"")
+        .skip(1)
+        .map(|t| t[..t.find('"').unwrap()].to_string())
+        .collect();
+    assert!(!widths.is_empty());
+    assert_eq!(drawn, widths);
+
+    // The relapse marked on its node; the ladder's reboot and replacement counted.
+    for (_, what, node, _) in whats(&reports[2]) {
+        if what == "relapse" {
+            let node = node.unwrap();
+            assert!(sections[2].contains(&format!("class=\"relapse\" data-node=\"{node}\"")));
+        }
+    }
+    assert!(
+        sections[3].contains("1 reboot (") && sections[3].contains("1 replaced"),
+        "{}",
+        sections[3]
+    );
+
+    let shot = dir.path().join("outage.png");
+    headless(
+        browser,
+        dir.path(),
+        &page,
+        &[&format!("--screenshot={}", shot.display())],
+    );
+    let seen = colours(&shot);
+    assert!(
+        seen.get(&[255, 191, 191]).copied().unwrap_or(0) >= 30,
+        "the breaker's band is on the screen"
+    );
+    assert!(
+        seen.get(&rgb("#f2c14e")).copied().unwrap_or(0)
+            + seen
+                .iter()
+                .filter(|(c, _)| c[0] > 240 && c[1] > 200 && c[2] < 200 && c[2] > 130)
+                .map(|(_, n)| *n)
+                .sum::<usize>()
+            >= 30,
+        "the quiet lane is on the screen"
+    );
 }
 
 #[test]

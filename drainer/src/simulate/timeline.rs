@@ -1,13 +1,23 @@
 //! A simulation's or backtest's reports as one self-contained HTML page (`--output html`): per run
-//! (a scenario, or a policy side by side with the others on one time axis) a swimlane per node
-//! (held by a gate, cordoned, draining, drained, probation, uncordoned, deleted; reasons on
-//! hover), the number of nodes cordoned over time, and the breaker's open spans. Inline SVG and
-//! CSS only: no script, nothing fetched. Pure.
+//! (a scenario, or a policy side by side with the others on one time axis) what it came to in one
+//! line (cordons, drains, reboots, replacements, people called), a band for the breaker's open
+//! spans and one for the slow start's widths above the lanes, a swimlane per node the drainer
+//! acted on, in the order it first acted (held by a gate, cordoned, draining, drained, probation,
+//! uncordoned, deleted, the ladder's steps; relapses marked; reasons on hover), the nodes only
+//! ever held folded into one lane with their count, and the number of nodes cordoned over time.
+//! Inline SVG and CSS only: no script, nothing fetched. Pure.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::report::{Happening, Report};
+use super::report::Report;
+
+mod lanes;
+
+use lanes::{
+    BREAKER_COLOUR, COUNT_COLOUR, Lane, Segment, State, arrange, breaker_spans, cordoned_over_time,
+    lanes, slow_start_widths, summary,
+};
 
 /// One report to draw, under its title and what it is about.
 pub(crate) struct Run<'a> {
@@ -32,188 +42,6 @@ fn axis_end<'a>(reports: impl Iterator<Item = &'a Report>) -> u64 {
         .max()
         .unwrap_or(0);
     (end + end / 20).max(60)
-}
-
-/// What a node's lane shows, from a time on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum State {
-    Held,
-    Cordoned,
-    Draining,
-    Drained,
-    Probation,
-    Uncordoned,
-    Deleted,
-    /// The remediation ladder's steps past the drain, and its end.
-    Rebooting,
-    Replacing,
-    NeedsPerson,
-}
-
-impl State {
-    pub(crate) const ALL: [State; 10] = [
-        State::Held,
-        State::Cordoned,
-        State::Draining,
-        State::Drained,
-        State::Rebooting,
-        State::Replacing,
-        State::NeedsPerson,
-        State::Probation,
-        State::Uncordoned,
-        State::Deleted,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            State::Held => "held by a gate",
-            State::Cordoned => "cordoned",
-            State::Draining => "draining",
-            State::Drained => "drained",
-            State::Probation => "probation",
-            State::Uncordoned => "uncordoned",
-            State::Deleted => "deleted",
-            State::Rebooting => "rebooting",
-            State::Replacing => "replacing",
-            State::NeedsPerson => "needs a person",
-        }
-    }
-
-    /// Its colour: distinct from each other and from the chart's, so a picture of the page can be
-    /// read back (the browser test does).
-    pub(crate) fn colour(self) -> &'static str {
-        match self {
-            State::Held => "#f2c14e",
-            State::Cordoned => "#e07a5f",
-            State::Draining => "#c0392b",
-            State::Drained => "#6d2a8c",
-            State::Probation => "#3d7ddb",
-            State::Uncordoned => "#6abf69",
-            State::Deleted => "#8a8a8a",
-            State::Rebooting => "#17a2b8",
-            State::Replacing => "#8c564b",
-            State::NeedsPerson => "#d63384",
-        }
-    }
-
-    fn of(what: &str) -> Option<State> {
-        Some(match what {
-            "held" => State::Held,
-            "cordon" | "taint" | "relapse" => State::Cordoned,
-            "drain" => State::Draining,
-            "drained" => State::Drained,
-            "probation" => State::Probation,
-            "uncordon" | "untaint" => State::Uncordoned,
-            "delete" => State::Deleted,
-            "reboot" => State::Rebooting,
-            "replace" => State::Replacing,
-            "needs a person" => State::NeedsPerson,
-            _ => return None,
-        })
-    }
-}
-
-/// The colour of the count of cordoned nodes, and of the breaker's open spans.
-pub(crate) const COUNT_COLOUR: &str = "#1f4e79";
-pub(crate) const BREAKER_COLOUR: &str = "#ff0000";
-
-/// A span of one state on a node's lane, `[from, to)` in seconds since the start.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Segment {
-    pub(crate) state: State,
-    pub(crate) from: u64,
-    pub(crate) to: u64,
-    pub(crate) why: String,
-}
-
-/// Each node's segments, the nodes in the order they first appear.
-pub(crate) fn lanes(r: &Report, end: u64) -> Vec<(String, Vec<Segment>)> {
-    let mut all: Vec<&Happening> = r.happenings.iter().chain(&r.held).collect();
-    all.sort_by_key(|h| h.at_secs);
-    let mut out: Vec<(String, Vec<Segment>)> = Vec::new();
-    for h in all {
-        let Some(node) = &h.node else { continue };
-        if h.what == "released" {
-            // No gate holds it any more: its held span ends (nothing else changed).
-            if let Some((_, segs)) = out.iter_mut().find(|(n, _)| n == node)
-                && let Some(last) = segs.last_mut()
-                && last.state == State::Held
-                && last.to > h.at_secs
-            {
-                last.to = h.at_secs;
-            }
-            continue;
-        }
-        let Some(state) = State::of(&h.what) else {
-            continue;
-        };
-        let i = match out.iter().position(|(n, _)| n == node) {
-            Some(i) => i,
-            None => {
-                out.push((node.clone(), Vec::new()));
-                out.len() - 1
-            }
-        };
-        let segs = &mut out[i].1;
-        // A wait begun while the node is already further on (a drain waiting its turn) does not
-        // undo its state: it is said on the current segment.
-        if state == State::Held
-            && segs
-                .last()
-                .is_some_and(|s| s.state != State::Uncordoned && s.state != State::Held)
-        {
-            let last = segs.last_mut().expect("checked");
-            last.why = format!("{}; then held: {}", last.why, h.detail);
-            continue;
-        }
-        if let Some(last) = segs.last_mut() {
-            last.to = last.to.min(h.at_secs);
-        }
-        segs.retain(|s| s.to > s.from);
-        segs.push(Segment {
-            state,
-            from: h.at_secs,
-            to: end,
-            why: h.detail.clone(),
-        });
-    }
-    out
-}
-
-/// The number of nodes cordoned by the drainer over time: (seconds, count) at each change.
-pub(crate) fn cordoned_over_time(r: &Report) -> Vec<(u64, usize)> {
-    let mut n = 0usize;
-    let mut out = vec![(0, 0)];
-    for h in &r.happenings {
-        match h.what.as_str() {
-            "cordon" | "taint" => n += 1,
-            "uncordon" | "untaint" => n = n.saturating_sub(1),
-            _ => continue,
-        }
-        out.push((h.at_secs, n));
-    }
-    out
-}
-
-/// The breaker's open spans, with what opened it.
-pub(crate) fn breaker_spans(r: &Report, end: u64) -> Vec<(u64, u64, String)> {
-    let mut out: Vec<(u64, u64, String)> = Vec::new();
-    let mut open: Option<(u64, String)> = None;
-    for h in &r.happenings {
-        match h.what.as_str() {
-            "breaker opened" => open = Some((h.at_secs, h.detail.clone())),
-            "breaker closed" => {
-                if let Some((from, why)) = open.take() {
-                    out.push((from, h.at_secs, why));
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some((from, why)) = open {
-        out.push((from, end, why));
-    }
-    out
 }
 
 /// The page. `rows` is a summary table (a backtest's figures per policy), `note` a line under the
@@ -244,6 +72,11 @@ pub(crate) fn page(
         if !run.about.is_empty() {
             let _ = writeln!(html, "<p>{}</p>", esc(&run.about));
         }
+        let _ = writeln!(
+            html,
+            "<p class=\"counts\">{}</p>",
+            esc(&summary(run.report))
+        );
         let end = match axis {
             Axis::Shared => shared,
             Axis::Each => axis_end(std::iter::once(run.report)),
@@ -304,10 +137,18 @@ const AXIS: f64 = 22.0;
 const CHART: f64 = 70.0;
 
 fn svg(r: &Report, end: u64) -> String {
-    let lanes = lanes(r, end);
+    let (acted, quiet) = arrange(lanes(r, end));
+    let spans = breaker_spans(r, end);
+    let widths = slow_start_widths(r);
     let x = |secs: u64| LABELS + PLOT * secs as f64 / end as f64;
-    let lanes_h = lanes.len() as f64 * (LANE + GAP);
-    let chart_top = AXIS + lanes_h + 16.0;
+    // Rows from the top: the breaker's band, the slow start's, a lane per node acted on, the
+    // quiet nodes' lane; each band only when it has something to show.
+    let rows = usize::from(!spans.is_empty())
+        + usize::from(!widths.is_empty())
+        + acted.len()
+        + usize::from(!quiet.is_empty());
+    let row_y = |i: usize| AXIS + i as f64 * (LANE + GAP);
+    let chart_top = row_y(rows) + 16.0;
     let height = chart_top + CHART + 8.0;
     let mut s = String::new();
     let _ = writeln!(
@@ -317,7 +158,45 @@ fn svg(r: &Report, end: u64) -> String {
         LABELS + PLOT + 10.0,
         LABELS + PLOT + 10.0
     );
-    // Time axis: ticks at a round step, at most about ten.
+    s.push_str(&ticks(end, chart_top + CHART, &x));
+    // Faint behind every lane, so a lane's span can be read against it.
+    for (from, to, why) in &spans {
+        let _ = writeln!(
+            s,
+            "<rect class=\"breaker\" x=\"{:.1}\" y=\"{AXIS}\" width=\"{:.1}\" height=\"{:.1}\" \
+             fill=\"{BREAKER_COLOUR}\" fill-opacity=\"0.25\"><title>breaker open from +{} to +{}: {}</title></rect>",
+            x(*from),
+            (x(*to) - x(*from)).max(1.0),
+            chart_top + CHART - AXIS,
+            clock(*from),
+            clock(*to),
+            esc(why)
+        );
+    }
+    let mut row = 0;
+    if !spans.is_empty() {
+        s.push_str(&breaker_band(&spans, row_y(row), &x));
+        row += 1;
+    }
+    if !widths.is_empty() {
+        s.push_str(&slow_start_band(&widths, row_y(row), &x));
+        row += 1;
+    }
+    for (node, segs) in &acted {
+        s.push_str(&lane(node, segs, row_y(row), &x));
+        row += 1;
+    }
+    if !quiet.is_empty() {
+        s.push_str(&quiet_lane(&quiet, row_y(row), &x));
+    }
+    s.push_str(&count_chart(r, end, chart_top, &x));
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The time axis: ticks at a round step, at most about ten, lines down to `bottom`.
+fn ticks(end: u64, bottom: f64, x: &dyn Fn(u64) -> f64) -> String {
+    let mut s = String::new();
     let step = tick_step(end);
     let mut t = 0;
     while t <= end {
@@ -326,58 +205,123 @@ fn svg(r: &Report, end: u64) -> String {
             "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{AXIS}\" y2=\"{1:.1}\" stroke=\"#e4e4e4\"/>\
              <text x=\"{0:.1}\" y=\"14\" text-anchor=\"middle\">+{2}</text>",
             x(t),
-            chart_top + CHART,
+            bottom,
             humantime::format_duration(Duration::from_secs(t))
         );
         t += step;
     }
-    for (from, to, why) in breaker_spans(r, end) {
+    s
+}
+
+fn row_label(y: f64, text: &str) -> String {
+    format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+        LABELS - 6.0,
+        y + LANE - 5.0,
+        esc(text)
+    )
+}
+
+/// The breaker's open spans as a band of their own above the lanes.
+fn breaker_band(spans: &[(u64, u64, String)], y: f64, x: &dyn Fn(u64) -> f64) -> String {
+    let mut s = row_label(y, "breaker open");
+    for (from, to, why) in spans {
         let _ = writeln!(
             s,
-            "<rect class=\"breaker\" x=\"{:.1}\" y=\"{AXIS}\" width=\"{:.1}\" height=\"{:.1}\" \
+            "<rect class=\"breaker-band\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{LANE}\" \
              fill=\"{BREAKER_COLOUR}\" fill-opacity=\"0.25\"><title>breaker open from +{} to +{}: {}</title></rect>",
-            x(from),
-            (x(to) - x(from)).max(1.0),
-            chart_top + CHART - AXIS,
-            clock(from),
-            clock(to),
-            esc(&why)
+            x(*from),
+            (x(*to) - x(*from)).max(1.0),
+            clock(*from),
+            clock(*to),
+            esc(why)
         );
     }
-    for (i, (node, segs)) in lanes.iter().enumerate() {
-        let y = AXIS + i as f64 * (LANE + GAP);
+    s
+}
+
+/// The slow start's width (nodes at once) at each change, as numbers on a band above the lanes.
+fn slow_start_band(widths: &[(u64, String, String)], y: f64, x: &dyn Fn(u64) -> f64) -> String {
+    let mut s = row_label(y, "slow start, at once");
+    for (at, width, said) in widths {
+        let (left, width, said, when) = (x(*at), esc(width), esc(said), clock(*at));
+        let (bottom, baseline) = (y + LANE, y + LANE - 5.0);
         let _ = writeln!(
             s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            LABELS - 6.0,
-            y + LANE - 5.0,
-            esc(node)
+            "<g class=\"slow-start\" data-width=\"{width}\"><line x1=\"{left:.1}\" x2=\"{left:.1}\" \
+             y1=\"{y:.1}\" y2=\"{bottom:.1}\" stroke=\"#555\"/><text x=\"{:.1}\" y=\"{baseline:.1}\">{width}</text>\
+             <title>+{when} {said}</title></g>",
+            left + 2.0
         );
-        for seg in segs {
-            let why = if seg.why.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", seg.why)
-            };
+    }
+    s
+}
+
+/// One node's lane: a bar per state, a mark where the problem came back during probation.
+fn lane(node: &str, segs: &[Segment], y: f64, x: &dyn Fn(u64) -> f64) -> String {
+    let mut s = row_label(y, node);
+    for seg in segs {
+        let why = if seg.why.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", seg.why)
+        };
+        let _ = writeln!(
+            s,
+            "<rect class=\"seg\" data-node=\"{}\" data-state=\"{}\" x=\"{:.1}\" y=\"{y:.1}\" \
+             width=\"{:.1}\" height=\"{LANE}\" fill=\"{}\"><title>{} {} from +{} to +{}{}</title></rect>",
+            esc(node),
+            seg.state.name(),
+            x(seg.from),
+            (x(seg.to) - x(seg.from)).max(2.0),
+            seg.state.colour(),
+            esc(node),
+            seg.state.name(),
+            clock(seg.from),
+            clock(seg.to),
+            esc(&why)
+        );
+        if seg.relapse {
+            let (at, top) = (x(seg.from), y - 2.0);
             let _ = writeln!(
                 s,
-                "<rect class=\"seg\" data-node=\"{}\" data-state=\"{}\" x=\"{:.1}\" y=\"{y:.1}\" \
-                 width=\"{:.1}\" height=\"{LANE}\" fill=\"{}\"><title>{} {} from +{} to +{}{}</title></rect>",
+                "<path class=\"relapse\" data-node=\"{}\" d=\"M{:.1} {top:.1} l-5 -6 h10 z\" fill=\"#000\">\
+                 <title>{} relapsed at +{}{}</title></path>",
                 esc(node),
-                seg.state.name(),
-                x(seg.from),
-                (x(seg.to) - x(seg.from)).max(2.0),
-                seg.state.colour(),
+                at,
                 esc(node),
-                seg.state.name(),
                 clock(seg.from),
-                clock(seg.to),
                 esc(&why)
             );
         }
     }
-    s.push_str(&count_chart(r, end, chart_top, &x));
-    s.push_str("</svg>\n");
+    s
+}
+
+/// The nodes only ever held by a gate, never acted on: one lane, from the first hold to the last.
+fn quiet_lane(quiet: &[Lane], y: f64, x: &dyn Fn(u64) -> f64) -> String {
+    let spans = quiet.iter().flat_map(|(_, segs)| segs);
+    let from = spans.clone().map(|s| s.from).min().unwrap_or(0);
+    let to = spans.map(|s| s.to).max().unwrap_or(from);
+    const NAMED: usize = 20;
+    let mut names: Vec<&str> = quiet.iter().take(NAMED).map(|(n, _)| n.as_str()).collect();
+    if quiet.len() > NAMED {
+        names.push("...");
+    }
+    let n = quiet.len();
+    let mut s = row_label(y, &format!("{n} more, only held"));
+    let _ = writeln!(
+        s,
+        "<rect class=\"quiet\" data-count=\"{n}\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" \
+         height=\"{LANE}\" fill=\"{}\" fill-opacity=\"0.6\"><title>{n} nodes held by a gate and never \
+         acted on, from +{} to +{}: {}</title></rect>",
+        x(from),
+        (x(to) - x(from)).max(2.0),
+        State::Held.colour(),
+        clock(from),
+        clock(to),
+        esc(&names.join(", "))
+    );
     s
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::simulate::report::Happening;
 
 fn h(at_secs: u64, what: &str, node: Option<&str>, detail: &str) -> Happening {
     Happening {
@@ -162,4 +163,130 @@ fn a_ladder_draws_its_reboot_and_its_end_with_a_person() {
     );
     let colours: std::collections::BTreeSet<&str> = State::ALL.iter().map(|s| s.colour()).collect();
     assert_eq!(colours.len(), State::ALL.len(), "each state its own colour");
+}
+
+#[test]
+fn lanes_go_in_the_order_the_drainer_first_acted_and_the_only_held_fold_into_one() {
+    // Held at once in name order (as a breaker holds a zone), then acted on in another order.
+    let mut r = Report::default();
+    for n in ["a", "b", "c", "d"] {
+        r.held.push(h(10, "held", Some(n), "breaker open"));
+    }
+    r.held.push(h(100, "released", Some("c"), ""));
+    r.happenings
+        .push(h(100, "cordon", Some("c"), "KernelDeadlock"));
+    r.held.push(h(200, "released", Some("a"), ""));
+    r.happenings
+        .push(h(200, "cordon", Some("a"), "KernelDeadlock"));
+    let (acted, quiet) = arrange(lanes(&r, 1000));
+    let acted: Vec<&str> = acted.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(acted, ["c", "a"], "by first action, not by name");
+    let quiet: Vec<&str> = quiet.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(quiet, ["b", "d"]);
+
+    let html = page(
+        "s",
+        "",
+        &[Run {
+            title: "t".into(),
+            about: String::new(),
+            report: &r,
+        }],
+        Axis::Each,
+        &[],
+    );
+    assert!(html.contains("class=\"quiet\" data-count=\"2\""), "{html}");
+    assert!(html.contains("2 nodes held by a gate and never acted on"));
+    assert!(
+        !html.contains("data-node=\"b\""),
+        "a quiet node has no lane of its own"
+    );
+    let first_c = html.find("data-node=\"c\"").unwrap();
+    assert!(first_c < html.find("data-node=\"a\"").unwrap());
+}
+
+#[test]
+fn bands_above_the_lanes_relapses_marked_and_the_counts_in_one_line() {
+    let r = Report {
+        happenings: vec![
+            h(
+                0,
+                "slow start narrowed",
+                None,
+                "zone-a: 1 at once (a relapse)",
+            ),
+            h(30, "breaker opened", None, "3 of 5 unhealthy"),
+            h(60, "cordon", Some("n"), "KernelDeadlock=True"),
+            h(90, "drained", Some("n"), ""),
+            h(120, "reboot", Some("n"), "rebooting it"),
+            h(300, "reboot proven", Some("n"), ""),
+            h(400, "probation", Some("n"), "problem cleared"),
+            h(500, "relapse", Some("n"), "KernelDeadlock came back"),
+            h(600, "slow start widened", None, "zone-a: 2 at once"),
+            h(700, "replace", Some("n"), "deleting the Node"),
+            h(900, "breaker closed", None, "after 14m"),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(
+        slow_start_widths(&r)
+            .iter()
+            .map(|(at, w, _)| (*at, w.as_str()))
+            .collect::<Vec<_>>(),
+        [(0, "1"), (600, "2")]
+    );
+    let l = lanes(&r, 1000);
+    let relapsed: Vec<(State, u64)> = l[0]
+        .1
+        .iter()
+        .filter(|s| s.relapse)
+        .map(|s| (s.state, s.from))
+        .collect();
+    assert_eq!(relapsed, [(State::Cordoned, 500)]);
+    // Drained again in the same second: the mark stays, on the drain.
+    let mut again = Report {
+        happenings: r.happenings.clone(),
+        ..Default::default()
+    };
+    again
+        .happenings
+        .insert(8, h(500, "drain", Some("n"), "again"));
+    let l = lanes(&again, 1000);
+    let relapsed: Vec<(State, u64)> = l[0]
+        .1
+        .iter()
+        .filter(|s| s.relapse)
+        .map(|s| (s.state, s.from))
+        .collect();
+    assert_eq!(relapsed, [(State::Draining, 500)]);
+    assert_eq!(
+        summary(&r),
+        "1 cordoned, 1 drained, 1 reboot (1 proven), 1 replaced, 0 needed a person, 1 relapse"
+    );
+    let html = page(
+        "s",
+        "",
+        &[Run {
+            title: "t".into(),
+            about: String::new(),
+            report: &r,
+        }],
+        Axis::Each,
+        &[],
+    );
+    let band = html
+        .find("class=\"breaker-band\"")
+        .expect("the breaker's band");
+    let slow = html
+        .find("class=\"slow-start\" data-width=\"1\"")
+        .expect("the slow start's band");
+    let first_bar = html.find("class=\"seg\"").unwrap();
+    assert!(
+        band < first_bar && slow < first_bar,
+        "both bands come before (above) the lanes"
+    );
+    assert!(html.contains("class=\"relapse\" data-node=\"n\""));
+    assert!(
+        html.contains("<p class=\"counts\">1 cordoned, 1 drained, 1 reboot (1 proven), 1 replaced")
+    );
 }
