@@ -129,38 +129,67 @@ pub(crate) async fn run(
         let verdict = consider(&client, &node, text, &opts).await;
         recheck_due = matches!(verdict, Ok(Verdict::Refused(_)) | Err(_));
         match verdict {
-            Ok(Verdict::Past) if said != PAST => {
-                tracing::info!(
-                    "this node's reboot request is for an earlier boot: it rebooted since"
-                );
-                said = PAST.into();
-            }
-            Ok(Verdict::Refused(why)) if why != said => {
-                tracing::warn!(%why, "a reboot request for this node is not carried out");
-                event(
-                    &client,
-                    &node,
-                    Severity::Warning,
-                    "RebootRequestRefused",
-                    &why,
-                )
-                .await;
-                said = why;
-            }
-            Ok(Verdict::Done) if said != DONE => {
-                tracing::info!(
-                    "this node's reboot request was carried out already (before this detector started): not again"
-                );
-                said = DONE.into();
-            }
             Ok(Verdict::Reboot(request)) => {
                 reboot(&client, &node, &request, &opts).await;
                 mine = None;
             }
-            Ok(_) => {}
+            Ok(v) => {
+                if let Some(news) = news(&v, &said) {
+                    if let Some((severity, message)) = &news.event {
+                        event(&client, &node, *severity, "RebootRequestRefused", message).await;
+                    }
+                    said = news.key;
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "cannot check the reboot request; retrying"),
         }
     }
+}
+
+/// What is said, once, about a verdict that reboots nothing.
+#[derive(Debug, PartialEq)]
+struct News {
+    /// What marks it said (the same verdict again says nothing).
+    key: String,
+    /// The `RebootRequestRefused` Event, if it gets one.
+    event: Option<(Severity, String)>,
+}
+
+/// What to say about `v` (logged here, its Event written by the caller), unless `said` already.
+/// A refusal is a Warning Event; a signed request for an earlier boot of this machine that this
+/// detector did not carry out (the node rebooted by other means, or an old request) a Normal one,
+/// as SECURITY.md promises; one carried out already only a log line.
+fn news(v: &Verdict, said: &str) -> Option<News> {
+    let key = match v {
+        Verdict::Refused(why) => why.as_str(),
+        Verdict::Past => PAST,
+        Verdict::Done => DONE,
+        Verdict::None | Verdict::Reboot(_) => return None,
+    };
+    if key == said {
+        return None;
+    }
+    let event = match v {
+        Verdict::Refused(why) => {
+            tracing::warn!(%why, "a reboot request for this node is not carried out");
+            Some((Severity::Warning, why.clone()))
+        }
+        Verdict::Past => {
+            let why = "the request is for an earlier boot of this machine, which has booted since: not rebooted again";
+            tracing::info!(%why, "a reboot request for this node is not carried out");
+            Some((Severity::Normal, why.to_string()))
+        }
+        _ => {
+            tracing::info!(
+                "this node's reboot request was carried out already (before this detector started): not again"
+            );
+            None
+        }
+    };
+    Some(News {
+        key: key.to_string(),
+        event,
+    })
 }
 
 /// The verdict on this node's entry `text`, from its Node, its pods, its bootID and the state.
@@ -375,6 +404,20 @@ async fn event(client: &kube::Client, node: &str, severity: Severity, reason: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_for_an_earlier_boot_gets_its_refused_event_once() {
+        let past = news(&Verdict::Past, "").expect("said");
+        let (severity, message) = past.event.expect("an Event, as SECURITY.md says");
+        assert_eq!(severity, Severity::Normal);
+        assert!(message.contains("earlier boot"), "{message}");
+        assert_eq!(news(&Verdict::Past, &past.key), None, "once");
+        let refused = news(&Verdict::Refused("not signed".into()), &past.key).unwrap();
+        assert_eq!(refused.event, Some((Severity::Warning, "not signed".into())));
+        let done = news(&Verdict::Done, &refused.key).unwrap();
+        assert_eq!(done.event, None, "carried out already: only logged");
+        assert_eq!(news(&Verdict::None, ""), None);
+    }
 
     #[test]
     fn the_memory_of_requests_carried_out_survives_and_stays_small() {
