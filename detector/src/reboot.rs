@@ -413,7 +413,10 @@ mod tests {
         assert!(message.contains("earlier boot"), "{message}");
         assert_eq!(news(&Verdict::Past, &past.key), None, "once");
         let refused = news(&Verdict::Refused("not signed".into()), &past.key).unwrap();
-        assert_eq!(refused.event, Some((Severity::Warning, "not signed".into())));
+        assert_eq!(
+            refused.event,
+            Some((Severity::Warning, "not signed".into()))
+        );
         let done = news(&Verdict::Done, &refused.key).unwrap();
         assert_eq!(done.event, None, "carried out already: only logged");
         assert_eq!(news(&Verdict::None, ""), None);

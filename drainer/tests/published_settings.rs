@@ -264,7 +264,12 @@ async fn forged_published_settings_change_nothing_the_drainer_does() {
     let ours = cluster
         .create_node_with("ours", json!({"nodemedic.test/pool": pool}))
         .await;
-    let other = cluster.create_node("other").await;
+    // Selected only by the forged settings (a label of its own, so the forged view holds this test's
+    // nodes alone on an API server other tests share).
+    let forged_pool = cluster.name("forged");
+    let other = cluster
+        .create_node_with("other", json!({"nodemedic.test/forged": forged_pool}))
+        .await;
     deadlock(&cluster, &other).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -298,10 +303,10 @@ async fn forged_published_settings_change_nothing_the_drainer_does() {
         cm.data.as_ref()?.contains_key("args.json").then_some(cm)
     })
     .await;
-    // The forgery: no selector (every node), under the drainer's identity.
+    // The forgery: another selector, under the drainer's identity.
     let data = cm.data.as_mut().unwrap();
     let mut args: Value = serde_json::from_str(&data["args.json"]).unwrap();
-    args["node_selector"] = Value::Null;
+    args["node_selector"] = Value::from(format!("nodemedic.test/forged={forged_pool}"));
     data.insert("args.json".into(), args.to_string());
     configmaps
         .replace(&published, &Default::default(), &cm)

@@ -744,7 +744,11 @@ fn the_plugins_roles_grant_exactly_what_it_reads_by_name_and_bind_nobody() {
 
     // Helm's chart: none by default; asked for, the same roles (under the release's names).
     let plain = helm_template(&chart(), "nodemedic", "kube-system", None).unwrap_or_default();
-    assert!(!plain.iter().any(|o| o["metadata"]["name"] == "nodemedic-plugin-reader"));
+    assert!(
+        !plain
+            .iter()
+            .any(|o| o["metadata"]["name"] == "nodemedic-plugin-reader")
+    );
     let values = json!({"kubectlPlugin": {"readerRoles": true}});
     let Some(helm) = helm_template(&chart(), "nodemedic", "kube-system", Some(&values)) else {
         return;
@@ -755,14 +759,17 @@ fn the_plugins_roles_grant_exactly_what_it_reads_by_name_and_bind_nobody() {
         assert_eq!(ours["rules"], theirs["rules"], "{kind}");
     }
     assert!(
-        !helm
-            .iter()
-            .any(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
-                && o["roleRef"]["name"] == "nodemedic-plugin-reader"),
+        !helm.iter().any(
+            |o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+                && o["roleRef"]["name"] == "nodemedic-plugin-reader"
+        ),
         "no binding"
     );
     let other = helm_template(&chart(), "other", "ops", Some(&values)).unwrap();
     let role = find(&other, "Role", "other-nodemedic-plugin-reader");
     assert_eq!(role["metadata"]["namespace"], "ops");
-    assert_eq!(role["rules"][0]["resourceNames"], json!(["other-nodemedic-drainer"]));
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        json!(["other-nodemedic-drainer"])
+    );
 }

@@ -475,6 +475,42 @@ async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy_an
 
 /// A Cluster API Machine (`cluster.x-k8s.io/v1beta1`) in `default` whose `status.nodeRef` names
 /// `node` (None where Cluster API is not installed: a real control plane without its CRDs).
+/// Cluster API's Machine kind (`machines.cluster.x-k8s.io`, v1beta1, its status a subresource),
+/// with a schema that keeps every field: what the drainer reads and writes of a Machine is its
+/// annotations and `status.nodeRef`. Waits until the API server serves it.
+async fn install_machine_crd(client: &kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "machines.cluster.x-k8s.io"},
+        "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
+            "names": {"kind": "Machine", "listKind": "MachineList", "plural": "machines", "singular": "machine"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    match crds.create(&Default::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("install the Machine CRD: {e}"),
+    }
+    nodemedic_tests::cluster::eventually(
+        "the Machine CRD established",
+        std::time::Duration::from_secs(60),
+        || async {
+            let c = crds.get("machines.cluster.x-k8s.io").await.ok()?;
+            let established = c
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        },
+    )
+    .await;
+}
+
 async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::DynamicObject>> {
     use kube::api::{ApiResource, DynamicObject, PostParams};
     use kube::core::GroupVersionKind;
@@ -493,10 +529,18 @@ async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::
     let mut m = DynamicObject::new(name, &resource);
     m.data = json!({"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {}},
         "status": {"nodeRef": {"kind": "Node", "name": node, "uid": uid}}});
-    match api.create(&PostParams::default(), &m).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => return None,
-        Err(e) => panic!("create the Machine: {e}"),
+    let mut installed = false;
+    loop {
+        match api.create(&PostParams::default(), &m).await {
+            Ok(_) => break,
+            // A control plane without Cluster API: its Machine kind installed here, then again.
+            Err(kube::Error::Api(e)) if e.code == 404 && !installed && s.env.cluster.real() => {
+                install_machine_crd(&s.env.cluster.client).await;
+                installed = true;
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => return None,
+            Err(e) => panic!("create the Machine: {e}"),
+        }
     }
     // Where the status is a subresource, create drops it: written there too.
     let status = json!({"status": m.data["status"].clone()});
