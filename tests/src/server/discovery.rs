@@ -265,10 +265,34 @@ mod tests {
             answer("/apis/policy/v1", "x", 30).unwrap()["resources"][0]["shortNames"]
                 == json!(["pdb"])
         );
-        assert!(answer("/apis/nothing.example/v1", "x").is_none());
+        assert!(answer("/apis/nothing.example/v1", "x", 30).is_none());
         assert!(
-            answer("/api/v1/nodes", "x").is_none(),
+            answer("/api/v1/nodes", "x", 30).is_none(),
             "not a discovery path"
         );
+    }
+
+    #[test]
+    fn an_older_release_serves_neither_its_version_nor_its_kinds_from_later() {
+        let v = answer("/version", "x", 26).unwrap();
+        assert_eq!(
+            (v["minor"].as_str(), v["gitVersion"].as_str()),
+            (Some("26"), Some("v1.26.0"))
+        );
+        let kinds = |minor| {
+            answer("/apis/admissionregistration.k8s.io/v1", "x", minor)
+                .map(|l| {
+                    l["resources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|r| r["kind"].as_str().unwrap().to_string())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        assert!(kinds(30).contains(&"ValidatingAdmissionPolicy".to_string()));
+        assert!(!kinds(26).contains(&"ValidatingAdmissionPolicy".to_string()));
+        assert!(kinds(26).contains(&"ValidatingWebhookConfiguration".to_string()));
     }
 }
