@@ -100,6 +100,23 @@ pub(crate) enum Probe {
         #[arg(long, default_value = "10s", value_parser = nodemedic_common::time::parse_duration)]
         timeout: std::time::Duration,
     },
+    /// What the cloud's instance metadata announces for this machine (scheduled maintenance,
+    /// reboots, retirement, spot interruptions, preemption): a problem when it begins within
+    /// --ahead, its time in the line; unknown when the service cannot be asked.
+    CloudMaintenance {
+        /// Whose metadata service: aws, azure or gcp.
+        #[arg(long, value_enum)]
+        provider: crate::probe::maintenance::Provider,
+        /// The metadata service's address.
+        #[arg(long, default_value = crate::probe::maintenance::DEFAULT_ENDPOINT)]
+        endpoint: String,
+        /// A problem once what is announced begins within this long (or has begun).
+        #[arg(long, default_value = "1h", value_parser = nodemedic_common::time::parse_duration)]
+        ahead: std::time::Duration,
+        /// Give up (unknown) on a request not answered within this long.
+        #[arg(long, default_value = "10s", value_parser = nodemedic_common::time::parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Whether the root filesystem is mounted read-only.
     ReadonlyRoot {
         /// A mounts file: /proc/1/mounts is the host's with hostPID: true.
@@ -138,6 +155,12 @@ fn run_command(command: Command) -> ExitCode {
                 Probe::ContainerRuntime { endpoint, timeout } => {
                     probe::cri::probe(&endpoint, timeout)
                 }
+                Probe::CloudMaintenance {
+                    provider,
+                    endpoint,
+                    ahead,
+                    timeout,
+                } => probe::maintenance::probe(provider, &endpoint, ahead, timeout),
             };
             println!("{}", found.message);
             ExitCode::from(found.code)

@@ -12,11 +12,15 @@
 //!   host's with `hostPID: true`).
 //! - `clock`: whether the kernel's clock is synchronised ([`clock`]).
 //! - `container-runtime`: the CRI runtime's own status over its socket ([`cri`]).
+//! - `cloud-maintenance`: what the cloud's instance metadata announces for this machine
+//!   ([`maintenance`], read by [`notices`]).
 //!
 //! With these, no shipped check needs a shell or a host tool, and the detector's image has none.
 
 pub(crate) mod clock;
 pub(crate) mod cri;
+pub(crate) mod maintenance;
+pub(crate) mod notices;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
