@@ -54,6 +54,7 @@ pub(crate) enum Write {
     },
 }
 
+mod changes;
 #[cfg(test)]
 mod knobs;
 
@@ -182,84 +183,6 @@ impl MemoryCluster {
         self.observed.replace_pods(pods.collect::<Vec<_>>());
     }
 
-    /// Set a node's condition `type_` to `status` (its transition time `at` when it changes).
-    pub(crate) fn set_condition(
-        &self,
-        node: &str,
-        type_: &str,
-        status: Status,
-        at: Timestamp,
-    ) -> bool {
-        let mut s = self.state();
-        let (version, lagging) = (s.bump(), s.lagging);
-        let Some(n) = s.nodes.get_mut(node) else {
-            return false;
-        };
-        let conditions = n
-            .status
-            .get_or_insert_with(NodeStatus::default)
-            .conditions
-            .get_or_insert_with(Vec::new);
-        match conditions.iter_mut().find(|c| c.type_ == type_) {
-            Some(c) if c.status == status.as_str() => return false,
-            Some(c) => {
-                c.status = status.as_str().into();
-                c.last_transition_time = Some(Time(at));
-            }
-            None => conditions.push(condition(type_, status, at)),
-        }
-        n.metadata.resource_version = Some(version);
-        if !lagging {
-            self.observed.apply_node(n);
-        }
-        true
-    }
-
-    /// The node is back from a reboot as boot `id` (`status.nodeInfo.bootID`), as its kubelet says.
-    pub(crate) fn set_boot_id(&self, node: &str, id: &str) {
-        let mut s = self.state();
-        let (version, lagging) = (s.bump(), s.lagging);
-        let Some(n) = s.nodes.get_mut(node) else {
-            return;
-        };
-        let status = n.status.get_or_insert_with(NodeStatus::default);
-        status
-            .node_info
-            .get_or_insert_with(Default::default)
-            .boot_id = id.into();
-        n.metadata.resource_version = Some(version);
-        if !lagging && self.observed.nodes_synced() {
-            self.observed.apply_node(n);
-        }
-    }
-
-    /// The node's detector refreshes its conditions (those its ownership annotation names): their
-    /// heartbeats become `at`, nothing else changes.
-    pub(crate) fn heartbeat(&self, node: &str, at: Timestamp) {
-        let mut s = self.state();
-        let (version, lagging) = (s.bump(), s.lagging);
-        let Some(n) = s.nodes.get_mut(node) else {
-            return;
-        };
-        let owned: Vec<String> = n
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(nodemedic_common::keys::OWNED_CONDITIONS_ANNOTATION))
-            .map(|o| o.split(',').map(|t| t.trim().to_string()).collect())
-            .unwrap_or_default();
-        let conditions = n.status.as_mut().and_then(|s| s.conditions.as_mut());
-        for c in conditions.into_iter().flatten() {
-            if owned.contains(&c.type_) {
-                c.last_heartbeat_time = Some(Time(at));
-            }
-        }
-        n.metadata.resource_version = Some(version);
-        if !lagging {
-            self.observed.apply_node(n);
-        }
-    }
-
     /// The pod's phase becomes `phase` (a Job's pod finishing).
     pub(crate) fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) {
         let mut s = self.state();
@@ -305,6 +228,7 @@ fn key_of(pod: &Pod) -> PodKey {
     )
 }
 
+/// A condition as a node's kubelet or detector first writes it.
 fn condition(type_: &str, status: Status, at: Timestamp) -> NodeCondition {
     NodeCondition {
         type_: type_.into(),

@@ -11,7 +11,7 @@ use super::ProtectedPods;
 #[derive(Debug, Clone, Default, clap::Args, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct PolicyArgs {
-    /// Problem conditions: `Type`, `Type=Status` or `Type=Status,MinDuration` (e.g. `KernelDeadlock=True,10m`), each optionally with its remediation ladder after a colon: `KernelDeadlock=True,10m: drain, reboot, replace` (quoted in a shell; without one: cordon, drain, then wait, as draino).
+    /// Problem conditions: `Type`, `Type=Status` or `Type=Status,MinDuration` (e.g. `KernelDeadlock=True,10m`), each optionally with its remediation ladder after a colon: `KernelDeadlock=True,10m: drain, reboot, replace` (quoted in a shell; without one: cordon, drain, then wait, as draino). A type listed more than once is held under the first whose `reason=A|B` its reason matches: `KernelDeadlock=True,reason=DockerHung,10m: drain`.
     pub conditions: Vec<String>,
     /// YAML file with the same settings (camelCase names); flags given here override it.
     #[arg(help_heading = "Selection", long)]

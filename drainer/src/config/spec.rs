@@ -1,7 +1,10 @@
 //! Problem conditions as draino takes them: `Type`, `Type=Status`, `Type=Status,MinDuration` (the
 //! duration the condition must have held, measured from its lastTransitionTime), and after a `:`
 //! the condition's remediation ladder (`KernelDeadlock=True,10m: drain, reboot, replace`,
-//! [`super::ladder`]). Pure.
+//! [`super::ladder`]). One type may be listed more than once, each for some of its reasons
+//! (`GpuUnhealthy=True,reason=GpuXidReset,5m: drain, reboot` beside
+//! `GpuUnhealthy=True,reason=GpuXidReplace|GpuFellOffTheBus: drain, replace`): the first listed
+//! that a node's condition matches is the one it is held under. Pure.
 
 use std::time::Duration;
 
@@ -14,8 +17,31 @@ pub struct ConditionSpec {
     pub(crate) type_: String,
     pub(crate) status: Status,
     pub(crate) min_duration: Duration,
+    /// The condition's reasons it is for (empty: any).
+    pub(crate) reasons: Vec<String>,
     /// The steps after the drain (None: draino's form, cordon and drain, then wait).
     pub(crate) ladder: Option<Ladder>,
+}
+
+impl ConditionSpec {
+    /// Whether `c` is this spec's condition in its problem status, with one of its reasons.
+    pub(crate) fn matches(&self, c: &crate::model::node::Condition) -> bool {
+        *c.type_ == *self.type_ && c.status == self.status && self.for_reason(c.reason.as_deref())
+    }
+
+    /// Whether a condition of this type with `reason` is this spec's.
+    pub(crate) fn for_reason(&self, reason: Option<&str>) -> bool {
+        self.reasons.is_empty() || reason.is_some_and(|r| self.reasons.iter().any(|x| x == r))
+    }
+
+    /// `Type=Status`, with the reason a node's condition has when the spec names reasons
+    /// (`GpuUnhealthy=True (GpuXidReset)`): how a held problem is said.
+    pub(crate) fn describe(&self, reason: Option<&str>) -> String {
+        match reason.filter(|_| !self.reasons.is_empty()) {
+            Some(r) => format!("{}={} ({r})", self.type_, self.status),
+            None => format!("{}={}", self.type_, self.status),
+        }
+    }
 }
 
 /// A condition that is not one, with the text as given.
@@ -33,11 +59,16 @@ pub enum SpecError {
     },
     #[error("condition {input:?}: {error}")]
     Ladder { input: String, error: LadderError },
+    #[error("condition {input:?}: {why}")]
+    Reason { input: String, why: String },
 }
 
 impl std::fmt::Display for ConditionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}={}", self.type_, self.status)?;
+        if !self.reasons.is_empty() {
+            write!(f, ",reason={}", self.reasons.join("|"))?;
+        }
         if !self.min_duration.is_zero() {
             write!(f, ",{}", humantime::format_duration(self.min_duration))?;
         }
@@ -63,10 +94,23 @@ impl std::str::FromStr for ConditionSpec {
                 return Err(SpecError::Ladder { input, error });
             }
         };
-        let (cond, dur) = match s.split_once(',') {
-            Some((c, d)) => (c, Some(d)),
-            None => (s, None),
-        };
+        let mut parts = s.split(',');
+        let cond = parts.next().unwrap_or_default();
+        let (mut dur, mut reasons) = (None, Vec::new());
+        for part in parts {
+            match part.trim().strip_prefix("reason=") {
+                Some(r) => reasons = reasons_of(input, r)?,
+                None if dur.is_none() => dur = Some(part),
+                None => {
+                    return Err(SpecError::Duration {
+                        input: input.into(),
+                        duration: part.into(),
+                        reason: "a second duration (one min duration, then reason=A|B if any)"
+                            .into(),
+                    });
+                }
+            }
+        }
         let (type_, status) = match cond.split_once('=') {
             Some((t, st)) => (t.trim(), st.trim()),
             None => (cond.trim(), "True"),
@@ -99,9 +143,30 @@ impl std::str::FromStr for ConditionSpec {
             type_: type_.into(),
             status,
             min_duration,
+            reasons,
             ladder,
         })
     }
+}
+
+/// `reason=A|B`'s reasons: each a condition reason as the API server takes one (CamelCase: a
+/// letter, then letters, digits, `_`, `,` or `:`).
+fn reasons_of(input: &str, list: &str) -> Result<Vec<String>, SpecError> {
+    let bad = |why: String| SpecError::Reason {
+        input: input.into(),
+        why,
+    };
+    let reasons: Vec<String> = list.split('|').map(|r| r.trim().to_string()).collect();
+    for r in &reasons {
+        let ok = r.starts_with(|c: char| c.is_ascii_alphabetic())
+            && r.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(bad(format!(
+                "reason {r:?} is not a condition reason (CamelCase, e.g. reason=DockerHung|TaskHung)"
+            )));
+        }
+    }
+    Ok(reasons)
 }
 
 #[cfg(test)]
@@ -134,6 +199,25 @@ mod tests {
         assert_eq!(c.min_duration, Duration::from_secs(600));
         let l = c.ladder.unwrap();
         assert!(l.reboot && l.replace);
+        let c: ConditionSpec =
+            "GpuUnhealthy=True,reason=GpuXidReplace|GpuFellOffTheBus,5m: drain, replace"
+                .parse()
+                .unwrap();
+        assert_eq!(c.reasons, ["GpuXidReplace", "GpuFellOffTheBus"]);
+        assert_eq!(c.min_duration, Duration::from_secs(300));
+        assert_eq!(
+            c.to_string(),
+            "GpuUnhealthy=True,reason=GpuXidReplace|GpuFellOffTheBus,5m: drain, replace"
+        );
+        assert!(c.for_reason(Some("GpuFellOffTheBus")) && !c.for_reason(Some("GpuXidReset")));
+        assert!(!c.for_reason(None));
+        let any: ConditionSpec = "GpuUnhealthy".parse().unwrap();
+        assert!(any.for_reason(None) && any.for_reason(Some("X")));
+        let e = "GpuUnhealthy=True,reason=Xid 79"
+            .parse::<ConditionSpec>()
+            .unwrap_err();
+        assert!(e.to_string().contains("is not a condition reason"), "{e}");
+        assert!("Ready=False,5m,10m".parse::<ConditionSpec>().is_err());
         let c: ConditionSpec = "KernelDeadlock:drain".parse().unwrap();
         assert_eq!(c.to_string(), "KernelDeadlock=True: drain");
         assert_eq!(

@@ -37,9 +37,9 @@ pub(crate) fn gains(
     watched
         .iter()
         .filter_map(|spec| {
-            let now = find(new, &spec.type_).filter(|c| c.status == spec.status)?;
+            let now = find(new, &spec.type_).filter(|c| spec.matches(c))?;
             let before = find(old, &spec.type_);
-            if before.is_some_and(|c| c.status == spec.status) {
+            if before.is_some_and(|c| spec.matches(&c)) {
                 return None;
             }
             Some(Gain {

@@ -528,3 +528,50 @@ fn a_node_is_replaced_or_deleted_only_when_nothing_but_daemonset_and_mirror_pods
     let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
     assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
 }
+
+/// A condition `type_` True since 0 with `reason`.
+fn with_reason(n: N, type_: &str, reason: &str) -> N {
+    let mut n = n.cond(type_, "True", 0);
+    let conditions = n.0.status.as_mut().unwrap().conditions.as_mut().unwrap();
+    conditions.last_mut().unwrap().reason = Some(reason.into());
+    n
+}
+
+#[test]
+fn one_condition_climbs_the_ladder_its_reason_names() {
+    let mut c = cfg();
+    c.conditions = vec![
+        "GpuUnhealthy=True,reason=GpuXidReset,10m: drain, reboot"
+            .parse()
+            .unwrap(),
+        "GpuUnhealthy=True,reason=GpuXidReplace|GpuFellOffTheBus,10m: drain, replace"
+            .parse()
+            .unwrap(),
+    ];
+    let drained_with = |reason: &str| {
+        let mut r = record(Phase::Drained);
+        r.episode = format!("GpuUnhealthy=True ({reason})@{}", t(0).as_second());
+        r.reason = format!("GpuUnhealthy=True ({reason})");
+        with_reason(booted(node("n"), BOOT_A), "GpuUnhealthy", reason)
+            .unschedulable()
+            .record(r)
+    };
+    let d = one(drained_with("GpuXidReset"), &c);
+    assert_eq!(d.action(), Action::Reboot, "{}", d.reason());
+    let d = one(drained_with("GpuFellOffTheBus"), &c);
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
+    // The problem is said with its reason.
+    let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidReplace").0);
+    let p = super::problem::problem(&view, None, &c, t(NOW));
+    assert_eq!(p.held.len(), 1, "{:?}", p.held);
+    assert!(
+        p.held[0].starts_with("GpuUnhealthy=True (GpuXidReplace) for "),
+        "{:?}",
+        p.held
+    );
+    assert_eq!(p.ladder.unwrap().to_string(), "drain, replace");
+    // A reason no listed condition names: not a problem this configuration acts on.
+    let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidOther").0);
+    let p = super::problem::problem(&view, None, &c, t(NOW));
+    assert!(p.held.is_empty() && p.pending.is_empty(), "{:?}", p.held);
+}

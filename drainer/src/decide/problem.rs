@@ -82,7 +82,11 @@ pub(crate) fn problem(
             }
             continue;
         }
-        let desc = format!("{}={}", spec.type_, spec.status);
+        if !spec.for_reason(c.reason.as_deref()) {
+            // The condition in its problem status with another reason: another spec's.
+            continue;
+        }
+        let desc = spec.describe(c.reason.as_deref());
         if kosmos && (spec.type_ == "Ready" || !cfg.kosmos_other_conditions) {
             p.exempted.push(desc);
             continue;

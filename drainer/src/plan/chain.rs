@@ -11,11 +11,12 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use super::conditions::{ConditionLine, conditions};
 use crate::config::Config;
 use crate::config::select::Selector;
 use crate::decide::gates::snapshot::{Recorded, fleet_health};
 use crate::decide::gates::{breaker, outage, window};
-use crate::decide::problem::{elapsed, fmt_d};
+use crate::decide::problem::fmt_d;
 use crate::decide::{self, Action, Effect, NodeDecision, PodPlan, Why};
 use crate::model::node::NodeView;
 use crate::model::pod::PodInfo;
@@ -42,20 +43,6 @@ pub struct Explanation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) ladder: Option<super::ladder::LadderLine>,
     pub(crate) next: Next,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct ConditionLine {
-    #[serde(rename = "type")]
-    pub(crate) type_: String,
-    pub(crate) status: String,
-    pub(crate) reason: String,
-    pub(crate) message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) since: Option<Timestamp>,
-    /// The configured condition it matches and how it stands against it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) watched: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -157,36 +144,6 @@ pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Expl
         decision: DecisionLine::of(&d, cfg.dry_run),
         pods: d.pods,
     })
-}
-
-fn conditions(node: &Node, cfg: &Config, now: Timestamp) -> Vec<ConditionLine> {
-    let list = node.status.as_ref().and_then(|s| s.conditions.as_deref());
-    list.unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let since = c.last_transition_time.as_ref().map(|t| t.0);
-            let watched = cfg.conditions.iter().find(|w| w.type_ == c.type_).map(|w| {
-                let spec = format!("{}={},{}", w.type_, w.status, fmt_d(w.min_duration));
-                let held = since.map(|t| elapsed(t, now)).unwrap_or_default();
-                if c.status != w.status.as_str() {
-                    format!("{spec}: not in its problem status")
-                } else if held >= w.min_duration {
-                    format!("{spec}: held {} (min duration reached)", fmt_d(held))
-                } else {
-                    let left = w.min_duration - held;
-                    format!("{spec}: held {}, {} to go", fmt_d(held), fmt_d(left))
-                }
-            });
-            ConditionLine {
-                type_: c.type_.clone(),
-                status: c.status.clone(),
-                reason: c.reason.clone().unwrap_or_default(),
-                message: c.message.clone().unwrap_or_default(),
-                since,
-                watched,
-            }
-        })
-        .collect()
 }
 
 fn selection(view: &NodeView, cfg: &Config) -> Selection {

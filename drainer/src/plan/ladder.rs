@@ -113,10 +113,7 @@ pub(crate) fn ladder(
 /// The ladder of the first held configured condition that names one.
 fn held_ladder(view: &NodeView, cfg: &Config) -> Option<Ladder> {
     cfg.conditions.iter().find_map(|spec| {
-        let held = view
-            .conditions
-            .iter()
-            .any(|c| *c.type_ == *spec.type_ && c.status == spec.status);
+        let held = view.conditions.iter().any(|c| spec.matches(c));
         spec.ladder.filter(|_| held)
     })
 }

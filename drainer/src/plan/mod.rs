@@ -2,6 +2,7 @@
 //! the files (`files`): the plan itself is `decide` run over them.
 
 pub mod chain;
+mod conditions;
 pub mod files;
 pub(crate) mod ladder;
 #[cfg(test)]

@@ -199,9 +199,9 @@ pub(crate) const PARTS: &[Part] = &[
             k("nodes", "pick", "required", "Which nodes (see Pick)."),
             k(
                 "set",
-                "`Type=Status`, or a list",
+                "`Type=Status` or `Type=Status,reason=Reason`, or a list",
                 "none",
-                "The condition set; a list is alternated over the repetitions.",
+                "The condition set (with its reason, for conditions listed by reason); a list is alternated over the repetitions.",
             ),
             k(
                 "detector",

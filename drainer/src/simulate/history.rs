@@ -166,6 +166,7 @@ pub(crate) fn plan(
             node: index[&t.node],
             type_: t.type_.clone(),
             status: Status::parse(&t.status),
+            reason: t.reason.clone(),
         })
         .collect();
     let fleet_len = fleet.len();

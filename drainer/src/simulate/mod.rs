@@ -155,7 +155,7 @@ fn happen(what: Happens, t: Timestamp, plan: &Plan, cluster: &MemoryCluster, run
     match what {
         Happens::Set(i) => {
             let c = &plan.changes[i];
-            cluster.set_condition(&name(c.node), &c.type_, c.status, c.at);
+            cluster.set_condition_for(&name(c.node), &c.type_, c.status, c.reason.as_deref(), c.at);
         }
         Happens::Detector(node, on) => running[node] = on,
         Happens::Finish(i) => {

@@ -205,6 +205,8 @@ pub(crate) struct Change {
     pub(crate) node: usize,
     pub(crate) type_: String,
     pub(crate) status: Status,
+    /// The condition's reason (None: as it was).
+    pub(crate) reason: Option<String>,
 }
 
 /// A scenario ready to run.
@@ -258,15 +260,27 @@ pub(super) fn dur(file: &str, what: &str, s: &str) -> Result<Duration, SimError>
         .map_err(|e| error(file, format!("{what}: invalid duration {s:?}: {e}")))
 }
 
-fn condition(file: &str, s: &str) -> Result<(String, Status), SimError> {
-    let (t, v) = s
+/// `Type=Status` or `Type=Status,reason=Reason`.
+fn condition(file: &str, s: &str) -> Result<(String, Status, Option<String>), SimError> {
+    let (head, reason) = match s.split_once(',') {
+        Some((h, r)) => match r.trim().strip_prefix("reason=") {
+            Some(r) if !r.trim().is_empty() => (h, Some(r.trim().to_string())),
+            _ => {
+                let what =
+                    format!("condition {s:?}: expected Type=Status or Type=Status,reason=Reason");
+                return Err(error(file, what));
+            }
+        },
+        None => (s, None),
+    };
+    let (t, v) = head
         .split_once('=')
         .ok_or_else(|| error(file, format!("condition {s:?}: expected Type=Status")))?;
     let status = v
         .trim()
         .parse()
         .map_err(|e| error(file, format!("condition {s:?}: {e}")))?;
-    Ok((t.trim().to_string(), status))
+    Ok((t.trim().to_string(), status, reason))
 }
 
 #[derive(Parser)]
@@ -373,7 +387,7 @@ fn fleet(file: &str, s: &Scenario, start: Timestamp) -> Result<Vec<Node>, SimErr
     for g in &s.nodes {
         let mut conditions = BTreeMap::from([("Ready".to_string(), Status::True)]);
         for c in &g.conditions {
-            let (t, s) = condition(file, c)?;
+            let (t, s, _) = condition(file, c)?;
             conditions.insert(t, s);
         }
         let owned: Vec<&str> = conditions
@@ -557,14 +571,14 @@ impl Plan {
         }
         for k in 0..step.times.max(1) {
             let at = nodemedic_common::time::add(t0, every.saturating_mul(k as u32));
-            let (type_, status) = condition(file, values[k % values.len()])?;
+            let (type_, status, reason) = condition(file, values[k % values.len()])?;
             for &node in &targets {
-                let type_ = type_.clone();
                 self.changes.push(Change {
                     at,
                     node,
-                    type_,
+                    type_: type_.clone(),
                     status,
+                    reason: reason.clone(),
                 });
             }
             self.first_step = Some(self.first_step.map_or(at, |f| f.min(at)));

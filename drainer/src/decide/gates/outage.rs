@@ -28,7 +28,7 @@ pub(crate) fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp
         .filter_map(|spec| {
             node.conditions
                 .iter()
-                .find(|c| *c.type_ == *spec.type_ && c.status == spec.status)
+                .find(|c| spec.matches(c))
                 .map(|c| c.since)
         })
         .min()
