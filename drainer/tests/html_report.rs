@@ -106,6 +106,18 @@ fn state_of(what: &str) -> Option<&'static str> {
     })
 }
 
+/// Pixels of each colour (RGB) in the browser's screenshot of `page`.
+fn screenshot(browser: &str, dir: &Path, page: &Path) -> BTreeMap<[u8; 3], usize> {
+    let shot = dir.join("shot.png");
+    headless(
+        browser,
+        dir,
+        page,
+        &[&format!("--screenshot={}", shot.display())],
+    );
+    colours(&shot)
+}
+
 /// Pixels of each colour (RGB) in a PNG.
 fn colours(png_file: &Path) -> BTreeMap<[u8; 3], usize> {
     let decoder = png::Decoder::new(std::io::BufReader::new(
@@ -254,14 +266,7 @@ fn simulate_draws_each_nodes_states_the_breaker_and_the_count_in_a_real_browser(
         "two nodes cordoned at most"
     );
 
-    let shot = dir.path().join("report.png");
-    headless(
-        browser,
-        dir.path(),
-        &page,
-        &[&format!("--screenshot={}", shot.display())],
-    );
-    let seen = colours(&shot);
+    let seen = screenshot(browser, dir.path(), &page);
     let states_drawn: BTreeSet<&str> = drawn.iter().map(|(_, s)| s.as_str()).collect();
     for (name, colour) in legend(&html) {
         let wanted = match name.as_str() {
@@ -422,14 +427,7 @@ fn a_big_outage_reads_top_down_in_a_real_browser() {
         sections[3]
     );
 
-    let shot = dir.path().join("outage.png");
-    headless(
-        browser,
-        dir.path(),
-        &page,
-        &[&format!("--screenshot={}", shot.display())],
-    );
-    let seen = colours(&shot);
+    let seen = screenshot(browser, dir.path(), &page);
     assert!(
         seen.get(&[255, 191, 191]).copied().unwrap_or(0) >= 30,
         "the breaker's band is on the screen"

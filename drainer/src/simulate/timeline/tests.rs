@@ -165,6 +165,16 @@ fn a_ladder_draws_its_reboot_and_its_end_with_a_person() {
     assert_eq!(colours.len(), State::ALL.len(), "each state its own colour");
 }
 
+/// The page of `r` alone.
+fn one_run(r: &Report) -> String {
+    let run = Run {
+        title: "t".into(),
+        about: String::new(),
+        report: r,
+    };
+    page("s", "", &[run], Axis::Each, &[])
+}
+
 #[test]
 fn lanes_go_in_the_order_the_drainer_first_acted_and_the_only_held_fold_into_one() {
     // Held at once in name order (as a breaker holds a zone), then acted on in another order.
@@ -184,17 +194,7 @@ fn lanes_go_in_the_order_the_drainer_first_acted_and_the_only_held_fold_into_one
     let quiet: Vec<&str> = quiet.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(quiet, ["b", "d"]);
 
-    let html = page(
-        "s",
-        "",
-        &[Run {
-            title: "t".into(),
-            about: String::new(),
-            report: &r,
-        }],
-        Axis::Each,
-        &[],
-    );
+    let html = one_run(&r);
     assert!(html.contains("class=\"quiet\" data-count=\"2\""), "{html}");
     assert!(html.contains("2 nodes held by a gate and never acted on"));
     assert!(
@@ -263,17 +263,7 @@ fn bands_above_the_lanes_relapses_marked_and_the_counts_in_one_line() {
         summary(&r),
         "1 cordoned, 1 drained, 1 reboot (1 proven), 1 replaced, 0 needed a person, 1 relapse"
     );
-    let html = page(
-        "s",
-        "",
-        &[Run {
-            title: "t".into(),
-            about: String::new(),
-            report: &r,
-        }],
-        Axis::Each,
-        &[],
-    );
+    let html = one_run(&r);
     let band = html
         .find("class=\"breaker-band\"")
         .expect("the breaker's band");
