@@ -181,12 +181,12 @@ impl Notifier {
     }
 }
 
-type HttpClient = Client<
+pub(crate) type HttpClient = Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     Full<Bytes>,
 >;
 
-fn client() -> Result<HttpClient, std::io::Error> {
+pub(crate) fn client() -> Result<HttpClient, std::io::Error> {
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(rustls::crypto::ring::default_provider())?
         .https_or_http()

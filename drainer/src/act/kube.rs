@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use crate::model::cluster::{
     ApiError, Cluster, ConditionPatch, Data, EventTarget, Kept, MachineMark, NodePatch,
-    NodeVersion, REMEDIATE_MACHINE_ANNOTATION,
+    NodeVersion, PowerCycleError, PowerCycleRequest, REMEDIATE_MACHINE_ANNOTATION,
 };
 use crate::model::pod::Uid;
 use crate::observe::Observed;
@@ -297,6 +297,15 @@ impl Cluster for KubeCluster {
             .await
             .map_err(api_error)?;
         Ok(MachineMark::Marked)
+    }
+
+    async fn power_cycle(
+        &self,
+        url: &str,
+        token: Option<&str>,
+        request: &PowerCycleRequest,
+    ) -> Result<(), PowerCycleError> {
+        super::power::post(url, token, request).await
     }
 
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {

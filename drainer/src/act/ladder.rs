@@ -9,7 +9,9 @@ use crate::config::Config;
 use crate::metrics::{LadderStep, StepResult};
 use crate::model::cluster::{
     Cluster, MACHINE_ANNOTATION, MACHINE_NAMESPACE_ANNOTATION, MachineMark, NodeVersion,
+    PowerCycleRequest,
 };
+use crate::model::ladder::Step;
 use crate::model::node::NodeView;
 use crate::model::occurrence::Occurrence;
 use crate::model::record::{Phase, Record};
@@ -45,10 +47,17 @@ impl<C: Cluster> Executor<C> {
         true
     }
 
-    /// A reboot: the record (phase `rebooting`, the fence taint on). True when written.
+    /// A reboot: the record (phase `rebooting`; for the node's own, the fence taint on), then for
+    /// a power-cycle the provider asked. True when the record was written.
     pub(super) async fn reboot(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
-        if !self.step_record(node, next, "reboot", cfg).await {
+        let outside = next.step == Some(Step::PowerCycle);
+        let step = if outside { "power-cycle" } else { "reboot" };
+        if !self.step_record(node, next, step, cfg).await {
             return false;
+        }
+        if outside {
+            self.power_cycle(node, next, cfg).await;
+            return true;
         }
         let o = Occurrence::RebootRequested {
             boot_id: next.boot_id.clone(),
@@ -57,6 +66,65 @@ impl<C: Cluster> Executor<C> {
         };
         self.record.node(&node.name, o).await;
         true
+    }
+
+    /// Ask the power-cycle provider to reboot `node` from outside, and say what came of it.
+    async fn power_cycle(&self, node: &NodeView, next: &Record, cfg: &Config) {
+        let name = node.name.as_str();
+        let Some(provider) = &cfg.ladder.power_cycle else {
+            // Settings refuse a ladder naming the step without a provider; a reload cannot drop it
+            // while the step is under way without saying so.
+            let o = Occurrence::PowerCycleFailed {
+                provider: "no power-cycle provider".into(),
+                error: "--power-cycle-url is not given".into(),
+            };
+            return self.record.node(name, o).await;
+        };
+        let shown = provider.url.to_string();
+        let token = match &provider.token_file {
+            None => None,
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(t) => Some(t.trim().to_string()),
+                Err(e) => {
+                    let error = format!("its token file {}: {e}", path.display());
+                    let o = Occurrence::PowerCycleFailed {
+                        provider: shown,
+                        error,
+                    };
+                    return self.record.node(name, o).await;
+                }
+            },
+        };
+        let time = |t: Option<k8s_openapi::jiff::Timestamp>| {
+            t.map(nodemedic_common::time::rfc3339).unwrap_or_default()
+        };
+        let request = PowerCycleRequest {
+            action: "power-cycle",
+            node: name.to_string(),
+            uid: node.uid.to_string(),
+            boot_id: next.boot_id.clone(),
+            requested: time(next.step_at),
+            until: time(next.step_until),
+            operation_id: format!("{}-{}", node.uid, next.boot_id),
+        };
+        let url = provider.url.expose();
+        let o = match self
+            .cluster
+            .power_cycle(url, token.as_deref(), &request)
+            .await
+        {
+            Ok(()) => Occurrence::PowerCycleRequested {
+                provider: shown,
+                boot_id: next.boot_id.clone(),
+                until: next.step_until.unwrap_or_default(),
+                problem: next.reason.clone(),
+            },
+            Err(e) => Occurrence::PowerCycleFailed {
+                provider: shown,
+                error: e.to_string(),
+            },
+        };
+        self.record.node(name, o).await;
     }
 
     /// A replacement: the record (phase `replacing`), then, where Cluster API runs the node, its

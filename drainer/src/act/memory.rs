@@ -16,7 +16,8 @@ use nodemedic_common::evict::Evicted;
 use nodemedic_common::status::Status;
 
 use crate::model::cluster::{
-    ApiError, Cluster, ConditionPatch, Data, EventTarget, Kept, MachineMark, NodePatch, NodeVersion,
+    ApiError, Cluster, ConditionPatch, Data, EventTarget, Kept, MachineMark, NodePatch,
+    NodeVersion, PowerCycleError, PowerCycleRequest,
 };
 use crate::model::pod::{PodInfo, Uid};
 use crate::observe::Observed;
@@ -51,6 +52,11 @@ pub(crate) enum Write {
         about: String,
         event: NodeEvent,
         existing: Option<String>,
+    },
+    /// The power-cycle provider asked to reboot `node` (booted `boot_id`) from outside.
+    PowerCycle {
+        node: String,
+        boot_id: String,
     },
 }
 
@@ -91,6 +97,8 @@ struct State {
     daemon_sets: BTreeMap<(String, String), k8s_openapi::api::apps::v1::DaemonSet>,
     /// The drainer's own ConfigMaps, by name: their data.
     configmaps: BTreeMap<String, Data>,
+    /// The power-cycles asked of the provider: (node, the bootID it was asked for).
+    power_cycles: Vec<(String, String)>,
 }
 
 impl State {
@@ -141,6 +149,11 @@ impl MemoryCluster {
     }
 
     /// Changes with every write of the drainer's own ConfigMaps.
+    /// The power-cycles asked so far: (node, the bootID each was asked for).
+    pub(crate) fn power_cycles(&self) -> Vec<(String, String)> {
+        self.state().power_cycles.clone()
+    }
+
     pub(crate) fn configmap_writes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.configmap_writes.subscribe()
     }
@@ -384,6 +397,24 @@ impl Cluster for MemoryCluster {
     ) -> Result<MachineMark, ApiError> {
         // No Cluster API in memory: a replacement deletes the Node.
         Ok(MachineMark::Missing)
+    }
+
+    async fn power_cycle(
+        &self,
+        _url: &str,
+        _token: Option<&str>,
+        request: &PowerCycleRequest,
+    ) -> Result<(), PowerCycleError> {
+        let mut s = self.state();
+        s.writes.push(Write::PowerCycle {
+            node: request.node.clone(),
+            boot_id: request.boot_id.clone(),
+        });
+        s.power_cycles
+            .push((request.node.clone(), request.boot_id.clone()));
+        // What simulates the machines waits on the drainer's writes.
+        self.configmap_writes.send_modify(|n| *n += 1);
+        Ok(())
     }
 
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {

@@ -36,6 +36,7 @@ pub(crate) mod ladder;
 pub mod marks;
 pub mod memory;
 pub mod objects;
+pub(crate) mod power;
 pub(crate) mod publisher;
 pub mod recall;
 pub(crate) mod symptoms;

@@ -216,6 +216,12 @@ pub struct PolicyArgs {
     /// A replacement (`COND: drain, replace`) is proven when the Node is gone within this long; otherwise a person is needed. [default: 30m]
     #[arg(help_heading = "Remediation ladder", long = "replace-deadline", value_parser = nodemedic_common::time::parse_duration)]
     pub replace_deadline: Option<Duration>,
+    /// The endpoint a ladder's `power-cycle` step asks to reboot a node from outside (a BMC gateway, a cloud function; docs/operator-guide.md gives the request): https, or http with --notify-allow-http. On the command line only: a ConfigMap edit cannot redirect a power-cycle. [default: none]
+    #[arg(help_heading = "Remediation ladder", long = "power-cycle-url")]
+    pub power_cycle_url: Option<String>,
+    /// A file holding the bearer token sent to --power-cycle-url (a mounted Secret; read at each request, so a rotated token is used). [default: none]
+    #[arg(help_heading = "Remediation ladder", long = "power-cycle-token-file")]
+    pub power_cycle_token_file: Option<std::path::PathBuf>,
     /// At most this many reboots of one node in 24 hours; past it the ladder goes on to its next step. [default: 1]
     #[arg(
         help_heading = "Remediation ladder",

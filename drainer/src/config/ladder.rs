@@ -28,6 +28,23 @@ pub struct Limits {
     pub(crate) max_replacements_per_hour: u32,
     /// How each failure domain earns the width of its slow start (`decide::gates::slow_start`).
     pub(crate) pacing: Pacing,
+    /// Where a `power-cycle` step asks (`--power-cycle-url`; None: no ladder may name the step).
+    pub(crate) power_cycle: Option<PowerCycle>,
+}
+
+/// The out-of-band reboot provider: an HTTP endpoint (docs/operator-guide.md says the request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PowerCycle {
+    /// Shown only as scheme and host (the path or query may carry a credential).
+    pub(crate) url: super::url::NotifyUrl,
+    /// The bearer token's file, read at each request.
+    pub(crate) token_file: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Display for PowerCycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the power-cycle endpoint {}", self.url)
+    }
 }
 
 /// How a failure domain earns width: a remediated node must stay healthy `dwell` after its proof
@@ -56,6 +73,7 @@ impl Default for Limits {
             max_reboots_per_day: 1,
             max_replacements_per_hour: 2,
             pacing: Pacing::default(),
+            power_cycle: None,
         }
     }
 }

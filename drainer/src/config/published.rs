@@ -48,6 +48,13 @@ impl Published {
         let mut args = args.clone();
         args.notify_urls.clear();
         args.notify_url_files.clear();
+        // Its scheme, host and port only (a path or query may carry a credential): enough for a
+        // plan to know power-cycles are configured, and where.
+        args.power_cycle_url = args
+            .power_cycle_url
+            .as_deref()
+            .map(crate::config::url::origin);
+        args.power_cycle_token_file = None;
         Published {
             args,
             file: text.map(|t| without_notify_urls(&t)),

@@ -57,6 +57,21 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+/// `url`'s scheme, host and port as a URL of its own (`https://gw.example:8443/`): what may be
+/// published of it.
+pub(crate) fn origin(url: &str) -> String {
+    match url.parse::<axum::http::Uri>() {
+        Ok(u) => match (u.scheme_str(), u.host()) {
+            (Some(scheme), Some(host)) => {
+                let port = u.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+                format!("{scheme}://{host}{port}/")
+            }
+            _ => String::new(),
+        },
+        Err(_) => String::new(),
+    }
+}
+
 /// Check a notification URL: https with a host, or http with `allow_http`.
 pub(crate) fn check(url: &str, allow_http: bool) -> Result<NotifyUrl, UrlError> {
     let uri: axum::http::Uri =
@@ -122,6 +137,10 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("http://hooks.example.com:8443/…"), "{shown}");
+        assert_eq!(
+            origin("https://user:pw@gw.example:8443/power?token=s3cret"),
+            "https://gw.example:8443/"
+        );
         assert_eq!(
             from_file("# team hook\n\nhttps://a.example/x\n  https://b.example/y  \n")
                 .collect::<Vec<_>>(),

@@ -112,6 +112,8 @@ pub(crate) enum Did {
     Relapse,
     /// A ladder step: a reboot requested.
     Reboot,
+    /// A ladder step: a power-cycle requested from the provider.
+    PowerCycle,
     /// A ladder step: the Node deleted for its replacement.
     Replace,
     /// The ladder ended with a person.
@@ -133,6 +135,9 @@ impl Did {
             Effect::Release(_) => Did::Release,
             Effect::Forget => Did::Forget,
             Effect::DeleteNode => Did::DeleteNode,
+            Effect::Reboot(r) if r.step == Some(crate::model::ladder::Step::PowerCycle) => {
+                Did::PowerCycle
+            }
             Effect::Reboot(_) => Did::Reboot,
             Effect::Replace(_) => Did::Replace,
             Effect::Escalate(_) => Did::Escalate,

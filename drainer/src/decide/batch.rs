@@ -84,7 +84,7 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             flapping: recorded.flapping.get(v.name.as_str()).copied(),
             silent: silence::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
             newest: None,
-            reboots_today: 0,
+            reboots_today: (0, 0),
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {

@@ -24,6 +24,7 @@ pub struct Candidate<'a> {
     /// The newest of our records seen on this Node (the controller's memory): a record written now
     /// is later still, so an older one written back is told from it.
     pub(crate) newest: Option<k8s_openapi::jiff::Timestamp>,
-    /// Its reboots by the remediation ladder in the last 24 hours (the controller's memory).
-    pub(crate) reboots_today: u32,
+    /// Its reboots by the remediation ladder in the last 24 hours (the controller's memory): its
+    /// own, and power-cycles.
+    pub(crate) reboots_today: (u32, u32),
 }

@@ -30,6 +30,8 @@ pub(crate) enum Action {
     Probation,
     /// A ladder step: the node's detector reboots it.
     Reboot,
+    /// A ladder step: the node is rebooted from outside, through the configured provider.
+    PowerCycle,
     /// A ladder step: the Node is deleted so the cluster replaces it.
     Replace,
     /// The ladder ended: a person is needed.
@@ -47,6 +49,9 @@ impl Action {
             Effect::Uncordon(_) => Action::Uncordon,
             Effect::Probation(_) => Action::Probation,
             Effect::DeleteNode => Action::Delete,
+            Effect::Reboot(r) if r.step == Some(crate::model::ladder::Step::PowerCycle) => {
+                Action::PowerCycle
+            }
             Effect::Reboot(_) => Action::Reboot,
             Effect::Replace(_) => Action::Replace,
             Effect::Escalate(_) => Action::Escalate,
@@ -88,6 +93,7 @@ impl std::fmt::Display for Action {
             Action::Delete => "delete",
             Action::Probation => "probation",
             Action::Reboot => "reboot",
+            Action::PowerCycle => "power-cycle",
             Action::Replace => "replace",
             Action::Escalate => "escalate",
         })
@@ -117,8 +123,9 @@ pub(crate) enum Effect {
     Forget,
     /// Delete the Node object (drained long enough ago).
     DeleteNode,
-    /// A ladder step: store this record (phase `rebooting`, with the fence taint); the reboot
-    /// request the node's detector reads follows from it.
+    /// A ladder step that reboots, as the record's step says: the node's own (phase `rebooting`,
+    /// with the fence taint; the request its detector reads follows from it) or a power-cycle
+    /// from outside (the provider is asked once the record is stored).
     Reboot(Record),
     /// A ladder step: store this record (phase `replacing`), then delete the Node.
     Replace(Record),

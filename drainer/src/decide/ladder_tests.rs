@@ -16,16 +16,16 @@ use crate::config::ladder::Step;
 use crate::model::node::NodeView;
 use crate::model::record::{Phase, Record};
 
-const BOOT_A: &str = "0f6a1d43-8e0b-4c7e-9b5e-1c2d3e4f5a6b";
-const BOOT_B: &str = "7c1e2d3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5";
+pub(super) const BOOT_A: &str = "0f6a1d43-8e0b-4c7e-9b5e-1c2d3e4f5a6b";
+pub(super) const BOOT_B: &str = "7c1e2d3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5";
 
-fn ladder_cfg(steps: &str) -> Config {
+pub(super) fn ladder_cfg(steps: &str) -> Config {
     let mut c = cfg();
     c.conditions[0] = format!("KernelDeadlock=True,10m: {steps}").parse().unwrap();
     c
 }
 
-fn booted(mut n: N, id: &str) -> N {
+pub(super) fn booted(mut n: N, id: &str) -> N {
     n.0.status.get_or_insert_with(Default::default).node_info = Some(NodeSystemInfo {
         boot_id: id.into(),
         ..Default::default()
@@ -33,7 +33,7 @@ fn booted(mut n: N, id: &str) -> N {
     n
 }
 
-fn record(phase: Phase) -> Record {
+pub(super) fn record(phase: Phase) -> Record {
     Record {
         owner: crate::config::DEFAULT_OWNER.into(),
         episode: format!("KernelDeadlock=True@{}", t(0).as_second()),
@@ -55,7 +55,7 @@ fn drained(boot: &str) -> N {
 }
 
 /// A node whose reboot was requested at `at` (boot A then), proof due 20 minutes later.
-fn rebooting(at: i64, ladder: &str) -> Record {
+pub(super) fn rebooting(at: i64, ladder: &str) -> Record {
     let mut r = record(Phase::Rebooting);
     r.ladder = Some(ladder.parse().unwrap());
     r.step = Some(Step::Reboot);
@@ -68,7 +68,7 @@ fn rebooting(at: i64, ladder: &str) -> Record {
 
 /// `r` on a node as it stands, with the fence taint it says, booted `boot`, Ready, and with the
 /// problem `held` (since 0) or cleared (at `NOW - 700`, past its 10m).
-fn on_node(r: Record, boot: &str, held: bool) -> N {
+pub(super) fn on_node(r: Record, boot: &str, held: bool) -> N {
     let mut n = booted(node("n"), boot).unschedulable();
     n = if held {
         n.cond("KernelDeadlock", "True", 0)
@@ -90,7 +90,7 @@ fn on_node(r: Record, boot: &str, held: bool) -> N {
     n.record(r)
 }
 
-fn ladder_why(d: &NodeDecision) -> &LadderWhy {
+pub(super) fn ladder_why(d: &NodeDecision) -> &LadderWhy {
     match &d.why {
         Why::Ladder(w) => w,
         other => panic!("not a ladder decision: {other:?} ({})", d.reason()),
@@ -305,6 +305,16 @@ fn a_veto_a_kosmos_leaf_a_gate_or_a_window_stops_the_next_step() {
 /// Decide `n` as the controller would, with its memory: `reboots_today` of the node and the
 /// replacements of the last hour.
 fn with_memory(n: N, cfg: &Config, reboots_today: u32, replaced: &[i64]) -> NodeDecision {
+    with_reboots(n, cfg, (reboots_today, 0), replaced)
+}
+
+/// [`with_memory`] with its power-cycles of the day too.
+pub(super) fn with_reboots(
+    n: N,
+    cfg: &Config,
+    reboots_today: (u32, u32),
+    replaced: &[i64],
+) -> NodeDecision {
     let view = NodeView::of(&n.0);
     let record = crate::model::record::Record::of(&view, &cfg.records, &cfg.owner);
     let c = Candidate {
@@ -409,7 +419,7 @@ fn slow_start_lets_a_domain_remediate_as_many_at_once_as_it_has_earned() {
                 flapping: None,
                 silent: None,
                 newest: None,
-                reboots_today: 0,
+                reboots_today: (0, 0),
             })
             .collect();
         let mut gates = Gates::open(c.safety.flap_window);
@@ -527,51 +537,4 @@ fn a_node_is_replaced_or_deleted_only_when_nothing_but_daemonset_and_mirror_pods
     assert_eq!(d.effect, Effect::DeleteNode, "{}", d.reason());
     let d = run(vec![drained(BOOT_A)], &left, &c).remove(0);
     assert_eq!(d.action(), Action::Escalate, "{}", d.reason());
-}
-
-/// A condition `type_` True since 0 with `reason`.
-fn with_reason(n: N, type_: &str, reason: &str) -> N {
-    let mut n = n.cond(type_, "True", 0);
-    let conditions = n.0.status.as_mut().unwrap().conditions.as_mut().unwrap();
-    conditions.last_mut().unwrap().reason = Some(reason.into());
-    n
-}
-
-#[test]
-fn one_condition_climbs_the_ladder_its_reason_names() {
-    let mut c = cfg();
-    c.conditions = vec![
-        "GpuUnhealthy=True,reason=GpuXidReset,10m: drain, reboot"
-            .parse()
-            .unwrap(),
-        "GpuUnhealthy=True,reason=GpuXidReplace|GpuFellOffTheBus,10m: drain, replace"
-            .parse()
-            .unwrap(),
-    ];
-    let drained_with = |reason: &str| {
-        let mut r = record(Phase::Drained);
-        r.episode = format!("GpuUnhealthy=True ({reason})@{}", t(0).as_second());
-        r.reason = format!("GpuUnhealthy=True ({reason})");
-        with_reason(booted(node("n"), BOOT_A), "GpuUnhealthy", reason)
-            .unschedulable()
-            .record(r)
-    };
-    let d = one(drained_with("GpuXidReset"), &c);
-    assert_eq!(d.action(), Action::Reboot, "{}", d.reason());
-    let d = one(drained_with("GpuFellOffTheBus"), &c);
-    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
-    // The problem is said with its reason.
-    let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidReplace").0);
-    let p = super::problem::problem(&view, None, &c, t(NOW));
-    assert_eq!(p.held.len(), 1, "{:?}", p.held);
-    assert!(
-        p.held[0].starts_with("GpuUnhealthy=True (GpuXidReplace) for "),
-        "{:?}",
-        p.held
-    );
-    assert_eq!(p.ladder.unwrap().to_string(), "drain, replace");
-    // A reason no listed condition names: not a problem this configuration acts on.
-    let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidOther").0);
-    let p = super::problem::problem(&view, None, &c, t(NOW));
-    assert!(p.held.is_empty() && p.pending.is_empty(), "{:?}", p.held);
 }

@@ -48,6 +48,8 @@ pub(crate) use decision::{Action, DrainJob, Effect, NodeDecision, ToEvict, Why};
 pub(crate) use evictions::{PodAction, PodPlan};
 
 #[cfg(test)]
+mod ladder_steps_tests;
+#[cfg(test)]
 mod ladder_tests;
 #[cfg(test)]
 mod policy_tests;

@@ -113,6 +113,32 @@ impl std::fmt::Display for EventTarget {
 
 /// The writes the drainer makes (and the one read a write needs), as a seam. Implemented over the
 /// Kubernetes client for `drainer run`, and in memory for `drainer simulate` and tests.
+/// What a power-cycle provider is asked, as JSON (docs/operator-guide.md): the node as the drainer
+/// saw it when the step began, and one operation ID for the node's boot, the same on a retry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct PowerCycleRequest {
+    pub(crate) action: &'static str,
+    pub(crate) node: String,
+    pub(crate) uid: String,
+    #[serde(rename = "bootID")]
+    pub(crate) boot_id: String,
+    pub(crate) requested: String,
+    pub(crate) until: String,
+    #[serde(rename = "operationID")]
+    pub(crate) operation_id: String,
+}
+
+/// Why a power-cycle provider did not take the request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PowerCycleError {
+    #[error("no answer within {0}s")]
+    Timeout(u64),
+    #[error("{0}")]
+    Transport(String),
+    #[error("it answered HTTP {0}")]
+    Status(u16),
+}
+
 /// What marking a Cluster API Machine for remediation came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MachineMark {
@@ -175,6 +201,14 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         node: &str,
         node_uid: &str,
     ) -> impl Future<Output = Result<MachineMark, ApiError>> + Send;
+    /// Ask the power-cycle provider at `url` (with the bearer `token`) to reboot a node from
+    /// outside.
+    fn power_cycle(
+        &self,
+        url: &str,
+        token: Option<&str>,
+        request: &PowerCycleRequest,
+    ) -> impl Future<Output = Result<(), PowerCycleError>> + Send;
     /// Delete a Node, only as `only` says (that version of it, or that object).
     fn delete_node(
         &self,
@@ -300,6 +334,17 @@ impl<C: Cluster> Cluster for Gated<C> {
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {
         self.gate()?;
         self.inner.delete_node(name, only).await
+    }
+    async fn power_cycle(
+        &self,
+        url: &str,
+        token: Option<&str>,
+        request: &PowerCycleRequest,
+    ) -> Result<(), PowerCycleError> {
+        // A follower asks nothing: the leader does.
+        self.gate()
+            .map_err(|e| PowerCycleError::Transport(e.to_string()))?;
+        self.inner.power_cycle(url, token, request).await
     }
     async fn evict(
         &self,

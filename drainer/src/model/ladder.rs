@@ -1,5 +1,7 @@
-//! A remediation ladder as data (`KernelDeadlock=True,10m: drain, reboot, replace`): its steps,
-//! in one order, each stronger than the one before, and how it is written and read. Pure. Here on
+//! A remediation ladder as data (`KernelDeadlock=True,10m: drain, reboot, power-cycle, replace`):
+//! its steps, in one order, each stronger than the one before, and how it is written and read.
+//! `reboot` is the node's own (its detector reboots it); `power-cycle` reboots it from outside,
+//! through a provider the drainer is configured with, for a node too hung to reboot itself. Pure. Here on
 //! the ground floor because a node's drain record names its ladder and step (`model::record`);
 //! the limits every ladder runs within are settings (`config::ladder`).
 
@@ -11,6 +13,8 @@
 pub enum Step {
     Drain,
     Reboot,
+    #[serde(rename = "power-cycle")]
+    PowerCycle,
     Replace,
 }
 
@@ -19,8 +23,14 @@ impl Step {
         match self {
             Step::Drain => "drain",
             Step::Reboot => "reboot",
+            Step::PowerCycle => "power-cycle",
             Step::Replace => "replace",
         }
+    }
+
+    /// A reboot (the node's own or from outside), proven by a new bootID.
+    pub(crate) fn reboots(self) -> bool {
+        matches!(self, Step::Reboot | Step::PowerCycle)
     }
 }
 
@@ -34,13 +44,14 @@ impl std::fmt::Display for Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Ladder {
     pub(crate) reboot: bool,
+    pub(crate) power_cycle: bool,
     pub(crate) replace: bool,
 }
 
 /// A ladder that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LadderError {
-    #[error("{step:?} is not a step (the steps are drain, reboot and replace)")]
+    #[error("{step:?} is not a step (the steps are drain, reboot, power-cycle and replace)")]
     Unknown { step: String },
     #[error("no steps after ':' (write the steps, e.g. \"drain, reboot\", or leave the ':' out)")]
     Empty,
@@ -51,7 +62,7 @@ pub enum LadderError {
     #[error("{step} comes twice")]
     Twice { step: Step },
     #[error(
-        "{later} comes after {earlier}: the steps go drain, reboot, replace, each stronger than the last"
+        "{later} comes after {earlier}: the steps go drain, reboot, power-cycle, replace, each stronger than the last"
     )]
     OutOfOrder { earlier: Step, later: Step },
 }
@@ -62,6 +73,7 @@ impl Ladder {
         [
             Some(Step::Drain),
             self.reboot.then_some(Step::Reboot),
+            self.power_cycle.then_some(Step::PowerCycle),
             self.replace.then_some(Step::Replace),
         ]
         .into_iter()
@@ -92,6 +104,7 @@ impl std::str::FromStr for Ladder {
             let step = match word.to_ascii_lowercase().as_str() {
                 "drain" => Step::Drain,
                 "reboot" => Step::Reboot,
+                "power-cycle" => Step::PowerCycle,
                 "replace" => Step::Replace,
                 _ => return Err(LadderError::Unknown { step: word.into() }),
             };
@@ -113,6 +126,7 @@ impl std::str::FromStr for Ladder {
             Some(&first) if first != Step::Drain => Err(LadderError::NoDrainFirst { first }),
             Some(_) => Ok(Ladder {
                 reboot: steps.contains(&Step::Reboot),
+                power_cycle: steps.contains(&Step::PowerCycle),
                 replace: steps.contains(&Step::Replace),
             }),
         }
@@ -130,9 +144,15 @@ mod tests {
             l,
             Ladder {
                 reboot: true,
+                power_cycle: false,
                 replace: true
             }
         );
+        let out: Ladder = "drain, reboot, power-cycle, replace".parse().unwrap();
+        assert_eq!(out.to_string(), "drain, reboot, power-cycle, replace");
+        assert_eq!(out.after(Step::Reboot), Some(Step::PowerCycle));
+        assert_eq!(out.after(Step::PowerCycle), Some(Step::Replace));
+        assert!(Step::PowerCycle.reboots() && !Step::Replace.reboots());
         assert_eq!(l.to_string(), "drain, reboot, replace");
         assert_eq!(
             "drain,replace".parse::<Ladder>().unwrap().to_string(),
@@ -160,7 +180,7 @@ mod tests {
         let err = |s: &str| s.parse::<Ladder>().unwrap_err().to_string();
         assert_eq!(
             err("drain, rebot"),
-            "\"rebot\" is not a step (the steps are drain, reboot and replace)"
+            "\"rebot\" is not a step (the steps are drain, reboot, power-cycle and replace)"
         );
         assert!(err(" ").starts_with("no steps after ':'"));
         assert!(
@@ -170,5 +190,6 @@ mod tests {
         );
         assert_eq!(err("drain, reboot, reboot"), "reboot comes twice");
         assert!(err("drain, replace, reboot").starts_with("reboot comes after replace"));
+        assert!(err("drain, power-cycle, reboot").starts_with("reboot comes after power-cycle"));
     }
 }

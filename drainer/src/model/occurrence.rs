@@ -48,6 +48,8 @@ pub mod reason {
     pub(crate) const CONFIG_REFUSED: &str = "ConfigReloadRefused";
     pub(crate) const SYMPTOM_WRITE_FAILED: &str = "PodSymptomWriteFailed";
     pub(crate) const REBOOT_REQUESTED: &str = "RebootRequested";
+    pub(crate) const POWER_CYCLE_REQUESTED: &str = "PowerCycleRequested";
+    pub(crate) const POWER_CYCLE_FAILED: &str = "PowerCycleFailed";
     pub(crate) const SLOW_START_WIDENED: &str = "SlowStartWidened";
     pub(crate) const SLOW_START_NARROWED: &str = "SlowStartNarrowed";
     pub(crate) const DOMAIN_KEPT: &str = "FailureDomainKept";
@@ -160,6 +162,20 @@ pub(crate) enum Occurrence {
         until: Timestamp,
         problem: String,
     },
+    /// A ladder step: the power-cycle provider (`provider`, as it may be shown) accepted to reboot
+    /// the node from outside (its bootID now `boot_id`); the proof is due by `until`.
+    PowerCycleRequested {
+        provider: String,
+        boot_id: String,
+        until: Timestamp,
+        problem: String,
+    },
+    /// The power-cycle provider could not be asked, or refused: the node waits out the step's
+    /// deadline, then the ladder goes on.
+    PowerCycleFailed {
+        provider: String,
+        error: String,
+    },
     /// Back with a new bootID, Ready and the problem clear.
     RebootProven,
     /// A ladder step: the Node is deleted so the cluster replaces it (gone by `until`); `why`: the
@@ -214,6 +230,8 @@ impl Occurrence {
             Symptom { reason, .. } | SymptomCleared { reason, .. } => reason,
             SymptomWriteFailed { .. } => reason::SYMPTOM_WRITE_FAILED,
             RebootRequested { .. } => reason::REBOOT_REQUESTED,
+            PowerCycleRequested { .. } => reason::POWER_CYCLE_REQUESTED,
+            PowerCycleFailed { .. } => reason::POWER_CYCLE_FAILED,
             RebootProven => reason::REBOOT_PROVEN,
             Replacing { .. } => reason::REPLACING,
             ReplaceFailed { .. } => reason::REPLACE_FAILED,
@@ -236,6 +254,7 @@ impl Occurrence {
             | Symptom { .. }
             | SymptomWriteFailed { .. }
             | ReplaceFailed { .. }
+            | PowerCycleFailed { .. }
             | NeedsPerson { .. }
             | LadderWriteFailed { .. }
             | Relapsed { .. } => Severity::Warning,
@@ -243,10 +262,48 @@ impl Occurrence {
         }
     }
 
+    /// The Event text of the remediation ladder's reboots and replacements.
+    fn ladder_message(&self) -> Option<String> {
+        use Occurrence::*;
+        Some(match self {
+            RebootRequested {
+                boot_id,
+                until,
+                problem,
+            } => format!(
+                "Rebooting the drained node through its detector (remediation ladder): proven by a bootID other than {boot_id}, Ready and the problem clear by {} ({problem})",
+                rfc3339(*until)
+            ),
+            PowerCycleRequested {
+                provider,
+                boot_id,
+                until,
+                problem,
+            } => format!(
+                "Power-cycling the drained node from outside through {provider} (remediation ladder): proven by a bootID other than {boot_id}, Ready and the problem clear by {} ({problem})",
+                rfc3339(*until)
+            ),
+            PowerCycleFailed { provider, error } => format!(
+                "Cannot power-cycle the node through {provider}: {error}; the ladder goes on at the step's deadline"
+            ),
+            RebootProven => "Reboot proven: a new bootID, Ready and the problem clear".into(),
+            Replacing { until, why } => format!(
+                "Replacing the node (remediation ladder): {why}. Where it names its Cluster API Machine, that Machine is marked for remediation instead; a person is needed if the Node is still here at {}",
+                rfc3339(*until)
+            ),
+            _ => return None,
+        })
+    }
+
     /// The Event text (draino's wording).
     pub(crate) fn message(&self) -> String {
         use Occurrence::*;
         match self {
+            RebootRequested { .. }
+            | PowerCycleRequested { .. }
+            | PowerCycleFailed { .. }
+            | RebootProven
+            | Replacing { .. } => self.ladder_message().unwrap_or_default(),
             CordonStarting {
                 problem,
                 dry_run: false,
@@ -316,19 +373,6 @@ impl Occurrence {
             SymptomWriteFailed { condition, error } => {
                 format!("Cannot write the {condition} condition: {error}")
             }
-            RebootRequested {
-                boot_id,
-                until,
-                problem,
-            } => format!(
-                "Rebooting the drained node through its detector (remediation ladder): proven by a bootID other than {boot_id}, Ready and the problem clear by {} ({problem})",
-                rfc3339(*until)
-            ),
-            RebootProven => "Reboot proven: a new bootID, Ready and the problem clear".into(),
-            Replacing { until, why } => format!(
-                "Replacing the node (remediation ladder): {why}. Where it names its Cluster API Machine, that Machine is marked for remediation instead; a person is needed if the Node is still here at {}",
-                rfc3339(*until)
-            ),
             MachineMarked { machine } => format!(
                 "Marked Machine {machine} for remediation (cluster.x-k8s.io/remediate-machine): its MachineHealthCheck replaces it"
             ),

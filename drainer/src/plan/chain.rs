@@ -131,7 +131,7 @@ pub(crate) fn explain(s: &Snapshot, cfg: &Config, now: Timestamp) -> Option<Expl
     Some(Explanation {
         // Offline, the reboots of the last day are not known (the memory is the live drainer's):
         // counted as none, as `decide_views` counts them.
-        ladder: super::ladder::ladder(view, record.as_ref(), &d, 0, cfg),
+        ladder: super::ladder::ladder(view, record.as_ref(), &d, (0, 0), cfg),
         node: name.to_string(),
         now,
         conditions: conditions(s.node, cfg, now),

@@ -39,7 +39,7 @@ pub(crate) fn ladder(
     view: &NodeView,
     record: Option<&Record>,
     d: &NodeDecision,
-    reboots_today: u32,
+    reboots_today: (u32, u32),
     cfg: &Config,
 ) -> Option<LadderLine> {
     let ladder: Ladder = record
@@ -56,7 +56,7 @@ pub(crate) fn ladder(
         )
     });
     let now_step = match phase {
-        Some(Phase::Rebooting) => Some(Step::Reboot),
+        Some(Phase::Rebooting) => Some(record.and_then(|r| r.step).unwrap_or(Step::Reboot)),
         Some(Phase::Replacing) => Some(Step::Replace),
         Some(Phase::NeedsPerson) => None,
         _ if drained => None,
@@ -70,8 +70,8 @@ pub(crate) fn ladder(
             _ => s <= taken,
         };
         // A reboot still to come that the live drainer would pass over (as decide::ladder asks).
-        let skipped = (s == Step::Reboot && !done && Some(s) != now_step)
-            .then(|| crate::decide::ladder::reboot_refused(view, reboots_today, cfg))
+        let skipped = (s.reboots() && !done && Some(s) != now_step)
+            .then(|| crate::decide::ladder::reboot_refused(view, s, reboots_today, cfg))
             .flatten();
         let state = if Some(s) == now_step {
             "now"
@@ -183,6 +183,7 @@ fn step_action(s: Step) -> Action {
     match s {
         Step::Drain => Action::Drain,
         Step::Reboot => Action::Reboot,
+        Step::PowerCycle => Action::PowerCycle,
         Step::Replace => Action::Replace,
     }
 }

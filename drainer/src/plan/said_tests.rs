@@ -217,6 +217,14 @@ fn laddered() -> Vec<(Action, Why)> {
             }),
         ),
         (
+            Action::PowerCycle,
+            ladder(LadderWhy::PowerCycle {
+                until: t(1200),
+                problem: p(),
+                provider: "the power-cycle endpoint https://bmc.example/…".into(),
+            }),
+        ),
+        (
             Action::Wait,
             ladder(LadderWhy::AwaitingReboot {
                 until: t(1200),
@@ -333,12 +341,13 @@ fn variant(w: &Why) -> usize {
                 LadderWhy::Vetoed { .. } => 8,
                 LadderWhy::KosmosLeaf => 9,
                 LadderWhy::SlowStart { .. } => 10,
+                LadderWhy::PowerCycle { .. } => 11,
             }
         }
     }
 }
 
-const VARIANTS: usize = 37 + 11;
+const VARIANTS: usize = 37 + 12;
 
 /// A decision doing `action` for `why`: an effect of the kind that action writes (the action is
 /// derived from it, or from `why` when it writes nothing).
@@ -353,6 +362,10 @@ fn decision(action: Action, why: Why) -> NodeDecision {
         Action::Probation => Effect::Probation(r()),
         Action::Delete => Effect::DeleteNode,
         Action::Reboot => Effect::Reboot(r()),
+        Action::PowerCycle => Effect::Reboot(Record {
+            step: Some(Step::PowerCycle),
+            ..r()
+        }),
         Action::Replace => Effect::Replace(r()),
         Action::Escalate => Effect::Escalate(r()),
         Action::None | Action::Wait | Action::Skip | Action::Hold => Effect::Nothing,

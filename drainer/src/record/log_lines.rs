@@ -52,6 +52,17 @@ impl Occurrence {
             RebootRequested { boot_id, until, .. } => {
                 tracing::info!(%node, %boot_id, %until, "reboot requested (remediation ladder)")
             }
+            PowerCycleRequested {
+                provider,
+                boot_id,
+                until,
+                ..
+            } => {
+                tracing::info!(%node, %provider, %boot_id, %until, "power-cycle requested (remediation ladder)")
+            }
+            PowerCycleFailed { provider, error } => {
+                tracing::warn!(%node, %provider, %error, "cannot power-cycle the node")
+            }
             RebootProven => tracing::info!(%node, "reboot proven"),
             Replacing { until, why } => {
                 tracing::info!(%node, %until, %why, "replacing the node (remediation ladder)")
@@ -96,6 +107,10 @@ impl Occurrence {
             Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
             UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
             RebootRequested { .. } => m.remediation(LadderStep::Reboot, StepResult::Started),
+            PowerCycleRequested { .. } => {
+                m.remediation(LadderStep::PowerCycle, StepResult::Started)
+            }
+            PowerCycleFailed { .. } => m.remediation(LadderStep::PowerCycle, StepResult::Failed),
             RebootProven => m.remediation(LadderStep::Reboot, StepResult::Proven),
             Replacing { .. } => m.remediation(LadderStep::Replace, StepResult::Started),
             ReplaceFailed { .. } => m.remediation(LadderStep::Replace, StepResult::Failed),

@@ -2,7 +2,9 @@
 //! requests, read from their ConfigMap as the detectors read them, written by the drainer's own
 //! publisher) comes back after `rebootTakes` with a new bootID
 //! and, as the node's group says, its problem gone (`heals`), still there (`survives`), or never
-//! comes back (`never`). I/O-free: it changes the cluster in memory.
+//! comes back (`never`: too hung to reboot itself). A power-cycle (asked of the provider, from
+//! outside) brings back even a node that never reboots itself, its problem gone unless it
+//! `survives`. I/O-free: it changes the cluster in memory.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,6 +47,8 @@ pub(crate) struct Reboots {
     boots: BTreeMap<String, u32>,
     /// What a reboot does, by node.
     outcomes: BTreeMap<String, Outcome>,
+    /// Nodes rebooted from outside: back even when they never reboot themselves.
+    power_cycled: BTreeSet<String>,
     /// The problem conditions a healed node reports healthy: (type, healthy status).
     healthy: Vec<(String, Status)>,
 }
@@ -75,6 +79,7 @@ impl Reboots {
             back: BTreeMap::new(),
             boots: BTreeMap::new(),
             outcomes,
+            power_cycled: BTreeSet::new(),
             healthy,
         }
     }
@@ -100,12 +105,23 @@ impl Reboots {
     ) -> Vec<(String, String)> {
         self.writes.borrow_and_update();
         let requests = self.requests(cluster);
+        let asked = (requests.into_iter())
+            .map(|(node, r)| (node, r.boot_id, false))
+            .chain((cluster.power_cycles().into_iter()).map(|(n, b)| (n, b, true)));
         let mut said = Vec::new();
-        for (node, r) in requests {
-            if !self.seen.insert((node.clone(), r.boot_id.clone())) {
+        for (node, boot_id, outside) in asked {
+            // A power-cycle follows a reboot asked for the same boot: each is carried out once.
+            let key = if outside {
+                format!("{boot_id} power-cycle")
+            } else {
+                boot_id
+            };
+            if !self.seen.insert((node.clone(), key)) {
                 continue;
             }
-            if self.outcome(&node) == Outcome::Never {
+            if outside {
+                self.power_cycled.insert(node.clone());
+            } else if self.outcome(&node) == Outcome::Never {
                 said.push((node, "rebooting; it never comes back".into()));
                 continue;
             }
@@ -148,7 +164,13 @@ impl Reboots {
             for (node, boot) in entry.remove() {
                 cluster.set_boot_id(&node, &format!("{node}-boot-{boot}"));
                 cluster.set_condition(&node, "Ready", Status::True, now);
-                let detail = if self.outcome(&node) == Outcome::Heals {
+                let heals = match self.outcome(&node) {
+                    Outcome::Heals => true,
+                    // Too hung to reboot itself: a power-cycle clears what hung it.
+                    Outcome::Never => self.power_cycled.contains(&node),
+                    Outcome::Survives => false,
+                };
+                let detail = if heals {
                     for (type_, ok) in &self.healthy {
                         cluster.set_condition(&node, type_, *ok, now);
                     }

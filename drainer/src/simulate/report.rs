@@ -100,6 +100,7 @@ impl Report {
                         Did::Probation => "probation",
                         Did::Relapse => "relapse",
                         Did::Reboot => "reboot",
+                        Did::PowerCycle => "power-cycle",
                         Did::Replace => "replace",
                         Did::Escalate => "needs a person",
                         Did::Release | Did::Forget => continue,

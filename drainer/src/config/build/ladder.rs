@@ -45,6 +45,7 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
     ) {
         cfg.ladder.pacing.cooldown = d;
     }
+    power_cycle(s, cfg);
     let limits = &mut cfg.ladder;
     if let Some(n) = args
         .max_reboots_per_node_per_day
@@ -57,5 +58,35 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
         .or(file.max_replacements_per_hour)
     {
         limits.max_replacements_per_hour = n;
+    }
+}
+
+/// The power-cycle provider (flags only), and every ladder naming the step given one.
+fn power_cycle(s: &mut Sources, cfg: &mut Config) {
+    let args = s.args;
+    if let Some(url) = &args.power_cycle_url {
+        // The command line alone may allow plain http for it (the file may not loosen what it cannot set).
+        let allow_http = args.notify_allow_http == Some(true);
+        match crate::config::url::check(url, allow_http) {
+            Ok(url) => {
+                cfg.ladder.power_cycle = Some(crate::config::ladder::PowerCycle {
+                    url,
+                    token_file: args.power_cycle_token_file.clone(),
+                });
+            }
+            Err(e) => s.flag_error(format!("--power-cycle-url: {e}")),
+        }
+    } else if args.power_cycle_token_file.is_some() {
+        s.flag_error("--power-cycle-token-file is for --power-cycle-url, which is not given");
+    }
+    if cfg.ladder.power_cycle.is_none()
+        && let Some(c) = cfg
+            .conditions
+            .iter()
+            .find(|c| c.ladder.is_some_and(|l| l.power_cycle))
+    {
+        s.flag_error(format!(
+            "{c}: a power-cycle reboots the node from outside, through --power-cycle-url, which is not given"
+        ));
     }
 }

@@ -139,6 +139,36 @@ mod tests {
     }
 
     #[test]
+    fn a_power_cycle_needs_its_provider_on_the_command_line() {
+        let e = args(&["KernelDeadlock=True: drain, reboot, power-cycle"]).unwrap_err();
+        assert!(
+            e.iter()
+                .any(|e| e.contains("through --power-cycle-url, which is not given")),
+            "{e:?}"
+        );
+        let e = args(&["--power-cycle-url=http://gw.example/p"]).unwrap_err();
+        assert!(e.iter().any(|e| e.contains("plain http")), "{e:?}");
+        let c = args(&[
+            "KernelDeadlock=True: drain, power-cycle",
+            "--power-cycle-url=https://gw.example/power?key=s3cret",
+            "--power-cycle-token-file=/var/run/token",
+        ])
+        .unwrap();
+        let p = c.ladder.power_cycle.unwrap();
+        assert_eq!(
+            p.to_string(),
+            "the power-cycle endpoint https://gw.example/…"
+        );
+        assert!(!format!("{p:?}").contains("s3cret"));
+        let e = args(&["--power-cycle-token-file=/t"]).unwrap_err();
+        assert!(
+            e.iter()
+                .any(|e| e.contains("--power-cycle-token-file is for --power-cycle-url")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn the_common_cause_watch_from_flags_and_the_file() {
         let d = args(&[]).unwrap();
         assert_eq!(

@@ -57,6 +57,9 @@ pub(crate) struct Newest {
     /// When the ladder's reboots of this node started, the last 24 hours'.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) reboots: Vec<Timestamp>,
+    /// When its power-cycles (reboots from outside) started, the last 24 hours'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) power_cycles: Vec<Timestamp>,
 }
 
 /// How long a reboot counts against its node's limit.
@@ -258,6 +261,7 @@ impl Seen {
                     at,
                     removed: false,
                     reboots: Vec::new(),
+                    power_cycles: Vec::new(),
                 };
                 self.nodes.insert(node.to_string(), n);
                 true
@@ -279,6 +283,11 @@ impl Seen {
                 Some(n) => &mut n.reboots,
                 None => return false,
             },
+            // Counted apart: a power-cycle is what follows a reboot that did not happen.
+            Step::PowerCycle => match self.nodes.get_mut(node) {
+                Some(n) => &mut n.power_cycles,
+                None => return false,
+            },
             Step::Replace => &mut self.replaced,
             Step::Drain => return false,
         };
@@ -289,12 +298,13 @@ impl Seen {
         true
     }
 
-    /// How many reboots of `node` started within the 24 hours before `now`.
-    pub(crate) fn reboots_today(&self, node: &str, now: Timestamp) -> u32 {
+    /// How many reboots of `node` started within the 24 hours before `now`: (its own, power-cycles).
+    pub(crate) fn reboots_today(&self, node: &str, now: Timestamp) -> (u32, u32) {
         let from = nodemedic_common::time::sub(now, DAY);
-        self.nodes.get(node).map_or(0, |n| {
-            n.reboots.iter().filter(|t| **t > from).count() as u32
-        })
+        let within = |l: &[Timestamp]| l.iter().filter(|t| **t > from).count() as u32;
+        self.nodes
+            .get(node)
+            .map_or((0, 0), |n| (within(&n.reboots), within(&n.power_cycles)))
     }
 
     /// When the replacements of the hour before `now` started.

@@ -131,7 +131,9 @@ pub(super) struct Running {
 
 /// The reboot request a record of ours stands for, if it does.
 fn reboot_request(view: &NodeView, r: &Record) -> Option<RebootRequest> {
+    // A power-cycle comes from outside: the node's detector is asked nothing.
     if r.phase != Phase::Rebooting
+        || r.step == Some(crate::model::ladder::Step::PowerCycle)
         || view
             .annotations
             .get(nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION)

@@ -62,12 +62,15 @@ pub(super) fn drained(
     let last = r.step.unwrap_or(Step::Drain);
     let mut reasons = Vec::new();
     let mut next = ladder.after(last);
-    if next == Some(Step::Reboot) {
-        match reboot_refused(c.node, c.reboots_today, cfg) {
-            None => {}
+    // A reboot (the node's own, or a power-cycle from outside) that may not be: the ladder goes on.
+    while let Some(step) = next.filter(|s| s.reboots()) {
+        match reboot_refused(c.node, step, c.reboots_today, cfg) {
+            None => break,
             Some(reason) => {
-                reasons.push(reason);
-                next = ladder.after(Step::Reboot);
+                if !reasons.contains(&reason) {
+                    reasons.push(reason);
+                }
+                next = ladder.after(step);
             }
         }
     }
@@ -107,17 +110,9 @@ pub(super) fn drained(
     next.step_at = Some(now);
     let counted = |b: &mut Budgets| *b.remediating.entry(domain.to_string()).or_default() += 1;
     match step {
-        Step::Reboot => {
+        Step::Reboot | Step::PowerCycle => {
             counted(b);
-            let until = add(now, cfg.ladder.reboot_deadline);
-            next.phase = Phase::Rebooting;
-            next.step_until = Some(until);
-            next.boot_id = c.node.boot.to_string();
-            if !next.taints.iter().any(|t| t == FENCE_TAINT) {
-                next.taints.push(FENCE_TAINT.to_string());
-            }
-            let w = LadderWhy::Reboot { until, problem };
-            (why(w), Effect::Reboot(next))
+            reboot(step, next, c, cfg, now, problem)
         }
         Step::Replace => {
             if let Some(left) = pods_left(c) {
@@ -144,13 +139,56 @@ pub(super) fn drained(
     }
 }
 
-/// Why `node`, rebooted `reboots_today` times in the last 24 hours, may not be rebooted now, if it
-/// may not (the ladder then goes on): the live drainer, `plan` and `explain` all ask this.
-pub(crate) fn reboot_refused(node: &NodeView, reboots_today: u32, cfg: &Config) -> Option<String> {
+/// The reboot `step` (the node's own, or a power-cycle from outside) of `next`, the record the
+/// step starts from: in phase `rebooting`, its proof due by the reboot deadline.
+fn reboot(
+    step: Step,
+    mut next: Record,
+    c: &Candidate,
+    cfg: &Config,
+    now: Timestamp,
+    problem: String,
+) -> Decided {
+    let until = add(now, cfg.ladder.reboot_deadline);
+    next.phase = Phase::Rebooting;
+    next.step_until = Some(until);
+    next.boot_id = c.node.boot.to_string();
+    // The fence is for the node's detector, which reboots only a fenced node; a power-cycle comes
+    // from outside, and the node holds no fence of ours through it.
+    next.taints.retain(|t| t != FENCE_TAINT);
+    let w = if step == Step::Reboot {
+        next.taints.push(FENCE_TAINT.to_string());
+        LadderWhy::Reboot { until, problem }
+    } else {
+        let provider = (cfg.ladder.power_cycle.as_ref())
+            .map_or_else(|| "no provider configured".to_string(), |p| p.to_string());
+        LadderWhy::PowerCycle {
+            until,
+            problem,
+            provider,
+        }
+    };
+    (why(w), Effect::Reboot(next))
+}
+
+/// Why `node`, rebooted `today` times in the last 24 hours (its own reboots, power-cycles), may
+/// not take the reboot `step` now, if it may not (the ladder then goes on): the live drainer,
+/// `plan` and `explain` all ask this. Each kind has the day's limit to itself: a power-cycle is
+/// what follows a reboot that did not happen.
+pub(crate) fn reboot_refused(
+    node: &NodeView,
+    step: Step,
+    today: (u32, u32),
+    cfg: &Config,
+) -> Option<String> {
     let max = cfg.ladder.max_reboots_per_day;
-    if reboots_today >= max {
+    let (done, what) = match step {
+        Step::PowerCycle => (today.1, "power-cycled"),
+        _ => (today.0, "rebooted"),
+    };
+    if done >= max {
         return Some(format!(
-            "rebooted {reboots_today} time(s) in the last 24h, the most --max-reboots-per-node-per-day allows ({max})"
+            "{what} {done} time(s) in the last 24h, the most --max-reboots-per-node-per-day allows ({max})"
         ));
     }
     (node.boot == Uid::NONE).then(|| {
@@ -249,7 +287,7 @@ pub(super) fn rebooting(
         .get(DO_NOT_REMEDIATE_ANNOTATION)
         .is_some();
     if now < until {
-        let next = ladder_of(r, p).and_then(|l| l.after(Step::Reboot));
+        let next = ladder_of(r, p).and_then(|l| l.after(r.step.unwrap_or(Step::Reboot)));
         let w = LadderWhy::AwaitingReboot {
             until,
             booted,

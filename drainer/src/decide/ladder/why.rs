@@ -12,6 +12,13 @@ use crate::config::ladder::Step;
 pub enum LadderWhy {
     /// Drained: reboot it now (the proof is due by `until`).
     Reboot { until: Timestamp, problem: String },
+    /// Drained, or its own reboot not proven: reboot it from outside through `provider` now (the
+    /// proof is due by `until`).
+    PowerCycle {
+        until: Timestamp,
+        problem: String,
+        provider: String,
+    },
     /// Rebooting: waiting for the proof (`booted`: a new bootID is seen, Ready or the problem not
     /// yet).
     AwaitingReboot {
@@ -78,6 +85,15 @@ impl std::fmt::Display for LadderWhy {
             LadderWhy::Reboot { until, problem } => write!(
                 f,
                 "drained; rebooting it: proven by a new bootID, Ready and the problem clear by {} ({problem})",
+                ts(*until)
+            ),
+            LadderWhy::PowerCycle {
+                until,
+                problem,
+                provider,
+            } => write!(
+                f,
+                "power-cycling it through {provider}: proven by a new bootID, Ready and the problem clear by {} ({problem})",
                 ts(*until)
             ),
             LadderWhy::AwaitingReboot {

@@ -75,7 +75,7 @@ impl State {
             "probation" => State::Probation,
             "uncordon" | "untaint" => State::Uncordoned,
             "delete" => State::Deleted,
-            "reboot" => State::Rebooting,
+            "reboot" | "power-cycle" => State::Rebooting,
             "replace" => State::Replacing,
             "needs a person" => State::NeedsPerson,
             _ => return None,
@@ -132,7 +132,7 @@ pub(crate) fn summary(r: &Report) -> String {
         format!("{} drained", count(&["drained"])),
         format!(
             "{} ({} proven)",
-            plural(count(&["reboot"]), "reboot", "reboots"),
+            plural(count(&["reboot", "power-cycle"]), "reboot", "reboots"),
             count(&["reboot proven"])
         ),
         format!("{} replaced", count(&["replace"])),

@@ -1,0 +1,157 @@
+//! The power-cycle provider over HTTP: the request a `power-cycle` step makes (a JSON POST, the
+//! bearer token of `--power-cycle-token-file`), retried with backoff while the endpoint fails for a
+//! passing reason (no answer, 5xx, 429) under the same operation ID. I/O; the HTTPS client is the
+//! notifications' (`crate::notify`).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+
+use crate::model::cluster::{PowerCycleError, PowerCycleRequest};
+
+/// Tries, the first backoff (doubling), and how long one request may take.
+const TRIES: u32 = 3;
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// POST `request` to `url`; Ok once it answers 2xx.
+pub(crate) async fn post(
+    url: &str,
+    token: Option<&str>,
+    request: &PowerCycleRequest,
+) -> Result<(), PowerCycleError> {
+    let client = crate::notify::client().map_err(|e| PowerCycleError::Transport(e.to_string()))?;
+    let body = Bytes::from(serde_json::to_vec(request).unwrap_or_default());
+    let mut backoff = FIRST_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        match once(&client, url, token, &body).await {
+            Ok(()) => return Ok(()),
+            // Refused: asking again cannot help (429 asks for a later try).
+            Err(PowerCycleError::Status(s)) if (400..500).contains(&s) && s != 429 => {
+                return Err(PowerCycleError::Status(s));
+            }
+            Err(e) if attempt >= TRIES => return Err(e),
+            Err(_) => {}
+        }
+        tokio::time::sleep(backoff).await;
+        backoff *= 2;
+        attempt += 1;
+    }
+}
+
+async fn once(
+    client: &crate::notify::HttpClient,
+    url: &str,
+    token: Option<&str>,
+    body: &Bytes,
+) -> Result<(), PowerCycleError> {
+    let mut req = axum::http::Request::post(url)
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .header(
+            axum::http::header::USER_AGENT,
+            nodemedic_common::keys::DRAINER_MANAGER,
+        );
+    if let Some(t) = token {
+        req = req.header(axum::http::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
+        .body(Full::new(body.clone()))
+        .map_err(|e| PowerCycleError::Transport(e.to_string()))?;
+    let resp = tokio::time::timeout(TIMEOUT, client.request(req))
+        .await
+        .map_err(|_| PowerCycleError::Timeout(TIMEOUT.as_secs()))?
+        .map_err(|e| PowerCycleError::Transport(e.to_string()))?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        Err(PowerCycleError::Status(resp.status().as_u16()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A loopback provider answering `statuses` in turn (then 200), recording what it was sent.
+    async fn provider(
+        statuses: Vec<u16>,
+    ) -> (String, Arc<Mutex<Vec<(Option<String>, serde_json::Value)>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let answers = Arc::new(Mutex::new(statuses));
+        let (s, a) = (seen.clone(), answers.clone());
+        let app = axum::Router::new().route(
+            "/power",
+            axum::routing::post(move |h: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let (s, a) = (s.clone(), a.clone());
+                async move {
+                    let auth = h
+                        .get(axum::http::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        .map(String::from);
+                    let json = serde_json::from_slice(&body).unwrap_or_default();
+                    s.lock().unwrap().push((auth, json));
+                    let mut a = a.lock().unwrap();
+                    let code = if a.is_empty() { 200 } else { a.remove(0) };
+                    axum::http::StatusCode::from_u16(code).unwrap()
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}/power"), seen)
+    }
+
+    fn request() -> PowerCycleRequest {
+        PowerCycleRequest {
+            action: "power-cycle",
+            node: "n1".into(),
+            uid: "u1".into(),
+            boot_id: "b1".into(),
+            requested: "2026-12-02T10:00:00Z".into(),
+            until: "2026-12-02T10:20:00Z".into(),
+            operation_id: "u1-b1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_request_carries_the_node_and_the_token_and_a_passing_failure_is_retried_under_one_id()
+     {
+        let (url, seen) = provider(vec![503]).await;
+        post(&url, Some("s3cret"), &request()).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "503, then the same request again");
+        for (auth, body) in &seen {
+            assert_eq!(auth.as_deref(), Some("Bearer s3cret"));
+            assert_eq!(
+                body,
+                &serde_json::json!({"action": "power-cycle", "node": "n1", "uid": "u1", "bootID": "b1",
+                    "requested": "2026-12-02T10:00:00Z", "until": "2026-12-02T10:20:00Z", "operationID": "u1-b1"})
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_not_retried_and_nothing_listening_is_said() {
+        let (url, seen) = provider(vec![403]).await;
+        let e = post(&url, None, &request()).await.unwrap_err();
+        assert_eq!(e, PowerCycleError::Status(403));
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        assert_eq!(
+            seen.lock().unwrap()[0].0,
+            None,
+            "no token file, no Authorization"
+        );
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let e = post(&format!("http://{closed}/power"), None, &request())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PowerCycleError::Transport(_)), "{e}");
+    }
+}

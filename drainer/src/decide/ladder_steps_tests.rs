@@ -1,0 +1,119 @@
+//! The remediation ladder's steps by cause and from outside: one condition climbing the ladder
+//! its reason names, and a reboot that did not happen followed by a power-cycle. Pure.
+
+use super::ladder::{FENCE_TAINT, LadderWhy};
+use super::ladder_tests::{
+    BOOT_A, BOOT_B, booted, ladder_cfg, ladder_why, on_node, rebooting, record, with_reboots,
+};
+use super::tests::{N, NOW, cfg, node, one, t};
+use super::*;
+use crate::config::ladder::Step;
+use crate::model::node::NodeView;
+use crate::model::record::Phase;
+
+/// A condition `type_` True since 0 with `reason`.
+fn with_reason(n: N, type_: &str, reason: &str) -> N {
+    let mut n = n.cond(type_, "True", 0);
+    let conditions = n.0.status.as_mut().unwrap().conditions.as_mut().unwrap();
+    conditions.last_mut().unwrap().reason = Some(reason.into());
+    n
+}
+
+#[test]
+fn one_condition_climbs_the_ladder_its_reason_names() {
+    let mut c = cfg();
+    c.conditions = vec![
+        "GpuUnhealthy=True,reason=GpuXidReset,10m: drain, reboot"
+            .parse()
+            .unwrap(),
+        "GpuUnhealthy=True,reason=GpuXidReplace|GpuFellOffTheBus,10m: drain, replace"
+            .parse()
+            .unwrap(),
+    ];
+    let drained_with = |reason: &str| {
+        let mut r = record(Phase::Drained);
+        r.episode = format!("GpuUnhealthy=True ({reason})@{}", t(0).as_second());
+        r.reason = format!("GpuUnhealthy=True ({reason})");
+        with_reason(booted(node("n"), BOOT_A), "GpuUnhealthy", reason)
+            .unschedulable()
+            .record(r)
+    };
+    let d = one(drained_with("GpuXidReset"), &c);
+    assert_eq!(d.action(), Action::Reboot, "{}", d.reason());
+    let d = one(drained_with("GpuFellOffTheBus"), &c);
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
+    // The problem is said with its reason.
+    let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidReplace").0);
+    let p = super::problem::problem(&view, None, &c, t(NOW));
+    assert_eq!(p.held.len(), 1, "{:?}", p.held);
+    assert!(
+        p.held[0].starts_with("GpuUnhealthy=True (GpuXidReplace) for "),
+        "{:?}",
+        p.held
+    );
+    assert_eq!(p.ladder.unwrap().to_string(), "drain, replace");
+    // A reason no listed condition names: not a problem this configuration acts on.
+    let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidOther").0);
+    let p = super::problem::problem(&view, None, &c, t(NOW));
+    assert!(p.held.is_empty() && p.pending.is_empty(), "{:?}", p.held);
+}
+
+#[test]
+fn a_reboot_that_did_not_happen_goes_on_to_a_power_cycle_without_the_fence() {
+    let late = NOW - 1300;
+    let steps = "drain, reboot, power-cycle, replace";
+    let c = ladder_cfg(steps);
+    // Its own reboot was counted today; the power-cycle has the day's limit to itself.
+    let d = with_reboots(
+        on_node(rebooting(late, steps), BOOT_A, true),
+        &c,
+        (1, 0),
+        &[],
+    );
+    assert_eq!(d.action(), Action::PowerCycle, "{}", d.reason());
+    let Effect::Reboot(r) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert_eq!(
+        (r.phase, r.step),
+        (Phase::Rebooting, Some(Step::PowerCycle))
+    );
+    assert_eq!(r.boot_id, BOOT_A, "proven by a bootID other than this one");
+    assert!(
+        !r.taints.contains(&FENCE_TAINT.to_string()),
+        "the detector is asked nothing"
+    );
+    assert!(
+        d.reason().contains("power-cycling it through"),
+        "{}",
+        d.reason()
+    );
+    // Awaited, then proven as a reboot is.
+    let mut cycling = rebooting(NOW - 60, steps);
+    cycling.step = Some(Step::PowerCycle);
+    cycling.taints.clear();
+    let d = one(on_node(cycling.clone(), BOOT_A, true), &c);
+    assert!(matches!(
+        ladder_why(&d),
+        LadderWhy::AwaitingReboot {
+            next: Some(Step::Replace),
+            ..
+        }
+    ));
+    let d = one(on_node(cycling, BOOT_B, false), &c);
+    assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
+    // Power-cycled as often as the day allows: the ladder goes on, saying why.
+    let d = with_reboots(
+        on_node(rebooting(late, steps), BOOT_A, true),
+        &c,
+        (1, 1),
+        &[],
+    );
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
+    assert!(
+        d.reason()
+            .contains("power-cycled 1 time(s) in the last 24h"),
+        "{}",
+        d.reason()
+    );
+}
