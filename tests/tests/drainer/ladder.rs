@@ -10,7 +10,9 @@
 //! - what others write: a forged record through `nodes/status` requests nothing, a request on a
 //!   node without the fence taint is refused by the detector, and a veto stops the ladder;
 //! - slow start: two nodes of one zone reboot one at a time until the first one's proof has
-//!   dwelt, then the zone widens.
+//!   dwelt, then the zone widens;
+//! - a power-cycle from outside: the provider (a loopback endpoint) asked once with the node, its
+//!   boot and the token, no fence and no request to the detector, proven by the new boot.
 
 use std::path::{Path, PathBuf};
 
@@ -677,6 +679,97 @@ async fn a_node_without_a_boot_id_is_replaced_and_every_form_says_why() {
             .any(|l| l.contains("replacing the node") && l.contains(&format!("no reboot: {why}"))),
         "the log line says why:\n{log}"
     );
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+/// A power-cycle provider on loopback: each POST recorded (its Authorization and body), 200.
+async fn power_provider() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, serde_json::Value)>>>,
+) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let app = axum::Router::new().route(
+        "/power",
+        axum::routing::post(move |h: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let s = s.clone();
+            async move {
+                let auth = (h.get(axum::http::header::AUTHORIZATION))
+                    .and_then(|v| v.to_str().ok())
+                    .map(String::from);
+                let json = serde_json::from_slice(&body).unwrap_or_default();
+                s.lock().unwrap().push((auth, json));
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/power"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_node_is_power_cycled_from_outside_and_proven_by_its_new_boot() {
+    let s = Scenario::new().await;
+    let node = broken_node(&s, "hung").await;
+    let (url, seen) = power_provider().await;
+    let token = s.dir.path().join("power-token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, power-cycle",
+            "--drain-buffer=1s",
+            "--reboot-deadline=60s",
+            &format!("--power-cycle-url={url}"),
+            &format!("--power-cycle-token-file={}", token.display()),
+            // The loopback provider speaks plain http, which the command line alone may allow.
+            "--notify-allow-http=true",
+        ])
+        .await;
+    let (auth, body) = s
+        .until("the provider asked", &drainer, || async {
+            seen.lock().unwrap().first().cloned()
+        })
+        .await;
+    assert_eq!(auth.as_deref(), Some("Bearer s3cret"));
+    assert_eq!(
+        (
+            body["action"].as_str(),
+            body["node"].as_str(),
+            body["bootID"].as_str()
+        ),
+        (Some("power-cycle"), Some(node.as_str()), Some(BOOT_A))
+    );
+    let uid = s.env.get_node(&node).await["metadata"]["uid"].clone();
+    assert_eq!(
+        body["operationID"],
+        format!("{}-{BOOT_A}", uid.as_str().unwrap())
+    );
+    said(&s, &drainer, &node, "PowerCycleRequested").await;
+    assert_eq!(phase(&s, &node).await.as_deref(), Some("rebooting"));
+    assert!(
+        requests(&s).await.is_empty(),
+        "the node's detector is asked nothing"
+    );
+    let taints = s.env.get_node(&node).await["spec"]["taints"].to_string();
+    assert!(
+        !taints.contains("nodemedic.io/remediation"),
+        "no fence: {taints}"
+    );
+    // The machine comes back with a new boot, the problem gone: proven, uncordoned.
+    Kubelet::booted(&s.env.cluster.client, &node, BOOT_B).await;
+    s.env
+        .set_condition(&node, "KernelDeadlock", "False", 0)
+        .await;
+    said(&s, &drainer, &node, "RebootProven").await;
+    s.until("uncordoned", &drainer, || async {
+        (!s.env.cordoned(&node).await).then_some(())
+    })
+    .await;
+    assert_eq!(seen.lock().unwrap().len(), 1, "asked once");
+    drop(drainer);
     forget_requests(&s).await;
     s.env.cleanup().await;
 }
