@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use crate::model::cluster::{
     ApiError, Cluster, ConditionPatch, Data, EventTarget, Kept, MachineMark, NodePatch,
-    NodeVersion, PowerCycleError, PowerCycleRequest, REMEDIATE_MACHINE_ANNOTATION,
+    NodeVersion, PowerCycleError, PowerCycleRequest, PowerTarget, REMEDIATE_MACHINE_ANNOTATION,
 };
 use crate::model::pod::Uid;
 use crate::observe::Observed;
@@ -37,6 +37,30 @@ pub const CLUSTER_API_PERMISSIONS: &[Permission] = &[Permission {
     // Machine's namespace itself.
     namespaced: true,
 }];
+
+/// Granted only for `--power-cycle-provider=metal3` (`deploy/components/power-cycle-metal3`): the
+/// Machine read to check it names the node back, its Metal3Machine read for the host's name, the
+/// host's reboot annotation written. In the namespace of this cluster's hosts only (a Role there).
+pub const METAL3_PERMISSIONS: &[Permission] = &[
+    Permission {
+        group: "cluster.x-k8s.io",
+        resource: "machines",
+        verbs: &["get"],
+        namespaced: true,
+    },
+    Permission {
+        group: "infrastructure.cluster.x-k8s.io",
+        resource: "metal3machines",
+        verbs: &["get"],
+        namespaced: true,
+    },
+    Permission {
+        group: "metal3.io",
+        resource: "baremetalhosts",
+        verbs: &["patch"],
+        namespaced: true,
+    },
+];
 
 /// Granted only with `--allow-force-delete` (its own ClusterRole: `deploy/allow-force-delete`, or the
 /// chart when `drainer.config.allowForceDelete` is set).
@@ -128,7 +152,98 @@ pub struct KubeCluster {
     observed: Observed,
 }
 
+/// An object of `group/version` `kind` (plural `plural`) in `namespace`, or `None`.
+async fn dynamic(
+    client: &kube::Client,
+    (group, version, kind, plural): (&str, &str, &str, &str),
+    namespace: &str,
+    name: &str,
+) -> Result<Option<kube::api::DynamicObject>, PowerCycleError> {
+    use kube::api::{ApiResource, DynamicObject};
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    api.get_opt(name)
+        .await
+        .map_err(|e| PowerCycleError::Api(api_error(e).to_string()))
+}
+
 impl KubeCluster {
+    /// The BareMetalHost behind the Machine `namespace/machine`, only if that Machine names
+    /// `node` back by name and UID (what a node writes about itself leads nowhere else).
+    async fn metal3_host(
+        &self,
+        namespace: &str,
+        machine: &str,
+        node: &str,
+        node_uid: &str,
+    ) -> Result<(String, String), PowerCycleError> {
+        use crate::model::metal3;
+        let no = |why: String| PowerCycleError::NoHost(why);
+        let capi = ("cluster.x-k8s.io", "v1beta1", "Machine", "machines");
+        let m = dynamic(&self.client, capi, namespace, machine)
+            .await?
+            .ok_or_else(|| no(format!("no Machine {namespace}/{machine}")))?;
+        let named = &m.data["status"]["nodeRef"];
+        let (name, uid) = (named["name"].as_str(), named["uid"].as_str());
+        if name != Some(node) || uid != Some(node_uid) {
+            return Err(no(format!(
+                "Machine {namespace}/{machine} names node {} ({}), not this one",
+                name.unwrap_or("none"),
+                uid.unwrap_or("no UID")
+            )));
+        }
+        let infra = &m.data["spec"]["infrastructureRef"];
+        let kind = infra["kind"].as_str().unwrap_or_default();
+        let (group, version) = (infra["apiVersion"].as_str().unwrap_or_default())
+            .split_once('/')
+            .unwrap_or_default();
+        if kind != metal3::MACHINE_KIND {
+            return Err(no(format!(
+                "Machine {namespace}/{machine}'s infrastructure is a {kind}, not a {}",
+                metal3::MACHINE_KIND
+            )));
+        }
+        let infra_ns = infra["namespace"].as_str().unwrap_or(namespace);
+        let infra_name = infra["name"].as_str().unwrap_or_default();
+        let key = (group, version, metal3::MACHINE_KIND, metal3::MACHINE_PLURAL);
+        let m3m = dynamic(&self.client, key, infra_ns, infra_name)
+            .await?
+            .ok_or_else(|| no(format!("no Metal3Machine {infra_ns}/{infra_name}")))?;
+        let annotations = m3m.metadata.annotations.unwrap_or_default();
+        (annotations.get(metal3::HOST_ANNOTATION))
+            .and_then(|a| metal3::host_named(a))
+            .ok_or_else(|| {
+                no(format!(
+                    "Metal3Machine {infra_ns}/{infra_name} names no host ({})",
+                    metal3::HOST_ANNOTATION
+                ))
+            })
+    }
+
+    /// Ask Metal3's baremetal-operator to power-cycle the BareMetalHost `namespace/name`: its
+    /// reboot annotation, hard (the operator removes it once done).
+    async fn annotate_host(&self, namespace: &str, name: &str) -> Result<(), PowerCycleError> {
+        use crate::model::metal3;
+        use kube::api::{ApiResource, DynamicObject};
+        use kube::core::GroupVersionKind;
+        let gvk = GroupVersionKind::gvk(metal3::GROUP, metal3::VERSION, metal3::KIND);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, metal3::PLURAL);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        let patch = json!({"metadata": {"annotations": {metal3::REBOOT_ANNOTATION: metal3::HARD}}});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                Err(PowerCycleError::NoHost(format!("{namespace}/{name}")))
+            }
+            Err(e) => Err(PowerCycleError::Api(api_error(e).to_string())),
+        }
+    }
+
     /// `namespace`: the Lease's, where the drainer's own ConfigMaps are.
     pub(crate) fn new(client: kube::Client, observed: Observed, namespace: &str) -> KubeCluster {
         KubeCluster {
@@ -301,11 +416,23 @@ impl Cluster for KubeCluster {
 
     async fn power_cycle(
         &self,
-        url: &str,
-        token: Option<&str>,
+        target: &PowerTarget,
         request: &PowerCycleRequest,
     ) -> Result<(), PowerCycleError> {
-        super::power::post(url, token, request).await
+        match target {
+            PowerTarget::Http { url, token } => {
+                super::power::post(url, token.as_deref(), request).await
+            }
+            PowerTarget::Metal3 {
+                namespace,
+                machine,
+                node,
+                node_uid,
+            } => {
+                let (ns, host) = self.metal3_host(namespace, machine, node, node_uid).await?;
+                self.annotate_host(&ns, &host).await
+            }
+        }
     }
 
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {

@@ -6,10 +6,11 @@
 
 use super::executor::{Executor, ours, swap};
 use crate::config::Config;
+use crate::config::ladder::PowerCycle;
 use crate::metrics::{LadderStep, StepResult};
 use crate::model::cluster::{
     Cluster, MACHINE_ANNOTATION, MACHINE_NAMESPACE_ANNOTATION, MachineMark, NodeVersion,
-    PowerCycleRequest,
+    PowerCycleRequest, PowerTarget,
 };
 use crate::model::ladder::Step;
 use crate::model::node::NodeView;
@@ -72,28 +73,23 @@ impl<C: Cluster> Executor<C> {
     async fn power_cycle(&self, node: &NodeView, next: &Record, cfg: &Config) {
         let name = node.name.as_str();
         let Some(provider) = &cfg.ladder.power_cycle else {
-            // Settings refuse a ladder naming the step without a provider; a reload cannot drop it
-            // while the step is under way without saying so.
+            // Settings refuse a ladder naming the step without a provider.
             let o = Occurrence::PowerCycleFailed {
                 provider: "no power-cycle provider".into(),
-                error: "--power-cycle-url is not given".into(),
+                error: "neither --power-cycle-url nor --power-cycle-provider is given".into(),
             };
             return self.record.node(name, o).await;
         };
-        let shown = provider.url.to_string();
-        let token = match &provider.token_file {
-            None => None,
-            Some(path) => match std::fs::read_to_string(path) {
-                Ok(t) => Some(t.trim().to_string()),
-                Err(e) => {
-                    let error = format!("its token file {}: {e}", path.display());
-                    let o = Occurrence::PowerCycleFailed {
-                        provider: shown,
-                        error,
-                    };
-                    return self.record.node(name, o).await;
-                }
-            },
+        let shown = provider.to_string();
+        let target = match self.target(provider, node).await {
+            Ok(t) => t,
+            Err(error) => {
+                let o = Occurrence::PowerCycleFailed {
+                    provider: shown,
+                    error,
+                };
+                return self.record.node(name, o).await;
+            }
         };
         let time = |t: Option<k8s_openapi::jiff::Timestamp>| {
             t.map(nodemedic_common::time::rfc3339).unwrap_or_default()
@@ -107,12 +103,7 @@ impl<C: Cluster> Executor<C> {
             until: time(next.step_until),
             operation_id: format!("{}-{}", node.uid, next.boot_id),
         };
-        let url = provider.url.expose();
-        let o = match self
-            .cluster
-            .power_cycle(url, token.as_deref(), &request)
-            .await
-        {
+        let o = match self.cluster.power_cycle(&target, &request).await {
             Ok(()) => Occurrence::PowerCycleRequested {
                 provider: shown,
                 boot_id: next.boot_id.clone(),
@@ -125,6 +116,41 @@ impl<C: Cluster> Executor<C> {
             },
         };
         self.record.node(name, o).await;
+    }
+
+    /// Where `provider` is asked for `node`: the endpoint with its token (read now, so a rotated
+    /// one is used), or the Machine that leads to its BareMetalHost.
+    async fn target(&self, provider: &PowerCycle, node: &NodeView) -> Result<PowerTarget, String> {
+        match provider {
+            PowerCycle::Http { url, token_file } => {
+                let token = match token_file {
+                    None => None,
+                    Some(path) => Some(
+                        std::fs::read_to_string(path)
+                            .map_err(|e| format!("its token file {}: {e}", path.display()))?
+                            .trim()
+                            .to_string(),
+                    ),
+                };
+                Ok(PowerTarget::Http {
+                    url: url.expose().to_string(),
+                    token,
+                })
+            }
+            PowerCycle::Metal3 => {
+                let machine = (node.annotations.get(MACHINE_ANNOTATION)).ok_or_else(|| {
+                    format!("the Node names no Cluster API Machine ({MACHINE_ANNOTATION}), which leads to its BareMetalHost")
+                })?;
+                let namespace =
+                    (node.annotations.get(MACHINE_NAMESPACE_ANNOTATION)).unwrap_or("default");
+                Ok(PowerTarget::Metal3 {
+                    namespace: namespace.to_string(),
+                    machine: machine.to_string(),
+                    node: node.name.to_string(),
+                    node_uid: node.uid.to_string(),
+                })
+            }
+        }
     }
 
     /// A replacement: the record (phase `replacing`), then, where Cluster API runs the node, its

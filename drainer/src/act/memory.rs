@@ -15,6 +15,7 @@ use nodemedic_common::events::NodeEvent;
 use nodemedic_common::evict::Evicted;
 use nodemedic_common::status::Status;
 
+use crate::model::cluster::PowerTarget;
 use crate::model::cluster::{
     ApiError, Cluster, ConditionPatch, Data, EventTarget, Kept, MachineMark, NodePatch,
     NodeVersion, PowerCycleError, PowerCycleRequest,
@@ -401,8 +402,7 @@ impl Cluster for MemoryCluster {
 
     async fn power_cycle(
         &self,
-        _url: &str,
-        _token: Option<&str>,
+        _target: &PowerTarget,
         request: &PowerCycleRequest,
     ) -> Result<(), PowerCycleError> {
         let mut s = self.state();

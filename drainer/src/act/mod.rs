@@ -46,7 +46,7 @@ pub(crate) use drain::{DrainRun, PDB_RETRY};
 pub(crate) use executor::{Executor, FollowUp};
 pub use kube::{
     CLUSTER_API_PERMISSIONS, DELETE_NODES_PERMISSIONS, FORCE_DELETE_PERMISSIONS, KubeCluster,
-    PERMISSIONS,
+    METAL3_PERMISSIONS, PERMISSIONS,
 };
 
 #[cfg(test)]

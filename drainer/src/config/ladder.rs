@@ -32,18 +32,25 @@ pub struct Limits {
     pub(crate) power_cycle: Option<PowerCycle>,
 }
 
-/// The out-of-band reboot provider: an HTTP endpoint (docs/operator-guide.md says the request).
+/// The out-of-band reboot provider (docs/operator-guide.md says what each is asked).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PowerCycle {
-    /// Shown only as scheme and host (the path or query may carry a credential).
-    pub(crate) url: super::url::NotifyUrl,
-    /// The bearer token's file, read at each request.
-    pub(crate) token_file: Option<std::path::PathBuf>,
+pub enum PowerCycle {
+    /// An HTTP endpoint: its URL (shown only as scheme and host: the path or query may carry a
+    /// credential) and the bearer token's file, read at each request.
+    Http {
+        url: super::url::NotifyUrl,
+        token_file: Option<std::path::PathBuf>,
+    },
+    /// Metal3: the reboot annotation of the BareMetalHost behind the node's Cluster API Machine.
+    Metal3,
 }
 
 impl std::fmt::Display for PowerCycle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the power-cycle endpoint {}", self.url)
+        match self {
+            PowerCycle::Http { url, .. } => write!(f, "the power-cycle endpoint {url}"),
+            PowerCycle::Metal3 => f.write_str("Metal3 (the node's BareMetalHost)"),
+        }
     }
 }
 

@@ -128,6 +128,20 @@ pub(crate) struct PowerCycleRequest {
     pub(crate) operation_id: String,
 }
 
+/// Where a power-cycle is asked (no `Debug`: the endpoint's URL and token are secrets).
+pub(crate) enum PowerTarget {
+    /// An HTTP endpoint, with the bearer token.
+    Http { url: String, token: Option<String> },
+    /// Metal3's BareMetalHost, by its reboot annotation: the one behind the Cluster API Machine
+    /// `namespace/machine`, which must name `node` (with its UID) back.
+    Metal3 {
+        namespace: String,
+        machine: String,
+        node: String,
+        node_uid: String,
+    },
+}
+
 /// Why a power-cycle provider did not take the request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum PowerCycleError {
@@ -137,6 +151,11 @@ pub(crate) enum PowerCycleError {
     Transport(String),
     #[error("it answered HTTP {0}")]
     Status(u16),
+    /// The way to the node's BareMetalHost is not there, or does not lead back to the node.
+    #[error("{0}")]
+    NoHost(String),
+    #[error("{0}")]
+    Api(String),
 }
 
 /// What marking a Cluster API Machine for remediation came to.
@@ -201,12 +220,10 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         node: &str,
         node_uid: &str,
     ) -> impl Future<Output = Result<MachineMark, ApiError>> + Send;
-    /// Ask the power-cycle provider at `url` (with the bearer `token`) to reboot a node from
-    /// outside.
+    /// Ask the power-cycle provider `target` to reboot a node from outside.
     fn power_cycle(
         &self,
-        url: &str,
-        token: Option<&str>,
+        target: &PowerTarget,
         request: &PowerCycleRequest,
     ) -> impl Future<Output = Result<(), PowerCycleError>> + Send;
     /// Delete a Node, only as `only` says (that version of it, or that object).
@@ -337,14 +354,13 @@ impl<C: Cluster> Cluster for Gated<C> {
     }
     async fn power_cycle(
         &self,
-        url: &str,
-        token: Option<&str>,
+        target: &PowerTarget,
         request: &PowerCycleRequest,
     ) -> Result<(), PowerCycleError> {
         // A follower asks nothing: the leader does.
         self.gate()
             .map_err(|e| PowerCycleError::Transport(e.to_string()))?;
-        self.inner.power_cycle(url, token, request).await
+        self.inner.power_cycle(target, request).await
     }
     async fn evict(
         &self,

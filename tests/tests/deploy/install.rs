@@ -218,6 +218,13 @@ fn has(objects: &[Value], component: &str) -> bool {
         "cluster-api" => named("Role", "nodemedic-drainer-cluster-api"),
         "allow-force-delete" => named("ClusterRole", "nodemedic-drainer-force-delete"),
         "monitoring" => named("ServiceMonitor", "nodemedic-detector"),
+        "power-cycle-metal3" => {
+            arg(
+                "Deployment",
+                "nodemedic-drainer",
+                "--power-cycle-provider=metal3",
+            ) && named("Role", "nodemedic-drainer-power-cycle-metal3")
+        }
         other => panic!("no check for the component {other}: add one"),
     }
 }
@@ -231,7 +238,7 @@ fn every_pair_of_components_and_the_documented_combination_render() {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    assert_eq!(components.len(), 9, "{components:?}");
+    assert_eq!(components.len(), 10, "{components:?}");
     let mut sets: Vec<Vec<&str>> = vec![components.iter().map(String::as_str).collect()];
     for (i, a) in components.iter().enumerate() {
         sets.push(vec![a]);

@@ -408,6 +408,33 @@ fn rebooting_is_granted_only_where_configured_and_exactly() {
 /// Marking Cluster API Machines (a ladder's replace step there) only where deploy/cluster-api or
 /// `drainer.clusterAPI` grant it, and exactly that.
 #[test]
+fn power_cycling_through_metal3_is_granted_only_where_configured_and_exactly() {
+    use std::collections::BTreeSet;
+    let base = needed(nodemedic_drainer::act::PERMISSIONS);
+    let with: BTreeSet<_> = base
+        .union(&needed(nodemedic_drainer::act::METAL3_PERMISSIONS))
+        .cloned()
+        .collect();
+    let dir = repo().join(format!("target/metal3-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "resources:\n  - ../../deploy/base\ncomponents:\n  - ../../deploy/components/power-cycle-metal3\n",
+    )
+    .unwrap();
+    let rendered = kustomize(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let Some(objects) = rendered else { return };
+    check_types(&objects);
+    assert_eq!(granted(&objects, "nodemedic-drainer"), with);
+    let role = find(&objects, "Role", "nodemedic-drainer-power-cycle-metal3");
+    assert_eq!(
+        role["metadata"]["namespace"], "metal3",
+        "the hosts' namespace only"
+    );
+}
+
+#[test]
 fn marking_machines_is_granted_only_where_configured_and_exactly() {
     use std::collections::BTreeSet;
     let base = needed(nodemedic_drainer::act::PERMISSIONS);

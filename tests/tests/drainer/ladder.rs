@@ -477,17 +477,19 @@ async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy_an
 
 /// A Cluster API Machine (`cluster.x-k8s.io/v1beta1`) in `default` whose `status.nodeRef` names
 /// `node` (None where Cluster API is not installed: a real control plane without its CRDs).
-/// Cluster API's Machine kind (`machines.cluster.x-k8s.io`, v1beta1, its status a subresource),
-/// with a schema that keeps every field: what the drainer reads and writes of a Machine is its
-/// annotations and `status.nodeRef`. Waits until the API server serves it.
-async fn install_machine_crd(client: &kube::Client) {
+/// A kind (its status a subresource) with a schema that keeps every field, installed where a
+/// real control plane lacks it: Cluster API's Machine, Metal3's Metal3Machine and BareMetalHost
+/// as the drainer reads and writes them (annotations, `status.nodeRef`, `spec.infrastructureRef`).
+/// Waits until the API server serves it.
+async fn install_crd(client: &kube::Client, group: &str, kind: &str, plural: &str, version: &str) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = format!("{plural}.{group}");
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "machines.cluster.x-k8s.io"},
-        "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
-            "names": {"kind": "Machine", "listKind": "MachineList", "plural": "machines", "singular": "machine"},
-            "versions": [{"name": "v1beta1", "served": true, "storage": true,
+        "metadata": {"name": name},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural, "singular": kind.to_lowercase()},
+            "versions": [{"name": version, "served": true, "storage": true,
                 "subresources": {"status": {}},
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     }))
@@ -495,22 +497,23 @@ async fn install_machine_crd(client: &kube::Client) {
     match crds.create(&Default::default(), &crd).await {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("install the Machine CRD: {e}"),
+        Err(e) => panic!("install the {kind} CRD: {e}"),
     }
     nodemedic_tests::cluster::eventually(
-        "the Machine CRD established",
+        &format!("the {kind} CRD established"),
         std::time::Duration::from_secs(60),
         || async {
-            let c = crds.get("machines.cluster.x-k8s.io").await.ok()?;
-            let established = c
-                .status?
-                .conditions?
-                .iter()
+            let c = crds.get(&name).await.ok()?;
+            let established = (c.status?.conditions?.iter())
                 .any(|c| c.type_ == "Established" && c.status == "True");
             established.then_some(())
         },
     )
     .await;
+}
+
+async fn install_machine_crd(client: &kube::Client) {
+    install_crd(client, "cluster.x-k8s.io", "Machine", "machines", "v1beta1").await;
 }
 
 async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::DynamicObject>> {
@@ -769,6 +772,148 @@ async fn a_hung_node_is_power_cycled_from_outside_and_proven_by_its_new_boot() {
     })
     .await;
     assert_eq!(seen.lock().unwrap().len(), 1, "asked once");
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+/// An object of `kind` in `default`, created (its status written too).
+async fn object(
+    s: &Scenario,
+    (group, version, kind, plural): (&str, &str, &str, &str),
+    name: &str,
+    data: serde_json::Value,
+) -> Api<kube::api::DynamicObject> {
+    use kube::api::{ApiResource, DynamicObject, PostParams};
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(s.env.cluster.client.clone(), "default", &resource);
+    let mut o = DynamicObject::new(name, &resource);
+    o.metadata.annotations = serde_json::from_value(data["annotations"].clone()).ok();
+    o.data = json!({"spec": data["spec"].clone(), "status": data["status"].clone()});
+    if let Err(kube::Error::Api(e)) = api.create(&PostParams::default(), &o).await
+        && e.code == 404
+        && s.env.cluster.real()
+    {
+        install_crd(&s.env.cluster.client, group, kind, plural, version).await;
+        api.create(&PostParams::default(), &o).await.unwrap();
+    }
+    let status = json!({"status": data["status"].clone()});
+    let _ = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await;
+    api
+}
+
+const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta1", "Machine", "machines");
+const METAL3_MACHINE: (&str, &str, &str, &str) = (
+    "infrastructure.cluster.x-k8s.io",
+    "v1beta1",
+    "Metal3Machine",
+    "metal3machines",
+);
+const HOST: (&str, &str, &str, &str) = ("metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts");
+
+/// `node`'s Machine, Metal3Machine and BareMetalHost as Cluster API and Metal3 write them (the
+/// Machine naming the node back by name and UID); the hosts' API.
+async fn metal3_host(s: &Scenario, node: &str) -> Api<kube::api::DynamicObject> {
+    let uid = s.env.get_node(node).await["metadata"]["uid"].clone();
+    object(
+        s,
+        MACHINE,
+        &format!("m-{node}"),
+        json!({
+        "spec": {"clusterName": "c", "bootstrap": {},
+            "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "Metal3Machine", "name": format!("m3m-{node}"), "namespace": "default"}},
+        "status": {"nodeRef": {"kind": "Node", "name": node, "uid": uid}}}),
+    )
+    .await;
+    object(
+        s,
+        METAL3_MACHINE,
+        &format!("m3m-{node}"),
+        json!({
+        "annotations": {"metal3.io/BareMetalHost": format!("default/host-{node}")},
+        "spec": {}, "status": {}}),
+    )
+    .await;
+    object(
+        s,
+        HOST,
+        &format!("host-{node}"),
+        json!({"spec": {"online": true}, "status": {"poweredOn": true}}),
+    )
+    .await
+}
+
+async fn names_machine(s: &Scenario, node: &str, machine: &str) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+    let claim = json!({"metadata": {"annotations": {"cluster.x-k8s.io/machine": machine,
+        "cluster.x-k8s.io/cluster-namespace": "default"}}});
+    nodes
+        .patch(node, &PatchParams::default(), &Patch::Merge(claim))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
+    let s = Scenario::new().await;
+    let node = broken_node(&s, "bm").await;
+    let liar = broken_node(&s, "liar").await;
+    let healthy = s.env.node("healthy", "False", 3600, json!({})).await;
+    let hosts = metal3_host(&s, &node).await;
+    metal3_host(&s, &healthy).await;
+    names_machine(&s, &node, &format!("m-{node}")).await;
+    // What a node may write on itself: it names the healthy node's Machine as its own.
+    names_machine(&s, &liar, &format!("m-{healthy}")).await;
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, power-cycle",
+            "--drain-buffer=1s",
+            "--reboot-deadline=60s",
+            "--max-drains-in-flight=2",
+            // One remediation at a time: the liar's turn comes once the first has proven itself.
+            "--slow-start-dwell=1s",
+            "--slow-start-cooldown=1s",
+            "--power-cycle-provider=metal3",
+        ])
+        .await;
+    let annotation = |h: kube::api::DynamicObject| {
+        h.metadata
+            .annotations
+            .and_then(|a| a.get("reboot.metal3.io").cloned())
+    };
+    let asked = s
+        .until("the host's reboot annotation", &drainer, || async {
+            annotation(hosts.get(&format!("host-{node}")).await.ok()?)
+        })
+        .await;
+    assert_eq!(asked, r#"{"mode":"hard"}"#);
+    said(&s, &drainer, &node, "PowerCycleRequested").await;
+    // The operator reboots the host; the node comes back with a new boot, the problem gone.
+    Kubelet::booted(&s.env.cluster.client, &node, BOOT_B).await;
+    s.env
+        .set_condition(&node, "KernelDeadlock", "False", 0)
+        .await;
+    said(&s, &drainer, &node, "RebootProven").await;
+    // The liar's power-cycle leads nowhere: its Machine names the healthy node back.
+    s.until("the liar refused", &drainer, || async {
+        has_event(&s, &liar, "PowerCycleFailed").await.then_some(())
+    })
+    .await;
+    let spared = hosts.get(&format!("host-{healthy}")).await.unwrap();
+    assert_eq!(
+        annotation(spared),
+        None,
+        "the healthy node's host is not rebooted"
+    );
+    assert!(
+        drainer.output().contains(&format!("names node {healthy}")),
+        "the refusal says why"
+    );
     drop(drainer);
     forget_requests(&s).await;
     s.env.cleanup().await;

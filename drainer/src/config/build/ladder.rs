@@ -63,13 +63,20 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
 
 /// The power-cycle provider (flags only), and every ladder naming the step given one.
 fn power_cycle(s: &mut Sources, cfg: &mut Config) {
+    use crate::config::ladder::PowerCycle;
     let args = s.args;
-    if let Some(url) = &args.power_cycle_url {
+    let metal3 = args.power_cycle_provider.as_deref() == Some("metal3");
+    if metal3 {
+        if args.power_cycle_url.is_some() || args.power_cycle_token_file.is_some() {
+            s.flag_error("--power-cycle-provider=metal3 asks the node's BareMetalHost: --power-cycle-url and --power-cycle-token-file are for the http provider");
+        }
+        cfg.ladder.power_cycle = Some(PowerCycle::Metal3);
+    } else if let Some(url) = &args.power_cycle_url {
         // The command line alone may allow plain http for it (the file may not loosen what it cannot set).
         let allow_http = args.notify_allow_http == Some(true);
         match crate::config::url::check(url, allow_http) {
             Ok(url) => {
-                cfg.ladder.power_cycle = Some(crate::config::ladder::PowerCycle {
+                cfg.ladder.power_cycle = Some(PowerCycle::Http {
                     url,
                     token_file: args.power_cycle_token_file.clone(),
                 });
@@ -78,6 +85,8 @@ fn power_cycle(s: &mut Sources, cfg: &mut Config) {
         }
     } else if args.power_cycle_token_file.is_some() {
         s.flag_error("--power-cycle-token-file is for --power-cycle-url, which is not given");
+    } else if args.power_cycle_provider.is_some() {
+        s.flag_error("--power-cycle-provider=http needs --power-cycle-url");
     }
     if cfg.ladder.power_cycle.is_none()
         && let Some(c) = cfg
@@ -86,7 +95,7 @@ fn power_cycle(s: &mut Sources, cfg: &mut Config) {
             .find(|c| c.ladder.is_some_and(|l| l.power_cycle))
     {
         s.flag_error(format!(
-            "{c}: a power-cycle reboots the node from outside, through --power-cycle-url, which is not given"
+            "{c}: a power-cycle reboots the node from outside, through --power-cycle-url or --power-cycle-provider=metal3, neither of which is given"
         ));
     }
 }

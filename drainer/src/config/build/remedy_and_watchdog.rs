@@ -142,8 +142,7 @@ mod tests {
     fn a_power_cycle_needs_its_provider_on_the_command_line() {
         let e = args(&["KernelDeadlock=True: drain, reboot, power-cycle"]).unwrap_err();
         assert!(
-            e.iter()
-                .any(|e| e.contains("through --power-cycle-url, which is not given")),
+            e.iter().any(|e| e.contains("neither of which is given")),
             "{e:?}"
         );
         let e = args(&["--power-cycle-url=http://gw.example/p"]).unwrap_err();
