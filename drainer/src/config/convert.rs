@@ -89,6 +89,15 @@ pub(crate) fn entries(args: &PolicyArgs) -> (Vec<(String, Value)>, Vec<String>) 
                 }
                 continue;
             }
+            "power_cycle_provider" | "power_cycle_url" | "power_cycle_token_file" => {
+                if !value.is_null() {
+                    notes.push(format!(
+                        "--{}: keep it on the command line (a file may not redirect a reboot from outside)",
+                        field.replace('_', "-")
+                    ));
+                }
+                continue;
+            }
             "notify_url_files" => {
                 if !args.notify_url_files.is_empty() {
                     notes.push("--notify-url-file: keep it on the command line (it names a mounted Secret)".into());

@@ -22,6 +22,9 @@ const NOT_KEYS: &[&str] = &[
     "min_ready_duration",
     "notify_url_files",
     "notify_urls",
+    "power_cycle_provider",
+    "power_cycle_url",
+    "power_cycle_token_file",
 ];
 
 /// A `[default: X]` that means "not set".
@@ -125,6 +128,12 @@ pub(crate) fn render(
             "# --min-ready-duration={} stays on the command line (a floor no file may lower)",
             humantime::format_duration(floor)
         ));
+    }
+    if args.power_cycle_provider.is_some() || args.power_cycle_url.is_some() {
+        out.push(
+            "# the power-cycle provider stays on the command line (a file may not redirect a reboot from outside)"
+                .to_string(),
+        );
     }
     let mut text = out.join("\n");
     text.push('\n');

@@ -199,3 +199,22 @@ fn the_committed_config_reference_is_what_the_code_generates() {
     nodemedic_common::cli::check_reference(&root, "docs/reference/drainer-config.md", &generated)
         .unwrap();
 }
+
+#[test]
+fn the_power_cycle_provider_stays_on_the_command_line() {
+    let given = args(&[
+        "KernelDeadlock=True,10m",
+        "--power-cycle-url=https://gw.example/power?key=s3cret",
+    ]);
+    let text = render(&given, None, Whose::Given).unwrap();
+    assert!(
+        !text.contains("s3cret") && !text.contains("powerCycle"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# the power-cycle provider stays on the command line"),
+        "{text}"
+    );
+    // The file builds what it says (the provider is the command line's to give).
+    built_from(&text);
+}
