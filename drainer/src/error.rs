@@ -22,10 +22,17 @@ pub enum Error {
     GuardListen(SocketAddr),
     #[error(transparent)]
     RecordKey(#[from] crate::act::key::KeyError),
+    /// Boxed: it is large, and every `Result` of the drainer's start-up carries this type.
     #[error(transparent)]
-    Object(#[from] crate::act::objects::ObjectError),
+    Object(Box<crate::act::objects::ObjectError>),
     #[error("--reboot-signing-key {0}")]
     RebootKey(#[from] nodemedic_common::reboot::KeyError),
+}
+
+impl From<crate::act::objects::ObjectError> for Error {
+    fn from(e: crate::act::objects::ObjectError) -> Error {
+        Error::Object(Box::new(e))
+    }
 }
 
 impl Error {
