@@ -217,9 +217,10 @@ impl Seen {
             .collect();
         let day_ago = nodemedic_common::time::sub(now, DAY);
         for (name, n) in self.nodes.iter_mut() {
-            let before = n.reboots.len();
+            let before = n.reboots.len() + n.power_cycles.len();
             n.reboots.retain(|t| *t > day_ago);
-            if n.reboots.len() != before {
+            n.power_cycles.retain(|t| *t > day_ago);
+            if n.reboots.len() + n.power_cycles.len() != before {
                 dirty |= 1 << shard_of(name);
             }
         }
@@ -357,6 +358,24 @@ mod tests {
         assert_eq!(s.forgotten_before, Some(t(0)));
         assert_eq!(s.replayed("gone", t(0)), Some(t(0)));
         assert_eq!(s.replayed("new", t(week)), None, "a record written since");
+    }
+
+    #[test]
+    fn reboots_and_power_cycles_count_for_a_day_then_are_forgotten() {
+        let mut s = Seen::default();
+        s.saw("n", Some(t(0)));
+        assert!(s.stepped("n", Step::Reboot, t(10)));
+        assert!(s.stepped("n", Step::PowerCycle, t(20)));
+        assert_eq!(s.reboots_today("n", t(100)), (1, 1));
+        let day = DAY.as_secs() as i64;
+        let dirty = s.prune(t(day + 30));
+        assert_ne!(dirty, 0, "the node's shard changed");
+        assert_eq!(s.reboots_today("n", t(day + 30)), (0, 0));
+        let n = &s.nodes["n"];
+        assert!(
+            n.reboots.is_empty() && n.power_cycles.is_empty(),
+            "nothing kept past the day"
+        );
     }
 
     #[test]
