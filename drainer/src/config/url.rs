@@ -45,15 +45,9 @@ impl std::fmt::Debug for NotifyUrl {
 
 /// `url` as it may be shown: scheme, host and port; path, query and user info replaced by `…`.
 pub(crate) fn redact(url: &str) -> String {
-    match url.parse::<axum::http::Uri>() {
-        Ok(u) => match (u.scheme_str(), u.host()) {
-            (Some(scheme), Some(host)) => {
-                let port = u.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
-                format!("{scheme}://{host}{port}/…")
-            }
-            _ => "<a notification URL that does not parse>".into(),
-        },
-        Err(_) => "<a notification URL that does not parse>".into(),
+    match origin(url) {
+        o if o.is_empty() => "<a notification URL that does not parse>".into(),
+        o => format!("{o}…"),
     }
 }
 
