@@ -145,7 +145,7 @@ pub const PERMISSIONS: &[Permission] = &[
 /// The API server as the drainer writes to it; a pod's going is read from `observed` (the watch).
 #[derive(Clone)]
 pub struct KubeCluster {
-    client: kube::Client,
+    pub(super) client: kube::Client,
     nodes: Api<Node>,
     /// The drainer's own ConfigMaps, in its Lease's namespace.
     configmaps: Api<k8s_openapi::api::core::v1::ConfigMap>,
@@ -255,7 +255,7 @@ impl KubeCluster {
     }
 }
 
-fn api_error(e: kube::Error) -> ApiError {
+pub(super) fn api_error(e: kube::Error) -> ApiError {
     let text = nodemedic_common::client::said(&e);
     match &e {
         kube::Error::Api(s) => ApiError::Status { code: s.code, text },
@@ -432,7 +432,27 @@ impl Cluster for KubeCluster {
                 let (ns, host) = self.metal3_host(namespace, machine, node, node_uid).await?;
                 self.annotate_host(&ns, &host).await
             }
+            PowerTarget::Medik8s {
+                template,
+                node,
+                operation,
+            } => self.remediate(template, node, operation).await,
         }
+    }
+
+    async fn remediations(
+        &self,
+        template: &crate::model::medik8s::Template,
+    ) -> Result<Vec<crate::model::medik8s::Remediation>, ApiError> {
+        KubeCluster::remediations(self, template).await
+    }
+
+    async fn delete_remediation(
+        &self,
+        template: &crate::model::medik8s::Template,
+        r: &crate::model::medik8s::Remediation,
+    ) -> Result<(), ApiError> {
+        KubeCluster::delete_remediation(self, template, r).await
     }
 
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {

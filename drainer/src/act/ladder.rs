@@ -81,7 +81,7 @@ impl<C: Cluster> Executor<C> {
             return self.record.node(name, o).await;
         };
         let shown = provider.to_string();
-        let target = match self.target(provider, node).await {
+        let target = match self.target(provider, node, next).await {
             Ok(t) => t,
             Err(error) => {
                 let o = Occurrence::PowerCycleFailed {
@@ -101,7 +101,7 @@ impl<C: Cluster> Executor<C> {
             boot_id: next.boot_id.clone(),
             requested: time(next.step_at),
             until: time(next.step_until),
-            operation_id: format!("{}-{}", node.uid, next.boot_id),
+            operation_id: operation_id(node, next),
         };
         let o = match self.cluster.power_cycle(&target, &request).await {
             Ok(()) => Occurrence::PowerCycleRequested {
@@ -120,7 +120,12 @@ impl<C: Cluster> Executor<C> {
 
     /// Where `provider` is asked for `node`: the endpoint with its token (read now, so a rotated
     /// one is used), or the Machine that leads to its BareMetalHost.
-    async fn target(&self, provider: &PowerCycle, node: &NodeView) -> Result<PowerTarget, String> {
+    async fn target(
+        &self,
+        provider: &PowerCycle,
+        node: &NodeView,
+        next: &Record,
+    ) -> Result<PowerTarget, String> {
         match provider {
             PowerCycle::Http { url, token_file } => {
                 let token = match token_file {
@@ -150,7 +155,37 @@ impl<C: Cluster> Executor<C> {
                     node_uid: node.uid.to_string(),
                 })
             }
+            PowerCycle::Medik8s(template) => Ok(PowerTarget::Medik8s {
+                template: template.clone(),
+                node: node.name.to_string(),
+                operation: operation_id(node, next),
+            }),
         }
+    }
+
+    /// Delete the remediation object `r`, its attempt over, and say so.
+    pub(crate) async fn remediation_over(
+        &self,
+        template: &crate::model::medik8s::Template,
+        r: &crate::model::medik8s::Remediation,
+    ) {
+        let object = format!(
+            "{} {}/{}",
+            template.remediation_kind(),
+            template.namespace,
+            r.name
+        );
+        let o = match self.cluster.delete_remediation(template, r).await {
+            Ok(()) => Occurrence::RemediationDeleted {
+                object,
+                outcome: r.outcome.to_string(),
+            },
+            Err(e) => Occurrence::RemediationDeleteFailed {
+                object,
+                error: e.to_string(),
+            },
+        };
+        self.record.node(&r.node, o).await;
     }
 
     /// A replacement: the record (phase `replacing`), then, where Cluster API runs the node, its
@@ -238,4 +273,10 @@ impl<C: Cluster> Executor<C> {
             .await;
         true
     }
+}
+
+/// The one ID of a power-cycle attempt: the node's UID and the boot it must leave (asked again,
+/// the same attempt is not asked twice).
+pub(crate) fn operation_id(node: &NodeView, next: &Record) -> String {
+    format!("{}-{}", node.uid, next.boot_id)
 }

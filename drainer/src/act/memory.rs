@@ -417,6 +417,22 @@ impl Cluster for MemoryCluster {
         Ok(())
     }
 
+    async fn remediations(
+        &self,
+        _template: &crate::model::medik8s::Template,
+    ) -> Result<Vec<crate::model::medik8s::Remediation>, ApiError> {
+        // In memory a power-cycle is carried out as it is asked (`power_cycle`): none to follow.
+        Ok(Vec::new())
+    }
+
+    async fn delete_remediation(
+        &self,
+        _template: &crate::model::medik8s::Template,
+        _r: &crate::model::medik8s::Remediation,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     async fn delete_node(&self, name: &str, only: &NodeVersion) -> Result<(), ApiError> {
         let mut s = self.state();
         s.writes.push(Write::DeleteNode { name: name.into() });

@@ -34,6 +34,7 @@ pub mod key;
 pub mod kube;
 pub(crate) mod ladder;
 pub mod marks;
+pub mod medik8s;
 pub mod memory;
 pub mod objects;
 pub(crate) mod power;
@@ -48,6 +49,7 @@ pub use kube::{
     CLUSTER_API_PERMISSIONS, DELETE_NODES_PERMISSIONS, FORCE_DELETE_PERMISSIONS, KubeCluster,
     METAL3_PERMISSIONS, PERMISSIONS,
 };
+pub use medik8s::MEDIK8S_PERMISSIONS;
 
 #[cfg(test)]
 mod tests;

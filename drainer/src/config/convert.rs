@@ -89,7 +89,10 @@ pub(crate) fn entries(args: &PolicyArgs) -> (Vec<(String, Value)>, Vec<String>) 
                 }
                 continue;
             }
-            "power_cycle_provider" | "power_cycle_url" | "power_cycle_token_file" => {
+            "power_cycle_provider"
+            | "power_cycle_url"
+            | "power_cycle_token_file"
+            | "remediation_template" => {
                 if !value.is_null() {
                     notes.push(format!(
                         "--{}: keep it on the command line (a file may not redirect a reboot from outside)",

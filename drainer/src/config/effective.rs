@@ -25,6 +25,7 @@ const NOT_KEYS: &[&str] = &[
     "power_cycle_provider",
     "power_cycle_url",
     "power_cycle_token_file",
+    "remediation_template",
 ];
 
 /// A `[default: X]` that means "not set".

@@ -216,9 +216,12 @@ pub struct PolicyArgs {
     /// A replacement (`COND: drain, replace`) is proven when the Node is gone within this long; otherwise a person is needed. [default: 30m]
     #[arg(help_heading = "Remediation ladder", long = "replace-deadline", value_parser = nodemedic_common::time::parse_duration)]
     pub replace_deadline: Option<Duration>,
-    /// Who reboots a node from outside for a ladder's `power-cycle` step: `http` (--power-cycle-url) or `metal3` (the reboot annotation of the BareMetalHost behind the node's Cluster API Machine, which must name the node back; needs deploy/components/power-cycle-metal3). On the command line only. [default: http when --power-cycle-url is given]
-    #[arg(help_heading = "Remediation ladder", long = "power-cycle-provider", value_parser = ["http", "metal3"])]
+    /// Who reboots a node from outside for a ladder's `power-cycle` step: `http` (--power-cycle-url), `metal3` (the reboot annotation of the BareMetalHost behind the node's Cluster API Machine, which must name the node back; needs deploy/components/power-cycle-metal3) or `medik8s` (a remediation object made from --remediation-template, as NodeHealthCheck makes it; needs deploy/components/power-cycle-medik8s). On the command line only. [default: http when --power-cycle-url is given]
+    #[arg(help_heading = "Remediation ladder", long = "power-cycle-provider", value_parser = ["http", "metal3", "medik8s"])]
     pub power_cycle_provider: Option<String>,
+    /// The medik8s remediation template a `power-cycle` step copies (--power-cycle-provider=medik8s): `KIND/NAMESPACE/NAME` for FenceAgentsRemediationTemplate, SelfNodeRemediationTemplate or MachineDeletionRemediationTemplate, or `GROUP/VERSION/KIND/NAMESPACE/NAME` for another remediator. On the command line only. [default: none]
+    #[arg(help_heading = "Remediation ladder", long = "remediation-template")]
+    pub remediation_template: Option<String>,
     /// The endpoint a ladder's `power-cycle` step asks to reboot a node from outside (a BMC gateway, a cloud function; docs/operator-guide.md gives the request): https, or http with --notify-allow-http. On the command line only: a ConfigMap edit cannot redirect a power-cycle. [default: none]
     #[arg(help_heading = "Remediation ladder", long = "power-cycle-url")]
     pub power_cycle_url: Option<String>,

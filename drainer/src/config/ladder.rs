@@ -43,6 +43,8 @@ pub enum PowerCycle {
     },
     /// Metal3: the reboot annotation of the BareMetalHost behind the node's Cluster API Machine.
     Metal3,
+    /// medik8s: a remediation object made from this template (`--remediation-template`).
+    Medik8s(crate::model::medik8s::Template),
 }
 
 impl std::fmt::Display for PowerCycle {
@@ -50,6 +52,7 @@ impl std::fmt::Display for PowerCycle {
         match self {
             PowerCycle::Http { url, .. } => write!(f, "the power-cycle endpoint {url}"),
             PowerCycle::Metal3 => f.write_str("Metal3 (the node's BareMetalHost)"),
+            PowerCycle::Medik8s(t) => write!(f, "medik8s ({t})"),
         }
     }
 }

@@ -26,6 +26,7 @@ mod chores;
 mod drains;
 mod laps;
 mod publish;
+mod remediations;
 mod report;
 mod round;
 mod state;

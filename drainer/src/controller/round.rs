@@ -52,6 +52,7 @@ impl<C: Cluster> Controller<C> {
         self.fleet
             .set_pause(self.read_lease(pause::pause_of).flatten());
         let relisted = self.catch_up(now).await;
+        self.follow_remediations(now).await;
         let pending = self.fleet.pending();
         laps.end(Part::CatchUp);
         let decisions = self.decide(now).await;

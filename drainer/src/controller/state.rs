@@ -33,6 +33,9 @@ pub(super) struct Periodic {
     /// Since when rounds with changes have left the periodic chores (the resync, the watchdog's
     /// walk) to the next round.
     pub(super) chores_waiting: Option<Timestamp>,
+    /// When our medik8s remediation objects were last listed, and whether that list found any.
+    pub(super) last_follow: Option<Timestamp>,
+    pub(super) remediations_left: bool,
     /// When the pods' symptoms were last assessed.
     pub(super) last_symptoms: Option<Timestamp>,
     /// The assessment under way on the blocking pool.

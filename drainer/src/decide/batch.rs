@@ -85,6 +85,7 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             silent: silence::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
             newest: None,
             reboots_today: (0, 0),
+            gave_up: None,
         })
         .collect();
     let totals = Totals::of(candidates.iter().map(|c| {

@@ -27,4 +27,6 @@ pub struct Candidate<'a> {
     /// Its reboots by the remediation ladder in the last 24 hours (the controller's memory): its
     /// own, and power-cycles.
     pub(crate) reboots_today: (u32, u32),
+    /// What its remediator said when it gave up on its power-cycle under way, if it did.
+    pub(crate) gave_up: Option<&'a str>,
 }

@@ -3,7 +3,8 @@
 
 use super::ladder::{FENCE_TAINT, LadderWhy};
 use super::ladder_tests::{
-    BOOT_A, BOOT_B, booted, ladder_cfg, ladder_why, on_node, rebooting, record, with_reboots,
+    BOOT_A, BOOT_B, booted, decided_with, ladder_cfg, ladder_why, on_node, rebooting, record,
+    with_reboots,
 };
 use super::tests::{N, NOW, cfg, node, one, t};
 use super::*;
@@ -113,6 +114,47 @@ fn a_reboot_that_did_not_happen_goes_on_to_a_power_cycle_without_the_fence() {
     assert!(
         d.reason()
             .contains("power-cycled 1 time(s) in the last 24h"),
+        "{}",
+        d.reason()
+    );
+}
+
+#[test]
+fn a_remediator_that_gives_up_sends_the_ladder_on_before_the_deadline() {
+    let steps = "drain, power-cycle, replace";
+    let c = ladder_cfg(steps);
+    let mut cycling = rebooting(NOW - 60, steps);
+    cycling.step = Some(Step::PowerCycle);
+    cycling.taints.clear();
+    let said = Some("FenceAgentFailed: fence_ipmilan timed out");
+    let d = decided_with(
+        on_node(cycling.clone(), BOOT_A, true),
+        &c,
+        (0, 1),
+        &[],
+        said,
+    );
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
+    assert!(
+        d.reason().contains(
+            "its remediator gave up on the power-cycle (FenceAgentFailed: fence_ipmilan timed out)"
+        ),
+        "{}",
+        d.reason()
+    );
+    // Back with a new boot meanwhile: what the remediator said no longer matters.
+    let d = decided_with(
+        on_node(cycling.clone(), BOOT_B, false),
+        &c,
+        (0, 1),
+        &[],
+        said,
+    );
+    assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
+    // Nothing said: awaited until the deadline.
+    let d = decided_with(on_node(cycling, BOOT_A, true), &c, (0, 1), &[], None);
+    assert!(
+        matches!(ladder_why(&d), LadderWhy::AwaitingReboot { .. }),
         "{}",
         d.reason()
     );

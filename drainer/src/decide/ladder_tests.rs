@@ -315,6 +315,17 @@ pub(super) fn with_reboots(
     reboots_today: (u32, u32),
     replaced: &[i64],
 ) -> NodeDecision {
+    decided_with(n, cfg, reboots_today, replaced, None)
+}
+
+/// [`with_reboots`], and what its remediator said when it gave up on its power-cycle.
+pub(super) fn decided_with(
+    n: N,
+    cfg: &Config,
+    reboots_today: (u32, u32),
+    replaced: &[i64],
+    gave_up: Option<&str>,
+) -> NodeDecision {
     let view = NodeView::of(&n.0);
     let record = crate::model::record::Record::of(&view, &cfg.records, &cfg.owner);
     let c = Candidate {
@@ -327,6 +338,7 @@ pub(super) fn with_reboots(
         silent: None,
         newest: None,
         reboots_today,
+        gave_up,
     };
     let mut gates = Gates::open(cfg.safety.flap_window);
     gates.replaced = replaced.iter().map(|s| t(*s)).collect();
@@ -420,6 +432,7 @@ fn slow_start_lets_a_domain_remediate_as_many_at_once_as_it_has_earned() {
                 silent: None,
                 newest: None,
                 reboots_today: (0, 0),
+                gave_up: None,
             })
             .collect();
         let mut gates = Gates::open(c.safety.flap_window);

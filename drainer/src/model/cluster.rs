@@ -140,6 +140,13 @@ pub(crate) enum PowerTarget {
         node: String,
         node_uid: String,
     },
+    /// A medik8s remediation object made from `template` for `node`, once per attempt
+    /// (`operation`).
+    Medik8s {
+        template: super::medik8s::Template,
+        node: String,
+        operation: String,
+    },
 }
 
 /// Why a power-cycle provider did not take the request.
@@ -226,6 +233,17 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         target: &PowerTarget,
         request: &PowerCycleRequest,
     ) -> impl Future<Output = Result<(), PowerCycleError>> + Send;
+    /// Our medik8s remediation objects of `template`'s kind (a read: the ladder follows them).
+    fn remediations(
+        &self,
+        template: &super::medik8s::Template,
+    ) -> impl Future<Output = Result<Vec<super::medik8s::Remediation>, ApiError>> + Send;
+    /// Delete our remediation object `r` (that object only), its attempt over.
+    fn delete_remediation(
+        &self,
+        template: &super::medik8s::Template,
+        r: &super::medik8s::Remediation,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Delete a Node, only as `only` says (that version of it, or that object).
     fn delete_node(
         &self,
@@ -361,6 +379,20 @@ impl<C: Cluster> Cluster for Gated<C> {
         self.gate()
             .map_err(|e| PowerCycleError::Transport(e.to_string()))?;
         self.inner.power_cycle(target, request).await
+    }
+    async fn remediations(
+        &self,
+        template: &super::medik8s::Template,
+    ) -> Result<Vec<super::medik8s::Remediation>, ApiError> {
+        self.inner.remediations(template).await
+    }
+    async fn delete_remediation(
+        &self,
+        template: &super::medik8s::Template,
+        r: &super::medik8s::Remediation,
+    ) -> Result<(), ApiError> {
+        self.gate()?;
+        self.inner.delete_remediation(template, r).await
     }
     async fn evict(
         &self,

@@ -8,6 +8,7 @@ pub mod intern;
 pub mod keys;
 pub mod ladder;
 pub mod lite;
+pub(crate) mod medik8s;
 pub(crate) mod metal3;
 pub mod node;
 pub mod occurrence;

@@ -50,6 +50,8 @@ pub mod reason {
     pub(crate) const REBOOT_REQUESTED: &str = "RebootRequested";
     pub(crate) const POWER_CYCLE_REQUESTED: &str = "PowerCycleRequested";
     pub(crate) const POWER_CYCLE_FAILED: &str = "PowerCycleFailed";
+    pub(crate) const REMEDIATION_DELETED: &str = "RemediationObjectDeleted";
+    pub(crate) const REMEDIATION_DELETE_FAILED: &str = "RemediationObjectDeleteFailed";
     pub(crate) const SLOW_START_WIDENED: &str = "SlowStartWidened";
     pub(crate) const SLOW_START_NARROWED: &str = "SlowStartNarrowed";
     pub(crate) const DOMAIN_KEPT: &str = "FailureDomainKept";
@@ -184,6 +186,17 @@ pub(crate) enum Occurrence {
         until: Timestamp,
         why: String,
     },
+    /// The medik8s remediation object `object` of an attempt that is over was deleted (its
+    /// remediator lifts what it put on the node); `outcome`: what the remediator had said.
+    RemediationDeleted {
+        object: String,
+        outcome: String,
+    },
+    /// It could not be (tried again at the next follow).
+    RemediationDeleteFailed {
+        object: String,
+        error: String,
+    },
     /// The node's Cluster API Machine was marked for its MachineHealthCheck to remediate.
     MachineMarked {
         machine: String,
@@ -236,6 +249,8 @@ impl Occurrence {
             Replacing { .. } => reason::REPLACING,
             ReplaceFailed { .. } => reason::REPLACE_FAILED,
             MachineMarked { .. } => reason::MACHINE_MARKED,
+            RemediationDeleted { .. } => reason::REMEDIATION_DELETED,
+            RemediationDeleteFailed { .. } => reason::REMEDIATION_DELETE_FAILED,
             NeedsPerson { .. } => reason::NEEDS_PERSON,
             LadderWriteFailed { .. } => reason::LADDER_WRITE_FAILED,
         }
@@ -255,6 +270,7 @@ impl Occurrence {
             | SymptomWriteFailed { .. }
             | ReplaceFailed { .. }
             | PowerCycleFailed { .. }
+            | RemediationDeleteFailed { .. }
             | NeedsPerson { .. }
             | LadderWriteFailed { .. }
             | Relapsed { .. } => Severity::Warning,
@@ -372,6 +388,12 @@ impl Occurrence {
             } => format!("{condition} cleared: {message}"),
             SymptomWriteFailed { condition, error } => {
                 format!("Cannot write the {condition} condition: {error}")
+            }
+            RemediationDeleted { object, outcome } => format!(
+                "Deleted {object}, its power-cycle attempt over ({outcome}): its remediator lifts what it put on the node"
+            ),
+            RemediationDeleteFailed { object, error } => {
+                format!("Cannot delete {object}, its power-cycle attempt over: {error}")
             }
             MachineMarked { machine } => format!(
                 "Marked Machine {machine} for remediation (cluster.x-k8s.io/remediate-machine): its MachineHealthCheck replaces it"

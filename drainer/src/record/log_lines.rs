@@ -71,6 +71,12 @@ impl Occurrence {
                 tracing::warn!(%node, %error, "cannot delete the Node for its replacement")
             }
             NeedsPerson { why } => tracing::warn!(%node, %why, "needs a person"),
+            RemediationDeleted { object, outcome } => {
+                tracing::info!(%node, %object, %outcome, "remediation object deleted, its attempt over")
+            }
+            RemediationDeleteFailed { object, error } => {
+                tracing::warn!(%node, %object, %error, "cannot delete the remediation object")
+            }
             MachineMarked { machine } => {
                 tracing::info!(%node, %machine, "marked the Machine for remediation")
             }
@@ -115,7 +121,10 @@ impl Occurrence {
             Replacing { .. } => m.remediation(LadderStep::Replace, StepResult::Started),
             ReplaceFailed { .. } => m.remediation(LadderStep::Replace, StepResult::Failed),
             NeedsPerson { .. } => m.remediation(LadderStep::Person, StepResult::Started),
-            LadderWriteFailed { .. } | MachineMarked { .. } => {}
+            LadderWriteFailed { .. }
+            | MachineMarked { .. }
+            | RemediationDeleted { .. }
+            | RemediationDeleteFailed { .. } => {}
             CordonStarting { .. }
             | DrainStarting { .. }
             | UncordonStarting { .. }

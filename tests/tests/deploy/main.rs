@@ -405,21 +405,42 @@ fn rebooting_is_granted_only_where_configured_and_exactly() {
     );
 }
 
-/// Marking Cluster API Machines (a ladder's replace step there) only where deploy/cluster-api or
-/// `drainer.clusterAPI` grant it, and exactly that.
+/// Power-cycling through Metal3 only where its component grants it, exactly that, in the hosts'
+/// namespace only.
 #[test]
 fn power_cycling_through_metal3_is_granted_only_where_configured_and_exactly() {
+    power_cycling_component_grants(
+        "metal3",
+        nodemedic_drainer::act::METAL3_PERMISSIONS,
+        "metal3",
+    );
+}
+
+/// Power-cycling through Fence Agents Remediation likewise, in the remediator's namespace only.
+#[test]
+fn power_cycling_through_medik8s_is_granted_only_where_configured_and_exactly() {
+    power_cycling_component_grants(
+        "medik8s",
+        nodemedic_drainer::act::MEDIK8S_PERMISSIONS,
+        "medik8s",
+    );
+}
+
+/// The base with `deploy/components/power-cycle-PROVIDER` grants the drainer exactly its own
+/// permissions and `extra`, in a Role in `namespace`.
+fn power_cycling_component_grants(
+    provider: &str,
+    extra: &[nodemedic_common::rbac::Permission],
+    namespace: &str,
+) {
     use std::collections::BTreeSet;
     let base = needed(nodemedic_drainer::act::PERMISSIONS);
-    let with: BTreeSet<_> = base
-        .union(&needed(nodemedic_drainer::act::METAL3_PERMISSIONS))
-        .cloned()
-        .collect();
-    let dir = repo().join(format!("target/metal3-{}", std::process::id()));
+    let with: BTreeSet<_> = base.union(&needed(extra)).cloned().collect();
+    let dir = repo().join(format!("target/{provider}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("kustomization.yaml"),
-        "resources:\n  - ../../deploy/base\ncomponents:\n  - ../../deploy/components/power-cycle-metal3\n",
+        format!("resources:\n  - ../../deploy/base\ncomponents:\n  - ../../deploy/components/power-cycle-{provider}\n"),
     )
     .unwrap();
     let rendered = kustomize(&dir);
@@ -427,10 +448,14 @@ fn power_cycling_through_metal3_is_granted_only_where_configured_and_exactly() {
     let Some(objects) = rendered else { return };
     check_types(&objects);
     assert_eq!(granted(&objects, "nodemedic-drainer"), with);
-    let role = find(&objects, "Role", "nodemedic-drainer-power-cycle-metal3");
+    let role = find(
+        &objects,
+        "Role",
+        &format!("nodemedic-drainer-power-cycle-{provider}"),
+    );
     assert_eq!(
-        role["metadata"]["namespace"], "metal3",
-        "the hosts' namespace only"
+        role["metadata"]["namespace"], namespace,
+        "one namespace only"
     );
 }
 

@@ -65,28 +65,44 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
 fn power_cycle(s: &mut Sources, cfg: &mut Config) {
     use crate::config::ladder::PowerCycle;
     let args = s.args;
-    let metal3 = args.power_cycle_provider.as_deref() == Some("metal3");
-    if metal3 {
-        if args.power_cycle_url.is_some() || args.power_cycle_token_file.is_some() {
-            s.flag_error("--power-cycle-provider=metal3 asks the node's BareMetalHost: --power-cycle-url and --power-cycle-token-file are for the http provider");
-        }
-        cfg.ladder.power_cycle = Some(PowerCycle::Metal3);
-    } else if let Some(url) = &args.power_cycle_url {
-        // The command line alone may allow plain http for it (the file may not loosen what it cannot set).
-        let allow_http = args.notify_allow_http == Some(true);
-        match crate::config::url::check(url, allow_http) {
-            Ok(url) => {
-                cfg.ladder.power_cycle = Some(PowerCycle::Http {
-                    url,
-                    token_file: args.power_cycle_token_file.clone(),
-                });
+    let provider = args.power_cycle_provider.as_deref();
+    if args.remediation_template.is_some() && provider != Some("medik8s") {
+        s.flag_error(
+            "--remediation-template is for --power-cycle-provider=medik8s, which is not given",
+        );
+    }
+    match provider {
+        Some(p @ ("metal3" | "medik8s")) => {
+            if args.power_cycle_url.is_some() || args.power_cycle_token_file.is_some() {
+                s.flag_error(format!("--power-cycle-provider={p} does not ask an endpoint: --power-cycle-url and --power-cycle-token-file are for the http provider"));
             }
-            Err(e) => s.flag_error(format!("--power-cycle-url: {e}")),
+            if p == "metal3" {
+                cfg.ladder.power_cycle = Some(PowerCycle::Metal3);
+            } else {
+                cfg.ladder.power_cycle = medik8s(s);
+            }
         }
-    } else if args.power_cycle_token_file.is_some() {
-        s.flag_error("--power-cycle-token-file is for --power-cycle-url, which is not given");
-    } else if args.power_cycle_provider.is_some() {
-        s.flag_error("--power-cycle-provider=http needs --power-cycle-url");
+        _ => {
+            if let Some(url) = &args.power_cycle_url {
+                // The command line alone may allow plain http for it (the file may not loosen what it cannot set).
+                let allow_http = args.notify_allow_http == Some(true);
+                match crate::config::url::check(url, allow_http) {
+                    Ok(url) => {
+                        cfg.ladder.power_cycle = Some(PowerCycle::Http {
+                            url,
+                            token_file: args.power_cycle_token_file.clone(),
+                        });
+                    }
+                    Err(e) => s.flag_error(format!("--power-cycle-url: {e}")),
+                }
+            } else if args.power_cycle_token_file.is_some() {
+                s.flag_error(
+                    "--power-cycle-token-file is for --power-cycle-url, which is not given",
+                );
+            } else if provider.is_some() {
+                s.flag_error("--power-cycle-provider=http needs --power-cycle-url");
+            }
+        }
     }
     if cfg.ladder.power_cycle.is_none()
         && let Some(c) = cfg
@@ -95,7 +111,24 @@ fn power_cycle(s: &mut Sources, cfg: &mut Config) {
             .find(|c| c.ladder.is_some_and(|l| l.power_cycle))
     {
         s.flag_error(format!(
-            "{c}: a power-cycle reboots the node from outside, through --power-cycle-url or --power-cycle-provider=metal3, neither of which is given"
+            "{c}: a power-cycle reboots the node from outside, through --power-cycle-url or --power-cycle-provider=metal3|medik8s, none of which is given"
         ));
+    }
+}
+
+/// The medik8s provider: its template, which must be named.
+fn medik8s(s: &mut Sources) -> Option<crate::config::ladder::PowerCycle> {
+    let Some(named) = &s.args.remediation_template else {
+        s.flag_error(
+            "--power-cycle-provider=medik8s needs --remediation-template (KIND/NAMESPACE/NAME)",
+        );
+        return None;
+    };
+    match crate::model::medik8s::Template::parse(named) {
+        Ok(t) => Some(crate::config::ladder::PowerCycle::Medik8s(t)),
+        Err(e) => {
+            s.flag_error(format!("--remediation-template: {e}"));
+            None
+        }
     }
 }

@@ -138,6 +138,7 @@ impl Fleet {
                     silent: self.safety.silent.get(n).map(|s| s.declared),
                     newest: self.records.seen.nodes.get(n.as_str()).map(|n| n.at),
                     reboots_today: self.records.seen.reboots_today(n, now),
+                    gave_up: self.gave_up(n),
                 }
             })
             .collect();

@@ -25,6 +25,7 @@
 
 mod cause;
 mod due;
+mod follow;
 mod pace;
 mod queue;
 mod safety;
@@ -118,6 +119,8 @@ pub struct Fleet {
     /// Transitions of watched conditions seen since the controller last took them (only with
     /// `--history-file`).
     transitions: Vec<crate::model::transition::Transition>,
+    /// What remediators said when they gave up on nodes' power-cycles (`follow`).
+    gave_up: follow::GaveUp,
 }
 
 /// How a selector error is reported: once per node view, by the caller.
@@ -135,6 +138,7 @@ impl Fleet {
             records: Records::default(),
             events: Vec::new(),
             transitions: Vec::new(),
+            gave_up: follow::GaveUp::new(),
         }
     }
 

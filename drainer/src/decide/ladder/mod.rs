@@ -286,7 +286,9 @@ pub(super) fn rebooting(
         .annotations
         .get(DO_NOT_REMEDIATE_ANNOTATION)
         .is_some();
-    if now < until {
+    // A remediator that gave up on the power-cycle: the ladder goes on now, not at the deadline.
+    let gave_up = c.gave_up.filter(|_| !booted);
+    if now < until && gave_up.is_none() {
         let next = ladder_of(r, p).and_then(|l| l.after(r.step.unwrap_or(Step::Reboot)));
         let w = LadderWhy::AwaitingReboot {
             until,
@@ -295,12 +297,14 @@ pub(super) fn rebooting(
         };
         return Some((why(w), Effect::Nothing));
     }
-    let failed = if !booted {
-        "no new bootID by the reboot deadline"
+    let failed = if let Some(said) = gave_up {
+        format!("its remediator gave up on the power-cycle ({said})")
+    } else if !booted {
+        "no new bootID by the reboot deadline".into()
     } else if !ready {
-        "back with a new bootID but not Ready by the reboot deadline"
+        "back with a new bootID but not Ready by the reboot deadline".into()
     } else {
-        "the problem survived the reboot"
+        "the problem survived the reboot".into()
     };
     if vetoed {
         // Its request was withdrawn with the veto: the ladder stops here, for a person (and the
