@@ -64,6 +64,7 @@ pub(crate) enum Write {
 mod changes;
 #[cfg(test)]
 mod knobs;
+mod remediators;
 
 type PodKey = (String, String);
 
@@ -100,6 +101,8 @@ struct State {
     configmaps: BTreeMap<String, Data>,
     /// The power-cycles asked of the provider: (node, the bootID it was asked for).
     power_cycles: Vec<(String, String)>,
+    /// The nodes whose power-cycle the provider gives up on, and the medik8s remediation objects.
+    outside: remediators::Outside,
 }
 
 impl State {
@@ -150,6 +153,11 @@ impl MemoryCluster {
     }
 
     /// Changes with every write of the drainer's own ConfigMaps.
+    /// The power-cycle provider gives up on `node`.
+    pub(crate) fn power_cycle_fails(&self, node: &str) {
+        self.state().outside.fails.insert(node.to_string());
+    }
+
     /// The power-cycles asked so far: (node, the bootID each was asked for).
     pub(crate) fn power_cycles(&self) -> Vec<(String, String)> {
         self.state().power_cycles.clone()
@@ -402,7 +410,7 @@ impl Cluster for MemoryCluster {
 
     async fn power_cycle(
         &self,
-        _target: &PowerTarget,
+        target: &PowerTarget,
         request: &PowerCycleRequest,
     ) -> Result<(), PowerCycleError> {
         let mut s = self.state();
@@ -410,6 +418,9 @@ impl Cluster for MemoryCluster {
             node: request.node.clone(),
             boot_id: request.boot_id.clone(),
         });
+        if !s.outside.asked(target, request)? {
+            return Ok(());
+        }
         s.power_cycles
             .push((request.node.clone(), request.boot_id.clone()));
         // What simulates the machines waits on the drainer's writes.
@@ -421,15 +432,15 @@ impl Cluster for MemoryCluster {
         &self,
         _template: &crate::model::medik8s::Template,
     ) -> Result<Vec<crate::model::medik8s::Remediation>, ApiError> {
-        // In memory a power-cycle is carried out as it is asked (`power_cycle`): none to follow.
-        Ok(Vec::new())
+        Ok(self.state().outside.objects.clone())
     }
 
     async fn delete_remediation(
         &self,
         _template: &crate::model::medik8s::Template,
-        _r: &crate::model::medik8s::Remediation,
+        r: &crate::model::medik8s::Remediation,
     ) -> Result<(), ApiError> {
+        self.state().outside.objects.retain(|o| o.uid != r.uid);
         Ok(())
     }
 

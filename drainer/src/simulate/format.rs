@@ -145,6 +145,12 @@ pub(crate) const PARTS: &[Part] = &[
                 "heals",
                 "What a reboot the drainer asks for does: back with a new bootID and the problem gone, back with it still there, or never back.",
             ),
+            k(
+                "powerCycle",
+                "works or fails",
+                "works",
+                "What a power-cycle from outside does: the provider reboots the machine (as `reboot` says it comes back), or gives up (medik8s: its remediation object says `Succeeded=False`; another provider answers an error).",
+            ),
         ],
     },
     Part {

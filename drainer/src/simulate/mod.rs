@@ -132,11 +132,14 @@ fn timeline(plan: &Plan) -> Vec<(Timestamp, Happens)> {
 fn cluster_of(plan: &Plan) -> (Observed, MemoryCluster) {
     let observed = Observed::default();
     let cluster = MemoryCluster::new(observed.clone());
-    for node in &plan.nodes {
+    for (node, (_, outside)) in plan.nodes.iter().zip(&plan.reboots) {
         cluster.put_pod(pod_of(node));
         cluster.put_node(node.clone());
         let name = node.metadata.name.as_deref().unwrap_or_default();
         cluster.set_boot_id(name, &reboots::first_boot(name));
+        if *outside == reboots::Outside::Fails {
+            cluster.power_cycle_fails(name);
+        }
     }
     for pod in &plan.pods {
         cluster.put_pod(pod.clone());
@@ -197,7 +200,7 @@ async fn drive(plan: &mut Plan) -> Report {
     let (tap, mut taps) = mpsc::unbounded_channel();
     let health = Health::default();
     let outcomes = (plan.nodes.iter().zip(&plan.reboots))
-        .map(|(n, o)| (n.metadata.name.clone().unwrap_or_default(), *o))
+        .map(|(n, o)| (n.metadata.name.clone().unwrap_or_default(), o.0))
         .collect();
     let mut reboots = reboots::Reboots::new(&cluster, LEASE, outcomes, &cfg);
     // The drainer's own publisher keeps the requests' ConfigMap and the record memory's, as in

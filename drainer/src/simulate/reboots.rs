@@ -29,6 +29,18 @@ pub(crate) enum Outcome {
     Never,
 }
 
+/// What a power-cycle from outside does to a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Outside {
+    /// The provider reboots the machine.
+    #[default]
+    Works,
+    /// The provider gives up (a medik8s remediation's `Succeeded=False`; another provider's
+    /// error).
+    Fails,
+}
+
 /// The bootID a simulated node starts with.
 pub(crate) fn first_boot(node: &str) -> String {
     format!("{node}-boot-1")

@@ -83,6 +83,9 @@ pub(crate) struct NodeGroup {
     /// What a reboot the drainer asks for does to these nodes (default: heals).
     #[serde(default)]
     pub(crate) reboot: super::reboots::Outcome,
+    /// What a power-cycle from outside does to these nodes (default: works).
+    #[serde(default)]
+    pub(crate) power_cycle: super::reboots::Outside,
 }
 
 /// A pod on each node of a group.
@@ -231,8 +234,8 @@ pub struct Plan {
     pub(crate) finishing: Vec<(Timestamp, String, String)>,
     pub(crate) first_step: Option<Timestamp>,
     pub(crate) last_step: Option<Timestamp>,
-    /// What a reboot does to each node, and how long it takes.
-    pub(crate) reboots: Vec<super::reboots::Outcome>,
+    /// What a reboot and a power-cycle do to each node, and how long a reboot takes.
+    pub(crate) reboots: Vec<(super::reboots::Outcome, super::reboots::Outside)>,
     pub(crate) reboot_takes: Duration,
 }
 
@@ -516,7 +519,7 @@ impl Plan {
         let reboot_takes = scenario.reboot_takes.as_deref().unwrap_or("3m");
         let mut plan = Plan {
             reboots: (scenario.nodes.iter())
-                .flat_map(|g| std::iter::repeat_n(g.reboot, g.count))
+                .flat_map(|g| std::iter::repeat_n((g.reboot, g.power_cycle), g.count))
                 .collect(),
             reboot_takes: dur(file, "rebootTakes", reboot_takes)?,
             pods,

@@ -106,6 +106,7 @@ pub fn kind_of(resource: &str) -> String {
         "configmaps" => "ConfigMap",
         "services" => "Service",
         "serviceaccounts" => "ServiceAccount",
+        "customresourcedefinitions" => "CustomResourceDefinition",
         // Anything else: singular, capitalised (the resources above are the ones scenarios use).
         other => {
             let one = other.strip_suffix('s').unwrap_or(other);

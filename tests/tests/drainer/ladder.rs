@@ -25,8 +25,8 @@ use serde_json::json;
 
 use crate::remedies::{Proc, Scenario};
 
-const BOOT_A: &str = "11111111-2222-4333-8444-555555555555";
-const BOOT_B: &str = "66666666-7777-4888-8999-aaaaaaaaaaaa";
+pub(super) const BOOT_A: &str = "11111111-2222-4333-8444-555555555555";
+pub(super) const BOOT_B: &str = "66666666-7777-4888-8999-aaaaaaaaaaaa";
 
 /// The detector's rules: a condition the test never sets (the test, not the detector, stands for
 /// whatever sets KernelDeadlock).
@@ -104,8 +104,17 @@ impl Machine {
 }
 
 /// A selected node with KernelDeadlock True for an hour, booted as A, with a pod to drain.
-async fn broken_node(s: &Scenario, hint: &str) -> String {
-    let node = s.env.node(hint, "True", 3600, json!({})).await;
+pub(super) async fn broken_node(s: &Scenario, hint: &str) -> String {
+    broken_node_with(s, hint, json!({})).await
+}
+
+/// [`broken_node`] with `labels`.
+pub(super) async fn broken_node_with(
+    s: &Scenario,
+    hint: &str,
+    labels: serde_json::Value,
+) -> String {
+    let node = s.env.node(hint, "True", 3600, labels).await;
     Kubelet::booted(&s.env.cluster.client, &node, BOOT_A).await;
     s.env
         .pod("default", &format!("web-{hint}"), &node, json!({}))
@@ -125,7 +134,7 @@ async fn requests(s: &Scenario) -> std::collections::BTreeMap<String, String> {
 }
 
 /// Delete the requests ConfigMap (the drainer keeps it for as long as it runs).
-async fn forget_requests(s: &Scenario) {
+pub(super) async fn forget_requests(s: &Scenario) {
     let api: Api<ConfigMap> = Api::namespaced(s.env.cluster.client.clone(), "kube-system");
     let name = nodemedic_common::reboot::configmap_name(&s.lease());
     let _ = api.delete(&name, &Default::default()).await;
@@ -141,13 +150,13 @@ async fn phase(s: &Scenario, node: &str) -> Option<String> {
     record(s, node).await?["phase"].as_str().map(String::from)
 }
 
-async fn has_event(s: &Scenario, node: &str, reason: &str) -> bool {
+pub(super) async fn has_event(s: &Scenario, node: &str, reason: &str) -> bool {
     s.env.event_reasons(node).await.iter().any(|r| r == reason)
 }
 
 /// Waits for the drainer's Event `reason` on `node`. The Event is written after the Node write it
 /// tells of, so a test that has just seen the write waits for it rather than reading once.
-async fn said(s: &Scenario, drainer: &Proc, node: &str, reason: &str) {
+pub(super) async fn said(s: &Scenario, drainer: &Proc, node: &str, reason: &str) {
     let what = format!("the {reason} Event on {node}");
     s.until(&what, drainer, || async {
         has_event(s, node, reason).await.then_some(())
@@ -481,7 +490,13 @@ async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy_an
 /// real control plane lacks it: Cluster API's Machine, Metal3's Metal3Machine and BareMetalHost
 /// as the drainer reads and writes them (annotations, `status.nodeRef`, `spec.infrastructureRef`).
 /// Waits until the API server serves it.
-async fn install_crd(client: &kube::Client, group: &str, kind: &str, plural: &str, version: &str) {
+pub(super) async fn install_crd(
+    client: &kube::Client,
+    group: &str,
+    kind: &str,
+    plural: &str,
+    version: &str,
+) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = format!("{plural}.{group}");

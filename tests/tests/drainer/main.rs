@@ -17,6 +17,7 @@ mod forged;
 mod forms;
 mod isolation;
 mod ladder;
+mod medik8s;
 mod memory;
 mod rbac;
 mod reload;

@@ -142,7 +142,7 @@ mod tests {
     fn a_power_cycle_needs_its_provider_on_the_command_line() {
         let e = args(&["KernelDeadlock=True: drain, reboot, power-cycle"]).unwrap_err();
         assert!(
-            e.iter().any(|e| e.contains("neither of which is given")),
+            e.iter().any(|e| e.contains("none of which is given")),
             "{e:?}"
         );
         let e = args(&["--power-cycle-url=http://gw.example/p"]).unwrap_err();
@@ -165,6 +165,45 @@ mod tests {
                 .any(|e| e.contains("--power-cycle-token-file is for --power-cycle-url")),
             "{e:?}"
         );
+        // medik8s: the template named, by kind alone or in full; nothing else about it.
+        let c = args(&[
+            "KernelDeadlock=True: drain, power-cycle",
+            "--power-cycle-provider=medik8s",
+            "--remediation-template=SelfNodeRemediationTemplate/medik8s/snr",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.ladder.power_cycle.unwrap().to_string(),
+            "medik8s (SelfNodeRemediationTemplate medik8s/snr)"
+        );
+        for (bad, says) in [
+            (
+                &["--power-cycle-provider=medik8s"][..],
+                "needs --remediation-template",
+            ),
+            (
+                &["--remediation-template=FenceAgentsRemediationTemplate/m/f"][..],
+                "is for --power-cycle-provider=medik8s",
+            ),
+            (
+                &[
+                    "--power-cycle-provider=medik8s",
+                    "--remediation-template=Fence/m/f",
+                ][..],
+                "--remediation-template: \"Fence\" is not one of",
+            ),
+            (
+                &[
+                    "--power-cycle-provider=medik8s",
+                    "--remediation-template=FenceAgentsRemediationTemplate/m/f",
+                    "--power-cycle-url=https://gw.example/p",
+                ][..],
+                "does not ask an endpoint",
+            ),
+        ] {
+            let e = args(bad).unwrap_err();
+            assert!(e.iter().any(|e| e.contains(says)), "{bad:?}: {e:?}");
+        }
     }
 
     #[test]

@@ -4,12 +4,11 @@
 //! deadline); which are over, to be deleted (as NodeHealthCheck deletes its own once the node is
 //! healthy or gone: Fence Agents Remediation lifts its taints then).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::Fleet;
+use super::{Fleet, GaveUp};
 use crate::config::ladder::Step;
 use crate::model::intern::ArcStr;
 use crate::model::medik8s::{Outcome, Remediation};
@@ -19,9 +18,6 @@ use crate::model::record::Phase;
 /// (the record is written, then the object made, then the fleet told, all in one round; this is
 /// a margin, not a wait the protocol needs).
 pub(crate) const SETTLE: Duration = Duration::from_secs(15);
-
-/// A remediator's verdict on a node's attempt: (the attempt's operation ID, what it said).
-pub(super) type GaveUp = BTreeMap<ArcStr, (String, String)>;
 
 impl Fleet {
     /// Our remediation objects as listed at `now`: a remediator that gave up on a node's current

@@ -120,8 +120,12 @@ pub struct Fleet {
     /// `--history-file`).
     transitions: Vec<crate::model::transition::Transition>,
     /// What remediators said when they gave up on nodes' power-cycles (`follow`).
-    gave_up: follow::GaveUp,
+    gave_up: GaveUp,
 }
+
+/// What remediators said when they gave up on nodes' power-cycles: (the attempt's operation ID,
+/// what was said), by node (`follow`).
+type GaveUp = std::collections::BTreeMap<ArcStr, (String, String)>;
 
 /// How a selector error is reported: once per node view, by the caller.
 pub(crate) type SelectError = (String, crate::config::select::SelectError);
@@ -138,7 +142,7 @@ impl Fleet {
             records: Records::default(),
             events: Vec::new(),
             transitions: Vec::new(),
-            gave_up: follow::GaveUp::new(),
+            gave_up: GaveUp::new(),
         }
     }
 
