@@ -4,6 +4,7 @@
 //! [`DrainRun`] it returns, and [`Executor::finish_drain`] writes that record, DrainScheduled's
 //! outcome, the Event and the after-drain marks.
 
+use crate::model::lifecycle::Stage;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -61,6 +62,17 @@ impl<C: Cluster> Executor<C> {
             return None;
         }
         drop(slot);
+        let running = self.lifecycle(
+            Stage::Started {
+                problem: &record.reason,
+            },
+            cfg,
+        );
+        if !running.is_empty()
+            && let Err(e) = self.cluster.patch_node_status(node, &running).await
+        {
+            tracing::warn!(%node, error = %e, "cannot write the DrainInProgress and Drained conditions");
+        }
         // A wait policy counts from the drain's first start (a retry does not wait again).
         let first_start = record.drain_started.unwrap_or(started);
         let results: Vec<Result<(), EvictError>> = futures::stream::iter(pods)
@@ -99,7 +111,8 @@ impl<C: Cluster> Executor<C> {
         match &run.outcome {
             DrainOutcome::Drained => {
                 let message = format!("{scheduled} | Completed: {}", ts(now));
-                let _ = self.drain_scheduled(node, message).await;
+                let done = self.lifecycle(Stage::Succeeded, cfg);
+                let _ = self.drain_scheduled(node, message, done).await;
                 let kept = run.kept.clone();
                 self.record.node(node, Occurrence::Drained { kept }).await;
                 let marks = &cfg.after_drain;
@@ -121,7 +134,9 @@ impl<C: Cluster> Executor<C> {
                     .map(|r| Duration::from_secs(r.duration_since(now).as_secs().max(0) as u64))
                     .unwrap_or_default();
                 let message = format!("{scheduled} | Failed: {}", ts(now));
-                let _ = self.drain_scheduled(node, message).await;
+                let retry = finished.retry_at.unwrap_or(now);
+                let again = self.lifecycle(Stage::Failed { retry }, cfg);
+                let _ = self.drain_scheduled(node, message, again).await;
                 let failures = failures.iter().map(ToString::to_string).collect();
                 let o = Occurrence::DrainFailed { retry_in, failures };
                 self.record.node(node, o).await;

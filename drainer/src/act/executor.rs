@@ -14,6 +14,7 @@ use super::turns::Turns;
 use crate::config::Config;
 use crate::decide::Effect;
 use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch, NodeVersion};
+use crate::model::lifecycle::{self, Stage};
 use crate::model::node::NodeView;
 use crate::model::occurrence::Occurrence;
 use crate::model::record::{Checked, Record};
@@ -166,7 +167,7 @@ impl<C: Cluster> Executor<C> {
     /// Set DrainScheduled for `record`'s drain, and say so.
     async fn schedule_drain(&self, node: &str, record: &Record) {
         let message = format!("Drain activity scheduled {}", ts(record.drain_at));
-        let o = match self.drain_scheduled(node, message).await {
+        let o = match self.drain_scheduled(node, message, Vec::new()).await {
             Ok(()) => Occurrence::DrainScheduled {
                 at: record.drain_at,
             },
@@ -209,9 +210,10 @@ impl<C: Cluster> Executor<C> {
                 .await;
             return false;
         }
-        let remove = ConditionPatch::Remove {
+        let mut remove = vec![ConditionPatch::Remove {
             type_: keys::DRAIN_SCHEDULED_CONDITION.into(),
-        };
+        }];
+        remove.extend(self.lifecycle(Stage::Ended, cfg));
         if let Err(e) = self.cluster.patch_node_status(node, &remove).await {
             tracing::warn!(%node, error = %e, "cannot remove the DrainScheduled condition");
         }
@@ -330,20 +332,31 @@ impl<C: Cluster> Executor<C> {
         self.cluster.patch_node(node, &patch).await
     }
 
-    /// Set draino's DrainScheduled condition with `message`, now.
+    /// Set draino's DrainScheduled condition with `message`, now, with `also` (KEP-5683's
+    /// conditions, [`Executor::lifecycle`]) in the same write.
     pub(super) async fn drain_scheduled(
         &self,
         node: &str,
         message: String,
+        also: Vec<ConditionPatch>,
     ) -> Result<(), ApiError> {
-        let patch = ConditionPatch::Set {
+        let mut patches = vec![ConditionPatch::Set {
             type_: keys::DRAIN_SCHEDULED_CONDITION.into(),
             status: Status::True,
             reason: "Draino".into(),
             message,
             at: self.clock.now(),
-        };
-        self.cluster.patch_node_status(node, &patch).await
+        }];
+        patches.extend(also);
+        self.cluster.patch_node_status(node, &patches).await
+    }
+
+    /// KEP-5683's conditions for `stage` now, when they are written (`--lifecycle-conditions`).
+    pub(super) fn lifecycle(&self, stage: Stage<'_>, cfg: &Config) -> Vec<ConditionPatch> {
+        match cfg.lifecycle_conditions {
+            true => lifecycle::patches(stage, self.clock.now()),
+            false => Vec::new(),
+        }
     }
 }
 

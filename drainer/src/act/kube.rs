@@ -300,9 +300,14 @@ pub(crate) fn node_patch_body(patch: &NodePatch) -> Value {
     Value::Object(body)
 }
 
-/// `patch` as a strategic merge patch body of the status (conditions merge by type).
-pub(crate) fn condition_patch_body(patch: &ConditionPatch) -> Value {
-    let condition = match patch {
+/// `patches` as a strategic merge patch body of the status (conditions merge by type).
+pub(crate) fn condition_patch_body(patches: &[ConditionPatch]) -> Value {
+    let conditions: Vec<Value> = patches.iter().map(condition_body).collect();
+    json!({"status": {"conditions": conditions}})
+}
+
+fn condition_body(patch: &ConditionPatch) -> Value {
+    match patch {
         ConditionPatch::Set {
             type_,
             status,
@@ -314,8 +319,7 @@ pub(crate) fn condition_patch_body(patch: &ConditionPatch) -> Value {
             "lastHeartbeatTime": rfc3339(*at), "lastTransitionTime": rfc3339(*at),
         }),
         ConditionPatch::Remove { type_ } => json!({"type": type_, "$patch": "delete"}),
-    };
-    json!({"status": {"conditions": [condition]}})
+    }
 }
 
 impl Cluster for KubeCluster {
@@ -372,7 +376,11 @@ impl Cluster for KubeCluster {
         answer.map(|_| ()).map_err(api_error)
     }
 
-    async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
+    async fn patch_node_status(
+        &self,
+        name: &str,
+        patch: &[ConditionPatch],
+    ) -> Result<(), ApiError> {
         let body = Patch::Strategic(condition_patch_body(patch));
         let answer = self
             .nodes
@@ -572,7 +580,7 @@ mod tests {
             at,
         };
         assert_eq!(
-            condition_patch_body(&set),
+            condition_patch_body(std::slice::from_ref(&set)),
             json!({"status": {"conditions": [{"type": "DrainScheduled", "status": "True",
                 "reason": "Draino", "message": "m", "lastHeartbeatTime": "2026-11-24T10:00:00Z",
                 "lastTransitionTime": "2026-11-24T10:00:00Z"}]}})
@@ -581,7 +589,7 @@ mod tests {
             type_: "DrainScheduled".into(),
         };
         assert_eq!(
-            condition_patch_body(&remove),
+            condition_patch_body(std::slice::from_ref(&remove)),
             json!({"status": {"conditions": [{"type": "DrainScheduled", "$patch": "delete"}]}})
         );
     }

@@ -352,16 +352,20 @@ impl Cluster for MemoryCluster {
         Ok(())
     }
 
-    async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
+    async fn patch_node_status(
+        &self,
+        name: &str,
+        patches: &[ConditionPatch],
+    ) -> Result<(), ApiError> {
         let delay = self.state().delays[Slow::Status as usize];
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
         let mut s = self.state();
-        s.writes.push(Write::Status {
+        s.writes.extend(patches.iter().map(|patch| Write::Status {
             name: name.into(),
             patch: patch.clone(),
-        });
+        }));
         let (version, lagging) = (s.bump(), s.lagging);
         let node = s.nodes.get_mut(name).ok_or_else(|| node_missing(name))?;
         let conditions = node
@@ -369,21 +373,8 @@ impl Cluster for MemoryCluster {
             .get_or_insert_with(NodeStatus::default)
             .conditions
             .get_or_insert_with(Vec::new);
-        match patch {
-            ConditionPatch::Set {
-                type_,
-                status,
-                reason,
-                message,
-                at,
-            } => {
-                conditions.retain(|c| c.type_ != *type_);
-                let mut c = condition(type_, *status, *at);
-                c.reason = Some(reason.clone());
-                c.message = Some(message.clone());
-                conditions.push(c);
-            }
-            ConditionPatch::Remove { type_ } => conditions.retain(|c| c.type_ != *type_),
+        for patch in patches {
+            condition_patched(conditions, patch);
         }
         node.metadata.resource_version = Some(version);
         if !lagging {
@@ -577,5 +568,27 @@ impl Cluster for MemoryCluster {
             existing: existing.map(String::from),
         });
         Ok(name)
+    }
+}
+
+/// `patch` applied to a Node's `conditions`.
+fn condition_patched(conditions: &mut Vec<NodeCondition>, patch: &ConditionPatch) {
+    {
+        match patch {
+            ConditionPatch::Set {
+                type_,
+                status,
+                reason,
+                message,
+                at,
+            } => {
+                conditions.retain(|c| c.type_ != *type_);
+                let mut c = condition(type_, *status, *at);
+                c.reason = Some(reason.clone());
+                c.message = Some(message.clone());
+                conditions.push(c);
+            }
+            ConditionPatch::Remove { type_ } => conditions.retain(|c| c.type_ != *type_),
+        }
     }
 }

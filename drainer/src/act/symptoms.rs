@@ -52,7 +52,11 @@ impl<C: Cluster> Executor<C> {
         // A dry run writes no condition and says what it found, as it always has (its Events).
         let written = match self.dry_run() {
             true => Ok(()),
-            false => self.cluster().patch_node_status(node, &patch).await,
+            false => {
+                self.cluster()
+                    .patch_node_status(node, std::slice::from_ref(&patch))
+                    .await
+            }
         };
         let o = match written {
             Ok(()) => done,

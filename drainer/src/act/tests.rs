@@ -337,6 +337,32 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
         "600s of their own, capped at --max-grace-period"
     );
     assert!(!r.cluster.has_pod("app", "web") && !r.cluster.has_pod("app", "db"));
+    let status = |w: &[Write]| -> Vec<String> {
+        (w.iter())
+            .filter_map(|w| match w {
+                Write::Status {
+                    patch: ConditionPatch::Set { type_, status, .. },
+                    ..
+                } => Some(format!("{type_}={}", status.as_str())),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(status(&w).is_empty(), "no lifecycle conditions unless asked: {w:?}");
+    // Asked (--lifecycle-conditions): the drain says it runs, before its first eviction.
+    let mut c = cfg();
+    c.lifecycle_conditions = true;
+    let job = DrainJob {
+        kept: Vec::new(),
+        record: record(Phase::Draining),
+        evict: vec![ToEvict::plain(PodInfo::from_pod(&pod("api"), None))],
+    };
+    r.exec.drain("n1", job, &c).await.unwrap();
+    let w = r.cluster.take_writes();
+    assert_eq!(status(&w), ["DrainInProgress=True", "Drained=False"]);
+    let first_eviction = w.iter().position(|w| matches!(w, Write::Evict { .. }));
+    let said = w.iter().position(|w| matches!(w, Write::Status { .. }));
+    assert!(said < first_eviction, "{w:?}");
 }
 
 /// Six drains of ten pods at once could send 48 evictions together (eight each); every drain's

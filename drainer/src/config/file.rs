@@ -19,6 +19,7 @@ pub(crate) struct FileConfig {
     pub(crate) max_grace_period: Option<Spanned<String>>,
     pub(crate) eviction_headroom: Option<Spanned<String>>,
     pub(crate) skip_drain: Option<bool>,
+    pub(crate) lifecycle_conditions: Option<bool>,
     pub(crate) evict_emptydir_pods: Option<bool>,
     pub(crate) evict_unreplicated_pods: Option<bool>,
     pub(crate) evict_statefulset_pods: Option<bool>,

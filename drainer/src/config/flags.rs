@@ -255,6 +255,9 @@ pub struct PolicyArgs {
     /// Allow plain http:// notification URLs (their credential then crosses the network in the clear).
     #[arg(help_heading = "Notifications", long = "notify-allow-http", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub notify_allow_http: Option<bool>,
+    /// Write KEP-5683's node lifecycle conditions as a drain goes: `DrainInProgress` (True from the drain's start until it succeeds) and `Drained` (True once it has, False while it runs), both removed at the uncordon; for tools that read them (Kubernetes' alpha `NodeLifecycleConditions`). [default: false]
+    #[arg(help_heading = "Holding and after the drain", long = "lifecycle-conditions", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub lifecycle_conditions: Option<bool>,
     /// Cordon problem nodes. `--cordon=false` only taints them (--problem-taint), so pods that tolerate the problem keep running. [default: true]
     #[arg(help_heading = "Holding and after the drain", long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub cordon: Option<bool>,

@@ -209,10 +209,11 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
         name: &str,
         patch: &NodePatch,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Change conditions of a Node's status, in one write.
     fn patch_node_status(
         &self,
         name: &str,
-        patch: &ConditionPatch,
+        patch: &[ConditionPatch],
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// A Node read fresh from the API server: taints are written back whole, and a write refused
     /// as a conflict is tried again only if the node's state is still the one decided on.
@@ -346,7 +347,11 @@ impl<C: Cluster> Cluster for Gated<C> {
         self.gate()?;
         self.inner.patch_node(name, patch).await
     }
-    async fn patch_node_status(&self, name: &str, patch: &ConditionPatch) -> Result<(), ApiError> {
+    async fn patch_node_status(
+        &self,
+        name: &str,
+        patch: &[ConditionPatch],
+    ) -> Result<(), ApiError> {
         self.gate()?;
         self.inner.patch_node_status(name, patch).await
     }

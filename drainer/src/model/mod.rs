@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod intern;
 pub mod keys;
 pub mod ladder;
+pub(crate) mod lifecycle;
 pub mod lite;
 pub(crate) mod medik8s;
 pub(crate) mod metal3;

@@ -476,3 +476,54 @@ async fn a_node_with_pods_the_drain_left_is_never_deleted_for_its_replacement() 
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// KEP-5683's lifecycle conditions (`--lifecycle-conditions`): `DrainInProgress` and `Drained` as
+/// the drain goes, written beside draino's DrainScheduled, and removed with it at the uncordon.
+#[tokio::test]
+async fn lifecycle_conditions_say_the_drain_runs_then_is_done_and_go_at_the_uncordon() {
+    let env = Env::new().await;
+    let bad = env.node("bad", "True", 3600, json!({})).await;
+    env.pod("default", "web", &bad, json!({})).await;
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.lifecycle_conditions = true;
+    let running = env.start(cfg, "a").await;
+    let condition = |type_: &'static str| {
+        let env = &env;
+        let bad = bad.clone();
+        async move {
+            let n = env.get_node(&bad).await;
+            let found = (n["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default())
+            .into_iter()
+            .find(|c| c["type"] == type_)?;
+            Some((
+                found["status"].as_str()?.to_string(),
+                found["reason"].as_str()?.to_string(),
+            ))
+        }
+    };
+    env.wait_drained(&bad).await;
+    let drained = eventually("Drained=True", WAIT, || async {
+        condition("Drained").await.filter(|(s, _)| s == "True")
+    })
+    .await;
+    assert_eq!(drained.1, "DrainCompleted");
+    assert_eq!(
+        condition("DrainInProgress").await,
+        Some(("False".into(), "DrainCompleted".into()))
+    );
+    env.set_condition(&bad, "KernelDeadlock", "False", 700)
+        .await;
+    eventually("both removed at the uncordon", WAIT, || async {
+        let gone = !env.cordoned(&bad).await
+            && condition("Drained").await.is_none()
+            && condition("DrainInProgress").await.is_none()
+            && env.drain_scheduled(&bad).await.is_none();
+        gone.then_some(())
+    })
+    .await;
+    running.shutdown().await;
+    env.cleanup().await;
+}

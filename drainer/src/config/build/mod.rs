@@ -300,6 +300,9 @@ fn timing(s: &mut Sources, cfg: &mut Config) {
         cfg.symptoms.not_terminating_after = (!d.is_zero()).then_some(d);
     }
     cfg.skip_drain = args.skip_drain || file.skip_drain.unwrap_or(false);
+    cfg.lifecycle_conditions = (args.lifecycle_conditions)
+        .or(file.lifecycle_conditions)
+        .unwrap_or(false);
     cfg.dry_run = args.dry_run || file.dry_run.unwrap_or(false);
     cfg.kosmos_other_conditions =
         args.kosmos_other_conditions || file.kosmos_other_conditions.unwrap_or(false);
