@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod evidence;
 pub mod matcher;
 pub mod metrics;
 pub mod monitor;

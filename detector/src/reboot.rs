@@ -80,6 +80,8 @@ pub struct Options {
     pub control_plane: bool,
     /// At most this many reboots in 24 hours (`--reboot-max-per-day`).
     pub max_per_day: u32,
+    /// Evidence kept before each reboot (`--evidence-dir`; None: none).
+    pub evidence: Option<crate::evidence::Options>,
 }
 
 /// Watch the requests and carry out this node's, until `stop`.
@@ -298,6 +300,9 @@ async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts
         event(client, node, Severity::Warning, "RebootFailed", &why).await;
         return;
     }
+    if let Some(evidence) = &opts.evidence {
+        keep_evidence(client, node, &request.boot_id, evidence).await;
+    }
     let message = format!(
         "Rebooting at the drainer's request (boot {}, requested {}): {}",
         request.boot_id,
@@ -324,6 +329,36 @@ async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts
     };
     tracing::error!(error = %failed, "reboot failed");
     event(client, node, Severity::Warning, "RebootFailed", &failed).await;
+}
+
+/// Keep what the reboot erases (`crate::evidence`), and say where: never in the reboot's way.
+async fn keep_evidence(
+    client: &kube::Client,
+    node: &str,
+    boot_id: &str,
+    opts: &crate::evidence::Options,
+) {
+    let read = Api::<Node>::all(client.clone()).get(node).await;
+    let json = read.ok().map(|n| {
+        let status = n.status.unwrap_or_default();
+        serde_json::json!({"name": node, "conditions": status.conditions, "nodeInfo": status.node_info})
+    });
+    match crate::evidence::save(opts, node, boot_id, json).await {
+        Ok(saved) => {
+            let message = saved.said();
+            tracing::info!(path = %saved.path.display(), files = saved.files.len(), "diagnostics kept before the reboot");
+            let severity = match saved.missing.is_empty() && saved.collector.is_none() {
+                true => Severity::Normal,
+                false => Severity::Warning,
+            };
+            event(client, node, severity, "EvidenceKept", &message).await;
+        }
+        Err(why) => {
+            tracing::warn!(%why, "no diagnostics kept before the reboot; rebooting anyway");
+            let message = format!("No diagnostics kept before the reboot: {why}");
+            event(client, node, Severity::Warning, "EvidenceNotKept", &message).await;
+        }
+    }
 }
 
 /// What `--reboot-state` keeps: the ids of the requests carried out, and when the reboots of the

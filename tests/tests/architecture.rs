@@ -408,7 +408,14 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
         &[
             &["parse", "matcher", "probe", "sample"],
             &["config"],
-            &["metrics", "checkpoint", "npd_flags", "error", "reboot"],
+            &[
+                "metrics",
+                "checkpoint",
+                "npd_flags",
+                "error",
+                "evidence",
+                "reboot",
+            ],
             &["source"],
             &["problem", "stats"],
             &["occurrence", "check"],

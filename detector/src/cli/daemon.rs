@@ -94,6 +94,33 @@ pub(crate) struct RunArgs {
         default_value = "/var/lib/nodemedic/detector-reboots.json"
     )]
     reboot_state: PathBuf,
+    /// Before each reboot it carries out, keep the kernel log since boot, the journal of
+    /// --evidence-units and the Node's conditions in a folder of its own under this directory (a
+    /// hostPath: it must outlive the reboot); the Event `EvidenceKept` names it. Default: none.
+    #[arg(
+        long = "evidence-dir",
+        value_name = "DIR",
+        requires = "reboot_requests"
+    )]
+    evidence_dir: Option<PathBuf>,
+    /// The units whose journal of this boot is kept (commas).
+    #[arg(
+        long = "evidence-units",
+        value_delimiter = ',',
+        default_value = "kubelet.service,containerd.service"
+    )]
+    evidence_units: Vec<String>,
+    /// How many folders --evidence-dir keeps (the oldest go).
+    #[arg(long = "evidence-keep", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    evidence_keep: u32,
+    /// A collector run with the folder's path as its last argument once it is written (to ship it
+    /// off the node), its words separated by spaces; within 30 s, before the reboot. Default: none.
+    #[arg(
+        long = "evidence-command",
+        value_name = "COMMAND",
+        requires = "evidence_dir"
+    )]
+    evidence_command: Option<String>,
     /// Where the kernel says which boot this is.
     #[arg(
         long = "boot-id-file",
@@ -141,6 +168,19 @@ fn reboot_options(args: &RunArgs) -> Result<Option<crate::reboot::Options>, Exit
             .collect(),
         state: args.reboot_state.clone(),
         boot_id_file: args.boot_id_file.clone(),
+        evidence: args
+            .evidence_dir
+            .clone()
+            .map(|dir| crate::evidence::Options {
+                dir,
+                units: args.evidence_units.clone(),
+                keep: args.evidence_keep as usize,
+                command: (args.evidence_command.iter())
+                    .flat_map(|c| c.split_whitespace().map(String::from))
+                    .collect(),
+                journalctl: args.journalctl.clone(),
+                kmsg: args.kmsg_path.clone(),
+            }),
     }))
 }
 

@@ -348,7 +348,10 @@ async fn a_drain_evicts_with_the_capped_grace_and_waits_until_the_pods_are_gone(
             })
             .collect()
     };
-    assert!(status(&w).is_empty(), "no lifecycle conditions unless asked: {w:?}");
+    assert!(
+        status(&w).is_empty(),
+        "no lifecycle conditions unless asked: {w:?}"
+    );
     // Asked (--lifecycle-conditions): the drain says it runs, before its first eviction.
     let mut c = cfg();
     c.lifecycle_conditions = true;

@@ -74,9 +74,14 @@ impl Machine {
 
     /// `detector run` for `node`, carrying out the requests of the scenario's drainer.
     fn detector(&self, s: &Scenario, node: &str, log: &str) -> Proc {
+        self.detector_with(s, node, log, &[])
+    }
+
+    /// [`Machine::detector`] with `extra` arguments.
+    fn detector_with(&self, s: &Scenario, node: &str, log: &str, extra: &[String]) -> Proc {
         let d = &self.dir;
         let at = |p: &str| d.join(p).display().to_string();
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "run".into(),
             format!("--node-name={node}"),
             format!("--rules={}", at("rules")),
@@ -92,6 +97,7 @@ impl Machine {
             format!("--reboot-public-key={}", s.public_key().display()),
             "--listen=127.0.0.1:0".into(),
         ];
+        args.extend_from_slice(extra);
         let bin = debug_bin("nodemedic-detector", "detector");
         Proc::spawn(&bin, &args, &s.kubeconfig, d.join(log))
     }
@@ -235,6 +241,83 @@ async fn a_reboot_is_carried_out_once_even_across_a_detector_restart_and_proven_
     })
     .await;
     assert_eq!(m.reboots(), 1);
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+/// Issue 67, point 6: what the reboot erases is kept first, on the node, and handed to the
+/// operator's collector; the Event says where.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_is_kept_before_the_reboot_and_handed_to_the_collector() {
+    let s = Scenario::new().await;
+    let m = Machine::new(&s);
+    std::fs::write(
+        m.dir.join("kmsg"),
+        "6,1,100,-;Linux version 6.1.0\n3,2,900,-;INFO: task kworker/0:1 blocked for more than 120 seconds.\n",
+    )
+    .unwrap();
+    let collected = m.dir.join("collected");
+    let collector = m.dir.join("collect.sh");
+    std::fs::write(
+        &collector,
+        format!("#!/bin/sh\necho \"$1\" >> {}\n", collected.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&collector, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let node = broken_node(&s, "evidence").await;
+    let evidence = m.dir.join("evidence");
+    let _det = m.detector_with(
+        &s,
+        &node,
+        "detector.log",
+        &[
+            format!("--evidence-dir={}", evidence.display()),
+            "--evidence-units=kubelet.service".into(),
+            format!("--evidence-command={}", collector.display()),
+        ],
+    );
+    let (drainer, _) = s
+        .drainer(&["KernelDeadlock=True: drain, reboot", "--drain-buffer=1s"])
+        .await;
+    s.until("the reboot command run", &drainer, || async {
+        (m.reboots() == 1).then_some(())
+    })
+    .await;
+    // Kept before the reboot: one folder, the kernel log and the Node's conditions in it.
+    let folders: Vec<_> = std::fs::read_dir(&evidence).unwrap().flatten().collect();
+    assert_eq!(folders.len(), 1);
+    let folder = folders[0].path();
+    let kmsg = std::fs::read_to_string(folder.join("kmsg.txt")).unwrap();
+    assert!(kmsg.contains("blocked for more than 120 seconds"), "{kmsg}");
+    let n: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("node.json")).unwrap()).unwrap();
+    let conditions = n["conditions"].to_string();
+    assert!(conditions.contains("KernelDeadlock"), "{n}");
+    let manifest = std::fs::read_to_string(folder.join("manifest.json")).unwrap();
+    // The journal of the unit: kept, or said why not (this machine's journalctl has no boot of a
+    // kubelet to read).
+    assert!(
+        manifest.contains("journal-kubelet.service.txt"),
+        "{manifest}"
+    );
+    // Handed to the collector, and the Event says where.
+    let handed = std::fs::read_to_string(&collected).unwrap();
+    assert_eq!(handed.trim(), folder.display().to_string());
+    let events = s
+        .until("the EvidenceKept Event", &drainer, || async {
+            let found = s
+                .env
+                .cluster
+                .node_events_from(&node, &["nodemedic-detector"])
+                .await
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("EvidenceKept"))?;
+            found.message
+        })
+        .await;
+    assert!(events.contains(&folder.display().to_string()), "{events}");
     drop(drainer);
     forget_requests(&s).await;
     s.env.cleanup().await;
