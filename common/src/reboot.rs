@@ -36,6 +36,52 @@ pub const FENCE_TAINT_VALUE: &str = "reboot";
 /// Its effect.
 pub const FENCE_TAINT_EFFECT: &str = "NoSchedule";
 
+/// What a request asks of the node's detector.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum Action {
+    /// Reboot the machine (every request before restarts existed: the field is then absent).
+    #[default]
+    #[serde(rename = "reboot")]
+    Reboot,
+    /// Restart the kubelet's unit, and see it active again.
+    #[serde(rename = "restart kubelet")]
+    RestartKubelet,
+    /// Restart the container runtime's unit, and see it active again.
+    #[serde(rename = "restart containerd")]
+    RestartContainerd,
+}
+
+impl Action {
+    pub fn is_reboot(&self) -> bool {
+        *self == Action::Reboot
+    }
+
+    /// The component a restart is for (`kubelet`, `containerd`), None for a reboot.
+    pub fn component(self) -> Option<&'static str> {
+        match self {
+            Action::Reboot => None,
+            Action::RestartKubelet => Some("kubelet"),
+            Action::RestartContainerd => Some("containerd"),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Reboot => "reboot",
+            Action::RestartKubelet => "restart kubelet",
+            Action::RestartContainerd => "restart containerd",
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Every node's request, by node name (the ConfigMap's data, parsed).
 pub type Requests = BTreeMap<String, RebootRequest>;
 
@@ -43,6 +89,9 @@ pub type Requests = BTreeMap<String, RebootRequest>;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RebootRequest {
+    /// What it asks (absent: a reboot).
+    #[serde(default, skip_serializing_if = "Action::is_reboot")]
+    pub action: Action,
     pub node: String,
     /// The Node object's `metadata.uid`.
     pub uid: String,
@@ -60,12 +109,19 @@ pub struct RebootRequest {
 }
 
 impl RebootRequest {
-    /// What the signature covers: every field, each on its line, after a version tag.
+    /// What the signature covers: every field, each on its line, after a version tag. A reboot's
+    /// is the first version's (detectors of every release verify it); any other action's is the
+    /// second's, which names it, so no detector that knows only reboots ever verifies one (and
+    /// reboots for it), and no action can be swapped for another under the same signature.
     pub fn signed_text(&self) -> String {
-        format!(
-            "nodemedic-reboot-request-v1\n{}\n{}\n{}\n{}\n{}\n",
+        let fields = format!(
+            "{}\n{}\n{}\n{}\n{}\n",
             self.node, self.uid, self.boot_id, self.requested, self.until
-        )
+        );
+        match self.action {
+            Action::Reboot => format!("nodemedic-reboot-request-v1\n{fields}"),
+            a => format!("nodemedic-reboot-request-v2\n{a}\n{fields}"),
+        }
     }
 
     /// This request signed with `key`.
@@ -78,10 +134,14 @@ impl RebootRequest {
 
     /// What identifies it (in the detector's memory of requests carried out).
     pub fn id(&self) -> String {
-        format!(
+        let id = format!(
             "{}/{}/{}@{}",
             self.node, self.uid, self.boot_id, self.requested
-        )
+        );
+        match self.action {
+            Action::Reboot => id,
+            a => format!("{a} {id}"),
+        }
     }
 }
 
@@ -242,6 +302,8 @@ pub struct Guard<'a> {
     pub control_plane_allowed: bool,
     /// The reboots it carried out in the last 24 hours, and its limit (`--reboot-max-per-day`).
     pub today: (u32, u32),
+    /// The restarts it carried out in the last 24 hours, and its limit (`--restart-max-per-day`).
+    pub restarts_today: (u32, u32),
 }
 
 impl Guard<'_> {
@@ -270,6 +332,22 @@ impl Guard<'_> {
             )
         })
     }
+
+    /// Why a component may not be restarted now, if it may not: pods may run on (a restart keeps
+    /// them), but not on a control-plane node unless allowed, nor past the day's restarts.
+    pub fn restart_refused(&self) -> Option<String> {
+        if let (Some(role), false) = (self.control_plane, self.control_plane_allowed) {
+            return Some(format!(
+                "it is a control-plane node ({role}); this detector restarts its components only with --reboot-control-plane"
+            ));
+        }
+        let (done, max) = self.restarts_today;
+        (done >= max).then(|| {
+            format!(
+                "this detector restarted a component {done} time(s) in the last 24h, the most its --restart-max-per-day allows ({max})"
+            )
+        })
+    }
 }
 
 /// What the detector does with the ConfigMap's entry for its node.
@@ -279,6 +357,8 @@ pub enum Verdict {
     None,
     /// Reboot now.
     Reboot(RebootRequest),
+    /// Restart the component it names now.
+    Restart(RebootRequest),
     /// Already carried out (this boot, this request).
     Done,
     /// Made for an earlier boot: the machine has rebooted since, so there is nothing to do (the
@@ -328,10 +408,15 @@ pub fn verdict(
         format!(
             "the Node does not carry the fence taint {FENCE_TAINT_KEY}={FENCE_TAINT_VALUE}:{FENCE_TAINT_EFFECT} the drainer puts on with a request"
         )
-    } else if let Some(why) = guard.refused() {
+    } else if let Some(why) = match r.action {
+        Action::Reboot => guard.refused(),
+        _ => guard.restart_refused(),
+    } {
         why
-    } else {
+    } else if r.action.is_reboot() {
         return Verdict::Reboot(r);
+    } else {
+        return Verdict::Restart(r);
     };
     Verdict::Refused(refused)
 }
@@ -342,6 +427,7 @@ mod tests {
 
     fn request() -> RebootRequest {
         RebootRequest {
+            action: Action::Reboot,
             node: "n1".into(),
             uid: "u1".into(),
             boot_id: "b1".into(),
@@ -367,6 +453,7 @@ mod tests {
             control_plane: None,
             control_plane_allowed: false,
             today: (0, 3),
+            restarts_today: (0, 3),
         }
     }
 
@@ -504,6 +591,62 @@ mod tests {
             })
             .contains("--reboot-max-per-day")
         );
+    }
+
+    /// A restart is carried out where a reboot would be refused for the pods still running (it
+    /// keeps them), under its own daily limit; its signature covers what it asks, and a detector
+    /// that knows only reboots cannot verify it.
+    #[test]
+    fn a_restart_request_is_its_own_signed_action() {
+        let k = key();
+        let public = k.verifying_key();
+        let restart = RebootRequest {
+            action: Action::RestartKubelet,
+            ..request()
+        }
+        .signed(&k);
+        let text = serde_json::to_string(&restart).unwrap();
+        assert!(text.contains("\"action\":\"restart kubelet\""), "{text}");
+        assert!(
+            !serde_json::to_string(&request())
+                .unwrap()
+                .contains("action")
+        );
+        let pods = ["shop/db-0".to_string()];
+        let busy = Guard {
+            cordoned: false,
+            pods: &pods,
+            ..guard()
+        };
+        let v = |text: &str, g: &Guard| verdict(Some(text), &me(), &[], &public, g);
+        assert_eq!(v(&text, &busy), Verdict::Restart(restart.clone()));
+        let spent = Guard {
+            restarts_today: (3, 3),
+            ..guard()
+        };
+        assert!(
+            matches!(v(&text, &spent), Verdict::Refused(w) if w.contains("--restart-max-per-day"))
+        );
+        // The action swapped under the same signature.
+        let mut swapped = restart.clone();
+        swapped.action = Action::Reboot;
+        let swapped = serde_json::to_string(&swapped).unwrap();
+        assert!(
+            matches!(v(&swapped, &guard()), Verdict::Refused(w) if w.contains("does not verify"))
+        );
+        let mut other = restart.clone();
+        other.action = Action::RestartContainerd;
+        let other = serde_json::to_string(&other).unwrap();
+        assert!(
+            matches!(v(&other, &guard()), Verdict::Refused(w) if w.contains("does not verify"))
+        );
+        // A detector that knows only reboots reads no action: the first version's text, which the
+        // signature does not cover.
+        let mut old = restart.clone();
+        old.action = Action::Reboot;
+        assert!(!public.verify(&old));
+        assert_ne!(restart.id(), request().signed(&k).id());
+        assert!(restart.id().starts_with("restart kubelet "));
     }
 
     #[test]

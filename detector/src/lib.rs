@@ -30,6 +30,7 @@ pub mod probe;
 pub mod problem;
 pub mod reboot;
 pub mod report;
+pub mod restart;
 pub mod run;
 pub mod sample;
 pub mod source;

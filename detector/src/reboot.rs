@@ -82,6 +82,8 @@ pub struct Options {
     pub max_per_day: u32,
     /// Evidence kept before each reboot (`--evidence-dir`; None: none).
     pub evidence: Option<crate::evidence::Options>,
+    /// How a component is restarted (a ladder's `restart kubelet` / `restart containerd`).
+    pub restart: crate::restart::Options,
 }
 
 /// Watch the requests and carry out this node's, until `stop`.
@@ -135,6 +137,10 @@ pub(crate) async fn run(
                 reboot(&client, &node, &request, &opts).await;
                 mine = None;
             }
+            Ok(Verdict::Restart(request)) => {
+                restart(&client, &node, &request, &opts).await;
+                mine = None;
+            }
             Ok(v) => {
                 if let Some(news) = news(&v, &said) {
                     if let Some((severity, message)) = &news.event {
@@ -166,7 +172,7 @@ fn news(v: &Verdict, said: &str) -> Option<News> {
         Verdict::Refused(why) => why.as_str(),
         Verdict::Past => PAST,
         Verdict::Done => DONE,
-        Verdict::None | Verdict::Reboot(_) => return None,
+        Verdict::None | Verdict::Reboot(_) | Verdict::Restart(_) => return None,
     };
     if key == said {
         return None;
@@ -236,6 +242,10 @@ async fn consider(
         control_plane,
         control_plane_allowed: opts.control_plane,
         today: (state.today(Timestamp::now()), opts.max_per_day),
+        restarts_today: (
+            state.restarts_today(Timestamp::now()),
+            opts.restart.max_per_day,
+        ),
     };
     Ok(nodemedic_common::reboot::verdict(
         Some(text),
@@ -290,7 +300,7 @@ fn stays(p: &Pod) -> bool {
 
 /// Remember `request` as carried out, say so, and run the command.
 async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts: &Options) {
-    if let Err(e) = remember(&opts.state, &request.id(), Timestamp::now()) {
+    if let Err(e) = remember(&opts.state, &request.id(), Timestamp::now(), false) {
         // Without the memory a restart could reboot twice: not carried out.
         let why = format!(
             "cannot record the request in {} before rebooting ({e}); not rebooting",
@@ -331,6 +341,59 @@ async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts
     event(client, node, Severity::Warning, "RebootFailed", &failed).await;
 }
 
+/// Remember `request` as carried out, say so, and restart the component it names: active again,
+/// or started again (`crate::restart`), and said.
+async fn restart(client: &kube::Client, node: &str, request: &RebootRequest, opts: &Options) {
+    let component = request.action.component().unwrap_or_default();
+    let unit = opts
+        .restart
+        .units
+        .get(component)
+        .cloned()
+        .unwrap_or_default();
+    if let Err(e) = remember(&opts.state, &request.id(), Timestamp::now(), true) {
+        let why = format!(
+            "cannot record the request in {} before restarting {unit} ({e}); not restarting",
+            opts.state.display()
+        );
+        tracing::error!(%why);
+        event(
+            client,
+            node,
+            Severity::Warning,
+            "ComponentRestartFailed",
+            &why,
+        )
+        .await;
+        return;
+    }
+    tracing::warn!(%unit, requested = %request.requested, "restarting at the drainer's request");
+    let message = format!(
+        "Restarting {unit} ({component}) at the drainer's request (requested {})",
+        request.requested
+    );
+    event(
+        client,
+        node,
+        Severity::Normal,
+        "RestartingComponent",
+        &message,
+    )
+    .await;
+    let outcome = crate::restart::restart(&opts.restart, component).await;
+    let (reason, warning, message) = outcome.said();
+    match warning {
+        true => tracing::warn!(%unit, %message, "restart"),
+        false => tracing::info!(%unit, %message, "restart"),
+    }
+    let severity = if warning {
+        Severity::Warning
+    } else {
+        Severity::Normal
+    };
+    event(client, node, severity, reason, &message).await;
+}
+
 /// Keep what the reboot erases (`crate::evidence`), and say where: never in the reboot's way.
 async fn keep_evidence(
     client: &kube::Client,
@@ -369,6 +432,9 @@ struct State {
     done: Vec<String>,
     #[serde(default)]
     rebooted: Vec<Timestamp>,
+    /// When the restarts of the last day began.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    restarted: Vec<Timestamp>,
 }
 
 impl State {
@@ -382,7 +448,7 @@ impl State {
         if let Ok(done) = serde_json::from_str::<Vec<String>>(&text) {
             return Ok(State {
                 done,
-                rebooted: Vec::new(),
+                ..State::default()
             });
         }
         serde_json::from_str(&text).map_err(std::io::Error::other)
@@ -393,11 +459,17 @@ impl State {
         let from = nodemedic_common::time::sub(now, DAY);
         self.rebooted.iter().filter(|t| **t > from).count() as u32
     }
+
+    /// The restarts begun within the day before `now`.
+    fn restarts_today(&self, now: Timestamp) -> u32 {
+        let from = nodemedic_common::time::sub(now, DAY);
+        self.restarted.iter().filter(|t| **t > from).count() as u32
+    }
 }
 
-/// Add `id` to the ids carried out and `at` to the reboots, written to a new file and renamed
-/// over the old one, synced: on the disk before the command runs.
-fn remember(state: &Path, id: &str, at: Timestamp) -> std::io::Result<()> {
+/// Add `id` to the ids carried out and `at` to the reboots (or the restarts), written to a new
+/// file and renamed over the old one, synced: on the disk before the command runs.
+fn remember(state: &Path, id: &str, at: Timestamp, restart: bool) -> std::io::Result<()> {
     use std::io::Write;
     let mut s = State::read(state)?;
     s.done.push(id.to_string());
@@ -405,7 +477,11 @@ fn remember(state: &Path, id: &str, at: Timestamp) -> std::io::Result<()> {
     s.done.drain(..drop_first);
     let from = nodemedic_common::time::sub(at, DAY);
     s.rebooted.retain(|t| *t > from);
-    s.rebooted.push(at);
+    s.restarted.retain(|t| *t > from);
+    match restart {
+        false => s.rebooted.push(at),
+        true => s.restarted.push(at),
+    }
     if let Some(dir) = state.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -463,8 +539,8 @@ mod tests {
         let state = dir.path().join("sub/reboots.json");
         let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
         assert_eq!(State::read(&state).unwrap(), State::default());
-        remember(&state, "a", t(0)).unwrap();
-        remember(&state, "b", t(10)).unwrap();
+        remember(&state, "a", t(0), false).unwrap();
+        remember(&state, "b", t(10), false).unwrap();
         let s = State::read(&state).unwrap();
         assert_eq!(s.done, ["a", "b"]);
         assert_eq!(s.today(t(20)), 2);
@@ -474,7 +550,7 @@ mod tests {
             "a day on, the first no longer counts"
         );
         for i in 0..40 {
-            remember(&state, &i.to_string(), t(100 + i)).unwrap();
+            remember(&state, &i.to_string(), t(100 + i), false).unwrap();
         }
         let s = State::read(&state).unwrap();
         assert_eq!(s.done.len(), KEPT);
@@ -488,7 +564,7 @@ mod tests {
             "unreadable is no memory: refused"
         );
         assert!(
-            remember(&state, "c", t(0)).is_err(),
+            remember(&state, "c", t(0), false).is_err(),
             "and nothing carried out"
         );
     }

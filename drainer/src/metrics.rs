@@ -33,7 +33,7 @@ label_value!(pub PolicyOutcome {
     Deleted => "deleted",
 });
 label_value!(pub ObjectKind { Pod => "pod" });
-label_value!(pub LadderStep { Reboot => "reboot", PowerCycle => "power-cycle", Replace => "replace", Person => "person" });
+label_value!(pub LadderStep { Restart => "restart", Reboot => "reboot", PowerCycle => "power-cycle", Replace => "replace", Person => "person" });
 label_value!(pub StepResult { Started => "started", Proven => "proven", Failed => "failed" });
 label_value!(pub GuardDecision {
     Allowed => "allowed",

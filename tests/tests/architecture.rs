@@ -414,6 +414,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "npd_flags",
                 "error",
                 "evidence",
+                "restart",
                 "reboot",
             ],
             &["source"],

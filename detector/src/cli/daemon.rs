@@ -121,6 +121,27 @@ pub(crate) struct RunArgs {
         requires = "evidence_dir"
     )]
     evidence_command: Option<String>,
+    /// Each component's systemd unit, for the drainer's restart requests (a ladder's `restart
+    /// kubelet` / `restart containerd`): kubeadm and most distributions as given; k3s
+    /// `kubelet=k3s-agent.service,containerd=k3s-agent.service` (`k3s.service` on servers), RKE2
+    /// `rke2-agent.service` for both, MicroK8s `snap.microk8s.daemon-kubelite.service` and
+    /// `snap.microk8s.daemon-containerd.service`.
+    #[arg(
+        long = "restart-units",
+        default_value = "kubelet=kubelet.service,containerd=containerd.service",
+        value_parser = crate::restart::units
+    )]
+    restart_units: std::collections::BTreeMap<String, String>,
+    /// At most this many component restarts on this node in 24 hours, whatever the drainer asks.
+    #[arg(long = "restart-max-per-day", default_value_t = 3)]
+    restart_max_per_day: u32,
+    /// The host's systemctl, its words separated by spaces (from the DaemonSet: through PID 1's
+    /// namespaces, as the reboot command).
+    #[arg(
+        long = "systemctl",
+        default_value = "nsenter --target 1 --mount --uts --ipc --net -- systemctl"
+    )]
+    systemctl: String,
     /// Where the kernel says which boot this is.
     #[arg(
         long = "boot-id-file",
@@ -168,6 +189,15 @@ fn reboot_options(args: &RunArgs) -> Result<Option<crate::reboot::Options>, Exit
             .collect(),
         state: args.reboot_state.clone(),
         boot_id_file: args.boot_id_file.clone(),
+        restart: crate::restart::Options {
+            systemctl: args
+                .systemctl
+                .split_whitespace()
+                .map(String::from)
+                .collect(),
+            units: args.restart_units.clone(),
+            max_per_day: args.restart_max_per_day,
+        },
         evidence: args
             .evidence_dir
             .clone()

@@ -143,9 +143,16 @@ impl<C: Cluster> Executor<C> {
             tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
             return false;
         }
+        // After a restart that did not help, its fence goes with the cordon.
+        let will = record.held_taints();
+        let was = match record.step.is_some_and(|s| s.restarts()) {
+            true => ours(node, cfg).held_taints(),
+            false => Vec::new(),
+        };
         let hold = Hold {
             unschedulable: record.cordoned.then_some(true),
-            taint: record.held_taints(),
+            untaint: was.into_iter().filter(|t| !will.contains(t)).collect(),
+            taint: will.clone(),
             record: Some(Some(record)),
             draino: Some(Some(record.reason.clone())),
             seen: Some(node),
@@ -181,6 +188,9 @@ impl<C: Cluster> Executor<C> {
     /// Uncordon (if we hold the cordon) and take our taints off, removing the record, draino's
     /// annotation, DrainScheduled and the after-drain `marks`. True when written.
     async fn uncordon(&self, node: &str, record: &Record, why: &str, cfg: &Config) -> bool {
+        if record.phase == crate::model::record::Phase::Restarting {
+            return self.restart_over(node, record, cfg).await;
+        }
         let marks = &cfg.after_drain;
         let starting = Occurrence::UncordonStarting {
             why: why.into(),
@@ -220,6 +230,29 @@ impl<C: Cluster> Executor<C> {
         let why = why.to_string();
         self.record.node(node, Occurrence::Uncordoned { why }).await;
         true
+    }
+
+    /// A restart proven: its fence taint and the record go (nothing was cordoned, drained or
+    /// marked). True when written; the proof is said by the controller.
+    async fn restart_over(&self, node: &str, record: &Record, cfg: &Config) -> bool {
+        if self.dry_run() {
+            tracing::info!(%node, "dry-run: would lift the restart's fence");
+            return false;
+        }
+        let hold = Hold {
+            untaint: record.held_taints(),
+            record: Some(None),
+            ..Default::default()
+        };
+        match self.hold(node, &hold, &cfg.records).await {
+            Ok(()) => true,
+            Err(e) => {
+                let (step, error) = ("restart", e.to_string());
+                let o = Occurrence::LadderWriteFailed { step, error };
+                self.record.node(node, o).await;
+                false
+            }
+        }
     }
 
     /// A person lifted our cordon or a taint of ours: store the record as released and lift what

@@ -52,9 +52,18 @@ impl<C: Cluster> Executor<C> {
     /// a power-cycle the provider asked. True when the record was written.
     pub(super) async fn reboot(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
         let outside = next.step == Some(Step::PowerCycle);
-        let step = if outside { "power-cycle" } else { "reboot" };
-        if !self.step_record(node, next, step, cfg).await {
+        let taken = next.step.unwrap_or(Step::Reboot);
+        if !self.step_record(node, next, taken.as_str(), cfg).await {
             return false;
+        }
+        if taken.restarts() {
+            let o = Occurrence::RestartRequested {
+                step: taken,
+                until: next.step_until.unwrap_or_default(),
+                problem: next.reason.clone(),
+            };
+            self.record.node(&node.name, o).await;
+            return true;
         }
         if outside {
             self.power_cycle(node, next, cfg).await;

@@ -242,6 +242,7 @@ mod tests {
 
     fn request(node: &str) -> RebootRequest {
         RebootRequest {
+            action: Default::default(),
             node: node.into(),
             uid: format!("{node}-uid"),
             boot_id: format!("{node}-boot-1"),

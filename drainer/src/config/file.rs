@@ -60,6 +60,7 @@ pub(crate) struct FileConfig {
     pub(crate) after_drain_taints: Vec<Spanned<String>>,
     pub(crate) delete_drained_node_after: Option<Spanned<String>>,
     pub(crate) reboot_deadline: Option<Spanned<String>>,
+    pub(crate) restart_deadline: Option<Spanned<String>>,
     pub(crate) replace_deadline: Option<Spanned<String>>,
     pub(crate) max_reboots_per_node_per_day: Option<u32>,
     pub(crate) max_replacements_per_hour: Option<u32>,

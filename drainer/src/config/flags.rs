@@ -213,6 +213,9 @@ pub struct PolicyArgs {
     /// A reboot (a ladder step: `COND: drain, reboot`) is proven when the node is back with a new bootID, Ready and the problem clear within this long; otherwise the ladder goes on. [default: 20m]
     #[arg(help_heading = "Remediation ladder", long = "reboot-deadline", value_parser = nodemedic_common::time::parse_duration)]
     pub reboot_deadline: Option<Duration>,
+    /// A restart before the drain (a ladder step: `COND: restart kubelet, drain`, carried out by the node's detector) is proven when the node is Ready and the problem clear within this long; otherwise the node is cordoned and drained. [default: 5m]
+    #[arg(help_heading = "Remediation ladder", long = "restart-deadline", value_parser = nodemedic_common::time::parse_duration)]
+    pub restart_deadline: Option<Duration>,
     /// A replacement (`COND: drain, replace`) is proven when the Node is gone within this long; otherwise a person is needed. [default: 30m]
     #[arg(help_heading = "Remediation ladder", long = "replace-deadline", value_parser = nodemedic_common::time::parse_duration)]
     pub replace_deadline: Option<Duration>,

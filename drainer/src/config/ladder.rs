@@ -17,6 +17,10 @@ pub struct Limits {
     /// A reboot is proven when the node comes back with a new `bootID`, Ready, the problem clear,
     /// within this long of the request (`--reboot-deadline`, default 20m).
     pub(crate) reboot_deadline: Duration,
+    /// A restart (`restart kubelet`, `restart containerd`) is proven when the node is Ready and the
+    /// problem clear within this long of the request (`--restart-deadline`, default 5m); otherwise
+    /// the node is cordoned and drained as the ladder goes on.
+    pub(crate) restart_deadline: Duration,
     /// A replacement is proven when the Node is gone within this long (`--replace-deadline`,
     /// default 30m).
     pub(crate) replace_deadline: Duration,
@@ -79,6 +83,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             reboot_deadline: Duration::from_secs(20 * 60),
+            restart_deadline: Duration::from_secs(5 * 60),
             replace_deadline: Duration::from_secs(30 * 60),
             max_reboots_per_day: 1,
             max_replacements_per_hour: 2,

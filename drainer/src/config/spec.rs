@@ -225,7 +225,7 @@ mod tests {
                 .parse::<ConditionSpec>()
                 .unwrap_err()
                 .to_string(),
-            "condition \"KernelDeadlock=True: drain, rebot\": \"rebot\" is not a step (the steps are drain, reboot, power-cycle and replace)"
+            "condition \"KernelDeadlock=True: drain, rebot\": \"rebot\" is not a step (the steps are restart kubelet, restart containerd, drain, reboot, power-cycle and replace)"
         );
         assert_eq!(
             "Ready=Maybe".parse::<ConditionSpec>(),

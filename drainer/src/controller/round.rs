@@ -170,9 +170,13 @@ impl<C: Cluster> Controller<C> {
     /// A written ladder decision moves its domain's slow start (and a proof is said).
     async fn paced(&mut self, node: &str, note: &PaceNote, now: Timestamp) {
         match note {
-            PaceNote::Proven => {
+            PaceNote::Proven(step) => {
                 self.fleet.step_proven(node, now);
-                self.record.node(node, Occurrence::RebootProven).await;
+                let o = match step {
+                    Some(step) => Occurrence::RestartProven { step: *step },
+                    None => Occurrence::RebootProven,
+                };
+                self.record.node(node, o).await;
             }
             PaceNote::Failed(why) => self.fleet.step_failed(node, why, now),
         }

@@ -28,6 +28,8 @@ pub(crate) enum Action {
     Delete,
     /// Recovered: probation starts (`--uncordon-after`).
     Probation,
+    /// A ladder's first step: the node's detector restarts a component (before any cordon).
+    Restart,
     /// A ladder step: the node's detector reboots it.
     Reboot,
     /// A ladder step: the node is rebooted from outside, through the configured provider.
@@ -52,6 +54,7 @@ impl Action {
             Effect::Reboot(r) if r.step == Some(crate::model::ladder::Step::PowerCycle) => {
                 Action::PowerCycle
             }
+            Effect::Reboot(r) if r.step.is_some_and(|s| s.restarts()) => Action::Restart,
             Effect::Reboot(_) => Action::Reboot,
             Effect::Replace(_) => Action::Replace,
             Effect::Escalate(_) => Action::Escalate,
@@ -92,6 +95,7 @@ impl std::fmt::Display for Action {
             Action::Hold => "hold",
             Action::Delete => "delete",
             Action::Probation => "probation",
+            Action::Restart => "restart",
             Action::Reboot => "reboot",
             Action::PowerCycle => "power-cycle",
             Action::Replace => "replace",
@@ -311,6 +315,7 @@ impl Why {
             | Why::OutsideDrainWindow { .. }
             | Why::Ladder(
                 L::AwaitingReboot { .. }
+                | L::AwaitingRestart { .. }
                 | L::AwaitingReplacement { .. }
                 | L::ReplaceBudget { .. }
                 | L::SlowStart { .. },

@@ -159,3 +159,129 @@ fn a_remediator_that_gives_up_sends_the_ladder_on_before_the_deadline() {
         d.reason()
     );
 }
+
+/// `n` with the fence taint on (as a restart's record puts it).
+fn fenced(mut n: N) -> N {
+    let spec = n.0.spec.get_or_insert_with(Default::default);
+    spec.taints
+        .get_or_insert_with(Vec::new)
+        .push(k8s_openapi::api::core::v1::Taint {
+            key: "nodemedic.io/remediation".into(),
+            value: Some("reboot".into()),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+    n
+}
+
+/// A held node, not yet ours: `node("n")` booted as A, Ready, the problem held since 0.
+fn held_new() -> N {
+    booted(node("n"), BOOT_A)
+        .cond("KernelDeadlock", "True", 0)
+        .cond("Ready", "True", 0)
+}
+
+#[test]
+fn a_restart_comes_first_without_a_cordon_and_a_proof_lifts_its_fence() {
+    let steps = "restart kubelet, drain, reboot";
+    let c = ladder_cfg(steps);
+    let d = one(held_new(), &c);
+    assert_eq!(d.action(), Action::Restart, "{}", d.reason());
+    let Effect::Reboot(r) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert_eq!(
+        (r.phase, r.step, r.cordoned),
+        (Phase::Restarting, Some(Step::RestartKubelet), false)
+    );
+    assert_eq!(r.taints, [FENCE_TAINT], "new pods wait for the restart");
+    assert_eq!(
+        r.boot_id, BOOT_A,
+        "the detector's request is bound to this boot"
+    );
+    assert!(
+        d.reason().starts_with("restart kubelet first"),
+        "{}",
+        d.reason()
+    );
+    // Awaited while the problem holds, until its deadline.
+    let mut restarting = r.clone();
+    restarting.step_until = Some(t(NOW + 60));
+    let on = |r: &crate::model::record::Record, held: bool| {
+        let n = booted(node("n"), BOOT_A).cond("Ready", "True", 0);
+        let n = if held {
+            n.cond("KernelDeadlock", "True", 0)
+        } else {
+            n.cond("KernelDeadlock", "False", NOW - 700)
+        };
+        fenced(n).record(r.clone())
+    };
+    let d = one(on(&restarting, true), &c);
+    assert!(
+        matches!(ladder_why(&d), LadderWhy::AwaitingRestart { .. }),
+        "{}",
+        d.reason()
+    );
+    assert_eq!(d.action(), Action::Wait);
+    // The problem clears: proven, the fence and the record go, nothing was ever cordoned.
+    let d = one(on(&restarting, false), &c);
+    assert!(
+        matches!(ladder_why(&d), LadderWhy::RestartProven { .. }),
+        "{}",
+        d.reason()
+    );
+    assert!(matches!(&d.effect, Effect::Uncordon(r) if r.phase == Phase::Restarting));
+}
+
+#[test]
+fn a_restart_that_does_not_help_is_cordoned_and_the_ladder_goes_on_after_the_drain() {
+    let steps = "restart containerd, drain, reboot";
+    let c = ladder_cfg(steps);
+    let Effect::Reboot(mut r) = one(held_new(), &c).effect else {
+        panic!("a restart first")
+    };
+    r.step_until = Some(t(NOW - 1));
+    let n = fenced(booted(node("n"), BOOT_A).cond("Ready", "True", 0).cond(
+        "KernelDeadlock",
+        "True",
+        0,
+    ))
+    .record(r);
+    let d = one(n, &c);
+    assert_eq!(d.action(), Action::Cordon, "{}", d.reason());
+    let Effect::Cordon(cordoned) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert_eq!(
+        cordoned.step,
+        Some(Step::RestartContainerd),
+        "the ladder goes on"
+    );
+    assert_eq!(cordoned.phase, Phase::Cordoned);
+    // Drained, its next step is the reboot (the restart is behind it).
+    let mut drained = cordoned.clone();
+    drained.phase = Phase::Drained;
+    drained.finished_at = Some(t(NOW - 60));
+    let n = booted(node("n"), BOOT_A)
+        .cond("KernelDeadlock", "True", 0)
+        .unschedulable()
+        .record(drained);
+    let d = one(n, &c);
+    assert_eq!(d.action(), Action::Reboot, "{}", d.reason());
+}
+
+#[test]
+fn no_restart_without_a_boot_to_bind_it_to_or_against_a_veto() {
+    let c = ladder_cfg("restart kubelet, drain");
+    let bootless = node("n").cond("KernelDeadlock", "True", 0);
+    assert_eq!(one(bootless, &c).action(), Action::Cordon);
+    let mut vetoed = held_new();
+    vetoed.0.metadata.annotations = Some(
+        [(
+            nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION.to_string(),
+            "x".to_string(),
+        )]
+        .into(),
+    );
+    assert_eq!(one(vetoed, &c).action(), Action::Cordon);
+}

@@ -72,6 +72,13 @@ pub(super) fn decide_node(
     }
     match r.phase {
         Phase::Replacing => return ladder::replacing(r, now),
+        Phase::Restarting => {
+            return match ladder::restarting(c, r, p, x, b) {
+                Some(d) => d,
+                // Not proven by its deadline: cordoned and drained as the ladder goes on.
+                None => cordon(c, p, x, b, Some(r)),
+            };
+        }
         Phase::Rebooting => {
             if let Some(d) = ladder::rebooting(c, r, p, x, b) {
                 return d;
@@ -219,7 +226,11 @@ fn by_phase(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets
         },
         Phase::Cordoned if cfg.skip_drain => (Why::SkipDrain { problem }, Effect::Nothing),
         Phase::Cordoned | Phase::Failed => start_drain(c, r, problem, x, b),
-        Phase::Released | Phase::Probation | Phase::Rebooting | Phase::Replacing => {
+        Phase::Released
+        | Phase::Probation
+        | Phase::Restarting
+        | Phase::Rebooting
+        | Phase::Replacing => {
             unreachable!("handled by decide_node")
         }
     }
@@ -279,7 +290,7 @@ fn start_drain(
 
 /// A node without a record of ours.
 fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decided {
-    let Context { gates, cfg, now } = *x;
+    let Context { gates, cfg, .. } = *x;
     if p.held.is_empty() {
         if !p.pending.is_empty() {
             let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
@@ -301,6 +312,31 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
     if let Some(why) = gates.hold(c) {
         return (why, Effect::Nothing);
     }
+    if let Some(d) = ladder::restart(c, p, x, b) {
+        return d;
+    }
+    cordon(c, p, x, b, None)
+}
+
+/// Cordon a node whose problem is held (`after`: the record of the restart that did not help, whose
+/// ladder and step go on), within the cordon budgets.
+fn cordon(
+    c: &Candidate,
+    p: &Problem,
+    x: &Context,
+    b: &mut Budgets,
+    after: Option<&Record>,
+) -> Decided {
+    let Context { gates, cfg, now } = *x;
+    let problem = p.held.join(", ");
+    if after.is_some() {
+        if let Some(why) = gates.hold(c) {
+            return (why, Effect::Nothing);
+        }
+        if c.node.unschedulable && cfg.remedy.cordon {
+            return (Why::CordonedBySomeoneElse { problem }, Effect::Nothing);
+        }
+    }
     if let Some(why) = over_budget(c, gates, cfg, b, &problem) {
         return (why, Effect::Nothing);
     }
@@ -317,6 +353,9 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
         drain_at: add(now, cfg.drain_buffer),
         cordoned: cfg.remedy.cordon,
         taints: cfg.remedy.taints.iter().map(ToString::to_string).collect(),
+        ladder: after.and_then(|r| r.ladder),
+        step: after.and_then(|r| r.step),
+        step_at: after.and_then(|r| r.step_at),
         ..Default::default()
     };
     let drain_at = (!cfg.skip_drain).then_some(record.drain_at);

@@ -48,6 +48,8 @@ pub mod reason {
     pub(crate) const CONFIG_REFUSED: &str = "ConfigReloadRefused";
     pub(crate) const SYMPTOM_WRITE_FAILED: &str = "PodSymptomWriteFailed";
     pub(crate) const REBOOT_REQUESTED: &str = "RebootRequested";
+    pub(crate) const RESTART_REQUESTED: &str = "RestartRequested";
+    pub(crate) const RESTART_PROVEN: &str = "RestartProven";
     pub(crate) const POWER_CYCLE_REQUESTED: &str = "PowerCycleRequested";
     pub(crate) const POWER_CYCLE_FAILED: &str = "PowerCycleFailed";
     pub(crate) const REMEDIATION_DELETED: &str = "RemediationObjectDeleted";
@@ -159,6 +161,17 @@ pub(crate) enum Occurrence {
     },
     /// A ladder step: the node's detector is asked to reboot it (its bootID now `boot_id`); the
     /// proof is due by `until`.
+    /// A ladder's first step: the node's detector is asked to restart a component (`step`), proven
+    /// by `until`.
+    RestartRequested {
+        step: crate::model::ladder::Step,
+        until: Timestamp,
+        problem: String,
+    },
+    /// Ready and the problem clear after the restart.
+    RestartProven {
+        step: crate::model::ladder::Step,
+    },
     RebootRequested {
         boot_id: String,
         until: Timestamp,
@@ -243,6 +256,8 @@ impl Occurrence {
             Symptom { reason, .. } | SymptomCleared { reason, .. } => reason,
             SymptomWriteFailed { .. } => reason::SYMPTOM_WRITE_FAILED,
             RebootRequested { .. } => reason::REBOOT_REQUESTED,
+            RestartRequested { .. } => reason::RESTART_REQUESTED,
+            RestartProven { .. } => reason::RESTART_PROVEN,
             PowerCycleRequested { .. } => reason::POWER_CYCLE_REQUESTED,
             PowerCycleFailed { .. } => reason::POWER_CYCLE_FAILED,
             RebootProven => reason::REBOOT_PROVEN,
@@ -282,6 +297,19 @@ impl Occurrence {
     fn ladder_message(&self) -> Option<String> {
         use Occurrence::*;
         Some(match self {
+            RestartRequested {
+                step,
+                until,
+                problem,
+            } => format!(
+                "Asking the node's detector to {step} (remediation ladder, before any cordon): proven by Ready and the problem clear by {}, else cordoned and drained ({problem})",
+                rfc3339(*until)
+            ),
+            RestartProven { step } => {
+                format!(
+                    "{step} proven: Ready and the problem clear; the fence taint and the record removed"
+                )
+            }
             RebootRequested {
                 boot_id,
                 until,
@@ -316,6 +344,8 @@ impl Occurrence {
         use Occurrence::*;
         match self {
             RebootRequested { .. }
+            | RestartRequested { .. }
+            | RestartProven { .. }
             | PowerCycleRequested { .. }
             | PowerCycleFailed { .. }
             | RebootProven

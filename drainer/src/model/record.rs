@@ -36,6 +36,10 @@ pub(crate) enum Phase {
     /// `probation_until` (`--uncordon-after`), meanwhile cordoned or, with `--probation-taint`,
     /// only carrying that taint.
     Probation,
+    /// Not cordoned, a component's restart requested of the node's detector (a ladder's first
+    /// step, before the drain): proven when the node is Ready and the problem clear by
+    /// `step_until`; otherwise cordoned and drained as the ladder goes on.
+    Restarting,
     /// Drained, and a reboot requested (a ladder step): proven when the node is back with a bootID
     /// other than `boot_id`, Ready and the problem clear, by `step_until`.
     Rebooting,

@@ -46,8 +46,8 @@ pub(crate) fn ladder(
         .and_then(|r| r.ladder)
         .or_else(|| held_ladder(view, cfg))?;
     let (taken, phase) = match record {
-        Some(r) => (r.step.unwrap_or(Step::Drain), Some(r.phase)),
-        None => (Step::Drain, None),
+        Some(r) => (r.step, Some(r.phase)),
+        None => (None, None),
     };
     let drained = phase.is_some_and(|p| {
         matches!(
@@ -57,6 +57,8 @@ pub(crate) fn ladder(
     });
     let now_step = match phase {
         Some(Phase::Rebooting) => Some(record.and_then(|r| r.step).unwrap_or(Step::Reboot)),
+        Some(Phase::Restarting) => taken,
+        None if d.action() == Action::Restart => ladder.restart,
         Some(Phase::Replacing) => Some(Step::Replace),
         Some(Phase::NeedsPerson) => None,
         _ if drained => None,
@@ -67,7 +69,7 @@ pub(crate) fn ladder(
     for s in ladder.steps() {
         let done = match s {
             Step::Drain => drained,
-            _ => s <= taken,
+            _ => taken.is_some_and(|t| s <= t),
         };
         // A reboot still to come that the live drainer would pass over (as decide::ladder asks).
         let skipped = (s.reboots() && !done && Some(s) != now_step)
@@ -133,6 +135,9 @@ fn awaiting(record: Option<&Record>, d: &NodeDecision) -> Option<String> {
         (Why::Ladder(LadderWhy::AwaitingReplacement { until }), _) => {
             Some(format!("the Node gone by {until}"))
         }
+        (Why::Ladder(LadderWhy::AwaitingRestart { step, until }), _) => Some(format!(
+            "Ready and the problem clear by {until} ({step} requested of the node's detector)"
+        )),
         (_, Phase::NeedsPerson) => Some(format!("a person: {}", r.escalated)),
         _ => None,
     }
@@ -166,6 +171,11 @@ pub(crate) fn next(d: &NodeDecision) -> Option<(Option<Timestamp>, Option<Action
             Some(Action::Escalate),
             format!("a person is needed at {until} if the Node is still here"),
         ),
+        LadderWhy::AwaitingRestart { step, until } => (
+            Some(*until),
+            Some(Action::Cordon),
+            format!("cordon and drain at {until} unless the {step} is proven by then"),
+        ),
         LadderWhy::ReplaceBudget { next, .. } => (
             *next,
             Some(Action::Replace),
@@ -181,6 +191,7 @@ pub(crate) fn next(d: &NodeDecision) -> Option<(Option<Timestamp>, Option<Action
 
 fn step_action(s: Step) -> Action {
     match s {
+        Step::RestartKubelet | Step::RestartContainerd => Action::Restart,
         Step::Drain => Action::Drain,
         Step::Reboot => Action::Reboot,
         Step::PowerCycle => Action::PowerCycle,

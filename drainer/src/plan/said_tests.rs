@@ -225,6 +225,27 @@ fn laddered() -> Vec<(Action, Why)> {
             }),
         ),
         (
+            Action::Restart,
+            ladder(LadderWhy::Restart {
+                step: Step::RestartKubelet,
+                until: t(300),
+                problem: p(),
+            }),
+        ),
+        (
+            Action::Wait,
+            ladder(LadderWhy::AwaitingRestart {
+                step: Step::RestartContainerd,
+                until: t(300),
+            }),
+        ),
+        (
+            Action::Uncordon,
+            ladder(LadderWhy::RestartProven {
+                step: Step::RestartKubelet,
+            }),
+        ),
+        (
             Action::Wait,
             ladder(LadderWhy::AwaitingReboot {
                 until: t(1200),
@@ -342,12 +363,15 @@ fn variant(w: &Why) -> usize {
                 LadderWhy::KosmosLeaf => 9,
                 LadderWhy::SlowStart { .. } => 10,
                 LadderWhy::PowerCycle { .. } => 11,
+                LadderWhy::Restart { .. } => 12,
+                LadderWhy::AwaitingRestart { .. } => 13,
+                LadderWhy::RestartProven { .. } => 14,
             }
         }
     }
 }
 
-const VARIANTS: usize = 37 + 12;
+const VARIANTS: usize = 37 + 15;
 
 /// A decision doing `action` for `why`: an effect of the kind that action writes (the action is
 /// derived from it, or from `why` when it writes nothing).
@@ -364,6 +388,10 @@ fn decision(action: Action, why: Why) -> NodeDecision {
         Action::Reboot => Effect::Reboot(r()),
         Action::PowerCycle => Effect::Reboot(Record {
             step: Some(Step::PowerCycle),
+            ..r()
+        }),
+        Action::Restart => Effect::Reboot(Record {
+            step: Some(Step::RestartKubelet),
             ..r()
         }),
         Action::Replace => Effect::Replace(r()),

@@ -49,6 +49,10 @@ impl Occurrence {
             SymptomWriteFailed { condition, error } => {
                 tracing::warn!(%node, %condition, %error, "cannot write the symptom's condition")
             }
+            RestartRequested { step, until, .. } => {
+                tracing::info!(%node, %step, %until, "restart requested (remediation ladder)")
+            }
+            RestartProven { step } => tracing::info!(%node, %step, "restart proven"),
             RebootRequested { boot_id, until, .. } => {
                 tracing::info!(%node, %boot_id, %until, "reboot requested (remediation ladder)")
             }
@@ -113,6 +117,8 @@ impl Occurrence {
             Uncordoned { .. } => m.uncordoned(Outcome::Succeeded),
             UncordonFailed { .. } => m.uncordoned(Outcome::Failed),
             RebootRequested { .. } => m.remediation(LadderStep::Reboot, StepResult::Started),
+            RestartRequested { .. } => m.remediation(LadderStep::Restart, StepResult::Started),
+            RestartProven { .. } => m.remediation(LadderStep::Restart, StepResult::Proven),
             PowerCycleRequested { .. } => {
                 m.remediation(LadderStep::PowerCycle, StepResult::Started)
             }

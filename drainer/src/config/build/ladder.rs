@@ -1,4 +1,4 @@
-//! The limits of the remediation ladders (`--reboot-deadline`, `--replace-deadline`,
+//! The limits of the remediation ladders (`--restart-deadline`, `--reboot-deadline`, `--replace-deadline`,
 //! `--max-reboots-per-node-per-day`, `--max-replacements-per-hour`, the slow start's dwell and
 //! cooldown): flags over the file over the
 //! defaults, a zero deadline refused. The ladders themselves are the conditions'. Pure.
@@ -10,6 +10,12 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
     let (args, file) = (s.args, s.file);
     let limits = &mut cfg.ladder;
     for (flag, key, value, out) in [
+        (
+            "restart-deadline",
+            "restartDeadline",
+            (args.restart_deadline, &file.restart_deadline),
+            &mut limits.restart_deadline,
+        ),
         (
             "reboot-deadline",
             "rebootDeadline",

@@ -290,7 +290,8 @@ impl Seen {
                 None => return false,
             },
             Step::Replace => &mut self.replaced,
-            Step::Drain => return false,
+            // Restarts are limited by the node's detector (--restart-max-per-day).
+            Step::Drain | Step::RestartKubelet | Step::RestartContainerd => return false,
         };
         if list.contains(&at) {
             return false;

@@ -132,8 +132,11 @@ pub(super) struct Running {
 /// The reboot request a record of ours stands for, if it does.
 fn reboot_request(view: &NodeView, r: &Record) -> Option<RebootRequest> {
     // A power-cycle comes from outside: the node's detector is asked nothing.
-    if r.phase != Phase::Rebooting
-        || r.step == Some(crate::model::ladder::Step::PowerCycle)
+    let action = r
+        .step
+        .unwrap_or(crate::model::ladder::Step::Reboot)
+        .asks()?;
+    if !matches!(r.phase, Phase::Rebooting | Phase::Restarting)
         || view
             .annotations
             .get(nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION)
@@ -143,6 +146,7 @@ fn reboot_request(view: &NodeView, r: &Record) -> Option<RebootRequest> {
     }
     let time = |t: Option<Timestamp>| t.map(nodemedic_common::time::rfc3339).unwrap_or_default();
     Some(RebootRequest {
+        action,
         node: view.name.to_string(),
         uid: view.uid.to_string(),
         boot_id: r.boot_id.clone(),
@@ -223,7 +227,10 @@ impl Running {
         step(&mut self.cordoned, r.holds_cordon());
         step(&mut self.draining, r.phase == Phase::Draining);
         step(&mut self.needs_person, r.phase == Phase::NeedsPerson);
-        if matches!(r.phase, Phase::Rebooting | Phase::Replacing) {
+        if matches!(
+            r.phase,
+            Phase::Restarting | Phase::Rebooting | Phase::Replacing
+        ) {
             let key = e.domain.clone().unwrap_or_default();
             let n = self.remediating.entry(key.clone()).or_default();
             step(n, true);

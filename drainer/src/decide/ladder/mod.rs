@@ -59,7 +59,8 @@ pub(super) fn drained(
         unreachable!("drained() is asked only on a ladder")
     };
     let problem = p.held.join(", ");
-    let last = r.step.unwrap_or(Step::Drain);
+    // A restart before the drain is behind it: the ladder goes on from the drain.
+    let last = r.step.filter(|s| !s.restarts()).unwrap_or(Step::Drain);
     let mut reasons = Vec::new();
     let mut next = ladder.after(last);
     // A reboot (the node's own, or a power-cycle from outside) that may not be: the ladder goes on.
@@ -135,8 +136,98 @@ pub(super) fn drained(
             };
             (why(w), Effect::Replace(next))
         }
-        Step::Drain => unreachable!("the drain is never after another step"),
+        Step::Drain | Step::RestartKubelet | Step::RestartContainerd => {
+            unreachable!("a restart comes only before the drain, and the drain first after it")
+        }
     }
+}
+
+/// A node whose problem is held and that has no record of ours: its ladder's restart first, if
+/// it names one and may take it now (None: it does not, or may not; the cordon comes instead).
+/// A restart is taken only by the node's detector, on a node with a bootID to bind it to, without
+/// a veto, not on a Kosmos leaf; within the safety gates (the caller's) and its domain's slow start.
+pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Option<Decided> {
+    let Context { gates, cfg, now } = *x;
+    let ladder = p.ladder?;
+    let step = ladder.restart?;
+    if stopped(c, cfg, step).is_some() || c.node.boot == Uid::NONE {
+        return None;
+    }
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
+    let (used, width) = (
+        b.remediating.get(domain).copied().unwrap_or(0),
+        gates.pace.get(domain).copied().unwrap_or(1),
+    );
+    if used >= width as usize {
+        let w = LadderWhy::SlowStart {
+            domain: domain.to_string(),
+            used,
+            width,
+        };
+        return Some((why(w), Effect::Nothing));
+    }
+    *b.remediating.entry(domain.to_string()).or_default() += 1;
+    let problem = p.held.join(", ");
+    let until = add(now, cfg.ladder.restart_deadline);
+    let next = Record {
+        owner: cfg.owner.clone(),
+        episode: p.episode.clone(),
+        reason: problem.clone(),
+        phase: Phase::Restarting,
+        cordoned_at: now,
+        drain_at: now,
+        cordoned: false,
+        taints: vec![FENCE_TAINT.to_string()],
+        ladder: Some(ladder),
+        step: Some(step),
+        step_at: Some(now),
+        step_until: Some(until),
+        boot_id: c.node.boot.to_string(),
+        ..Default::default()
+    };
+    let w = LadderWhy::Restart {
+        step,
+        until,
+        problem,
+    };
+    Some((why(w), Effect::Reboot(next)))
+}
+
+/// A node whose component's restart was requested: proven (Ready and the problem clear: the
+/// record and the fence go), still awaited, or past its deadline with the problem held (None:
+/// the caller cordons it, and the ladder goes on from its drain).
+pub(super) fn restarting(
+    c: &Candidate,
+    r: &Record,
+    p: &Problem,
+    x: &Context,
+    b: &mut Budgets,
+) -> Option<Decided> {
+    let Context { now, .. } = *x;
+    let step = r.step.unwrap_or(Step::RestartKubelet);
+    let ready =
+        (c.node.conditions.iter()).any(|k| &*k.type_ == "Ready" && k.status == Status::True);
+    if ready && p.held.is_empty() && p.pending.is_empty() {
+        let w = LadderWhy::RestartProven { step };
+        return Some((why(w), Effect::Uncordon(r.clone())));
+    }
+    let until = r.step_until.unwrap_or(now);
+    if now < until {
+        return Some((
+            why(LadderWhy::AwaitingRestart { step, until }),
+            Effect::Nothing,
+        ));
+    }
+    if p.held.is_empty() {
+        let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
+        return Some((Why::NotHeldLongEnough { pending }, Effect::Nothing));
+    }
+    // Its restart is over: it no longer counts against its domain's slow start.
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
+    if let Some(n) = b.remediating.get_mut(domain) {
+        *n = n.saturating_sub(1);
+    }
+    None
 }
 
 /// The reboot `step` (the node's own, or a power-cycle from outside) of `next`, the record the
@@ -383,7 +474,8 @@ pub(super) fn waiting(r: &Record) -> Decided {
 
 /// What a ladder decision tells the slow start once written.
 pub(crate) enum PaceNote {
-    Proven,
+    /// A reboot (None) or a restart (its step) proven.
+    Proven(Option<Step>),
     Failed(String),
 }
 
@@ -395,9 +487,18 @@ pub(crate) fn pace_note(
     cfg: &Config,
 ) -> Option<PaceNote> {
     if let Why::Ladder(LadderWhy::RebootProven { .. }) = d.why {
-        return Some(PaceNote::Proven);
+        return Some(PaceNote::Proven(None));
+    }
+    if let Why::Ladder(LadderWhy::RestartProven { step }) = d.why {
+        return Some(PaceNote::Proven(Some(step)));
     }
     match &d.effect {
+        // A restart not proven by its deadline: cordoned as the ladder goes on.
+        Effect::Cordon(r) if r.step.is_some_and(Step::restarts) => {
+            return Some(PaceNote::Failed(
+                "its restart did not clear the problem".into(),
+            ));
+        }
         Effect::Relapse(r) if r.step.is_some() => {
             return Some(PaceNote::Failed(
                 "its problem came back after its remediation".into(),

@@ -10,6 +10,17 @@ use crate::config::ladder::Step;
 /// Why the ladder is where it is, with the facts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LadderWhy {
+    /// Its problem held, the ladder's first step: restart the component (`step`) now, before any
+    /// cordon (the proof is due by `until`).
+    Restart {
+        step: Step,
+        until: Timestamp,
+        problem: String,
+    },
+    /// Restarting: waiting for Ready and the problem to clear until `until`; then cordon and drain.
+    AwaitingRestart { step: Step, until: Timestamp },
+    /// Ready and the problem clear after the restart: the fence and the record go.
+    RestartProven { step: Step },
     /// Drained: reboot it now (the proof is due by `until`).
     Reboot { until: Timestamp, problem: String },
     /// Drained, or its own reboot not proven: reboot it from outside through `provider` now (the
@@ -69,9 +80,9 @@ impl LadderWhy {
     /// next slot, a probation's end.
     pub(crate) fn wake(&self) -> Option<Timestamp> {
         match self {
-            LadderWhy::AwaitingReboot { until, .. } | LadderWhy::AwaitingReplacement { until } => {
-                Some(*until)
-            }
+            LadderWhy::AwaitingReboot { until, .. }
+            | LadderWhy::AwaitingReplacement { until }
+            | LadderWhy::AwaitingRestart { until, .. } => Some(*until),
             LadderWhy::ReplaceBudget { next, .. } => *next,
             LadderWhy::RebootProven { probation_until } => *probation_until,
             _ => None,
@@ -82,6 +93,24 @@ impl LadderWhy {
 impl std::fmt::Display for LadderWhy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            LadderWhy::Restart {
+                step,
+                until,
+                problem,
+            } => write!(
+                f,
+                "{step} first, by the node's detector (not cordoned): proven by Ready and the problem clear by {}, else cordoned and drained ({problem})",
+                ts(*until)
+            ),
+            LadderWhy::AwaitingRestart { step, until } => write!(
+                f,
+                "{step} requested; waiting for Ready and the problem to clear until {}; cordon and drain then",
+                ts(*until)
+            ),
+            LadderWhy::RestartProven { step } => write!(
+                f,
+                "{step} proven: Ready and the problem clear; the fence and the record go"
+            ),
             LadderWhy::Reboot { until, problem } => write!(
                 f,
                 "drained; rebooting it: proven by a new bootID, Ready and the problem clear by {} ({problem})",
