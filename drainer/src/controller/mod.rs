@@ -111,6 +111,10 @@ pub(crate) enum Did {
     Probation,
     /// Held again after a relapse during probation.
     Relapse,
+    /// A ladder's first step: a component's restart requested (its fence on).
+    Restart,
+    /// Its restart proven: its fence and record taken off.
+    RestartOver,
     /// A ladder step: a reboot requested.
     Reboot,
     /// A ladder step: a power-cycle requested from the provider.
@@ -129,6 +133,9 @@ impl Did {
             Effect::Cordon(r) if !r.cordoned => Did::Taint,
             Effect::Cordon(_) => Did::Cordon,
             Effect::Drain(_) => Did::Drain,
+            Effect::Uncordon(r) if r.phase == crate::model::record::Phase::Restarting => {
+                Did::RestartOver
+            }
             Effect::Uncordon(r) if !r.cordoned => Did::Untaint,
             Effect::Uncordon(_) => Did::Uncordon,
             Effect::Probation(_) => Did::Probation,
@@ -139,6 +146,7 @@ impl Did {
             Effect::Reboot(r) if r.step == Some(crate::model::ladder::Step::PowerCycle) => {
                 Did::PowerCycle
             }
+            Effect::Reboot(r) if r.step.is_some_and(|s| s.restarts()) => Did::Restart,
             Effect::Reboot(_) => Did::Reboot,
             Effect::Replace(_) => Did::Replace,
             Effect::Escalate(_) => Did::Escalate,

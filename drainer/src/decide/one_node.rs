@@ -76,7 +76,7 @@ pub(super) fn decide_node(
             return match ladder::restarting(c, r, p, x, b) {
                 Some(d) => d,
                 // Not proven by its deadline: cordoned and drained as the ladder goes on.
-                None => cordon(c, p, x, b, Some(r)),
+                None => cordon(c, p, x, Some(r)),
             };
         }
         Phase::Rebooting => {
@@ -312,21 +312,23 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
     if let Some(why) = gates.hold(c) {
         return (why, Effect::Nothing);
     }
-    if let Some(d) = ladder::restart(c, p, x, b) {
-        return d;
+    // A restart holds the node too (its fence): within the same budgets as a cordon.
+    if let Some(why) = over_budget(c, gates, cfg, b, &problem) {
+        return (why, Effect::Nothing);
     }
-    cordon(c, p, x, b, None)
+    let first = ladder::restart(c, p, x, b);
+    if !matches!(&first, Some((_, Effect::Nothing))) {
+        b.cordoned += 1;
+        if let Some(d) = c.domain {
+            *b.domain_cordoned.entry(ArcStr::from(d)).or_default() += 1;
+        }
+    }
+    first.unwrap_or_else(|| cordon(c, p, x, None))
 }
 
-/// Cordon a node whose problem is held (`after`: the record of the restart that did not help, whose
-/// ladder and step go on), within the cordon budgets.
-fn cordon(
-    c: &Candidate,
-    p: &Problem,
-    x: &Context,
-    b: &mut Budgets,
-    after: Option<&Record>,
-) -> Decided {
+/// Cordon a node whose problem is held, its place in the budgets taken (`after`: the record of the
+/// restart that did not help, whose place it keeps and whose ladder and step go on).
+fn cordon(c: &Candidate, p: &Problem, x: &Context, after: Option<&Record>) -> Decided {
     let Context { gates, cfg, now } = *x;
     let problem = p.held.join(", ");
     if after.is_some() {
@@ -336,13 +338,6 @@ fn cordon(
         if c.node.unschedulable && cfg.remedy.cordon {
             return (Why::CordonedBySomeoneElse { problem }, Effect::Nothing);
         }
-    }
-    if let Some(why) = over_budget(c, gates, cfg, b, &problem) {
-        return (why, Effect::Nothing);
-    }
-    b.cordoned += 1;
-    if let Some(d) = c.domain {
-        *b.domain_cordoned.entry(ArcStr::from(d)).or_default() += 1;
     }
     let record = Record {
         owner: cfg.owner.clone(),

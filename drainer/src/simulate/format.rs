@@ -146,6 +146,12 @@ pub(crate) const PARTS: &[Part] = &[
                 "What a reboot the drainer asks for does: back with a new bootID and the problem gone, back with it still there, or never back.",
             ),
             k(
+                "restart",
+                "helps or fails",
+                "helps",
+                "What restarting a component (a ladder's `restart kubelet` / `restart containerd`) does: healthy again 30 s later, its problem gone, or back with it still there.",
+            ),
+            k(
                 "powerCycle",
                 "works or fails",
                 "works",

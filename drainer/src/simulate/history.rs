@@ -189,7 +189,13 @@ pub(crate) fn plan(
         // A replay cannot know what a reboot would have done: the machine comes back with a new
         // bootID and the recorded history decides whether the problem cleared (and so whether the
         // reboot is proven by its deadline).
-        reboots: vec![(super::reboots::Outcome::Survives, Default::default()); fleet_len],
+        reboots: vec![
+            super::reboots::Machine {
+                reboot: super::reboots::Outcome::Survives,
+                ..Default::default()
+            };
+            fleet_len
+        ],
         reboot_takes: Duration::from_secs(180),
     })
 }

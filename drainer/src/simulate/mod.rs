@@ -132,12 +132,12 @@ fn timeline(plan: &Plan) -> Vec<(Timestamp, Happens)> {
 fn cluster_of(plan: &Plan) -> (Observed, MemoryCluster) {
     let observed = Observed::default();
     let cluster = MemoryCluster::new(observed.clone());
-    for (node, (_, outside)) in plan.nodes.iter().zip(&plan.reboots) {
+    for (node, machine) in plan.nodes.iter().zip(&plan.reboots) {
         cluster.put_pod(pod_of(node));
         cluster.put_node(node.clone());
         let name = node.metadata.name.as_deref().unwrap_or_default();
         cluster.set_boot_id(name, &reboots::first_boot(name));
-        if *outside == reboots::Outside::Fails {
+        if machine.power_cycle == reboots::Outside::Fails {
             cluster.power_cycle_fails(name);
         }
     }
@@ -200,7 +200,7 @@ async fn drive(plan: &mut Plan) -> Report {
     let (tap, mut taps) = mpsc::unbounded_channel();
     let health = Health::default();
     let outcomes = (plan.nodes.iter().zip(&plan.reboots))
-        .map(|(n, o)| (n.metadata.name.clone().unwrap_or_default(), o.0))
+        .map(|(n, m)| (n.metadata.name.clone().unwrap_or_default(), *m))
         .collect();
     let mut reboots = reboots::Reboots::new(&cluster, LEASE, outcomes, &cfg);
     // The drainer's own publisher keeps the requests' ConfigMap and the record memory's, as in
@@ -237,7 +237,8 @@ async fn drive(plan: &mut Plan) -> Report {
             () = reboots.changed() => {
                 let now = clock.now();
                 for (node, detail) in reboots.take(&cluster, now, plan.reboot_takes) {
-                    machines.push((now, node, "rebooted", detail));
+                    let what = if detail.starts_with("restart") { "restarted" } else { "rebooted" };
+                    machines.push((now, node, what, detail));
                 }
             }
         }
@@ -271,6 +272,9 @@ async fn drive(plan: &mut Plan) -> Report {
         } else if event.reason == reason::REBOOT_PROVEN {
             let secs = plan.secs(event.last_seen);
             report.happened(secs, "reboot proven", Some(about), String::new());
+        } else if event.reason == reason::RESTART_PROVEN {
+            let secs = plan.secs(event.last_seen);
+            report.happened(secs, "restart proven", Some(about), String::new());
         } else if event.reason == reason::DRAIN_SUCCEEDED
             && let Some(kept) = event.message.strip_prefix("Drained node; ")
             && let Some(h) = report.happenings.iter_mut().rev().find(|h| {

@@ -41,6 +41,39 @@ pub(crate) enum Outside {
     Fails,
 }
 
+/// What restarting a component (a ladder's `restart kubelet`) does to a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Restart {
+    /// The component comes back healthy: the problem clears.
+    #[default]
+    Helps,
+    /// It comes back, the problem still there.
+    Fails,
+}
+
+/// What the remediations from inside and outside do to one node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Machine {
+    pub(crate) reboot: Outcome,
+    pub(crate) power_cycle: Outside,
+    pub(crate) restart: Restart,
+}
+
+impl super::scenario::NodeGroup {
+    /// What the remediations do to each of its nodes.
+    pub(crate) fn machine(&self) -> Machine {
+        Machine {
+            reboot: self.reboot,
+            power_cycle: self.power_cycle,
+            restart: self.restart,
+        }
+    }
+}
+
+/// How long a restarted component takes to be healthy again.
+const RESTART_TAKES: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The bootID a simulated node starts with.
 pub(crate) fn first_boot(node: &str) -> String {
     format!("{node}-boot-1")
@@ -54,11 +87,12 @@ pub(crate) struct Reboots {
     configmap: String,
     /// The requests seen (node and the bootID it was made for).
     seen: BTreeSet<(String, String)>,
-    back: BTreeMap<Timestamp, Vec<(String, u32)>>,
+    /// What comes back when: a machine with its boot number, or (None) a restarted component.
+    back: BTreeMap<Timestamp, Vec<(String, Option<u32>)>>,
     /// Boots so far, by node.
     boots: BTreeMap<String, u32>,
-    /// What a reboot does, by node.
-    outcomes: BTreeMap<String, Outcome>,
+    /// What a reboot and a restart do, by node.
+    outcomes: BTreeMap<String, Machine>,
     /// Nodes rebooted from outside: back even when they never reboot themselves.
     power_cycled: BTreeSet<String>,
     /// The problem conditions a healed node reports healthy: (type, healthy status).
@@ -71,7 +105,7 @@ impl Reboots {
     pub(crate) fn new(
         cluster: &MemoryCluster,
         lease: &str,
-        outcomes: BTreeMap<String, Outcome>,
+        outcomes: BTreeMap<String, Machine>,
         cfg: &crate::config::Config,
     ) -> Reboots {
         let healthy = (cfg.conditions.iter())
@@ -97,6 +131,10 @@ impl Reboots {
     }
 
     fn outcome(&self, node: &str) -> Outcome {
+        self.machine(node).reboot
+    }
+
+    fn machine(&self, node: &str) -> Machine {
         self.outcomes.get(node).copied().unwrap_or_default()
     }
 
@@ -117,10 +155,19 @@ impl Reboots {
     ) -> Vec<(String, String)> {
         self.writes.borrow_and_update();
         let requests = self.requests(cluster);
+        let mut said = Vec::new();
+        for (node, r) in requests.iter().filter(|(_, r)| !r.action.is_reboot()) {
+            if self.seen.insert((node.clone(), r.id())) {
+                let at = nodemedic_common::time::add(now, RESTART_TAKES);
+                self.back.entry(at).or_default().push((node.clone(), None));
+                let takes = humantime::format_duration(RESTART_TAKES);
+                said.push((node.clone(), format!("{}; back in {takes}", r.action)));
+            }
+        }
         let asked = (requests.into_iter())
+            .filter(|(_, r)| r.action.is_reboot())
             .map(|(node, r)| (node, r.boot_id, false))
             .chain((cluster.power_cycles().into_iter()).map(|(n, b)| (n, b, true)));
-        let mut said = Vec::new();
         for (node, boot_id, outside) in asked {
             // A power-cycle follows a reboot asked for the same boot: each is carried out once.
             let key = if outside {
@@ -140,7 +187,10 @@ impl Reboots {
             let boot = self.boots.entry(node.clone()).or_insert(1);
             *boot += 1;
             let at = nodemedic_common::time::add(now, takes);
-            self.back.entry(at).or_default().push((node.clone(), *boot));
+            self.back
+                .entry(at)
+                .or_default()
+                .push((node.clone(), Some(*boot)));
             let takes = humantime::format_duration(takes);
             said.push((node, format!("rebooting; back in {takes}")));
         }
@@ -174,6 +224,20 @@ impl Reboots {
                 break;
             }
             for (node, boot) in entry.remove() {
+                let Some(boot) = boot else {
+                    let helps = self.machine(&node).restart == Restart::Helps;
+                    if helps {
+                        for (type_, ok) in &self.healthy {
+                            cluster.set_condition(&node, type_, *ok, now);
+                        }
+                    }
+                    let detail = match helps {
+                        true => "restarted component healthy, its problem gone",
+                        false => "restarted component back, its problem still there",
+                    };
+                    said.push((node, detail.to_string()));
+                    continue;
+                };
                 cluster.set_boot_id(&node, &format!("{node}-boot-{boot}"));
                 cluster.set_condition(&node, "Ready", Status::True, now);
                 let heals = match self.outcome(&node) {

@@ -99,6 +99,8 @@ impl Report {
                         Did::DeleteNode => "delete",
                         Did::Probation => "probation",
                         Did::Relapse => "relapse",
+                        Did::Restart => "restart",
+                        Did::RestartOver => "restart over",
                         Did::Reboot => "reboot",
                         Did::PowerCycle => "power-cycle",
                         Did::Replace => "replace",

@@ -86,6 +86,9 @@ pub(crate) struct NodeGroup {
     /// What a power-cycle from outside does to these nodes (default: works).
     #[serde(default)]
     pub(crate) power_cycle: super::reboots::Outside,
+    /// What restarting a component does to these nodes (default: helps).
+    #[serde(default)]
+    pub(crate) restart: super::reboots::Restart,
 }
 
 /// A pod on each node of a group.
@@ -235,7 +238,7 @@ pub struct Plan {
     pub(crate) first_step: Option<Timestamp>,
     pub(crate) last_step: Option<Timestamp>,
     /// What a reboot and a power-cycle do to each node, and how long a reboot takes.
-    pub(crate) reboots: Vec<(super::reboots::Outcome, super::reboots::Outside)>,
+    pub(crate) reboots: Vec<super::reboots::Machine>,
     pub(crate) reboot_takes: Duration,
 }
 
@@ -519,7 +522,7 @@ impl Plan {
         let reboot_takes = scenario.reboot_takes.as_deref().unwrap_or("3m");
         let mut plan = Plan {
             reboots: (scenario.nodes.iter())
-                .flat_map(|g| std::iter::repeat_n((g.reboot, g.power_cycle), g.count))
+                .flat_map(|g| std::iter::repeat_n(g.machine(), g.count))
                 .collect(),
             reboot_takes: dur(file, "rebootTakes", reboot_takes)?,
             pods,
