@@ -381,7 +381,7 @@ async fn restart(client: &kube::Client, node: &str, request: &RebootRequest, opt
     )
     .await;
     let outcome = crate::restart::restart(&opts.restart, component).await;
-    let (reason, warning, message) = outcome.said();
+    let (reason, warning, message) = outcome.said(opts.restart.settle);
     match warning {
         true => tracing::warn!(%unit, %message, "restart"),
         false => tracing::info!(%unit, %message, "restart"),

@@ -10,8 +10,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// How long a restarted unit has to be active again.
-pub(crate) const SETTLE: Duration = Duration::from_secs(60);
+/// How long a restarted unit has to be active again, by default (`--restart-settle`).
+#[cfg(test)]
+const SETTLE: Duration = Duration::from_secs(60);
 /// How often it is asked meanwhile.
 const POLL: Duration = Duration::from_secs(1);
 /// How long one systemctl may take.
@@ -20,6 +21,8 @@ const COMMAND: Duration = Duration::from_secs(90);
 /// What `detector run` is told about restarts.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// How long a restarted unit has to be active again (`--restart-settle`; tests shorten it).
+    pub settle: Duration,
     /// The host's systemctl, its words (from the DaemonSet: through PID 1's namespaces).
     pub systemctl: Vec<String>,
     /// Each component's unit (`--restart-units`).
@@ -70,8 +73,8 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// The Event's reason, whether it is a Warning, and its message.
-    pub(crate) fn said(&self) -> (&'static str, bool, String) {
-        let s = SETTLE.as_secs();
+    pub(crate) fn said(&self, settle: Duration) -> (&'static str, bool, String) {
+        let s = settle.as_secs();
         match self {
             Outcome::Active { unit } => (
                 "ComponentRestarted",
@@ -115,9 +118,9 @@ pub(crate) async fn restart(opts: &Options, component: &str) -> Outcome {
     }
 }
 
-/// Ok once `systemctl is-active UNIT` says active, within [`SETTLE`]; else what it said last.
+/// Ok once `systemctl is-active UNIT` says active, within the settle time; else what it said last.
 async fn active_within(opts: &Options, unit: &str) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + SETTLE;
+    let deadline = tokio::time::Instant::now() + opts.settle;
     loop {
         let said = match systemctl(opts, &["is-active", unit]).await {
             Ok(out) if out.trim() == "active" => return Ok(()),
@@ -188,7 +191,7 @@ mod tests {
             unit: "kubelet.service".into(),
             why: "it is failed".into(),
         };
-        let (reason, warning, message) = down.said();
+        let (reason, warning, message) = down.said(SETTLE);
         assert_eq!((reason, warning), ("ComponentRestartFailed", true));
         assert!(
             message.contains("nor once started again (it is failed)"),
@@ -197,7 +200,7 @@ mod tests {
         let (reason, warning, _) = Outcome::Active {
             unit: "kubelet.service".into(),
         }
-        .said();
+        .said(SETTLE);
         assert_eq!((reason, warning), ("ComponentRestarted", false));
     }
 }

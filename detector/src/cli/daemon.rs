@@ -135,6 +135,9 @@ pub(crate) struct RunArgs {
     /// At most this many component restarts on this node in 24 hours, whatever the drainer asks.
     #[arg(long = "restart-max-per-day", default_value_t = 3)]
     restart_max_per_day: u32,
+    /// How long a restarted unit has to be active again before it is started again.
+    #[arg(long = "restart-settle", default_value = "60s", value_parser = nodemedic_common::time::parse_duration, hide = true)]
+    restart_settle: std::time::Duration,
     /// The host's systemctl, its words separated by spaces (from the DaemonSet: through PID 1's
     /// namespaces, as the reboot command).
     #[arg(
@@ -190,6 +193,7 @@ fn reboot_options(args: &RunArgs) -> Result<Option<crate::reboot::Options>, Exit
         state: args.reboot_state.clone(),
         boot_id_file: args.boot_id_file.clone(),
         restart: crate::restart::Options {
+            settle: args.restart_settle,
             systemctl: args
                 .systemctl
                 .split_whitespace()

@@ -42,13 +42,18 @@ rules:
 "#;
 
 /// A machine for one node: its boot-id file, and the reboot command's log of runs.
-struct Machine {
-    dir: PathBuf,
+pub(super) struct Machine {
+    pub(super) dir: PathBuf,
 }
 
 impl Machine {
     fn new(s: &Scenario) -> Machine {
-        let dir = s.dir.path().join("machine");
+        Machine::at(s, "machine")
+    }
+
+    /// A machine in the scenario's folder `name` (one per node).
+    pub(super) fn at(s: &Scenario, name: &str) -> Machine {
+        let dir = s.dir.path().join(name);
         std::fs::create_dir_all(dir.join("rules")).unwrap();
         std::fs::write(dir.join("rules/quiet.yaml"), RULES).unwrap();
         std::fs::write(dir.join("kmsg"), "").unwrap();
@@ -78,7 +83,13 @@ impl Machine {
     }
 
     /// [`Machine::detector`] with `extra` arguments.
-    fn detector_with(&self, s: &Scenario, node: &str, log: &str, extra: &[String]) -> Proc {
+    pub(super) fn detector_with(
+        &self,
+        s: &Scenario,
+        node: &str,
+        log: &str,
+        extra: &[String],
+    ) -> Proc {
         let d = &self.dir;
         let at = |p: &str| d.join(p).display().to_string();
         let mut args: Vec<String> = vec![

@@ -22,6 +22,7 @@ mod memory;
 mod rbac;
 mod reload;
 mod remedies;
+mod restart;
 mod safety;
 mod start;
 mod symptoms;
