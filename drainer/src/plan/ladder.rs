@@ -59,6 +59,12 @@ pub(crate) fn ladder(
         Some(Phase::Rebooting) => Some(record.and_then(|r| r.step).unwrap_or(Step::Reboot)),
         Some(Phase::Restarting) => taken,
         None if d.action() == Action::Restart => ladder.restart,
+        // A restart to come goes first; the drain after it.
+        None if ladder.restart.is_some()
+            && crate::decide::ladder::restart_refused(view, cfg).is_none() =>
+        {
+            None
+        }
         Some(Phase::Replacing) => Some(Step::Replace),
         Some(Phase::NeedsPerson) => None,
         _ if drained => None,
@@ -72,9 +78,19 @@ pub(crate) fn ladder(
             _ => taken.is_some_and(|t| s <= t),
         };
         // A reboot still to come that the live drainer would pass over (as decide::ladder asks).
-        let skipped = (s.reboots() && !done && Some(s) != now_step)
-            .then(|| crate::decide::ladder::reboot_refused(view, s, reboots_today, cfg))
-            .flatten();
+        let skipped = if s.restarts() {
+            match record {
+                None if Some(s) != now_step => crate::decide::ladder::restart_refused(view, cfg),
+                Some(r) if !done && r.phase != Phase::Restarting => {
+                    Some("the node was held without it".to_string())
+                }
+                _ => None,
+            }
+        } else {
+            (s.reboots() && !done && Some(s) != now_step)
+                .then(|| crate::decide::ladder::reboot_refused(view, s, reboots_today, cfg))
+                .flatten()
+        };
         let state = if Some(s) == now_step {
             "now"
         } else if done {
@@ -292,5 +308,58 @@ mod tests {
             json!({"step": "reboot", "state": "now"})
         );
         assert_eq!(json["next"]["action"], "replace");
+    }
+
+    /// The text explain prints for `node` under `conditions` at `now`.
+    fn explained(node: &Node, conditions: &str, now: &str) -> String {
+        let args = crate::config::flags::PolicyArgs {
+            conditions: vec![conditions.into()],
+            ..Default::default()
+        };
+        let cfg = crate::config::build::build(&args).unwrap();
+        let views = vec![NodeView::of(node)];
+        let recorded = Recorded::default();
+        let s = Snapshot {
+            views: &views,
+            node,
+            pods: &[],
+            pdbs: &[],
+            events: &[],
+            recorded: &recorded,
+        };
+        let e = explain(&s, &cfg, t(now)).unwrap();
+        let mut out = Vec::new();
+        print(&e, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn explain_shows_a_restart_to_come_before_the_drain_and_one_that_will_not() {
+        // Held since 09:30, no record yet: the restart comes first, the drain after it.
+        let mut node = rebooting();
+        node.metadata.annotations = None;
+        node.spec = None;
+        let ladder = "KernelDeadlock=True,10m: restart kubelet, drain, reboot";
+        let text = explained(&node, ladder, "2026-11-27T09:35:00Z");
+        assert!(
+            text.contains(
+                "  restart kubelet (next) -> drain (later) -> reboot (later) -> a person (later)"
+            ),
+            "{text}"
+        );
+        let text = explained(&node, ladder, "2026-11-27T10:05:00Z");
+        assert!(
+            text.contains("[restart kubelet: now] -> drain (next)"),
+            "{text}"
+        );
+        assert!(text.contains("Decision: restart"), "{text}");
+        // Without a bootID no request can be bound to it: the cordon comes instead.
+        node.status.as_mut().unwrap().node_info = None;
+        let text = explained(&node, ladder, "2026-11-27T10:05:00Z");
+        assert!(
+            text.contains("restart kubelet (skipped: the node reports no bootID"),
+            "{text}"
+        );
+        assert!(text.contains("Decision: cordon"), "{text}");
     }
 }

@@ -150,7 +150,7 @@ pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) 
     let Context { gates, cfg, now } = *x;
     let ladder = p.ladder?;
     let step = ladder.restart?;
-    if stopped(c, cfg, step).is_some() || c.node.boot == Uid::NONE {
+    if restart_refused(c.node, cfg).is_some() {
         return None;
     }
     let domain = c.domain.unwrap_or(NO_DOMAIN);
@@ -191,6 +191,21 @@ pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) 
         problem,
     };
     Some((why(w), Effect::Reboot(next)))
+}
+
+/// Why `node` may not take a restart (the cordon comes instead), if it may not: the live drainer,
+/// `plan` and `explain` all ask this.
+pub(crate) fn restart_refused(node: &NodeView, cfg: &Config) -> Option<String> {
+    if node.annotations.get(DO_NOT_REMEDIATE_ANNOTATION).is_some() {
+        return Some(format!("{DO_NOT_REMEDIATE_ANNOTATION} is set"));
+    }
+    if node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str()) {
+        return Some("a Kosmos leaf node runs no component of its own".into());
+    }
+    (node.boot == Uid::NONE).then(|| {
+        "the node reports no bootID (status.nodeInfo.bootID), which its detector's request is bound to"
+            .to_string()
+    })
 }
 
 /// A node whose component's restart was requested: proven (Ready and the problem clear: the
