@@ -36,13 +36,44 @@ pub(crate) struct Pattern {
     pub(crate) multiline: bool,
     /// The message template (`$1`, `${name}`, `${lines}`); `None`: the matched line(s).
     pub(crate) template: Option<String>,
+    /// The reason template (`GpuXid$2`), when the rule's reason names captures.
+    pub(crate) reason: Option<String>,
 }
 
-/// One match, with the message it produces.
+/// One match, with the message it produces (and its reason, from a reason template).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hit {
     pub(crate) target: Target,
     pub(crate) message: String,
+    pub(crate) reason: Option<String>,
+}
+
+/// A compiled pattern's own parts: what it belongs to, its regex when a template needs captures,
+/// its message template and its reason template.
+struct Own {
+    target: Target,
+    re: Option<Regex>,
+    template: Option<String>,
+    reason: Option<String>,
+}
+
+/// The longest reason a template expands to.
+const MAX_REASON: usize = 64;
+
+/// A reason template's expansion, as a condition's reason may be (CamelCase letters and digits):
+/// what the captures bring besides letters and digits is dropped (a log line is not trusted to
+/// shape a reason), and a reason that would not start with a letter is the template's text before
+/// its first capture.
+pub(crate) fn reason_of(re: &Regex, haystack: &str, template: &str) -> String {
+    let expanded = expand(re, haystack, Some(template), "");
+    let clean: String = (expanded.chars())
+        .filter(char::is_ascii_alphanumeric)
+        .take(MAX_REASON)
+        .collect();
+    if clean.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return clean;
+    }
+    template.split('$').next().unwrap_or_default().to_string()
 }
 
 /// A monitor's patterns, compiled once when its rule file is loaded (the builder -> matcher split of
@@ -61,8 +92,8 @@ pub(crate) struct Compiled {
     set: meta::Regex,
     /// For each set entry: what it belongs to, its regex when its message template needs captures,
     /// and the template.
-    single: Vec<(Target, Option<Regex>, Option<String>)>,
-    multi: Vec<(Target, Regex, Option<String>)>,
+    single: Vec<Own>,
+    multi: Vec<Own>,
     /// Lines kept for the multi-line patterns.
     window: usize,
 }
@@ -130,19 +161,30 @@ impl Compiled {
         let mut multi = Vec::new();
         let mut sources = Vec::new();
         for p in patterns {
-            let template = p.template.clone();
+            let (template, reason) = (p.template.clone(), p.reason.clone());
             let source = ascii_classes(&p.source);
             if p.multiline {
-                let re = Regex::new(&anchored_multi(&source))?;
-                multi.push((p.target, re, template));
+                let re = Some(Regex::new(&anchored_multi(&source))?);
+                let target = p.target;
+                multi.push(Own {
+                    target,
+                    re,
+                    template,
+                    reason,
+                });
             } else {
                 let anchored = anchored(&source);
-                let captures = template
-                    .as_ref()
-                    .map(|_| Regex::new(&anchored))
+                let captures = (template.is_some() || reason.is_some())
+                    .then(|| Regex::new(&anchored))
                     .transpose()?;
                 set.push(anchored);
-                single.push((p.target, captures, template));
+                let target = p.target;
+                single.push(Own {
+                    target,
+                    re: captures,
+                    template,
+                    reason,
+                });
                 sources.push(p.source.as_str());
             }
         }
@@ -270,15 +312,18 @@ impl Matcher {
             c.set
                 .which_overlapping_matches(&Input::new(line), &mut which);
             for id in which.iter() {
-                let (target, re, template) = &c.single[id.as_usize()];
+                let own = &c.single[id.as_usize()];
                 // The individual regex is only there to expand captures.
-                let message = match (re, template) {
-                    (Some(re), Some(_)) => message(re, line, template.as_deref(), line),
+                let message = match (&own.re, &own.template) {
+                    (Some(re), Some(_)) => message(re, line, own.template.as_deref(), line),
                     _ => cap(line.to_string()),
                 };
+                let reason = (own.re.as_ref().zip(own.reason.as_deref()))
+                    .map(|(re, t)| reason_of(re, line, t));
                 out.push(Hit {
-                    target: *target,
+                    target: own.target,
                     message,
+                    reason,
                 });
             }
         }
@@ -293,13 +338,16 @@ impl Matcher {
                 .map(String::as_str)
                 .collect::<Vec<_>>()
                 .join("\n");
-            for (target, re, template) in &c.multi {
+            for own in &c.multi {
+                let Some(re) = &own.re else { continue };
                 if let Some(m) = re.find(&joined) {
                     // NPD reports the whole lines the match spans.
                     let start = joined[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+                    let template = own.template.as_deref();
                     out.push(Hit {
-                        target: *target,
-                        message: message(re, &joined, template.as_deref(), &joined[start..]),
+                        target: own.target,
+                        message: message(re, &joined, template, &joined[start..]),
+                        reason: own.reason.as_deref().map(|t| reason_of(re, &joined, t)),
                     });
                 }
             }
@@ -440,6 +488,7 @@ rules:
                     source: pattern.to_string(),
                     multiline: false,
                     template: None,
+                    reason: None,
                 }],
                 1,
             )
@@ -504,7 +553,8 @@ rules:
                     got,
                     vec![Hit {
                         target: *t,
-                        message: msg.to_string()
+                        message: msg.to_string(),
+                        reason: None,
                     }],
                     "{line}"
                 ),
@@ -580,7 +630,8 @@ rules:
             got,
             vec![Hit {
                 target: Target::Rule(2),
-                message: "first part\nsecond part".into()
+                message: "first part\nsecond part".into(),
+                reason: None,
             }]
         );
         // Once the first line left the window (bufferSize 3), the pair no longer matches.
@@ -589,5 +640,19 @@ rules:
             hits(&mut m, l);
         }
         assert!(hits(&mut m, "second part").is_empty());
+    }
+
+    #[test]
+    fn a_reason_template_names_the_code_captured_and_nothing_a_line_smuggles() {
+        let re = Regex::new(r"^NVRM: Xid \((PCI:[0-9a-f:.]+)\): (\S+),.*$").unwrap();
+        let line = "NVRM: Xid (PCI:0000:86:00): 79, pid=1, GPU has fallen off the bus.";
+        assert_eq!(reason_of(&re, line, "GpuXid$2"), "GpuXid79");
+        let hostile = "NVRM: Xid (PCI:0000:86:00): 79<script>;rm${IFS}-rf, pid=1";
+        assert_eq!(reason_of(&re, hostile, "GpuXid$2"), "GpuXid79scriptrmIFSrf");
+        // Nothing of a letter to start with: the template's text before its capture.
+        assert_eq!(reason_of(&re, line, "$2"), "");
+        assert_eq!(reason_of(&re, line, "Gpu$9"), "Gpu");
+        let long = format!("NVRM: Xid (PCI:0000:86:00): {}, pid=1", "9".repeat(200));
+        assert_eq!(reason_of(&re, &long, "GpuXid$2").len(), MAX_REASON);
     }
 }

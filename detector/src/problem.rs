@@ -298,12 +298,12 @@ impl MonitorState {
                     let rule = &self.monitor.rules[i];
                     match rule.kind {
                         RuleKind::Temporary => out.push(Report::Problem {
-                            reason: rule.reason.clone(),
+                            reason: hit.reason.clone().unwrap_or_else(|| rule.reason.clone()),
                             message: hit.message.clone(),
                             at,
                         }),
                         RuleKind::Permanent { condition } => {
-                            let reason = rule.reason.clone();
+                            let reason = hit.reason.clone().unwrap_or_else(|| rule.reason.clone());
                             self.last_problem[condition] = Some(at);
                             self.set(
                                 condition,

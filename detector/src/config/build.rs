@@ -264,6 +264,9 @@ fn build_rule(
     if r.reason.value.trim().is_empty() {
         errors.at(&r.reason.referenced, "reason: must not be empty");
     }
+    if let Some(why) = reason_template_error(&r.reason.value, exec.is_some()) {
+        errors.at(&r.reason.referenced, why);
+    }
     if let Some(m) = r.message.as_ref().filter(|m| m.len() > MAX_MESSAGE) {
         errors.at(
             &r.reason.referenced,
@@ -322,7 +325,7 @@ fn build_rule(
             } else {
                 matcher::anchored
             };
-            let own = multiline || r.message.is_some();
+            let own = multiline || r.message.is_some() || r.reason.value.contains('$');
             let pattern = check_pattern(pattern, anchor, "pattern", own, budget, errors);
             Some(Built::Rule(Rule {
                 kind: kind?,
@@ -333,6 +336,28 @@ fn build_rule(
             }))
         }
     }
+}
+
+/// What is wrong with `reason` as a template (`GpuXid$2`: the capture's letters and digits after
+/// the text), if it is one: its text before the first capture is the reason when the capture
+/// brings none, so it must be a reason itself; a check has no captures.
+fn reason_template_error(reason: &str, check: bool) -> Option<String> {
+    if !reason.contains('$') {
+        return None;
+    }
+    if check {
+        return Some(format!(
+            "reason: {reason:?} names a capture, and an exec check has none (a template is for log rules)"
+        ));
+    }
+    let prefix = reason.split('$').next().unwrap_or_default();
+    let ok = prefix.starts_with(|c: char| c.is_ascii_alphabetic())
+        && prefix.chars().all(|c| c.is_ascii_alphanumeric());
+    (!ok).then(|| {
+        format!(
+            "reason: {reason:?}: a template's text before its first capture must be a reason of its own, letters and digits starting with a letter (\"GpuXid$2\")"
+        )
+    })
 }
 
 /// The file's patterns compiled once, together: where a set too large for the regex engine fails.
@@ -351,6 +376,7 @@ fn compile(
             source: r.source_pattern.clone(),
             multiline: r.multiline,
             template: r.message.clone(),
+            reason: r.reason.contains('$').then(|| r.reason.clone()),
         })
         .chain(conditions.iter().enumerate().filter_map(|(i, c)| {
             c.recovery_pattern.clone().map(|p| Pattern {
@@ -358,6 +384,7 @@ fn compile(
                 source: p,
                 multiline: false,
                 template: None,
+                reason: None,
             })
         }))
         .collect();

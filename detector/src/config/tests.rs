@@ -609,3 +609,18 @@ fn an_indentation_mistake_shows_the_line() {
         got[0]
     );
 }
+
+#[test]
+fn a_reason_template_must_start_as_a_reason_and_belongs_to_log_rules() {
+    let rule = |reason: &str| {
+        format!("{GOOD}  - type: temporary\n    reason: '{reason}'\n    pattern: 'Xid (\\d+)'\n")
+    };
+    assert!(load(&[("kernel-monitor.yaml", &rule("GpuXid$1"))]).is_ok());
+    for bad in ["$1", "9Xid$1", "Gpu-Xid$1"] {
+        let errs = errors(&[("kernel-monitor.yaml", &rule(bad))]);
+        assert!(
+            errs.len() == 1 && errs[0].contains("a template's text before its first capture"),
+            "{bad}: {errs:?}"
+        );
+    }
+}
