@@ -35,6 +35,7 @@ label_value!(pub PolicyOutcome {
 label_value!(pub ObjectKind { Pod => "pod" });
 label_value!(pub LadderStep { Restart => "restart", Reboot => "reboot", PowerCycle => "power-cycle", Replace => "replace", Person => "person" });
 label_value!(pub StepResult { Started => "started", Proven => "proven", Failed => "failed" });
+label_value!(pub AttemptOutcome { Succeeded => "succeeded", TransientFailure => "transient_failure", PermanentFailure => "permanent_failure", Superseded => "superseded", Cancelled => "cancelled" });
 label_value!(pub GuardDecision {
     Allowed => "allowed",
     AllowedNotSynced => "allowed_not_synced",
@@ -66,6 +67,12 @@ struct PolicyLabel {
 struct RemediationLabel {
     step: LadderStep,
     result: StepResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AttemptLabel {
+    step: LadderStep,
+    outcome: AttemptOutcome,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -136,6 +143,7 @@ pub struct Metrics {
     pod_policies: Family<PolicyLabel, Counter>,
     /// Remediation ladder steps past the drain: started, proven, failed (person: started only).
     remediations: Family<RemediationLabel, Counter>,
+    attempts: Family<AttemptLabel, Counter>,
     /// Nodes whose ladder ended with a person, as of the last round that changed one.
     pub(crate) needs_person: Gauge,
     /// Each failure domain's slow-start width (remediations allowed at once).
@@ -188,6 +196,7 @@ impl Metrics {
             silent_detectors: Gauge::default(),
             pod_policies: Family::default(),
             remediations: Family::default(),
+            attempts: Family::default(),
             needs_person: Gauge::default(),
             slow_start: Family::default(),
         }
@@ -315,6 +324,11 @@ impl Metrics {
             self.remediations.clone(),
         );
         registry.register(
+            "nodemedic_drainer_remediation_attempts",
+            "How remediation ladder attempts ended, by step and outcome (succeeded; transient_failure: the provider unreachable within its retries, the step waits out its deadline; permanent_failure: refused, given up or not proven by the deadline, the next step now; superseded; cancelled: a veto or a person)",
+            self.attempts.clone(),
+        );
+        registry.register(
             "nodemedic_drainer_needs_person_nodes",
             "Nodes whose remediation ladder ended: cordoned and drained, waiting for a person",
             self.needs_person.clone(),
@@ -422,6 +436,11 @@ impl Metrics {
                 }
             }
         }
+        for &step in LadderStep::ALL.iter().filter(|s| **s != LadderStep::Person) {
+            for &outcome in AttemptOutcome::ALL {
+                let _ = self.attempts.get_or_create(&AttemptLabel { step, outcome });
+            }
+        }
         for &outcome in PolicyOutcome::ALL {
             let _ = self.pod_policies.get_or_create(&PolicyLabel { outcome });
         }
@@ -453,6 +472,28 @@ impl Metrics {
     pub(crate) fn remediation(&self, step: LadderStep, result: StepResult) {
         self.remediations
             .get_or_create(&RemediationLabel { step, result })
+            .inc();
+    }
+
+    /// A ladder attempt ended.
+    pub(crate) fn attempt(&self, a: &crate::model::attempt::Attempt) {
+        use crate::model::attempt::Outcome as O;
+        use crate::model::ladder::Step as S;
+        let step = match a.step {
+            S::RestartKubelet | S::RestartContainerd => LadderStep::Restart,
+            S::Reboot | S::Drain => LadderStep::Reboot,
+            S::PowerCycle => LadderStep::PowerCycle,
+            S::Replace => LadderStep::Replace,
+        };
+        let outcome = match a.outcome {
+            O::Succeeded => AttemptOutcome::Succeeded,
+            O::TransientFailure => AttemptOutcome::TransientFailure,
+            O::PermanentFailure => AttemptOutcome::PermanentFailure,
+            O::Superseded => AttemptOutcome::Superseded,
+            O::Cancelled => AttemptOutcome::Cancelled,
+        };
+        self.attempts
+            .get_or_create(&AttemptLabel { step, outcome })
             .inc();
     }
 

@@ -165,7 +165,7 @@ async fn dynamic(
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     api.get_opt(name)
         .await
-        .map_err(|e| PowerCycleError::Api(api_error(e).to_string()))
+        .map_err(|e| PowerCycleError::Api(api_error(e)))
 }
 
 impl KubeCluster {
@@ -240,7 +240,7 @@ impl KubeCluster {
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 Err(PowerCycleError::NoHost(format!("{namespace}/{name}")))
             }
-            Err(e) => Err(PowerCycleError::Api(api_error(e).to_string())),
+            Err(e) => Err(PowerCycleError::Api(api_error(e))),
         }
     }
 
@@ -437,14 +437,17 @@ impl Cluster for KubeCluster {
                 node,
                 node_uid,
             } => {
-                let (ns, host) = self.metal3_host(namespace, machine, node, node_uid).await?;
-                self.annotate_host(&ns, &host).await
+                super::power::retried(|| async {
+                    let (ns, host) = self.metal3_host(namespace, machine, node, node_uid).await?;
+                    self.annotate_host(&ns, &host).await
+                })
+                .await
             }
             PowerTarget::Medik8s {
                 template,
                 node,
                 operation,
-            } => self.remediate(template, node, operation).await,
+            } => super::power::retried(|| self.remediate(template, node, operation)).await,
         }
     }
 

@@ -78,26 +78,32 @@ impl<C: Cluster> Executor<C> {
         true
     }
 
-    /// Ask the power-cycle provider to reboot `node` from outside, and say what came of it.
+    /// Ask the power-cycle provider to reboot `node` from outside, and say what came of it. A
+    /// failure ends the attempt, in the record: past its retries for a passing reason the step
+    /// waits out its deadline; refused, the ladder goes on at once.
     async fn power_cycle(&self, node: &NodeView, next: &Record, cfg: &Config) {
         let name = node.name.as_str();
         let Some(provider) = &cfg.ladder.power_cycle else {
             // Settings refuse a ladder naming the step without a provider.
-            let o = Occurrence::PowerCycleFailed {
-                provider: "no power-cycle provider".into(),
-                error: "neither --power-cycle-url nor --power-cycle-provider is given".into(),
-            };
-            return self.record.node(name, o).await;
+            let error = "neither --power-cycle-url nor --power-cycle-provider is given".to_string();
+            return self
+                .power_cycle_failed(
+                    node,
+                    next,
+                    "no power-cycle provider".into(),
+                    error,
+                    false,
+                    cfg,
+                )
+                .await;
         };
         let shown = provider.to_string();
         let target = match self.target(provider, node, next).await {
             Ok(t) => t,
             Err(error) => {
-                let o = Occurrence::PowerCycleFailed {
-                    provider: shown,
-                    error,
-                };
-                return self.record.node(name, o).await;
+                return self
+                    .power_cycle_failed(node, next, shown, error, false, cfg)
+                    .await;
             }
         };
         let time = |t: Option<k8s_openapi::jiff::Timestamp>| {
@@ -112,19 +118,66 @@ impl<C: Cluster> Executor<C> {
             until: time(next.step_until),
             operation_id: operation_id(node, next),
         };
-        let o = match self.cluster.power_cycle(&target, &request).await {
-            Ok(()) => Occurrence::PowerCycleRequested {
-                provider: shown,
-                boot_id: next.boot_id.clone(),
-                until: next.step_until.unwrap_or_default(),
-                problem: next.reason.clone(),
-            },
-            Err(e) => Occurrence::PowerCycleFailed {
-                provider: shown,
-                error: e.to_string(),
-            },
+        match self.cluster.power_cycle(&target, &request).await {
+            Ok(()) => {
+                let o = Occurrence::PowerCycleRequested {
+                    provider: shown,
+                    boot_id: next.boot_id.clone(),
+                    until: next.step_until.unwrap_or_default(),
+                    problem: next.reason.clone(),
+                };
+                self.record.node(name, o).await;
+            }
+            Err(e) => {
+                let transient = e.is_transient();
+                self.power_cycle_failed(node, next, shown, e.to_string(), transient, cfg)
+                    .await
+            }
+        }
+    }
+
+    /// Say that the power-cycle of `next` failed, and end its attempt in the record (`next` once
+    /// more, the attempt added, a later version of it).
+    async fn power_cycle_failed(
+        &self,
+        node: &NodeView,
+        next: &Record,
+        provider: String,
+        error: String,
+        transient: bool,
+        cfg: &Config,
+    ) {
+        use crate::model::attempt::{self, Attempt, Outcome};
+        let name = node.name.as_str();
+        let outcome = if transient {
+            Outcome::TransientFailure
+        } else {
+            Outcome::PermanentFailure
+        };
+        let now = self.clock.now();
+        let a = Attempt::new(Step::PowerCycle, outcome, next.step_at, now, &error);
+        let o = Occurrence::PowerCycleFailed {
+            provider,
+            error,
+            transient,
         };
         self.record.node(name, o).await;
+        let mut ended = next.clone();
+        ended.ended = attempt::with(ended.ended, a.clone());
+        let ended = ended.bound(node, Some(next.at), now);
+        match self.set_record(name, Some(&ended), &cfg.records).await {
+            Ok(()) => {
+                self.record
+                    .node(name, Occurrence::AttemptEnded { attempt: a })
+                    .await
+            }
+            Err(e) => {
+                let (step, error) = ("power-cycle", e.to_string());
+                self.record
+                    .node(name, Occurrence::LadderWriteFailed { step, error })
+                    .await;
+            }
+        }
     }
 
     /// Where `provider` is asked for `node`: the endpoint with its token (read now, so a rotated

@@ -57,7 +57,7 @@ impl KubeCluster {
         node: &str,
         operation: &str,
     ) -> Result<(), PowerCycleError> {
-        let failed = |e: ApiError| PowerCycleError::Api(e.to_string());
+        let failed = PowerCycleError::Api;
         let kind = t.remediation_kind();
         let objects = api(&self.client, t, false);
         let all = (objects.list(&ListParams::default()).await).map_err(|e| failed(api_error(e)))?;

@@ -23,16 +23,24 @@ pub(crate) async fn post(
 ) -> Result<(), PowerCycleError> {
     let client = crate::notify::client().map_err(|e| PowerCycleError::Transport(e.to_string()))?;
     let body = Bytes::from(serde_json::to_vec(request).unwrap_or_default());
+    retried(|| once(&client, url, token, &body)).await
+}
+
+/// `ask` until it succeeds, is refused (asking again cannot help: a 4xx other than 429, no such
+/// host), or has failed [`TRIES`] times for a passing reason ([`PowerCycleError::is_transient`]),
+/// backing off between tries: every provider's budget for one attempt, each try the same request
+/// (the same operation ID).
+pub(crate) async fn retried<F, Fut>(mut ask: F) -> Result<(), PowerCycleError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), PowerCycleError>>,
+{
     let mut backoff = FIRST_BACKOFF;
     let mut attempt = 1;
     loop {
-        match once(&client, url, token, &body).await {
+        match ask().await {
             Ok(()) => return Ok(()),
-            // Refused: asking again cannot help (429 asks for a later try).
-            Err(PowerCycleError::Status(s)) if (400..500).contains(&s) && s != 429 => {
-                return Err(PowerCycleError::Status(s));
-            }
-            Err(e) if attempt >= TRIES => return Err(e),
+            Err(e) if !e.is_transient() || attempt >= TRIES => return Err(e),
             Err(_) => {}
         }
         tokio::time::sleep(backoff).await;

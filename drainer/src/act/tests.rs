@@ -837,3 +837,67 @@ async fn a_delete_policy_deletes_a_pod_budgets_keep_refusing_and_says_so() {
     );
     assert!(!r.cluster.has_pod("app", "web"));
 }
+
+/// A power-cycle that fails ends its attempt in the node's record (the record written once more,
+/// a later version): refused, a permanent failure (the ladder goes on at once); unreachable past
+/// its retries, a transient one (the step waits out its deadline).
+#[tokio::test(start_paused = true)]
+async fn a_failed_power_cycle_ends_its_attempt_in_the_record_with_its_outcome() {
+    use crate::config::ladder::PowerCycle;
+    use crate::model::attempt::Outcome;
+    use crate::model::ladder::Step;
+    for (provider, fails, outcome) in [
+        // Metal3 without the node naming its Machine: no host to ask, a refusal.
+        (PowerCycle::Metal3, false, Outcome::PermanentFailure),
+        // The endpoint answers 503 to every try.
+        (
+            PowerCycle::Http {
+                url: crate::config::url::check("https://gw.example/p", false).unwrap(),
+                token_file: None,
+            },
+            true,
+            Outcome::TransientFailure,
+        ),
+    ] {
+        let r = rig(false);
+        if fails {
+            r.cluster.power_cycle_fails("n1");
+        }
+        let mut c = cfg();
+        c.ladder.power_cycle = Some(provider);
+        let mut next = record(Phase::Rebooting);
+        next.step = Some(Step::PowerCycle);
+        next.step_at = Some(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap());
+        next.boot_id = "b1".into();
+        let next = next.bound(&view(&r), None, r.exec.clock.now());
+        assert!(
+            r.exec
+                .apply(&view(&r), &Effect::Reboot(next.clone()), "why", &c)
+                .await
+        );
+        let annotation = (view(&r).annotations)
+            .get(nodemedic_common::keys::DRAIN_RECORD_ANNOTATION)
+            .unwrap_or_default()
+            .to_string();
+        let written: Record = serde_json::from_str(&annotation).unwrap();
+        assert_eq!(written.ended.len(), 1, "{annotation}");
+        assert_eq!(
+            (written.ended[0].step, written.ended[0].outcome),
+            (Step::PowerCycle, outcome)
+        );
+        assert!(written.at > next.at, "a later version of the record");
+        let w = r.cluster.take_writes();
+        assert!(
+            reasons(&w).contains(&"RemediationAttemptEnded".to_string()),
+            "{:?}",
+            reasons(&w)
+        );
+        let failed = message(&w, "PowerCycleFailed");
+        let said = if fails {
+            "at the step's deadline"
+        } else {
+            "goes on now"
+        };
+        assert!(failed.contains(said), "{failed}");
+    }
+}

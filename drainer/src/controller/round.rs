@@ -15,7 +15,7 @@ use super::{Controller, Did, Done, Tap, WRITE_CONCURRENCY, YIELD_EVERY};
 use crate::act::FollowUp;
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
-use crate::decide::ladder::{PaceNote, pace_note};
+use crate::decide::ladder::notes::{PaceNote, ended_now, pace_note};
 use crate::decide::{Effect, NodeDecision};
 use crate::model::cluster::Cluster;
 use crate::model::intern::ArcStr;
@@ -108,6 +108,13 @@ impl<C: Cluster> Controller<C> {
             if let (true, Some(note)) = (ok, note) {
                 self.paced(&node, note, now).await;
             }
+            let ended = work.ended.iter().find(|(n, _)| *n == node).map(|(_, a)| a);
+            for attempt in ended.filter(|_| ok).into_iter().flatten() {
+                let o = Occurrence::AttemptEnded {
+                    attempt: attempt.clone(),
+                };
+                self.record.node(&node, o).await;
+            }
             if let Some(did) = Did::of(&effect) {
                 let node = node.to_string();
                 done.push(Done {
@@ -144,6 +151,10 @@ impl<C: Cluster> Controller<C> {
             }
             if let Some(note) = pace_note(&d, &view, &self.cfg) {
                 work.proven.push((d.node.clone(), note));
+            }
+            let ended = ended_now(&d, &view, &self.cfg, now);
+            if !ended.is_empty() {
+                work.ended.push((d.node.clone(), ended));
             }
             // The reason in words only for what is written (`NodeDecision::reason`, from `why`).
             match d.effect {
@@ -289,5 +300,7 @@ struct Work {
     writes: Vec<(ArcStr, Effect, Arc<NodeView>, String)>,
     drains: Vec<DrainDecided>,
     proven: Vec<(ArcStr, PaceNote)>,
+    /// The attempts each written decision ends.
+    ended: Vec<(ArcStr, Vec<crate::model::attempt::Attempt>)>,
     waits: Vec<WaitNote>,
 }

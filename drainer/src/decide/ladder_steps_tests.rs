@@ -285,3 +285,95 @@ fn no_restart_without_a_boot_to_bind_it_to_or_against_a_veto() {
     );
     assert_eq!(one(vetoed, &c).action(), Action::Cordon);
 }
+
+/// The attempts a decision ends, in the record it writes: each step's attempt, with how it ended.
+#[test]
+fn every_attempt_ends_in_the_record_with_its_outcome() {
+    use crate::model::attempt::{Attempt, Outcome};
+    let steps = "drain, reboot, power-cycle, replace";
+    let c = ladder_cfg(steps);
+    let ended = |e: &Effect| -> Vec<(Step, Outcome)> {
+        let r = match e {
+            Effect::Reboot(r) | Effect::Replace(r) | Effect::Escalate(r) | Effect::Probation(r) => {
+                r
+            }
+            other => panic!("{other:?}"),
+        };
+        r.ended.iter().map(|a| (a.step, a.outcome)).collect()
+    };
+    // No new boot by the deadline: a permanent failure, and the power-cycle next.
+    let d = with_reboots(
+        on_node(rebooting(NOW - 1300, steps), BOOT_A, true),
+        &c,
+        (1, 0),
+        &[],
+    );
+    assert_eq!(
+        ended(&d.effect),
+        [(Step::Reboot, Outcome::PermanentFailure)]
+    );
+    // Proven: succeeded, kept through the probation.
+    let mut c2 = ladder_cfg(steps);
+    c2.remedy.uncordon_after = std::time::Duration::from_secs(600);
+    let d = one(on_node(rebooting(NOW - 60, steps), BOOT_B, false), &c2);
+    assert_eq!(ended(&d.effect), [(Step::Reboot, Outcome::Succeeded)]);
+    // A provider that refused (the executor wrote it into the record): the next step now.
+    let mut refused = rebooting(NOW - 60, steps);
+    refused.step = Some(Step::PowerCycle);
+    refused.taints.clear();
+    refused.ended = vec![Attempt::new(
+        Step::PowerCycle,
+        Outcome::PermanentFailure,
+        refused.step_at,
+        t(NOW - 30),
+        "it answered HTTP 403",
+    )];
+    let d = with_reboots(on_node(refused, BOOT_A, true), &c, (1, 1), &[]);
+    assert_eq!(d.action(), Action::Replace, "{}", d.reason());
+    assert!(
+        d.reason().contains("it answered HTTP 403"),
+        "{}",
+        d.reason()
+    );
+    assert_eq!(
+        ended(&d.effect),
+        [(Step::PowerCycle, Outcome::PermanentFailure)]
+    );
+    // A veto during the reboot: cancelled, for a person.
+    let mut vetoed = on_node(rebooting(NOW - 1300, steps), BOOT_A, true);
+    vetoed
+        .0
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION.into(),
+            "x".into(),
+        );
+    let d = one(vetoed, &c);
+    assert_eq!(ended(&d.effect), [(Step::Reboot, Outcome::Cancelled)]);
+}
+
+#[test]
+fn a_restart_overtaken_by_a_reboot_is_superseded_and_the_ladder_goes_on() {
+    use crate::model::attempt::Outcome;
+    let c = ladder_cfg("restart kubelet, drain, reboot");
+    let Effect::Reboot(mut r) = one(held_new(), &c).effect else {
+        panic!("a restart first")
+    };
+    r.step_until = Some(t(NOW + 240));
+    // The machine rebooted meanwhile (another bootID), its problem still there.
+    let n = fenced(booted(node("n"), BOOT_B).cond("Ready", "True", 0).cond(
+        "KernelDeadlock",
+        "True",
+        0,
+    ))
+    .record(r);
+    let d = one(n, &c);
+    assert_eq!(d.action(), Action::Cordon, "{}", d.reason());
+    let Effect::Cordon(next) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert_eq!(next.ended.len(), 1);
+    assert_eq!(next.ended[0].outcome, Outcome::Superseded);
+}

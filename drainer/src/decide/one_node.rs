@@ -59,6 +59,16 @@ pub(super) fn decide_node(
         }
         // Released: nothing of ours is left on the node (the executor lifts what remains).
         let mut released = r.clone();
+        if matches!(
+            r.phase,
+            Phase::Restarting | Phase::Rebooting | Phase::Replacing
+        ) {
+            use crate::model::attempt::{Attempt, Outcome, with};
+            let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
+            let why = format!("a person lifted the hold ({what})");
+            let a = Attempt::new(step, Outcome::Cancelled, r.step_at, now, &why);
+            released.ended = with(released.ended, a);
+        }
         released.phase = Phase::Released;
         released.cordoned = false;
         released.taints.clear();
@@ -74,9 +84,9 @@ pub(super) fn decide_node(
         Phase::Replacing => return ladder::replacing(r, now),
         Phase::Restarting => {
             return match ladder::restarting(c, r, p, x, b) {
-                Some(d) => d,
-                // Not proven by its deadline: cordoned and drained as the ladder goes on.
-                None => cordon(c, p, x, Some(r)),
+                Ok(d) => d,
+                // Not proven: cordoned and drained as the ladder goes on.
+                Err(ended) => cordon(c, p, x, Some((r, ended))),
             };
         }
         Phase::Rebooting => {
@@ -85,14 +95,24 @@ pub(super) fn decide_node(
             }
             // Proven: what a recovery gets, said as the reboot's proof.
             let (why, effect) = recovered(c, r, p, x, b);
-            let why = match &effect {
-                Effect::Probation(next) => Why::Ladder(LadderWhy::RebootProven {
-                    probation_until: next.probation_until,
-                }),
-                Effect::Uncordon(_) => Why::Ladder(LadderWhy::RebootProven {
-                    probation_until: None,
-                }),
-                _ => why,
+            let (why, effect) = match effect {
+                Effect::Probation(mut next) => {
+                    use crate::model::attempt::{Attempt, Outcome, with};
+                    let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
+                    let a = Attempt::new(step, Outcome::Succeeded, r.step_at, now, "");
+                    next.ended = with(next.ended, a);
+                    let w = Why::Ladder(LadderWhy::RebootProven {
+                        probation_until: next.probation_until,
+                    });
+                    (w, Effect::Probation(next))
+                }
+                Effect::Uncordon(r) => {
+                    let w = Why::Ladder(LadderWhy::RebootProven {
+                        probation_until: None,
+                    });
+                    (w, Effect::Uncordon(r))
+                }
+                other => (why, other),
             };
             return (why, effect);
         }
@@ -328,7 +348,12 @@ fn decide_new(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Decid
 
 /// Cordon a node whose problem is held, its place in the budgets taken (`after`: the record of the
 /// restart that did not help, whose place it keeps and whose ladder and step go on).
-fn cordon(c: &Candidate, p: &Problem, x: &Context, after: Option<&Record>) -> Decided {
+fn cordon(
+    c: &Candidate,
+    p: &Problem,
+    x: &Context,
+    after: Option<(&Record, (crate::model::attempt::Outcome, &str))>,
+) -> Decided {
     let Context { gates, cfg, now } = *x;
     let problem = p.held.join(", ");
     if after.is_some() {
@@ -348,13 +373,30 @@ fn cordon(c: &Candidate, p: &Problem, x: &Context, after: Option<&Record>) -> De
         drain_at: add(now, cfg.drain_buffer),
         cordoned: cfg.remedy.cordon,
         taints: cfg.remedy.taints.iter().map(ToString::to_string).collect(),
-        ladder: after.and_then(|r| r.ladder),
-        step: after.and_then(|r| r.step),
-        step_at: after.and_then(|r| r.step_at),
+        ladder: after.and_then(|(r, _)| r.ladder),
+        step: after.and_then(|(r, _)| r.step),
+        step_at: after.and_then(|(r, _)| r.step_at),
+        ended: after
+            .map(|(r, e)| restart_ended(r, e, now))
+            .unwrap_or_default(),
         ..Default::default()
     };
     let drain_at = (!cfg.skip_drain).then_some(record.drain_at);
     (Why::Cordon { problem, drain_at }, Effect::Cordon(record))
+}
+
+/// The attempts of `r`, a restart's record, with the restart's own, ended as `ended` says.
+fn restart_ended(
+    r: &Record,
+    (outcome, why): (crate::model::attempt::Outcome, &str),
+    now: Timestamp,
+) -> Vec<crate::model::attempt::Attempt> {
+    use crate::model::attempt::{Attempt, with};
+    let step = r.step.unwrap_or(crate::model::ladder::Step::RestartKubelet);
+    with(
+        r.ended.clone(),
+        Attempt::new(step, outcome, r.step_at, now, why),
+    )
 }
 
 /// Why a new cordon must wait for the domain's or the fleet's cordon budget, if it must.

@@ -162,7 +162,23 @@ pub(crate) enum PowerCycleError {
     #[error("{0}")]
     NoHost(String),
     #[error("{0}")]
-    Api(String),
+    Api(ApiError),
+}
+
+impl PowerCycleError {
+    /// A failure that asking again may get past (no answer, a timeout, a server's 5xx or 429):
+    /// retried within the budget under the same operation ID, then the step waits out its
+    /// deadline (the provider may still act). Anything else is a refusal: the ladder goes on.
+    pub(crate) fn is_transient(&self) -> bool {
+        let busy = |code: u16| code == 429 || code >= 500;
+        match self {
+            PowerCycleError::Timeout(_) | PowerCycleError::Transport(_) => true,
+            PowerCycleError::Status(code) => busy(*code),
+            PowerCycleError::Api(ApiError::Transport(_)) => true,
+            PowerCycleError::Api(ApiError::Status { code, .. }) => busy(*code),
+            PowerCycleError::Api(ApiError::NotLeading) | PowerCycleError::NoHost(_) => false,
+        }
+    }
 }
 
 /// What marking a Cluster API Machine for remediation came to.

@@ -3,6 +3,7 @@
 //! drain record (the drainer's only state, kept on each node), what happens to a node as data
 //! (occurrences, with their Event reasons), and the shared strings that keep the caches small.
 
+pub mod attempt;
 pub mod cluster;
 pub mod intern;
 pub mod keys;

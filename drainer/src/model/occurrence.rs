@@ -52,6 +52,7 @@ pub mod reason {
     pub(crate) const RESTART_PROVEN: &str = "RestartProven";
     pub(crate) const POWER_CYCLE_REQUESTED: &str = "PowerCycleRequested";
     pub(crate) const POWER_CYCLE_FAILED: &str = "PowerCycleFailed";
+    pub(crate) const ATTEMPT_ENDED: &str = "RemediationAttemptEnded";
     pub(crate) const REMEDIATION_DELETED: &str = "RemediationObjectDeleted";
     pub(crate) const REMEDIATION_DELETE_FAILED: &str = "RemediationObjectDeleteFailed";
     pub(crate) const SLOW_START_WIDENED: &str = "SlowStartWidened";
@@ -190,6 +191,12 @@ pub(crate) enum Occurrence {
     PowerCycleFailed {
         provider: String,
         error: String,
+        /// Past its retries for a passing reason (the step waits out its deadline), or refused.
+        transient: bool,
+    },
+    /// A ladder step's attempt ended (`model::attempt`).
+    AttemptEnded {
+        attempt: super::attempt::Attempt,
     },
     /// Back with a new bootID, Ready and the problem clear.
     RebootProven,
@@ -260,6 +267,7 @@ impl Occurrence {
             RestartProven { .. } => reason::RESTART_PROVEN,
             PowerCycleRequested { .. } => reason::POWER_CYCLE_REQUESTED,
             PowerCycleFailed { .. } => reason::POWER_CYCLE_FAILED,
+            AttemptEnded { .. } => reason::ATTEMPT_ENDED,
             RebootProven => reason::REBOOT_PROVEN,
             Replacing { .. } => reason::REPLACING,
             ReplaceFailed { .. } => reason::REPLACE_FAILED,
@@ -285,6 +293,7 @@ impl Occurrence {
             | SymptomWriteFailed { .. }
             | ReplaceFailed { .. }
             | PowerCycleFailed { .. }
+            | AttemptEnded { .. }
             | RemediationDeleteFailed { .. }
             | NeedsPerson { .. }
             | LadderWriteFailed { .. }
@@ -327,9 +336,19 @@ impl Occurrence {
                 "Power-cycling the drained node from outside through {provider} (remediation ladder): proven by a bootID other than {boot_id}, Ready and the problem clear by {} ({problem})",
                 rfc3339(*until)
             ),
-            PowerCycleFailed { provider, error } => format!(
-                "Cannot power-cycle the node through {provider}: {error}; the ladder goes on at the step's deadline"
+            PowerCycleFailed {
+                provider,
+                error,
+                transient: true,
+            } => format!(
+                "Cannot power-cycle the node through {provider}: {error} (after its retries); the ladder goes on at the step's deadline, as the provider may still act"
             ),
+            PowerCycleFailed {
+                provider, error, ..
+            } => format!(
+                "Cannot power-cycle the node through {provider}: {error} (refused); the ladder goes on now"
+            ),
+            AttemptEnded { attempt } => format!("Remediation attempt: {attempt}"),
             RebootProven => "Reboot proven: a new bootID, Ready and the problem clear".into(),
             Replacing { until, why } => format!(
                 "Replacing the node (remediation ladder): {why}. Where it names its Cluster API Machine, that Machine is marked for remediation instead; a person is needed if the Node is still here at {}",
@@ -348,6 +367,7 @@ impl Occurrence {
             | RestartProven { .. }
             | PowerCycleRequested { .. }
             | PowerCycleFailed { .. }
+            | AttemptEnded { .. }
             | RebootProven
             | Replacing { .. } => self.ladder_message().unwrap_or_default(),
             CordonStarting {

@@ -103,6 +103,9 @@ pub struct Record {
     /// The node's `bootID` when its reboot was requested: the reboot is proven by another one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) boot_id: String,
+    /// How this episode's ladder attempts ended (the last few: `model::attempt`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) ended: Vec<super::attempt::Attempt>,
     /// Why the ladder ended with a person (phase `needsperson`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) escalated: String,
@@ -208,6 +211,7 @@ impl Default for Record {
             step_at: None,
             step_until: None,
             boot_id: String::new(),
+            ended: Vec::new(),
             escalated: String::new(),
             node: String::new(),
             uid: String::new(),

@@ -497,7 +497,12 @@ pub fn print(e: &Explanation, out: &mut impl std::io::Write) -> std::io::Result<
     writeln!(out, "\nDrain record:")?;
     match &e.record {
         None => writeln!(out, "  none")?,
-        Some(r) => writeln!(out, "  {}", crate::live::describe(r))?,
+        Some(r) => {
+            writeln!(out, "  {}", crate::live::describe(r))?;
+            for attempt in &r.ended {
+                writeln!(out, "  attempt: {attempt}")?;
+            }
+        }
     }
     if e.record.is_some() && !e.record_checked {
         writeln!(

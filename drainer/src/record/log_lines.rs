@@ -64,8 +64,16 @@ impl Occurrence {
             } => {
                 tracing::info!(%node, %provider, %boot_id, %until, "power-cycle requested (remediation ladder)")
             }
-            PowerCycleFailed { provider, error } => {
-                tracing::warn!(%node, %provider, %error, "cannot power-cycle the node")
+            PowerCycleFailed {
+                provider,
+                error,
+                transient,
+            } => {
+                tracing::warn!(%node, %provider, %error, transient, "cannot power-cycle the node")
+            }
+            AttemptEnded { attempt } => {
+                let (step, outcome) = (attempt.step, attempt.outcome);
+                tracing::info!(%node, %step, %outcome, why = %attempt.why, "remediation attempt ended")
             }
             RebootProven => tracing::info!(%node, "reboot proven"),
             Replacing { until, why } => {
@@ -123,6 +131,7 @@ impl Occurrence {
                 m.remediation(LadderStep::PowerCycle, StepResult::Started)
             }
             PowerCycleFailed { .. } => m.remediation(LadderStep::PowerCycle, StepResult::Failed),
+            AttemptEnded { attempt } => m.attempt(attempt),
             RebootProven => m.remediation(LadderStep::Reboot, StepResult::Proven),
             Replacing { .. } => m.remediation(LadderStep::Replace, StepResult::Started),
             ReplaceFailed { .. } => m.remediation(LadderStep::Replace, StepResult::Failed),

@@ -196,6 +196,16 @@ async fn fence_agents_remediation_is_asked_followed_to_the_new_boot_and_cleaned_
         )),
         "{events:?}"
     );
+    // The attempt ended, said: a permanent failure, the remediator's reason with it.
+    s.until("the attempt's end said", &drainer, || async {
+        let events = s.env.drainer_events(&fails).await;
+        events.into_iter().filter_map(|e| e.message).find(|e| {
+            e.starts_with("Remediation attempt: power-cycle started")
+                && e.contains("permanent failure")
+                && e.contains("FenceAgentFailed")
+        })
+    })
+    .await;
     // NodeHealthCheck's object: nothing made beside it, it is left as it was, and the refusal said.
     said(&s, &drainer, &taken, "PowerCycleFailed").await;
     let left = remediations(&s, &taken).await;

@@ -292,7 +292,8 @@ impl Fleet {
         let overlaid = match self.overlays.get(&view.name) {
             Some(o)
                 if o.until > now
-                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) != o.after.as_deref() =>
+                    && view.annotations.get(DRAIN_RECORD_ANNOTATION) != o.after.as_deref()
+                    && !self.later_than(&view, o.at) =>
             {
                 Some(Arc::new(o.lay(&view)))
             }
@@ -566,6 +567,16 @@ impl Fleet {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// Whether `view` carries a record of ours decided after `at` (the executor wrote the node's
+    /// record again, an attempt ended: it supersedes the one laid over the view).
+    fn later_than(&self, view: &NodeView, at: Option<Timestamp>) -> bool {
+        let Some(at) = at else { return false };
+        matches!(
+            Record::check(view, &self.cfg.records, &self.cfg.owner),
+            Checked::Authentic(r) if r.at > at
+        )
     }
 
     /// We wrote `record` (None: removed it) on the node, and the cordon and taints it says we hold

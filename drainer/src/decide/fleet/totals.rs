@@ -39,6 +39,8 @@ pub(super) struct Entry {
 /// A write of ours not yet seen by the watch.
 pub(super) struct Overlay {
     pub(super) after: Option<String>,
+    /// When the record written was decided (a later one of ours on the node supersedes it).
+    pub(super) at: Option<Timestamp>,
     pub(super) unschedulable: Option<bool>,
     /// Our taints the write took off, and those it put on.
     pub(super) untaint: Vec<NodeTaint>,
@@ -60,6 +62,7 @@ impl Overlay {
         let (was, will) = (taints(from), taints(to));
         Overlay {
             after: to.map(|r| r.to_annotation(trust)),
+            at: to.map(|r| r.at),
             unschedulable: (cordoned(from) != cordoned(to)).then_some(cordoned(to)),
             untaint: was.iter().filter(|t| !will.contains(t)).cloned().collect(),
             taint: will.iter().filter(|t| !was.contains(t)).cloned().collect(),

@@ -21,11 +21,13 @@ use super::gates::slow_start::NO_DOMAIN;
 use super::problem::Problem;
 use crate::config::Config;
 use crate::config::ladder::{Ladder, Step};
+use crate::model::attempt::{self, Attempt, Outcome};
 use crate::model::node::{NodeView, Status, Uid};
 use crate::model::record::{Phase, Record};
 
 pub use why::LadderWhy;
 
+pub(crate) mod notes;
 pub(crate) mod why;
 
 /// What a decision comes to.
@@ -209,40 +211,50 @@ pub(crate) fn restart_refused(node: &NodeView, cfg: &Config) -> Option<String> {
 }
 
 /// A node whose component's restart was requested: proven (Ready and the problem clear: the
-/// record and the fence go), still awaited, or past its deadline with the problem held (None:
-/// the caller cordons it, and the ladder goes on from its drain).
+/// record and the fence go), still awaited, or over with the problem held (Err: how the attempt
+/// ended, and why; the caller cordons it, and the ladder goes on from its drain): past its
+/// deadline, or superseded by a reboot that came meanwhile (its request is for a boot that is
+/// gone: the detector will not carry it out).
 pub(super) fn restarting(
     c: &Candidate,
     r: &Record,
     p: &Problem,
     x: &Context,
     b: &mut Budgets,
-) -> Option<Decided> {
+) -> Result<Decided, (Outcome, &'static str)> {
     let Context { now, .. } = *x;
     let step = r.step.unwrap_or(Step::RestartKubelet);
     let ready =
         (c.node.conditions.iter()).any(|k| &*k.type_ == "Ready" && k.status == Status::True);
     if ready && p.held.is_empty() && p.pending.is_empty() {
         let w = LadderWhy::RestartProven { step };
-        return Some((why(w), Effect::Uncordon(r.clone())));
+        return Ok((why(w), Effect::Uncordon(r.clone())));
     }
+    let rebooted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
     let until = r.step_until.unwrap_or(now);
-    if now < until {
-        return Some((
-            why(LadderWhy::AwaitingRestart { step, until }),
-            Effect::Nothing,
-        ));
+    if now < until && !(rebooted && !p.held.is_empty()) {
+        let w = LadderWhy::AwaitingRestart { step, until };
+        return Ok((why(w), Effect::Nothing));
     }
     if p.held.is_empty() {
         let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
-        return Some((Why::NotHeldLongEnough { pending }, Effect::Nothing));
+        return Ok((Why::NotHeldLongEnough { pending }, Effect::Nothing));
     }
     // Its restart is over: it no longer counts against its domain's slow start.
     let domain = c.domain.unwrap_or(NO_DOMAIN);
     if let Some(n) = b.remediating.get_mut(domain) {
         *n = n.saturating_sub(1);
     }
-    None
+    Err(match rebooted {
+        true => (
+            Outcome::Superseded,
+            "the node rebooted meanwhile, and its problem held",
+        ),
+        false => (
+            Outcome::PermanentFailure,
+            "the problem held past the restart's deadline",
+        ),
+    })
 }
 
 /// The reboot `step` (the node's own, or a power-cycle from outside) of `next`, the record the
@@ -392,8 +404,17 @@ pub(super) fn rebooting(
         .annotations
         .get(DO_NOT_REMEDIATE_ANNOTATION)
         .is_some();
-    // A remediator that gave up on the power-cycle: the ladder goes on now, not at the deadline.
-    let gave_up = c.gave_up.filter(|_| !booted);
+    // A provider that refused, or a remediator that gave up on the power-cycle: the ladder goes on
+    // now, not at the deadline.
+    let step = r.step.unwrap_or(Step::Reboot);
+    let refused = r.ended.iter().find(|a| {
+        a.step == step && Some(a.started) == r.step_at && a.outcome == Outcome::PermanentFailure
+    });
+    let gave_up = (c
+        .gave_up
+        .map(|s| format!("its remediator gave up on the power-cycle ({s})")))
+    .or_else(|| refused.map(|a| a.why.clone()))
+    .filter(|_| !booted);
     if now < until && gave_up.is_none() {
         let next = ladder_of(r, p).and_then(|l| l.after(r.step.unwrap_or(Step::Reboot)));
         let w = LadderWhy::AwaitingReboot {
@@ -404,7 +425,7 @@ pub(super) fn rebooting(
         return Some((why(w), Effect::Nothing));
     }
     let failed = if let Some(said) = gave_up {
-        format!("its remediator gave up on the power-cycle ({said})")
+        said
     } else if !booted {
         "no new bootID by the reboot deadline".into()
     } else if !ready {
@@ -416,7 +437,10 @@ pub(super) fn rebooting(
         // Its request was withdrawn with the veto: the ladder stops here, for a person (and the
         // node no longer holds its domain's slow start).
         let why = format!("{DO_NOT_REMEDIATE_ANNOTATION} was set during its reboot step");
-        return Some(escalate(r, why, now));
+        let mut cancelled = r.clone();
+        let a = Attempt::new(step, Outcome::Cancelled, r.step_at, now, &why);
+        cancelled.ended = attempt::with(cancelled.ended, a);
+        return Some(escalate(&cancelled, why, now));
     }
     // Its reboot is over: it no longer counts against its domain's slow start.
     let domain = c.domain.unwrap_or(NO_DOMAIN);
@@ -426,6 +450,8 @@ pub(super) fn rebooting(
     let mut after = r.clone();
     after.phase = Phase::Drained;
     after.taints.retain(|t| t != FENCE_TAINT);
+    let a = Attempt::new(step, Outcome::PermanentFailure, r.step_at, now, &failed);
+    after.ended = attempt::with(after.ended, a);
     after.reason = if p.held.is_empty() {
         r.reason.clone()
     } else {
@@ -468,14 +494,20 @@ pub(super) fn replacing(r: &Record, now: Timestamp) -> Decided {
         let w = LadderWhy::AwaitingReplacement { until };
         return (why(w), Effect::Nothing);
     }
-    escalate(
-        r,
-        format!(
-            "the Node was deleted for its replacement and is still here at {} (a finalizer, or the deletion failed)",
-            ts(until)
-        ),
+    let why = format!(
+        "the Node was deleted for its replacement and is still here at {} (a finalizer, or the deletion failed)",
+        ts(until)
+    );
+    let mut failed = r.clone();
+    let a = Attempt::new(
+        Step::Replace,
+        Outcome::PermanentFailure,
+        r.step_at,
         now,
-    )
+        &why,
+    );
+    failed.ended = attempt::with(failed.ended, a);
+    escalate(&failed, why, now)
 }
 
 /// A node waiting for a person, its problem still held.
@@ -485,53 +517,4 @@ pub(super) fn waiting(r: &Record) -> Decided {
         since: r.step_at,
     };
     (why(w), Effect::Nothing)
-}
-
-/// What a ladder decision tells the slow start once written.
-pub(crate) enum PaceNote {
-    /// A reboot (None) or a restart (its step) proven.
-    Proven(Option<Step>),
-    Failed(String),
-}
-
-/// The slow start's news in `d` for the node as `view` shows it: a reboot proven, a step that
-/// failed (the ladder goes on from a reboot or a replacement), or a problem back after one.
-pub(crate) fn pace_note(
-    d: &super::decision::NodeDecision,
-    view: &NodeView,
-    cfg: &Config,
-) -> Option<PaceNote> {
-    if let Why::Ladder(LadderWhy::RebootProven { .. }) = d.why {
-        return Some(PaceNote::Proven(None));
-    }
-    if let Why::Ladder(LadderWhy::RestartProven { step }) = d.why {
-        return Some(PaceNote::Proven(Some(step)));
-    }
-    match &d.effect {
-        // A restart not proven by its deadline: cordoned as the ladder goes on.
-        Effect::Cordon(r) if r.step.is_some_and(Step::restarts) => {
-            return Some(PaceNote::Failed(
-                "its restart did not clear the problem".into(),
-            ));
-        }
-        Effect::Relapse(r) if r.step.is_some() => {
-            return Some(PaceNote::Failed(
-                "its problem came back after its remediation".into(),
-            ));
-        }
-        // Only a step's end reads what the node's record was (a seal check: not one for every
-        // decision of every round).
-        Effect::Replace(_) | Effect::Escalate(_) => {}
-        _ => return None,
-    }
-    let was = Record::of(view, &cfg.records, &cfg.owner)?;
-    match (&d.effect, was.phase) {
-        (Effect::Replace(_) | Effect::Escalate(_), Phase::Rebooting) => {
-            Some(PaceNote::Failed("its reboot was not proven".into()))
-        }
-        (Effect::Escalate(_), Phase::Replacing) => {
-            Some(PaceNote::Failed("its replacement did not happen".into()))
-        }
-        _ => None,
-    }
 }
