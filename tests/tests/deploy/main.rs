@@ -459,6 +459,69 @@ fn power_cycling_component_grants(
     );
 }
 
+/// The chart's `drainer.powerCycle`: each provider's flags, and for metal3 and medik8s exactly
+/// their permissions, in the one namespace they reach; the http provider's token mounted.
+#[test]
+fn the_charts_power_cycle_providers_get_their_flags_and_exactly_their_roles() {
+    use std::collections::BTreeSet;
+    let base = needed(nodemedic_drainer::act::PERMISSIONS);
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    let Some(plain) = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)) else {
+        return;
+    };
+    assert_eq!(granted(&plain, "nodemedic-drainer"), base);
+    let args = |objects: &[Value]| {
+        let d = find(objects, "Deployment", "nodemedic-drainer");
+        pod_spec(d)["containers"][0]["args"].to_string()
+    };
+    for (provider, extra, namespace, flags) in [
+        (
+            "metal3",
+            nodemedic_drainer::act::METAL3_PERMISSIONS,
+            "metal3",
+            vec!["--power-cycle-provider=metal3"],
+        ),
+        (
+            "medik8s",
+            nodemedic_drainer::act::MEDIK8S_PERMISSIONS,
+            "fence",
+            vec![
+                "--power-cycle-provider=medik8s",
+                "--remediation-template=FenceAgentsRemediationTemplate/fence/far-ipmi",
+            ],
+        ),
+    ] {
+        v["drainer"]["powerCycle"]["provider"] = json!(provider);
+        v["drainer"]["powerCycle"]["remediationTemplate"] =
+            json!("FenceAgentsRemediationTemplate/fence/far-ipmi");
+        let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
+        check_types(&with);
+        let want: BTreeSet<_> = base.union(&needed(extra)).cloned().collect();
+        assert_eq!(granted(&with, "nodemedic-drainer"), want, "{provider}");
+        let role = find(&with, "Role", "nodemedic-drainer-power-cycle");
+        assert_eq!(role["metadata"]["namespace"], namespace, "{provider}");
+        for f in flags {
+            assert!(args(&with).contains(f), "{provider}: {}", args(&with));
+        }
+    }
+    v["drainer"]["powerCycle"] = json!({"provider": "http", "url": "https://bmc-gateway.example/power",
+        "tokenSecret": "bmc-token"});
+    let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
+    assert_eq!(
+        granted(&with, "nodemedic-drainer"),
+        base,
+        "an endpoint needs no role"
+    );
+    let a = args(&with);
+    assert!(
+        a.contains("--power-cycle-url=https://bmc-gateway.example/power")
+            && a.contains("--power-cycle-token-file=/var/run/nodemedic/power-cycle/token"),
+        "{a}"
+    );
+    let spec = pod_spec(find(&with, "Deployment", "nodemedic-drainer"));
+    assert!(spec["volumes"].to_string().contains("bmc-token"), "{spec}");
+}
+
 #[test]
 fn marking_machines_is_granted_only_where_configured_and_exactly() {
     use std::collections::BTreeSet;
