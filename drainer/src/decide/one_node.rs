@@ -59,16 +59,7 @@ pub(super) fn decide_node(
         }
         // Released: nothing of ours is left on the node (the executor lifts what remains).
         let mut released = r.clone();
-        if matches!(
-            r.phase,
-            Phase::Restarting | Phase::Rebooting | Phase::Replacing
-        ) {
-            use crate::model::attempt::{Attempt, Outcome, with};
-            let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
-            let why = format!("a person lifted the hold ({what})");
-            let a = Attempt::new(step, Outcome::Cancelled, r.step_at, now, &why);
-            released.ended = with(released.ended, a);
-        }
+        released.ended = cancelled(r, &what, now);
         released.phase = Phase::Released;
         released.cordoned = false;
         released.taints.clear();
@@ -93,28 +84,7 @@ pub(super) fn decide_node(
             if let Some(d) = ladder::rebooting(c, r, p, x, b) {
                 return d;
             }
-            // Proven: what a recovery gets, said as the reboot's proof.
-            let (why, effect) = recovered(c, r, p, x, b);
-            let (why, effect) = match effect {
-                Effect::Probation(mut next) => {
-                    use crate::model::attempt::{Attempt, Outcome, with};
-                    let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
-                    let a = Attempt::new(step, Outcome::Succeeded, r.step_at, now, "");
-                    next.ended = with(next.ended, a);
-                    let w = Why::Ladder(LadderWhy::RebootProven {
-                        probation_until: next.probation_until,
-                    });
-                    (w, Effect::Probation(next))
-                }
-                Effect::Uncordon(r) => {
-                    let w = Why::Ladder(LadderWhy::RebootProven {
-                        probation_until: None,
-                    });
-                    (w, Effect::Uncordon(r))
-                }
-                other => (why, other),
-            };
-            return (why, effect);
+            return reboot_proven(c, r, p, x, b);
         }
         _ => {}
     }
@@ -133,6 +103,48 @@ fn paused(gates: &Gates) -> Option<Decided> {
         .pause
         .as_ref()
         .map(|p| (Why::Paused { pause: p.clone() }, Effect::Nothing))
+}
+
+/// A reboot proven: what a recovery gets (probation, or the uncordon), said as the reboot's proof,
+/// its attempt succeeded.
+fn reboot_proven(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets) -> Decided {
+    use crate::model::attempt::{Attempt, Outcome, with};
+    let (why, effect) = recovered(c, r, p, x, b);
+    match effect {
+        Effect::Probation(mut next) => {
+            let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
+            let a = Attempt::new(step, Outcome::Succeeded, r.step_at, x.now, "");
+            next.ended = with(next.ended, a);
+            let w = Why::Ladder(LadderWhy::RebootProven {
+                probation_until: next.probation_until,
+            });
+            (w, Effect::Probation(next))
+        }
+        Effect::Uncordon(r) => {
+            let w = Why::Ladder(LadderWhy::RebootProven {
+                probation_until: None,
+            });
+            (w, Effect::Uncordon(r))
+        }
+        other => (why, other),
+    }
+}
+
+/// The attempts of `r` once a person lifted its hold (`what`): a step under way is cancelled.
+fn cancelled(r: &Record, what: &str, now: Timestamp) -> Vec<crate::model::attempt::Attempt> {
+    use crate::model::attempt::{Attempt, Outcome, with};
+    if !matches!(
+        r.phase,
+        Phase::Restarting | Phase::Rebooting | Phase::Replacing
+    ) {
+        return r.ended.clone();
+    }
+    let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
+    let why = format!("a person lifted the hold ({what})");
+    with(
+        r.ended.clone(),
+        Attempt::new(step, Outcome::Cancelled, r.step_at, now, &why),
+    )
 }
 
 /// A node we hold whose problem cleared: wait while it might come back, finish a drain in

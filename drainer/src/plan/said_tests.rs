@@ -29,6 +29,7 @@ fn table() -> Vec<(Action, Why)> {
     rows.extend(recorded());
     rows.extend(held());
     rows.extend(laddered());
+    rows.extend(restarted());
     rows
 }
 
@@ -225,27 +226,6 @@ fn laddered() -> Vec<(Action, Why)> {
             }),
         ),
         (
-            Action::Restart,
-            ladder(LadderWhy::Restart {
-                step: Step::RestartKubelet,
-                until: t(300),
-                problem: p(),
-            }),
-        ),
-        (
-            Action::Wait,
-            ladder(LadderWhy::AwaitingRestart {
-                step: Step::RestartContainerd,
-                until: t(300),
-            }),
-        ),
-        (
-            Action::Uncordon,
-            ladder(LadderWhy::RestartProven {
-                step: Step::RestartKubelet,
-            }),
-        ),
-        (
             Action::Wait,
             ladder(LadderWhy::AwaitingReboot {
                 until: t(1200),
@@ -303,6 +283,34 @@ fn laddered() -> Vec<(Action, Why)> {
                 domain: "z1".into(),
                 used: 1,
                 width: 1,
+            }),
+        ),
+    ]
+}
+
+/// The restart before the drain.
+fn restarted() -> Vec<(Action, Why)> {
+    let ladder = Why::Ladder;
+    vec![
+        (
+            Action::Restart,
+            ladder(LadderWhy::Restart {
+                step: Step::RestartKubelet,
+                until: t(300),
+                problem: p(),
+            }),
+        ),
+        (
+            Action::Wait,
+            ladder(LadderWhy::AwaitingRestart {
+                step: Step::RestartContainerd,
+                until: t(300),
+            }),
+        ),
+        (
+            Action::Uncordon,
+            ladder(LadderWhy::RestartProven {
+                step: Step::RestartKubelet,
             }),
         ),
     ]

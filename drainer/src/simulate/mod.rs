@@ -185,6 +185,17 @@ fn owner() -> crate::act::publisher::Owner {
     }
 }
 
+impl scenario::NodeGroup {
+    /// What the remediations do to each of its nodes.
+    pub(crate) fn machine(&self) -> reboots::Machine {
+        reboots::Machine {
+            reboot: self.reboot,
+            power_cycle: self.power_cycle,
+            restart: self.restart,
+        }
+    }
+}
+
 /// The controller over the plan's fleet, its changes applied at their times; what it did.
 async fn drive(plan: &mut Plan) -> Report {
     let clock = Clock::tokio_at(plan.start);
@@ -256,8 +267,14 @@ async fn drive(plan: &mut Plan) -> Report {
     for (at, node, what, detail) in machines {
         report.happened(plan.secs(at), what, Some(node), detail);
     }
-    // What pod policies did, and which pods a drain left running, show in the drainer's Events
-    // (the taps are per node).
+    from_events(&mut report, &cluster, plan);
+    report.happenings.sort_by_key(|h| h.at_secs);
+    report
+}
+
+/// What pod policies did, the proofs, and which pods a drain left running, from the drainer's
+/// Events (the taps are per node).
+fn from_events(report: &mut Report, cluster: &MemoryCluster, plan: &Plan) {
     use crate::model::occurrence::reason;
     for w in cluster.take_writes() {
         let crate::act::memory::Write::Event { about, event, .. } = w else {
@@ -284,8 +301,6 @@ async fn drive(plan: &mut Plan) -> Report {
             h.detail = kept.to_string();
         }
     }
-    report.happenings.sort_by_key(|h| h.at_secs);
-    report
 }
 
 #[cfg(test)]

@@ -60,17 +60,6 @@ pub(crate) struct Machine {
     pub(crate) restart: Restart,
 }
 
-impl super::scenario::NodeGroup {
-    /// What the remediations do to each of its nodes.
-    pub(crate) fn machine(&self) -> Machine {
-        Machine {
-            reboot: self.reboot,
-            power_cycle: self.power_cycle,
-            restart: self.restart,
-        }
-    }
-}
-
 /// How long a restarted component takes to be healthy again.
 const RESTART_TAKES: std::time::Duration = std::time::Duration::from_secs(30);
 

@@ -578,53 +578,58 @@ async fn a_zone_reboots_one_node_at_a_time_until_the_first_has_stayed_healthy_an
     s.env.cleanup().await;
 }
 
-/// A Cluster API Machine (`cluster.x-k8s.io/v1beta1`) in `default` whose `status.nodeRef` names
-/// `node` (None where Cluster API is not installed: a real control plane without its CRDs).
-/// A kind (its status a subresource) with a schema that keeps every field, installed where a
-/// real control plane lacks it: Cluster API's Machine, Metal3's Metal3Machine and BareMetalHost
-/// as the drainer reads and writes them (annotations, `status.nodeRef`, `spec.infrastructureRef`).
-/// Waits until the API server serves it.
-pub(super) async fn install_crd(
-    client: &kube::Client,
-    group: &str,
-    kind: &str,
-    plural: &str,
-    version: &str,
-) {
+/// Cluster API's Machine kind as Cluster API publishes it, installed where a real control plane
+/// lacks it; served once this returns.
+async fn install_machine_crd(client: &kube::Client) {
+    let machines = ["cluster-api/cluster.x-k8s.io_machines.yaml"];
+    install_fixture_crds(client, true, &machines).await;
+}
+
+/// The CRDs in `files` (under tests/fixtures), as their projects publish them; on a real control
+/// plane (`real`) established before it returns.
+pub(super) async fn install_fixture_crds(client: &kube::Client, real: bool, files: &[&str]) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = format!("{plural}.{group}");
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"group": group, "scope": "Namespaced",
-            "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural, "singular": kind.to_lowercase()},
-            "versions": [{"name": version, "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    match crds.create(&Default::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("install the {kind} CRD: {e}"),
+    for file in files {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
+        let name = crd.metadata.name.clone().unwrap();
+        match crds.create(&Default::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("install {file}: {e}"),
+        }
+        if real {
+            nodemedic_tests::cluster::eventually(
+                &format!("{name} established"),
+                std::time::Duration::from_secs(60),
+                || async {
+                    let c = crds.get(&name).await.ok()?;
+                    (c.status?.conditions?.iter())
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                        .then_some(())
+                },
+            )
+            .await;
+        }
     }
-    nodemedic_tests::cluster::eventually(
-        &format!("the {kind} CRD established"),
-        std::time::Duration::from_secs(60),
-        || async {
-            let c = crds.get(&name).await.ok()?;
-            let established = (c.status?.conditions?.iter())
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            established.then_some(())
-        },
-    )
-    .await;
 }
 
-async fn install_machine_crd(client: &kube::Client) {
-    install_crd(client, "cluster.x-k8s.io", "Machine", "machines", "v1beta1").await;
+/// The published CRD of `kind` in the fixtures.
+fn fixture_of(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Machine" => Some("cluster-api/cluster.x-k8s.io_machines.yaml"),
+        "Metal3Machine" => Some("metal3/infrastructure.cluster.x-k8s.io_metal3machines.yaml"),
+        "BareMetalHost" => Some("metal3/metal3.io_baremetalhosts.yaml"),
+        _ => None,
+    }
 }
 
+/// A Cluster API Machine (`cluster.x-k8s.io/v1beta1`) in `default` whose `status.nodeRef` names
+/// `node`.
 async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::DynamicObject>> {
     use kube::api::{ApiResource, DynamicObject, PostParams};
     use kube::core::GroupVersionKind;
@@ -905,7 +910,9 @@ async fn object(
         && e.code == 404
         && s.env.cluster.real()
     {
-        install_crd(&s.env.cluster.client, group, kind, plural, version).await;
+        let file = fixture_of(kind)
+            .unwrap_or_else(|| panic!("no published CRD of {kind} in tests/fixtures"));
+        install_fixture_crds(&s.env.cluster.client, true, &[file]).await;
         api.create(&PostParams::default(), &o).await.unwrap();
     }
     let status = json!({"status": data["status"].clone()});

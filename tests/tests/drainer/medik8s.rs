@@ -14,7 +14,9 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 
-use crate::ladder::{BOOT_B, broken_node_with, forget_requests, has_event, said};
+use crate::ladder::{
+    BOOT_B, broken_node_with, forget_requests, has_event, install_fixture_crds, said,
+};
 use crate::remedies::Scenario;
 
 const GROUP: &str = "fence-agents-remediation.medik8s.io";
@@ -31,37 +33,11 @@ fn api(s: &Scenario, kind: &str) -> Api<DynamicObject> {
 /// FAR's CRDs as its repository publishes them (on the test API server they are stored and every
 /// kind is served anyway).
 async fn install_far(s: &Scenario) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(s.env.cluster.client.clone());
-    for file in [
-        "fence-agents-remediation.medik8s.io_fenceagentsremediations.yaml",
-        "fence-agents-remediation.medik8s.io_fenceagentsremediationtemplates.yaml",
-    ] {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/medik8s")
-            .join(file);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
-        let name = crd.metadata.name.clone().unwrap();
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("install {file}: {e}"),
-        }
-        if s.env.cluster.real() {
-            nodemedic_tests::cluster::eventually(
-                &format!("{name} established"),
-                std::time::Duration::from_secs(60),
-                || async {
-                    let c = crds.get(&name).await.ok()?;
-                    (c.status?.conditions?.iter())
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                        .then_some(())
-                },
-            )
-            .await;
-        }
-    }
+    let files = [
+        "medik8s/fence-agents-remediation.medik8s.io_fenceagentsremediations.yaml",
+        "medik8s/fence-agents-remediation.medik8s.io_fenceagentsremediationtemplates.yaml",
+    ];
+    install_fixture_crds(&s.env.cluster.client, s.env.cluster.real(), &files).await;
 }
 
 /// The node's FenceAgentsRemediation objects (anyone's).

@@ -457,9 +457,13 @@ pub(super) fn rebooting(
     } else {
         p.held.join(", ")
     };
-    let (w, effect) = drained(c, &after, p, x, b);
-    // Say why the reboot did not do: in the escalation's words, or before the next step's.
-    Some(match (w, effect) {
+    Some(said_after(drained(c, &after, p, x, b), &failed))
+}
+
+/// The next step's decision after a reboot that did not do (`failed`), saying why: in the
+/// escalation's words, or before the next step's.
+fn said_after(next: Decided, failed: &str) -> Decided {
+    match next {
         (Why::Ladder(LadderWhy::NeedsPerson { why: w }), Effect::Escalate(mut e)) => {
             let reason = format!("{failed}; {w}");
             e.escalated = reason.clone();
@@ -483,7 +487,7 @@ pub(super) fn rebooting(
             (why(w), e)
         }
         other => other,
-    })
+    }
 }
 
 /// A node whose replacement was requested and that is still here: waiting, or past the deadline

@@ -90,8 +90,9 @@ impl LadderWhy {
     }
 }
 
-impl std::fmt::Display for LadderWhy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl LadderWhy {
+    /// The restart's words, and the slow start's.
+    fn fmt_restart_and_pace(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LadderWhy::Restart {
                 step,
@@ -111,6 +112,32 @@ impl std::fmt::Display for LadderWhy {
                 f,
                 "{step} proven: Ready and the problem clear; the fence and the record go"
             ),
+            LadderWhy::SlowStart {
+                domain,
+                used,
+                width,
+            } => {
+                let domain = if domain.is_empty() {
+                    "nodes without a failure domain"
+                } else {
+                    domain
+                };
+                write!(
+                    f,
+                    "slow start: {used} of {width} remediation(s) under way in {domain}; it widens as remediated nodes stay healthy"
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for LadderWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LadderWhy::Restart { .. }
+            | LadderWhy::AwaitingRestart { .. }
+            | LadderWhy::RestartProven { .. } => self.fmt_restart_and_pace(f),
             LadderWhy::Reboot { until, problem } => write!(
                 f,
                 "drained; rebooting it: proven by a new bootID, Ready and the problem clear by {} ({problem})",
@@ -190,21 +217,7 @@ impl std::fmt::Display for LadderWhy {
             LadderWhy::KosmosLeaf => {
                 f.write_str("a Kosmos leaf node is never rebooted nor replaced; stays cordoned")
             }
-            LadderWhy::SlowStart {
-                domain,
-                used,
-                width,
-            } => {
-                let domain = if domain.is_empty() {
-                    "nodes without a failure domain"
-                } else {
-                    domain
-                };
-                write!(
-                    f,
-                    "slow start: {used} of {width} remediation(s) under way in {domain}; it widens as remediated nodes stay healthy"
-                )
-            }
+            LadderWhy::SlowStart { .. } => self.fmt_restart_and_pace(f),
         }
     }
 }
