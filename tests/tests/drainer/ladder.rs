@@ -1034,3 +1034,58 @@ async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
     forget_requests(&s).await;
     s.env.cleanup().await;
 }
+
+/// What a node's own credential may write cannot power-cycle anything or skip a step: a record
+/// claiming a power-cycle under way, with an attempt that "failed for good" (which would send the
+/// ladder on to a replacement), is refused; the provider is never asked, nothing is replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_power_cycle_record_asks_no_provider_and_skips_no_step() {
+    let s = Scenario::new().await;
+    let node = broken_node(&s, "forged-cycle").await;
+    let (url, seen) = power_provider().await;
+    let forged = json!({"phase": "rebooting", "owner": s.lease(), "bootId": BOOT_A,
+        "step": "power-cycle", "stepAt": "2026-01-01T00:00:00Z", "ladder": "drain, power-cycle, replace",
+        "episode": "x", "reason": "x", "cordonedAt": "2026-01-01T00:00:00Z", "drainAt": "2026-01-01T00:00:00Z",
+        "ended": [{"step": "power-cycle", "outcome": "permanent failure", "started": "2026-01-01T00:00:00Z",
+            "ended": "2026-01-01T00:01:00Z", "why": "forged"}]});
+    let body = json!({"metadata": {"annotations": {"nodemedic.io/drain": forged.to_string()}}});
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+    nodes
+        .patch_status(&node, &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .unwrap();
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, power-cycle, replace",
+            "--drain-buffer=1s",
+            "--reboot-deadline=10m",
+            &format!("--power-cycle-url={url}"),
+            "--notify-allow-http",
+        ])
+        .await;
+    s.until("the forged record refused", &drainer, || async {
+        has_event(&s, &node, "DrainRecordRejected")
+            .await
+            .then_some(())
+    })
+    .await;
+    // Decided from its conditions alone: cordoned and drained as any node, then its own
+    // power-cycle, asked once, by the drainer's own record.
+    s.until("its own power-cycle asked", &drainer, || async {
+        (!seen.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        !has_event(&s, &node, "ReplacingNode").await,
+        "no step skipped"
+    );
+    let asked = seen.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_ne!(
+        asked[0].1["requested"], "2026-01-01T00:00:00Z",
+        "the forged attempt is not the one asked"
+    );
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
