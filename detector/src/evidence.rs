@@ -47,10 +47,10 @@ pub(crate) struct Saved {
 }
 
 impl Saved {
-    /// The Event's message.
-    pub(crate) fn said(&self) -> String {
+    /// The Event's message, before `what` (a reboot, a replacement).
+    pub(crate) fn said(&self, what: &str) -> String {
         let mut s = format!(
-            "Diagnostics kept before the reboot in {} on the node ({})",
+            "Diagnostics kept before the {what} in {} on the node ({})",
             self.path.display(),
             self.files.join(", ")
         );

@@ -29,6 +29,7 @@ pub mod parse;
 pub mod probe;
 pub mod problem;
 pub mod reboot;
+pub(crate) mod replaced;
 pub mod report;
 pub mod restart;
 pub mod run;

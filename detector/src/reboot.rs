@@ -311,7 +311,7 @@ async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts
         return;
     }
     if let Some(evidence) = &opts.evidence {
-        keep_evidence(client, node, &request.boot_id, evidence).await;
+        keep_evidence(client, node, &request.boot_id, evidence, "reboot").await;
     }
     let message = format!(
         "Rebooting at the drainer's request (boot {}, requested {}): {}",
@@ -394,12 +394,14 @@ async fn restart(client: &kube::Client, node: &str, request: &RebootRequest, opt
     event(client, node, severity, reason, &message).await;
 }
 
-/// Keep what the reboot erases (`crate::evidence`), and say where: never in the reboot's way.
-async fn keep_evidence(
+/// Keep what the `what` (a reboot, a replacement) erases (`crate::evidence`), and say where: never
+/// in its way.
+pub(crate) async fn keep_evidence(
     client: &kube::Client,
     node: &str,
     boot_id: &str,
     opts: &crate::evidence::Options,
+    what: &str,
 ) {
     let read = Api::<Node>::all(client.clone()).get(node).await;
     let json = read.ok().map(|n| {
@@ -408,8 +410,8 @@ async fn keep_evidence(
     });
     match crate::evidence::save(opts, node, boot_id, json).await {
         Ok(saved) => {
-            let message = saved.said();
-            tracing::info!(path = %saved.path.display(), files = saved.files.len(), "diagnostics kept before the reboot");
+            let message = saved.said(what);
+            tracing::info!(path = %saved.path.display(), files = saved.files.len(), %what, "diagnostics kept");
             let severity = match saved.missing.is_empty() && saved.collector.is_none() {
                 true => Severity::Normal,
                 false => Severity::Warning,
@@ -417,8 +419,8 @@ async fn keep_evidence(
             event(client, node, severity, "EvidenceKept", &message).await;
         }
         Err(why) => {
-            tracing::warn!(%why, "no diagnostics kept before the reboot; rebooting anyway");
-            let message = format!("No diagnostics kept before the reboot: {why}");
+            tracing::warn!(%why, %what, "no diagnostics kept; going on anyway");
+            let message = format!("No diagnostics kept before the {what}: {why}");
             event(client, node, Severity::Warning, "EvidenceNotKept", &message).await;
         }
     }

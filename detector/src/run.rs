@@ -172,10 +172,7 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     ];
     tasks.extend(spawn_stats(&opts.stats, &stats, &stop_rx));
     if let Some(reboot) = opts.reboot.clone() {
-        let node = opts.node_name.clone();
-        tasks.push(tokio::spawn(crate::reboot::run(
-            client, node, reboot, stop_rx,
-        )));
+        tasks.extend(spawn_reboots(client, opts.node_name.clone(), reboot, stop_rx));
     }
     Ok(Running {
         addr,
@@ -184,6 +181,24 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
         tasks,
         monitors,
     })
+}
+
+/// Carrying out the drainer's requests, and keeping the evidence before a replacement too (the
+/// drainer deletes the Node from outside).
+fn spawn_reboots(
+    client: kube::Client,
+    node: String,
+    reboot: crate::reboot::Options,
+    stop: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if let Some(evidence) = reboot.evidence.clone() {
+        let (client, node, boot) = (client.clone(), node.clone(), reboot.boot_id_file.clone());
+        let watch = crate::replaced::run(client, node, evidence, boot, stop.clone());
+        tasks.push(tokio::spawn(watch));
+    }
+    tasks.push(tokio::spawn(crate::reboot::run(client, node, reboot, stop)));
+    tasks
 }
 
 /// One collection task per system stats monitor file, each into its slot of `exposition`.

@@ -416,6 +416,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "evidence",
                 "restart",
                 "reboot",
+                "replaced",
             ],
             &["source"],
             &["problem", "stats"],

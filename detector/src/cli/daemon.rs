@@ -94,7 +94,7 @@ pub(crate) struct RunArgs {
         default_value = "/var/lib/nodemedic/detector-reboots.json"
     )]
     reboot_state: PathBuf,
-    /// Before each reboot it carries out, keep the kernel log since boot, the journal of
+    /// Before each reboot it carries out (and before its Node's replacement), keep the kernel log since boot, the journal of
     /// --evidence-units and the Node's conditions in a folder of its own under this directory (a
     /// hostPath: it must outlive the reboot); the Event `EvidenceKept` names it. Default: none.
     #[arg(

@@ -3,8 +3,8 @@
 
 use super::ladder::{FENCE_TAINT, LadderWhy};
 use super::ladder_tests::{
-    BOOT_A, BOOT_B, booted, decided_with, ladder_cfg, ladder_why, on_node, rebooting, record,
-    with_reboots,
+    BOOT_A, BOOT_B, booted, decided_with, fenced, ladder_cfg, ladder_why, on_node, rebooting,
+    record, with_reboots,
 };
 use super::tests::{N, NOW, cfg, node, one, t};
 use super::*;
@@ -158,20 +158,6 @@ fn a_remediator_that_gives_up_sends_the_ladder_on_before_the_deadline() {
         "{}",
         d.reason()
     );
-}
-
-/// `n` with the fence taint on (as a restart's record puts it).
-fn fenced(mut n: N) -> N {
-    let spec = n.0.spec.get_or_insert_with(Default::default);
-    spec.taints
-        .get_or_insert_with(Vec::new)
-        .push(k8s_openapi::api::core::v1::Taint {
-            key: "nodemedic.io/remediation".into(),
-            value: Some("reboot".into()),
-            effect: "NoSchedule".into(),
-            ..Default::default()
-        });
-    n
 }
 
 /// A held node, not yet ours: `node("n")` booted as A, Ready, the problem held since 0.

@@ -77,17 +77,23 @@ pub(super) fn on_node(r: Record, boot: &str, held: bool) -> N {
     };
     n = n.cond("Ready", "True", NOW - 600);
     if r.taints.iter().any(|t| t == FENCE_TAINT) {
-        let spec = n.0.spec.get_or_insert_with(Default::default);
-        spec.taints
-            .get_or_insert_with(Vec::new)
-            .push(k8s_openapi::api::core::v1::Taint {
-                key: "nodemedic.io/remediation".into(),
-                value: Some("reboot".into()),
-                effect: "NoSchedule".into(),
-                ..Default::default()
-            });
+        n = fenced(n);
     }
     n.record(r)
+}
+
+/// `n` with the fence taint on (as a reboot's or a restart's record puts it).
+pub(super) fn fenced(mut n: N) -> N {
+    let spec = n.0.spec.get_or_insert_with(Default::default);
+    spec.taints
+        .get_or_insert_with(Vec::new)
+        .push(k8s_openapi::api::core::v1::Taint {
+            key: "nodemedic.io/remediation".into(),
+            value: Some("reboot".into()),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+    n
 }
 
 pub(super) fn ladder_why(d: &NodeDecision) -> &LadderWhy {

@@ -1089,3 +1089,45 @@ async fn a_forged_power_cycle_record_asks_no_provider_and_skips_no_step() {
     forget_requests(&s).await;
     s.env.cleanup().await;
 }
+
+/// Issue 67, point 6: before a replacement too. The drainer deletes the Node from outside; the
+/// detector, watching its own Node, keeps the evidence once the record says `replacing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_is_kept_before_a_replacement() {
+    let s = Scenario::new().await;
+    let m = Machine::at(&s, "replaced");
+    let node = broken_node(&s, "replaced").await;
+    let evidence = m.dir.join("evidence");
+    let _det = m.detector_with(
+        &s,
+        &node,
+        "detector.log",
+        &[
+            format!("--evidence-dir={}", evidence.display()),
+            "--evidence-units=kubelet.service".into(),
+        ],
+    );
+    let (drainer, _) = s
+        .drainer(&["KernelDeadlock=True: drain, replace", "--drain-buffer=1s"])
+        .await;
+    let message = s
+        .until("the EvidenceKept Event", &drainer, || async {
+            let found = (s.env.cluster)
+                .node_events_from(&node, &["nodemedic-detector"])
+                .await
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("EvidenceKept"))?;
+            found.message
+        })
+        .await;
+    assert!(message.contains("before the replacement"), "{message}");
+    let folders: Vec<_> = std::fs::read_dir(&evidence).unwrap().flatten().collect();
+    assert_eq!(folders.len(), 1, "once per replacement");
+    let n = std::fs::read_to_string(folders[0].path().join("node.json")).unwrap();
+    assert!(n.contains("KernelDeadlock"), "{n}");
+    said(&s, &drainer, &node, "ReplacingNode").await;
+    drop(drainer);
+    s.env.cluster.kubelet.forget(&node);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}

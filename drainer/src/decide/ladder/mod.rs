@@ -91,19 +91,10 @@ pub(super) fn drained(
     if let Some(w) = gates.hold(c) {
         return (w, Effect::Nothing);
     }
-    let domain = c.domain.unwrap_or(NO_DOMAIN);
-    let (used, width) = (
-        b.remediating.get(domain).copied().unwrap_or(0),
-        gates.pace.get(domain).copied().unwrap_or(1),
-    );
-    if used >= width as usize {
-        let w = LadderWhy::SlowStart {
-            domain: domain.to_string(),
-            used,
-            width,
-        };
+    if let Some(w) = paced_out(c, gates, b) {
         return (why(w), Effect::Nothing);
     }
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
     if let Err(next) = gates.window {
         return (Why::OutsideDrainWindow { next, problem }, Effect::Nothing);
     }
@@ -155,19 +146,10 @@ pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) 
     if restart_refused(c.node, cfg).is_some() {
         return None;
     }
-    let domain = c.domain.unwrap_or(NO_DOMAIN);
-    let (used, width) = (
-        b.remediating.get(domain).copied().unwrap_or(0),
-        gates.pace.get(domain).copied().unwrap_or(1),
-    );
-    if used >= width as usize {
-        let w = LadderWhy::SlowStart {
-            domain: domain.to_string(),
-            used,
-            width,
-        };
+    if let Some(w) = paced_out(c, gates, b) {
         return Some((why(w), Effect::Nothing));
     }
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
     *b.remediating.entry(domain.to_string()).or_default() += 1;
     let problem = p.held.join(", ");
     let until = add(now, cfg.ladder.restart_deadline);
@@ -193,6 +175,21 @@ pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) 
         problem,
     };
     Some((why(w), Effect::Reboot(next)))
+}
+
+/// The slow start's hold on `c`'s domain, if as many remediations are under way there as its
+/// width allows.
+fn paced_out(c: &Candidate, gates: &super::gates::Gates, b: &Budgets) -> Option<LadderWhy> {
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
+    let (used, width) = (
+        b.remediating.get(domain).copied().unwrap_or(0),
+        gates.pace.get(domain).copied().unwrap_or(1),
+    );
+    (used >= width as usize).then(|| LadderWhy::SlowStart {
+        domain: domain.to_string(),
+        used,
+        width,
+    })
 }
 
 /// Why `node` may not take a restart (the cordon comes instead), if it may not: the live drainer,
