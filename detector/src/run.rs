@@ -172,7 +172,12 @@ pub async fn start(opts: Options, client: kube::Client) -> Result<Running> {
     ];
     tasks.extend(spawn_stats(&opts.stats, &stats, &stop_rx));
     if let Some(reboot) = opts.reboot.clone() {
-        tasks.extend(spawn_reboots(client, opts.node_name.clone(), reboot, stop_rx));
+        tasks.extend(spawn_reboots(
+            client,
+            opts.node_name.clone(),
+            reboot,
+            stop_rx,
+        ));
     }
     Ok(Running {
         addr,

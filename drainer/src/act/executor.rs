@@ -156,7 +156,6 @@ impl<C: Cluster> Executor<C> {
             record: Some(Some(record)),
             draino: Some(Some(record.reason.clone())),
             seen: Some(node),
-            ..Default::default()
         };
         // The Event goes out with the cordon, not before it: a burst's cordons wait for no Event.
         let ((), written) = tokio::join!(starting, self.hold(name, &hold, &cfg.records));

@@ -573,22 +573,20 @@ impl Cluster for MemoryCluster {
 
 /// `patch` applied to a Node's `conditions`.
 fn condition_patched(conditions: &mut Vec<NodeCondition>, patch: &ConditionPatch) {
-    {
-        match patch {
-            ConditionPatch::Set {
-                type_,
-                status,
-                reason,
-                message,
-                at,
-            } => {
-                conditions.retain(|c| c.type_ != *type_);
-                let mut c = condition(type_, *status, *at);
-                c.reason = Some(reason.clone());
-                c.message = Some(message.clone());
-                conditions.push(c);
-            }
-            ConditionPatch::Remove { type_ } => conditions.retain(|c| c.type_ != *type_),
+    match patch {
+        ConditionPatch::Set {
+            type_,
+            status,
+            reason,
+            message,
+            at,
+        } => {
+            conditions.retain(|c| c.type_ != *type_);
+            let mut c = condition(type_, *status, *at);
+            c.reason = Some(reason.clone());
+            c.message = Some(message.clone());
+            conditions.push(c);
         }
+        ConditionPatch::Remove { type_ } => conditions.retain(|c| c.type_ != *type_),
     }
 }

@@ -181,6 +181,17 @@ pub(super) async fn said(s: &Scenario, drainer: &Proc, node: &str, reason: &str)
     .await;
 }
 
+/// The message of the detector's Event `reason` on `node`, once there is one.
+pub(super) async fn detector_said(s: &Scenario, node: &str, reason: &str) -> Option<String> {
+    let events = (s.env.cluster)
+        .node_events_from(node, &["nodemedic-detector"])
+        .await;
+    let e = events
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some(reason))?;
+    e.message
+}
+
 fn wait_for_line(p: &Path, line: &str) -> bool {
     std::fs::read_to_string(p).is_ok_and(|t| t.contains(line))
 }
@@ -318,14 +329,7 @@ async fn evidence_is_kept_before_the_reboot_and_handed_to_the_collector() {
     assert_eq!(handed.trim(), folder.display().to_string());
     let events = s
         .until("the EvidenceKept Event", &drainer, || async {
-            let found = s
-                .env
-                .cluster
-                .node_events_from(&node, &["nodemedic-detector"])
-                .await
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some("EvidenceKept"))?;
-            found.message
+            detector_said(&s, &node, "EvidenceKept").await
         })
         .await;
     assert!(events.contains(&folder.display().to_string()), "{events}");
@@ -1112,12 +1116,7 @@ async fn evidence_is_kept_before_a_replacement() {
         .await;
     let message = s
         .until("the EvidenceKept Event", &drainer, || async {
-            let found = (s.env.cluster)
-                .node_events_from(&node, &["nodemedic-detector"])
-                .await
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some("EvidenceKept"))?;
-            found.message
+            detector_said(&s, &node, "EvidenceKept").await
         })
         .await;
     assert!(message.contains("before the replacement"), "{message}");

@@ -15,7 +15,7 @@ use std::path::Path;
 use nodemedic_tests::cluster::eventually;
 use serde_json::json;
 
-use crate::ladder::{Machine, broken_node, forget_requests, has_event, said};
+use crate::ladder::{Machine, broken_node, detector_said, forget_requests, has_event, said};
 use crate::remedies::{Proc, Scenario};
 
 /// A `systemctl` for the machine in `dir`: `restart`, `start` and `is-active` of units whose
@@ -51,18 +51,6 @@ fn detector(s: &Scenario, m: &Machine, node: &str) -> Proc {
 async fn fenced(s: &Scenario, node: &str) -> bool {
     let taints = s.env.get_node(node).await["spec"]["taints"].to_string();
     taints.contains("nodemedic.io/remediation")
-}
-
-async fn detector_said(s: &Scenario, node: &str, reason: &str) -> Option<String> {
-    let events = s
-        .env
-        .cluster
-        .node_events_from(node, &["nodemedic-detector"])
-        .await;
-    let e = events
-        .into_iter()
-        .find(|e| e.reason.as_deref() == Some(reason))?;
-    e.message
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

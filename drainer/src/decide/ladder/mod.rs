@@ -229,7 +229,9 @@ pub(super) fn restarting(
     }
     let rebooted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
     let until = r.step_until.unwrap_or(now);
-    if now < until && !(rebooted && !p.held.is_empty()) {
+    // A reboot that came meanwhile, the problem held: the restart is over before its deadline.
+    let overtaken = rebooted && !p.held.is_empty();
+    if now < until && !overtaken {
         let w = LadderWhy::AwaitingRestart { step, until };
         return Ok((why(w), Effect::Nothing));
     }
