@@ -311,7 +311,7 @@ async fn reboot(client: &kube::Client, node: &str, request: &RebootRequest, opts
         return;
     }
     if let Some(evidence) = &opts.evidence {
-        keep_evidence(client, node, &request.boot_id, evidence, "reboot").await;
+        keep_evidence(client, node, &request.boot_id, evidence, "reboot", None).await;
     }
     let message = format!(
         "Rebooting at the drainer's request (boot {}, requested {}): {}",
@@ -395,16 +395,21 @@ async fn restart(client: &kube::Client, node: &str, request: &RebootRequest, opt
 }
 
 /// Keep what the `what` (a reboot, a replacement) erases (`crate::evidence`), and say where: never
-/// in its way.
+/// in its way. `seen`: the Node as last seen, when the caller has it (a Node being deleted may
+/// be gone by the time it would be read); else it is read.
 pub(crate) async fn keep_evidence(
     client: &kube::Client,
     node: &str,
     boot_id: &str,
     opts: &crate::evidence::Options,
     what: &str,
+    seen: Option<Node>,
 ) {
-    let read = Api::<Node>::all(client.clone()).get(node).await;
-    let json = read.ok().map(|n| {
+    let read = match seen {
+        Some(n) => Some(n),
+        None => Api::<Node>::all(client.clone()).get(node).await.ok(),
+    };
+    let json = read.map(|n| {
         let status = n.status.unwrap_or_default();
         serde_json::json!({"name": node, "conditions": status.conditions, "nodeInfo": status.node_info})
     });

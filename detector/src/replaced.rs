@@ -65,7 +65,7 @@ pub(crate) async fn run(
         }
         kept = Some(which);
         let boot = std::fs::read_to_string(&boot_id_file).unwrap_or_default();
-        keep(&client, &node, boot.trim(), &opts, "replacement").await;
+        keep(&client, &node, boot.trim(), &opts, "replacement", Some(n)).await;
     }
 }
 
