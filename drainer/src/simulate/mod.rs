@@ -247,8 +247,7 @@ async fn drive(plan: &mut Plan) -> Report {
             }
             () = reboots.changed() => {
                 let now = clock.now();
-                for (node, detail) in reboots.take(&cluster, now, plan.reboot_takes) {
-                    let what = if detail.starts_with("restart") { "restarted" } else { "rebooted" };
+                for (node, what, detail) in reboots.take(&cluster, now, plan.reboot_takes) {
                     machines.push((now, node, what, detail));
                 }
             }

@@ -135,13 +135,14 @@ impl Reboots {
     }
 
     /// The new requests at `now` are carried out: each machine comes back `plan.reboot_takes`
-    /// later, unless it never does. What happened, for the report.
+    /// later (a restarted component [`RESTART_TAKES`] later), unless it never does. What happened
+    /// (the node, `rebooted` or `restarted`, the detail), for the report.
     pub(crate) fn take(
         &mut self,
         cluster: &MemoryCluster,
         now: Timestamp,
         takes: std::time::Duration,
-    ) -> Vec<(String, String)> {
+    ) -> Vec<(String, &'static str, String)> {
         self.writes.borrow_and_update();
         let requests = self.requests(cluster);
         let mut said = Vec::new();
@@ -150,7 +151,8 @@ impl Reboots {
                 let at = nodemedic_common::time::add(now, RESTART_TAKES);
                 self.back.entry(at).or_default().push((node.clone(), None));
                 let takes = humantime::format_duration(RESTART_TAKES);
-                said.push((node.clone(), format!("{}; back in {takes}", r.action)));
+                let detail = format!("{}; back in {takes}", r.action);
+                said.push((node.clone(), "restarted", detail));
             }
         }
         let asked = (requests.into_iter())
@@ -170,7 +172,7 @@ impl Reboots {
             if outside {
                 self.power_cycled.insert(node.clone());
             } else if self.outcome(&node) == Outcome::Never {
-                said.push((node, "rebooting; it never comes back".into()));
+                said.push((node, "rebooted", "rebooting; it never comes back".into()));
                 continue;
             }
             let boot = self.boots.entry(node.clone()).or_insert(1);
@@ -181,7 +183,7 @@ impl Reboots {
                 .or_default()
                 .push((node.clone(), Some(*boot)));
             let takes = humantime::format_duration(takes);
-            said.push((node, format!("rebooting; back in {takes}")));
+            said.push((node, "rebooted", format!("rebooting; back in {takes}")));
         }
         said
     }
