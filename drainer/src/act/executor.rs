@@ -12,7 +12,7 @@ use nodemedic_common::time::rfc3339 as ts;
 use super::hold::{Hold, TAINT_TRIES, as_seen, edit_taints, taints_and_version};
 use super::turns::Turns;
 use crate::config::Config;
-use crate::decide::Effect;
+use crate::decide::{Effect, NodeDecision};
 use crate::model::cluster::{ApiError, Cluster, ConditionPatch, Gated, NodePatch, NodeVersion};
 use crate::model::lifecycle::{self, Stage};
 use crate::model::node::NodeView;
@@ -68,44 +68,51 @@ impl<C: Cluster> Executor<C> {
         &self.record
     }
 
-    /// Carry out a write effect decided for `view` (`reason`: the decision's, for the Events that
-    /// say it: an uncordon, a replacement), its follow-up included. True when it was written. A drain is started by the
-    /// controller, not here; the controller writes a round's holds first, then their follow-ups.
+    /// Carry out a write effect decided for `view` (with a reason for the Events that say it: an
+    /// uncordon, a replacement), its follow-up included. True when it was written. A drain is
+    /// started by the controller, not here; the controller writes a round's holds first, then their
+    /// follow-ups.
     #[cfg(test)]
-    pub(crate) async fn apply(
-        &self,
-        view: &NodeView,
-        effect: &Effect,
-        reason: &str,
-        cfg: &Config,
-    ) -> bool {
-        let (ok, then) = self.apply_first(view, effect, reason, cfg).await;
+    pub(crate) async fn apply(&self, view: &NodeView, effect: &Effect, cfg: &Config) -> bool {
+        let d = crate::decide::NodeDecision {
+            node: view.name.clone(),
+            why: crate::decide::Why::Healthy,
+            effect: effect.clone(),
+            pods: Vec::new(),
+            wake: None,
+        };
+        let (ok, then) = self.apply_first(view, &d, cfg).await;
         if let Some(then) = then {
             self.follow_up(&view.name, then).await;
         }
         ok
     }
 
-    /// [`Executor::apply`] up to the write that holds or frees the node; what is left of it is
-    /// returned for [`Executor::follow_up`], which a burst's other holds need not wait for.
+    /// Carry out the decision `d` made on `view` up to the write that holds or frees the node;
+    /// what is left of it is returned for [`Executor::follow_up`], which a burst's other holds need
+    /// not wait for. Under a dry run nothing is written, whatever the effect ([`Executor::would`]).
     pub(crate) async fn apply_first(
         &self,
         view: &NodeView,
-        effect: &Effect,
-        reason: &str,
+        d: &NodeDecision,
         cfg: &Config,
     ) -> (bool, Option<FollowUp>) {
+        if self.dry_run() {
+            self.would(&view.name, d).await;
+            return (false, None);
+        }
         let node = view.name.as_str();
+        let effect = &d.effect;
         let ok = match effect {
             Effect::Cordon(record) => self.cordon(view, record, cfg).await,
             Effect::Relapse(record) => self.relapse(view, record, cfg).await,
-            Effect::Uncordon(record) => self.uncordon(node, record, reason, cfg).await,
+            Effect::Uncordon(record) => self.uncordon(node, record, &d.reason(), cfg).await,
             Effect::DeleteNode => self.delete_node(view).await,
             Effect::Release(record) => self.release(view, record, cfg).await,
             Effect::Probation(record) => self.probation(view, record, cfg).await,
             Effect::Forget => self.set_record(node, None, &cfg.records).await.is_ok(),
             Effect::Reboot(record) => self.reboot(view, record, cfg).await,
-            Effect::Replace(record) => self.replace(view, record, reason, cfg).await,
+            Effect::Replace(record) => self.replace(view, record, &d.reason(), cfg).await,
             Effect::Escalate(record) => self.escalate(view, record, cfg).await,
             Effect::Nothing | Effect::Drain(_) => true,
         };
@@ -116,6 +123,26 @@ impl<C: Cluster> Executor<C> {
             _ => None,
         };
         (ok, then)
+    }
+
+    /// A dry run's decision: nothing written; the round's log line already says what would be
+    /// done (`NodeDecision::said`), and draino's Events that announce a cordon or an uncordon go
+    /// out marked as a dry run, as draino's do.
+    async fn would(&self, node: &str, d: &NodeDecision) {
+        let o = match &d.effect {
+            Effect::Cordon(r) => Occurrence::CordonStarting {
+                problem: r.reason.clone(),
+                dry_run: true,
+            },
+            Effect::Uncordon(r) if r.phase != crate::model::record::Phase::Restarting => {
+                Occurrence::UncordonStarting {
+                    why: d.reason(),
+                    dry_run: true,
+                }
+            }
+            _ => return,
+        };
+        self.record.node(node, o).await;
     }
 
     /// Write what is left of an effect once its hold is written.
@@ -135,14 +162,9 @@ impl<C: Cluster> Executor<C> {
             name,
             Occurrence::CordonStarting {
                 problem,
-                dry_run: self.dry_run(),
+                dry_run: false,
             },
         );
-        if self.dry_run() {
-            starting.await;
-            tracing::info!(node = %name, reason = %record.reason, "dry-run: would cordon");
-            return false;
-        }
         // After a restart that did not help, its fence goes with the cordon.
         let will = record.held_taints();
         let was = match record.step.is_some_and(|s| s.restarts()) {
@@ -193,13 +215,9 @@ impl<C: Cluster> Executor<C> {
         let marks = &cfg.after_drain;
         let starting = Occurrence::UncordonStarting {
             why: why.into(),
-            dry_run: self.dry_run(),
+            dry_run: false,
         };
         self.record.node(node, starting).await;
-        if self.dry_run() {
-            tracing::info!(%node, %why, "dry-run: would uncordon");
-            return false;
-        }
         if !marks.is_empty()
             && let Err(e) = self.set_marks(node, marks, false).await
         {
@@ -234,10 +252,6 @@ impl<C: Cluster> Executor<C> {
     /// A restart proven: its fence taint and the record go (nothing was cordoned, drained or
     /// marked). True when written; the proof is said by the controller.
     async fn restart_over(&self, node: &str, record: &Record, cfg: &Config) -> bool {
-        if self.dry_run() {
-            tracing::info!(%node, "dry-run: would lift the restart's fence");
-            return false;
-        }
         let hold = Hold {
             untaint: record.held_taints(),
             record: Some(None),
@@ -259,9 +273,6 @@ impl<C: Cluster> Executor<C> {
     async fn release(&self, node: &NodeView, released: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
         tracing::info!(node = %name, "hold lifted by a person: released for this problem episode");
-        if self.dry_run() {
-            return false;
-        }
         let held = ours(node, cfg);
         let hold = Hold {
             unschedulable: (held.cordoned && node.unschedulable).then_some(false),
@@ -276,10 +287,6 @@ impl<C: Cluster> Executor<C> {
     /// taints swapped for it. True when written.
     async fn probation(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
-        if self.dry_run() {
-            tracing::info!(node = %name, "dry-run: would start probation");
-            return false;
-        }
         let held = ours(node, cfg);
         let hold = swap(&held, next, Some(node));
         let o = match self.hold(name, &hold, &cfg.records).await {
@@ -300,10 +307,6 @@ impl<C: Cluster> Executor<C> {
     /// drain scheduled at once). True when written.
     async fn relapse(&self, node: &NodeView, next: &Record, cfg: &Config) -> bool {
         let name = node.name.as_str();
-        if self.dry_run() {
-            tracing::info!(node = %name, "dry-run: would hold again after a relapse");
-            return false;
-        }
         let held = ours(node, cfg);
         let mut hold = swap(&held, next, Some(node));
         hold.draino = Some(Some(next.reason.clone()));
@@ -324,10 +327,6 @@ impl<C: Cluster> Executor<C> {
     /// resourceVersion). True when deleted.
     async fn delete_node(&self, node: &NodeView) -> bool {
         let name = node.name.as_str();
-        if self.dry_run() {
-            tracing::info!(node = %name, "dry-run: would delete the drained node");
-            return false;
-        }
         if !self.cluster.leading() {
             return false;
         }

@@ -28,10 +28,6 @@ impl<C: Cluster> Executor<C> {
         cfg: &Config,
     ) -> bool {
         let name = node.name.as_str();
-        if self.dry_run() {
-            tracing::info!(node = %name, %step, reason = %next.reason, "dry-run: would take the ladder step");
-            return false;
-        }
         let held = ours(node, cfg);
         let hold = swap(&held, next, Some(node));
         if let Err(e) = self.hold(name, &hold, &cfg.records).await {

@@ -128,7 +128,7 @@ async fn a_cordon_writes_the_record_against_the_version_seen_then_drain_schedule
     let r = rig(false);
     let v = view(&r);
     let cordon = Effect::Cordon(record(Phase::Cordoned));
-    assert!(r.exec.apply(&v, &cordon, "bad", &cfg()).await);
+    assert!(r.exec.apply(&v, &cordon, &cfg()).await);
     let w = r.cluster.take_writes();
     let Write::Node { name, patch } = &w[1] else {
         panic!("{w:?}")
@@ -166,7 +166,7 @@ async fn a_heartbeat_between_decision_and_cordon_costs_one_read_and_a_change_is_
         Some(&*decided.resource_version.to_string())
     );
     let cordon = Effect::Cordon(record(Phase::Cordoned));
-    assert!(r.exec.apply(&decided, &cordon, "bad", &cfg()).await);
+    assert!(r.exec.apply(&decided, &cordon, &cfg()).await);
     let patches: Vec<_> = r
         .cluster
         .take_writes()
@@ -189,7 +189,7 @@ async fn a_heartbeat_between_decision_and_cordon_costs_one_read_and_a_change_is_
     let at = "2026-11-24T10:00:00Z".parse().unwrap();
     r.cluster
         .set_condition("n1", "Ready", nodemedic_common::status::Status::False, at);
-    assert!(!r.exec.apply(&decided, &cordon, "bad", &cfg()).await);
+    assert!(!r.exec.apply(&decided, &cordon, &cfg()).await);
     let unschedulable = r
         .cluster
         .node("n1")
@@ -216,7 +216,7 @@ async fn a_cordon_waits_for_no_event_and_its_events_follow_in_order() {
     r.cluster.set_delay(Slow::Events, Duration::from_secs(10));
     let started = tokio::time::Instant::now();
     let cordon = Effect::Cordon(record(Phase::Cordoned));
-    assert!(r.exec.apply(&view(&r), &cordon, "bad", &cfg()).await);
+    assert!(r.exec.apply(&view(&r), &cordon, &cfg()).await);
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "waited for an Event"
@@ -251,7 +251,7 @@ async fn a_cordon_against_a_node_that_changed_since_is_refused_and_said() {
     r.cluster
         .set_condition("n1", "Ready", nodemedic_common::status::Status::False, at);
     let cordon = Effect::Cordon(record(Phase::Cordoned));
-    assert!(!r.exec.apply(&stale, &cordon, "bad", &cfg()).await);
+    assert!(!r.exec.apply(&stale, &cordon, &cfg()).await);
     let w = r.cluster.take_writes();
     assert_eq!(reasons(&w), ["CordonStarting", "CordonFailed"]);
     assert!(
@@ -266,13 +266,13 @@ async fn nothing_reaches_the_cluster_while_not_leading() {
     r.leader.send_replace(false);
     let v = view(&r);
     let cordon = Effect::Cordon(record(Phase::Cordoned));
-    assert!(!r.exec.apply(&v, &cordon, "bad", &cfg()).await);
+    assert!(!r.exec.apply(&v, &cordon, &cfg()).await);
     assert!(
         !r.exec
-            .apply(&v, &Effect::Uncordon(record(Phase::Cordoned)), "ok", &cfg())
+            .apply(&v, &Effect::Uncordon(record(Phase::Cordoned)), &cfg())
             .await
     );
-    assert!(!r.exec.apply(&v, &Effect::DeleteNode, "gone", &cfg()).await);
+    assert!(!r.exec.apply(&v, &Effect::DeleteNode, &cfg()).await);
     let job = DrainJob {
         kept: Vec::new(),
         record: record(Phase::Draining),
@@ -283,19 +283,39 @@ async fn nothing_reaches_the_cluster_while_not_leading() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn dry_run_writes_events_only() {
+async fn a_dry_run_writes_nothing_for_any_effect_but_the_starting_events_marked_as_such() {
     let r = rig(true);
     let v = view(&r);
-    let cordon = Effect::Cordon(record(Phase::Cordoned));
-    assert!(!r.exec.apply(&v, &cordon, "bad", &cfg()).await);
-    assert!(
-        !r.exec
-            .apply(&v, &Effect::Uncordon(record(Phase::Cordoned)), "ok", &cfg())
-            .await
-    );
+    let step = |phase, step| Record {
+        step: Some(step),
+        ..record(phase)
+    };
+    use crate::model::ladder::Step;
+    let effects = [
+        Effect::Cordon(record(Phase::Cordoned)),
+        Effect::Uncordon(record(Phase::Cordoned)),
+        Effect::Uncordon(step(Phase::Restarting, Step::RestartKubelet)),
+        Effect::Relapse(record(Phase::Cordoned)),
+        Effect::Release(record(Phase::Released)),
+        Effect::Probation(record(Phase::Probation)),
+        Effect::Forget,
+        Effect::DeleteNode,
+        Effect::Reboot(step(Phase::Rebooting, Step::Reboot)),
+        Effect::Reboot(step(Phase::Rebooting, Step::PowerCycle)),
+        Effect::Reboot(step(Phase::Restarting, Step::RestartKubelet)),
+        Effect::Replace(step(Phase::Replacing, Step::Replace)),
+        Effect::Escalate(record(Phase::NeedsPerson)),
+    ];
+    for effect in &effects {
+        assert!(!r.exec.apply(&v, effect, &cfg()).await, "{effect:?}");
+    }
     let w = r.cluster.take_writes();
     assert_eq!(reasons(&w), ["CordonStarting", "UncordonStarting"]);
-    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(w.len(), 2, "only the two Events: {w:?}");
+    for reason in ["CordonStarting", "UncordonStarting"] {
+        let m = message(&w, reason);
+        assert!(m.starts_with(crate::model::occurrence::DRY_RUN), "{m}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -554,12 +574,7 @@ async fn finishing_a_drain_writes_the_given_record_the_outcome_and_the_marks() {
     let v = view(&r);
     assert!(
         r.exec
-            .apply(
-                &v,
-                &Effect::Uncordon(record(Phase::Cordoned)),
-                "recovered",
-                &cfg
-            )
+            .apply(&v, &Effect::Uncordon(record(Phase::Cordoned)), &cfg)
             .await
     );
     let node = r.cluster.node("n1").unwrap();
@@ -616,7 +631,7 @@ async fn taints_go_on_with_the_cordon_and_only_ours_come_off() {
     let held = tainted(Phase::Cordoned, true, &[problem]);
     assert!(
         r.exec
-            .apply(&view(&r), &Effect::Cordon(held.clone()), "bad", &cfg())
+            .apply(&view(&r), &Effect::Cordon(held.clone()), &cfg())
             .await
     );
     assert!(unschedulable(&r));
@@ -626,11 +641,7 @@ async fn taints_go_on_with_the_cordon_and_only_ours_come_off() {
         ["CordonStarting", "CordonSucceeded", "DrainScheduled"]
     );
     let uncordon = Effect::Uncordon(held);
-    assert!(
-        r.exec
-            .apply(&view(&r), &uncordon, "recovered", &cfg())
-            .await
-    );
+    assert!(r.exec.apply(&view(&r), &uncordon, &cfg()).await);
     assert!(!unschedulable(&r));
     assert_eq!(taints_of(&r), [other], "another's taint stays");
     let node = r.cluster.node("n1").unwrap();
@@ -653,12 +664,12 @@ async fn taint_only_leaves_the_cordon_alone_and_a_stale_view_is_refused() {
         .set_condition("n1", "Ready", nodemedic_common::status::Status::False, at);
     let hold = Effect::Cordon(tainted(Phase::Cordoned, false, &[problem]));
     assert!(
-        !r.exec.apply(&stale, &hold, "bad", &cfg()).await,
+        !r.exec.apply(&stale, &hold, &cfg()).await,
         "the node changed since"
     );
     assert_eq!(taints_of(&r), Vec::<String>::new());
     r.cluster.take_writes();
-    assert!(r.exec.apply(&view(&r), &hold, "bad", &cfg()).await);
+    assert!(r.exec.apply(&view(&r), &hold, &cfg()).await);
     assert!(!unschedulable(&r));
     assert_eq!(taints_of(&r), [problem]);
     let w = r.cluster.take_writes();
@@ -678,7 +689,7 @@ async fn probation_swaps_the_cordon_for_its_taint_and_a_relapse_swaps_back() {
     let held = tainted(Phase::Drained, true, &[problem]);
     assert!(
         r.exec
-            .apply(&view(&r), &Effect::Cordon(held.clone()), "bad", &cfg())
+            .apply(&view(&r), &Effect::Cordon(held.clone()), &cfg())
             .await
     );
     let until = "2026-11-24T11:00:00Z".parse().unwrap();
@@ -687,7 +698,7 @@ async fn probation_swaps_the_cordon_for_its_taint_and_a_relapse_swaps_back() {
     r.cluster.take_writes();
     assert!(
         r.exec
-            .apply(&view(&r), &Effect::Probation(during.clone()), "ok", &cfg())
+            .apply(&view(&r), &Effect::Probation(during.clone()), &cfg())
             .await
     );
     assert!(!unschedulable(&r));
@@ -696,12 +707,7 @@ async fn probation_swaps_the_cordon_for_its_taint_and_a_relapse_swaps_back() {
     let back = tainted(Phase::Cordoned, true, &[problem]);
     assert!(
         r.exec
-            .apply(
-                &view(&r),
-                &Effect::Relapse(back.clone()),
-                "bad again",
-                &cfg()
-            )
+            .apply(&view(&r), &Effect::Relapse(back.clone()), &cfg())
             .await
     );
     assert!(unschedulable(&r));
@@ -723,7 +729,7 @@ async fn a_release_lifts_what_is_left_of_our_hold() {
     let held = tainted(Phase::Cordoned, true, &[problem]);
     assert!(
         r.exec
-            .apply(&view(&r), &Effect::Cordon(held.clone()), "bad", &cfg())
+            .apply(&view(&r), &Effect::Cordon(held.clone()), &cfg())
             .await
     );
     // A person removes our taint; the cordon is still ours.
@@ -738,12 +744,7 @@ async fn a_release_lifts_what_is_left_of_our_hold() {
     };
     assert!(
         r.exec
-            .apply(
-                &view(&r),
-                &Effect::Release(released.clone()),
-                "released",
-                &cfg()
-            )
+            .apply(&view(&r), &Effect::Release(released.clone()), &cfg())
             .await
     );
     assert!(!unschedulable(&r), "the rest of the hold is lifted");
@@ -872,7 +873,7 @@ async fn a_failed_power_cycle_ends_its_attempt_in_the_record_with_its_outcome() 
         let next = next.bound(&view(&r), None, r.exec.clock.now());
         assert!(
             r.exec
-                .apply(&view(&r), &Effect::Reboot(next.clone()), "why", &c)
+                .apply(&view(&r), &Effect::Reboot(next.clone()), &c)
                 .await
         );
         let annotation = (view(&r).annotations)

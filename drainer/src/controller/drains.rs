@@ -4,14 +4,10 @@
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Controller, Did, Done, Tap};
+use super::{Controller, Done, Tap};
 use crate::act::DrainRun;
-use crate::decide::DrainJob;
+use crate::decide::{DrainJob, Effect, NodeDecision};
 use crate::model::cluster::Cluster;
-use crate::model::intern::ArcStr;
-
-/// A drain decided: the node, its pods' plans, the job, the decision's reason.
-pub(super) type DrainDecided = (ArcStr, Vec<crate::decide::PodPlan>, DrainJob, String);
 
 impl<C: Cluster> Controller<C> {
     /// Take the drains whose evictions ended (before anything else in a round: a node whose drain
@@ -23,17 +19,24 @@ impl<C: Cluster> Controller<C> {
         self.drains.running.retain(|_, t| !t.is_finished());
     }
 
-    /// Start the drains decided; what was started.
-    pub(super) fn start_drains(&mut self, drains: Vec<DrainDecided>, now: Timestamp) -> Vec<Done> {
+    /// Start the drains decided (each decision's effect a drain); what was started (for the tap
+    /// only: the decision itself then, its job cloned).
+    pub(super) fn start_drains(&mut self, drains: Vec<NodeDecision>, now: Timestamp) -> Vec<Done> {
         let mut done = Vec::new();
-        for (node, pods, job, reason) in drains {
-            let started = self.drain_decided(&node, &pods, job, now);
-            done.extend(started.then(|| Done {
-                node: node.to_string(),
-                did: Did::Drain,
-                reason,
-                ok: true,
-            }));
+        for d in drains {
+            let Effect::Drain(job) = d.effect else {
+                continue;
+            };
+            let tapped = self.tap.is_some().then(|| Effect::Drain(job.clone()));
+            let started = self.drain_decided(&d.node, &d.pods, job, now);
+            if let (true, Some(effect)) = (started, tapped) {
+                done.push(Done {
+                    node: d.node,
+                    why: d.why,
+                    effect,
+                    ok: true,
+                });
+            }
         }
         done
     }

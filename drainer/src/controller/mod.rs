@@ -48,6 +48,7 @@ use crate::act::Executor;
 use crate::config::Config;
 use crate::decide::fleet::{Fleet, FleetEvent};
 use crate::model::cluster::Cluster;
+use crate::model::intern::ArcStr;
 use crate::model::record::DrainOutcome;
 use crate::observe::Observed;
 use crate::observe::interest::Interest;
@@ -85,74 +86,15 @@ pub(crate) enum Tap {
     },
 }
 
-/// One effect of a round, carried out.
+/// One decision of a round, carried out: what was done is derived from its reason and effect
+/// (`drainer simulate` words it from them), never kept beside them.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Done {
-    pub(crate) node: String,
-    pub(crate) did: Did,
-    /// The decision's reason.
-    pub(crate) reason: String,
+    pub(crate) node: ArcStr,
+    pub(crate) why: crate::decide::Why,
+    pub(crate) effect: crate::decide::Effect,
     /// Written (or, for a drain, started).
     pub(crate) ok: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Did {
-    Cordon,
-    /// Held by taints alone (`--cordon=false`).
-    Taint,
-    /// Let go of a hold by taints alone: the taints taken off.
-    Untaint,
-    Drain,
-    Uncordon,
-    Release,
-    Forget,
-    DeleteNode,
-    Probation,
-    /// Held again after a relapse during probation.
-    Relapse,
-    /// A ladder's first step: a component's restart requested (its fence on).
-    Restart,
-    /// Its restart proven: its fence and record taken off.
-    RestartOver,
-    /// A ladder step: a reboot requested.
-    Reboot,
-    /// A ladder step: a power-cycle requested from the provider.
-    PowerCycle,
-    /// A ladder step: the Node deleted for its replacement.
-    Replace,
-    /// The ladder ended with a person.
-    Escalate,
-}
-
-impl Did {
-    /// What carrying out `effect` did (`None`: nothing).
-    pub(crate) fn of(effect: &crate::decide::Effect) -> Option<Did> {
-        use crate::decide::Effect;
-        Some(match effect {
-            Effect::Cordon(r) if !r.cordoned => Did::Taint,
-            Effect::Cordon(_) => Did::Cordon,
-            Effect::Drain(_) => Did::Drain,
-            Effect::Uncordon(r) if r.phase == crate::model::record::Phase::Restarting => {
-                Did::RestartOver
-            }
-            Effect::Uncordon(r) if !r.cordoned => Did::Untaint,
-            Effect::Uncordon(_) => Did::Uncordon,
-            Effect::Probation(_) => Did::Probation,
-            Effect::Relapse(_) => Did::Relapse,
-            Effect::Release(_) => Did::Release,
-            Effect::Forget => Did::Forget,
-            Effect::DeleteNode => Did::DeleteNode,
-            Effect::Reboot(r) if r.step == Some(crate::model::ladder::Step::PowerCycle) => {
-                Did::PowerCycle
-            }
-            Effect::Reboot(r) if r.step.is_some_and(|s| s.restarts()) => Did::Restart,
-            Effect::Reboot(_) => Did::Reboot,
-            Effect::Replace(_) => Did::Replace,
-            Effect::Escalate(_) => Did::Escalate,
-            Effect::Nothing => return None,
-        })
-    }
 }
 
 /// The loop's state, each part with one owner: the decisions' state is the [`Fleet`]'s, the

@@ -8,17 +8,15 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
-use super::drains::DrainDecided;
 use super::laps::{Laps, Part};
 use super::tail::{Tail, WaitNote};
-use super::{Controller, Did, Done, Tap, WRITE_CONCURRENCY, YIELD_EVERY};
+use super::{Controller, Done, Tap, WRITE_CONCURRENCY, YIELD_EVERY};
 use crate::act::FollowUp;
 use crate::decide::fleet::Fleet;
 use crate::decide::gates::pause;
 use crate::decide::ladder::notes::{PaceNote, ended_now, pace_note};
 use crate::decide::{Effect, NodeDecision};
 use crate::model::cluster::Cluster;
-use crate::model::intern::ArcStr;
 use crate::model::node::NodeView;
 use crate::model::occurrence::Occurrence;
 
@@ -102,29 +100,23 @@ impl<C: Cluster> Controller<C> {
         let mut done = self.start_drains(work.drains, now);
         laps.end(Part::Write);
         let mut then = Vec::new();
-        for (node, effect, ok, reason, follow_up) in written {
+        for (w, ok, follow_up) in written {
+            let node = w.decision.node;
             then.extend(follow_up.map(|f| (node.clone(), f)));
-            let note = work.proven.iter().find(|(n, _)| *n == node).map(|(_, p)| p);
-            if let (true, Some(note)) = (ok, note) {
+            if let (true, Some(note)) = (ok, &w.pace) {
                 self.paced(&node, note, now).await;
             }
-            let ended = work.ended.iter().find(|(n, _)| *n == node).map(|(_, a)| a);
-            for attempt in ended.filter(|_| ok).into_iter().flatten() {
-                let o = Occurrence::AttemptEnded {
-                    attempt: attempt.clone(),
-                };
+            for attempt in w.ended.into_iter().filter(|_| ok) {
+                let o = Occurrence::AttemptEnded { attempt };
                 self.record.node(&node, o).await;
             }
-            if let Some(did) = Did::of(&effect) {
-                let node = node.to_string();
-                done.push(Done {
-                    node,
-                    did,
-                    reason,
-                    ok,
-                });
-            }
-            self.written(&node, effect, ok, now);
+            self.written(&node, &w.decision.effect, ok, now);
+            done.push(Done {
+                node,
+                why: w.decision.why,
+                effect: w.decision.effect,
+                ok,
+            });
         }
         self.tails.current = Tail::start(
             self.tails.current.take(),
@@ -149,17 +141,11 @@ impl<C: Cluster> Controller<C> {
             if let Some(b) = d.why.budget() {
                 self.record.metrics().budget_wait(b);
             }
-            if let Some(note) = pace_note(&d, &view, &self.cfg) {
-                work.proven.push((d.node.clone(), note));
-            }
+            let pace = pace_note(&d, &view, &self.cfg);
             let ended = ended_now(&d, &view, &self.cfg, now);
-            if !ended.is_empty() {
-                work.ended.push((d.node.clone(), ended));
-            }
-            // The reason in words only for what is written (`NodeDecision::reason`, from `why`).
             match d.effect {
                 Effect::Nothing => {}
-                Effect::Drain(job) => work.drains.push((d.node, d.pods, job, d.why.to_string())),
+                Effect::Drain(_) => work.drains.push(d),
                 // A ladder step waits for the drain's own last write (its record), which would
                 // overwrite the step's; decided again once it is done.
                 Effect::Reboot(_) | Effect::Replace(_) | Effect::Escalate(_)
@@ -168,10 +154,14 @@ impl<C: Cluster> Controller<C> {
                     let again = nodemedic_common::time::add(now, STEP_AFTER_DRAIN);
                     self.fleet.wake_at(&d.node, again);
                 }
-                effect => {
+                _ => {
                     let view = latest_to_write(view, self.observed.node(&d.node));
-                    let reason = d.why.to_string();
-                    work.writes.push((d.node, effect, view, reason))
+                    work.writes.push(Write {
+                        decision: d,
+                        view,
+                        pace,
+                        ended,
+                    })
                 }
             }
         }
@@ -196,25 +186,22 @@ impl<C: Cluster> Controller<C> {
     /// Writes to different nodes go out together (a burst of bad nodes is one round trip, not one
     /// per node); budgets were settled by the decision. Each node's hold only: what follows it is
     /// returned, written once every node of the round is held.
-    async fn write_all(
-        &self,
-        writes: Vec<(ArcStr, Effect, Arc<NodeView>, String)>,
-    ) -> Vec<(ArcStr, Effect, bool, String, Option<FollowUp>)> {
+    async fn write_all(&self, writes: Vec<Write>) -> Vec<(Write, bool, Option<FollowUp>)> {
         let (exec, cfg, tails) = (&self.exec, &self.cfg, &self.tails);
         // The nodes an earlier round's tail still writes for go last: waiting, each would hold one
         // of the places in flight that the others need.
         let mut writes = writes;
-        writes.sort_by_key(|(node, ..)| tails.wait_for(node).is_some());
+        writes.sort_by_key(|w| tails.wait_for(&w.decision.node).is_some());
         // The drains under way send nothing new until these are written (`act::turns`).
         let _first = (!writes.is_empty()).then(|| exec.turns.holding());
         futures::stream::iter(writes)
-            .map(|(node, effect, view, reason)| async move {
+            .map(|w| async move {
                 // After what an earlier round still writes for this node.
-                if let Some(earlier) = tails.wait_for(&node) {
+                if let Some(earlier) = tails.wait_for(&w.decision.node) {
                     earlier.await;
                 }
-                let (ok, then) = exec.apply_first(&view, &effect, &reason, cfg).await;
-                (node, effect, ok, reason, then)
+                let (ok, then) = exec.apply_first(&w.view, &w.decision, cfg).await;
+                (w, ok, then)
             })
             .buffer_unordered(WRITE_CONCURRENCY)
             .collect()
@@ -256,7 +243,7 @@ impl<C: Cluster> Controller<C> {
 
     /// Lay what was written over the node until the watch shows it. A failed write is tried again
     /// after [`WRITE_RETRY`] (not in dry-run, which writes nothing).
-    fn written(&mut self, node: &str, effect: Effect, ok: bool, now: Timestamp) {
+    fn written(&mut self, node: &str, effect: &Effect, ok: bool, now: Timestamp) {
         if !ok {
             if !self.cfg.dry_run {
                 self.fleet
@@ -271,7 +258,7 @@ impl<C: Cluster> Controller<C> {
             | Effect::Relapse(record)
             | Effect::Reboot(record)
             | Effect::Replace(record)
-            | Effect::Escalate(record) => self.fleet.wrote(node, Some(&record), now),
+            | Effect::Escalate(record) => self.fleet.wrote(node, Some(record), now),
             Effect::Uncordon(_) | Effect::Forget => self.fleet.wrote(node, None, now),
             Effect::Nothing | Effect::Drain(_) | Effect::DeleteNode => {}
         }
@@ -293,14 +280,19 @@ pub(super) fn latest_to_write(
     }
 }
 
-/// A round's decisions sorted: the writes, the drains to start, the slow start's news, the budget
-/// waits to say.
+/// A round's decisions sorted: the writes, the drains to start, the budget waits to say.
 #[derive(Default)]
 struct Work {
-    writes: Vec<(ArcStr, Effect, Arc<NodeView>, String)>,
-    drains: Vec<DrainDecided>,
-    proven: Vec<(ArcStr, PaceNote)>,
-    /// The attempts each written decision ends.
-    ended: Vec<(ArcStr, Vec<crate::model::attempt::Attempt>)>,
+    writes: Vec<Write>,
+    drains: Vec<NodeDecision>,
     waits: Vec<WaitNote>,
+}
+
+/// A decision to write, whole, with what its writing makes known: the view it is written against,
+/// the slow start's news and the attempts it ends (said once it is written).
+struct Write {
+    decision: NodeDecision,
+    view: Arc<NodeView>,
+    pace: Option<PaceNote>,
+    ended: Vec<crate::model::attempt::Attempt>,
 }

@@ -83,9 +83,15 @@ impl Action {
 }
 
 impl std::fmt::Display for Action {
-    /// As `drainer plan` writes it (`none`, `cordon`, ...).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Action {
+    /// As `drainer plan` writes it (`none`, `cordon`, ...).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
             Action::None => "none",
             Action::Cordon => "cordon",
             Action::Drain => "drain",
@@ -100,7 +106,7 @@ impl std::fmt::Display for Action {
             Action::PowerCycle => "power-cycle",
             Action::Replace => "replace",
             Action::Escalate => "escalate",
-        })
+        }
     }
 }
 

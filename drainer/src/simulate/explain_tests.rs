@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use super::scenario::{Plan, parse, settings};
 use crate::act::Executor;
 use crate::act::memory::MemoryCluster;
-use crate::controller::{Controller, Did, Tap};
+use crate::controller::{Controller, Tap};
 use crate::decide::Action;
 use crate::decide::gates::snapshot::Recorded;
 use crate::model::cluster::Gated;
@@ -42,16 +42,6 @@ steps:
 /// How often the explanations are taken.
 const EVERY: Duration = Duration::from_secs(5);
 
-fn action_of(did: Did) -> Option<Action> {
-    match did {
-        Did::Cordon | Did::Taint => Some(Action::Cordon),
-        Did::Drain => Some(Action::Drain),
-        Did::Uncordon | Did::Untaint => Some(Action::Uncordon),
-        Did::Probation => Some(Action::Probation),
-        _ => None,
-    }
-}
-
 #[test]
 fn every_action_the_controller_takes_was_announced_by_explain_just_before() {
     let start: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
@@ -71,11 +61,12 @@ fn every_action_the_controller_takes_was_announced_by_explain_just_before() {
             continue;
         };
         for d in done.into_iter().filter(|d| d.ok) {
-            let Some(action) = action_of(d.did) else {
+            let action = Action::of(&d.why, &d.effect);
+            if !action.writes() {
                 continue;
-            };
+            }
             let before = announced
-                .get(&d.node)
+                .get(d.node.as_str())
                 .and_then(|list| list.iter().rev().find(|(t, _)| *t < at))
                 .unwrap_or_else(|| panic!("{} {action:?} at {at}: never explained before", d.node));
             let (t, next) = before;

@@ -6,10 +6,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::scenario::{Plan, Scenario, SimError, dur, picked};
-use crate::controller::{Did, Tap};
+use crate::controller::{Done, Tap};
 use crate::decide::fleet::FleetEvent;
 use crate::decide::gates::slow_start::Change;
+use crate::decide::{Action, Effect};
 use crate::model::record::DrainOutcome;
+use crate::model::record::Phase;
 
 /// One thing that happened, at `at` (since the start).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -72,42 +74,11 @@ impl Report {
                 self.rounds += 1;
                 self.holds(secs, decided);
                 for d in done.into_iter().filter(|d| d.ok) {
-                    let what = match d.did {
-                        Did::Cordon | Did::Taint => {
-                            self.cordons += 1;
-                            self.cordoned_now += 1;
-                            self.touched.insert(d.node.clone());
-                            if d.did == Did::Taint {
-                                "taint"
-                            } else {
-                                "cordon"
-                            }
-                        }
-                        Did::Drain => {
-                            self.drains += 1;
-                            "drain"
-                        }
-                        Did::Uncordon | Did::Untaint => {
-                            self.uncordons += 1;
-                            self.cordoned_now = self.cordoned_now.saturating_sub(1);
-                            if d.did == Did::Untaint {
-                                "untaint"
-                            } else {
-                                "uncordon"
-                            }
-                        }
-                        Did::DeleteNode => "delete",
-                        Did::Probation => "probation",
-                        Did::Relapse => "relapse",
-                        Did::Restart => "restart",
-                        Did::RestartOver => "restart over",
-                        Did::Reboot => "reboot",
-                        Did::PowerCycle => "power-cycle",
-                        Did::Replace => "replace",
-                        Did::Escalate => "needs a person",
-                        Did::Release | Did::Forget => continue,
+                    let Some(what) = self.done(&d) else {
+                        continue;
                     };
-                    self.happened(secs, what, Some(d.node), d.reason);
+                    let (node, reason) = (d.node.to_string(), d.why.to_string());
+                    self.happened(secs, what, Some(node), reason);
                 }
                 self.max_cordoned_at_once = self.max_cordoned_at_once.max(self.cordoned_now);
                 if let Some(last) = plan.last_step
@@ -120,6 +91,38 @@ impl Report {
                 }
             }
         }
+    }
+
+    /// What a decision carried out did, in the report's words (counted as it goes): its action,
+    /// told apart where the report says more (a hold by taints alone, a relapse, a restart's
+    /// end, a person needed); `None` for what the report does not show (a released or forgotten
+    /// record).
+    fn done(&mut self, d: &Done) -> Option<&'static str> {
+        let what = match &d.effect {
+            Effect::Relapse(_) => "relapse",
+            Effect::Cordon(r) => {
+                self.cordons += 1;
+                self.cordoned_now += 1;
+                self.touched.insert(d.node.to_string());
+                if r.cordoned { "cordon" } else { "taint" }
+            }
+            Effect::Uncordon(r) if r.phase == Phase::Restarting => "restart over",
+            Effect::Uncordon(r) => {
+                self.uncordons += 1;
+                self.cordoned_now = self.cordoned_now.saturating_sub(1);
+                if r.cordoned { "uncordon" } else { "untaint" }
+            }
+            Effect::Drain(_) => {
+                self.drains += 1;
+                "drain"
+            }
+            Effect::Escalate(_) => "needs a person",
+            Effect::Release(_) | Effect::Forget | Effect::Nothing => return None,
+            Effect::DeleteNode | Effect::Probation(_) | Effect::Reboot(_) | Effect::Replace(_) => {
+                Action::of(&d.why, &d.effect).as_str()
+            }
+        };
+        Some(what)
     }
 
     /// A node a gate begins to hold is `held` from then; one no gate holds any more is `released`.
