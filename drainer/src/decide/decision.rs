@@ -9,6 +9,7 @@ use super::evictions::PodPlan;
 use super::facts::{Outage, Pause, Trip};
 use crate::config::policy::PolicyAction;
 use crate::model::intern::ArcStr;
+use crate::model::ladder::Step;
 use crate::model::pod::PodInfo;
 use crate::model::record::{Phase, Record};
 
@@ -51,15 +52,22 @@ impl Action {
             Effect::Uncordon(_) => Action::Uncordon,
             Effect::Probation(_) => Action::Probation,
             Effect::DeleteNode => Action::Delete,
-            Effect::Reboot(r) if r.step == Some(crate::model::ladder::Step::PowerCycle) => {
-                Action::PowerCycle
-            }
-            Effect::Reboot(r) if r.step.is_some_and(|s| s.restarts()) => Action::Restart,
-            Effect::Reboot(_) => Action::Reboot,
+            Effect::Reboot(r) => Action::of_step(r.step.unwrap_or(Step::Reboot)),
             Effect::Replace(_) => Action::Replace,
             Effect::Escalate(_) => Action::Escalate,
             Effect::Release(_) | Effect::Forget => Action::None,
             Effect::Nothing => why.at_rest(),
+        }
+    }
+
+    /// What taking the ladder step `s` is.
+    pub(crate) fn of_step(s: Step) -> Action {
+        match s {
+            Step::RestartKubelet | Step::RestartContainerd => Action::Restart,
+            Step::Drain => Action::Drain,
+            Step::Reboot => Action::Reboot,
+            Step::PowerCycle => Action::PowerCycle,
+            Step::Replace => Action::Replace,
         }
     }
 

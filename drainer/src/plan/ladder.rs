@@ -172,7 +172,7 @@ pub(crate) fn next(d: &NodeDecision) -> Option<(Option<Timestamp>, Option<Action
             ..
         } => (
             Some(*until),
-            Some(step_action(*step)),
+            Some(Action::of_step(*step)),
             format!("{step} at {until} unless the reboot is proven by then"),
         ),
         LadderWhy::AwaitingReboot {
@@ -203,16 +203,6 @@ pub(crate) fn next(d: &NodeDecision) -> Option<(Option<Timestamp>, Option<Action
         _ => return None,
     };
     Some((at, action, what))
-}
-
-fn step_action(s: Step) -> Action {
-    match s {
-        Step::RestartKubelet | Step::RestartContainerd => Action::Restart,
-        Step::Drain => Action::Drain,
-        Step::Reboot => Action::Reboot,
-        Step::PowerCycle => Action::PowerCycle,
-        Step::Replace => Action::Replace,
-    }
 }
 
 /// The ladder for people: one line of steps, then what the step waits for.
