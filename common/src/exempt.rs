@@ -49,7 +49,7 @@ mod tests {
     }
 
     #[test]
-    fn exemptions() {
+    fn a_pod_is_never_evicted_only_where_kube_system_or_criticality_says_so() {
         assert!(
             never_evicted(
                 "kube-system",

@@ -275,7 +275,7 @@ not json
     }
 
     #[test]
-    fn format_detection() {
+    fn the_input_format_is_told_from_its_first_line() {
         assert_eq!(InputFormat::detect("6,1,2,-;x"), InputFormat::Kmsg);
         assert_eq!(
             InputFormat::detect("{\"MESSAGE\":\"x\"}"),

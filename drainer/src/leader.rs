@@ -293,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn steps() {
+    fn the_next_step_follows_from_the_lease_its_holder_and_its_age() {
         let d = Duration::from_secs(15);
         assert_eq!(next_step(None, "a", t(0), d), Step::Create);
         assert_eq!(next_step(Some(&lease("a", 0)), "a", t(100), d), Step::Renew);

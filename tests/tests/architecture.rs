@@ -1,8 +1,9 @@
 //! The shape of the code, checked: imports point one way (no cycle among the modules of
 //! `drainer/src`, `detector/src` or `common/src`, tests excluded; no import up a crate's floors,
 //! [`FLOORS`]), files stay readable in one sitting (at most 600
-//! lines outside tests), functions at most 100 lines outside tests, and every module says in its first
-//! doc line what it holds and whether it is pure.
+//! lines outside tests), functions at most 100 lines outside tests, every module says in its first
+//! doc line what it holds and whether it is pure, and unit tests have one style in every crate
+//! (where they sit, how they are named).
 //!
 //! A module is a file (`a/mod.rs` is `a`; each binary's `main.rs` is `main`). An edge `a -> b` is a path `crate::b::...` (or
 //! `super::...`) used in `a`, resolved to the deepest module the path names; a name re-exported by a
@@ -680,4 +681,133 @@ fn print_graph() {
     for (m, e) in import_graph(&krate) {
         println!("{m} -> {}", e.into_iter().collect::<Vec<_>>().join(", "));
     }
+}
+
+/// Every `.rs` file under `src`, test files included.
+fn all_files(src: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What is wrong with the unit tests of one file (`name`, its text; `declared`: how its parent
+/// declares it, when it is a test file): one style in every crate.
+fn test_style(name: &str, text: &str, declared: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let stem = name
+        .rsplit('/')
+        .next()
+        .unwrap_or(name)
+        .trim_end_matches(".rs");
+    let test_file = stem == "tests" || stem.ends_with("_tests");
+    if test_file && declared.is_none_or(|d| !d.contains("#[cfg(test)]")) {
+        out.push(format!(
+            "{name}: a test file its parent does not declare under #[cfg(test)]"
+        ));
+    }
+    let module = text.find("\nmod tests {");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut at = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let line_start = at;
+        at += l.len() + 1;
+        let l = l.trim();
+        if !(l == "#[test]" || l.starts_with("#[tokio::test")) {
+            continue;
+        }
+        if !test_file && module.is_none_or(|m| m > line_start) {
+            out.push(format!(
+                "{name}:{}: a test outside `mod tests` (or a tests.rs / <topic>_tests.rs file)",
+                i + 1
+            ));
+        }
+        let f = lines[i + 1..]
+            .iter()
+            .map(|l| l.trim())
+            .find(|l| l.contains("fn "));
+        let Some(f) = f else { continue };
+        let test = f
+            .split("fn ")
+            .nth(1)
+            .unwrap_or("")
+            .split('(')
+            .next()
+            .unwrap_or("");
+        if test.split('_').count() < 4 {
+            out.push(format!(
+                "{name}:{}: `{test}`: a test is named as a sentence saying what holds (four words or more)",
+                i + 1
+            ));
+        }
+    }
+    out
+}
+
+/// Unit tests have one style in all three crates: in `mod tests` at the end of their module, or in
+/// a `tests.rs` or `<topic>_tests.rs` beside it declared under `#[cfg(test)]`; each named as a
+/// sentence saying what holds.
+#[test]
+fn unit_tests_have_one_style_in_every_crate() {
+    let mut report = Vec::new();
+    for krate in ["drainer", "detector", "common"] {
+        let src = crate_src(krate);
+        for file in all_files(&src) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let name = file.strip_prefix(&src).unwrap().display().to_string();
+            let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+            // Declared by `dir.rs` or `dir/mod.rs` beside the file (or `lib.rs`/`main.rs`).
+            let dir = file.parent().unwrap();
+            let parents = [
+                dir.with_extension("rs"),
+                dir.join("mod.rs"),
+                dir.join("lib.rs"),
+                dir.join("main.rs"),
+            ];
+            // Or, for a file's own tests kept beside it, `#[path = "x_tests.rs"] mod tests;` in
+            // the sibling it tests.
+            let sibling = dir.join(format!("{}.rs", stem.trim_end_matches("_tests")));
+            let by_path = format!("#[path = \"{stem}.rs\"]");
+            let declared = parents.iter().find_map(|p| {
+                let t = std::fs::read_to_string(p).ok()?;
+                let i = t.find(&format!("mod {stem};"))?;
+                Some(t[i.saturating_sub(40)..i].to_string())
+            });
+            let declared = declared.or_else(|| {
+                let t = std::fs::read_to_string(&sibling).ok()?;
+                let i = t.find(&by_path)?;
+                Some(t[i.saturating_sub(40)..i].to_string())
+            });
+            report.extend(test_style(
+                &format!("{krate}/src/{name}"),
+                &text,
+                declared.as_deref(),
+            ));
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+#[test]
+fn the_test_style_check_finds_a_stray_test_a_short_name_and_an_undeclared_file() {
+    let ok = "fn f() {}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn a_thing_holds_as_said() {}\n}\n";
+    assert!(test_style("a.rs", ok, None).is_empty());
+    let stray = "#[test]\nfn a_thing_holds_as_said() {}\n";
+    assert_eq!(test_style("a.rs", stray, None).len(), 1);
+    let short =
+        "\nmod tests {\n    #[tokio::test(start_paused = true)]\n    async fn steps() {}\n}\n";
+    assert!(test_style("a.rs", short, None)[0].contains("`steps`"));
+    let file = "#[test]\nfn a_thing_holds_as_said() {}\n";
+    assert!(test_style("x_tests.rs", file, Some("#[cfg(test)]\n")).is_empty());
+    assert_eq!(test_style("x_tests.rs", file, Some("\n")).len(), 1);
 }

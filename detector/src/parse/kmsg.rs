@@ -263,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn rejects_malformed_records() {
+    fn a_malformed_kmsg_record_is_an_error() {
         for bad in [
             &b"no semicolon"[..],
             b"x,1,2,-;m",

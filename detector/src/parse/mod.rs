@@ -90,7 +90,7 @@ pub(crate) fn skip_line(input: &mut impl std::io::BufRead) -> std::io::Result<(u
 }
 
 #[cfg(test)]
-mod read_line_tests {
+mod tests {
     use super::read_line;
     use std::io::BufReader;
 

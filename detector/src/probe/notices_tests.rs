@@ -80,7 +80,7 @@ fn azure_events_for_this_machine_only_and_no_freeze() {
 }
 
 #[test]
-fn gcp_values() {
+fn gcps_maintenance_and_preemption_values_are_read_as_it_documents_them() {
     assert_eq!(gcp_maintenance("NONE"), None);
     assert_eq!(
         gcp_maintenance("TERMINATE_ON_HOST_MAINTENANCE")

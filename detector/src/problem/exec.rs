@@ -177,7 +177,7 @@ rules:
     }
 
     #[test]
-    fn npd_condition_cases() {
+    fn a_checks_exit_codes_move_the_condition_as_npds_custom_plugins_do() {
         let mut s = state(false);
         let got = run(
             &mut s,

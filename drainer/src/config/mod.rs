@@ -384,7 +384,7 @@ mod tests {
     }
 
     #[test]
-    fn budgets() {
+    fn a_budget_is_a_count_or_a_share_never_below_one() {
         assert_eq!("3".parse::<Budget>().unwrap().limit(100), 3);
         assert_eq!("10%".parse::<Budget>().unwrap().limit(100), 10);
         assert_eq!(

@@ -174,7 +174,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_draino_forms() {
+    fn a_condition_is_read_in_each_of_drainos_forms_and_a_bad_one_refused() {
         let c: ConditionSpec = "KernelDeadlock".parse().unwrap();
         assert_eq!(
             (c.type_.as_str(), c.status, c.min_duration),

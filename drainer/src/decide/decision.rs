@@ -446,7 +446,7 @@ impl DrainJob {
 }
 
 #[cfg(test)]
-mod action_words {
+mod tests {
     #[test]
     fn an_action_is_said_as_the_plan_writes_it() {
         use super::Action;

@@ -128,7 +128,7 @@ mod tests {
     const TH: Duration = Duration::from_secs(120);
 
     #[test]
-    fn table_of_pods() {
+    fn stale_is_running_with_ready_containers_and_gates_met_but_marked_unready() {
         let n = [node("True", 0)];
         let cases: Vec<(PodInfo, bool)> = vec![
             (pod("stale", "Running", "False", "True", json!({})), true),

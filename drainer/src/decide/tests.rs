@@ -505,7 +505,7 @@ fn skip_drain_cordons_only() {
 }
 
 #[test]
-fn pod_rules() {
+fn each_kind_of_pod_is_evicted_skipped_or_blocks_as_the_rules_say() {
     let c = cfg();
     let cases: Vec<(Pod, PodAction, &str)> = vec![
         (pod("rs", "n", json!({})), PodAction::Evict, "evictable"),

@@ -807,7 +807,7 @@ mod tests {
     }
 
     #[test]
-    fn label_selectors() {
+    fn a_label_selector_matches_as_kubectl_reads_it_and_refuses_a_bad_key() {
         let s = Selector::labels("pool=blue,!gpu,zone").unwrap();
         assert!(
             s.matches(&node(&[("pool", "blue"), ("zone", "a")]))
