@@ -21,33 +21,22 @@ fn crate_src(name: &str) -> PathBuf {
 /// Every `.rs` file under `src` but test files, as (module path, file).
 fn modules(src: &Path) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            if p.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
-            let rel = p.strip_prefix(src).unwrap().with_extension("");
-            let mut parts: Vec<String> = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            let last = parts.last().cloned().unwrap_or_default();
-            // The binaries' `main.rs` are checked like every other file (a few lines each: the
-            // command lines are library modules).
-            if last == "tests" {
-                continue;
-            }
-            if last == "mod" || (parts.len() == 1 && last == "lib") {
-                parts.pop();
-            }
-            out.push((parts.join("::"), p));
+    for p in all_files(src) {
+        let rel = p.strip_prefix(src).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let last = parts.last().cloned().unwrap_or_default();
+        // The binaries' `main.rs` are checked like every other file (a few lines each: the
+        // command lines are library modules).
+        if last == "tests" {
+            continue;
         }
+        if last == "mod" || (parts.len() == 1 && last == "lib") {
+            parts.pop();
+        }
+        out.push((parts.join("::"), p));
     }
     out.sort();
     out
