@@ -111,12 +111,14 @@ impl<C: Cluster> Controller<C> {
                 self.record.node(&node, o).await;
             }
             self.written(&node, &w.decision.effect, ok, now);
-            done.push(Done {
-                node,
-                why: w.decision.why,
-                effect: w.decision.effect,
-                ok,
-            });
+            if self.tap.is_some() {
+                done.push(Done {
+                    node,
+                    why: w.decision.why,
+                    effect: w.decision.effect,
+                    ok,
+                });
+            }
         }
         self.tails.current = Tail::start(
             self.tails.current.take(),
@@ -141,8 +143,6 @@ impl<C: Cluster> Controller<C> {
             if let Some(b) = d.why.budget() {
                 self.record.metrics().budget_wait(b);
             }
-            let pace = pace_note(&d, &view, &self.cfg);
-            let ended = ended_now(&d, &view, &self.cfg, now);
             match d.effect {
                 Effect::Nothing => {}
                 Effect::Drain(_) => work.drains.push(d),
@@ -155,6 +155,9 @@ impl<C: Cluster> Controller<C> {
                     self.fleet.wake_at(&d.node, again);
                 }
                 _ => {
+                    // What its writing makes known, worked out for what is written only.
+                    let pace = pace_note(&d, &view, &self.cfg);
+                    let ended = ended_now(&d, &view, &self.cfg, now);
                     let view = latest_to_write(view, self.observed.node(&d.node));
                     work.writes.push(Write {
                         decision: d,

@@ -88,15 +88,7 @@ impl Action {
             self.to_string()
         }
     }
-}
 
-impl std::fmt::Display for Action {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Action {
     /// As `drainer plan` writes it (`none`, `cordon`, ...).
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -115,6 +107,12 @@ impl Action {
             Action::Replace => "replace",
             Action::Escalate => "escalate",
         }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
