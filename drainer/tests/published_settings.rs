@@ -259,7 +259,12 @@ async fn the_plan_decides_with_the_running_drainers_settings_and_follows_a_reloa
 /// the node only the forgery selects is not.
 #[tokio::test]
 async fn forged_published_settings_change_nothing_the_drainer_does() {
-    let cluster = Cluster::new().await;
+    for cluster in Cluster::each_release().await {
+        forged_published_settings_change_nothing_the_drainer_does_on(cluster).await;
+    }
+}
+
+async fn forged_published_settings_change_nothing_the_drainer_does_on(cluster: Cluster) {
     let pool = cluster.name("pool");
     let ours = cluster
         .create_node_with("ours", json!({"nodemedic.test/pool": pool}))

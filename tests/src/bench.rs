@@ -108,10 +108,10 @@ impl Backend {
         }
     }
 
-    pub fn describe(&self) -> &'static str {
+    pub fn describe(&self) -> String {
         match self {
-            Backend::Real(_) => "real kube-apiserver v1.26",
-            Backend::Fake(_) => "the test API server (no real control plane here)",
+            Backend::Real(plane) => format!("real kube-apiserver {}", plane.release),
+            Backend::Fake(_) => "the test API server (no real control plane here)".into(),
         }
     }
 

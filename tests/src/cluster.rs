@@ -108,11 +108,31 @@ impl Cluster {
         ONCE.call_once(|| {
             envtest::say(&format!(
                 "note: scenarios run against the test API server, not a real control plane: set {} \
-                 (KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest)) to run them for real",
+                 or run build/kubernetes.sh to run them on a real kube-apiserver",
                 envtest::ASSETS_ENV
             ))
         });
         Cluster::fake().await
+    }
+
+    /// One cluster per supported release built here (newest first), for the scenarios that prove a
+    /// safety or security claim: each runs its attack on every one. The test API server alone where no
+    /// real control plane is built (outside CI).
+    pub async fn each_release() -> Vec<Cluster> {
+        let planes = envtest::shared_planes();
+        if planes.is_empty() {
+            return vec![Cluster::new().await];
+        }
+        crate::debug_dump::watch_logs();
+        planes.into_iter().map(Cluster::on).collect()
+    }
+
+    /// The release this cluster runs (`v1.37.2`), or `test API server`.
+    pub fn release(&self) -> &str {
+        match self.plane {
+            Some(p) => &p.release,
+            None => "test API server",
+        }
     }
 
     /// On a control plane of the scenario's own (e.g. one whose controller manager it restarts).

@@ -1,11 +1,14 @@
-//! A real control plane for scenarios, the envtest way: `KUBEBUILDER_ASSETS` names a folder holding
-//! `etcd`, `kube-apiserver` and (optionally) `kube-controller-manager`; `../shared/envtest/setup.sh DIR`
-//! lays one out here, and controller-runtime's `setup-envtest use <version> -p path` does elsewhere.
+//! A real control plane for scenarios, the envtest way: a folder holding `etcd`, `kube-apiserver`,
+//! `kube-controller-manager`, `kube-scheduler` and `kubelet`. `build/kubernetes.sh` builds them from the
+//! Go module `k8s.io/kubernetes` for each release the project supports (`build/kubernetes-releases`),
+//! cached outside the clone; `KUBEBUILDER_ASSETS` names another folder (controller-runtime's convention).
 //!
-//! [`shared`] starts one control plane per test binary on free loopback ports (scenarios keep apart
-//! by unique names); [`ControlPlane::start`] starts a private one (the Kosmos flap restarts its
-//! controller manager). Every request that changes something is in the API server's audit log, which
-//! [`ControlPlane::audit`] reads: that is how scenarios count writes at the API server itself.
+//! [`shared`] starts one control plane per test binary on free loopback ports, of the newest supported
+//! release (scenarios keep apart by unique names); [`shared_oldest`] one of the oldest, for the
+//! scenarios that prove a safety claim on both; [`ControlPlane::start`] starts a private one (the Kosmos
+//! flap restarts its controller manager). Every request that changes something is in the API server's
+//! audit log, which [`ControlPlane::audit`] reads: that is how scenarios count writes at the API server
+//! itself.
 //!
 //! The processes are started from one long-lived thread with `PR_SET_PDEATHSIG`, so they die with the
 //! test binary even though a shared plane is never dropped (the signal fires when the *thread* that
@@ -21,6 +24,9 @@ use serde_json::Value;
 
 /// The environment variable naming the binaries' folder (controller-runtime's convention).
 pub const ASSETS_ENV: &str = "KUBEBUILDER_ASSETS";
+/// The environment variable naming the folder of the oldest supported release's binaries (else the
+/// build cache's).
+pub const OLDEST_ASSETS_ENV: &str = "NODEMEDIC_KUBE_OLDEST_ASSETS";
 
 /// The token the tests' own client uses (`system:masters`).
 const ADMIN_TOKEN: &str = "nodemedic-test-admin";
@@ -29,10 +35,82 @@ const ADMIN_TOKEN: &str = "nodemedic-test-admin";
 const KCM_TOKEN: &str = "nodemedic-test-kcm";
 pub const KCM_USER: &str = "system:kube-controller-manager";
 
-/// The folder from `KUBEBUILDER_ASSETS`, when it holds etcd and kube-apiserver.
-pub fn assets() -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os(ASSETS_ENV)?);
+/// The releases the project supports and CI tests, newest first (`build/kubernetes-releases`).
+pub fn releases() -> Vec<&'static str> {
+    include_str!("../../build/kubernetes-releases")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// Where `build/kubernetes.sh` caches a release's binaries.
+pub fn cache_dir(release: &str) -> Option<PathBuf> {
+    let base = match std::env::var_os("NODEMEDIC_KUBE_CACHE") {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(d) => PathBuf::from(d).join("nodemedic/kubernetes"),
+            None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/nodemedic/kubernetes"),
+        },
+    };
+    Some(base.join(release))
+}
+
+fn usable(dir: PathBuf) -> Option<PathBuf> {
     (dir.join("etcd").exists() && dir.join("kube-apiserver").exists()).then_some(dir)
+}
+
+/// The folder of the newest supported release: `KUBEBUILDER_ASSETS`, else the build cache's. In CI
+/// (`CI` set) a missing one is an error, never a quiet fall back to the test API server.
+pub fn assets() -> Option<PathBuf> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let found = match std::env::var_os(ASSETS_ENV) {
+                Some(d) => usable(PathBuf::from(d)),
+                None => cache_dir(releases()[0]).and_then(usable),
+            };
+            if found.is_none() && std::env::var_os("CI").is_some() {
+                panic!(
+                    "CI needs a real control plane: no etcd and kube-apiserver in {ASSETS_ENV} or in the build cache; \
+                     run build/kubernetes.sh first"
+                );
+            }
+            found
+        })
+        .clone()
+}
+
+/// The folder of the oldest supported release, when built (`build/kubernetes.sh` builds both).
+pub fn oldest_assets() -> Option<PathBuf> {
+    let rel = *releases().last()?;
+    match std::env::var_os(OLDEST_ASSETS_ENV) {
+        Some(d) => usable(PathBuf::from(d)),
+        None => cache_dir(rel).and_then(usable),
+    }
+}
+
+/// The release of the kube-apiserver in `assets` (`v1.37.2`), from its `--version`.
+pub fn release_of(assets: &Path) -> String {
+    let out = Command::new(assets.join("kube-apiserver"))
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.split_whitespace()
+        .last()
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+/// The minor version of a release (`v1.37.2` -> 37); 0 when it cannot be read.
+pub fn minor_of(release: &str) -> u32 {
+    release
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Print that `scenario` is skipped because no control plane binaries are available, and how to get them.
@@ -43,8 +121,7 @@ pub fn assets() -> Option<PathBuf> {
 pub fn say_skipped(scenario: &str, needs: &str) {
     say(&format!(
         "skipped {scenario}: it needs {needs}, which the test API server does not stand in for; set {ASSETS_ENV} to a folder with etcd, kube-apiserver \
-         and kube-controller-manager (here: KUBEBUILDER_ASSETS=$(../shared/envtest/setup.sh target/envtest); \
-         elsewhere: setup-envtest use 1.26.0 -p path)"
+         and kube-controller-manager, or run build/kubernetes.sh, which builds them into its cache"
     ));
 }
 
@@ -81,6 +158,8 @@ impl Default for KcmOptions {
 pub struct ControlPlane {
     /// `https://127.0.0.1:PORT`
     pub url: String,
+    /// The release its kube-apiserver says it is (`v1.37.2`).
+    pub release: String,
     etcd_port: u16,
     api_port: u16,
     dir: PathBuf,
@@ -91,13 +170,53 @@ pub struct ControlPlane {
 }
 
 static SHARED: OnceLock<Option<ControlPlane>> = OnceLock::new();
+static SHARED_OLDEST: OnceLock<Option<ControlPlane>> = OnceLock::new();
 
-/// The control plane shared by the scenarios of this test binary (with a controller manager running
-/// node lifecycle, disruption and the garbage collector), or `None` without `KUBEBUILDER_ASSETS`.
+/// The control plane of the newest supported release shared by the scenarios of this test binary
+/// (with a controller manager running node lifecycle, disruption and the garbage collector), or `None`
+/// without the binaries.
 pub fn shared() -> Option<&'static ControlPlane> {
     SHARED
-        .get_or_init(|| assets().map(|a| ControlPlane::start(&a, Some(KcmOptions::default()))))
+        .get_or_init(|| {
+            assets().map(|a| {
+                let plane = ControlPlane::start(&a, Some(KcmOptions::default()));
+                say(&format!(
+                    "note: scenarios run on a real kube-apiserver {} ({})",
+                    plane.release,
+                    a.display()
+                ));
+                plane
+            })
+        })
         .as_ref()
+}
+
+/// The same for the oldest supported release: the scenarios that prove a safety or security claim
+/// run on it too. `None` where it is not built; in CI that is an error.
+pub fn shared_oldest() -> Option<&'static ControlPlane> {
+    SHARED_OLDEST
+        .get_or_init(|| {
+            let found = oldest_assets();
+            if found.is_none() && std::env::var_os("CI").is_some() {
+                panic!("CI needs the oldest supported release's control plane too; run build/kubernetes.sh first");
+            }
+            found.map(|a| {
+                let plane = ControlPlane::start(&a, Some(KcmOptions::default()));
+                say(&format!(
+                    "note: the safety scenarios run on kube-apiserver {} too ({})",
+                    plane.release,
+                    a.display()
+                ));
+                plane
+            })
+        })
+        .as_ref()
+}
+
+/// Every supported release's shared plane that is built here, newest first (the safety scenarios
+/// loop over them).
+pub fn shared_planes() -> Vec<&'static ControlPlane> {
+    shared().into_iter().chain(shared_oldest()).collect()
 }
 
 impl ControlPlane {
@@ -132,8 +251,10 @@ impl ControlPlane {
             &dir.join("etcd.log"),
         );
         write_files(&dir);
+        let release = release_of(assets);
         let apiserver = spawn_apiserver(
             assets,
+            &release,
             &dir,
             etcd_port,
             api_port,
@@ -141,6 +262,7 @@ impl ControlPlane {
         );
         let plane = ControlPlane {
             url: format!("https://127.0.0.1:{api_port}"),
+            release,
             etcd_port,
             api_port,
             dir,
@@ -187,6 +309,12 @@ impl ControlPlane {
         self.build_client(token, None)
     }
 
+    /// A client presenting `token` as is (a ServiceAccount token from the TokenRequest API, say):
+    /// the API server authenticates it, with whatever claims it carries.
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
+        self.build_client_agent(token, None, "nodemedic-tests")
+    }
+
     /// An admin client whose requests carry `user_agent` (the audit log tells them apart).
     pub fn client_with_agent(&self, user_agent: &str) -> kube::Client {
         self.build_client_agent(ADMIN_TOKEN, None, user_agent)
@@ -231,7 +359,7 @@ impl ControlPlane {
         }
         if !self.assets.join("kube-controller-manager").exists() {
             panic!(
-                "{} has no kube-controller-manager (../shared/envtest/setup.sh lays it out)",
+                "{} has no kube-controller-manager (build/kubernetes.sh builds it)",
                 self.assets.display()
             );
         }
@@ -289,6 +417,7 @@ impl ControlPlane {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let child = spawn_apiserver(
             &self.assets,
+            &self.release,
             &self.dir,
             self.etcd_port,
             self.api_port,
@@ -504,9 +633,26 @@ fn clean_stale_dirs() {
 }
 
 /// kube-apiserver on `api_port` over the etcd on `etcd_port`, its files in `dir`.
-fn spawn_apiserver(assets: &Path, dir: &Path, etcd_port: u16, api_port: u16, log: &Path) -> Child {
+fn spawn_apiserver(
+    assets: &Path,
+    release: &str,
+    dir: &Path,
+    etcd_port: u16,
+    api_port: u16,
+    log: &Path,
+) -> Child {
+    let mut cmd = Command::new(assets.join("kube-apiserver"));
+    if minor_of(release) < 30 {
+        // ValidatingAdmissionPolicy is alpha before 1.30 (deploy/own-node-policy is tested with it).
+        cmd.args([
+            "--feature-gates",
+            "ValidatingAdmissionPolicy=true",
+            "--runtime-config",
+            "admissionregistration.k8s.io/v1alpha1=true",
+        ]);
+    }
     spawn(
-        Command::new(assets.join("kube-apiserver"))
+        cmd
             .args([
                 "--etcd-servers",
                 &format!("http://127.0.0.1:{etcd_port}"),
@@ -518,18 +664,19 @@ fn spawn_apiserver(assets: &Path, dir: &Path, etcd_port: u16, api_port: u16, log
                 "https://kubernetes.default.svc",
                 "--service-cluster-ip-range",
                 "10.0.0.0/24",
+                // As kubeadm sets them up: the Node authorizer and NodeRestriction confine each
+                // kubelet (and a detector with its node's credential) to its own Node.
                 "--authorization-mode",
-                "RBAC",
+                "Node,RBAC",
+                "--enable-admission-plugins",
+                "NodeRestriction",
+                // As every cluster that runs a node agent: the detector's DaemonSet is privileged.
+                "--allow-privileged=true",
                 "--audit-log-mode",
                 "blocking",
                 // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
                 "--disable-admission-plugins",
                 "ServiceAccount",
-                // ValidatingAdmissionPolicy is alpha in v1.26 (deploy/own-node-policy is tested with it).
-                "--feature-gates",
-                "ValidatingAdmissionPolicy=true",
-                "--runtime-config",
-                "admissionregistration.k8s.io/v1alpha1=true",
             ])
             .arg("--cert-dir")
             .arg(dir.join("certs"))

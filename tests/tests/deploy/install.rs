@@ -1,7 +1,7 @@
-//! Installing with kustomize as docs/install.md says: each Kubernetes version's documented line run
-//! with real kubectl against the test API server answering as that version (all or nothing: on a
-//! cluster too old for a component, nothing is created), and the components of `deploy/components`
-//! combined with real `kubectl kustomize`: every pair, all of them, and the documented example.
+//! Installing with kustomize as docs/install.md says: the documented line run with real kubectl
+//! against real control planes of the oldest and newest supported releases (it installs whole, and
+//! changes nothing where one object is refused), and the components of `deploy/components` combined
+//! with real `kubectl kustomize`: every pair, all of them, and the documented example.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::checks::*;
 use crate::render::*;
@@ -29,20 +29,15 @@ fn documented_line(row: &str) -> String {
         .to_string()
 }
 
-/// Run `line` (`kubectl ... && kubectl ...`) as a shell would, with `kubeconfig`; whether it
-/// succeeded, and what kubectl said on stderr. `--validate=false` is added to each apply: the
-/// test API server serves no OpenAPI document, which kubectl's client-side schema check reads
-/// (the refusal tested here comes from discovery, which it serves).
-fn run_line(line: &str, kubeconfig: &Path) -> (bool, String) {
+/// Run `line` (`kubectl ... && kubectl ...`) as a shell would, with `kubeconfig` and the release's
+/// own kubectl from `bin`; whether it succeeded, and what kubectl said on stderr.
+fn run_line(line: &str, kubeconfig: &Path, bin: &Path) -> (bool, String) {
     let mut said = String::new();
     for part in line.split(" && ") {
         let mut words = part.split_whitespace();
         assert_eq!(words.next(), Some("kubectl"), "{line}");
-        let mut args: Vec<&str> = words.collect();
-        if let Some(i) = args.iter().position(|a| *a == "apply") {
-            args.insert(i + 1, "--validate=false");
-        }
-        let out = Command::new("kubectl")
+        let args: Vec<&str> = words.collect();
+        let out = Command::new(bin.join("kubectl"))
             .args(&args)
             .current_dir(repo())
             .env("KUBECONFIG", kubeconfig)
@@ -84,91 +79,82 @@ async fn installed(client: &kube::Client) -> Vec<(&'static str, usize)> {
 }
 
 fn policies(client: &kube::Client) -> Api<DynamicObject> {
-    let gvk = kube::api::GroupVersionKind::gvk(
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingAdmissionPolicy",
-    );
+    admission(client, "ValidatingAdmissionPolicy")
+}
+
+fn bindings(client: &kube::Client) -> Api<DynamicObject> {
+    admission(client, "ValidatingAdmissionPolicyBinding")
+}
+
+fn admission(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
-fn kubectl_missing() -> bool {
-    Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-        && missing("kubectl", "it carries kustomize").is_none()
-}
-
+/// The documented line on a fresh control plane of each supported release built here: on one
+/// whose admission refuses one of the objects nothing is created; on a plain one everything is,
+/// the own-node policy with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_version_line_installs_all_or_nothing() {
-    if kubectl_missing() {
+async fn the_install_line_installs_whole_or_changes_nothing_on_each_supported_release() {
+    use nodemedic_tests::envtest::{self, ControlPlane};
+    let line = documented_line("1.34 to 1.37");
+    let releases: Vec<_> = envtest::assets().into_iter().chain(envtest::oldest_assets()).collect();
+    if releases.is_empty() {
+        envtest::say_skipped("the install line on real control planes", "real kube-apiservers of the supported releases");
         return;
     }
-    let (newer, older) = (
-        documented_line("1.30 and later"),
-        documented_line("1.26 to 1.29"),
-    );
     let dir = tempfile::tempdir().unwrap();
+    for (i, assets) in releases.iter().enumerate() {
+        // A control plane of its own: the line installs into kube-system under fixed names.
+        let plane = ControlPlane::start(assets, None);
+        let release = plane.release.clone();
+        let client = plane.client();
+        let kubeconfig = dir.path().join(format!("kubeconfig-{i}"));
+        plane.write_kubeconfig(&kubeconfig);
 
-    // 1.26: the 1.30 line creates nothing; the 1.26 line installs.
-    let old = nodemedic_tests::cluster::Cluster::fake().await;
-    old.fake.as_ref().unwrap().pretend_minor(26);
-    let kubeconfig = dir.path().join("old");
-    old.write_kubeconfig(&kubeconfig);
-    let (ok, said) = run_line(&newer, &kubeconfig);
-    assert!(!ok, "{newer} succeeded on 1.26");
-    assert!(
-        said.contains("no matches for kind \"ValidatingAdmissionPolicy\""),
-        "{said}"
-    );
-    let nothing = installed(&old.client).await;
-    assert!(nothing.iter().all(|(_, n)| *n == 0), "{nothing:?}");
-    let (ok, said) = run_line(&older, &kubeconfig);
-    assert!(ok, "{older}: {said}");
-    let ds = Api::<DaemonSet>::namespaced(old.client.clone(), "kube-system")
-        .get("nodemedic-detector")
-        .await
-        .unwrap();
-    let env = ds.spec.unwrap().template.spec.unwrap().containers[0]
-        .env
-        .clone()
-        .unwrap_or_default();
-    assert!(
-        env.iter().any(|e| e.name == "KUBECONFIG"),
-        "the node's credential"
-    );
-    let all = installed(&old.client).await;
-    assert!(all.iter().all(|(_, n)| *n > 0), "{all:?}");
+        // A cluster whose admission refuses one object (a policy of its own on ConfigMaps named
+        // like the drainer's): the dry run stops the line before anything is created.
+        let refuse = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": "refuse-drainer-config"},
+            "spec": {"failurePolicy": "Fail",
+                     "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                         "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                     "validations": [{"expression": "object.metadata.name != 'nodemedic-drainer-config'",
+                                      "message": "this cluster refuses the drainer's config"}]}});
+        let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "refuse-drainer-config"},
+            "spec": {"policyName": "refuse-drainer-config", "validationActions": ["Deny"]}});
+        policies(&client).create(&Default::default(), &serde_json::from_value(refuse).unwrap()).await.unwrap();
+        bindings(&client).create(&Default::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
+        let bin = assets.clone();
+        let mut said = String::new();
+        nodemedic_tests::cluster::eventually("the cluster's own policy to refuse", std::time::Duration::from_secs(60), || {
+            let (ok, s) = run_line(&line, &kubeconfig, &bin);
+            said = s.clone();
+            async move { (!ok && s.contains("refuses the drainer's config")).then_some(()) }
+        })
+        .await;
+        let nothing = installed(&client).await;
+        assert!(nothing.iter().all(|(_, n)| *n == 0), "{release}: {nothing:?} after {said}");
+        assert!(policies(&client).get("nodemedic-detector-own-node").await.is_err(), "{release}");
 
-    // What the dry run spares: a plain apply on 1.26 leaves the workloads without the policy.
-    let plain = nodemedic_tests::cluster::Cluster::fake().await;
-    plain.fake.as_ref().unwrap().pretend_minor(26);
-    let kubeconfig = dir.path().join("plain");
-    plain.write_kubeconfig(&kubeconfig);
-    let second = newer.split(" && ").nth(1).unwrap().to_string();
-    assert!(!second.contains("dry-run"), "{second}");
-    let (ok, _) = run_line(&second, &kubeconfig);
-    assert!(!ok);
-    let half = installed(&plain.client).await;
-    assert!(
-        half.iter().any(|(k, n)| *k == "DaemonSet" && *n == 1),
-        "{half:?}"
-    );
-
-    // 1.30: the 1.30 line installs, the policy with it.
-    let new = nodemedic_tests::cluster::Cluster::fake().await;
-    let kubeconfig = dir.path().join("new");
-    new.write_kubeconfig(&kubeconfig);
-    let (ok, said) = run_line(&newer, &kubeconfig);
-    assert!(ok, "{newer}: {said}");
-    policies(&new.client)
-        .get("nodemedic-detector-own-node")
-        .await
-        .expect("the own-node policy");
-    let all = installed(&new.client).await;
-    assert!(all.iter().all(|(_, n)| *n > 0), "{all:?}");
+        // Without it, the line installs everything, the own-node policy with it.
+        bindings(&client).delete("refuse-drainer-config", &Default::default()).await.unwrap();
+        policies(&client).delete("refuse-drainer-config", &Default::default()).await.unwrap();
+        let mut said = String::new();
+        nodemedic_tests::cluster::eventually("the line to install", std::time::Duration::from_secs(60), || {
+            let (ok, s) = run_line(&line, &kubeconfig, &bin);
+            said = s.clone();
+            async move { ok.then_some(()) }
+        })
+        .await;
+        policies(&client)
+            .get("nodemedic-detector-own-node")
+            .await
+            .unwrap_or_else(|e| panic!("{release}: the own-node policy: {e}; kubectl said {said}"));
+        let all = installed(&client).await;
+        assert!(all.iter().all(|(_, n)| *n > 0), "{release}: {all:?}");
+    }
 }
 
 /// Whether `component`'s change is in `objects`.

@@ -1,12 +1,10 @@
 //! The own-node policy (deploy/own-node-policy, part of deploy/; Helm `detector.ownNodeOnly: auto`):
 //! rendered the same by both, attacked with the detector's own token on the test API server (which
-//! evaluates it), and enforced by a real kube-apiserver where one is at hand.
-//!
-//! The harness's kube-apiserver is v1.26: ValidatingAdmissionPolicy is alpha there (the harness turns
-//! its feature gate on) and service account tokens carry no node-name claim yet (1.30+). So the
-//! scenario serves the shipped policy as `v1alpha1` (without `validationActions`, which v1alpha1 does
-//! not have: its bindings always deny) and gives the detector's user the claim by impersonation
-//! (`Impersonate-Extra-authentication.kubernetes.io%2fnode-name`), as a 1.30+ token would carry it.
+//! evaluates it), and enforced by real kube-apiservers of the oldest and newest supported releases:
+//! there the shipped policy is installed as it is (renamed, and matching the scenario's own
+//! ServiceAccount, so scenarios sharing the control plane are not its business), and the detector's
+//! token is a real one from the TokenRequest API, bound to a pod on its node, carrying the
+//! `authentication.kubernetes.io/node-name` claim the policy reads.
 
 use std::time::Duration;
 
@@ -126,42 +124,17 @@ fn helm_notes_name_cluster_wide_mode_when_the_policy_is_off() {
     assert!(notes.contains("WARNING: cluster-wide mode"), "{notes}");
 }
 
-/// The shipped policy as v1.26's `v1alpha1` takes it, matching user `...:<id>` under name `id`:
-/// v1alpha1 has neither `matchConditions` (1.27) nor `variables` (1.28) nor `validationActions`
-/// (its bindings always deny), so the variables are written out where they are used and each
-/// validation passes any other user, as the match condition would.
-fn for_v1alpha1(shipped: &[Value], id: &str) -> (Value, Value) {
+/// The shipped policy and its binding, renamed `id` and matching the ServiceAccount `id` instead of
+/// `nodemedic-detector` (in any namespace, as shipped); every rule as it ships.
+fn renamed(shipped: &[Value], id: &str) -> (Value, Value) {
     let (mut policy, mut binding) = (shipped[0].clone(), shipped[1].clone());
-    let spec = policy["spec"].as_object_mut().unwrap();
-    let mut vars: Vec<(String, String)> = Vec::new();
-    for v in spec.remove("variables").unwrap().as_array().unwrap() {
-        let mut expr = v["expression"].as_str().unwrap().to_string();
-        for (name, e) in &vars {
-            expr = expr.replace(&format!("variables.{name}"), &format!("({e})"));
-        }
-        vars.push((v["name"].as_str().unwrap().to_string(), expr));
-    }
-    let matched = spec.remove("matchConditions").unwrap()[0]["expression"]
-        .as_str()
-        .unwrap()
-        .replace("':nodemedic-detector'", &format!("':{id}'"));
-    for v in spec["validations"].as_array_mut().unwrap() {
-        let mut expr = v["expression"].as_str().unwrap().to_string();
-        for (name, e) in &vars {
-            expr = expr.replace(&format!("variables.{name}"), &format!("({e})"));
-        }
-        assert!(!expr.contains("variables."), "{expr}");
-        v["expression"] = json!(format!("!({matched}) || ({expr})"));
-    }
-    policy["apiVersion"] = json!("admissionregistration.k8s.io/v1alpha1");
+    let conditions = policy["spec"]["matchConditions"].as_array_mut().unwrap();
+    let matched = conditions[0]["expression"].as_str().unwrap();
+    assert!(matched.contains("'nodemedic-detector'"), "{matched}");
+    conditions[0]["expression"] = json!(matched.replace("'nodemedic-detector'", &format!("'{id}'")));
     policy["metadata"]["name"] = json!(id);
-    binding["apiVersion"] = json!("admissionregistration.k8s.io/v1alpha1");
     binding["metadata"]["name"] = json!(id);
     binding["spec"]["policyName"] = json!(id);
-    binding["spec"]
-        .as_object_mut()
-        .unwrap()
-        .remove("validationActions");
     (policy, binding)
 }
 
@@ -205,67 +178,89 @@ fn attacks() -> Vec<(&'static str, Value, &'static str)> {
     ]
 }
 
-/// PATCH a node's status as `user`, with the node-name claim `claim` if any.
-async fn patch_status_as(
-    cluster: &Cluster,
-    user: &str,
-    claim: Option<&str>,
-    node: &str,
-) -> Result<(), kube::Error> {
-    patch_as(cluster, user, claim, node, &condition_patch()).await
+/// PATCH a node's status with `client`, as the detector writes it.
+async fn patch_status_as(client: &kube::Client, node: &str) -> Result<(), kube::Error> {
+    patch_as(client, node, &condition_patch()).await
 }
 
-/// PATCH `body` onto a node's status as `user`, with the node-name claim `claim` if any.
-async fn patch_as(
-    cluster: &Cluster,
-    user: &str,
-    claim: Option<&str>,
-    node: &str,
-    body: &Value,
-) -> Result<(), kube::Error> {
-    let mut req = Request::patch(format!("/api/v1/nodes/{node}/status"))
+/// PATCH `body` onto a node's status with `client`.
+async fn patch_as(client: &kube::Client, node: &str, body: &Value) -> Result<(), kube::Error> {
+    let req = Request::patch(format!("/api/v1/nodes/{node}/status"))
         .header("Content-Type", "application/strategic-merge-patch+json")
-        .header("Impersonate-User", user)
-        .header("Impersonate-Group", "system:serviceaccounts")
-        .header("Impersonate-Group", "system:authenticated");
-    if let Some(c) = claim {
-        req = req.header(
-            "Impersonate-Extra-authentication.kubernetes.io%2fnode-name",
-            c,
-        );
-    }
-    cluster
-        .client
-        .request_text(req.body(serde_json::to_vec(body).unwrap()).unwrap())
-        .await
-        .map(drop)
+        .body(serde_json::to_vec(body).unwrap())
+        .unwrap();
+    client.request_text(req).await.map(drop)
 }
 
 fn denied_by_policy(r: &Result<(), kube::Error>) -> bool {
     matches!(r, Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("only the status of the node it runs on"))
 }
 
+/// A token for ServiceAccount `sa` in `ns` from the TokenRequest API, bound to `pod` when given
+/// (the API server then writes the pod's node into its claims).
+async fn token(cluster: &Cluster, ns: &str, sa: &str, pod: Option<(&str, &str)>) -> String {
+    let mut spec = json!({"expirationSeconds": 3600});
+    if let Some((name, uid)) = pod {
+        spec["boundObjectRef"] = json!({"kind": "Pod", "apiVersion": "v1", "name": name, "uid": uid});
+    }
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+    let req = Request::post(format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let answer: Value = serde_json::from_str(&cluster.client.request_text(req).await.expect("a token")).unwrap();
+    answer["status"]["token"].as_str().expect("status.token").to_string()
+}
+
+/// POST `object` to `path` as the admin; what the API server stored.
+async fn create(client: &kube::Client, path: &str, object: Value) -> Value {
+    let req = Request::post(path)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&object).unwrap())
+        .unwrap();
+    let text = client
+        .request_text(req)
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
 #[tokio::test]
 async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
-    let Some(plane) = envtest::shared() else {
+    let planes = envtest::shared_planes();
+    if planes.is_empty() {
         envtest::say_skipped(
             "the own-node policy on the real control plane",
-            "kube-apiserver's own ValidatingAdmissionPolicy evaluation (the tests above check the policy on the test API server's)",
+            "kube-apiserver's own ValidatingAdmissionPolicy evaluation and real ServiceAccount tokens (the tests below check the policy on the test API server's)",
         );
         return;
-    };
-    let cluster = Cluster::on(plane);
+    }
+    for plane in planes {
+        own_node_policy_on(Cluster::on(plane)).await;
+    }
+}
+
+async fn own_node_policy_on(cluster: Cluster) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let release = cluster.release().to_string();
     let own = cluster.create_node("own").await;
     let other = cluster.create_node("other").await;
     let id = cluster.name("vap");
-    let user = format!("system:serviceaccount:kube-system:{id}");
+    let ns = id.clone();
+    let else_sa = format!("{id}-else");
+    create(&cluster.client, "/api/v1/namespaces", json!({"metadata": {"name": ns}})).await;
+    for sa in [&id, &else_sa] {
+        let path = format!("/api/v1/namespaces/{ns}/serviceaccounts");
+        create(&cluster.client, &path, json!({"metadata": {"name": sa}})).await;
+    }
 
-    // The shipped policy, for this scenario's user and under unique names, as v1.26 takes it.
+    // The shipped policy, for this scenario's ServiceAccount and under unique names.
     let shipped = docs(&repo().join(nodemedic_tests::admission::OWN_NODE_POLICY));
-    let (policy, binding) = for_v1alpha1(&shipped, &id);
+    let (policy, binding) = renamed(&shipped, &id);
     let kind = |k: &str, plural: &str| {
         ApiResource::from_gvk_with_plural(
-            &kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1alpha1", k),
+            &kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", k),
             plural,
         )
     };
@@ -281,111 +276,82 @@ async fn a_detector_may_patch_only_its_own_nodes_status_on_a_real_api_server() {
         ),
     );
     policies
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(policy).unwrap(),
-        )
+        .create(&PostParams::default(), &serde_json::from_value(policy).unwrap())
         .await
-        .expect("the API server takes the shipped policy");
+        .unwrap_or_else(|e| panic!("{release} takes the shipped policy as it is: {e}"));
     bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(binding).unwrap(),
-        )
+        .create(&PostParams::default(), &serde_json::from_value(binding).unwrap())
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{release} takes the shipped binding as it is: {e}"));
 
-    // The detector's rights, from the shipped RBAC, for this user.
+    // The detector's rights, from the shipped RBAC, for both ServiceAccounts.
     let rbac = docs(&repo().join("deploy/base/detector-rbac.yaml"));
-    let mut role = rbac
-        .iter()
-        .find(|o| o["kind"] == "ClusterRole")
-        .unwrap()
-        .clone();
+    let mut role = rbac.iter().find(|o| o["kind"] == "ClusterRole").unwrap().clone();
     role["metadata"] = json!({"name": id});
-    let crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+    create(&cluster.client, "/apis/rbac.authorization.k8s.io/v1/clusterroles", role).await;
+    create(&cluster.client, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json!({
         "metadata": {"name": id},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
-        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]});
-    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(cluster.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(role).unwrap(),
-        )
-        .await
-        .unwrap();
-    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(cluster.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(crb).unwrap(),
-        )
-        .await
-        .unwrap();
+        "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns},
+                     {"kind": "ServiceAccount", "name": else_sa, "namespace": ns}]})).await;
+
+    // The detector's pod on its node, and its token bound to that pod: the claim is the API
+    // server's, not the holder's.
+    let pod = create(&cluster.client, &format!("/api/v1/namespaces/{ns}/pods"), json!({
+        "metadata": {"name": "detector"},
+        "spec": {"nodeName": own, "serviceAccountName": id,
+                 "containers": [{"name": "detector", "image": "nodemedic/detector"}]}})).await;
+    let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+    let detector = cluster
+        .plane
+        .unwrap()
+        .client_with_token(&token(&cluster, &ns, &id, Some(("detector", &uid))).await);
+    let unbound = cluster
+        .plane
+        .unwrap()
+        .client_with_token(&token(&cluster, &ns, &id, None).await);
 
     // The policy takes effect once the API server has compiled it.
     eventually(
         "the policy to deny another node's status",
         Duration::from_secs(60),
-        || async {
-            denied_by_policy(&patch_status_as(&cluster, &user, Some(&own), &other).await)
-                .then_some(())
-        },
+        || async { denied_by_policy(&patch_status_as(&detector, &other).await).then_some(()) },
     )
     .await;
-    patch_status_as(&cluster, &user, Some(&own), &own)
+    patch_status_as(&detector, &own)
         .await
-        .expect("its own node's status is allowed");
+        .unwrap_or_else(|e| panic!("{release}: its own node's status is allowed: {e}"));
     let own_annotation = json!({"metadata": {"annotations": {"nodemedic.io/detector-conditions": "KernelDeadlock"}}});
-    patch_as(&cluster, &user, Some(&own), &own, &own_annotation)
+    patch_as(&detector, &own, &own_annotation)
         .await
-        .expect("its own annotation is allowed");
+        .unwrap_or_else(|e| panic!("{release}: its own annotation is allowed: {e}"));
     for (what, body, words) in attacks() {
-        let r = patch_as(&cluster, &user, Some(&own), &own, &body).await;
+        let r = patch_as(&detector, &own, &body).await;
         assert!(
             matches!(&r, Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(words)),
-            "{what}: {r:?}"
+            "{release}: {what}: {r:?}"
         );
     }
-    let no_claim = patch_status_as(&cluster, &user, None, &own).await;
+    let no_claim = patch_status_as(&unbound, &own).await;
     assert!(
         denied_by_policy(&no_claim),
-        "no claim, no write: {no_claim:?}"
+        "{release}: a token bound to no pod has no node claim, so no write: {no_claim:?}"
     );
-    // Other users (the kubelet, other controllers) are not the policy's business.
-    let other_user = format!("system:serviceaccount:kube-system:{id}-else");
-    let crb2 = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": format!("{id}-else")},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
-        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": other_user}]});
-    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(cluster.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(crb2).unwrap(),
-        )
+    // Other ServiceAccounts (the kubelet, other controllers) are not the policy's business.
+    let else_client = cluster
+        .plane
+        .unwrap()
+        .client_with_token(&token(&cluster, &ns, &else_sa, None).await);
+    patch_status_as(&else_client, &other)
         .await
-        .unwrap();
-    eventually(
-        "RBAC for the other user",
-        Duration::from_secs(60),
-        || async {
-            patch_status_as(&cluster, &other_user, None, &other)
-                .await
-                .ok()
-        },
-    )
-    .await;
+        .unwrap_or_else(|e| panic!("{release}: another ServiceAccount is not the policy's: {e}"));
 
     let dp = kube::api::DeleteParams::default();
     let _ = bindings.delete(&id, &dp).await;
     let _ = policies.delete(&id, &dp).await;
-    for n in [id.clone(), format!("{id}-else")] {
-        let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(cluster.client.clone())
-            .delete(&n, &dp)
-            .await;
-    }
-    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(cluster.client.clone())
-        .delete(&id, &dp)
-        .await;
+    let _ = Api::<ClusterRoleBinding>::all(cluster.client.clone()).delete(&id, &dp).await;
+    let _ = Api::<ClusterRole>::all(cluster.client.clone()).delete(&id, &dp).await;
+    let _ = Api::<Namespace>::all(cluster.client.clone()).delete(&ns, &dp).await;
     cluster.delete_node(&own).await;
     cluster.delete_node(&other).await;
 }

@@ -59,6 +59,12 @@ impl Env {
         }
     }
 
+    /// One per supported release built here, newest first: a scenario that proves a safety or
+    /// security claim runs on each (`Cluster::each_release`).
+    pub async fn each_release() -> Vec<Env> {
+        Cluster::each_release().await.into_iter().map(Env::on).collect()
+    }
+
     /// On a cluster of the scenario's own (a private control plane it restarts, or the test API
     /// server for injected faults).
     pub fn on(cluster: Cluster) -> Env {

@@ -71,7 +71,12 @@ fn forged(owner: &str, node: &str, phase: &str, extra: Value) -> String {
 
 #[tokio::test]
 async fn forged_records_evict_nothing_lift_no_taint_and_spend_no_budget() {
-    let env = Env::new().await;
+    for env in Env::each_release().await {
+        forged_records_evict_nothing_lift_no_taint_and_spend_no_budget_on(env).await;
+    }
+}
+
+async fn forged_records_evict_nothing_lift_no_taint_and_spend_no_budget_on(env: Env) {
     let lease = format!("nodemedic-drainer-forged-{}", env.id);
     let pool_a = json!({"pool": "a"});
     // A healthy selected node, a node the drainer does not select, a healthy selected node with a
@@ -155,7 +160,12 @@ async fn forged_records_evict_nothing_lift_no_taint_and_spend_no_budget() {
 
 #[tokio::test]
 async fn a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on() {
-    let env = Env::new().await;
+    for env in Env::each_release().await {
+        a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on_on(env).await;
+    }
+}
+
+async fn a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on_on(env: Env) {
     let lease = format!("nodemedic-drainer-test-{}", env.id);
     let node = env.node("replay", "True", 3600, json!({})).await;
     let neighbour = env.node("replay-n", "False", 3600, json!({})).await;
@@ -247,7 +257,12 @@ async fn a_genuine_record_written_back_later_or_on_another_node_is_not_acted_on(
 /// another node at all (60). On the test API server, which authenticates node identities.
 #[tokio::test]
 async fn a_nodes_own_credential_cannot_steer_the_drainer() {
-    let env = Env::new().await;
+    for env in Env::each_release().await {
+        a_nodes_own_credential_cannot_steer_the_drainer_on(env).await;
+    }
+}
+
+async fn a_nodes_own_credential_cannot_steer_the_drainer_on(env: Env) {
     let Some(server) = env
         .cluster
         .fake_or_skip("a_nodes_own_credential_cannot_steer_the_drainer")
@@ -298,7 +313,12 @@ async fn a_nodes_own_credential_cannot_steer_the_drainer() {
 /// it had when the drainer first saw it, and the move is reported on the node.
 #[tokio::test]
 async fn nodes_relabelling_their_own_zone_do_not_end_an_outage() {
-    let env = Env::new().await;
+    for env in Env::each_release().await {
+        nodes_relabelling_their_own_zone_do_not_end_an_outage_on(env).await;
+    }
+}
+
+async fn nodes_relabelling_their_own_zone_do_not_end_an_outage_on(env: Env) {
     let Some(server) = env
         .cluster
         .fake_or_skip("nodes_relabelling_their_own_zone_do_not_end_an_outage")

@@ -402,7 +402,12 @@ async fn a_reboot_that_never_comes_back_needs_a_person_and_one_the_problem_survi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_requests_and_a_veto_reboot_nothing() {
-    let s = Scenario::new().await;
+    for s in Scenario::each_release().await {
+        forged_requests_and_a_veto_reboot_nothing_on(s).await;
+    }
+}
+
+async fn forged_requests_and_a_veto_reboot_nothing_on(s: Scenario) {
     let m = Machine::new(&s);
     let node = broken_node(&s, "forged").await;
     let det = m.detector(&s, &node, "detector.log");
@@ -1044,7 +1049,12 @@ async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
 /// ladder on to a replacement), is refused; the provider is never asked, nothing is replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_power_cycle_record_asks_no_provider_and_skips_no_step() {
-    let s = Scenario::new().await;
+    for s in Scenario::each_release().await {
+        a_forged_power_cycle_record_asks_no_provider_and_skips_no_step_on(s).await;
+    }
+}
+
+async fn a_forged_power_cycle_record_asks_no_provider_and_skips_no_step_on(s: Scenario) {
     let node = broken_node(&s, "forged-cycle").await;
     let (url, seen) = power_provider().await;
     let forged = json!({"phase": "rebooting", "owner": s.lease(), "bootId": BOOT_A,

@@ -99,7 +99,12 @@ async fn wait_authorized(
 
 #[tokio::test]
 async fn the_shipped_rbac_grants_every_call_the_drainer_makes() {
-    let env = Env::new().await;
+    for env in Env::each_release().await {
+        the_shipped_rbac_grants_every_call_the_drainer_makes_on(env).await;
+    }
+}
+
+async fn the_shipped_rbac_grants_every_call_the_drainer_makes_on(env: Env) {
     let Some(plane) = env.cluster.plane else {
         nodemedic_tests::envtest::say_skipped(
             "the_shipped_rbac_grants_every_call_the_drainer_makes",

@@ -68,7 +68,19 @@ pub(crate) struct Scenario {
 
 impl Scenario {
     pub(crate) async fn new() -> Scenario {
-        let env = Env::new().await;
+        Scenario::on(Env::new().await).await
+    }
+
+    /// One per supported release built here (`Env::each_release`), for the attack scenarios.
+    pub(crate) async fn each_release() -> Vec<Scenario> {
+        let mut all = Vec::new();
+        for env in Env::each_release().await {
+            all.push(Scenario::on(env).await);
+        }
+        all
+    }
+
+    pub(crate) async fn on(env: Env) -> Scenario {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         env.cluster.write_kubeconfig(&kubeconfig);

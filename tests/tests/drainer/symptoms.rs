@@ -259,7 +259,12 @@ async fn a_node_reporting_its_pods_stuck_names_only_itself() {
 /// suggests, neither node gets a symptom or a cordon; a node whose runtime is wedged still does.
 #[tokio::test]
 async fn a_tenants_pods_never_choose_a_node_to_drain() {
-    let env = Env::new().await;
+    for env in Env::each_release().await {
+        a_tenants_pods_never_choose_a_node_to_drain_on(env).await;
+    }
+}
+
+async fn a_tenants_pods_never_choose_a_node_to_drain_on(env: Env) {
     let n3 = env.node("tenant-n3", "False", 3600, json!({})).await;
     let n5 = env.node("tenant-n5", "False", 3600, json!({})).await;
     let wedged = env.node("tenant-wedged", "False", 3600, json!({})).await;
