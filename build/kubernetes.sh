@@ -76,7 +76,9 @@ build_one() {
         ld="$ld -X $p.buildDate=1970-01-01T00:00:00Z"
       done
       for b in "${missing[@]}"; do
-        CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ld" -o "$dir/$b" "k8s.io/kubernetes/cmd/$b"
+        # Into a temporary name first: an interrupted build never leaves a binary that looks whole.
+        CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ld" -o "$dir/.$b.partial" "k8s.io/kubernetes/cmd/$b"
+        mv "$dir/.$b.partial" "$dir/$b"
       done
     ) || { echo "kubernetes $rel: the build failed (see above)" >&2; return 1; }
     echo "kubernetes $rel: built in $((SECONDS - start)) s into $dir" >&2

@@ -34,6 +34,8 @@ const ADMIN_TOKEN: &str = "nodemedic-test-admin";
 /// manager runs with `--use-service-account-credentials=false`.
 const KCM_TOKEN: &str = "nodemedic-test-kcm";
 pub const KCM_USER: &str = "system:kube-controller-manager";
+/// The token of a real node's kubelet ([`ControlPlane::start_for_node`]).
+const NODE_TOKEN: &str = "nodemedic-test-node";
 
 /// The releases the project supports and CI tests, newest first (`build/kubernetes-releases`).
 pub fn releases() -> Vec<&'static str> {
@@ -146,7 +148,7 @@ pub struct KcmOptions {
 impl Default for KcmOptions {
     fn default() -> Self {
         KcmOptions {
-            controllers: "nodelifecycle,disruption,garbagecollector".into(),
+            controllers: "nodelifecycle,taint-eviction-controller,disruption,garbagecollector".into(),
             service_account_credentials: false,
             node_monitor_period: Duration::from_secs(1),
             node_monitor_grace_period: Duration::from_secs(40),
@@ -167,6 +169,9 @@ pub struct ControlPlane {
     etcd: Mutex<Option<Child>>,
     apiserver: Mutex<Option<Child>>,
     kcm: Mutex<Option<Child>>,
+    scheduler: Mutex<Option<Child>>,
+    /// The real node this plane was started for ([`ControlPlane::start_for_node`]).
+    node: Option<String>,
 }
 
 static SHARED: OnceLock<Option<ControlPlane>> = OnceLock::new();
@@ -223,6 +228,25 @@ impl ControlPlane {
     /// Start a control plane from the binaries in `assets`; panics with the process's log if one does
     /// not come up (a test cannot go on without it).
     pub fn start(assets: &Path, kcm: Option<KcmOptions>) -> ControlPlane {
+        ControlPlane::start_inner(assets, kcm, None)
+    }
+
+    /// A control plane for a real node named `node` (`crate::node`): its kubelet's token
+    /// (`system:node:<node>`, group `system:nodes`), ServiceAccount admission on (pods get their
+    /// tokens), kube-controller-manager with every default controller (the ServiceAccounts, the
+    /// cluster's root CA in each namespace, Deployments, DaemonSets, node lifecycle, disruption) and
+    /// kube-scheduler.
+    pub fn start_for_node(assets: &Path, node: &str) -> ControlPlane {
+        let kcm = KcmOptions {
+            controllers: "*".into(),
+            ..KcmOptions::default()
+        };
+        let plane = ControlPlane::start_inner(assets, Some(kcm), Some(node.to_string()));
+        plane.start_scheduler();
+        plane
+    }
+
+    fn start_inner(assets: &Path, kcm: Option<KcmOptions>, node: Option<String>) -> ControlPlane {
         clean_stale_dirs();
         let dir = std::env::temp_dir().join(format!(
             "nodemedic-envtest-{}-{}",
@@ -250,11 +274,12 @@ impl ControlPlane {
                 ]),
             &dir.join("etcd.log"),
         );
-        write_files(&dir);
+        write_files(&dir, node.as_deref());
         let release = release_of(assets);
         let apiserver = spawn_apiserver(
             assets,
             &release,
+            node.is_some(),
             &dir,
             etcd_port,
             api_port,
@@ -270,6 +295,8 @@ impl ControlPlane {
             etcd: Mutex::new(Some(etcd)),
             apiserver: Mutex::new(Some(apiserver)),
             kcm: Mutex::new(None),
+            scheduler: Mutex::new(None),
+            node,
         };
         plane.wait_ready();
         if let Some(k) = kcm {
@@ -395,10 +422,68 @@ impl ControlPlane {
                     ),
                     "--bind-address=127.0.0.1",
                     "--secure-port=0",
-                ]),
+                ])
+                .args(self.node.iter().flat_map(|_| {
+                    // For a real node's pods: the root CA each namespace's kube-root-ca.crt carries.
+                    [
+                        format!("--root-ca-file={}", self.ca_file().display()),
+                        format!(
+                            "--service-account-private-key-file={}",
+                            self.dir.join("sa.key").display()
+                        ),
+                    ]
+                })),
             &self.dir.join("kube-controller-manager.log"),
         );
         *slot = Some(child);
+    }
+
+    /// Start kube-scheduler (as the admin, no leader election).
+    pub fn start_scheduler(&self) {
+        let kubeconfig = self.dir.join("scheduler.kubeconfig");
+        self.write_kubeconfig(&kubeconfig);
+        let child = spawn(
+            Command::new(self.assets.join("kube-scheduler"))
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args([
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    "--secure-port=0",
+                ]),
+            &self.dir.join("kube-scheduler.log"),
+        );
+        *self.scheduler.lock().unwrap() = Some(child);
+    }
+
+    /// The API server's serving certificate with the CA it generated for it (what pods trust).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("certs/apiserver.crt")
+    }
+
+    /// The folder of this plane's binaries.
+    pub fn assets(&self) -> &Path {
+        &self.assets
+    }
+
+    /// The API server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.api_port
+    }
+
+    /// Write the kubeconfig of this plane's real node's kubelet (`system:node:<node>`).
+    pub fn write_node_kubeconfig(&self, path: &Path) {
+        assert!(self.node.is_some(), "a plane started for a node");
+        std::fs::write(
+            path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\", certificate-authority: \"{}\"}}}}]\n\
+                 users: [{{name: u, user: {{token: {NODE_TOKEN}}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+                self.url,
+                self.ca_file().display()
+            ),
+        )
+        .expect("node kubeconfig");
     }
 
     /// Stop kube-apiserver (SIGKILL: connections reset, watches cut); etcd keeps the data. For a
@@ -418,6 +503,7 @@ impl ControlPlane {
         let child = spawn_apiserver(
             &self.assets,
             &self.release,
+            self.node.is_some(),
             &self.dir,
             self.etcd_port,
             self.api_port,
@@ -506,7 +592,7 @@ impl ControlPlane {
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
-        for slot in [&self.kcm, &self.apiserver, &self.etcd] {
+        for slot in [&self.scheduler, &self.kcm, &self.apiserver, &self.etcd] {
             if let Some(mut c) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 let _ = c.kill();
                 let _ = c.wait();
@@ -574,15 +660,15 @@ impl AuditEvent {
 
 static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-fn write_files(dir: &Path) {
-    std::fs::write(
-        dir.join("tokens.csv"),
-        format!(
-            "{ADMIN_TOKEN},nodemedic-test-admin,admin,system:masters\n\
-             {KCM_TOKEN},{KCM_USER},kcm,system:masters\n"
-        ),
-    )
-    .expect("tokens.csv");
+fn write_files(dir: &Path, node: Option<&str>) {
+    let mut tokens = format!(
+        "{ADMIN_TOKEN},nodemedic-test-admin,admin,system:masters\n\
+         {KCM_TOKEN},{KCM_USER},kcm,system:masters\n"
+    );
+    if let Some(node) = node {
+        tokens.push_str(&format!("{NODE_TOKEN},system:node:{node},node,system:nodes\n"));
+    }
+    std::fs::write(dir.join("tokens.csv"), tokens).expect("tokens.csv");
     std::fs::write(
         dir.join("audit-policy.yaml"),
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
@@ -636,12 +722,17 @@ fn clean_stale_dirs() {
 fn spawn_apiserver(
     assets: &Path,
     release: &str,
+    service_accounts: bool,
     dir: &Path,
     etcd_port: u16,
     api_port: u16,
     log: &Path,
 ) -> Child {
     let mut cmd = Command::new(assets.join("kube-apiserver"));
+    if !service_accounts {
+        // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
+        cmd.args(["--disable-admission-plugins", "ServiceAccount"]);
+    }
     if minor_of(release) < 30 {
         // ValidatingAdmissionPolicy is alpha before 1.30 (deploy/own-node-policy is tested with it).
         cmd.args([
@@ -674,9 +765,6 @@ fn spawn_apiserver(
                 "--allow-privileged=true",
                 "--audit-log-mode",
                 "blocking",
-                // No serviceaccount controller runs: pods need no ServiceAccount object (envtest does the same).
-                "--disable-admission-plugins",
-                "ServiceAccount",
             ])
             .arg("--cert-dir")
             .arg(dir.join("certs"))

@@ -7,6 +7,7 @@
 //! - [`server`]: our own API server stand-in, kept for what a real one cannot do on demand: injected
 //!   500s/429s, cut watches, exact request logs without audit plumbing. It answers like the exchanges
 //!   recorded under `shared/reference/apiserver/`, which `tests/recorded.rs` checks.
+//! - [`node`]: a real node on this machine (containerd, runc, the kubelet of the plane's release).
 //! - [`process`]: CPU time and memory of another process, for benchmarks.
 //! - [`tmpfs`]: a size-limited filesystem that really fills, with a detector watching it.
 //! - [`webhook`]: a certificate and a ValidatingWebhookConfiguration for serving the guard to a real
@@ -20,6 +21,7 @@ pub mod debug_dump;
 pub mod docs;
 pub mod envtest;
 pub mod fleet;
+pub mod node;
 pub mod process;
 pub mod server;
 pub mod tmpfs;

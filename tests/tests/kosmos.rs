@@ -31,7 +31,8 @@ const WAIT: Duration = Duration::from_secs(60);
 
 fn kcm(service_account_credentials: bool) -> KcmOptions {
     KcmOptions {
-        controllers: "nodelifecycle".into(),
+        // Since 1.29 the taint manager is a controller of its own (it acts as the node-controller).
+        controllers: "nodelifecycle,taint-eviction-controller".into(),
         service_account_credentials,
         node_monitor_period: Duration::from_secs(1),
         node_monitor_grace_period: Duration::from_secs(4),

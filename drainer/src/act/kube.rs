@@ -169,8 +169,57 @@ async fn dynamic(
 }
 
 impl KubeCluster {
+    /// The newest of `versions` that the API server serves for `group`, or its preferred one when
+    /// none of them is (discovery, asked each time: rare, and a CRD upgrade must not need a restart).
+    async fn served(&self, group: &str, versions: &[&str]) -> Result<String, ApiError> {
+        let g = kube::discovery::group(&self.client, group)
+            .await
+            .map_err(api_error)?;
+        let served: Vec<String> = g.versions().map(str::to_string).collect();
+        Ok(versions
+            .iter()
+            .find(|v| served.iter().any(|s| s == *v))
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| g.preferred_version_or_latest().to_string()))
+    }
+
+    /// The Cluster API Machine `namespace/name` in the newest version served, if it names `node`
+    /// (as decided on: name and UID; as read now: its provider ID) back (`model::capi`); `Ok(Err)`
+    /// says why not.
+    async fn machine_of(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        node_uid: &str,
+    ) -> Result<Option<Result<(kube::api::DynamicObject, String), String>>, ApiError> {
+        use crate::model::capi;
+        let version = self.served(capi::GROUP, &capi::VERSIONS).await?;
+        let key = (capi::GROUP, version.as_str(), capi::MACHINE_KIND, capi::MACHINE_PLURAL);
+        let machine = dynamic(&self.client, key, namespace, name).await.map_err(|e| match e {
+            PowerCycleError::Api(e) => e,
+            other => ApiError::Transport(other.to_string()),
+        })?;
+        let Some(machine) = machine else {
+            return Ok(None);
+        };
+        let now = self.nodes.get_opt(node).await.map_err(api_error)?;
+        let fresh = now.filter(|n| n.metadata.uid.as_deref() == Some(node_uid));
+        let Some(fresh) = fresh else {
+            return Ok(Some(Err(format!("the Node {node} is gone or was registered again"))));
+        };
+        let provider_id = fresh.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        let who = capi::NodeIdentity {
+            name: node,
+            uid: node_uid,
+            provider_id,
+        };
+        let data = serde_json::to_value(&machine).unwrap_or_default();
+        Ok(Some(capi::names_node(&data, &who).map(|()| (machine, version))))
+    }
+
     /// The BareMetalHost behind the Machine `namespace/machine`, only if that Machine names
-    /// `node` back by name and UID (what a node writes about itself leads nowhere else).
+    /// `node` back (`model::capi`: what a node writes about itself leads nowhere else).
     async fn metal3_host(
         &self,
         namespace: &str,
@@ -178,36 +227,33 @@ impl KubeCluster {
         node: &str,
         node_uid: &str,
     ) -> Result<(String, String), PowerCycleError> {
-        use crate::model::metal3;
+        use crate::model::{capi, metal3};
         let no = |why: String| PowerCycleError::NoHost(why);
-        let capi = ("cluster.x-k8s.io", "v1beta1", "Machine", "machines");
-        let m = dynamic(&self.client, capi, namespace, machine)
-            .await?
-            .ok_or_else(|| no(format!("no Machine {namespace}/{machine}")))?;
-        let named = &m.data["status"]["nodeRef"];
-        let (name, uid) = (named["name"].as_str(), named["uid"].as_str());
-        if name != Some(node) || uid != Some(node_uid) {
+        let m = match self.machine_of(namespace, machine, node, node_uid).await {
+            Err(e) => return Err(PowerCycleError::Api(e)),
+            Ok(None) => return Err(no(format!("no Machine {namespace}/{machine}"))),
+            Ok(Some(Err(why))) => return Err(no(format!("Machine {namespace}/{machine} {why}"))),
+            Ok(Some(Ok((m, _)))) => m,
+        };
+        let data = serde_json::to_value(&m).unwrap_or_default();
+        let infra = capi::infrastructure(&data, namespace);
+        if infra.kind != metal3::MACHINE_KIND {
             return Err(no(format!(
-                "Machine {namespace}/{machine} names node {} ({}), not this one",
-                name.unwrap_or("none"),
-                uid.unwrap_or("no UID")
-            )));
-        }
-        let infra = &m.data["spec"]["infrastructureRef"];
-        let kind = infra["kind"].as_str().unwrap_or_default();
-        let (group, version) = (infra["apiVersion"].as_str().unwrap_or_default())
-            .split_once('/')
-            .unwrap_or_default();
-        if kind != metal3::MACHINE_KIND {
-            return Err(no(format!(
-                "Machine {namespace}/{machine}'s infrastructure is a {kind}, not a {}",
+                "Machine {namespace}/{machine}'s infrastructure is a {}, not a {}",
+                infra.kind,
                 metal3::MACHINE_KIND
             )));
         }
-        let infra_ns = infra["namespace"].as_str().unwrap_or(namespace);
-        let infra_name = infra["name"].as_str().unwrap_or_default();
-        let key = (group, version, metal3::MACHINE_KIND, metal3::MACHINE_PLURAL);
-        let m3m = dynamic(&self.client, key, infra_ns, infra_name)
+        let version = match infra.version {
+            Some(v) => v,
+            None => self
+                .served(&infra.group, &capi::VERSIONS)
+                .await
+                .map_err(PowerCycleError::Api)?,
+        };
+        let key = (infra.group.as_str(), version.as_str(), metal3::MACHINE_KIND, metal3::MACHINE_PLURAL);
+        let (infra_ns, infra_name) = (infra.namespace, infra.name);
+        let m3m = dynamic(&self.client, key, &infra_ns, &infra_name)
             .await?
             .ok_or_else(|| no(format!("no Metal3Machine {infra_ns}/{infra_name}")))?;
         let annotations = m3m.metadata.annotations.unwrap_or_default();
@@ -401,20 +447,16 @@ impl Cluster for KubeCluster {
         node_uid: &str,
     ) -> Result<MachineMark, ApiError> {
         use kube::api::{ApiResource, DynamicObject};
-        use kube::core::GroupVersionKind;
-        let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine");
-        let resource = ApiResource::from_gvk_with_plural(&gvk, "machines");
+        use crate::model::capi;
+        let version = match self.machine_of(namespace, name, node, node_uid).await? {
+            None => return Ok(MachineMark::Missing),
+            Some(Err(why)) => return Ok(MachineMark::OtherNode(why)),
+            Some(Ok((_, version))) => version,
+        };
+        let gvk = kube::core::GroupVersionKind::gvk(capi::GROUP, &version, capi::MACHINE_KIND);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, capi::MACHINE_PLURAL);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &resource);
-        let Some(machine) = api.get_opt(name).await.map_err(api_error)? else {
-            return Ok(MachineMark::Missing);
-        };
-        let node_ref = &machine.data["status"]["nodeRef"];
-        let named = node_ref["name"].as_str().unwrap_or_default();
-        let uid = node_ref["uid"].as_str().unwrap_or(node_uid);
-        if named != node || uid != node_uid {
-            return Ok(MachineMark::OtherNode(format!("{named} ({uid})")));
-        }
         let patch = json!({"metadata": {"annotations": {REMEDIATE_MACHINE_ANNOTATION: ""}}});
         api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await

@@ -307,9 +307,9 @@ impl<C: Cluster> Executor<C> {
                 tracing::info!(node = %name, machine = %at, "no such Machine: deleting the Node instead");
                 false
             }
-            Ok(MachineMark::OtherNode(other)) => {
-                tracing::warn!(node = %name, machine = %at, names = %other,
-                    "the Machine the node's annotation names belongs to another Node: not marked; deleting this Node instead");
+            Ok(MachineMark::OtherNode(why)) => {
+                tracing::warn!(node = %name, machine = %at, why = %why,
+                    "the Machine the node's annotation names does not name this Node back: not marked; deleting this Node instead");
                 false
             }
             Err(e) => {

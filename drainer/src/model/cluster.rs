@@ -133,7 +133,8 @@ pub(crate) enum PowerTarget {
     /// An HTTP endpoint, with the bearer token.
     Http { url: String, token: Option<String> },
     /// Metal3's BareMetalHost, by its reboot annotation: the one behind the Cluster API Machine
-    /// `namespace/machine`, which must name `node` (with its UID) back.
+    /// `namespace/machine`, which must name `node` (as decided on, `node_uid`) back
+    /// (`super::capi::names_node`).
     Metal3 {
         namespace: String,
         machine: String,
@@ -188,7 +189,7 @@ pub(crate) enum MachineMark {
     Marked,
     /// There is no such Machine (or no Cluster API here).
     Missing,
-    /// Its `status.nodeRef` names another Node (this one): not marked.
+    /// It does not name this Node back (why, in an operator's words): not marked.
     OtherNode(String),
 }
 
@@ -235,8 +236,8 @@ pub(crate) trait Cluster: Clone + Send + Sync + 'static {
     /// as a conflict is tried again only if the node's state is still the one decided on.
     fn read_node(&self, name: &str) -> impl Future<Output = Result<Node, ApiError>> + Send;
     /// Mark the Cluster API Machine `namespace/name` for remediation (the annotation its
-    /// MachineHealthCheck honours), only if its `status.nodeRef` names `node` (and its UID, when it
-    /// says one): what came of it.
+    /// MachineHealthCheck honours), only if it names `node` back (`super::capi::names_node`: its
+    /// nodeRef's name, its UID where kept, its provider ID the Node's): what came of it.
     fn mark_machine(
         &self,
         namespace: &str,

@@ -2,10 +2,10 @@
 //! honours. Pure.
 //!
 //! The host is found only through objects the node cannot write: the Cluster API Machine the Node
-//! names must name the Node back, by name and UID (`status.nodeRef`, which Cluster API writes);
-//! its `spec.infrastructureRef` is a Metal3Machine, whose `metal3.io/BareMetalHost` annotation
-//! (`NAMESPACE/NAME`, which Cluster API Provider Metal3 writes) names the host. A node's provider
-//! ID is not used: a node that registers again may give itself another's.
+//! names must name the Node back (`super::capi`: its nodeRef's name, its UID where kept, and its
+//! provider ID, equal to the Node's); its `spec.infrastructureRef` is a Metal3Machine, whose
+//! `metal3.io/BareMetalHost` annotation (`NAMESPACE/NAME`, which Cluster API Provider Metal3 writes)
+//! names the host.
 //!
 //! The annotation `reboot.metal3.io` asks the operator to power the host off and on again; it
 //! removes the annotation once done. `{"mode":"hard"}`: a hung machine is not asked to shut down

@@ -4,6 +4,7 @@
 //! (occurrences, with their Event reasons), and the shared strings that keep the caches small.
 
 pub mod attempt;
+pub(crate) mod capi;
 pub mod cluster;
 pub mod intern;
 pub mod keys;

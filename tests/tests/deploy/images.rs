@@ -29,14 +29,14 @@ use serde_json::Value;
 
 use crate::render::repo;
 
-const DETECTOR: &str = "localhost/nodemedic/detector:ci";
-const DRAINER: &str = "localhost/nodemedic/drainer:ci";
+pub(crate) const DETECTOR: &str = "localhost/nodemedic/detector:ci";
+pub(crate) const DRAINER: &str = "localhost/nodemedic/drainer:ci";
 /// The `--now` both sides of a comparison plan and check at.
 const NOW: &str = "2026-11-22T10:00:00Z";
 
 /// A line on stderr that the test harness does not capture, so CI's log shows it for a passing test
 /// too (the sizes and times this test measures).
-fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "{line}");
 }
@@ -60,7 +60,7 @@ fn text(out: &Output) -> String {
 }
 
 /// Why the images cannot be built here, if they cannot.
-fn missing() -> Option<String> {
+pub(crate) fn missing() -> Option<String> {
     if !rustix::process::geteuid().is_root() {
         return Some("not root (buildah and mmdebstrap need it)".into());
     }
@@ -217,6 +217,25 @@ fn bind(src: &Path, dst: &str, ro: bool) -> String {
     format!("type=bind,src={},dst={dst},options={opts}", src.display())
 }
 
+/// The base images and both targets built, once per test binary (the real-node test runs them too;
+/// buildah's layers make a second build on the same machine short, but not two at once).
+pub(crate) fn built() {
+    static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut done = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if *done {
+        return;
+    }
+    let started = std::time::Instant::now();
+    ok(Command::new("bash").arg(repo().join("tests/images/bases.sh")));
+    say(&format!(
+        "images: bases ready in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    build("drainer", DRAINER);
+    build("detector", DETECTOR);
+    *done = true;
+}
+
 fn build(target: &str, tag: &str) {
     let started = std::time::Instant::now();
     ok(Command::new("buildah")
@@ -329,16 +348,9 @@ async fn both_images_build_from_the_dockerfile_and_run() {
         ));
         return;
     }
-    // 1. The base images, from Debian's packages (kept from an earlier run when there).
-    let started = std::time::Instant::now();
-    ok(Command::new("bash").arg(repo().join("tests/images/bases.sh")));
-    say(&format!(
-        "images: bases ready in {:.0} s",
-        started.elapsed().as_secs_f64()
-    ));
-    // 2. Both targets, the Dockerfile unchanged.
-    build("drainer", DRAINER);
-    build("detector", DETECTOR);
+    // 1. The base images, from Debian's packages (kept from an earlier run when there), and 2. both
+    // targets, the Dockerfile unchanged.
+    built();
     say(&format!(
         "images: {DRAINER} {}, drainer binary {} bytes; {DETECTOR} {}, detector binary {} bytes",
         image_size(DRAINER),

@@ -15,6 +15,7 @@ mod monitoring;
 mod own_node;
 mod pressure;
 mod probes;
+mod real_node;
 mod render;
 
 use serde_json::{Value, json};

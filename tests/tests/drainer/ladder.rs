@@ -637,26 +637,34 @@ fn fixture_of(kind: &str) -> Option<&'static str> {
     }
 }
 
-/// A Cluster API Machine (`cluster.x-k8s.io/v1beta1`) in `default` whose `status.nodeRef` names
-/// `node`.
+/// Give `node` the provider ID its kubelet (or cloud controller) sets once at registration, as the
+/// admin: what Cluster API matches a Machine to its Node by.
+async fn provider_id(s: &Scenario, node: &str) -> String {
+    let id = format!("test://default/{node}");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+    let patch = json!({"spec": {"providerID": id}});
+    nodes
+        .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    id
+}
+
+/// A Cluster API Machine (`cluster.x-k8s.io/v1beta2`, as Cluster API v1.11 and later store it) in
+/// `default` whose `status.nodeRef` names `node` (by name only, as v1beta2 keeps it) and whose
+/// provider ID is the node's.
 async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::DynamicObject>> {
     use kube::api::{ApiResource, DynamicObject, PostParams};
     use kube::core::GroupVersionKind;
-    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine");
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Machine");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "machines");
     let api: Api<DynamicObject> =
         Api::namespaced_with(s.env.cluster.client.clone(), "default", &resource);
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
-    let uid = nodes
-        .get(node)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap_or_default();
+    let id = provider_id(s, node).await;
     let mut m = DynamicObject::new(name, &resource);
-    m.data = json!({"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {}},
-        "status": {"nodeRef": {"kind": "Node", "name": node, "uid": uid}}});
+    m.data = json!({"spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"}, "providerID": id,
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "Metal3Machine", "name": name}},
+        "status": {"nodeRef": {"name": node}}});
     let mut installed = false;
     loop {
         match api.create(&PostParams::default(), &m).await {
@@ -931,28 +939,29 @@ async fn object(
     api
 }
 
-const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta1", "Machine", "machines");
+const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
 const METAL3_MACHINE: (&str, &str, &str, &str) = (
     "infrastructure.cluster.x-k8s.io",
-    "v1beta1",
+    "v1beta2",
     "Metal3Machine",
     "metal3machines",
 );
 const HOST: (&str, &str, &str, &str) = ("metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts");
 
-/// `node`'s Machine, Metal3Machine and BareMetalHost as Cluster API and Metal3 write them (the
-/// Machine naming the node back by name and UID); the hosts' API.
+/// `node`'s Machine, Metal3Machine and BareMetalHost as today's Cluster API (v1beta2) and Metal3
+/// write them (the Machine naming the node back by name, its provider ID the node's, its status
+/// written through the status subresource); the hosts' API.
 async fn metal3_host(s: &Scenario, node: &str) -> Api<kube::api::DynamicObject> {
-    let uid = s.env.get_node(node).await["metadata"]["uid"].clone();
+    let id = provider_id(s, node).await;
     object(
         s,
         MACHINE,
         &format!("m-{node}"),
         json!({
-        "spec": {"clusterName": "c", "bootstrap": {},
-            "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "Metal3Machine", "name": format!("m3m-{node}"), "namespace": "default"}},
-        "status": {"nodeRef": {"kind": "Node", "name": node, "uid": uid}}}),
+        "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"}, "providerID": id,
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                "kind": "Metal3Machine", "name": format!("m3m-{node}")}},
+        "status": {"nodeRef": {"name": node}}}),
     )
     .await;
     object(
@@ -1042,6 +1051,119 @@ async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
     drop(drainer);
     forget_requests(&s).await;
     s.env.cleanup().await;
+}
+
+/// Before Cluster API v1.11 (and Metal3's provider before v1.13) only v1beta1 is served: the
+/// Machine's nodeRef keeps the node's UID and its infrastructure reference an apiVersion. On a
+/// control plane of its own (the CRDs are cluster-wide), served v1beta1 only: the drainer reads that
+/// version, the host behind the node's Machine is power-cycled and the liar's is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metal3_power_cycles_through_v1beta1_only_machines_too() {
+    use nodemedic_tests::envtest::{self, ControlPlane, KcmOptions};
+    let Some(assets) = envtest::assets() else {
+        envtest::say_skipped("v1beta1-only Machines", "a control plane of its own");
+        return;
+    };
+    let plane: &'static ControlPlane =
+        Box::leak(Box::new(ControlPlane::start(&assets, Some(KcmOptions::default()))));
+    let s = Scenario::on(crate::env::Env::on(nodemedic_tests::cluster::Cluster::on(plane))).await;
+    let client = &s.env.cluster.client;
+    for file in [
+        "cluster-api/cluster.x-k8s.io_machines.yaml",
+        "metal3/infrastructure.cluster.x-k8s.io_metal3machines.yaml",
+        "metal3/metal3.io_baremetalhosts.yaml",
+    ] {
+        install_fixture_crd_serving(client, file, "v1beta1").await;
+    }
+    let node = broken_node(&s, "bm1").await;
+    let liar = broken_node(&s, "liar1").await;
+    let healthy = s.env.node("healthy1", "False", 3600, json!({})).await;
+    for n in [&node, &healthy] {
+        let id = provider_id(&s, n).await;
+        let uid = s.env.get_node(n).await["metadata"]["uid"].clone();
+        object(&s, ("cluster.x-k8s.io", "v1beta1", "Machine", "machines"), &format!("m-{n}"), json!({
+            "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"}, "providerID": id,
+                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                    "kind": "Metal3Machine", "name": format!("m3m-{n}"), "namespace": "default"}},
+            "status": {"nodeRef": {"kind": "Node", "name": n, "uid": uid}}})).await;
+        object(&s, ("infrastructure.cluster.x-k8s.io", "v1beta1", "Metal3Machine", "metal3machines"),
+            &format!("m3m-{n}"),
+            json!({"annotations": {"metal3.io/BareMetalHost": format!("default/host-{n}")}, "spec": {}, "status": {}})).await;
+        object(&s, HOST, &format!("host-{n}"), json!({"spec": {"online": true}, "status": {"poweredOn": true}})).await;
+    }
+    names_machine(&s, &node, &format!("m-{node}")).await;
+    names_machine(&s, &liar, &format!("m-{healthy}")).await;
+    let hosts: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(HOST.0, HOST.1, HOST.2),
+            HOST.3,
+        ),
+    );
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, power-cycle",
+            "--drain-buffer=1s",
+            "--reboot-deadline=60s",
+            "--max-drains-in-flight=2",
+            "--slow-start-dwell=1s",
+            "--slow-start-cooldown=1s",
+            "--power-cycle-provider=metal3",
+        ])
+        .await;
+    let annotation = |h: kube::api::DynamicObject| {
+        h.metadata
+            .annotations
+            .and_then(|a| a.get("reboot.metal3.io").cloned())
+    };
+    s.until("the host's reboot annotation (v1beta1)", &drainer, || async {
+        annotation(hosts.get(&format!("host-{node}")).await.ok()?)
+    })
+    .await;
+    Kubelet::booted(client, &node, BOOT_B).await;
+    s.env.set_condition(&node, "KernelDeadlock", "False", 0).await;
+    said(&s, &drainer, &node, "RebootProven").await;
+    s.until("the liar refused", &drainer, || async {
+        has_event(&s, &liar, "PowerCycleFailed").await.then_some(())
+    })
+    .await;
+    assert_eq!(annotation(hosts.get(&format!("host-{healthy}")).await.unwrap()), None);
+    assert!(drainer.output().contains(&format!("names node {healthy}")), "{}", drainer.output());
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}
+
+/// The published CRD in `file` (under tests/fixtures) as a release serving `version` alone (its
+/// storage version) would have it: a Cluster API or Metal3 before v1beta2; established on return.
+async fn install_fixture_crd_serving(client: &kube::Client, file: &str, version: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(file);
+    let mut crd: CustomResourceDefinition =
+        serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // A kind with no such version (Metal3's BareMetalHost, v1alpha1) stays as published.
+    if crd.spec.versions.iter().any(|v| v.name == version) {
+        crd.spec.versions.retain(|v| v.name == version);
+        for v in &mut crd.spec.versions {
+            v.served = true;
+            v.storage = true;
+        }
+    }
+    let name = crd.metadata.name.clone().unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&Default::default(), &crd).await.unwrap_or_else(|e| panic!("install {file}: {e}"));
+    nodemedic_tests::cluster::eventually(
+        &format!("{name} established"),
+        std::time::Duration::from_secs(60),
+        || async {
+            let c = crds.get(&name).await.ok()?;
+            (c.status?.conditions?.iter())
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// What a node's own credential may write cannot power-cycle anything or skip a step: a record

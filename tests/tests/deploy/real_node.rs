@@ -1,0 +1,319 @@
+//! The project's images on a real node: a control plane of the newest supported release with its
+//! controller manager and scheduler, a kubelet of the same build with containerd and runc on this
+//! machine (`nodemedic_tests::node`), and `deploy/` applied with kustomize as the install guide says,
+//! the images named by an overlay as the README's. Then, as in production:
+//! - a line written to this machine's `/dev/kmsg` reaches the detector in its pod, which sets the
+//!   condition on its Node;
+//! - the drainer in its pod cordons the node and evicts through a PodDisruptionBudget, which the real
+//!   disruption controller keeps closed until the test opens it;
+//! - the kubelet stops the evicted pod's containers;
+//! - the recovery line clears the condition and the drainer uncordons the node.
+//!
+//! The pods reach the API server through the host's network (the node's pod network is loopback
+//! only: nothing leaves this machine), told where by `KUBERNETES_SERVICE_HOST` as kube-proxy would.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use nodemedic_tests::cluster::eventually;
+use nodemedic_tests::envtest::{self, ControlPlane};
+use nodemedic_tests::node::{self, RealNode, SLEEP_IMAGE};
+use serde_json::{Value, json};
+
+use crate::images::{DETECTOR, DRAINER, built, say};
+use crate::render::repo;
+
+/// The condition this test's own rule sets, and the drainer acts on.
+const CONDITION: &str = "NodemedicCiProblem";
+
+/// The overlay: `deploy/` as the README installs it, the images named, one rule of the test's own
+/// added to the rules ConfigMap, the drainer's settings for a one-node cluster, and the two pods on
+/// the host's network.
+fn overlay(marker: &str, api_port: u16) -> PathBuf {
+    let dir = repo().join(format!("target/real-node-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let host_net = |kind: &str, name: &str| {
+        let env = |k: &str, v: &str| {
+            format!("      - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: {k}, value: \"{v}\"}}}}\n")
+        };
+        format!(
+            "  - target: {{kind: {kind}, name: {name}}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/hostNetwork, value: true}}\n{}{}",
+            env("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+            env("KUBERNETES_SERVICE_PORT", &api_port.to_string()),
+        )
+    };
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "resources: [../../deploy]\n\
+             images:\n\
+             \x20 - {{name: nodemedic/detector, newName: {}, newTag: ci}}\n\
+             \x20 - {{name: nodemedic/drainer, newName: {}, newTag: ci}}\n\
+             generatorOptions: {{disableNameSuffixHash: true}}\n\
+             configMapGenerator:\n\
+             \x20 - {{name: nodemedic-detector-rules, namespace: kube-system, behavior: merge, files: [ci-monitor.yaml]}}\n\
+             \x20 - {{name: nodemedic-drainer-config, namespace: kube-system, behavior: replace, files: [drainer.yaml]}}\n\
+             patches:\n{}{}\
+             \x20 - target: {{kind: Deployment, name: nodemedic-drainer}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 1}}\n",
+            DETECTOR.rsplit_once(':').unwrap().0,
+            DRAINER.rsplit_once(':').unwrap().0,
+            host_net("DaemonSet", "nodemedic-detector"),
+            host_net("Deployment", "nodemedic-drainer"),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("ci-monitor.yaml"),
+        format!(
+            "source: ci-monitor\ninput: {{kind: kmsg}}\nlookback: 1m\nconditions:\n\
+             \x20 - type: {CONDITION}\n    reason: NoCiProblem\n    message: no CI problem\n\
+             \x20   recovery: {{pattern: '{marker} recovered'}}\n\
+             rules:\n\
+             \x20 - type: permanent\n    condition: {CONDITION}\n    reason: CiProblem\n    pattern: '{marker} broken'\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("drainer.yaml"),
+        format!(
+            "conditions: ['{CONDITION}=True,0s']\ndrainBuffer: 0s\nmaxUnhealthy: '100%'\nbreakerNew: '100%'\n\
+             maxCordoned: '100%'\nmaxDrainsInFlight: 1\nprotectedPods: leave\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// `kubectl` of the plane's own release.
+fn kubectl(plane: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(plane.assets().join("kubectl"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .current_dir(repo())
+        .output()
+        .expect("kubectl");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn condition(node: &Node, type_: &str) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+fn kmsg(line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .expect("/dev/kmsg is writable (root)");
+    f.write_all(format!("{line}\n").as_bytes()).unwrap();
+}
+
+/// Pods of `ns` with `selector`, by name, with their phase.
+async fn pods(client: &kube::Client, ns: &str, selector: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .unwrap()
+        .items
+}
+
+fn running(p: &Pod) -> bool {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recovery_uncordons() {
+    let missing = node::missing().or_else(crate::images::missing);
+    if let Some(why) = missing {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the real-node test must run in CI, but {why} (.ci/run installs them)"
+        );
+        say(&format!("skipped the real-node test: {why}"));
+        return;
+    }
+    let Some(assets) = envtest::assets() else {
+        envtest::say_skipped("the real-node test", "a kubelet and a real control plane");
+        return;
+    };
+    let started = std::time::Instant::now();
+    built();
+    RealNode::make_local_images();
+    let name = format!("real-{}", std::process::id());
+    let plane = ControlPlane::start_for_node(&assets, &name);
+    let node = RealNode::start(&plane, &name, &[DETECTOR, DRAINER]).await;
+    let client = plane.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let wait = Duration::from_secs(180);
+    eventually("the node to register Ready", wait, || async {
+        let n = nodes.get_opt(&name).await.ok().flatten()?;
+        (condition(&n, "Ready").as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    say(&format!(
+        "real node: {name} Ready ({}) in {:.0} s",
+        plane.release,
+        started.elapsed().as_secs_f64()
+    ));
+
+    // The install line of the README, with the images named by an overlay.
+    let marker = format!("nodemedic-ci-{}-{}", std::process::id(), started.elapsed().as_nanos());
+    let dir = overlay(&marker, plane.port());
+    let kubeconfig = dir.join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig);
+    let k = dir.to_string_lossy().into_owned();
+    let (ok, said) = kubectl(&plane, &kubeconfig, &["apply", "--dry-run=server", "-k", &k]);
+    assert!(ok, "{said}");
+    let (ok, said) = kubectl(&plane, &kubeconfig, &["apply", "-k", &k]);
+    assert!(ok, "{said}");
+    let up = |selector: &'static str| {
+        let client = client.clone();
+        async move {
+            let all = pods(&client, "kube-system", selector).await;
+            all.iter().any(running).then_some(())
+        }
+    };
+    let detector = "app.kubernetes.io/component=detector";
+    let drainer = "app.kubernetes.io/component=drainer";
+    for sel in [detector, drainer] {
+        tokio::time::timeout(wait, eventually(sel, wait, || up(sel)))
+            .await
+            .unwrap_or_else(|_| panic!("{sel} not running: {}", node.logs()));
+    }
+    // Up: the detector wrote its conditions, the healthy default of the test's rule among them.
+    eventually("the detector's conditions", wait, || async {
+        let n = nodes.get(&name).await.ok()?;
+        (condition(&n, CONDITION).as_deref() == Some("False")).then_some(())
+    })
+    .await;
+
+    // A workload behind a PodDisruptionBudget that allows no disruption.
+    let ns = "ci-app";
+    let admin = |path: String, body: Value| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::post(path)
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap())
+                .unwrap();
+            client.request_text(req).await.unwrap();
+        }
+    };
+    admin("/api/v1/namespaces".into(), json!({"metadata": {"name": ns}})).await;
+    admin(
+        format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        json!({"metadata": {"name": "app"}, "spec": {"replicas": 1,
+            "selector": {"matchLabels": {"app": "app"}},
+            "template": {"metadata": {"labels": {"app": "app"}}, "spec": {
+                "terminationGracePeriodSeconds": 1, "hostNetwork": true,
+                "containers": [{"name": "app", "image": SLEEP_IMAGE, "imagePullPolicy": "Never"}]}}}}),
+    )
+    .await;
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(client.clone(), ns);
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "app"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "app"}}}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let app = eventually("the workload running", wait, || async {
+        let all = pods(&client, ns, "app=app").await;
+        all.into_iter().find(running)
+    })
+    .await;
+    let app_name = app.metadata.name.clone().unwrap();
+    let containers = node.containers_of(ns, &app_name, "app");
+    assert!(!containers.is_empty(), "the kubelet runs the workload's container");
+
+    // The kernel line: the detector sets the condition, the drainer cordons.
+    kmsg(&format!("{marker} broken"));
+    eventually("the condition True", wait, || async {
+        let n = nodes.get(&name).await.ok()?;
+        (condition(&n, CONDITION).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    eventually("the cordon", wait, || async {
+        let n = nodes.get(&name).await.ok()?;
+        n.spec?.unschedulable?.then_some(())
+    })
+    .await;
+    // The budget holds: the drainer's evictions are refused (429) and the pod stays.
+    eventually("an eviction refused by the budget", wait, || async {
+        plane
+            .audit()
+            .iter()
+            .any(|e| {
+                e.resource == "pods"
+                    && e.subresource == "eviction"
+                    && e.name == app_name
+                    && e.code == 429
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(
+        pods(&client, ns, "app=app").await.iter().any(|p| p.metadata.name.as_deref() == Some(&app_name)),
+        "the pod stays while its budget allows no disruption"
+    );
+    // The budget opens: the eviction goes through and the kubelet stops the container.
+    pdbs.patch(
+        "app",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": 0}})),
+    )
+    .await
+    .unwrap();
+    eventually("the pod evicted", wait, || async {
+        let all = pods(&client, ns, "app=app").await;
+        (!all.iter().any(|p| p.metadata.name.as_deref() == Some(&app_name))).then_some(())
+    })
+    .await;
+    eventually("the kubelet to stop its container", wait, || async {
+        let tasks = node.running_tasks();
+        containers.iter().all(|c| !tasks.contains(c)).then_some(())
+    })
+    .await;
+    let evicted = plane.audit().iter().any(|e| {
+        e.resource == "pods" && e.subresource == "eviction" && e.name == app_name && e.code == 201
+    });
+    assert!(evicted, "the pod went through the Eviction API");
+
+    // The recovery line clears the condition; the drainer uncordons.
+    kmsg(&format!("{marker} recovered"));
+    eventually("the condition False", wait, || async {
+        let n = nodes.get(&name).await.ok()?;
+        (condition(&n, CONDITION).as_deref() == Some("False")).then_some(())
+    })
+    .await;
+    eventually("the uncordon", wait, || async {
+        let n = nodes.get(&name).await.ok()?;
+        (!n.spec?.unschedulable.unwrap_or(false)).then_some(())
+    })
+    .await;
+    say(&format!(
+        "real node: kernel line -> condition -> cordon -> eviction through a PDB -> containers stopped -> uncordon, in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+}
