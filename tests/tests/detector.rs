@@ -1102,18 +1102,31 @@ async fn exec_checks_set_conditions_and_a_broken_or_hung_check_stalls_nothing_el
     h.finish(running).await;
 }
 
-/// The detector run with its node's own credential (`system:node:NAME`, the kubelet's kubeconfig:
-/// `deploy/kubelet-credential`): it reports on its Node as with its ServiceAccount, and Node
-/// authorization refuses it any other Node (recording 60). On the test API server, which
-/// authenticates node identities.
+/// The detector run with its node's own credential (`system:node:NAME` in group `system:nodes`,
+/// the kubelet's kubeconfig: `deploy/kubelet-credential`): it reports on its Node as with its
+/// ServiceAccount, and Node authorization (with NodeRestriction) refuses it any other Node
+/// (recording 60). On real kube-apiservers of both supported releases, authorizing as clusters do
+/// (Node,RBAC), the identity given by impersonation; on the test API server where none is built.
 #[tokio::test]
 async fn with_the_nodes_own_credential_the_detector_reports_on_its_node_and_no_other() {
-    let mut h = Harness::fake("kubelet-cred").await;
-    let Some(server) = h.cluster.fake.clone() else {
-        unreachable!("Harness::fake runs on the test API server");
-    };
+    let planes = nodemedic_tests::envtest::shared_planes();
+    if planes.is_empty() {
+        let h = Harness::fake("kubelet-cred").await;
+        let own = h.cluster.fake.clone().unwrap().client_as_node(&h.node);
+        node_credential_on(h, own).await;
+    }
+    for plane in planes {
+        let h = Harness::on(Cluster::on(plane), "kubelet-cred").await;
+        let own = plane.client_impersonating_groups(
+            &format!("system:node:{}", h.node),
+            &["system:nodes", "system:authenticated"],
+        );
+        node_credential_on(h, own).await;
+    }
+}
+
+async fn node_credential_on(mut h: Harness, own: kube::Client) {
     let other = h.cluster.create_node("kubelet-cred-other").await;
-    let own = server.client_as_node(&h.node);
     let running = run::start(h.options(), own.clone())
         .await
         .expect("detector starts with the node's credential");
