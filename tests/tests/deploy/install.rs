@@ -126,14 +126,17 @@ async fn the_install_line_installs_whole_or_changes_nothing_on_each_supported_re
             "spec": {"policyName": "refuse-drainer-config", "validationActions": ["Deny"]}});
         policies(&client).create(&Default::default(), &serde_json::from_value(refuse).unwrap()).await.unwrap();
         bindings(&client).create(&Default::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
-        let bin = assets.clone();
-        let mut said = String::new();
-        nodemedic_tests::cluster::eventually("the cluster's own policy to refuse", std::time::Duration::from_secs(60), || {
-            let (ok, s) = run_line(&line, &kubeconfig, &bin);
-            said = s.clone();
-            async move { (!ok && s.contains("refuses the drainer's config")).then_some(()) }
+        // In force once the API server has compiled it: a dry-run create it refuses.
+        let probe: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        nodemedic_tests::cluster::eventually("the cluster's own policy in force", std::time::Duration::from_secs(60), || async {
+            let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "nodemedic-drainer-config"}})).unwrap();
+            let pp = kube::api::PostParams { dry_run: true, ..Default::default() };
+            probe.create(&pp, &cm).await.is_err().then_some(())
         })
         .await;
+        let bin = assets.clone();
+        let (ok, said) = run_line(&line, &kubeconfig, &bin);
+        assert!(!ok && said.contains("refuses the drainer's config"), "{release}: {said}");
         let nothing = installed(&client).await;
         assert!(nothing.iter().all(|(_, n)| *n == 0), "{release}: {nothing:?} after {said}");
         assert!(policies(&client).get("nodemedic-detector-own-node").await.is_err(), "{release}");
