@@ -60,13 +60,17 @@ CMD ["run"]
 
 # journalctl and the libraries it links, for the detector's journal input (it reads every journal
 # file version the host writes, and needs no libsystemd in our binary); nothing else of systemd.
-# Each library under its own name, in its directory with symbolic links resolved (/lib is /usr/lib
-# in both images: a copied /lib would replace the base's link).
+# And nsenter (util-linux), which the reboot and restart commands start with: it enters PID 1's
+# namespaces and runs the host's own systemctl (`--reboot-command`, `--systemctl`); as uid 65534
+# (the exec checks) it can enter nothing. Each library under its own name, in its directory with
+# symbolic links resolved (/lib is /usr/lib in both images: a copied /lib would replace the base's link).
 FROM debian:bookworm-slim AS journalctl
 RUN apt-get update \
  && apt-get install -y --no-install-recommends systemd \
  && mkdir -p /out \
- && for f in /usr/bin/journalctl $(ldd /usr/bin/journalctl | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do \
+ && for f in /usr/bin/journalctl /usr/bin/nsenter \
+      $(for b in /usr/bin/journalctl /usr/bin/nsenter; do ldd "$b"; done \
+          | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u); do \
       cp -L --parents "$(readlink -f "$(dirname "$f")")/$(basename "$f")" /out; \
     done
 

@@ -395,6 +395,15 @@ async fn both_images_build_from_the_dockerfile_and_run() {
         &["/usr/bin/journalctl", "--version"],
     ));
     assert!(text(&out).starts_with("systemd "), "{}", text(&out));
+    // nsenter, the first word of the default reboot and restart commands (`--reboot-command`,
+    // `--systemctl`): without it the reboot component could reboot nothing.
+    let out = ok(&mut ctrd.run(
+        &[],
+        DETECTOR,
+        &id("nsenter"),
+        &["/usr/bin/nsenter", "--version"],
+    ));
+    assert!(text(&out).contains("util-linux"), "{}", text(&out));
     let out = ctrd
         .run(
             &[],

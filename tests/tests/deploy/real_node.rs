@@ -7,7 +7,11 @@
 //! - the drainer in its pod cordons the node and evicts through a PodDisruptionBudget, which the real
 //!   disruption controller keeps closed until the test opens it;
 //! - the kubelet stops the evicted pod's containers;
-//! - the recovery line clears the condition and the drainer uncordons the node.
+//! - the recovery line clears the condition and the drainer uncordons the node;
+//! - with `deploy/reboot` (signed requests), a second condition whose ladder reboots: the drainer
+//!   signs the request, the detector in its pod verifies it and runs its reboot command through the
+//!   host's PID 1 with `nsenter`, as in production, the command's last words replaced by a marker
+//!   file the test reads (`touch` instead of `systemctl reboot`: the machine stays up).
 //!
 //! The pods reach the API server through the host's network (the node's pod network is loopback
 //! only: nothing leaves this machine), told where by `KUBERNETES_SERVICE_HOST` as kube-proxy would.
@@ -29,6 +33,8 @@ use crate::render::repo;
 
 /// The condition this test's own rule sets, and the drainer acts on.
 const CONDITION: &str = "NodemedicCiProblem";
+/// The condition whose ladder reboots.
+const REBOOT: &str = "NodemedicCiReboot";
 
 /// The overlay: `deploy/` as the README installs it, the images named, one rule of the test's own
 /// added to the rules ConfigMap, the drainer's settings for a one-node cluster, and the two pods on
@@ -49,7 +55,7 @@ fn overlay(marker: &str, api_port: u16) -> PathBuf {
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
-            "resources: [../../deploy]\n\
+            "resources: [../../deploy/reboot]\n\
              images:\n\
              \x20 - {{name: nodemedic/detector, newName: {}, newTag: ci}}\n\
              \x20 - {{name: nodemedic/drainer, newName: {}, newTag: ci}}\n\
@@ -58,7 +64,8 @@ fn overlay(marker: &str, api_port: u16) -> PathBuf {
              \x20 - {{name: nodemedic-detector-rules, namespace: kube-system, behavior: merge, files: [ci-monitor.yaml]}}\n\
              \x20 - {{name: nodemedic-drainer-config, namespace: kube-system, behavior: replace, files: [drainer.yaml]}}\n\
              patches:\n{}{}\
-             \x20 - target: {{kind: Deployment, name: nodemedic-drainer}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 1}}\n",
+             \x20 - target: {{kind: Deployment, name: nodemedic-drainer}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 1}}\n\
+             \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: '--reboot-command=nsenter --target 1 --mount --uts --ipc --net -- touch /tmp/{marker}-rebooted'}}\n",
             DETECTOR.rsplit_once(':').unwrap().0,
             DRAINER.rsplit_once(':').unwrap().0,
             host_net("DaemonSet", "nodemedic-detector"),
@@ -72,15 +79,17 @@ fn overlay(marker: &str, api_port: u16) -> PathBuf {
             "source: ci-monitor\ninput: {{kind: kmsg}}\nlookback: 1m\nconditions:\n\
              \x20 - type: {CONDITION}\n    reason: NoCiProblem\n    message: no CI problem\n\
              \x20   recovery: {{pattern: '{marker} recovered'}}\n\
+             \x20 - type: {REBOOT}\n    reason: NoCiReboot\n    message: no CI reboot asked\n\
              rules:\n\
-             \x20 - type: permanent\n    condition: {CONDITION}\n    reason: CiProblem\n    pattern: '{marker} broken'\n"
+             \x20 - type: permanent\n    condition: {CONDITION}\n    reason: CiProblem\n    pattern: '{marker} broken'\n\
+             \x20 - type: permanent\n    condition: {REBOOT}\n    reason: CiReboot\n    pattern: '{marker} wedged'\n"
         ),
     )
     .unwrap();
     std::fs::write(
         dir.join("drainer.yaml"),
         format!(
-            "conditions: ['{CONDITION}=True,0s']\ndrainBuffer: 0s\nmaxUnhealthy: '100%'\nbreakerNew: '100%'\n\
+            "conditions: ['{CONDITION}=True,0s', '{REBOOT}=True,0s: drain, reboot']\ndrainBuffer: 0s\nmaxUnhealthy: '100%'\nbreakerNew: '100%'\n\
              maxCordoned: '100%'\nmaxDrainsInFlight: 1\nprotectedPods: leave\n"
         ),
     )
@@ -107,13 +116,7 @@ fn kubectl(plane: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) ->
 }
 
 fn condition(node: &Node, type_: &str) -> Option<String> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.clone())
+    nodemedic_common::conditions::find(node, type_).map(|c| c.status.clone())
 }
 
 fn kmsg(line: &str) {
@@ -179,6 +182,28 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
     let kubeconfig = dir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig);
     let k = dir.to_string_lossy().into_owned();
+    // The reboot keys, as deploy/reboot/kustomization.yaml says to make them.
+    let pem = nodemedic_common::reboot::SigningKey::generate_pem();
+    let public = nodemedic_common::reboot::SigningKey::from_pem(&pem, "key.pem")
+        .unwrap()
+        .verifying_key()
+        .to_pem();
+    std::fs::write(dir.join("key.pem"), &pem).unwrap();
+    std::fs::write(dir.join("public.pem"), &public).unwrap();
+    for (what, name, file) in [
+        ("secret", "nodemedic-drainer-reboot-key", "key.pem"),
+        ("configmap", "nodemedic-reboot-public-key", "public.pem"),
+    ] {
+        let from = format!("--from-file={}", dir.join(file).display());
+        let mut args = vec!["-n", "kube-system", "create", what];
+        if what == "secret" {
+            args.push("generic");
+        }
+        args.extend([name, from.as_str()]);
+        let (ok, said) = kubectl(&plane, &kubeconfig, &args);
+        assert!(ok, "{said}");
+    }
+    std::fs::remove_file(dir.join("key.pem")).unwrap();
     let (ok, said) = kubectl(&plane, &kubeconfig, &["apply", "--dry-run=server", "-k", &k]);
     assert!(ok, "{said}");
     let (ok, said) = kubectl(&plane, &kubeconfig, &["apply", "-k", &k]);
@@ -312,6 +337,33 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
     .await;
     say(&format!(
         "real node: kernel line -> condition -> cordon -> eviction through a PDB -> containers stopped -> uncordon, in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+
+    // A reboot: the ladder's second step, signed by the drainer, carried out by the detector.
+    let rebooted = PathBuf::from(format!("/tmp/{marker}-rebooted"));
+    kmsg(&format!("{marker} wedged"));
+    eventually("the cordon for the reboot", wait, || async {
+        let n = nodes.get(&name).await.ok()?;
+        n.spec?.unschedulable?.then_some(())
+    })
+    .await;
+    eventually("the reboot command run on the host", wait, || async {
+        rebooted.exists().then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let said = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items;
+    let reasons: Vec<&str> = said.iter().filter_map(|e| e.reason.as_deref()).collect();
+    assert!(reasons.contains(&"Rebooting"), "{reasons:?}");
+    assert!(!reasons.contains(&"RebootFailed"), "{reasons:?}");
+    let _ = std::fs::remove_file(&rebooted);
+    say(&format!(
+        "real node: signed reboot request carried out by the detector in its pod, in {:.0} s in all",
         started.elapsed().as_secs_f64()
     ));
     drop(node);

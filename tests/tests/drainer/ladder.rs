@@ -992,6 +992,30 @@ async fn names_machine(s: &Scenario, node: &str, machine: &str) {
         .unwrap();
 }
 
+/// The drainer of the Metal3 scenarios: a ladder that power-cycles through Metal3, one
+/// remediation at a time (the liar's turn comes once the first has proven itself).
+async fn metal3_drainer(s: &Scenario) -> Proc {
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, power-cycle",
+            "--drain-buffer=1s",
+            "--reboot-deadline=60s",
+            "--max-drains-in-flight=2",
+            "--slow-start-dwell=1s",
+            "--slow-start-cooldown=1s",
+            "--power-cycle-provider=metal3",
+        ])
+        .await;
+    drainer
+}
+
+/// The reboot annotation Metal3's operator acts on, on a BareMetalHost.
+fn annotation(h: kube::api::DynamicObject) -> Option<String> {
+    h.metadata
+        .annotations
+        .and_then(|a| a.get("reboot.metal3.io").cloned())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
     let s = Scenario::new().await;
@@ -1003,23 +1027,7 @@ async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
     names_machine(&s, &node, &format!("m-{node}")).await;
     // What a node may write on itself: it names the healthy node's Machine as its own.
     names_machine(&s, &liar, &format!("m-{healthy}")).await;
-    let (drainer, _) = s
-        .drainer(&[
-            "KernelDeadlock=True: drain, power-cycle",
-            "--drain-buffer=1s",
-            "--reboot-deadline=60s",
-            "--max-drains-in-flight=2",
-            // One remediation at a time: the liar's turn comes once the first has proven itself.
-            "--slow-start-dwell=1s",
-            "--slow-start-cooldown=1s",
-            "--power-cycle-provider=metal3",
-        ])
-        .await;
-    let annotation = |h: kube::api::DynamicObject| {
-        h.metadata
-            .annotations
-            .and_then(|a| a.get("reboot.metal3.io").cloned())
-    };
+    let drainer = metal3_drainer(&s).await;
     let asked = s
         .until("the host's reboot annotation", &drainer, || async {
             annotation(hosts.get(&format!("host-{node}")).await.ok()?)
@@ -1101,22 +1109,7 @@ async fn metal3_power_cycles_through_v1beta1_only_machines_too() {
             HOST.3,
         ),
     );
-    let (drainer, _) = s
-        .drainer(&[
-            "KernelDeadlock=True: drain, power-cycle",
-            "--drain-buffer=1s",
-            "--reboot-deadline=60s",
-            "--max-drains-in-flight=2",
-            "--slow-start-dwell=1s",
-            "--slow-start-cooldown=1s",
-            "--power-cycle-provider=metal3",
-        ])
-        .await;
-    let annotation = |h: kube::api::DynamicObject| {
-        h.metadata
-            .annotations
-            .and_then(|a| a.get("reboot.metal3.io").cloned())
-    };
+    let drainer = metal3_drainer(&s).await;
     s.until("the host's reboot annotation (v1beta1)", &drainer, || async {
         annotation(hosts.get(&format!("host-{node}")).await.ok()?)
     })
