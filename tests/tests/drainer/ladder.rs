@@ -653,18 +653,31 @@ async fn provider_id(s: &Scenario, node: &str) -> String {
 /// A Cluster API Machine (`cluster.x-k8s.io/v1beta2`, as Cluster API v1.11 and later store it) in
 /// `default` whose `status.nodeRef` names `node` (by name only, as v1beta2 keeps it) and whose
 /// provider ID is the node's.
-async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::DynamicObject>> {
+async fn machine(
+    s: &Scenario,
+    version: &str,
+    name: &str,
+    node: &str,
+) -> Option<Api<kube::api::DynamicObject>> {
     use kube::api::{ApiResource, DynamicObject, PostParams};
     use kube::core::GroupVersionKind;
-    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Machine");
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", version, "Machine");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "machines");
     let api: Api<DynamicObject> =
         Api::namespaced_with(s.env.cluster.client.clone(), "default", &resource);
     let id = provider_id(s, node).await;
     let mut m = DynamicObject::new(name, &resource);
-    m.data = json!({"spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"}, "providerID": id,
-            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "Metal3Machine", "name": name}},
-        "status": {"nodeRef": {"name": node}}});
+    m.data = if version == "v1beta1" {
+        // As Cluster API before v1.11 wrote it: the nodeRef with the Node's UID.
+        let uid = s.env.get_node(node).await["metadata"]["uid"].clone();
+        json!({"spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"}, "providerID": id,
+                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3Machine", "name": name}},
+            "status": {"nodeRef": {"kind": "Node", "name": node, "uid": uid}}})
+    } else {
+        json!({"spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"}, "providerID": id,
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "Metal3Machine", "name": name}},
+            "status": {"nodeRef": {"name": node}}})
+    };
     let mut installed = false;
     loop {
         match api.create(&PostParams::default(), &m).await {
@@ -691,19 +704,31 @@ async fn machine(s: &Scenario, name: &str, node: &str) -> Option<Api<kube::api::
 /// (it may write that annotation on itself) gets no Machine marked: its own Node is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replacement_marks_the_cluster_api_machine_that_names_the_node_back() {
-    let s = Scenario::new().await;
+    replacement_marks_the_machine(Scenario::new().await, "v1beta2").await;
+}
+
+/// The same where Cluster API serves v1beta1 alone (before v1.11), on a control plane of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_marks_a_v1beta1_only_machine_that_names_the_node_back() {
+    let Some(s) = v1beta1_only_scenario().await else {
+        return;
+    };
+    replacement_marks_the_machine(s, "v1beta1").await;
+}
+
+async fn replacement_marks_the_machine(s: Scenario, version: &str) {
     let honest = broken_node(&s, "capi").await;
     let liar = broken_node(&s, "liar").await;
     let other = s.env.node("other", "False", 3600, json!({})).await;
     let (m_honest, m_other) = (format!("m-{honest}"), format!("m-{other}"));
-    let Some(machines) = machine(&s, &m_honest, &honest).await else {
+    let Some(machines) = machine(&s, version, &m_honest, &honest).await else {
         nodemedic_tests::envtest::say_skipped(
             "a_replacement_marks_the_cluster_api_machine_that_names_the_node_back",
             "Cluster API's Machine CRD",
         );
         return;
     };
-    machine(&s, &m_other, &other).await.unwrap();
+    machine(&s, version, &m_other, &other).await.unwrap();
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
     for (n, m) in [(&honest, &m_honest), (&liar, &m_other)] {
         let claim = json!({"metadata": {"annotations": {"cluster.x-k8s.io/machine": m,
@@ -1067,22 +1092,10 @@ async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
 /// version, the host behind the node's Machine is power-cycled and the liar's is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metal3_power_cycles_through_v1beta1_only_machines_too() {
-    use nodemedic_tests::envtest::{self, ControlPlane, KcmOptions};
-    let Some(assets) = envtest::assets() else {
-        envtest::say_skipped("v1beta1-only Machines", "a control plane of its own");
+    let Some(s) = v1beta1_only_scenario().await else {
         return;
     };
-    let plane: &'static ControlPlane =
-        Box::leak(Box::new(ControlPlane::start(&assets, Some(KcmOptions::default()))));
-    let s = Scenario::on(crate::env::Env::on(nodemedic_tests::cluster::Cluster::on(plane))).await;
     let client = &s.env.cluster.client;
-    for file in [
-        "cluster-api/cluster.x-k8s.io_machines.yaml",
-        "metal3/infrastructure.cluster.x-k8s.io_metal3machines.yaml",
-        "metal3/metal3.io_baremetalhosts.yaml",
-    ] {
-        install_fixture_crd_serving(client, file, "v1beta1").await;
-    }
     let node = broken_node(&s, "bm1").await;
     let liar = broken_node(&s, "liar1").await;
     let healthy = s.env.node("healthy1", "False", 3600, json!({})).await;
@@ -1126,6 +1139,27 @@ async fn metal3_power_cycles_through_v1beta1_only_machines_too() {
     drop(drainer);
     forget_requests(&s).await;
     s.env.cleanup().await;
+}
+
+/// A scenario on a control plane of its own (the CRDs are cluster-wide) where Cluster API and Metal3
+/// serve v1beta1 alone; `None` (said) without a real control plane.
+async fn v1beta1_only_scenario() -> Option<Scenario> {
+    use nodemedic_tests::envtest::{self, ControlPlane, KcmOptions};
+    let Some(assets) = envtest::assets() else {
+        envtest::say_skipped("v1beta1-only Machines", "a control plane of its own");
+        return None;
+    };
+    let plane: &'static ControlPlane =
+        Box::leak(Box::new(ControlPlane::start(&assets, Some(KcmOptions::default()))));
+    let s = Scenario::on(crate::env::Env::on(nodemedic_tests::cluster::Cluster::on(plane))).await;
+    for file in [
+        "cluster-api/cluster.x-k8s.io_machines.yaml",
+        "metal3/infrastructure.cluster.x-k8s.io_metal3machines.yaml",
+        "metal3/metal3.io_baremetalhosts.yaml",
+    ] {
+        install_fixture_crd_serving(&s.env.cluster.client, file, "v1beta1").await;
+    }
+    Some(s)
 }
 
 /// The published CRD in `file` (under tests/fixtures) as a release serving `version` alone (its
