@@ -98,9 +98,15 @@ fn admission(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
 async fn the_install_line_installs_whole_or_changes_nothing_on_each_supported_release() {
     use nodemedic_tests::envtest::{self, ControlPlane};
     let line = documented_line("1.34 to 1.37");
-    let releases: Vec<_> = envtest::assets().into_iter().chain(envtest::oldest_assets()).collect();
+    let releases: Vec<_> = envtest::assets()
+        .into_iter()
+        .chain(envtest::oldest_assets())
+        .collect();
     if releases.is_empty() {
-        envtest::say_skipped("the install line on real control planes", "real kube-apiservers of the supported releases");
+        envtest::say_skipped(
+            "the install line on real control planes",
+            "real kube-apiservers of the supported releases",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -124,32 +130,76 @@ async fn the_install_line_installs_whole_or_changes_nothing_on_each_supported_re
         let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": "refuse-drainer-config"},
             "spec": {"policyName": "refuse-drainer-config", "validationActions": ["Deny"]}});
-        policies(&client).create(&Default::default(), &serde_json::from_value(refuse).unwrap()).await.unwrap();
-        bindings(&client).create(&Default::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
+        policies(&client)
+            .create(
+                &Default::default(),
+                &serde_json::from_value(refuse).unwrap(),
+            )
+            .await
+            .unwrap();
+        bindings(&client)
+            .create(
+                &Default::default(),
+                &serde_json::from_value(binding).unwrap(),
+            )
+            .await
+            .unwrap();
         // In force once the API server has compiled it: a dry-run create it refuses.
         let probe: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-        nodemedic_tests::cluster::eventually("the cluster's own policy in force", std::time::Duration::from_secs(60), || async {
-            let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "nodemedic-drainer-config"}})).unwrap();
-            let pp = kube::api::PostParams { dry_run: true, ..Default::default() };
-            probe.create(&pp, &cm).await.is_err().then_some(())
-        })
+        nodemedic_tests::cluster::eventually(
+            "the cluster's own policy in force",
+            std::time::Duration::from_secs(60),
+            || async {
+                let cm: ConfigMap = serde_json::from_value(
+                    json!({"metadata": {"name": "nodemedic-drainer-config"}}),
+                )
+                .unwrap();
+                let pp = kube::api::PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                };
+                probe.create(&pp, &cm).await.is_err().then_some(())
+            },
+        )
         .await;
         let bin = assets.clone();
         let (ok, said) = run_line(&line, &kubeconfig, &bin);
-        assert!(!ok && said.contains("refuses the drainer's config"), "{release}: {said}");
+        assert!(
+            !ok && said.contains("refuses the drainer's config"),
+            "{release}: {said}"
+        );
         let nothing = installed(&client).await;
-        assert!(nothing.iter().all(|(_, n)| *n == 0), "{release}: {nothing:?} after {said}");
-        assert!(policies(&client).get("nodemedic-detector-own-node").await.is_err(), "{release}");
+        assert!(
+            nothing.iter().all(|(_, n)| *n == 0),
+            "{release}: {nothing:?} after {said}"
+        );
+        assert!(
+            policies(&client)
+                .get("nodemedic-detector-own-node")
+                .await
+                .is_err(),
+            "{release}"
+        );
 
         // Without it, the line installs everything, the own-node policy with it.
-        bindings(&client).delete("refuse-drainer-config", &Default::default()).await.unwrap();
-        policies(&client).delete("refuse-drainer-config", &Default::default()).await.unwrap();
+        bindings(&client)
+            .delete("refuse-drainer-config", &Default::default())
+            .await
+            .unwrap();
+        policies(&client)
+            .delete("refuse-drainer-config", &Default::default())
+            .await
+            .unwrap();
         let mut said = String::new();
-        nodemedic_tests::cluster::eventually("the line to install", std::time::Duration::from_secs(60), || {
-            let (ok, s) = run_line(&line, &kubeconfig, &bin);
-            said = s.clone();
-            async move { ok.then_some(()) }
-        })
+        nodemedic_tests::cluster::eventually(
+            "the line to install",
+            std::time::Duration::from_secs(60),
+            || {
+                let (ok, s) = run_line(&line, &kubeconfig, &bin);
+                said = s.clone();
+                async move { ok.then_some(()) }
+            },
+        )
         .await;
         policies(&client)
             .get("nodemedic-detector-own-node")

@@ -131,7 +131,8 @@ fn renamed(shipped: &[Value], id: &str) -> (Value, Value) {
     let conditions = policy["spec"]["matchConditions"].as_array_mut().unwrap();
     let matched = conditions[0]["expression"].as_str().unwrap();
     assert!(matched.contains("'nodemedic-detector'"), "{matched}");
-    conditions[0]["expression"] = json!(matched.replace("'nodemedic-detector'", &format!("'{id}'")));
+    conditions[0]["expression"] =
+        json!(matched.replace("'nodemedic-detector'", &format!("'{id}'")));
     policy["metadata"]["name"] = json!(id);
     binding["metadata"]["name"] = json!(id);
     binding["spec"]["policyName"] = json!(id);
@@ -201,15 +202,23 @@ fn denied_by_policy(r: &Result<(), kube::Error>) -> bool {
 async fn token(cluster: &Cluster, ns: &str, sa: &str, pod: Option<(&str, &str)>) -> String {
     let mut spec = json!({"expirationSeconds": 3600});
     if let Some((name, uid)) = pod {
-        spec["boundObjectRef"] = json!({"kind": "Pod", "apiVersion": "v1", "name": name, "uid": uid});
+        spec["boundObjectRef"] =
+            json!({"kind": "Pod", "apiVersion": "v1", "name": name, "uid": uid});
     }
-    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
-    let req = Request::post(format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"))
-        .header("Content-Type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    let answer: Value = serde_json::from_str(&cluster.client.request_text(req).await.expect("a token")).unwrap();
-    answer["status"]["token"].as_str().expect("status.token").to_string()
+    let body =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+    let req = Request::post(format!(
+        "/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"
+    ))
+    .header("Content-Type", "application/json")
+    .body(serde_json::to_vec(&body).unwrap())
+    .unwrap();
+    let answer: Value =
+        serde_json::from_str(&cluster.client.request_text(req).await.expect("a token")).unwrap();
+    answer["status"]["token"]
+        .as_str()
+        .expect("status.token")
+        .to_string()
 }
 
 /// POST `object` to `path` as the admin; what the API server stored.
@@ -249,7 +258,12 @@ async fn own_node_policy_on(cluster: Cluster) {
     let id = cluster.name("vap");
     let ns = id.clone();
     let else_sa = format!("{id}-else");
-    create(&cluster.client, "/api/v1/namespaces", json!({"metadata": {"name": ns}})).await;
+    create(
+        &cluster.client,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": ns}}),
+    )
+    .await;
     for sa in [&id, &else_sa] {
         let path = format!("/api/v1/namespaces/{ns}/serviceaccounts");
         create(&cluster.client, &path, json!({"metadata": {"name": sa}})).await;
@@ -276,31 +290,56 @@ async fn own_node_policy_on(cluster: Cluster) {
         ),
     );
     policies
-        .create(&PostParams::default(), &serde_json::from_value(policy).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(policy).unwrap(),
+        )
         .await
         .unwrap_or_else(|e| panic!("{release} takes the shipped policy as it is: {e}"));
     bindings
-        .create(&PostParams::default(), &serde_json::from_value(binding).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(binding).unwrap(),
+        )
         .await
         .unwrap_or_else(|e| panic!("{release} takes the shipped binding as it is: {e}"));
 
     // The detector's rights, from the shipped RBAC, for both ServiceAccounts.
     let rbac = docs(&repo().join("deploy/base/detector-rbac.yaml"));
-    let mut role = rbac.iter().find(|o| o["kind"] == "ClusterRole").unwrap().clone();
+    let mut role = rbac
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .unwrap()
+        .clone();
     role["metadata"] = json!({"name": id});
-    create(&cluster.client, "/apis/rbac.authorization.k8s.io/v1/clusterroles", role).await;
-    create(&cluster.client, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json!({
+    create(
+        &cluster.client,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        role,
+    )
+    .await;
+    create(
+        &cluster.client,
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        json!({
         "metadata": {"name": id},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
         "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns},
-                     {"kind": "ServiceAccount", "name": else_sa, "namespace": ns}]})).await;
+                     {"kind": "ServiceAccount", "name": else_sa, "namespace": ns}]}),
+    )
+    .await;
 
     // The detector's pod on its node, and its token bound to that pod: the claim is the API
     // server's, not the holder's.
-    let pod = create(&cluster.client, &format!("/api/v1/namespaces/{ns}/pods"), json!({
+    let pod = create(
+        &cluster.client,
+        &format!("/api/v1/namespaces/{ns}/pods"),
+        json!({
         "metadata": {"name": "detector"},
         "spec": {"nodeName": own, "serviceAccountName": id,
-                 "containers": [{"name": "detector", "image": "nodemedic/detector"}]}})).await;
+                 "containers": [{"name": "detector", "image": "nodemedic/detector"}]}}),
+    )
+    .await;
     let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
     let detector = cluster
         .plane
@@ -349,9 +388,15 @@ async fn own_node_policy_on(cluster: Cluster) {
     let dp = kube::api::DeleteParams::default();
     let _ = bindings.delete(&id, &dp).await;
     let _ = policies.delete(&id, &dp).await;
-    let _ = Api::<ClusterRoleBinding>::all(cluster.client.clone()).delete(&id, &dp).await;
-    let _ = Api::<ClusterRole>::all(cluster.client.clone()).delete(&id, &dp).await;
-    let _ = Api::<Namespace>::all(cluster.client.clone()).delete(&ns, &dp).await;
+    let _ = Api::<ClusterRoleBinding>::all(cluster.client.clone())
+        .delete(&id, &dp)
+        .await;
+    let _ = Api::<ClusterRole>::all(cluster.client.clone())
+        .delete(&id, &dp)
+        .await;
+    let _ = Api::<Namespace>::all(cluster.client.clone())
+        .delete(&ns, &dp)
+        .await;
     cluster.delete_node(&own).await;
     cluster.delete_node(&other).await;
 }

@@ -44,7 +44,9 @@ fn overlay(marker: &str, api_port: u16) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let host_net = |kind: &str, name: &str| {
         let env = |k: &str, v: &str| {
-            format!("      - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: {k}, value: \"{v}\"}}}}\n")
+            format!(
+                "      - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: {k}, value: \"{v}\"}}}}\n"
+            )
         };
         format!(
             "  - target: {{kind: {kind}, name: {name}}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/hostNetwork, value: true}}\n{}{}",
@@ -177,7 +179,11 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
     ));
 
     // The install line of the README, with the images named by an overlay.
-    let marker = format!("nodemedic-ci-{}-{}", std::process::id(), started.elapsed().as_nanos());
+    let marker = format!(
+        "nodemedic-ci-{}-{}",
+        std::process::id(),
+        started.elapsed().as_nanos()
+    );
     let dir = overlay(&marker, plane.port());
     let kubeconfig = dir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig);
@@ -204,7 +210,11 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
         assert!(ok, "{said}");
     }
     std::fs::remove_file(dir.join("key.pem")).unwrap();
-    let (ok, said) = kubectl(&plane, &kubeconfig, &["apply", "--dry-run=server", "-k", &k]);
+    let (ok, said) = kubectl(
+        &plane,
+        &kubeconfig,
+        &["apply", "--dry-run=server", "-k", &k],
+    );
     assert!(ok, "{said}");
     let (ok, said) = kubectl(&plane, &kubeconfig, &["apply", "-k", &k]);
     assert!(ok, "{said}");
@@ -241,7 +251,11 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
             client.request_text(req).await.unwrap();
         }
     };
-    admin("/api/v1/namespaces".into(), json!({"metadata": {"name": ns}})).await;
+    admin(
+        "/api/v1/namespaces".into(),
+        json!({"metadata": {"name": ns}}),
+    )
+    .await;
     admin(
         format!("/apis/apps/v1/namespaces/{ns}/deployments"),
         json!({"metadata": {"name": "app"}, "spec": {"replicas": 1,
@@ -268,7 +282,10 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
     .await;
     let app_name = app.metadata.name.clone().unwrap();
     let containers = node.containers_of(ns, &app_name, "app");
-    assert!(!containers.is_empty(), "the kubelet runs the workload's container");
+    assert!(
+        !containers.is_empty(),
+        "the kubelet runs the workload's container"
+    );
 
     // The kernel line: the detector sets the condition, the drainer cordons.
     kmsg(&format!("{marker} broken"));
@@ -297,7 +314,10 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
     })
     .await;
     assert!(
-        pods(&client, ns, "app=app").await.iter().any(|p| p.metadata.name.as_deref() == Some(&app_name)),
+        pods(&client, ns, "app=app")
+            .await
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(&app_name)),
         "the pod stays while its budget allows no disruption"
     );
     // The budget opens: the eviction goes through and the kubelet stops the container.
@@ -310,7 +330,10 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
     .unwrap();
     eventually("the pod evicted", wait, || async {
         let all = pods(&client, ns, "app=app").await;
-        (!all.iter().any(|p| p.metadata.name.as_deref() == Some(&app_name))).then_some(())
+        (!all
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(&app_name)))
+        .then_some(())
     })
     .await;
     eventually("the kubelet to stop its container", wait, || async {

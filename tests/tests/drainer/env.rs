@@ -62,7 +62,11 @@ impl Env {
     /// One per supported release built here, newest first: a scenario that proves a safety or
     /// security claim runs on each (`Cluster::each_release`).
     pub async fn each_release() -> Vec<Env> {
-        Cluster::each_release().await.into_iter().map(Env::on).collect()
+        Cluster::each_release()
+            .await
+            .into_iter()
+            .map(Env::on)
+            .collect()
     }
 
     /// On a cluster of the scenario's own (a private control plane it restarts, or the test API

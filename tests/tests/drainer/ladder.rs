@@ -1102,15 +1102,27 @@ async fn metal3_power_cycles_through_v1beta1_only_machines_too() {
     for n in [&node, &healthy] {
         let id = provider_id(&s, n).await;
         let uid = s.env.get_node(n).await["metadata"]["uid"].clone();
-        object(&s, ("cluster.x-k8s.io", "v1beta1", "Machine", "machines"), &format!("m-{n}"), json!({
+        object(
+            &s,
+            ("cluster.x-k8s.io", "v1beta1", "Machine", "machines"),
+            &format!("m-{n}"),
+            json!({
             "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"}, "providerID": id,
                 "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
                     "kind": "Metal3Machine", "name": format!("m3m-{n}"), "namespace": "default"}},
-            "status": {"nodeRef": {"kind": "Node", "name": n, "uid": uid}}})).await;
+            "status": {"nodeRef": {"kind": "Node", "name": n, "uid": uid}}}),
+        )
+        .await;
         object(&s, ("infrastructure.cluster.x-k8s.io", "v1beta1", "Metal3Machine", "metal3machines"),
             &format!("m3m-{n}"),
             json!({"annotations": {"metal3.io/BareMetalHost": format!("default/host-{n}")}, "spec": {}, "status": {}})).await;
-        object(&s, HOST, &format!("host-{n}"), json!({"spec": {"online": true}, "status": {"poweredOn": true}})).await;
+        object(
+            &s,
+            HOST,
+            &format!("host-{n}"),
+            json!({"spec": {"online": true}, "status": {"poweredOn": true}}),
+        )
+        .await;
     }
     names_machine(&s, &node, &format!("m-{node}")).await;
     names_machine(&s, &liar, &format!("m-{healthy}")).await;
@@ -1123,19 +1135,30 @@ async fn metal3_power_cycles_through_v1beta1_only_machines_too() {
         ),
     );
     let drainer = metal3_drainer(&s).await;
-    s.until("the host's reboot annotation (v1beta1)", &drainer, || async {
-        annotation(hosts.get(&format!("host-{node}")).await.ok()?)
-    })
+    s.until(
+        "the host's reboot annotation (v1beta1)",
+        &drainer,
+        || async { annotation(hosts.get(&format!("host-{node}")).await.ok()?) },
+    )
     .await;
     Kubelet::booted(client, &node, BOOT_B).await;
-    s.env.set_condition(&node, "KernelDeadlock", "False", 0).await;
+    s.env
+        .set_condition(&node, "KernelDeadlock", "False", 0)
+        .await;
     said(&s, &drainer, &node, "RebootProven").await;
     s.until("the liar refused", &drainer, || async {
         has_event(&s, &liar, "PowerCycleFailed").await.then_some(())
     })
     .await;
-    assert_eq!(annotation(hosts.get(&format!("host-{healthy}")).await.unwrap()), None);
-    assert!(drainer.output().contains(&format!("names node {healthy}")), "{}", drainer.output());
+    assert_eq!(
+        annotation(hosts.get(&format!("host-{healthy}")).await.unwrap()),
+        None
+    );
+    assert!(
+        drainer.output().contains(&format!("names node {healthy}")),
+        "{}",
+        drainer.output()
+    );
     drop(drainer);
     forget_requests(&s).await;
     s.env.cleanup().await;
@@ -1149,9 +1172,14 @@ async fn v1beta1_only_scenario() -> Option<Scenario> {
         envtest::say_skipped("v1beta1-only Machines", "a control plane of its own");
         return None;
     };
-    let plane: &'static ControlPlane =
-        Box::leak(Box::new(ControlPlane::start(&assets, Some(KcmOptions::default()))));
-    let s = Scenario::on(crate::env::Env::on(nodemedic_tests::cluster::Cluster::on(plane))).await;
+    let plane: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start(
+        &assets,
+        Some(KcmOptions::default()),
+    )));
+    let s = Scenario::on(crate::env::Env::on(nodemedic_tests::cluster::Cluster::on(
+        plane,
+    )))
+    .await;
     for file in [
         "cluster-api/cluster.x-k8s.io_machines.yaml",
         "metal3/infrastructure.cluster.x-k8s.io_metal3machines.yaml",
@@ -1166,7 +1194,9 @@ async fn v1beta1_only_scenario() -> Option<Scenario> {
 /// storage version) would have it: a Cluster API or Metal3 before v1beta2; established on return.
 async fn install_fixture_crd_serving(client: &kube::Client, file: &str, version: &str) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(file);
     let mut crd: CustomResourceDefinition =
         serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     // A kind with no such version (Metal3's BareMetalHost, v1alpha1) stays as published.
@@ -1179,7 +1209,9 @@ async fn install_fixture_crd_serving(client: &kube::Client, file: &str, version:
     }
     let name = crd.metadata.name.clone().unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&Default::default(), &crd).await.unwrap_or_else(|e| panic!("install {file}: {e}"));
+    crds.create(&Default::default(), &crd)
+        .await
+        .unwrap_or_else(|e| panic!("install {file}: {e}"));
     nodemedic_tests::cluster::eventually(
         &format!("{name} established"),
         std::time::Duration::from_secs(60),
