@@ -148,7 +148,8 @@ pub struct KcmOptions {
 impl Default for KcmOptions {
     fn default() -> Self {
         KcmOptions {
-            controllers: "nodelifecycle,taint-eviction-controller,disruption,garbagecollector".into(),
+            controllers: "nodelifecycle,taint-eviction-controller,disruption,garbagecollector"
+                .into(),
             service_account_credentials: false,
             node_monitor_period: Duration::from_secs(1),
             node_monitor_grace_period: Duration::from_secs(40),
@@ -666,7 +667,9 @@ fn write_files(dir: &Path, node: Option<&str>) {
          {KCM_TOKEN},{KCM_USER},kcm,system:masters\n"
     );
     if let Some(node) = node {
-        tokens.push_str(&format!("{NODE_TOKEN},system:node:{node},node,system:nodes\n"));
+        tokens.push_str(&format!(
+            "{NODE_TOKEN},system:node:{node},node,system:nodes\n"
+        ));
     }
     std::fs::write(dir.join("tokens.csv"), tokens).expect("tokens.csv");
     std::fs::write(
@@ -743,41 +746,40 @@ fn spawn_apiserver(
         ]);
     }
     spawn(
-        cmd
-            .args([
-                "--etcd-servers",
-                &format!("http://127.0.0.1:{etcd_port}"),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                &api_port.to_string(),
-                "--service-account-issuer",
-                "https://kubernetes.default.svc",
-                "--service-cluster-ip-range",
-                "10.0.0.0/24",
-                // As kubeadm sets them up: the Node authorizer and NodeRestriction confine each
-                // kubelet (and a detector with its node's credential) to its own Node.
-                "--authorization-mode",
-                "Node,RBAC",
-                "--enable-admission-plugins",
-                "NodeRestriction",
-                // As every cluster that runs a node agent: the detector's DaemonSet is privileged.
-                "--allow-privileged=true",
-                "--audit-log-mode",
-                "blocking",
-            ])
-            .arg("--cert-dir")
-            .arg(dir.join("certs"))
-            .arg("--service-account-key-file")
-            .arg(dir.join("sa.pub"))
-            .arg("--service-account-signing-key-file")
-            .arg(dir.join("sa.key"))
-            .arg("--token-auth-file")
-            .arg(dir.join("tokens.csv"))
-            .arg("--audit-policy-file")
-            .arg(dir.join("audit-policy.yaml"))
-            .arg("--audit-log-path")
-            .arg(dir.join("audit.log")),
+        cmd.args([
+            "--etcd-servers",
+            &format!("http://127.0.0.1:{etcd_port}"),
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            &api_port.to_string(),
+            "--service-account-issuer",
+            "https://kubernetes.default.svc",
+            "--service-cluster-ip-range",
+            "10.0.0.0/24",
+            // As kubeadm sets them up: the Node authorizer and NodeRestriction confine each
+            // kubelet (and a detector with its node's credential) to its own Node.
+            "--authorization-mode",
+            "Node,RBAC",
+            "--enable-admission-plugins",
+            "NodeRestriction",
+            // As every cluster that runs a node agent: the detector's DaemonSet is privileged.
+            "--allow-privileged=true",
+            "--audit-log-mode",
+            "blocking",
+        ])
+        .arg("--cert-dir")
+        .arg(dir.join("certs"))
+        .arg("--service-account-key-file")
+        .arg(dir.join("sa.pub"))
+        .arg("--service-account-signing-key-file")
+        .arg(dir.join("sa.key"))
+        .arg("--token-auth-file")
+        .arg(dir.join("tokens.csv"))
+        .arg("--audit-policy-file")
+        .arg(dir.join("audit-policy.yaml"))
+        .arg("--audit-log-path")
+        .arg(dir.join("audit.log")),
         log,
     )
 }

@@ -145,7 +145,9 @@ state = "{d}/containerd/state"
             kubelet: None,
         };
         node.wait_for("containerd", Duration::from_secs(60), |n| {
-            n.ctr(&["version"]).output().is_ok_and(|o| o.status.success())
+            n.ctr(&["version"])
+                .output()
+                .is_ok_and(|o| o.status.success())
         });
         for image in [PAUSE_IMAGE, SLEEP_IMAGE].iter().chain(images) {
             node.import(image);
@@ -178,7 +180,11 @@ state = "{d}/containerd/state"
     fn start_kubelet(&mut self, plane: &ControlPlane) {
         let d = self.dir.path().to_path_buf();
         // The kubelet's cgroup root, in every hierarchy (cgroup v1 here: one per controller).
-        for ctl in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        for ctl in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             if ctl.file_type().is_ok_and(|t| t.is_dir()) && ctl.file_name() != "unified" {
                 let root = ctl.path().join(format!("nodemedic-{}", self.name));
                 let _ = std::fs::create_dir_all(&root);
@@ -270,7 +276,10 @@ serializeImagePulls: false
 
     /// The containers containerd runs for the kubelet now (task list): their IDs.
     pub fn running_tasks(&self) -> Vec<String> {
-        let out = self.ctr(&["tasks", "list", "--quiet"]).output().expect("ctr");
+        let out = self
+            .ctr(&["tasks", "list", "--quiet"])
+            .output()
+            .expect("ctr");
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)
@@ -349,7 +358,9 @@ impl Drop for RealNode {
         }
         // The pods' containers and sandboxes: their shims outlive containerd otherwise.
         for id in self.running_tasks() {
-            let _ = self.ctr(&["tasks", "kill", "--signal", "SIGKILL", &id]).output();
+            let _ = self
+                .ctr(&["tasks", "kill", "--signal", "SIGKILL", &id])
+                .output();
         }
         std::thread::sleep(Duration::from_millis(500));
         for id in self.running_tasks() {
@@ -366,7 +377,11 @@ impl Drop for RealNode {
             ))
             .status();
         let cg = format!("/nodemedic-{}", self.name);
-        for ctl in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        for ctl in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             remove_cgroup_tree(&ctl.path().join(cg.trim_start_matches('/')));
         }
     }
@@ -398,7 +413,10 @@ fn log(dir: &Path, name: &str) -> std::fs::File {
 fn ports() -> [u16; 2] {
     let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    [a.local_addr().unwrap().port(), b.local_addr().unwrap().port()]
+    [
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    ]
 }
 
 /// Run `cmd`; its stdout, or a panic with what it said.

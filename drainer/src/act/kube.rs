@@ -195,18 +195,27 @@ impl KubeCluster {
     ) -> Result<Option<Result<(kube::api::DynamicObject, String), String>>, ApiError> {
         use crate::model::capi;
         let version = self.served(capi::GROUP, &capi::VERSIONS).await?;
-        let key = (capi::GROUP, version.as_str(), capi::MACHINE_KIND, capi::MACHINE_PLURAL);
-        let machine = dynamic(&self.client, key, namespace, name).await.map_err(|e| match e {
-            PowerCycleError::Api(e) => e,
-            other => ApiError::Transport(other.to_string()),
-        })?;
+        let key = (
+            capi::GROUP,
+            version.as_str(),
+            capi::MACHINE_KIND,
+            capi::MACHINE_PLURAL,
+        );
+        let machine = dynamic(&self.client, key, namespace, name)
+            .await
+            .map_err(|e| match e {
+                PowerCycleError::Api(e) => e,
+                other => ApiError::Transport(other.to_string()),
+            })?;
         let Some(machine) = machine else {
             return Ok(None);
         };
         let now = self.nodes.get_opt(node).await.map_err(api_error)?;
         let fresh = now.filter(|n| n.metadata.uid.as_deref() == Some(node_uid));
         let Some(fresh) = fresh else {
-            return Ok(Some(Err(format!("the Node {node} is gone or was registered again"))));
+            return Ok(Some(Err(format!(
+                "the Node {node} is gone or was registered again"
+            ))));
         };
         let provider_id = fresh.spec.as_ref().and_then(|s| s.provider_id.as_deref());
         let who = capi::NodeIdentity {
@@ -215,7 +224,9 @@ impl KubeCluster {
             provider_id,
         };
         let data = serde_json::to_value(&machine).unwrap_or_default();
-        Ok(Some(capi::names_node(&data, &who).map(|()| (machine, version))))
+        Ok(Some(
+            capi::names_node(&data, &who).map(|()| (machine, version)),
+        ))
     }
 
     /// The BareMetalHost behind the Machine `namespace/machine`, only if that Machine names
@@ -251,7 +262,12 @@ impl KubeCluster {
                 .await
                 .map_err(PowerCycleError::Api)?,
         };
-        let key = (infra.group.as_str(), version.as_str(), metal3::MACHINE_KIND, metal3::MACHINE_PLURAL);
+        let key = (
+            infra.group.as_str(),
+            version.as_str(),
+            metal3::MACHINE_KIND,
+            metal3::MACHINE_PLURAL,
+        );
         let (infra_ns, infra_name) = (infra.namespace, infra.name);
         let m3m = dynamic(&self.client, key, &infra_ns, &infra_name)
             .await?
@@ -446,8 +462,8 @@ impl Cluster for KubeCluster {
         node: &str,
         node_uid: &str,
     ) -> Result<MachineMark, ApiError> {
-        use kube::api::{ApiResource, DynamicObject};
         use crate::model::capi;
+        use kube::api::{ApiResource, DynamicObject};
         let version = match self.machine_of(namespace, name, node, node_uid).await? {
             None => return Ok(MachineMark::Missing),
             Some(Err(why)) => return Ok(MachineMark::OtherNode(why)),

@@ -131,7 +131,10 @@ mod tests {
         let unmatched = json!({"spec": {"providerID": "p"}, "status": {}});
         assert!(names_node(&unmatched, &node(Some("p"))).is_err());
         let m = json!({"spec": {"providerID": ""}, "status": {"nodeRef": {"name": "bm"}}});
-        assert!(names_node(&m, &node(None)).is_err(), "two empty IDs are no match");
+        assert!(
+            names_node(&m, &node(None)).is_err(),
+            "two empty IDs are no match"
+        );
         assert!(names_node(&m, &node(Some("p"))).is_err());
     }
 

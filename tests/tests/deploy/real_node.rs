@@ -9,9 +9,11 @@
 //! - the kubelet stops the evicted pod's containers;
 //! - the recovery line clears the condition and the drainer uncordons the node;
 //! - with `deploy/reboot` (signed requests), a second condition whose ladder reboots: the drainer
-//!   signs the request, the detector in its pod verifies it and runs its reboot command through the
-//!   host's PID 1 with `nsenter`, as in production, the command's last words replaced by a marker
-//!   file the test reads (`touch` instead of `systemctl reboot`: the machine stays up).
+//!   signs the request, the detector in its pod verifies it and runs its reboot command with
+//!   `nsenter` into the host's namespaces, as in production, with two words changed: a host process
+//!   of the test's stands for PID 1 (this machine's sandbox lets no one enter its PID 1, root on the
+//!   host included), and `touch` of a marker file the test reads for `systemctl reboot` (the
+//!   machine stays up).
 //!
 //! The pods reach the API server through the host's network (the node's pod network is loopback
 //! only: nothing leaves this machine), told where by `KUBERNETES_SERVICE_HOST` as kube-proxy would.
@@ -39,7 +41,7 @@ const REBOOT: &str = "NodemedicCiReboot";
 /// The overlay: `deploy/` as the README installs it, the images named, one rule of the test's own
 /// added to the rules ConfigMap, the drainer's settings for a one-node cluster, and the two pods on
 /// the host's network.
-fn overlay(marker: &str, api_port: u16) -> PathBuf {
+fn overlay(marker: &str, api_port: u16, host_pid: u32) -> PathBuf {
     let dir = repo().join(format!("target/real-node-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let host_net = |kind: &str, name: &str| {
@@ -67,7 +69,7 @@ fn overlay(marker: &str, api_port: u16) -> PathBuf {
              \x20 - {{name: nodemedic-drainer-config, namespace: kube-system, behavior: replace, files: [drainer.yaml]}}\n\
              patches:\n{}{}\
              \x20 - target: {{kind: Deployment, name: nodemedic-drainer}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 1}}\n\
-             \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: '--reboot-command=nsenter --target 1 --mount --uts --ipc --net -- touch /tmp/{marker}-rebooted'}}\n",
+             \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: '--reboot-command=nsenter --target {host_pid} --mount --uts --ipc --net -- touch /tmp/{marker}-rebooted'}}\n",
             DETECTOR.rsplit_once(':').unwrap().0,
             DRAINER.rsplit_once(':').unwrap().0,
             host_net("DaemonSet", "nodemedic-detector"),
@@ -184,7 +186,21 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
         std::process::id(),
         started.elapsed().as_nanos()
     );
-    let dir = overlay(&marker, plane.port());
+    // The host process the detector's nsenter enters, standing for PID 1.
+    struct Host(std::process::Child);
+    impl Drop for Host {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let host = Host(
+        Command::new("sleep")
+            .arg("infinity")
+            .spawn()
+            .expect("sleep"),
+    );
+    let dir = overlay(&marker, plane.port(), host.0.id());
     let kubeconfig = dir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig);
     let k = dir.to_string_lossy().into_owned();
@@ -385,6 +401,7 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
     assert!(reasons.contains(&"Rebooting"), "{reasons:?}");
     assert!(!reasons.contains(&"RebootFailed"), "{reasons:?}");
     let _ = std::fs::remove_file(&rebooted);
+    drop(host);
     say(&format!(
         "real node: signed reboot request carried out by the detector in its pod, in {:.0} s in all",
         started.elapsed().as_secs_f64()
