@@ -171,16 +171,21 @@ async fn dynamic(
 impl KubeCluster {
     /// The newest of `versions` that the API server serves for `group`, or its preferred one when
     /// none of them is (discovery, asked each time: rare, and a CRD upgrade must not need a restart).
-    async fn served(&self, group: &str, versions: &[&str]) -> Result<String, ApiError> {
-        let g = kube::discovery::group(&self.client, group)
-            .await
-            .map_err(api_error)?;
+    /// `None` where the group is not served at all (no Cluster API here).
+    async fn served(&self, group: &str, versions: &[&str]) -> Result<Option<String>, ApiError> {
+        let g = match kube::discovery::group(&self.client, group).await {
+            Ok(g) => g,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
+            Err(e) => return Err(api_error(e)),
+        };
         let served: Vec<String> = g.versions().map(str::to_string).collect();
-        Ok(versions
-            .iter()
-            .find(|v| served.iter().any(|s| s == *v))
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| g.preferred_version_or_latest().to_string()))
+        Ok(Some(
+            versions
+                .iter()
+                .find(|v| served.iter().any(|s| s == *v))
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| g.preferred_version_or_latest().to_string()),
+        ))
     }
 
     /// The Cluster API Machine `namespace/name` in the newest version served, if it names `node`
@@ -194,7 +199,9 @@ impl KubeCluster {
         node_uid: &str,
     ) -> Result<Option<Result<(kube::api::DynamicObject, String), String>>, ApiError> {
         use crate::model::capi;
-        let version = self.served(capi::GROUP, &capi::VERSIONS).await?;
+        let Some(version) = self.served(capi::GROUP, &capi::VERSIONS).await? else {
+            return Ok(None);
+        };
         let key = (
             capi::GROUP,
             version.as_str(),
@@ -257,10 +264,9 @@ impl KubeCluster {
         }
         let version = match infra.version {
             Some(v) => v,
-            None => self
-                .served(&infra.group, &capi::VERSIONS)
-                .await
-                .map_err(PowerCycleError::Api)?,
+            None => (self.served(&infra.group, &capi::VERSIONS).await)
+                .map_err(PowerCycleError::Api)?
+                .ok_or_else(|| no(format!("{} is not served here", infra.group)))?,
         };
         let key = (
             infra.group.as_str(),
