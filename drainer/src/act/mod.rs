@@ -19,6 +19,7 @@
 //!  objects   the drainer's own objects, made at start where missing and allowed
 //!  turns     whose requests go first: a round's holds, then the drains' (32 at once)
 //!  kube      the Cluster over the Kubernetes API (what `drainer run` writes with; its RBAC)
+//!  capi      the Machine and BareMetalHost behind a Node (Cluster API, Metal3) for `kube`
 //!  memory    the Cluster in memory (`drainer simulate`, tests)
 //! ```
 //!
@@ -27,6 +28,7 @@
 //! are written. What is left outside: the record key Secret and the objects made at start, before
 //! any leadership (`key`, `objects`), and the Lease itself (`leader`).
 
+pub(crate) mod capi;
 pub mod drain;
 pub mod executor;
 pub mod hold;
