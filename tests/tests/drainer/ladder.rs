@@ -600,11 +600,7 @@ pub(super) async fn install_fixture_crds(client: &kube::Client, real: bool, file
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for file in files {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures")
-            .join(file);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
+        let crd = fixture_crd(file);
         let name = crd.metadata.name.clone().unwrap();
         match crds.create(&Default::default(), &crd).await {
             Ok(_) => {}
@@ -612,19 +608,37 @@ pub(super) async fn install_fixture_crds(client: &kube::Client, real: bool, file
             Err(e) => panic!("install {file}: {e}"),
         }
         if real {
-            nodemedic_tests::cluster::eventually(
-                &format!("{name} established"),
-                std::time::Duration::from_secs(60),
-                || async {
-                    let c = crds.get(&name).await.ok()?;
-                    (c.status?.conditions?.iter())
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                        .then_some(())
-                },
-            )
-            .await;
+            established(&crds, &name).await;
         }
     }
+}
+
+/// The published CRD in `file` under tests/fixtures.
+fn fixture_crd(
+    file: &str,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(file);
+    serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Wait until the CRD `name` is established: its kind is served.
+async fn established(
+    crds: &Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+    name: &str,
+) {
+    nodemedic_tests::cluster::eventually(
+        &format!("{name} established"),
+        std::time::Duration::from_secs(60),
+        || async {
+            let c = crds.get(name).await.ok()?;
+            (c.status?.conditions?.iter())
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// The published CRD of `kind` in the fixtures.
@@ -1194,11 +1208,7 @@ async fn v1beta1_only_scenario() -> Option<Scenario> {
 /// storage version) would have it: a Cluster API or Metal3 before v1beta2; established on return.
 async fn install_fixture_crd_serving(client: &kube::Client, file: &str, version: &str) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(file);
-    let mut crd: CustomResourceDefinition =
-        serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut crd = fixture_crd(file);
     // A kind with no such version (Metal3's BareMetalHost, v1alpha1) stays as published.
     if crd.spec.versions.iter().any(|v| v.name == version) {
         crd.spec.versions.retain(|v| v.name == version);
@@ -1212,17 +1222,7 @@ async fn install_fixture_crd_serving(client: &kube::Client, file: &str, version:
     crds.create(&Default::default(), &crd)
         .await
         .unwrap_or_else(|e| panic!("install {file}: {e}"));
-    nodemedic_tests::cluster::eventually(
-        &format!("{name} established"),
-        std::time::Duration::from_secs(60),
-        || async {
-            let c = crds.get(&name).await.ok()?;
-            (c.status?.conditions?.iter())
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        },
-    )
-    .await;
+    established(&crds, &name).await;
 }
 
 /// What a node's own credential may write cannot power-cycle anything or skip a step: a record
