@@ -276,10 +276,12 @@ serializeImagePulls: false
 
     /// The containers containerd runs for the kubelet now (task list): their IDs.
     pub fn running_tasks(&self) -> Vec<String> {
-        let out = self
-            .ctr(&["tasks", "list", "--quiet"])
-            .output()
-            .expect("ctr");
+        self.ids(&["tasks", "list", "--quiet"])
+    }
+
+    /// The IDs `ctr ARGS --quiet` lists, one a line.
+    fn ids(&self, args: &[&str]) -> Vec<String> {
+        let out = self.ctr(args).output().expect("ctr");
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)
@@ -289,21 +291,14 @@ serializeImagePulls: false
     /// The IDs of the containers the kubelet made for `container` of pod `pod` in `ns` (from
     /// containerd's labels), running or not.
     pub fn containers_of(&self, ns: &str, pod: &str, container: &str) -> Vec<String> {
-        let out = self
-            .ctr(&[
-                "containers",
-                "list",
-                "--quiet",
-                &format!("labels.\"io.kubernetes.pod.namespace\"=={ns}"),
-                &format!("labels.\"io.kubernetes.pod.name\"=={pod}"),
-                &format!("labels.\"io.kubernetes.container.name\"=={container}"),
-            ])
-            .output()
-            .expect("ctr");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
+        self.ids(&[
+            "containers",
+            "list",
+            "--quiet",
+            &format!("labels.\"io.kubernetes.pod.namespace\"=={ns}"),
+            &format!("labels.\"io.kubernetes.pod.name\"=={pod}"),
+            &format!("labels.\"io.kubernetes.container.name\"=={container}"),
+        ])
     }
 
     /// Hand `image` from buildah's storage to this containerd, as a registry would.

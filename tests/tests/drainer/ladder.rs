@@ -1048,6 +1048,20 @@ async fn metal3_drainer(s: &Scenario) -> Proc {
     drainer
 }
 
+/// The operator rebooted `node`'s host: it comes back with a new boot, the problem gone, and the
+/// reboot is proven; then the liar's power-cycle is refused.
+async fn proven_then_liar_refused(s: &Scenario, drainer: &Proc, node: &str, liar: &str) {
+    Kubelet::booted(&s.env.cluster.client, node, BOOT_B).await;
+    s.env
+        .set_condition(node, "KernelDeadlock", "False", 0)
+        .await;
+    said(s, drainer, node, "RebootProven").await;
+    s.until("the liar refused", drainer, || async {
+        has_event(s, liar, "PowerCycleFailed").await.then_some(())
+    })
+    .await;
+}
+
 /// The reboot annotation Metal3's operator acts on, on a BareMetalHost.
 fn annotation(h: kube::api::DynamicObject) -> Option<String> {
     h.metadata
@@ -1075,16 +1089,8 @@ async fn metal3_power_cycles_the_host_behind_the_nodes_machine_and_no_other() {
     assert_eq!(asked, r#"{"mode":"hard"}"#);
     said(&s, &drainer, &node, "PowerCycleRequested").await;
     // The operator reboots the host; the node comes back with a new boot, the problem gone.
-    Kubelet::booted(&s.env.cluster.client, &node, BOOT_B).await;
-    s.env
-        .set_condition(&node, "KernelDeadlock", "False", 0)
-        .await;
-    said(&s, &drainer, &node, "RebootProven").await;
     // The liar's power-cycle leads nowhere: its Machine names the healthy node back.
-    s.until("the liar refused", &drainer, || async {
-        has_event(&s, &liar, "PowerCycleFailed").await.then_some(())
-    })
-    .await;
+    proven_then_liar_refused(&s, &drainer, &node, &liar).await;
     let spared = hosts.get(&format!("host-{healthy}")).await.unwrap();
     assert_eq!(
         annotation(spared),
@@ -1155,15 +1161,7 @@ async fn metal3_power_cycles_through_v1beta1_only_machines_too() {
         || async { annotation(hosts.get(&format!("host-{node}")).await.ok()?) },
     )
     .await;
-    Kubelet::booted(client, &node, BOOT_B).await;
-    s.env
-        .set_condition(&node, "KernelDeadlock", "False", 0)
-        .await;
-    said(&s, &drainer, &node, "RebootProven").await;
-    s.until("the liar refused", &drainer, || async {
-        has_event(&s, &liar, "PowerCycleFailed").await.then_some(())
-    })
-    .await;
+    proven_then_liar_refused(&s, &drainer, &node, &liar).await;
     assert_eq!(
         annotation(hosts.get(&format!("host-{healthy}")).await.unwrap()),
         None
