@@ -4,19 +4,22 @@
 # k8s.io/kubernetes as any Go program is built from a module, and lays each release out the envtest way
 # (KUBEBUILDER_ASSETS: etcd, kubectl and the four binaries in one folder).
 #
-# Usage: build/kubernetes.sh [RELEASE...]      (default: the releases the project supports, newest first)
+# Usage: build/kubernetes.sh [RELEASE...]      (default: the releases the project supports, newest first,
+#                                               and KWOK for the scale benches)
 # Prints, per release, the folder and the time it took; the last line is the newest release's folder.
 #
 # Cached outside the clone, keyed by release: $NODEMEDIC_KUBE_CACHE (default ~/.cache/nodemedic/kubernetes)/vX.Y.Z.
 # A warm machine pays nothing. Nothing is fetched but from the Go module proxy and Debian's packages.
 set -euo pipefail
 
-# The supported range: the oldest and newest releases CI tests (README, "Supported Kubernetes").
-# Keep in step with tests/src/envtest.rs (RELEASES) and README.md.
-NEWEST=v1.37.2
-OLDEST=v1.34.4
+here=$(cd "$(dirname "$0")" && pwd)
+# The supported range: the newest and oldest releases CI tests (README, "Supported Kubernetes"),
+# from build/kubernetes-releases, which the test harness reads too.
 releases=("$@")
-[ ${#releases[@]} -gt 0 ] || releases=("$NEWEST" "$OLDEST")
+[ ${#releases[@]} -gt 0 ] || mapfile -t releases < <(grep -v '^#' "$here/kubernetes-releases" | grep .)
+# KWOK (sigs.k8s.io/kwok), which heartbeats the scale benches' fake nodes as kubelets would: the
+# release in build/kwok-release, built from its Go module into $cache/kwok-<release>/kwok.
+kwok_release=$(grep -v '^#' "$here/kwok-release" | grep . | head -n 1)
 
 cache=${NODEMEDIC_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodemedic/kubernetes}
 mkdir -p "$cache"
@@ -87,9 +90,35 @@ build_one() {
   ln -sf "$(command -v etcd || echo /usr/bin/etcd)" "$dir/etcd"
 }
 
+build_kwok() {
+  local dir=$cache/kwok-$kwok_release start=$SECONDS
+  if [ -x "$dir/kwok" ] && [ -d "$dir/stages" ]; then
+    echo "kwok $kwok_release: cached in $dir (0 s)" >&2
+    return 0
+  fi
+  command -v go >/dev/null 2>&1 || { echo "kwok $kwok_release: no Go toolchain here; cannot build" >&2; return 1; }
+  mkdir -p "$dir"
+  # kwok's go.mod has no replace directives, so `go install module@version` builds it as released.
+  (CGO_ENABLED=0 GOBIN="$dir/.partial" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_release" \
+    && mv "$dir/.partial/kwok" "$dir/kwok" && rmdir "$dir/.partial") \
+    || { echo "kwok $kwok_release: the build failed (see above)" >&2; return 1; }
+  # Its stages (what a fake node and its pods go through), as the release ships them in its module:
+  # a node made Ready, its heartbeat (status every 20-45 s, or status every 10-20 min and a Lease),
+  # and pods made Ready, completed and deleted.
+  local stages
+  stages=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$kwok_release/kustomize/stage
+  rm -rf "$dir/stages" "$dir/.stages"
+  for s in node/fast node/heartbeat node/heartbeat-with-lease pod/fast; do
+    mkdir -p "$dir/.stages/$s" && cp "$stages/$s"/*.yaml "$dir/.stages/$s/" && rm -f "$dir/.stages/$s/kustomization.yaml"
+  done
+  chmod -R u+w "$dir/.stages" && mv "$dir/.stages" "$dir/stages"
+  echo "kwok $kwok_release: built in $((SECONDS - start)) s into $dir" >&2
+}
+
 total=$SECONDS
 failed=0
 for rel in "${releases[@]}"; do build_one "$rel" || failed=1; done
+[ $# -gt 0 ] || build_kwok || failed=1
 echo "kubernetes: ${releases[*]} ready in $((SECONDS - total)) s" >&2
 for rel in "${releases[@]}"; do [ -x "$cache/$rel/kube-apiserver" ] && echo "$cache/$rel"; done | head -n 1
 exit $failed

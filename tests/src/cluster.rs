@@ -722,7 +722,20 @@ async fn finish_deletions(client: &kube::Client, node: &str) {
 }
 
 /// Poll `check` until it returns `Some`, or panic naming `what` after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match within(timeout, check).await {
+        Some(v) => v,
+        None => panic!("timed out after {timeout:?} waiting for: {what}"),
+    }
+}
+
+/// Poll `check` until it returns `Some`, or `None` after `timeout`: for a test that gathers what
+/// explains a timeout (a pod's logs) before it fails.
+pub async fn within<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -730,10 +743,10 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(v) = check().await {
-            return v;
+            return Some(v);
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for: {what}");
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -788,7 +788,7 @@ type SpawnJob = Box<dyn FnOnce() + Send>;
 
 /// Spawn `cmd` (output to `log`) from the long-lived spawner thread, with SIGKILL on that thread's
 /// (and so the test binary's) death.
-fn spawn(cmd: &mut Command, log: &Path) -> Child {
+pub(crate) fn spawn(cmd: &mut Command, log: &Path) -> Child {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
     let tx = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnJob>();

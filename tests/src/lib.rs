@@ -21,6 +21,7 @@ pub mod debug_dump;
 pub mod docs;
 pub mod envtest;
 pub mod fleet;
+pub mod kwok;
 pub mod node;
 pub mod process;
 pub mod server;

@@ -325,6 +325,32 @@ serializeImagePulls: false
         )
     }
 
+    /// The last lines each container of `ns`'s pods named `prefix`... wrote, from the kubelet's pod
+    /// log directory (what `kubectl logs` would show, without the API server reaching the kubelet).
+    pub fn pod_logs(&self, ns: &str, prefix: &str) -> String {
+        let mut out = String::new();
+        let pods = std::fs::read_dir("/var/log/pods")
+            .into_iter()
+            .flatten()
+            .flatten();
+        for pod in pods {
+            let dir = pod.file_name().to_string_lossy().into_owned();
+            if !dir.starts_with(&format!("{ns}_{prefix}")) {
+                continue;
+            }
+            for file in walk(&pod.path()) {
+                let t = std::fs::read_to_string(&file).unwrap_or_default();
+                let l: Vec<&str> = t.lines().collect();
+                out += &format!(
+                    "--- {}:\n{}\n",
+                    file.display(),
+                    l[l.len().saturating_sub(60)..].join("\n")
+                );
+            }
+        }
+        out
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -427,4 +453,18 @@ fn run(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The files under `dir`, depth first.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            files.extend(walk(&e.path()));
+        } else {
+            files.push(e.path());
+        }
+    }
+    files.sort();
+    files
 }

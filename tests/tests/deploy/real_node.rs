@@ -25,7 +25,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use nodemedic_tests::cluster::eventually;
+use nodemedic_tests::cluster::{eventually, within};
 use nodemedic_tests::envtest::{self, ControlPlane};
 use nodemedic_tests::node::{self, RealNode, SLEEP_IMAGE};
 use serde_json::{Value, json};
@@ -387,10 +387,15 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
         n.spec?.unschedulable?.then_some(())
     })
     .await;
-    eventually("the reboot command run on the host", wait, || async {
-        rebooted.exists().then_some(())
-    })
-    .await;
+    if within(wait, || async { rebooted.exists().then_some(()) })
+        .await
+        .is_none()
+    {
+        panic!(
+            "timed out after {wait:?} waiting for the reboot command run on the host\n{}",
+            node.pod_logs("kube-system", "nodemedic-")
+        );
+    }
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
     let said = events
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))

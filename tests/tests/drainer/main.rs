@@ -16,6 +16,7 @@ mod faults;
 mod forged;
 mod forms;
 mod isolation;
+mod kwok;
 mod ladder;
 mod medik8s;
 mod memory;
