@@ -117,9 +117,34 @@ pub async fn create(
     instant: &HashSet<usize>,
     state: PodState,
 ) {
+    create_inner(client, count, instant, state, None).await
+}
+
+/// [`create`] for a fleet whose kubelets KWOK plays (`crate::kwok`): the nodes annotated for it and
+/// without their Ready condition (KWOK initializes them, then heartbeats them), pods (Running) only
+/// on the nodes in `with_pods`, none with a zero grace period (KWOK finishes an evicted pod as its
+/// kubelet would).
+pub async fn create_for_kwok(client: &kube::Client, count: usize, with_pods: &HashSet<usize>) {
+    create_inner(
+        client,
+        count,
+        &HashSet::new(),
+        PodState::Running,
+        Some(with_pods),
+    )
+    .await
+}
+
+async fn create_inner(
+    client: &kube::Client,
+    count: usize,
+    instant: &HashSet<usize>,
+    state: PodState,
+    kwok: Option<&HashSet<usize>>,
+) {
     // The default drainer's record key Secret, as the manifests ship it.
     crate::drainer_objects(client, "kube-system", "nodemedic-drainer", None).await;
-    create_nodes(client, count).await;
+    create_nodes_inner(client, count, kwok.is_some()).await;
     let ns: Api<Namespace> = Api::all(client.clone());
     let namespace = json!({"metadata": {"name": NAMESPACE}});
     ns.create(
@@ -142,34 +167,49 @@ pub async fn create(
     let rs_uid = rs.metadata.uid.expect("the server gives a uid");
     let pod_template: Value = serde_json::from_str(POD_FIXTURE).expect("pod fixture");
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    futures::stream::iter((0..count).flat_map(|i| (0..PODS_PER_NODE).map(move |j| (i, j))))
-        .map(|(i, j)| {
-            let (pods, p) = (
-                pods.clone(),
-                pod(&pod_template, &rs_uid, i, j, instant.contains(&i)),
-            );
-            async move {
-                let name = p.metadata.name.clone().unwrap_or_default();
-                pods.create(&PostParams::default(), &p)
+    let with_pods = |i: &usize| kwok.is_none_or(|on| on.contains(i));
+    futures::stream::iter(
+        (0..count)
+            .filter(with_pods)
+            .flat_map(|i| (0..PODS_PER_NODE).map(move |j| (i, j))),
+    )
+    .map(|(i, j)| {
+        let (pods, p) = (
+            pods.clone(),
+            pod(&pod_template, &rs_uid, i, j, instant.contains(&i)),
+        );
+        async move {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            pods.create(&PostParams::default(), &p)
+                .await
+                .expect("create pod");
+            if state == PodState::Running {
+                let status = Patch::Merge(running(i, j));
+                pods.patch_status(&name, &PatchParams::default(), &status)
                     .await
-                    .expect("create pod");
-                if state == PodState::Running {
-                    let status = Patch::Merge(running(i, j));
-                    pods.patch_status(&name, &PatchParams::default(), &status)
-                        .await
-                        .expect("the pod's status, as its kubelet writes it");
-                }
+                    .expect("the pod's status, as its kubelet writes it");
             }
-        })
-        .buffer_unordered(32)
-        .for_each(|_| async {})
-        .await;
+        }
+    })
+    .buffer_unordered(32)
+    .for_each(|_| async {})
+    .await;
 }
 
 /// Create nodes `0..count` only ([`create`] without the pods).
 pub async fn create_nodes(client: &kube::Client, count: usize) {
+    create_nodes_inner(client, count, false).await
+}
+
+async fn create_nodes_inner(client: &kube::Client, count: usize, kwok: bool) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let node_template: Value = serde_json::from_str(NODE_FIXTURE).expect("node fixture");
+    let mut node_template: Value = serde_json::from_str(NODE_FIXTURE).expect("node fixture");
+    if kwok {
+        node_template["metadata"]["annotations"][crate::kwok::ANNOTATION] = json!("fake");
+        if let Some(c) = node_template["status"]["conditions"].as_array_mut() {
+            c.retain(|c| c["type"] != "Ready");
+        }
+    }
     futures::stream::iter(0..count)
         .map(|i| {
             let (nodes, n) = (nodes.clone(), node(&node_template, i));
