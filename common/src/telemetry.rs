@@ -57,6 +57,14 @@ pub fn filter(env: Option<&str>) -> EnvFilter {
             }
         }
     }
+    // kube's watcher says each failed list or watch at WARN as a Rust `Debug` dump of the API's
+    // Status ("watch list error with 403: Api(Status { ... })"), every few seconds while it lasts;
+    // the error reaches the watch's owner, which says it once in its own words.
+    if !spec.contains("kube_runtime")
+        && let Ok(d) = "kube_runtime::watcher=error".parse()
+    {
+        f = f.add_directive(d);
+    }
     f
 }
 
@@ -112,6 +120,7 @@ mod tests {
             tracing::warn!(target: "kube_client::client::tls", path = ?"/ca.crt", "failed to reload CA bundle");
             tracing::warn!(target: "kube_client::client::tls", "Server cert bypassed");
             tracing::error!(target: "kube_client::client::builder", "failed with error client error (Connect)");
+            tracing::warn!(target: "kube_runtime::watcher", "watch list error with 403: Api(Status {{ code: 403 }})");
             tracing::warn!(target: "nodemedic", "our own warning");
         });
         String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
@@ -126,7 +135,9 @@ mod tests {
             assert!(out.contains("CA bundle"), "{env:?}: {out}");
             assert!(!out.contains("Connect"), "{env:?}: {out}");
             assert!(!out.contains("Server cert bypassed"), "{env:?}: {out}");
+            assert!(!out.contains("Api(Status"), "{env:?}: {out}");
         }
+        assert!(logged(Some("info,kube_runtime=warn")).contains("Api(Status"));
         // Asked for by name, it is the operator's choice.
         assert!(logged(Some("info,kube_client=warn")).contains("SECRET"));
     }

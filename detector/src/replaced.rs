@@ -27,6 +27,22 @@ pub(crate) fn replacing(n: &Node) -> Option<String> {
     (r["phase"] == "replacing").then(|| r["stepAt"].as_str().unwrap_or_default().to_string())
 }
 
+/// How long after a failed watch it is tried again.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long after a refused one (403: the credential lacks list/watch on nodes, as the shipped
+/// `deploy/reboot` grants only get): a grant added later is found within this.
+const FORBIDDEN_RETRY: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Whether the watch's list or watch was refused (403).
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
+    }
+}
+
 /// Watch this node's Node until `stop`; keep the evidence once per replacement.
 pub(crate) async fn run(
     client: kube::Client,
@@ -39,6 +55,8 @@ pub(crate) async fn run(
     let cfg = watcher::Config::default().fields(&format!("metadata.name={node}"));
     let mut stream = Box::pin(watcher(api, cfg));
     let mut kept: Option<String> = None;
+    // Said once per streak of failures, not at each retry.
+    let mut failing = false;
     loop {
         let event = tokio::select! {
             r = stop.changed() => if r.is_err() || *stop.borrow() { return } else { continue },
@@ -46,13 +64,32 @@ pub(crate) async fn run(
         };
         let (n, gone) = match event {
             None => return,
-            Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => (n, false),
-            Some(Ok(watcher::Event::Delete(n))) => (n, true),
-            Some(Ok(_)) => continue,
             Some(Err(e)) => {
-                tracing::warn!(error = %e, "cannot watch this node's Node for a replacement; retrying");
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                let forbidden = forbidden(&e);
+                if !failing {
+                    failing = true;
+                    if forbidden {
+                        tracing::warn!(error = %e, "this detector's credential may not watch its Node (list and watch on nodes), so it keeps no evidence before a replacement; the replacement goes on; trying again every {} minutes", FORBIDDEN_RETRY.as_secs() / 60);
+                    } else {
+                        tracing::warn!(error = %e, "cannot watch this node's Node for a replacement; retrying");
+                    }
+                }
+                let wait = if forbidden { FORBIDDEN_RETRY } else { RETRY };
+                tokio::select! {
+                    r = stop.changed() => if r.is_err() || *stop.borrow() { return },
+                    () = tokio::time::sleep(wait) => {}
+                }
                 continue;
+            }
+            Some(Ok(e)) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!("watching this node's Node for a replacement again");
+                }
+                match e {
+                    watcher::Event::Apply(n) | watcher::Event::InitApply(n) => (n, false),
+                    watcher::Event::Delete(n) => (n, true),
+                    _ => continue,
+                }
             }
         };
         let which = match (replacing(&n), gone) {
@@ -72,6 +109,24 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_list_or_watch_is_told_from_other_failures() {
+        let status = |code: u16| kube::core::Status {
+            code,
+            ..kube::core::Status::failure("nodes is forbidden", "Forbidden")
+        };
+        let api = |code| kube::Error::Api(Box::new(status(code)).into());
+        assert!(forbidden(&watcher::Error::InitialListFailed(api(403))));
+        assert!(forbidden(&watcher::Error::WatchStartFailed(api(403))));
+        assert!(forbidden(&watcher::Error::WatchError(
+            Box::new(status(403)).into()
+        )));
+        assert!(!forbidden(&watcher::Error::InitialListFailed(api(500))));
+        assert!(!forbidden(&watcher::Error::WatchError(
+            Box::new(status(410)).into()
+        )));
+    }
 
     #[test]
     fn a_record_in_phase_replacing_names_its_replacement() {

@@ -69,11 +69,13 @@ fn overlay(marker: &str, api_port: u16, host_pid: u32) -> PathBuf {
              \x20 - {{name: nodemedic-drainer-config, namespace: kube-system, behavior: replace, files: [drainer.yaml]}}\n\
              patches:\n{}{}\
              \x20 - target: {{kind: Deployment, name: nodemedic-drainer}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 1}}\n\
-             \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: '--reboot-command=nsenter --target {host_pid} --mount --uts --ipc --net -- touch /tmp/{marker}-rebooted'}}\n",
+             \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: '--reboot-command=nsenter --target {host_pid} --mount --uts --ipc --net -- touch /tmp/{marker}-rebooted'}}\n\
+             \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      kind: DaemonSet\n      apiVersion: apps/v1\n      metadata: {{name: nodemedic-detector, namespace: kube-system}}\n      spec: {{template: {{spec: {{volumes: [{{name: state, hostPath: {{path: {state}, type: DirectoryOrCreate}}}}]}}}}}}\n",
             DETECTOR.rsplit_once(':').unwrap().0,
             DRAINER.rsplit_once(':').unwrap().0,
             host_net("DaemonSet", "nodemedic-detector"),
             host_net("Deployment", "nodemedic-drainer"),
+            state = state_dir(marker).display(),
         ),
     )
     .unwrap();
@@ -99,6 +101,13 @@ fn overlay(marker: &str, api_port: u16, host_pid: u32) -> PathBuf {
     )
     .unwrap();
     dir
+}
+
+/// The detector's state folder on the host (its reboots of the last day, its conditions), the
+/// test's own: this machine stands for a new node each run, and the shipped `/var/lib/nodemedic`
+/// would carry one run's reboots into the next (the detector's cap of 3 a day refused the fourth).
+fn state_dir(marker: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/{marker}-state"))
 }
 
 /// `kubectl` of the plane's own release.
@@ -186,6 +195,14 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
         std::process::id(),
         started.elapsed().as_nanos()
     );
+    // The detector's state folder goes with the test, however it ends.
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _state = Gone(state_dir(&marker));
     // The host process the detector's nsenter enters, standing for PID 1.
     struct Host(std::process::Child);
     impl Drop for Host {
