@@ -122,6 +122,10 @@ async fn main() {
     let burst_n = count_from_env("NODEMEDIC_KWOK_BURST", 500, quarter).min(quarter);
     let lease = count_from_env("NODEMEDIC_KWOK_LEASE", 40, 3_600) as u32;
 
+    // The shipped build first (about 12 minutes the first time), before the fleet loads the machine.
+    if std::env::var_os("NODEMEDIC_DRAINER_BIN").is_none() {
+        nodemedic_tests::bins::shipped_drainer();
+    }
     let plane: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start(&assets, None)));
     let backend = Backend::Real(plane);
     let client = backend.client();
