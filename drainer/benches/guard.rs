@@ -71,6 +71,7 @@ async fn main() {
             tick: Duration::from_secs(5),
             reload: None,
             reboot_signing_key: None,
+            record_key_file: None,
             settings: None,
             guard: Some(GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),

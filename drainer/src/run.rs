@@ -45,6 +45,9 @@ pub struct Options {
     /// The key reboot requests are signed with (`--reboot-signing-key`); None: unsigned, and
     /// every detector refuses them.
     pub reboot_signing_key: Option<std::path::PathBuf>,
+    /// The drain record key's file (`--record-key-file`), mounted from a Secret its token cannot
+    /// read; None: the key is read (and filled at the first start) through the API.
+    pub record_key_file: Option<std::path::PathBuf>,
 }
 
 pub struct Running {
@@ -211,9 +214,17 @@ async fn own_objects(
     opts: &Options,
 ) -> crate::error::Result<crate::model::seal::SealKey> {
     let (namespace, lease) = (&opts.lease.namespace, &opts.lease.name);
-    let owned = crate::act::objects::owned(lease, opts.settings.is_some());
+    let file = opts.record_key_file.as_deref();
+    let owned = crate::act::objects::owned(lease, opts.settings.is_some(), file.is_none());
     crate::act::objects::ensure(client, namespace, &owned).await?;
     let secret = crate::act::key::default_secret(lease);
+    if let Some(path) = file {
+        return Ok(crate::act::key::from_file(path, namespace, &secret).await?);
+    }
+    tracing::warn!(
+        secret = %format!("{namespace}/{secret}"),
+        "the drain record key is read through the API (no --record-key-file): whoever holds this drainer's token can read it and seal records it would act on; the shipped manifests mount it as a file its token cannot read"
+    );
     Ok(crate::act::key::load(client.clone(), namespace, &secret).await?)
 }
 

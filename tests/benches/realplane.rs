@@ -300,6 +300,7 @@ async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
             tick: Duration::from_secs(5),
             reload: None,
             reboot_signing_key: None,
+            record_key_file: None,
             settings: None,
             guard: Some(nodemedic_drainer::guard::server::GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),

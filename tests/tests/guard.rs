@@ -192,6 +192,7 @@ async fn start_with(cluster: &Cluster, dir: &Path, config: GuardConfig) -> Runni
         tick: Duration::from_millis(200),
         reload: None,
         reboot_signing_key: None,
+        record_key_file: None,
         settings: None,
         guard: Some(GuardOptions {
             listen: "127.0.0.1:0".parse().unwrap(),

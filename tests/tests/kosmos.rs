@@ -232,6 +232,7 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
             tick: Duration::from_millis(200),
             reload: None,
             reboot_signing_key: None,
+            record_key_file: None,
             settings: None,
             guard: Some(GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),

@@ -112,6 +112,7 @@ impl Env {
             tick: Duration::from_millis(200),
             reload: None,
             reboot_signing_key: None,
+            record_key_file: None,
             settings: None,
             guard: None,
         };

@@ -1,14 +1,20 @@
-//! The drainer's record key (see [`crate::model::seal`]), I/O: kept in a Secret in the drainer's
-//! namespace, `<lease name>-record-key` by default, that the manifests ship empty. The first
-//! drainer to start fills it with a random key (an update with the Secret's resourceVersion, so two
-//! replicas starting together agree on one key); every later start reads it.
+//! The drainer's record key (see [`crate::model::seal`]), I/O.
 //!
-//! Why the manifests make the Secret and the drainer only fills it: creating Secrets cannot be
-//! limited to one name by RBAC, and whoever may create Secrets in `kube-system` can mint a token for
-//! any ServiceAccount there (a `kubernetes.io/service-account-token` Secret). With `get` and
-//! `update` on this one name, the drainer holds no more than its own key.
+//! As the shipped manifests run it (`--record-key-file`): a file its pod mounts from the Secret
+//! `<lease name>-record-key`, made once at install (`kubectl create secret`, or the Helm chart),
+//! which the drainer's ServiceAccount has no grant on. A token stolen from the drainer's pod can
+//! then read no key, so it cannot seal a record the drainer would take for its own (and act on).
+//! The file's bytes are the key as they are: a Secret the drainer filled itself before (32 random
+//! bytes) keeps every record on the Nodes verifiable across the upgrade.
+//!
+//! Without `--record-key-file` (a drainer run by hand, or under an older Role): read, and filled at
+//! the first start with a random key, through the API (an update with the Secret's
+//! resourceVersion, so two replicas starting together agree on one key), said once as the weaker
+//! setup it is: whoever holds that token can read the key.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -32,6 +38,13 @@ pub enum KeyError {
         "the drain record key Secret {namespace}/{name} does not exist; the shipped manifests create it empty (the drainer fills it): `kubectl -n {namespace} create secret generic {name}`"
     )]
     Missing { namespace: String, name: String },
+    #[error("cannot read or fill the drain record key Secret {namespace}/{name}: {}; the shipped manifests grant no Secret and mount the key as a file instead: make the Secret once (`{}`), mount it into the drainer's pod and give --record-key-file, as deploy/base/drainer-deployment.yaml does", nodemedic_common::client::said(.source), make_command(namespace, name))]
+    Forbidden {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot read or fill the drain record key Secret {namespace}/{name}: {}", nodemedic_common::client::said(.source))]
     Api {
         namespace: String,
@@ -50,12 +63,107 @@ pub enum KeyError {
         "the drain record key Secret {namespace}/{name} kept changing while it was being filled"
     )]
     Contended { namespace: String, name: String },
+    #[error("--record-key-file {}: {source}", path.display())]
+    FileTooShort {
+        path: PathBuf,
+        #[source]
+        source: KeyTooShort,
+    },
+    #[error("--record-key-file {}: cannot read it: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl KeyError {
     /// The API server could not be reached or was not serving (worth waiting for).
     pub fn unreachable(&self) -> bool {
         matches!(self, KeyError::Api { source, .. } if nodemedic_common::client::unreachable(source))
+    }
+}
+
+/// How often a record key file not there yet is looked for again.
+const FILE_POLL: Duration = Duration::from_secs(2);
+
+/// What reading the record key file found.
+pub(crate) enum FileKey {
+    Key(SealKey),
+    /// Not there yet: the Secret is made after the pod started (an optional Secret volume is
+    /// filled by the kubelet when it appears) or holds no `key`.
+    Absent,
+}
+
+/// The record key in the file `path`, its bytes as they are.
+pub(crate) fn read_file(path: &Path) -> Result<FileKey, KeyError> {
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.is_empty() => Ok(FileKey::Absent),
+        Ok(bytes) => {
+            SealKey::new(&bytes)
+                .map(FileKey::Key)
+                .map_err(|source| KeyError::FileTooShort {
+                    path: path.into(),
+                    source,
+                })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileKey::Absent),
+        Err(source) => Err(KeyError::File {
+            path: path.into(),
+            source,
+        }),
+    }
+}
+
+/// The command that makes the record key Secret `namespace/name` with a new random key.
+pub(crate) fn make_command(namespace: &str, name: &str) -> String {
+    format!(
+        "kubectl -n {namespace} create secret generic {name} --from-literal={DATA_KEY}=\"$(head -c 32 /dev/urandom | base64)\""
+    )
+}
+
+/// The record key from the file `path`, waited for while it is not there (said once, with the
+/// command that makes the Secret it is mounted from): the drainer is not ready meanwhile.
+pub(crate) async fn from_file(
+    path: &Path,
+    namespace: &str,
+    name: &str,
+) -> Result<SealKey, KeyError> {
+    let mut said = false;
+    loop {
+        match read_file(path)? {
+            FileKey::Key(k) => {
+                tracing::info!(file = %path.display(), "drain records are sealed with the key from the file");
+                return Ok(k);
+            }
+            FileKey::Absent if !said => {
+                said = true;
+                tracing::warn!(
+                    file = %path.display(),
+                    make = %make_command(namespace, name),
+                    "waiting for the drain record key: the file is not there (its Secret is missing or holds no `{DATA_KEY}`); make the Secret once, as `make` says, and the kubelet puts it in place: not ready meanwhile"
+                );
+            }
+            FileKey::Absent => {}
+        }
+        tokio::time::sleep(FILE_POLL).await;
+    }
+}
+
+/// A failed call on the record key Secret `namespace/name`: a refusal names the file instead.
+fn api_error(namespace: &str, name: &str, source: kube::Error) -> KeyError {
+    let (namespace, name) = (namespace.to_string(), name.to_string());
+    match &source {
+        kube::Error::Api(e) if e.code == 403 => KeyError::Forbidden {
+            namespace,
+            name,
+            source,
+        },
+        _ => KeyError::Api {
+            namespace,
+            name,
+            source,
+        },
     }
 }
 
@@ -66,11 +174,7 @@ pub(crate) async fn load(
     name: &str,
 ) -> Result<SealKey, KeyError> {
     let api: Api<Secret> = Api::namespaced(client, namespace);
-    let api_error = |source| KeyError::Api {
-        namespace: namespace.into(),
-        name: name.into(),
-        source,
-    };
+    let api_error = |source| api_error(namespace, name, source);
     for _ in 0..5 {
         let Some(mut secret) = api.get_opt(name).await.map_err(api_error)? else {
             return Err(KeyError::Missing {
@@ -100,4 +204,72 @@ pub(crate) async fn load(
         namespace: namespace.into(),
         name: name.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_is_taken_as_its_bytes_and_one_not_there_yet_is_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        assert!(matches!(read_file(&path), Ok(FileKey::Absent)));
+        std::fs::write(&path, b"").unwrap();
+        assert!(matches!(read_file(&path), Ok(FileKey::Absent)));
+        std::fs::write(&path, b"short").unwrap();
+        let Err(e) = read_file(&path) else {
+            panic!("5 bytes taken for a key")
+        };
+        assert!(matches!(e, KeyError::FileTooShort { .. }));
+        assert!(e.to_string().contains("has 5 bytes"), "{e}");
+        // The same bytes the drainer once filled its Secret with give the same key.
+        let bytes = random_bytes();
+        std::fs::write(&path, bytes).unwrap();
+        let FileKey::Key(k) = read_file(&path).unwrap() else {
+            panic!("a key")
+        };
+        let same = SealKey::new(&bytes).unwrap();
+        assert!(same.verify(b"r", &k.seal(b"r")));
+        // A folder is no key: said, not waited for.
+        let Err(e) = read_file(dir.path()) else {
+            panic!("a folder taken for a key")
+        };
+        assert!(matches!(e, KeyError::File { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_refused_secret_says_to_mount_the_key_as_a_file() {
+        let refused = kube::Error::Api(
+            kube::core::Status::failure(
+                "secrets \"draino-record-key\" is forbidden: User \"system:serviceaccount:kube-system:draino\" cannot get resource \"secrets\"",
+                "Forbidden",
+            )
+            .with_code(403)
+            .boxed(),
+        );
+        let said = api_error("kube-system", "draino-record-key", refused).to_string();
+        assert!(said.contains("cannot get resource \"secrets\""), "{said}");
+        assert!(said.contains("--record-key-file"), "{said}");
+        assert!(
+            said.contains("kubectl -n kube-system create secret generic draino-record-key"),
+            "{said}"
+        );
+        let gone = kube::Error::Api(
+            kube::core::Status::failure("etcd is down", "InternalError")
+                .with_code(500)
+                .boxed(),
+        );
+        let said = api_error("kube-system", "k", gone).to_string();
+        assert!(!said.contains("--record-key-file"), "{said}");
+    }
+
+    #[test]
+    fn the_command_that_makes_the_secret_names_it_and_its_data_key() {
+        let c = make_command("kube-system", "nodemedic-drainer-record-key");
+        assert!(
+            c.starts_with("kubectl -n kube-system create secret generic nodemedic-drainer-record-key --from-literal=key="),
+            "{c}"
+        );
+    }
 }

@@ -116,13 +116,9 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["get", "update"],
         namespaced: true,
     },
-    // The record key (`act::key`): its one Secret, shipped empty, filled at the first start.
-    Permission {
-        group: "",
-        resource: "secrets",
-        verbs: &["get", "update"],
-        namespaced: true,
-    },
+    // No Secret: the record key (`act::key`) is a file its pod mounts (`--record-key-file`), so its
+    // token cannot read it. (A drainer run without that flag reads its Secret through the API and
+    // needs `secrets get/update` on that one name; the shipped manifests grant none.)
     // The detector watchdog reads where the detector DaemonSet runs (it lives in the drainer's
     // namespace in the shipped manifests and chart).
     Permission {

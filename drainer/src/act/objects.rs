@@ -39,25 +39,28 @@ pub struct Owned {
     pub holds: &'static str,
 }
 
-/// Every object the drainer with Lease `lease` keeps; the settings' ConfigMap when `publishing`.
-pub fn owned(lease: &str, publishing: bool) -> Vec<Owned> {
-    let mut all = vec![
-        Owned {
-            kind: Kind::Lease,
-            name: lease.to_string(),
-            holds: "its leader election",
-        },
-        Owned {
+/// Every object the drainer with Lease `lease` keeps; the settings' ConfigMap when `publishing`;
+/// its record key Secret when it reads the key through the API (`key_secret`: no
+/// `--record-key-file`; with the file, the Secret is the pod's, made at install, and none of the
+/// drainer's business).
+pub fn owned(lease: &str, publishing: bool, key_secret: bool) -> Vec<Owned> {
+    let mut all = vec![Owned {
+        kind: Kind::Lease,
+        name: lease.to_string(),
+        holds: "its leader election",
+    }];
+    if key_secret {
+        all.push(Owned {
             kind: Kind::Secret,
             name: crate::act::key::default_secret(lease),
             holds: "its drain record key",
-        },
-        Owned {
-            kind: Kind::ConfigMap,
-            name: nodemedic_common::reboot::configmap_name(lease),
-            holds: "its reboot requests",
-        },
-    ];
+        });
+    }
+    all.extend([Owned {
+        kind: Kind::ConfigMap,
+        name: nodemedic_common::reboot::configmap_name(lease),
+        holds: "its reboot requests",
+    }]);
     if publishing {
         all.push(Owned {
             kind: Kind::ConfigMap,

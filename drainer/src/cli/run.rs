@@ -81,6 +81,16 @@ pub(crate) struct RunArgs {
         value_name = "FILE"
     )]
     pub(crate) reboot_signing_key: Option<PathBuf>,
+    /// The key the drainer seals its drain records with: a file its pod mounts from the Secret
+    /// `<lease>-record-key` (made once at install), which its ServiceAccount token cannot read, so
+    /// a stolen token cannot forge a record the drainer would act on. Waited for while missing.
+    /// [default: none: the key is read, and filled at the first start, through the API]
+    #[arg(
+        help_heading = "Leader election",
+        long = "record-key-file",
+        value_name = "FILE"
+    )]
+    pub(crate) record_key_file: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) draino: crate::config::draino::DrainoFlags,
 }
@@ -192,5 +202,6 @@ fn options(args: RunArgs, config: crate::config::Config) -> crate::run::Options 
         reload: Some(args.policy.clone()),
         guard,
         reboot_signing_key: args.reboot_signing_key,
+        record_key_file: args.record_key_file,
     }
 }

@@ -28,14 +28,20 @@ pub fn check_types(objects: &[Value]) {
                     .unwrap_or_default();
                 assert!(holder.is_empty(), "a Lease shipped with a holder: {o}");
             }
-            // The drainer's record key, shipped empty (the drainer fills it): never a key in a
-            // manifest, which would let anyone who read it forge records.
+            // Only the drainer's record key, which Helm makes at install (kustomize ships none:
+            // the install guide's line makes it): 32 random bytes, a new key each render
+            // (`helm_makes_a_new_record_key_each_install`), never a key written in a manifest,
+            // which would let anyone who read it forge records.
             "Secret" => {
                 let secret = typed::<k8s_openapi::api::core::v1::Secret>(o);
+                let name = secret.metadata.name.clone().unwrap_or_default();
+                let data = secret.data.unwrap_or_default();
                 assert!(
-                    secret.data.unwrap_or_default().is_empty()
+                    name.ends_with("-drainer-record-key")
+                        && data.len() == 1
+                        && data.get("key").is_some_and(|k| k.0.len() == 32)
                         && secret.string_data.unwrap_or_default().is_empty(),
-                    "a Secret with content in the manifests: {o}"
+                    "a Secret other than the record key Helm makes in the manifests: {o}"
                 );
             }
             "ServiceAccount" => drop(typed::<ServiceAccount>(o)),
@@ -159,6 +165,69 @@ pub fn check_rbac(objects: &[Value]) {
         "drainer RBAC vs the calls it makes"
     );
     check_drainer_names(objects);
+    check_record_key_is_a_file(objects);
+}
+
+/// The drainer reads its record key from a file its pod mounts from the record key Secret, and no
+/// Role or ClusterRole of the drainer's grants anything on Secrets (issue 76, point 2): its token
+/// cannot read the key.
+fn check_record_key_is_a_file(objects: &[Value]) {
+    let d = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "Deployment"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("drainer"))
+        })
+        .expect("the drainer's Deployment");
+    let spec = pod_spec(d);
+    let args: Vec<&str> = spec["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let file = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--record-key-file="))
+        .expect("the drainer is given --record-key-file");
+    let (dir, _) = file.rsplit_once('/').unwrap();
+    let mount = spec["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == dir)
+        .unwrap_or_else(|| panic!("nothing mounted at {dir}"));
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert!(
+        volume["secret"]["secretName"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("drainer-record-key")),
+        "{volume}"
+    );
+    for o in objects {
+        let rules = o["rules"].as_array();
+        let drainer = o["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("drainer"));
+        if !["Role", "ClusterRole"].contains(&o["kind"].as_str().unwrap_or("")) || !drainer {
+            continue;
+        }
+        for rule in rules.into_iter().flatten() {
+            let resources = rule["resources"].as_array().cloned().unwrap_or_default();
+            assert!(
+                !resources.iter().any(|r| r == "secrets" || r == "*"),
+                "{} grants {rule}",
+                o["metadata"]["name"]
+            );
+        }
+    }
 }
 
 /// The drainer's namespaced rules on Leases, ConfigMaps and Secrets name their objects and never
@@ -205,7 +274,7 @@ fn check_drainer_names(objects: &[Value]) {
         .find(|(r, _)| r == "leases")
         .map(|(_, n)| n.clone())
         .expect("the Lease named");
-    for o in nodemedic_drainer::act::objects::owned(&lease, true) {
+    for o in nodemedic_drainer::act::objects::owned(&lease, true, false) {
         let (kind, resource) = match o.kind {
             nodemedic_drainer::act::objects::Kind::Lease => ("Lease", "leases"),
             nodemedic_drainer::act::objects::Kind::Secret => ("Secret", "secrets"),

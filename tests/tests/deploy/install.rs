@@ -29,6 +29,45 @@ fn documented_line(row: &str) -> String {
         .to_string()
 }
 
+/// The line of docs/install.md that makes the drainer's record key Secret (a shell line: its key
+/// comes from `$(head -c 32 /dev/urandom | base64)`).
+pub fn record_key_line() -> String {
+    let doc = std::fs::read_to_string(repo().join("docs/install.md")).unwrap();
+    doc.lines()
+        .find(|l| {
+            l.starts_with(
+                "kubectl -n kube-system create secret generic nodemedic-drainer-record-key ",
+            )
+        })
+        .expect("docs/install.md makes the record key Secret")
+        .to_string()
+}
+
+/// Run the shell line `line` with `kubeconfig` and the release's own kubectl from `bin` first on
+/// the PATH; whether it succeeded, and what it said.
+pub fn run_shell(line: &str, kubeconfig: &Path, bin: &Path) -> (bool, String) {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("sh")
+        .args(["-c", line])
+        .current_dir(repo())
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", path)
+        .output()
+        .expect("sh");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 /// Run `line` (`kubectl ... && kubectl ...`) as a shell would, with `kubeconfig` and the release's
 /// own kubectl from `bin`; whether it succeeded, and what kubectl said on stderr.
 fn run_line(line: &str, kubeconfig: &Path, bin: &Path) -> (bool, String) {
@@ -207,6 +246,35 @@ async fn the_install_line_installs_whole_or_changes_nothing_on_each_supported_re
             .unwrap_or_else(|e| panic!("{release}: the own-node policy: {e}; kubectl said {said}"));
         let all = installed(&client).await;
         assert!(all.iter().all(|(_, n)| *n > 0), "{release}: {all:?}");
+        // The record key line: a Secret the drainer's pod mounts, with a key long enough to seal
+        // with, and a new one each install.
+        let (ok, said) = run_shell(&record_key_line(), &kubeconfig, &bin);
+        assert!(ok, "{release}: {said}");
+        let secret =
+            Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "kube-system")
+                .get("nodemedic-drainer-record-key")
+                .await
+                .unwrap();
+        let key = secret
+            .data
+            .unwrap_or_default()
+            .remove("key")
+            .expect("a key")
+            .0;
+        assert!(key.len() >= 32, "{release}: a key of {} bytes", key.len());
+        let d: Deployment = Api::namespaced(client.clone(), "kube-system")
+            .get("nodemedic-drainer")
+            .await
+            .unwrap();
+        let spec = d.spec.unwrap().template.spec.unwrap();
+        let mounted = spec.volumes.unwrap_or_default().into_iter().any(|v| {
+            v.secret
+                .is_some_and(|s| s.secret_name.as_deref() == Some("nodemedic-drainer-record-key"))
+        });
+        assert!(
+            mounted,
+            "{release}: the drainer's pod mounts the record key"
+        );
     }
 }
 

@@ -40,7 +40,18 @@ fn kustomize_base_renders_valid_least_privilege_objects() {
 /// manager labels, the config checksums): compared with that metadata removed. The drainer's config
 /// is compared as settings (the chart writes it with toYaml, the base is a commented file).
 pub fn assert_same_as_kustomize(helm: &[Value], base: &[Value], what: &str) {
-    let mut helm: Vec<Value> = helm.iter().map(without_helm_metadata).collect();
+    // The one object only Helm ships: the record key, which it makes at install (with kustomize,
+    // the install guide's line makes it).
+    let mut helm: Vec<Value> = helm
+        .iter()
+        .filter(|o| {
+            !(o["kind"] == "Secret"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-drainer-record-key")))
+        })
+        .map(without_helm_metadata)
+        .collect();
     let mut base = base.to_vec();
     helm.sort_by_key(key);
     base.sort_by_key(key);
@@ -113,6 +124,25 @@ fn helm_chart_lints_clean_and_renders_the_kustomize_base() {
     if let Some(base) = kustomize(&repo().join("deploy")) {
         assert_same_as_kustomize(&helm, &base, "default values");
     }
+}
+
+/// Helm makes the drainer's record key at install: 32 random bytes, a new key each install, kept
+/// by `helm.sh/resource-policy: keep` (and by the chart's lookup on upgrade).
+#[test]
+fn helm_makes_a_new_record_key_each_install() {
+    let Some(a) = helm_template(&chart(), "nodemedic", "kube-system", None) else {
+        return;
+    };
+    let b = helm_template(&chart(), "nodemedic", "kube-system", None).unwrap();
+    let key = |objects: &[Value]| {
+        let s = find(objects, "Secret", "nodemedic-drainer-record-key");
+        assert_eq!(
+            s["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep"
+        );
+        s["data"]["key"].as_str().unwrap().to_string()
+    };
+    assert_ne!(key(&a), key(&b), "two installs, two keys");
 }
 
 #[test]

@@ -13,10 +13,17 @@
 //!   `nsenter` into the host's namespaces, as in production, with two words changed: a host process
 //!   of the test's stands for PID 1 (this machine's sandbox lets no one enter its PID 1, root on the
 //!   host included), and `touch` of a marker file the test reads for `systemctl reboot` (the
-//!   machine stays up).
+//!   machine stays up);
+//! - with the Kosmos guard (`deploy/components/guard`), a real node-lifecycle flap: the node, now a
+//!   Kosmos leaf, stops heartbeating (its kubelet frozen, its containers running on, as in a network
+//!   partition); kube-controller-manager marks it unreachable and its taint eviction deletes a pod
+//!   whose toleration ran out; the guard in the drainer's pod denies each deletion, says so in an
+//!   Event, and the pod is still there when the kubelet is back.
 //!
 //! The pods reach the API server through the host's network (the node's pod network is loopback
-//! only: nothing leaves this machine), told where by `KUBERNETES_SERVICE_HOST` as kube-proxy would.
+//! only: nothing leaves this machine), told where by `KUBERNETES_SERVICE_HOST` as kube-proxy would;
+//! the API server reaches the guard at 127.0.0.1:9443 (the drainer's port on the host's network), by
+//! URL in place of the Service no kube-proxy routes here, trusting the test's own certificate.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -41,7 +48,7 @@ const REBOOT: &str = "NodemedicCiReboot";
 /// The overlay: `deploy/` as the README installs it, the images named, one rule of the test's own
 /// added to the rules ConfigMap, the drainer's settings for a one-node cluster, and the two pods on
 /// the host's network.
-fn overlay(marker: &str, api_port: u16, host_pid: u32) -> PathBuf {
+fn overlay(marker: &str, api_port: u16, host_pid: u32, guard_ca: &str) -> PathBuf {
     let dir = repo().join(format!("target/real-node-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let host_net = |kind: &str, name: &str| {
@@ -60,6 +67,7 @@ fn overlay(marker: &str, api_port: u16, host_pid: u32) -> PathBuf {
         dir.join("kustomization.yaml"),
         format!(
             "resources: [../../deploy/reboot]\n\
+             components: [../../deploy/components/guard]\n\
              images:\n\
              \x20 - {{name: nodemedic/detector, newName: {}, newTag: ci}}\n\
              \x20 - {{name: nodemedic/drainer, newName: {}, newTag: ci}}\n\
@@ -69,6 +77,7 @@ fn overlay(marker: &str, api_port: u16, host_pid: u32) -> PathBuf {
              \x20 - {{name: nodemedic-drainer-config, namespace: kube-system, behavior: replace, files: [drainer.yaml]}}\n\
              patches:\n{}{}\
              \x20 - target: {{kind: Deployment, name: nodemedic-drainer}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 1}}\n\
+             \x20 - target: {{kind: ValidatingWebhookConfiguration, name: nodemedic-kosmos-guard}}\n    patch: |-\n      - {{op: replace, path: /webhooks/0/clientConfig, value: {{url: 'https://127.0.0.1:9443/validate', caBundle: {ca}}}}}\n\
              \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: '--reboot-command=nsenter --target {host_pid} --mount --uts --ipc --net -- touch /tmp/{marker}-rebooted'}}\n\
              \x20 - target: {{kind: DaemonSet, name: nodemedic-detector}}\n    patch: |-\n      kind: DaemonSet\n      apiVersion: apps/v1\n      metadata: {{name: nodemedic-detector, namespace: kube-system}}\n      spec: {{template: {{spec: {{volumes: [{{name: state, hostPath: {{path: {state}, type: DirectoryOrCreate}}}}]}}}}}}\n",
             DETECTOR.rsplit_once(':').unwrap().0,
@@ -76,6 +85,7 @@ fn overlay(marker: &str, api_port: u16, host_pid: u32) -> PathBuf {
             host_net("DaemonSet", "nodemedic-detector"),
             host_net("Deployment", "nodemedic-drainer"),
             state = state_dir(marker).display(),
+            ca = nodemedic_tests::webhook::base64(guard_ca.as_bytes()),
         ),
     )
     .unwrap();
@@ -217,10 +227,33 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
             .spawn()
             .expect("sleep"),
     );
-    let dir = overlay(&marker, plane.port(), host.0.id());
+    let tls = tempfile::tempdir().unwrap();
+    let guard_ca = nodemedic_tests::webhook::write_cert(tls.path(), "nodemedic-guard");
+    let dir = overlay(&marker, plane.port(), host.0.id(), &guard_ca);
     let kubeconfig = dir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig);
     let k = dir.to_string_lossy().into_owned();
+    // The guard's serving certificate, as the install guide's openssl steps make it.
+    let (cert, key) = (
+        format!("--cert={}", tls.path().join("tls.crt").display()),
+        format!("--key={}", tls.path().join("tls.key").display()),
+    );
+    let (ok, said) = kubectl(
+        &plane,
+        &kubeconfig,
+        &[
+            "-n",
+            "kube-system",
+            "create",
+            "secret",
+            "tls",
+            "nodemedic-guard-tls",
+            &cert,
+            &key,
+        ],
+    );
+    assert!(ok, "{said}");
+    drop(tls);
     // The reboot keys, as deploy/reboot/kustomization.yaml says to make them.
     let pem = nodemedic_common::reboot::SigningKey::generate_pem();
     let public = nodemedic_common::reboot::SigningKey::from_pem(&pem, "key.pem")
@@ -243,6 +276,13 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
         assert!(ok, "{said}");
     }
     std::fs::remove_file(dir.join("key.pem")).unwrap();
+    // The drainer's record key, made as the install guide says.
+    let (ok, said) = crate::install::run_shell(
+        &crate::install::record_key_line(),
+        &kubeconfig,
+        plane.assets(),
+    );
+    assert!(ok, "{said}");
     let (ok, said) = kubectl(
         &plane,
         &kubeconfig,
@@ -428,6 +468,197 @@ async fn on_a_real_node_a_kernel_line_cordons_evicts_through_a_pdb_and_its_recov
         "real node: signed reboot request carried out by the detector in its pod, in {:.0} s in all",
         started.elapsed().as_secs_f64()
     ));
+
+    kosmos_flap(&plane, &node, &name, ns, wait).await;
+    say(&format!(
+        "real node: the Kosmos guard held its pod through a node-lifecycle flap, in {:.0} s in all",
+        started.elapsed().as_secs_f64()
+    ));
     drop(node);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The node becomes a Kosmos leaf and its kubelet freezes (SIGSTOP: no heartbeat, its containers run
+/// on, as in a network partition). A second node heartbeats meanwhile (its Lease renewed by the test),
+/// so the node lifecycle controller does not take the cluster for one with every node down (it would
+/// then evict nothing). The controller marks the leaf unreachable and its taint eviction deletes a pod
+/// whose toleration ran out; the guard denies every such deletion, writes `PodDeletionBlocked`, and the
+/// pod is still there when the kubelet comes back and the node is Ready again.
+async fn kosmos_flap(plane: &ControlPlane, node: &RealNode, name: &str, ns: &str, wait: Duration) {
+    let client = plane.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"kosmos.io/node": "true"}}})),
+        )
+        .await
+        .unwrap();
+    let peer = format!("{name}-peer");
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": peer,
+                "labels": {"kubernetes.io/hostname": peer}},
+                "spec": {"taints": [{"key": "nodemedic.test/peer", "effect": "NoSchedule"}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let now = nodemedic_tests::cluster::now_rfc3339();
+    nodes
+        .patch_status(
+            &peer,
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+                "reason": "KubeletReady", "message": "the test renews its Lease",
+                "lastHeartbeatTime": now, "lastTransitionTime": now}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    struct Heartbeat(tokio::task::JoinHandle<()>);
+    impl Drop for Heartbeat {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _heartbeat = Heartbeat(tokio::spawn({
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client.clone(), "kube-node-lease");
+        let peer = peer.clone();
+        async move {
+            loop {
+                let now = k8s_openapi::jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+                    .to_string();
+                let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": peer, "namespace": "kube-node-lease"},
+                    "spec": {"holderIdentity": peer, "leaseDurationSeconds": 40, "renewTime": now}});
+                let _ = leases
+                    .patch(
+                        &peer,
+                        &PatchParams::apply("nodemedic-test-kubelet").force(),
+                        &Patch::Apply(lease),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }));
+    // A pod that tolerates an unreachable node for 2 s only.
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "leaf-app", "namespace": ns},
+        "spec": {"terminationGracePeriodSeconds": 1, "hostNetwork": true,
+            "containers": [{"name": "app", "image": SLEEP_IMAGE, "imagePullPolicy": "Never"}],
+            "tolerations": [
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2},
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]}}))
+    .unwrap();
+    let app: Api<Pod> = Api::namespaced(client.clone(), ns);
+    app.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("the leaf's pod running", wait, || async {
+        app.get_opt("leaf-app")
+            .await
+            .ok()
+            .flatten()
+            .filter(running)
+            .map(|_| ())
+    })
+    .await;
+
+    // The flap: the kubelet frozen until the controller has tried and failed to delete the pod.
+    let kubelet = Frozen::kubelet_of(name);
+    eventually("the leaf tainted unreachable:NoExecute", wait, || async {
+        let n = nodes.get(name).await.ok()?;
+        n.spec?
+            .taints?
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+            .then_some(())
+    })
+    .await;
+    let deletions = |code: fn(u16) -> bool| {
+        plane
+            .audit()
+            .iter()
+            .filter(|e| {
+                e.verb == "delete"
+                    && e.resource == "pods"
+                    && e.subresource.is_empty()
+                    && e.namespace == ns
+                    && e.name == "leaf-app"
+                    && e.user == envtest::KCM_USER
+                    && code(e.code)
+            })
+            .count()
+    };
+    eventually(
+        "the controller's deletion denied by the guard",
+        wait,
+        || async { (deletions(|c| c >= 400) > 0).then_some(()) },
+    )
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    eventually("the guard's PodDeletionBlocked Event", wait, || async {
+        let said = events
+            .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+            .await
+            .ok()?
+            .items;
+        said.iter()
+            .any(|e| e.reason.as_deref() == Some("PodDeletionBlocked"))
+            .then_some(())
+    })
+    .await;
+    drop(kubelet);
+    eventually("the leaf Ready again", wait, || async {
+        let n = nodes.get(name).await.ok()?;
+        (condition(&n, "Ready").as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        deletions(|c| c < 400),
+        0,
+        "no deletion of the leaf's pod got through"
+    );
+    let kept = app.get("leaf-app").await.unwrap();
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "the leaf's pod survived the flap"
+    );
+    assert!(
+        !node.containers_of(ns, "leaf-app", "app").is_empty(),
+        "its container still runs"
+    );
+    let _ = nodes.delete(&peer, &Default::default()).await;
+}
+
+/// A kubelet stopped with SIGSTOP, continued when dropped (however the test ends).
+struct Frozen(i32);
+
+impl Frozen {
+    fn kubelet_of(node: &str) -> Frozen {
+        let pattern = format!("kubelet .*--hostname-override {node} ");
+        let out = Command::new("pgrep")
+            .args(["-f", &pattern])
+            .output()
+            .expect("pgrep");
+        let pids: Vec<i32> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        assert_eq!(pids.len(), 1, "one kubelet for {node}: {pids:?}");
+        // SAFETY: kill(2) with a pid the test started and a standard signal.
+        assert_eq!(unsafe { libc::kill(pids[0], libc::SIGSTOP) }, 0);
+        Frozen(pids[0])
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
 }

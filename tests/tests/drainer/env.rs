@@ -155,6 +155,7 @@ impl Env {
             guard: None,
             reload,
             reboot_signing_key: None,
+            record_key_file: None,
             settings: None,
         };
         let run = self.cluster.id_label();

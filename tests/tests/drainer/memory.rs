@@ -112,7 +112,7 @@ async fn a_drainer_that_may_create_its_objects_makes_those_missing() {
     let env = Env::new().await;
     let lease = env.name("made-here");
     // The names the tests' helper makes are the drainer's own.
-    let theirs: Vec<(String, String)> = nodemedic_drainer::act::objects::owned(&lease, true)
+    let theirs: Vec<(String, String)> = nodemedic_drainer::act::objects::owned(&lease, true, true)
         .into_iter()
         .map(|o| (format!("{:?}", o.kind), o.name))
         .collect();
@@ -207,6 +207,7 @@ fn options(env: &Env, lease: &str) -> Options {
         guard: None,
         reload: None,
         reboot_signing_key: None,
+        record_key_file: None,
         settings: Some(nodemedic_drainer::config::published::Published::new(
             &Default::default(),
             None,

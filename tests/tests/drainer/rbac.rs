@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
 use nodemedic_drainer::config::Budget;
@@ -18,7 +19,7 @@ const LEASE: &str = "nodemedic-drainer";
 /// Apply the shipped drainer RBAC (deploy/base/drainer-rbac.yaml) to the control plane.
 async fn apply_shipped_rbac(client: &kube::Client) {
     use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+    use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     // The RBAC and the objects the drainer keeps, which its Role names and never creates.
     let text = ["drainer-rbac.yaml", "drainer-objects.yaml"]
@@ -50,8 +51,6 @@ async fn apply_shipped_rbac(client: &kube::Client) {
         let v: Value = serde_saphyr::from_str(doc).unwrap();
         match v["kind"].as_str().unwrap() {
             "ServiceAccount" => create::<ServiceAccount>(client, Some("kube-system"), v).await,
-            // The record key, shipped empty: the drainer fills it at its first start.
-            "Secret" => create::<Secret>(client, Some("kube-system"), v).await,
             "Lease" => create::<Lease>(client, Some("kube-system"), v).await,
             "ConfigMap" => create::<ConfigMap>(client, Some("kube-system"), v).await,
             "ClusterRole" => create::<ClusterRole>(client, None, v).await,
@@ -126,8 +125,26 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes_on(env: Env) {
     // bindings are created can still be refused. Wait until it knows both bindings, so that a 403
     // below means the shipped RBAC lacks a rule, not that the cache was behind.
     wait_authorized(&client, "list", "", "nodes", None, None).await;
-    // The shipped Role names the Lease and the record key Secret: the drainer runs under those
-    // names here, as deployed.
+    // The record key Secret, made at install as the README says (by an administrator: the
+    // drainer's token has no grant on it), and mounted as a file into the drainer's pod.
+    let key = tempfile::tempdir().unwrap();
+    let bytes: Vec<u8> = (0..32).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(key.path().join("key"), &bytes).unwrap();
+    let admin_secrets: Api<Secret> = Api::namespaced(env.cluster.client.clone(), "kube-system");
+    let _ = admin_secrets
+        .delete(&format!("{LEASE}-record-key"), &Default::default())
+        .await;
+    admin_secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": format!("{LEASE}-record-key")},
+                "data": {"key": nodemedic_tests::webhook::base64(&bytes)}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // The shipped Role names the Lease: the drainer runs under that name here, as deployed.
     wait_authorized(
         &client,
         "get",
@@ -164,6 +181,7 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes_on(env: Env) {
             reload: None,
             // Published under the shipped Role too (its ConfigMap by name).
             reboot_signing_key: None,
+            record_key_file: Some(key.path().join("key")),
             settings: Some(nodemedic_drainer::config::published::Published::new(
                 &Default::default(),
                 None,
@@ -199,6 +217,22 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes_on(env: Env) {
             "{name}: {made:?}"
         );
     }
+    // Nor can it read the record key (issue 76, point 1: with it, a stolen token sealed records
+    // the drainer signed reboots for), or any Secret.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    for read in [
+        secrets.get(&format!("{LEASE}-record-key")).await.map(drop),
+        secrets.list(&Default::default()).await.map(drop),
+        Api::<Secret>::all(client.clone())
+            .list(&Default::default())
+            .await
+            .map(drop),
+    ] {
+        assert!(
+            matches!(read, Err(kube::Error::Api(ref e)) if e.code == 403),
+            "the drainer's token reads Secrets: {read:?}"
+        );
+    }
     let forbidden: Vec<String> = plane
         .audit()
         .iter()
@@ -206,6 +240,7 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes_on(env: Env) {
         // The attempts above, refused as they must be.
         .filter(|e| {
             !(e.verb == "create" && ["configmaps", "leases"].contains(&e.resource.as_str()))
+                && e.resource != "secrets"
         })
         .map(|e| format!("{} {}/{}", e.verb, e.resource, e.subresource))
         .collect();
