@@ -189,6 +189,11 @@ pub enum Why {
     ManualUncordon {
         what: String,
     },
+    /// A node we hold that the policy no longer selects: no step is taken on it. `released`: its
+    /// problem cleared, so our hold goes; else it is held as it is.
+    LeftSelection {
+        released: bool,
+    },
     ProblemBack {
         pending: Vec<String>,
     },
@@ -309,6 +314,7 @@ impl Why {
             | Why::OwnedByOther(_)
             | Why::KosmosExempt { .. } => Action::Skip,
             Why::PodsNotListed { .. }
+            | Why::LeftSelection { released: false }
             | Why::BreakerOpen { .. }
             | Why::DomainOutage { .. }
             | Why::Flapping { .. }

@@ -363,3 +363,72 @@ fn a_restart_overtaken_by_a_reboot_is_superseded_and_the_ladder_goes_on() {
     assert_eq!(next.ended.len(), 1);
     assert_eq!(next.ended[0].outcome, Outcome::Superseded);
 }
+
+/// A node we hold that the policy no longer selects gets no step from its record (issue 76,
+/// principle 1: a record sealed with a stolen key brought in an unselected node, which the drainer
+/// rebooted): held as it is while its problem lasts, whatever phase its record says; released once
+/// the problem cleared. The same nodes, selected, go on.
+#[test]
+fn a_node_that_left_the_selection_is_held_or_released_never_stepped() {
+    let mut c = ladder_cfg("drain, reboot, power-cycle, replace");
+    c.selector = crate::config::select::Selector::labels("pool=a").unwrap();
+    let drained = |pool: &str, held: bool| {
+        let n = booted(node("n"), BOOT_A)
+            .label("pool", pool)
+            .unschedulable();
+        let n = if held {
+            n.cond("KernelDeadlock", "True", 0)
+        } else {
+            n.cond("KernelDeadlock", "False", NOW - 700)
+        };
+        n.cond("Ready", "True", NOW - 600)
+            .record(record(Phase::Drained))
+    };
+    // Selected, drained, problem held: the ladder's reboot.
+    let d = one(drained("a", true), &c);
+    assert_eq!(d.action(), Action::Reboot, "{}", d.reason());
+    // Not selected: held as it is, nothing written.
+    let d = one(drained("b", true), &c);
+    assert_eq!(
+        d.why,
+        Why::LeftSelection { released: false },
+        "{}",
+        d.reason()
+    );
+    assert_eq!(d.action(), Action::Hold);
+    assert_eq!(d.effect, Effect::Nothing);
+    assert!(d.reason().contains("no further step"), "{}", d.reason());
+    // A reboot past its deadline on a node outside the selection: no power-cycle after it.
+    let late = rebooting(NOW - 1300, "drain, reboot, power-cycle, replace");
+    let d = one(on_node(late.clone(), BOOT_A, true).label("pool", "a"), &c);
+    assert_eq!(d.action(), Action::PowerCycle, "selected: {}", d.reason());
+    let d = one(on_node(late, BOOT_A, true).label("pool", "b"), &c);
+    assert_eq!(
+        d.why,
+        Why::LeftSelection { released: false },
+        "{}",
+        d.reason()
+    );
+    assert_eq!(d.effect, Effect::Nothing);
+    // Its problem cleared: released, our hold lifted, the step under way cancelled.
+    let d = one(drained("b", false), &c);
+    assert_eq!(
+        d.why,
+        Why::LeftSelection { released: true },
+        "{}",
+        d.reason()
+    );
+    let Effect::Release(r) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert_eq!(r.phase, Phase::Released);
+    assert!(!r.cordoned && r.taints.is_empty(), "{r:?}");
+    let r = rebooting(NOW - 60, "drain, reboot");
+    let d = one(on_node(r, BOOT_A, false).label("pool", "b"), &c);
+    let Effect::Release(r) = &d.effect else {
+        panic!("{d:?}")
+    };
+    let last = r.ended.last().expect("the reboot's attempt ended");
+    assert_eq!(last.step, Step::Reboot);
+    assert!(last.why.contains("left the selection"), "{last:?}");
+}

@@ -71,6 +71,9 @@ pub(super) fn decide_node(
         let why = Why::ManualUncordon { what };
         return (why, Effect::Release(released));
     }
+    if !selected {
+        return left_selection(c, r, p, x, b);
+    }
     match r.phase {
         Phase::Replacing => return ladder::replacing(r, now),
         Phase::Restarting => {
@@ -95,6 +98,34 @@ pub(super) fn decide_node(
         return relapse(r, p, cfg, now);
     }
     by_phase(c, r, p, x, b)
+}
+
+/// A node we hold that the policy no longer selects. Its record is stored state: it may hold the
+/// node back, never start or go on with a step on it (issue 76, principle 1: a record sealed with a
+/// stolen key once brought in a node outside the selection, and the drainer rebooted it). Held as it
+/// is while its problem lasts; released once it cleared (a drain under way stops: the node is no
+/// longer ours to drain).
+fn left_selection(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets) -> Decided {
+    if !p.held.is_empty() || !p.pending.is_empty() {
+        return (Why::LeftSelection { released: false }, Effect::Nothing);
+    }
+    if let Some(h) = paused(x.gates) {
+        return h;
+    }
+    let mut released = r.clone();
+    released.ended = cancelled(r, "the node left the selection", x.now);
+    released.phase = Phase::Released;
+    released.cordoned = false;
+    released.taints.clear();
+    released.probation_until = None;
+    b.uncordoned(c.domain);
+    if r.phase == Phase::Draining {
+        b.draining -= 1;
+    }
+    (
+        Why::LeftSelection { released: true },
+        Effect::Release(released),
+    )
 }
 
 /// The hold of a pause on the drainer's Lease: nothing is written.

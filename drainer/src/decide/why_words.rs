@@ -90,6 +90,12 @@ impl Why {
                 "uncordoned by a person during this problem episode; not cordoned again",
             ),
             Why::ForgetReleased => f.write_str("problem cleared; forgetting the released episode"),
+            Why::LeftSelection { released: false } => f.write_str(
+                "no longer selected by the node selector: held as it is, no further step taken, until its problem clears or a person lifts the hold",
+            ),
+            Why::LeftSelection { released: true } => f.write_str(
+                "no longer selected by the node selector and its problem cleared: released",
+            ),
             Why::ManualUncordon { what } => write!(
                 f,
                 "{what} by a person: released, not cordoned again for this problem episode"

@@ -87,6 +87,8 @@ fn recorded() -> Vec<(Action, Why)> {
                 what: "uncordoned".into(),
             },
         ),
+        (Action::Hold, Why::LeftSelection { released: false }),
+        (Action::None, Why::LeftSelection { released: true }),
         (Action::Wait, Why::ProblemBack { pending: vec![p()] }),
         (
             Action::Wait,
@@ -357,8 +359,9 @@ fn variant(w: &Why) -> usize {
         Flapping { .. } => 34,
         Paused { .. } => 35,
         OutsideDrainWindow { .. } => 36,
+        LeftSelection { .. } => 37,
         Ladder(l) => {
-            37 + match l {
+            38 + match l {
                 LadderWhy::Reboot { .. } => 0,
                 LadderWhy::AwaitingReboot { .. } => 1,
                 LadderWhy::RebootProven { .. } => 2,
@@ -379,7 +382,7 @@ fn variant(w: &Why) -> usize {
     }
 }
 
-const VARIANTS: usize = 37 + 15;
+const VARIANTS: usize = 38 + 15;
 
 /// A decision doing `action` for `why`: an effect of the kind that action writes (the action is
 /// derived from it, or from `why` when it writes nothing).

@@ -968,3 +968,47 @@ fn the_attribute_counts_follow_a_change_of_software_alone_and_stay_over_a_condit
     );
     assert_eq!(f.running.attributes, full(&f));
 }
+
+/// A reboot request stands only for a node the policy selects whose problem is set now (issue 76,
+/// principle 1): a record of ours in phase `rebooting`, however authentic, asks no detector to
+/// reboot a healthy node or one outside the selection, and the request goes when the node leaves.
+#[test]
+fn a_reboot_request_stands_only_for_a_selected_node_with_its_problem_now() {
+    let c = cfg(5);
+    let mut f = Fleet::new(c.clone());
+    let rebooting = |v: &NodeView| {
+        Record {
+            owner: c.owner.clone(),
+            phase: crate::model::record::Phase::Rebooting,
+            step: Some(crate::model::ladder::Step::Reboot),
+            step_at: Some(t(100)),
+            step_until: Some(t(1300)),
+            boot_id: "0f6a1d43-8e0b-4c7e-9b5e-1c2d3e4f5a6b".into(),
+            ..Default::default()
+        }
+        .bound(v, None, t(100))
+    };
+    for (name, pool, bad) in [
+        ("bad-a", "a", Some(0)),
+        ("healthy-a", "a", None),
+        ("bad-b", "b", Some(0)),
+    ] {
+        let v = view(name, pool, bad);
+        let r = rebooting(&v);
+        f.observe(with_record(&v, &r, &c), t(100));
+    }
+    let requests = f.reboots_changed().expect("requests made");
+    assert_eq!(
+        requests.keys().collect::<Vec<_>>(),
+        ["bad-a"],
+        "only the selected node with its problem"
+    );
+    // The problem clears: its request goes with it.
+    let v = view("bad-a", "a", None);
+    let r = rebooting(&v);
+    let mut healed = (*with_record(&v, &r, &c)).clone();
+    healed.resource_version = "3".into();
+    f.observe(Arc::new(healed), t(200));
+    let requests = f.reboots_changed().expect("the request withdrawn");
+    assert!(requests.is_empty(), "{requests:?}");
+}

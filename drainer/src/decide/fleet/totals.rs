@@ -132,8 +132,16 @@ pub(super) struct Running {
     pub(super) symptomatic: std::collections::HashSet<ArcStr>,
 }
 
-/// The reboot request a record of ours stands for, if it does.
-fn reboot_request(view: &NodeView, r: &Record) -> Option<RebootRequest> {
+/// The reboot request a record of ours stands for, if it does: only while what the drainer observes
+/// now warrants it (issue 76, principle 1). A record is stored state: it may keep a request standing
+/// for a node the policy selects whose problem condition is set now, never make one for a node that
+/// has no problem or that the policy does not select (a record sealed with a stolen key once
+/// rebooted such a node).
+fn reboot_request(e: &Entry, r: &Record) -> Option<RebootRequest> {
+    if !e.selected || e.unhealthy.is_none() {
+        return None;
+    }
+    let view = &*e.view;
     // A power-cycle comes from outside: the node's detector is asked nothing.
     let action = r
         .step
@@ -241,7 +249,7 @@ impl Running {
                 self.remediating.remove(&key);
             }
         }
-        if let Some(request) = reboot_request(&e.view, r) {
+        if let Some(request) = reboot_request(e, r) {
             self.reboots_changed = true;
             if add {
                 self.reboots.insert(e.view.name.clone(), request);
