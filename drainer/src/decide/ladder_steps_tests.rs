@@ -432,3 +432,46 @@ fn a_node_that_left_the_selection_is_held_or_released_never_stepped() {
     assert_eq!(last.step, Step::Reboot);
     assert!(last.why.contains("left the selection"), "{last:?}");
 }
+
+/// A reboot whose problem cleared before the node booted again is over: past its deadline the
+/// ladder does not go on to a power-cycle of a node that has no problem (issue 76, principle 3);
+/// the attempt is kept as cancelled through a probation.
+#[test]
+fn a_reboot_whose_problem_cleared_first_goes_on_to_no_power_cycle() {
+    let mut c = ladder_cfg("drain, reboot, power-cycle, replace");
+    let late = rebooting(NOW - 1300, "drain, reboot, power-cycle, replace");
+    // Still held: the power-cycle, as before.
+    let d = one(on_node(late.clone(), BOOT_A, true), &c);
+    assert_eq!(d.action(), Action::PowerCycle, "{}", d.reason());
+    // Cleared: recovered, with a probation when one is configured.
+    let d = one(on_node(late.clone(), BOOT_A, false), &c);
+    assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
+    c.remedy.uncordon_after = std::time::Duration::from_secs(1800);
+    let d = one(on_node(late, BOOT_A, false), &c);
+    let Effect::Probation(r) = &d.effect else {
+        panic!("{d:?}")
+    };
+    assert!(!r.taints.contains(&FENCE_TAINT.to_string()), "{r:?}");
+    let last = r.ended.last().expect("the reboot's attempt ended");
+    assert_eq!(
+        (last.step, last.outcome),
+        (Step::Reboot, crate::model::attempt::Outcome::Cancelled)
+    );
+}
+
+/// A power-cycle whose problem cleared before a new boot is awaited to its deadline (the provider
+/// may still carry it out: the node stays held), then over with no next step.
+#[test]
+fn a_power_cycle_whose_problem_cleared_is_awaited_then_goes_on_to_nothing() {
+    let c = ladder_cfg("drain, reboot, power-cycle, replace");
+    let cycling = |at: i64| {
+        let mut r = rebooting(at, "drain, reboot, power-cycle, replace");
+        r.step = Some(Step::PowerCycle);
+        r.taints.clear();
+        r
+    };
+    let d = one(on_node(cycling(NOW - 60), BOOT_A, false), &c);
+    assert_eq!(d.action(), Action::Wait, "{}", d.reason());
+    let d = one(on_node(cycling(NOW - 1300), BOOT_A, false), &c);
+    assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
+}

@@ -148,9 +148,10 @@ fn a_reboot_is_awaited_then_proven_by_a_new_boot_ready_and_the_problem_clear() {
             ..
         }
     ));
-    // The problem cleared, but the same boot: no proof, still awaited.
+    // The problem cleared before any new boot: its request went with the problem, so nothing is
+    // awaited and no next step comes; it recovers as any node (issue 76).
     let d = one(on_node(r.clone(), BOOT_A, false), &c);
-    assert_eq!(d.action(), Action::Wait, "{}", d.reason());
+    assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
     // Back with a new boot, the problem still held: awaited until the deadline.
     let d = one(on_node(r.clone(), BOOT_B, true), &c);
     assert!(matches!(

@@ -84,6 +84,9 @@ pub(super) fn decide_node(
             };
         }
         Phase::Rebooting => {
+            if let Some(d) = reboot_moot(c, r, p, x, b) {
+                return d;
+            }
             if let Some(d) = ladder::rebooting(c, r, p, x, b) {
                 return d;
             }
@@ -159,6 +162,47 @@ fn reboot_proven(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Bu
         }
         other => (why, other),
     }
+}
+
+/// A reboot or power-cycle asked for whose problem cleared before the node booted again: its
+/// request went with the problem (`fleet::totals`: stored state never keeps one standing for a node
+/// with no problem), so there is no proof to await, and no next step may be taken on a node with
+/// no problem (the ladder once went on to power-cycle a node that had recovered). The attempt is
+/// cancelled and the node recovers as any node (a recovery hold, probation, the uncordon); a
+/// power-cycle, which no request withdrawal stops, at its deadline.
+fn reboot_moot(
+    c: &Candidate,
+    r: &Record,
+    p: &Problem,
+    x: &Context,
+    b: &mut Budgets,
+) -> Option<Decided> {
+    use crate::model::attempt::{Attempt, Outcome, with};
+    use crate::model::node::Uid;
+    let booted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
+    if booted || !p.held.is_empty() || !p.pending.is_empty() {
+        return None;
+    }
+    let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
+    // A power-cycle is asked of a provider outside the cluster, which may still carry it out: its
+    // proof is awaited until its deadline (the node stays held meanwhile), and only then is it over.
+    if step.asks().is_none() && r.step_until.is_some_and(|until| x.now < until) {
+        return None;
+    }
+    let mut after = r.clone();
+    let why = "the problem cleared before the node booted again";
+    after.ended = with(
+        r.ended.clone(),
+        Attempt::new(step, Outcome::Cancelled, r.step_at, x.now, why),
+    );
+    after.phase = Phase::Drained;
+    after.taints.retain(|t| t != ladder::FENCE_TAINT);
+    // Its step is over: it no longer counts against its domain's slow start.
+    let domain = c.domain.unwrap_or(super::gates::slow_start::NO_DOMAIN);
+    if let Some(n) = b.remediating.get_mut(domain) {
+        *n = n.saturating_sub(1);
+    }
+    Some(recovered(c, &after, p, x, b))
 }
 
 /// The attempts of `r` once a person lifted its hold (`what`): a step under way is cancelled.
