@@ -26,6 +26,7 @@ const NOT_KEYS: &[&str] = &[
     "power_cycle_url",
     "power_cycle_token_file",
     "remediation_template",
+    "remediate_control_plane",
 ];
 
 /// A `[default: X]` that means "not set".
@@ -133,6 +134,12 @@ pub(crate) fn render(
     if args.power_cycle_provider.is_some() || args.power_cycle_url.is_some() {
         out.push(
             "# the power-cycle provider stays on the command line (a file may not redirect a reboot from outside)"
+                .to_string(),
+        );
+    }
+    if args.remediate_control_plane {
+        out.push(
+            "# --remediate-control-plane stays on the command line (a file may not let a ladder take a control-plane node down)"
                 .to_string(),
         );
     }

@@ -231,6 +231,9 @@ pub struct PolicyArgs {
     /// A file holding the bearer token sent to --power-cycle-url (a mounted Secret; read at each request, so a rotated token is used). [default: none]
     #[arg(help_heading = "Remediation ladder", long = "power-cycle-token-file")]
     pub power_cycle_token_file: Option<std::path::PathBuf>,
+    /// Let a ladder reboot or power-cycle a control-plane node (`node-role.kubernetes.io/control-plane` or `.../master`); without it such a node goes to a person instead. On the command line only: a ConfigMap edit cannot allow it. (The detector's --reboot-control-plane must allow its own reboots too.)
+    #[arg(help_heading = "Remediation ladder", long = "remediate-control-plane")]
+    pub remediate_control_plane: bool,
     /// At most this many reboots of one node in 24 hours; past it the ladder goes on to its next step. [default: 1]
     #[arg(
         help_heading = "Remediation ladder",

@@ -34,6 +34,9 @@ pub struct Limits {
     pub(crate) pacing: Pacing,
     /// Where a `power-cycle` step asks (`--power-cycle-url`; None: no ladder may name the step).
     pub(crate) power_cycle: Option<PowerCycle>,
+    /// A control-plane node may be rebooted or power-cycled (`--remediate-control-plane`, flags
+    /// only; default no: it goes to a person).
+    pub(crate) control_plane: bool,
 }
 
 /// The out-of-band reboot provider (docs/operator-guide.md says what each is asked).
@@ -89,6 +92,7 @@ impl Default for Limits {
             max_replacements_per_hour: 2,
             pacing: Pacing::default(),
             power_cycle: None,
+            control_plane: false,
         }
     }
 }

@@ -475,3 +475,72 @@ fn a_power_cycle_whose_problem_cleared_is_awaited_then_goes_on_to_nothing() {
     let d = one(on_node(cycling(NOW - 1300), BOOT_A, false), &c);
     assert_eq!(d.action(), Action::Uncordon, "{}", d.reason());
 }
+
+/// Every step that takes the machine down passes the same refusals before it starts (issue 76,
+/// principle 3): with a pod the drain left (`protectedPods: leave`), neither the reboot nor the
+/// power-cycle after it runs, a person is told; the node's own agents (DaemonSet, mirror and
+/// `kube-system` not-evicted pods) go down with it as the detector allows; a control-plane node only
+/// with `--remediate-control-plane`.
+#[test]
+fn a_reboot_or_power_cycle_never_runs_where_pods_are_left_or_on_a_control_plane_node() {
+    use super::tests::{pod, run};
+    let owned = |kind: &str| {
+        serde_json::json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": kind,
+            "name": "o", "uid": "u", "controller": true}]}})
+    };
+    let drained = || {
+        booted(node("n"), BOOT_A)
+            .cond("KernelDeadlock", "True", 0)
+            .unschedulable()
+            .record(record(Phase::Drained))
+    };
+    let agents = vec![
+        pod("agent", "n", owned("DaemonSet")),
+        pod("static", "n", owned("Node")),
+        pod(
+            "kube-proxy",
+            "n",
+            serde_json::json!({"metadata": {"namespace": "kube-system",
+                "annotations": {"scheduler.alpha.kubernetes.io/not-evicted-pod": ""}}}),
+        ),
+    ];
+    for ladder in ["drain, reboot, power-cycle", "drain, power-cycle"] {
+        let mut c = ladder_cfg(ladder);
+        c.ladder.power_cycle = Some(crate::config::ladder::PowerCycle::Metal3);
+        let d = run(vec![drained()], &agents, &c).remove(0);
+        assert!(
+            matches!(d.action(), Action::Reboot | Action::PowerCycle),
+            "{ladder}: the node's own agents go down with it: {}",
+            d.reason()
+        );
+        let mut left = agents.clone();
+        left.push(pod("db-0", "n", owned("StatefulSet")));
+        let d = run(vec![drained()], &left, &c).remove(0);
+        assert_eq!(d.action(), Action::Escalate, "{ladder}: {}", d.reason());
+        let Effect::Escalate(r) = &d.effect else {
+            panic!("{d:?}")
+        };
+        assert!(
+            r.escalated
+                .starts_with("1 pod(s) the drain left are still on it (default/db-0)"),
+            "{}",
+            r.escalated
+        );
+        // A control-plane node: a person, unless the command line allows it.
+        let cp = || drained().label("node-role.kubernetes.io/control-plane", "");
+        let d = run(vec![cp()], &agents, &c).remove(0);
+        assert_eq!(d.action(), Action::Escalate, "{ladder}: {}", d.reason());
+        assert!(
+            d.reason().contains("--remediate-control-plane"),
+            "{}",
+            d.reason()
+        );
+        c.ladder.control_plane = true;
+        let d = run(vec![cp()], &agents, &c).remove(0);
+        assert!(
+            matches!(d.action(), Action::Reboot | Action::PowerCycle),
+            "{ladder}: allowed: {}",
+            d.reason()
+        );
+    }
+}

@@ -53,6 +53,7 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
     }
     power_cycle(s, cfg);
     let limits = &mut cfg.ladder;
+    limits.control_plane = args.remediate_control_plane;
     if let Some(n) = args
         .max_reboots_per_node_per_day
         .or(file.max_reboots_per_node_per_day)
