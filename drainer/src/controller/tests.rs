@@ -411,6 +411,17 @@ fn waiting_pod(name: &str, node: &str) -> Pod {
     .unwrap()
 }
 
+/// The cluster operators' node agent on `node` (a DaemonSet's pod in kube-system) waiting for its
+/// sandbox: what a tenant's waiting pods need beside them to count (`decide::symptoms`).
+fn agent_pod(node: &str) -> Pod {
+    let mut p = waiting_pod("agent", node);
+    p.metadata.namespace = Some("kube-system".into());
+    p.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "apps/v1",
+        "kind": "DaemonSet", "name": "agent", "uid": "7f1e5c1a-3b2d-4c5e-8f9a-0b1c2d3e4f5a", "controller": true}))
+    .unwrap()]);
+    p
+}
+
 #[tokio::test]
 async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after() {
     let cfg = Config {
@@ -421,7 +432,7 @@ async fn the_symptoms_are_assessed_off_the_loop_and_written_by_the_round_after()
         ..config(10)
     };
     let nodes = vec![node("stuck", false), node("fine", false)];
-    let pods = vec![waiting_pod("w", "stuck"), waiting_pod("v", "stuck")];
+    let pods = vec![waiting_pod("w", "stuck"), agent_pod("stuck")];
     let mut r = rig(cfg, nodes, pods);
     let status_writes = |w: &[Write]| -> Vec<(String, String)> {
         w.iter()

@@ -18,10 +18,14 @@
 //!   config, a crash loop are the pod's own;
 //! - a deleted pod counts only while a container of it still runs (the kubelet did not stop it); a
 //!   finalizer holds a stopped pod anywhere, and that is its owner's doing;
-//! - and what is left counts against a node only when it comes from pods of two namespaces or
-//!   more, or from a DaemonSet's pod in `kube-system` (the cluster operators' node agents, which
-//!   tenants cannot create): one tenant's namespace alone never sets a symptom. A wedged runtime
-//!   stalls every pod of the node, its DaemonSets' pods first, so a real one is still seen.
+//! - a pod waiting to start counts against its node only when the cluster operators' own node
+//!   agent there (a DaemonSet's pod in `kube-system`, which tenants cannot create) waits too: a
+//!   pod whose Secret, ConfigMap or volume claim does not exist waits in `ContainerCreating` for
+//!   good by its owner's doing, exactly as one on a wedged runtime does, and two tenants (or one
+//!   with two namespaces) could aim such pods at any node (issue 76, point 4). A wedged runtime
+//!   or CNI stalls the node's agents too whenever one starts;
+//! - a deleted pod still running counts when it comes from pods of two namespaces or more, or from
+//!   an operators' agent: one tenant's namespace alone never sets a symptom.
 //!
 //! Only pods bound to a node count against it, and pods elsewhere can only excuse it: what one
 //! node's kubelet writes about its pods never sets a condition on another node.
@@ -155,6 +159,14 @@ fn counted_wait(p: &PodInfo) -> bool {
     reason.is_none_or(|r| COUNTED_WAITS.contains(&r))
 }
 
+/// Whether one of the pods is the cluster operators' node agent: a DaemonSet's pod in
+/// [`OPERATORS_NAMESPACE`].
+fn operators_among<'a>(mut pods: impl Iterator<Item = &'a PodInfo>) -> bool {
+    pods.any(|p| {
+        &*p.namespace == OPERATORS_NAMESPACE && p.owner_kind.as_deref() == Some("DaemonSet")
+    })
+}
+
 /// Whether the pods against one node are evidence no single tenant can aim: two namespaces or
 /// more, or a DaemonSet's pod in [`OPERATORS_NAMESPACE`].
 fn corroborated<'a>(pods: impl IntoIterator<Item = &'a PodInfo>) -> bool {
@@ -253,7 +265,7 @@ fn not_starting(now: Timestamp, e: &Evidence, after: Duration) -> Vec<(ArcStr, S
     by_node
         .into_iter()
         .filter(|(node, _)| last_start.get(*node).is_none_or(|t| t.as_second() < window_start))
-        .filter(|(_, stuck)| corroborated(stuck.iter().map(|(p, _)| *p)))
+        .filter(|(_, stuck)| operators_among(stuck.iter().map(|(p, _)| *p)))
         .map(|(node, mut stuck)| {
             stuck.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| key(a.0).cmp(&key(b.0))));
             let examples = stuck.iter().map(|(p, waited)| {

@@ -254,8 +254,8 @@ async fn a_node_reporting_its_pods_stuck_names_only_itself() {
 
 /// Issue 64, point 1: a tenant who may create pods in its own namespace only binds them to nodes of
 /// its choice: on n3 pods with an image that cannot be pulled, a crash loop, a volume that does not
-/// exist (ContainerCreating for good), each of its own owner; on n5 pods held by a finalizer and
-/// deleted. With both symptoms named among the drainer's conditions, as the operator guide
+/// exist (ContainerCreating for good), each of its own owner, and (issue 76, point 4) two such pods
+/// from two namespaces; on n5 pods held by a finalizer and deleted. With both symptoms named among the drainer's conditions, as the operator guide
 /// suggests, neither node gets a symptom or a cordon; a node whose runtime is wedged still does.
 #[tokio::test]
 async fn a_tenants_pods_never_choose_a_node_to_drain() {
@@ -287,6 +287,24 @@ async fn a_tenants_pods_never_choose_a_node_to_drain_on(env: Env) {
             )
             .await;
         waiting(&env, &pod, 30, reason).await;
+    }
+    // Issue 76, point 4: a second tenant namespace (or a second tenant) with the same kind of pod
+    // on n3, each mounting a Secret that does not exist: ContainerCreating for good, by their own
+    // doing. Two namespaces are not enough to blame the node.
+    let other_ns = env.name("tenant-b");
+    env.cluster.ensure_namespace(&other_ns, json!({})).await;
+    for (ns, hint) in [("default", "vol-a"), (other_ns.as_str(), "vol-b")] {
+        let pod = env
+            .pod(
+                ns,
+                hint,
+                &n3,
+                json!({"spec": {"volumes": [{"name": "s", "secret": {"secretName": "does-not-exist"}}],
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
+                        "volumeMounts": [{"name": "s", "mountPath": "/s"}]}]}}),
+            )
+            .await;
+        waiting_in(&env, ns, &pod, 30, "ContainerCreating").await;
     }
     let held = env
         .pod(
@@ -363,6 +381,9 @@ async fn a_tenants_pods_never_choose_a_node_to_drain_on(env: Env) {
             &kube::api::PatchParams::default(),
             &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
         )
+        .await;
+    let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(env.cluster.client.clone())
+        .delete(&other_ns, &Default::default())
         .await;
     env.cleanup().await;
 }
