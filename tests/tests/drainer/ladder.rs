@@ -596,7 +596,7 @@ async fn install_machine_crd(client: &kube::Client) {
 
 /// The CRDs in `files` (under tests/fixtures), as their projects publish them; on a real control
 /// plane (`real`) established before it returns.
-pub(super) async fn install_fixture_crds(client: &kube::Client, real: bool, files: &[&str]) {
+pub(crate) async fn install_fixture_crds(client: &kube::Client, real: bool, files: &[&str]) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for file in files {

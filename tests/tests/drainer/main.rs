@@ -15,6 +15,7 @@ mod env;
 mod faults;
 mod forged;
 mod forms;
+mod grants;
 mod isolation;
 mod kwok;
 mod ladder;

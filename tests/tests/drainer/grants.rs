@@ -1,0 +1,353 @@
+//! Issue 76, point 2: the power-cycle and Cluster API components grant the drainer's token patch,
+//! create and delete on whole kinds (every BareMetalHost, Machine or FenceAgentsRemediation in a
+//! namespace). Their ValidatingAdmissionPolicies (`deploy/components/*/policy.yaml`) narrow that to
+//! what the drainer does, on a real kube-apiserver of each supported release, as the drainer's
+//! ServiceAccount under the component's shipped Role: a stolen token cannot power a host off,
+//! change its image or BMC, edit a Machine, fence a node through an agent of its choosing or delete
+//! another remediator's object; the drainer's own writes still go through.
+
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use nodemedic_tests::cluster::eventually;
+use serde_json::{Value, json};
+
+use crate::env::Env;
+
+const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
+
+fn component(name: &str, file: &str) -> Vec<Value> {
+    let path = format!(
+        "{}/../deploy/components/{name}/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split("\n---")
+        .filter(|d| d.contains("kind:"))
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect()
+}
+
+/// Create `v` (any kind) as the administrator, or replace what is there.
+async fn apply(client: &kube::Client, v: &Value) {
+    let api_version = v["apiVersion"].as_str().unwrap();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = v["kind"].as_str().unwrap();
+    let plural = match kind {
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies".to_string(),
+        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings".to_string(),
+        other => format!("{}s", other.to_lowercase()),
+    };
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+    let api: Api<DynamicObject> = match v["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let name = v["metadata"]["name"].as_str().unwrap();
+    let pp = PatchParams::apply("nodemedic-test").force();
+    api.patch(name, &pp, &Patch::Apply(v))
+        .await
+        .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+}
+
+fn api(
+    client: &kube::Client,
+    (group, version, kind, plural): (&str, &str, &str, &str),
+    ns: &str,
+) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+const HOST: (&str, &str, &str, &str) = ("metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts");
+const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
+const FAR: (&str, &str, &str, &str) = (
+    "fence-agents-remediation.medik8s.io",
+    "v1alpha1",
+    "FenceAgentsRemediation",
+    "fenceagentsremediations",
+);
+const TEMPLATE: (&str, &str, &str, &str) = (
+    "fence-agents-remediation.medik8s.io",
+    "v1alpha1",
+    "FenceAgentsRemediationTemplate",
+    "fenceagentsremediationtemplates",
+);
+
+/// Whether `r` is the policy's refusal (422 or 403 naming nodemedic's drainer).
+fn refused<T: std::fmt::Debug>(r: &Result<T, kube::Error>) -> bool {
+    matches!(r, Err(kube::Error::Api(e)) if (e.code == 422 || e.code == 403) && e.message.contains("nodemedic's drainer may"))
+}
+
+/// An object of `kind` named `name`, with `more` (its `metadata` merged with the name, and `spec`).
+fn obj(
+    (group, version, kind, _): (&str, &str, &str, &str),
+    name: &str,
+    more: Value,
+) -> DynamicObject {
+    let mut v = json!({"apiVersion": format!("{group}/{version}"), "kind": kind,
+        "metadata": {"name": name}});
+    if let Some(m) = more["metadata"].as_object() {
+        for (k, x) in m {
+            v["metadata"][k] = x.clone();
+        }
+    }
+    if !more["spec"].is_null() {
+        v["spec"] = more["spec"].clone();
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_drainer_token_reaches_no_machine_past_what_the_drainer_does() {
+    for env in Env::each_release().await {
+        on(env).await;
+    }
+}
+
+async fn on(env: Env) {
+    let Some(plane) = env.cluster.plane else {
+        nodemedic_tests::envtest::say_skipped(
+            "a_stolen_drainer_token_reaches_no_machine_past_what_the_drainer_does",
+            "kube-apiserver's ValidatingAdmissionPolicies",
+        );
+        return;
+    };
+    let admin = env.cluster.client.clone();
+    crate::ladder::install_fixture_crds(
+        &admin,
+        true,
+        &[
+            "metal3/metal3.io_baremetalhosts.yaml",
+            "cluster-api/cluster.x-k8s.io_machines.yaml",
+            "medik8s/fence-agents-remediation.medik8s.io_fenceagentsremediations.yaml",
+            "medik8s/fence-agents-remediation.medik8s.io_fenceagentsremediationtemplates.yaml",
+        ],
+    )
+    .await;
+    for ns in ["metal3", "medik8s"] {
+        env.cluster.ensure_namespace(ns, json!({})).await;
+    }
+    let mut shipped = Vec::new();
+    for (c, files) in [
+        (
+            "power-cycle-metal3",
+            ["power-cycle-metal3-rbac.yaml", "policy.yaml"],
+        ),
+        ("cluster-api", ["cluster-api-rbac.yaml", "policy.yaml"]),
+        (
+            "power-cycle-medik8s",
+            ["power-cycle-medik8s-rbac.yaml", "policy.yaml"],
+        ),
+    ] {
+        for f in files {
+            shipped.extend(component(c, f));
+        }
+    }
+    for o in &shipped {
+        apply(&admin, o).await;
+    }
+    let token = plane.client_impersonating_groups(
+        SA,
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+            "system:authenticated",
+        ],
+    );
+    let name = env.name("m");
+
+    // The objects, as their operators make them.
+    let hosts_admin = api(&admin, HOST, "metal3");
+    hosts_admin
+        .create(
+            &PostParams::default(),
+            &obj(HOST, &name, json!({"metadata": {"labels": {"team": "a"}},
+                "spec": {"online": true, "bmc": {"address": "ipmi://10.0.0.1", "credentialsName": "bmc"}}})),
+        )
+        .await
+        .unwrap();
+    let machines_admin = api(&admin, MACHINE, "default");
+    machines_admin
+        .create(
+            &PostParams::default(),
+            &obj(MACHINE, &name, json!({"spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "b"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "Metal3Machine", "name": name}}})),
+        )
+        .await
+        .unwrap();
+    let template_spec = json!({"agent": "fence_ipmilan", "remediationStrategy": "ResourceDeletion",
+        "sharedparameters": {"--action": "reboot", "--username": "admin"}});
+    api(&admin, TEMPLATE, "medik8s")
+        .patch(
+            "nodemedic-power-cycle",
+            &PatchParams::apply("nodemedic-test").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "fence-agents-remediation.medik8s.io/v1alpha1",
+                "kind": "FenceAgentsRemediationTemplate",
+                "metadata": {"name": "nodemedic-power-cycle", "namespace": "medik8s"},
+                "spec": {"template": {"spec": template_spec}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let theirs = format!("{name}-nhc");
+    api(&admin, FAR, "medik8s")
+        .create(
+            &PostParams::default(),
+            &obj(FAR, &theirs, json!({"spec": template_spec})),
+        )
+        .await
+        .unwrap();
+
+    let hosts = api(&token, HOST, "metal3");
+    let merge = |v: Value| Patch::Merge(v);
+    let pp = PatchParams::default();
+    // In force once the API server has compiled the policies: a refused write seen.
+    eventually("the policies in force", Duration::from_secs(60), || async {
+        refused(
+            &hosts
+                .patch(&name, &pp, &merge(json!({"spec": {"online": false}})))
+                .await,
+        )
+        .then_some(())
+    })
+    .await;
+    let release = &plane.release;
+    for (what, patch) in [
+        ("power the host off", json!({"spec": {"online": false}})),
+        (
+            "point it at another BMC",
+            json!({"spec": {"bmc": {"address": "redfish://203.0.113.9"}}}),
+        ),
+        (
+            "give it another image",
+            json!({"spec": {"image": {"url": "http://203.0.113.9/evil.qcow2", "checksum": "x"}}}),
+        ),
+        ("relabel it", json!({"metadata": {"labels": {"team": "b"}}})),
+        (
+            "detach it",
+            json!({"metadata": {"annotations": {"baremetalhost.metal3.io/detached": ""}}}),
+        ),
+    ] {
+        let r = hosts.patch(&name, &pp, &merge(patch)).await;
+        assert!(refused(&r), "{release}: the token could {what}: {r:?}");
+    }
+    let r = hosts
+        .patch(
+            &name,
+            &pp,
+            &merge(json!({"metadata": {"annotations": {"reboot.metal3.io": ""}}})),
+        )
+        .await;
+    assert!(
+        r.is_ok(),
+        "{release}: the drainer's reboot annotation: {r:?}"
+    );
+    let host = hosts_admin.get(&name).await.unwrap();
+    assert_eq!(host.data["spec"]["online"], true, "{release}");
+
+    let machines = api(&token, MACHINE, "default");
+    for (what, patch) in [
+        (
+            "edit a Machine's spec",
+            json!({"spec": {"providerID": "test://elsewhere"}}),
+        ),
+        (
+            "relabel a Machine",
+            json!({"metadata": {"labels": {"cluster.x-k8s.io/control-plane": ""}}}),
+        ),
+        (
+            "pause its reconciliation",
+            json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}}),
+        ),
+    ] {
+        let r = machines.patch(&name, &pp, &merge(patch)).await;
+        assert!(refused(&r), "{release}: the token could {what}: {r:?}");
+    }
+    let r = machines
+        .patch(
+            &name,
+            &pp,
+            &merge(
+                json!({"metadata": {"annotations": {"cluster.x-k8s.io/remediate-machine": ""}}}),
+            ),
+        )
+        .await;
+    assert!(
+        r.is_ok(),
+        "{release}: the drainer's remediation annotation: {r:?}"
+    );
+
+    let fars = api(&token, FAR, "medik8s");
+    let ours = json!({"app.kubernetes.io/managed-by": "nodemedic-drainer"});
+    let mut evil = template_spec.clone();
+    evil["sharedparameters"]["--ip"] = json!("203.0.113.9");
+    for (what, o) in [
+        (
+            "fence through an address of its own",
+            obj(
+                FAR,
+                &format!("{name}-a"),
+                json!({"metadata": {"labels": ours}, "spec": evil}),
+            ),
+        ),
+        (
+            "make one not labelled as the drainer's",
+            obj(FAR, &format!("{name}-b"), json!({"spec": template_spec})),
+        ),
+    ] {
+        let r = fars.create(&PostParams::default(), &o).await;
+        assert!(refused(&r), "{release}: the token could {what}: {r:?}");
+    }
+    let r = fars.delete(&theirs, &Default::default()).await;
+    assert!(
+        refused(&r),
+        "{release}: the token deleted NodeHealthCheck's remediation: {r:?}"
+    );
+    let own = format!("{name}-own");
+    let r = fars
+        .create(
+            &PostParams::default(),
+            &obj(
+                FAR,
+                &own,
+                json!({"metadata": {"labels": ours}, "spec": template_spec}),
+            ),
+        )
+        .await;
+    assert!(r.is_ok(), "{release}: the drainer's own remediation: {r:?}");
+    let r = fars.delete(&own, &Default::default()).await;
+    assert!(r.is_ok(), "{release}: deleting its own: {r:?}");
+
+    // Gone again: the policies bind cluster-wide.
+    let _ = hosts_admin.delete(&name, &Default::default()).await;
+    let _ = machines_admin.delete(&name, &Default::default()).await;
+    let _ = api(&admin, FAR, "medik8s")
+        .delete(&theirs, &Default::default())
+        .await;
+    for o in shipped.iter().filter(|o| {
+        o["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+    }) {
+        let kind = o["kind"].as_str().unwrap();
+        let plural = if kind == "ValidatingAdmissionPolicy" {
+            "validatingadmissionpolicies"
+        } else {
+            "validatingadmissionpolicybindings"
+        };
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        );
+        let _ = Api::<DynamicObject>::all_with(admin.clone(), &ar)
+            .delete(o["metadata"]["name"].as_str().unwrap(), &Default::default())
+            .await;
+    }
+    env.cleanup().await;
+}
