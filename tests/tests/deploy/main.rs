@@ -145,6 +145,30 @@ fn helm_makes_a_new_record_key_each_install() {
     assert_ne!(key(&a), key(&b), "two installs, two keys");
 }
 
+/// The chart's `policy` is the kustomize `component`'s: the same match, variables and rules (the
+/// chart names the drainer's ServiceAccount exactly; the component any whose name ends so).
+fn same_policy(helm: &[Value], component: &str, policy: &str) {
+    let ours = docs(&repo().join(format!("deploy/components/{component}/policy.yaml")));
+    let (h, k) = (
+        find(helm, "ValidatingAdmissionPolicy", policy),
+        find(&ours, "ValidatingAdmissionPolicy", policy),
+    );
+    for field in [
+        "matchConstraints",
+        "variables",
+        "validations",
+        "paramKind",
+        "failurePolicy",
+    ] {
+        assert_eq!(h["spec"][field], k["spec"][field], "{policy}: {field}");
+    }
+    assert_eq!(
+        h["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:kube-system:nodemedic-drainer'"
+    );
+    find(helm, "ValidatingAdmissionPolicyBinding", policy);
+}
+
 #[test]
 fn helm_values_operators_set_take_effect_and_releases_do_not_collide() {
     let Some(a) = helm_template(&chart(), "edge", "monitoring", None) else {
@@ -534,7 +558,30 @@ fn the_charts_power_cycle_providers_get_their_flags_and_exactly_their_roles() {
         for f in flags {
             assert!(args(&with).contains(f), "{provider}: {}", args(&with));
         }
+        // The component's policy confining the token to what the drainer does (issue 76), the
+        // same rules as the kustomize component's; the medik8s one bound to the chart's template.
+        let (component, policy) = match provider {
+            "metal3" => ("power-cycle-metal3", "nodemedic-drainer-metal3-reboot-only"),
+            _ => ("power-cycle-medik8s", "nodemedic-drainer-own-remediations"),
+        };
+        same_policy(&with, component, policy);
+        if provider == "medik8s" {
+            let b = find(&with, "ValidatingAdmissionPolicyBinding", policy);
+            assert_eq!(
+                b["spec"]["paramRef"],
+                json!({"name": "far-ipmi", "namespace": "fence", "parameterNotFoundAction": "Deny"})
+            );
+        }
     }
+    let mut capi = v.clone();
+    capi["drainer"]["clusterAPI"] = json!(true);
+    capi["drainer"]["powerCycle"] = json!({"provider": ""});
+    let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&capi)).unwrap();
+    same_policy(
+        &with,
+        "cluster-api",
+        "nodemedic-drainer-machine-remediation-only",
+    );
     v["drainer"]["powerCycle"] = json!({"provider": "http", "url": "https://bmc-gateway.example/power",
         "tokenSecret": "bmc-token"});
     let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
