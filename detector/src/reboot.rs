@@ -41,6 +41,14 @@ pub const REBOOT_PERMISSIONS: &[nodemedic_common::rbac::Permission] = &[
         verbs: &["list"],
         namespaced: false,
     },
+    // Its own Node watched, by a field selector on its name (`crate::replaced`): the evidence kept
+    // before a replacement. RBAC cannot narrow a list or watch to one name.
+    nodemedic_common::rbac::Permission {
+        group: "",
+        resource: "nodes",
+        verbs: &["list", "watch"],
+        namespaced: false,
+    },
 ];
 
 /// The labels that give a Node a control-plane role.

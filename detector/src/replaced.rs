@@ -29,8 +29,8 @@ pub(crate) fn replacing(n: &Node) -> Option<String> {
 
 /// How long after a failed watch it is tried again.
 const RETRY: std::time::Duration = std::time::Duration::from_secs(5);
-/// How long after a refused one (403: the credential lacks list/watch on nodes, as the shipped
-/// `deploy/reboot` grants only get): a grant added later is found within this.
+/// How long after a refused one (403: the credential lacks list/watch on nodes, as `deploy/reboot`
+/// granted only get before, and a hand-made Role may): a grant added later is found within this.
 const FORBIDDEN_RETRY: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Whether the watch's list or watch was refused (403).
@@ -116,16 +116,16 @@ mod tests {
             code,
             ..kube::core::Status::failure("nodes is forbidden", "Forbidden")
         };
-        let api = |code| kube::Error::Api(Box::new(status(code)).into());
+        let api = |code| kube::Error::Api(Box::new(status(code)));
         assert!(forbidden(&watcher::Error::InitialListFailed(api(403))));
         assert!(forbidden(&watcher::Error::WatchStartFailed(api(403))));
-        assert!(forbidden(&watcher::Error::WatchError(
-            Box::new(status(403)).into()
-        )));
+        assert!(forbidden(&watcher::Error::WatchError(Box::new(status(
+            403
+        )))));
         assert!(!forbidden(&watcher::Error::InitialListFailed(api(500))));
-        assert!(!forbidden(&watcher::Error::WatchError(
-            Box::new(status(410)).into()
-        )));
+        assert!(!forbidden(&watcher::Error::WatchError(Box::new(status(
+            410
+        )))));
     }
 
     #[test]
