@@ -573,6 +573,20 @@ fn the_charts_power_cycle_providers_get_their_flags_and_exactly_their_roles() {
             );
         }
     }
+    // Another remediator's template: the Role grants its own kinds (issue 76, point 6).
+    let mut snr = v.clone();
+    snr["drainer"]["powerCycle"] = json!({"provider": "medik8s",
+        "remediationTemplate": "SelfNodeRemediationTemplate/snr/automatic"});
+    let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&snr)).unwrap();
+    let role = find(&with, "Role", "nodemedic-drainer-power-cycle");
+    assert_eq!(role["metadata"]["namespace"], "snr");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": ["self-node-remediation.medik8s.io"], "resources": ["selfnoderemediationtemplates"], "verbs": ["get"]},
+            {"apiGroups": ["self-node-remediation.medik8s.io"], "resources": ["selfnoderemediations"], "verbs": ["list", "create", "delete"]}
+        ])
+    );
     let mut capi = v.clone();
     capi["drainer"]["clusterAPI"] = json!(true);
     capi["drainer"]["powerCycle"] = json!({"provider": ""});
