@@ -107,8 +107,8 @@ pub(crate) enum Probe {
         /// Whose metadata service: aws, azure or gcp.
         #[arg(long, value_enum)]
         provider: crate::probe::maintenance::Provider,
-        /// The metadata service's address.
-        #[arg(long, default_value = crate::probe::maintenance::DEFAULT_ENDPOINT)]
+        /// The metadata service's address: scheme://host[:port], no path, query or fragment.
+        #[arg(long, default_value = crate::probe::maintenance::DEFAULT_ENDPOINT, value_parser = crate::probe::maintenance::endpoint)]
         endpoint: String,
         /// A problem once what is announced begins within this long (or has begun).
         #[arg(long, default_value = "1h", value_parser = nodemedic_common::time::parse_duration)]

@@ -126,10 +126,30 @@ async fn get(url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<A
     request(http::Method::GET, url, headers, timeout).await
 }
 
-/// An answer other than 200 (and 404, where it means "none"), as an error.
+/// An answer other than 200 (and 404, where it means "none"), as an error: its status and size,
+/// never its body (the line becomes a condition's message, readable cluster-wide).
 fn unexpected(url: &str, a: &Answer) -> String {
-    let body: String = a.body.trim().chars().take(120).collect();
-    format!("{url} answered {}: {body}", a.status)
+    format!("{url} answered {} ({} bytes)", a.status, a.body.len())
+}
+
+/// The metadata service's address, `--endpoint`: `http://` or `https://`, a host and a port at
+/// most. A path, a query or a fragment would aim the probe's requests elsewhere on the service (a
+/// `#` once turned GCP's maintenance path into its token's).
+pub(crate) fn endpoint(s: &str) -> Result<String, String> {
+    let why = || {
+        format!(
+            "{s}: the metadata service's address is scheme://host[:port] (http or https, no path, query or fragment), e.g. {DEFAULT_ENDPOINT}"
+        )
+    };
+    let uri: http::Uri = s.parse().map_err(|_| why())?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    let path_ok = uri
+        .path_and_query()
+        .is_none_or(|p| p.as_str() == "/" || p.as_str().is_empty());
+    if !scheme_ok || uri.host().is_none() || !path_ok || s.contains('#') || s.contains('@') {
+        return Err(why());
+    }
+    Ok(s.trim_end_matches('/').to_string())
 }
 
 /// AWS (IMDSv2 when the service issues a token, IMDSv1 otherwise): the scheduled events, a spot
@@ -226,4 +246,44 @@ async fn gcp(base: &str, timeout: Duration) -> Result<Vec<Notice>, String> {
         out.extend(read(&a.body));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_a_scheme_a_host_and_a_port_at_most() {
+        assert_eq!(
+            endpoint("http://169.254.169.254").unwrap(),
+            "http://169.254.169.254"
+        );
+        assert_eq!(
+            endpoint("http://127.0.0.1:8080/").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        for bad in [
+            "http://169.254.169.254/computeMetadata/v1/instance/service-accounts/default/token#",
+            "http://metadata.google.internal/x",
+            "http://169.254.169.254?a=b",
+            "http://169.254.169.254#",
+            "http://user@169.254.169.254",
+            "ftp://169.254.169.254",
+            "169.254.169.254",
+        ] {
+            let e = endpoint(bad).unwrap_err();
+            assert!(e.contains("scheme://host[:port]"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_unexpected_answer_is_said_by_its_status_and_size_never_its_body() {
+        let a = Answer {
+            status: 500,
+            body: "{\"access_token\":\"ya29.secret\"}".into(),
+        };
+        let said = unexpected("http://x/y", &a);
+        assert!(!said.contains("secret"), "{said}");
+        assert!(said.contains("500"), "{said}");
+    }
 }

@@ -166,15 +166,18 @@ pub(crate) fn azure(body: &str, vm: Option<&str>) -> Result<Vec<Notice>, String>
 
 /// GCP's `maintenance-event` value.
 pub(crate) fn gcp_maintenance(body: &str) -> Option<Notice> {
-    match body.trim() {
-        "" | "NONE" => None,
-        what => Some(Notice {
-            what: what.to_string(),
-            from: None,
-            to: None,
-            detail: "host maintenance".into(),
-        }),
-    }
+    let what = match body.trim() {
+        "" | "NONE" => return None,
+        w @ ("MIGRATE_ON_HOST_MAINTENANCE" | "TERMINATE_ON_HOST_MAINTENANCE") => w.to_string(),
+        // Anything else is said as such, never echoed: the answer may not be what was asked for.
+        _ => "an undocumented maintenance-event value".to_string(),
+    };
+    Some(Notice {
+        what,
+        from: None,
+        to: None,
+        detail: "host maintenance".into(),
+    })
 }
 
 /// GCP's `preempted` value.

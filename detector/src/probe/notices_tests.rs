@@ -139,3 +139,14 @@ fn the_verdict_is_a_problem_for_what_comes_within_ahead_with_its_time() {
     let begun = verdict(vec![n("Reboot", Some("2026-12-02T09:00:00Z"))], now, ahead);
     assert_eq!(begun.code, 1, "begun already");
 }
+
+/// GCP's maintenance-event is one of its documented values; anything else (a token, if the request
+/// was aimed elsewhere) is said as undocumented, never echoed.
+#[test]
+fn an_undocumented_gcp_answer_is_never_echoed() {
+    let n = gcp_maintenance("TERMINATE_ON_HOST_MAINTENANCE\n").unwrap();
+    assert_eq!(n.what, "TERMINATE_ON_HOST_MAINTENANCE");
+    assert!(gcp_maintenance("NONE").is_none());
+    let n = gcp_maintenance("{\"access_token\":\"ya29.secret\"}").unwrap();
+    assert_eq!(n.what, "an undocumented maintenance-event value");
+}
