@@ -37,7 +37,7 @@ fn main() {
     let kmsg_monitors: Vec<_> = rules
         .monitors
         .iter()
-        .filter(|m| m.input == Input::Kmsg)
+        .filter(|m| matches!(m.input, Input::Kmsg { .. }))
         .cloned()
         .collect();
 

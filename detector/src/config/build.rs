@@ -92,7 +92,7 @@ pub(crate) fn build(
         name: name.to_string(),
         file: file.to_path_buf(),
         source: raw.source.value.clone(),
-        input: input.unwrap_or(Input::Kmsg),
+        input: input.unwrap_or(Input::Kmsg { user_space: false }),
         lookback,
         buffer_size,
         conditions,

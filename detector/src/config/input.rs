@@ -121,7 +121,9 @@ pub(super) fn build_input(raw: &raw::RawInput, errors: &mut Errors) -> Option<In
     match raw.kind.value.as_str() {
         "exec" => build_exec(raw, errors).map(Input::Exec),
         "resources" => super::gauge::build_resources(raw, errors).map(Input::Resources),
-        "kmsg" => Some(Input::Kmsg),
+        "kmsg" => Some(Input::Kmsg {
+            user_space: raw.user_space,
+        }),
         "journal" => Some(Input::Journal {
             identifiers: raw.identifiers.clone(),
             how: if raw.syslog_identifier_only {

@@ -16,7 +16,11 @@ pub const MAX_BUFFER_SIZE: usize = 1000;
 /// Where lines come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
-    Kmsg,
+    /// /dev/kmsg: the kernel's records; user-space ones (written to /dev/kmsg by any root process,
+    /// facility other than kern) only with `user_space` (`input.userSpace: true`).
+    Kmsg {
+        user_space: bool,
+    },
     Journal {
         identifiers: Vec<String>,
         /// How `identifiers` match: backed by journald's own fields (nodemedic's rules), or
@@ -38,7 +42,7 @@ pub enum Input {
 impl Input {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
-            Input::Kmsg => "kmsg",
+            Input::Kmsg { .. } => "kmsg",
             Input::Journal { .. } => "journal",
             Input::File { .. } => "file",
             Input::Exec(_) => "exec",

@@ -242,6 +242,7 @@ fn input(
         kind: spanned(kind),
         identifiers: Vec::new(),
         syslog_identifier_only: false,
+        user_space: false,
         units: Vec::new(),
         path: None,
         format: None,

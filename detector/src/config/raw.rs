@@ -39,6 +39,10 @@ pub(crate) struct RawInput {
     /// not in YAML, where journald's own fields must back them.
     #[serde(skip)]
     pub(crate) syslog_identifier_only: bool,
+    /// kmsg: match records written to /dev/kmsg from user space too (any facility but the
+    /// kernel's; any root process on the node can write one). Default false: kernel records only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) user_space: bool,
     /// journal: keep entries whose _SYSTEMD_UNIT is one of these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) units: Vec<String>,

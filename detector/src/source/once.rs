@@ -48,7 +48,7 @@ impl InputFormat {
     /// monitor.
     pub(crate) fn feeds(self, input: &Input) -> bool {
         match self {
-            InputFormat::Kmsg => matches!(input, Input::Kmsg),
+            InputFormat::Kmsg => matches!(input, Input::Kmsg { .. }),
             InputFormat::JournalJson => matches!(input, Input::Journal { .. }),
             InputFormat::Samples => matches!(input, Input::Resources(_)),
             InputFormat::Syslog | InputFormat::Plain => {
@@ -64,6 +64,10 @@ pub(crate) enum Origin<'a> {
     Journal(&'a journal::Entry),
     /// A syslog line with this tag.
     Syslog(&'a str),
+    /// A /dev/kmsg record: the kernel's (facility kern), or one written from user space.
+    Kmsg {
+        kernel: bool,
+    },
     Other,
 }
 
@@ -72,6 +76,9 @@ impl Origin<'_> {
     /// (identifiers OR units) applied to a journal entry, or to a syslog line's tag (`kubelet` for
     /// `kubelet.service`); every other monitor reads every record.
     pub(crate) fn reaches(&self, input: &Input) -> bool {
+        if let (Origin::Kmsg { kernel }, Input::Kmsg { user_space }) = (self, input) {
+            return *kernel || *user_space;
+        }
         let Input::Journal {
             identifiers,
             units,
@@ -90,7 +97,7 @@ impl Origin<'_> {
                         .iter()
                         .any(|u| u.strip_suffix(".service").unwrap_or(u) == *tag)
             }
-            Origin::Other => true,
+            Origin::Kmsg { .. } | Origin::Other => true,
         }
     }
 }
@@ -167,8 +174,12 @@ impl<R: BufRead> Once<R> {
                 ino: 0,
                 offset: self.offset,
             };
+            let mut origin = Origin::Other;
             match kmsg::parse(rec) {
                 Ok(r) => {
+                    origin = Origin::Kmsg {
+                        kernel: r.facility == 0,
+                    };
                     // Microseconds since boot; a file does not say when the machine booted, so
                     // offline the boot is taken to be `now` (`--now`): reproducible, and never
                     // a time in 1970. Saturating.
@@ -185,7 +196,6 @@ impl<R: BufRead> Once<R> {
                 Err(e) => self.event = malformed(e.to_string()),
             }
             let event = &self.event;
-            let origin = Origin::Other;
             return Ok(Some(Record {
                 line,
                 read: self.read,
@@ -349,6 +359,9 @@ mod tests {
                     format!("journal:{}", e.identifier.clone().unwrap_or_default())
                 }
                 Origin::Syslog(tag) => format!("syslog:{tag}"),
+                Origin::Kmsg { kernel } => {
+                    format!("kmsg:{}", if kernel { "kernel" } else { "user" })
+                }
                 Origin::Other => "other".into(),
             };
             let text = match r.event {
@@ -429,8 +442,13 @@ mod tests {
         assert!(Origin::Syslog("kubelet").reaches(&input));
         assert!(!Origin::Syslog("sshd").reaches(&input));
         assert!(Origin::Other.reaches(&input));
-        assert!(Origin::Syslog("sshd").reaches(&Input::Kmsg));
-        assert!(InputFormat::Plain.feeds(&Input::Kmsg));
+        let kernel_only = Input::Kmsg { user_space: false };
+        assert!(Origin::Syslog("sshd").reaches(&kernel_only));
+        assert!(InputFormat::Plain.feeds(&kernel_only));
+        // Issue 76: a record written to /dev/kmsg from user space reaches only a monitor that says so.
+        assert!(Origin::Kmsg { kernel: true }.reaches(&kernel_only));
+        assert!(!Origin::Kmsg { kernel: false }.reaches(&kernel_only));
+        assert!(Origin::Kmsg { kernel: false }.reaches(&Input::Kmsg { user_space: true }));
         assert!(!InputFormat::Kmsg.feeds(&input));
     }
 }
