@@ -12,7 +12,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::events::Severity;
 
-use crate::config::{Monitor, RuleKind};
+use crate::config::{Input, Monitor, RuleKind};
 use crate::matcher::{Hit, Matcher, Target};
 use crate::source::SourceEvent;
 
@@ -275,7 +275,7 @@ impl MonitorState {
     /// to `out`. The daemon and `detector check` both feed their monitors through here.
     pub(crate) fn apply(&mut self, event: &SourceEvent, out: &mut Vec<Report>) {
         match event {
-            SourceEvent::Line { text, at, .. } => self.process(text, *at, out),
+            SourceEvent::Line { text, at, user, .. } => self.process_line(text, *at, *user, out),
             SourceEvent::Check { result, .. } => {
                 self.check_result(result.check, result.exit, &result.message, result.at, out)
             }
@@ -286,6 +286,21 @@ impl MonitorState {
 
     /// Process one line seen at `at`; reports are appended to `out`.
     pub fn process(&mut self, line: &str, at: Timestamp, out: &mut Vec<Report>) {
+        self.process_line(line, at, false, out);
+    }
+
+    /// [`Self::process`] of a line that may have been written from user space (`user`: a
+    /// /dev/kmsg record of a facility other than the kernel's, which any root process on the node
+    /// can write): it may raise an Event (a temporary rule), but set or clear a condition (and so
+    /// move a drain or a ladder) only where its monitor says `input.userSpace: true` (issue 76).
+    pub(crate) fn process_line(
+        &mut self,
+        line: &str,
+        at: Timestamp,
+        user: bool,
+        out: &mut Vec<Report>,
+    ) {
+        let conditions = !user || matches!(self.monitor.input, Input::Kmsg { user_space: true });
         self.hits.clear();
         self.matcher.match_line(line, &mut self.hits);
         if self.hits.is_empty() {
@@ -302,6 +317,7 @@ impl MonitorState {
                             message: hit.message.clone(),
                             at,
                         }),
+                        RuleKind::Permanent { .. } if !conditions => {}
                         RuleKind::Permanent { condition } => {
                             let reason = hit.reason.clone().unwrap_or_else(|| rule.reason.clone());
                             self.last_problem[condition] = Some(at);
@@ -316,6 +332,7 @@ impl MonitorState {
                         }
                     }
                 }
+                Target::Recovery(_) if !conditions => {}
                 Target::Recovery(c) => self.recover(c, at, out),
             }
         }

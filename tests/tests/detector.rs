@@ -164,12 +164,21 @@ impl Harness {
 
     /// Append a kernel record (kmsg format, current monotonic timestamp).
     fn kmsg(&mut self, message: &str) {
+        self.kmsg_with_pri(3, message);
+    }
+
+    /// A record as root writes one to /dev/kmsg from user space: the user facility (PRI 14).
+    fn kmsg_from_user_space(&mut self, message: &str) {
+        self.kmsg_with_pri(14, message);
+    }
+
+    fn kmsg_with_pri(&mut self, pri: u8, message: &str) {
         self.seq += 1;
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(self.dir.path().join("kmsg"))
             .unwrap();
-        writeln!(f, "3,{},{},-;{message}", self.seq, monotonic_now_us()).unwrap();
+        writeln!(f, "{pri},{},{},-;{message}", self.seq, monotonic_now_us()).unwrap();
     }
 
     /// Start and wait until the healthy defaults are on the Node.
@@ -264,6 +273,22 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
         "a temporary rule changes no condition"
     );
 
+    // Root on the node writes a kernel-looking line to /dev/kmsg (the user facility): it is not
+    // the kernel's, and sets nothing (issue 76). The kernel's next line, read after it, is the
+    // barrier: once its Event is counted, the first was read and passed over.
+    h.kmsg_from_user_space("INFO: task docker:78 blocked for more than 120 seconds.");
+    h.kmsg("Out of memory: Killed process 42 (stress) total-vm:1kB");
+    eventually("the kernel line after it counted", WAIT, || async {
+        let evs = h.events("OOMKilling").await;
+        (evs.len() == 1 && evs[0].count == Some(2)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        h.condition("KernelDeadlock").await.unwrap().0,
+        "False",
+        "a line written from user space is not a kernel line"
+    );
+
     h.kmsg("INFO: task docker:77 blocked for more than 120 seconds.");
     let (_, _, message) = h
         .wait_condition("KernelDeadlock", "True", "DockerHung")
@@ -293,9 +318,9 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
     for _ in 0..5 {
         h.kmsg("Out of memory: Killed process 43 (stress) total-vm:1kB");
     }
-    eventually("OOMKilling count 6", WAIT, || async {
+    eventually("OOMKilling count 7", WAIT, || async {
         let evs = h.events("OOMKilling").await;
-        (evs.len() == 1 && evs[0].count == Some(6)).then_some(())
+        (evs.len() == 1 && evs[0].count == Some(7)).then_some(())
     })
     .await;
 
@@ -303,7 +328,7 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
     let base = format!("http://{}", running.addr);
     let metrics = nodemedic_tests::http_get(&format!("{base}/metrics")).await;
     assert!(
-        metrics.contains("problem_counter{reason=\"OOMKilling\"} 6"),
+        metrics.contains("problem_counter{reason=\"OOMKilling\"} 7"),
         "{metrics}"
     );
     assert!(
@@ -869,6 +894,16 @@ async fn a_line_written_to_the_real_dev_kmsg_is_seen() {
         return;
     }
     let h = Harness::new("devkmsg").await;
+    // The test writes its line from user space, as root: the kernel gives it the user facility
+    // (it never lets user space claim the kernel's), so only a monitor that says so reads it.
+    std::fs::write(
+        h.rules_dir().join("kernel.yaml"),
+        RULES.replace(
+            "input: {kind: kmsg}",
+            "input: {kind: kmsg, userSpace: true}",
+        ),
+    )
+    .unwrap();
     let mut opts = h.options();
     opts.kmsg_path = "/dev/kmsg".into();
     let running = run::start(opts, h.cluster.client.clone()).await.unwrap();

@@ -272,6 +272,7 @@ fn input_events_are_applied_as_lines_while_bad_records_change_nothing() {
         text: text.into(),
         at: t(5),
         position: position.clone(),
+        user: false,
     };
     s.apply(
         &line("task docker:abc blocked for more than 120 seconds."),
@@ -311,5 +312,54 @@ fn only_conditions_set_since_the_machine_booted_are_restored() {
         (names(&kept).len(), before.len()),
         (2, 0),
         "boot time unknown: kept, as before"
+    );
+}
+
+/// Issue 76: a /dev/kmsg record written from user space (root anywhere on the node can write one,
+/// and the kernel never lets it claim the kernel's facility) may raise an Event, but neither sets
+/// nor clears a condition, unless its monitor says `input.userSpace: true`.
+#[test]
+fn a_line_written_from_user_space_raises_events_but_moves_no_condition_unless_allowed() {
+    let user_line = |text: &str| SourceEvent::Line {
+        text: text.into(),
+        at: t(5),
+        position: crate::checkpoint::Position::Kmsg {
+            boot_id: "b".into(),
+            seq: 1,
+        },
+        user: true,
+    };
+    let mut s = MonitorState::new(monitor(), &[], t(0));
+    let mut out = Vec::new();
+    s.apply(&user_line("Killed process 1 (x)"), &mut out);
+    assert!(
+        matches!(&out[..], [Report::Problem { reason, .. }] if reason == "OOMKilling"),
+        "{out:?}"
+    );
+    out.clear();
+    s.apply(&user_line("task docker:abc blocked for 120 s"), &mut out);
+    s.apply(&user_line("flaky thing broke"), &mut out);
+    assert!(out.is_empty(), "no condition moved: {out:?}");
+    // A condition the kernel set is not cleared by a recovery line from user space.
+    run(&mut s, "flaky thing broke", t(6));
+    out.clear();
+    s.apply(&user_line("flaky thing recovered"), &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    // A monitor that says so takes them all.
+    let allowed = load_sources(&[(
+        "kernel-monitor.yaml".into(),
+        RULES.replace(
+            "input: {kind: kmsg}",
+            "input: {kind: kmsg, userSpace: true}",
+        ),
+    )])
+    .unwrap()
+    .monitors
+    .remove(0);
+    let mut s = MonitorState::new(Arc::new(allowed), &[], t(0));
+    s.apply(&user_line("task docker:abc blocked for 120 s"), &mut out);
+    assert!(
+        matches!(&out[..], [Report::Condition { condition, .. }] if condition.type_ == "KernelDeadlock"),
+        "{out:?}"
     );
 }

@@ -22,6 +22,10 @@ pub enum SourceEvent {
         text: String,
         at: Timestamp,
         position: Position,
+        /// Written to /dev/kmsg from user space (a facility other than the kernel's: any root
+        /// process on the node can write one, and the kernel never lets it claim its own): it may
+        /// raise an Event, never set or clear a condition, unless its monitor says `userSpace`.
+        user: bool,
     },
     /// One run of an exec check, and how many runs the monitor has had (its position).
     Check {

@@ -79,6 +79,7 @@ fn tail(
                     text: text.trim_end_matches('\r').to_string(),
                     at: Timestamp::now(),
                     position: Position::File { dev, ino, offset },
+                    user: false,
                 }
             }
             Next::TooLong => SourceEvent::Malformed {

@@ -192,7 +192,7 @@ pub async fn follow(
                                     continue;
                                 }
                                 let at = entry.line.realtime_us.and_then(|us| Timestamp::from_microsecond(us).ok()).unwrap_or_else(Timestamp::now);
-                                SourceEvent::Line { text: entry.line.text, at, position: Position::Journal { cursor: c } }
+                                SourceEvent::Line { text: entry.line.text, at, position: Position::Journal { cursor: c }, user: false }
                             }
                         };
                         if tx.send(ev).await.is_err() {

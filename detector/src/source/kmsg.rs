@@ -30,9 +30,6 @@ pub(crate) struct Start {
     /// Checkpointed position of this monitor, if any.
     pub(crate) checkpoint: Option<Position>,
     pub(crate) lookback: Duration,
-    /// Records written from user space (a facility other than the kernel's) are passed on too;
-    /// else skipped: any root process on the node can write one, claiming a kernel line.
-    pub(crate) user_space: bool,
 }
 
 impl Start {
@@ -143,9 +140,6 @@ impl Reader {
                     return true;
                 }
                 self.past_start = true;
-                if r.facility != 0 && !self.start.user_space {
-                    return true;
-                }
                 SourceEvent::Line {
                     text: r.message.into_owned(),
                     at: wall_time(r.monotonic_us),
@@ -153,6 +147,7 @@ impl Reader {
                         boot_id: self.start.boot_id.clone(),
                         seq: r.seq,
                     },
+                    user: r.facility != 0,
                 }
             }
         };
@@ -265,7 +260,6 @@ mod tests {
             boot_id: "boot-a".into(),
             checkpoint,
             lookback: Duration::from_secs(300),
-            user_space: false,
         }
     }
 
@@ -311,7 +305,6 @@ mod tests {
                 boot_id: "b".into(),
                 checkpoint: None,
                 lookback: Duration::from_secs(300),
-                user_space: false,
             },
             tx,
             beat: health.register("k", Duration::from_secs(5)),
@@ -385,7 +378,6 @@ mod tests {
                 seq: 1,
             }),
             lookback: Duration::from_secs(300),
-            user_space: false,
         };
         let p = path.clone();
         let t = std::thread::spawn(move || follow(p, s, tx, beat, stop));
@@ -415,43 +407,38 @@ mod tests {
     }
 
     /// Issue 76: a record any root process on the node writes to /dev/kmsg (here the user
-    /// facility, PRI 14, claiming a GPU's Xid) is not a kernel line: skipped unless the monitor
-    /// says `input.userSpace: true`; the kernel's own records pass either way.
+    /// facility, PRI 14, claiming a GPU's Xid) is passed on marked as written from user space; the
+    /// kernel's own records are not (the problem state decides what each may do).
     #[test]
-    fn a_record_written_from_user_space_reaches_only_a_monitor_that_says_so() {
-        for user_space in [false, true] {
-            let (tx, mut rx) = mpsc::channel(16);
-            let (_stop_tx, stop) = watch::channel(false);
-            let health = nodemedic_common::health::Health::default();
-            let mut reader = Reader {
-                start: Start {
-                    boot_id: "b".into(),
-                    checkpoint: None,
-                    lookback: Duration::from_secs(u64::MAX / 4_000_000),
-                    user_space,
-                },
-                tx,
-                beat: health.register("k", Duration::from_secs(5)),
-                stop,
-                past_start: false,
-            };
-            assert!(reader.record(b"14,1,100,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1"));
-            assert!(reader.record(b"4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=2"));
-            let got: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
-                .filter_map(|e| match e {
-                    SourceEvent::Line { text, .. } => Some(text),
-                    _ => None,
-                })
-                .collect();
-            let want: &[&str] = if user_space {
-                &[
-                    "NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
-                    "NVRM: Xid (PCI:0000:3b:00): 13, pid=2",
-                ]
-            } else {
-                &["NVRM: Xid (PCI:0000:3b:00): 13, pid=2"]
-            };
-            assert_eq!(got, want, "userSpace: {user_space}");
-        }
+    fn a_record_written_from_user_space_is_marked_as_such() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let (_stop_tx, stop) = watch::channel(false);
+        let health = nodemedic_common::health::Health::default();
+        let mut reader = Reader {
+            start: Start {
+                boot_id: "b".into(),
+                checkpoint: None,
+                lookback: Duration::from_secs(u64::MAX / 4_000_000),
+            },
+            tx,
+            beat: health.register("k", Duration::from_secs(5)),
+            stop,
+            past_start: false,
+        };
+        assert!(reader.record(b"14,1,100,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1"));
+        assert!(reader.record(b"4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=2"));
+        let got: Vec<(String, bool)> = std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|e| match e {
+                SourceEvent::Line { text, user, .. } => Some((text, user)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1".to_string(), true),
+                ("NVRM: Xid (PCI:0000:3b:00): 13, pid=2".to_string(), false)
+            ]
+        );
     }
 }

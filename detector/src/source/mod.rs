@@ -76,13 +76,12 @@ pub(crate) fn spawn(
             })
     };
     match &monitor.input {
-        Input::Kmsg { user_space } => {
+        Input::Kmsg { .. } => {
             let beat = beat(monitor, ctx);
             let start = kmsg::Start {
                 boot_id: ctx.boot_id.clone(),
                 checkpoint: resume,
                 lookback,
-                user_space: *user_space,
             };
             let path = ctx.kmsg_path.clone();
             thread(Box::new(move || kmsg::follow(path, start, tx, beat, stop)))?;

@@ -64,10 +64,6 @@ pub(crate) enum Origin<'a> {
     Journal(&'a journal::Entry),
     /// A syslog line with this tag.
     Syslog(&'a str),
-    /// A /dev/kmsg record: the kernel's (facility kern), or one written from user space.
-    Kmsg {
-        kernel: bool,
-    },
     Other,
 }
 
@@ -76,9 +72,6 @@ impl Origin<'_> {
     /// (identifiers OR units) applied to a journal entry, or to a syslog line's tag (`kubelet` for
     /// `kubelet.service`); every other monitor reads every record.
     pub(crate) fn reaches(&self, input: &Input) -> bool {
-        if let (Origin::Kmsg { kernel }, Input::Kmsg { user_space }) = (self, input) {
-            return *kernel || *user_space;
-        }
         let Input::Journal {
             identifiers,
             units,
@@ -97,7 +90,7 @@ impl Origin<'_> {
                         .iter()
                         .any(|u| u.strip_suffix(".service").unwrap_or(u) == *tag)
             }
-            Origin::Kmsg { .. } | Origin::Other => true,
+            Origin::Other => true,
         }
     }
 }
@@ -174,12 +167,9 @@ impl<R: BufRead> Once<R> {
                 ino: 0,
                 offset: self.offset,
             };
-            let mut origin = Origin::Other;
+            let origin = Origin::Other;
             match kmsg::parse(rec) {
                 Ok(r) => {
-                    origin = Origin::Kmsg {
-                        kernel: r.facility == 0,
-                    };
                     // Microseconds since boot; a file does not say when the machine booted, so
                     // offline the boot is taken to be `now` (`--now`): reproducible, and never
                     // a time in 1970. Saturating.
@@ -191,7 +181,7 @@ impl<R: BufRead> Once<R> {
                                 .ok()
                         })
                         .unwrap_or(Timestamp::MAX);
-                    set_line(&mut self.event, &r.message, at, position);
+                    set_line(&mut self.event, &r.message, at, position, r.facility != 0);
                 }
                 Err(e) => self.event = malformed(e.to_string()),
             }
@@ -225,7 +215,7 @@ impl<R: BufRead> Once<R> {
                             .realtime_us
                             .and_then(|us| Timestamp::from_microsecond(us).ok())
                             .unwrap_or(self.now);
-                        set_line(&mut self.event, &entry.line.text, at, position);
+                        set_line(&mut self.event, &entry.line.text, at, position, false);
                         self.entry = Some(entry);
                         Kind::Journal
                     }
@@ -238,16 +228,16 @@ impl<R: BufRead> Once<R> {
                     Some((tag, message)) => {
                         self.tag.clear();
                         self.tag.push_str(tag);
-                        set_line(&mut self.event, message, self.now, position);
+                        set_line(&mut self.event, message, self.now, position, false);
                         Kind::Syslog
                     }
                     None => {
-                        set_line(&mut self.event, line, self.now, position);
+                        set_line(&mut self.event, line, self.now, position, false);
                         Kind::Other
                     }
                 },
                 InputFormat::Plain | InputFormat::Kmsg => {
-                    set_line(&mut self.event, line, self.now, position);
+                    set_line(&mut self.event, line, self.now, position, false);
                     Kind::Other
                 }
             };
@@ -313,22 +303,25 @@ enum Kind {
 }
 
 /// Make `event` the line `text` (its buffer reused when it is a line already).
-fn set_line(event: &mut SourceEvent, text: &str, at: Timestamp, position: Position) {
+fn set_line(event: &mut SourceEvent, text: &str, at: Timestamp, position: Position, user: bool) {
     if let SourceEvent::Line {
         text: t,
         at: a,
         position: p,
+        user: u,
     } = event
     {
         t.clear();
         t.push_str(text);
         *a = at;
         *p = position;
+        *u = user;
     } else {
         *event = SourceEvent::Line {
             text: text.to_string(),
             at,
             position,
+            user,
         };
     }
 }
@@ -359,9 +352,6 @@ mod tests {
                     format!("journal:{}", e.identifier.clone().unwrap_or_default())
                 }
                 Origin::Syslog(tag) => format!("syslog:{tag}"),
-                Origin::Kmsg { kernel } => {
-                    format!("kmsg:{}", if kernel { "kernel" } else { "user" })
-                }
                 Origin::Other => "other".into(),
             };
             let text = match r.event {
@@ -445,10 +435,6 @@ mod tests {
         let kernel_only = Input::Kmsg { user_space: false };
         assert!(Origin::Syslog("sshd").reaches(&kernel_only));
         assert!(InputFormat::Plain.feeds(&kernel_only));
-        // Issue 76: a record written to /dev/kmsg from user space reaches only a monitor that says so.
-        assert!(Origin::Kmsg { kernel: true }.reaches(&kernel_only));
-        assert!(!Origin::Kmsg { kernel: false }.reaches(&kernel_only));
-        assert!(Origin::Kmsg { kernel: false }.reaches(&Input::Kmsg { user_space: true }));
         assert!(!InputFormat::Kmsg.feeds(&input));
     }
 }

@@ -550,11 +550,14 @@ async fn kosmos_flap(plane: &ControlPlane, node: &RealNode, name: &str, ns: &str
             }
         }
     }));
-    // A pod that tolerates an unreachable node for 2 s only.
+    // A pod that tolerates an unreachable node for 2 s only, bound to the node (still cordoned and
+    // fenced from the reboot step, whose proof never comes: the machine did not reboot), as Kosmos
+    // binds its pods to a leaf.
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "leaf-app", "namespace": ns},
-        "spec": {"terminationGracePeriodSeconds": 1, "hostNetwork": true,
+        "spec": {"nodeName": name, "terminationGracePeriodSeconds": 1, "hostNetwork": true,
             "containers": [{"name": "app", "image": SLEEP_IMAGE, "imagePullPolicy": "Never"}],
             "tolerations": [
+                {"operator": "Exists", "effect": "NoSchedule"},
                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2},
                 {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]}}))
     .unwrap();
