@@ -284,6 +284,10 @@ pub struct Me<'a> {
     pub boot_id: &'a str,
     /// Whether its Node carries the fence taint.
     pub fenced: bool,
+    /// Whether its Node carries `nodemedic.io/do-not-remediate` (a person's veto).
+    pub vetoed: bool,
+    /// Now, by the detector's clock: a request is carried out only before its `until`.
+    pub now: k8s_openapi::jiff::Timestamp,
 }
 
 /// What the detector checks on its own before any reboot, whatever the request says: things a
@@ -368,6 +372,23 @@ pub enum Verdict {
     Refused(String),
 }
 
+/// Why a request is no longer to be carried out at `now`, if it is not: past its `until` (a saved
+/// request put back later, by whoever may write the ConfigMap, is refused), or without a deadline
+/// that reads as a time.
+fn expired(r: &RebootRequest, now: k8s_openapi::jiff::Timestamp) -> Option<String> {
+    match r.until.parse::<k8s_openapi::jiff::Timestamp>() {
+        Ok(until) if now <= until => None,
+        Ok(_) => Some(format!(
+            "its deadline {} has passed: a request is carried out only before it",
+            r.until
+        )),
+        Err(_) => Some(format!(
+            "its deadline {:?} is not a time: a request is carried out only before it",
+            r.until
+        )),
+    }
+}
+
 /// The verdict on the entry `text` (the ConfigMap's value under this node's name) for `me`,
 /// `done` being the ids of the requests this detector carried out, `key` the drainer's public key
 /// it verifies with and `guard` what it checks on its own.
@@ -404,6 +425,13 @@ pub fn verdict(
         )
     } else if r.boot_id != me.boot_id {
         return Verdict::Past;
+    } else if let Some(why) = expired(&r, me.now) {
+        why
+    } else if me.vetoed {
+        format!(
+            "the Node carries {}: a person vetoed its remediation",
+            crate::keys::DO_NOT_REMEDIATE_ANNOTATION
+        )
     } else if !me.fenced {
         format!(
             "the Node does not carry the fence taint {FENCE_TAINT_KEY}={FENCE_TAINT_VALUE}:{FENCE_TAINT_EFFECT} the drainer puts on with a request"
@@ -443,6 +471,8 @@ mod tests {
             uid: "u1",
             boot_id: "b1",
             fenced: true,
+            vetoed: false,
+            now: "2026-11-27T10:05:00Z".parse().unwrap(),
         }
     }
 
@@ -496,6 +526,27 @@ mod tests {
             .contains("fence taint")
         );
         assert!(matches!(v(Some("{"), &me(), &[]), Verdict::Refused(_)));
+        // Issue 76: a signed request saved and put back after its deadline (the drainer cancelled
+        // it, or a cap refused it, on the same boot) is refused; so is one on a vetoed Node.
+        let late = Me {
+            now: "2026-11-27T10:20:01Z".parse().unwrap(),
+            ..me()
+        };
+        assert!(refused(late).contains("deadline 2026-11-27T10:20:00Z has passed"));
+        assert!(
+            refused(Me {
+                vetoed: true,
+                ..me()
+            })
+            .contains("do-not-remediate")
+        );
+        let mut undated = request();
+        undated.until = "soon".into();
+        let undated = serde_json::to_string(&undated.signed(&k)).unwrap();
+        assert!(matches!(
+            v(Some(&undated), &me(), &[]),
+            Verdict::Refused(why) if why.contains("not a time")
+        ));
     }
 
     /// Issue 64, point 5: the drainer's token can write the requests, the fence and the cordon, and

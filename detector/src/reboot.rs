@@ -228,11 +228,18 @@ async fn consider(
         .find(|l| labels.contains_key(*l));
     let uid = n.metadata.uid.clone().unwrap_or_default();
     let boot = std::fs::read_to_string(&opts.boot_id_file).unwrap_or_default();
+    let vetoed = n
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION));
     let me = Me {
         node,
         uid: &uid,
         boot_id: boot.trim(),
         fenced,
+        vetoed,
+        now: Timestamp::now(),
     };
     let state = match State::read(&opts.state) {
         Ok(s) => s,

@@ -587,6 +587,27 @@ fn the_charts_power_cycle_providers_get_their_flags_and_exactly_their_roles() {
             {"apiGroups": ["self-node-remediation.medik8s.io"], "resources": ["selfnoderemediations"], "verbs": ["list", "create", "delete"]}
         ])
     );
+    // And its policy confines the token to its own remediations of that kind, with the template's
+    // spec (the attacker brief: the chart granted these kinds with no policy).
+    let p = find(
+        &with,
+        "ValidatingAdmissionPolicy",
+        "nodemedic-drainer-own-remediations",
+    );
+    assert_eq!(
+        p["spec"]["paramKind"],
+        json!({"apiVersion": "self-node-remediation.medik8s.io/v1alpha1", "kind": "SelfNodeRemediationTemplate"})
+    );
+    assert_eq!(
+        p["spec"]["matchConstraints"]["resourceRules"][0]["resources"],
+        json!(["selfnoderemediations"])
+    );
+    let b = find(
+        &with,
+        "ValidatingAdmissionPolicyBinding",
+        "nodemedic-drainer-own-remediations",
+    );
+    assert_eq!(b["spec"]["paramRef"]["name"], "automatic");
     let mut capi = v.clone();
     capi["drainer"]["clusterAPI"] = json!(true);
     capi["drainer"]["powerCycle"] = json!({"provider": ""});
