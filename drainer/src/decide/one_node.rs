@@ -57,17 +57,7 @@ pub(super) fn decide_node(
         if let Some(h) = paused(gates) {
             return h;
         }
-        // Released: nothing of ours is left on the node (the executor lifts what remains).
-        let mut released = r.clone();
-        released.ended = cancelled(r, &what, now);
-        released.phase = Phase::Released;
-        released.cordoned = false;
-        released.taints.clear();
-        released.probation_until = None;
-        b.uncordoned(c.domain);
-        if r.phase == Phase::Draining {
-            b.draining -= 1;
-        }
+        let released = release(c, r, &format!("a person lifted the hold ({what})"), now, b);
         let why = Why::ManualUncordon { what };
         return (why, Effect::Release(released));
     }
@@ -115,16 +105,7 @@ fn left_selection(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut B
     if let Some(h) = paused(x.gates) {
         return h;
     }
-    let mut released = r.clone();
-    released.ended = cancelled(r, "the node left the selection", x.now);
-    released.phase = Phase::Released;
-    released.cordoned = false;
-    released.taints.clear();
-    released.probation_until = None;
-    b.uncordoned(c.domain);
-    if r.phase == Phase::Draining {
-        b.draining -= 1;
-    }
+    let released = release(c, r, "the node left the selection", x.now, b);
     (
         Why::LeftSelection { released: true },
         Effect::Release(released),
@@ -178,9 +159,7 @@ fn reboot_moot(
     b: &mut Budgets,
 ) -> Option<Decided> {
     use crate::model::attempt::{Attempt, Outcome, with};
-    use crate::model::node::Uid;
-    let booted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
-    if booted || !p.held.is_empty() || !p.pending.is_empty() {
+    if ladder::rebooted(c, r) || !p.held.is_empty() || !p.pending.is_empty() {
         return None;
     }
     let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
@@ -197,16 +176,28 @@ fn reboot_moot(
     );
     after.phase = Phase::Drained;
     after.taints.retain(|t| t != ladder::FENCE_TAINT);
-    // Its step is over: it no longer counts against its domain's slow start.
-    let domain = c.domain.unwrap_or(super::gates::slow_start::NO_DOMAIN);
-    if let Some(n) = b.remediating.get_mut(domain) {
-        *n = n.saturating_sub(1);
-    }
+    ladder::step_over(c, b);
     Some(recovered(c, &after, p, x, b))
 }
 
-/// The attempts of `r` once a person lifted its hold (`what`): a step under way is cancelled.
-fn cancelled(r: &Record, what: &str, now: Timestamp) -> Vec<crate::model::attempt::Attempt> {
+/// `r` released (`why` its step under way, if any, is cancelled): nothing of ours is left on the
+/// node (the executor lifts what remains), its place in the budgets given back.
+fn release(c: &Candidate, r: &Record, why: &str, now: Timestamp, b: &mut Budgets) -> Record {
+    let mut released = r.clone();
+    released.ended = cancelled(r, why, now);
+    released.phase = Phase::Released;
+    released.cordoned = false;
+    released.taints.clear();
+    released.probation_until = None;
+    b.uncordoned(c.domain);
+    if r.phase == Phase::Draining {
+        b.draining -= 1;
+    }
+    released
+}
+
+/// The attempts of `r` once its hold goes for `why`: a step under way is cancelled.
+fn cancelled(r: &Record, why: &str, now: Timestamp) -> Vec<crate::model::attempt::Attempt> {
     use crate::model::attempt::{Attempt, Outcome, with};
     if !matches!(
         r.phase,
@@ -215,10 +206,9 @@ fn cancelled(r: &Record, what: &str, now: Timestamp) -> Vec<crate::model::attemp
         return r.ended.clone();
     }
     let step = r.step.unwrap_or(crate::model::ladder::Step::Reboot);
-    let why = format!("a person lifted the hold ({what})");
     with(
         r.ended.clone(),
-        Attempt::new(step, Outcome::Cancelled, r.step_at, now, &why),
+        Attempt::new(step, Outcome::Cancelled, r.step_at, now, why),
     )
 }
 

@@ -227,7 +227,7 @@ pub(super) fn restarting(
         let w = LadderWhy::RestartProven { step };
         return Ok((why(w), Effect::Uncordon(r.clone())));
     }
-    let rebooted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
+    let rebooted = rebooted(c, r);
     let until = r.step_until.unwrap_or(now);
     // A reboot that came meanwhile, the problem held: the restart is over before its deadline.
     let overtaken = rebooted && !p.held.is_empty();
@@ -239,11 +239,7 @@ pub(super) fn restarting(
         let pending = p.pending.iter().map(|(d, _)| d.clone()).collect();
         return Ok((Why::NotHeldLongEnough { pending }, Effect::Nothing));
     }
-    // Its restart is over: it no longer counts against its domain's slow start.
-    let domain = c.domain.unwrap_or(NO_DOMAIN);
-    if let Some(n) = b.remediating.get_mut(domain) {
-        *n = n.saturating_sub(1);
-    }
+    step_over(c, b);
     Err(match rebooted {
         true => (
             Outcome::Superseded,
@@ -312,6 +308,19 @@ pub(crate) fn reboot_refused(
         "the node reports no bootID (status.nodeInfo.bootID), so a reboot could not be proven"
             .to_string()
     })
+}
+
+/// Whether `c`'s node runs another boot than the one `r`'s step was asked for.
+pub(super) fn rebooted(c: &Candidate, r: &Record) -> bool {
+    !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id)
+}
+
+/// `c`'s step is over: it no longer counts against its domain's slow start.
+pub(super) fn step_over(c: &Candidate, b: &mut Budgets) {
+    let domain = c.domain.unwrap_or(NO_DOMAIN);
+    if let Some(n) = b.remediating.get_mut(domain) {
+        *n = n.saturating_sub(1);
+    }
 }
 
 /// A veto or a Kosmos leaf stops the ladder before `step`.
@@ -394,14 +403,22 @@ fn pods_in_the_way(c: &Candidate) -> Option<String> {
         })
         .map(|p| format!("{}/{}", p.namespace, p.name))
         .collect();
-    let (n, first) = (left.len(), left.iter().take(3).cloned().collect::<Vec<_>>());
-    (n > 0).then(|| {
-        let more = if n > 3 { format!(" and {} more", n - 3) } else { String::new() };
+    named(&left).map(|(n, some)| {
         format!(
-            "{n} pod(s) the drain left are still on it ({}{more}): taking the machine down would take them down past their budgets",
-            first.join(", ")
+            "{n} pod(s) the drain left are still on it ({some}): taking the machine down would take them down past their budgets"
         )
     })
+}
+
+/// How many `pods` there are and the first three by name (`a, b, c and 2 more`); None for none.
+fn named(pods: &[String]) -> Option<(usize, String)> {
+    let n = pods.len();
+    let more = if n > 3 {
+        format!(" and {} more", n - 3)
+    } else {
+        String::new()
+    };
+    (n > 0).then(|| (n, format!("{}{more}", pods[..n.min(3)].join(", "))))
 }
 
 pub(crate) fn pods_left(c: &Candidate) -> Option<String> {
@@ -412,12 +429,9 @@ pub(crate) fn pods_left(c: &Candidate) -> Option<String> {
         .filter(|p| !p.phase.is_some_and(|ph| ph.finished()))
         .map(|p| format!("{}/{}", p.namespace, p.name))
         .collect();
-    let (n, first) = (left.len(), left.iter().take(3).cloned().collect::<Vec<_>>());
-    (n > 0).then(|| {
-        let more = if n > 3 { format!(" and {} more", n - 3) } else { String::new() };
+    named(&left).map(|(n, some)| {
         format!(
-            "{n} pod(s) besides DaemonSet and mirror pods are still on it ({}{more}): deleting the Node would have them force-deleted while the machine may still run them",
-            first.join(", ")
+            "{n} pod(s) besides DaemonSet and mirror pods are still on it ({some}): deleting the Node would have them force-deleted while the machine may still run them"
         )
     })
 }
@@ -443,7 +457,7 @@ pub(super) fn rebooting(
     b: &mut Budgets,
 ) -> Option<Decided> {
     let Context { now, .. } = *x;
-    let booted = !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id);
+    let booted = rebooted(c, r);
     let ready = c
         .node
         .conditions
@@ -497,11 +511,7 @@ pub(super) fn rebooting(
         cancelled.ended = attempt::with(cancelled.ended, a);
         return Some(escalate(&cancelled, why, now));
     }
-    // Its reboot is over: it no longer counts against its domain's slow start.
-    let domain = c.domain.unwrap_or(NO_DOMAIN);
-    if let Some(n) = b.remediating.get_mut(domain) {
-        *n = n.saturating_sub(1);
-    }
+    step_over(c, b);
     let mut after = r.clone();
     after.phase = Phase::Drained;
     after.taints.retain(|t| t != FENCE_TAINT);
