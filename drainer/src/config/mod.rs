@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod build;
+pub(crate) mod ca;
 pub mod ceilings;
 pub(crate) mod convert;
 pub mod drain_window;
@@ -134,16 +135,45 @@ impl AfterDrain {
     }
 }
 
-/// A value that is not `KEY=VALUE`.
+/// A value that is not `KEY=VALUE`, or an after-drain mark in a domain the drainer never writes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?}: expected KEY=VALUE")]
-pub(crate) struct PairError(pub String);
+pub(crate) enum PairError {
+    #[error("{0:?}: expected KEY=VALUE")]
+    Form(String),
+    #[error(
+        "{0:?}: keys in the {1} domain belong to Kubernetes, nodemedic or Kosmos (a node's role, zone, exclusion, a person's veto); the drainer does not write them, and the own-node policy refuses it if asked (deploy/components/own-node-policy/drainer-policy.yaml)"
+    )]
+    Owned(String, &'static str),
+}
+
+/// The key domains (and their subdomains) whose labels and annotations the drainer never writes
+/// but for its own record, as `deploy/components/own-node-policy/drainer-policy.yaml`'s `owned`
+/// names them (a test holds the two equal).
+pub(crate) const OWNED_DOMAINS: [&str; 4] =
+    ["kubernetes.io", "k8s.io", "nodemedic.io", "kosmos.io"];
+
+/// The owned domain `key` is in, if any: `topology.kubernetes.io/zone` is in `kubernetes.io`.
+pub(crate) fn owned_domain(key: &str) -> Option<&'static str> {
+    let (prefix, _) = key.split_once('/')?;
+    OWNED_DOMAINS
+        .into_iter()
+        .find(|d| prefix == *d || prefix.strip_suffix(d).is_some_and(|p| p.ends_with('.')))
+}
+
+/// An after-drain label or annotation: `KEY=VALUE`, its key outside [`OWNED_DOMAINS`].
+pub(crate) fn mark(v: &str) -> Result<(String, String), PairError> {
+    let (k, val) = pair(v)?;
+    match owned_domain(&k) {
+        Some(d) => Err(PairError::Owned(v.to_string(), d)),
+        None => Ok((k, val)),
+    }
+}
 
 /// `KEY=VALUE` (the key trimmed, not empty).
 pub(crate) fn pair(v: &str) -> Result<(String, String), PairError> {
     match v.split_once('=') {
         Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
-        _ => Err(PairError(v.to_string())),
+        _ => Err(PairError::Form(v.to_string())),
     }
 }
 

@@ -47,10 +47,35 @@ fn helm_renders_the_bases_own_node_policy_on_1_30_and_names_cluster_wide_mode_ot
     };
     assert_eq!(
         vap(&base).len(),
-        2,
-        "the base ships the policy and its binding"
+        4,
+        "the base ships the detector's policy and the drainer's, each with its binding"
     );
     crate::assert_same_as_kustomize(&vap(&helm), &vap(&base), "own-node policy: Helm vs deploy/");
+    // The drainer's NoExecute taints, named in its settings, are the only ones its policy lets it
+    // write (kustomize users list them in the policy by hand).
+    let mut tainted = v.clone();
+    tainted["drainer"]["config"]["problemTaints"] = json!([
+        "nodemedic.io/problem=disk:NoExecute",
+        "nodemedic.io/soft:NoSchedule"
+    ]);
+    tainted["drainer"]["config"]["afterDrainTaints"] = json!(["example.com/drained:NoExecute"]);
+    let t = helm_template(&chart, "nodemedic", "kube-system", Some(&tainted)).unwrap();
+    let p = find(
+        &t,
+        "ValidatingAdmissionPolicy",
+        "nodemedic-drainer-node-writes",
+    );
+    let keys = p["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "noExecuteKeys")
+        .unwrap()["expression"]
+        .clone();
+    assert_eq!(
+        keys,
+        json!("['nodemedic.io/problem', 'example.com/drained']")
+    );
     // Opting out (or a cluster before 1.30, tested by the NOTES' wording): no policy.
     v["detector"]["ownNodeOnly"] = json!(false);
     let off = helm_template(&chart, "nodemedic", "kube-system", Some(&v)).unwrap();
@@ -60,7 +85,7 @@ fn helm_renders_the_bases_own_node_policy_on_1_30_and_names_cluster_wide_mode_ot
         assert!(vap(&objs).is_empty(), "{overlay} leaves the policy out");
         assert_eq!(
             objs.len(),
-            base.len() - 2,
+            base.len() - 4,
             "{overlay} changes nothing else's count"
         );
     }

@@ -351,3 +351,191 @@ async fn on(env: Env) {
     }
     env.cleanup().await;
 }
+
+/// The attacker brief's first finding: the drainer's token may patch every Node and its status, so
+/// on its own it could set a back-dated problem condition on any Node (the drainer then drains it
+/// and climbs its ladder), relabel a Node, lift a person's veto, add a system taint or fake a new
+/// boot. The shipped `drainer-policy.yaml` (the own-node-policy component) leaves it only what the
+/// drainer writes; shown as the drainer's ServiceAccount under the shipped ClusterRole, on both
+/// supported releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_drainer_token_writes_on_a_node_only_what_the_drainer_writes() {
+    for env in Env::each_release().await {
+        node_writes_on(env).await;
+    }
+}
+
+async fn node_writes_on(env: Env) {
+    use k8s_openapi::api::core::v1::Node;
+    let Some(plane) = env.cluster.plane else {
+        nodemedic_tests::envtest::say_skipped(
+            "a_stolen_drainer_token_writes_on_a_node_only_what_the_drainer_writes",
+            "kube-apiserver's ValidatingAdmissionPolicies",
+        );
+        return;
+    };
+    let admin = env.cluster.client.clone();
+    let mut shipped = component("own-node-policy", "drainer-policy.yaml");
+    // As an operator with a NoExecute --problem-taint lists its key (Helm does it from its values).
+    for v in shipped[0]["spec"]["variables"].as_array_mut().unwrap() {
+        if v["name"] == "noExecuteKeys" {
+            v["expression"] = json!("['nodemedic.io/problem']");
+        }
+    }
+    let rbac = std::fs::read_to_string(format!(
+        "{}/../deploy/base/drainer-rbac.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    for d in rbac
+        .split("\n---")
+        .filter(|d| d.contains("kind: ClusterRole"))
+    {
+        shipped.push(serde_saphyr::from_str(d).unwrap());
+    }
+    for o in &shipped {
+        apply(&admin, o).await;
+    }
+    let token = plane.client_impersonating_groups(
+        SA,
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+            "system:authenticated",
+        ],
+    );
+    let node = env.cluster.create_node("written").await;
+    let nodes_admin: Api<Node> = Api::all(admin.clone());
+    nodes_admin
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"nodemedic.io/do-not-remediate": "a person"},
+                    "labels": {"node-role.kubernetes.io/control-plane": "", "topology.kubernetes.io/zone": "z1",
+                        "nodemedic.io/exclude": "true"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(token.clone());
+    let pp = PatchParams::default();
+    let condition = |t: &str| {
+        Patch::Strategic(
+            json!({"status": {"conditions": [{"type": t, "status": "True", "reason": "Forged",
+            "message": "m", "lastHeartbeatTime": "2026-12-07T10:00:00Z", "lastTransitionTime": "2026-12-07T09:00:00Z"}]}}),
+        )
+    };
+    let release = &plane.release;
+    // In force once the API server has loaded it: a refused write seen. Each try writes something
+    // new (a write that changes nothing passes any policy, and one made before it loaded stays).
+    let tries = std::sync::atomic::AtomicU32::new(0);
+    eventually("the policy in force", Duration::from_secs(60), || async {
+        let n = tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = Patch::Merge(
+            json!({"metadata": {"labels": {"topology.kubernetes.io/zone": format!("probe-{n}")}}}),
+        );
+        let r = nodes.patch(&node, &pp, &probe).await;
+        refused(&r).then_some(())
+    })
+    .await;
+    for (what, r) in [
+        ("set a problem condition", nodes.patch_status(&node, &pp, &condition("GpuUnhealthy")).await),
+        ("fake a new boot", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"nodeInfo": {"bootID": "forged"}}}))).await),
+        ("relabel through the status", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"node-role.kubernetes.io/control-plane": null}}}))).await),
+        ("drop a control-plane role", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"node-role.kubernetes.io/control-plane": null}}}))).await),
+        ("move a node to another zone", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"topology.kubernetes.io/zone": "elsewhere"}}}))).await),
+        ("lift an exclusion", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"nodemedic.io/exclude": null}}}))).await),
+        ("make a Kosmos leaf", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"kosmos.io/node": "true"}}}))).await),
+        ("rewrite the detector's conditions list", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"annotations": {"nodemedic.io/detector-conditions": "[]"}}}))).await),
+        ("finalize a node", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold"]}}))).await),
+        ("change its provider ID", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"providerID": "aws:///elsewhere/i-0"}}))).await),
+        ("lift a person's veto", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"annotations": {"nodemedic.io/do-not-remediate": null}}}))).await),
+        ("evict past budgets through a NoExecute taint of its own naming", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"taints": [{"key": "example.com/evil", "effect": "NoExecute"}]}}))).await),
+        ("starve the node's scheduling", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"allocatable": {"pods": "0"}}}))).await),
+        ("advertise devices it has not", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"capacity": {"nvidia.com/gpu": "8"}}}))).await),
+        ("point the API server's kubelet calls elsewhere", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 2379}}}}))).await),
+        ("claim a volume is attached", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"volumesInUse": ["kubernetes.io/csi/x^vol-1"]}}))).await),
+        ("force-delete through out-of-service", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}}))).await),
+    ] {
+        assert!(refused(&r), "{release}: the token could {what}: {r:?}");
+    }
+    // What the drainer writes goes through: its condition, the cordon with its fence, its record.
+    let r = nodes
+        .patch_status(&node, &pp, &condition("DrainScheduled"))
+        .await;
+    assert!(r.is_ok(), "{release}: DrainScheduled: {r:?}");
+    let r = nodes
+        .patch(
+            &node,
+            &pp,
+            &Patch::Strategic(json!({"metadata": {"annotations": {"nodemedic.io/drain": "{}"}},
+                "spec": {"unschedulable": true, "taints": [{"key": "nodemedic.io/remediation", "value": "reboot", "effect": "NoSchedule"}]}})),
+        )
+        .await;
+    assert!(
+        r.is_ok(),
+        "{release}: the cordon, the fence and the record: {r:?}"
+    );
+    // Its configured NoExecute problem taint, beside the fence.
+    let r = nodes
+        .patch(
+            &node,
+            &pp,
+            &Patch::Strategic(json!({"spec": {"taints": [
+                {"key": "nodemedic.io/remediation", "value": "reboot", "effect": "NoSchedule"},
+                {"key": "nodemedic.io/problem", "effect": "NoExecute"}]}})),
+        )
+        .await;
+    assert!(
+        r.is_ok(),
+        "{release}: its own NoExecute problem taint: {r:?}"
+    );
+    // An operator's after-drain marks (outside the owned domains) and the lifted record.
+    let r = nodes
+        .patch(
+            &node,
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"drained": "true"},
+                "annotations": {"example.com/drained": "yes", "nodemedic.io/drain": null}}})),
+        )
+        .await;
+    assert!(r.is_ok(), "{release}: the after-drain marks: {r:?}");
+    let n = nodes_admin.get(&node).await.unwrap();
+    let labels = n.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            labels
+                .get("node-role.kubernetes.io/control-plane")
+                .map(String::as_str),
+            labels.get("nodemedic.io/exclude").map(String::as_str),
+            labels.get("drained").map(String::as_str),
+        ),
+        (Some(""), Some("true"), Some("true")),
+        "{release}: the role and the exclusion stay, the operator's mark is on"
+    );
+    assert!(
+        nodemedic_common::conditions::find(&n, "GpuUnhealthy").is_none(),
+        "{release}"
+    );
+    for o in shipped.iter().filter(|o| {
+        o["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+    }) {
+        let kind = o["kind"].as_str().unwrap();
+        let plural = if kind == "ValidatingAdmissionPolicy" {
+            "validatingadmissionpolicies"
+        } else {
+            "validatingadmissionpolicybindings"
+        };
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        );
+        let _ = Api::<DynamicObject>::all_with(admin.clone(), &ar)
+            .delete(o["metadata"]["name"].as_str().unwrap(), &Default::default())
+            .await;
+    }
+    env.cleanup().await;
+}

@@ -72,3 +72,17 @@ confine each detector to its own Node; cluster-wide mode is only ever an explici
 {{- $v := toString .Values.detector.ownNodeOnly }}
 {{- if or (eq $v "kubelet") (and (eq $v "auto") (not (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version))) }}true{{ end }}
 {{- end }}
+
+{{/*
+The keys of the NoExecute taints drainer.config names (problemTaints, afterDrainTaints), quoted for
+the drainer's node policy: the only NoExecute taints its token may put on a Node.
+*/}}
+{{- define "nodemedic.noExecuteKeys" -}}
+{{- $keys := list }}
+{{- range (concat (.Values.drainer.config.problemTaints | default list) (.Values.drainer.config.afterDrainTaints | default list)) }}
+{{- if hasSuffix ":NoExecute" . }}
+{{- $keys = append $keys (printf "'%s'" (splitList "=" (trimSuffix ":NoExecute" .) | first)) }}
+{{- end }}
+{{- end }}
+{{- join ", " ($keys | uniq) }}
+{{- end }}

@@ -15,7 +15,6 @@ use sources::Sources;
 use crate::config::drain_window::DrainWindow;
 use crate::config::file::FileConfig;
 use crate::config::flags::PolicyArgs;
-use crate::config::pair;
 use crate::config::safety::Safety;
 use crate::config::select::Selector;
 use crate::config::spec::ConditionSpec;
@@ -508,13 +507,13 @@ fn after_drain(s: &mut Sources, cfg: &mut Config) {
         &args.after_drain_labels,
         &file.after_drain_labels,
         ("after-drain-label", "afterDrainLabels"),
-        pair,
+        crate::config::mark,
     );
     cfg.after_drain.annotations = s.each(
         &args.after_drain_annotations,
         &file.after_drain_annotations,
         ("after-drain-annotation", "afterDrainAnnotations"),
-        pair,
+        crate::config::mark,
     );
     cfg.after_drain.taints = s.each(
         &args.after_drain_taints,
