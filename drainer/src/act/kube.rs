@@ -329,8 +329,8 @@ impl Cluster for KubeCluster {
         request: &PowerCycleRequest,
     ) -> Result<(), PowerCycleError> {
         match target {
-            PowerTarget::Http { url, token } => {
-                super::power::post(url, token.as_deref(), request).await
+            PowerTarget::Http { url, token, ca } => {
+                super::power::post(url, token.as_deref(), ca.as_deref(), request).await
             }
             PowerTarget::Metal3 {
                 namespace,

@@ -176,8 +176,8 @@ impl<C: Cluster> Executor<C> {
         }
     }
 
-    /// Where `provider` is asked for `node`: the endpoint with its token (read now, so a rotated
-    /// one is used), or the Machine that leads to its BareMetalHost.
+    /// Where `provider` is asked for `node`: the endpoint with its token and CA (read now, so a
+    /// rotated one is used), or the Machine that leads to its BareMetalHost.
     async fn target(
         &self,
         provider: &PowerCycle,
@@ -185,7 +185,11 @@ impl<C: Cluster> Executor<C> {
         next: &Record,
     ) -> Result<PowerTarget, String> {
         match provider {
-            PowerCycle::Http { url, token_file } => {
+            PowerCycle::Http {
+                url,
+                token_file,
+                ca_file,
+            } => {
                 let token = match token_file {
                     None => None,
                     Some(path) => Some(
@@ -195,9 +199,20 @@ impl<C: Cluster> Executor<C> {
                             .to_string(),
                     ),
                 };
+                let ca = match ca_file {
+                    None => None,
+                    Some(path) => Some(
+                        crate::config::ca::read(path)
+                            .map_err(|e| format!("its CA file {e}"))?
+                            .into_iter()
+                            .map(|c| c.as_ref().to_vec())
+                            .collect(),
+                    ),
+                };
                 Ok(PowerTarget::Http {
                     url: url.expose().to_string(),
                     token,
+                    ca,
                 })
             }
             PowerCycle::Metal3 => {

@@ -15,15 +15,47 @@ const TRIES: u32 = 3;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const TIMEOUT: Duration = Duration::from_secs(15);
 
-/// POST `request` to `url`; Ok once it answers 2xx.
+/// POST `request` to `url`, trusting only the CA certificates `ca` (DER) if given, else the
+/// system's; Ok once it answers 2xx.
 pub(crate) async fn post(
     url: &str,
     token: Option<&str>,
+    ca: Option<&[Vec<u8>]>,
     request: &PowerCycleRequest,
 ) -> Result<(), PowerCycleError> {
-    let client = crate::notify::client().map_err(|e| PowerCycleError::Transport(e.to_string()))?;
+    let client = match ca {
+        None => crate::notify::client(),
+        Some(ca) => client_trusting(ca),
+    }
+    .map_err(|e| PowerCycleError::Transport(e.to_string()))?;
     let body = Bytes::from(serde_json::to_vec(request).unwrap_or_default());
     retried(|| once(&client, url, token, &body)).await
+}
+
+/// An HTTPS client that trusts the certificates `ca` (DER) and no other authority.
+fn client_trusting(ca: &[Vec<u8>]) -> Result<crate::notify::HttpClient, std::io::Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in ca {
+        roots
+            .add(rustls::pki_types::CertificateDer::from(der.clone()))
+            .map_err(|e| std::io::Error::other(format!("the CA file's certificate: {e}")))?;
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(std::io::Error::other)?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https),
+    )
 }
 
 /// `ask` until it succeeds, is refused (asking again cannot help: a 4xx other than 429, no such
@@ -129,7 +161,7 @@ mod tests {
     async fn the_request_carries_the_node_and_the_token_and_a_passing_failure_is_retried_under_one_id()
      {
         let (url, seen) = provider(vec![503]).await;
-        post(&url, Some("s3cret"), &request()).await.unwrap();
+        post(&url, Some("s3cret"), None, &request()).await.unwrap();
         let seen = seen.lock().unwrap().clone();
         assert_eq!(seen.len(), 2, "503, then the same request again");
         for (auth, body) in &seen {
@@ -145,7 +177,7 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_is_not_retried_and_nothing_listening_is_said() {
         let (url, seen) = provider(vec![403]).await;
-        let e = post(&url, None, &request()).await.unwrap_err();
+        let e = post(&url, None, None, &request()).await.unwrap_err();
         assert_eq!(e, PowerCycleError::Status(403));
         assert_eq!(seen.lock().unwrap().len(), 1);
         assert_eq!(
@@ -157,7 +189,51 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let e = post(&format!("http://{closed}/power"), None, &request())
+        let e = post(&format!("http://{closed}/power"), None, None, &request())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PowerCycleError::Transport(_)), "{e}");
+    }
+
+    /// An HTTPS provider on 127.0.0.1 with a self-signed certificate: (url, its DER).
+    async fn tls_provider() -> (String, Vec<u8>) {
+        let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        let der = cert.cert.der().to_vec();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![der.clone().into()], key)
+        .unwrap();
+        let app = axum::Router::new().route(
+            "/power",
+            axum::routing::post(|| async { axum::http::StatusCode::OK }),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(cfg));
+        tokio::spawn(async move {
+            axum_server::from_tcp_rustls(listener, tls)
+                .unwrap()
+                .serve(app.into_make_service())
+                .await
+        });
+        (format!("https://{addr}/power"), der)
+    }
+
+    #[tokio::test]
+    async fn a_ca_file_is_the_only_authority_trusted() {
+        let (url, der) = tls_provider().await;
+        post(&url, None, Some(&[der]), &request()).await.unwrap();
+        // The system's authorities do not vouch for it, nor does another CA.
+        let e = post(&url, None, None, &request()).await.unwrap_err();
+        assert!(matches!(e, PowerCycleError::Transport(_)), "{e}");
+        let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        let e = post(&url, None, Some(&[other.cert.der().to_vec()]), &request())
             .await
             .unwrap_err();
         assert!(matches!(e, PowerCycleError::Transport(_)), "{e}");

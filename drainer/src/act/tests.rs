@@ -855,6 +855,7 @@ async fn a_failed_power_cycle_ends_its_attempt_in_the_record_with_its_outcome() 
             PowerCycle::Http {
                 url: crate::config::url::check("https://gw.example/p", false).unwrap(),
                 token_file: None,
+                ca_file: None,
             },
             true,
             Outcome::TransientFailure,

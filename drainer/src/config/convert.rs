@@ -92,8 +92,10 @@ pub(crate) fn entries(args: &PolicyArgs) -> (Vec<(String, Value)>, Vec<String>) 
             "power_cycle_provider"
             | "power_cycle_url"
             | "power_cycle_token_file"
+            | "power_cycle_ca_file"
+            | "power_cycle_allow_http"
             | "remediation_template" => {
-                if !value.is_null() {
+                if !value.is_null() && value != serde_json::Value::Bool(false) {
                     notes.push(format!(
                         "--{}: keep it on the command line (a file may not redirect a reboot from outside)",
                         field.replace('_', "-")

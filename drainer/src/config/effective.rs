@@ -25,6 +25,8 @@ const NOT_KEYS: &[&str] = &[
     "power_cycle_provider",
     "power_cycle_url",
     "power_cycle_token_file",
+    "power_cycle_ca_file",
+    "power_cycle_allow_http",
     "remediation_template",
     "remediate_control_plane",
 ];

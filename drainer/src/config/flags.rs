@@ -225,12 +225,18 @@ pub struct PolicyArgs {
     /// The medik8s remediation template a `power-cycle` step copies (--power-cycle-provider=medik8s): `KIND/NAMESPACE/NAME` for FenceAgentsRemediationTemplate, SelfNodeRemediationTemplate or MachineDeletionRemediationTemplate, or `GROUP/VERSION/KIND/NAMESPACE/NAME` for another remediator. On the command line only. [default: none]
     #[arg(help_heading = "Remediation ladder", long = "remediation-template")]
     pub remediation_template: Option<String>,
-    /// The endpoint a ladder's `power-cycle` step asks to reboot a node from outside (a BMC gateway, a cloud function; docs/operator-guide.md gives the request): https, or http with --notify-allow-http. On the command line only: a ConfigMap edit cannot redirect a power-cycle. [default: none]
+    /// The endpoint a ladder's `power-cycle` step asks to reboot a node from outside (a BMC gateway, a cloud function; docs/operator-guide.md gives the request): https, or http with --power-cycle-allow-http. On the command line only: a ConfigMap edit cannot redirect a power-cycle. [default: none]
     #[arg(help_heading = "Remediation ladder", long = "power-cycle-url")]
     pub power_cycle_url: Option<String>,
     /// A file holding the bearer token sent to --power-cycle-url (a mounted Secret; read at each request, so a rotated token is used). [default: none]
     #[arg(help_heading = "Remediation ladder", long = "power-cycle-token-file")]
     pub power_cycle_token_file: Option<std::path::PathBuf>,
+    /// Trust only the certificate authorities in this PEM file for --power-cycle-url (a BMC gateway with a private CA), instead of the system's; read at each request. On the command line only. [default: the system's]
+    #[arg(help_heading = "Remediation ladder", long = "power-cycle-ca-file")]
+    pub power_cycle_ca_file: Option<std::path::PathBuf>,
+    /// Allow a plain http:// --power-cycle-url: its bearer token then crosses the network in the clear (--notify-allow-http does not allow it). On the command line only.
+    #[arg(help_heading = "Remediation ladder", long = "power-cycle-allow-http")]
+    pub power_cycle_allow_http: bool,
     /// Let a ladder reboot or power-cycle a control-plane node (`node-role.kubernetes.io/control-plane` or `.../master`); without it such a node goes to a person instead. On the command line only: a ConfigMap edit cannot allow it. (The detector's --reboot-control-plane must allow its own reboots too.)
     #[arg(help_heading = "Remediation ladder", long = "remediate-control-plane")]
     pub remediate_control_plane: bool,

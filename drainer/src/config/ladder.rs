@@ -43,10 +43,12 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PowerCycle {
     /// An HTTP endpoint: its URL (shown only as scheme and host: the path or query may carry a
-    /// credential) and the bearer token's file, read at each request.
+    /// credential), the bearer token's file and the CA file trusted instead of the system's, each
+    /// read at each request.
     Http {
         url: super::url::NotifyUrl,
         token_file: Option<std::path::PathBuf>,
+        ca_file: Option<std::path::PathBuf>,
     },
     /// Metal3: the reboot annotation of the BareMetalHost behind the node's Cluster API Machine.
     Metal3,

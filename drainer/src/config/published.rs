@@ -55,6 +55,7 @@ impl Published {
             .as_deref()
             .map(crate::config::url::origin);
         args.power_cycle_token_file = None;
+        args.power_cycle_ca_file = None;
         Published {
             args,
             file: text.map(|t| without_notify_urls(&t)),

@@ -130,8 +130,13 @@ pub(crate) struct PowerCycleRequest {
 
 /// Where a power-cycle is asked (no `Debug`: the endpoint's URL and token are secrets).
 pub(crate) enum PowerTarget {
-    /// An HTTP endpoint, with the bearer token.
-    Http { url: String, token: Option<String> },
+    /// An HTTP endpoint, with the bearer token and the CA certificates (DER) trusted for it
+    /// instead of the system's.
+    Http {
+        url: String,
+        token: Option<String>,
+        ca: Option<Vec<Vec<u8>>>,
+    },
     /// Metal3's BareMetalHost, by its reboot annotation: the one behind the Cluster API Machine
     /// `namespace/machine`, which must name `node` (as decided on, `node_uid`) back
     /// (`super::capi::names_node`).

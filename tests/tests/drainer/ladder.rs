@@ -883,11 +883,74 @@ async fn power_provider() -> (
     (format!("http://{addr}/power"), seen)
 }
 
+/// [`power_provider`] over HTTPS, its certificate self-signed for 127.0.0.1 (its PEM, for
+/// `--power-cycle-ca-file`, written to `dir/tls.crt`): (url, requests seen).
+async fn power_provider_tls(
+    dir: &std::path::Path,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, serde_json::Value)>>>,
+) {
+    use rustls::pki_types::pem::PemObject;
+    let (plain, seen) = power_provider().await;
+    nodemedic_tests::webhook::write_cert(dir, "power-provider");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(dir.join("tls.crt"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(dir.join("tls.key")).unwrap();
+    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    // A TLS front that forwards to the plain provider: the requests land in the same `seen`.
+    let to = plain
+        .trim_start_matches("http://")
+        .trim_end_matches("/power")
+        .to_string();
+    let app = axum::Router::new().route(
+        "/power",
+        axum::routing::post(move |h: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let to = to.clone();
+            async move {
+                let mut req = axum::http::Request::post(format!("http://{to}/power"));
+                if let Some(a) = h.get(axum::http::header::AUTHORIZATION) {
+                    req = req.header(axum::http::header::AUTHORIZATION, a);
+                }
+                let req = req.body(http_body_util::Full::new(body)).unwrap();
+                let client = hyper_util::client::legacy::Client::builder(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .build_http();
+                match client.request(req).await {
+                    Ok(r) => r.status(),
+                    Err(_) => axum::http::StatusCode::BAD_GATEWAY,
+                }
+            }
+        }),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_config(std::sync::Arc::new(cfg));
+    tokio::spawn(async move {
+        axum_server::from_tcp_rustls(listener, tls)
+            .unwrap()
+            .serve(app.into_make_service())
+            .await
+    });
+    (format!("https://{addr}/power"), seen)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_node_is_power_cycled_from_outside_and_proven_by_its_new_boot() {
     let s = Scenario::new().await;
     let node = broken_node(&s, "hung").await;
-    let (url, seen) = power_provider().await;
+    // Over HTTPS with the provider's own CA, trusted instead of the system's.
+    let (url, seen) = power_provider_tls(s.dir.path()).await;
     let token = s.dir.path().join("power-token");
     std::fs::write(&token, "s3cret\n").unwrap();
     let (drainer, _) = s
@@ -897,8 +960,10 @@ async fn a_hung_node_is_power_cycled_from_outside_and_proven_by_its_new_boot() {
             "--reboot-deadline=60s",
             &format!("--power-cycle-url={url}"),
             &format!("--power-cycle-token-file={}", token.display()),
-            // The loopback provider speaks plain http, which the command line alone may allow.
-            "--notify-allow-http=true",
+            &format!(
+                "--power-cycle-ca-file={}",
+                s.dir.path().join("tls.crt").display()
+            ),
         ])
         .await;
     let (auth, body) = s
@@ -1253,7 +1318,7 @@ async fn a_forged_power_cycle_record_asks_no_provider_and_skips_no_step_on(s: Sc
             "--drain-buffer=1s",
             "--reboot-deadline=10m",
             &format!("--power-cycle-url={url}"),
-            "--notify-allow-http",
+            "--power-cycle-allow-http",
         ])
         .await;
     s.until("the forged record refused", &drainer, || async {

@@ -80,8 +80,12 @@ fn power_cycle(s: &mut Sources, cfg: &mut Config) {
     }
     match provider {
         Some(p @ ("metal3" | "medik8s")) => {
-            if args.power_cycle_url.is_some() || args.power_cycle_token_file.is_some() {
-                s.flag_error(format!("--power-cycle-provider={p} does not ask an endpoint: --power-cycle-url and --power-cycle-token-file are for the http provider"));
+            if args.power_cycle_url.is_some()
+                || args.power_cycle_token_file.is_some()
+                || args.power_cycle_ca_file.is_some()
+                || args.power_cycle_allow_http
+            {
+                s.flag_error(format!("--power-cycle-provider={p} does not ask an endpoint: --power-cycle-url, --power-cycle-token-file, --power-cycle-ca-file and --power-cycle-allow-http are for the http provider"));
             }
             if p == "metal3" {
                 cfg.ladder.power_cycle = Some(PowerCycle::Metal3);
@@ -91,20 +95,32 @@ fn power_cycle(s: &mut Sources, cfg: &mut Config) {
         }
         _ => {
             if let Some(url) = &args.power_cycle_url {
-                // The command line alone may allow plain http for it (the file may not loosen what it cannot set).
-                let allow_http = args.notify_allow_http == Some(true);
-                match crate::config::url::check(url, allow_http) {
+                // Its own flag, on the command line alone: the notifications' allowance would send
+                // the power-cycle's bearer token in the clear too.
+                match crate::config::url::check(url, args.power_cycle_allow_http) {
                     Ok(url) => {
+                        if let Some(ca) = &args.power_cycle_ca_file
+                            && let Err(e) = crate::config::ca::read(ca)
+                        {
+                            s.flag_error(format!("--power-cycle-ca-file: {e}"));
+                        }
                         cfg.ladder.power_cycle = Some(PowerCycle::Http {
                             url,
                             token_file: args.power_cycle_token_file.clone(),
+                            ca_file: args.power_cycle_ca_file.clone(),
                         });
                     }
+                    Err(crate::config::url::UrlError::PlainHttp { url }) => s.flag_error(format!(
+                        "--power-cycle-url {url}: plain http sends the power-cycle's bearer token in the clear; use https, or allow it with --power-cycle-allow-http"
+                    )),
                     Err(e) => s.flag_error(format!("--power-cycle-url: {e}")),
                 }
-            } else if args.power_cycle_token_file.is_some() {
+            } else if args.power_cycle_token_file.is_some()
+                || args.power_cycle_ca_file.is_some()
+                || args.power_cycle_allow_http
+            {
                 s.flag_error(
-                    "--power-cycle-token-file is for --power-cycle-url, which is not given",
+                    "--power-cycle-token-file, --power-cycle-ca-file and --power-cycle-allow-http are for --power-cycle-url, which is not given",
                 );
             } else if provider.is_some() {
                 s.flag_error("--power-cycle-provider=http needs --power-cycle-url");

@@ -147,6 +147,43 @@ mod tests {
         );
         let e = args(&["--power-cycle-url=http://gw.example/p"]).unwrap_err();
         assert!(e.iter().any(|e| e.contains("plain http")), "{e:?}");
+        // The notifications' allowance does not send the power-cycle's token in the clear; its own does.
+        let e = args(&[
+            "--power-cycle-url=http://gw.example/p",
+            "--notify-allow-http",
+        ])
+        .unwrap_err();
+        assert!(
+            e.iter().any(|e| e.contains("--power-cycle-allow-http")),
+            "{e:?}"
+        );
+        let c = args(&[
+            "--power-cycle-url=http://gw.example/p",
+            "--power-cycle-allow-http",
+        ])
+        .unwrap();
+        assert!(c.ladder.power_cycle.is_some());
+        // A CA file is read at start: one that holds no certificate is refused, by name.
+        let e = args(&[
+            "--power-cycle-url=https://gw.example/p",
+            "--power-cycle-ca-file=/nonexistent/ca.pem",
+        ])
+        .unwrap_err();
+        assert!(
+            e.iter()
+                .any(|e| e.contains("--power-cycle-ca-file: /nonexistent/ca.pem")),
+            "{e:?}"
+        );
+        let e = args(&["--power-cycle-ca-file=/ca.pem"]).unwrap_err();
+        assert!(
+            e.iter().any(|e| e.contains("are for --power-cycle-url")),
+            "{e:?}"
+        );
+        let e = args(&["--power-cycle-provider=metal3", "--power-cycle-allow-http"]).unwrap_err();
+        assert!(
+            e.iter().any(|e| e.contains("does not ask an endpoint")),
+            "{e:?}"
+        );
         let c = args(&[
             "KernelDeadlock=True: drain, power-cycle",
             "--power-cycle-url=https://gw.example/power?key=s3cret",
@@ -162,7 +199,7 @@ mod tests {
         let e = args(&["--power-cycle-token-file=/t"]).unwrap_err();
         assert!(
             e.iter()
-                .any(|e| e.contains("--power-cycle-token-file is for --power-cycle-url")),
+                .any(|e| e.contains("--power-cycle-token-file, --power-cycle-ca-file and --power-cycle-allow-http are for --power-cycle-url")),
             "{e:?}"
         );
         // medik8s: the template named, by kind alone or in full; nothing else about it.
