@@ -12,7 +12,17 @@
 #   shell) plus journalctl and its libraries: 49.5 MB (the image test, 2026-12-02).
 # The registry's own bases differ by a few MB (gcr.io's distroless/cc ~22 MB, debian:bookworm-slim ~75 MB).
 
-FROM rust:1-bookworm AS build
+# The base images, pinned by digest: a rebuild starts from the bytes that were reviewed, not from
+# whatever a tag points at that day (the tag beside each says which it was). To move one: inspect
+# the tag (`docker buildx imagetools inspect rust:1-bookworm`), review it, replace the digest. CI
+# builds from bases it makes itself from Debian's packages (tests/images/bases.sh) and names them
+# with these arguments (tests/tests/deploy/images.rs); tests/tests/deploy/image.rs checks each FROM
+# is one of these arguments and each default is pinned.
+ARG RUST_IMAGE=docker.io/library/rust:1-bookworm@sha256:93ce27a88655056a51dbdd8f5f2d7ddc071c7b0070fb288a37b5a285fc83971e
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
+ARG DEBIAN_IMAGE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5ad96c815348e28ed7da68e2e3687004faa906251
+
+FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 # Dependencies first, so source edits do not rebuild them.
 COPY Cargo.toml Cargo.lock ./
@@ -47,7 +57,7 @@ RUN cargo build --locked --release -p nodemedic-detector --bin detector \
  && t=${CARGO_TARGET_DIR:-target} && mkdir -p dist && cp $t/release/detector $t/shipped/drainer dist/ \
  && rm -rf target
 
-FROM gcr.io/distroless/cc-debian12:nonroot AS drainer
+FROM ${RUNTIME_IMAGE} AS drainer
 COPY --from=build /src/dist/drainer /usr/local/bin/drainer
 # One glibc malloc arena. The drainer runs on one runtime thread and decides a large round (the
 # first, a resync) on a blocking-pool thread; a second arena there kept ~6 MiB more resident at
@@ -64,7 +74,7 @@ CMD ["run"]
 # namespaces and runs the host's own systemctl (`--reboot-command`, `--systemctl`); as uid 65534
 # (the exec checks) it can enter nothing. Each library under its own name, in its directory with
 # symbolic links resolved (/lib is /usr/lib in both images: a copied /lib would replace the base's link).
-FROM debian:bookworm-slim AS journalctl
+FROM ${DEBIAN_IMAGE} AS journalctl
 RUN apt-get update \
  && apt-get install -y --no-install-recommends systemd \
  && mkdir -p /out \
@@ -77,7 +87,7 @@ RUN apt-get update \
 # No shell, no package manager: every shipped check is built into the detector (`detector probe`),
 # so nothing in the image can run a script (an NPD custom plugin that is a shell script needs a
 # shell added: docs/migrating-from-npd.md).
-FROM gcr.io/distroless/cc-debian12:nonroot AS detector
+FROM ${RUNTIME_IMAGE} AS detector
 COPY --from=journalctl /out/ /
 COPY --from=build /src/dist/detector /usr/local/bin/detector
 COPY config/rules /etc/nodemedic/rules

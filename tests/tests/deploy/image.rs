@@ -243,3 +243,41 @@ fn a_bench_without_a_stub_fails_the_dependency_step() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 76, principle 6: every stage starts from a base image pinned by digest. Each FROM names
+/// an argument declared before the first stage (CI sets them to the bases it builds itself), and
+/// each such argument's default is `NAME:TAG@sha256:<64 hex digits>`, the tag kept for people.
+#[test]
+fn every_base_image_is_pinned_by_digest() {
+    let text = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
+    let all = instructions(&text);
+    let first_from = all.iter().position(|(k, _)| k == "FROM").unwrap();
+    let globals: std::collections::BTreeMap<&str, &str> = all[..first_from]
+        .iter()
+        .filter(|(k, _)| k == "ARG")
+        .filter_map(|(_, r)| r.split_once('='))
+        .collect();
+    let stages: Vec<&str> = all
+        .iter()
+        .filter(|(k, _)| k == "FROM")
+        .map(|(_, r)| r.as_str())
+        .collect();
+    assert!(stages.len() >= 4, "{stages:?}");
+    let pinned = regex::Regex::new(r"^[a-z0-9./-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$").unwrap();
+    for from in stages {
+        let image = from.split_whitespace().next().unwrap();
+        let arg = image
+            .strip_prefix("${")
+            .and_then(|a| a.strip_suffix('}'))
+            .unwrap_or_else(|| {
+                panic!("FROM {from}: name the base through an ARG pinned by digest")
+            });
+        let default = globals
+            .get(arg)
+            .unwrap_or_else(|| panic!("FROM {from}: {arg} is not an ARG before the first stage"));
+        assert!(
+            pinned.is_match(default),
+            "{arg}={default}: not NAME:TAG@sha256:DIGEST"
+        );
+    }
+}

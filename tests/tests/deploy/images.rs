@@ -247,6 +247,14 @@ fn build(target: &str, tag: &str) {
             "--pull-never",
             "--build-arg",
             "NODEMEDIC_PGO=off",
+            // The bases tests/images/bases.sh made, by tag: the Dockerfile's pinned digests are
+            // the registries' images, which cannot be pulled here.
+            "--build-arg",
+            "RUST_IMAGE=docker.io/library/rust:1-bookworm",
+            "--build-arg",
+            "RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot",
+            "--build-arg",
+            "DEBIAN_IMAGE=docker.io/library/debian:bookworm-slim",
             "--target",
             target,
             "-t",
