@@ -83,6 +83,8 @@ pub fn decide_views<P: Borrow<PodInfo>>(
             domain: d.as_deref(),
             flapping: recorded.flapping.get(v.name.as_str()).copied(),
             silent: silence::silence(v, cfg, &recorded.placement, now).map(|s| s.declared),
+            // A preview of one snapshot (plan, simulate) takes the symptom conditions as written.
+            symptoms: None,
             newest: None,
             reboots_today: (0, 0),
             gave_up: None,
@@ -136,7 +138,7 @@ pub fn decide_some(
     };
     let problems: Vec<Problem> = candidates
         .iter()
-        .map(|c| problem(c.node, c.silent, cfg, now))
+        .map(|c| problem(c.node, c.silent, c.symptoms, cfg, now))
         .collect();
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_by(|&a, &b| {

@@ -45,7 +45,7 @@ fn one_condition_climbs_the_ladder_its_reason_names() {
     assert_eq!(d.action(), Action::Replace, "{}", d.reason());
     // The problem is said with its reason.
     let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidReplace").0);
-    let p = super::problem::problem(&view, None, &c, t(NOW));
+    let p = super::problem::problem(&view, None, None, &c, t(NOW));
     assert_eq!(p.held.len(), 1, "{:?}", p.held);
     assert!(
         p.held[0].starts_with("GpuUnhealthy=True (GpuXidReplace) for "),
@@ -55,7 +55,7 @@ fn one_condition_climbs_the_ladder_its_reason_names() {
     assert_eq!(p.ladder.unwrap().to_string(), "drain, replace");
     // A reason no listed condition names: not a problem this configuration acts on.
     let view = NodeView::of(&with_reason(node("n"), "GpuUnhealthy", "GpuXidOther").0);
-    let p = super::problem::problem(&view, None, &c, t(NOW));
+    let p = super::problem::problem(&view, None, None, &c, t(NOW));
     assert!(p.held.is_empty() && p.pending.is_empty(), "{:?}", p.held);
 }
 

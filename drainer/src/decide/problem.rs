@@ -41,10 +41,13 @@ pub(crate) fn fmt_d(d: Duration) -> String {
 /// The problem on `node` at `now`: which configured conditions hold (long enough or not yet),
 /// which a Kosmos leaf node is exempt from, and how long until a recovery counts. `silent`: when
 /// the watchdog deemed the node's detector silent, if it is; it stands for a `DetectorSilent=True`
-/// condition since then (a node carrying a real one keeps it).
+/// condition since then (a node carrying a real one keeps it). `symptoms`: the symptom conditions
+/// the drainer found itself on the node, if known; a PodsNotStarting or PodsNotTerminating
+/// condition outside them is not counted (anyone with the drainer's token may write one).
 pub(crate) fn problem(
     node: &NodeView,
     silent: Option<Timestamp>,
+    symptoms: Option<&[&str]>,
     cfg: &Config,
     now: Timestamp,
 ) -> Problem {
@@ -72,6 +75,12 @@ pub(crate) fn problem(
         let Some(c) = found.or(synthetic.as_ref().filter(|c| *c.type_ == *spec.type_)) else {
             continue;
         };
+        let ours = crate::model::symptom::CONDITIONS
+            .iter()
+            .any(|(t, ..)| *t == &*spec.type_);
+        if ours && symptoms.is_some_and(|s| !s.contains(&&*spec.type_)) {
+            continue;
+        }
         let transition = c.since;
         if c.status != spec.status {
             // Cleared: recovery counts once the healthy status held the min duration too.

@@ -238,12 +238,12 @@ fn detector_silent_is_a_problem_condition_from_when_it_was_declared() {
         .push("DetectorSilent=True,30m".parse().unwrap());
     let v = node("n", Some(NOW - 3600));
     // Declared silent 20 minutes ago: pending, 10 minutes left.
-    let p = problem(&v, Some(t(NOW - 20 * MIN)), &c, t(NOW));
+    let p = problem(&v, Some(t(NOW - 20 * MIN)), None, &c, t(NOW));
     assert!(p.held.is_empty());
     assert_eq!(p.pending.len(), 1, "{:?}", p.pending);
     assert!(p.pending[0].0.starts_with("DetectorSilent=True"));
     assert_eq!(p.pending[0].1, Duration::from_secs(600));
-    let p = problem(&v, Some(t(NOW - 31 * MIN)), &c, t(NOW));
+    let p = problem(&v, Some(t(NOW - 31 * MIN)), None, &c, t(NOW));
     assert_eq!(p.held.len(), 1);
     assert!(
         p.held[0].starts_with("DetectorSilent=True for 31m"),
@@ -251,7 +251,7 @@ fn detector_silent_is_a_problem_condition_from_when_it_was_declared() {
         p.held
     );
     // Heard: no such condition.
-    let p = problem(&v, None, &c, t(NOW));
+    let p = problem(&v, None, None, &c, t(NOW));
     assert!(p.held.is_empty() && p.pending.is_empty());
 }
 

@@ -268,6 +268,10 @@ async fn a_tenants_pods_never_choose_a_node_to_drain_on(env: Env) {
     let n3 = env.node("tenant-n3", "False", 3600, json!({})).await;
     let n5 = env.node("tenant-n5", "False", 3600, json!({})).await;
     let wedged = env.node("tenant-wedged", "False", 3600, json!({})).await;
+    // Issue 76, principle 1: a PodsNotStarting condition written on a node with no stuck pod (by
+    // the drainer's stolen token, which its node policy lets write that condition), an hour old.
+    let forged = env.node("tenant-forged", "False", 3600, json!({})).await;
+    env.set_condition(&forged, "PodsNotStarting", "True", 3600).await;
     for (i, reason) in [
         "ImagePullBackOff",
         "CrashLoopBackOff",
@@ -358,6 +362,10 @@ async fn a_tenants_pods_never_choose_a_node_to_drain_on(env: Env) {
     .await;
     // The pass that set the control saw every node; the barrier, that the drainer decided since.
     env.barrier("KernelDeadlock", json!({})).await;
+    assert!(
+        !env.cordoned(&forged).await,
+        "a symptom condition no pass of the drainer's found cordoned its node"
+    );
     for n in [&n3, &n5] {
         let node = env.get_node(n).await;
         let named: Vec<&Value> = node["status"]["conditions"]

@@ -30,6 +30,7 @@ mod pace;
 mod queue;
 mod safety;
 pub mod seen;
+mod symptoms;
 mod totals;
 mod watchdog;
 

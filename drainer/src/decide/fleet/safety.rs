@@ -38,6 +38,9 @@ pub(super) struct Safety {
     pub(super) gains: Vec<crate::decide::common_cause::Gain>,
     pub(super) causes: BTreeMap<(ArcStr, Option<ArcStr>), usize>,
     pub(super) cause: Option<String>,
+    /// The symptom conditions (PodsNotStarting, PodsNotTerminating) the drainer's own last look at
+    /// the pods found, by node: only those count as a problem (`symptoms`).
+    pub(super) symptoms: ByNode<Vec<&'static str>>,
 }
 
 impl Safety {
@@ -46,5 +49,6 @@ impl Safety {
         self.flaps.remove(name);
         self.flapping.remove(name);
         self.silent.remove(name);
+        self.symptoms.remove(name);
     }
 }
