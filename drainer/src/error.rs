@@ -27,6 +27,14 @@ pub enum Error {
     Object(Box<crate::act::objects::ObjectError>),
     #[error("--reboot-signing-key {0}")]
     RebootKey(#[from] nodemedic_common::reboot::KeyError),
+    #[error(
+        "refusing to start (--refuse-looser-start): these settings are looser than the ones last published in {configmap}: {}; roll the change back, or start once without --refuse-looser-start to take them",
+        loosened.join("; ")
+    )]
+    LooserStart {
+        configmap: String,
+        loosened: Vec<String>,
+    },
 }
 
 impl From<crate::act::objects::ObjectError> for Error {

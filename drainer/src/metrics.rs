@@ -134,6 +134,8 @@ pub struct Metrics {
     pub(crate) probations: Counter,
     /// Drain records found on nodes that this drainer did not write for them (ignored).
     pub(crate) records_rejected: Counter,
+    /// Starts with settings looser than the ones last published.
+    pub(crate) looser_starts: Counter,
     /// Nodes whose PodsNotStarting / PodsNotTerminating condition the drainer set True.
     symptoms: Family<ConditionLabel, Gauge>,
     /// Guard requests shed because its bytes in flight were at their cap (admitted: fail open).
@@ -191,6 +193,7 @@ impl Metrics {
             stale_evictions: Family::default(),
             probations: Counter::default(),
             records_rejected: Counter::default(),
+            looser_starts: Counter::default(),
             symptoms: Family::default(),
             guard_shed: Counter::default(),
             silent_detectors: Gauge::default(),
@@ -312,6 +315,11 @@ impl Metrics {
             "nodemedic_drainer_records_rejected",
             "Drain records found on nodes that this drainer did not write for that Node (forged, altered, copied from another node, an older one written back, or unsealed from a release before records were sealed): ignored, the node decided as if it had none",
             self.records_rejected.clone(),
+        );
+        registry.register(
+            "nodemedic_drainer_looser_starts",
+            "Starts with safety limits looser than the ones the drainer last published (a restart took an edit a reload would have refused, or a rollout loosened them); each also a StartedLooser Event on the Lease, and refused with --refuse-looser-start",
+            self.looser_starts.clone(),
         );
         registry.register(
             "nodemedic_drainer_symptom_nodes",

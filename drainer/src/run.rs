@@ -48,6 +48,9 @@ pub struct Options {
     /// The drain record key's file (`--record-key-file`), mounted from a Secret its token cannot
     /// read; None: the key is read (and filled at the first start) through the API.
     pub record_key_file: Option<std::path::PathBuf>,
+    /// Refuse to start with settings looser than the ones last published (`--refuse-looser-start`);
+    /// else such a start is logged, counted and told on the Lease.
+    pub refuse_looser_start: bool,
 }
 
 pub struct Running {
@@ -92,6 +95,7 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
         })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
     let key = own_objects_waiting(&client, &opts).await?;
+    let loosened = looser_than_published(&client, &opts).await?;
     let signing = signing_key(&opts)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -135,6 +139,15 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     );
     let clock = nodemedic_common::clock::Clock::system();
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
+    if !loosened.is_empty() {
+        metrics.looser_starts.inc();
+        tasks.push(tell_looser(
+            record.clone(),
+            leader_rx.clone(),
+            lease_read_rx.clone(),
+            loosened,
+        ));
+    }
     let writer = cluster.clone(); // its own ConfigMaps' publisher writes through the same gate
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // What a reload may not loosen (the limits in force now) and what it compares with.
@@ -226,6 +239,73 @@ async fn own_objects(
         "the drain record key is read through the API (no --record-key-file): whoever holds this drainer's token can read it and seal records it would act on; the shipped manifests mount it as a file its token cannot read"
     );
     Ok(crate::act::key::load(client.clone(), namespace, &secret).await?)
+}
+
+/// What these settings loosen of the ones the drainer last published (its settings ConfigMap, as
+/// a leader wrote it): logged, and with `--refuse-looser-start` an error. A drainer restarted after
+/// an edit of its ConfigMap that its reload refused would otherwise take the edit silently.
+async fn looser_than_published(
+    client: &kube::Client,
+    opts: &Options,
+) -> crate::error::Result<Vec<String>> {
+    if opts.settings.is_none() {
+        return Ok(Vec::new());
+    }
+    let name = crate::config::published::configmap_name(&opts.lease.name);
+    let configmap = format!("{}/{name}", opts.lease.namespace);
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), &opts.lease.namespace);
+    let data = match api.get_opt(&name).await {
+        Ok(cm) => cm.and_then(|c| c.data).unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(%configmap, error = %e, "cannot read the settings last published: a start looser than them is not looked for");
+            return Ok(Vec::new());
+        }
+    };
+    if data.is_empty() {
+        return Ok(Vec::new());
+    }
+    let loosened = match Published::from_data(&data) {
+        Ok(p) => p.loosened_by(&opts.config),
+        Err(e) => {
+            tracing::warn!(%configmap, error = %e, "the settings last published do not read back: a start looser than them is not looked for");
+            return Ok(Vec::new());
+        }
+    };
+    if loosened.is_empty() {
+        return Ok(loosened);
+    }
+    tracing::warn!(%configmap, loosened = %loosened.join("; "),
+        refused = opts.refuse_looser_start,
+        "these settings are looser than the ones last published (a restart took a ConfigMap edit a reload would have refused, or a rollout loosened them)");
+    if opts.refuse_looser_start {
+        return Err(crate::error::Error::LooserStart {
+            configmap,
+            loosened,
+        });
+    }
+    Ok(loosened)
+}
+
+/// A StartedLooser Event on the Lease once this replica leads (Events are written while leading).
+fn tell_looser(
+    record: Recorder<KubeCluster>,
+    mut leader: watch::Receiver<bool>,
+    mut lease: watch::Receiver<Option<k8s_openapi::api::coordination::v1::Lease>>,
+    loosened: Vec<String>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if leader.wait_for(|l| *l).await.is_err() {
+            return;
+        }
+        let reference = match lease.wait_for(|l| l.is_some()).await {
+            Ok(l) => l.as_ref().map(crate::controller::lease_reference),
+            Err(_) => None,
+        };
+        if let Some(reference) = reference {
+            record.started_looser(&loosened, reference).await;
+        }
+    })
 }
 
 /// The recorder: notifications sent and Events written behind the writes they tell of, each by

@@ -91,6 +91,12 @@ pub(crate) struct RunArgs {
         value_name = "FILE"
     )]
     pub(crate) record_key_file: Option<PathBuf>,
+    /// Refuse to start with safety limits looser than the ones the drainer last published (its
+    /// `<lease>-settings` ConfigMap): a pod restarted after a ConfigMap edit its reload refused
+    /// would otherwise take that edit. Without it such a start is logged, counted and told in a
+    /// StartedLooser Event on the Lease. Take a deliberate loosening with one start without it.
+    #[arg(help_heading = "Leader election", long = "refuse-looser-start")]
+    pub(crate) refuse_looser_start: bool,
     #[command(flatten)]
     pub(crate) draino: crate::config::draino::DrainoFlags,
 }
@@ -203,5 +209,6 @@ fn options(args: RunArgs, config: crate::config::Config) -> crate::run::Options 
         guard,
         reboot_signing_key: args.reboot_signing_key,
         record_key_file: args.record_key_file,
+        refuse_looser_start: args.refuse_looser_start,
     }
 }

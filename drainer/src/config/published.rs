@@ -91,6 +91,16 @@ impl Published {
         Ok(Published { args, file })
     }
 
+    /// What `now` loosens of these settings' safety limits (`config::ceilings`): a drainer started
+    /// looser than the one that published them says so. Settings that no longer build (published
+    /// by another release) compare as nothing.
+    pub(crate) fn loosened_by(&self, now: &Config) -> Vec<String> {
+        match self.config() {
+            Ok(then) => crate::config::ceilings::Ceilings::of(&then).loosened_by(now),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The settings, built as the drainer built them (no condition needed: `explain` of a node
     /// works whatever it watches).
     pub(crate) fn config(&self) -> Result<Config, Vec<PolicyError>> {

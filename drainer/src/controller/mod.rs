@@ -355,7 +355,7 @@ pub(crate) enum Reloaded {
 }
 
 /// The Lease as the object fleet-wide Events are about (`kubectl describe lease` shows them).
-fn lease_reference(l: &Lease) -> k8s_openapi::api::core::v1::ObjectReference {
+pub(crate) fn lease_reference(l: &Lease) -> k8s_openapi::api::core::v1::ObjectReference {
     k8s_openapi::api::core::v1::ObjectReference {
         api_version: Some("coordination.k8s.io/v1".into()),
         kind: Some("Lease".into()),

@@ -46,6 +46,7 @@ pub mod reason {
     pub(crate) const COMMON_CAUSE: &str = "CommonCause";
     pub(crate) const RECORD_REJECTED: &str = "DrainRecordRejected";
     pub(crate) const CONFIG_REFUSED: &str = "ConfigReloadRefused";
+    pub(crate) const STARTED_LOOSER: &str = "StartedLooser";
     pub(crate) const SYMPTOM_WRITE_FAILED: &str = "PodSymptomWriteFailed";
     pub(crate) const REBOOT_REQUESTED: &str = "RebootRequested";
     pub(crate) const RESTART_REQUESTED: &str = "RestartRequested";

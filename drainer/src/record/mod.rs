@@ -220,6 +220,21 @@ impl<C: Cluster> Recorder<C> {
         self.write(target, Severity::Warning, r, message).await;
     }
 
+    /// The drainer started with settings looser than the ones it last published (`what`; already
+    /// logged and counted at start): a Warning Event on its Lease, once it leads.
+    pub(crate) async fn started_looser(&self, what: &[String], lease: ObjectReference) {
+        let message = format!(
+            "Started with settings looser than the ones last published (a restart took an edit a reload would have refused?): {}",
+            what.join("; ")
+        );
+        let target = EventTarget::Object {
+            regarding: lease,
+            host: String::new(),
+        };
+        let r = crate::model::occurrence::reason::STARTED_LOOSER;
+        self.write(target, Severity::Warning, r, message).await;
+    }
+
     /// A stale pod: a warning and a Warning Event on the pod.
     pub(crate) async fn stale(&self, s: &Stale, message: String) {
         if !self.cluster.leading() {

@@ -133,6 +133,31 @@ impl Env {
         self.start_opts(cfg, "a", &lease, Some(args)).await
     }
 
+    /// A drainer as `drainer run` starts it, publishing its settings (`args` and the file's
+    /// `text`) while it leads, refusing to start looser than the ones last published when `refuse`.
+    pub async fn try_start_published(
+        &self,
+        args: nodemedic_drainer::config::flags::PolicyArgs,
+        text: Option<String>,
+        refuse: bool,
+    ) -> Result<Running, nodemedic_drainer::error::Error> {
+        let lease = format!("nodemedic-drainer-test-{}", self.id);
+        let mut opts = self.options(
+            nodemedic_drainer::config::build::build(&args).unwrap(),
+            "a",
+            &lease,
+            Some(args.clone()),
+        );
+        opts.settings = Some(nodemedic_drainer::config::published::Published::new(
+            &args, text,
+        ));
+        opts.refuse_looser_start = refuse;
+        let run = self.cluster.id_label();
+        nodemedic_tests::drainer_objects(&self.cluster.client, "kube-system", &lease, Some(&run))
+            .await;
+        run::start(opts, self.cluster.client_for(&lease)).await
+    }
+
     async fn start_opts(
         &self,
         cfg: Config,
@@ -140,7 +165,23 @@ impl Env {
         lease: &str,
         reload: Option<nodemedic_drainer::config::flags::PolicyArgs>,
     ) -> Running {
-        let opts = Options {
+        let opts = self.options(cfg, identity, lease, reload);
+        let run = self.cluster.id_label();
+        nodemedic_tests::drainer_objects(&self.cluster.client, "kube-system", lease, Some(&run))
+            .await;
+        run::start(opts, self.cluster.client_for(lease))
+            .await
+            .unwrap()
+    }
+
+    fn options(
+        &self,
+        cfg: Config,
+        identity: &str,
+        lease: &str,
+        reload: Option<nodemedic_drainer::config::flags::PolicyArgs>,
+    ) -> Options {
+        Options {
             config: cfg,
             listen: "127.0.0.1:0".parse().unwrap(),
             lease: LeaseConfig {
@@ -156,14 +197,9 @@ impl Env {
             reload,
             reboot_signing_key: None,
             record_key_file: None,
+            refuse_looser_start: false,
             settings: None,
-        };
-        let run = self.cluster.id_label();
-        nodemedic_tests::drainer_objects(&self.cluster.client, "kube-system", lease, Some(&run))
-            .await;
-        run::start(opts, self.cluster.client_for(lease))
-            .await
-            .unwrap()
+        }
     }
 
     /// A selected node with Ready=True and KernelDeadlock=`status` since `since_secs` ago.

@@ -283,3 +283,78 @@ async fn an_edit_made_while_the_drainer_starts_is_applied() {
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// Issue 76, principle 6: an edit its reload refused was taken silently at the next pod restart.
+/// A start looser than the settings last published is said (log, metric, a StartedLooser Event on
+/// the Lease), and with `--refuse-looser-start` refused, naming what loosened.
+#[tokio::test]
+async fn a_start_looser_than_the_settings_last_published_is_told_and_refusable() {
+    let env = Env::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let args = || PolicyArgs {
+        config: Some(dir.path().join("drainer.yaml")),
+        ..Default::default()
+    };
+    let text = |max: u32| {
+        format!(
+            "conditions: ['KernelDeadlock=True,10m']\nnodeSelector: {LABEL}={}\nmaxCordoned: {max}\n",
+            env.id
+        )
+    };
+    publish(dir.path(), 1, &text(1));
+    let first = env
+        .try_start_published(args(), Some(text(1)), true)
+        .await
+        .unwrap();
+    // Published once it leads.
+    let lease = format!("nodemedic-drainer-test-{}", env.id);
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
+    eventually("the settings published", WAIT, || async {
+        let cm = cms.get_opt(&format!("{lease}-settings")).await.ok()??;
+        cm.data.filter(|d| !d.is_empty()).map(|_| ())
+    })
+    .await;
+    first.shutdown().await;
+    // The ConfigMap edited to 5 (the reload would have refused it), then the pod restarted.
+    publish(dir.path(), 2, &text(5));
+    let refused = env.try_start_published(args(), Some(text(5)), true).await;
+    let Err(e) = refused else {
+        panic!("a start looser than the published settings was not refused");
+    };
+    let said = e.to_string();
+    assert!(
+        said.contains("--refuse-looser-start") && said.contains("maxCordoned 5 is looser than 1"),
+        "{said}"
+    );
+    // Without the flag it starts, and says so.
+    let running = env
+        .try_start_published(args(), Some(text(5)), false)
+        .await
+        .unwrap();
+    let body = nodemedic_tests::http_get(&format!("http://{}/metrics", running.addr)).await;
+    assert!(
+        body.lines()
+            .any(|l| l == "nodemedic_drainer_looser_starts_total 1"),
+        "{body}"
+    );
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
+    let event = eventually("a StartedLooser Event on the Lease", WAIT, || async {
+        let list = events
+            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("StartedLooser"))
+    })
+    .await;
+    let message = event.message.unwrap_or_default();
+    assert!(
+        message.contains("maxCordoned 5 is looser than 1"),
+        "{message}"
+    );
+    running.shutdown().await;
+    env.cleanup().await;
+}

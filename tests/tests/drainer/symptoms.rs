@@ -271,7 +271,8 @@ async fn a_tenants_pods_never_choose_a_node_to_drain_on(env: Env) {
     // Issue 76, principle 1: a PodsNotStarting condition written on a node with no stuck pod (by
     // the drainer's stolen token, which its node policy lets write that condition), an hour old.
     let forged = env.node("tenant-forged", "False", 3600, json!({})).await;
-    env.set_condition(&forged, "PodsNotStarting", "True", 3600).await;
+    env.set_condition(&forged, "PodsNotStarting", "True", 3600)
+        .await;
     for (i, reason) in [
         "ImagePullBackOff",
         "CrashLoopBackOff",
