@@ -24,6 +24,7 @@
 //! ```
 
 mod cause;
+mod domains;
 mod due;
 mod follow;
 mod pace;
@@ -183,6 +184,7 @@ impl Fleet {
     pub(crate) fn restore_seen(&mut self, s: seen::Seen) {
         self.records.seen = s;
         self.records.dirty = seen::ALL_SHARDS;
+        self.apply_pins();
     }
 
     /// Records on nodes refused since the last call (node, why): each is reported once.
@@ -369,19 +371,6 @@ impl Fleet {
         }
     }
 
-    /// The labels of a node already known now name another failure domain than the one it is
-    /// kept in: said once per change.
-    fn domain_moved(&mut self, view: &NodeView, kept: Option<&ArcStr>) {
-        let now = outage::domain_of(view, &self.cfg);
-        if now.as_deref() != kept.map(|k| k.as_str()) {
-            self.events.push(FleetEvent::DomainKept {
-                node: view.name.to_string(),
-                kept: kept.map(|k| k.to_string()),
-                labels_say: now,
-            });
-        }
-    }
-
     /// Take `view` as the node's state (overlays already laid).
     fn update(&mut self, view: Arc<NodeView>) -> Option<SelectError> {
         let name = view.name.clone();
@@ -443,7 +432,7 @@ impl Fleet {
         let entry = Entry {
             record: self.checked(&view),
             // Interned: a zone's name is shared by all its nodes.
-            domain: domain.unwrap_or_else(|| {
+            domain: (domain.or_else(|| self.pinned_domain(&view))).unwrap_or_else(|| {
                 outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d))
             }),
             unhealthy: outage::unhealthy_since(&view, &self.cfg),
@@ -505,7 +494,7 @@ impl Fleet {
         // A node gone while it dwelt proves nothing about its domain.
         self.records.seen.pace.forget_node(name);
         // Gone with its Node: forgotten a week on, as a removed record is.
-        let changed = self.records.seen.saw(name, None);
+        let changed = self.records.seen.saw(name, None) | self.records.seen.unpin(name);
         self.records.node_changed(name, changed);
         self.records.fleet_changed(true);
     }

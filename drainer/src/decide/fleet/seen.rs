@@ -62,6 +62,19 @@ pub(crate) struct Newest {
     pub(crate) power_cycles: Vec<Timestamp>,
 }
 
+/// A node whose labels moved it out of the failure domain it had when first seen: the domain it is
+/// kept in (`None`: it had none), for that Node object (its UID; a Node made again is read afresh).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Pinned {
+    pub(crate) uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) domain: Option<String>,
+}
+
+/// Pinned domains kept at most: a node moves itself rarely, and each entry costs up to ~350 bytes
+/// of its shard (past it, the pin of the least name goes: that node is read afresh at a restart).
+pub(crate) const MAX_PINNED: usize = 8192;
+
 /// How long a reboot counts against its node's limit.
 const DAY: Duration = Duration::from_secs(24 * 3600);
 /// How long a replacement counts against the fleet's.
@@ -81,6 +94,10 @@ pub(crate) struct Seen {
     /// Each failure domain's slow start.
     #[serde(default, skip_serializing_if = "is_default")]
     pub(crate) pace: SlowStart,
+    /// The nodes kept in a failure domain their labels no longer name, by name: a restart or a
+    /// new leader keeps them there too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) pinned: BTreeMap<String, Pinned>,
 }
 
 fn is_default(s: &SlowStart) -> bool {
@@ -136,6 +153,8 @@ struct Part<'a> {
     replaced: &'a [Timestamp],
     #[serde(skip_serializing_if = "Option::is_none")]
     pace: Option<&'a SlowStart>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pinned: BTreeMap<&'a str, &'a Pinned>,
 }
 
 impl Seen {
@@ -154,6 +173,10 @@ impl Seen {
             forgotten_before: self.forgotten_before.filter(|_| fleet),
             replaced: if fleet { &self.replaced } else { &[] },
             pace: (fleet && !is_default(&self.pace)).then_some(&self.pace),
+            pinned: (self.pinned.iter())
+                .filter(|(n, _)| shard_of(n) == i)
+                .map(|(n, p)| (n.as_str(), p))
+                .collect(),
         };
         serde_json::to_string(&part).expect("plain data serialises")
     }
@@ -196,6 +219,37 @@ impl Seen {
         for (domain, pace) in other.pace.domains {
             self.pace.domains.entry(domain).or_insert(pace);
         }
+        for (node, p) in other.pinned {
+            self.pinned.entry(node).or_insert(p);
+        }
+    }
+
+    /// Keep `node` (the Node object `uid`) in `domain`; whether that changed the memory.
+    pub(crate) fn pin(&mut self, node: &str, uid: &str, domain: Option<&str>) -> bool {
+        let p = Pinned {
+            uid: uid.to_string(),
+            domain: domain.map(String::from),
+        };
+        if self.pinned.get(node) == Some(&p) {
+            return false;
+        }
+        self.pinned.insert(node.to_string(), p);
+        while self.pinned.len() > MAX_PINNED {
+            self.pinned.pop_first();
+        }
+        true
+    }
+
+    /// `node` is back in its domain, or gone; whether that changed the memory.
+    pub(crate) fn unpin(&mut self, node: &str) -> bool {
+        self.pinned.remove(node).is_some()
+    }
+
+    /// The domain `node` (the Node object `uid`) is kept in, if it is pinned.
+    pub(crate) fn pinned(&self, node: &str, uid: &str) -> Option<Option<&str>> {
+        (self.pinned.get(node))
+            .filter(|p| p.uid == uid)
+            .map(|p| p.domain.as_deref())
     }
 
     /// The whole memory as one text (the Lease annotation earlier releases kept it in).
@@ -432,6 +486,13 @@ mod tests {
         for i in 0..60 {
             s.stepped("x", Step::Replace, t(i));
         }
+        // And as many nodes as may be pinned away from their labels' domain, more tried.
+        for i in 0..(MAX_PINNED + 100) {
+            let name = format!("{i:06}-{}", "n".repeat(246));
+            let zone = format!("{}-{i}", "z".repeat(56));
+            assert!(s.pin(&name, "0b6e0c36-8a6c-4b1e-9d3e-1f2a3b4c5d6e", Some(&zone)));
+        }
+        assert_eq!(s.pinned.len(), MAX_PINNED);
         let largest = (0..SHARDS).map(|i| s.shard_text(i).len()).max().unwrap();
         // A ConfigMap holds 1 MiB of keys and values; the key is a few bytes.
         assert!(largest < 800 * 1024, "the largest shard is {largest} bytes");
