@@ -48,6 +48,9 @@ pub struct Options {
     /// The drain record key's file (`--record-key-file`), mounted from a Secret its token cannot
     /// read; None: the key is read (and filled at the first start) through the API.
     pub record_key_file: Option<std::path::PathBuf>,
+    /// The previous record key's file during a rotation (`--record-key-previous-file`; may be
+    /// absent): records it sealed are trusted too.
+    pub record_key_previous_file: Option<std::path::PathBuf>,
     /// Refuse to start with settings looser than the ones last published (`--refuse-looser-start`);
     /// else such a start is logged, counted and told on the Lease.
     pub refuse_looser_start: bool,
@@ -232,7 +235,8 @@ async fn own_objects(
     crate::act::objects::ensure(client, namespace, &owned).await?;
     let secret = crate::act::key::default_secret(lease);
     if let Some(path) = file {
-        return Ok(crate::act::key::from_file(path, namespace, &secret).await?);
+        let previous = opts.record_key_previous_file.as_deref();
+        return Ok(crate::act::key::from_file(path, previous, namespace, &secret).await?);
     }
     tracing::warn!(
         secret = %format!("{namespace}/{secret}"),

@@ -301,6 +301,7 @@ async fn guard_latency(cluster: &Cluster, plane: &ControlPlane) {
             reload: None,
             reboot_signing_key: None,
             record_key_file: None,
+            record_key_previous_file: None,
             refuse_looser_start: false,
             settings: None,
             guard: Some(nodemedic_drainer::guard::server::GuardOptions {

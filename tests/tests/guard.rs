@@ -193,6 +193,7 @@ async fn start_with(cluster: &Cluster, dir: &Path, config: GuardConfig) -> Runni
         reload: None,
         reboot_signing_key: None,
         record_key_file: None,
+        record_key_previous_file: None,
         refuse_looser_start: false,
         settings: None,
         guard: Some(GuardOptions {

@@ -233,6 +233,7 @@ async fn a_kosmos_leaf_flap_keeps_its_pods_with_the_guard_and_loses_them_without
             reload: None,
             reboot_signing_key: None,
             record_key_file: None,
+            record_key_previous_file: None,
             refuse_looser_start: false,
             settings: None,
             guard: Some(GuardOptions {

@@ -113,6 +113,7 @@ impl Env {
             reload: None,
             reboot_signing_key: None,
             record_key_file: None,
+            record_key_previous_file: None,
             refuse_looser_start: false,
             settings: None,
             guard: None,

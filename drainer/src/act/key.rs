@@ -35,7 +35,8 @@ pub(crate) fn default_secret(lease: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error(
-        "the drain record key Secret {namespace}/{name} does not exist; the shipped manifests create it empty (the drainer fills it): `kubectl -n {namespace} create secret generic {name}`"
+        "the drain record key Secret {namespace}/{name} does not exist: make it once (`{}`), and mount it with --record-key-file as deploy/base/drainer-deployment.yaml does",
+        make_command(namespace, name)
     )]
     Missing { namespace: String, name: String },
     #[error("cannot read or fill the drain record key Secret {namespace}/{name}: {}; the shipped manifests grant no Secret and mount the key as a file instead: make the Secret once (`{}`), mount it into the drainer's pod and give --record-key-file, as deploy/base/drainer-deployment.yaml does", nodemedic_common::client::said(.source), make_command(namespace, name))]
@@ -75,6 +76,8 @@ pub enum KeyError {
         #[source]
         source: std::io::Error,
     },
+    #[error("--record-key-previous-file {}: {reason}", path.display())]
+    Previous { path: PathBuf, reason: String },
 }
 
 impl KeyError {
@@ -123,9 +126,12 @@ pub(crate) fn make_command(namespace: &str, name: &str) -> String {
 }
 
 /// The record key from the file `path`, waited for while it is not there (said once, with the
-/// command that makes the Secret it is mounted from): the drainer is not ready meanwhile.
+/// command that makes the Secret it is mounted from): the drainer is not ready meanwhile. With
+/// `previous` (a rotation: the Secret's `previous` item), the records the key before sealed are
+/// trusted too; that file may be absent (no rotation under way).
 pub(crate) async fn from_file(
     path: &Path,
+    previous: Option<&Path>,
     namespace: &str,
     name: &str,
 ) -> Result<SealKey, KeyError> {
@@ -134,7 +140,7 @@ pub(crate) async fn from_file(
         match read_file(path)? {
             FileKey::Key(k) => {
                 tracing::info!(file = %path.display(), "drain records are sealed with the key from the file");
-                return Ok(k);
+                return with_previous(k, previous);
             }
             FileKey::Absent if !said => {
                 said = true;
@@ -147,6 +153,27 @@ pub(crate) async fn from_file(
             FileKey::Absent => {}
         }
         tokio::time::sleep(FILE_POLL).await;
+    }
+}
+
+/// `key`, trusting also the records sealed with the key in `previous` if that file holds one.
+pub(crate) fn with_previous(key: SealKey, previous: Option<&Path>) -> Result<SealKey, KeyError> {
+    let Some(path) = previous else {
+        return Ok(key);
+    };
+    let said = |reason: String| KeyError::Previous {
+        path: path.into(),
+        reason,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.is_empty() => Ok(key),
+        Ok(bytes) => {
+            let key = key.with_previous(&bytes).map_err(|e| said(e.to_string()))?;
+            tracing::warn!(file = %path.display(), "a record key rotation is under way: records sealed with the previous key are trusted too, and sealed with the new one when next written; remove the Secret's `previous` once every node's record was written again (a week at most)");
+            Ok(key)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(key),
+        Err(e) => Err(said(format!("cannot read it: {e}"))),
     }
 }
 

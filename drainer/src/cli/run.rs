@@ -91,6 +91,15 @@ pub(crate) struct RunArgs {
         value_name = "FILE"
     )]
     pub(crate) record_key_file: Option<PathBuf>,
+    /// During a record key rotation, the previous key's file (the Secret's `previous` item, mounted
+    /// beside `key`): records it sealed are still trusted, and sealed with the new key when next
+    /// written. Absent or empty: no rotation under way. docs/operator-guide.md says how to rotate.
+    #[arg(
+        help_heading = "Leader election",
+        long = "record-key-previous-file",
+        value_name = "FILE"
+    )]
+    pub(crate) record_key_previous_file: Option<PathBuf>,
     /// Refuse to start with safety limits looser than the ones the drainer last published (its
     /// `<lease>-settings` ConfigMap): a pod restarted after a ConfigMap edit its reload refused
     /// would otherwise take that edit. Without it such a start is logged, counted and told in a
@@ -209,6 +218,7 @@ fn options(args: RunArgs, config: crate::config::Config) -> crate::run::Options 
         guard,
         reboot_signing_key: args.reboot_signing_key,
         record_key_file: args.record_key_file,
+        record_key_previous_file: args.record_key_previous_file,
         refuse_looser_start: args.refuse_looser_start,
     }
 }

@@ -72,9 +72,12 @@ impl RecordTrust {
     }
 }
 
-/// The drainer's record key.
+/// The drainer's record key, and during a rotation the one before it.
 pub struct SealKey {
     key: hmac::Key,
+    /// The key before a rotation (`--record-key-previous-file`): records it sealed are still the
+    /// drainer's, and each is sealed with the new key the next time it is written.
+    previous: Option<hmac::Key>,
     /// Tells keys apart without comparing them (the first bytes of the key's own MAC of nothing).
     id: [u8; 8],
 }
@@ -97,7 +100,20 @@ impl SealKey {
         let key = hmac::Key::new(hmac::HMAC_SHA256, bytes);
         let mut id = [0u8; 8];
         id.copy_from_slice(&hmac::sign(&key, b"id").as_ref()[..8]);
-        Ok(SealKey { key, id })
+        Ok(SealKey {
+            key,
+            id,
+            previous: None,
+        })
+    }
+
+    /// This key, still trusting the records `previous` sealed (a rotation in progress).
+    pub(crate) fn with_previous(mut self, previous: &[u8]) -> Result<SealKey, KeyTooShort> {
+        if previous.len() < MIN_KEY_BYTES {
+            return Err(KeyTooShort(previous.len()));
+        }
+        self.previous = Some(hmac::Key::new(hmac::HMAC_SHA256, previous));
+        Ok(self)
     }
 
     /// The seal of `body` (the record's JSON without its seal), as text.
@@ -108,7 +124,8 @@ impl SealKey {
         base64::engine::general_purpose::STANDARD_NO_PAD.encode(ctx.sign().as_ref())
     }
 
-    /// Whether `seal` is this key's seal of `body` (compared in constant time).
+    /// Whether `seal` is this key's seal of `body`, or the previous key's during a rotation
+    /// (compared in constant time).
     pub(crate) fn verify(&self, body: &[u8], seal: &str) -> bool {
         let Ok(tag) = base64::engine::general_purpose::STANDARD_NO_PAD.decode(seal) else {
             return false;
@@ -116,7 +133,9 @@ impl SealKey {
         let mut msg = Vec::with_capacity(CONTEXT.len() + body.len());
         msg.extend_from_slice(CONTEXT);
         msg.extend_from_slice(body);
-        hmac::verify(&self.key, &msg, &tag).is_ok()
+        std::iter::once(&self.key)
+            .chain(self.previous.as_ref())
+            .any(|k| hmac::verify(k, &msg, &tag).is_ok())
     }
 }
 
@@ -145,6 +164,31 @@ mod tests {
         );
         assert!(!k.verify(b"{\"phase\":\"draining\"}", "not base64!"));
         assert!(!k.verify(b"{\"phase\":\"draining\"}", ""));
+    }
+
+    #[test]
+    fn after_a_rotation_the_previous_keys_seals_hold_and_new_ones_are_the_new_keys() {
+        let (old, new) = (random_bytes(), random_bytes());
+        let before = SealKey::new(&old).unwrap();
+        let sealed_before = before.seal(b"record");
+        let rotating = SealKey::new(&new).unwrap().with_previous(&old).unwrap();
+        assert!(
+            rotating.verify(b"record", &sealed_before),
+            "the previous key's record holds"
+        );
+        let sealed_now = rotating.seal(b"record");
+        assert_ne!(sealed_now, sealed_before, "sealed with the new key");
+        let after = SealKey::new(&new).unwrap();
+        assert!(after.verify(b"record", &sealed_now));
+        assert!(
+            !after.verify(b"record", &sealed_before),
+            "the previous key dropped: refused"
+        );
+        assert!(!rotating.verify(b"another", &sealed_before));
+        assert_eq!(
+            SealKey::new(&new).unwrap().with_previous(b"short").err(),
+            Some(KeyTooShort(5))
+        );
     }
 
     #[test]

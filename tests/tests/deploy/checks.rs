@@ -193,6 +193,12 @@ fn check_record_key_is_a_file(objects: &[Value]) {
         .find_map(|a| a.strip_prefix("--record-key-file="))
         .expect("the drainer is given --record-key-file");
     let (dir, _) = file.rsplit_once('/').unwrap();
+    // The previous key during a rotation comes from the same Secret (its `previous` item).
+    let previous = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--record-key-previous-file="))
+        .expect("the drainer is given --record-key-previous-file");
+    assert_eq!(previous, format!("{dir}/previous"));
     let mount = spec["containers"][0]["volumeMounts"]
         .as_array()
         .unwrap()

@@ -158,6 +158,26 @@ impl Env {
         run::start(opts, self.cluster.client_for(&lease)).await
     }
 
+    /// A drainer sealing its records with the key in the file `key`, trusting also `previous`'s
+    /// (a rotation), as the shipped manifests mount them.
+    pub async fn start_keyed(
+        &self,
+        cfg: Config,
+        key: &std::path::Path,
+        previous: Option<&std::path::Path>,
+    ) -> Running {
+        let lease = format!("nodemedic-drainer-test-{}", self.id);
+        let mut opts = self.options(cfg, "a", &lease, None);
+        opts.record_key_file = Some(key.to_path_buf());
+        opts.record_key_previous_file = previous.map(|p| p.to_path_buf());
+        let run = self.cluster.id_label();
+        nodemedic_tests::drainer_objects(&self.cluster.client, "kube-system", &lease, Some(&run))
+            .await;
+        run::start(opts, self.cluster.client_for(&lease))
+            .await
+            .unwrap()
+    }
+
     async fn start_opts(
         &self,
         cfg: Config,
@@ -197,6 +217,7 @@ impl Env {
             reload,
             reboot_signing_key: None,
             record_key_file: None,
+            record_key_previous_file: None,
             refuse_looser_start: false,
             settings: None,
         }

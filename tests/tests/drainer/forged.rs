@@ -376,3 +376,61 @@ async fn nodes_relabelling_their_own_zone_do_not_end_an_outage_on(env: Env) {
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// Issue 76, principle 2: rotating the record key. The Secret gets the new key as `key` and the
+/// old one as `previous`, and the drainer restarts: the records the old key sealed are still its
+/// own (a node cordoned before the rotation is uncordoned when it recovers, no record refused).
+/// Without `previous`, the same record is refused: the old key alone is what made it the drainer's.
+#[tokio::test]
+async fn a_rotated_record_key_keeps_the_records_the_previous_one_sealed() {
+    let env = Env::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, previous) = (dir.path().join("key"), dir.path().join("previous"));
+    let random = || {
+        let mut b = vec![0u8; 32];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut b)
+            .unwrap();
+        b
+    };
+    let (old, new) = (random(), random());
+    for (hint, trust_previous) in [("rotated", true), ("unrotated", false)] {
+        std::fs::write(&key, &old).unwrap();
+        let _ = std::fs::remove_file(&previous);
+        let node = env.node(hint, "True", 3600, json!({})).await;
+        let before = env
+            .start_keyed(env.config(Duration::from_secs(1)), &key, None)
+            .await;
+        eventually(&format!("{node} cordoned"), WAIT, || async {
+            env.cordoned(&node).await.then_some(())
+        })
+        .await;
+        before.shutdown().await;
+        std::fs::write(&key, &new).unwrap();
+        if trust_previous {
+            std::fs::write(&previous, &old).unwrap();
+        }
+        let after = env
+            .start_keyed(env.config(Duration::from_secs(1)), &key, Some(&previous))
+            .await;
+        env.set_condition(&node, "KernelDeadlock", "False", 3600)
+            .await;
+        if trust_previous {
+            eventually(
+                &format!("{node} uncordoned by its record"),
+                WAIT,
+                || async { (!env.cordoned(&node).await).then_some(()) },
+            )
+            .await;
+            assert_eq!(rejections(&env, &node).await, Vec::<String>::new());
+        } else {
+            wait_rejected(&env, &node, "").await;
+            env.barrier("KernelDeadlock", json!({})).await;
+            assert!(
+                env.cordoned(&node).await,
+                "a cordon no trusted record says is ours stays for a person"
+            );
+        }
+        after.shutdown().await;
+    }
+    env.cleanup().await;
+}

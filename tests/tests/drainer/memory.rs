@@ -208,6 +208,7 @@ fn options(env: &Env, lease: &str) -> Options {
         reload: None,
         reboot_signing_key: None,
         record_key_file: None,
+        record_key_previous_file: None,
         refuse_looser_start: false,
         settings: Some(nodemedic_drainer::config::published::Published::new(
             &Default::default(),

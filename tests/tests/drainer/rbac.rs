@@ -182,6 +182,7 @@ async fn the_shipped_rbac_grants_every_call_the_drainer_makes_on(env: Env) {
             // Published under the shipped Role too (its ConfigMap by name).
             reboot_signing_key: None,
             record_key_file: Some(key.path().join("key")),
+            record_key_previous_file: None,
             refuse_looser_start: false,
             settings: Some(nodemedic_drainer::config::published::Published::new(
                 &Default::default(),
