@@ -410,3 +410,89 @@ fn every_pair_of_components_and_the_documented_combination_render() {
     }
     assert!(!has(&objects, "own-node-policy"));
 }
+
+/// docs/install.md's record key rotation, run as written (in a namespace of its own, beside a
+/// Deployment of the drainer's name for `rollout restart`) with the newest release's kubectl: the
+/// first part keeps the old key as `previous` beside a new 32-byte `key`, the second drops
+/// `previous` and keeps the new key.
+#[test]
+fn the_record_key_rotation_commands_keep_the_old_key_beside_a_new_one() {
+    use nodemedic_tests::envtest;
+    let Some(plane) = envtest::shared() else {
+        envtest::say_skipped("the record key rotation commands", "a real kube-apiserver");
+        return;
+    };
+    let doc = std::fs::read_to_string(repo().join("docs/install.md")).unwrap();
+    let block = doc
+        .split("To rotate the key")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("docs/install.md's rotation block");
+    let (first, second) = block
+        .split_once("# a week later")
+        .expect("the block's two parts");
+    let second = second.split_once('\n').unwrap().1;
+    let ns = format!("nodemedic-rotate-{}", std::process::id());
+    let mine = |text: &str| text.replace("kube-system", &ns);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig);
+    let bin = plane.assets().to_path_buf();
+    // Each part as a shell of its own runs it (a week apart), stopping at the first failure.
+    let sh = |line: &str| {
+        let (ok, said) = run_shell(&format!("set -ex\n{line}"), &kubeconfig, &bin);
+        assert!(ok, "{line}\n{said}");
+    };
+    sh(&format!("kubectl create namespace {ns}"));
+    sh(&format!(
+        "kubectl -n {ns} create deployment nodemedic-drainer --image=registry.k8s.io/pause:3.9"
+    ));
+    sh(&mine(&record_key_line()));
+    let data = |key: &str| -> Option<String> {
+        let (ok, out) = run_shell(
+            &format!(
+                "kubectl -n {ns} get secret nodemedic-drainer-record-key -o jsonpath='{{.data.{key}}}'"
+            ),
+            &kubeconfig,
+            &bin,
+        );
+        assert!(ok, "{out}");
+        (!out.trim().is_empty()).then(|| out.trim().to_string())
+    };
+    let old = data("key").expect("the install line's key");
+    sh(&mine(first));
+    let new = data("key").expect("a new key");
+    assert_eq!(
+        data("previous").as_deref(),
+        Some(old.as_str()),
+        "the old key kept beside"
+    );
+    assert_ne!(new, old);
+    let decoded = Command::new("sh")
+        .args(["-c", &format!("printf %s '{new}' | base64 -d | wc -c")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&decoded.stdout).trim(), "32");
+    // The two parts are a week apart; kubectl refuses a second restart within the second of the
+    // first: wait for the clock to pass it.
+    let (ok, at) = run_shell(
+        &format!(
+            "kubectl -n {ns} get deployment nodemedic-drainer -o jsonpath='{{.spec.template.metadata.annotations.kubectl\\.kubernetes\\.io/restartedAt}}'"
+        ),
+        &kubeconfig,
+        &bin,
+    );
+    let at: k8s_openapi::jiff::Timestamp = at
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{ok} {at}: {e}"));
+    let until = at + std::time::Duration::from_secs(2);
+    while k8s_openapi::jiff::Timestamp::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    sh(&mine(second));
+    assert_eq!(data("previous"), None, "dropped");
+    assert_eq!(data("key").as_deref(), Some(new.as_str()));
+    sh(&format!("kubectl delete namespace {ns} --wait=false"));
+}
