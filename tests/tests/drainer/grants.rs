@@ -420,6 +420,21 @@ async fn node_writes_on(env: Env) {
         .unwrap();
     let nodes: Api<Node> = Api::all(token.clone());
     let pp = PatchParams::default();
+    // The node's taints now with `more` (the node lifecycle controller may have put on system
+    // taints, which a list without them would take off: refused, rightly).
+    let taints_with = |more: Value| {
+        let nodes_admin = nodes_admin.clone();
+        let node = node.clone();
+        async move {
+            let n = nodes_admin.get(&node).await.unwrap();
+            let mut all: Vec<Value> = (n.spec.and_then(|s| s.taints).unwrap_or_default())
+                .iter()
+                .map(|t| serde_json::to_value(t).unwrap())
+                .collect();
+            all.extend(more.as_array().unwrap().iter().cloned());
+            Value::Array(all)
+        }
+    };
     let condition = |t: &str| {
         Patch::Strategic(
             json!({"status": {"conditions": [{"type": t, "status": "True", "reason": "Forged",
@@ -451,12 +466,12 @@ async fn node_writes_on(env: Env) {
         ("finalize a node", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold"]}}))).await),
         ("change its provider ID", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"providerID": "aws:///elsewhere/i-0"}}))).await),
         ("lift a person's veto", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"annotations": {"nodemedic.io/do-not-remediate": null}}}))).await),
-        ("evict past budgets through a NoExecute taint of its own naming", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"taints": [{"key": "example.com/evil", "effect": "NoExecute"}]}}))).await),
+        ("evict past budgets through a NoExecute taint of its own naming", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"taints": taints_with(json!([{"key": "example.com/evil", "effect": "NoExecute"}])).await}}))).await),
         ("starve the node's scheduling", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"allocatable": {"pods": "0"}}}))).await),
         ("advertise devices it has not", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"capacity": {"nvidia.com/gpu": "8"}}}))).await),
         ("point the API server's kubelet calls elsewhere", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 2379}}}}))).await),
         ("claim a volume is attached", nodes.patch_status(&node, &pp, &Patch::Merge(json!({"status": {"volumesInUse": ["kubernetes.io/csi/x^vol-1"]}}))).await),
-        ("force-delete through out-of-service", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}}))).await),
+        ("force-delete through out-of-service", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"taints": taints_with(json!([{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}])).await}}))).await),
     ] {
         assert!(refused(&r), "{release}: the token could {what}: {r:?}");
     }
@@ -465,32 +480,45 @@ async fn node_writes_on(env: Env) {
         .patch_status(&node, &pp, &condition("DrainScheduled"))
         .await;
     assert!(r.is_ok(), "{release}: DrainScheduled: {r:?}");
-    let r = nodes
-        .patch(
-            &node,
-            &pp,
-            &Patch::Strategic(json!({"metadata": {"annotations": {"nodemedic.io/drain": "{}"}},
-                "spec": {"unschedulable": true, "taints": [{"key": "nodemedic.io/remediation", "value": "reboot", "effect": "NoSchedule"}]}})),
-        )
-        .await;
-    assert!(
-        r.is_ok(),
-        "{release}: the cordon, the fence and the record: {r:?}"
-    );
+    // Each as the drainer writes it: against the node as read (the lifecycle controller may add a
+    // system taint between the read and the write; the drainer's write then fails on the
+    // resourceVersion and is made again).
+    let written = |what: &'static str, body: Value| {
+        let (nodes, node, pp, taints_with) = (&nodes, &node, &pp, &taints_with);
+        async move {
+            let taints = body["taints"].clone();
+            let mut body = body;
+            body.as_object_mut().unwrap().remove("taints");
+            eventually(what, Duration::from_secs(30), || {
+                let body = body.clone();
+                let taints = taints.clone();
+                async move {
+                    let mut patch = body;
+                    if !taints.is_null() {
+                        patch["spec"]["taints"] = taints_with(taints).await;
+                    }
+                    nodes
+                        .patch(node, pp, &Patch::Strategic(patch))
+                        .await
+                        .ok()
+                        .map(|_| ())
+                }
+            })
+            .await;
+        }
+    };
+    written(
+        "the cordon, the fence and the record",
+        json!({"metadata": {"annotations": {"nodemedic.io/drain": "{}"}}, "spec": {"unschedulable": true},
+            "taints": [{"key": "nodemedic.io/remediation", "value": "reboot", "effect": "NoSchedule"}]}),
+    )
+    .await;
     // Its configured NoExecute problem taint, beside the fence.
-    let r = nodes
-        .patch(
-            &node,
-            &pp,
-            &Patch::Strategic(json!({"spec": {"taints": [
-                {"key": "nodemedic.io/remediation", "value": "reboot", "effect": "NoSchedule"},
-                {"key": "nodemedic.io/problem", "effect": "NoExecute"}]}})),
-        )
-        .await;
-    assert!(
-        r.is_ok(),
-        "{release}: its own NoExecute problem taint: {r:?}"
-    );
+    written(
+        "its own NoExecute problem taint",
+        json!({"taints": [{"key": "nodemedic.io/problem", "effect": "NoExecute"}]}),
+    )
+    .await;
     // An operator's after-drain marks (outside the owned domains) and the lifted record.
     let r = nodes
         .patch(
