@@ -159,10 +159,12 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     // sealed with its key (see `model::seal`).
     let mut config = opts.config;
     config.owner = opts.lease.name.clone();
-    config.records = RecordTrust::Sealed(Arc::new(key));
+    let key = Arc::new(key);
+    config.records = RecordTrust::Sealed(key.clone());
     let changed = observed.changed.clone();
     // One publisher keeps the drainer's own ConfigMaps while leading (`act::publisher`).
-    let (outbox, task) = publisher::spawn(writer, owner(&opts.lease), signing, opts.settings);
+    let owner = owner(&opts.lease, key);
+    let (outbox, task) = publisher::spawn(writer, owner, signing, opts.settings);
     tasks.push(task);
     let settings_tx = outbox.settings;
     let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
@@ -460,11 +462,12 @@ async fn reload(
 }
 
 /// Whose the drainer's own ConfigMaps are.
-fn owner(lease: &LeaseConfig) -> publisher::Owner {
+fn owner(lease: &LeaseConfig, key: Arc<crate::model::seal::SealKey>) -> publisher::Owner {
     publisher::Owner {
         namespace: lease.namespace.clone(),
         lease: lease.name.clone(),
         identity: lease.identity.clone(),
+        key,
     }
 }
 

@@ -28,6 +28,8 @@ pub(crate) struct Owner {
     pub(crate) namespace: String,
     pub(crate) lease: String,
     pub(crate) identity: String,
+    /// The record key: the record memory's shards are sealed with it too (`act::recall`).
+    pub(crate) key: std::sync::Arc<crate::model::seal::SealKey>,
 }
 
 /// The ends the controller and the reloader hand things to.
@@ -47,7 +49,7 @@ pub(crate) fn spawn<C: Cluster>(
 ) -> (Outbox, JoinHandle<()>) {
     let (reboots_tx, reboots) = watch::channel(Reboots::default());
     let (settings_tx, settings) = watch::channel(settings);
-    let (link, shards) = recall::shards(&owner.namespace, &owner.lease);
+    let (link, shards) = recall::shards(&owner.namespace, &owner.lease, owner.key.clone());
     let task = Task {
         leader: cluster.leader(),
         cluster,
@@ -272,6 +274,7 @@ mod tests {
         let cluster = MemoryCluster::new(Observed::default());
         let (lead, leader) = watch::channel(false);
         let owner = Owner {
+            key: crate::model::seal::RecordTrust::process().key(),
             namespace: "kube-system".into(),
             lease: LEASE.into(),
             identity: "replica-a".into(),

@@ -18,9 +18,25 @@ use tokio::sync::{mpsc, watch};
 
 use crate::decide::fleet::seen::{SHARDS, Seen};
 use crate::model::cluster::{ApiError, Cluster, Data, Gated};
+use crate::model::seal::SealKey;
 
 /// The ConfigMap key that holds a shard's text.
 pub(crate) const DATA_KEY: &str = "memory";
+/// The ConfigMap key that holds the shard's seal: HMAC-SHA256 under the record key over the
+/// lease, the shard's number and its text. The drainer's token may write these ConfigMaps (a
+/// stolen one once pinned four nodes each in a domain of its own and ended their domain's outage,
+/// and widened a domain's slow start): a shard whose seal does not hold is not used.
+pub(crate) const SEAL_KEY: &str = "seal";
+
+/// The seal of shard `i`'s `text` for the drainer with Lease `lease`. Its body starts with a
+/// context no record's JSON can (records are sealed with the same key).
+fn shard_seal(key: &SealKey, lease: &str, i: usize, text: &str) -> String {
+    key.seal(&shard_body(lease, i, text))
+}
+
+fn shard_body(lease: &str, i: usize, text: &str) -> Vec<u8> {
+    format!("nodemedic.io/record-memory shard v1\0{lease}\0{i}\0{text}").into_bytes()
+}
 
 /// Shard `i`'s ConfigMap for the drainer with Lease `lease`.
 pub fn configmap_name(lease: &str, i: usize) -> String {
@@ -85,13 +101,15 @@ pub(crate) async fn answer(memory: &mut Option<Memory>) -> Recalled {
 
 /// The controller's end and the publisher's of the memory of the drainer with Lease
 /// `namespace/lease`.
-pub(crate) fn shards(namespace: &str, lease: &str) -> (Link, Shards) {
+pub(crate) fn shards(namespace: &str, lease: &str, key: Arc<SealKey>) -> (Link, Shards) {
     let (asks_tx, asks) = watch::channel(0);
     let (answers_tx, answers_rx) = mpsc::unbounded_channel();
     let (kept_tx, kept) = mpsc::unbounded_channel();
     let shards = Shards {
         names: (0..SHARDS).map(|i| configmap_name(lease, i)).collect(),
         namespace: namespace.to_string(),
+        lease: lease.to_string(),
+        key,
         asks,
         answers: answers_tx,
         kept,
@@ -116,6 +134,8 @@ pub(crate) struct Gone;
 pub(crate) struct Shards {
     names: Vec<String>,
     namespace: String,
+    lease: String,
+    key: Arc<SealKey>,
     asks: watch::Receiver<u64>,
     answers: mpsc::UnboundedSender<Recalled>,
     kept: mpsc::UnboundedReceiver<Kept>,
@@ -198,8 +218,22 @@ impl Shards {
                 .read_configmap(name)
                 .await
                 .map_err(|e| (name.clone(), e))?;
-            let text = data.and_then(|mut d| d.remove(DATA_KEY));
+            let mut data = data.unwrap_or_default();
+            let text = data.remove(DATA_KEY);
+            let seal = data.remove(SEAL_KEY).unwrap_or_default();
             let as_written = text.clone().unwrap_or_else(|| empty.shard_text(i));
+            let text = match text {
+                Some(t) if !self.key.verify(&shard_body(&self.lease, i, &t), &seal) => {
+                    tracing::warn!(configmap = %format!("{}/{name}", self.namespace),
+                        sealed = !seal.is_empty(),
+                        "part of the record memory is not sealed with the drainer's key (written by someone else, or by a release before memory shards were sealed): not used, and written again; its nodes' day of reboots, their pinned failure domains and, in the first, the slow start's widths start afresh");
+                    // Written again whatever the controller hands on.
+                    self.written[i] = None;
+                    texts.push(None);
+                    continue;
+                }
+                t => t,
+            };
             self.written[i] = Some(hash(&as_written));
             texts.push(text);
         }
@@ -231,7 +265,11 @@ impl Shards {
                 all = false;
                 continue;
             }
-            let data = Data::from([(DATA_KEY.to_string(), text.to_string())]);
+            let seal = shard_seal(&self.key, &self.lease, i, &text);
+            let data = Data::from([
+                (DATA_KEY.to_string(), text.to_string()),
+                (SEAL_KEY.to_string(), seal),
+            ]);
             match cluster
                 .keep_configmap(&self.names[i], &data, same_text)
                 .await
@@ -252,7 +290,7 @@ impl Shards {
     }
 }
 
-/// Whether two shards' data hold the same text (anything else in them aside).
+/// Whether two shards' data hold the same text and seal (anything else in them aside).
 fn same_text(a: &Data, b: &Data) -> bool {
-    a.get(DATA_KEY) == b.get(DATA_KEY)
+    a.get(DATA_KEY) == b.get(DATA_KEY) && a.get(SEAL_KEY) == b.get(SEAL_KEY)
 }

@@ -70,6 +70,17 @@ impl RecordTrust {
     pub(crate) fn is_checked(&self) -> bool {
         matches!(self, RecordTrust::Sealed(_))
     }
+
+    /// The key records are sealed with (the process's own when unchecked).
+    pub(crate) fn key(&self) -> Arc<SealKey> {
+        match self {
+            RecordTrust::Sealed(k) => k.clone(),
+            RecordTrust::Unchecked => match RecordTrust::process() {
+                RecordTrust::Sealed(k) => k,
+                RecordTrust::Unchecked => unreachable!("the process key seals"),
+            },
+        }
+    }
 }
 
 /// The drainer's record key, and during a rotation the one before it.
@@ -80,6 +91,13 @@ pub struct SealKey {
     previous: Option<hmac::Key>,
     /// Tells keys apart without comparing them (the first bytes of the key's own MAC of nothing).
     id: [u8; 8],
+}
+
+impl std::fmt::Debug for SealKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.write_str("SealKey")
+    }
 }
 
 /// A key that cannot seal records.

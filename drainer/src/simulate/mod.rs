@@ -182,6 +182,7 @@ fn owner() -> crate::act::publisher::Owner {
         namespace: "kube-system".into(),
         lease: LEASE.into(),
         identity: "simulate".into(),
+        key: crate::model::seal::RecordTrust::process().key(),
     }
 }
 

@@ -434,3 +434,70 @@ async fn a_rotated_record_key_keeps_the_records_the_previous_one_sealed() {
     }
     env.cleanup().await;
 }
+
+/// An attacker's review (issue 76): the drainer's token may update the record memory's ConfigMaps.
+/// Four nodes of a zone all unhealthy are an outage and nothing is cordoned; the memory written
+/// with a pin for each, each in a domain of its own, ended the outage for the next leader, which
+/// cordoned all four, and a slow-start width of 64 let it remediate a domain at once. Each shard
+/// is sealed with the record key now: one the drainer did not seal is not used (and is written
+/// again, sealed).
+#[tokio::test]
+async fn a_record_memory_the_drainer_did_not_seal_is_not_used() {
+    let env = Env::new().await;
+    let zone = format!("zone-{}", env.id);
+    let mut nodes = Vec::new();
+    for i in 0..4 {
+        let labels = json!({"topology.kubernetes.io/zone": zone});
+        nodes.push(env.node(&format!("g{i}"), "True", 3600, labels).await);
+    }
+    let lease = format!("nodemedic-drainer-test-{}", env.id);
+    let mut pinned = serde_json::Map::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let uid = env.get_node(n).await["metadata"]["uid"].clone();
+        pinned.insert(
+            n.clone(),
+            json!({"uid": uid, "domain": format!("lone-{i}")}),
+        );
+    }
+    let forged = json!({"nodes": {}, "pinned": pinned}).to_string();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(env.cluster.client.clone(), "kube-system");
+    for i in 0..nodemedic_drainer::decide::fleet::seen::SHARDS {
+        let name = nodemedic_drainer::act::recall::configmap_name(&lease, i);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "kube-system",
+                "labels": {"nodemedic.test/run": env.cluster.id_label()}},
+            "data": {"memory": forged, "seal": "forged"}});
+        cms.patch(
+            &name,
+            &PatchParams::apply("attacker").force(),
+            &Patch::Apply(cm),
+        )
+        .await
+        .unwrap();
+    }
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.safety = nodemedic_drainer::config::safety::Safety {
+        domain_outage_percent: 50.0,
+        domain_outage_min_nodes: 3,
+        ..nodemedic_drainer::config::safety::Safety::off()
+    };
+    let running = env.start(cfg, "a").await;
+    // Decided since (a barrier node of another zone is cordoned), and the memory written again.
+    env.barrier("KernelDeadlock", json!({})).await;
+    let shard0 = nodemedic_drainer::act::recall::configmap_name(&lease, 0);
+    eventually("the memory written again, sealed", WAIT, || async {
+        let data = cms.get(&shard0).await.ok()?.data?;
+        (data.get("seal").is_some_and(|s| s != "forged") && !data.get("memory")?.contains("lone-"))
+            .then_some(())
+    })
+    .await;
+    for n in &nodes {
+        assert!(
+            !env.cordoned(n).await,
+            "{n} cordoned: a forged memory ended its domain's outage"
+        );
+    }
+    running.shutdown().await;
+    env.cleanup().await;
+}
