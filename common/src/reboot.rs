@@ -102,6 +102,12 @@ pub struct RebootRequest {
     pub requested: String,
     /// When the drainer stops waiting for its proof (RFC 3339).
     pub until: String,
+    /// The problem it is asked for, as the Node's conditions said it (`KernelDeadlock=True`): the
+    /// detector carries it out only while its Node still carries one of them, so a request the
+    /// drainer withdrew when the problem cleared, saved and written back, does nothing (an
+    /// attacker's review, issue 76). Empty in requests of earlier releases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub because: Vec<String>,
     /// The drainer's Ed25519 signature over [`RebootRequest::signed_text`], base64 (empty:
     /// unsigned, which a detector given a public key refuses).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -118,6 +124,15 @@ impl RebootRequest {
             "{}\n{}\n{}\n{}\n{}\n",
             self.node, self.uid, self.boot_id, self.requested, self.until
         );
+        if !self.because.is_empty() {
+            // The third version names its problem too: no detector of an earlier release verifies
+            // it, and the problem cannot be dropped or swapped under the same signature.
+            let because = self.because.join(",");
+            return format!(
+                "nodemedic-reboot-request-v3\n{}\n{because}\n{fields}",
+                self.action
+            );
+        }
         match self.action {
             Action::Reboot => format!("nodemedic-reboot-request-v1\n{fields}"),
             a => format!("nodemedic-reboot-request-v2\n{a}\n{fields}"),
@@ -288,6 +303,8 @@ pub struct Me<'a> {
     pub vetoed: bool,
     /// Now, by the detector's clock: a request is carried out only before its `until`.
     pub now: k8s_openapi::jiff::Timestamp,
+    /// Its Node's conditions now, each `Type=Status`.
+    pub conditions: &'a [String],
 }
 
 /// What the detector checks on its own before any reboot, whatever the request says: things a
@@ -432,6 +449,11 @@ pub fn verdict(
             "the Node carries {}: a person vetoed its remediation",
             crate::keys::DO_NOT_REMEDIATE_ANNOTATION
         )
+    } else if !r.because.is_empty() && !r.because.iter().any(|b| me.conditions.contains(b)) {
+        format!(
+            "the problem it was asked for ({}) is not on the Node now: withdrawn by the drainer, or written back",
+            r.because.join(", ")
+        )
     } else if !me.fenced {
         format!(
             "the Node does not carry the fence taint {FENCE_TAINT_KEY}={FENCE_TAINT_VALUE}:{FENCE_TAINT_EFFECT} the drainer puts on with a request"
@@ -461,9 +483,14 @@ mod tests {
             boot_id: "b1".into(),
             requested: "2026-11-27T10:00:00Z".into(),
             until: "2026-11-27T10:20:00Z".into(),
+            because: vec!["KernelDeadlock=True".into()],
             signature: String::new(),
         }
     }
+
+    /// The Node's conditions in the tests: the problem the request names, and Ready.
+    static CONDITIONS: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| vec!["Ready=True".into(), "KernelDeadlock=True".into()]);
 
     fn me() -> Me<'static> {
         Me {
@@ -473,6 +500,7 @@ mod tests {
             fenced: true,
             vetoed: false,
             now: "2026-11-27T10:05:00Z".parse().unwrap(),
+            conditions: &CONDITIONS[..],
         }
     }
 
@@ -489,6 +517,55 @@ mod tests {
 
     fn key() -> SigningKey {
         SigningKey::from_pem(&SigningKey::generate_pem(), "key.pem").unwrap()
+    }
+
+    /// An attacker's review (issue 76): a signed request the drainer withdrew when the problem
+    /// cleared, saved and written back before its deadline, was carried out on a healthy node.
+    #[test]
+    fn a_request_is_carried_out_only_while_the_problem_it_names_is_on_the_node() {
+        let k = key();
+        let public = k.verifying_key();
+        let r = request().signed(&k);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(
+            text.contains("\"because\":[\"KernelDeadlock=True\"]"),
+            "{text}"
+        );
+        let healthy = ["Ready=True".to_string(), "KernelDeadlock=False".to_string()];
+        let m = Me {
+            conditions: &healthy,
+            ..me()
+        };
+        match verdict(Some(&text), &m, &[], &public, &guard()) {
+            Verdict::Refused(why) => assert!(why.contains("is not on the Node now"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // The problem cannot be dropped, nor another named, under the same signature.
+        for because in [vec![], vec!["Ready=True".to_string()]] {
+            let mut edited = r.clone();
+            edited.because = because;
+            let text = serde_json::to_string(&edited).unwrap();
+            match verdict(Some(&text), &m, &[], &public, &guard()) {
+                Verdict::Refused(why) => assert!(why.contains("does not verify"), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        // A request of an earlier release names none, and is judged as it was.
+        let legacy = RebootRequest {
+            because: vec![],
+            ..request()
+        }
+        .signed(&k);
+        let text = serde_json::to_string(&legacy).unwrap();
+        assert_eq!(
+            verdict(Some(&text), &m, &[], &public, &guard()),
+            Verdict::Reboot(legacy.clone())
+        );
+        assert!(
+            legacy
+                .signed_text()
+                .starts_with("nodemedic-reboot-request-v1\n")
+        );
     }
 
     #[test]

@@ -233,6 +233,15 @@ async fn consider(
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION));
+    // Its conditions as the API server holds them now: a request names the problem it is for.
+    let conditions: Vec<String> = (n.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| format!("{}={}", c.type_, c.status))
+                .collect()
+        })
+        .unwrap_or_default();
     let me = Me {
         node,
         uid: &uid,
@@ -240,6 +249,7 @@ async fn consider(
         fenced,
         vetoed,
         now: Timestamp::now(),
+        conditions: &conditions,
     };
     let state = match State::read(&opts.state) {
         Ok(s) => s,

@@ -250,6 +250,7 @@ mod tests {
             boot_id: format!("{node}-boot-1"),
             requested: "2026-12-02T00:00:00Z".into(),
             until: "2026-12-02T00:10:00Z".into(),
+            because: vec!["KernelDeadlock=True".into()],
             signature: String::new(),
         }
     }

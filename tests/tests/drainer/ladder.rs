@@ -1384,3 +1384,71 @@ async fn evidence_is_kept_before_a_replacement() {
     forget_requests(&s).await;
     s.env.cleanup().await;
 }
+
+/// An attacker's review (issue 76): a signed request the drainer withdrew when the node's problem
+/// cleared, saved by the drainer's token and written back before its deadline (with the fence
+/// and the cordon, which that token may put on), was carried out by the detector on a healthy
+/// node. A request names the problem it is for now, and the detector carries it out only while
+/// its Node still carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withdrawn_request_written_back_reboots_nothing() {
+    let s = Scenario::new().await;
+    let m = Machine::new(&s);
+    let node = broken_node(&s, "withdrawn").await;
+    let (drainer, _) = s
+        .drainer(&["KernelDeadlock=True: drain, reboot", "--drain-buffer=1s"])
+        .await;
+    let saved = s
+        .until("the reboot requested", &drainer, || async {
+            requests(&s).await.get(&node).cloned()
+        })
+        .await;
+    assert!(
+        saved.contains("\"because\":[\"KernelDeadlock=True\"]"),
+        "{saved}"
+    );
+    s.env
+        .set_condition(&node, "KernelDeadlock", "False", 0)
+        .await;
+    s.until("the request withdrawn", &drainer, || async {
+        (!requests(&s).await.contains_key(&node)).then_some(())
+    })
+    .await;
+    drop(drainer);
+    // As the drainer's token may: the fence and the cordon put back, the saved request with them.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.env.cluster.client.clone());
+    let mut taints: Vec<serde_json::Value> = (nodes.get(&node).await.unwrap().spec)
+        .and_then(|sp| sp.taints)
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t.key != nodemedic_common::reboot::FENCE_TAINT_KEY)
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    taints.push(json!({"key": nodemedic_common::reboot::FENCE_TAINT_KEY,
+        "value": nodemedic_common::reboot::FENCE_TAINT_VALUE,
+        "effect": nodemedic_common::reboot::FENCE_TAINT_EFFECT}));
+    nodes
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true, "taints": taints}})),
+        )
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(s.env.cluster.client.clone(), "kube-system");
+    api.patch(
+        &nodemedic_common::reboot::configmap_name(&s.lease()),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {node.clone(): saved}})),
+    )
+    .await
+    .unwrap();
+    let det = m.detector(&s, &node, "detector.log");
+    s.until("the detector's refusal", &det, || async {
+        det.output()
+            .contains("is not on the Node now")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(m.reboots(), 0, "{}", det.output());
+}

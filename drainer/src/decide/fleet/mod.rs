@@ -436,6 +436,7 @@ impl Fleet {
                 outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d))
             }),
             unhealthy: outage::unhealthy_since(&view, &self.cfg),
+            problem: outage::problem_named(&view, &self.cfg),
             view,
             selected,
             wake: None,

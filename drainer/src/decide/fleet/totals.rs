@@ -27,6 +27,8 @@ pub(super) struct Entry {
     pub(super) domain: Option<ArcStr>,
     /// Unhealthy since (a watched condition in its problem status now).
     pub(super) unhealthy: Option<Timestamp>,
+    /// Those conditions, `Type=Status` (empty when healthy): what its reboot request is for.
+    pub(super) problem: Box<[String]>,
     /// Its last decision left nothing to do until its view changes (healthy, not selected,
     /// excluded, exempt, another drainer's): the periodic resync need not decide it again.
     pub(super) at_rest: bool,
@@ -163,6 +165,7 @@ fn reboot_request(e: &Entry, r: &Record) -> Option<RebootRequest> {
         boot_id: r.boot_id.clone(),
         requested: time(r.step_at),
         until: time(r.step_until),
+        because: e.problem.to_vec(),
         signature: String::new(),
     })
 }

@@ -21,17 +21,31 @@ use std::collections::BTreeMap;
 /// When the node became unhealthy: the earliest transition among its watched conditions now in
 /// their problem status (Kosmos-exempt ones aside); `None` when it is not.
 pub(crate) fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
+    problem_conditions(node, cfg).map(|c| c.since).min()
+}
+
+/// The node's conditions in a configured problem status now (a Kosmos leaf node's exempt ones
+/// aside).
+fn problem_conditions<'a>(
+    node: &'a NodeView,
+    cfg: &'a Config,
+) -> impl Iterator<Item = &'a crate::model::node::Condition> + 'a {
     let kosmos = node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
     cfg.conditions
         .iter()
-        .filter(|spec| !(kosmos && (spec.type_ == "Ready" || !cfg.kosmos_other_conditions)))
-        .filter_map(|spec| {
-            node.conditions
-                .iter()
-                .find(|c| spec.matches(c))
-                .map(|c| c.since)
-        })
-        .min()
+        .filter(move |spec| !(kosmos && (spec.type_ == "Ready" || !cfg.kosmos_other_conditions)))
+        .filter_map(|spec| node.conditions.iter().find(|c| spec.matches(c)))
+}
+
+/// The problem a remediation of the node is for, as its detector reads the Node's conditions
+/// (`KernelDeadlock=True`, each once): a reboot request names it, and the detector carries the
+/// request out only while the Node carries one of them.
+pub(crate) fn problem_named(node: &NodeView, cfg: &Config) -> Box<[String]> {
+    let mut named: Vec<String> = problem_conditions(node, cfg)
+        .map(|c| format!("{}={}", c.type_, c.status))
+        .collect();
+    named.dedup();
+    named.into_boxed_slice()
 }
 
 /// The node's failure domain: a Kosmos leaf node's is its member cluster (`kosmos/<cluster>`, the
