@@ -95,7 +95,7 @@ impl<C: Cluster> Controller<C> {
     /// Write the conditions that `found` changes on the selected nodes, each with its Event.
     async fn write_symptoms(&mut self, found: Found, now: Timestamp) {
         // First what counts: a symptom condition is a problem only where this pass found it.
-        self.fleet.symptoms_found(&found);
+        self.fleet.symptoms_found(&found, now);
         for (condition, ..) in CONDITIONS {
             let n = found
                 .values()

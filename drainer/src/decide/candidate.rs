@@ -21,10 +21,11 @@ pub struct Candidate<'a> {
     pub(crate) flapping: Option<Flapping>,
     /// When its detector was deemed silent, if it is (the `DetectorSilent` condition).
     pub(crate) silent: Option<k8s_openapi::jiff::Timestamp>,
-    /// The symptom conditions the drainer's own pods pass found on it (`Some`: only those of
-    /// PodsNotStarting and PodsNotTerminating count, whoever wrote the condition), or `None` in a
-    /// preview of one snapshot, which takes them as written.
-    pub(crate) symptoms: Option<&'a [&'static str]>,
+    /// The symptom conditions the drainer's own pods pass found on it, each with when it first
+    /// did (`Some`: only those of PodsNotStarting and PodsNotTerminating count, whoever wrote the
+    /// condition, each held from then at the earliest), or `None` in a preview of one snapshot,
+    /// which takes them as written.
+    pub(crate) symptoms: Option<&'a [(&'static str, k8s_openapi::jiff::Timestamp)]>,
     /// The newest of our records seen on this Node (the controller's memory): a record written now
     /// is later still, so an older one written back is told from it.
     pub(crate) newest: Option<k8s_openapi::jiff::Timestamp>,

@@ -47,7 +47,7 @@ pub(crate) fn fmt_d(d: Duration) -> String {
 pub(crate) fn problem(
     node: &NodeView,
     silent: Option<Timestamp>,
-    symptoms: Option<&[&str]>,
+    symptoms: Option<&[(&str, Timestamp)]>,
     cfg: &Config,
     now: Timestamp,
 ) -> Problem {
@@ -78,10 +78,15 @@ pub(crate) fn problem(
         let ours = crate::model::symptom::CONDITIONS
             .iter()
             .any(|(t, ..)| *t == &*spec.type_);
-        if ours && symptoms.is_some_and(|s| !s.contains(&&*spec.type_)) {
-            continue;
-        }
-        let transition = c.since;
+        // The drainer's own symptom: counted only as found, and held from when it was found.
+        let found_at = match symptoms.filter(|_| ours) {
+            None => None,
+            Some(s) => match s.iter().find(|(t, _)| *t == &*spec.type_) {
+                Some((_, at)) => Some(*at),
+                None => continue,
+            },
+        };
+        let transition = found_at.map_or(c.since, |at| c.since.max(at));
         if c.status != spec.status {
             // Cleared: recovery counts once the healthy status held the min duration too.
             let held_for = elapsed(transition, now);

@@ -136,7 +136,7 @@ impl Fleet {
                     domain: e.domain.as_deref(),
                     flapping: self.safety.flaps.get(n).and_then(|f| f.flapping(now, s)),
                     silent: self.safety.silent.get(n).map(|s| s.declared),
-                    symptoms: Some(self.safety.symptoms.get(n).map_or(&[][..], |s| s)),
+                    symptoms: Some(self.safety.symptoms.get(n).map_or(&[][..], |s| &s[..])),
                     newest: self.records.seen.nodes.get(n.as_str()).map(|n| n.at),
                     reboots_today: self.records.seen.reboots_today(n, now),
                     gave_up: self.gave_up(n),

@@ -40,7 +40,8 @@ pub(super) struct Safety {
     pub(super) cause: Option<String>,
     /// The symptom conditions (PodsNotStarting, PodsNotTerminating) the drainer's own last look at
     /// the pods found, by node: only those count as a problem (`symptoms`).
-    pub(super) symptoms: ByNode<Vec<&'static str>>,
+    /// Each with when a pass first found it.
+    pub(super) symptoms: ByNode<Vec<(&'static str, Timestamp)>>,
 }
 
 impl Safety {

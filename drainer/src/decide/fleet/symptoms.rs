@@ -1,7 +1,11 @@
 //! The symptoms the drainer found itself (pure): PodsNotStarting and PodsNotTerminating count as a
 //! problem only on a node where its own last look at the pods found them. Its token may write
 //! those two conditions on any Node (the node policy cannot tell its writes from a forger's), so
-//! a condition alone, written by anyone, never starts a drain (issue 76, principle 1).
+//! a condition alone, written by anyone, never starts a drain (issue 76, principle 1). And it is
+//! held from when the drainer first found it, not from the condition's transition time, which
+//! the token may back-date (an attacker's review).
+
+use k8s_openapi::jiff::Timestamp;
 
 use super::Fleet;
 use crate::decide::symptoms::Found;
@@ -9,15 +13,22 @@ use crate::decide::symptoms::Found;
 impl Fleet {
     /// What the last symptom pass found (`found`, every node's); the nodes whose symptoms changed
     /// are decided again.
-    pub(crate) fn symptoms_found(&mut self, found: &Found) {
-        let now: Vec<(crate::model::intern::ArcStr, Vec<&'static str>)> = found
+    pub(crate) fn symptoms_found(&mut self, found: &Found, at: Timestamp) {
+        let now: Vec<(crate::model::intern::ArcStr, Vec<(&'static str, Timestamp)>)> = found
             .iter()
             .filter_map(|(n, s)| {
                 let (name, _) = self.nodes.get_key_value(n)?;
                 let mut c: Vec<&'static str> = s.iter().map(|s| s.condition).collect();
                 c.sort_unstable();
                 c.dedup();
-                Some((name.clone(), c))
+                // Each since the pass that first found it.
+                let before = self.safety.symptoms.get(n);
+                let since = |c: &str| {
+                    (before.into_iter().flatten())
+                        .find(|(b, _)| *b == c)
+                        .map_or(at, |(_, t)| *t)
+                };
+                Some((name.clone(), c.into_iter().map(|c| (c, since(c))).collect()))
             })
             .collect();
         let gone: Vec<_> = (self.safety.symptoms.keys())
@@ -42,7 +53,6 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use k8s_openapi::jiff::Timestamp;
     use nodemedic_common::status::Status;
 
     use super::*;
@@ -104,14 +114,20 @@ mod tests {
         )]
         .into_iter()
         .collect();
-        f.symptoms_found(&found);
+        f.symptoms_found(&found, now);
         assert_eq!(f.pending(), 1);
-        assert_eq!(cordoned(&mut f, now), vec!["real".to_string()]);
+        // Held from when the pass first found it, not from the condition's back-dated time.
+        assert_eq!(cordoned(&mut f, now), Vec::<String>::new());
+        let later = t(3600 + 600);
+        f.symptoms_found(&found, later);
+        assert_eq!(f.pending(), 0, "the same symptom since the same pass");
+        assert_eq!(cordoned(&mut f, later), vec!["real".to_string()]);
+        let now = later;
         // A pass that finds nothing any more decides it again; nothing else changes.
-        f.symptoms_found(&Found::new());
+        f.symptoms_found(&Found::new(), now);
         assert_eq!(f.pending(), 1);
         f.round(now);
-        f.symptoms_found(&Found::new());
+        f.symptoms_found(&Found::new(), now);
         assert_eq!(f.pending(), 0, "an unchanged pass queues nothing");
     }
 }
