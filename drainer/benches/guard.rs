@@ -72,6 +72,8 @@ async fn main() {
             reload: None,
             reboot_signing_key: None,
             record_key_file: None,
+            record_key_previous_file: None,
+            refuse_looser_start: false,
             settings: None,
             guard: Some(GuardOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),

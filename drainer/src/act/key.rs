@@ -92,7 +92,7 @@ const FILE_POLL: Duration = Duration::from_secs(2);
 
 /// What reading the record key file found.
 pub(crate) enum FileKey {
-    Key(SealKey),
+    Key(Box<SealKey>),
     /// Not there yet: the Secret is made after the pod started (an optional Secret volume is
     /// filled by the kubelet when it appears) or holds no `key`.
     Absent,
@@ -102,14 +102,12 @@ pub(crate) enum FileKey {
 pub(crate) fn read_file(path: &Path) -> Result<FileKey, KeyError> {
     match std::fs::read(path) {
         Ok(bytes) if bytes.is_empty() => Ok(FileKey::Absent),
-        Ok(bytes) => {
-            SealKey::new(&bytes)
-                .map(FileKey::Key)
-                .map_err(|source| KeyError::FileTooShort {
-                    path: path.into(),
-                    source,
-                })
-        }
+        Ok(bytes) => SealKey::new(&bytes)
+            .map(|k| FileKey::Key(Box::new(k)))
+            .map_err(|source| KeyError::FileTooShort {
+                path: path.into(),
+                source,
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileKey::Absent),
         Err(source) => Err(KeyError::File {
             path: path.into(),
@@ -140,7 +138,7 @@ pub(crate) async fn from_file(
         match read_file(path)? {
             FileKey::Key(k) => {
                 tracing::info!(file = %path.display(), "drain records are sealed with the key from the file");
-                return with_previous(k, previous);
+                return with_previous(*k, previous);
             }
             FileKey::Absent if !said => {
                 said = true;
