@@ -53,10 +53,14 @@ pub(crate) fn next_step(
     if holder == me {
         return Step::Renew;
     }
+    // Never longer than this replica's own: every replica renews with the same duration, and a
+    // Lease written with a day's (the drainer's token may write it: an attacker's review) would
+    // otherwise hold every replica back for that day after one write.
     let duration = spec
         .lease_duration_seconds
         .map(|s| Duration::from_secs(s.max(0) as u64))
-        .unwrap_or(default_duration);
+        .unwrap_or(default_duration)
+        .min(default_duration);
     let renewed = spec
         .renew_time
         .as_ref()
@@ -290,6 +294,19 @@ mod tests {
             renew_time: Some(MicroTime(t(renewed))),
             ..Default::default()
         }
+    }
+
+    /// An attacker's review (issue 76): the drainer's token wrote the Lease with a foreign holder
+    /// and a long duration, and every replica followed it, a silent pause, for as long as it said.
+    #[test]
+    fn a_lease_held_longer_than_this_replicas_duration_expires_after_its_own() {
+        let d = Duration::from_secs(15);
+        let long = LeaseSpec {
+            lease_duration_seconds: Some(86_400),
+            ..lease("attacker", 0)
+        };
+        assert!(matches!(next_step(Some(&long), "me", t(10), d), Step::Follow { .. }));
+        assert_eq!(next_step(Some(&long), "me", t(16), d), Step::TakeOver);
     }
 
     #[test]
