@@ -305,7 +305,10 @@ mod tests {
             lease_duration_seconds: Some(86_400),
             ..lease("attacker", 0)
         };
-        assert!(matches!(next_step(Some(&long), "me", t(10), d), Step::Follow { .. }));
+        assert!(matches!(
+            next_step(Some(&long), "me", t(10), d),
+            Step::Follow { .. }
+        ));
         assert_eq!(next_step(Some(&long), "me", t(16), d), Step::TakeOver);
     }
 
