@@ -85,18 +85,24 @@ impl Running {
     }
 }
 
-pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<Running> {
+/// The metrics and health server on `listen`: its address, the metrics and the health it serves.
+async fn serve(listen: SocketAddr) -> crate::error::Result<(SocketAddr, Metrics, Health)> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Health::default();
     let app = nodemedic_common::serve::router(Arc::new(registry), health.clone());
-    let addr = nodemedic_common::serve::spawn(opts.listen, app)
+    let addr = nodemedic_common::serve::spawn(listen, app)
         .await
         .map_err(|source| crate::error::Error::Listen {
-            addr: opts.listen,
+            addr: listen,
             source,
         })?;
     tracing::info!(%addr, "serving /metrics /healthz /readyz");
+    Ok((addr, metrics, health))
+}
+
+pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<Running> {
+    let (addr, metrics, health) = serve(opts.listen).await?;
     let key = own_objects_waiting(&client, &opts).await?;
     let loosened = looser_than_published(&client, &opts).await?;
     let signing = signing_key(&opts)?;
@@ -142,15 +148,8 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     );
     let clock = nodemedic_common::clock::Clock::system();
     let record = recorder(&cluster, &metrics, &observed, &opts, &mut tasks);
-    if !loosened.is_empty() {
-        metrics.looser_starts.inc();
-        tasks.push(tell_looser(
-            record.clone(),
-            leader_rx.clone(),
-            lease_read_rx.clone(),
-            loosened,
-        ));
-    }
+    let looser = (record.clone(), leader_rx.clone(), lease_read_rx.clone());
+    tasks.extend(tell_looser(loosened, &metrics, looser));
     let writer = cluster.clone(); // its own ConfigMaps' publisher writes through the same gate
     let exec = Executor::new(cluster, record, opts.config.dry_run, clock);
     // What a reload may not loosen (the limits in force now) and what it compares with.
@@ -293,14 +292,22 @@ async fn looser_than_published(
     Ok(loosened)
 }
 
-/// A StartedLooser Event on the Lease once this replica leads (Events are written while leading).
+/// A start looser than the settings last published (`loosened`, if anything): counted, and a
+/// StartedLooser Event on the Lease once this replica leads (Events are written while leading).
 fn tell_looser(
-    record: Recorder<KubeCluster>,
-    mut leader: watch::Receiver<bool>,
-    mut lease: watch::Receiver<Option<k8s_openapi::api::coordination::v1::Lease>>,
     loosened: Vec<String>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
+    metrics: &Metrics,
+    (record, mut leader, mut lease): (
+        Recorder<KubeCluster>,
+        watch::Receiver<bool>,
+        watch::Receiver<Option<k8s_openapi::api::coordination::v1::Lease>>,
+    ),
+) -> Option<JoinHandle<()>> {
+    if loosened.is_empty() {
+        return None;
+    }
+    metrics.looser_starts.inc();
+    Some(tokio::spawn(async move {
         if leader.wait_for(|l| *l).await.is_err() {
             return;
         }
@@ -311,7 +318,7 @@ fn tell_looser(
         if let Some(reference) = reference {
             record.started_looser(&loosened, reference).await;
         }
-    })
+    }))
 }
 
 /// The recorder: notifications sent and Events written behind the writes they tell of, each by

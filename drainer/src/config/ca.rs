@@ -1,6 +1,6 @@
 //! A CA file (`--power-cycle-ca-file`): the PEM certificates trusted instead of the system's for
 //! one endpoint. Read at start, to refuse a file that holds none, and again at each request, so a
-//! rotated CA is used.
+//! rotated CA is used. I/O (a file read).
 
 use std::path::Path;
 
