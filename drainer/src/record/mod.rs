@@ -212,12 +212,17 @@ impl<C: Cluster> Recorder<C> {
             "Config edit refused, the running settings stay: {}",
             why.join("; ")
         );
+        let r = crate::model::occurrence::reason::CONFIG_REFUSED;
+        self.lease_warning(lease, r, message).await;
+    }
+
+    /// A Warning Event on the drainer's Lease, where `kubectl describe lease` shows it.
+    async fn lease_warning(&self, lease: ObjectReference, reason: &str, message: String) {
         let target = EventTarget::Object {
             regarding: lease,
             host: String::new(),
         };
-        let r = crate::model::occurrence::reason::CONFIG_REFUSED;
-        self.write(target, Severity::Warning, r, message).await;
+        self.write(target, Severity::Warning, reason, message).await;
     }
 
     /// The drainer started with settings looser than the ones it last published (`what`; already
@@ -227,12 +232,8 @@ impl<C: Cluster> Recorder<C> {
             "Started with settings looser than the ones last published (a restart took an edit a reload would have refused?): {}",
             what.join("; ")
         );
-        let target = EventTarget::Object {
-            regarding: lease,
-            host: String::new(),
-        };
         let r = crate::model::occurrence::reason::STARTED_LOOSER;
-        self.write(target, Severity::Warning, r, message).await;
+        self.lease_warning(lease, r, message).await;
     }
 
     /// A stale pod: a warning and a Warning Event on the pod.

@@ -53,6 +53,29 @@ async fn apply(client: &kube::Client, v: &Value) {
         .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
 }
 
+/// Delete the ValidatingAdmissionPolicies and bindings among `shipped`: they bind cluster-wide.
+async fn remove_policies(admin: &kube::Client, shipped: &[Value]) {
+    for o in shipped.iter().filter(|o| {
+        o["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+    }) {
+        let kind = o["kind"].as_str().unwrap();
+        let plural = if kind == "ValidatingAdmissionPolicy" {
+            "validatingadmissionpolicies"
+        } else {
+            "validatingadmissionpolicybindings"
+        };
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        );
+        let _ = Api::<DynamicObject>::all_with(admin.clone(), &ar)
+            .delete(o["metadata"]["name"].as_str().unwrap(), &Default::default())
+            .await;
+    }
+}
+
 fn api(
     client: &kube::Client,
     (group, version, kind, plural): (&str, &str, &str, &str),
@@ -330,25 +353,7 @@ async fn on(env: Env) {
     let _ = api(&admin, FAR, "medik8s")
         .delete(&theirs, &Default::default())
         .await;
-    for o in shipped.iter().filter(|o| {
-        o["kind"]
-            .as_str()
-            .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
-    }) {
-        let kind = o["kind"].as_str().unwrap();
-        let plural = if kind == "ValidatingAdmissionPolicy" {
-            "validatingadmissionpolicies"
-        } else {
-            "validatingadmissionpolicybindings"
-        };
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-            plural,
-        );
-        let _ = Api::<DynamicObject>::all_with(admin.clone(), &ar)
-            .delete(o["metadata"]["name"].as_str().unwrap(), &Default::default())
-            .await;
-    }
+    remove_policies(&admin, &shipped).await;
     env.cleanup().await;
 }
 
@@ -546,24 +551,6 @@ async fn node_writes_on(env: Env) {
         nodemedic_common::conditions::find(&n, "GpuUnhealthy").is_none(),
         "{release}"
     );
-    for o in shipped.iter().filter(|o| {
-        o["kind"]
-            .as_str()
-            .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
-    }) {
-        let kind = o["kind"].as_str().unwrap();
-        let plural = if kind == "ValidatingAdmissionPolicy" {
-            "validatingadmissionpolicies"
-        } else {
-            "validatingadmissionpolicybindings"
-        };
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-            plural,
-        );
-        let _ = Api::<DynamicObject>::all_with(admin.clone(), &ar)
-            .delete(o["metadata"]["name"].as_str().unwrap(), &Default::default())
-            .await;
-    }
+    remove_policies(&admin, &shipped).await;
     env.cleanup().await;
 }

@@ -46,17 +46,22 @@ async fn refused(env: &Env, addr: std::net::SocketAddr) -> k8s_openapi::api::cor
         (reloads(addr, "failure").await == 1).then_some(())
     })
     .await;
+    lease_event(env, "ConfigReloadRefused").await
+}
+
+/// The first Event with `reason` on the scenario's Lease, once there.
+async fn lease_event(env: &Env, reason: &str) -> k8s_openapi::api::core::v1::Event {
     let lease = format!("nodemedic-drainer-test-{}", env.id);
     let events: kube::Api<k8s_openapi::api::core::v1::Event> =
         kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
-    eventually("a ConfigReloadRefused Event on the Lease", WAIT, || async {
+    eventually(&format!("a {reason} Event on the Lease"), WAIT, || async {
         let list = events
             .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
             .await
             .ok()?;
         list.items
             .into_iter()
-            .find(|e| e.reason.as_deref() == Some("ConfigReloadRefused"))
+            .find(|e| e.reason.as_deref() == Some(reason))
     })
     .await
 }
@@ -338,18 +343,7 @@ async fn a_start_looser_than_the_settings_last_published_is_told_and_refusable()
             .any(|l| l == "nodemedic_drainer_looser_starts_total 1"),
         "{body}"
     );
-    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
-    let event = eventually("a StartedLooser Event on the Lease", WAIT, || async {
-        let list = events
-            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={lease}")))
-            .await
-            .ok()?;
-        list.items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("StartedLooser"))
-    })
-    .await;
+    let event = lease_event(&env, "StartedLooser").await;
     let message = event.message.unwrap_or_default();
     assert!(
         message.contains("maxCordoned 5 is looser than 1"),
