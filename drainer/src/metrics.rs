@@ -35,7 +35,7 @@ label_value!(pub PolicyOutcome {
 label_value!(pub ObjectKind { Pod => "pod" });
 label_value!(pub LadderStep { Restart => "restart", Reboot => "reboot", PowerCycle => "power-cycle", Replace => "replace", Person => "person" });
 label_value!(pub StepResult { Started => "started", Proven => "proven", Failed => "failed" });
-label_value!(pub AttemptOutcome { Succeeded => "succeeded", TransientFailure => "transient_failure", PermanentFailure => "permanent_failure", Superseded => "superseded", Cancelled => "cancelled" });
+label_value!(pub AttemptOutcome { Succeeded => "succeeded", TransientFailure => "transient_failure", PermanentFailure => "permanent_failure", Superseded => "superseded", Cancelled => "cancelled", Withheld => "withheld" });
 label_value!(pub GuardDecision {
     Allowed => "allowed",
     AllowedNotSynced => "allowed_not_synced",
@@ -499,6 +499,7 @@ impl Metrics {
             O::PermanentFailure => AttemptOutcome::PermanentFailure,
             O::Superseded => AttemptOutcome::Superseded,
             O::Cancelled => AttemptOutcome::Cancelled,
+            O::Withheld => AttemptOutcome::Withheld,
         };
         self.attempts
             .get_or_create(&AttemptLabel { step, outcome })

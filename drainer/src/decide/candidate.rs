@@ -7,6 +7,7 @@ use crate::model::pod::PodInfo;
 use crate::model::record::Record;
 
 /// One node to decide, with what the decision reads besides the node.
+#[derive(Clone)]
 pub struct Candidate<'a> {
     pub(crate) node: &'a NodeView,
     /// Whether the selector selects it.

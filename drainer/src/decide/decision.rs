@@ -318,7 +318,8 @@ impl Why {
             | Why::BreakerOpen { .. }
             | Why::DomainOutage { .. }
             | Why::Flapping { .. }
-            | Why::Paused { .. } => Action::Hold,
+            | Why::Paused { .. }
+            | Why::Ladder(L::RequestHeld { .. }) => Action::Hold,
             Why::NotHeldLongEnough { .. }
             | Why::CordonBudget { .. }
             | Why::DomainBudget { .. }

@@ -161,7 +161,7 @@ fn a_remediator_that_gives_up_sends_the_ladder_on_before_the_deadline() {
 }
 
 /// A held node, not yet ours: `node("n")` booted as A, Ready, the problem held since 0.
-fn held_new() -> N {
+pub(super) fn held_new() -> N {
     booted(node("n"), BOOT_A)
         .cond("KernelDeadlock", "True", 0)
         .cond("Ready", "True", 0)

@@ -350,12 +350,17 @@ pub(super) fn decided_with(
     };
     let mut gates = Gates::open(cfg.safety.flap_window);
     gates.replaced = replaced.iter().map(|s| t(*s)).collect();
+    decided_in(&c, &gates, cfg)
+}
+
+/// `c` decided under `gates` (one node of one held).
+pub(super) fn decided_in(c: &Candidate, gates: &Gates, cfg: &Config) -> NodeDecision {
     let totals = Totals {
         selected: 1,
         cordoned: 1,
         ..Default::default()
     };
-    batch::decide_some(&[c], &totals, &gates, cfg, t(NOW)).remove(0)
+    batch::decide_some(std::slice::from_ref(c), &totals, gates, cfg, t(NOW)).remove(0)
 }
 
 #[test]

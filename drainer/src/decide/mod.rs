@@ -56,6 +56,8 @@ mod policy_tests;
 #[cfg(test)]
 mod remedy_tests;
 #[cfg(test)]
+mod resume_tests;
+#[cfg(test)]
 mod symptoms_tests;
 #[cfg(test)]
 mod tests;

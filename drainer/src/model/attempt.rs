@@ -27,6 +27,9 @@ pub enum Outcome {
     PermanentFailure,
     Superseded,
     Cancelled,
+    /// Its request was withdrawn before it was carried out and stayed so past its deadline (a
+    /// gate or the slow start held it): started again, and not counted among the day's reboots.
+    Withheld,
 }
 
 impl Outcome {
@@ -37,6 +40,7 @@ impl Outcome {
             Outcome::PermanentFailure => "permanent failure",
             Outcome::Superseded => "superseded",
             Outcome::Cancelled => "cancelled",
+            Outcome::Withheld => "withheld",
         }
     }
 }

@@ -315,6 +315,14 @@ fn restarted() -> Vec<(Action, Why)> {
                 step: Step::RestartKubelet,
             }),
         ),
+        (
+            Action::Hold,
+            ladder(LadderWhy::RequestHeld {
+                step: Step::Reboot,
+                hold: "paused by kubectl-annotate".into(),
+                until: t(300),
+            }),
+        ),
     ]
 }
 
@@ -377,12 +385,13 @@ fn variant(w: &Why) -> usize {
                 LadderWhy::Restart { .. } => 12,
                 LadderWhy::AwaitingRestart { .. } => 13,
                 LadderWhy::RestartProven { .. } => 14,
+                LadderWhy::RequestHeld { .. } => 15,
             }
         }
     }
 }
 
-const VARIANTS: usize = 38 + 15;
+const VARIANTS: usize = 38 + 16;
 
 /// A decision doing `action` for `why`: an effect of the kind that action writes (the action is
 /// derived from it, or from `why` when it writes nothing).

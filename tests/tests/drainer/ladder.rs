@@ -1452,3 +1452,73 @@ async fn a_withdrawn_request_written_back_reboots_nothing() {
     .await;
     assert_eq!(m.reboots(), 0, "{}", det.output());
 }
+
+/// Issue 76, principle 1: a step under way passes the gates again while its request stands. A
+/// pause on the Lease withdraws a standing reboot request (a detector started meanwhile reboots
+/// nothing, and the ladder does not go on past the deadline); once the pause lifts, the request
+/// stands again and the node's detector carries it out once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_withdraws_a_standing_reboot_request_until_it_lifts() {
+    use nodemedic_drainer::model::keys::PAUSE_ANNOTATION;
+    let s = Scenario::new().await;
+    let m = Machine::new(&s);
+    let node = broken_node(&s, "paused").await;
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, reboot",
+            "--drain-buffer=1s",
+            "--reboot-deadline=20s",
+        ])
+        .await;
+    s.until("the reboot requested", &drainer, || async {
+        requests(&s).await.get(&node).cloned()
+    })
+    .await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(s.env.cluster.client.clone(), "kube-system");
+    let pause = |value: serde_json::Value| {
+        let (leases, name) = (leases.clone(), s.lease());
+        async move {
+            let body = json!({"metadata": {"annotations": {PAUSE_ANNOTATION: value}}});
+            leases
+                .patch(&name, &PatchParams::default(), &Patch::Merge(body))
+                .await
+                .unwrap();
+        }
+    };
+    pause(json!("incident")).await;
+    s.until("the request withdrawn by the pause", &drainer, || async {
+        (!requests(&s).await.contains_key(&node)).then_some(())
+    })
+    .await;
+    let det = m.detector(&s, &node, "detector.log");
+    // The detector has read the requests (none for its node) once it says it watches them; the
+    // deadline passes meanwhile, and the ladder stays where it was.
+    s.until("the detector watching the requests", &det, || async {
+        det.output().contains("reboot requests").then_some(())
+    })
+    .await;
+    s.until("the reboot deadline passed", &drainer, || async {
+        let until = record(&s, &node).await?["stepUntil"].as_str()?.to_string();
+        let until: k8s_openapi::jiff::Timestamp = until.parse().ok()?;
+        (k8s_openapi::jiff::Timestamp::now() > until).then_some(())
+    })
+    .await;
+    assert_eq!(phase(&s, &node).await.as_deref(), Some("rebooting"));
+    assert_eq!(m.reboots(), 0, "{}", det.output());
+    pause(serde_json::Value::Null).await;
+    s.until(
+        "the reboot carried out after the pause",
+        &drainer,
+        || async { (m.reboots() == 1).then_some(()) },
+    )
+    .await;
+    let r = record(&s, &node).await.unwrap();
+    assert_eq!(r["step"], "reboot", "started again, not a power-cycle: {r}");
+    let ended = r["ended"].to_string();
+    assert!(ended.contains("withheld"), "{r}");
+    drop(det);
+    drop(drainer);
+    forget_requests(&s).await;
+    s.env.cleanup().await;
+}

@@ -92,8 +92,14 @@ impl Fleet {
                 .running
                 .remediating
                 .iter()
-                .map(|(d, n)| (d.to_string(), *n))
+                .map(|(d, n)| (d.to_string(), n.len()))
                 .collect(),
+            under_way: crate::decide::gates::resume::UnderWay {
+                order: (self.running.remediating.iter())
+                    .map(|(d, n)| (d.to_string(), n.iter().map(|(_, n)| n.clone()).collect()))
+                    .collect(),
+                withheld: self.running.withheld.clone(),
+            },
             pods_listed: !self.safety.pods_pending,
         }
     }
@@ -115,12 +121,14 @@ impl Fleet {
             pods_listed: gates.pods_listed,
         };
         if self.queue.last_gates.as_ref() != Some(&key) {
-            // A gate opened or closed: what it held is decided again.
+            // A gate opened or closed: what it held is decided again, and every request that
+            // stands (a gate that closes withdraws it).
             for n in std::mem::take(&mut self.queue.held) {
                 if self.nodes.contains_key(&n) {
                     names.insert(n);
                 }
             }
+            names.extend(self.running.reboots.keys().cloned());
             self.queue.last_gates = Some(key);
         }
         let s = &self.cfg.safety;
@@ -210,11 +218,23 @@ impl Fleet {
             let changed = self.records.seen.pace.wanted(domain);
             self.records.fleet_changed(changed);
         }
+        let withheld = matches!(d.why, Why::Ladder(LadderWhy::RequestHeld { .. }));
+        let changed = if withheld {
+            self.running.withheld.insert(d.node.clone())
+        } else {
+            self.running.withheld.remove(&d.node)
+        };
+        self.running.reboots_changed |= changed;
         match &d.why {
             Why::CordonBudget { .. }
             | Why::DrainBudget { .. }
             | Why::DomainBudget { .. }
-            | Why::Ladder(LadderWhy::SlowStart { .. } | LadderWhy::ReplaceBudget { .. }) => {
+            // A withheld request: its place in the slow start may come any round.
+            | Why::Ladder(
+                LadderWhy::SlowStart { .. }
+                | LadderWhy::ReplaceBudget { .. }
+                | LadderWhy::RequestHeld { .. },
+            ) => {
                 let refresh = self.cfg.event_refresh;
                 self.queue
                     .waiting

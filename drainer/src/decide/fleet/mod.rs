@@ -48,6 +48,7 @@ use crate::decide::gates::breaker::Breaker;
 use crate::decide::gates::flap;
 use crate::decide::gates::outage;
 use crate::decide::{Totals, Why};
+use crate::model::attempt::Outcome;
 use crate::model::intern::ArcStr;
 use crate::model::intern::ByName as ByNode;
 use crate::model::node::NodeView;
@@ -164,14 +165,17 @@ impl Fleet {
     }
 
     /// The reboot requests our records stand for, by node name, when they may have changed since
-    /// the last call.
+    /// the last call: those withheld now left out (`decide::gates::resume`).
     pub(crate) fn reboots_changed(
         &mut self,
     ) -> Option<BTreeMap<String, nodemedic_common::reboot::RebootRequest>> {
         let changed = std::mem::take(&mut self.running.reboots_changed);
         changed.then(|| {
             let r = &self.running.reboots;
-            r.iter().map(|(n, q)| (n.to_string(), q.clone())).collect()
+            let withheld = &self.running.withheld;
+            (r.iter().filter(|(n, _)| !withheld.contains(*n)))
+                .map(|(n, q)| (n.to_string(), q.clone()))
+                .collect()
         })
     }
 
@@ -332,6 +336,12 @@ impl Fleet {
                     self.records.node_changed(&view.name, changed);
                     self.records.fleet_changed(changed);
                 }
+                // A step withheld until it started again was never carried out: not counted.
+                let withheld = r.ended.iter().filter(|a| a.outcome == Outcome::Withheld);
+                for a in withheld {
+                    let changed = self.records.seen.unstepped(&view.name, a.step, a.started);
+                    self.records.node_changed(&view.name, changed);
+                }
             }
             Checked::Absent => {
                 let changed = self.records.seen.saw(&view.name, None);
@@ -489,6 +499,7 @@ impl Fleet {
             self.running.count(&old, &self.cfg.owner, false);
         }
         self.overlays.remove(name);
+        self.running.withheld.remove(name);
         self.queue.forget(name);
         self.safety.forget(name);
         self.records.refused.remove(name);

@@ -354,6 +354,22 @@ impl Seen {
         true
     }
 
+    /// The reboot or power-cycle of `node` started at `at` was never carried out (withheld, then
+    /// started again): it is not one of the day's; whether that changed anything.
+    pub(crate) fn unstepped(&mut self, node: &str, step: Step, at: Timestamp) -> bool {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return false;
+        };
+        let list = match step {
+            Step::Reboot => &mut n.reboots,
+            Step::PowerCycle => &mut n.power_cycles,
+            _ => return false,
+        };
+        let before = list.len();
+        list.retain(|t| *t != at);
+        list.len() != before
+    }
+
     /// How many reboots of `node` started within the 24 hours before `now`: (its own, power-cycles).
     pub(crate) fn reboots_today(&self, node: &str, now: Timestamp) -> (u32, u32) {
         let from = nodemedic_common::time::sub(now, DAY);

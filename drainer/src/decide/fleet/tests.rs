@@ -1012,3 +1012,117 @@ fn a_reboot_request_stands_only_for_a_selected_node_with_its_problem_now() {
     let requests = f.reboots_changed().expect("the request withdrawn");
     assert!(requests.is_empty(), "{requests:?}");
 }
+
+/// A step under way passes the gates and the slow start again while its request stands (issue 76,
+/// principle 1): a record of ours, however authentic, keeps no request standing past a pause or
+/// past its domain's width (the step that started first keeps its place), and a reboot withheld
+/// past its deadline is not counted as failed (no power-cycle for a reboot never carried out): once
+/// nothing holds it, it starts again as a new step does, one at a time.
+#[test]
+fn a_step_under_way_keeps_its_request_only_while_the_gates_and_the_slow_start_allow() {
+    use crate::decide::ladder::LadderWhy;
+    use crate::model::ladder::Step;
+    const BOOT: &str = "0f6a1d43-8e0b-4c7e-9b5e-1c2d3e4f5a6b";
+    let c = Arc::new(Config {
+        safety: crate::config::safety::Safety::off(),
+        conditions: vec![
+            "KernelDeadlock=True,10m: drain, reboot, power-cycle"
+                .parse()
+                .unwrap(),
+        ],
+        selector: crate::config::select::Selector::cel("metadata.labels['pool'] == 'a'").unwrap(),
+        ..Default::default()
+    });
+    let mut f = Fleet::new(c.clone());
+    for (name, at) in [("first", 100), ("second", 110)] {
+        let mut v = view(name, "a", Some(-1000));
+        v.boot = crate::model::node::Uid::parse(BOOT);
+        v.unschedulable = true;
+        let r = Record {
+            owner: c.owner.clone(),
+            phase: crate::model::record::Phase::Rebooting,
+            ladder: Some("drain, reboot, power-cycle".parse().unwrap()),
+            step: Some(Step::Reboot),
+            step_at: Some(t(at)),
+            step_until: Some(t(at + 1200)),
+            boot_id: BOOT.into(),
+            cordoned: true,
+            ..Default::default()
+        }
+        .bound(&v, None, t(at));
+        f.observe(with_record(&v, &r, &c), t(at));
+    }
+    let held = |d: &[(NodeDecision, Arc<NodeView>)], name: &str| {
+        d.iter().find(|(d, _)| d.node == name).map(|(d, _)| {
+            assert!(
+                matches!(d.why, Why::Ladder(LadderWhy::RequestHeld { .. }))
+                    == (d.action() == Action::Hold),
+                "{}",
+                d.reason()
+            );
+            (d.action(), d.reason())
+        })
+    };
+    let d = f.round(t(120));
+    let (action, reason) = held(&d, "second").expect("decided");
+    assert_eq!(action, Action::Hold, "{reason}");
+    assert!(
+        reason.contains("slow start") && reason.contains("1 started before it"),
+        "{reason}"
+    );
+    assert_eq!(held(&d, "first").expect("decided").0, Action::Wait);
+    let requests = f.reboots_changed().expect("requests made");
+    assert_eq!(
+        requests.keys().collect::<Vec<_>>(),
+        ["first"],
+        "the one with the place"
+    );
+
+    // A pause withdraws the request that stood.
+    f.set_pause(Some(Pause {
+        by: "kubectl-annotate".into(),
+        since: Some(t(130)),
+        reason: "incident".into(),
+    }));
+    let d = f.round(t(140));
+    let (action, reason) = held(&d, "first").expect("a standing request is decided again");
+    assert_eq!(action, Action::Hold, "{reason}");
+    assert!(reason.contains("paused by kubectl-annotate"), "{reason}");
+    let requests = f.reboots_changed().expect("the request withdrawn");
+    assert!(requests.is_empty(), "{requests:?}");
+    // Held past the deadline: still held, nothing written.
+    let d = f.round(t(2000));
+    assert!(
+        d.iter().all(|(d, _)| d.action() == Action::Hold),
+        "{:?}",
+        whys(&d)
+    );
+
+    // The pause lifts past both deadlines: the first reboot starts again (not a power-cycle), the
+    // second still waits for its place.
+    f.set_pause(None);
+    let d = f.round(t(2010));
+    let again = d.iter().find(|(d, _)| d.node == "first").expect("decided");
+    assert_eq!(again.0.action(), Action::Reboot, "{}", again.0.reason());
+    let Effect::Reboot(r) = &again.0.effect else {
+        unreachable!()
+    };
+    assert_eq!((r.step, r.step_at), (Some(Step::Reboot), Some(t(2010))));
+    let cancelled = r.ended.last().expect("the withheld attempt kept");
+    assert_eq!(cancelled.outcome, crate::model::attempt::Outcome::Withheld);
+    assert_eq!(held(&d, "second").expect("decided").0, Action::Hold);
+    act(&mut f, &again.0, t(2010));
+    let requests = f.reboots_changed().expect("the new request");
+    assert_eq!(
+        requests["first"].requested,
+        nodemedic_common::time::rfc3339(t(2010))
+    );
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    // The withheld reboot is not one of the day's: only the one started again counts, once the
+    // watch shows its record.
+    assert_eq!(f.records.seen.reboots_today("first", t(2020)), (1, 0));
+    let mut shown = (*with_record(&again.1, r, &c)).clone();
+    shown.resource_version = "5".into();
+    f.observe(Arc::new(shown), t(2020));
+    assert_eq!(f.records.seen.nodes["first"].reboots, [t(2010)]);
+}

@@ -125,8 +125,11 @@ pub(super) struct Running {
     pub(super) reboots_changed: bool,
     /// Nodes whose ladder ended with a person.
     pub(super) needs_person: usize,
-    /// Ladder steps under way (reboots, replacements) by failure domain ("" for none).
-    pub(super) remediating: HashMap<ArcStr, usize>,
+    /// Ladder steps under way (restarts, reboots, replacements) by failure domain ("" for none):
+    /// the nodes, by when their step started (the slow start's order of places).
+    pub(super) remediating: HashMap<ArcStr, std::collections::BTreeSet<(Timestamp, ArcStr)>>,
+    /// The nodes whose request is withheld now (`decide::gates::resume`): left out of the requests.
+    pub(super) withheld: std::collections::BTreeSet<ArcStr>,
     /// What the selected nodes run and where (the common-cause watch compares a group with them).
     pub(super) attributes: crate::decide::common_cause::AttributeCounts,
     /// Selected nodes carrying a symptom condition we set ([`crate::decide::symptoms::marked`]):
@@ -246,9 +249,14 @@ impl Running {
             Phase::Restarting | Phase::Rebooting | Phase::Replacing
         ) {
             let key = e.domain.clone().unwrap_or_default();
-            let n = self.remediating.entry(key.clone()).or_default();
-            step(n, true);
-            if *n == 0 {
+            let set = self.remediating.entry(key.clone()).or_default();
+            let place = (r.step_at.unwrap_or(r.at), e.view.name.clone());
+            if add {
+                set.insert(place);
+            } else {
+                set.remove(&place);
+            }
+            if set.is_empty() {
                 self.remediating.remove(&key);
             }
         }

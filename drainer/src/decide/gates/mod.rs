@@ -9,13 +9,15 @@
 //! - `flap`: a node whose conditions flap is held until stable;
 //! - `outage`: a failure domain with too many unhealthy nodes is a partition, held whole;
 //! - `breaker`: too many unhealthy nodes, or too many new ones, hold everything new;
-//! - `window`: drains start only inside the drain windows (cordons do not wait for them).
+//! - `window`: drains start only inside the drain windows (cordons do not wait for them);
+//! - `resume`: a step under way keeps its request standing only while these would let it start.
 
 pub mod breaker;
 pub mod flap;
 pub mod gate;
 pub mod outage;
 pub mod pause;
+pub mod resume;
 pub mod slow_start;
 pub mod snapshot;
 pub mod window;
@@ -32,6 +34,7 @@ use breaker::BreakerGate;
 use flap::FlapGate;
 use gate::Gate;
 use outage::{DomainTotals, OutageGate};
+use slow_start::NO_DOMAIN;
 
 /// The fleet-wide holds a round's decisions read.
 #[derive(Debug, Clone)]
@@ -53,6 +56,8 @@ pub struct Gates {
     /// and its ladder steps under way.
     pub(crate) pace: BTreeMap<String, u32>,
     pub(crate) remediating: BTreeMap<String, usize>,
+    /// The steps under way in their order, and the requests withheld ([`resume`]).
+    pub(crate) under_way: resume::UnderWay,
     /// Whether every pod is known: false while a new leader's pod list is still coming, when
     /// only the holds that evict nothing go ahead (drains and the steps after them wait).
     pub(crate) pods_listed: bool,
@@ -73,6 +78,7 @@ impl Gates {
             replaced: Vec::new(),
             pace: BTreeMap::new(),
             remediating: BTreeMap::new(),
+            under_way: resume::UnderWay::default(),
             pods_listed: true,
         }
     }
@@ -82,5 +88,47 @@ impl Gates {
     pub(crate) fn hold(&self, c: &Candidate) -> Option<Why> {
         let order: [&dyn Gate; 4] = [&self.pause, &self.flap, &self.outage, &self.breaker];
         order.iter().find_map(|g| g.hold(c))
+    }
+
+    /// What holds `c`'s step under way back now, in an operator's words (`reboot`: a reboot, which the
+    /// drain windows hold too; else a restart, which needs no cordon and no window). None: its request
+    /// may stand.
+    pub(crate) fn resume_hold(&self, c: &Candidate, reboot: bool) -> Option<String> {
+        // The fleet's gates; not the flap gate, which a node's own reboot may set off.
+        let fleet: [&dyn Gate; 3] = [&self.pause, &self.outage, &self.breaker];
+        if let Some(why) = fleet.iter().find_map(|g| g.hold(c)) {
+            return Some(why.to_string());
+        }
+        if let (true, Err(next)) = (reboot, self.window) {
+            let next = next.map_or("none within a week".to_string(), |t| {
+                format!("the next opens {}", nodemedic_common::time::rfc3339(t))
+            });
+            return Some(format!("outside the drain windows ({next})"));
+        }
+        let domain = c.domain.unwrap_or(NO_DOMAIN);
+        let width = self.pace.get(domain).copied().unwrap_or(1);
+        let ahead = self.place(c)?;
+        let shown = if domain.is_empty() {
+            "nodes without a failure domain"
+        } else {
+            domain
+        };
+        (ahead >= width as usize).then(|| {
+            format!(
+                "the slow start of {shown} allows {width} step(s) at once and {ahead} started before it"
+            )
+        })
+    }
+
+    /// How many steps under way in `c`'s domain started before `c`'s, if it has one under way.
+    pub(crate) fn place(&self, c: &Candidate) -> Option<usize> {
+        let order = self.under_way.order.get(c.domain.unwrap_or(NO_DOMAIN))?;
+        order.iter().position(|n| *n == c.node.name)
+    }
+
+    /// Whether `c`'s request was withheld at its last decision (a step withheld past its deadline
+    /// starts again rather than counting as failed).
+    pub(crate) fn was_withheld(&self, c: &Candidate) -> bool {
+        self.under_way.withheld.contains(&c.node.name)
     }
 }

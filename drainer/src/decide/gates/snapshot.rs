@@ -102,6 +102,7 @@ pub(crate) fn gates_of_snapshot(
         replaced: Vec::new(),
         pace: BTreeMap::new(),
         remediating: BTreeMap::new(),
+        under_way: super::resume::UnderWay::default(),
         pods_listed: true,
     }
 }

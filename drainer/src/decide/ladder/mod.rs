@@ -25,9 +25,11 @@ use crate::model::attempt::{self, Attempt, Outcome};
 use crate::model::node::{NodeView, Status, Uid};
 use crate::model::record::{Phase, Record};
 
+pub(crate) use refused::{pods_left, step_refused};
 pub use why::LadderWhy;
 
 pub(crate) mod notes;
+pub(crate) mod refused;
 pub(crate) mod why;
 
 /// What a decision comes to.
@@ -179,12 +181,13 @@ pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) 
 
 /// The slow start's hold on `c`'s domain, if as many remediations are under way there as its
 /// width allows.
+/// A step under way that starts again keeps its place: only the steps that started before it count.
 fn paced_out(c: &Candidate, gates: &super::gates::Gates, b: &Budgets) -> Option<LadderWhy> {
     let domain = c.domain.unwrap_or(NO_DOMAIN);
-    let (used, width) = (
-        b.remediating.get(domain).copied().unwrap_or(0),
-        gates.pace.get(domain).copied().unwrap_or(1),
-    );
+    let used = gates
+        .place(c)
+        .unwrap_or_else(|| b.remediating.get(domain).copied().unwrap_or(0));
+    let width = gates.pace.get(domain).copied().unwrap_or(1);
     (used >= width as usize).then(|| LadderWhy::SlowStart {
         domain: domain.to_string(),
         used,
@@ -229,6 +232,19 @@ pub(super) fn restarting(
     }
     let rebooted = rebooted(c, r);
     let until = r.step_until.unwrap_or(now);
+    if !rebooted {
+        if let Some(hold) = x.gates.resume_hold(c, false) {
+            let w = LadderWhy::RequestHeld { step, hold, until };
+            return Ok((why(w), Effect::Nothing));
+        }
+        // Withheld past its deadline: never carried out, so it is asked again, as a new one is.
+        if now >= until && x.gates.was_withheld(c) {
+            step_over(c, b);
+            if let Some(d) = restart(c, p, x, b) {
+                return Ok(d);
+            }
+        }
+    }
     // A reboot that came meanwhile, the problem held: the restart is over before its deadline.
     let overtaken = rebooted && !p.held.is_empty();
     if now < until && !overtaken {
@@ -352,90 +368,6 @@ fn replace_budget(cfg: &Config, b: &Budgets, now: Timestamp) -> Option<LadderWhy
 }
 
 /// The ladder ends: the record says so, and a person is told.
-/// Why the Node may not be deleted, when pods other than DaemonSet and mirror pods are still on
-/// it (those the drain left: `protectedPods: leave` keeps StatefulSet, unreplicated and annotated
-/// pods there). Deleting the Node lets the pod garbage collector force-delete them while the
-/// machine may still run them, past every PodDisruptionBudget: a StatefulSet's pod could then run
-/// twice. Such a node needs a person.
-/// Why `step` may not start on `c`'s node at all, whatever the ladder says next: the node goes to
-/// a person, told why. Written once for every step that takes the machine down, the node's own
-/// reboot, a power-cycle from outside and the replacement alike (a power-cycle once went where the
-/// detector refused the reboot): pods that would go down with it, and a control-plane node without
-/// `--remediate-control-plane`. The live drainer, `plan` and `explain` all ask this.
-pub(crate) fn step_refused(c: &Candidate, step: Step, cfg: &Config) -> Option<String> {
-    let left = match step {
-        Step::Reboot | Step::PowerCycle => pods_in_the_way(c),
-        Step::Replace => pods_left(c),
-        Step::Drain | Step::RestartKubelet | Step::RestartContainerd => return None,
-    };
-    if left.is_some() {
-        return left;
-    }
-    let role = CONTROL_PLANE_LABELS
-        .into_iter()
-        .find(|l| c.node.labels.get(l).is_some());
-    match role {
-        Some(role) if !cfg.ladder.control_plane => Some(format!(
-            "it is a control-plane node ({role}): a ladder takes one down only with --remediate-control-plane"
-        )),
-        _ => None,
-    }
-}
-
-/// The labels that give a Node a control-plane role (the detector's too).
-const CONTROL_PLANE_LABELS: [&str; 2] = [
-    "node-role.kubernetes.io/control-plane",
-    "node-role.kubernetes.io/master",
-];
-
-/// The pods a reboot or power-cycle would take down that the drain left in place: every pod still
-/// on the node but finished, DaemonSet, mirror and never-evicted ones (`kube-system`'s not-evicted
-/// and critical pods, which belong to the node) — what the detector refuses its reboot for too.
-fn pods_in_the_way(c: &Candidate) -> Option<String> {
-    let left: Vec<String> = c
-        .pods
-        .iter()
-        .filter(|p| !matches!(p.owner_kind.as_deref(), Some("DaemonSet" | "Node")))
-        .filter(|p| !p.phase.is_some_and(|ph| ph.finished()))
-        .filter(|p| {
-            nodemedic_common::exempt::never_evicted(&p.namespace, p.annotations(), p.priority)
-                .is_none()
-        })
-        .map(|p| format!("{}/{}", p.namespace, p.name))
-        .collect();
-    named(&left).map(|(n, some)| {
-        format!(
-            "{n} pod(s) the drain left are still on it ({some}): taking the machine down would take them down past their budgets"
-        )
-    })
-}
-
-/// How many `pods` there are and the first three by name (`a, b, c and 2 more`); None for none.
-fn named(pods: &[String]) -> Option<(usize, String)> {
-    let n = pods.len();
-    let more = if n > 3 {
-        format!(" and {} more", n - 3)
-    } else {
-        String::new()
-    };
-    (n > 0).then(|| (n, format!("{}{more}", pods[..n.min(3)].join(", "))))
-}
-
-pub(crate) fn pods_left(c: &Candidate) -> Option<String> {
-    let left: Vec<String> = c
-        .pods
-        .iter()
-        .filter(|p| !matches!(p.owner_kind.as_deref(), Some("DaemonSet" | "Node")))
-        .filter(|p| !p.phase.is_some_and(|ph| ph.finished()))
-        .map(|p| format!("{}/{}", p.namespace, p.name))
-        .collect();
-    named(&left).map(|(n, some)| {
-        format!(
-            "{n} pod(s) besides DaemonSet and mirror pods are still on it ({some}): deleting the Node would have them force-deleted while the machine may still run them"
-        )
-    })
-}
-
 pub(crate) fn escalate(r: &Record, reason: String, now: Timestamp) -> Decided {
     let mut next = r.clone();
     next.phase = Phase::NeedsPerson;
@@ -473,9 +405,18 @@ pub(super) fn rebooting(
         .annotations
         .get(DO_NOT_REMEDIATE_ANNOTATION)
         .is_some();
+    let step = r.step.unwrap_or(Step::Reboot);
+    if !booted && step.asks().is_some() && !vetoed {
+        if let Some(hold) = x.gates.resume_hold(c, true) {
+            let w = LadderWhy::RequestHeld { step, hold, until };
+            return Some((why(w), Effect::Nothing));
+        }
+        if now >= until && x.gates.was_withheld(c) {
+            return Some(again(c, r, p, x, b));
+        }
+    }
     // A provider that refused, or a remediator that gave up on the power-cycle: the ladder goes on
     // now, not at the deadline.
-    let step = r.step.unwrap_or(Step::Reboot);
     let refused = r.ended.iter().find(|a| {
         a.step == step && Some(a.started) == r.step_at && a.outcome == Outcome::PermanentFailure
     });
@@ -523,6 +464,27 @@ pub(super) fn rebooting(
         p.held.join(", ")
     };
     Some(said_after(drained(c, &after, p, x, b), &failed))
+}
+
+/// A reboot withheld past its deadline, nothing holding it now: not a failure (it was never
+/// carried out), so it starts again from the drain, through every check a new step meets (the
+/// day's count, the refusals, the gates, the slow start).
+fn again(c: &Candidate, r: &Record, p: &Problem, x: &Context, b: &mut Budgets) -> Decided {
+    step_over(c, b);
+    let step = r.step.unwrap_or(Step::Reboot);
+    let mut after = r.clone();
+    after.phase = Phase::Drained;
+    after.step = None;
+    after.taints.retain(|t| t != FENCE_TAINT);
+    let said = "its request was withheld past its deadline";
+    let a = Attempt::new(step, Outcome::Withheld, r.step_at, x.now, said);
+    after.ended = attempt::with(after.ended, a);
+    // Not carried out: it is not one of the day's reboots (the memory forgets it once written).
+    let mut c = c.clone();
+    if step == Step::Reboot {
+        c.reboots_today.0 = c.reboots_today.0.saturating_sub(1);
+    }
+    drained(&c, &after, p, x, b)
 }
 
 /// The next step's decision after a reboot that did not do (`failed`), saying why: in the

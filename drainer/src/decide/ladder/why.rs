@@ -37,6 +37,15 @@ pub enum LadderWhy {
         booted: bool,
         next: Option<Step>,
     },
+    /// A step under way whose request the node's detector carries out, withdrawn while `hold`
+    /// holds it (stored state keeps no request standing past the gates, issue 76): the deadline
+    /// `until` does not end it; once nothing holds it, a step withheld past its deadline starts
+    /// again.
+    RequestHeld {
+        step: Step,
+        hold: String,
+        until: Timestamp,
+    },
     /// Back with a new bootID, Ready and the problem clear: probation until then (None:
     /// uncordoned now).
     RebootProven { probation_until: Option<Timestamp> },
@@ -165,6 +174,11 @@ impl std::fmt::Display for LadderWhy {
                 let then = next.map_or("a person is needed".to_string(), |s| format!("{s} then"));
                 write!(f, "{seen} until {}; {then}", ts(*until))
             }
+            LadderWhy::RequestHeld { step, hold, until } => write!(
+                f,
+                "{step} under way, its request withdrawn while {hold}: the node's detector carries out nothing meanwhile; if still held at {} it starts again once nothing holds it",
+                ts(*until)
+            ),
             LadderWhy::RebootProven { probation_until } => {
                 f.write_str("reboot proven: a new bootID, Ready and the problem clear; ")?;
                 match probation_until {
