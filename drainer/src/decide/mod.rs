@@ -54,6 +54,8 @@ mod ladder_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]
+mod refusals_tests;
+#[cfg(test)]
 mod remedy_tests;
 #[cfg(test)]
 mod resume_tests;

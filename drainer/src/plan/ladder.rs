@@ -61,7 +61,13 @@ pub(crate) fn ladder(
         None if d.action() == Action::Restart => ladder.restart,
         // A restart to come goes first; the drain after it.
         None if ladder.restart.is_some()
-            && crate::decide::ladder::restart_refused(view, cfg).is_none() =>
+            && crate::decide::ladder::refused::skipped(
+                ladder.restart.unwrap_or(Step::RestartKubelet),
+                view,
+                reboots_today,
+                cfg,
+            )
+            .is_none() =>
         {
             None
         }
@@ -80,7 +86,9 @@ pub(crate) fn ladder(
         // A reboot still to come that the live drainer would pass over (as decide::ladder asks).
         let skipped = if s.restarts() {
             match record {
-                None if Some(s) != now_step => crate::decide::ladder::restart_refused(view, cfg),
+                None if Some(s) != now_step => {
+                    crate::decide::ladder::refused::skipped(s, view, reboots_today, cfg)
+                }
                 Some(r) if !done && r.phase != Phase::Restarting => {
                     Some("the node was held without it".to_string())
                 }
@@ -88,7 +96,7 @@ pub(crate) fn ladder(
             }
         } else {
             (s.reboots() && !done && Some(s) != now_step)
-                .then(|| crate::decide::ladder::reboot_refused(view, s, reboots_today, cfg))
+                .then(|| crate::decide::ladder::refused::skipped(s, view, reboots_today, cfg))
                 .flatten()
         };
         let state = if Some(s) == now_step {

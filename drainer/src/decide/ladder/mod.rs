@@ -22,10 +22,10 @@ use super::problem::Problem;
 use crate::config::Config;
 use crate::config::ladder::{Ladder, Step};
 use crate::model::attempt::{self, Attempt, Outcome};
-use crate::model::node::{NodeView, Status, Uid};
+use crate::model::node::{Status, Uid};
 use crate::model::record::{Phase, Record};
 
-pub(crate) use refused::{pods_left, step_refused};
+pub(crate) use refused::{Refused, pods_left};
 pub use why::LadderWhy;
 
 pub(crate) mod notes;
@@ -58,51 +58,40 @@ pub(super) fn drained(
     x: &Context,
     b: &mut Budgets,
 ) -> Decided {
-    let Context { gates, cfg, now } = *x;
+    let Context { cfg, now, .. } = *x;
     let Some(ladder) = ladder_of(r, p) else {
         unreachable!("drained() is asked only on a ladder")
     };
     let problem = p.held.join(", ");
     // A restart before the drain is behind it: the ladder goes on from the drain.
     let last = r.step.filter(|s| !s.restarts()).unwrap_or(Step::Drain);
-    let mut reasons = Vec::new();
+    let mut reasons: Vec<String> = Vec::new();
     let mut next = ladder.after(last);
-    // A reboot (the node's own, or a power-cycle from outside) that may not be: the ladder goes on.
-    while let Some(step) = next.filter(|s| s.reboots()) {
-        match reboot_refused(c.node, step, c.reboots_today, cfg) {
-            None => break,
-            Some(reason) => {
+    // Each step's refusals (`refused::REFUSALS`): passed over, a person, or a wait.
+    let step = loop {
+        let Some(step) = next else {
+            let end = if reasons.is_empty() {
+                format!("the ladder ({ladder}) has no step after {last}")
+            } else {
+                reasons.join("; ")
+            };
+            return escalate(r, format!("{end} ({problem})"), now);
+        };
+        match refused::refused(step, c, x, b, &problem) {
+            None => break step,
+            Some(Refused::NextStep(reason)) => {
                 if !reasons.contains(&reason) {
                     reasons.push(reason);
                 }
                 next = ladder.after(step);
             }
+            Some(Refused::Person(reason)) => {
+                return escalate(r, format!("{reason} ({problem})"), now);
+            }
+            Some(Refused::Wait(w)) => return (w, Effect::Nothing),
         }
-    }
-    let Some(step) = next else {
-        let end = if reasons.is_empty() {
-            format!("the ladder ({ladder}) has no step after {last}")
-        } else {
-            reasons.join("; ")
-        };
-        return escalate(r, format!("{end} ({problem})"), now);
     };
-    if let Some(why) = step_refused(c, step, cfg) {
-        return escalate(r, format!("{why} ({problem})"), now);
-    }
-    if let Some(w) = stopped(c, cfg, step) {
-        return (why(w), Effect::Nothing);
-    }
-    if let Some(w) = gates.hold(c) {
-        return (w, Effect::Nothing);
-    }
-    if let Some(w) = paced_out(c, gates, b) {
-        return (why(w), Effect::Nothing);
-    }
     let domain = c.domain.unwrap_or(NO_DOMAIN);
-    if let Err(next) = gates.window {
-        return (Why::OutsideDrainWindow { next, problem }, Effect::Nothing);
-    }
     let mut next = r.clone();
     next.ladder = Some(ladder);
     next.step = Some(step);
@@ -114,9 +103,6 @@ pub(super) fn drained(
             reboot(step, next, c, cfg, now, problem)
         }
         Step::Replace => {
-            if let Some(w) = replace_budget(cfg, b, now) {
-                return (why(w), Effect::Nothing);
-            }
             b.replaced.push(now);
             counted(b);
             let until = add(now, cfg.ladder.replace_deadline);
@@ -142,14 +128,15 @@ pub(super) fn drained(
 /// A restart is taken only by the node's detector, on a node with a bootID to bind it to, without
 /// a veto, not on a Kosmos leaf; within the safety gates (the caller's) and its domain's slow start.
 pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) -> Option<Decided> {
-    let Context { gates, cfg, now } = *x;
+    let Context { cfg, now, .. } = *x;
     let ladder = p.ladder?;
     let step = ladder.restart?;
-    if restart_refused(c.node, cfg).is_some() {
-        return None;
-    }
-    if let Some(w) = paced_out(c, gates, b) {
-        return Some((why(w), Effect::Nothing));
+    let problem = p.held.join(", ");
+    match refused::refused(step, c, x, b, &problem) {
+        None => {}
+        Some(Refused::Wait(w)) => return Some((w, Effect::Nothing)),
+        // Passed over: the cordon comes instead (no restart goes to a person).
+        Some(Refused::NextStep(_) | Refused::Person(_)) => return None,
     }
     let domain = c.domain.unwrap_or(NO_DOMAIN);
     *b.remediating.entry(domain.to_string()).or_default() += 1;
@@ -177,37 +164,6 @@ pub(super) fn restart(c: &Candidate, p: &Problem, x: &Context, b: &mut Budgets) 
         problem,
     };
     Some((why(w), Effect::Reboot(next)))
-}
-
-/// The slow start's hold on `c`'s domain, if as many remediations are under way there as its
-/// width allows.
-/// A step under way that starts again keeps its place: only the steps that started before it count.
-fn paced_out(c: &Candidate, gates: &super::gates::Gates, b: &Budgets) -> Option<LadderWhy> {
-    let domain = c.domain.unwrap_or(NO_DOMAIN);
-    let used = gates
-        .place(c)
-        .unwrap_or_else(|| b.remediating.get(domain).copied().unwrap_or(0));
-    let width = gates.pace.get(domain).copied().unwrap_or(1);
-    (used >= width as usize).then(|| LadderWhy::SlowStart {
-        domain: domain.to_string(),
-        used,
-        width,
-    })
-}
-
-/// Why `node` may not take a restart (the cordon comes instead), if it may not: the live drainer,
-/// `plan` and `explain` all ask this.
-pub(crate) fn restart_refused(node: &NodeView, cfg: &Config) -> Option<String> {
-    if node.annotations.get(DO_NOT_REMEDIATE_ANNOTATION).is_some() {
-        return Some(format!("{DO_NOT_REMEDIATE_ANNOTATION} is set"));
-    }
-    if node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str()) {
-        return Some("a Kosmos leaf node runs no component of its own".into());
-    }
-    (node.boot == Uid::NONE).then(|| {
-        "the node reports no bootID (status.nodeInfo.bootID), which its detector's request is bound to"
-            .to_string()
-    })
 }
 
 /// A node whose component's restart was requested: proven (Ready and the problem clear: the
@@ -300,32 +256,6 @@ fn reboot(
     (why(w), Effect::Reboot(next))
 }
 
-/// Why `node`, rebooted `today` times in the last 24 hours (its own reboots, power-cycles), may
-/// not take the reboot `step` now, if it may not (the ladder then goes on): the live drainer,
-/// `plan` and `explain` all ask this. Each kind has the day's limit to itself: a power-cycle is
-/// what follows a reboot that did not happen.
-pub(crate) fn reboot_refused(
-    node: &NodeView,
-    step: Step,
-    today: (u32, u32),
-    cfg: &Config,
-) -> Option<String> {
-    let max = cfg.ladder.max_reboots_per_day;
-    let (done, what) = match step {
-        Step::PowerCycle => (today.1, "power-cycled"),
-        _ => (today.0, "rebooted"),
-    };
-    if done >= max {
-        return Some(format!(
-            "{what} {done} time(s) in the last 24h, the most --max-reboots-per-node-per-day allows ({max})"
-        ));
-    }
-    (node.boot == Uid::NONE).then(|| {
-        "the node reports no bootID (status.nodeInfo.bootID), so a reboot could not be proven"
-            .to_string()
-    })
-}
-
 /// Whether `c`'s node runs another boot than the one `r`'s step was asked for.
 pub(super) fn rebooted(c: &Candidate, r: &Record) -> bool {
     !r.boot_id.is_empty() && c.node.boot != Uid::parse(&r.boot_id)
@@ -337,34 +267,6 @@ pub(super) fn step_over(c: &Candidate, b: &mut Budgets) {
     if let Some(n) = b.remediating.get_mut(domain) {
         *n = n.saturating_sub(1);
     }
-}
-
-/// A veto or a Kosmos leaf stops the ladder before `step`.
-fn stopped(c: &Candidate, cfg: &Config, step: Step) -> Option<LadderWhy> {
-    if c.node
-        .annotations
-        .get(DO_NOT_REMEDIATE_ANNOTATION)
-        .is_some()
-    {
-        return Some(LadderWhy::Vetoed { step });
-    }
-    let kosmos = c.node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
-    kosmos.then_some(LadderWhy::KosmosLeaf)
-}
-
-/// The replacement budget's hold, if it is used up.
-fn replace_budget(cfg: &Config, b: &Budgets, now: Timestamp) -> Option<LadderWhy> {
-    let from = nodemedic_common::time::sub(now, std::time::Duration::from_secs(3600));
-    let mut recent: Vec<Timestamp> = b.replaced.iter().copied().filter(|t| *t > from).collect();
-    recent.sort();
-    let limit = cfg.ladder.max_replacements_per_hour;
-    (recent.len() >= limit as usize).then(|| LadderWhy::ReplaceBudget {
-        used: recent.len(),
-        limit,
-        next: recent
-            .first()
-            .map(|t| add(*t, std::time::Duration::from_secs(3600))),
-    })
 }
 
 /// The ladder ends: the record says so, and a person is told.
