@@ -100,7 +100,9 @@ pub struct RebootRequest {
     pub boot_id: String,
     /// When it was requested (RFC 3339); with the bootID, what makes it one request.
     pub requested: String,
-    /// When the drainer stops waiting for its proof (RFC 3339).
+    /// Until when it may be carried out (RFC 3339): at most a few minutes ahead, signed again
+    /// while it stands, and never past the step's deadline, so a request the drainer withdrew,
+    /// saved and written back, is soon refused.
     pub until: String,
     /// The problem it is asked for, as the Node's conditions said it (`KernelDeadlock=True`): the
     /// detector carries it out only while its Node still carries one of them, so a request the

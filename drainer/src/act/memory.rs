@@ -152,7 +152,12 @@ impl MemoryCluster {
         self.state().configmaps.get(name).cloned()
     }
 
-    /// Changes with every write of the drainer's own ConfigMaps.
+    /// Someone else writes the ConfigMap `name` (a test's attacker with the drainer's token).
+    #[cfg(test)]
+    pub(crate) fn write_configmap(&self, name: &str, data: Data) {
+        self.state().configmaps.insert(name.to_string(), data);
+    }
+
     /// The power-cycle provider gives up on `node`.
     pub(crate) fn power_cycle_fails(&self, node: &str) {
         self.state().outside.fails.insert(node.to_string());
@@ -163,6 +168,7 @@ impl MemoryCluster {
         self.state().power_cycles.clone()
     }
 
+    /// Changes with every write of the drainer's own ConfigMaps.
     pub(crate) fn configmap_writes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.configmap_writes.subscribe()
     }

@@ -22,6 +22,18 @@ use crate::model::cluster::{Cluster, Data, Gated, Kept};
 /// How long after a failed read or write it is tried again.
 pub(crate) const RETRY: Duration = Duration::from_secs(10);
 
+/// How long a reboot or restart request is good for its detector: its `until` is at most this far
+/// ahead (and never past its step's deadline), and it is signed again every [`RENEW`] while it
+/// stands. A request the drainer withdrew (a pause, a gate, its problem cleared), saved by whoever
+/// may read the ConfigMap and written back, is refused by the detector once this has passed: an
+/// attacker's review wrote one back during a pause and the node rebooted. Wide enough for the
+/// clocks of the drainer's and the detector's nodes to disagree by two minutes.
+pub(crate) const FRESH_FOR: Duration = Duration::from_secs(180);
+
+/// How often the requests are signed again and their ConfigMap read against what it must hold (a
+/// write by anyone else, a written-back request among them, is undone by then).
+pub(crate) const RENEW: Duration = Duration::from_secs(60);
+
 /// Whose ConfigMaps these are: the drainer's Lease and this replica.
 #[derive(Debug, Clone)]
 pub(crate) struct Owner {
@@ -141,6 +153,13 @@ impl<C: Cluster> Task<C> {
                     std::future::pending().await
                 }
             };
+            let renew = async {
+                if leading {
+                    tokio::time::sleep(RENEW).await
+                } else {
+                    std::future::pending().await
+                }
+            };
             tokio::select! {
                 r = self.leader.changed() => if r.is_err() { return },
                 r = self.reboots.rx.changed() => match r {
@@ -153,6 +172,7 @@ impl<C: Cluster> Task<C> {
                 },
                 r = self.shards.next() => if r.is_err() { return },
                 () = retry => {}
+                () = renew => self.reboots.due = true,
             }
         }
     }
@@ -162,8 +182,9 @@ impl<C: Cluster> Task<C> {
         if !self.reboots.due {
             return true;
         }
+        let now = k8s_openapi::jiff::Timestamp::now();
         let wanted = signed(
-            self.reboots.rx.borrow_and_update().clone(),
+            fresh(self.reboots.rx.borrow_and_update().clone(), now),
             self.reboots.signing.as_ref(),
         );
         let data = nodemedic_common::reboot::to_data(&wanted);
@@ -213,6 +234,19 @@ impl<C: Cluster> Task<C> {
         self.settings.due = false;
         true
     }
+}
+
+/// The requests as good until [`FRESH_FOR`] after `now` at most (each step's deadline stays the
+/// latest any of its renewals names).
+fn fresh(mut requests: Reboots, now: k8s_openapi::jiff::Timestamp) -> Reboots {
+    let soon = nodemedic_common::time::add(now, FRESH_FOR);
+    for r in requests.values_mut() {
+        let deadline = r.until.parse::<k8s_openapi::jiff::Timestamp>().ok();
+        if deadline.is_none_or(|d| d > soon) {
+            r.until = nodemedic_common::time::rfc3339(soon);
+        }
+    }
+    requests
 }
 
 /// The requests, each signed with `key` (Ed25519 is deterministic: the same request, the same
@@ -335,6 +369,71 @@ mod tests {
         settled().await;
         assert_eq!(configmap_writes(&cluster), vec![requests.clone()]);
         assert!(cluster.configmap(&requests).unwrap().contains_key("n2"));
+        task.abort();
+    }
+
+    #[test]
+    fn a_request_is_good_for_minutes_never_past_its_deadline() {
+        let now: k8s_openapi::jiff::Timestamp = "2026-12-02T00:00:00Z".parse().unwrap();
+        let mut far = request("far");
+        far.until = "2026-12-02T00:20:00Z".into();
+        let mut near = request("near");
+        near.until = "2026-12-02T00:01:00Z".into();
+        let mut odd = request("odd");
+        odd.until = "soon".into();
+        let all = BTreeMap::from([
+            ("far".to_string(), far),
+            ("near".to_string(), near),
+            ("odd".to_string(), odd),
+        ]);
+        let got = fresh(all, now);
+        assert_eq!(got["far"].until, "2026-12-02T00:03:00Z");
+        assert_eq!(
+            got["near"].until, "2026-12-02T00:01:00Z",
+            "its deadline is sooner"
+        );
+        assert_eq!(got["odd"].until, "2026-12-02T00:03:00Z");
+    }
+
+    /// A standing request is signed again each minute with a later `until`, and what anyone else
+    /// wrote into the ConfigMap (a withdrawn request written back) is undone at the same time.
+    #[tokio::test(start_paused = true)]
+    async fn standing_requests_are_renewed_and_a_write_back_undone_each_minute() {
+        let cluster = MemoryCluster::new(Observed::default());
+        let (_lead, leader) = watch::channel(true);
+        let owner = Owner {
+            key: crate::model::seal::RecordTrust::process().key(),
+            namespace: "kube-system".into(),
+            lease: LEASE.into(),
+            identity: "replica-a".into(),
+        };
+        let gated = Gated::new(cluster.clone(), leader);
+        let (out, task) = spawn(gated, owner, None, None);
+        let mut standing = request("n1");
+        standing.until = "2999-01-01T00:00:00Z".into();
+        out.reboots
+            .send_replace(BTreeMap::from([("n1".to_string(), standing)]));
+        settled().await;
+        let name = nodemedic_common::reboot::configmap_name(LEASE);
+        let until = |cluster: &MemoryCluster| {
+            let held = cluster.configmap(&name).unwrap();
+            let r: RebootRequest = serde_json::from_str(&held["n1"]).unwrap();
+            r.until.parse::<k8s_openapi::jiff::Timestamp>().unwrap()
+        };
+        let first = until(&cluster);
+        let soon = nodemedic_common::time::add(k8s_openapi::jiff::Timestamp::now(), FRESH_FOR);
+        assert!(first <= soon, "{first} is at most {FRESH_FOR:?} ahead");
+        // Someone writes a saved request for n2 back.
+        let mut held = cluster.configmap(&name).unwrap();
+        held.insert("n2".into(), serde_json::to_string(&request("n2")).unwrap());
+        cluster.write_configmap(&name, held);
+        configmap_writes(&cluster);
+        tokio::time::sleep(RENEW).await;
+        settled().await;
+        assert_eq!(configmap_writes(&cluster), vec![name.clone()]);
+        let held = cluster.configmap(&name).unwrap();
+        assert!(!held.contains_key("n2"), "the write-back undone: {held:?}");
+        assert!(held.contains_key("n1"));
         task.abort();
     }
 }

@@ -149,8 +149,14 @@ pub(crate) enum PairError {
 /// The key domains (and their subdomains) whose labels and annotations the drainer never writes
 /// but for its own record, as `deploy/components/own-node-policy/drainer-policy.yaml`'s `owned`
 /// names them (a test holds the two equal).
-pub(crate) const OWNED_DOMAINS: [&str; 4] =
-    ["kubernetes.io", "k8s.io", "nodemedic.io", "kosmos.io"];
+pub(crate) const OWNED_DOMAINS: [&str; 5] = [
+    "kubernetes.io",
+    "k8s.io",
+    "nodemedic.io",
+    "kosmos.io",
+    // Cluster API's (`cluster.x-k8s.io/machine` names the node's Machine).
+    "x-k8s.io",
+];
 
 /// The owned domain `key` is in, if any: `topology.kubernetes.io/zone` is in `kubernetes.io`.
 pub(crate) fn owned_domain(key: &str) -> Option<&'static str> {

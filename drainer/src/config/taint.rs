@@ -142,11 +142,9 @@ mod tests {
         );
         // Not a subdomain: a look-alike is the operator's own.
         assert_eq!(owned_domain("notkubernetes.io/x"), None);
-        assert_eq!(
-            owned_domain("cluster.x-k8s.io/x"),
-            None,
-            "x-k8s.io is its own domain"
-        );
+        assert_eq!(owned_domain("notx-k8s.io/x"), None);
+        // Cluster API's: the token must not point a node at another Machine.
+        assert_eq!(owned_domain("cluster.x-k8s.io/machine"), Some("x-k8s.io"));
         assert_eq!(owned_domain("kubernetes.io"), None, "no prefix, no domain");
         for (bad, domain) in [
             ("topology.kubernetes.io/zone=z1", "kubernetes.io"),

@@ -467,6 +467,7 @@ async fn node_writes_on(env: Env) {
         ("move a node to another zone", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"topology.kubernetes.io/zone": "elsewhere"}}}))).await),
         ("lift an exclusion", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"nodemedic.io/exclude": null}}}))).await),
         ("make a Kosmos leaf", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"labels": {"kosmos.io/node": "true"}}}))).await),
+        ("point a node at another Machine", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/machine": "someone-elses"}}}))).await),
         ("rewrite the detector's conditions list", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"annotations": {"nodemedic.io/detector-conditions": "[]"}}}))).await),
         ("finalize a node", nodes.patch(&node, &pp, &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold"]}}))).await),
         ("change its provider ID", nodes.patch(&node, &pp, &Patch::Merge(json!({"spec": {"providerID": "aws:///elsewhere/i-0"}}))).await),

@@ -1455,8 +1455,9 @@ async fn a_withdrawn_request_written_back_reboots_nothing() {
 
 /// Issue 76, principle 1: a step under way passes the gates again while its request stands. A
 /// pause on the Lease withdraws a standing reboot request (a detector started meanwhile reboots
-/// nothing, and the ladder does not go on past the deadline); once the pause lifts, the request
-/// stands again and the node's detector carries it out once.
+/// nothing, and the ladder does not go on past the deadline); the saved request written back is
+/// undone within a minute and good for three at most; once the pause lifts, the request stands
+/// again and the node's detector carries it out once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_withdraws_a_standing_reboot_request_until_it_lifts() {
     use nodemedic_drainer::model::keys::PAUSE_ANNOTATION;
@@ -1470,10 +1471,11 @@ async fn a_pause_withdraws_a_standing_reboot_request_until_it_lifts() {
             "--reboot-deadline=20s",
         ])
         .await;
-    s.until("the reboot requested", &drainer, || async {
-        requests(&s).await.get(&node).cloned()
-    })
-    .await;
+    let saved = s
+        .until("the reboot requested", &drainer, || async {
+            requests(&s).await.get(&node).cloned()
+        })
+        .await;
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(s.env.cluster.client.clone(), "kube-system");
     let pause = |value: serde_json::Value| {
@@ -1488,6 +1490,26 @@ async fn a_pause_withdraws_a_standing_reboot_request_until_it_lifts() {
     };
     pause(json!("incident")).await;
     s.until("the request withdrawn by the pause", &drainer, || async {
+        (!requests(&s).await.contains_key(&node)).then_some(())
+    })
+    .await;
+    // Written back as the drainer's token may (an attacker's review): undone at the next renewal,
+    // and good for minutes only in any case.
+    let cms: Api<ConfigMap> = Api::namespaced(s.env.cluster.client.clone(), "kube-system");
+    let name = nodemedic_common::reboot::configmap_name(&s.lease());
+    let mut cm = cms.get(&name).await.unwrap();
+    cm.data
+        .get_or_insert_with(Default::default)
+        .insert(node.clone(), saved.clone());
+    cms.replace(&name, &Default::default(), &cm).await.unwrap();
+    let r: nodemedic_common::reboot::RebootRequest = serde_json::from_str(&saved).unwrap();
+    let until: k8s_openapi::jiff::Timestamp = r.until.parse().unwrap();
+    let ahead = until.as_second() - k8s_openapi::jiff::Timestamp::now().as_second();
+    assert!(
+        ahead <= 180,
+        "a request is good for 3 minutes at most: {saved}"
+    );
+    s.until("the write-back undone", &drainer, || async {
         (!requests(&s).await.contains_key(&node)).then_some(())
     })
     .await;

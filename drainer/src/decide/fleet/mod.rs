@@ -445,8 +445,8 @@ impl Fleet {
             domain: (domain.or_else(|| self.pinned_domain(&view))).unwrap_or_else(|| {
                 outage::domain_of(&view, &self.cfg).map(|d| crate::model::intern::intern(&d))
             }),
-            unhealthy: outage::unhealthy_since(&view, &self.cfg),
-            problem: outage::problem_named(&view, &self.cfg),
+            unhealthy: outage::unhealthy_since(&view, &self.cfg, Some(self.found(&name))),
+            problem: outage::problem_named(&view, &self.cfg, Some(self.found(&name))),
             view,
             selected,
             wake: None,

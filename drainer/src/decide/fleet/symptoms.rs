@@ -37,14 +37,39 @@ impl Fleet {
             .collect();
         for n in gone {
             self.safety.symptoms.remove(&n);
+            self.recount(&n);
             self.queue.dirty.insert(n);
         }
         for (n, c) in now {
             if self.safety.symptoms.get(&n) != Some(&c) {
                 self.safety.symptoms.insert(n.clone(), c);
+                self.recount(&n);
                 self.queue.dirty.insert(n);
             }
         }
+    }
+
+    /// The symptoms the last pass found on `node` (none: an empty list, not "unknown").
+    pub(super) fn found(&self, node: &str) -> &[(&'static str, Timestamp)] {
+        self.safety.symptoms.get(node).map_or(&[][..], |s| &s[..])
+    }
+
+    /// `node`'s problem as the running totals count it (unhealthy since, the problem a request
+    /// names), again after its found symptoms changed.
+    fn recount(&mut self, node: &str) {
+        let found = self.safety.symptoms.get(node).map_or(&[][..], |s| &s[..]);
+        let Some(e) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let unhealthy =
+            crate::decide::gates::outage::unhealthy_since(&e.view, &self.cfg, Some(found));
+        let problem = crate::decide::gates::outage::problem_named(&e.view, &self.cfg, Some(found));
+        if (unhealthy, &problem) == (e.unhealthy, &e.problem) {
+            return;
+        }
+        self.running.count(e, &self.cfg.owner, false);
+        (e.unhealthy, e.problem) = (unhealthy, problem);
+        self.running.count(e, &self.cfg.owner, true);
     }
 }
 
@@ -129,5 +154,56 @@ mod tests {
         f.round(now);
         f.symptoms_found(&Found::new(), now);
         assert_eq!(f.pending(), 0, "an unchanged pass queues nothing");
+    }
+
+    /// What the fleet counts and asks for follows the same rule (an attacker's review): a forged
+    /// symptom condition neither makes a node unhealthy in the totals (the breaker, outages) nor
+    /// keeps a reboot request standing, nor is named in one; found by a pass, it is.
+    #[test]
+    fn a_forged_symptom_keeps_no_request_standing_and_counts_no_node_unhealthy() {
+        use crate::model::record::{Phase, Record};
+        let cfg = Arc::new(Config {
+            safety: crate::config::safety::Safety::off(),
+            conditions: vec!["PodsNotStarting=True,10m: drain, reboot".parse().unwrap()],
+            ..Default::default()
+        });
+        let mut f = Fleet::new(cfg.clone());
+        let now = t(3600);
+        let mut v = (*stuck("n")).clone();
+        let r = Record {
+            owner: cfg.owner.clone(),
+            phase: Phase::Rebooting,
+            step: Some(crate::model::ladder::Step::Reboot),
+            step_at: Some(t(100)),
+            step_until: Some(t(100_000)),
+            boot_id: "0f6a1d43-8e0b-4c7e-9b5e-1c2d3e4f5a6b".into(),
+            ..Default::default()
+        }
+        .bound(&v, None, t(100));
+        v.resource_version = "2".into();
+        v.annotations = v.annotations.with(
+            nodemedic_common::keys::DRAIN_RECORD_ANNOTATION,
+            Some(&r.to_annotation(&cfg.records)),
+        );
+        f.observe(Arc::new(v), now);
+        assert_eq!(f.running.unhealthy, 0, "a forged symptom is no problem");
+        assert!(f.running.reboots.is_empty(), "{:?}", f.running.reboots);
+        let found: Found = [(
+            "n".into(),
+            vec![Symptom {
+                condition: PODS_NOT_STARTING,
+                reason: "PodsNotStarting",
+                message: "m".into(),
+            }],
+        )]
+        .into_iter()
+        .collect();
+        f.symptoms_found(&found, now);
+        assert_eq!(f.running.unhealthy, 1);
+        assert_eq!(f.running.reboots["n"].because, ["PodsNotStarting=True"]);
+        // Not found any more: the request goes with it.
+        f.symptoms_found(&Found::new(), t(3700));
+        assert_eq!(f.running.unhealthy, 0);
+        assert!(f.running.reboots.is_empty());
     }
 }

@@ -20,29 +20,58 @@ use std::collections::BTreeMap;
 
 /// When the node became unhealthy: the earliest transition among its watched conditions now in
 /// their problem status (Kosmos-exempt ones aside); `None` when it is not.
-pub(crate) fn unhealthy_since(node: &NodeView, cfg: &Config) -> Option<Timestamp> {
-    problem_conditions(node, cfg).map(|c| c.since).min()
+pub(crate) fn unhealthy_since(
+    node: &NodeView,
+    cfg: &Config,
+    symptoms: Option<Symptoms>,
+) -> Option<Timestamp> {
+    problem_conditions(node, cfg, symptoms)
+        .map(|(_, since)| since)
+        .min()
 }
 
+/// The drainer's own symptom conditions found on a node, each with when it first was (`None`: not
+/// known, a preview of one snapshot, which takes them as written).
+pub(crate) type Symptoms<'a> = &'a [(&'static str, Timestamp)];
+
 /// The node's conditions in a configured problem status now (a Kosmos leaf node's exempt ones
-/// aside).
+/// aside), each with the time it counts from. A PodsNotStarting or PodsNotTerminating condition
+/// counts only where the drainer's own pass found it, from when it did (`symptoms`): its token may
+/// write one on any Node, and a forged one once kept a reboot request standing, and named in it,
+/// for a node the drainer itself called healthy (an attacker's review, issue 76).
 fn problem_conditions<'a>(
     node: &'a NodeView,
     cfg: &'a Config,
-) -> impl Iterator<Item = &'a crate::model::node::Condition> + 'a {
+    symptoms: Option<Symptoms<'a>>,
+) -> impl Iterator<Item = (&'a crate::model::node::Condition, Timestamp)> + 'a {
     let kosmos = node.label(&cfg.kosmos_label.0) == Some(cfg.kosmos_label.1.as_str());
     cfg.conditions
         .iter()
         .filter(move |spec| !(kosmos && (spec.type_ == "Ready" || !cfg.kosmos_other_conditions)))
         .filter_map(|spec| node.conditions.iter().find(|c| spec.matches(c)))
+        .filter_map(move |c| {
+            let ours = crate::model::symptom::CONDITIONS
+                .iter()
+                .any(|(t, ..)| *t == &*c.type_);
+            match symptoms.filter(|_| ours) {
+                None => Some((c, c.since)),
+                Some(found) => (found.iter())
+                    .find(|(t, _)| *t == &*c.type_)
+                    .map(|(_, at)| (c, c.since.max(*at))),
+            }
+        })
 }
 
 /// The problem a remediation of the node is for, as its detector reads the Node's conditions
 /// (`KernelDeadlock=True`, each once): a reboot request names it, and the detector carries the
 /// request out only while the Node carries one of them.
-pub(crate) fn problem_named(node: &NodeView, cfg: &Config) -> Box<[String]> {
-    let mut named: Vec<String> = problem_conditions(node, cfg)
-        .map(|c| format!("{}={}", c.type_, c.status))
+pub(crate) fn problem_named(
+    node: &NodeView,
+    cfg: &Config,
+    symptoms: Option<Symptoms>,
+) -> Box<[String]> {
+    let mut named: Vec<String> = problem_conditions(node, cfg, symptoms)
+        .map(|(c, _)| format!("{}={}", c.type_, c.status))
         .collect();
     named.dedup();
     named.into_boxed_slice()

@@ -122,7 +122,7 @@ pub(crate) fn fleet_health(
         if !*selected {
             continue;
         }
-        let since = unhealthy_since(v, cfg);
+        let since = unhealthy_since(v, cfg, None);
         health.selected += 1;
         health.unhealthy += since.is_some() as usize;
         health.newly += since.is_some_and(|t| t >= window_start) as usize;
