@@ -54,8 +54,12 @@ pub enum Error {
         #[source]
         source: kube::config::KubeconfigError,
     },
-    #[error("--master {url:?}: not a URL ({reason})")]
+    #[error("{url:?}: not an API server URL ({reason})")]
     Master { url: String, reason: String },
+    #[error(
+        "the in-cluster service account is not there (inClusterConfig=true outside a pod): {0}"
+    )]
+    InCluster(#[source] kube::config::InClusterError),
 }
 
 /// Infer the configuration and build a client whose requests carry `user_agent`.
@@ -81,7 +85,43 @@ pub async fn infer_with_credential(user_agent: &str) -> Result<(Client, Credenti
 /// [`infer_with_credential`], and the API server's URL (for what a process says at start and when
 /// it cannot reach it).
 pub async fn infer_with_server(user_agent: &str) -> Result<(Client, Credential, String), Error> {
-    let config = Config::infer().await.map_err(Error::Infer)?;
+    connect(user_agent, &Options::default()).await
+}
+
+/// Where a client's configuration comes from, when not inferred (`--kubeconfig`, NPD's
+/// `--apiserver-override`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// A kubeconfig file (else the in-cluster service account, then `KUBECONFIG` or
+    /// `~/.kube/config`).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The in-cluster service account only (NPD's `inClusterConfig=true`, its default).
+    pub in_cluster: bool,
+    /// The API server's URL, in place of the configuration's.
+    pub server: Option<String>,
+    /// The API server's certificate not checked (NPD's `insecure=true`): said once at start.
+    pub insecure: bool,
+}
+
+/// A client as `options` say, with the credential it authenticates with and the API server's URL.
+pub async fn connect(
+    user_agent: &str,
+    options: &Options,
+) -> Result<(Client, Credential, String), Error> {
+    let mut config = match (&options.kubeconfig, options.in_cluster) {
+        (Some(path), _) => from_kubeconfig(path).await?,
+        (None, true) => Config::incluster().map_err(Error::InCluster)?,
+        (None, false) => Config::infer().await.map_err(Error::Infer)?,
+    };
+    if let Some(server) = &options.server {
+        config.cluster_url = server.parse().map_err(|e| Error::Master {
+            url: server.clone(),
+            reason: format!("{e}"),
+        })?;
+    }
+    if options.insecure {
+        config.accept_invalid_certs = true;
+    }
     // kube's in-cluster configuration reads the mounted token file; a kubeconfig names its own.
     let in_cluster = config.auth_info.token_file.as_deref()
         == Some("/var/run/secrets/kubernetes.io/serviceaccount/token");
@@ -107,19 +147,7 @@ pub async fn for_flags(
 ) -> Result<Client, Error> {
     let mut config = match kubeconfig {
         None => Config::infer().await.map_err(Error::Infer)?,
-        Some(path) => {
-            let file =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| Error::Kubeconfig {
-                    path: path.to_path_buf(),
-                    source: e,
-                })?;
-            Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| Error::Kubeconfig {
-                    path: path.to_path_buf(),
-                    source: e,
-                })?
-        }
+        Some(path) => from_kubeconfig(path).await?,
     };
     if let Some(m) = master {
         config.cluster_url = m.parse().map_err(|e| Error::Master {
@@ -133,6 +161,18 @@ pub async fn for_flags(
         "using the API server"
     );
     from_config(config, user_agent)
+}
+
+/// The configuration a kubeconfig file gives (its current context).
+async fn from_kubeconfig(path: &std::path::Path) -> Result<Config, Error> {
+    let said = |e| Error::Kubeconfig {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let file = kube::config::Kubeconfig::read_from(path).map_err(said)?;
+    Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(said)
 }
 
 /// Build a client from an explicit configuration (tests point it at a loopback test API server).

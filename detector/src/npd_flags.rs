@@ -73,7 +73,9 @@ pub(crate) struct NpdFlags {
     /// Accepted when true; false is refused (conditions are always written).
     #[arg(long = "k8s-exporter-update-node-conditions", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) update_conditions: Option<bool>,
-    /// Refused: name the API server in a kubeconfig (KUBECONFIG) instead.
+    /// The API server as NPD takes it: `https://HOST:PORT?inClusterConfig=false&auth=KUBECONFIG`
+    /// (`inClusterConfig` true by default: the pod's service account with HOST:PORT; `auth`: a
+    /// kubeconfig file; `insecure=true`: the certificate not checked).
     #[arg(long = "apiserver-override", value_name = "URL")]
     pub(crate) apiserver_override: Option<String>,
     /// Ignored with a warning: the API server is waited for as long as it takes, with backoff.
@@ -121,6 +123,9 @@ pub(crate) struct Mapped {
     pub(crate) log_level: Option<&'static str>,
     /// One line per flag accepted but not acted on.
     pub(crate) warnings: Vec<String>,
+    /// How to reach the API server, from `--apiserver-override` (None: as the detector's own
+    /// flags say).
+    pub(crate) client: Option<nodemedic_common::client::Options>,
 }
 
 /// Map NPD's flags onto `listen`; `Err` says, for each refused flag, what to use instead.
@@ -134,6 +139,7 @@ pub(crate) fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<St
         heartbeat: None,
         log_level: None,
         warnings: Vec::new(),
+        client: None,
     };
     m.rules.extend(f.system_log_monitor.iter().cloned());
     m.rules.extend(f.system_log_monitors.iter().cloned());
@@ -181,7 +187,13 @@ pub(crate) fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<St
         refused.push("--k8s-exporter-update-node-conditions=false: conditions are always written; a rule file without permanent rules writes none. Remove the flag.".to_string());
     }
     if let Some(url) = &f.apiserver_override {
-        refused.push(format!("--apiserver-override={url}: name the API server in a kubeconfig and point KUBECONFIG at it (in a pod the service account is used)."));
+        match apiserver_override(url) {
+            Ok((client, ignored)) => {
+                m.client = Some(client);
+                m.warnings.extend(ignored);
+            }
+            Err(why) => refused.push(format!("--apiserver-override={url}: {why}")),
+        }
     }
     if let Some(ns) = f
         .event_namespace
@@ -202,6 +214,77 @@ pub(crate) fn resolve(f: &NpdFlags, listen: SocketAddr) -> Result<Mapped, Vec<St
         Ok(m)
     } else {
         Err(refused)
+    }
+}
+
+/// NPD's `--apiserver-override` (heapster's source URI, which NPD reads): the URL's scheme and
+/// host name the API server; `inClusterConfig` (true by default) takes the pod's service account,
+/// `inClusterConfig=false&auth=FILE` the kubeconfig FILE; `insecure=true` checks no certificate;
+/// `useServiceAccount=true` is the service account's token. The parameters NPD reads but that mean
+/// nothing here (`apiVersion`, kubelet's) are warned about; anything else is refused, as is
+/// `inClusterConfig=false` with no credential at all. Pure.
+pub(crate) fn apiserver_override(
+    url: &str,
+) -> Result<(nodemedic_common::client::Options, Vec<String>), String> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let server = if base.is_empty() {
+        None
+    } else {
+        let uri: http::Uri = base.parse().map_err(|e| {
+            format!("not a URL ({e}); e.g. https://10.0.0.1:6443?inClusterConfig=false&auth=/etc/kubernetes/kubeconfig")
+        })?;
+        match (uri.scheme_str(), uri.authority()) {
+            (Some(scheme), Some(host)) => Some(format!("{scheme}://{host}")),
+            _ => {
+                return Err(
+                    "name the API server as scheme://host:port (https://10.0.0.1:6443)".into(),
+                );
+            }
+        }
+    };
+    let mut in_cluster = true;
+    let mut auth = None;
+    let mut insecure = false;
+    let mut service_account = false;
+    let mut warnings = Vec::new();
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        let flag = |v: &str| go_bool(v).ok_or_else(|| format!("{key}={v:?} is not true or false"));
+        match &*key {
+            "inClusterConfig" => in_cluster = flag(&value)?,
+            "auth" if !value.is_empty() => auth = Some(PathBuf::from(&*value)),
+            "auth" => {}
+            "insecure" => insecure = flag(&value)?,
+            "useServiceAccount" => service_account = flag(&value)?,
+            "apiVersion" | "kubeletPort" | "kubeletHttps" => warnings.push(format!(
+                "--apiserver-override: {key} ignored (the detector speaks the API server's own versions, and no kubelet)"
+            )),
+            other => {
+                return Err(format!(
+                    "{other:?} is not a parameter NPD reads (inClusterConfig, auth, insecure, useServiceAccount)"
+                ));
+            }
+        }
+    }
+    // As NPD: a kubeconfig only with inClusterConfig=false.
+    let kubeconfig = auth.filter(|_| !in_cluster);
+    if !in_cluster && kubeconfig.is_none() && !service_account {
+        return Err("inClusterConfig=false needs auth=KUBECONFIG (or useServiceAccount=true): without either NPD connects with no credential".into());
+    }
+    let options = nodemedic_common::client::Options {
+        in_cluster: kubeconfig.is_none(),
+        kubeconfig,
+        server,
+        insecure,
+    };
+    Ok((options, warnings))
+}
+
+/// Go's `strconv.ParseBool`.
+fn go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
     }
 }
 
@@ -352,14 +435,56 @@ mod tests {
     fn flags_we_cannot_honour_are_refused_with_what_to_do() {
         let f = parse(&[
             "--enable-k8s-exporter=false",
-            "--apiserver-override=https://10.0.0.1",
+            "--apiserver-override=https://10.0.0.1?inClusterConfig=false",
             "--prometheus-port=0",
             "--event-namespace=npd",
         ]);
         let refused = resolve(&f, LISTEN.parse().unwrap()).unwrap_err();
         assert_eq!(refused.len(), 4, "{refused:#?}");
         assert!(refused.iter().any(|r| r.contains("detector check")));
-        assert!(refused.iter().any(|r| r.contains("KUBECONFIG")));
+        assert!(refused.iter().any(|r| r.contains("auth=KUBECONFIG")));
+    }
+
+    /// NPD's `--apiserver-override` as NPD reads it (heapster's source URI).
+    #[test]
+    fn the_api_server_override_is_taken_as_npd_takes_it() {
+        use nodemedic_common::client::Options;
+        let ok = |url: &str| apiserver_override(url).unwrap();
+        // Out of cluster: the kubeconfig named, its server replaced by the URL's.
+        let (o, warnings) =
+            ok("https://10.0.0.1:6443?inClusterConfig=false&auth=/etc/kubernetes/my%20kubeconfig");
+        assert_eq!(
+            o,
+            Options {
+                kubeconfig: Some("/etc/kubernetes/my kubeconfig".into()),
+                in_cluster: false,
+                server: Some("https://10.0.0.1:6443".into()),
+                insecure: false,
+            }
+        );
+        assert!(warnings.is_empty());
+        // NPD's default: the pod's service account, with the URL's server.
+        let (o, _) = ok("https://10.0.0.1");
+        assert!(o.in_cluster && o.kubeconfig.is_none());
+        assert_eq!(o.server.as_deref(), Some("https://10.0.0.1"));
+        // auth= is NPD's only with inClusterConfig=false.
+        let (o, _) = ok("https://10.0.0.1?auth=/k");
+        assert!(o.in_cluster && o.kubeconfig.is_none());
+        let (o, w) = ok("?inClusterConfig=0&auth=/k&insecure=TRUE&apiVersion=v1");
+        assert_eq!((o.server, o.insecure, o.in_cluster), (None, true, false));
+        assert_eq!(w.len(), 1, "{w:?}");
+        let (o, _) = ok("https://h?inClusterConfig=false&useServiceAccount=true");
+        assert!(o.in_cluster);
+        for (bad, said) in [
+            ("https://h?inClusterConfig=maybe", "not true or false"),
+            ("https://h?inClusterConfig=false", "needs auth=KUBECONFIG"),
+            ("https://h?kubeconfig=/k", "not a parameter NPD reads"),
+            ("//h", "scheme://host:port"),
+            ("https://h h", "not a URL"),
+        ] {
+            let e = apiserver_override(bad).unwrap_err();
+            assert!(e.contains(said), "{bad}: {e}");
+        }
     }
 
     #[test]

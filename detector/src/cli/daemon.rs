@@ -15,6 +15,10 @@ pub(crate) struct RunArgs {
     /// This node's name. Default: $NODE_NAME, else the hostname.
     #[arg(long = "node-name", visible_alias = "hostname-override")]
     node_name: Option<String>,
+    /// A kubeconfig file to reach the API server with (running outside a pod, on a node's own
+    /// credential). Default: the pod's service account, else KUBECONFIG or ~/.kube/config.
+    #[arg(long = "kubeconfig", value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
     /// Rule file or directory (repeatable; YAML rule files and NPD's JSON monitor files); watched
     /// and hot-reloaded. Default: /etc/nodemedic/rules, unless NPD's --config.* flags name files.
     #[arg(long = "rules")]
@@ -261,10 +265,14 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     let result: anyhow::Result<()> = rt.block_on(async move {
         // Said first, so even a detector that stops before reaching anything leaves a line.
         tracing::info!(node = %node_name, version = env!("CARGO_PKG_VERSION"), "detector starting");
-        let (client, credential, server) = nodemedic_common::client::infer_with_server(
-            nodemedic_common::keys::DETECTOR_MANAGER,
-        )
-        .await?;
+        // NPD's --apiserver-override, then --kubeconfig (which names the file if both are given).
+        let mut how = npd.client.clone().unwrap_or_default();
+        if let Some(k) = &args.kubeconfig {
+            (how.kubeconfig, how.in_cluster) = (Some(k.clone()), false);
+        }
+        let (client, credential, server) =
+            nodemedic_common::client::connect(nodemedic_common::keys::DETECTOR_MANAGER, &how)
+                .await?;
         // Said before any call, so a detector that cannot reach its API server has said which.
         tracing::info!(api_server = %server, "using the API server");
         let opts = crate::run::Options {

@@ -21,6 +21,7 @@ mod kwok;
 mod ladder;
 mod medik8s;
 mod memory;
+mod outside;
 mod rbac;
 mod reload;
 mod remedies;
