@@ -322,14 +322,16 @@ fn the_draino_migration_table_names_only_flags_the_drainer_has() {
 }
 
 /// `--dry-run=false`, as draino's kingpin read it: the flag set, the value a stray argument. The
-/// drainer does the same (dry run), says so with the form that turns it off, and goes on (here to
-/// the missing kubeconfig, exit 1); a boolean that would make it do more than asked is refused
-/// (exit 2) naming the forms that work.
+/// drainer does the same (dry run), says so with the form that turns it off in its own log (a JSON
+/// line where it logs JSON, as a log collector reads it), and that it runs in dry run, then goes on
+/// (here to the missing kubeconfig, exit 1); a boolean that would make it do more than asked is
+/// refused (exit 2) naming the forms that work.
 #[test]
 fn a_draino_boolean_with_a_value_runs_as_kingpin_read_it_or_is_refused_with_the_form_that_works() {
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
         .args([
             "--dry-run=false",
+            "--log-format=json",
             "--kubeconfig",
             "/nonexistent/kubeconfig",
             "KernelDeadlock",
@@ -338,11 +340,24 @@ fn a_draino_boolean_with_a_value_runs_as_kingpin_read_it_or_is_refused_with_the_
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    let logged: Vec<serde_json::Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let said = |what: &str| {
+        logged.iter().any(|l| {
+            l["level"] == "WARN" && l["message"].as_str().is_some_and(|m| m.contains(what))
+        })
+    };
     assert!(
-        err.contains("--dry-run=false: --dry-run is ON, as draino had it"),
+        said("--dry-run=false: --dry-run is ON, as draino had it"),
         "{err}"
     );
-    assert!(err.contains("Write --no-dry-run to turn it off"), "{err}");
+    assert!(said("Write --no-dry-run to turn it off"), "{err}");
+    assert!(
+        said("dry run: nothing is cordoned, drained or written"),
+        "{err}"
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
         .args([
             "--evict-emptydir-pods=false",

@@ -164,17 +164,24 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             KubectlCommand::Backtest(args) => backtest::backtest(args),
         };
     }
-    let cli = match parse(args) {
-        Ok(cli) => cli,
+    let (cli, notes) = match parse(args) {
+        Ok(parsed) => parsed,
         Err(code) => return code,
     };
+    // The controller says them in its own log (JSON where it logs JSON), after it starts logging.
     let Some(command) = cli.command else {
-        return run::run(cli.run);
+        return run::run(cli.run, notes);
     };
+    if let Command::Run(args) = command {
+        return run::run(*args, notes);
+    }
+    for line in notes {
+        say!("{line}");
+    }
     match command {
         Command::Plan(args) => plan::plan(args),
         Command::Explain(args) => explain::explain(args),
-        Command::Run(args) => run::run(*args),
+        Command::Run(_) => unreachable!("run above"),
         Command::Config(args) => config::effective(&args.policy),
         Command::Simulate(args) if !args.history.is_empty() => backtest::from_files(
             &args.history,
@@ -194,15 +201,11 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 }
 
 /// Parse `drainer`'s command line as draino's flag parser (kingpin) read its booleans: `--FLAG=false`
-/// said and taken as kingpin did, `--no-FLAG` (the last of it and `--FLAG` wins, over DRAINO_*).
-fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
-    let args = match crate::config::kingpin::bool_values(args) {
-        Ok((args, said)) => {
-            for line in said {
-                say!("{line}");
-            }
-            args
-        }
+/// taken as kingpin did, with what to tell the operator about it (the caller says it), `--no-FLAG`
+/// (the last of it and `--FLAG` wins, over DRAINO_*).
+fn parse(args: Vec<OsString>) -> Result<(Cli, Vec<String>), ExitCode> {
+    let (args, notes) = match crate::config::kingpin::bool_values(args) {
+        Ok(parsed) => parsed,
         Err(refused) => {
             say!("{refused}");
             return Err(ExitCode::from(2));
@@ -210,7 +213,10 @@ fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
     };
     let cmd = draino::without_env(Cli::command(), &draino::negated_last(&args));
     match cmd.try_get_matches_from(draino::drop_negations(args)) {
-        Ok(m) => Ok(Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())),
+        Ok(m) => Ok((
+            Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit()),
+            notes,
+        )),
         Err(e) => e.exit(),
     }
 }
@@ -221,7 +227,12 @@ fn convert_draino(args: Vec<OsString>) -> ExitCode {
     let mut argv = vec![OsString::from("drainer")];
     argv.extend(args);
     let cli = match parse(argv) {
-        Ok(cli) => cli,
+        Ok((cli, notes)) => {
+            for line in notes {
+                say!("{line}");
+            }
+            cli
+        }
         Err(code) => return code,
     };
     if cli.command.is_some() {

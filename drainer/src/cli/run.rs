@@ -119,7 +119,7 @@ enum RunError {
     Start(#[from] crate::error::Error),
 }
 
-pub(super) fn run(mut args: RunArgs) -> ExitCode {
+pub(super) fn run(mut args: RunArgs, notes: Vec<String>) -> ExitCode {
     if let Some(name) = args.draino.leader_election_token_name.take() {
         args.lease_name = name;
     }
@@ -133,6 +133,10 @@ pub(super) fn run(mut args: RunArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // What the command line's draino booleans came to (`--dry-run=false` keeps dry run on).
+    for line in notes {
+        tracing::warn!("{line}");
+    }
     for w in config.start_warnings() {
         tracing::warn!("{w}");
     }

@@ -240,6 +240,11 @@ impl Config {
     /// words it logs them; `config`, `plan` and `explain` say the same offline.
     pub(crate) fn start_warnings(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
+        if self.dry_run {
+            out.push(
+                "dry run: nothing is cordoned, drained or written; each decision is logged as `action=would ...` (--dry-run, as draino's; to act, take it off the command line and dryRun off the config file)",
+            );
+        }
         if self.evict_daemonset_pods {
             out.push(
                 "--evict-daemonset-pods: DaemonSet pods are evicted in drains, as draino did; their DaemonSet recreates them on the cordoned node at once (they tolerate unschedulable), so they keep running there",

@@ -496,3 +496,59 @@ fn the_record_key_rotation_commands_keep_the_old_key_beside_a_new_one() {
     assert_eq!(data("key").as_deref(), Some(new.as_str()));
     sh(&format!("kubectl delete namespace {ns} --wait=false"));
 }
+
+/// The draino migration guide's commands (issue 78, point 3), run as written with real kubectl on a
+/// control plane of their own (they bind cluster-wide names): the drainer's objects land in
+/// kube-system (none in `default`, where `kubectl apply -f` without `-n` once put them), and draino's
+/// own account may then make every call of the drainer's there.
+#[test]
+fn the_draino_account_commands_grant_the_drainers_calls_in_kube_system() {
+    use nodemedic_tests::envtest::{self, ControlPlane};
+    let Some(assets) = envtest::assets().into_iter().next() else {
+        envtest::say_skipped("the draino migration commands", "a real kube-apiserver");
+        return;
+    };
+    let doc = std::fs::read_to_string(repo().join("docs/migrating-from-draino.md")).unwrap();
+    let block = doc
+        .split("bind them to draino's account")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the guide's commands");
+    let plane = ControlPlane::start(&assets, None);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig);
+    let sh = |line: &str| run_shell(line, &kubeconfig, &assets);
+    let (ok, said) = sh("kubectl -n kube-system create serviceaccount draino");
+    assert!(ok, "{said}");
+    let lines: Vec<&str> = block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 3, "{block}");
+    for line in &lines {
+        let (ok, said) = sh(line);
+        assert!(ok, "{line}\n{said}");
+    }
+    let can = |verb: &str, what: &str| {
+        let (_, said) = sh(&format!(
+            "kubectl auth can-i {verb} {what} -n kube-system --as=system:serviceaccount:kube-system:draino"
+        ));
+        // (kubectl warns on stderr that nodes are not namespaced; its answer is a line of its own.)
+        said.lines().any(|l| l.trim() == "yes")
+    };
+    assert!(can("update", "leases/nodemedic-drainer"), "the Lease");
+    assert!(
+        can("update", "configmaps/nodemedic-drainer-reboots"),
+        "its ConfigMaps"
+    );
+    assert!(can("patch", "nodes"), "the cordon");
+    assert!(can("create", "pods --subresource=eviction"), "the drain");
+    assert!(!can("get", "secrets"), "no Secret, as with its own account");
+    let (ok, said) = sh("kubectl -n kube-system get lease nodemedic-drainer -o name");
+    assert!(ok, "{said}");
+    let (_, said) = sh("kubectl -n default get configmaps,leases -o name");
+    assert!(!said.contains("nodemedic-drainer"), "{said}");
+}
