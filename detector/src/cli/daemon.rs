@@ -222,6 +222,19 @@ fn reboot_options(args: &RunArgs) -> Result<Option<crate::reboot::Options>, Exit
     }))
 }
 
+/// How to reach the API server: NPD's --apiserver-override, then --kubeconfig (which names the
+/// file if both are given).
+fn client_options(
+    npd: Option<nodemedic_common::client::Options>,
+    kubeconfig: Option<PathBuf>,
+) -> nodemedic_common::client::Options {
+    let mut how = npd.unwrap_or_default();
+    if let Some(k) = kubeconfig {
+        (how.kubeconfig, how.in_cluster) = (Some(k), false);
+    }
+    how
+}
+
 pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     let npd = match crate::npd_flags::resolve(&args.npd, args.listen) {
         Ok(m) => m,
@@ -265,11 +278,7 @@ pub(crate) fn run_daemon(mut args: RunArgs) -> ExitCode {
     let result: anyhow::Result<()> = rt.block_on(async move {
         // Said first, so even a detector that stops before reaching anything leaves a line.
         tracing::info!(node = %node_name, version = env!("CARGO_PKG_VERSION"), "detector starting");
-        // NPD's --apiserver-override, then --kubeconfig (which names the file if both are given).
-        let mut how = npd.client.clone().unwrap_or_default();
-        if let Some(k) = &args.kubeconfig {
-            (how.kubeconfig, how.in_cluster) = (Some(k.clone()), false);
-        }
+        let how = client_options(npd.client.clone(), args.kubeconfig.clone());
         let (client, credential, server) =
             nodemedic_common::client::connect(nodemedic_common::keys::DETECTOR_MANAGER, &how)
                 .await?;

@@ -18,6 +18,8 @@ use crate::config::flags::PolicyArgs;
 /// secrets), and the ones written by hand below.
 const NOT_KEYS: &[&str] = &[
     "config",
+    // Added to the file's conditions, from the command line (a component's): the file lists its own.
+    "add_conditions",
     "node_labels",
     "min_ready_duration",
     "notify_url_files",
@@ -84,18 +86,8 @@ pub(crate) fn render(
             clap::ArgAction::Append => Stated::Empty,
             _ => default(&help),
         };
-        let mut l = line(&key, &flags, &from_file, file_name, stated);
-        if field == "node_selector" && !args.node_labels.is_empty() && args.node_selector.is_none()
-        {
-            // draino's --node-label joins the file's nodeSelector (`build::selector`).
-            let labels = args.node_labels.join(",");
-            let joined = match from_file.get(&key).and_then(Value::as_str) {
-                Some(s) if !s.trim().is_empty() => format!("{s},{labels}"),
-                _ => labels,
-            };
-            l = format!("{key}: {}  # flag --node-label", Value::String(joined));
-        }
-        Some(l)
+        let l = line(&key, &flags, &from_file, file_name, stated);
+        Some(joined(field, &key, args, (&flags, &from_file)).unwrap_or(l))
     });
     for (heading, lines) in groups {
         out.push(String::new());
@@ -148,6 +140,41 @@ pub(crate) fn render(
     let mut text = out.join("\n");
     text.push('\n');
     Ok(text)
+}
+
+/// The line of a key that a flag joins rather than replaces (`--add-condition` the conditions,
+/// draino's `--node-label` the node selector), if `field` is one and the flag is given.
+fn joined(
+    field: &str,
+    key: &str,
+    args: &PolicyArgs,
+    (flags, from_file): (&BTreeMap<String, Value>, &BTreeMap<String, Value>),
+) -> Option<String> {
+    if field == "conditions" && !args.add_conditions.is_empty() {
+        // --add-condition joins the list in force (`build::conditions`).
+        let mut all: Vec<Value> = match flags.get(key).or_else(|| from_file.get(key)) {
+            Some(Value::Array(listed)) => listed.clone(),
+            _ => Vec::new(),
+        };
+        all.extend(args.add_conditions.iter().cloned().map(Value::String));
+        return Some(format!(
+            "{key}: {}  # with --add-condition",
+            Value::Array(all)
+        ));
+    }
+    if field == "node_selector" && !args.node_labels.is_empty() && args.node_selector.is_none() {
+        // draino's --node-label joins the file's nodeSelector (`build::selector`).
+        let labels = args.node_labels.join(",");
+        let joined = match from_file.get(key).and_then(Value::as_str) {
+            Some(s) if !s.trim().is_empty() => format!("{s},{labels}"),
+            _ => labels,
+        };
+        return Some(format!(
+            "{key}: {}  # flag --node-label",
+            Value::String(joined)
+        ));
+    }
+    None
 }
 
 /// The settings of a rendered file, `key: value` each (comments and where each comes from left

@@ -13,6 +13,17 @@ use super::ProtectedPods;
 pub struct PolicyArgs {
     /// Problem conditions: `Type`, `Type=Status` or `Type=Status,MinDuration` (e.g. `KernelDeadlock=True,10m`), each optionally with its remediation ladder after a colon: `KernelDeadlock=True,10m: drain, reboot, replace` (quoted in a shell; without one: cordon, drain, then wait, as draino). A type listed more than once is held under the first whose `reason=A|B` its reason matches: `KernelDeadlock=True,reason=DockerHung,10m: drain`.
     pub conditions: Vec<String>,
+    /// A problem condition added to the others, the config file's or the command line's (repeatable; same form):
+    /// what a kustomize component or a Helm value adds without copying the whole list, e.g.
+    /// `--add-condition=MaintenanceScheduled=True` (deploy/components/cloud-maintenance). A type listed already
+    /// stays under its first listing.
+    #[arg(
+        help_heading = "Selection",
+        long = "add-condition",
+        value_name = "CONDITION"
+    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_conditions: Vec<String>,
     /// YAML file with the same settings (camelCase names); flags given here override it.
     #[arg(help_heading = "Selection", long)]
     pub config: Option<PathBuf>,

@@ -309,6 +309,20 @@ fn has(objects: &[Value], component: &str) -> bool {
             find(objects, "ConfigMap", "nodemedic-detector-rules")["data"]["resource-monitor.yaml"]
                 .is_string()
         }
+        "cloud-maintenance" => {
+            let (d, r) = (
+                find(objects, "ConfigMap", "nodemedic-detector-rules")["data"]
+                    ["cloud-maintenance-monitor.yaml"]
+                    .is_string(),
+                arg(
+                    "Deployment",
+                    "nodemedic-drainer",
+                    "--add-condition=MaintenanceScheduled=True",
+                ),
+            );
+            assert_eq!(d, r, "the check and the condition come together");
+            d
+        }
         "reboot" => {
             let (d, r) = (
                 arg("DaemonSet", "nodemedic-detector", "--reboot-requests="),
@@ -346,7 +360,7 @@ fn every_pair_of_components_and_the_documented_combination_render() {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    assert_eq!(components.len(), 11, "{components:?}");
+    assert_eq!(components.len(), 12, "{components:?}");
     // One power-cycle provider at a time (the drainer asks one): the others combine with all.
     let one_provider =
         |set: &[&str]| set.iter().filter(|c| c.starts_with("power-cycle-")).count() <= 1;

@@ -107,3 +107,49 @@ fn helm_adds_early_pressure_when_asked_with_the_paths_given() {
         other => panic!("a relative imagefs path passed helm lint: {other:?}"),
     }
 }
+
+/// The cloud-maintenance component's check is the shipped one (issue 78, point 4), and the
+/// drainer's conditions keep the config file's list beside the one it adds.
+#[test]
+fn the_cloud_maintenance_component_adds_the_shipped_check_and_its_condition() {
+    let copy = std::fs::read_to_string(
+        repo().join("deploy/components/cloud-maintenance/cloud-maintenance-monitor.yaml"),
+    )
+    .unwrap();
+    let original =
+        std::fs::read_to_string(repo().join("config/checks/cloud-maintenance-monitor.yaml"))
+            .unwrap();
+    assert_eq!(
+        copy, original,
+        "the component's copy differs from config/checks"
+    );
+    let dir = repo().join(format!("target/cloud-maintenance-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "resources:\n  - ../../deploy/base\ncomponents:\n  - ../../deploy/components/cloud-maintenance\n",
+    )
+    .unwrap();
+    let Some(objects) = kustomize(&dir) else {
+        return;
+    };
+    std::fs::remove_dir_all(&dir).unwrap();
+    check_types(&objects);
+    check_configs(&objects);
+    let rules = find(&objects, "ConfigMap", "nodemedic-detector-rules");
+    assert!(rules["data"]["cloud-maintenance-monitor.yaml"].is_string());
+    assert!(
+        rules["data"]["kernel-monitor.yaml"].is_string(),
+        "the base's rules stay"
+    );
+    let drainer = find(&objects, "Deployment", "nodemedic-drainer");
+    let args = drainer["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--add-condition=MaintenanceScheduled=True"),
+        "{args}"
+    );
+    assert!(
+        args.contains("--config="),
+        "the file's conditions stay: {args}"
+    );
+}

@@ -150,30 +150,49 @@ fn parse_file(path: &Path, text: &str) -> Parsed {
     }
 }
 
-/// The problem conditions: the flags' list replaces the file's; one is needed.
+/// The problem conditions: the flags' list replaces the file's, `--add-condition` adds to either;
+/// one is needed.
 fn conditions(s: &mut Sources, cfg: &mut Config, needed: bool) {
+    listed(s, cfg, needed);
+    let args = s.args;
+    for c in &args.add_conditions {
+        let spec = c.parse::<ConditionSpec>().map_err(|e| e.to_string());
+        match spec.and_then(|spec| match too_soon(args.min_ready_duration, &spec) {
+            None => Ok(spec),
+            Some(e) => Err(e),
+        }) {
+            Ok(spec) => cfg.conditions.push(spec),
+            Err(e) => s.flag_error(format!("--add-condition={c}: {e}")),
+        }
+    }
+}
+
+/// Why a Ready condition acted on sooner than `floor` (`--min-ready-duration`) is refused, if it is.
+fn too_soon(floor: Option<std::time::Duration>, spec: &ConditionSpec) -> Option<String> {
+    floor
+        .filter(|f| spec.type_ == "Ready" && spec.min_duration < *f)
+        .map(|f| {
+            format!(
+                "{spec} acts on Ready sooner than --min-ready-duration {} given on the command line: \
+                 a config edit may only lengthen it",
+                humantime::format_duration(f)
+            )
+        })
+}
+
+/// The listed conditions: the flags' list, else the file's.
+fn listed(s: &mut Sources, cfg: &mut Config, needed: bool) {
     let (args, file) = (s.args, s.file);
-    if needed && args.conditions.is_empty() && file.conditions.is_empty() {
+    let added = !args.add_conditions.is_empty();
+    if needed && !added && args.conditions.is_empty() && file.conditions.is_empty() {
         s.flag_error("no problem conditions given (e.g. `drainer run KernelDeadlock=True,10m`)");
         return;
     }
     let floor = args.min_ready_duration;
-    // A Ready condition acted on sooner than --min-ready-duration: why it is refused.
-    let too_soon = |spec: &ConditionSpec| {
-        floor
-            .filter(|f| spec.type_ == "Ready" && spec.min_duration < *f)
-            .map(|f| {
-                format!(
-                    "{spec} acts on Ready sooner than --min-ready-duration {} given on the command line: \
-                     a config edit may only lengthen it",
-                    humantime::format_duration(f)
-                )
-            })
-    };
     if args.conditions.is_empty() {
         for c in &file.conditions {
             let e = match c.value.0.parse::<ConditionSpec>() {
-                Ok(spec) => match too_soon(&spec) {
+                Ok(spec) => match too_soon(floor, &spec) {
                     None => {
                         cfg.conditions.push(spec);
                         continue;
@@ -189,7 +208,7 @@ fn conditions(s: &mut Sources, cfg: &mut Config, needed: bool) {
     }
     for c in &args.conditions {
         match c.parse::<ConditionSpec>() {
-            Ok(spec) => match too_soon(&spec) {
+            Ok(spec) => match too_soon(floor, &spec) {
                 None => cfg.conditions.push(spec),
                 Some(e) => s.flag_error(e),
             },
@@ -565,6 +584,52 @@ mod tests {
         a.node_label_expr = Some("metadata.name == 'x'".into());
         let e = build(&a).unwrap_err()[0].to_string();
         assert!(e.contains("not both"), "{e}");
+    }
+
+    /// `--add-condition` adds to the config file's list or the command line's, never replaces it
+    /// (what a kustomize component adds), and is checked as a listed one is.
+    #[test]
+    fn an_added_condition_joins_the_listed_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("drainer.yaml");
+        std::fs::write(&f, "conditions:\n  - KernelDeadlock=True,10m\n").unwrap();
+        let types = |a: &PolicyArgs| -> Vec<String> {
+            let cfg = build(a).unwrap_or_else(|e| panic!("{e:?}"));
+            cfg.conditions.iter().map(|c| c.to_string()).collect()
+        };
+        let mut a = PolicyArgs {
+            config: Some(f),
+            add_conditions: vec!["MaintenanceScheduled=True".into()],
+            ..Default::default()
+        };
+        let both = types(&a);
+        assert_eq!(both.len(), 2, "{both:?}");
+        assert!(
+            both[0].starts_with("KernelDeadlock=True")
+                && both[1].starts_with("MaintenanceScheduled=True"),
+            "{both:?}"
+        );
+        a.conditions = vec!["ReadonlyFilesystem".into()];
+        let flags = types(&a);
+        assert!(
+            flags[0].starts_with("ReadonlyFilesystem")
+                && flags[1].starts_with("MaintenanceScheduled"),
+            "{flags:?}"
+        );
+        // Alone, it is the list.
+        let alone = PolicyArgs {
+            add_conditions: vec!["MaintenanceScheduled=True".into()],
+            ..Default::default()
+        };
+        assert_eq!(types(&alone).len(), 1);
+        // Checked as any condition: a typo, and Ready sooner than the floor.
+        a.add_conditions = vec!["Maintenance=Maybe,x".into()];
+        let e = build(&a).unwrap_err()[0].to_string();
+        assert!(e.contains("--add-condition=Maintenance=Maybe,x"), "{e}");
+        a.add_conditions = vec!["Ready=False,1m".into()];
+        a.min_ready_duration = Some(Duration::from_secs(300));
+        let e = build(&a).unwrap_err()[0].to_string();
+        assert!(e.contains("sooner than --min-ready-duration"), "{e}");
     }
 
     #[test]

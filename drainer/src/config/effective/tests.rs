@@ -129,6 +129,20 @@ fn node_labels_join_the_files_selector() {
 }
 
 #[test]
+fn an_added_condition_joins_the_files_list_and_builds_back() {
+    let file = "conditions:\n  - KernelDeadlock=True,10m\n";
+    let mut given = args(&["--add-condition=MaintenanceScheduled=True"]);
+    given.config = Some("drainer.yaml".into());
+    let in_force = build::build_with_text(&given, file, true).unwrap();
+    let text = render(&given, Some(("drainer.yaml", file)), Whose::Given).unwrap();
+    assert!(in_force.changes(&built_from(&text)).is_empty(), "{text}");
+    assert_eq!(
+        line_of(&text, "conditions"),
+        "conditions: [\"KernelDeadlock=True,10m\",\"MaintenanceScheduled=True\"]  # with --add-condition"
+    );
+}
+
+#[test]
 fn notification_urls_are_counted_never_shown() {
     let file = "notifyUrls: [\"https://hooks.example/services/FILE-TOKEN\"]\n";
     let mut given = args(&[
