@@ -21,6 +21,12 @@ pub fn said(e: &kube::Error) -> String {
         other => {
             let out = other.to_string();
             match std::error::Error::source(other).map(error_chain) {
+                // hyper's client error wraps one of the same words: said once.
+                Some(rest) if rest.starts_with(&out) => rest,
+                Some(rest) if out.ends_with(rest.split(": ").next().unwrap_or_default()) => {
+                    let first = rest.split(": ").next().unwrap_or_default();
+                    format!("{out}{}", &rest[first.len()..])
+                }
                 Some(rest) if !out.contains(&rest) => format!("{out}: {rest}"),
                 _ => out,
             }
@@ -231,7 +237,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
             Some(k) => (said(k), None),
             None => (c.to_string(), c.source()),
         };
-        if out.is_empty() {
+        if out.is_empty() || text.starts_with(&out) {
             out = text;
         } else if !out.contains(&text) {
             out.push_str(": ");
@@ -281,5 +287,21 @@ mod said_tests {
         );
         let chained = super::error_chain(&e);
         assert_eq!(chained, "nodes \"n1\" not found (NotFound, HTTP 404)");
+    }
+
+    /// An API server that is not there is said once per cause (it read `client error (Connect):
+    /// client error (Connect): tcp connect error`).
+    #[tokio::test]
+    async fn an_unreachable_api_server_is_said_without_repeating_itself() {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = super::from_config(config, "test").unwrap();
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+        let e = api.get("n").await.unwrap_err();
+        let said = super::error_chain(&e);
+        let parts: Vec<&str> = said.split(": ").collect();
+        for pair in parts.windows(2) {
+            assert_ne!(pair[0], pair[1], "{said}");
+        }
+        assert!(said.contains("onnect"), "{said}");
     }
 }

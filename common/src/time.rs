@@ -18,6 +18,31 @@ pub fn sub(t: Timestamp, d: std::time::Duration) -> Timestamp {
     t.checked_sub(d).unwrap_or(Timestamp::MIN)
 }
 
+/// How long something has lasted, as people read it: its two largest units, `10d 9h`, `9h 40m`,
+/// `12m 3s`, `45s` (humantime's `10days 9h 40m 57s` reads as a word run together, and its seconds
+/// mean nothing after days). For elapsed times in messages; settings keep humantime's exact form,
+/// which parses back.
+pub fn spoken(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let units = [
+        (s / 86_400, "d"),
+        (s / 3_600 % 24, "h"),
+        (s / 60 % 60, "m"),
+        (s % 60, "s"),
+    ];
+    let first = units.iter().position(|(n, _)| *n > 0);
+    let Some(i) = first else {
+        return "0s".to_string();
+    };
+    units[i..]
+        .iter()
+        .take(2)
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A duration as the flags and files take them (`30s`, `10m`, `1h30m`; humantime's grammar), its
 /// errors said in the same notation (humantime's own suggest `10sec or 10ms`).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
@@ -93,5 +118,23 @@ mod tests {
         assert_eq!(super::add(late, hours), Timestamp::MAX);
         assert_eq!(super::sub(Timestamp::MIN, hours), Timestamp::MIN);
         assert_eq!(super::add(Timestamp::UNIX_EPOCH, hours).as_second(), 7200);
+    }
+}
+
+#[cfg(test)]
+mod spoken_tests {
+    use super::spoken;
+    use std::time::Duration;
+
+    #[test]
+    fn elapsed_times_read_in_their_two_largest_units() {
+        let d = Duration::from_secs;
+        assert_eq!(spoken(d(10 * 86_400 + 9 * 3_600 + 40 * 60 + 57)), "10d 9h");
+        assert_eq!(spoken(d(14 * 86_400)), "14d");
+        assert_eq!(spoken(d(9 * 3_600 + 40 * 60 + 57)), "9h 40m");
+        assert_eq!(spoken(d(3_600 + 57)), "1h");
+        assert_eq!(spoken(d(12 * 60 + 3)), "12m 3s");
+        assert_eq!(spoken(d(45)), "45s");
+        assert_eq!(spoken(Duration::from_millis(999)), "0s");
     }
 }

@@ -201,7 +201,11 @@ pub(crate) async fn run(
                     lease.spec = Some(spec(&cfg, now, None, transitions));
                     let taken = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(taken));
-                    tracing::info!(lease = %cfg.name, identity = %cfg.identity, previous = old.holder_identity.as_deref().unwrap_or(""), "took over an expired lease: leading");
+                    match old.holder_identity.as_deref().filter(|h| !h.is_empty()) {
+                        Some(previous) => tracing::info!(lease = %cfg.name, identity = %cfg.identity, %previous, "took over an expired lease: leading"),
+                        // Released by a replica that stopped cleanly (or never held): no one's.
+                        None => tracing::info!(lease = %cfg.name, identity = %cfg.identity, "took a lease no one held: leading"),
+                    }
                     Ok(None)
                 }
                 (Step::Follow { holder }, _) => Ok(Some(holder)),

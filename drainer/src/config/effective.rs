@@ -64,6 +64,10 @@ pub(crate) fn render(
             serde_saphyr::from_str(text).map_err(|_| NotAMap(name.to_string()))?
         }
     };
+    let mut from_file = from_file;
+    if let Some(Value::Array(listed)) = from_file.get_mut("conditions") {
+        listed.iter_mut().for_each(unquoted_ladder);
+    }
     let file_name = file.map_or("", |(name, _)| name);
     let (flags, _) = convert::entries(args);
     let flags: BTreeMap<String, Value> = flags.into_iter().collect();
@@ -175,6 +179,27 @@ fn joined(
         ));
     }
     None
+}
+
+/// A condition with its ladder left unquoted in the file (`- KernelDeadlock=True,10m: drain,
+/// reboot`, which YAML reads as a map) written back as the one string it means, as the file's
+/// reader takes it (`drainer config` once printed `[{"KernelDeadlock=True,10m":"drain, reboot"}]`).
+fn unquoted_ladder(v: &mut Value) {
+    let Value::Object(m) = v else { return };
+    if m.len() != 1 {
+        return;
+    }
+    let Some((condition, steps)) = m.iter().next() else {
+        return;
+    };
+    let steps = match steps {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => (a.iter().filter_map(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => return,
+    };
+    *v = Value::String(format!("{condition}: {steps}"));
 }
 
 /// The settings of a rendered file, `key: value` each (comments and where each comes from left

@@ -33,9 +33,9 @@ pub(crate) fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     Duration::from_millis((now.as_millisecond() - since.as_millisecond()).max(0) as u64)
 }
 
-/// A duration as people read it, to the second.
+/// A duration as people read it: its two largest units (`10d 9h`, `12m 3s`).
 pub(crate) fn fmt_d(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    nodemedic_common::time::spoken(d)
 }
 
 /// The problem on `node` at `now`: which configured conditions hold (long enough or not yet),

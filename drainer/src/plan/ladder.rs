@@ -89,9 +89,10 @@ pub(crate) fn ladder(
                 None if Some(s) != now_step => {
                     crate::decide::ladder::refused::skipped(s, view, reboots_today, cfg)
                 }
-                Some(r) if !done && r.phase != Phase::Restarting => {
-                    Some("the node was held without it".to_string())
-                }
+                Some(r) if !done && r.phase != Phase::Restarting => Some(
+                    "the node was cordoned without it: a restart comes only before the cordon"
+                        .to_string(),
+                ),
                 _ => None,
             }
         } else {

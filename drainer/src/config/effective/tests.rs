@@ -232,3 +232,21 @@ fn the_power_cycle_provider_stays_on_the_command_line() {
     // The file builds what it says (the provider is the command line's to give).
     built_from(&text);
 }
+
+#[test]
+fn a_ladder_left_unquoted_is_written_back_as_the_string_it_means() {
+    for file in [
+        "conditions:\n  - KernelDeadlock=True,10m: drain, reboot, replace\n",
+        "conditions:\n  - KernelDeadlock=True,10m: [drain, reboot, replace]\n",
+    ] {
+        let mut given = args(&[]);
+        given.config = Some("drainer.yaml".into());
+        let in_force = build::build_with_text(&given, file, true).unwrap();
+        let text = render(&given, Some(("drainer.yaml", file)), Whose::Given).unwrap();
+        assert_eq!(
+            line_of(&text, "conditions"),
+            "conditions: [\"KernelDeadlock=True,10m: drain, reboot, replace\"]  # drainer.yaml"
+        );
+        assert!(in_force.changes(&built_from(&text)).is_empty(), "{text}");
+    }
+}
