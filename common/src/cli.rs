@@ -175,11 +175,44 @@ pub fn markdown(cmd: &clap::Command) -> String {
         cmd.get_name(),
         cmd.get_name()
     );
-    command_markdown(&cmd, cmd.get_name(), &mut out);
+    // Contents: every command, linked.
+    let mut paths = vec![cmd.get_name().to_string()];
+    for sub in cmd.get_subcommands() {
+        if sub.get_name() != "help" && !sub.is_hide_set() {
+            paths.push(format!("{} {}", cmd.get_name(), sub.get_name()));
+        }
+    }
+    out.push_str("\n");
+    for p in &paths {
+        out.push_str(&format!("- [`{p}`](#{})\n", anchor(p)));
+    }
+    let mut seen = std::collections::HashMap::new();
+    command_markdown(&cmd, cmd.get_name(), &mut out, &mut seen);
     out
 }
 
-fn command_markdown(cmd: &clap::Command, path: &str, out: &mut String) {
+/// The anchor GitHub gives the heading `` `path` ``.
+fn anchor(path: &str) -> String {
+    path.replace(' ', "-")
+}
+
+/// A group of options already listed under another command: named there, not repeated.
+fn listed_before<'a>(
+    rows: &[String],
+    seen: &'a std::collections::HashMap<String, String>,
+) -> Option<&'a String> {
+    let first = seen.get(rows.first()?)?;
+    rows.iter()
+        .all(|r| seen.get(r) == Some(first))
+        .then_some(first)
+}
+
+fn command_markdown(
+    cmd: &clap::Command,
+    path: &str,
+    out: &mut String,
+    seen: &mut std::collections::HashMap<String, String>,
+) {
     use std::fmt::Write as _;
     let about = cmd
         .get_long_about()
@@ -253,6 +286,15 @@ fn command_markdown(cmd: &clap::Command, path: &str, out: &mut String) {
         }
     }
     for (heading, rows) in groups {
+        // Each option once: a group another command listed already is named, not repeated.
+        if let Some(first) = listed_before(&rows, seen) {
+            let _ = write!(
+                out,
+                "\n**{heading}**: as under [`{first}`](#{}).\n",
+                anchor(first)
+            );
+            continue;
+        }
         let _ = write!(
             out,
             "\n**{heading}**\n\n| option | environment | default | what it does |\n| --- | --- | --- | --- |\n"
@@ -260,13 +302,14 @@ fn command_markdown(cmd: &clap::Command, path: &str, out: &mut String) {
         for r in rows {
             out.push_str(&r);
             out.push('\n');
+            seen.entry(r).or_insert_with(|| path.to_string());
         }
     }
     for sub in cmd.get_subcommands() {
         if sub.get_name() == "help" || sub.is_hide_set() {
             continue;
         }
-        command_markdown(sub, &format!("{path} {}", sub.get_name()), out);
+        command_markdown(sub, &format!("{path} {}", sub.get_name()), out, seen);
     }
 }
 

@@ -311,7 +311,33 @@ fn wildcards_match_any_lines_and_nothing_else() {
 /// bench its command list runs, and every bench in the repository listed there.
 #[test]
 fn the_benchmarks_page_is_one_short_row_per_figure_and_names_every_bench() {
-    let text = std::fs::read_to_string(root().join("docs/benchmarks.md")).unwrap();
+    let whole = std::fs::read_to_string(root().join("docs/benchmarks.md")).unwrap();
+    // The headline: one figure a row, each taken from the tables below it (it cannot drift from them).
+    let (before, glance) = whole
+        .split_once("## At a glance")
+        .expect("a headline table");
+    let (glance, after) = glance.split_once("\n## ").expect("tables after it");
+    let text = format!("{before}## {after}");
+    let headline: Vec<&str> = glance
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| what") && !l.starts_with("| ---"))
+        .collect();
+    assert!(headline.len() >= 8, "{glance}");
+    for line in &headline {
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        assert_eq!(cells.len(), 3, "{line}");
+        assert!(
+            text.contains(cells[1]),
+            "the headline's {:?} ({}) is in no table below",
+            cells[1],
+            cells[0]
+        );
+    }
     let commands: Vec<&str> = text
         .lines()
         .filter(|l| {

@@ -269,6 +269,33 @@ mod tests {
         check_reference(&root, "docs/reference/kubectl-nodemedic.md", &plugin).unwrap();
     }
 
+    /// The reference lists each option once, however many commands take it, after a list of the
+    /// commands (it once repeated the ~150 policy flags under five of them, 922 lines, no contents).
+    #[test]
+    fn the_reference_lists_each_option_once_after_its_contents() {
+        let text = nodemedic_common::cli::markdown(&Cli::command());
+        let rows = |flag: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("| `{flag}")))
+                .count()
+        };
+        for flag in [
+            "--max-drains-in-flight",
+            "--node-label-expr",
+            "--reboot-deadline",
+        ] {
+            assert_eq!(rows(flag), 1, "{flag}");
+        }
+        assert!(
+            text.contains("- [`drainer plan`](#drainer-plan)"),
+            "contents"
+        );
+        assert!(
+            text.contains("**Budgets**: as under [`drainer`](#drainer)."),
+            "a shared group is named where it is listed"
+        );
+    }
+
     #[test]
     fn every_flag_says_what_it_does() {
         use nodemedic_common::cli::undocumented;

@@ -328,10 +328,24 @@ pub(crate) fn reference() -> String {
             Some(i) => help[..i].trim_end(),
             None => help.trim_end(),
         };
+        let number = {
+            use std::any::TypeId;
+            let t = arg.get_value_parser().type_id();
+            [
+                TypeId::of::<usize>(),
+                TypeId::of::<u32>(),
+                TypeId::of::<u64>(),
+                TypeId::of::<i64>(),
+                TypeId::of::<f64>(),
+            ]
+            .into_iter()
+            .any(|n| t == n)
+        };
         let kind = match arg.get_action() {
             clap::ArgAction::SetTrue => "boolean",
             clap::ArgAction::Append => "list",
             _ if arg.get_value_names().is_some_and(|v| v == ["BOOL"]) => "boolean",
+            _ if number => "number",
             _ => "string",
         };
         let flag = match arg.get_long() {
