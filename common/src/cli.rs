@@ -182,7 +182,7 @@ pub fn markdown(cmd: &clap::Command) -> String {
             paths.push(format!("{} {}", cmd.get_name(), sub.get_name()));
         }
     }
-    out.push_str("\n");
+    out.push('\n');
     for p in &paths {
         out.push_str(&format!("- [`{p}`](#{})\n", anchor(p)));
     }
