@@ -161,6 +161,15 @@ pub fn undocumented(cmd: &clap::Command) -> Vec<String> {
     out
 }
 
+/// `1 pod`, `3 pods`: a count with its noun as people write it.
+pub fn counted(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 /// The command-line reference of `cmd` and its subcommands as Markdown, from the same clap
 /// definition as `--help` (`docs/reference/`; a test per binary fails when the committed file
 /// differs). Per command: what it does, its usage, and a table of its options under `--help`'s
@@ -276,7 +285,8 @@ fn command_markdown(
             .collect();
         let mut help = help.replace('\n', " ").replace('|', "\\|");
         if !possible.is_empty() {
-            help = format!("{help} One of {}.", possible.join(", "));
+            let said = help.trim_end().trim_end_matches('.');
+            help = format!("{said}. One of {}.", possible.join(", "));
         }
         let row = format!("| `{name}{value}` | {env} | {default} | {help} |");
         let heading = a.get_help_heading().unwrap_or("Options").to_string();

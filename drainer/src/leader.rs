@@ -201,11 +201,7 @@ pub(crate) async fn run(
                     lease.spec = Some(spec(&cfg, now, None, transitions));
                     let taken = api.replace(&cfg.name, &PostParams::default(), &lease).await?;
                     data.read.send_replace(Some(taken));
-                    match old.holder_identity.as_deref().filter(|h| !h.is_empty()) {
-                        Some(previous) => tracing::info!(lease = %cfg.name, identity = %cfg.identity, %previous, "took over an expired lease: leading"),
-                        // Released by a replica that stopped cleanly (or never held): no one's.
-                        None => tracing::info!(lease = %cfg.name, identity = %cfg.identity, "took a lease no one held: leading"),
-                    }
+                    said_taken(&cfg, old.holder_identity.as_deref());
                     Ok(None)
                 }
                 (Step::Follow { holder }, _) => Ok(Some(holder)),
@@ -279,6 +275,19 @@ async fn release(api: &Api<Lease>, cfg: &LeaseConfig) {
         Err(e) => {
             let error = nodemedic_common::client::said(&e);
             tracing::warn!(lease = %cfg.name, %error, "cannot release the lease; the next leader waits for it to expire")
+        }
+    }
+}
+
+/// Say that this replica took the Lease, and from whom (`previous`: its holder; none or empty when
+/// a replica that stopped cleanly released it, or it was never held).
+fn said_taken(cfg: &LeaseConfig, previous: Option<&str>) {
+    match previous.filter(|h| !h.is_empty()) {
+        Some(previous) => {
+            tracing::info!(lease = %cfg.name, identity = %cfg.identity, %previous, "took over an expired lease: leading")
+        }
+        None => {
+            tracing::info!(lease = %cfg.name, identity = %cfg.identity, "took a lease no one held: leading")
         }
     }
 }

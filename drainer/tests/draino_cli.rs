@@ -355,7 +355,7 @@ fn a_draino_boolean_with_a_value_runs_as_kingpin_read_it_or_is_refused_with_the_
     );
     assert!(said("Write --no-dry-run to turn it off"), "{err}");
     assert!(
-        said("dry run: nothing is cordoned, drained or written"),
+        said("dry run: no node is cordoned, drained or changed"),
         "{err}"
     );
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
@@ -441,4 +441,40 @@ fn draino_lines_convert_to_a_config_file_that_plans_the_same() {
             "{yaml}"
         );
     }
+}
+
+/// What `convert-draino` leaves on the command line is said (a trial moving off draino lost its
+/// Lease name when it moved to the file alone): the flags that set how the drainer runs, not what
+/// it decides.
+#[test]
+fn convert_draino_names_the_flags_that_stay_on_the_command_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .args([
+            "convert-draino",
+            "--",
+            "--kubeconfig=/x",
+            "--leader-election-token-name=draino",
+            "--namespace=foo",
+            "--listen=:10002",
+            "--drain-buffer=10m",
+            "KernelDeadlock",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let file = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for flag in [
+        "--kubeconfig=/x",
+        "--leader-election-token-name=draino",
+        "--namespace=foo",
+        "--listen=:10002",
+    ] {
+        assert!(err.contains(flag), "{flag} not named: {err}");
+    }
+    assert!(
+        !err.contains("--drain-buffer"),
+        "a setting goes to the file: {err}"
+    );
+    assert!(file.contains("drainBuffer"), "{file}");
 }

@@ -1,6 +1,7 @@
 //! `detector check`: the rules run over a log file once, offline, and what they would report printed
 //! as a table or JSON lines. Shell around `check`.
 
+use nodemedic_common::cli::counted;
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,8 +22,8 @@ pub(crate) struct CheckArgs {
     /// Input layout; detected from the first line when omitted.
     #[arg(long = "input-format", value_enum)]
     input_format: Option<InputFormat>,
-    /// text: a table for people; json: one JSON object per reported problem.
-    /// text: for people; json: one JSON object per line, for scripts.
+    /// text: a table for people; json: one JSON object per reported problem, a line each, for
+    /// scripts.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
     /// Evaluate as of this time (RFC 3339) instead of now: the time of lines that carry none (plain
@@ -206,12 +207,12 @@ fn report(
         .map(|v| v.get_name().to_string())
         .unwrap_or_default();
     eprintln!(
-        "detector: {} lines ({} bytes, format {format}) read, {} malformed skipped, {} problems reported by {} monitors",
-        stats.lines,
+        "detector: {} ({} bytes, format {format}) read, {} malformed skipped, {} reported by {}",
+        counted(stats.lines as usize, "line"),
         stats.bytes,
         stats.malformed,
-        stats.findings,
-        rules.monitors.len()
+        counted(stats.findings as usize, "problem"),
+        counted(rules.monitors.len(), "monitor")
     );
     if unreadable {
         eprintln!(

@@ -226,6 +226,7 @@ fn parse(args: Vec<OsString>) -> Result<(Cli, Vec<String>), ExitCode> {
 fn convert_draino(args: Vec<OsString>) -> ExitCode {
     let mut argv = vec![OsString::from("drainer")];
     argv.extend(args);
+    let staying = run_flags_given(&argv);
     let cli = match parse(argv) {
         Ok((cli, notes)) => {
             for line in notes {
@@ -250,8 +251,38 @@ fn convert_draino(args: Vec<OsString>) -> ExitCode {
     for n in notes {
         say!("{n}");
     }
+    if !staying.is_empty() {
+        say!(
+            "{}: not settings of the file; keep them on the command line (the Lease's name above all: without it the drainer uses nodemedic-drainer's)",
+            staying.join(" ")
+        );
+    }
     print!("{yaml}");
     ExitCode::SUCCESS
+}
+
+/// The flags given in `argv` that set how `drainer run` runs rather than what it decides (its
+/// cluster, Lease, namespace, listener, logs): the config file holds none of them.
+fn run_flags_given(argv: &[OsString]) -> Vec<String> {
+    use clap::Args as _;
+    let policy = crate::config::flags::PolicyArgs::augment_args(clap::Command::new("p"));
+    let ours: Vec<String> = (policy.get_arguments())
+        .filter_map(|a| a.get_long().map(String::from))
+        .collect();
+    let cmd = Cli::command();
+    let run_only: Vec<String> = (cmd.get_arguments())
+        .filter_map(|a| a.get_long().map(String::from))
+        .filter(|l| !ours.contains(l) && l != "help" && l != "version")
+        .collect();
+    argv.iter()
+        .filter_map(|a| a.to_str())
+        .filter_map(|a| a.strip_prefix("--"))
+        .filter(|a| {
+            let name = a.split_once('=').map_or(*a, |(n, _)| n);
+            run_only.iter().any(|l| l == name)
+        })
+        .map(|a| format!("--{a}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -291,9 +291,9 @@ pub(super) fn plan(args: PlanArgs) -> ExitCode {
             use std::io::Write as _;
             let _ = out.flush();
             say!(
-                "planned {} nodes, {} pods at {now}",
-                plans.len(),
-                pods.len()
+                "planned {}, {} at {now}",
+                nodemedic_common::cli::counted(plans.len(), "node"),
+                nodemedic_common::cli::counted(pods.len(), "pod")
             );
             super::shared::say_settings_warnings(&cfg, &nodes);
             say_records_unchecked(&nodes);

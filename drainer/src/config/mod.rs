@@ -242,7 +242,7 @@ impl Config {
         let mut out = Vec::new();
         if self.dry_run {
             out.push(
-                "dry run: nothing is cordoned, drained or written; each decision is logged as `action=would ...` (--dry-run, as draino's; to act, take it off the command line and dryRun off the config file)",
+                "dry run: no node is cordoned, drained or changed (the drainer's own Lease and ConfigMaps are kept as usual); each decision is logged as `action=would ...`. To act, write --no-dry-run (or take --dry-run off the command line) and leave dryRun out of the config file",
             );
         }
         if self.evict_daemonset_pods {

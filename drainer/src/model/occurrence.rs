@@ -464,11 +464,7 @@ impl Occurrence {
 
 /// `1 pod`, `3 pods`.
 fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
+    nodemedic_common::cli::counted(n, what)
 }
 
 /// `: a, b, c` and, past the first five, how many more.

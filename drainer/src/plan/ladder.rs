@@ -11,6 +11,10 @@ use crate::decide::{Action, NodeDecision, Why};
 use crate::model::node::NodeView;
 use crate::model::record::{Phase, Record};
 
+/// Why a restart rung is shown skipped on a node held without one.
+const PASSED_OVER: &str =
+    "the node was cordoned without it: a restart comes only before the cordon";
+
 /// One node's ladder.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct LadderLine {
@@ -89,10 +93,7 @@ pub(crate) fn ladder(
                 None if Some(s) != now_step => {
                     crate::decide::ladder::refused::skipped(s, view, reboots_today, cfg)
                 }
-                Some(r) if !done && r.phase != Phase::Restarting => Some(
-                    "the node was cordoned without it: a restart comes only before the cordon"
-                        .to_string(),
-                ),
+                Some(r) if !done && r.phase != Phase::Restarting => Some(PASSED_OVER.into()),
                 _ => None,
             }
         } else {
