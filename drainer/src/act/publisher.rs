@@ -31,8 +31,9 @@ pub(crate) const RETRY: Duration = Duration::from_secs(10);
 pub(crate) const FRESH_FOR: Duration = Duration::from_secs(180);
 
 /// How often the requests are signed again and their ConfigMap read against what it must hold (a
-/// write by anyone else, a written-back request among them, is undone by then).
-pub(crate) const RENEW: Duration = Duration::from_secs(60);
+/// write by anyone else, a written-back request among them, is undone by then). Kept on its own
+/// clock: the task's other wake-ups (the memory's shards, settings) never put it off.
+pub(crate) const RENEW: Duration = Duration::from_secs(30);
 
 /// Whose ConfigMaps these are: the drainer's Lease and this replica.
 #[derive(Debug, Clone)]
@@ -125,6 +126,7 @@ struct SettingsOut {
 impl<C: Cluster> Task<C> {
     async fn run(mut self) {
         let mut was_leading = false;
+        let mut renew_at = tokio::time::Instant::now() + RENEW;
         loop {
             let leading = *self.leader.borrow_and_update();
             if leading && !was_leading {
@@ -155,7 +157,7 @@ impl<C: Cluster> Task<C> {
             };
             let renew = async {
                 if leading {
-                    tokio::time::sleep(RENEW).await
+                    tokio::time::sleep_until(renew_at).await
                 } else {
                     std::future::pending().await
                 }
@@ -172,7 +174,10 @@ impl<C: Cluster> Task<C> {
                 },
                 r = self.shards.next() => if r.is_err() { return },
                 () = retry => {}
-                () = renew => self.reboots.due = true,
+                () = renew => {
+                    self.reboots.due = true;
+                    renew_at = tokio::time::Instant::now() + RENEW;
+                }
             }
         }
     }
@@ -395,10 +400,12 @@ mod tests {
         assert_eq!(got["odd"].until, "2026-12-02T00:03:00Z");
     }
 
-    /// A standing request is signed again each minute with a later `until`, and what anyone else
-    /// wrote into the ConfigMap (a withdrawn request written back) is undone at the same time.
+    /// A standing request is signed again every [`RENEW`] with a later `until`, and what anyone
+    /// else wrote into the ConfigMap (a withdrawn request written back) is undone at the same time;
+    /// the task's other wake-ups (settings handed on every few seconds) do not put it off (they
+    /// once restarted its wait each time, so a busy drainer never renewed).
     #[tokio::test(start_paused = true)]
-    async fn standing_requests_are_renewed_and_a_write_back_undone_each_minute() {
+    async fn standing_requests_are_renewed_and_a_write_back_undone_on_their_own_clock() {
         let cluster = MemoryCluster::new(Observed::default());
         let (_lead, leader) = watch::channel(true);
         let owner = Owner {
@@ -408,7 +415,8 @@ mod tests {
             identity: "replica-a".into(),
         };
         let gated = Gated::new(cluster.clone(), leader);
-        let (out, task) = spawn(gated, owner, None, None);
+        let settings = Published::new(&PolicyArgs::default(), Some("maxDrains: 1\n".into()));
+        let (out, task) = spawn(gated, owner, None, Some(settings));
         let mut standing = request("n1");
         standing.until = "2999-01-01T00:00:00Z".into();
         out.reboots
@@ -428,9 +436,16 @@ mod tests {
         held.insert("n2".into(), serde_json::to_string(&request("n2")).unwrap());
         cluster.write_configmap(&name, held);
         configmap_writes(&cluster);
-        tokio::time::sleep(RENEW).await;
+        let poke = Duration::from_secs(5);
+        for _ in 0..(RENEW.as_secs() / poke.as_secs() + 1) {
+            out.settings.send_modify(|_| {});
+            tokio::time::sleep(poke).await;
+        }
         settled().await;
-        assert_eq!(configmap_writes(&cluster), vec![name.clone()]);
+        assert!(
+            configmap_writes(&cluster).contains(&name),
+            "the requests written again"
+        );
         let held = cluster.configmap(&name).unwrap();
         assert!(!held.contains_key("n2"), "the write-back undone: {held:?}");
         assert!(held.contains_key("n1"));

@@ -1456,7 +1456,7 @@ async fn a_withdrawn_request_written_back_reboots_nothing() {
 /// Issue 76, principle 1: a step under way passes the gates again while its request stands. A
 /// pause on the Lease withdraws a standing reboot request (a detector started meanwhile reboots
 /// nothing, and the ladder does not go on past the deadline); the saved request written back is
-/// undone within a minute and good for three at most; once the pause lifts, the request stands
+/// undone within 30 seconds and good for three at most; once the pause lifts, the request stands
 /// again and the node's detector carries it out once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_withdraws_a_standing_reboot_request_until_it_lifts() {
