@@ -307,6 +307,15 @@ fn wildcards_match_any_lines_and_nothing_else() {
     assert_eq!(as_run("target/release/drainer plan"), "drainer plan");
 }
 
+/// The cells of a Markdown table row, trimmed.
+fn table_cells(line: &str) -> Vec<&str> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(str::trim)
+        .collect()
+}
+
 /// `docs/benchmarks.md` is read at a glance: one row per figure, each cell short, each row naming a
 /// bench its command list runs, and every bench in the repository listed there.
 #[test]
@@ -324,12 +333,7 @@ fn the_benchmarks_page_is_one_short_row_per_figure_and_names_every_bench() {
         .collect();
     assert!(headline.len() >= 8, "{glance}");
     for line in &headline {
-        let cells: Vec<&str> = line
-            .trim()
-            .trim_matches('|')
-            .split('|')
-            .map(str::trim)
-            .collect();
+        let cells = table_cells(line);
         assert_eq!(cells.len(), 3, "{line}");
         assert!(
             text.contains(cells[1]),
@@ -360,12 +364,7 @@ fn the_benchmarks_page_is_one_short_row_per_figure_and_names_every_bench() {
         .filter(|l| l.starts_with("| ") && !l.starts_with("| figure") && !l.starts_with("| ---"))
     {
         rows += 1;
-        let cells: Vec<&str> = line
-            .trim()
-            .trim_matches('|')
-            .split('|')
-            .map(str::trim)
-            .collect();
+        let cells = table_cells(line);
         if cells.len() != 5 {
             problems.push(format!("not five cells: {line}"));
             continue;

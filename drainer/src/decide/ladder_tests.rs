@@ -335,10 +335,23 @@ pub(super) fn decided_with(
 ) -> NodeDecision {
     let view = NodeView::of(&n.0);
     let record = crate::model::record::Record::of(&view, &cfg.records, &cfg.owner);
-    let c = Candidate {
-        node: &view,
+    let mut c = selected(&view, record.as_ref(), reboots_today);
+    c.gave_up = gave_up;
+    let mut gates = Gates::open(cfg.safety.flap_window);
+    gates.replaced = replaced.iter().map(|s| t(*s)).collect();
+    decided_in(&c, &gates, cfg)
+}
+
+/// `view` as a selected node with its `record`, no pods, no domain, rebooted `reboots_today`.
+pub(super) fn selected<'a>(
+    view: &'a NodeView,
+    record: Option<&'a crate::model::record::Record>,
+    reboots_today: (u32, u32),
+) -> Candidate<'a> {
+    Candidate {
+        node: view,
         selected: true,
-        record: record.as_ref(),
+        record,
         pods: Vec::new(),
         domain: None,
         flapping: None,
@@ -346,11 +359,8 @@ pub(super) fn decided_with(
         symptoms: None,
         newest: None,
         reboots_today,
-        gave_up,
-    };
-    let mut gates = Gates::open(cfg.safety.flap_window);
-    gates.replaced = replaced.iter().map(|s| t(*s)).collect();
-    decided_in(&c, &gates, cfg)
+        gave_up: None,
+    }
 }
 
 /// `c` decided under `gates` (one node of one held).

@@ -72,19 +72,8 @@ fn refusal(step: Step, failing: Option<Check>) -> Option<Refused> {
         Some(Check::ReplaceBudget) => b.replaced = vec![t(NOW - 60), t(NOW - 30)],
     }
     let view = NodeView::of(&n.0);
-    let c = Candidate {
-        node: &view,
-        selected: true,
-        record: None,
-        pods: pods.iter().collect(),
-        domain: None,
-        flapping: None,
-        silent: None,
-        symptoms: None,
-        newest: None,
-        reboots_today: today,
-        gave_up: None,
-    };
+    let mut c = super::ladder_tests::selected(&view, None, today);
+    c.pods = pods.iter().collect();
     let x = Context {
         gates: &gates,
         cfg: &cfg,

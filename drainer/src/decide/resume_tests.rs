@@ -26,19 +26,7 @@ fn a_restart_under_way_is_held_by_a_pause_and_asked_again_after_it() {
     r.step_until = Some(t(NOW - 1));
     let view = NodeView::of(&fenced(held_new()).record(r).0);
     let record = crate::model::record::Record::of(&view, &c.records, &c.owner);
-    let candidate = Candidate {
-        node: &view,
-        selected: true,
-        record: record.as_ref(),
-        pods: Vec::new(),
-        domain: None,
-        flapping: None,
-        silent: None,
-        symptoms: None,
-        newest: None,
-        reboots_today: (0, 0),
-        gave_up: None,
-    };
+    let candidate = super::ladder_tests::selected(&view, record.as_ref(), (0, 0));
     let mut gates = Gates::open(c.safety.flap_window);
     gates.pause = Some(super::facts::Pause {
         by: "oncall".into(),

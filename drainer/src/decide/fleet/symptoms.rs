@@ -106,6 +106,16 @@ mod tests {
         })
     }
 
+    /// What a pass that found `node`'s pods not starting hands the fleet.
+    fn stuck_found(node: &str) -> Found {
+        let s = Symptom {
+            condition: PODS_NOT_STARTING,
+            reason: "PodsNotStarting",
+            message: "m".into(),
+        };
+        [(node.into(), vec![s])].into_iter().collect()
+    }
+
     fn cordoned(f: &mut Fleet, now: Timestamp) -> Vec<String> {
         (f.round(now).into_iter())
             .filter(|(d, _)| matches!(d.effect, Effect::Cordon(_)))
@@ -129,16 +139,7 @@ mod tests {
         // Written by anyone, found by no pass: not a problem (a preview takes it as written).
         assert_eq!(cordoned(&mut f, now), Vec::<String>::new());
         // The pass finds the real one's pods stuck: that node, and only it, is decided again.
-        let found: Found = [(
-            "real".into(),
-            vec![Symptom {
-                condition: PODS_NOT_STARTING,
-                reason: "PodsNotStarting",
-                message: "m".into(),
-            }],
-        )]
-        .into_iter()
-        .collect();
+        let found = stuck_found("real");
         f.symptoms_found(&found, now);
         assert_eq!(f.pending(), 1);
         // Held from when the pass first found it, not from the condition's back-dated time.
@@ -188,16 +189,7 @@ mod tests {
         f.observe(Arc::new(v), now);
         assert_eq!(f.running.unhealthy, 0, "a forged symptom is no problem");
         assert!(f.running.reboots.is_empty(), "{:?}", f.running.reboots);
-        let found: Found = [(
-            "n".into(),
-            vec![Symptom {
-                condition: PODS_NOT_STARTING,
-                reason: "PodsNotStarting",
-                message: "m".into(),
-            }],
-        )]
-        .into_iter()
-        .collect();
+        let found = stuck_found("n");
         f.symptoms_found(&found, now);
         assert_eq!(f.running.unhealthy, 1);
         assert_eq!(f.running.reboots["n"].because, ["PodsNotStarting=True"]);
