@@ -85,6 +85,28 @@ impl Running {
     }
 }
 
+/// The guard, where asked for, with the machines check under the drainer's key and name.
+async fn guard(
+    opts: &Options,
+    client: &kube::Client,
+    observed: &Observed,
+    metrics: &Metrics,
+    key: &Arc<crate::model::seal::SealKey>,
+) -> crate::error::Result<Option<SocketAddr>> {
+    let Some(g) = opts.guard.clone() else {
+        return Ok(None);
+    };
+    let check = crate::guard::server::MachinesCheck {
+        trust: RecordTrust::Sealed(key.clone()),
+        owner: opts.lease.name.clone(),
+        namespace: opts.lease.namespace.clone(),
+    };
+    let (o, m, c) = (observed.clone(), metrics.clone(), Some(client.clone()));
+    Ok(Some(
+        crate::guard::server::start(g, o, m, c, Some(check)).await?,
+    ))
+}
+
 /// The metrics and health server on `listen`: its address, the metrics and the health it serves.
 async fn serve(listen: SocketAddr) -> crate::error::Result<(SocketAddr, Metrics, Health)> {
     let mut registry = Registry::default();
@@ -118,13 +140,8 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
     tasks.push(observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx));
     tasks.push(observed.sandbox.spawn(Api::all(client.clone())));
-    let guard_addr = match opts.guard.clone() {
-        None => None,
-        Some(g) => Some(
-            crate::guard::server::start(g, observed.clone(), metrics.clone(), Some(client.clone()))
-                .await?,
-        ),
-    };
+    let key = Arc::new(key);
+    let guard_addr = guard(&opts, &client, &observed, &metrics, &key).await?;
     let (lease_read_tx, lease_read_rx) = watch::channel(None);
     let (breaker_tx, breaker_rx) = watch::channel(None);
     let (records_tx, records_rx) = watch::channel(None);
@@ -158,7 +175,6 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     // sealed with its key (see `model::seal`).
     let mut config = opts.config;
     config.owner = opts.lease.name.clone();
-    let key = Arc::new(key);
     config.records = RecordTrust::Sealed(key.clone());
     let changed = observed.changed.clone();
     // One publisher keeps the drainer's own ConfigMaps while leading (`act::publisher`).

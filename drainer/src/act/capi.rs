@@ -29,7 +29,7 @@ impl KubeCluster {
     /// The newest of `versions` that the API server serves for `group`, or its preferred one when
     /// none of them is (discovery, asked each time: rare, and a CRD upgrade must not need a restart).
     /// `None` where the group is not served at all (no Cluster API here).
-    pub(super) async fn served(
+    pub(crate) async fn served(
         &self,
         group: &str,
         versions: &[&str],
@@ -52,7 +52,7 @@ impl KubeCluster {
     /// The Cluster API Machine `namespace/name` in the newest version served, if it names `node`
     /// (as decided on: name and UID; as read now: its provider ID) back (`model::capi`); `Ok(Err)`
     /// says why not.
-    pub(super) async fn machine_of(
+    pub(crate) async fn machine_of(
         &self,
         namespace: &str,
         name: &str,
@@ -99,7 +99,7 @@ impl KubeCluster {
 
     /// The BareMetalHost behind the Machine `namespace/machine`, only if that Machine names
     /// `node` back (`model::capi`: what a node writes about itself leads nowhere else).
-    pub(super) async fn metal3_host(
+    pub(crate) async fn metal3_host(
         &self,
         namespace: &str,
         machine: &str,
@@ -148,6 +148,69 @@ impl KubeCluster {
                     metal3::HOST_ANNOTATION
                 ))
             })
+    }
+
+    /// The Machine (namespace, name) owning the Metal3Machine `namespace/name` and the node it
+    /// names (`status.nodeRef.name`): the way back from a BareMetalHost's `spec.consumerRef` to its
+    /// node, for the machines check (which then walks forward with [`Self::metal3_host`]).
+    /// `Ok(Err)` says why there is none.
+    pub(crate) async fn host_node(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Result<(String, String, String), String>, PowerCycleError> {
+        use crate::model::{capi, metal3};
+        let api = PowerCycleError::Api;
+        let Some(v) = self
+            .served(capi::INFRA_GROUP, &capi::VERSIONS)
+            .await
+            .map_err(api)?
+        else {
+            return Ok(Err(format!("{} is not served here", capi::INFRA_GROUP)));
+        };
+        let key = (
+            capi::INFRA_GROUP,
+            v.as_str(),
+            metal3::MACHINE_KIND,
+            metal3::MACHINE_PLURAL,
+        );
+        let Some(m3m) = dynamic(&self.client, key, namespace, name).await? else {
+            return Ok(Err(format!("no Metal3Machine {namespace}/{name}")));
+        };
+        let owners = m3m.metadata.owner_references.unwrap_or_default();
+        let owner = owners
+            .iter()
+            .find(|o| o.kind == capi::MACHINE_KIND && o.api_version.starts_with(capi::GROUP));
+        let Some(machine) = owner.map(|o| o.name.clone()) else {
+            return Ok(Err(format!(
+                "Metal3Machine {namespace}/{name} has no Machine owner"
+            )));
+        };
+        let Some(v) = self
+            .served(capi::GROUP, &capi::VERSIONS)
+            .await
+            .map_err(api)?
+        else {
+            return Ok(Err(format!("{} is not served here", capi::GROUP)));
+        };
+        let key = (
+            capi::GROUP,
+            v.as_str(),
+            capi::MACHINE_KIND,
+            capi::MACHINE_PLURAL,
+        );
+        let Some(m) = dynamic(&self.client, key, namespace, &machine).await? else {
+            return Ok(Err(format!("no Machine {namespace}/{machine}")));
+        };
+        let node = m.data["status"]["nodeRef"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        if node.is_empty() {
+            return Ok(Err(format!(
+                "Machine {namespace}/{machine} names no node yet"
+            )));
+        }
+        Ok(Ok((namespace.to_string(), machine, node.to_string())))
     }
 
     /// Ask Metal3's baremetal-operator to power-cycle the BareMetalHost `namespace/name`: its

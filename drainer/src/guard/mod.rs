@@ -7,6 +7,8 @@
 //! `server`.
 
 pub mod limit;
+pub(crate) mod machine_tie;
+pub(crate) mod machines;
 pub mod server;
 
 use kube::core::DynamicObject;

@@ -30,6 +30,15 @@ pub struct GuardOptions {
     pub config: GuardConfig,
 }
 
+/// What the machines check (`POST /machines`) needs besides the guard's: the drainer's record
+/// trust and its name, given by `run` once the key is read.
+#[derive(Clone)]
+pub(crate) struct MachinesCheck {
+    pub(crate) trust: crate::model::seal::RecordTrust,
+    pub(crate) owner: String,
+    pub(crate) namespace: String,
+}
+
 /// At most one Event per node in this interval; blocked deletions in between are counted into it.
 
 #[derive(Clone)]
@@ -43,6 +52,8 @@ struct Guard {
     blocked: Arc<Mutex<BlockedEvents>>,
     /// Wakes the Event writer after a denial.
     flush: Arc<tokio::sync::Notify>,
+    /// The machines check, where the drainer was started with its record key.
+    tie: Option<Arc<super::machine_tie::Tie>>,
 }
 
 /// PodDeletionBlocked Events written per flush at most, and the least time between flushes.
@@ -142,12 +153,64 @@ async fn validate(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Re
     axum::Json(response.into_review()).into_response()
 }
 
+/// `POST /machines`: the drainer's account's writes to machines, admitted only for a node whose
+/// ladder has the step under way (`guard::machines`). Fails closed: a request it cannot read is
+/// refused as `/validate` refuses it, one it cannot tell answers 503 (the API server then fails
+/// the write under `failurePolicy: Fail`, and the drainer tries again).
+async fn machines(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Response {
+    use super::machine_tie::Verdict;
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()));
+    let req = match super::read_review(content_type.as_deref(), &body) {
+        Ok(r) => r,
+        Err(m) => {
+            let status = StatusCode::from_u16(m.status).unwrap_or(StatusCode::BAD_REQUEST);
+            return (status, format!("{}\n", m.message)).into_response();
+        }
+    };
+    let ask = super::machines::read(&req);
+    let verdict = match &g.tie {
+        Some(tie) => tie.verdict(&ask, Timestamp::now()).await,
+        None => Verdict::Deny("the drainer was started without its record key".into()),
+    };
+    let user = req.user_info.username.clone().unwrap_or_default();
+    let mut response = AdmissionResponse::from(&req);
+    let response = match verdict {
+        Verdict::Admit(why) => {
+            tracing::debug!(%user, name = %req.name, "{why}");
+            response.audit_annotations.insert(AUDIT_KEY.into(), why);
+            response
+        }
+        Verdict::Deny(why) => {
+            tracing::warn!(%user, name = %req.name, "machine write refused: {why}");
+            let msg = format!(
+                "nodemedic's drainer may reach a machine only for a node whose remediation it has under way: {why}"
+            );
+            response
+                .audit_annotations
+                .insert(AUDIT_KEY.into(), "denied: no remediation under way".into());
+            response.deny(msg)
+        }
+        Verdict::Unknown(why) => {
+            tracing::warn!(%user, name = %req.name, "machine write not checked: {why}");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("cannot check: {why}\n"),
+            )
+                .into_response();
+        }
+    };
+    axum::Json(response.into_review()).into_response()
+}
+
 /// Start the guard; returns its bound address.
 pub(crate) async fn start(
     opts: GuardOptions,
     observed: Observed,
     metrics: Metrics,
     events: Option<kube::Client>,
+    machines_check: Option<MachinesCheck>,
 ) -> crate::error::Result<SocketAddr> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&opts.cert, &opts.key)
@@ -157,7 +220,9 @@ pub(crate) async fn start(
             key: opts.key.clone(),
             source,
         })?;
+    let tie = tie(machines_check, &events, &observed);
     let guard = Guard {
+        tie,
         config: Arc::new(opts.config.clone()),
         observed,
         metrics: metrics.clone(),
@@ -188,6 +253,7 @@ pub(crate) async fn start(
     let shed = metrics.clone();
     let app = Router::new()
         .route("/validate", post(validate))
+        .route("/machines", post(machines))
         .with_state(guard)
         .layer(axum::extract::DefaultBodyLimit::max(max_request))
         // Bytes in flight: a request holds its declared length from the budget until answered.
@@ -234,8 +300,25 @@ pub(crate) async fn start(
         .listening()
         .await
         .ok_or(crate::error::Error::GuardListen(opts.listen))?;
-    tracing::info!(%addr, "guard serving POST /validate over HTTPS");
+    tracing::info!(%addr, "guard serving POST /validate and /machines over HTTPS");
     Ok(addr)
+}
+
+/// The machines check's means, where the drainer gave its key and a client.
+fn tie(
+    check: Option<MachinesCheck>,
+    client: &Option<kube::Client>,
+    observed: &Observed,
+) -> Option<Arc<super::machine_tie::Tie>> {
+    let (m, client) = (check?, client.as_ref()?);
+    let cluster =
+        crate::act::kube::KubeCluster::new(client.clone(), observed.clone(), &m.namespace);
+    Some(Arc::new(super::machine_tie::Tie {
+        cluster,
+        nodes: kube::Api::all(client.clone()),
+        trust: m.trust,
+        owner: m.owner,
+    }))
 }
 
 /// Re-read the certificate and key when their directory changes; a bad pair keeps the old one.

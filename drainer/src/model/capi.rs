@@ -22,6 +22,8 @@
 use serde_json::Value;
 
 pub(crate) const GROUP: &str = "cluster.x-k8s.io";
+/// The group of Cluster API's infrastructure kinds (a Metal3Machine's).
+pub(crate) const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 pub(crate) const MACHINE_KIND: &str = "Machine";
 pub(crate) const MACHINE_PLURAL: &str = "machines";
 /// The versions read, newest first: v1beta2 is the storage version since Cluster API v1.11; v1beta1

@@ -18,7 +18,7 @@ use crate::env::Env;
 
 const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
 
-fn component(name: &str, file: &str) -> Vec<Value> {
+pub(super) fn component(name: &str, file: &str) -> Vec<Value> {
     let path = format!(
         "{}/../deploy/components/{name}/{file}",
         env!("CARGO_MANIFEST_DIR")
@@ -31,7 +31,7 @@ fn component(name: &str, file: &str) -> Vec<Value> {
 }
 
 /// Create `v` (any kind) as the administrator, or replace what is there.
-async fn apply(client: &kube::Client, v: &Value) {
+pub(super) async fn apply(client: &kube::Client, v: &Value) {
     let api_version = v["apiVersion"].as_str().unwrap();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let kind = v["kind"].as_str().unwrap();
@@ -54,7 +54,7 @@ async fn apply(client: &kube::Client, v: &Value) {
 }
 
 /// Delete the ValidatingAdmissionPolicies and bindings among `shipped`: they bind cluster-wide.
-async fn remove_policies(admin: &kube::Client, shipped: &[Value]) {
+pub(super) async fn remove_policies(admin: &kube::Client, shipped: &[Value]) {
     for o in shipped.iter().filter(|o| {
         o["kind"]
             .as_str()

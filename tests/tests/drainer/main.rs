@@ -19,6 +19,7 @@ mod grants;
 mod isolation;
 mod kwok;
 mod ladder;
+mod machines;
 mod medik8s;
 mod memory;
 mod outside;

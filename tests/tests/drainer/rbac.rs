@@ -17,7 +17,7 @@ use crate::env::{Env, WAIT};
 const LEASE: &str = "nodemedic-drainer";
 
 /// Apply the shipped drainer RBAC (deploy/base/drainer-rbac.yaml) to the control plane.
-async fn apply_shipped_rbac(client: &kube::Client) {
+pub(super) async fn apply_shipped_rbac(client: &kube::Client) {
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -63,7 +63,7 @@ async fn apply_shipped_rbac(client: &kube::Client) {
 }
 
 /// Wait until a SelfSubjectAccessReview as `client`'s user allows `verb` on `resource`.
-async fn wait_authorized(
+pub(super) async fn wait_authorized(
     client: &kube::Client,
     verb: &str,
     group: &str,
