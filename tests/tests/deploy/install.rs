@@ -336,7 +336,13 @@ fn has(objects: &[Value], component: &str) -> bool {
                 && named("ValidatingWebhookConfiguration", "nodemedic-kosmos-guard")
         }
         "delete-drained-nodes" => named("ClusterRole", "nodemedic-drainer-delete-nodes"),
-        "cluster-api" => named("Role", "nodemedic-drainer-cluster-api"),
+        "cluster-api" => {
+            named("Role", "nodemedic-drainer-cluster-api")
+                && named(
+                    "ValidatingWebhookConfiguration",
+                    "nodemedic-drainer-cluster-api-under-way",
+                )
+        }
         "allow-force-delete" => named("ClusterRole", "nodemedic-drainer-force-delete"),
         "monitoring" => named("ServiceMonitor", "nodemedic-detector"),
         "power-cycle-metal3" | "power-cycle-medik8s" => {
@@ -346,6 +352,10 @@ fn has(objects: &[Value], component: &str) -> bool {
                 "nodemedic-drainer",
                 &format!("--power-cycle-provider={provider}"),
             ) && named("Role", &format!("nodemedic-drainer-{component}"))
+                && named(
+                    "ValidatingWebhookConfiguration",
+                    &format!("nodemedic-drainer-{provider}-under-way"),
+                )
         }
         other => panic!("no check for the component {other}: add one"),
     }

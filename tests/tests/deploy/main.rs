@@ -169,6 +169,32 @@ fn same_policy(helm: &[Value], component: &str, policy: &str) {
     find(helm, "ValidatingAdmissionPolicyBinding", policy);
 }
 
+/// The chart's machines webhook for `short` is the kustomize `component`'s: the same rules, failure
+/// policy, side effects, timeout and path, served by the release's guard.
+fn same_webhook(helm: &[Value], component: &str, short: &str) {
+    let name = format!("nodemedic-drainer-{short}-under-way");
+    let ours = docs(&repo().join(format!("deploy/components/{component}/webhook.yaml")));
+    let (h, k) = (
+        &find(helm, "ValidatingWebhookConfiguration", &name)["webhooks"][0],
+        &find(&ours, "ValidatingWebhookConfiguration", &name)["webhooks"][0],
+    );
+    for field in [
+        "name",
+        "rules",
+        "failurePolicy",
+        "sideEffects",
+        "timeoutSeconds",
+        "matchPolicy",
+    ] {
+        assert_eq!(h[field], k[field], "{name}: {field}");
+    }
+    assert_eq!(h["clientConfig"], k["clientConfig"], "{name}");
+    assert_eq!(
+        h["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:kube-system:nodemedic-drainer'"
+    );
+}
+
 #[test]
 fn helm_values_operators_set_take_effect_and_releases_do_not_collide() {
     let Some(a) = helm_template(&chart(), "edge", "monitoring", None) else {
@@ -525,6 +551,12 @@ fn the_charts_power_cycle_providers_get_their_flags_and_exactly_their_roles() {
         return;
     };
     assert_eq!(granted(&plain, "nodemedic-drainer"), base);
+    // A machine reached only for a node under remediation needs the guard's certificate: without
+    // the guard the chart says so instead of rendering a token that reaches every machine.
+    v["drainer"]["powerCycle"]["provider"] = json!("metal3");
+    let refused = helm_template_refused(&chart(), &v).unwrap();
+    assert!(refused.contains("need guard.enabled"), "{refused}");
+    v["guard"]["enabled"] = json!(true);
     let args = |objects: &[Value]| {
         let d = find(objects, "Deployment", "nodemedic-drainer");
         pod_spec(d)["containers"][0]["args"].to_string()
@@ -565,6 +597,7 @@ fn the_charts_power_cycle_providers_get_their_flags_and_exactly_their_roles() {
             _ => ("power-cycle-medik8s", "nodemedic-drainer-own-remediations"),
         };
         same_policy(&with, component, policy);
+        same_webhook(&with, component, provider);
         if provider == "medik8s" {
             let b = find(&with, "ValidatingAdmissionPolicyBinding", policy);
             assert_eq!(
@@ -617,6 +650,7 @@ fn the_charts_power_cycle_providers_get_their_flags_and_exactly_their_roles() {
         "cluster-api",
         "nodemedic-drainer-machine-remediation-only",
     );
+    same_webhook(&with, "cluster-api", "cluster-api");
     v["drainer"]["powerCycle"] = json!({"provider": "http", "url": "https://bmc-gateway.example/power",
         "tokenSecret": "bmc-token"});
     let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
@@ -661,6 +695,7 @@ fn marking_machines_is_granted_only_where_configured_and_exactly() {
     };
     assert_eq!(granted(&plain, "nodemedic-drainer"), base);
     v["drainer"]["clusterAPI"] = json!(true);
+    v["guard"]["enabled"] = json!(true);
     let with = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)).unwrap();
     check_types(&with);
     assert_eq!(granted(&with, "nodemedic-drainer"), with_machines);

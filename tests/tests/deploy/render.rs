@@ -102,6 +102,29 @@ pub fn helm_template(
     }
 }
 
+/// `helm template` that Helm refuses: its message, or `None` (said) without Helm. Panics if it renders.
+pub fn helm_template_refused(chart: &Path, values: &Value) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = chart.to_str().unwrap().to_string();
+    let file = dir.path().join("values.yaml");
+    std::fs::write(&file, serde_json::to_string(values).unwrap()).unwrap();
+    let file_s = file.to_str().unwrap().to_string();
+    let args = [
+        "template",
+        "nodemedic",
+        &chart,
+        "--namespace",
+        "kube-system",
+        "--values",
+        &file_s,
+    ];
+    match helm(&args) {
+        None => missing("helm-python-sdk", "pip install helm-python-sdk").map(|_| String::new()),
+        Some(Ok(_)) => panic!("helm template rendered what it should refuse"),
+        Some(Err(e)) => Some(e),
+    }
+}
+
 /// `helm lint --strict` with real Helm: `Some(Ok(report))` when clean, `Some(Err(report))` when not.
 pub fn helm_lint(chart: &Path, values: Option<&Value>) -> Option<Result<String, String>> {
     let dir = tempfile::tempdir().unwrap();
