@@ -5,7 +5,10 @@
 //! power-cycle the drainer has under way, as its sealed record says. Shown on a real kube-apiserver
 //! of each supported release: the drainer, running as its ServiceAccount under the shipped base and
 //! Metal3 RBAC and policy, power-cycles a broken node's host through the webhook; the same token
-//! asking a healthy node's host, or the broken one's before its step, is refused.
+//! asking a healthy node's host, or the broken one's before its step, is refused. Likewise for a
+//! Fence Agents Remediation made (medik8s) and a Machine marked (Cluster API): the drainer's own,
+//! for the node whose power-cycle, then replacement, is under way, pass; the token's for another
+//! node, or for a step not yet reached, do not.
 
 use std::time::Duration;
 
@@ -26,13 +29,18 @@ use crate::grants::{apply, component};
 const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
 const NS: &str = "metal3";
 
-fn api(
+fn api_in(
     client: &kube::Client,
     (group, version, kind, plural): (&str, &str, &str, &str),
+    ns: &str,
 ) -> Api<DynamicObject> {
     let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
     let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
-    Api::namespaced_with(client.clone(), NS, &ar)
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn api(client: &kube::Client, kind: (&str, &str, &str, &str)) -> Api<DynamicObject> {
+    api_in(client, kind, NS)
 }
 
 const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
@@ -47,17 +55,17 @@ const HOST: (&str, &str, &str, &str) = ("metal3.io", "v1alpha1", "BareMetalHost"
 /// `node`'s Machine, Metal3Machine and BareMetalHost as Cluster API and its Metal3 provider make
 /// them: the Machine names the node back (nodeRef, provider ID) and owns the Metal3Machine, which
 /// names the host; the host's consumerRef names the Metal3Machine. The node names its Machine.
-async fn machines_of(env: &Env, run: &str, node: &str) {
+async fn machines_of(env: &Env, run: &str, node: &str, ns: &'static str) {
     let admin = &env.cluster.client;
     let id = format!("test://{node}");
     let nodes: Api<Node> = Api::all(admin.clone());
     let claim = json!({"spec": {"providerID": id}, "metadata": {"annotations": {
-        "cluster.x-k8s.io/machine": format!("m-{node}"), "cluster.x-k8s.io/cluster-namespace": NS}}});
+        "cluster.x-k8s.io/machine": format!("m-{node}"), "cluster.x-k8s.io/cluster-namespace": ns}}});
     nodes
         .patch(node, &PatchParams::default(), &Patch::Merge(claim))
         .await
         .unwrap();
-    let create = |kind, o| create(admin, run, kind, o);
+    let create = |kind, o| create(admin, run, kind, o, ns);
     let machine = create(
         MACHINE,
         json!({"metadata": {"name": format!("m-{node}")},
@@ -67,6 +75,9 @@ async fn machines_of(env: &Env, run: &str, node: &str) {
         "status": {"nodeRef": {"name": node}}}),
     )
     .await;
+    if ns != NS {
+        return;
+    }
     create(
         METAL3_MACHINE,
         json!({"metadata": {"name": format!("m3m-{node}"),
@@ -88,16 +99,22 @@ async fn create(
     run: &str,
     (g, v, k, p): (&'static str, &'static str, &'static str, &'static str),
     mut o: Value,
+    ns: &str,
 ) -> DynamicObject {
-    let api = api(admin, (g, v, k, p));
+    let api = api_in(admin, (g, v, k, p), ns);
     o["apiVersion"] = json!(format!("{g}/{v}"));
     o["kind"] = json!(k);
     o["metadata"]["labels"] = json!({"nodemedic.test/run": run});
     let status = o["status"].take();
-    let made = api
-        .create(&PostParams::default(), &serde_json::from_value(o).unwrap())
-        .await
-        .unwrap();
+    let o: DynamicObject = serde_json::from_value(o).unwrap();
+    // A CRD just established can still answer 404 for a moment: its handler comes up after.
+    let made = eventually(&format!("{k} served"), WAIT, || async {
+        match api.create(&PostParams::default(), &o).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => None,
+            made => Some(made.unwrap()),
+        }
+    })
+    .await;
     if !status.is_null() {
         let name = made.metadata.name.clone().unwrap();
         let body = Patch::Merge(json!({"status": status}));
@@ -108,18 +125,21 @@ async fn create(
     made
 }
 
-/// The shipped webhook, registered to call `addr` (no kube-proxy routes the Service here) and to
-/// see only this test's hosts (the control plane is shared); returns its name.
-async fn register(env: &Env, run: &str, addr: std::net::SocketAddr, ca: &str) -> String {
-    let mut hook = component("power-cycle-metal3", "webhook.yaml").remove(0);
-    let name = format!("metal3-under-way-{run}");
+/// `component`'s shipped webhook, registered to call `addr` (no kube-proxy routes the Service here)
+/// and, the control plane being shared, to see only this test's objects (their names carry its
+/// id); returns its name.
+async fn register(env: &Env, component_: &str, addr: std::net::SocketAddr, ca: &str) -> String {
+    let mut hook = component(component_, "webhook.yaml").remove(0);
+    let run = env.cluster.id_label();
+    let name = format!("{component_}-under-way-{run}");
     hook["metadata"]["name"] = json!(name);
     hook["metadata"]["labels"] = json!({"nodemedic.test/run": run});
     hook["metadata"]["annotations"] = json!({});
     let w = &mut hook["webhooks"][0];
     w["clientConfig"] = json!({"url": format!("https://127.0.0.1:{}/machines", addr.port()),
         "caBundle": nodemedic_tests::webhook::base64(ca.as_bytes())});
-    w["objectSelector"] = json!({"matchLabels": {"nodemedic.test/run": run}});
+    let ours = json!({"name": "this-test", "expression": format!("request.name.contains('{}')", env.cluster.id)});
+    w["matchConditions"].as_array_mut().unwrap().push(ours);
     apply(&env.cluster.client, &hook).await;
     name
 }
@@ -133,63 +153,133 @@ fn reboot() -> Patch<Value> {
     Patch::Merge(json!({"metadata": {"annotations": {"reboot.metal3.io": ""}}}))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stolen_drainer_token_reaches_only_the_host_of_a_node_the_drainer_power_cycles() {
-    for env in Env::each_release().await {
-        on(env).await;
-    }
+/// A control plane with the drainer's account under the shipped base RBAC and `components`' RBAC
+/// and policy, its own Lease granted as the shipped Role grants the shipped one; the account's
+/// client, and a directory with the drainer's record key and the guard's certificate.
+struct Setup {
+    plane: &'static nodemedic_tests::envtest::ControlPlane,
+    token: kube::Client,
+    lease: String,
+    dir: tempfile::TempDir,
+    ca: String,
 }
 
-async fn on(env: Env) {
+async fn setup(
+    env: &Env,
+    test: &str,
+    crds: &[&str],
+    components: &[(&str, &[&str])],
+) -> Option<Setup> {
     let Some(plane) = env.cluster.plane else {
-        nodemedic_tests::envtest::say_skipped(
-            "a_stolen_drainer_token_reaches_only_the_host_of_a_node_the_drainer_power_cycles",
-            "kube-apiserver calling an admission webhook",
-        );
-        return;
+        nodemedic_tests::envtest::say_skipped(test, "kube-apiserver calling an admission webhook");
+        return None;
     };
     let admin = env.cluster.client.clone();
-    crate::ladder::install_fixture_crds(
-        &admin,
-        true,
-        &[
-            "metal3/metal3.io_baremetalhosts.yaml",
-            "metal3/infrastructure.cluster.x-k8s.io_metal3machines.yaml",
-            "cluster-api/cluster.x-k8s.io_machines.yaml",
-        ],
-    )
-    .await;
-    env.cluster.ensure_namespace(NS, json!({})).await;
+    crate::ladder::install_fixture_crds(&admin, true, crds).await;
+    for ns in [NS, "medik8s"] {
+        env.cluster.ensure_namespace(ns, json!({})).await;
+    }
     crate::rbac::apply_shipped_rbac(&admin).await;
-    for f in ["power-cycle-metal3-rbac.yaml", "policy.yaml"] {
-        for o in component("power-cycle-metal3", f) {
-            apply(&admin, &o).await;
+    for (c, files) in components {
+        for f in *files {
+            for o in component(c, f) {
+                apply(&admin, &o).await;
+            }
         }
     }
-    let run = env.cluster.id_label();
     // The shipped Role names the shipped Lease and its ConfigMaps; this drainer keeps its own (the
     // control plane is shared with other tests), granted the same verbs by a Role of the test's.
-    let lease = format!("nmt-{run}");
-    lease_grants(&env, &lease).await;
-    let token = plane.client_impersonating_groups(
-        SA,
-        &[
-            "system:serviceaccounts",
-            "system:serviceaccounts:kube-system",
-            "system:authenticated",
-        ],
+    let lease = format!("nmt-{}", env.cluster.id_label());
+    lease_grants(env, &lease).await;
+    let groups = [
+        "system:serviceaccounts",
+        "system:serviceaccounts:kube-system",
+        "system:authenticated",
+    ];
+    let token = plane.client_impersonating_groups(SA, &groups);
+    let lease_api = (
+        "coordination.k8s.io",
+        "leases",
+        Some("kube-system"),
+        Some(lease.as_str()),
     );
     crate::rbac::wait_authorized(
         &token,
         "update",
-        "coordination.k8s.io",
-        "leases",
-        Some("kube-system"),
-        Some(&lease),
+        lease_api.0,
+        lease_api.1,
+        lease_api.2,
+        lease_api.3,
     )
     .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = nodemedic_tests::webhook::write_cert(dir.path(), "nodemedic-guard");
+    std::fs::write(dir.path().join("key"), [7u8; 32]).unwrap();
+    Some(Setup {
+        plane,
+        token,
+        lease,
+        dir,
+        ca,
+    })
+}
+
+/// What the webhook said of the write of `verb` on the `resource` `name` that the API server admitted (its
+/// audit log names the authenticated user, the tests' administrator impersonating the account).
+async fn webhook_said(s: &Setup, verb: &str, resource: &str, name: &str) -> String {
+    eventually(
+        &format!("the webhook's word on {verb} {name}"),
+        WAIT,
+        || async {
+            s.plane
+                .audit()
+                .into_iter()
+                .filter(|e| {
+                    (e.verb == verb && e.name == name && e.resource == resource)
+                        && e.subresource.is_empty()
+                        && (200..300).contains(&e.code)
+                })
+                .find_map(|e| {
+                    e.annotations
+                        .into_iter()
+                        .find(|(k, _)| k.ends_with("under-way.nodemedic.io/decision"))
+                        .map(|(_, v)| v)
+                })
+        },
+    )
+    .await
+}
+
+async fn unregister(env: &Env, hooks: &[String]) {
+    let api: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(env.cluster.client.clone());
+    for h in hooks {
+        let _ = api.delete(h, &Default::default()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_drainer_token_reaches_only_the_host_of_a_node_the_drainer_power_cycles() {
+    for env in Env::each_release().await {
+        metal3(env).await;
+    }
+}
+
+async fn metal3(env: Env) {
+    let crds = [
+        "metal3/metal3.io_baremetalhosts.yaml",
+        "metal3/infrastructure.cluster.x-k8s.io_metal3machines.yaml",
+        "cluster-api/cluster.x-k8s.io_machines.yaml",
+    ];
+    let files: &[&str] = &["power-cycle-metal3-rbac.yaml", "policy.yaml"];
+    let test = "a_stolen_drainer_token_reaches_only_the_host_of_a_node_the_drainer_power_cycles";
+    let Some(s) = setup(&env, test, &crds, &[("power-cycle-metal3", files)]).await else {
+        return;
+    };
+    let admin = env.cluster.client.clone();
+    let run = env.cluster.id_label();
     crate::rbac::wait_authorized(
-        &token,
+        &s.token,
         "patch",
         "metal3.io",
         "baremetalhosts",
@@ -197,22 +287,26 @@ async fn on(env: Env) {
         None,
     )
     .await;
-
     let broken = env.node("mt-broken", "False", 3600, json!({})).await;
     let healthy = env.node("mt-healthy", "False", 3600, json!({})).await;
     for n in [&broken, &healthy] {
         Kubelet::booted(&admin, n, "boot-a").await;
-        machines_of(&env, &run, n).await;
+        machines_of(&env, &run, n, NS).await;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let ca = nodemedic_tests::webhook::write_cert(dir.path(), "nodemedic-guard");
-    std::fs::write(dir.path().join("key"), [7u8; 32]).unwrap();
-    let running = run::start(options(&env, &lease, dir.path()), token.clone())
+    let ladder = "KernelDeadlock=True: drain, power-cycle";
+    let running = run::start(options(&env, &s, ladder, "metal3", None), s.token.clone())
         .await
         .unwrap();
-    let hook = register(&env, &run, running.guard_addr.unwrap(), &ca).await;
-    let hosts = api(&token, HOST);
+    let hook = register(
+        &env,
+        "power-cycle-metal3",
+        running.guard_addr.unwrap(),
+        &s.ca,
+    )
+    .await;
+    let hosts = api(&s.token, HOST);
     let pp = PatchParams::default();
+    let release = &s.plane.release;
 
     // Before any ladder: the token's reboot of either host is refused, once the API server calls
     // the webhook (a configuration takes a moment to be in force).
@@ -223,11 +317,8 @@ async fn on(env: Env) {
         refused(&r).then_some(r)
     })
     .await;
-    let release = &plane.release;
-    assert!(
-        format!("{r:?}").contains(&format!("node {healthy} has no drain record")),
-        "{release}: {r:?}"
-    );
+    let no_record = format!("node {healthy} has no drain record");
+    assert!(format!("{r:?}").contains(&no_record), "{release}: {r:?}");
     let r = hosts.patch(&format!("host-{broken}"), &pp, &reboot()).await;
     assert!(
         refused(&r),
@@ -238,36 +329,15 @@ async fn on(env: Env) {
     // its account (which may patch hosts, not read them), through the webhook.
     env.set_condition(&broken, "KernelDeadlock", "True", 600)
         .await;
+    let host = format!("host-{broken}");
     let asked = eventually("the broken node's host asked to reboot", WAIT, || async {
-        let h = api(&admin, HOST)
-            .get(&format!("host-{broken}"))
-            .await
-            .ok()?;
+        let h = api(&admin, HOST).get(&host).await.ok()?;
         h.metadata.annotations?.get("reboot.metal3.io").cloned()
     })
     .await;
     assert_eq!(asked, r#"{"mode":"hard"}"#, "{release}");
-    // It went through the webhook, which said why it admitted it (in the API server's audit log).
-    let host = format!("host-{broken}");
-    let said = eventually(
-        "the webhook's word on the drainer's patch",
-        WAIT,
-        || async {
-            // (The log names the authenticated user, the tests' administrator impersonating the account.)
-            plane
-                .audit()
-                .into_iter()
-                .find(|e| e.verb == "patch" && e.name == host && e.code == 200)
-                .and_then(|e| {
-                    e.annotations
-                        .into_iter()
-                        .find(|(k, _)| k.ends_with("under-way.nodemedic.io/decision"))
-                })
-        },
-    )
-    .await;
     assert_eq!(
-        said.1,
+        webhook_said(&s, "patch", "baremetalhosts", &host).await,
         format!("allowed: a power-cycle of node {broken} (BareMetalHost {NS}/{host}) is under way"),
         "{release}"
     );
@@ -283,40 +353,223 @@ async fn on(env: Env) {
         .get(&format!("host-{healthy}"))
         .await
         .unwrap();
-    assert!(
-        !spared
-            .metadata
-            .annotations
-            .unwrap_or_default()
-            .contains_key("reboot.metal3.io"),
-        "{release}"
-    );
+    let annotations = spared.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key("reboot.metal3.io"), "{release}");
 
     running.shutdown().await;
-    let hooks: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
-        Api::all(admin.clone());
-    let _ = hooks.delete(&hook, &Default::default()).await;
-    for kind in [HOST, METAL3_MACHINE, MACHINE] {
+    unregister(&env, &[hook]).await;
+    for (kind, prefix) in [(HOST, "host-"), (METAL3_MACHINE, "m3m-"), (MACHINE, "m-")] {
         for n in [&broken, &healthy] {
-            let name = match kind.2 {
-                "BareMetalHost" => format!("host-{n}"),
-                "Metal3Machine" => format!("m3m-{n}"),
-                _ => format!("m-{n}"),
-            };
-            let _ = api(&admin, kind).delete(&name, &Default::default()).await;
+            let _ = api(&admin, kind)
+                .delete(&format!("{prefix}{n}"), &Default::default())
+                .await;
         }
     }
     env.cleanup().await;
 }
 
-/// The drainer as `drainer run` starts it with the Metal3 component: a ladder that power-cycles,
-/// its record key and the guard's certificate from `dir`, under the Lease `lease`.
-fn options(env: &Env, lease: &str, dir: &std::path::Path) -> Options {
+const FAR: (&str, &str, &str, &str) = (
+    "fence-agents-remediation.medik8s.io",
+    "v1alpha1",
+    "FenceAgentsRemediation",
+    "fenceagentsremediations",
+);
+/// The template of the medik8s component (its policy's paramRef), as the grants test makes it.
+const TEMPLATE: &str = "nodemedic-power-cycle";
+
+fn far_template() -> Value {
+    json!({"agent": "fence_ipmilan", "remediationStrategy": "ResourceDeletion",
+        "sharedparameters": {"--action": "reboot", "--username": "admin"}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_drainer_token_fences_and_marks_only_for_a_node_the_drainer_remediates() {
+    for env in Env::each_release().await {
+        fence_and_mark(env).await;
+    }
+}
+
+async fn fence_and_mark(env: Env) {
+    let crds = [
+        "medik8s/fence-agents-remediation.medik8s.io_fenceagentsremediations.yaml",
+        "medik8s/fence-agents-remediation.medik8s.io_fenceagentsremediationtemplates.yaml",
+        "cluster-api/cluster.x-k8s.io_machines.yaml",
+    ];
+    let rbac_and_policy = |rbac: &'static str| -> &'static [&'static str] {
+        match rbac {
+            "medik8s" => &["power-cycle-medik8s-rbac.yaml", "policy.yaml"],
+            _ => &["cluster-api-rbac.yaml", "policy.yaml"],
+        }
+    };
+    let components = [
+        ("power-cycle-medik8s", rbac_and_policy("medik8s")),
+        ("cluster-api", rbac_and_policy("cluster-api")),
+    ];
+    let test = "a_stolen_drainer_token_fences_and_marks_only_for_a_node_the_drainer_remediates";
+    let Some(s) = setup(&env, test, &crds, &components).await else {
+        return;
+    };
+    let admin = env.cluster.client.clone();
+    let run = env.cluster.id_label();
+    let template = json!({"apiVersion": "fence-agents-remediation.medik8s.io/v1alpha1",
+        "kind": "FenceAgentsRemediationTemplate",
+        "metadata": {"name": TEMPLATE, "namespace": "medik8s"},
+        "spec": {"template": {"spec": far_template()}}});
+    apply(&admin, &template).await;
+    crate::rbac::wait_authorized(
+        &s.token,
+        "patch",
+        "cluster.x-k8s.io",
+        "machines",
+        Some("default"),
+        None,
+    )
+    .await;
+    let broken = env.node("mf-broken", "False", 3600, json!({})).await;
+    let healthy = env.node("mf-healthy", "False", 3600, json!({})).await;
+    for n in [&broken, &healthy] {
+        Kubelet::booted(&admin, n, "boot-a").await;
+        machines_of(&env, &run, n, "default").await;
+    }
+    let ladder = "KernelDeadlock=True: drain, power-cycle, replace";
+    let template_flag = format!("FenceAgentsRemediationTemplate/medik8s/{TEMPLATE}");
+    let opts = options(&env, &s, ladder, "medik8s", Some(template_flag));
+    let running = run::start(opts, s.token.clone()).await.unwrap();
+    let addr = running.guard_addr.unwrap();
+    let hooks = [
+        register(&env, "power-cycle-medik8s", addr, &s.ca).await,
+        register(&env, "cluster-api", addr, &s.ca).await,
+    ];
+    let release = &s.plane.release;
+    let fars = api_in(&s.token, FAR, "medik8s");
+    let machines = api_in(&s.token, MACHINE, "default");
+    let pp = PatchParams::default();
+    let mark = || {
+        Patch::Merge(
+            json!({"metadata": {"annotations": {"cluster.x-k8s.io/remediate-machine": ""}}}),
+        )
+    };
+    // A fence the policy would pass (the drainer's label, the template's spec), for `node`.
+    let fence = |node: &str| -> DynamicObject {
+        serde_json::from_value(
+            json!({"apiVersion": "fence-agents-remediation.medik8s.io/v1alpha1",
+            "kind": "FenceAgentsRemediation", "metadata": {"name": node,
+                "labels": {"app.kubernetes.io/managed-by": "nodemedic-drainer"}},
+            "spec": far_template()}),
+        )
+        .unwrap()
+    };
+
+    // Before any ladder: no fence and no mark, for either node.
+    let r = eventually("the webhooks in force", WAIT, || async {
+        let r = fars.create(&PostParams::default(), &fence(&healthy)).await;
+        refused(&r).then_some(r)
+    })
+    .await;
+    assert!(
+        format!("{r:?}").contains(&format!("node {healthy} has no drain record")),
+        "{release}: {r:?}"
+    );
+    let r = eventually("the Machine webhook in force", WAIT, || async {
+        let r = machines.patch(&format!("m-{healthy}"), &pp, &mark()).await;
+        refused(&r).then_some(r)
+    })
+    .await;
+    assert!(
+        format!("{r:?}").contains(&format!("node {healthy} has no drain record")),
+        "{release}: {r:?}"
+    );
+
+    // The broken node: drained, fenced through the template by the drainer (admitted), and while
+    // its power-cycle is on, its Machine is not the token's to mark (not its step).
+    env.set_condition(&broken, "KernelDeadlock", "True", 600)
+        .await;
+    eventually("the drainer's fence of the broken node", WAIT, || async {
+        api_in(&admin, FAR, "medik8s")
+            .get_opt(&broken)
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let r = machines.patch(&format!("m-{broken}"), &pp, &mark()).await;
+    let not_yet = "at its power-cycle step (phase rebooting), not a replace";
+    assert!(
+        refused(&r) && format!("{r:?}").contains(not_yet),
+        "{release}: {r:?}"
+    );
+    let r = fars.create(&PostParams::default(), &fence(&healthy)).await;
+    assert!(
+        refused(&r),
+        "{release}: the healthy node fenced while another's step is on: {r:?}"
+    );
+
+    assert_eq!(
+        webhook_said(&s, "create", "fenceagentsremediations", &broken).await,
+        format!("allowed: a power-cycle of node {broken} is under way"),
+        "{release}"
+    );
+    // No new boot by the deadline: the replacement marks the broken node's Machine (admitted).
+    let machine = format!("m-{broken}");
+    eventually("the broken node's Machine marked", WAIT, || async {
+        let m = api_in(&admin, MACHINE, "default")
+            .get(&machine)
+            .await
+            .ok()?;
+        m.metadata
+            .annotations?
+            .get("cluster.x-k8s.io/remediate-machine")
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        webhook_said(&s, "patch", "machines", &machine).await,
+        format!("allowed: a replace of node {broken} (Machine default/{machine}) is under way"),
+        "{release}"
+    );
+    let r = machines.patch(&format!("m-{healthy}"), &pp, &mark()).await;
+    assert!(refused(&r), "{release}: the healthy node's Machine: {r:?}");
+    let spared = api_in(&admin, MACHINE, "default")
+        .get(&format!("m-{healthy}"))
+        .await
+        .unwrap();
+    let annotations = spared.metadata.annotations.unwrap_or_default();
+    assert!(
+        !annotations.contains_key("cluster.x-k8s.io/remediate-machine"),
+        "{release}"
+    );
+
+    running.shutdown().await;
+    unregister(&env, &hooks).await;
+    for n in [&broken, &healthy] {
+        let _ = api_in(&admin, MACHINE, "default")
+            .delete(&format!("m-{n}"), &Default::default())
+            .await;
+        let _ = api_in(&admin, FAR, "medik8s")
+            .delete(n, &Default::default())
+            .await;
+    }
+    env.cleanup().await;
+}
+
+/// The drainer as `drainer run` starts it with a power-cycle component: `ladder`, its `provider`
+/// (and medik8s' `template`), its record key and the guard's certificate from the setup's
+/// directory, under the setup's Lease.
+fn options(
+    env: &Env,
+    s: &Setup,
+    ladder: &str,
+    provider: &str,
+    template: Option<String>,
+) -> Options {
+    let (lease, dir) = (s.lease.as_str(), s.dir.path());
     let args = PolicyArgs {
-        conditions: vec!["KernelDeadlock=True: drain, power-cycle".into()],
+        conditions: vec![ladder.into()],
         node_selector: Some(format!("{}={}", crate::env::LABEL, env.id)),
         drain_buffer: Some(Duration::from_secs(1)),
-        power_cycle_provider: Some("metal3".into()),
+        reboot_deadline: Some(Duration::from_secs(20)),
+        power_cycle_provider: Some(provider.into()),
+        remediation_template: template,
         max_unhealthy: Some("100%".into()),
         breaker_new: Some("100%".into()),
         domain_outage: Some("100%".into()),
