@@ -4,7 +4,8 @@
 //! what the drainer does, on a real kube-apiserver of each supported release, as the drainer's
 //! ServiceAccount under the component's shipped Role: a stolen token cannot power a host off,
 //! change its image or BMC, edit a Machine, fence a node through an agent of its choosing or delete
-//! another remediator's object; the drainer's own writes still go through.
+//! another remediator's object; the drainer's own writes still go through. Which node's machine it may reach
+//! at all is the machines webhook's to say (`machines.rs`): a policy cannot read the Node.
 
 use std::time::Duration;
 
