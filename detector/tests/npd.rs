@@ -78,6 +78,32 @@ fn meaning(m: &Monitor) -> String {
 }
 
 #[test]
+fn convert_npd_makes_its_out_dir_and_never_writes_two_files_to_one_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("rules/converted");
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let twin = other.join(SHIPPED[0]);
+    std::fs::copy(npd(SHIPPED[0]), &twin).unwrap();
+    let out = detector()
+        .arg("convert-npd")
+        .arg(npd(SHIPPED[0]))
+        .arg(&twin)
+        .arg("--out-dir")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stem = SHIPPED[0].trim_end_matches(".json");
+    assert!(out_dir.join(format!("{stem}.yaml")).is_file(), "{stderr}");
+    assert!(
+        stderr.contains("would overwrite") && stderr.contains("1 file(s) not converted"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn npd_shipped_files_load_as_they_are_and_convert_to_the_same_monitors() {
     let dir = tempfile::tempdir().unwrap();
     let out = detector()

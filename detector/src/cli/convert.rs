@@ -11,8 +11,8 @@ pub(crate) struct ConvertArgs {
     /// NPD monitor files (system-log-monitor or custom-plugin-monitor JSON).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Write each as DIR/<name>.yaml instead of printing them (several files on stdout are separated
-    /// by `---` lines; split them into one file each).
+    /// Write each as DIR/<name>.yaml instead of printing them (DIR is made if missing; several files
+    /// on stdout are separated by `---` lines; split them into one file each).
     #[arg(long = "out-dir", value_name = "DIR")]
     out_dir: Option<PathBuf>,
 }
@@ -20,6 +20,14 @@ pub(crate) struct ConvertArgs {
 pub(crate) fn run_convert(args: ConvertArgs) -> ExitCode {
     let mut failed = 0;
     let mut printed = 0;
+    if let Some(dir) = &args.out_dir
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        eprintln!("detector: cannot make the directory {}: {e}", dir.display());
+        return ExitCode::from(2);
+    }
+    // Two files of one name (kernel-monitor.json from two directories) would write one output.
+    let mut written = std::collections::BTreeSet::new();
     for path in &args.files {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
@@ -47,6 +55,15 @@ pub(crate) fn run_convert(args: ConvertArgs) -> ExitCode {
                     .and_then(|s| s.to_str())
                     .unwrap_or("monitor");
                 let out = dir.join(format!("{stem}.yaml"));
+                if !written.insert(out.clone()) {
+                    eprintln!(
+                        "detector: {} would overwrite {} written from another file of that name: not written",
+                        path.display(),
+                        out.display()
+                    );
+                    failed += 1;
+                    continue;
+                }
                 if let Err(e) = std::fs::write(&out, &yaml) {
                     eprintln!("detector: cannot write {}: {e}", out.display());
                     failed += 1;
