@@ -75,6 +75,46 @@ fn text_output_is_an_aligned_table() {
     );
 }
 
+/// NPD's habit `-v=N` (glog's verbosity), `-v` and `--verbose` name each problem's monitor; `-v=0`
+/// is the plain table.
+#[test]
+fn verbose_names_the_monitor_of_each_problem_as_npds_v_flag_asks() {
+    let table = |flag: Option<&str>| {
+        let mut c = detector();
+        c.args(["check", "--input", SAMPLE]);
+        c.args(flag);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{flag:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for flag in ["-v", "-v=2", "--verbose"] {
+        let text = table(Some(flag));
+        let mut lines = text.lines();
+        assert!(
+            lines
+                .next()
+                .unwrap()
+                .starts_with("LINE  KIND       MONITOR"),
+            "{flag}: {text}"
+        );
+        // Each problem's monitor, as the rule files name them.
+        let named: std::collections::BTreeSet<&str> = lines
+            .map(|l| l.split_whitespace().nth(2).unwrap())
+            .collect();
+        assert_eq!(
+            named,
+            ["kernel-monitor", "readonly-monitor"].into(),
+            "{flag}: {text}"
+        );
+    }
+    assert_eq!(table(Some("-v=0")), table(None));
+    assert!(!table(None).contains("MONITOR"));
+}
+
 #[test]
 fn invalid_rules_exit_2_with_file_line_column_errors() {
     let dir = tempfile::tempdir().unwrap();

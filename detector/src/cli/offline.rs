@@ -30,6 +30,11 @@ pub(crate) struct CheckArgs {
     /// and syslog files), so the output is reproducible.
     #[arg(long)]
     now: Option<k8s_openapi::jiff::Timestamp>,
+    /// Say which monitor reported each problem (a MONITOR column in the table). NPD's `-v=N`
+    /// (glog's verbosity) is taken as this: any level above 0.
+    #[arg(short = 'v', long = "verbose", num_args = 0..=1, require_equals = true,
+        default_missing_value = "1", value_name = "LEVEL")]
+    verbose: Option<u8>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -199,7 +204,8 @@ fn report(
     // problems found" would be a false all-clear.
     let unreadable = stats.parsed == 0 && stats.malformed > 0;
     if args.output == Output::Text && !unreadable {
-        let _ = write_table(&mut out, &table, colour);
+        let monitors = args.verbose.is_some_and(|v| v > 0);
+        let _ = write_table(&mut out, &table, colour, monitors);
     }
     let _ = out.flush();
     let format = format
@@ -225,34 +231,47 @@ fn report(
     ExitCode::SUCCESS
 }
 
-fn write_table(out: &mut impl Write, rows: &[Finding], colour: bool) -> std::io::Result<()> {
+fn write_table(
+    out: &mut impl Write,
+    rows: &[Finding],
+    colour: bool,
+    monitors: bool,
+) -> std::io::Result<()> {
     if rows.is_empty() {
         return writeln!(out, "no problems found");
     }
-    let headers = ["LINE", "KIND", "CONDITION", "STATUS", "REASON", "MESSAGE"];
-    let cells: Vec<[String; 6]> = rows
+    let mut headers = vec!["LINE", "KIND", "CONDITION", "STATUS", "REASON", "MESSAGE"];
+    if monitors {
+        headers.insert(2, "MONITOR");
+    }
+    let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|f| {
-            [
+            let mut row = vec![
                 f.line.to_string(),
                 f.kind.to_string(),
                 f.condition.clone().unwrap_or_else(|| "-".into()),
                 f.status.unwrap_or("-").to_string(),
                 f.reason.clone(),
                 f.message.replace('\n', "\\n"),
-            ]
+            ];
+            if monitors {
+                row.insert(2, f.monitor.clone());
+            }
+            row
         })
         .collect();
-    let mut widths = headers.map(str::len);
+    let last = headers.len() - 1;
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row.iter()).take(5) {
+        for (w, c) in widths.iter_mut().zip(row.iter()).take(last) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |cols: &[String; 6]| {
+    let line = |cols: &[String]| {
         let mut s = String::new();
         for (i, c) in cols.iter().enumerate() {
-            if i < 5 {
+            if i < last {
                 s.push_str(&format!("{:<w$}  ", c, w = widths[i]));
             } else {
                 s.push_str(c);
@@ -260,15 +279,16 @@ fn write_table(out: &mut impl Write, rows: &[Finding], colour: bool) -> std::io:
         }
         s
     };
-    let head = line(&headers.map(String::from));
+    let head = line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>());
     if colour {
         writeln!(out, "\x1b[1m{head}\x1b[0m")?
     } else {
         writeln!(out, "{head}")?
     }
+    let status = if monitors { 4 } else { 3 };
     for row in &cells {
         let text = line(row);
-        let warn = row[1] == "event" || row[3] == "True";
+        let warn = row[1] == "event" || row[status] == "True";
         if colour && warn {
             writeln!(out, "\x1b[33m{text}\x1b[0m")?
         } else {
