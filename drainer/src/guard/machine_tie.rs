@@ -116,6 +116,7 @@ impl Tie {
                     Err(e) => Err(Verdict::Deny(format!("{host}: {e}"))),
                 }
             }
+            Ask::Refuse(why) => Err(Verdict::Deny(why.clone())),
             Ask::Else(why) => Ok(format!("allowed: {why}")),
         }
     }
@@ -135,7 +136,7 @@ impl Tie {
         };
         let view = NodeView::of(&n);
         let checked = Record::check(&view, &self.trust, &self.owner);
-        machines::under_way(node, checked, step, now).map_err(Verdict::Deny)?;
+        machines::under_way(&view, checked, step, now).map_err(Verdict::Deny)?;
         Ok(view)
     }
 }

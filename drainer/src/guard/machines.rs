@@ -16,8 +16,10 @@ use serde_json::Value;
 
 use crate::model::cluster::REMEDIATE_MACHINE_ANNOTATION;
 use crate::model::ladder::Step;
+use crate::model::node::{NodeView, Uid};
 use crate::model::record::{Checked, Phase};
 use crate::model::{capi, medik8s, metal3};
+use nodemedic_common::keys::DO_NOT_REMEDIATE_ANNOTATION;
 
 /// What an admission request asks of a machine, as far as this check cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +41,8 @@ pub(crate) enum Ask {
         name: String,
         node: Option<String>,
     },
+    /// Refused from the request alone: why.
+    Refuse(String),
     /// Nothing this check stands in the way of (the policies decide what else may change).
     Else(&'static str),
 }
@@ -49,7 +53,7 @@ impl Ask {
         match self {
             Ask::Fence { .. } | Ask::RebootHost { .. } => Some(Step::PowerCycle),
             Ask::MarkMachine { .. } => Some(Step::Replace),
-            Ask::Else(_) => None,
+            Ask::Refuse(_) | Ask::Else(_) => None,
         }
     }
 }
@@ -77,10 +81,20 @@ pub(crate) fn read(req: &AdmissionRequest<DynamicObject>) -> Ask {
         let Some(o) = &req.object else {
             return Ask::Else("no object");
         };
-        let named = annotation(Some(o), medik8s::NODE_NAME_ANNOTATION);
-        let node = named.map(String::from).or_else(|| o.metadata.name.clone());
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let Some(node) = annotation(Some(o), medik8s::NODE_NAME_ANNOTATION) else {
+            return Ask::Fence { node: name };
+        };
+        // A remediator of another release may go by the name: it must name the same node, as the
+        // drainer names its own (the node's name, or that and a suffix).
+        if name != node && !name.starts_with(&format!("{node}-")) {
+            return Ask::Refuse(format!(
+                "{name} is named for another node than the one its {} annotation names ({node})",
+                medik8s::NODE_NAME_ANNOTATION
+            ));
+        }
         return Ask::Fence {
-            node: node.unwrap_or_default(),
+            node: node.to_string(),
         };
     }
     if req.operation != Operation::Update {
@@ -123,33 +137,40 @@ pub(crate) fn read(req: &AdmissionRequest<DynamicObject>) -> Ask {
     Ask::Else("not a machine this check guards")
 }
 
-/// Whether `node`'s record, as checked, has `step` under way at `now`: the drainer's own, for this
-/// Node object, in that step (phase rebooting for a power-cycle, replacing for a replacement) and
-/// before the step's deadline (an older record of the same node written back is past it). Else
-/// why not, in an operator's words.
+/// Whether `node`'s record, as checked, has `step` under way at `now` for the node as it is now:
+/// the drainer's own, for this Node object, in that step (phase rebooting for a power-cycle,
+/// replacing for a replacement), before the step's deadline, no person's veto on the node, the
+/// node still in the boot the power-cycle was asked for, and every condition of the record's
+/// episode still as it was (so a record written back after the node recovered or rebooted, which
+/// the token may read and write, asks nothing). Else why not, in an operator's words.
 pub(crate) fn under_way(
-    node: &str,
+    node: &NodeView,
     checked: Checked,
     step: Step,
     now: Timestamp,
 ) -> Result<(), String> {
-    let what = step.as_str();
+    let (what, name) = (step.as_str(), node.name.as_str());
+    if node.annotations.get(DO_NOT_REMEDIATE_ANNOTATION).is_some() {
+        return Err(format!(
+            "node {name} carries {DO_NOT_REMEDIATE_ANNOTATION} (a person's veto)"
+        ));
+    }
     let r = match checked {
         Checked::Authentic(r) => r,
         Checked::Absent => {
             return Err(format!(
-                "node {node} has no drain record: no {what} of it is under way"
+                "node {name} has no drain record: no {what} of it is under way"
             ));
         }
         Checked::Foreign(r) => {
             return Err(format!(
-                "node {node}'s record is drainer {}'s, not this one's",
+                "node {name}'s record is drainer {}'s, not this one's",
                 r.owner
             ));
         }
         Checked::Rejected(why) => {
             return Err(format!(
-                "node {node}'s record is not the drainer's own ({why}): no {what} of it is under way"
+                "node {name}'s record is not the drainer's own ({why}): no {what} of it is under way"
             ));
         }
     };
@@ -161,18 +182,68 @@ pub(crate) fn under_way(
         let at = r.step.map_or("drain", Step::as_str);
         let phase = serde_json::to_value(r.phase).unwrap_or_default();
         return Err(format!(
-            "node {node}'s ladder is at its {at} step (phase {}), not a {what}",
+            "node {name}'s ladder is at its {at} step (phase {}), not a {what}",
             phase.as_str().unwrap_or_default()
         ));
     }
     match r.step_until {
-        Some(until) if now < until => Ok(()),
-        Some(until) => Err(format!(
-            "node {node}'s {what} step ended at {}",
-            nodemedic_common::time::rfc3339(until)
-        )),
-        None => Err(format!("node {node}'s {what} step has no deadline")),
+        Some(until) if now < until => {}
+        Some(until) => {
+            let at = nodemedic_common::time::rfc3339(until);
+            return Err(format!("node {name}'s {what} step ended at {at}"));
+        }
+        None => return Err(format!("node {name}'s {what} step has no deadline")),
     }
+    if step == Step::PowerCycle && (r.boot_id.is_empty() || Uid::parse(&r.boot_id) != node.boot) {
+        return Err(format!(
+            "node {name} has booted since its power-cycle was asked for (bootID {})",
+            r.boot_id
+        ));
+    }
+    still_on(node, &r.episode)
+}
+
+/// Whether each condition of `episode` (`Type=Status[ (reason)]@seconds`, comma-separated, as
+/// `decide::problem` writes it) still has that status on `node`, unchanged since then.
+fn still_on(node: &NodeView, episode: &str) -> Result<(), String> {
+    let name = node.name.as_str();
+    let items = episode_items(episode);
+    if items.is_empty() {
+        return Err(format!("node {name}'s record names no problem condition"));
+    }
+    for (type_, status, at) in items {
+        let on = node
+            .condition(type_)
+            .filter(|c| c.status.to_string() == status && c.since.as_second() <= at);
+        if on.is_none() {
+            return Err(format!(
+                "node {name}'s {type_}={status} of its record is over (the problem cleared or changed)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The (type, status, seconds) of each condition of an episode; a reason may hold commas.
+fn episode_items(episode: &str) -> Vec<(&str, &str, i64)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let ends = episode
+        .match_indices(',')
+        .map(|(i, _)| i)
+        .chain([episode.len()]);
+    for end in ends {
+        let item = &episode[start..end];
+        let Some((desc, secs)) = item.rsplit_once('@') else {
+            continue;
+        };
+        let (Ok(secs), Some((type_, rest))) = (secs.parse::<i64>(), desc.split_once('=')) else {
+            continue;
+        };
+        out.push((type_, rest.split(' ').next().unwrap_or_default(), secs));
+        start = end + 1;
+    }
+    out
 }
 
 #[cfg(test)]

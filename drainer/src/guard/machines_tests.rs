@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::model::node::NodeView;
 use crate::model::record::{Record, Rejection};
 
 const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
@@ -45,7 +46,7 @@ fn a_remediation_made_names_its_node_by_annotation_else_by_name() {
     );
     assert_eq!(read(&r), Ask::Fence { node: "w1".into() });
     let by_annotation = object(
-        "w1-abc",
+        "w2-abc",
         json!({"remediation.medik8s.io/node-name": "w2"}),
         json!({}),
         json!({}),
@@ -158,10 +159,32 @@ fn a_machines_remediation_names_the_node_its_stored_status_names() {
     assert!(matches!(read(&r), Ask::Else(_)));
 }
 
+const BOOT: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+/// KernelDeadlock=True since 2026-12-07T09:50:00Z, in the record's episode.
+const EPISODE: &str = "KernelDeadlock=True (DockerHung, at once)@1796637000";
+
+/// Node w1 in boot `boot`, KernelDeadlock `status` since `since`, with a person's veto if `veto`.
+fn node(boot: &str, status: &str, since: &str, veto: bool) -> NodeView {
+    let annotations = if veto {
+        json!({"nodemedic.io/do-not-remediate": "disk swap"})
+    } else {
+        json!({})
+    };
+    let n: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": "w1", "uid": "u", "annotations": annotations},
+        "status": {"nodeInfo": {"bootID": boot, "machineID": "", "systemUUID": "", "kernelVersion": "",
+            "osImage": "", "containerRuntimeVersion": "", "kubeletVersion": "", "kubeProxyVersion": "",
+            "operatingSystem": "linux", "architecture": "amd64"},
+            "conditions": [{"type": "KernelDeadlock", "status": status, "reason": "DockerHung",
+                "lastTransitionTime": since}]}}))
+    .unwrap();
+    NodeView::of(&n)
+}
+
 fn record(phase: &str, step: Option<&str>, until: &str) -> Record {
-    let mut r = json!({"episode": "e", "reason": "KernelDeadlock=True", "phase": phase,
+    let mut r = json!({"episode": EPISODE, "reason": "KernelDeadlock=True", "phase": phase,
         "cordonedAt": "2026-12-07T10:00:00Z", "drainAt": "2026-12-07T10:00:00Z",
-        "stepUntil": until, "node": "w1", "uid": "u"});
+        "stepUntil": until, "node": "w1", "uid": "u", "bootId": BOOT});
     if let Some(s) = step {
         r["step"] = json!(s);
     }
@@ -171,15 +194,16 @@ fn record(phase: &str, step: Option<&str>, until: &str) -> Record {
 #[test]
 fn only_the_drainers_own_record_in_that_step_before_its_deadline_admits() {
     let now: Timestamp = "2026-12-07T10:10:00Z".parse().unwrap();
+    let w1 = node(BOOT, "True", "2026-12-07T09:50:00Z", false);
     let on = record("rebooting", Some("power-cycle"), "2026-12-07T10:20:00Z");
     assert_eq!(
-        under_way("w1", Checked::Authentic(on.clone()), Step::PowerCycle, now),
+        under_way(&w1, Checked::Authentic(on.clone()), Step::PowerCycle, now),
         Ok(())
     );
     let replacing = record("replacing", Some("replace"), "2026-12-07T10:20:00Z");
     assert_eq!(
         under_way(
-            "w1",
+            &w1,
             Checked::Authentic(replacing.clone()),
             Step::Replace,
             now
@@ -187,7 +211,7 @@ fn only_the_drainers_own_record_in_that_step_before_its_deadline_admits() {
         Ok(())
     );
 
-    let refused = |c: Checked, step: Step| under_way("w1", c, step, now).unwrap_err();
+    let refused = |c: Checked, step: Step| under_way(&w1, c, step, now).unwrap_err();
     let says = |c: Checked, step: Step, words: &str| {
         let e = refused(c, step);
         assert!(e.contains(words), "{e:?} should say {words:?}");
@@ -253,4 +277,80 @@ fn only_the_drainers_own_record_in_that_step_before_its_deadline_admits() {
         Step::PowerCycle,
         "has no deadline",
     );
+}
+
+/// The attacker's review: a record the token read and wrote back once the node had rebooted or
+/// recovered, or onto a node a person vetoed, asks nothing.
+#[test]
+fn a_record_written_back_after_a_new_boot_or_the_problems_end_or_under_a_veto_admits_nothing() {
+    let now: Timestamp = "2026-12-07T10:10:00Z".parse().unwrap();
+    let on = record("rebooting", Some("power-cycle"), "2026-12-07T10:20:00Z");
+    let check = |n: &NodeView, step: Step| under_way(n, Checked::Authentic(on.clone()), step, now);
+    let rebooted = node(
+        "9f0c3a52-2fa1-11d2-883f-0016d3cca427",
+        "True",
+        "2026-12-07T09:50:00Z",
+        false,
+    );
+    let e = check(&rebooted, Step::PowerCycle).unwrap_err();
+    assert!(
+        e.contains("has booted since its power-cycle was asked for"),
+        "{e}"
+    );
+    let recovered = node(BOOT, "False", "2026-12-07T10:05:00Z", false);
+    let e = check(&recovered, Step::PowerCycle).unwrap_err();
+    assert!(
+        e.contains("KernelDeadlock=True of its record is over"),
+        "{e}"
+    );
+    // The problem came back since: another episode, which the drainer records anew.
+    let again = node(BOOT, "True", "2026-12-07T10:08:00Z", false);
+    assert!(check(&again, Step::PowerCycle).is_err());
+    let vetoed = node(BOOT, "True", "2026-12-07T09:50:00Z", true);
+    let e = check(&vetoed, Step::PowerCycle).unwrap_err();
+    assert!(e.contains("a person's veto"), "{e}");
+    // A replacement is not tied to a boot (the node it replaces may have rebooted in between).
+    let replacing = record("replacing", Some("replace"), "2026-12-07T10:20:00Z");
+    assert_eq!(
+        under_way(&rebooted, Checked::Authentic(replacing), Step::Replace, now),
+        Ok(())
+    );
+}
+
+#[test]
+fn an_episodes_conditions_are_read_whatever_their_reasons_hold() {
+    assert_eq!(
+        episode_items("KernelDeadlock=True@10,Ready=False (Kubelet, stopped)@20,junk"),
+        vec![("KernelDeadlock", "True", 10), ("Ready", "False", 20)]
+    );
+    assert_eq!(episode_items(""), vec![]);
+    assert_eq!(episode_items("e"), vec![]);
+}
+
+#[test]
+fn a_remediation_named_for_another_node_than_its_annotation_says_is_refused() {
+    let far = "fence-agents-remediation.medik8s.io";
+    for (name, ok) in [
+        ("w1", true),
+        ("w1-x7k2p", true),
+        ("w2", false),
+        ("w2-w1", false),
+        ("w1x", false),
+    ] {
+        let o = object(
+            name,
+            json!({"remediation.medik8s.io/node-name": "w1"}),
+            json!({}),
+            json!({}),
+        );
+        let r = request(far, "fenceagentsremediations", "CREATE", o, Value::Null);
+        match read(&r) {
+            Ask::Fence { node } => assert!(ok && node == "w1", "{name}"),
+            Ask::Refuse(why) => assert!(
+                !ok && why.contains("named for another node"),
+                "{name}: {why}"
+            ),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
 }

@@ -356,6 +356,31 @@ async fn metal3(env: Env) {
     let annotations = spared.metadata.annotations.unwrap_or_default();
     assert!(!annotations.contains_key("reboot.metal3.io"), "{release}");
 
+    // The attacker's review: the token reads the broken node's sealed record now, and writes it
+    // back once the host has rebooted and the node is back (a new boot, the problem over).
+    let nodes: Api<Node> = Api::all(s.token.clone());
+    let record = |n: Node| n.metadata.annotations?.get("nodemedic.io/drain").cloned();
+    let saved = record(nodes.get(&broken).await.unwrap()).unwrap();
+    let done = Patch::Merge(json!({"metadata": {"annotations": {"reboot.metal3.io": null}}}));
+    api(&admin, HOST).patch(&host, &pp, &done).await.unwrap();
+    Kubelet::booted(&admin, &broken, "boot-b").await;
+    env.set_condition(&broken, "KernelDeadlock", "False", 0)
+        .await;
+    eventually("the power-cycle proven", WAIT, || async {
+        let events = env.drainer_events(&broken).await;
+        events
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("RebootProven"))
+    })
+    .await;
+    let back = Patch::Merge(json!({"metadata": {"annotations": {"nodemedic.io/drain": saved}}}));
+    nodes.patch(&broken, &pp, &back).await.unwrap();
+    let r = hosts.patch(&host, &pp, &reboot()).await;
+    assert!(
+        refused(&r) && format!("{r:?}").contains("has booted since its power-cycle was asked for"),
+        "{release}: the written-back record: {r:?}"
+    );
+
     running.shutdown().await;
     unregister(&env, &[hook]).await;
     for (kind, prefix) in [(HOST, "host-"), (METAL3_MACHINE, "m3m-"), (MACHINE, "m-")] {
