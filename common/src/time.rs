@@ -43,6 +43,24 @@ pub fn spoken(d: std::time::Duration) -> String {
         .join(" ")
 }
 
+/// serde, for a duration kept as written in a file: refused where it stands (the file's line and
+/// column) when it does not parse, not later with no place to show.
+pub mod duration_text {
+    use serde::de::{Deserialize, Deserializer, Error};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let s = String::deserialize(d)?;
+        super::parse_duration(s.trim())
+            .map_err(|e| D::Error::custom(format!("invalid duration {s:?}: {e}")))?;
+        Ok(s)
+    }
+
+    /// The same, for an optional one (with `#[serde(default)]`).
+    pub fn option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        deserialize(d).map(Some)
+    }
+}
+
 /// A duration as the flags and files take them (`30s`, `10m`, `1h30m`; humantime's grammar), its
 /// errors said in the same notation (humantime's own suggest `10sec or 10ms`).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {

@@ -48,7 +48,12 @@ pub fn parse_partial<T: DeserializeOwned>(text: &str) -> (Option<T>, Vec<YamlErr
         let text_msg = message(&e);
         // The YAML itself reads (the error is about what it says): go on past it.
         let schema = serde_saphyr::from_str::<serde::de::IgnoredAny>(&current).is_ok();
-        let consequence = blanked && text_msg.starts_with("missing field");
+        // What blanking an earlier error's line leaves behind (a key without its value or its only
+        // list item) is that error's consequence, not another.
+        let consequence = blanked
+            && (text_msg.starts_with("missing field")
+                || text_msg.starts_with("expected sequence start")
+                || text_msg.starts_with("invalid type: unit value"));
         if !consequence {
             let message = if schema {
                 text_msg

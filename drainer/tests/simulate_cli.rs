@@ -203,6 +203,34 @@ fn a_scenarios_mistakes_are_each_said_with_their_line_and_column() {
     assert!(!said.contains("error: line"), "{said}");
 }
 
+/// A bad duration is said where it stands, as a misspelt key is (issue 78: it was said with no
+/// place, and only the first), and nothing that only follows from it.
+#[test]
+fn a_scenarios_bad_durations_are_each_said_with_their_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("durations.yaml");
+    std::fs::write(
+        &f,
+        "nodes:\n  - {name: n}\nrebootTakes: 3q\nduration: 1h\nsteps:\n  - {at: 1z, nodes: {names: [n]}, set: Ready=False}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
+        .arg("simulate")
+        .arg(&f)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    let file = f.display().to_string();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert!(lines[0].ends_with(&format!("{file}:3:14: invalid duration \"3q\": unknown unit \"q\": s, m, h or d (ms for milliseconds), e.g. 30s, 10m or 1h30m")), "{said}");
+    assert!(
+        lines[1].starts_with(&format!("{file}:6:10: invalid duration \"1z\"")),
+        "{said}"
+    );
+}
+
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/simulate");
 
 /// The text without what depends on the machine or the loop (time taken, round count).

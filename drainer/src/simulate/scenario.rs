@@ -8,6 +8,7 @@ use clap::Parser;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use nodemedic_common::status::Status;
+use nodemedic_common::time::duration_text as dt;
 use serde::Deserialize;
 
 use crate::config::Config;
@@ -39,16 +40,17 @@ pub struct Scenario {
     #[serde(default)]
     pub(crate) args: Vec<String>,
     pub(crate) nodes: Vec<NodeGroup>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "dt::option")]
     pub(crate) tick: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "dt::option")]
     pub(crate) drain_takes: Option<String>,
+    #[serde(deserialize_with = "dt::deserialize")]
     pub(crate) duration: String,
     /// How often the nodes' detectors refresh their conditions (default 5m, the detector's).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "dt::option")]
     pub(crate) heartbeat: Option<String>,
     /// How long a node takes to come back from a reboot the drainer asked for (default 3m).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "dt::option")]
     pub(crate) reboot_takes: Option<String>,
     #[serde(default)]
     pub(crate) steps: Vec<Step>,
@@ -76,8 +78,7 @@ pub(crate) struct NodeGroup {
     /// Pods on each node besides its app pod (for pod policies).
     #[serde(default)]
     pub(crate) pods: Vec<PodGroup>,
-    /// `status.nodeInfo` fields (`kernelVersion`, `osImage`, `containerRuntimeVersion`,
-    /// `kubeletVersion`, ...); values may use `{i}` and `{i%N}`.
+    /// `status.nodeInfo` fields (`kernelVersion`, `osImage`, ...); values may use `{i}`, `{i%N}`.
     #[serde(default)]
     pub(crate) node_info: BTreeMap<String, String>,
     /// What a reboot the drainer asks for does to these nodes (default: heals).
@@ -104,8 +105,7 @@ pub(crate) struct PodGroup {
     pub(crate) owner_kind: String,
     #[serde(default)]
     pub(crate) labels: BTreeMap<String, String>,
-    /// Its annotations (`scheduler.alpha.kubernetes.io/not-evicted-pod: ""` in kube-system: never
-    /// evicted).
+    /// Its annotations (kube-system's `scheduler.alpha.kubernetes.io/not-evicted-pod: ""`: kept).
     #[serde(default)]
     pub(crate) annotations: BTreeMap<String, String>,
     /// `spec.priority` (2000000000 and above: a critical pod, never evicted).
@@ -115,7 +115,7 @@ pub(crate) struct PodGroup {
     #[serde(default)]
     pub(crate) protected: bool,
     /// It finishes (Succeeded) this long after the start, as a batch pod does.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "dt::option")]
     pub(crate) finishes_after: Option<String>,
 }
 
@@ -134,6 +134,7 @@ fn one() -> usize {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct Step {
+    #[serde(deserialize_with = "dt::deserialize")]
     pub(crate) at: String,
     pub(crate) nodes: Pick,
     /// `Type=Status`, or a list alternated over the repetitions.
@@ -142,7 +143,7 @@ pub(crate) struct Step {
     /// Instead of `set`: the nodes' detectors stop (killed, hung) or start again.
     #[serde(default)]
     pub(crate) detector: Option<DetectorStep>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "dt::option")]
     pub(crate) every: Option<String>,
     #[serde(default = "one")]
     pub(crate) times: usize,
