@@ -169,17 +169,12 @@ fn a_scenario_that_cannot_be_read_is_exit_2_with_the_file() {
     );
 }
 
-/// A scenario's mistakes are said as a config file's are: each `file:line:column: message`, a
-/// misspelt key with the key meant, every one of them.
-#[test]
-fn a_scenarios_mistakes_are_each_said_with_their_line_and_column() {
+/// `drainer simulate` of a scenario file `name` holding `text`, which it must refuse (exit 2): the
+/// file's path and what it said.
+fn refused_scenario(name: &str, text: &str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("typo.yaml");
-    std::fs::write(
-        &f,
-        "description: typos\nnodes:\n  - count: 3\n    zone: a\n    labbels: {pool: x}\nduraton: 10m\n",
-    )
-    .unwrap();
+    let f = dir.path().join(name);
+    std::fs::write(&f, text).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
         .arg("simulate")
         .arg(&f)
@@ -187,7 +182,17 @@ fn a_scenarios_mistakes_are_each_said_with_their_line_and_column() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(2), "{said}");
-    let file = f.display().to_string();
+    (f.display().to_string(), said)
+}
+
+/// A scenario's mistakes are said as a config file's are: each `file:line:column: message`, a
+/// misspelt key with the key meant, every one of them.
+#[test]
+fn a_scenarios_mistakes_are_each_said_with_their_line_and_column() {
+    let (file, said) = refused_scenario(
+        "typo.yaml",
+        "description: typos\nnodes:\n  - count: 3\n    zone: a\n    labbels: {pool: x}\nduraton: 10m\n",
+    );
     assert!(
         said.contains(&format!(
             "{file}:5:5: unknown field `labbels`: did you mean `labels`?"
@@ -207,21 +212,10 @@ fn a_scenarios_mistakes_are_each_said_with_their_line_and_column() {
 /// place, and only the first), and nothing that only follows from it.
 #[test]
 fn a_scenarios_bad_durations_are_each_said_with_their_line_and_column() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("durations.yaml");
-    std::fs::write(
-        &f,
+    let (file, said) = refused_scenario(
+        "durations.yaml",
         "nodes:\n  - {name: n}\nrebootTakes: 3q\nduration: 1h\nsteps:\n  - {at: 1z, nodes: {names: [n]}, set: Ready=False}\n",
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_drainer"))
-        .arg("simulate")
-        .arg(&f)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "{said}");
-    let file = f.display().to_string();
+    );
     let lines: Vec<&str> = said.lines().collect();
     assert_eq!(lines.len(), 2, "{said}");
     assert!(lines[0].ends_with(&format!("{file}:3:14: invalid duration \"3q\": unknown unit \"q\": s, m, h or d (ms for milliseconds), e.g. 30s, 10m or 1h30m")), "{said}");

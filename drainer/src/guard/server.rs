@@ -113,16 +113,29 @@ async fn flush_blocked(g: &Guard, client: &kube::Client, interval: Duration) {
     }
 }
 
-async fn validate(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Response {
+/// The AdmissionReview in a POST ([`super::read_review`]).
+fn review(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<kube::core::admission::AdmissionRequest<kube::core::DynamicObject>, super::Malformed> {
     let content_type = headers
         .get(axum::http::header::CONTENT_TYPE)
         .map(|v| String::from_utf8_lossy(v.as_bytes()));
-    let req = match super::read_review(content_type.as_deref(), &body) {
+    super::read_review(content_type.as_deref(), body)
+}
+
+/// The answer to a POST that is no AdmissionReview the guard reads.
+fn malformed(m: super::Malformed) -> Response {
+    let status = StatusCode::from_u16(m.status).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, format!("{}\n", m.message)).into_response()
+}
+
+async fn validate(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Response {
+    let req = match review(&headers, &body) {
         Ok(r) => r,
         Err(m) => {
             g.metrics.guard_request(GuardDecision::Malformed);
-            let status = StatusCode::from_u16(m.status).unwrap_or(StatusCode::BAD_REQUEST);
-            return (status, format!("{}\n", m.message)).into_response();
+            return malformed(m);
         }
     };
     let request = Request::from_admission(&req);
@@ -159,15 +172,9 @@ async fn validate(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Re
 /// the write under `failurePolicy: Fail`, and the drainer tries again).
 async fn machines(State(g): State<Guard>, headers: HeaderMap, body: Bytes) -> Response {
     use super::machine_tie::Verdict;
-    let content_type = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()));
-    let req = match super::read_review(content_type.as_deref(), &body) {
+    let req = match review(&headers, &body) {
         Ok(r) => r,
-        Err(m) => {
-            let status = StatusCode::from_u16(m.status).unwrap_or(StatusCode::BAD_REQUEST);
-            return (status, format!("{}\n", m.message)).into_response();
-        }
+        Err(m) => return malformed(m),
     };
     let ask = super::machines::read(&req);
     let verdict = match &g.tie {

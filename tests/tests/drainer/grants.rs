@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::env::Env;
 
-const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
+pub(super) const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
 
 pub(super) fn component(name: &str, file: &str) -> Vec<Value> {
     let path = format!(
@@ -89,7 +89,7 @@ fn api(
 
 const HOST: (&str, &str, &str, &str) = ("metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts");
 const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
-const FAR: (&str, &str, &str, &str) = (
+pub(super) const FAR: (&str, &str, &str, &str) = (
     "fence-agents-remediation.medik8s.io",
     "v1alpha1",
     "FenceAgentsRemediation",

@@ -1043,14 +1043,16 @@ async fn object(
     api
 }
 
-const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
-const METAL3_MACHINE: (&str, &str, &str, &str) = (
+pub(super) const MACHINE: (&str, &str, &str, &str) =
+    ("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
+pub(super) const METAL3_MACHINE: (&str, &str, &str, &str) = (
     "infrastructure.cluster.x-k8s.io",
     "v1beta2",
     "Metal3Machine",
     "metal3machines",
 );
-const HOST: (&str, &str, &str, &str) = ("metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts");
+pub(super) const HOST: (&str, &str, &str, &str) =
+    ("metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts");
 
 /// `node`'s Machine, Metal3Machine and BareMetalHost as today's Cluster API (v1beta2) and Metal3
 /// write them (the Machine naming the node back by name, its provider ID the node's, its status

@@ -24,9 +24,9 @@ use nodemedic_tests::cluster::{Kubelet, eventually};
 use serde_json::{Value, json};
 
 use crate::env::{Env, WAIT};
-use crate::grants::{apply, component};
+use crate::grants::{FAR, SA, apply, component};
+use crate::ladder::{HOST, MACHINE, METAL3_MACHINE};
 
-const SA: &str = "system:serviceaccount:kube-system:nodemedic-drainer";
 const NS: &str = "metal3";
 
 fn api_in(
@@ -42,15 +42,6 @@ fn api_in(
 fn api(client: &kube::Client, kind: (&str, &str, &str, &str)) -> Api<DynamicObject> {
     api_in(client, kind, NS)
 }
-
-const MACHINE: (&str, &str, &str, &str) = ("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
-const METAL3_MACHINE: (&str, &str, &str, &str) = (
-    "infrastructure.cluster.x-k8s.io",
-    "v1beta2",
-    "Metal3Machine",
-    "metal3machines",
-);
-const HOST: (&str, &str, &str, &str) = ("metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts");
 
 /// `node`'s Machine, Metal3Machine and BareMetalHost as Cluster API and its Metal3 provider make
 /// them: the Machine names the node back (nodeRef, provider ID) and owns the Metal3Machine, which
@@ -393,12 +384,6 @@ async fn metal3(env: Env) {
     env.cleanup().await;
 }
 
-const FAR: (&str, &str, &str, &str) = (
-    "fence-agents-remediation.medik8s.io",
-    "v1alpha1",
-    "FenceAgentsRemediation",
-    "fenceagentsremediations",
-);
 /// The template of the medik8s component (its policy's paramRef), as the grants test makes it.
 const TEMPLATE: &str = "nodemedic-power-cycle";
 
