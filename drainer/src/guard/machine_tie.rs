@@ -49,13 +49,9 @@ impl Tie {
     }
 
     async fn tied(&self, ask: &Ask, now: Timestamp) -> Looked<String> {
-        let Some(step) = ask.step() else {
-            let why = if let Ask::Else(why) = ask {
-                why
-            } else {
-                "no step"
-            };
-            return Ok(format!("allowed: {why}"));
+        let step = match machines::without_lookup(ask) {
+            Ok(step) => step,
+            Err(answer) => return answer.map_err(Verdict::Deny),
         };
         let what = step.as_str();
         match ask {
@@ -116,8 +112,8 @@ impl Tie {
                     Err(e) => Err(Verdict::Deny(format!("{host}: {e}"))),
                 }
             }
-            Ask::Refuse(why) => Err(Verdict::Deny(why.clone())),
-            Ask::Else(why) => Ok(format!("allowed: {why}")),
+            // Answered above without a lookup.
+            Ask::Refuse(_) | Ask::Else(_) => Err(Verdict::Deny("no step".into())),
         }
     }
 

@@ -58,6 +58,16 @@ impl Ask {
     }
 }
 
+/// The step `ask` needs under way, or its answer when none is to be looked up: admitted (why) or
+/// refused (why).
+pub(crate) fn without_lookup(ask: &Ask) -> Result<Step, Result<String, String>> {
+    match ask {
+        Ask::Refuse(why) => Err(Err(why.clone())),
+        Ask::Else(why) => Err(Ok(format!("allowed: {why}"))),
+        _ => ask.step().ok_or_else(|| Err("no step".to_string())),
+    }
+}
+
 fn annotation<'a>(o: Option<&'a DynamicObject>, key: &str) -> Option<&'a str> {
     o.and_then(|o| o.metadata.annotations.as_ref())
         .and_then(|a| a.get(key))

@@ -354,3 +354,25 @@ fn a_remediation_named_for_another_node_than_its_annotation_says_is_refused() {
         }
     }
 }
+
+#[test]
+fn only_a_request_this_check_does_not_guard_is_admitted_without_a_lookup() {
+    assert_eq!(
+        without_lookup(&Ask::Else("not an update")),
+        Err(Ok("allowed: not an update".into()))
+    );
+    assert_eq!(
+        without_lookup(&Ask::Refuse("x".into())),
+        Err(Err("x".into()))
+    );
+    assert_eq!(
+        without_lookup(&Ask::Fence { node: "w1".into() }),
+        Ok(Step::PowerCycle)
+    );
+    let mark = Ask::MarkMachine {
+        namespace: "d".into(),
+        name: "m".into(),
+        node: None,
+    };
+    assert_eq!(without_lookup(&mark), Ok(Step::Replace));
+}

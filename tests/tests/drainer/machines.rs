@@ -508,6 +508,21 @@ async fn fence_and_mark(env: Env) {
         refused(&r) && format!("{r:?}").contains(not_yet),
         "{release}: {r:?}"
     );
+    // Named for the healthy node, annotated for the broken one (a remediator of another release
+    // goes by the name): refused (the attacker's review had it admitted).
+    let mut twisted = fence(&healthy);
+    twisted.metadata.annotations = Some(
+        [(
+            "remediation.medik8s.io/node-name".to_string(),
+            broken.clone(),
+        )]
+        .into(),
+    );
+    let r = fars.create(&PostParams::default(), &twisted).await;
+    assert!(
+        refused(&r) && format!("{r:?}").contains("named for another node"),
+        "{release}: {r:?}"
+    );
     let r = fars.create(&PostParams::default(), &fence(&healthy)).await;
     assert!(
         refused(&r),
