@@ -18,6 +18,10 @@
 //!   config, a crash loop are the pod's own;
 //! - a deleted pod counts only while a container of it still runs (the kubelet did not stop it); a
 //!   finalizer holds a stopped pod anywhere, and that is its owner's doing;
+//! - a deleted pod never counts when a volume of it is on a server its own spec names (an inline
+//!   NFS, iSCSI, CephFS or CSI volume, ...): a tenant who stops that server leaves the pod's
+//!   processes hung in the kernel (an NFS hard mount, D state), where no kubelet can kill them, on
+//!   any node it bound the pod to (issue 76). Claims count: their volumes are the operators';
 //! - a pod waiting to start counts against its node only when the cluster operators' own node
 //!   agent there (a DaemonSet's pod in `kube-system`, which tenants cannot create) waits too: a
 //!   pod whose Secret, ConfigMap or volume claim does not exist waits in `ContainerCreating` for
@@ -39,6 +43,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::model::intern::ArcStr;
 use crate::model::node::{NodeView, Status};
 use crate::model::pod::{PodInfo, Uid};
+use crate::model::progress::Progress;
 
 pub(crate) use crate::config::SymptomSettings;
 pub(crate) use crate::model::symptom::{CONDITIONS, PODS_NOT_STARTING, PODS_NOT_TERMINATING};
@@ -298,7 +303,8 @@ fn not_terminating(
 ) -> Vec<(ArcStr, Symptom)> {
     let mut by_node: BTreeMap<&ArcStr, Vec<(&PodInfo, Duration)>> = BTreeMap::new();
     for p in pods {
-        let Some(progress) = p.progress.as_ref().filter(|x| x.still_running) else {
+        let counted = |x: &Progress| x.still_running && !x.own_server;
+        let Some(progress) = p.progress.as_deref().filter(|x| counted(x)) else {
             continue;
         };
         let (Some(node), Some(end)) = (&p.node, progress.deleting_after) else {

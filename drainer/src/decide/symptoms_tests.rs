@@ -489,6 +489,44 @@ fn a_wedged_runtime_is_still_seen_through_pods_no_single_tenant_owns() {
         deleting_in("b", "y", "n2", 10, false),
     ];
     assert!(run(&held, &[]).is_empty(), "held by finalizers only");
+    // Deleted pods from two namespaces, each with an NFS volume on a server its spec names (a
+    // tenant who stops that server hangs them in the kernel): never the node's.
+    let on_their_server = [
+        deleting_on_nfs("a", "x", "n3"),
+        deleting_on_nfs("b", "y", "n3"),
+    ];
+    assert!(
+        run(&on_their_server, &[]).is_empty(),
+        "their own NFS server's doing"
+    );
+    let mut with_one_more = on_their_server.to_vec();
+    with_one_more.push(deleting_in("c", "z", "n3", 10, true));
+    assert!(
+        run(&with_one_more, &[]).is_empty(),
+        "one namespace's pod is left"
+    );
+    with_one_more.push(deleting_in("d", "w", "n3", 10, true));
+    let found = run(&with_one_more, &[]);
+    assert_eq!(found.len(), 1, "two namespaces without such volumes");
+    assert!(
+        found[0].1.message.starts_with("2 pods deleted here"),
+        "{}",
+        found[0].1.message
+    );
+}
+
+/// A pod in `ns` on `node`, deleted 10 minutes past its grace period and still running, with an
+/// inline NFS volume.
+fn deleting_on_nfs(ns: &str, name: &str, node: &str) -> Arc<PodInfo> {
+    let p = json!({"metadata": {"name": name, "namespace": ns, "deletionTimestamp": ago(10)},
+        "spec": {"nodeName": node, "containers": [],
+            "volumes": [{"name": "share", "nfs": {"server": "10.0.0.9", "path": "/x"}}]},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "i", "imageID": "",
+            "ready": false, "restartCount": 0, "state": {"running": {"startedAt": ago(600)}}}]}});
+    Arc::new(PodInfo::from_pod(
+        &serde_json::from_value(p).unwrap(),
+        Some(&[]),
+    ))
 }
 
 fn agent_with(node: &str, reason: &str) -> Arc<PodInfo> {

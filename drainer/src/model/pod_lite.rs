@@ -45,11 +45,88 @@ pub(crate) struct GateLite {
     pub(crate) condition_type: String,
 }
 
-/// A volume: only whether it is an emptyDir (its source's fields are skipped).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A volume: whether it is an emptyDir, and whether the pod's own spec names the server its data is
+/// on (its source's fields are skipped).
+#[derive(Debug, Clone, Default)]
 pub(crate) struct VolumeLite {
     pub(crate) empty_dir: Option<IgnoredAny>,
+    /// A source other than [`NODE_LOCAL_SOURCES`]: an inline NFS, iSCSI, CephFS, CSI (its driver
+    /// and attributes as the pod says), ... volume. A tenant can point one at a server it runs and
+    /// then stop that server: the pod's processes hang in the kernel where no kubelet can kill them.
+    pub(crate) own_server: bool,
+}
+
+/// The volume sources whose data the pod's spec cannot put on a server of its choosing: the node's
+/// own (an emptyDir, a host path, an image), the API server's (a Secret, a ConfigMap, the downward
+/// API, projected), and a claim (its volume is the cluster operators' PersistentVolume or their
+/// provisioner's). Any other key a volume carries, including a kind added to Kubernetes later, is a
+/// source the pod names itself.
+pub(crate) const NODE_LOCAL_SOURCES: [&str; 10] = [
+    "name",
+    "emptyDir",
+    "hostPath",
+    "image",
+    "secret",
+    "configMap",
+    "downwardAPI",
+    "projected",
+    "persistentVolumeClaim",
+    "ephemeral",
+];
+
+impl<'de> Deserialize<'de> for VolumeLite {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = VolumeLite;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a volume")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<VolumeLite, A::Error> {
+                let mut v = VolumeLite::default();
+                while let Some(key) = map.next_key::<Source>()? {
+                    let value: Option<IgnoredAny> = map.next_value()?;
+                    match key {
+                        Source::EmptyDir => v.empty_dir = value,
+                        Source::Local => {}
+                        Source::Other => v.own_server |= value.is_some(),
+                    }
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
+/// A volume's key, classified as it is read (no string kept).
+enum Source {
+    EmptyDir,
+    Local,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Source {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = Source;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a volume's field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Source, E> {
+                Ok(match k {
+                    "emptyDir" => Source::EmptyDir,
+                    k if NODE_LOCAL_SOURCES.contains(&k) => Source::Local,
+                    _ => Source::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(Key)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -175,8 +252,12 @@ impl From<&Pod> for PodLite {
                 tolerations: s.tolerations.clone(),
                 volumes: s.volumes.as_ref().map(|vs| {
                     vs.iter()
-                        .map(|v| VolumeLite {
-                            empty_dir: v.empty_dir.as_ref().map(|_| IgnoredAny),
+                        .map(|v| {
+                            // Read through JSON as the watch reads it: one list of sources.
+                            serde_json::to_value(v)
+                                .ok()
+                                .and_then(|v| serde_json::from_value(v).ok())
+                                .unwrap_or_default()
                         })
                         .collect()
                 }),

@@ -24,6 +24,10 @@ pub(crate) struct Progress {
     /// deleted pod whose containers stopped is held by a finalizer, its owner's doing, not the
     /// node's.
     pub(crate) still_running: bool,
+    /// A volume of it is on a server its own spec names (an inline NFS, iSCSI, CSI, ... volume):
+    /// when that server goes, its processes hang where the kubelet cannot stop them, by its owner's
+    /// doing ([`super::pod_lite::VolumeLite::own_server`]).
+    pub(crate) own_server: bool,
     /// Its controlling owner: an owner whose pods wait on several nodes is the owner's problem (an
     /// image that does not exist), not a node's.
     pub(crate) owner: Option<Uid>,
@@ -66,6 +70,7 @@ pub(crate) fn progress(pod: &PodLite) -> Option<Box<Progress>> {
                 .flatten()
                 .any(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
         });
+    let own_server = spec.volumes.iter().flatten().any(|v| v.own_server);
     let owner = pod
         .metadata
         .owner_references
@@ -77,6 +82,7 @@ pub(crate) fn progress(pod: &PodLite) -> Option<Box<Progress>> {
         waiting_reason: waiting.then_some(waiting_reason).flatten(),
         deleting_after,
         still_running,
+        own_server,
         owner,
     }))
 }

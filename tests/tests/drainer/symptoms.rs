@@ -396,3 +396,122 @@ async fn a_tenants_pods_never_choose_a_node_to_drain_on(env: Env) {
         .await;
     env.cleanup().await;
 }
+
+/// Issue 76: a tenant with two namespaces binds pods to a node it picks, each with an inline NFS
+/// volume on a server it runs, stops that server and deletes them: their processes hang in the
+/// kernel (a hard mount, D state) and the kubelet reports them running long past their grace
+/// period. Never the node's doing: no PodsNotTerminating, no cordon. The same two namespaces' pods
+/// without such a volume, hung on another node, still set it there.
+#[tokio::test]
+async fn a_tenants_hung_nfs_pods_never_choose_a_node_to_drain() {
+    for env in Env::each_release().await {
+        a_tenants_hung_nfs_pods_never_choose_a_node_to_drain_on(env).await;
+    }
+}
+
+async fn a_tenants_hung_nfs_pods_never_choose_a_node_to_drain_on(env: Env) {
+    let chosen = env.node("nfs-chosen", "False", 3600, json!({})).await;
+    let control = env.node("nfs-control", "False", 3600, json!({})).await;
+    let other_ns = env.name("tenant-nfs");
+    env.cluster.ensure_namespace(&other_ns, json!({})).await;
+    let mut hung = Vec::new();
+    for ns in ["default", other_ns.as_str()] {
+        hung.push((ns, hung_pod(&env, ns, "nfs", &chosen, true).await));
+        hung.push((ns, hung_pod(&env, ns, "plain", &control, false).await));
+    }
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.conditions = vec![
+        "KernelDeadlock=True,10m".parse().unwrap(),
+        "PodsNotTerminating=True,0s".parse().unwrap(),
+    ];
+    cfg.symptoms.not_terminating_after = Some(Duration::from_secs(1));
+    let running = env.start(cfg, "a").await;
+    let set = eventually(
+        "PodsNotTerminating on the control node",
+        Duration::from_secs(60),
+        || async {
+            let node = env.get_node(&control).await;
+            node["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "PodsNotTerminating" && c["status"] == "True")
+                .cloned()
+        },
+    )
+    .await;
+    assert!(
+        set["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 pods deleted here"),
+        "{set}"
+    );
+    // The pass that set it looked at every node; the barrier, that the drainer decided since.
+    env.barrier("KernelDeadlock", json!({})).await;
+    let node = env.get_node(&chosen).await;
+    let named: Vec<&Value> = node["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "PodsNotTerminating")
+        .collect();
+    assert!(named.is_empty(), "{chosen}: {named:?}");
+    assert!(!env.cordoned(&chosen).await, "{chosen} cordoned");
+    running.shutdown().await;
+    for (ns, pod) in hung {
+        let _ = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+            env.cluster.client.clone(),
+            ns,
+        )
+        .patch(
+            &pod,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    }
+    let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(env.cluster.client.clone())
+        .delete(&other_ns, &Default::default())
+        .await;
+    env.cleanup().await;
+}
+
+/// A pod in `ns` bound to `node`, deleted, whose container its kubelet still reports running (held
+/// by a finalizer here, as no kubelet runs): with an inline NFS volume when `nfs`.
+async fn hung_pod(env: &Env, ns: &str, hint: &str, node: &str, nfs: bool) -> String {
+    let mut extra = json!({"metadata": {"finalizers": ["tenant.example/hold"]},
+        "spec": {"terminationGracePeriodSeconds": 0}});
+    if nfs {
+        extra["spec"]["volumes"] =
+            json!([{"name": "share", "nfs": {"server": "10.96.0.99", "path": "/export"}}]);
+        extra["spec"]["containers"] = json!([{"name": "c", "image": "registry.k8s.io/pause:3.9",
+            "volumeMounts": [{"name": "share", "mountPath": "/share"}]}]);
+    }
+    let pod = env.pod(ns, hint, node, extra).await;
+    let status = json!({"phase": "Running",
+        "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "imageID": "", "ready": true,
+            "restartCount": 0, "state": {"running": {"startedAt": ago(600)}}}]});
+    env.cluster.set_pod_status(ns, &pod, status).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(env.cluster.client.clone(), ns);
+    pods.delete(&pod, &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let deleted = pods
+        .get(&pod)
+        .await
+        .unwrap()
+        .metadata
+        .deletion_timestamp
+        .unwrap()
+        .0;
+    eventually(
+        "the pod 2s past its grace period",
+        Duration::from_secs(60),
+        || async {
+            (k8s_openapi::jiff::Timestamp::now() > deleted + Duration::from_secs(2)).then_some(())
+        },
+    )
+    .await;
+    pod
+}

@@ -74,6 +74,16 @@ fn pods() -> Vec<(&'static str, Value)> {
         p
     };
     bare["metadata"]["labels"] = Value::Null;
+    let mut on_its_server = deleting.clone();
+    on_its_server["spec"]["volumes"] = json!([
+        {"name": "claim", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "share", "nfs": {"server": "10.1.2.3", "path": "/export"}},
+        {"name": "inline", "csi": {"driver": "nfs.csi.k8s.io", "volumeAttributes": {"server": "10.1.2.3"}}}]);
+    let mut on_claims = deleting.clone();
+    on_claims["spec"]["volumes"] = json!([
+        {"name": "claim", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "p", "projected": {"sources": []}}, {"name": "h", "hostPath": {"path": "/x"}},
+        {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]);
     vec![
         ("running, its readiness stale", running),
         ("waiting to start", waiting),
@@ -82,6 +92,8 @@ fn pods() -> Vec<(&'static str, Value)> {
         ("finished", finished),
         ("a readiness gate unmet", no_gate),
         ("no metadata at all", json!({"spec": {"nodeName": "n"}})),
+        ("deleted, a volume on a server it names", on_its_server),
+        ("deleted, its volumes the node's and claims", on_claims),
     ]
 }
 
@@ -134,6 +146,11 @@ fn the_projection_reads_the_fields_that_set_it_apart() {
     );
     assert!(infos[2].progress.as_ref().unwrap().deleting_after.is_some());
     assert!(!infos[5].readiness_stale, "the gate is not met");
+    // An inline NFS or CSI volume is on a server the pod names; a claim, a projection, a host path
+    // or a claim template is not.
+    assert!(infos[7].progress.as_ref().unwrap().own_server);
+    assert!(!infos[8].progress.as_ref().unwrap().own_server);
+    assert!(!infos[2].progress.as_ref().unwrap().own_server);
 }
 
 #[test]
