@@ -43,3 +43,6 @@ pub const DRAINER_MANAGER: &str = "nodemedic-drainer";
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// cluster-autoscaler's opt-out annotation; `false` always protects a pod.
 pub const SAFE_TO_EVICT_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+/// Karpenter's opt-out annotation on a pod (or a node); `true` always protects a pod, as Karpenter
+/// never disrupts it voluntarily.
+pub const DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";

@@ -25,6 +25,7 @@ label_value!(pub SafetyEvent {
     SlowStartWidened => "slow_start_widened",
     SlowStartNarrowed => "slow_start_narrowed",
     DomainKept => "failure_domain_kept",
+    LeftToPeer => "left_to_peer",
 });
 label_value!(pub PolicyOutcome {
     Skipped => "skipped",

@@ -58,6 +58,7 @@ pub(crate) enum NotifyKind {
     NeedsPerson,
     SlowStart,
     DomainKept,
+    LeftToPeer,
 }
 
 impl NotifyKind {
@@ -83,6 +84,7 @@ impl NotifyKind {
             NeedsPerson => "needs a person",
             SlowStart => "slow start",
             DomainKept => "failure domain kept",
+            LeftToPeer => "left to another remediator",
         }
     }
 }

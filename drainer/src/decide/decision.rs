@@ -288,6 +288,11 @@ pub enum Why {
     Paused {
         pause: Pause,
     },
+    /// Another remediator has taken the node (`how`: what it does, and the mark that says so).
+    TakenByPeer {
+        peer: super::facts::Peer,
+        how: String,
+    },
     /// Cordoned; drains start only inside a drain window (`None`: none opens within a week).
     OutsideDrainWindow {
         next: Option<Timestamp>,
@@ -319,6 +324,7 @@ impl Why {
             | Why::DomainOutage { .. }
             | Why::Flapping { .. }
             | Why::Paused { .. }
+            | Why::TakenByPeer { .. }
             | Why::Ladder(L::RequestHeld { .. }) => Action::Hold,
             Why::NotHeldLongEnough { .. }
             | Why::CordonBudget { .. }
@@ -366,6 +372,7 @@ impl Why {
                 | Why::DomainBudget { .. }
                 | Why::Flapping { .. }
                 | Why::Paused { .. }
+                | Why::TakenByPeer { .. }
                 | Why::OutsideDrainWindow { .. }
         )
     }

@@ -85,6 +85,13 @@ fn protected(pod: &PodInfo, cfg: &Config) -> Option<String> {
             keys::SAFE_TO_EVICT_ANNOTATION
         ));
     }
+    // Karpenter's own: a pod it never disrupts is one a drain of ours leaves too (issue 79).
+    if annotation(pod, keys::DO_NOT_DISRUPT_ANNOTATION) == Some("true") {
+        return Some(format!(
+            "protected by {}=true",
+            keys::DO_NOT_DISRUPT_ANNOTATION
+        ));
+    }
     for (k, v) in &cfg.protected_annotations {
         match (annotation(pod, k), v) {
             (Some(_), None) => return Some(format!("protected by annotation {k}")),

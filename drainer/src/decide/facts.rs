@@ -147,3 +147,27 @@ pub(crate) struct Flapping {
     pub(crate) changes: usize,
     pub(crate) stable_at: Timestamp,
 }
+
+/// Another remediator that may take a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    ClusterAutoscaler,
+    Karpenter,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Peer::ClusterAutoscaler => "cluster-autoscaler",
+            Peer::Karpenter => "Karpenter",
+        })
+    }
+}
+
+/// A node another remediator has taken: which one, and how it says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Taken {
+    pub(crate) node: String,
+    pub(crate) peer: Peer,
+    pub(crate) how: String,
+}

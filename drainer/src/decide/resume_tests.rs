@@ -61,3 +61,59 @@ fn a_restart_under_way_is_held_by_a_pause_and_asked_again_after_it() {
     let d = decided_in(&candidate, &gates, &c);
     assert_eq!(d.action(), Action::Cordon, "{}", d.reason());
 }
+
+/// `n` with `key[=value]:NoSchedule`, as a peer taints a node it takes.
+fn peer_tainted(mut n: super::tests::N, key: &str, value: Option<&str>) -> super::tests::N {
+    let spec = n.0.spec.get_or_insert_with(Default::default);
+    spec.taints
+        .get_or_insert_with(Vec::new)
+        .push(k8s_openapi::api::core::v1::Taint {
+            key: key.into(),
+            value: value.map(String::from),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+    n
+}
+
+/// Issue 79, point 3: a node cluster-autoscaler is deleting, or Karpenter disrupting, is left to
+/// it: no cordon for its problem, no step on its ladder, and a restart's standing request is
+/// withdrawn; the reason names the peer and its taint. Its taint gone, the same node is cordoned.
+#[test]
+fn a_node_another_remediator_has_taken_is_left_to_it() {
+    let c = ladder_cfg("drain, reboot");
+    let d = one(held_new(), &c);
+    assert_eq!(d.action(), Action::Cordon, "the control: {}", d.reason());
+    let taken = peer_tainted(held_new(), "ToBeDeletedByClusterAutoscaler", Some("1765"));
+    let d = one(taken, &c);
+    assert_eq!(d.action(), Action::Hold, "{}", d.reason());
+    assert!(
+        matches!(
+            d.why,
+            Why::TakenByPeer {
+                peer: super::gates::peer::Peer::ClusterAutoscaler,
+                ..
+            }
+        ),
+        "{:?}",
+        d.why
+    );
+    assert_eq!(
+        d.reason(),
+        "left to cluster-autoscaler, which is deleting it (its ToBeDeletedByClusterAutoscaler taint): nothing new is started on it until cluster-autoscaler lets go"
+    );
+    // A restart under way: its request is withdrawn while Karpenter disrupts the node.
+    let c = ladder_cfg("restart kubelet, drain, reboot");
+    let Effect::Reboot(r) = one(held_new(), &c).effect else {
+        panic!("a restart first")
+    };
+    let under_way = fenced(held_new()).record(r);
+    let d = one(peer_tainted(under_way, "karpenter.sh/disrupted", None), &c);
+    assert_eq!(d.action(), Action::Hold, "{}", d.reason());
+    assert!(
+        matches!(ladder_why(&d), LadderWhy::RequestHeld { .. }),
+        "{}",
+        d.reason()
+    );
+    assert!(d.reason().contains("left to Karpenter"), "{}", d.reason());
+}

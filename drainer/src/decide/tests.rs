@@ -566,6 +566,15 @@ fn each_kind_of_pod_is_evicted_skipped_or_blocks_as_the_rules_say() {
         ),
         (
             pod(
+                "karpenter",
+                "n",
+                json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+            ),
+            PodAction::Skip,
+            "protected by karpenter.sh/do-not-disrupt=true",
+        ),
+        (
+            pod(
                 "ed",
                 "n",
                 json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}),

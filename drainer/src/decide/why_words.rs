@@ -29,6 +29,7 @@ impl std::fmt::Display for Why {
             | DomainBudget { .. }
             | Flapping { .. }
             | Paused { .. }
+            | TakenByPeer { .. }
             | OutsideDrainWindow { .. } => self.fmt_held(f),
             Ladder(w) => write!(f, "{w}"),
             _ => self.fmt_recorded(f),
@@ -214,6 +215,10 @@ impl Why {
                 ts(*stable_at)
             ),
             Why::Paused { pause } => write!(f, "{pause}"),
+            Why::TakenByPeer { peer, how } => write!(
+                f,
+                "left to {peer}, which is {how}: nothing new is started on it until {peer} lets go"
+            ),
             Why::OutsideDrainWindow {
                 next: Some(at),
                 problem,

@@ -59,6 +59,7 @@ pub mod reason {
     pub(crate) const SLOW_START_WIDENED: &str = "SlowStartWidened";
     pub(crate) const SLOW_START_NARROWED: &str = "SlowStartNarrowed";
     pub(crate) const DOMAIN_KEPT: &str = "FailureDomainKept";
+    pub(crate) const LEFT_TO_PEER: &str = "LeftToAnotherRemediator";
     pub(crate) const REBOOT_PROVEN: &str = "RebootProven";
     pub(crate) const REPLACING: &str = "ReplacingNode";
     pub(crate) const MACHINE_MARKED: &str = "MarkedMachineForRemediation";

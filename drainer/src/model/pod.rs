@@ -159,6 +159,7 @@ pub(crate) const RULE_ANNOTATIONS: &[&str] = &[
     keys::NOT_EVICTED_POD_ANNOTATION,
     keys::CRITICAL_POD_ANNOTATION,
     keys::SAFE_TO_EVICT_ANNOTATION,
+    keys::DO_NOT_DISRUPT_ANNOTATION,
     keys::MIRROR_POD_ANNOTATION,
 ];
 

@@ -199,6 +199,13 @@ fn held() -> Vec<(Action, Why)> {
             },
         ),
         (
+            Action::Hold,
+            Why::TakenByPeer {
+                peer: crate::decide::gates::peer::Peer::Karpenter,
+                how: "disrupting it (its karpenter.sh/disrupted taint)".into(),
+            },
+        ),
+        (
             Action::Wait,
             Why::OutsideDrainWindow {
                 next: Some(t(3600)),
@@ -368,8 +375,9 @@ fn variant(w: &Why) -> usize {
         Paused { .. } => 35,
         OutsideDrainWindow { .. } => 36,
         LeftSelection { .. } => 37,
+        TakenByPeer { .. } => 38,
         Ladder(l) => {
-            38 + match l {
+            39 + match l {
                 LadderWhy::Reboot { .. } => 0,
                 LadderWhy::AwaitingReboot { .. } => 1,
                 LadderWhy::RebootProven { .. } => 2,
@@ -391,7 +399,7 @@ fn variant(w: &Why) -> usize {
     }
 }
 
-const VARIANTS: usize = 38 + 16;
+const VARIANTS: usize = 39 + 16;
 
 /// A decision doing `action` for `why`: an effect of the kind that action writes (the action is
 /// derived from it, or from `why` when it writes nothing).

@@ -104,6 +104,7 @@ impl SafetyOccurrence {
                 labels_say,
             } => return domain_kept(node, kept.as_deref(), labels_say.as_deref()),
             Flapping { node, changes } => return flapping(node, *changes),
+            LeftToPeer(t) => return left_to_peer(&t.node, t.peer, &t.how),
         };
         SafetyOccurrence {
             reason,
@@ -172,6 +173,21 @@ fn flapping(node: &str, changes: usize) -> SafetyOccurrence {
         ),
         metric: crate::metrics::SafetyEvent::NodeFlapping,
         notify: NotifyKind::NodeFlapping,
+        node: Some(node.to_string()),
+        domain: None,
+    }
+}
+
+/// A node another remediator took, left to it.
+fn left_to_peer(node: &str, peer: crate::decide::facts::Peer, how: &str) -> SafetyOccurrence {
+    SafetyOccurrence {
+        reason: reason::LEFT_TO_PEER,
+        severity: Severity::Normal,
+        message: format!(
+            "Left to {peer}, which is {how}: the drainer starts nothing on this node until {peer} lets go"
+        ),
+        metric: crate::metrics::SafetyEvent::LeftToPeer,
+        notify: NotifyKind::LeftToPeer,
         node: Some(node.to_string()),
         domain: None,
     }

@@ -196,6 +196,10 @@ impl Report {
                 let detail = format!("labels say {}", labels_say.unwrap_or_default());
                 return self.happened(secs, "domain kept", Some(node), detail);
             }
+            FleetEvent::LeftToPeer(t) => {
+                let what = t.peer.to_string();
+                return self.happened(secs, "left to peer", Some(t.node), what);
+            }
             FleetEvent::DetectorHeard { node, silent_for } => {
                 let d = humantime::format_duration(Duration::from_secs(silent_for.as_secs()));
                 return self.happened(secs, "detector heard", Some(node), format!("after {d}"));

@@ -70,7 +70,7 @@ pub fn run_shell(line: &str, kubeconfig: &Path, bin: &Path) -> (bool, String) {
 
 /// Run `line` (`kubectl ... && kubectl ...`) as a shell would, with `kubeconfig` and the release's
 /// own kubectl from `bin`; whether it succeeded, and what kubectl said on stderr.
-fn run_line(line: &str, kubeconfig: &Path, bin: &Path) -> (bool, String) {
+pub(crate) fn run_line(line: &str, kubeconfig: &Path, bin: &Path) -> (bool, String) {
     let mut said = String::new();
     for part in line.split(" && ") {
         let mut words = part.split_whitespace();

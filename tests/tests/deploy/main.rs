@@ -7,6 +7,7 @@
 //! Dockerfile's build steps), `monitoring` (alerts and dashboard), and the scenarios below and in `guard`.
 
 mod checks;
+mod detector_only;
 mod guard;
 mod image;
 mod images;

@@ -23,6 +23,7 @@ mod machines;
 mod medik8s;
 mod memory;
 mod outside;
+mod peers;
 mod rbac;
 mod reload;
 mod remedies;

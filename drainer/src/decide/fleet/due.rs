@@ -13,6 +13,7 @@ use crate::decide::gates::Gates;
 use crate::decide::gates::breaker::BreakerChange;
 use crate::decide::gates::flap::FlapGate;
 use crate::decide::gates::outage::{self, OutageGate};
+use crate::decide::gates::peer::Peer;
 use crate::decide::gates::window;
 use crate::decide::ladder::why::LadderWhy;
 use crate::decide::{Action, Candidate, NodeDecision, Why, decide_some};
@@ -69,6 +70,7 @@ impl Fleet {
         self.safety.outages = outages.keys().cloned().collect();
         Gates {
             pause: self.safety.paused.clone(),
+            peers: crate::decide::gates::peer::PeerGate,
             flap: FlapGate {
                 window: s.flap_window,
             },
@@ -267,6 +269,26 @@ impl Fleet {
             .expect("a decided node is in the fleet: round() decides only nodes it holds");
         e.at_rest = at_rest;
         let view = e.view.clone();
+        let taken = (d.action() == Action::Hold)
+            .then(|| crate::decide::gates::peer::taken(&view))
+            .flatten();
+        self.report_peer(&d.node, taken);
         (d, view)
+    }
+
+    /// A node held as another remediator's is reported once, when the hold starts.
+    fn report_peer(&mut self, node: &ArcStr, taken: Option<(Peer, String)>) {
+        match taken {
+            Some((peer, how)) => {
+                if self.safety.left_to_peer.insert(node.clone()) {
+                    let node = node.to_string();
+                    let taken = crate::decide::facts::Taken { node, peer, how };
+                    self.events.push(FleetEvent::LeftToPeer(taken));
+                }
+            }
+            None => {
+                self.safety.left_to_peer.remove(node);
+            }
+        }
     }
 }

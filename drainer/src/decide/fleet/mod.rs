@@ -84,6 +84,8 @@ pub(crate) enum FleetEvent {
         node: String,
         changes: usize,
     },
+    /// A node another remediator took is left to it (once per taking).
+    LeftToPeer(crate::decide::facts::Taken),
     /// A selected node's detector fell silent (once per episode).
     DetectorSilent {
         node: String,

@@ -30,6 +30,8 @@ pub(super) struct Safety {
     pub(super) flaps: ByNode<Flaps>,
     /// Nodes flapping now whose episode was reported.
     pub(super) flapping: BTreeSet<ArcStr>,
+    /// Nodes held as another remediator's now, whose taking was reported.
+    pub(super) left_to_peer: BTreeSet<ArcStr>,
     /// Where the detector DaemonSet places its pods, and the nodes whose detector is silent.
     pub(super) placement: crate::decide::silence::Placement,
     pub(super) silent: ByNode<crate::decide::silence::Silence>,

@@ -6,6 +6,7 @@
 //! new module and one field here.
 //!
 //! - `pause`: an annotation on the drainer's Lease holds everything;
+//! - `peer`: a node another remediator has taken (cluster-autoscaler, Karpenter) is left to it;
 //! - `flap`: a node whose conditions flap is held until stable;
 //! - `outage`: a failure domain with too many unhealthy nodes is a partition, held whole;
 //! - `breaker`: too many unhealthy nodes, or too many new ones, hold everything new;
@@ -17,6 +18,7 @@ pub mod flap;
 pub mod gate;
 pub mod outage;
 pub mod pause;
+pub mod peer;
 pub mod resume;
 pub mod slow_start;
 pub mod snapshot;
@@ -34,12 +36,15 @@ use breaker::BreakerGate;
 use flap::FlapGate;
 use gate::Gate;
 use outage::{DomainTotals, OutageGate};
+use peer::PeerGate;
 use slow_start::NO_DOMAIN;
 
 /// The fleet-wide holds a round's decisions read.
 #[derive(Debug, Clone)]
 pub struct Gates {
     pub(crate) pause: Option<Pause>,
+    /// Nodes other remediators have taken.
+    pub(crate) peers: PeerGate,
     pub(crate) flap: FlapGate,
     pub(crate) outage: OutageGate,
     /// The breaker while it is open.
@@ -68,6 +73,7 @@ impl Gates {
     pub fn open(flap_window: std::time::Duration) -> Gates {
         Gates {
             pause: None,
+            peers: PeerGate,
             flap: FlapGate {
                 window: flap_window,
             },
@@ -84,9 +90,15 @@ impl Gates {
     }
 
     /// The gate holding new cordons and drain starts of `c`, if one does, asked in order: the
-    /// pause, flapping, the domain's outage, the breaker.
+    /// pause, a peer that took the node, flapping, the domain's outage, the breaker.
     pub(crate) fn hold(&self, c: &Candidate) -> Option<Why> {
-        let order: [&dyn Gate; 4] = [&self.pause, &self.flap, &self.outage, &self.breaker];
+        let order: [&dyn Gate; 5] = [
+            &self.pause,
+            &self.peers,
+            &self.flap,
+            &self.outage,
+            &self.breaker,
+        ];
         order.iter().find_map(|g| g.hold(c))
     }
 
@@ -94,8 +106,9 @@ impl Gates {
     /// drain windows hold too; else a restart, which needs no cordon and no window). None: its request
     /// may stand.
     pub(crate) fn resume_hold(&self, c: &Candidate, reboot: bool) -> Option<String> {
-        // The fleet's gates; not the flap gate, which a node's own reboot may set off.
-        let fleet: [&dyn Gate; 3] = [&self.pause, &self.outage, &self.breaker];
+        // The fleet's gates and a peer's taking; not the flap gate, which a node's own reboot may
+        // set off.
+        let fleet: [&dyn Gate; 4] = [&self.pause, &self.peers, &self.outage, &self.breaker];
         if let Some(why) = fleet.iter().find_map(|g| g.hold(c)) {
             return Some(why.to_string());
         }
