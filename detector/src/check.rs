@@ -186,12 +186,10 @@ mod tests {
             vec![
                 ("event", "OOMKilling", 2, None),
                 ("event", "TaskHung", 5, None),
-                ("condition", "DockerHung", 5, Some("True")),
                 ("condition", "FilesystemIsReadOnly", 6, Some("True")),
             ]
         );
-        assert_eq!(f[2].condition.as_deref(), Some("KernelDeadlock"));
-        assert_eq!(f[3].condition.as_deref(), Some("ReadonlyFilesystem"));
+        assert_eq!(f[2].condition.as_deref(), Some("ReadonlyFilesystem"));
     }
 
     #[test]

@@ -35,13 +35,7 @@ fn check_over_the_bundled_sample_prints_json_findings_with_line_numbers() {
             )
         })
         .collect();
-    assert_eq!(
-        conditions,
-        vec![
-            ("ReadonlyFilesystem", "True", 24),
-            ("KernelDeadlock", "True", 26)
-        ]
-    );
+    assert_eq!(conditions, vec![("ReadonlyFilesystem", "True", 24)]);
     let oom = findings
         .iter()
         .find(|f| f["reason"] == "OOMKilling")
@@ -583,4 +577,91 @@ fn a_detector_that_cannot_reach_its_api_server_says_which() {
             .all(|l| nodemedic_tests::debug_dump::find(l).is_none()),
         "{seen:#?}"
     );
+}
+
+/// The conditions `detector check` finds in `kmsg` with the bundled rules and the extra ones:
+/// (condition, line).
+fn conditions_in(kmsg: &str) -> Vec<(String, u64)> {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("attack.kmsg");
+    std::fs::write(&input, kmsg).unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../config");
+    let out = detector()
+        .args(["check", "--output", "json", "--input"])
+        .arg(&input)
+        .args([
+            "--rules",
+            &format!("{root}/rules"),
+            "--rules",
+            &format!("{root}/rules-extra"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|f| f["kind"] == "condition")
+        .map(|f| {
+            (
+                f["condition"].as_str().unwrap().to_string(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 76 (an attacker's review): the kernel writes some records at its own facility with a
+/// user's words in them: a crashing program's name and file (no privilege at all), a container's
+/// audit message (CAP_AUDIT_WRITE, granted by default), the file of an exec with no argv, a hung
+/// task's name. Each was made to read as a filesystem remounted read-only, an XFS shutdown, a fatal
+/// hardware error, a bad GPU or a hung docker; none sets a condition with the shipped rules. The
+/// real kernel's records of those problems still do.
+#[test]
+fn a_users_words_in_a_kernel_record_set_no_condition_and_the_kernels_own_still_do() {
+    let attacks = [
+        "6,1,100,-;remounting fs r[2714]: segfault at 0 ip 000055d4c5a3d129 sp 00007ffc8e9f7a10 error 6 in remounting fs read-only[55d4c5a3d000+1000] likely on CPU 1 (core 1, socket 0)",
+        "4,2,200,-;process 'sh' launched '/tmp/Remounting filesystem read-only/x' with NULL argv: empty string added",
+        "5,3,300,-;audit: type=1107 audit(1765000000.123:45): pid=1 uid=0 auid=4294967295 ses=4294967295 msg='XFS (x): Metadata I/O error. Shutting down filesystem'",
+        "6,4,400,-;XFS (a): x[12]: segfault at 0 ip 0 sp 0 error 6 in Shutting down filesystem[55+1000]",
+        "6,5,500,-;EXT4-fs (sda): [13]: segfault at 0 ip 0 sp 0 error 6 in Remounting filesystem read-only[55+1000]",
+        "6,6,600,-;EDAC MC0: 1 UE [77]: segfault at 0 ip 0 sp 0 error 4 in x[55+1000]",
+        "6,7,700,-;Fatal machine ch[78]: segfault at 0 ip 0 sp 0 error 4 in Uncorrected hardware memory error[55+1000]",
+        "6,8,800,-;NVRM: Xid (PCI:[79]: segfault at 0 ip 0 sp 0 error 4 in x[55+1000]",
+        "6,9,900,-;traps: NVRM: Xid (PCI:0000:3b:00): 79,[80] general protection fault ip:4011 sp:7ffc error:0",
+        "3,10,1000,-;INFO: task docker:2211 blocked for more than 120 seconds.",
+        "3,11,1100,-;INFO: task umount.aufs:2212 blocked for more than 120 seconds.",
+    ];
+    let found = conditions_in(&(attacks.join("\n") + "\n"));
+    assert!(found.is_empty(), "{found:?}");
+    let real = [
+        "2,1,100,-;EXT4-fs (vdb1): Remounting filesystem read-only",
+        "2,2,200,-;EXT3-fs (sdb1): error: remounting filesystem read-only",
+        "1,3,300,-;XFS (dm-4): Corruption of in-memory data (0x8) detected at xfs_trans_cancel+0x1a0/0x1d0 (fs/xfs/xfs_trans.c:1097).  Shutting down filesystem.",
+        "1,4,400,-;XFS (sdb1): Log I/O Error Detected. Shutting down filesystem",
+        "0,5,500,-;{1}[Hardware Error]: event severity: fatal",
+        "0,6,600,-;EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#0_DIMM#1 (channel:0 slot:1 page:0x5f00 offset:0x0 grain:32)",
+        "0,7,700,-;mce: [Hardware Error]: Machine check: Processor context corrupt",
+        "4,8,800,-;NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    ];
+    let found = conditions_in(&(real.join("\n") + "\n"));
+    let want: Vec<(String, u64)> = [
+        ("ReadonlyFilesystem", 1),
+        ("ReadonlyFilesystem", 2),
+        ("XfsShutdown", 3),
+        ("XfsShutdown", 4),
+        ("CperHardwareErrorFatal", 5),
+        ("HardwareErrorFatal", 6),
+        ("HardwareErrorFatal", 7),
+        ("GpuUnhealthy", 8),
+    ]
+    .iter()
+    .map(|(c, l)| (c.to_string(), *l))
+    .collect();
+    assert_eq!(found, want);
 }

@@ -344,6 +344,62 @@ async fn permanent_line_sets_the_condition_and_emits_events_temporary_line_emits
 
 /// The newest `lastHeartbeatTime` among the detector's conditions on the node, and whether every
 /// one of them carries it (a heartbeat refreshes them all at once).
+/// Issue 76 (an attacker's review), in the running detector with the shipped rules: records the
+/// kernel writes at its own facility with a user's words at their start (a crashing program named
+/// `remounting fs read-only`, a container's audit message naming an XFS shutdown) set no condition.
+/// The kernel's own XFS record after them is the barrier: once it has set XfsShutdown, the others
+/// were read and passed over.
+#[tokio::test]
+async fn a_users_words_in_kernel_records_set_no_condition_on_the_running_detector() {
+    let mut h = Harness::new("user-words").await;
+    std::fs::remove_file(h.rules_dir().join("kernel.yaml")).unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base/rules");
+    for f in ["readonly-monitor.yaml", "kernel-monitor.yaml"] {
+        std::fs::copy(shipped.join(f), h.rules_dir().join(f)).unwrap();
+    }
+    let running = h.start().await;
+    h.wait_condition("ReadonlyFilesystem", "False", "FilesystemIsNotReadOnly")
+        .await;
+    h.kmsg_with_pri(
+        6,
+        "remounting fs r[2714]: segfault at 0 ip 000055d4c5a3d129 sp 00007ffc8e9f7a10 error 6 in remounting fs read-only[55d4c5a3d000+1000] likely on CPU 1 (core 1, socket 0)",
+    );
+    h.kmsg_with_pri(
+        5,
+        "audit: type=1107 audit(1765000000.123:45): pid=1 uid=0 auid=4294967295 ses=4294967295 msg='XFS (x): Metadata I/O error. Shutting down filesystem'",
+    );
+    h.kmsg_with_pri(
+        3,
+        "INFO: task docker:2211 blocked for more than 120 seconds.",
+    );
+    h.kmsg_with_pri(
+        1,
+        "XFS (sdb1): Log I/O Error Detected. Shutting down filesystem",
+    );
+    let (_, _, message) = h
+        .wait_condition("XfsShutdown", "True", "XfsHasShutdown")
+        .await;
+    assert_eq!(
+        message,
+        "XFS (sdb1): Log I/O Error Detected. Shutting down filesystem"
+    );
+    for (condition, healthy) in [
+        ("ReadonlyFilesystem", "FilesystemIsNotReadOnly"),
+        ("KernelDeadlock", "KernelHasNoDeadlock"),
+    ] {
+        let now = h.condition(condition).await.unwrap();
+        assert_eq!(
+            (now.0.as_str(), now.1.as_str()),
+            ("False", healthy),
+            "{condition}: {now:?}"
+        );
+    }
+    // The hung task is still said, as an Event.
+    h.wait_event("TaskHung").await;
+    running.shutdown().await;
+    h.cluster.cleanup(&[]).await;
+}
+
 async fn heartbeat(h: &Harness) -> Option<(k8s_openapi::jiff::Timestamp, bool)> {
     let node = h.cluster.node(&h.node).await;
     let beats: Vec<_> = node

@@ -56,7 +56,7 @@ fn bundled_defaults_are_valid_and_keep_npd_names() {
         "OOMKilling",
         "TaskHung",
         "KernelOops",
-        "DockerHung",
+        "XfsHasShutdown",
         "FilesystemIsReadOnly",
         "KubeletStart",
         "CorruptDockerImage",

@@ -30,6 +30,14 @@ pub struct Record<'a> {
 }
 
 impl Record<'_> {
+    /// Whether the record's text is a user's: written from user space (a facility other than the
+    /// kernel's), or one the kernel writes with a user's words at its start ([`quotes_a_user`]).
+    /// Such a record raises an Event and never sets or clears a condition, unless its monitor says
+    /// `userSpace`.
+    pub(crate) fn users(&self) -> bool {
+        self.facility != 0 || quotes_a_user(&self.message)
+    }
+
     /// Dictionary from continuation lines (`SUBSYSTEM=...`, `DEVICE=...`).
     pub fn dict(&self) -> Vec<(String, String)> {
         self.dict_lines
@@ -42,6 +50,40 @@ impl Record<'_> {
             })
             .collect()
     }
+}
+
+/// Whether a kernel record starts with words a user chose (issue 76: an attacker's review had a
+/// tenant's crashing program, named `remounting fs read-only`, set ReadonlyFilesystem, and a
+/// container's audit message set XfsShutdown). The kernel writes these records at its own
+/// facility, each beginning with what a user task chose:
+/// - a crash or a trap: `NAME[PID]: segfault at ...`, `NAME[PID] trap ...`, `traps: NAME[PID] ...`
+///   (a task's name, up to 15 bytes, is whatever it set; the file it ran from follows later);
+/// - `NAME (PID): ...` (a task's own sysctl write, its drop_caches);
+/// - `audit: ...` (a process with CAP_AUDIT_WRITE, which containers get by default, sends text of
+///   its own; the kernel prints it when no audit daemon listens);
+/// - `process 'NAME' launched 'PATH' with NULL argv ...` (once a boot, any user).
+///
+/// A real kernel problem's record begins with its subsystem's own words (`EXT4-fs (sda1): `,
+/// `XFS (dm-0): `, `NVRM: `), never so.
+pub(crate) fn quotes_a_user(text: &str) -> bool {
+    const STARTS: [&str; 3] = ["audit: ", "traps: ", "process '"];
+    if STARTS.iter().any(|s| text.starts_with(s)) {
+        return true;
+    }
+    // `NAME[PID]` or `NAME (PID)` within the first 17 bytes: a task's name is at most 15.
+    let head = &text.as_bytes()[..text.len().min(24)];
+    (1..=16).any(|i| {
+        let (open, close) = match head.get(i..) {
+            Some([b'[', ..]) => (i + 1, b']'),
+            Some([b' ', b'(', ..]) => (i + 2, b')'),
+            _ => return false,
+        };
+        let digits = head[open.min(head.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        digits > 0 && head.get(open + digits) == Some(&close)
+    })
 }
 
 fn malformed(why: impl Into<String>) -> Malformed {
@@ -224,6 +266,51 @@ fn trim_newline(b: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel's records that begin with a user's words are a user's; real problems' records,
+    /// which begin with their subsystem's words, are the kernel's.
+    #[test]
+    fn a_kernel_record_starting_with_a_users_words_is_a_users() {
+        for users in [
+            "remounting fs r[2714]: segfault at 0 ip 000055d4c5a3d129 sp 00007ffc8e9f7a10 error 6 in remounting fs read-only[55d4c5a3d000+1000] likely on CPU 1 (core 1, socket 0)",
+            "XFS (a): x[12]: segfault at 0 ip 0 sp 0 error 6 in Shutting down filesystem[55+1000]",
+            "EDAC MC0: 1 UE [77]: segfault at 0 ip 0 sp 0 error 4",
+            "a[1] trap invalid opcode ip:401000 sp:7ffd error:0 in a[401000+1000]",
+            "traps: EXT4-fs (sda)[99] general protection fault ip:4011 sp:7ffc error:0",
+            "bash (4242): drop_caches: 3",
+            "audit: type=1107 audit(1765000000.123:45): pid=1 uid=0 auid=4294967295 ses=4294967295 msg='XFS (x): Metadata I/O error. Shutting down filesystem'",
+            "process 'sh' launched '/tmp/Remounting filesystem read-only/x' with NULL argv: empty string added",
+            "systemd[1]: Started systemd-journald.service - Journal Service.",
+        ] {
+            assert!(quotes_a_user(users), "{users}");
+        }
+        for kernels in [
+            "EXT4-fs (vdb1): Remounting filesystem read-only",
+            "EXT4-fs error (device vdb1): ext4_find_entry:1683: inode #2: comm kubelet: reading directory lblock 0",
+            "XFS (dm-4): Corruption of in-memory data (0x8) detected at xfs_trans_cancel+0x1a0/0x1d0 (fs/xfs/xfs_trans.c:1097).  Shutting down filesystem.",
+            "INFO: task docker:2211 blocked for more than 120 seconds.",
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=2741, name=python, GPU has fallen off the bus.",
+            "EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#0_DIMM#1 (channel:0 slot:1 page:0x5f00 offset:0x0 grain:32)",
+            "{1}[Hardware Error]: event severity: fatal",
+            "mce: [Hardware Error]: Machine check events logged",
+            "sd 0:0:0:0: [sda] 2097152 512-byte logical blocks",
+            "pci 0000:00:1f.2: [8086:a102] type 00 class 0x010601",
+            "Memory cgroup out of memory: Killed process 40321 (stress) total-vm:531252kB",
+            "nvme nvme0: I/O 123 QID 4 timeout, aborting",
+            "",
+            "[",
+            "a[",
+        ] {
+            assert!(!quotes_a_user(kernels), "{kernels}");
+        }
+        // Written from user space at all: a user's, whatever it says.
+        let r = parse(b"14,1,1,-;EXT4-fs (vdb1): Remounting filesystem read-only").unwrap();
+        assert!(r.users());
+        let r = parse(b"2,1,1,-;EXT4-fs (vdb1): Remounting filesystem read-only").unwrap();
+        assert!(!r.users());
+        let r = parse(b"6,1,1,-;a[1]: segfault at 0").unwrap();
+        assert!(r.users());
+    }
 
     #[test]
     fn parses_prefix_message_and_dict() {

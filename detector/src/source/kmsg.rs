@@ -140,6 +140,7 @@ impl Reader {
                     return true;
                 }
                 self.past_start = true;
+                let user = r.users();
                 SourceEvent::Line {
                     text: r.message.into_owned(),
                     at: wall_time(r.monotonic_us),
@@ -147,7 +148,7 @@ impl Reader {
                         boot_id: self.start.boot_id.clone(),
                         seq: r.seq,
                     },
-                    user: r.facility != 0,
+                    user,
                 }
             }
         };

@@ -181,7 +181,7 @@ impl<R: BufRead> Once<R> {
                                 .ok()
                         })
                         .unwrap_or(Timestamp::MAX);
-                    set_line(&mut self.event, &r.message, at, position, r.facility != 0);
+                    set_line(&mut self.event, &r.message, at, position, r.users());
                 }
                 Err(e) => self.event = malformed(e.to_string()),
             }
