@@ -139,7 +139,9 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let (keep_tx, keep_rx) = watch::channel(crate::decide::evictions::projection(&opts.config));
     let (relisted_tx, relisted_rx) = watch::channel(keep_rx.borrow().clone());
     tasks.push(observed.spawn_pods(Api::all(client.clone()), keep_rx, relisted_tx));
-    tasks.push(observed.sandbox.spawn(Api::all(client.clone())));
+    let nodes = observed.clone();
+    let known = move |n: &str| nodes.node(n).is_some();
+    tasks.push(observed.sandbox.spawn(Api::all(client.clone()), known));
     let key = Arc::new(key);
     let guard_addr = guard(&opts, &client, &observed, &metrics, &key).await?;
     let (lease_read_tx, lease_read_rx) = watch::channel(None);

@@ -202,13 +202,18 @@ fn a_container_started_on_the_node_in_the_window_clears_it() {
 
 #[test]
 fn an_owner_whose_pods_wait_on_several_nodes_blames_no_node() {
-    // A bad image: the same ReplicaSet's pods wait on n1 and n2.
-    let pods = [waiting("a", "n1", 20, "bad"), waiting("b", "n2", 20, "bad")];
+    // The owner's own fault: the same ReplicaSet's pods wait on n1, n2 and n3.
+    let pods = [
+        waiting("a", "n1", 20, "bad"),
+        waiting("b", "n2", 20, "bad"),
+        waiting("d", "n3", 20, "bad"),
+    ];
     assert!(run(&pods, &[]).is_empty());
     // n1 also has a pod of another owner waiting alone: that one still counts against n1.
     let pods = [
         waiting("a", "n1", 20, "bad"),
         waiting("b", "n2", 20, "bad"),
+        waiting("d", "n3", 20, "bad"),
         waiting("c", "n1", 15, "web"),
         agent("n1", 16),
     ];
@@ -538,4 +543,33 @@ fn agent_with(node: &str, reason: &str) -> Arc<PodInfo> {
         ("DaemonSet", "agent"),
         Some(reason),
     )
+}
+
+/// Issue 76 (an attacker's review): one rogue kubelet reports its own pod of the node agents'
+/// DaemonSet waiting; the same DaemonSet's pod really stuck on a wedged node is still that node's
+/// symptom (it once excused it: the DaemonSet "waited on several nodes", and every wedged node was
+/// hidden). Waiting on three nodes, the owner is to blame and no node is.
+#[test]
+fn one_rogue_kubelet_cannot_excuse_another_nodes_stuck_agent() {
+    let agent_on = |node: &str| {
+        waiting_in(
+            "kube-system",
+            &format!("agent-{node}"),
+            node,
+            30,
+            ("DaemonSet", "agent"),
+            Some("ContainerCreating"),
+        )
+    };
+    let got = run(&[agent_on("wedged"), agent_on("rogue")], &[]);
+    let nodes: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(nodes, ["rogue", "wedged"], "each its own symptom");
+    let got = run(
+        &[agent_on("wedged"), agent_on("rogue"), agent_on("rogue2")],
+        &[],
+    );
+    assert!(
+        got.is_empty(),
+        "three nodes: the DaemonSet's fault: {got:?}"
+    );
 }

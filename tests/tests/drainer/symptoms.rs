@@ -515,3 +515,92 @@ async fn hung_pod(env: &Env, ns: &str, hint: &str, node: &str, nfs: bool) -> Str
     .await;
     pod
 }
+
+/// A client acting as node `name`'s kubelet (`system:node:NAME` in `system:nodes`): on a real
+/// control plane through impersonation (its Node authorizer and NodeRestriction decide), on the
+/// test API server as its node identity.
+fn kubelet_of(env: &Env, name: &str) -> kube::Client {
+    if let Some(plane) = env.cluster.plane {
+        return plane.client_impersonating_groups(
+            &format!("system:node:{name}"),
+            &["system:nodes", "system:authenticated"],
+        );
+    }
+    env.cluster
+        .fake
+        .as_ref()
+        .expect("the test API server")
+        .client_as_node(name)
+}
+
+/// Issue 76 (an attacker's review): root on node `rogue` (its kubelet credential) reports its own
+/// pod of the node agents' DaemonSet waiting, which the kubelet may. That DaemonSet then "waited
+/// on several nodes", which excused its pod really stuck on a wedged node: the wedged node was
+/// hidden from PodsNotStarting. Now the wedged node is still found and cordoned (rogue may get its
+/// own node reported, as it always could); rogue cannot write the wedged node's pods.
+#[tokio::test]
+async fn one_rogue_kubelet_cannot_hide_a_wedged_node() {
+    for env in Env::each_release().await {
+        one_rogue_kubelet_cannot_hide_a_wedged_node_on(env).await;
+    }
+}
+
+async fn one_rogue_kubelet_cannot_hide_a_wedged_node_on(env: Env) {
+    let wedged = env.node("rogue-wedged", "False", 3600, json!({})).await;
+    let rogue = env.node("rogue", "False", 3600, json!({})).await;
+    let ds = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", &env.name("agents"))
+        .await;
+    let with_ds = json!({"metadata": {"ownerReferences": ds}});
+    let stuck_agent = env
+        .pod("kube-system", "agent-w", &wedged, with_ds.clone())
+        .await;
+    waiting_in(&env, "kube-system", &stuck_agent, 30, "ContainerCreating").await;
+    let rogues_agent = env.pod("kube-system", "agent-r", &rogue, with_ds).await;
+    started_in(&env, "kube-system", &rogues_agent).await;
+    // The lie, as rogue's kubelet.
+    let as_rogue: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(kubelet_of(&env, &rogue), "kube-system");
+    let waiting = json!({"status": {"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": ago(1800)}],
+        "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}});
+    as_rogue
+        .patch_status(
+            &rogues_agent,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(waiting.clone()),
+        )
+        .await
+        .expect("a kubelet writes the status of a pod bound to its node");
+    if env.cluster.real() {
+        let other = as_rogue
+            .patch_status(
+                &stuck_agent,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(waiting),
+            )
+            .await;
+        assert!(
+            matches!(&other, Err(kube::Error::Api(e)) if e.code == 403),
+            "{other:?}"
+        );
+    }
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.conditions = vec![
+        "KernelDeadlock=True,10m".parse().unwrap(),
+        "PodsNotStarting=True,0s".parse().unwrap(),
+    ];
+    let running = env.start(cfg, "a").await;
+    eventually(
+        "the wedged node cordoned for PodsNotStarting",
+        Duration::from_secs(60),
+        || async { env.cordoned(&wedged).await.then_some(()) },
+    )
+    .await;
+    let set = condition(&env, &wedged).await.expect("PodsNotStarting");
+    assert_eq!(set["status"], "True", "{set}");
+    running.shutdown().await;
+    env.cleanup().await;
+}
