@@ -184,10 +184,16 @@ pub async fn start(opts: Options, client: kube::Client) -> crate::error::Result<
     let (outbox, task) = publisher::spawn(writer, owner, signing, opts.settings);
     tasks.push(task);
     let settings_tx = outbox.settings;
-    let controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
+    let kured = config.ladder.kured.clone();
+    let mut controller = Controller::new(config, observed, exec, health, leader_rx.clone(), clock)
         .with_lease(lease_read_rx, breaker_tx)
         .with_record_memory(outbox.memory, records_tx)
         .with_reboot_requests(outbox.reboots);
+    if let Some((namespace, name)) = kured {
+        let (rx, task) = crate::observe::reboot_lock::spawn(client.clone(), &namespace, &name);
+        tasks.push(task);
+        controller = controller.with_kured(format!("{namespace}/{name}"), rx);
+    }
     let controller = match opts.reload.filter(|a| a.config.is_some()) {
         None => controller,
         Some(args) => {

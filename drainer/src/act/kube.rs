@@ -62,6 +62,15 @@ pub const METAL3_PERMISSIONS: &[Permission] = &[
     },
 ];
 
+/// Granted only with `--kured-daemonset` (`deploy/components/kured`, or the chart's
+/// `drainer.kured.daemonSet`): kured's DaemonSet, by name, for its reboot lock (read only).
+pub const KURED_PERMISSIONS: &[Permission] = &[Permission {
+    group: "apps",
+    resource: "daemonsets",
+    verbs: &["get", "list", "watch"],
+    namespaced: true,
+}];
+
 /// Granted only with `--allow-force-delete` (its own ClusterRole: `deploy/allow-force-delete`, or the
 /// chart when `drainer.config.allowForceDelete` is set).
 pub const FORCE_DELETE_PERMISSIONS: &[Permission] = &[Permission {

@@ -94,6 +94,7 @@ pub(crate) fn entries(args: &PolicyArgs) -> (Vec<(String, Value)>, Vec<String>) 
             | "power_cycle_token_file"
             | "power_cycle_ca_file"
             | "power_cycle_allow_http"
+            | "kured_daemonset"
             | "remediation_template" => {
                 if !value.is_null() && value != serde_json::Value::Bool(false) {
                     notes.push(format!(

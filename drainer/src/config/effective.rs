@@ -31,6 +31,7 @@ const NOT_KEYS: &[&str] = &[
     "power_cycle_allow_http",
     "remediation_template",
     "remediate_control_plane",
+    "kured_daemonset",
 ];
 
 /// A `[default: X]` that means "not set".

@@ -248,6 +248,9 @@ pub struct PolicyArgs {
     /// Allow a plain http:// --power-cycle-url: its bearer token then crosses the network in the clear (--notify-allow-http does not allow it). On the command line only.
     #[arg(help_heading = "Remediation ladder", long = "power-cycle-allow-http")]
     pub power_cycle_allow_http: bool,
+    /// kured's DaemonSet (`NAMESPACE/NAME`, as `kube-system/kured`), where kured runs: a node kured holds its reboot lock for (`weave.works/kured-node-lock`) is left to it, and a reboot or power-cycle of ours waits while the lock is full with other nodes, so no two nodes reboot at once unless kured's own concurrency allows. Needs deploy/components/kured (get, list and watch of that DaemonSet). On the command line only. [default: none]
+    #[arg(help_heading = "Remediation ladder", long = "kured-daemonset")]
+    pub kured_daemonset: Option<String>,
     /// Let a ladder reboot or power-cycle a control-plane node (`node-role.kubernetes.io/control-plane` or `.../master`); without it such a node goes to a person instead. On the command line only: a ConfigMap edit cannot allow it. (The detector's --reboot-control-plane must allow its own reboots too.)
     #[arg(help_heading = "Remediation ladder", long = "remediate-control-plane")]
     pub remediate_control_plane: bool,

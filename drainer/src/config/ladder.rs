@@ -37,6 +37,9 @@ pub struct Limits {
     /// A control-plane node may be rebooted or power-cycled (`--remediate-control-plane`, flags
     /// only; default no: it goes to a person).
     pub(crate) control_plane: bool,
+    /// kured's DaemonSet, whose reboot lock our reboots honour (`--kured-daemonset NAMESPACE/NAME`,
+    /// flags only; None: kured is not looked at).
+    pub(crate) kured: Option<(String, String)>,
 }
 
 /// The out-of-band reboot provider (docs/operator-guide.md says what each is asked).
@@ -95,6 +98,7 @@ impl Default for Limits {
             pacing: Pacing::default(),
             power_cycle: None,
             control_plane: false,
+            kured: None,
         }
     }
 }

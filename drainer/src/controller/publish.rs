@@ -19,6 +19,7 @@ use super::Controller;
 use crate::act::recall::{Kept, Link, Memory, Recalled};
 use crate::decide::fleet::seen::{SHARDS, Seen};
 use crate::decide::gates::breaker;
+use crate::decide::gates::reboot_lock::{self, KuredLock};
 use crate::model::cluster::Cluster;
 
 impl<C: Cluster> Controller<C> {
@@ -37,6 +38,30 @@ impl<C: Cluster> Controller<C> {
     pub(crate) fn with_reboot_requests(mut self, out: watch::Sender<Reboots>) -> Controller<C> {
         self.publish.reboots_out = Some(out);
         self
+    }
+
+    /// Read kured's lock (its DaemonSet `at`) from `rx` each round.
+    pub(crate) fn with_kured(
+        mut self,
+        at: String,
+        rx: watch::Receiver<crate::observe::reboot_lock::LockText>,
+    ) -> Controller<C> {
+        self.publish.kured = Some((at, rx));
+        self
+    }
+
+    /// kured's lock as last read, at `now`.
+    pub(super) fn kured_lock(&self, now: Timestamp) -> Option<(String, KuredLock)> {
+        use crate::observe::reboot_lock::LockText;
+        let (at, rx) = self.publish.kured.as_ref()?;
+        let lock = match &*rx.borrow() {
+            LockText::NotRead => KuredLock::Unknown(format!(
+                "kured's lock on {at} is not read yet: reboots wait"
+            )),
+            LockText::Read(text) => reboot_lock::read(text.as_deref(), at, now),
+            LockText::Failed(why) => KuredLock::Unknown(why.clone()),
+        };
+        Some((at.clone(), lock))
     }
 
     /// Hand the reboot requests on when they changed.

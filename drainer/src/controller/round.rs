@@ -49,6 +49,7 @@ impl<C: Cluster> Controller<C> {
         let mut laps = Laps::start();
         self.fleet
             .set_pause(self.read_lease(pause::pause_of).flatten());
+        self.fleet.set_kured(self.kured_lock(now));
         let relisted = self.catch_up(now).await;
         self.follow_remediations(now).await;
         let pending = self.fleet.pending();

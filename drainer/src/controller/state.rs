@@ -100,4 +100,9 @@ pub(super) struct Publisher {
     pub(super) memory: Option<Memory>,
     /// Where the reboot requests go (`act::publisher` writes them to their ConfigMap while leading).
     pub(super) reboots_out: Option<watch::Sender<Reboots>>,
+    /// kured's DaemonSet (`NAMESPACE/NAME`) and its lock as last read (`--kured-daemonset`).
+    pub(super) kured: Option<(
+        String,
+        watch::Receiver<crate::observe::reboot_lock::LockText>,
+    )>,
 }

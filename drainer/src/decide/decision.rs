@@ -293,6 +293,11 @@ pub enum Why {
         peer: super::facts::Peer,
         how: String,
     },
+    /// A reboot or power-cycle waits for another remediator's reboots (`why`: whose, and how many
+    /// its lock allows).
+    WaitingForPeer {
+        why: String,
+    },
     /// Cordoned; drains start only inside a drain window (`None`: none opens within a week).
     OutsideDrainWindow {
         next: Option<Timestamp>,
@@ -338,6 +343,7 @@ impl Why {
             | Why::DrainSpacing { .. }
             | Why::BlockedByPods { .. }
             | Why::OutsideDrainWindow { .. }
+            | Why::WaitingForPeer { .. }
             | Why::Ladder(
                 L::AwaitingReboot { .. }
                 | L::AwaitingRestart { .. }
@@ -373,6 +379,7 @@ impl Why {
                 | Why::Flapping { .. }
                 | Why::Paused { .. }
                 | Why::TakenByPeer { .. }
+                | Why::WaitingForPeer { .. }
                 | Why::OutsideDrainWindow { .. }
         )
     }

@@ -153,6 +153,7 @@ pub(crate) struct Flapping {
 pub enum Peer {
     ClusterAutoscaler,
     Karpenter,
+    Kured,
 }
 
 impl std::fmt::Display for Peer {
@@ -160,6 +161,7 @@ impl std::fmt::Display for Peer {
         f.write_str(match self {
             Peer::ClusterAutoscaler => "cluster-autoscaler",
             Peer::Karpenter => "Karpenter",
+            Peer::Kured => "kured",
         })
     }
 }

@@ -69,6 +69,12 @@ fn refusal(step: Step, failing: Option<Check>) -> Option<Refused> {
             b.remediating.insert(String::new(), 1);
         }
         Some(Check::Window) => gates.window = Err(None),
+        Some(Check::RebootLock) => {
+            let lock = r#"{"nodeID":"other","created":"2026-12-08T09:50:00Z","TTL":0}"#;
+            let at = "kube-system/kured";
+            let read = super::gates::reboot_lock::read(Some(lock), at, t(NOW));
+            gates.peers.kured = Some((at.into(), read));
+        }
         Some(Check::ReplaceBudget) => b.replaced = vec![t(NOW - 60), t(NOW - 30)],
     }
     let view = NodeView::of(&n.0);
@@ -104,6 +110,7 @@ fn every_check_of_every_step_refuses_as_its_row_says() {
                     Check::Gates => matches!(why, Why::Paused { .. }),
                     Check::SlowStart => matches!(why, Why::Ladder(LadderWhy::SlowStart { .. })),
                     Check::Window => matches!(why, Why::OutsideDrainWindow { .. }),
+                    Check::RebootLock => matches!(why, Why::WaitingForPeer { .. }),
                     Check::ReplaceBudget => {
                         matches!(why, Why::Ladder(LadderWhy::ReplaceBudget { .. }))
                     }

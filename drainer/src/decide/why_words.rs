@@ -30,6 +30,7 @@ impl std::fmt::Display for Why {
             | Flapping { .. }
             | Paused { .. }
             | TakenByPeer { .. }
+            | WaitingForPeer { .. }
             | OutsideDrainWindow { .. } => self.fmt_held(f),
             Ladder(w) => write!(f, "{w}"),
             _ => self.fmt_recorded(f),
@@ -215,6 +216,7 @@ impl Why {
                 ts(*stable_at)
             ),
             Why::Paused { pause } => write!(f, "{pause}"),
+            Why::WaitingForPeer { why } => f.write_str(why),
             Why::TakenByPeer { peer, how } => write!(
                 f,
                 "left to {peer}, which is {how}: nothing new is started on it until {peer} lets go"

@@ -14,11 +14,13 @@
 //!  pod_index  the pod index (by name, by node, the stale ones, the waiting ones)
 //!  watches  the Node and Pod watches
 //!  sandbox  the kubelets' sandbox failure Events, by node
+//!  reboot_lock  kured's DaemonSet, for its reboot lock
 //!  watch_errors  a failing watch, said in operator words at most once a minute
 //! ```
 
 pub(crate) mod interest;
 mod pod_index;
+pub(crate) mod reboot_lock;
 pub(crate) mod sandbox;
 mod watch_errors;
 mod watches;

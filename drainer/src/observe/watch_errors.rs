@@ -14,7 +14,7 @@ pub(super) fn watch_failed(failing: &mut Throttle, what: &str, e: &kube::runtime
 
 /// A watch error in operator words: what failed, and the API server's answer as it said it (the
 /// watcher's own `Display` carries kube's `Debug` dump of the answer).
-fn watch_error(e: &kube::runtime::watcher::Error) -> String {
+pub(super) fn watch_error(e: &kube::runtime::watcher::Error) -> String {
     use kube::runtime::watcher::Error;
     use nodemedic_common::client::said;
     match e {

@@ -207,6 +207,12 @@ fn held() -> Vec<(Action, Why)> {
         ),
         (
             Action::Wait,
+            Why::WaitingForPeer {
+                why: "kured is rebooting n1 under its lock (1 at once): reboots wait for it".into(),
+            },
+        ),
+        (
+            Action::Wait,
             Why::OutsideDrainWindow {
                 next: Some(t(3600)),
                 problem: p(),
@@ -376,8 +382,9 @@ fn variant(w: &Why) -> usize {
         OutsideDrainWindow { .. } => 36,
         LeftSelection { .. } => 37,
         TakenByPeer { .. } => 38,
+        WaitingForPeer { .. } => 39,
         Ladder(l) => {
-            39 + match l {
+            40 + match l {
                 LadderWhy::Reboot { .. } => 0,
                 LadderWhy::AwaitingReboot { .. } => 1,
                 LadderWhy::RebootProven { .. } => 2,
@@ -399,7 +406,7 @@ fn variant(w: &Why) -> usize {
     }
 }
 
-const VARIANTS: usize = 39 + 16;
+const VARIANTS: usize = 40 + 16;
 
 /// A decision doing `action` for `why`: an effect of the kind that action writes (the action is
 /// derived from it, or from `why` when it writes nothing).

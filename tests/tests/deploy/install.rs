@@ -344,6 +344,18 @@ fn has(objects: &[Value], component: &str) -> bool {
                 )
         }
         "allow-force-delete" => named("ClusterRole", "nodemedic-drainer-force-delete"),
+        "kured" => {
+            let (r, a) = (
+                named("Role", "nodemedic-drainer-kured"),
+                arg(
+                    "Deployment",
+                    "nodemedic-drainer",
+                    "--kured-daemonset=kube-system/kured",
+                ),
+            );
+            assert_eq!(r, a, "the grant and the flag come together");
+            r
+        }
         "monitoring" => named("ServiceMonitor", "nodemedic-detector"),
         "power-cycle-metal3" | "power-cycle-medik8s" => {
             let provider = component.trim_start_matches("power-cycle-");
@@ -370,7 +382,7 @@ fn every_pair_of_components_and_the_documented_combination_render() {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    assert_eq!(components.len(), 12, "{components:?}");
+    assert_eq!(components.len(), 13, "{components:?}");
     // One power-cycle provider at a time (the drainer asks one): the others combine with all.
     let one_provider =
         |set: &[&str]| set.iter().filter(|c| c.starts_with("power-cycle-")).count() <= 1;

@@ -702,6 +702,52 @@ fn marking_machines_is_granted_only_where_configured_and_exactly() {
     assert_eq!(granted(&with, "nodemedic-drainer"), with_machines);
 }
 
+/// Issue 79: kured's lock is read only where kured is named, and exactly (the kured component and
+/// the chart's drainer.kuredDaemonSet grant the same, with the flag).
+#[test]
+fn reading_kureds_lock_is_granted_only_where_configured_and_exactly() {
+    use std::collections::BTreeSet;
+    let base = needed(nodemedic_drainer::act::PERMISSIONS);
+    let with_kured: BTreeSet<_> = base
+        .union(&needed(nodemedic_drainer::act::KURED_PERMISSIONS))
+        .cloned()
+        .collect();
+    let dir = tempfile::tempdir_in(repo().join("target")).unwrap();
+    let rel = dir
+        .path()
+        .strip_prefix(repo())
+        .unwrap()
+        .components()
+        .count();
+    let up = "../".repeat(rel);
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!("resources: [{up}deploy/base]\ncomponents: [{up}deploy/components/kured]\n"),
+    )
+    .unwrap();
+    if let Some(overlay) = kustomize(dir.path()) {
+        check_types(&overlay);
+        assert_eq!(granted(&overlay, "nodemedic-drainer"), with_kured);
+        let role = find(&overlay, "Role", "nodemedic-drainer-kured");
+        assert_eq!(role["rules"][0]["resourceNames"], json!(["kured"]));
+    }
+    let mut v: Value = docs(&chart().join("values.yaml")).remove(0);
+    v["drainer"]["kuredDaemonSet"] = json!("kube-system/kured");
+    let Some(with) = helm_template(&chart(), "nodemedic", "kube-system", Some(&v)) else {
+        return;
+    };
+    check_types(&with);
+    assert_eq!(granted(&with, "nodemedic-drainer"), with_kured);
+    let role = find(&with, "Role", "nodemedic-drainer-kured");
+    assert_eq!(role["rules"][0]["resourceNames"], json!(["kured"]));
+    let d = find(&with, "Deployment", "nodemedic-drainer");
+    let args = pod_spec(d)["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--kured-daemonset=kube-system/kured"),
+        "{args}"
+    );
+}
+
 #[test]
 fn force_deleting_pods_is_granted_only_where_configured_and_exactly() {
     use std::collections::BTreeSet;

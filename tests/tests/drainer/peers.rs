@@ -101,3 +101,109 @@ async fn a_node_another_remediator_has_taken_is_left_to_it_and_taken_up_when_it_
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// kured's DaemonSet as its manifests ship it (`kube-system/kured`, here under a name of the
+/// test's own, placed on no node), its lock naming `holder` (as kured writes it; none: free).
+async fn kured(env: &Env, name: &str, holder: Option<&str>) {
+    let lock = holder.map(|n| {
+        json!({"nodeID": n, "metadata": {"unschedulable": false},
+            "created": nodemedic_tests::cluster::now_rfc3339(), "TTL": 0})
+        .to_string()
+    });
+    let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        kube::Api::namespaced(env.cluster.client.clone(), "kube-system");
+    let annotations = json!({"weave.works/kured-node-lock": lock});
+    if api.get_opt(name).await.unwrap().is_some() {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+        )
+        .await
+        .unwrap();
+        return;
+    }
+    let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "kube-system", "annotations": annotations},
+        "spec": {"selector": {"matchLabels": {"name": name}},
+            "template": {"metadata": {"labels": {"name": name}},
+                "spec": {"nodeSelector": {"nodemedic.io/no-such-node": "true"},
+                    "containers": [{"name": "kured", "image": "ghcr.io/kubereboot/kured:1.17.1"}]}}}});
+    api.create(&Default::default(), &serde_json::from_value(ds).unwrap())
+        .await
+        .unwrap();
+}
+
+/// The phase of the drainer's record on `node`.
+async fn phase(env: &Env, node: &str) -> Option<String> {
+    env.record_phase(node).await
+}
+
+/// Issue 79, point 3: beside kured (`--kured-daemonset`), a node kured holds its lock for is left to
+/// it (said once), and a reboot of the ladder waits while the lock holds another node, saying so;
+/// once kured lets go, the reboot is asked and kured's node is taken up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_kured_no_two_nodes_reboot_at_once_and_kureds_node_is_left_to_it() {
+    let s = crate::remedies::Scenario::new().await;
+    let name = s.env.name("kured");
+    let ours = crate::ladder::broken_node(&s, "ours").await;
+    let kureds = crate::ladder::broken_node(&s, "kureds").await;
+    kured(&s.env, &name, Some(&kureds)).await;
+    let flag = format!("--kured-daemonset=kube-system/{name}");
+    let (drainer, _) = s
+        .drainer(&[
+            "KernelDeadlock=True: drain, reboot",
+            "--drain-buffer=1s",
+            "--reboot-deadline=10m",
+            &flag,
+        ])
+        .await;
+    s.until(
+        "our node drained, its reboot waiting for kured",
+        &drainer,
+        || async {
+            let waits = format!("kured is rebooting {kureds} under its lock (1 at once)");
+            (phase(&s.env, &ours).await.as_deref() == Some("drained")
+                && drainer.output().contains(&waits))
+            .then_some(())
+        },
+    )
+    .await;
+    let said = s
+        .until("kured's node said to be left to it", &drainer, || async {
+            s.env
+                .drainer_events(&kureds)
+                .await
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("LeftToAnotherRemediator"))
+        })
+        .await;
+    let message = said.message.unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "Left to kured, which is rebooting it (its lock on kube-system/{name})"
+        )),
+        "{message}"
+    );
+    assert!(!s.env.cordoned(&kureds).await, "kured's node cordoned");
+    assert_eq!(phase(&s.env, &ours).await.as_deref(), Some("drained"));
+    // kured is done and lets go: our reboot is asked, and kured's node is taken up.
+    kured(&s.env, &name, None).await;
+    s.until("our reboot asked once kured let go", &drainer, || async {
+        (phase(&s.env, &ours).await.as_deref() == Some("rebooting")).then_some(())
+    })
+    .await;
+    s.until("kured's node taken up", &drainer, || async {
+        s.env.cordoned(&kureds).await.then_some(())
+    })
+    .await;
+    drop(drainer);
+    crate::ladder::forget_requests(&s).await;
+    let _ = kube::Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(
+        s.env.cluster.client.clone(),
+        "kube-system",
+    )
+    .delete(&name, &Default::default())
+    .await;
+    s.env.cleanup().await;
+}

@@ -52,6 +52,16 @@ pub(super) fn build(s: &mut Sources, cfg: &mut Config) {
         cfg.ladder.pacing.cooldown = d;
     }
     power_cycle(s, cfg);
+    if let Some(at) = &args.kured_daemonset {
+        match at.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                cfg.ladder.kured = Some((ns.to_string(), name.to_string()))
+            }
+            _ => s.flag_error(format!(
+                "--kured-daemonset {at:?}: name kured's DaemonSet as NAMESPACE/NAME (kube-system/kured)"
+            )),
+        }
+    }
     let limits = &mut cfg.ladder;
     limits.control_plane = args.remediate_control_plane;
     if let Some(n) = args

@@ -70,7 +70,7 @@ impl Fleet {
         self.safety.outages = outages.keys().cloned().collect();
         Gates {
             pause: self.safety.paused.clone(),
-            peers: crate::decide::gates::peer::PeerGate,
+            peers: self.safety.peers.clone(),
             flap: FlapGate {
                 window: s.flap_window,
             },
@@ -121,6 +121,7 @@ impl Fleet {
             outages: gates.outage.outages.keys().cloned().collect(),
             window: gates.window.is_ok(),
             pods_listed: gates.pods_listed,
+            kured: gates.peers.kured.as_ref().map(|(_, lock)| lock.clone()),
         };
         if self.queue.last_gates.as_ref() != Some(&key) {
             // A gate opened or closed: what it held is decided again, and every request that
@@ -244,7 +245,8 @@ impl Fleet {
             }
             _ => {
                 self.queue.waiting.end(&d.node);
-                if d.action() == Action::Hold {
+                // A peer's lock is a gate too: what waits for it is decided again when it changes.
+                if d.action() == Action::Hold || matches!(d.why, Why::WaitingForPeer { .. }) {
                     self.queue.held.insert(d.node.clone());
                 }
             }
@@ -270,7 +272,7 @@ impl Fleet {
         e.at_rest = at_rest;
         let view = e.view.clone();
         let taken = (d.action() == Action::Hold)
-            .then(|| crate::decide::gates::peer::taken(&view))
+            .then(|| self.safety.peers.taken(&view))
             .flatten();
         self.report_peer(&d.node, taken);
         (d, view)

@@ -27,6 +27,7 @@ mod cause;
 mod domains;
 mod due;
 mod follow;
+mod inputs;
 mod pace;
 mod queue;
 mod safety;
@@ -205,11 +206,6 @@ impl Fleet {
 
     pub(crate) fn breaker(&self) -> &Breaker {
         &self.safety.breaker
-    }
-
-    /// The pause read from the Lease (None: not paused).
-    pub(crate) fn set_pause(&mut self, p: Option<Pause>) {
-        self.safety.paused = p;
     }
 
     /// Whether every pod is known: until then the rounds hold drains and the steps after them.

@@ -33,6 +33,8 @@ pub(super) struct GatesKey {
     pub(super) outages: BTreeSet<String>,
     pub(super) window: bool,
     pub(super) pods_listed: bool,
+    /// kured's lock as read (its holders, or why it is unknown).
+    pub(super) kured: Option<crate::decide::gates::reboot_lock::KuredLock>,
 }
 
 impl Queue {

@@ -32,6 +32,8 @@ pub(super) struct Safety {
     pub(super) flapping: BTreeSet<ArcStr>,
     /// Nodes held as another remediator's now, whose taking was reported.
     pub(super) left_to_peer: BTreeSet<ArcStr>,
+    /// What the other remediators say beyond their taints (kured's lock), as last read.
+    pub(super) peers: crate::decide::gates::peer::PeerGate,
     /// Where the detector DaemonSet places its pods, and the nodes whose detector is silent.
     pub(super) placement: crate::decide::silence::Placement,
     pub(super) silent: ByNode<crate::decide::silence::Silence>,

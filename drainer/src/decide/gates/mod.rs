@@ -19,6 +19,7 @@ pub mod gate;
 pub mod outage;
 pub mod pause;
 pub mod peer;
+pub mod reboot_lock;
 pub mod resume;
 pub mod slow_start;
 pub mod snapshot;
@@ -73,7 +74,7 @@ impl Gates {
     pub fn open(flap_window: std::time::Duration) -> Gates {
         Gates {
             pause: None,
-            peers: PeerGate,
+            peers: PeerGate::default(),
             flap: FlapGate {
                 window: flap_window,
             },
@@ -111,6 +112,9 @@ impl Gates {
         let fleet: [&dyn Gate; 4] = [&self.pause, &self.peers, &self.outage, &self.breaker];
         if let Some(why) = fleet.iter().find_map(|g| g.hold(c)) {
             return Some(why.to_string());
+        }
+        if let Some(why) = self.peers.reboot_waits(&c.node.name).filter(|_| reboot) {
+            return Some(why);
         }
         if let (true, Err(next)) = (reboot, self.window) {
             let next = next.map_or("none within a week".to_string(), |t| {

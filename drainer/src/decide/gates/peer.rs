@@ -15,6 +15,7 @@
 //! can hold it, never act on it; the own-node policy keeps a node from tainting itself.
 
 use super::gate::Gate;
+use super::reboot_lock::KuredLock;
 use crate::decide::candidate::Candidate;
 use crate::decide::decision::Why;
 pub(crate) use crate::decide::facts::Peer;
@@ -43,8 +44,8 @@ pub(crate) const TAKEN_TAINTS: [(&str, Option<&str>, Peer, &str); 3] = [
     ),
 ];
 
-/// Who has taken `node`, if a peer has: the peer, and how it says so.
-pub(crate) fn taken(node: &NodeView) -> Option<(Peer, String)> {
+/// Who has taken `node` by a taint, if a peer has: the peer, and how it says so.
+pub(crate) fn tainted(node: &NodeView) -> Option<(Peer, String)> {
     node.taints.iter().find_map(|t| {
         let (key, _, peer, doing) = TAKEN_TAINTS.iter().find(|(key, value, ..)| {
             *key == &*t.key && value.is_none_or(|v| t.value.as_deref() == Some(v))
@@ -53,13 +54,34 @@ pub(crate) fn taken(node: &NodeView) -> Option<(Peer, String)> {
     })
 }
 
-/// The gate: a node a peer has taken is held, whatever else would start on it.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct PeerGate;
+/// The gate: a node a peer has taken is held, whatever else would start on it; with kured's lock
+/// read (`--kured-daemonset`), a node kured is rebooting is kured's, and our reboots wait for a
+/// full lock ([`super::reboot_lock`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PeerGate {
+    /// kured's DaemonSet (`NAMESPACE/NAME`) and its lock as last read.
+    pub(crate) kured: Option<(String, KuredLock)>,
+}
+
+impl PeerGate {
+    /// Who has taken `node`, if a peer has: the peer, and how it says so.
+    pub(crate) fn taken(&self, node: &NodeView) -> Option<(Peer, String)> {
+        tainted(node).or_else(|| {
+            let (at, lock) = self.kured.as_ref()?;
+            lock.holds(&node.name)
+                .then(|| (Peer::Kured, format!("rebooting it (its lock on {at})")))
+        })
+    }
+
+    /// Why a reboot or power-cycle of `node` waits for another remediator's reboots, if it does.
+    pub(crate) fn reboot_waits(&self, node: &str) -> Option<String> {
+        self.kured.as_ref()?.1.reboot_waits(node)
+    }
+}
 
 impl Gate for PeerGate {
     fn hold(&self, c: &Candidate) -> Option<Why> {
-        let (peer, how) = taken(c.node)?;
+        let (peer, how) = self.taken(c.node)?;
         Some(Why::TakenByPeer { peer, how })
     }
 }
@@ -82,18 +104,18 @@ mod tests {
         let ca = node(
             json!([{"key": "ToBeDeletedByClusterAutoscaler", "value": "1733", "effect": "NoSchedule"}]),
         );
-        let (peer, how) = taken(&ca).unwrap();
+        let (peer, how) = tainted(&ca).unwrap();
         assert_eq!(peer, Peer::ClusterAutoscaler);
         assert_eq!(
             how,
             "deleting it (its ToBeDeletedByClusterAutoscaler taint)"
         );
         let v1 = node(json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]));
-        assert_eq!(taken(&v1).unwrap().0, Peer::Karpenter);
+        assert_eq!(tainted(&v1).unwrap().0, Peer::Karpenter);
         let beta = node(
             json!([{"key": "karpenter.sh/disruption", "value": "disrupting", "effect": "NoSchedule"}]),
         );
-        assert_eq!(taken(&beta).unwrap().0, Peer::Karpenter);
+        assert_eq!(tainted(&beta).unwrap().0, Peer::Karpenter);
         // A candidate only, another value, other taints: not taken.
         for free in [
             json!([{"key": "DeletionCandidateOfClusterAutoscaler", "value": "1733", "effect": "PreferNoSchedule"}]),
@@ -101,7 +123,7 @@ mod tests {
             json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]),
             json!([]),
         ] {
-            assert_eq!(taken(&node(free.clone())), None, "{free}");
+            assert_eq!(tainted(&node(free.clone())), None, "{free}");
         }
     }
 }

@@ -83,7 +83,7 @@ pub(crate) fn gates_of_snapshot(
     let (health, domains) = fleet_health(views, cfg, now);
     Gates {
         pause: paused,
-        peers: super::peer::PeerGate,
+        peers: super::peer::PeerGate::default(),
         flap: FlapGate {
             window: s.flap_window,
         },

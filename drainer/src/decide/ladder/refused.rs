@@ -38,8 +38,11 @@ pub(crate) enum Check {
     PodsLeft,
     /// A control-plane node, without `--remediate-control-plane`.
     ControlPlane,
-    /// The fleet's gates: the pause, flapping, an outage of its domain, the breaker.
+    /// The fleet's gates: the pause, a peer that took the node, flapping, an outage of its
+    /// domain, the breaker.
     Gates,
+    /// Another remediator's reboots under way (kured's lock, full with other nodes).
+    RebootLock,
     /// Its failure domain's slow start.
     SlowStart,
     /// The drain windows.
@@ -78,6 +81,7 @@ const REBOOT: &[(Check, Then)] = &[
     (Veto, Wait),
     (KosmosLeaf, Wait),
     (Gates, Wait),
+    (RebootLock, Wait),
     (SlowStart, Wait),
     (Window, Wait),
 ];
@@ -195,7 +199,7 @@ fn said(
                 "it is a control-plane node ({role}): a ladder takes one down only with --remediate-control-plane"
             ))
         }
-        PodsInTheWay | PodsLeft | Gates | SlowStart | Window | ReplaceBudget => None,
+        PodsInTheWay | PodsLeft | Gates | RebootLock | SlowStart | Window | ReplaceBudget => None,
     }
 }
 
@@ -223,6 +227,10 @@ fn held(
         Veto if vetoed(c.node) => ladder(LadderWhy::Vetoed { step }),
         KosmosLeaf if kosmos(c.node, cfg) => ladder(LadderWhy::KosmosLeaf),
         Gates => gates.hold(c),
+        RebootLock => gates
+            .peers
+            .reboot_waits(&c.node.name)
+            .map(|why| Why::WaitingForPeer { why }),
         SlowStart => paced_out(c, x, b).and_then(ladder),
         Window => gates.window.err().map(|next| Why::OutsideDrainWindow {
             next,
