@@ -634,6 +634,10 @@ fn a_users_words_in_a_kernel_record_set_no_condition_and_the_kernels_own_still_d
         "6,7,700,-;Fatal machine ch[78]: segfault at 0 ip 0 sp 0 error 4 in Uncorrected hardware memory error[55+1000]",
         "6,8,800,-;NVRM: Xid (PCI:[79]: segfault at 0 ip 0 sp 0 error 4 in x[55+1000]",
         "6,9,900,-;traps: NVRM: Xid (PCI:0000:3b:00): 79,[80] general protection fault ip:4011 sp:7ffc error:0",
+        "4,12,1200,-;EDAC MC0: 1 UE invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=936",
+        "4,13,1300,-;EDAC MC0: 1 UE: page allocation failure: order:0, mode:0x40cc0(GFP_KERNEL|__GFP_COMP), nodemask=(null),cpuset=/,mems_allowed=0",
+        "4,14,1400,-;EDAC MC0: 1 UE(4242): Attempt to set a LOCK_MAND lock via flock(2). This support has been removed and the request ignored.",
+        "6,15,1500,-;EDAC a: 1 UE \\xff\\xff[4242]: segfault at 0 ip 0 sp 0 error 6 in x[55+1000]",
         "3,10,1000,-;INFO: task docker:2211 blocked for more than 120 seconds.",
         "3,11,1100,-;INFO: task umount.aufs:2212 blocked for more than 120 seconds.",
     ];

@@ -58,7 +58,9 @@ impl Record<'_> {
 /// facility, each beginning with what a user task chose:
 /// - a crash or a trap: `NAME[PID]: segfault at ...`, `NAME[PID] trap ...`, `traps: NAME[PID] ...`
 ///   (a task's name, up to 15 bytes, is whatever it set; the file it ran from follows later);
-/// - `NAME (PID): ...` (a task's own sysctl write, its drop_caches);
+/// - `NAME (PID): ...`, `NAME(PID): ...` (a task's own sysctl write, its drop_caches, a LOCK_MAND
+///   flock);
+/// - `NAME invoked oom-killer: ...` (a task over its memory limit), `NAME: page allocation ...`;
 /// - `audit: ...` (a process with CAP_AUDIT_WRITE, which containers get by default, sends text of
 ///   its own; the kernel prints it when no audit daemon listens);
 /// - `process 'NAME' launched 'PATH' with NULL argv ...` (once a boot, any user).
@@ -70,19 +72,30 @@ pub(crate) fn quotes_a_user(text: &str) -> bool {
     if STARTS.iter().any(|s| text.starts_with(s)) {
         return true;
     }
-    // `NAME[PID]` or `NAME (PID)` within the first 17 bytes: a task's name is at most 15.
-    let head = &text.as_bytes()[..text.len().min(24)];
+    // A task's name is at most 15 bytes, each at most one character once decoded (a byte that is
+    // not UTF-8 becomes a 3-byte U+FFFD): so what follows it starts within the first 16
+    // characters, whatever their bytes.
+    let chars: Vec<char> = text.chars().take(48).collect();
+    let after = |i: usize, s: &str| {
+        let want: Vec<char> = s.chars().collect();
+        chars.get(i..i + want.len()) == Some(&want[..])
+    };
     (1..=16).any(|i| {
-        let (open, close) = match head.get(i..) {
-            Some([b'[', ..]) => (i + 1, b']'),
-            Some([b' ', b'(', ..]) => (i + 2, b')'),
+        const FOLLOWS: [&str; 2] = [" invoked oom-killer: ", ": page allocation "];
+        if FOLLOWS.iter().any(|f| after(i, f)) {
+            return true;
+        }
+        let (open, close) = match chars.get(i..) {
+            Some(['[', ..]) => (i + 1, ']'),
+            Some([' ', '(', ..]) => (i + 2, ')'),
+            Some(['(', ..]) => (i + 1, ')'),
             _ => return false,
         };
-        let digits = head[open.min(head.len())..]
+        let digits = chars[open.min(chars.len())..]
             .iter()
-            .take_while(|b| b.is_ascii_digit())
+            .take_while(|c| c.is_ascii_digit())
             .count();
-        digits > 0 && head.get(open + digits) == Some(&close)
+        digits > 0 && chars.get(open + digits) == Some(&close)
     })
 }
 
@@ -281,6 +294,12 @@ mod tests {
             "audit: type=1107 audit(1765000000.123:45): pid=1 uid=0 auid=4294967295 ses=4294967295 msg='XFS (x): Metadata I/O error. Shutting down filesystem'",
             "process 'sh' launched '/tmp/Remounting filesystem read-only/x' with NULL argv: empty string added",
             "systemd[1]: Started systemd-journald.service - Journal Service.",
+            // An attacker's second review: no PID after the name, or one after bytes that decode
+            // wider than they were.
+            "EDAC MC0: 1 UE invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=936",
+            "EDAC MC0: 1 UE: page allocation failure: order:0, mode:0x40cc0(GFP_KERNEL|__GFP_COMP), nodemask=(null),cpuset=/,mems_allowed=0",
+            "EDAC MC0: 1 UE(4242): Attempt to set a LOCK_MAND lock via flock(2). This support has been removed and the request ignored.",
+            "EDAC a: 1 UE \u{fffd}\u{fffd}[4242]: segfault at 0 ip 0 sp 0 error 6 in x[55+1000]",
         ] {
             assert!(quotes_a_user(users), "{users}");
         }

@@ -250,10 +250,13 @@ fn not_starting(now: Timestamp, e: &Evidence, after: Duration) -> Vec<(ArcStr, S
     // Per owner, the first nodes its waiting pods are on, up to ELSEWHERE_NODES. (A list of all
     // its nodes searched for each pod was pods x nodes: 500,000 waiting pods of one ReplicaSet over
     // 50,000 nodes kept the drainer's one thread busy for good.)
-    let mut owners: HashMap<&Uid, Vec<&ArcStr>> = HashMap::new();
+    // By the pod's namespace and its owner's UID: a pod names its owner by UID alone, and a tenant's
+    // pods naming a DaemonSet's UID from their own namespace once made it "wait on three nodes"
+    // (an attacker's second review). An owner's pods are in its namespace.
+    let mut owners: HashMap<(&str, &Uid), Vec<&ArcStr>> = HashMap::new();
     for (node, p, _) in &waiting {
         if let Some(o) = p.progress.as_ref().and_then(|x| x.owner.as_ref()) {
-            let nodes = owners.entry(o).or_default();
+            let nodes = owners.entry((&p.namespace, o)).or_default();
             if nodes.len() < ELSEWHERE_NODES && !nodes.contains(node) {
                 nodes.push(node);
             }
@@ -261,7 +264,8 @@ fn not_starting(now: Timestamp, e: &Evidence, after: Duration) -> Vec<(ArcStr, S
     }
     let elsewhere = |p: &PodInfo| {
         let owner = p.progress.as_ref().and_then(|x| x.owner.as_ref());
-        owner.is_some_and(|o| owners.get(o).is_some_and(|n| n.len() >= ELSEWHERE_NODES))
+        let key = |o| (&*p.namespace, o);
+        owner.is_some_and(|o| (owners.get(&key(o))).is_some_and(|n| n.len() >= ELSEWHERE_NODES))
     };
     let mut by_node: BTreeMap<&ArcStr, Vec<(&PodInfo, Duration)>> = BTreeMap::new();
     for (node, p, waited) in &waiting {

@@ -573,3 +573,36 @@ fn one_rogue_kubelet_cannot_excuse_another_nodes_stuck_agent() {
         "three nodes: the DaemonSet's fault: {got:?}"
     );
 }
+
+/// An attacker's second review: a tenant's pods in its own namespace name the agents' DaemonSet's
+/// UID as their owner and wait on two other nodes; the DaemonSet's pod stuck on a wedged node is
+/// still that node's symptom. An owner's pods are in its own namespace.
+#[test]
+fn a_tenants_pods_naming_a_daemonsets_uid_excuse_no_node() {
+    let agent_on = |node: &str| {
+        waiting_in(
+            "kube-system",
+            &format!("agent-{node}"),
+            node,
+            30,
+            ("DaemonSet", "agent"),
+            Some("ContainerCreating"),
+        )
+    };
+    // The same owner reference (its UID the DaemonSet's), from the tenant's namespace.
+    let decoy = |node: &str| {
+        let mut p = (*agent_on(node)).clone();
+        p.namespace = "tenant".into();
+        p.name = format!("decoy-{node}").as_str().into();
+        Arc::new(p)
+    };
+    let same = |p: &PodInfo| p.progress.as_ref().unwrap().owner.clone();
+    assert_eq!(
+        same(&decoy("a")),
+        same(&agent_on("wedged")),
+        "the DaemonSet's UID"
+    );
+    let got = run(&[agent_on("wedged"), decoy("a"), decoy("b")], &[]);
+    let nodes: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(nodes, ["wedged"], "{got:?}");
+}
