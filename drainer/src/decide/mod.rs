@@ -60,6 +60,8 @@ mod remedy_tests;
 #[cfg(test)]
 mod resume_tests;
 #[cfg(test)]
+mod symptoms_owner_tests;
+#[cfg(test)]
 mod symptoms_tests;
 #[cfg(test)]
 mod tests;
