@@ -604,3 +604,67 @@ async fn one_rogue_kubelet_cannot_hide_a_wedged_node_on(env: Env) {
     running.shutdown().await;
     env.cleanup().await;
 }
+
+/// An attacker's second review (issue 76): one kubelet reads its own agent pod, learning the
+/// agents' DaemonSet's UID (it writes nothing); a tenant's pods in its own namespace name that UID
+/// as their controller and wait on two healthy nodes (a Secret that does not exist). The
+/// DaemonSet then "waited on three nodes", and its pod stuck on a wedged node was excused. Owners
+/// are counted in their own namespace: the wedged node is still found and cordoned.
+#[tokio::test]
+async fn a_tenants_pods_naming_a_daemonsets_uid_cannot_hide_a_wedged_node() {
+    for env in Env::each_release().await {
+        decoys_cannot_hide_a_wedged_node_on(env).await;
+    }
+}
+
+async fn decoys_cannot_hide_a_wedged_node_on(env: Env) {
+    let wedged = env.node("decoy-wedged", "False", 3600, json!({})).await;
+    let rogue = env.node("decoy-rogue", "False", 3600, json!({})).await;
+    let ds = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", &env.name("agents"))
+        .await;
+    let with_ds = json!({"metadata": {"ownerReferences": ds}});
+    let stuck_agent = env
+        .pod("kube-system", "agent-w", &wedged, with_ds.clone())
+        .await;
+    waiting_in(&env, "kube-system", &stuck_agent, 30, "ContainerCreating").await;
+    let rogues_agent = env.pod("kube-system", "agent-r", &rogue, with_ds).await;
+    started_in(&env, "kube-system", &rogues_agent).await;
+    let as_rogue: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(kubelet_of(&env, &rogue), "kube-system");
+    let mine = as_rogue
+        .get(&rogues_agent)
+        .await
+        .expect("a kubelet reads a pod bound to its node");
+    let uid = mine.metadata.owner_references.unwrap()[0].uid.clone();
+    let decoy_owner = json!([{"apiVersion": "decoy.example.com/v1", "kind": "Decoy",
+        "name": "decoy", "uid": uid, "controller": true}]);
+    for hint in ["decoy-a", "decoy-b"] {
+        let node = env.node(hint, "False", 3600, json!({})).await;
+        let d = env
+            .pod(
+                "default",
+                hint,
+                &node,
+                json!({"metadata": {"ownerReferences": decoy_owner.clone()},
+                    "spec": {"volumes": [{"name": "s", "secret": {"secretName": "does-not-exist"}}]}}),
+            )
+            .await;
+        waiting_in(&env, "default", &d, 30, "ContainerCreating").await;
+    }
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.conditions = vec![
+        "KernelDeadlock=True,10m".parse().unwrap(),
+        "PodsNotStarting=True,0s".parse().unwrap(),
+    ];
+    let running = env.start(cfg, "a").await;
+    eventually(
+        "the wedged node cordoned beside the decoys",
+        Duration::from_secs(60),
+        || async { env.cordoned(&wedged).await.then_some(()) },
+    )
+    .await;
+    running.shutdown().await;
+    env.cleanup().await;
+}
