@@ -41,8 +41,8 @@ fn node(template: &Value, i: usize) -> Node {
         json!(format!("region-1{}", ["a", "b", "c"][i % 3]));
     n["metadata"]["labels"][FLIP_LABEL] = json!("a");
     n["spec"]["providerID"] = json!(format!("fake:///region-1/{name}"));
-    n["spec"]["podCIDR"] = json!(format!("10.{}.{}.0/24", 64 + i / 256, i % 256));
-    n["spec"]["podCIDRs"] = json!([format!("10.{}.{}.0/24", 64 + i / 256, i % 256)]);
+    n["spec"]["podCIDR"] = json!(format!("{}/27", pod_subnet(i, 0)));
+    n["spec"]["podCIDRs"] = json!([format!("{}/27", pod_subnet(i, 0))]);
     let now = crate::cluster::now_rfc3339();
     if let Some(conditions) = n["status"]["conditions"].as_array_mut() {
         for c in conditions {
@@ -67,6 +67,13 @@ fn pod(template: &Value, rs_uid: &str, i: usize, j: usize, instant: bool) -> Pod
 /// A running pod's status as its kubelet writes it (kube-apiserver drops the status a create
 /// sends): the pods of a cluster run, and a fixture of pods that never start measured the drainer's
 /// pass over stuck pods (500,000 of them) instead of what clusters send.
+/// Node `i`'s pod range, a /27 from 10.64.0.0 (room for 393,216 nodes; a /24 each ran out at 49,408),
+/// and its address `at` within it.
+fn pod_subnet(i: usize, at: usize) -> std::net::Ipv4Addr {
+    let base = u32::from(std::net::Ipv4Addr::new(10, 64, 0, 0));
+    std::net::Ipv4Addr::from(base + (i as u32) * 32 + at as u32)
+}
+
 fn running(i: usize, j: usize) -> Value {
     let at = "2026-11-01T00:00:00Z";
     let condition = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": at});
@@ -75,7 +82,7 @@ fn running(i: usize, j: usize) -> Value {
         "conditions": [condition("PodReadyToStartContainers"), condition("Initialized"),
             condition("Ready"), condition("ContainersReady"), condition("PodScheduled")],
         "hostIP": format!("10.0.{}.{}", i / 256, i % 256),
-        "podIP": format!("10.{}.{}.{}", 64 + i / 256, i % 256, 10 + j),
+        "podIP": pod_subnet(i, 10 + j).to_string(),
         "startTime": at,
         "qosClass": "Burstable",
         "containerStatuses": [{
