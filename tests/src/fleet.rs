@@ -81,7 +81,8 @@ fn running(i: usize, j: usize) -> Value {
         "phase": "Running",
         "conditions": [condition("PodReadyToStartContainers"), condition("Initialized"),
             condition("Ready"), condition("ContainersReady"), condition("PodScheduled")],
-        "hostIP": format!("10.0.{}.{}", i / 256, i % 256),
+        // From 172.16.0.0/12: room for a million nodes (10.0.x.y ran out at 65,536).
+        "hostIP": std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(172, 16, 0, 0)) + i as u32).to_string(),
         "podIP": pod_subnet(i, 10 + j).to_string(),
         "startTime": at,
         "qosClass": "Burstable",
