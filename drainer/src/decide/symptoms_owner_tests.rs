@@ -7,22 +7,24 @@ use std::sync::Arc;
 use super::symptoms_tests::{run, waiting_in};
 use crate::model::pod::PodInfo;
 
+/// The node agents' DaemonSet's pod on `node`, waiting for its sandbox half an hour.
+fn agent_on(node: &str) -> Arc<PodInfo> {
+    waiting_in(
+        "kube-system",
+        &format!("agent-{node}"),
+        node,
+        30,
+        ("DaemonSet", "agent"),
+        Some("ContainerCreating"),
+    )
+}
+
 /// Issue 76 (an attacker's review): one rogue kubelet reports its own pod of the node agents'
 /// DaemonSet waiting; the same DaemonSet's pod really stuck on a wedged node is still that node's
 /// symptom (it once excused it: the DaemonSet "waited on several nodes", and every wedged node was
 /// hidden). Waiting on three nodes, the owner is to blame and no node is.
 #[test]
 fn one_rogue_kubelet_cannot_excuse_another_nodes_stuck_agent() {
-    let agent_on = |node: &str| {
-        waiting_in(
-            "kube-system",
-            &format!("agent-{node}"),
-            node,
-            30,
-            ("DaemonSet", "agent"),
-            Some("ContainerCreating"),
-        )
-    };
     let got = run(&[agent_on("wedged"), agent_on("rogue")], &[]);
     let nodes: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(nodes, ["rogue", "wedged"], "each its own symptom");
@@ -41,16 +43,6 @@ fn one_rogue_kubelet_cannot_excuse_another_nodes_stuck_agent() {
 /// still that node's symptom. An owner's pods are in its own namespace.
 #[test]
 fn a_tenants_pods_naming_a_daemonsets_uid_excuse_no_node() {
-    let agent_on = |node: &str| {
-        waiting_in(
-            "kube-system",
-            &format!("agent-{node}"),
-            node,
-            30,
-            ("DaemonSet", "agent"),
-            Some("ContainerCreating"),
-        )
-    };
     // The same owner reference (its UID the DaemonSet's), from the tenant's namespace.
     let decoy = |node: &str| {
         let mut p = (*agent_on(node)).clone();

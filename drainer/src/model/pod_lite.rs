@@ -111,21 +111,11 @@ enum Source {
 
 impl<'de> Deserialize<'de> for Source {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Key;
-        impl serde::de::Visitor<'_> for Key {
-            type Value = Source;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a volume's field name")
-            }
-            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Source, E> {
-                Ok(match k {
-                    "emptyDir" => Source::EmptyDir,
-                    k if NODE_LOCAL_SOURCES.contains(&k) => Source::Local,
-                    _ => Source::Other,
-                })
-            }
-        }
-        d.deserialize_identifier(Key)
+        d.deserialize_identifier(super::intern::TextVisitor(|k: &str| match k {
+            "emptyDir" => Source::EmptyDir,
+            k if NODE_LOCAL_SOURCES.contains(&k) => Source::Local,
+            _ => Source::Other,
+        }))
     }
 }
 

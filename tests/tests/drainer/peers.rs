@@ -24,6 +24,13 @@ async fn taint(env: &Env, node: &str, taints: serde_json::Value) {
         .unwrap();
 }
 
+/// The message of the drainer's LeftToAnotherRemediator Event on `node`, once there is one.
+async fn left_to(env: &Env, node: &str) -> Option<String> {
+    let mut events = env.drainer_events(node).await.into_iter();
+    let said = events.find(|e| e.reason.as_deref() == Some("LeftToAnotherRemediator"))?;
+    Some(said.message.unwrap_or_default())
+}
+
 #[tokio::test]
 async fn a_node_another_remediator_has_taken_is_left_to_it_and_taken_up_when_it_lets_go() {
     let env = Env::new().await;
@@ -61,18 +68,10 @@ async fn a_node_another_remediator_has_taken_is_left_to_it_and_taken_up_when_it_
     );
     assert_eq!(env.evictions(&kept, None), 0, "never asked to evict it");
     for (node, peer) in [(&by_ca, "cluster-autoscaler"), (&by_karpenter, "Karpenter")] {
-        let said = eventually(
-            &format!("{node} said to be left to {peer}"),
-            WAIT,
-            || async {
-                env.drainer_events(node)
-                    .await
-                    .into_iter()
-                    .find(|e| e.reason.as_deref() == Some("LeftToAnotherRemediator"))
-            },
-        )
+        let message = eventually(&format!("{node} said to be left to {peer}"), WAIT, || {
+            left_to(&env, node)
+        })
         .await;
-        let message = said.message.unwrap_or_default();
         assert!(
             message.starts_with(&format!("Left to {peer}, which is")),
             "{message}"
@@ -169,16 +168,11 @@ async fn beside_kured_no_two_nodes_reboot_at_once_and_kureds_node_is_left_to_it(
         },
     )
     .await;
-    let said = s
-        .until("kured's node said to be left to it", &drainer, || async {
-            s.env
-                .drainer_events(&kureds)
-                .await
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some("LeftToAnotherRemediator"))
+    let message = s
+        .until("kured's node said to be left to it", &drainer, || {
+            left_to(&s.env, &kureds)
         })
         .await;
-    let message = said.message.unwrap_or_default();
     assert!(
         message.starts_with(&format!(
             "Left to kured, which is rebooting it (its lock on kube-system/{name})"

@@ -546,19 +546,12 @@ async fn one_rogue_kubelet_cannot_hide_a_wedged_node() {
 }
 
 async fn one_rogue_kubelet_cannot_hide_a_wedged_node_on(env: Env) {
-    let wedged = env.node("rogue-wedged", "False", 3600, json!({})).await;
-    let rogue = env.node("rogue", "False", 3600, json!({})).await;
-    let ds = env
-        .cluster
-        .owner_of_kind("kube-system", "DaemonSet", &env.name("agents"))
-        .await;
-    let with_ds = json!({"metadata": {"ownerReferences": ds}});
-    let stuck_agent = env
-        .pod("kube-system", "agent-w", &wedged, with_ds.clone())
-        .await;
-    waiting_in(&env, "kube-system", &stuck_agent, 30, "ContainerCreating").await;
-    let rogues_agent = env.pod("kube-system", "agent-r", &rogue, with_ds).await;
-    started_in(&env, "kube-system", &rogues_agent).await;
+    let Agents {
+        wedged,
+        rogue,
+        stuck_agent,
+        rogues_agent,
+    } = agents(&env, "rogue").await;
     // The lie, as rogue's kubelet.
     let as_rogue: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(kubelet_of(&env, &rogue), "kube-system");
@@ -587,12 +580,7 @@ async fn one_rogue_kubelet_cannot_hide_a_wedged_node_on(env: Env) {
             "{other:?}"
         );
     }
-    let mut cfg = env.config(Duration::from_secs(1));
-    cfg.conditions = vec![
-        "KernelDeadlock=True,10m".parse().unwrap(),
-        "PodsNotStarting=True,0s".parse().unwrap(),
-    ];
-    let running = env.start(cfg, "a").await;
+    let running = env.start(pods_not_starting_watched(&env), "a").await;
     eventually(
         "the wedged node cordoned for PodsNotStarting",
         Duration::from_secs(60),
@@ -618,19 +606,12 @@ async fn a_tenants_pods_naming_a_daemonsets_uid_cannot_hide_a_wedged_node() {
 }
 
 async fn decoys_cannot_hide_a_wedged_node_on(env: Env) {
-    let wedged = env.node("decoy-wedged", "False", 3600, json!({})).await;
-    let rogue = env.node("decoy-rogue", "False", 3600, json!({})).await;
-    let ds = env
-        .cluster
-        .owner_of_kind("kube-system", "DaemonSet", &env.name("agents"))
-        .await;
-    let with_ds = json!({"metadata": {"ownerReferences": ds}});
-    let stuck_agent = env
-        .pod("kube-system", "agent-w", &wedged, with_ds.clone())
-        .await;
-    waiting_in(&env, "kube-system", &stuck_agent, 30, "ContainerCreating").await;
-    let rogues_agent = env.pod("kube-system", "agent-r", &rogue, with_ds).await;
-    started_in(&env, "kube-system", &rogues_agent).await;
+    let Agents {
+        wedged,
+        rogue,
+        rogues_agent,
+        ..
+    } = agents(&env, "decoy").await;
     let as_rogue: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(kubelet_of(&env, &rogue), "kube-system");
     let mine = as_rogue
@@ -653,12 +634,7 @@ async fn decoys_cannot_hide_a_wedged_node_on(env: Env) {
             .await;
         waiting_in(&env, "default", &d, 30, "ContainerCreating").await;
     }
-    let mut cfg = env.config(Duration::from_secs(1));
-    cfg.conditions = vec![
-        "KernelDeadlock=True,10m".parse().unwrap(),
-        "PodsNotStarting=True,0s".parse().unwrap(),
-    ];
-    let running = env.start(cfg, "a").await;
+    let running = env.start(pods_not_starting_watched(&env), "a").await;
     eventually(
         "the wedged node cordoned beside the decoys",
         Duration::from_secs(60),
@@ -667,4 +643,49 @@ async fn decoys_cannot_hide_a_wedged_node_on(env: Env) {
     .await;
     running.shutdown().await;
     env.cleanup().await;
+}
+
+/// A wedged node whose node agent (a kube-system DaemonSet's pod) waits for its sandbox, and a
+/// node `hint`-rogue whose agent of the same DaemonSet runs.
+struct Agents {
+    wedged: String,
+    rogue: String,
+    stuck_agent: String,
+    rogues_agent: String,
+}
+
+async fn agents(env: &Env, hint: &str) -> Agents {
+    let wedged = env
+        .node(&format!("{hint}-wedged"), "False", 3600, json!({}))
+        .await;
+    let rogue = env
+        .node(&format!("{hint}-rogue"), "False", 3600, json!({}))
+        .await;
+    let ds = env
+        .cluster
+        .owner_of_kind("kube-system", "DaemonSet", &env.name("agents"))
+        .await;
+    let with_ds = json!({"metadata": {"ownerReferences": ds}});
+    let stuck_agent = env
+        .pod("kube-system", "agent-w", &wedged, with_ds.clone())
+        .await;
+    waiting_in(env, "kube-system", &stuck_agent, 30, "ContainerCreating").await;
+    let rogues_agent = env.pod("kube-system", "agent-r", &rogue, with_ds).await;
+    started_in(env, "kube-system", &rogues_agent).await;
+    Agents {
+        wedged,
+        rogue,
+        stuck_agent,
+        rogues_agent,
+    }
+}
+
+/// The drainer's settings watching PodsNotStarting at once (and KernelDeadlock, its barrier's).
+fn pods_not_starting_watched(env: &Env) -> nodemedic_drainer::config::Config {
+    let mut cfg = env.config(Duration::from_secs(1));
+    cfg.conditions = vec![
+        "KernelDeadlock=True,10m".parse().unwrap(),
+        "PodsNotStarting=True,0s".parse().unwrap(),
+    ];
+    cfg
 }
